@@ -1,0 +1,153 @@
+/*
+ * kernels.h - Kara's internal CPU kernel table.
+ *
+ * Tensor types use GGML's numeric ids so GGUF type fields map directly.
+ * Every kernel has a scalar reference in generic/; SIMD versions (x86/avx2_*,
+ * x86/avx512_*, arm/neon_*) fill the same table and are tested against it.
+ * dispatch.c picks the table once from CPU features, capped by the
+ * environment variable KARA_CPU_ISA=scalar|avx2|avx512|neon.
+ *
+ * Kernels never start threads: work-splitting kernels receive (ith, nth) and
+ * process their slice only; the caller runs them inside its thread region.
+ */
+#ifndef KARA_KERNELS_H
+#define KARA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- tensor types (GGML ids) ---- */
+typedef enum kara_type {
+    KARA_TYPE_F32 = 0,
+    KARA_TYPE_F16 = 1,
+    KARA_TYPE_Q4_0 = 2,
+    KARA_TYPE_Q4_1 = 3,
+    KARA_TYPE_Q5_0 = 6,
+    KARA_TYPE_Q5_1 = 7,
+    KARA_TYPE_Q8_0 = 8,
+    KARA_TYPE_Q8_1 = 9,
+    KARA_TYPE_Q2_K = 10,
+    KARA_TYPE_Q3_K = 11,
+    KARA_TYPE_Q4_K = 12,
+    KARA_TYPE_Q5_K = 13,
+    KARA_TYPE_Q6_K = 14,
+    KARA_TYPE_Q8_K = 15,
+    KARA_TYPE_BF16 = 30,
+    KARA_TYPE_COUNT = 40
+} kara_type;
+
+#define KARA_QK4_0 32
+#define KARA_QK4_1 32
+#define KARA_QK5_0 32
+#define KARA_QK5_1 32
+#define KARA_QK8_0 32
+#define KARA_QK8_1 32
+#define KARA_QK_K 256
+#define KARA_K_SCALE_SIZE 12
+
+typedef uint16_t kara_fp16;
+typedef uint16_t kara_bf16;
+
+/* Block layouts, byte-identical to GGUF/GGML. */
+typedef struct { kara_fp16 d; uint8_t qs[KARA_QK4_0 / 2]; } kara_block_q4_0;
+typedef struct { kara_fp16 d, m; uint8_t qs[KARA_QK4_1 / 2]; } kara_block_q4_1;
+typedef struct { kara_fp16 d; uint8_t qh[4]; uint8_t qs[KARA_QK5_0 / 2]; } kara_block_q5_0;
+typedef struct { kara_fp16 d, m; uint8_t qh[4]; uint8_t qs[KARA_QK5_1 / 2]; } kara_block_q5_1;
+typedef struct { kara_fp16 d; int8_t qs[KARA_QK8_0]; } kara_block_q8_0;
+typedef struct { kara_fp16 d, s; int8_t qs[KARA_QK8_1]; } kara_block_q8_1;   /* s = d * sum(qs) */
+typedef struct { kara_fp16 d, dmin; uint8_t scales[KARA_K_SCALE_SIZE]; uint8_t qs[KARA_QK_K / 2]; } kara_block_q4_K;
+typedef struct { kara_fp16 d, dmin; uint8_t scales[KARA_K_SCALE_SIZE]; uint8_t qh[KARA_QK_K / 8]; uint8_t qs[KARA_QK_K / 2]; } kara_block_q5_K;
+typedef struct { uint8_t ql[KARA_QK_K / 2]; uint8_t qh[KARA_QK_K / 4]; int8_t scales[KARA_QK_K / 16]; kara_fp16 d; } kara_block_q6_K;
+typedef struct { float d; int8_t qs[KARA_QK_K]; int16_t bsums[KARA_QK_K / 16]; } kara_block_q8_K;
+
+/* ---- type traits ---- */
+typedef struct kara_type_info {
+    const char *name;        /* "F32", "Q4_K", ... */
+    int32_t block_size;      /* elements per block (1 for F32/F16/BF16) */
+    int32_t type_size;       /* bytes per block */
+    bool supported;          /* weights of this type can be used */
+    kara_type vec_dot_type;  /* format activations are converted to for vec_dot */
+} kara_type_info;
+
+/* Traits of a type id, or NULL for an id GGML does not define or that Kara
+ * does not know. */
+const kara_type_info *kara_type_get(uint32_t type);
+/* Bytes of a row of n elements (n must be a multiple of the block size). */
+size_t kara_type_row_size(kara_type type, int64_t n);
+
+/* ---- scalar conversions (generic/, always available) ---- */
+float kara_fp16_to_fp32(kara_fp16 h);
+kara_fp16 kara_fp32_to_fp16(float f);      /* round to nearest even */
+float kara_bf16_to_fp32(kara_bf16 h);
+kara_bf16 kara_fp32_to_bf16(float f);      /* round to nearest even */
+
+/* Dequantize n elements (a multiple of the block size) of a row. Supported
+ * for every type with info->supported and for Q8_0/Q8_1/Q8_K. */
+void kara_dequantize_row(kara_type type, const void *x, float *y, int64_t n);
+/* Reference quantizer (round-to-nearest as GGML's *_ref functions). Returns
+ * false for a type without a quantizer. Supported: F32, F16, BF16, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K. */
+bool kara_quantize_row(kara_type type, const float *x, void *y, int64_t n);
+
+/* ---- the kernel table ---- */
+typedef enum kara_isa {
+    KARA_ISA_SCALAR = 0,
+    KARA_ISA_AVX2 = 1,
+    KARA_ISA_AVX512 = 2,
+    KARA_ISA_NEON = 3,
+    KARA_ISA_COUNT = 4
+} kara_isa;
+
+/* out = dot(w_row, x) over n elements; w_row in the weight type, x already
+ * converted to that type's vec_dot_type. */
+typedef void (*kara_vec_dot_fn)(int64_t n, float *out, const void *w_row, const void *x);
+/* Convert n f32 activations into an activation format (F32 copy, F16, BF16,
+ * Q8_0, Q8_1, Q8_K). */
+typedef void (*kara_from_float_fn)(const float *x, void *y, int64_t n);
+
+typedef struct kara_kernels {
+    kara_isa isa;
+    const char *name;                               /* "scalar", "avx2", ... */
+    kara_vec_dot_fn vec_dot[KARA_TYPE_COUNT];       /* indexed by weight type */
+    kara_from_float_fn from_float[KARA_TYPE_COUNT]; /* indexed by activation type */
+
+    /* Y[b][r] = dot(W row r, X[b]) for b < n_batch and the rows of this
+     * thread's slice (rows split evenly into nth parts). W has n_rows rows of
+     * w_row_bytes; X holds n_batch activation rows already converted to the
+     * weight type's vec_dot_type, x_row_bytes apart; Y rows are ldy floats
+     * apart. */
+    void (*matmul)(const struct kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
+                   int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
+                   float *y, int64_t ldy, int ith, int nth);
+
+    /* y = x / sqrt(mean(x^2) + eps) * w  (y may alias x) */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
+    /* x = softmax(x), max-subtracted, in place */
+    void (*softmax)(float *x, int64_t n);
+    /* out = silu(gate) * up  (out may alias gate) */
+    void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
+    /* dot products and y += a*x over f32, and over f16 rows (KV cache) */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    float (*dot_f16_f32)(const kara_fp16 *a, const float *b, int64_t n);
+    void (*axpy_f32)(float *y, float a, const float *x, int64_t n);
+    void (*axpy_f16)(float *y, float a, const kara_fp16 *x, int64_t n);
+    /* f32 -> f16 row conversion (KV cache writes) */
+    void (*f32_to_f16)(kara_fp16 *y, const float *x, int64_t n);
+} kara_kernels;
+
+/* The table for this CPU (best ISA, capped by KARA_CPU_ISA), chosen once;
+ * thread-safe. Never NULL. */
+const kara_kernels *kara_kernels_get(void);
+/* The table of one ISA if this machine can run it (and the build has it),
+ * else NULL. Tests loop over every ISA with this. */
+const kara_kernels *kara_kernels_for_isa(kara_isa isa);
+const char *kara_isa_name(kara_isa isa);
+
+/* Per-ISA table builders (dispatch.c calls them; each lives with its ISA). */
+void kara_kernels_init_scalar(kara_kernels *k);
+void kara_kernels_init_avx2(kara_kernels *k);    /* x86 builds only */
+void kara_kernels_init_avx512(kara_kernels *k);  /* x86 builds only */
+void kara_kernels_init_neon(kara_kernels *k);    /* arm builds only */
+
+#endif /* KARA_KERNELS_H */

@@ -1,0 +1,251 @@
+/* context.c - creating a context (every buffer sized once), validating a
+ * batch before any work, and the accessors around kara_decode. */
+#include "context.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu_features.h"
+#include "status.h"
+
+void kara_context_params_init(kara_context_params *p) {
+    memset(p, 0, sizeof *p);
+    p->n_ctx = 0;
+    p->n_batch = 512;
+    p->n_seq_max = 1;
+    p->n_threads = 0;
+    kara_kv_params_init(&p->kv);
+}
+
+void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg) {
+#ifdef _OPENMP
+    if (ctx->n_threads > 1) {
+#pragma omp parallel num_threads(ctx->n_threads)
+        fn(arg, omp_get_thread_num(), omp_get_num_threads());
+        return;
+    }
+#endif
+    (void)ctx;
+    fn(arg, 0, 1);
+}
+
+static void *scratch(kara_context *c, size_t n_floats) {
+    c->mem_bytes += n_floats * sizeof(float);
+    return calloc(n_floats ? n_floats : 1, sizeof(float));
+}
+
+/* One conversion buffer per activation format the model's weights need. */
+static bool alloc_act_bufs(kara_context *c) {
+    const kara_model *m = c->model;
+    bool needed[KARA_TYPE_COUNT] = {false};
+    const kara_weight *ws[] = {&m->output};
+    needed[kara_type_get(ws[0]->type)->vec_dot_type] = true;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const kara_layer *L = &m->layers[il];
+        const kara_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) needed[kara_type_get(lw[i]->type)->vec_dot_type] = true;
+    }
+    int64_t widest = m->hp.n_embd;
+    if (m->hp.n_ff > widest) widest = m->hp.n_ff;
+    if ((int64_t)m->hp.n_head * m->hp.head_dim > widest) widest = (int64_t)m->hp.n_head * m->hp.head_dim;
+    for (int t = 0; t < KARA_TYPE_COUNT; t++) {
+        if (!needed[t] || t == KARA_TYPE_F32) continue; /* f32 weights read the rows directly */
+        kara_act_buf *a = &c->act[t];
+        /* round the width up to the format's block so any input fits */
+        int64_t bs = kara_type_get((uint32_t)t)->block_size;
+        a->row_bytes = kara_type_row_size((kara_type)t, (widest + bs - 1) / bs * bs);
+        a->data = aligned_alloc(64, (a->row_bytes * (size_t)c->n_batch + 63) / 64 * 64);
+        if (!a->data) return false;
+        c->mem_bytes += a->row_bytes * (size_t)c->n_batch;
+    }
+    return true;
+}
+
+kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
+    kara_context_params defaults;
+    if (!params) {
+        kara_context_params_init(&defaults);
+        params = &defaults;
+    }
+    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_context_create: out is NULL");
+    *out = NULL;
+    if (!model || model->vocab_only)
+        return kara_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
+    if (params->n_batch < 1 || params->n_seq_max < 1 || params->n_ctx < 0)
+        return kara_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
+    kara_context *c = calloc(1, sizeof *c);
+    if (!c) return kara_set_error(KARA_ERR_NOMEM, "out of memory creating a context");
+    const kara_hparams *hp = &model->hp;
+    c->model = model;
+    c->params = *params;
+    c->kernels = kara_kernels_get();
+    c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
+    c->n_batch = params->n_batch;
+    c->n_threads = params->n_threads > 0 ? params->n_threads : kara_cpu_count();
+
+    kara_status st = kara_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, &params->kv, params->n_seq_max,
+                                  c->n_ctx);
+    if (st) {
+        free(c);
+        return st;
+    }
+    size_t nb = (size_t)c->n_batch, qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    c->x = scratch(c, nb * hp->n_embd);
+    c->xn = scratch(c, nb * hp->n_embd);
+    c->q = scratch(c, nb * qd);
+    c->k = scratch(c, nb * kvd);
+    c->v = scratch(c, nb * kvd);
+    c->attn = scratch(c, nb * qd);
+    c->gate = scratch(c, nb * hp->n_ff);
+    c->up = scratch(c, nb * hp->n_ff);
+    c->proj = scratch(c, nb * hp->n_embd);
+    c->rope_cs = scratch(c, nb * hp->rope_dim);
+    c->att_scores = scratch(c, (size_t)c->n_threads * (size_t)c->n_ctx);
+    c->logits = scratch(c, nb * hp->n_vocab);
+    c->slot = calloc(nb, sizeof(int32_t));
+    c->out_rows = calloc(nb, sizeof(int32_t));
+    c->entry_pos = calloc(nb, sizeof(int32_t));
+    c->entry_seq = calloc(nb, sizeof(int32_t));
+    c->seq_counts = calloc((size_t)params->n_seq_max, sizeof(int32_t));
+    c->seq_next = calloc((size_t)params->n_seq_max, sizeof(int32_t));
+    c->mem_bytes += c->kv.budget;
+    if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->gate || !c->up || !c->proj || !c->rope_cs ||
+        !c->att_scores || !c->logits || !c->slot || !c->out_rows ||
+        !c->entry_pos || !c->entry_seq || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
+        kara_context_free(c);
+        return kara_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
+    }
+    *out = c;
+    return KARA_OK;
+}
+
+void kara_context_free(kara_context *c) {
+    if (!c) return;
+    kara_kv_free(&c->kv);
+    float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->gate, c->up, c->proj, c->rope_cs, c->att_scores,
+                     c->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    for (int t = 0; t < KARA_TYPE_COUNT; t++) free(c->act[t].data);
+    free(c->slot);
+    free(c->out_rows);
+    free(c->entry_pos);
+    free(c->entry_seq);
+    free(c->seq_counts);
+    free(c->seq_next);
+    free(c);
+}
+
+const kara_model *kara_context_model(const kara_context *c) { return c->model; }
+int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
+const char *kara_context_last_error(const kara_context *c) { return c->last_error; }
+
+static kara_status ctx_error(kara_context *c, kara_status st) {
+    snprintf(c->last_error, sizeof c->last_error, "%s", kara_last_error());
+    return st;
+}
+
+/* Check every entry and make room for all of them before any work, so a
+ * failing call leaves every sequence exactly as it was. */
+static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
+    const kara_model *m = c->model;
+    if (!b || b->n_tokens < 1 || !b->tokens)
+        return kara_set_error(KARA_ERR_ARG, "kara_decode: empty batch");
+    if (b->n_tokens > c->n_batch)
+        return kara_set_error(KARA_ERR_ARG, "kara_decode: batch of %d entries exceeds n_batch %d", b->n_tokens,
+                              c->n_batch);
+    int32_t n_seq = c->kv.n_seq_max;
+    int32_t *counts = c->seq_counts, *next = c->seq_next;
+    for (int32_t s = 0; s < n_seq; s++) {
+        counts[s] = 0;
+        next[s] = c->kv.seqs[s].next_pos;
+    }
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        int32_t seq = b->seq_id ? b->seq_id[i] : 0;
+        if (b->tokens[i] < 0 || b->tokens[i] >= m->hp.n_vocab)
+            return kara_set_error(KARA_ERR_TOKEN, "kara_decode: entry %d has token %d outside [0, %d)", i,
+                                  b->tokens[i], m->hp.n_vocab);
+        if (seq < 0 || seq >= n_seq)
+            return kara_set_error(KARA_ERR_ARG, "kara_decode: entry %d has sequence %d outside [0, %d)", i, seq,
+                                  n_seq);
+        int32_t pos = b->pos ? b->pos[i] : next[seq];
+        if (pos < next[seq])
+            return kara_set_error(KARA_ERR_ARG,
+                                  "kara_decode: entry %d of sequence %d has position %d, expected %d or later", i,
+                                  seq, pos, next[seq]);
+        if (c->kv.seqs[seq].n + counts[seq] + 1 > c->n_ctx)
+            return kara_set_error(KARA_ERR_CONTEXT_FULL,
+                                  "sequence %d is full: %d tokens do not fit the context of %d tokens", seq,
+                                  c->kv.seqs[seq].n + counts[seq] + 1, c->n_ctx);
+        c->entry_pos[i] = pos;
+        c->entry_seq[i] = seq;
+        next[seq] = pos + 1;
+        counts[seq]++;
+    }
+    int64_t need = 0;
+    for (int32_t s = 0; s < n_seq; s++)
+        if (counts[s]) need += kara_kv_blocks_for(&c->kv, c->kv.seqs[s].n + counts[s]) - c->kv.seqs[s].n_blocks;
+    if (need > c->kv.n_free)
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "KV budget exhausted: this batch needs %lld more blocks (%llu bytes), %d of %d are free",
+                              (long long)need, (unsigned long long)need * c->kv.bytes_per_block, c->kv.n_free,
+                              c->kv.n_blocks);
+    for (int32_t s = 0; s < n_seq; s++)
+        if (counts[s]) {
+            kara_status st = kara_kv_reserve(&c->kv, s, counts[s]);
+            if (st) return st; /* cannot happen after the check above */
+        }
+    return KARA_OK;
+}
+
+kara_status kara_decode(kara_context *c, const kara_batch *b) {
+    if (!c) return kara_set_error(KARA_ERR_ARG, "kara_decode: context is NULL");
+    kara_status st = validate_and_reserve(c, b);
+    if (st) return ctx_error(c, st);
+    st = kara_forward(c, b);
+    if (st) return ctx_error(c, st);
+    return KARA_OK;
+}
+
+const float *kara_get_logits(kara_context *c, int32_t i) {
+    if (!c || c->n_logits == 0) return NULL;
+    if (i < 0) i = c->n_logits + i;
+    if (i < 0 || i >= c->n_logits) return NULL;
+    return c->logits + (size_t)i * (size_t)c->model->hp.n_vocab;
+}
+
+kara_status kara_seq_clear(kara_context *c, int32_t seq) {
+    if (!c) return kara_set_error(KARA_ERR_ARG, "kara_seq_clear: context is NULL");
+    if (seq < -1 || seq >= c->kv.n_seq_max)
+        return kara_set_error(KARA_ERR_ARG, "kara_seq_clear: sequence %d outside [0, %d)", seq, c->kv.n_seq_max);
+    for (int32_t s = 0; s < c->kv.n_seq_max; s++)
+        if (seq == -1 || s == seq) kara_kv_seq_clear(&c->kv, s);
+    return KARA_OK;
+}
+
+int32_t kara_seq_n_past(const kara_context *c, int32_t seq) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max) return 0;
+    return c->kv.seqs[seq].next_pos;
+}
+
+uint64_t kara_context_kv_bytes(const kara_context *c) { return kara_kv_bytes_used(&c->kv); }
+uint64_t kara_context_kv_bytes_peak(const kara_context *c) { return c->kv.bytes_peak; }
+uint64_t kara_context_mem_bytes(const kara_context *c) { return c->mem_bytes; }
+
+kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos0, int32_t seq_id) {
+    enum { CAP = 4096 };
+    static int32_t pos[CAP], seq[CAP];
+    kara_batch b = {n, tokens, NULL, NULL, NULL};
+    if (n > 0 && n <= CAP) {
+        for (int32_t i = 0; i < n; i++) {
+            pos[i] = pos0 + i;
+            seq[i] = seq_id;
+        }
+        b.pos = pos;
+        b.seq_id = seq;
+    }
+    return b;
+}

@@ -1,0 +1,63 @@
+/*
+ * context.h - a kara_context: the KV cache, every scratch buffer the forward
+ * pass uses (sized once for n_batch entries), and the logits of the last
+ * decode. Nothing here is allocated after kara_context_create.
+ */
+#ifndef KARA_CONTEXT_H
+#define KARA_CONTEXT_H
+
+#include "kernels.h"
+#include "kv_cache.h"
+#include "model.h"
+
+/* Activation rows converted for one vec_dot type, reused while the source
+ * rows are unchanged (Q, K and V products share one conversion). */
+typedef struct kara_act_buf {
+    void *data;
+    size_t row_bytes;        /* for rows of the widest input (n_embd, n_ff or n_head*head_dim) */
+    const float *src;        /* rows currently converted (NULL = stale) */
+    int64_t n_cols;
+    int32_t n_rows;
+} kara_act_buf;
+
+struct kara_context {
+    kara_model *model;
+    const kara_kernels *kernels;
+    kara_context_params params;
+    int32_t n_ctx;
+    int32_t n_batch;
+    int32_t n_threads;
+    kara_kv_cache kv;
+
+    /* forward-pass scratch, [n_batch][...] */
+    float *x;          /* residual stream, n_embd */
+    float *xn;         /* normed input, n_embd */
+    float *q;          /* n_head * head_dim */
+    float *k;          /* n_head_kv * head_dim */
+    float *v;          /* n_head_kv * head_dim */
+    float *attn;       /* attention output, n_head * head_dim */
+    float *gate;       /* n_ff */
+    float *up;         /* n_ff */
+    float *proj;       /* output of wo / w_down, n_embd */
+    float *rope_cs;    /* cos/sin per entry, rope_dim */
+    float *att_scores; /* per thread: n_ctx */
+    int32_t *slot;     /* slot each entry was written to */
+    int32_t *out_rows; /* entries whose logits were requested */
+    int32_t *entry_pos; /* position of each entry (validated) */
+    int32_t *entry_seq; /* sequence of each entry */
+    int32_t *seq_counts, *seq_next; /* per sequence, batch validation scratch */
+    kara_act_buf act[KARA_TYPE_COUNT];
+
+    float *logits;     /* [n_batch][n_vocab] */
+    int32_t n_logits;
+    uint64_t mem_bytes;
+    char last_error[512];
+};
+
+/* Run fn(arg, ith, nth) on the context's threads (OpenMP) and wait. */
+void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);
+
+/* The forward pass over a validated batch whose slots are already reserved. */
+kara_status kara_forward(kara_context *ctx, const kara_batch *batch);
+
+#endif /* KARA_CONTEXT_H */

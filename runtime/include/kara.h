@@ -1,0 +1,463 @@
+/*
+ * kara.h - the one public header of Kara, a CPU-first inference runtime for
+ * GGUF language models (Llama, Qwen2, Qwen3, DeepSeek-R1-Distill).
+ *
+ * Usage (error handling shortened):
+ *
+ *     kara_model *model;
+ *     if (kara_model_load("model.gguf", NULL, &model) != KARA_OK) {
+ *         fprintf(stderr, "%s\n", kara_last_error());
+ *         return 1;
+ *     }
+ *     kara_context_params cp;
+ *     kara_context_params_init(&cp);
+ *     cp.n_ctx = 2048;
+ *     kara_context *ctx;
+ *     kara_context_create(model, &cp, &ctx);
+ *
+ *     int32_t ids[512];
+ *     int32_t n = kara_tokenize(model, "Once upon a time", -1, ids, 512, true, false);
+ *     kara_batch b = kara_batch_one_sequence(ids, n, 0, 0);   // logits on last
+ *     kara_decode(ctx, &b);
+ *
+ *     kara_sampler_params sp;
+ *     kara_sampler_params_init(&sp);
+ *     kara_sampler *smp;
+ *     kara_sampler_create(&sp, &smp);
+ *     for (int i = 0; i < 100; i++) {
+ *         int32_t tok = kara_sampler_sample(smp, kara_get_logits(ctx, -1), kara_model_n_vocab(model));
+ *         if (kara_token_is_eog(model, tok)) break;
+ *         char piece[64];
+ *         kara_token_to_piece(model, tok, piece, sizeof piece, false);
+ *         fputs(piece, stdout);
+ *         kara_batch next = kara_batch_one_sequence(&tok, 1, n + i, 0);
+ *         kara_decode(ctx, &next);
+ *     }
+ *     kara_sampler_free(smp); kara_context_free(ctx); kara_model_free(model);
+ *
+ * Conventions: every function that can fail returns a kara_status; objects
+ * come back through out-parameters; every *_free(NULL) is a no-op; params
+ * structs are filled with defaults by their *_init function; a NULL params
+ * pointer means defaults. The library never writes to stdout and never exits.
+ */
+#ifndef KARA_H
+#define KARA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KARA_VERSION_MAJOR 0
+#define KARA_VERSION_MINOR 1
+#define KARA_VERSION_PATCH 0
+#define KARA_VERSION_NUMBER (KARA_VERSION_MAJOR * 1000000 + KARA_VERSION_MINOR * 1000 + KARA_VERSION_PATCH)
+
+#if defined(__GNUC__)
+#define KARA_DEPRECATED(func, hint) func __attribute__((deprecated(hint)))
+#else
+#define KARA_DEPRECATED(func, hint) func
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* 0 is success; positive values are non-error outcomes; negative values are
+ * errors grouped by range: argument (-1..-9), input/format (-10..-19),
+ * resources (-20..-29), configuration (-30..-39), internal (-40..). */
+typedef enum kara_status {
+    KARA_OK = 0,
+    KARA_DONE = 1,            /* generation ended (end-of-generation token, limit) */
+    KARA_STOPPED = 2,         /* stopped by a stop string or the abort callback */
+
+    KARA_ERR_ARG = -1,        /* invalid argument */
+    KARA_ERR_ABORTED = -2,    /* cancelled by a progress/abort callback */
+
+    KARA_ERR_IO = -10,        /* file cannot be opened, read or written */
+    KARA_ERR_FORMAT = -11,    /* malformed input (GGUF, JSON, text) */
+    KARA_ERR_UNSUPPORTED = -12, /* valid input that this build does not support */
+    KARA_ERR_TOKEN = -13,     /* token id out of range */
+
+    KARA_ERR_NOMEM = -20,     /* allocation failed */
+    KARA_ERR_KV_BUDGET = -21, /* the KV budget cannot hold the request */
+    KARA_ERR_CONTEXT_FULL = -22, /* position beyond the context size */
+
+    KARA_ERR_CONFIG = -30,    /* bad configuration value */
+
+    KARA_ERR_INTERNAL = -40   /* a bug: an internal invariant failed */
+} kara_status;
+
+/* A short constant name for a status ("ok", "bad GGUF format", ...). */
+const char *kara_status_str(kara_status status);
+
+/* The message of the last error raised on this thread, naming what failed
+ * and where (file, byte offset, key). Valid until the next failing call on
+ * the same thread. Never NULL. */
+const char *kara_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Version, system, logging                                                  */
+/* ------------------------------------------------------------------------ */
+
+int kara_version_number(void);      /* KARA_VERSION_NUMBER of the library */
+const char *kara_version_string(void);
+/* One line describing the build and the CPU kernels chosen ("isa=avx512 ..."). */
+const char *kara_system_info(void);
+
+typedef enum kara_log_level {
+    KARA_LOG_ERROR = 0,
+    KARA_LOG_WARN = 1,
+    KARA_LOG_INFO = 2,
+    KARA_LOG_DEBUG = 3
+} kara_log_level;
+typedef void (*kara_log_fn)(kara_log_level level, const char *msg, void *user);
+/* Route library log messages (default: WARN and above to stderr). fn == NULL
+ * restores the default. Not thread-safe against concurrent logging. */
+void kara_log_set(kara_log_fn fn, void *user);
+void kara_log_set_level(kara_log_level max_level);
+
+/* ------------------------------------------------------------------------ */
+/* Model                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kara_model kara_model;     /* immutable after load; share across threads */
+typedef struct kara_context kara_context; /* KV cache and scratch; one thread at a time */
+
+/* Return false to cancel the load (kara_model_load then fails with KARA_ERR_ABORTED). */
+typedef bool (*kara_progress_fn)(float progress, void *user);
+
+typedef struct kara_model_params {
+    bool vocab_only;            /* load metadata and tokenizer, no weights */
+    kara_progress_fn progress;  /* optional */
+    void *progress_user;
+} kara_model_params;
+
+void kara_model_params_init(kara_model_params *p);
+
+/* Map and validate a GGUF file. On failure *out is NULL and kara_last_error()
+ * names the problem and its byte offset. The file stays mapped until
+ * kara_model_free. */
+kara_status kara_model_load(const char *path, const kara_model_params *p, kara_model **out);
+void kara_model_free(kara_model *model);
+
+const char *kara_model_arch(const kara_model *model);   /* "llama", "qwen2", "qwen3" */
+const char *kara_model_desc(const kara_model *model);   /* e.g. "qwen3 28L 1024d Q4_K_M" */
+int32_t kara_model_n_vocab(const kara_model *model);
+int32_t kara_model_n_ctx_train(const kara_model *model);
+int32_t kara_model_n_embd(const kara_model *model);
+int32_t kara_model_n_layer(const kara_model *model);
+int32_t kara_model_n_head(const kara_model *model);
+int32_t kara_model_n_head_kv(const kara_model *model);
+int32_t kara_model_head_dim(const kara_model *model);
+uint64_t kara_model_n_params(const kara_model *model);
+uint64_t kara_model_size_bytes(const kara_model *model); /* bytes of weight data */
+/* A metadata value rendered as text (numbers formatted, arrays summarised);
+ * returns the length written, or -1 when the key is absent. */
+int kara_model_meta_str(const kara_model *model, const char *key, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* Tokenizer                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int32_t kara_token_bos(const kara_model *model);  /* -1 when the vocab has none */
+int32_t kara_token_eos(const kara_model *model);
+bool kara_token_is_eog(const kara_model *model, int32_t token); /* end of generation */
+bool kara_vocab_add_bos(const kara_model *model);
+
+/* Tokenize text (len < 0: NUL-terminated). add_special adds BOS/EOS as the
+ * vocabulary's rules say; parse_special matches special tokens such as
+ * "<|im_start|>" as single tokens (never otherwise). Returns the number of
+ * tokens, or -(needed) when max_tokens is too small, or INT32_MIN on error
+ * (see kara_last_error). */
+int32_t kara_tokenize(const kara_model *model, const char *text, int32_t len,
+                      int32_t *tokens, int32_t max_tokens, bool add_special, bool parse_special);
+
+/* The bytes of one token (SPM "\u2581" becomes a space, byte tokens become
+ * their byte). Special/control tokens are rendered only when special is
+ * true. Returns the length (may split a UTF-8 character: concatenate pieces
+ * before printing), -(needed) when size is too small. Not NUL-terminated
+ * when the buffer is exactly full. */
+int32_t kara_token_to_piece(const kara_model *model, int32_t token, char *buf, int32_t size, bool special);
+
+/* ------------------------------------------------------------------------ */
+/* KV cache policy (docs: ../shared/docs/kara.md section 8)                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum kara_kv_dtype { KARA_KV_F16 = 0, KARA_KV_F32 = 1 } kara_kv_dtype;
+
+typedef enum kara_kv_method {
+    KARA_KV_METHOD_FULL = 0, KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O,
+    KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RANDOM, KARA_KV_METHOD_RECENT, KARA_KV_METHOD_KARA
+} kara_kv_method;
+typedef enum kara_score_mode {
+    KARA_SCORE_BIDIRECTIONAL = 0, KARA_SCORE_TWO_SIDED, KARA_SCORE_CAUSAL, KARA_SCORE_BUFFER_ONLY
+} kara_score_mode;
+typedef enum kara_softmax_over {
+    KARA_SOFTMAX_WINDOW = 0, KARA_SOFTMAX_COMPRESSIBLE, KARA_SOFTMAX_WINDOW_PLUS_SINKS
+} kara_softmax_over;
+typedef enum kara_reduce { KARA_REDUCE_MEAN = 0, KARA_REDUCE_MAX, KARA_REDUCE_NORMALIZED_MEAN } kara_reduce;
+typedef enum kara_pool_fallback {
+    KARA_POOL_PREEMPT = 0, KARA_POOL_RECOMPRESS_HISTORY, KARA_POOL_FAIL
+} kara_pool_fallback;
+
+#define KARA_MAX_PROTECT_TOKENS 16
+
+/* Every setting of the KV cache and its compression method, with the
+ * defaults of the spec. Filled by kara_kv_params_init, the YAML loader and
+ * the CLI alike. */
+typedef struct kara_kv_params {
+    /* kv_cache: */
+    int32_t block_size;          /* 16 */
+    kara_kv_dtype dtype;         /* f16 */
+    uint64_t budget;             /* bytes; 0 = derived from n_ctx x n_seq_max */
+    int32_t reserve_blocks;      /* 8 */
+    kara_kv_method method;       /* kara */
+    /* kara: */
+    int32_t interval;            /* 128 */
+    int32_t buffer;              /* 32 */
+    float retention;             /* 0.2 */
+    int32_t min_keep;            /* 4 */
+    int32_t min_compressible;    /* 32 */
+    int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
+    int32_t max_defer;           /* 32 */
+    bool think_only;             /* compress_scope: think_only */
+    int32_t n_protect_token_ids;
+    int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
+    kara_kv_dtype query_cache_dtype; /* f16 */
+    bool per_layer_selection;    /* selection_scope: per_layer */
+    bool rerotate_keys;          /* false */
+    kara_pool_fallback on_pool_exhausted; /* preempt */
+    /* kara.score: */
+    kara_score_mode score_mode;  /* bidirectional */
+    kara_softmax_over softmax_over; /* window */
+    int32_t n_sink;              /* 4 */
+    bool exclude_self;           /* true */
+    kara_reduce gqa_reduce;      /* mean | max */
+    kara_reduce layer_reduce;    /* mean | normalized_mean */
+    int32_t layer_stride;        /* 1 = all layers */
+    /* kara.t2c: */
+    float candidate_frac;        /* 0.5 */
+    int32_t max_gap;             /* 16 */
+    float len_penalty;           /* 1.0 */
+    /* baselines: */
+    int32_t budget_tokens;       /* 0 = auto */
+    int32_t streaming_n_sink;    /* 4 */
+    int32_t snapkv_trigger_slack; /* 128 */
+    int32_t snapkv_obs_window;   /* 8 */
+    kara_reduce snapkv_pool;     /* max | mean (pooling of scores over the kernel) */
+    int32_t snapkv_kernel;       /* 7 */
+    bool snapkv_protect_prompt;  /* true */
+    float h2o_heavy_frac;        /* 0.5 */
+    int32_t chunkkv_chunk_len;   /* 10 */
+    uint64_t random_seed;        /* seed of the `random` baseline */
+} kara_kv_params;
+
+/* Fill every field with the spec's default (kv_cache.budget: 1 GiB). */
+void kara_kv_params_init(kara_kv_params *p);
+
+/* Names of the enum values as written in YAML and on the command line
+ * ("kara", "f16", "bidirectional"); "?" for a value out of range. The parse
+ * functions accept exactly these names and return KARA_ERR_ARG (message
+ * listing the valid names) for anything else; *out is untouched then. */
+const char *kara_kv_method_name(kara_kv_method m);
+kara_status kara_kv_method_parse(const char *name, kara_kv_method *out);
+const char *kara_kv_dtype_name(kara_kv_dtype t);
+kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out);
+const char *kara_score_mode_name(kara_score_mode m);
+kara_status kara_score_mode_parse(const char *name, kara_score_mode *out);
+
+/* ------------------------------------------------------------------------ */
+/* Context and the forward pass                                              */
+/* ------------------------------------------------------------------------ */
+
+
+typedef struct kara_context_params {
+    int32_t n_ctx;          /* max positions per sequence; 0 = the model's training context */
+    int32_t n_batch;        /* max entries per kara_decode call (default 512) */
+    int32_t n_seq_max;      /* max concurrent sequences (default 1) */
+    int32_t n_threads;      /* 0 or less = number of cores */
+    kara_kv_params kv;      /* KV cache and compression; kv.budget 0 = enough for n_ctx x n_seq_max */
+} kara_context_params;
+
+void kara_context_params_init(kara_context_params *p);
+
+/* Reserve everything the context will ever use (KV memory, scratch). */
+kara_status kara_context_create(kara_model *model, const kara_context_params *p, kara_context **out);
+void kara_context_free(kara_context *ctx);
+const kara_model *kara_context_model(const kara_context *ctx);
+int32_t kara_context_n_ctx(const kara_context *ctx);
+/* The message of the last error on this context. */
+const char *kara_context_last_error(const kara_context *ctx);
+
+/* A batch of entries, possibly from several sequences: entry i feeds token
+ * tokens[i] at position pos[i] of sequence seq_id[i]; logits[i] != 0 asks for
+ * its logits. Positions of one sequence must continue where it left off. */
+typedef struct kara_batch {
+    int32_t n_tokens;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const int8_t *logits;   /* NULL = logits for the last entry only */
+} kara_batch;
+
+/* A batch of n tokens of one sequence at positions pos0.. with logits for the
+ * last one only. The returned struct points into static storage for the
+ * position/seq arrays up to 4096 entries; use kara_batch fields directly
+ * for larger or multi-sequence batches. Not thread-safe. */
+kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos0, int32_t seq_id);
+
+/* Run the forward pass over a batch. On error nothing is appended to any
+ * sequence (the state is as before the call). */
+kara_status kara_decode(kara_context *ctx, const kara_batch *batch);
+
+/* Logits (n_vocab floats) of the i-th entry that asked for logits in the last
+ * kara_decode; i = -1 is the last such entry. NULL if none. Valid until the
+ * next kara_decode. */
+const float *kara_get_logits(kara_context *ctx, int32_t i);
+
+/* Forget a sequence's cache (seq_id -1: all). */
+kara_status kara_seq_clear(kara_context *ctx, int32_t seq_id);
+/* Tokens (positions) currently held for a sequence. */
+int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id);
+
+/* Bytes the context holds for KV (current and peak since creation). */
+uint64_t kara_context_kv_bytes(const kara_context *ctx);
+uint64_t kara_context_kv_bytes_peak(const kara_context *ctx);
+/* Bytes reserved at creation for everything (KV, scratch, logits). */
+uint64_t kara_context_mem_bytes(const kara_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Sampling                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kara_sampler kara_sampler;
+
+typedef struct kara_sampler_params {
+    float temperature;      /* <= 0: greedy (argmax, ties to the lowest id) */
+    int32_t top_k;          /* <= 0: off */
+    float top_p;            /* >= 1: off */
+    float min_p;            /* <= 0: off */
+    float repeat_penalty;   /* 1: off */
+    int32_t repeat_last_n;  /* tokens the penalty looks back over */
+    uint64_t seed;          /* fixed seed for reproducible sampling */
+} kara_sampler_params;
+
+/* Defaults follow llama.cpp: temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
+ * repeat penalty 1.0 (off), repeat-last-n 64, seed 0x4b415241. */
+void kara_sampler_params_init(kara_sampler_params *p);
+kara_status kara_sampler_create(const kara_sampler_params *p, kara_sampler **out);
+void kara_sampler_free(kara_sampler *s);
+/* Pick a token from logits (not modified) and record it in the history for
+ * the repetition penalty. Uses no heap memory after create (n_vocab up to
+ * the size it first saw grows the scratch once). */
+int32_t kara_sampler_sample(kara_sampler *s, const float *logits, int32_t n_vocab);
+/* Record a token in the history without sampling (e.g. prompt tokens). */
+void kara_sampler_accept(kara_sampler *s, int32_t token);
+void kara_sampler_reset(kara_sampler *s);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Everything one job needs, as read from YAML (schema: configs/README.md),
+ * set by command-line flags, or filled by hand. Every setting has a dotted
+ * key ("sampling.temperature", "kara.score.mode"); the YAML loader, the
+ * flags (through kara_config_set) and kara_config_format share one table of
+ * keys, types and ranges, so a value is checked the same way wherever it
+ * comes from. Precedence is by call order: init (defaults), then each
+ * kara_config_load (later files win), then kara_config_set for each flag.
+ *
+ *     kara_config cfg;
+ *     kara_config_init(&cfg);
+ *     if (kara_config_load(&cfg, "configs/qwen3-thinking.yaml") != KARA_OK)
+ *         fprintf(stderr, "%s\n", kara_last_error());  // "FILE:LINE:COL: key: problem"
+ *     kara_config_set(&cfg, "sampling.temperature", "0.7", "--temp");
+ *     kara_context_create(model, &cfg.context, &ctx);
+ *     kara_sampler_create(&cfg.sampling, &smp);
+ *
+ * Sizes take units B, KB, KiB, MB, MiB, GB, GiB (case-insensitive;
+ * KB = 1000 bytes, KiB = 1024 bytes); a bare number is bytes. */
+
+#define KARA_CONFIG_PATH_MAX 1024   /* bytes of a path, NUL included */
+#define KARA_CONFIG_NAME_MAX 64     /* bytes of a preset/template name */
+#define KARA_CONFIG_MAX_KEYS 96     /* room for every key of the schema */
+#define KARA_CONFIG_ORIGIN_MAX 160  /* bytes of one origin text */
+
+typedef enum kara_think_mode {
+    KARA_THINK_AUTO = 0,   /* what the chat template does by default */
+    KARA_THINK_ON = 1,
+    KARA_THINK_OFF = 2
+} kara_think_mode;
+
+typedef struct kara_config {
+    /* model: */
+    char model_path[KARA_CONFIG_PATH_MAX];  /* model.path: GGUF file ("" = none given) */
+    char preset[KARA_CONFIG_NAME_MAX];      /* model.preset: name of a preset ("" = none) */
+    /* runtime.threads -> context.n_threads; context.size -> n_ctx;
+     * context.batch -> n_batch; batch.max_concurrency -> n_seq_max;
+     * kv_cache, kara and baselines -> context.kv */
+    kara_context_params context;
+    kara_sampler_params sampling;           /* sampling.* except max_tokens */
+    int32_t max_tokens;                     /* sampling.max_tokens: -1 = until end of generation */
+    /* chat: */
+    char chat_template[KARA_CONFIG_NAME_MAX]; /* chat.template: "auto" = from the GGUF metadata */
+    kara_think_mode think;                  /* chat.think: auto | on | off */
+    int32_t reasoning_budget;               /* chat.reasoning_budget: thinking tokens; -1 unlimited, 0 none */
+    /* batch: */
+    char batch_input[KARA_CONFIG_PATH_MAX];  /* batch.input: requests (JSONL) */
+    char batch_output[KARA_CONFIG_PATH_MAX]; /* batch.output: results (JSONL) */
+    bool batch_resume;                      /* batch.resume: skip custom_ids already in output */
+    int32_t shard_index;                    /* batch.shard "K/N": shard_index = K-1 (0-based) */
+    int32_t shard_count;                    /*   shard_count = N; this job takes request i when i % N == K-1 */
+    /* Where each value came from, indexed like kara_config_key(i):
+     * "default", "FILE:LINE:COL", or the origin given to kara_config_set. */
+    char origin[KARA_CONFIG_MAX_KEYS][KARA_CONFIG_ORIGIN_MAX];
+} kara_config;
+
+/* Defaults of every key (kara_context_params_init, kara_sampler_params_init,
+ * kara_kv_params_init and the rest); every origin becomes "default". */
+void kara_config_init(kara_config *c);
+
+/* Apply a YAML file on top of *c. All or nothing: on failure *c is
+ * unchanged. Errors: KARA_ERR_IO when the file cannot be read;
+ * KARA_ERR_CONFIG for invalid YAML, unknown or duplicate keys, wrong types,
+ * bad units, unknown names and out-of-range values, with kara_last_error()
+ * = "FILE:LINE:COL: key: problem" (line and column 1-based). */
+kara_status kara_config_load(kara_config *c, const char *path);
+/* The same from text in memory; name stands for the file in messages and
+ * origins. len < 0: NUL-terminated. */
+kara_status kara_config_load_text(kara_config *c, const char *text, long len, const char *name);
+
+/* Set one key from text, checked like the YAML value (lists as "1,2,3" or
+ * "[1, 2, 3]"). origin is recorded (e.g. "--temp"; NULL = "api") and starts
+ * the error message: "--temp: sampling.temperature: expected a number, got
+ * 'hot'". Returns KARA_ERR_CONFIG for an unknown key or a bad value (*c
+ * unchanged), KARA_ERR_ARG for NULL arguments. */
+kara_status kara_config_set(kara_config *c, const char *key, const char *value, const char *origin);
+
+/* A key's value as text that kara_config_set accepts (strings unquoted).
+ * Returns KARA_ERR_CONFIG for an unknown key, KARA_ERR_ARG when buf is too
+ * small. */
+kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size);
+
+/* Where a key's value came from (see kara_config.origin); NULL for an
+ * unknown key. Points into *c. */
+const char *kara_config_origin(const kara_config *c, const char *key);
+
+/* The i-th key of the schema ("model.path", ...), NULL past the last. */
+const char *kara_config_key(int i);
+
+/* Render the resolved configuration as YAML, one key per line with a
+ * trailing "# origin" comment; loading the text back yields the same
+ * values. Writes at most size bytes (NUL included) and returns the length
+ * of the whole text, like snprintf: a result >= size means it was cut. */
+size_t kara_config_format(const kara_config *c, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KARA_H */

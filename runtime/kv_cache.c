@@ -1,0 +1,117 @@
+/* kv_cache.c - block pool, per-sequence block tables and slot positions. */
+#include "kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
+                         const kara_kv_params *p, int32_t n_seq_max, int32_t max_slots) {
+    memset(kv, 0, sizeof *kv);
+    if (p->block_size < 1 || p->block_size > 4096)
+        return kara_set_error(KARA_ERR_CONFIG, "kv_cache.block_size %d is out of range (1..4096)", p->block_size);
+    kv->n_layer = n_layer;
+    kv->n_head_kv = n_head_kv;
+    kv->head_dim = head_dim;
+    kv->block_size = p->block_size;
+    kv->dtype = p->dtype;
+    kv->elem_size = p->dtype == KARA_KV_F32 ? 4 : 2;
+    kv->slot_bytes = (size_t)n_head_kv * (size_t)head_dim * kv->elem_size;
+    kv->bytes_per_block = (size_t)n_layer * 2 * (size_t)kv->block_size * kv->slot_bytes;
+    kv->n_seq_max = n_seq_max;
+    kv->max_slots = max_slots;
+    kv->max_blocks_per_seq = (max_slots + kv->block_size - 1) / kv->block_size;
+
+    uint64_t want = (uint64_t)n_seq_max * (uint64_t)kv->max_blocks_per_seq;
+    uint64_t blocks = p->budget ? p->budget / kv->bytes_per_block : want;
+    if (blocks > want) blocks = want; /* more than every sequence can use would be waste */
+    if (blocks == 0)
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "KV budget of %llu bytes cannot hold one block of %d slots (%zu bytes)",
+                              (unsigned long long)p->budget, kv->block_size, kv->bytes_per_block);
+    if (blocks > INT32_MAX) return kara_set_error(KARA_ERR_CONFIG, "KV budget too large");
+    kv->n_blocks = (int32_t)blocks;
+    kv->budget = (uint64_t)kv->n_blocks * kv->bytes_per_block;
+
+    kv->pool = calloc((size_t)kv->n_blocks, kv->bytes_per_block);
+    kv->free_list = malloc((size_t)kv->n_blocks * sizeof(int32_t));
+    kv->seqs = calloc((size_t)n_seq_max, sizeof(kara_kv_seq));
+    if (!kv->pool || !kv->free_list || !kv->seqs) {
+        kara_kv_free(kv);
+        return kara_set_error(KARA_ERR_NOMEM, "cannot allocate a KV pool of %llu bytes",
+                              (unsigned long long)kv->budget);
+    }
+    /* blocks are handed out lowest id first */
+    for (int32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;
+    kv->n_free = kv->n_blocks;
+    for (int32_t s = 0; s < n_seq_max; s++) {
+        kv->seqs[s].table = malloc((size_t)kv->max_blocks_per_seq * sizeof(int32_t));
+        kv->seqs[s].pos = malloc((size_t)max_slots * sizeof(int32_t));
+        if (!kv->seqs[s].table || !kv->seqs[s].pos) {
+            kara_kv_free(kv);
+            return kara_set_error(KARA_ERR_NOMEM, "cannot allocate KV block tables");
+        }
+    }
+    return KARA_OK;
+}
+
+void kara_kv_free(kara_kv_cache *kv) {
+    if (kv->seqs)
+        for (int32_t s = 0; s < kv->n_seq_max; s++) {
+            free(kv->seqs[s].table);
+            free(kv->seqs[s].pos);
+        }
+    free(kv->seqs);
+    free(kv->pool);
+    free(kv->free_list);
+    memset(kv, 0, sizeof *kv);
+}
+
+int32_t kara_kv_blocks_for(const kara_kv_cache *kv, int32_t n_slots) {
+    return (n_slots + kv->block_size - 1) / kv->block_size;
+}
+
+uint64_t kara_kv_bytes_used(const kara_kv_cache *kv) {
+    return (uint64_t)(kv->n_blocks - kv->n_free) * kv->bytes_per_block;
+}
+
+kara_status kara_kv_reserve(kara_kv_cache *kv, int32_t seq, int32_t n_new) {
+    kara_kv_seq *s = &kv->seqs[seq];
+    int32_t n = s->n + n_new;
+    if (n > kv->max_slots)
+        return kara_set_error(KARA_ERR_CONTEXT_FULL, "sequence %d would hold %d slots, the context holds %d", seq, n,
+                              kv->max_slots);
+    int32_t need = kara_kv_blocks_for(kv, n) - s->n_blocks;
+    if (need <= 0) return KARA_OK;
+    if (need > kv->n_free)
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "KV budget exhausted: sequence %d needs %d more blocks of %zu bytes, %d free of %d",
+                              seq, need, kv->bytes_per_block, kv->n_free, kv->n_blocks);
+    while (need-- > 0) s->table[s->n_blocks++] = kv->free_list[--kv->n_free];
+    s->active = true;
+    uint64_t used = kara_kv_bytes_used(kv);
+    if (used > kv->bytes_peak) kv->bytes_peak = used;
+    return KARA_OK;
+}
+
+int32_t kara_kv_append(kara_kv_cache *kv, int32_t seq, int32_t pos) {
+    kara_kv_seq *s = &kv->seqs[seq];
+    int32_t slot = s->n++;
+    s->pos[slot] = pos;
+    s->next_pos = pos + 1;
+    return slot;
+}
+
+void kara_kv_truncate(kara_kv_cache *kv, int32_t seq, int32_t n_keep) {
+    kara_kv_seq *s = &kv->seqs[seq];
+    if (n_keep < s->n) s->n = n_keep < 0 ? 0 : n_keep;
+    int32_t keep_blocks = kara_kv_blocks_for(kv, s->n);
+    while (s->n_blocks > keep_blocks) kv->free_list[kv->n_free++] = s->table[--s->n_blocks];
+}
+
+void kara_kv_seq_clear(kara_kv_cache *kv, int32_t seq) {
+    kara_kv_truncate(kv, seq, 0);
+    kv->seqs[seq].next_pos = 0;
+    kv->seqs[seq].active = false;
+}

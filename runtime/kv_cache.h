@@ -1,0 +1,81 @@
+/*
+ * kv_cache.h - the paged KV cache (docs/kara.md section 2).
+ *
+ * One pool of fixed-size blocks is sized once from the byte budget. A block
+ * holds K and V of every layer for block_size slots; each sequence has a
+ * block table (slot s -> table[s / B], offset s % B) and the original
+ * position of every slot. Attention reads through kara_kv_k / kara_kv_v, so
+ * compaction and eviction change the storage without touching the forward
+ * pass. Keys are stored after RoPE at their original positions.
+ */
+#ifndef KARA_KV_CACHE_H
+#define KARA_KV_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kara.h"
+
+typedef struct kara_kv_seq {
+    bool active;
+    int32_t n;            /* slots in use */
+    int32_t next_pos;     /* position the next token takes (tokens ever fed) */
+    int32_t n_blocks;     /* entries of table in use */
+    int32_t *table;       /* block ids, capacity max_blocks_per_seq */
+    int32_t *pos;         /* original position of each slot, capacity max_slots */
+} kara_kv_seq;
+
+typedef struct kara_kv_cache {
+    int32_t n_layer, n_head_kv, head_dim, block_size;
+    kara_kv_dtype dtype;
+    size_t elem_size;
+    size_t slot_bytes;        /* one slot of K (or V) in one layer: n_head_kv * head_dim * elem */
+    size_t bytes_per_block;   /* n_layer * 2 * block_size * slot_bytes */
+    int32_t n_blocks;         /* blocks in the pool */
+    int32_t n_free;
+    int32_t *free_list;
+    uint8_t *pool;
+    int32_t n_seq_max;
+    int32_t max_slots;        /* per sequence: the context size */
+    int32_t max_blocks_per_seq;
+    kara_kv_seq *seqs;
+    uint64_t budget;          /* bytes the pool may hold */
+    uint64_t bytes_peak;
+} kara_kv_cache;
+
+/* Size the pool from budget (0: enough for n_seq_max full sequences of
+ * max_slots). Fails with KARA_ERR_KV_BUDGET when the budget holds no block. */
+kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
+                         const kara_kv_params *p, int32_t n_seq_max, int32_t max_slots);
+void kara_kv_free(kara_kv_cache *kv);
+
+/* Blocks a sequence needs to hold n slots. */
+int32_t kara_kv_blocks_for(const kara_kv_cache *kv, int32_t n_slots);
+/* Make room for n_new more slots in seq (takes blocks from the pool); fails
+ * with KARA_ERR_KV_BUDGET, changing nothing, when the pool is short. */
+kara_status kara_kv_reserve(kara_kv_cache *kv, int32_t seq, int32_t n_new);
+/* Append a slot at position pos (after kara_kv_reserve); returns its index. */
+int32_t kara_kv_append(kara_kv_cache *kv, int32_t seq, int32_t pos);
+/* Drop slots >= n_keep of seq and release blocks no longer needed. */
+void kara_kv_truncate(kara_kv_cache *kv, int32_t seq, int32_t n_keep);
+void kara_kv_seq_clear(kara_kv_cache *kv, int32_t seq);
+
+/* Bytes of blocks currently in use (and the peak since init). */
+uint64_t kara_kv_bytes_used(const kara_kv_cache *kv);
+
+static inline void *kara_kv_k(const kara_kv_cache *kv, int32_t layer, int32_t seq, int32_t slot) {
+    const kara_kv_seq *s = &kv->seqs[seq];
+    int32_t blk = s->table[slot / kv->block_size], off = slot % kv->block_size;
+    return kv->pool + (size_t)blk * kv->bytes_per_block +
+           ((size_t)layer * 2 * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
+}
+
+static inline void *kara_kv_v(const kara_kv_cache *kv, int32_t layer, int32_t seq, int32_t slot) {
+    const kara_kv_seq *s = &kv->seqs[seq];
+    int32_t blk = s->table[slot / kv->block_size], off = slot % kv->block_size;
+    return kv->pool + (size_t)blk * kv->bytes_per_block +
+           (((size_t)layer * 2 + 1) * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
+}
+
+#endif /* KARA_KV_CACHE_H */

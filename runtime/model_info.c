@@ -1,0 +1,83 @@
+/* model_info.c - read-only accessors of kara_model and the public tokenizer
+ * entry points (thin wrappers over vocab.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+#include "status.h"
+
+const char *kara_model_arch(const kara_model *m) { return m->arch_name; }
+const char *kara_model_desc(const kara_model *m) { return m->desc; }
+int32_t kara_model_n_vocab(const kara_model *m) { return m->hp.n_vocab; }
+int32_t kara_model_n_ctx_train(const kara_model *m) { return m->hp.n_ctx_train; }
+int32_t kara_model_n_embd(const kara_model *m) { return m->hp.n_embd; }
+int32_t kara_model_n_layer(const kara_model *m) { return m->hp.n_layer; }
+int32_t kara_model_n_head(const kara_model *m) { return m->hp.n_head; }
+int32_t kara_model_n_head_kv(const kara_model *m) { return m->hp.n_head_kv; }
+int32_t kara_model_head_dim(const kara_model *m) { return m->hp.head_dim; }
+uint64_t kara_model_n_params(const kara_model *m) { return m->n_params; }
+uint64_t kara_model_size_bytes(const kara_model *m) { return m->weight_bytes; }
+
+/* Render one metadata value; arrays show their type, length and first items. */
+static int format_value(const kara_gguf_value *v, char *buf, size_t size) {
+    switch (v->type) {
+    case KARA_GGUF_UINT8: case KARA_GGUF_UINT16: case KARA_GGUF_UINT32: case KARA_GGUF_UINT64:
+        return snprintf(buf, size, "%" PRIu64, v->v.u64);
+    case KARA_GGUF_INT8: case KARA_GGUF_INT16: case KARA_GGUF_INT32: case KARA_GGUF_INT64:
+        return snprintf(buf, size, "%" PRId64, v->v.i64);
+    case KARA_GGUF_FLOAT32: case KARA_GGUF_FLOAT64: return snprintf(buf, size, "%g", v->v.f64);
+    case KARA_GGUF_BOOL: return snprintf(buf, size, "%s", v->v.u64 ? "true" : "false");
+    case KARA_GGUF_STRING: return snprintf(buf, size, "%.*s", (int)v->v.str.len, v->v.str.ptr);
+    case KARA_GGUF_ARRAY: {
+        const kara_gguf_array *a = &v->v.arr;
+        int n = snprintf(buf, size, "[%s x %" PRIu64 "]", kara_gguf_vtype_name(a->type), a->n);
+        for (uint64_t i = 0; i < a->n && i < 4 && n >= 0 && (size_t)n < size; i++) {
+            char item[64];
+            if (a->type == KARA_GGUF_STRING)
+                snprintf(item, sizeof item, "\"%.*s\"", (int)(a->strs[i].len > 40 ? 40 : a->strs[i].len),
+                         a->strs[i].ptr);
+            else if (a->type == KARA_GGUF_ARRAY)
+                snprintf(item, sizeof item, "[...]");
+            else if (a->type == KARA_GGUF_FLOAT32 || a->type == KARA_GGUF_FLOAT64)
+                snprintf(item, sizeof item, "%g", kara_gguf_arr_float(a, i));
+            else
+                snprintf(item, sizeof item, "%" PRId64, kara_gguf_arr_int(a, i));
+            n += snprintf(buf + n, size - (size_t)n, "%s%s", i ? ", " : " ", item);
+        }
+        if (a->n > 4 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ", ...");
+        return n;
+    }
+    default: return snprintf(buf, size, "?");
+    }
+}
+
+int kara_model_meta_str(const kara_model *m, const char *key, char *buf, size_t size) {
+    const kara_gguf_kv *kv = kara_gguf_find(m->gguf, key);
+    if (!kv) return -1;
+    return format_value(&kv->value, buf, size);
+}
+
+int32_t kara_token_bos(const kara_model *m) { return m->vocab.bos; }
+int32_t kara_token_eos(const kara_model *m) { return m->vocab.eos; }
+bool kara_token_is_eog(const kara_model *m, int32_t token) { return kara_vocab_is_eog(&m->vocab, token); }
+bool kara_vocab_add_bos(const kara_model *m) { return m->vocab.add_bos; }
+
+int32_t kara_tokenize(const kara_model *m, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
+                      bool add_special, bool parse_special) {
+    if (!m || !text || max_tokens < 0 || (max_tokens > 0 && !tokens)) {
+        kara_set_error(KARA_ERR_ARG, "kara_tokenize: invalid arguments");
+        return INT32_MIN;
+    }
+    if (m->vocab.kind == KARA_VOCAB_NONE) {
+        kara_set_error(KARA_ERR_UNSUPPORTED, "this model has no tokenizer; pass token ids instead");
+        return INT32_MIN;
+    }
+    size_t n = len < 0 ? strlen(text) : (size_t)len;
+    return kara_vocab_tokenize(&m->vocab, text, n, tokens, max_tokens, add_special, parse_special);
+}
+
+int32_t kara_token_to_piece(const kara_model *m, int32_t token, char *buf, int32_t size, bool special) {
+    if (!m || token < 0 || token >= m->vocab.n_tokens) return 0;
+    return kara_vocab_token_to_piece(&m->vocab, token, buf, size, special);
+}

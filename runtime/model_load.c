@@ -1,0 +1,278 @@
+/* model_load.c - from a parsed GGUF to a kara_model: read the architecture's
+ * hyper-parameters, find every tensor the forward pass needs, and check its
+ * type and shape before anything runs, so a bad file fails here with a
+ * message naming the tensor instead of misbehaving later. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "status.h"
+
+typedef struct arch_desc {
+    const char *name;
+    kara_arch arch;
+    bool rope_neox;
+    bool qkv_bias;
+    bool qk_norm;
+} arch_desc;
+
+/* The RoPE style each architecture uses in GGUF: llama files carry Q/K rows
+ * permuted for interleaved pairs; Qwen files keep HF's half-split (NeoX). */
+static const arch_desc archs[] = {
+    {"llama", KARA_ARCH_LLAMA, false, false, false},
+    {"qwen2", KARA_ARCH_QWEN2, true, true, false},
+    {"qwen3", KARA_ARCH_QWEN3, true, false, true},
+};
+
+typedef struct loader {
+    kara_model *m;
+    const char *path;
+    float *store;       /* next free float in m->f32_store */
+} loader;
+
+static kara_status get_u32(loader *ld, const char *suffix, int32_t *out, bool required) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->m->arch_name, suffix);
+    uint64_t v;
+    if (!kara_gguf_get_u64(ld->m->gguf, key, &v)) {
+        if (!kara_gguf_find(ld->m->gguf, key)) {
+            if (!required) return KARA_OK;
+            return kara_set_error(KARA_ERR_FORMAT, "%s: required metadata key '%s' is missing", ld->path, key);
+        }
+        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' must be a non-negative integer", ld->path, key);
+    }
+    if (v == 0 || v > (1u << 30))
+        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' = %llu is out of range", ld->path, key,
+                              (unsigned long long)v);
+    *out = (int32_t)v;
+    return KARA_OK;
+}
+
+static kara_status get_f32(loader *ld, const char *suffix, float *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->m->arch_name, suffix);
+    double v;
+    if (!kara_gguf_find(ld->m->gguf, key)) return KARA_OK;
+    if (!kara_gguf_get_f64(ld->m->gguf, key, &v) || !isfinite(v) || v <= 0)
+        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' must be a positive number", ld->path, key);
+    *out = (float)v;
+    return KARA_OK;
+}
+
+static kara_status read_hparams(loader *ld) {
+    kara_model *m = ld->m;
+    kara_hparams *hp = &m->hp;
+    kara_gguf_str arch;
+    if (!kara_gguf_get_str(m->gguf, "general.architecture", &arch))
+        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key 'general.architecture' is missing", ld->path);
+    const arch_desc *ad = NULL;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (kara_gguf_str_eq(arch, archs[i].name)) ad = &archs[i];
+    if (!ad)
+        return kara_set_error(KARA_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (llama, qwen2, qwen3)",
+                              ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    snprintf(m->arch_name, sizeof m->arch_name, "%s", ad->name);
+    hp->arch = ad->arch;
+    hp->rope_neox = ad->rope_neox;
+    hp->qkv_bias = ad->qkv_bias;
+    hp->qk_norm = ad->qk_norm;
+
+    kara_status st;
+    if ((st = get_u32(ld, "embedding_length", &hp->n_embd, true))) return st;
+    if ((st = get_u32(ld, "block_count", &hp->n_layer, true))) return st;
+    if ((st = get_u32(ld, "feed_forward_length", &hp->n_ff, true))) return st;
+    if ((st = get_u32(ld, "attention.head_count", &hp->n_head, true))) return st;
+    hp->n_ctx_train = 2048;
+    if ((st = get_u32(ld, "context_length", &hp->n_ctx_train, false))) return st;
+    hp->n_head_kv = hp->n_head;
+    if ((st = get_u32(ld, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return kara_set_error(KARA_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d", ld->path,
+                              hp->n_head, hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = get_u32(ld, "attention.key_length", &hp->head_dim, false))) return st;
+    hp->head_dim_v = hp->head_dim;
+    if ((st = get_u32(ld, "attention.value_length", &hp->head_dim_v, false))) return st;
+    if (hp->head_dim_v != hp->head_dim)
+        return kara_set_error(KARA_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d is not supported",
+                              ld->path, hp->head_dim, hp->head_dim_v);
+    hp->rope_dim = hp->head_dim;
+    if ((st = get_u32(ld, "rope.dimension_count", &hp->rope_dim, false))) return st;
+    if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
+        return kara_set_error(KARA_ERR_FORMAT, "%s: rope.dimension_count %d is invalid for head dim %d", ld->path,
+                              hp->rope_dim, hp->head_dim);
+    hp->rope_freq_base = 10000.0f;
+    if ((st = get_f32(ld, "rope.freq_base", &hp->rope_freq_base))) return st;
+    hp->rms_eps = 1e-5f;
+    if ((st = get_f32(ld, "attention.layer_norm_rms_epsilon", &hp->rms_eps))) return st;
+    return KARA_OK;
+}
+
+/* Find a tensor and check its type is usable and its shape is exactly
+ * {ne0, ne1} (ne1 = 0 for a vector). */
+static kara_status find_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool required,
+                               const kara_gguf_tensor **out) {
+    *out = NULL;
+    const kara_gguf_tensor *t = kara_gguf_find_tensor(ld->m->gguf, name);
+    if (!t) {
+        if (!required) return KARA_OK;
+        return kara_set_error(KARA_ERR_FORMAT, "%s: tensor '%s' is missing", ld->path, name);
+    }
+    const kara_type_info *ti = kara_type_get(t->type);
+    if (!ti->supported)
+        return kara_set_error(KARA_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which Kara does not support",
+                              ld->path, name, ti->name);
+    uint32_t want_dims = ne1 ? 2 : 1;
+    bool ok = t->ne[0] == ne0 && (ne1 ? t->ne[1] == ne1 : true) && t->ne[2] == 1 && t->ne[3] == 1 &&
+              (t->n_dims == want_dims || (t->n_dims > want_dims && t->ne[want_dims] == 1));
+    if (!ne1) ok = ok && t->ne[1] == 1;
+    if (!ok)
+        return kara_set_error(KARA_ERR_FORMAT,
+                              "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", ld->path,
+                              name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                              (long long)t->ne[3], (long long)ne0, (long long)(ne1 ? ne1 : 1));
+    *out = t;
+    return KARA_OK;
+}
+
+static kara_status load_matrix(loader *ld, const char *name, int64_t n_cols, int64_t n_rows, bool required,
+                               kara_weight *w) {
+    const kara_gguf_tensor *t;
+    kara_status st = find_tensor(ld, name, n_cols, n_rows, required, &t);
+    if (st || !t) return st;
+    w->data = t->data;
+    w->type = (kara_type)t->type;
+    w->n_cols = n_cols;
+    w->n_rows = n_rows;
+    w->row_bytes = kara_type_row_size(w->type, n_cols);
+    ld->m->n_params += (uint64_t)(n_cols * n_rows);
+    ld->m->weight_bytes += t->nbytes;
+    return KARA_OK;
+}
+
+/* Vectors (norms, biases) are converted to f32 once: they are tiny and the
+ * kernels then need only one element type for them. */
+static kara_status load_vector(loader *ld, const char *name, int64_t n, bool required, const float **out) {
+    const kara_gguf_tensor *t;
+    *out = NULL;
+    kara_status st = find_tensor(ld, name, n, 0, required, &t);
+    if (st || !t) return st;
+    float *dst = ld->store;
+    ld->store += n;
+    kara_dequantize_row((kara_type)t->type, t->data, dst, n);
+    ld->m->n_params += (uint64_t)n;
+    ld->m->weight_bytes += t->nbytes;
+    *out = dst;
+    return KARA_OK;
+}
+
+static kara_status load_weights(loader *ld) {
+    kara_model *m = ld->m;
+    const kara_hparams *hp = &m->hp;
+    const kara_gguf_tensor *emb = kara_gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!emb) return kara_set_error(KARA_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing", ld->path);
+    if (emb->ne[1] < 1 || emb->ne[1] > (1 << 24))
+        return kara_set_error(KARA_ERR_FORMAT, "%s: token_embd.weight has %lld rows", ld->path, (long long)emb->ne[1]);
+    m->hp.n_vocab = (int32_t)emb->ne[1];
+    int64_t e = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+
+    size_t floats = (size_t)e * (1 + 2 * (size_t)hp->n_layer) + (size_t)hp->n_layer * (size_t)(qd + 2 * kvd) +
+                    (size_t)hp->n_layer * 2 * (size_t)hp->head_dim;
+    m->f32_store = malloc(floats * sizeof(float));
+    m->layers = calloc((size_t)hp->n_layer, sizeof(kara_layer));
+    if (!m->f32_store || !m->layers) return kara_set_error(KARA_ERR_NOMEM, "out of memory loading %s", ld->path);
+    ld->store = m->f32_store;
+
+    kara_status st;
+    if ((st = load_matrix(ld, "token_embd.weight", e, hp->n_vocab, true, &m->tok_embd))) return st;
+    if ((st = load_vector(ld, "output_norm.weight", e, true, &m->output_norm))) return st;
+    if ((st = load_matrix(ld, "output.weight", e, hp->n_vocab, false, &m->output))) return st;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        kara_layer *L = &m->layers[il];
+        char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+        if ((st = load_vector(ld, NAME("attn_norm.weight"), e, true, &L->attn_norm))) return st;
+        if ((st = load_matrix(ld, NAME("attn_q.weight"), e, qd, true, &L->wq))) return st;
+        if ((st = load_matrix(ld, NAME("attn_k.weight"), e, kvd, true, &L->wk))) return st;
+        if ((st = load_matrix(ld, NAME("attn_v.weight"), e, kvd, true, &L->wv))) return st;
+        if ((st = load_matrix(ld, NAME("attn_output.weight"), qd, e, true, &L->wo))) return st;
+        if (hp->qkv_bias) {
+            if ((st = load_vector(ld, NAME("attn_q.bias"), qd, true, &L->bq))) return st;
+            if ((st = load_vector(ld, NAME("attn_k.bias"), kvd, true, &L->bk))) return st;
+            if ((st = load_vector(ld, NAME("attn_v.bias"), kvd, true, &L->bv))) return st;
+        }
+        if (hp->qk_norm) {
+            if ((st = load_vector(ld, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm))) return st;
+            if ((st = load_vector(ld, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm))) return st;
+        }
+        if ((st = load_vector(ld, NAME("ffn_norm.weight"), e, true, &L->ffn_norm))) return st;
+        if ((st = load_matrix(ld, NAME("ffn_gate.weight"), e, hp->n_ff, true, &L->w_gate))) return st;
+        if ((st = load_matrix(ld, NAME("ffn_up.weight"), e, hp->n_ff, true, &L->w_up))) return st;
+        if ((st = load_matrix(ld, NAME("ffn_down.weight"), hp->n_ff, e, true, &L->w_down))) return st;
+#undef NAME
+    }
+    return KARA_OK;
+}
+
+static const char *file_type_name(const kara_model *m) {
+    /* name the model by its dominant weight type, like "Q4_K" */
+    return kara_type_get(m->layers ? m->layers[0].w_gate.type : m->tok_embd.type)->name;
+}
+
+void kara_model_params_init(kara_model_params *p) {
+    memset(p, 0, sizeof *p);
+}
+
+kara_status kara_model_load(const char *path, const kara_model_params *params, kara_model **out) {
+    kara_model_params defaults;
+    if (!params) {
+        kara_model_params_init(&defaults);
+        params = &defaults;
+    }
+    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_model_load: out is NULL");
+    *out = NULL;
+    if (!path) return kara_set_error(KARA_ERR_ARG, "kara_model_load: path is NULL");
+    kara_model *m = calloc(1, sizeof *m);
+    if (!m) return kara_set_error(KARA_ERR_NOMEM, "out of memory loading %s", path);
+    char err[600];
+    kara_status st = kara_gguf_open(path, &m->gguf, err, sizeof err);
+    if (st) {
+        free(m);
+        return kara_set_error(st, "%s", err);
+    }
+    loader ld = {m, path, NULL};
+    st = read_hparams(&ld);
+    if (!st) {
+        st = kara_vocab_load(&m->vocab, m->gguf, err, sizeof err);
+        if (st) kara_set_error(st, "%s: %s", path, err);
+    }
+    m->vocab_only = params->vocab_only;
+    if (!st && !params->vocab_only) st = load_weights(&ld);
+    if (!st && !params->vocab_only && m->vocab.kind != KARA_VOCAB_NONE && m->vocab.n_tokens != m->hp.n_vocab)
+        st = kara_set_error(KARA_ERR_FORMAT, "%s: vocabulary has %d tokens but token_embd.weight has %d rows", path,
+                            m->vocab.n_tokens, m->hp.n_vocab);
+    if (!st && params->vocab_only) m->hp.n_vocab = m->vocab.n_tokens;
+    if (!st && params->progress && !params->progress(1.0f, params->progress_user))
+        st = kara_set_error(KARA_ERR_ABORTED, "%s: load cancelled by the progress callback", path);
+    if (st) {
+        kara_model_free(m);
+        return st;
+    }
+    snprintf(m->desc, sizeof m->desc, "%s %dL %dd %s", m->arch_name, m->hp.n_layer, m->hp.n_embd,
+             params->vocab_only ? "vocab-only" : file_type_name(m));
+    *out = m;
+    return KARA_OK;
+}
+
+void kara_model_free(kara_model *m) {
+    if (!m) return;
+    kara_vocab_free(&m->vocab);
+    kara_gguf_close(m->gguf);
+    free(m->f32_store);
+    free(m->layers);
+    free(m);
+}

@@ -1,0 +1,110 @@
+#include "test_util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int kara_test_passed = 0;
+int kara_test_failed = 0;
+
+bool kara_test_check(bool ok, const char *expr, const char *file, int line) {
+    if (ok) {
+        kara_test_passed++;
+    } else {
+        kara_test_failed++;
+        fprintf(stderr, "FAIL %s:%d: %s\n", file, line, expr);
+    }
+    return ok;
+}
+
+bool kara_test_checkf(bool ok, const char *file, int line, const char *fmt, ...) {
+    if (ok) {
+        kara_test_passed++;
+        return true;
+    }
+    kara_test_failed++;
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return false;
+}
+
+bool kara_test_check_eq_int(long long a, long long b, const char *ea, const char *eb, const char *file, int line) {
+    return kara_test_checkf(a == b, file, line, "%s == %s (%lld vs %lld)", ea, eb, a, b);
+}
+
+bool kara_test_check_near(double a, double b, double tol, const char *ea, const char *eb, const char *file, int line) {
+    bool ok = fabs(a - b) <= tol && !isnan(a) && !isnan(b);
+    return kara_test_checkf(ok, file, line, "|%s - %s| <= %g (%.9g vs %.9g)", ea, eb, tol, a, b);
+}
+
+int kara_test_finish(void) {
+    printf("%d passed, %d failed\n", kara_test_passed, kara_test_failed);
+    return kara_test_failed == 0 ? 0 : 1;
+}
+
+static bool is_dir(const char *p) {
+    struct stat st;
+    return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *kara_test_shared_dir(void) {
+    static char buf[4096];
+    const char *env = getenv("KARA_SHARED");
+    if (env && is_dir(env)) return env;
+    snprintf(buf, sizeof buf, "%s/../shared", KARA_SOURCE_DIR);
+    if (is_dir(buf)) return buf;
+    return NULL;
+}
+
+const char *kara_test_require_shared(const char *test_name) {
+    const char *d = kara_test_shared_dir();
+    if (!d) {
+        printf("SKIPPED %s: ../shared (or $KARA_SHARED) not found; this test needs its models/reference data\n",
+               test_name);
+        exit(77);
+    }
+    return d;
+}
+
+const char *kara_test_path(const char *dir, const char *name) {
+    static char bufs[8][4096];
+    static int next = 0;
+    char *b = bufs[next];
+    next = (next + 1) % 8;
+    snprintf(b, 4096, "%s/%s", dir, name);
+    return b;
+}
+
+char *kara_test_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[n] = 0;
+    fclose(f);
+    if (size) *size = (size_t)n;
+    return buf;
+}
+
+const char *kara_test_tmpdir(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/kara-test-%d", (int)getpid());
+        mkdir(dir, 0700);
+    }
+    return dir;
+}

@@ -1,0 +1,109 @@
+#include "cli_args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool kara_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out) {
+    if (!value) {
+        fprintf(stderr, "kara %s: %s needs a value\n", cmd, flag);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (errno || end == value || *end) {
+        fprintf(stderr, "kara %s: %s: '%s' is not an integer\n", cmd, flag, value);
+        return false;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "kara %s: %s: %lld is outside [%lld, %lld]\n", cmd, flag, v, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool kara_arg_float(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out) {
+    if (!value) {
+        fprintf(stderr, "kara %s: %s needs a value\n", cmd, flag);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (errno || end == value || *end || isnan(v)) {
+        fprintf(stderr, "kara %s: %s: '%s' is not a number\n", cmd, flag, value);
+        return false;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "kara %s: %s: %g is outside [%g, %g]\n", cmd, flag, v, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int32_t kara_arg_id_list(const char *cmd, const char *flag, const char *value, int32_t **out) {
+    *out = NULL;
+    if (!value) {
+        fprintf(stderr, "kara %s: %s needs a value\n", cmd, flag);
+        return -1;
+    }
+    size_t cap = 1;
+    for (const char *p = value; *p; p++) cap += *p == ',';
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return -1;
+    int32_t n = 0;
+    const char *p = value;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "kara %s: %s: bad token id at '%s'\n", cmd, flag, p);
+            free(ids);
+            return -1;
+        }
+        ids[n++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    *out = ids;
+    return n;
+}
+
+char *kara_read_text_file(const char *cmd, const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "kara %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n + 1 < cap) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = nb;
+        }
+    }
+    if (buf && ferror(f)) {
+        fprintf(stderr, "kara %s: error reading '%s'\n", cmd, path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len) *len = n;
+    }
+    return buf;
+}

@@ -1,0 +1,20 @@
+/* cli_args.h - strict parsing of numeric command-line values, so a typo
+ * such as `-n 12x` is a usage error instead of a silent 12. */
+#ifndef KARA_CLI_ARGS_H
+#define KARA_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Each returns false (after printing "kara <cmd>: <flag>: ..." to stderr)
+ * when the value is missing, malformed or out of [lo, hi]. */
+bool kara_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out);
+bool kara_arg_float(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
+/* Parse "1,2,3" into ids (malloc'd); returns the count or -1 on error. */
+int32_t kara_arg_id_list(const char *cmd, const char *flag, const char *value, int32_t **out);
+/* Read a whole file into a NUL-terminated malloc'd buffer, or NULL with a
+ * message on stderr. */
+char *kara_read_text_file(const char *cmd, const char *path, size_t *len);
+
+#endif

@@ -1,0 +1,41 @@
+/* main.c - `kara`: git-style dispatcher over the subcommands in cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "exit_codes.h"
+#include "kara.h"
+
+static const kara_command *const commands[] = {
+    &kara_cmd_run,
+    &kara_cmd_inspect,
+    &kara_cmd_gen_model,
+    &kara_cmd_quantize,
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kara <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "\n`kara <command> --help` describes each command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return KARA_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return KARA_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("kara %s (%s)\n", kara_version_string(), kara_system_info());
+        return KARA_EXIT_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i]->name)) return commands[i]->main(argc - 1, argv + 1);
+    fprintf(stderr, "kara: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return KARA_EXIT_USAGE;
+}
