@@ -54,6 +54,11 @@ int32_t kara_vocab_tokenize(const kara_vocab *v, const char *text, size_t len, i
                             int32_t max_tokens, bool add_special, bool parse_special);
 /* See kara_token_to_piece in kara.h. */
 int32_t kara_vocab_token_to_piece(const kara_vocab *v, int32_t token, char *buf, int32_t size, bool special);
+/* The text of a token sequence: the pieces concatenated, without the space
+ * the SPM rules put in front of the text (add_space_prefix). Returns the
+ * length, -(needed) when size is too small (buf untouched beyond size). */
+int32_t kara_vocab_detokenize(const kara_vocab *v, const int32_t *tokens, int32_t n_tokens, char *buf, int32_t size,
+                              bool special);
 bool kara_vocab_is_eog(const kara_vocab *v, int32_t token);
 kara_token_type kara_vocab_token_type(const kara_vocab *v, int32_t token);
 /* The raw token text as stored in the vocabulary (not NUL-terminated). */

@@ -457,6 +457,202 @@ const char *kara_config_key(int i);
  * of the whole text, like snprintf: a result >= size means it was cut. */
 size_t kara_config_format(const kara_config *c, char *buf, size_t size);
 
+/* ------------------------------------------------------------------------ */
+/* Chat: templates, thinking, generation                                     */
+/* ------------------------------------------------------------------------ */
+
+/* One chat turn with a reasoning model, thinking kept apart from the answer
+ * (error handling shortened; model and ctx as in the example at the top):
+ *
+ *     kara_chat_template tmpl;
+ *     kara_chat_template_from_model(model, NULL, &tmpl);  // tokenizer.chat_template
+ *     kara_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Why is the sky blue?"}};
+ *     char prompt[4096];
+ *     size_t len;
+ *     kara_chat_apply(&tmpl, msgs, 2, true, true, prompt, sizeof prompt, &len);
+ *     int32_t ids[4096];
+ *     int32_t n = kara_tokenize(model, prompt, (int32_t)len, ids, 4096, false, true);
+ *
+ *     kara_generator_params gp;
+ *     kara_generator_params_init(&gp);
+ *     gp.max_tokens = 2048;
+ *     gp.reasoning_budget = 512;            // then "</think>" is forced
+ *     kara_generator *gen;
+ *     kara_generator_create(ctx, &gp, &gen);
+ *     kara_generator_start(gen, 0, ids, n);
+ *     kara_piece piece;
+ *     kara_status st;
+ *     while ((st = kara_generator_next(gen, &piece)) == KARA_OK)
+ *         fwrite(piece.text, 1, piece.len, piece.channel == KARA_CHANNEL_THINK ? stderr : stdout);
+ *     if (st < 0) fprintf(stderr, "%s\n", kara_last_error());
+ *     kara_generator_free(gen);
+ *
+ * Prompts rendered by kara_chat_apply carry their special tokens as text
+ * (BOS included where the template has one): tokenize them with
+ * add_special = false and parse_special = true. */
+
+/* One message. role is "system", "user" or "assistant" ("tool" for the
+ * templates that know it). An assistant message may hold its thinking as
+ * the model wrote it ("<think>...</think>answer"); the templates that drop
+ * earlier thinking from the history (qwen3, deepseek-r1) do so. */
+typedef struct kara_chat_message {
+    const char *role;
+    const char *content;
+} kara_chat_message;
+
+/* The template families implemented in C (no Jinja engine). */
+typedef enum kara_chat_family {
+    KARA_CHAT_CHATML = 0,     /* "<|im_start|>role\n...<|im_end|>\n", nothing else */
+    KARA_CHAT_QWEN3,          /* ChatML + Qwen3's thinking rules (enable_thinking) */
+    KARA_CHAT_DEEPSEEK_R1,    /* DeepSeek-R1-Distill: "<｜User｜>...<｜Assistant｜>", pre-fills "<think>\n" */
+    KARA_CHAT_LLAMA3,         /* Llama 3: header blocks ending in <|eot_id|>, contents trimmed */
+    KARA_CHAT_LLAMA31         /* Llama 3.1/3.2: Llama 3 plus the "Cutting Knowledge Date" system block */
+} kara_chat_family;
+
+typedef struct kara_chat_template {
+    kara_chat_family family;
+    /* The generation prompt opens a think block ("<think>\n"), so output
+     * starts inside thinking: always for deepseek-r1; for qwen3 when the
+     * template does it (Qwen3 "Thinking-2507", QwQ). */
+    bool prefill_think;
+    /* llama3.1: the "Today Date:" text; "26 Jul 2024" (the template's
+     * default) unless the template calls strftime_now, then today's date. */
+    char date[32];
+} kara_chat_template;
+
+/* "chatml", "qwen3", "deepseek-r1", "llama3", "llama3.1"; "?" out of range. */
+const char *kara_chat_family_name(kara_chat_family family);
+
+/* The template of a family by name (names above). KARA_ERR_ARG with a
+ * message listing the names for anything else. */
+kara_status kara_chat_template_by_name(const char *name, kara_chat_template *out);
+
+/* Recognise a Jinja chat template (GGUF tokenizer.chat_template) by its
+ * markers: "<｜Assistant｜>" -> deepseek-r1; "<|start_header_id|>" -> llama3
+ * (llama3.1 with "Cutting Knowledge Date"); "<|im_start|>" -> qwen3 when it
+ * mentions <think> or enable_thinking, else chatml. Returns false (and
+ * chatml in *out) when nothing matches. Never logs. */
+bool kara_chat_template_detect(const char *jinja, kara_chat_template *out);
+
+/* The template to use with a model: name NULL, "" or "auto" means detect
+ * from the model's tokenizer.chat_template; a template that is absent or
+ * not recognised falls back to chatml with a warning through the library
+ * log (never stdout). Any other name as kara_chat_template_by_name. */
+kara_status kara_chat_template_from_model(const kara_model *model, const char *name, kara_chat_template *out);
+
+/* Render messages as the family's official template does, followed by the
+ * assistant generation prompt when add_generation_prompt. enable_thinking
+ * false gives qwen3 its empty "<think>\n\n</think>\n\n" block; for templates
+ * that pre-fill "<think>\n" it closes that block the same way (not part of
+ * those templates: they have no switch); chatml and llama3 ignore it.
+ * Writes at most size bytes (NUL included) and sets *len to the length of
+ * the whole text, like snprintf: *len >= size means buf was too small.
+ * KARA_ERR_ARG for NULL messages, roles or contents. Thread-safe. */
+kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
+                            bool add_generation_prompt, bool enable_thinking, char *buf, size_t size, size_t *len);
+
+/* Where a byte of generated text belongs. */
+typedef enum kara_channel {
+    KARA_CHANNEL_ANSWER = 0,
+    KARA_CHANNEL_THINK = 1
+} kara_channel;
+
+/* A run of generated bytes of one channel. text is not NUL-terminated and
+ * stays valid until the next kara_generator_next/start/free call. */
+typedef struct kara_piece {
+    const char *text;
+    int32_t len;              /* > 0 */
+    kara_channel channel;
+    int32_t token;            /* the latest token sampled when the run was released; -1 at the final flush */
+} kara_piece;
+
+/* Return true to stop generation (checked before every token and between
+ * prompt chunks). Called on the generating thread. */
+typedef bool (*kara_abort_fn)(void *user);
+
+#define KARA_MAX_STOP_STRINGS 8
+
+/* Where a piece of output starts. */
+typedef enum kara_think_start {
+    KARA_THINK_START_AUTO = 0,   /* inside thinking when the prompt ends with "<think>" + white space */
+    KARA_THINK_START_ANSWER,
+    KARA_THINK_START_THINK
+} kara_think_start;
+
+typedef struct kara_generator_params {
+    kara_sampler_params sampling;   /* kara_sampler_params_init defaults */
+    int32_t max_tokens;             /* tokens per start; -1 = until end of generation or a full context */
+    int32_t reasoning_budget;       /* thinking tokens before "</think>" is forced; -1 = unlimited */
+    bool split_thinking;            /* true: "<think>"/"</think>" are removed and their content is
+                                     * KARA_CHANNEL_THINK; false: raw text, all KARA_CHANNEL_ANSWER */
+    kara_think_start think_start;   /* AUTO */
+    int32_t n_stop;                 /* stop strings, matched on the output text (tags removed) */
+    const char *stop[KARA_MAX_STOP_STRINGS]; /* copied at create; each 1..255 bytes */
+    kara_abort_fn abort;            /* optional */
+    void *abort_user;
+} kara_generator_params;
+
+typedef struct kara_generator kara_generator;
+
+/* Why the last kara_generator_next returned KARA_DONE or KARA_STOPPED. */
+typedef enum kara_stop_reason {
+    KARA_STOP_NONE = 0,      /* still generating */
+    KARA_STOP_EOG,           /* an end-of-generation token (not part of the output) */
+    KARA_STOP_MAX_TOKENS,    /* max_tokens reached */
+    KARA_STOP_CONTEXT_FULL,  /* the sequence filled the context */
+    KARA_STOP_STRING,        /* a stop string (not part of the output) */
+    KARA_STOP_ABORT          /* the abort callback returned true */
+} kara_stop_reason;
+
+/* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1,
+ * split_thinking true, think_start AUTO, no stop strings, no abort. */
+void kara_generator_params_init(kara_generator_params *p);
+
+/* A generator over one context (which it does not own; free the generator
+ * first). Allocates everything it will use: the sampler, output buffers
+ * sized for the vocabulary's longest token and the stop strings, and the
+ * token history (n_ctx entries). KARA_ERR_ARG for bad params. */
+kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out);
+void kara_generator_free(kara_generator *gen);
+
+/* Change the abort callback or the reasoning budget between turns. */
+void kara_generator_set_abort(kara_generator *gen, kara_abort_fn fn, void *user);
+void kara_generator_set_reasoning_budget(kara_generator *gen, int32_t budget);
+
+/* Feed a prompt to sequence seq_id, in chunks of the context's n_batch, and
+ * get ready to generate. When the tokens the generator last left in that
+ * sequence are a prefix of the prompt, only the rest is decoded; otherwise
+ * the sequence is cleared first. The sampler's history restarts with the
+ * prompt. Errors before any work: KARA_ERR_CONTEXT_FULL when the prompt is
+ * longer than the context, KARA_ERR_ARG for n < 1, KARA_ERR_TOKEN for an id
+ * outside the vocabulary. KARA_ERR_ABORTED when the abort callback fired
+ * (the sequence is cleared). Other decode errors are passed on. */
+kara_status kara_generator_start(kara_generator *gen, int32_t seq_id, const int32_t *tokens, int32_t n);
+
+/* The next piece of output. KARA_OK: *out holds a piece. KARA_DONE: end of
+ * generation, max_tokens or a full context. KARA_STOPPED: a stop string
+ * (its text is withheld) or the abort callback. Text that could still turn
+ * into a tag or a stop string is held back until it cannot; it is released
+ * before DONE/STOPPED. Negative: a decode error (kara_last_error()). After
+ * DONE/STOPPED every call returns the same status until the next start.
+ * Allocates nothing. */
+kara_status kara_generator_next(kara_generator *gen, kara_piece *out);
+
+kara_stop_reason kara_generator_stop_reason(const kara_generator *gen);
+
+/* Counters of the current (or last) start. */
+typedef struct kara_generator_stats {
+    int32_t n_prompt;          /* prompt tokens given */
+    int32_t n_prompt_decoded;  /* of which decoded (the rest were already in the sequence) */
+    int32_t n_generated;       /* tokens sampled or forced */
+    int32_t n_think;           /* of which inside thinking */
+    int32_t n_forced;          /* tokens forced to close thinking at the budget */
+    double t_prompt_s;         /* seconds decoding the prompt */
+    double t_generate_s;       /* seconds in kara_generator_next */
+} kara_generator_stats;
+
+void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

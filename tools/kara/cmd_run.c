@@ -7,108 +7,59 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_config.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "kara.h"
 
 typedef struct run_opts {
-    const char *model;
+    kara_config cfg;
     const char *prompt;
     const char *prompt_file;
     const char *prompt_ids;
-    long long n_predict, n_ctx, n_threads, n_batch;
     bool ignore_eos;
-    kara_sampler_params sp;
 } run_opts;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n"
-            "\n"
-            "  -m, --model FILE        GGUF model\n"
-            "  -p, --prompt TEXT       prompt (default: empty, i.e. generate from BOS)\n"
-            "  -f, --file FILE         read the prompt from a file\n"
-            "      --prompt-ids LIST   prompt as comma-separated token ids (no BOS added)\n"
-            "  -n, --predict N         tokens to generate (default 128, -1 = until end of generation)\n"
-            "  -c, --ctx-size N        context size (default 0 = the model's)\n"
-            "  -t, --threads N         threads (default 0 = all cores)\n"
-            "  -b, --batch-size N      prompt tokens per forward pass (default 512)\n"
-            "      --temp T            temperature (default 0.8; 0 = greedy)\n"
-            "      --top-k N           top-k (default 40, 0 = off)\n"
-            "      --top-p P           top-p (default 0.95, 1 = off)\n"
-            "      --min-p P           min-p (default 0.05, 0 = off)\n"
-            "      --repeat-penalty F  repetition penalty (default 1.0 = off)\n"
-            "      --repeat-last-n N   tokens the penalty looks back over (default 64)\n"
-            "  -s, --seed N            sampling seed\n"
-            "      --ignore-eos        keep generating past end-of-generation tokens\n");
-}
+static const kara_cli_flag run_flags[] = {
+    {"-p|--prompt", true, "prompt text (default: empty, i.e. generate from BOS)"},
+    {"-f|--file", true, "read the prompt from a file"},
+    {"--prompt-ids", true, "prompt as comma-separated token ids (no BOS added)"},
+    {"--ignore-eos", false, "keep generating past end-of-generation tokens"},
+};
+#define N_RUN_FLAGS (int)(sizeof run_flags / sizeof run_flags[0])
 
 /* Parse flags; returns -1 to go on, else the exit code. */
 static int parse(int argc, char **argv, run_opts *o) {
-    kara_sampler_params_init(&o->sp);
-    o->n_predict = 128;
-    o->n_batch = 512;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long iv;
-        double fv;
-#define IS(s) (!strcmp(a, s))
-#define NEXT() (i++, v)
-        if (IS("-h") || IS("--help")) {
-            usage(stdout);
-            return KARA_EXIT_OK;
-        } else if (IS("-m") || IS("--model")) {
-            if (!(o->model = NEXT())) goto missing;
-        } else if (IS("-p") || IS("--prompt")) {
-            if (!(o->prompt = NEXT())) goto missing;
-        } else if (IS("-f") || IS("--file")) {
-            if (!(o->prompt_file = NEXT())) goto missing;
-        } else if (IS("--prompt-ids")) {
-            if (!(o->prompt_ids = NEXT())) goto missing;
-        } else if (IS("-n") || IS("--predict") || IS("--n-predict")) {
-            if (!kara_arg_int("run", a, NEXT(), -1, 1 << 30, &o->n_predict)) return KARA_EXIT_USAGE;
-        } else if (IS("-c") || IS("--ctx-size")) {
-            if (!kara_arg_int("run", a, NEXT(), 0, 1 << 24, &o->n_ctx)) return KARA_EXIT_USAGE;
-        } else if (IS("-t") || IS("--threads")) {
-            if (!kara_arg_int("run", a, NEXT(), -1, 1024, &o->n_threads)) return KARA_EXIT_USAGE;
-        } else if (IS("-b") || IS("--batch-size")) {
-            if (!kara_arg_int("run", a, NEXT(), 1, 1 << 16, &o->n_batch)) return KARA_EXIT_USAGE;
-        } else if (IS("--temp")) {
-            if (!kara_arg_float("run", a, NEXT(), 0, 100, &fv)) return KARA_EXIT_USAGE;
-            o->sp.temperature = (float)fv;
-        } else if (IS("--top-k")) {
-            if (!kara_arg_int("run", a, NEXT(), 0, 1 << 24, &iv)) return KARA_EXIT_USAGE;
-            o->sp.top_k = (int32_t)iv;
-        } else if (IS("--top-p")) {
-            if (!kara_arg_float("run", a, NEXT(), 0.0001, 1, &fv)) return KARA_EXIT_USAGE;
-            o->sp.top_p = (float)fv;
-        } else if (IS("--min-p")) {
-            if (!kara_arg_float("run", a, NEXT(), 0, 1, &fv)) return KARA_EXIT_USAGE;
-            o->sp.min_p = (float)fv;
-        } else if (IS("--repeat-penalty")) {
-            if (!kara_arg_float("run", a, NEXT(), 0.0001, 100, &fv)) return KARA_EXIT_USAGE;
-            o->sp.repeat_penalty = (float)fv;
-        } else if (IS("--repeat-last-n")) {
-            if (!kara_arg_int("run", a, NEXT(), 0, 1 << 20, &iv)) return KARA_EXIT_USAGE;
-            o->sp.repeat_last_n = (int32_t)iv;
-        } else if (IS("-s") || IS("--seed")) {
-            if (!kara_arg_int("run", a, NEXT(), -1, INT64_MAX, &iv)) return KARA_EXIT_USAGE;
-            o->sp.seed = iv < 0 ? (uint64_t)time(NULL) : (uint64_t)iv;
-        } else if (IS("--ignore-eos")) {
+    kara_cli_parsed cli;
+    int rc = kara_cli_parse("run", argc, argv, run_flags, N_RUN_FLAGS, &o->cfg, &cli);
+    for (int i = 0; rc < 0 && i < cli.n_args; i++) {
+        const kara_cli_arg *a = &cli.args[i];
+        if (!a->flag) {
+            fprintf(stderr, "kara run: unexpected argument '%s'\n", a->value);
+            rc = KARA_EXIT_USAGE;
+        } else if (kara_cli_flag_is(a->flag, "-p")) {
+            o->prompt = a->value;
+        } else if (kara_cli_flag_is(a->flag, "-f")) {
+            o->prompt_file = a->value;
+        } else if (kara_cli_flag_is(a->flag, "--prompt-ids")) {
+            o->prompt_ids = a->value;
+        } else if (kara_cli_flag_is(a->flag, "--ignore-eos")) {
             o->ignore_eos = true;
-        } else {
-            fprintf(stderr, "kara run: unknown option '%s' (see kara run --help)\n", a);
-            return KARA_EXIT_USAGE;
         }
-#undef IS
-#undef NEXT
-        continue;
-    missing:
-        fprintf(stderr, "kara run: %s needs a value\n", a);
-        return KARA_EXIT_USAGE;
     }
-    if (!o->model) {
-        fprintf(stderr, "kara run: no model given (-m MODEL.gguf)\n");
+    if (rc < 0 && cli.help) {
+        printf("usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n\n"
+               "Streams the continuation of the prompt to stdout; speeds and memory go to stderr.\n\n");
+        kara_cli_usage(stdout, run_flags, N_RUN_FLAGS);
+        rc = KARA_EXIT_OK;
+    } else if (rc < 0 && cli.print_config) {
+        kara_cli_print_config(stdout, &o->cfg);
+        rc = KARA_EXIT_OK;
+    }
+    kara_cli_parsed_free(&cli);
+    if (rc >= 0) return rc;
+    if (!o->cfg.model_path[0]) {
+        fprintf(stderr, "kara run: no model given (-m MODEL.gguf or model.path in --config)\n");
         return KARA_EXIT_USAGE;
     }
     if (!!o->prompt + !!o->prompt_file + !!o->prompt_ids > 1) {
@@ -162,21 +113,22 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **o
 
 static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const int32_t *prompt, int32_t n_prompt) {
     kara_sampler *smp;
-    if (kara_sampler_create(&o->sp, &smp)) {
+    if (kara_sampler_create(&o->cfg.sampling, &smp)) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
         return KARA_EXIT_USAGE;
     }
     for (int32_t i = 0; i < n_prompt; i++) kara_sampler_accept(smp, prompt[i]);
     double t0 = now_s();
     kara_status st = KARA_OK;
-    for (int32_t i = 0; i < n_prompt && !st; i += (int32_t)o->n_batch) {
-        int32_t n = n_prompt - i < o->n_batch ? n_prompt - i : (int32_t)o->n_batch;
+    const int32_t n_batch = o->cfg.context.n_batch, n_predict = o->cfg.max_tokens;
+    for (int32_t i = 0; i < n_prompt && !st; i += n_batch) {
+        int32_t n = n_prompt - i < n_batch ? n_prompt - i : n_batch;
         kara_batch b = kara_batch_one_sequence(prompt + i, n, i, 0);
         st = kara_decode(ctx, &b);
     }
     double t1 = now_s();
     int32_t n_vocab = kara_model_n_vocab(m), n_gen = 0, pos = n_prompt, prev = prompt[n_prompt - 1];
-    while (!st && (o->n_predict < 0 || n_gen < o->n_predict)) {
+    while (!st && (n_predict < 0 || n_gen < n_predict)) {
         int32_t tok = kara_sampler_sample(smp, kara_get_logits(ctx, -1), n_vocab);
         if (!o->ignore_eos && kara_token_is_eog(m, tok)) break;
         char piece[256];
@@ -191,7 +143,7 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
         fflush(stdout);
         n_gen++;
         prev = tok;
-        if (o->n_predict >= 0 && n_gen >= o->n_predict) break;
+        if (n_predict >= 0 && n_gen >= n_predict) break;
         if (pos >= kara_context_n_ctx(ctx)) {
             fprintf(stderr, "\nkara run: context of %d tokens is full, stopping\n", kara_context_n_ctx(ctx));
             break;
@@ -221,7 +173,7 @@ static int run_main(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     kara_model *m;
-    kara_status st = kara_model_load(o.model, NULL, &m);
+    kara_status st = kara_model_load(o.cfg.model_path, NULL, &m);
     if (st) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
         return status_exit(st);
@@ -246,12 +198,7 @@ static int run_main(int argc, char **argv) {
             free(prompt);
             return KARA_EXIT_USAGE;
         }
-    kara_context_params cp;
-    kara_context_params_init(&cp);
-    cp.n_ctx = (int32_t)o.n_ctx;
-    cp.n_threads = (int32_t)o.n_threads;
-    cp.n_batch = (int32_t)o.n_batch;
-    cp.kv.method = KARA_KV_METHOD_FULL;
+    kara_context_params cp = o.cfg.context;
     int32_t n_ctx = cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(m);
     if (n_prompt > n_ctx) {
         fprintf(stderr, "kara run: the prompt has %d tokens but the context holds %d (raise -c)\n", n_prompt, n_ctx);

@@ -1,0 +1,144 @@
+/*
+ * ops.c - scalar reference for the row-level kernels: matmul built on
+ * vec_dot, RMSNorm, softmax, SwiGLU, f32/f16 dot and axpy, f16 stores.
+ * Accumulations use double so this stays a trustworthy reference.
+ */
+#include "kernels_impl.h"
+
+#include <math.h>
+
+/* Each weight row is read once and dotted with every batch row while it is
+ * still in cache. */
+void kara_scalar_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
+                        int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
+                        float *y, int64_t ldy, int ith, int nth)
+{
+    if ((uint32_t)wtype >= KARA_TYPE_COUNT || k->vec_dot[wtype] == NULL) {
+        return;
+    }
+    const kara_vec_dot_fn dot = k->vec_dot[wtype];
+    int64_t r0, r1;
+    kara_split_rows(n_rows, ith, nth, &r0, &r1);
+    const char *wb = w;
+    const char *xb = x;
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t b = 0; b < n_batch; b++) {
+            dot(n_cols, &y[b * ldy + r], wb + (size_t)r * w_row_bytes, xb + (size_t)b * x_row_bytes);
+        }
+    }
+}
+
+void kara_scalar_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        ss += (double)x[i] * x[i];
+    }
+    const float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = x[i] * scale * w[i];
+    }
+}
+
+void kara_scalar_softmax(float *x, int64_t n)
+{
+    if (n <= 0) {
+        return;
+    }
+    float max = x[0];
+    for (int64_t i = 1; i < n; i++) {
+        if (x[i] > max) max = x[i];
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] *= inv;
+    }
+}
+
+void kara_scalar_silu_mul(float *out, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+float kara_scalar_dot_f32(const float *a, const float *b, int64_t n)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += (double)a[i] * b[i];
+    }
+    return (float)sum;
+}
+
+float kara_scalar_dot_f16_f32(const kara_fp16 *a, const float *b, int64_t n)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += (double)kara_half_to_float(a[i]) * b[i];
+    }
+    return (float)sum;
+}
+
+void kara_scalar_axpy_f32(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        y[i] += a * x[i];
+    }
+}
+
+void kara_scalar_axpy_f16(float *y, float a, const kara_fp16 *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        y[i] += a * kara_half_to_float(x[i]);
+    }
+}
+
+void kara_scalar_f32_to_f16(kara_fp16 *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = kara_fp32_to_fp16(x[i]);
+    }
+}
+
+void kara_kernels_init_scalar(kara_kernels *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->isa = KARA_ISA_SCALAR;
+    k->name = "scalar";
+
+    k->vec_dot[KARA_TYPE_F32] = kara_scalar_vec_dot_f32;
+    k->vec_dot[KARA_TYPE_F16] = kara_scalar_vec_dot_f16;
+    k->vec_dot[KARA_TYPE_BF16] = kara_scalar_vec_dot_bf16;
+    k->vec_dot[KARA_TYPE_Q4_0] = kara_scalar_vec_dot_q4_0;
+    k->vec_dot[KARA_TYPE_Q4_1] = kara_scalar_vec_dot_q4_1;
+    k->vec_dot[KARA_TYPE_Q5_0] = kara_scalar_vec_dot_q5_0;
+    k->vec_dot[KARA_TYPE_Q5_1] = kara_scalar_vec_dot_q5_1;
+    k->vec_dot[KARA_TYPE_Q8_0] = kara_scalar_vec_dot_q8_0;
+    k->vec_dot[KARA_TYPE_Q4_K] = kara_scalar_vec_dot_q4_K;
+    k->vec_dot[KARA_TYPE_Q5_K] = kara_scalar_vec_dot_q5_K;
+    k->vec_dot[KARA_TYPE_Q6_K] = kara_scalar_vec_dot_q6_K;
+
+    k->from_float[KARA_TYPE_F32] = kara_scalar_from_float_f32;
+    k->from_float[KARA_TYPE_F16] = kara_scalar_from_float_f16;
+    k->from_float[KARA_TYPE_BF16] = kara_scalar_from_float_bf16;
+    k->from_float[KARA_TYPE_Q8_0] = kara_scalar_from_float_q8_0;
+    k->from_float[KARA_TYPE_Q8_1] = kara_scalar_from_float_q8_1;
+    k->from_float[KARA_TYPE_Q8_K] = kara_scalar_from_float_q8_K;
+
+    k->matmul = kara_scalar_matmul;
+    k->rmsnorm = kara_scalar_rmsnorm;
+    k->softmax = kara_scalar_softmax;
+    k->silu_mul = kara_scalar_silu_mul;
+    k->dot_f32 = kara_scalar_dot_f32;
+    k->dot_f16_f32 = kara_scalar_dot_f16_f32;
+    k->axpy_f32 = kara_scalar_axpy_f32;
+    k->axpy_f16 = kara_scalar_axpy_f16;
+    k->f32_to_f16 = kara_scalar_f32_to_f16;
+}

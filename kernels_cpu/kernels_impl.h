@@ -1,0 +1,145 @@
+/*
+ * kernels_impl.h - internals shared by the kernel sources (not for callers
+ * outside kernels_cpu/): inline fp16/bf16 conversions, K-quant scale
+ * unpacking, the row split of matmul, and the scalar kernels that SIMD tables
+ * start from and fall back to.
+ */
+#ifndef KARA_KERNELS_IMPL_H
+#define KARA_KERNELS_IMPL_H
+
+#include "kernels.h"
+
+#include <string.h>
+
+/* ---- bit casts and half-precision conversions ---- */
+static inline uint32_t kara_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static inline float kara_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* IEEE binary16 -> binary32, exact for every input (subnormals included). */
+static inline float kara_half_to_float(kara_fp16 h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    const uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    if (exp == 0x1f) {
+        return kara_bits_f32(sign | 0x7f800000 | (mant << 13));
+    }
+    if (exp != 0) {
+        return kara_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+    }
+    if (mant == 0) {
+        return kara_bits_f32(sign);
+    }
+    /* subnormal: value = mant * 2^-24, computed exactly in float */
+    const float v = (float)mant * (1.0f / 16777216.0f);
+    return kara_bits_f32(sign | kara_f32_bits(v));
+}
+
+static inline float kara_bf16_bits_to_float(kara_bf16 h)
+{
+    return kara_bits_f32((uint32_t)h << 16);
+}
+
+/* GGML's nearest_int: round half to even for |x| < 2^22 (the default FP
+ * rounding mode), without a libm call. */
+static inline int kara_nearest_int(float fval)
+{
+    float val = fval + 12582912.0f;
+    int i;
+    memcpy(&i, &val, sizeof(i));
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* ---- K-quant 6-bit scale/min unpacking (Q4_K, Q5_K) ---- */
+static inline void kara_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* Unpack all 8 scales and 8 mins of a Q4_K/Q5_K block. */
+static inline void kara_unpack_scales_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8])
+{
+    for (int j = 0; j < 8; j++) {
+        kara_get_scale_min_k4(j, q, &sc[j], &mn[j]);
+    }
+}
+
+/* ---- work split ---- */
+/* Rows [*r0, *r1) of thread ith among nth, in even contiguous slices. */
+static inline void kara_split_rows(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1)
+{
+    if (nth < 1) {
+        nth = 1;
+    }
+    const int64_t per = (n_rows + nth - 1) / nth;
+    int64_t a = per * ith;
+    int64_t b = a + per;
+    if (a > n_rows) {
+        a = n_rows;
+    }
+    if (b > n_rows) {
+        b = n_rows;
+    }
+    *r0 = a;
+    *r1 = b;
+}
+
+/* ---- scalar kernels (generic/) ---- */
+void kara_scalar_vec_dot_f32(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_f16(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_bf16(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q4_0(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q4_1(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q5_0(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q5_1(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q8_0(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q4_K(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q5_K(int64_t n, float *out, const void *w, const void *x);
+void kara_scalar_vec_dot_q6_K(int64_t n, float *out, const void *w, const void *x);
+
+void kara_scalar_from_float_f32(const float *x, void *y, int64_t n);
+void kara_scalar_from_float_f16(const float *x, void *y, int64_t n);
+void kara_scalar_from_float_bf16(const float *x, void *y, int64_t n);
+void kara_scalar_from_float_q8_0(const float *x, void *y, int64_t n);
+void kara_scalar_from_float_q8_1(const float *x, void *y, int64_t n);
+void kara_scalar_from_float_q8_K(const float *x, void *y, int64_t n);
+
+/* Reference quantizers by block family (generic/quant_*.c). */
+void kara_quantize_row_q4_0_ref(const float *x, kara_block_q4_0 *y, int64_t n);
+void kara_quantize_row_q4_1_ref(const float *x, kara_block_q4_1 *y, int64_t n);
+void kara_quantize_row_q5_0_ref(const float *x, kara_block_q5_0 *y, int64_t n);
+void kara_quantize_row_q5_1_ref(const float *x, kara_block_q5_1 *y, int64_t n);
+void kara_quantize_row_q4_K_ref(const float *x, kara_block_q4_K *y, int64_t n);
+void kara_quantize_row_q5_K_ref(const float *x, kara_block_q5_K *y, int64_t n);
+void kara_quantize_row_q6_K_ref(const float *x, kara_block_q6_K *y, int64_t n);
+
+void kara_scalar_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
+                        int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
+                        float *y, int64_t ldy, int ith, int nth);
+void kara_scalar_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+void kara_scalar_softmax(float *x, int64_t n);
+void kara_scalar_silu_mul(float *out, const float *gate, const float *up, int64_t n);
+float kara_scalar_dot_f32(const float *a, const float *b, int64_t n);
+float kara_scalar_dot_f16_f32(const kara_fp16 *a, const float *b, int64_t n);
+void kara_scalar_axpy_f32(float *y, float a, const float *x, int64_t n);
+void kara_scalar_axpy_f16(float *y, float a, const kara_fp16 *x, int64_t n);
+void kara_scalar_f32_to_f16(kara_fp16 *y, const float *x, int64_t n);
+
+#endif /* KARA_KERNELS_IMPL_H */

@@ -1,0 +1,83 @@
+/*
+ * avx2_kernels.c - the AVX2+FMA+F16C kernel table: the scalar table with
+ * the hot kernels replaced (quantized and float dot products with their
+ * multi-row matmul, activation quantizers, row ops). Compiled with
+ * -mavx2 -mfma -mf16c; dispatch.c only calls it on CPUs that have them.
+ */
+#define KARA_X86_VNNI 0
+#define KARA_X86_WIDTH 8
+#include "x86_dot_impl.h"
+#include "x86_ops_impl.h"
+
+static kara_x86_dotn_fn avx2_dotn[KARA_TYPE_COUNT];
+
+static void avx2_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                        int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
+                        int ith, int nth)
+{
+    x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx2_dotn);
+}
+
+/* bf16 stores: round to nearest even on the bit pattern, NaN kept quiet. */
+static void avx2_from_float_bf16(const float *x, void *vy, int64_t n)
+{
+    kara_bf16 *y = vy;
+    int64_t i = 0;
+    const __m256i bias = _mm256_set1_epi32(0x7fff);
+    const __m256i one = _mm256_set1_epi32(1);
+    for (; i + 16 <= n; i += 16) {
+        __m256i h[2];
+        for (int j = 0; j < 2; j++) {
+            const __m256 v = _mm256_loadu_ps(x + i + 8 * j);
+            const __m256i u = _mm256_castps_si256(v);
+            const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+            const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+            const __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+            const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            h[j] = _mm256_blendv_epi8(r, q, nan);
+        }
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h[0], h[1]), 0xD8);
+        _mm256_storeu_si256((__m256i *)(y + i), packed);
+    }
+    for (; i < n; i++) y[i] = kara_fp32_to_bf16(x[i]);
+}
+
+void kara_kernels_init_avx2(kara_kernels *k)
+{
+    kara_kernels_init_scalar(k);
+    k->isa = KARA_ISA_AVX2;
+    k->name = "avx2";
+
+    k->vec_dot[KARA_TYPE_F32] = vec_dot_f32;
+    k->vec_dot[KARA_TYPE_F16] = vec_dot_f16;
+    k->vec_dot[KARA_TYPE_BF16] = vec_dot_bf16;
+    k->vec_dot[KARA_TYPE_Q4_0] = vec_dot_q4_0;
+    k->vec_dot[KARA_TYPE_Q8_0] = vec_dot_q8_0;
+    k->vec_dot[KARA_TYPE_Q4_K] = vec_dot_q4_K;
+    k->vec_dot[KARA_TYPE_Q5_K] = vec_dot_q5_K;
+    k->vec_dot[KARA_TYPE_Q6_K] = vec_dot_q6_K;
+
+    avx2_dotn[KARA_TYPE_F32] = dotn_f32;
+    avx2_dotn[KARA_TYPE_F16] = dotn_f16;
+    avx2_dotn[KARA_TYPE_BF16] = dotn_bf16;
+    avx2_dotn[KARA_TYPE_Q4_0] = dotn_q4_0;
+    avx2_dotn[KARA_TYPE_Q8_0] = dotn_q8_0;
+    avx2_dotn[KARA_TYPE_Q4_K] = dotn_q4_K;
+    avx2_dotn[KARA_TYPE_Q5_K] = dotn_q5_K;
+    avx2_dotn[KARA_TYPE_Q6_K] = dotn_q6_K;
+
+    k->from_float[KARA_TYPE_F16] = ops_from_float_f16;
+    k->from_float[KARA_TYPE_BF16] = avx2_from_float_bf16;
+    k->from_float[KARA_TYPE_Q8_0] = from_float_q8_0;
+    k->from_float[KARA_TYPE_Q8_K] = from_float_q8_K;
+
+    k->matmul = avx2_matmul;
+    k->rmsnorm = ops_rmsnorm;
+    k->softmax = ops_softmax;
+    k->silu_mul = ops_silu_mul;
+    k->dot_f32 = ops_dot_f32;
+    k->dot_f16_f32 = ops_dot_f16_f32;
+    k->axpy_f32 = ops_axpy_f32;
+    k->axpy_f16 = ops_axpy_f16;
+    k->f32_to_f16 = ops_f32_to_f16;
+}

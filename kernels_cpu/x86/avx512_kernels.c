@@ -1,0 +1,168 @@
+/*
+ * avx512_kernels.c - the AVX-512 kernel table (F, BW, VL, DQ, VNNI, BF16).
+ *
+ * Quantized dot products: the 256-bit kernels of x86_dot_impl.h compiled
+ * with VNNI (VPDPWSSD/VPDPBUSD fuse the multiply-add-accumulate steps).
+ * Float formats and row ops use 512-bit vectors with masked tails; BF16
+ * rows use VDPBF16PS, which multiplies bf16 pairs exactly and accumulates in
+ * f32.
+ */
+#define KARA_X86_VNNI 1
+#define KARA_X86_WIDTH 16
+#include "x86_dot_impl.h"
+#include "x86_ops_impl.h"
+
+static kara_x86_dotn_fn avx512_dotn[KARA_TYPE_COUNT];
+
+static inline __mmask16 tail_mask16(int64_t left)
+{
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+}
+
+static inline __mmask32 tail_mask32(int64_t left)
+{
+    return left >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << left) - 1);
+}
+
+static inline __m512 load_f32_masked(const float *p, __mmask16 m)
+{
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+static inline __m512 load_f16_masked(const kara_fp16 *p, __mmask16 m)
+{
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+/* 32 elements per step in two zmm accumulators per activation row; the
+ * tail is a masked step, so no scalar loop. */
+#define FLOAT_BODY512(NAME, T, LOADM)                                                                            \
+    KARA_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,           \
+                          const int NX)                                                                         \
+    {                                                                                                           \
+        const T *w = vw;                                                                                        \
+        __m512 acc[MAXNX][2];                                                                                   \
+        for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();                               \
+        int64_t i = 0;                                                                                          \
+        for (; i + 32 <= n; i += 32) {                                                                          \
+            const __m512 w0 = LOADM(w + i, 0xFFFF), w1 = LOADM(w + i + 16, 0xFFFF);                             \
+            for (int b = 0; b < NX; b++) {                                                                      \
+                const T *xb = (const T *)(x + b * xs);                                                          \
+                acc[b][0] = _mm512_fmadd_ps(w0, LOADM(xb + i, 0xFFFF), acc[b][0]);                              \
+                acc[b][1] = _mm512_fmadd_ps(w1, LOADM(xb + i + 16, 0xFFFF), acc[b][1]);                         \
+            }                                                                                                   \
+        }                                                                                                       \
+        for (; i < n; i += 16) {                                                                                \
+            const __mmask16 m = tail_mask16(n - i);                                                             \
+            const __m512 w0 = LOADM(w + i, m);                                                                  \
+            for (int b = 0; b < NX; b++) {                                                                      \
+                const T *xb = (const T *)(x + b * xs);                                                          \
+                acc[b][0] = _mm512_fmadd_ps(w0, LOADM(xb + i, m), acc[b][0]);                                   \
+            }                                                                                                   \
+        }                                                                                                       \
+        for (int b = 0; b < NX; b++) y[b * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[b][0], acc[b][1]));    \
+    }
+
+FLOAT_BODY512(body512_f32, float, load_f32_masked)
+FLOAT_BODY512(body512_f16, kara_fp16, load_f16_masked)
+
+static inline __m512bh load_bf16x32(const kara_bf16 *p, __mmask32 m)
+{
+    return (__m512bh)_mm512_maskz_loadu_epi16(m, p);
+}
+
+KARA_INLINE void body512_bf16(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,
+                              const int NX)
+{
+    const kara_bf16 *w = vw;
+    __m512 acc[MAXNX][2];
+    for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m512bh w0 = load_bf16x32(w + i, 0xFFFFFFFFu), w1 = load_bf16x32(w + i + 32, 0xFFFFFFFFu);
+        for (int b = 0; b < NX; b++) {
+            const kara_bf16 *xb = (const kara_bf16 *)(x + b * xs);
+            acc[b][0] = _mm512_dpbf16_ps(acc[b][0], w0, load_bf16x32(xb + i, 0xFFFFFFFFu));
+            acc[b][1] = _mm512_dpbf16_ps(acc[b][1], w1, load_bf16x32(xb + i + 32, 0xFFFFFFFFu));
+        }
+    }
+    for (; i < n; i += 32) {
+        const __mmask32 m = tail_mask32(n - i);
+        const __m512bh w0 = load_bf16x32(w + i, m);
+        for (int b = 0; b < NX; b++) {
+            const kara_bf16 *xb = (const kara_bf16 *)(x + b * xs);
+            acc[b][0] = _mm512_dpbf16_ps(acc[b][0], w0, load_bf16x32(xb + i, m));
+        }
+    }
+    for (int b = 0; b < NX; b++) y[b * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[b][0], acc[b][1]));
+}
+
+DEFINE_DOT(f32_512, body512_f32)
+DEFINE_DOT(f16_512, body512_f16)
+DEFINE_DOT(bf16_512, body512_bf16)
+
+static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
+                          int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
+                          float *y, int64_t ldy, int ith, int nth)
+{
+    x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx512_dotn);
+}
+
+/* bf16 stores: round to nearest even on the bit pattern (VCVTNEPS2BF16
+ * would flush subnormals, so it is not used), NaN kept quiet. */
+static void avx512_from_float_bf16(const float *x, void *vy, int64_t n)
+{
+    kara_bf16 *y = vy;
+    const __m512i bias = _mm512_set1_epi32(0x7fff);
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512i u = _mm512_castps_si512(v);
+        const __m512i hi = _mm512_srli_epi32(u, 16);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(hi, one))), 16);
+        const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+        _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtepi32_epi16(r));
+    }
+}
+
+void kara_kernels_init_avx512(kara_kernels *k)
+{
+    kara_kernels_init_scalar(k);
+    k->isa = KARA_ISA_AVX512;
+    k->name = "avx512";
+
+    k->vec_dot[KARA_TYPE_F32] = vec_dot_f32_512;
+    k->vec_dot[KARA_TYPE_F16] = vec_dot_f16_512;
+    k->vec_dot[KARA_TYPE_BF16] = vec_dot_bf16_512;
+    k->vec_dot[KARA_TYPE_Q4_0] = vec_dot_q4_0;
+    k->vec_dot[KARA_TYPE_Q8_0] = vec_dot_q8_0;
+    k->vec_dot[KARA_TYPE_Q4_K] = vec_dot_q4_K;
+    k->vec_dot[KARA_TYPE_Q5_K] = vec_dot_q5_K;
+    k->vec_dot[KARA_TYPE_Q6_K] = vec_dot_q6_K;
+
+    avx512_dotn[KARA_TYPE_F32] = dotn_f32_512;
+    avx512_dotn[KARA_TYPE_F16] = dotn_f16_512;
+    avx512_dotn[KARA_TYPE_BF16] = dotn_bf16_512;
+    avx512_dotn[KARA_TYPE_Q4_0] = dotn_q4_0;
+    avx512_dotn[KARA_TYPE_Q8_0] = dotn_q8_0;
+    avx512_dotn[KARA_TYPE_Q4_K] = dotn_q4_K;
+    avx512_dotn[KARA_TYPE_Q5_K] = dotn_q5_K;
+    avx512_dotn[KARA_TYPE_Q6_K] = dotn_q6_K;
+
+    k->from_float[KARA_TYPE_F16] = ops_from_float_f16;
+    k->from_float[KARA_TYPE_BF16] = avx512_from_float_bf16;
+    k->from_float[KARA_TYPE_Q8_0] = from_float_q8_0;
+    k->from_float[KARA_TYPE_Q8_K] = from_float_q8_K;
+
+    k->matmul = avx512_matmul;
+    k->rmsnorm = ops_rmsnorm;
+    k->softmax = ops_softmax;
+    k->silu_mul = ops_silu_mul;
+    k->dot_f32 = ops_dot_f32;
+    k->dot_f16_f32 = ops_dot_f16_f32;
+    k->axpy_f32 = ops_axpy_f32;
+    k->axpy_f16 = ops_axpy_f16;
+    k->f32_to_f16 = ops_f32_to_f16;
+}

@@ -1,0 +1,226 @@
+/*
+ * x86_ops_impl.h - row kernels (RMSNorm, softmax, SwiGLU, f32/f16 dot and
+ * axpy, f16/bf16 stores) written once over a vector type of KARA_X86_WIDTH
+ * floats: avx2_kernels.c compiles it with 8 (ymm), avx512_kernels.c with 16
+ * (zmm). Tails shorter than a vector use the scalar formulas.
+ */
+#ifndef KARA_X86_OPS_IMPL_H
+#define KARA_X86_OPS_IMPL_H
+
+#include "kernels_impl.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#if KARA_X86_WIDTH == 16
+typedef __m512 vf;
+typedef __m512i vi;
+#define VW 16
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps((p), (v))
+#define V_SET1(f) _mm512_set1_ps(f)
+#define V_ZERO() _mm512_setzero_ps()
+#define V_ADD(a, b) _mm512_add_ps((a), (b))
+#define V_SUB(a, b) _mm512_sub_ps((a), (b))
+#define V_MUL(a, b) _mm512_mul_ps((a), (b))
+#define V_DIV(a, b) _mm512_div_ps((a), (b))
+#define V_MAX(a, b) _mm512_max_ps((a), (b))
+#define V_MIN(a, b) _mm512_min_ps((a), (b))
+#define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_FNMA(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
+#define V_ROUND(v) _mm512_roundscale_ps((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_HSUM(v) _mm512_reduce_add_ps(v)
+#define V_HMAX(v) _mm512_reduce_max_ps(v)
+#define V_CVT_I(v) _mm512_cvtps_epi32(v)
+#define VI_ADD(a, b) _mm512_add_epi32((a), (b))
+#define VI_SLLI(a, n) _mm512_slli_epi32((a), (n))
+#define VI_SET1(i) _mm512_set1_epi32(i)
+#define VI_AS_F(v) _mm512_castsi512_ps(v)
+#define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_STORE_F16(p, v) \
+    _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#else
+typedef __m256 vf;
+typedef __m256i vi;
+#define VW 8
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define V_SET1(f) _mm256_set1_ps(f)
+#define V_ZERO() _mm256_setzero_ps()
+#define V_ADD(a, b) _mm256_add_ps((a), (b))
+#define V_SUB(a, b) _mm256_sub_ps((a), (b))
+#define V_MUL(a, b) _mm256_mul_ps((a), (b))
+#define V_DIV(a, b) _mm256_div_ps((a), (b))
+#define V_MAX(a, b) _mm256_max_ps((a), (b))
+#define V_MIN(a, b) _mm256_min_ps((a), (b))
+#define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define V_FNMA(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
+#define V_ROUND(v) _mm256_round_ps((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_HSUM(v) hsum256(v)
+#define V_HMAX(v) hmax256(v)
+#define V_CVT_I(v) _mm256_cvtps_epi32(v)
+#define VI_ADD(a, b) _mm256_add_epi32((a), (b))
+#define VI_SLLI(a, n) _mm256_slli_epi32((a), (n))
+#define VI_SET1(i) _mm256_set1_epi32(i)
+#define VI_AS_F(v) _mm256_castsi256_ps(v)
+#define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define V_STORE_F16(p, v) _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+
+static inline float hmax256(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+#endif
+
+/* e^x to about 2 ulp: x = n ln2 + r with |r| <= ln2/2, a degree-7 series
+ * for e^r (Cephes' expf coefficients), 2^n put in the exponent. Inputs are
+ * clamped to [-87.3, 88] (n stays within [-126, 127]), so very negative x
+ * give ~1e-38 instead of 0 and x > 88 gives e^88. */
+static inline vf v_exp(vf x)
+{
+    x = V_MIN(V_MAX(x, V_SET1(-87.33654f)), V_SET1(88.0f));
+    const vf n = V_ROUND(V_MUL(x, V_SET1(1.44269504088896341f)));
+    vf r = V_FNMA(n, V_SET1(0.693359375f), x);
+    r = V_FNMA(n, V_SET1(-2.12194440e-4f), r);
+    vf p = V_SET1(1.9875691500e-4f);
+    p = V_FMA(p, r, V_SET1(1.3981999507e-3f));
+    p = V_FMA(p, r, V_SET1(8.3334519073e-3f));
+    p = V_FMA(p, r, V_SET1(4.1665795894e-2f));
+    p = V_FMA(p, r, V_SET1(1.6666665459e-1f));
+    p = V_FMA(p, r, V_SET1(5.0000001201e-1f));
+    p = V_FMA(p, V_MUL(r, r), V_ADD(r, V_SET1(1.0f)));
+    const vi pow2n = VI_SLLI(VI_ADD(V_CVT_I(n), VI_SET1(127)), 23);
+    return V_MUL(p, VI_AS_F(pow2n));
+}
+
+static void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    vf acc0 = V_ZERO(), acc1 = V_ZERO();
+    int64_t i = 0;
+    for (; i + 2 * VW <= n; i += 2 * VW) {
+        const vf a = V_LOAD(x + i), b = V_LOAD(x + i + VW);
+        acc0 = V_FMA(a, a, acc0);
+        acc1 = V_FMA(b, b, acc1);
+    }
+    for (; i + VW <= n; i += VW) {
+        const vf a = V_LOAD(x + i);
+        acc0 = V_FMA(a, a, acc0);
+    }
+    double ss = V_HSUM(V_ADD(acc0, acc1));
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    const float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    const vf vs = V_SET1(scale);
+    for (i = 0; i + VW <= n; i += VW) V_STORE(y + i, V_MUL(V_MUL(V_LOAD(x + i), vs), V_LOAD(w + i)));
+    for (; i < n; i++) y[i] = x[i] * scale * w[i];
+}
+
+static void ops_softmax(float *x, int64_t n)
+{
+    if (n <= 0) {
+        return;
+    }
+    int64_t i = 0;
+    float max = x[0];
+    if (n >= VW) {
+        vf vm = V_LOAD(x);
+        for (i = VW; i + VW <= n; i += VW) vm = V_MAX(vm, V_LOAD(x + i));
+        max = V_HMAX(vm);
+    }
+    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    const vf vmax = V_SET1(max);
+    vf vsum = V_ZERO();
+    for (i = 0; i + VW <= n; i += VW) {
+        const vf e = v_exp(V_SUB(V_LOAD(x + i), vmax));
+        V_STORE(x + i, e);
+        vsum = V_ADD(vsum, e);
+    }
+    double sum = V_HSUM(vsum);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    const vf vinv = V_SET1(inv);
+    for (i = 0; i + VW <= n; i += VW) V_STORE(x + i, V_MUL(V_LOAD(x + i), vinv));
+    for (; i < n; i++) x[i] *= inv;
+}
+
+static void ops_silu_mul(float *out, const float *gate, const float *up, int64_t n)
+{
+    int64_t i = 0;
+    const vf one = V_SET1(1.0f);
+    for (; i + VW <= n; i += VW) {
+        const vf g = V_LOAD(gate + i);
+        const vf s = V_DIV(g, V_ADD(one, v_exp(V_SUB(V_ZERO(), g))));
+        V_STORE(out + i, V_MUL(s, V_LOAD(up + i)));
+    }
+    for (; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static float ops_dot_f32(const float *a, const float *b, int64_t n)
+{
+    vf acc0 = V_ZERO(), acc1 = V_ZERO(), acc2 = V_ZERO(), acc3 = V_ZERO();
+    int64_t i = 0;
+    for (; i + 4 * VW <= n; i += 4 * VW) {
+        acc0 = V_FMA(V_LOAD(a + i), V_LOAD(b + i), acc0);
+        acc1 = V_FMA(V_LOAD(a + i + VW), V_LOAD(b + i + VW), acc1);
+        acc2 = V_FMA(V_LOAD(a + i + 2 * VW), V_LOAD(b + i + 2 * VW), acc2);
+        acc3 = V_FMA(V_LOAD(a + i + 3 * VW), V_LOAD(b + i + 3 * VW), acc3);
+    }
+    for (; i + VW <= n; i += VW) acc0 = V_FMA(V_LOAD(a + i), V_LOAD(b + i), acc0);
+    float s = V_HSUM(V_ADD(V_ADD(acc0, acc1), V_ADD(acc2, acc3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static float ops_dot_f16_f32(const kara_fp16 *a, const float *b, int64_t n)
+{
+    vf acc0 = V_ZERO(), acc1 = V_ZERO();
+    int64_t i = 0;
+    for (; i + 2 * VW <= n; i += 2 * VW) {
+        acc0 = V_FMA(V_LOAD_F16(a + i), V_LOAD(b + i), acc0);
+        acc1 = V_FMA(V_LOAD_F16(a + i + VW), V_LOAD(b + i + VW), acc1);
+    }
+    for (; i + VW <= n; i += VW) acc0 = V_FMA(V_LOAD_F16(a + i), V_LOAD(b + i), acc0);
+    float s = V_HSUM(V_ADD(acc0, acc1));
+    for (; i < n; i++) s += _cvtsh_ss(a[i]) * b[i];
+    return s;
+}
+
+static void ops_axpy_f32(float *y, float a, const float *x, int64_t n)
+{
+    const vf va = V_SET1(a);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) V_STORE(y + i, V_FMA(va, V_LOAD(x + i), V_LOAD(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static void ops_axpy_f16(float *y, float a, const kara_fp16 *x, int64_t n)
+{
+    const vf va = V_SET1(a);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) V_STORE(y + i, V_FMA(va, V_LOAD_F16(x + i), V_LOAD(y + i)));
+    for (; i < n; i++) y[i] += a * _cvtsh_ss(x[i]);
+}
+
+/* Hardware conversion rounds to nearest even exactly like the scalar one,
+ * subnormals and overflow included. */
+static void ops_f32_to_f16(kara_fp16 *y, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) V_STORE_F16(y + i, V_LOAD(x + i));
+    for (; i < n; i++) y[i] = kara_fp32_to_fp16(x[i]);
+}
+
+static void ops_from_float_f16(const float *x, void *y, int64_t n)
+{
+    ops_f32_to_f16(y, x, n);
+}
+
+#endif /* KARA_X86_OPS_IMPL_H */

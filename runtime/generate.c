@@ -1,0 +1,546 @@
+/*
+ * generate.c - pull-based generation over a context: the prompt is decoded
+ * in n_batch chunks, then every kara_generator_next samples (or forces)
+ * tokens until a run of output text can be released.
+ *
+ * Text pipeline per token:
+ *   token -> bytes (kara_token_to_piece)
+ *         -> UTF-8 hold (an incomplete trailing character waits)
+ *         -> think splitter (tags removed, bytes tagged THINK/ANSWER)
+ *         -> output buffer, one channel byte per text byte
+ *         -> stop strings (searched across token boundaries; a suffix that
+ *            could still become one is held back)
+ *         -> released as runs of one channel.
+ * Everything is sized at create; nothing is allocated per token.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "context.h"
+#include "kara.h"
+#include "status.h"
+#include "think_splitter.h"
+
+#define STOP_MAX_LEN 255
+#define CLOSE_MAX_TOKENS 32
+#define TAIL_TOKENS 8        /* prompt tokens examined to see whether it ends inside <think> */
+
+struct kara_generator {
+    kara_context *ctx;
+    const kara_model *model;
+    kara_sampler *smp;
+    kara_generator_params p;
+    char stop_text[KARA_MAX_STOP_STRINGS][STOP_MAX_LEN + 1];
+    size_t stop_len[KARA_MAX_STOP_STRINGS];
+    size_t stop_max;
+    int32_t n_vocab, n_ctx, n_batch;
+
+    /* what this generator has put into a sequence, to reuse a common prefix */
+    int32_t *hist;
+    int32_t n_hist;
+    int32_t hist_seq;        /* -1: nothing known */
+    int32_t seq;             /* sequence of the current start */
+    int32_t pos;             /* next position in it */
+    int32_t *batch_pos, *batch_seq;
+    int8_t *batch_logits;
+
+    /* tokens that close a think block: "\n</think>\n\n" and "</think>\n\n" */
+    int32_t close_nl[CLOSE_MAX_TOKENS], n_close_nl;
+    int32_t close_plain[CLOSE_MAX_TOKENS], n_close_plain;
+    const int32_t *forced;
+    int32_t n_forced_left;
+
+    /* text pipeline */
+    char *piece;             /* [utf8 hold (<= 3)][token text] */
+    int32_t piece_cap;       /* longest token text */
+    char *tail;              /* rendered tail of the prompt */
+    char utf8[4];
+    int n_utf8;
+    kara_think_splitter split;
+    bool think_ends_nl;      /* the thinking text so far ends with '\n' */
+    char *obuf;
+    uint8_t *ochan;
+    size_t olen, ostart, ocap;
+    bool overflow;
+
+    /* state of the current start */
+    bool started;
+    kara_status final;       /* KARA_OK while running; DONE/STOPPED/error once finished */
+    bool flushed;
+    kara_stop_reason reason;
+    int32_t last_token;
+    kara_generator_stats stats;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void kara_generator_params_init(kara_generator_params *p) {
+    memset(p, 0, sizeof *p);
+    kara_sampler_params_init(&p->sampling);
+    p->max_tokens = -1;
+    p->reasoning_budget = -1;
+    p->split_thinking = true;
+    p->think_start = KARA_THINK_START_AUTO;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Create / free                                                             */
+/* ------------------------------------------------------------------------ */
+
+static kara_status tokenize_close(kara_generator *g, const char *text, int32_t *ids, int32_t *n) {
+    int32_t k = kara_tokenize(g->model, text, -1, ids, CLOSE_MAX_TOKENS, false, true);
+    if (k < 0 || k > CLOSE_MAX_TOKENS) {
+        *n = 0;
+        /* a model without a tokenizer cannot close thinking: the budget is then inert */
+        return k == INT32_MIN ? KARA_OK : kara_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\"", text);
+    }
+    *n = k;
+    return KARA_OK;
+}
+
+/* The longest text any token renders to, so the piece buffer never needs
+ * to grow. */
+static int32_t longest_piece(const kara_model *m, int32_t n_vocab) {
+    int32_t longest = 1;
+    for (int32_t t = 0; t < n_vocab; t++) {
+        int32_t n = kara_token_to_piece(m, t, NULL, 0, true);
+        if (-n > longest) longest = -n;
+    }
+    return longest;
+}
+
+kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out) {
+    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_generator_create: out is NULL");
+    *out = NULL;
+    if (!ctx) return kara_set_error(KARA_ERR_ARG, "kara_generator_create: ctx is NULL");
+    kara_generator_params defaults;
+    if (!p) {
+        kara_generator_params_init(&defaults);
+        p = &defaults;
+    }
+    if (p->n_stop < 0 || p->n_stop > KARA_MAX_STOP_STRINGS)
+        return kara_set_error(KARA_ERR_ARG, "kara_generator_create: n_stop %d outside [0, %d]", p->n_stop,
+                              KARA_MAX_STOP_STRINGS);
+    for (int i = 0; i < p->n_stop; i++) {
+        size_t n = p->stop[i] ? strlen(p->stop[i]) : 0;
+        if (n < 1 || n > STOP_MAX_LEN)
+            return kara_set_error(KARA_ERR_ARG, "kara_generator_create: stop string %d must have 1..%d bytes", i,
+                                  STOP_MAX_LEN);
+    }
+    if (p->max_tokens < -1 || p->reasoning_budget < -1)
+        return kara_set_error(KARA_ERR_ARG, "kara_generator_create: max_tokens and reasoning_budget must be >= -1");
+    if ((int)p->think_start < 0 || p->think_start > KARA_THINK_START_THINK)
+        return kara_set_error(KARA_ERR_ARG, "kara_generator_create: bad think_start %d", (int)p->think_start);
+
+    kara_generator *g = calloc(1, sizeof *g);
+    if (!g) return kara_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
+    g->ctx = ctx;
+    g->model = kara_context_model(ctx);
+    g->p = *p;
+    g->n_vocab = kara_model_n_vocab(g->model);
+    g->n_ctx = kara_context_n_ctx(ctx);
+    g->n_batch = ctx->n_batch;
+    g->hist_seq = -1;
+    for (int i = 0; i < p->n_stop; i++) {
+        g->stop_len[i] = strlen(p->stop[i]);
+        memcpy(g->stop_text[i], p->stop[i], g->stop_len[i] + 1);
+        g->p.stop[i] = g->stop_text[i];
+        if (g->stop_len[i] > g->stop_max) g->stop_max = g->stop_len[i];
+    }
+    g->piece_cap = longest_piece(g->model, g->n_vocab);
+    g->ocap = g->stop_max + (size_t)g->piece_cap + 64;
+    g->hist = malloc((size_t)g->n_ctx * sizeof *g->hist);
+    g->batch_pos = malloc((size_t)g->n_batch * sizeof *g->batch_pos);
+    g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
+    g->batch_logits = malloc((size_t)g->n_batch);
+    g->piece = malloc((size_t)g->piece_cap + 8);
+    g->tail = malloc((size_t)g->piece_cap * TAIL_TOKENS + 1);
+    g->obuf = malloc(g->ocap);
+    g->ochan = malloc(g->ocap);
+    kara_status st = KARA_OK;
+    if (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->piece || !g->tail || !g->obuf ||
+        !g->ochan)
+        st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
+    if (!st) st = kara_sampler_create(&p->sampling, &g->smp);
+    if (!st) st = tokenize_close(g, "\n" KARA_THINK_CLOSE "\n\n", g->close_nl, &g->n_close_nl);
+    if (!st) st = tokenize_close(g, KARA_THINK_CLOSE "\n\n", g->close_plain, &g->n_close_plain);
+    if (st) {
+        kara_generator_free(g);
+        return st;
+    }
+    *out = g;
+    return KARA_OK;
+}
+
+void kara_generator_free(kara_generator *g) {
+    if (!g) return;
+    kara_sampler_free(g->smp);
+    free(g->hist);
+    free(g->batch_pos);
+    free(g->batch_seq);
+    free(g->batch_logits);
+    free(g->piece);
+    free(g->tail);
+    free(g->obuf);
+    free(g->ochan);
+    free(g);
+}
+
+void kara_generator_set_abort(kara_generator *g, kara_abort_fn fn, void *user) {
+    if (!g) return;
+    g->p.abort = fn;
+    g->p.abort_user = user;
+}
+
+void kara_generator_set_reasoning_budget(kara_generator *g, int32_t budget) {
+    if (g) g->p.reasoning_budget = budget < -1 ? -1 : budget;
+}
+
+kara_stop_reason kara_generator_stop_reason(const kara_generator *g) { return g ? g->reason : KARA_STOP_NONE; }
+
+void kara_generator_get_stats(const kara_generator *g, kara_generator_stats *out) {
+    if (!out) return;
+    if (g) *out = g->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Text pipeline                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Splitter output lands here with one channel byte per text byte. */
+static void on_split(void *user, kara_channel channel, const char *text, size_t len) {
+    kara_generator *g = user;
+    if (!g->p.split_thinking) channel = KARA_CHANNEL_ANSWER;
+    else if (channel == KARA_CHANNEL_THINK) g->think_ends_nl = text[len - 1] == '\n';
+    if (g->olen + len > g->ocap) { /* cannot happen: ocap covers a token, the holds and the stop suffix */
+        g->overflow = true;
+        len = g->ocap - g->olen;
+    }
+    memcpy(g->obuf + g->olen, text, len);
+    memset(g->ochan + g->olen, (int)channel, len);
+    g->olen += len;
+}
+
+/* Bytes of s[0..n) that end on a UTF-8 character boundary; an incomplete
+ * trailing character (at most 3 bytes) is left out. Invalid bytes count as
+ * complete so they cannot block the stream. */
+static size_t utf8_complete(const char *s, size_t n) {
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xc0) == 0x80) continue; /* continuation byte */
+        size_t need = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+/* Earliest complete stop string in obuf starting at or after from; its
+ * offset, or -1. */
+static long find_stop(const kara_generator *g, size_t from) {
+    long best = -1;
+    for (int i = 0; i < g->p.n_stop; i++) {
+        size_t m = g->stop_len[i];
+        for (size_t at = from; at + m <= g->olen; at++) {
+            if (best >= 0 && (long)at >= best) break;
+            if (!memcmp(g->obuf + at, g->stop_text[i], m)) {
+                best = (long)at;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+/* Length of the longest suffix of the unreleased output that is a proper
+ * prefix of some stop string: it must wait for the next bytes. */
+static size_t stop_holdback(const kara_generator *g) {
+    size_t avail = g->olen - g->ostart, best = 0;
+    for (int i = 0; i < g->p.n_stop; i++) {
+        size_t m = g->stop_len[i];
+        for (size_t k = (m - 1 < avail ? m - 1 : avail); k > best; k--)
+            if (!memcmp(g->obuf + g->olen - k, g->stop_text[i], k)) {
+                best = k;
+                break;
+            }
+    }
+    return best;
+}
+
+static void finish(kara_generator *g, kara_status st, kara_stop_reason reason) {
+    if (g->final) return;
+    g->final = st;
+    g->reason = reason;
+}
+
+/* Push text through the pipeline and apply the stop strings to it. text
+ * may lie inside g->piece past its first 4 bytes (hence memmove). */
+static void push_text(kara_generator *g, const char *text, size_t len, bool end_of_stream) {
+    size_t before = g->olen;
+    char *buf = g->piece; /* [held utf8][text] */
+    memmove(buf + g->n_utf8, text, len);
+    memcpy(buf, g->utf8, (size_t)g->n_utf8);
+    size_t n = (size_t)g->n_utf8 + len;
+    size_t ok = end_of_stream ? n : utf8_complete(buf, n);
+    g->n_utf8 = (int)(n - ok);
+    memcpy(g->utf8, buf + ok, (size_t)g->n_utf8);
+    kara_think_splitter_feed(&g->split, buf, ok, on_split, g);
+    if (end_of_stream) kara_think_splitter_flush(&g->split, on_split, g);
+    if (g->p.n_stop > 0 && g->olen > before) {
+        size_t from = before > g->stop_max - 1 + g->ostart ? before - (g->stop_max - 1) : g->ostart;
+        long at = find_stop(g, from);
+        if (at >= 0) {
+            g->olen = (size_t)at;
+            finish(g, KARA_STOPPED, KARA_STOP_STRING);
+        }
+    }
+}
+
+/* End of stream: release everything still held (a partial tag is text, an
+ * unclosed think block stays thinking) - unless a stop string ended it:
+ * what was held came after the stop string. */
+static void flush_stream(kara_generator *g) {
+    if (g->flushed) return;
+    g->flushed = true;
+    if (g->reason == KARA_STOP_STRING) return;
+    kara_status keep = g->final;
+    kara_stop_reason keep_reason = g->reason;
+    g->final = KARA_OK;
+    push_text(g, "", 0, true);
+    if (!g->final) {
+        g->final = keep;
+        g->reason = keep_reason;
+    }
+}
+
+/* The next run of one channel that may be released, or false. */
+static bool take_run(kara_generator *g, kara_piece *out) {
+    size_t end = g->olen - (g->final ? 0 : stop_holdback(g));
+    if (end <= g->ostart) return false;
+    size_t i = g->ostart;
+    uint8_t ch = g->ochan[i];
+    while (i < end && g->ochan[i] == ch) i++;
+    out->text = g->obuf + g->ostart;
+    out->len = (int32_t)(i - g->ostart);
+    out->channel = (kara_channel)ch;
+    out->token = g->flushed ? -1 : g->last_token;
+    g->ostart = i;
+    return true;
+}
+
+/* Drop the bytes returned by the previous call (kept until now so that the
+ * returned pointer stayed valid). */
+static void compact(kara_generator *g) {
+    if (g->ostart == 0) return;
+    memmove(g->obuf, g->obuf + g->ostart, g->olen - g->ostart);
+    memmove(g->ochan, g->ochan + g->ostart, g->olen - g->ostart);
+    g->olen -= g->ostart;
+    g->ostart = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Prompt                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Does the prompt end inside a think block ("<think>" then only white
+ * space)? Decided on the text of its last few tokens. */
+static bool prompt_opens_think(kara_generator *g, const int32_t *tokens, int32_t n) {
+    size_t len = 0;
+    for (int32_t i = n > TAIL_TOKENS ? n - TAIL_TOKENS : 0; i < n; i++) {
+        int32_t k = kara_token_to_piece(g->model, tokens[i], g->tail + len, g->piece_cap, true);
+        if (k > 0) len += (size_t)k;
+    }
+    while (len > 0 && (g->tail[len - 1] == ' ' || g->tail[len - 1] == '\n' || g->tail[len - 1] == '\t' ||
+                       g->tail[len - 1] == '\r'))
+        len--;
+    size_t tl = strlen(KARA_THINK_OPEN);
+    return len >= tl && !memcmp(g->tail + len - tl, KARA_THINK_OPEN, tl);
+}
+
+static bool aborted(kara_generator *g) { return g->p.abort && g->p.abort(g->p.abort_user); }
+
+/* Decode tokens[from..n) at positions g->pos.. in chunks of n_batch,
+ * logits for the very last token only. */
+static kara_status decode_prompt(kara_generator *g, const int32_t *tokens, int32_t from, int32_t n) {
+    int32_t i = from;
+    while (i < n) {
+        if (aborted(g)) return kara_set_error(KARA_ERR_ABORTED, "generation aborted while decoding the prompt");
+        int32_t k = n - i < g->n_batch ? n - i : g->n_batch;
+        for (int32_t j = 0; j < k; j++) {
+            g->batch_pos[j] = g->pos + j;
+            g->batch_seq[j] = g->seq;
+            g->batch_logits[j] = (int8_t)(i + j == n - 1);
+        }
+        kara_batch b = {k, tokens + i, g->batch_pos, g->batch_seq, g->batch_logits};
+        kara_status st = kara_decode(g->ctx, &b);
+        if (st) return st;
+        memcpy(g->hist + g->n_hist, tokens + i, (size_t)k * sizeof *tokens);
+        g->n_hist += k;
+        g->pos += k;
+        i += k;
+    }
+    return KARA_OK;
+}
+
+kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_t *tokens, int32_t n) {
+    if (!g || (n > 0 && !tokens)) return kara_set_error(KARA_ERR_ARG, "kara_generator_start: NULL argument");
+    g->started = false;
+    if (n < 1) return kara_set_error(KARA_ERR_ARG, "kara_generator_start: the prompt is empty");
+    if (seq_id < 0) return kara_set_error(KARA_ERR_ARG, "kara_generator_start: sequence %d is negative", seq_id);
+    if (n > g->n_ctx)
+        return kara_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n,
+                              g->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= g->n_vocab)
+            return kara_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
+                                  tokens[i], i, g->n_vocab);
+    double t0 = now_s();
+    memset(&g->stats, 0, sizeof g->stats);
+    g->stats.n_prompt = n;
+
+    /* reuse what the sequence already holds when it is a prefix of the prompt */
+    bool reuse = g->hist_seq == seq_id && g->n_hist < n && kara_seq_n_past(g->ctx, seq_id) == g->n_hist &&
+                 !memcmp(g->hist, tokens, (size_t)g->n_hist * sizeof *tokens);
+    g->seq = seq_id;
+    if (!reuse) {
+        kara_status st = kara_seq_clear(g->ctx, seq_id);
+        if (st) return st;
+        g->n_hist = 0;
+        g->pos = 0;
+    }
+    g->hist_seq = seq_id;
+    int32_t from = g->n_hist;
+    kara_status st = decode_prompt(g, tokens, from, n);
+    if (st) {
+        kara_seq_clear(g->ctx, seq_id);
+        g->n_hist = 0;
+        g->pos = 0;
+        return st;
+    }
+    g->stats.n_prompt_decoded = n - from;
+    g->stats.t_prompt_s = now_s() - t0;
+
+    kara_sampler_reset(g->smp);
+    for (int32_t i = 0; i < n; i++) kara_sampler_accept(g->smp, tokens[i]);
+    bool in_think = g->p.think_start == KARA_THINK_START_THINK ||
+                    (g->p.think_start == KARA_THINK_START_AUTO && prompt_opens_think(g, tokens, n));
+    kara_think_splitter_init(&g->split, in_think, !g->p.split_thinking);
+    g->think_ends_nl = true; /* an opened block ends "<think>\n" */
+    g->n_utf8 = 0;
+    g->olen = g->ostart = 0;
+    g->overflow = false;
+    g->forced = NULL;
+    g->n_forced_left = 0;
+    g->final = KARA_OK;
+    g->flushed = false;
+    g->reason = KARA_STOP_NONE;
+    g->last_token = tokens[n - 1];
+    g->started = true;
+    return KARA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Generation                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* The next token: the rest of a forced close, a new forced close when the
+ * thinking budget is spent, or a sample. */
+static int32_t choose_token(kara_generator *g, bool *forced) {
+    *forced = false;
+    if (g->n_forced_left == 0 && g->split.in_think && g->p.reasoning_budget >= 0 &&
+        g->stats.n_think >= g->p.reasoning_budget) {
+        g->forced = g->think_ends_nl ? g->close_plain : g->close_nl;
+        g->n_forced_left = g->think_ends_nl ? g->n_close_plain : g->n_close_nl;
+    }
+    if (g->n_forced_left > 0) {
+        *forced = true;
+        g->n_forced_left--;
+        int32_t tok = *g->forced++;
+        kara_sampler_accept(g->smp, tok);
+        return tok;
+    }
+    return kara_sampler_sample(g->smp, kara_get_logits(g->ctx, -1), g->n_vocab);
+}
+
+/* Generate one token and push its text. */
+static kara_status step(kara_generator *g) {
+    if (aborted(g)) {
+        finish(g, KARA_STOPPED, KARA_STOP_ABORT);
+        return KARA_OK;
+    }
+    if (g->p.max_tokens >= 0 && g->stats.n_generated >= g->p.max_tokens) {
+        finish(g, KARA_DONE, KARA_STOP_MAX_TOKENS);
+        return KARA_OK;
+    }
+    bool forced;
+    bool was_thinking = g->split.in_think;
+    int32_t tok = choose_token(g, &forced);
+    if (!forced && kara_token_is_eog(g->model, tok)) {
+        finish(g, KARA_DONE, KARA_STOP_EOG);
+        return KARA_OK;
+    }
+    g->last_token = tok;
+    g->stats.n_generated++;
+    if (was_thinking) g->stats.n_think++;
+    if (forced) g->stats.n_forced++;
+    /* rendered after room for the UTF-8 hold, which push_text puts in front */
+    int32_t len = kara_token_to_piece(g->model, tok, g->piece + 4, g->piece_cap, false);
+    if (len > 0) push_text(g, g->piece + 4, (size_t)len, false);
+    if (g->overflow) return kara_set_error(KARA_ERR_INTERNAL, "generator output buffer overflow");
+    if (g->final) return KARA_OK; /* a stop string: the token need not be decoded */
+    if (g->p.max_tokens >= 0 && g->stats.n_generated >= g->p.max_tokens) {
+        finish(g, KARA_DONE, KARA_STOP_MAX_TOKENS);
+        return KARA_OK;
+    }
+    g->batch_pos[0] = g->pos;
+    g->batch_seq[0] = g->seq;
+    g->batch_logits[0] = 1;
+    kara_batch b = {1, &tok, g->batch_pos, g->batch_seq, g->batch_logits};
+    kara_status st = kara_decode(g->ctx, &b);
+    if (st == KARA_ERR_CONTEXT_FULL) {
+        finish(g, KARA_DONE, KARA_STOP_CONTEXT_FULL);
+        return KARA_OK;
+    }
+    if (st) return st;
+    if (g->n_hist < g->n_ctx) g->hist[g->n_hist++] = tok;
+    else g->hist_seq = -1; /* positions beyond the context (a compressed cache): no reuse */
+    g->pos++;
+    return KARA_OK;
+}
+
+kara_status kara_generator_next(kara_generator *g, kara_piece *out) {
+    if (!g || !out) return kara_set_error(KARA_ERR_ARG, "kara_generator_next: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (!g->started) return kara_set_error(KARA_ERR_ARG, "kara_generator_next: call kara_generator_start first");
+    double t0 = now_s();
+    compact(g);
+    kara_status result;
+    for (;;) {
+        if (take_run(g, out)) {
+            result = KARA_OK;
+            break;
+        }
+        if (g->final) {
+            if (!g->flushed && g->final > 0) {
+                flush_stream(g);
+                continue;
+            }
+            result = g->final;
+            break;
+        }
+        kara_status st = step(g);
+        if (st < 0) {
+            finish(g, st, KARA_STOP_NONE);
+            g->flushed = true;
+            result = st;
+            break;
+        }
+    }
+    g->stats.t_generate_s += now_s() - t0;
+    return result;
+}

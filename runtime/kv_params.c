@@ -1,0 +1,164 @@
+/* kv_params.c - defaults of the KV cache and compression settings (spec
+ * ../shared/docs/kara.md section 8) and the names of their enum values. */
+#include "kv_params.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "status.h"
+
+const kara_enum_name kara_kv_method_names[] = {
+    {"full", KARA_KV_METHOD_FULL},       {"streaming", KARA_KV_METHOD_STREAMING},
+    {"snapkv", KARA_KV_METHOD_SNAPKV},   {"h2o", KARA_KV_METHOD_H2O},
+    {"chunkkv", KARA_KV_METHOD_CHUNKKV}, {"random", KARA_KV_METHOD_RANDOM},
+    {"recent", KARA_KV_METHOD_RECENT},   {"kara", KARA_KV_METHOD_KARA},
+    {NULL, 0}};
+
+const kara_enum_name kara_kv_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
+
+const kara_enum_name kara_score_mode_names[] = {
+    {"bidirectional", KARA_SCORE_BIDIRECTIONAL}, {"two_sided", KARA_SCORE_TWO_SIDED},
+    {"causal", KARA_SCORE_CAUSAL},               {"buffer_only", KARA_SCORE_BUFFER_ONLY},
+    {NULL, 0}};
+
+const kara_enum_name kara_softmax_over_names[] = {
+    {"window", KARA_SOFTMAX_WINDOW},
+    {"compressible", KARA_SOFTMAX_COMPRESSIBLE},
+    {"window_plus_sinks", KARA_SOFTMAX_WINDOW_PLUS_SINKS},
+    {NULL, 0}};
+
+const kara_enum_name kara_gqa_reduce_names[] = {{"mean", KARA_REDUCE_MEAN}, {"max", KARA_REDUCE_MAX}, {NULL, 0}};
+
+const kara_enum_name kara_layer_reduce_names[] = {
+    {"mean", KARA_REDUCE_MEAN}, {"normalized_mean", KARA_REDUCE_NORMALIZED_MEAN}, {NULL, 0}};
+
+/* SnapKV pools scores over neighbouring slots; "avg" is accepted as the
+ * name its reference code uses. */
+const kara_enum_name kara_pool_reduce_names[] = {
+    {"max", KARA_REDUCE_MAX}, {"mean", KARA_REDUCE_MEAN}, {"avg", KARA_REDUCE_MEAN}, {NULL, 0}};
+
+const kara_enum_name kara_pool_fallback_names[] = {
+    {"preempt", KARA_POOL_PREEMPT}, {"recompress_history", KARA_POOL_RECOMPRESS_HISTORY},
+    {"fail", KARA_POOL_FAIL}, {NULL, 0}};
+
+const kara_enum_name kara_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
+const kara_enum_name kara_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
+
+const char *kara_enum_to_name(const kara_enum_name *names, int value) {
+    for (; names->name; names++)
+        if (names->value == value) return names->name;
+    return NULL;
+}
+
+bool kara_enum_from_name(const kara_enum_name *names, const char *name, int *value) {
+    for (; names->name; names++) {
+        if (!strcmp(names->name, name)) {
+            *value = names->value;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Lists only canonical names: an alias repeats an earlier value. */
+void kara_enum_list(const kara_enum_name *names, char *buf, size_t size) {
+    size_t len = 0;
+    if (size) buf[0] = 0;
+    for (const kara_enum_name *n = names; n->name; n++) {
+        if (kara_enum_to_name(names, n->value) != n->name) continue;
+        int w = snprintf(buf + len, size - len, "%s%s", len ? " | " : "", n->name);
+        if (w < 0 || (size_t)w >= size - len) return;
+        len += (size_t)w;
+    }
+}
+
+void kara_kv_params_init(kara_kv_params *p) {
+    memset(p, 0, sizeof *p);
+    /* kv_cache: */
+    p->block_size = 16;
+    p->dtype = KARA_KV_F16;
+    p->budget = (uint64_t)1 << 30; /* 1 GiB; the pool never needs more than n_ctx x n_seq_max */
+    p->reserve_blocks = 8;
+    p->method = KARA_KV_METHOD_KARA;
+    /* kara: */
+    p->interval = 128;
+    p->buffer = 32;
+    p->retention = 0.2f;
+    p->min_keep = 4;
+    p->min_compressible = 32;
+    p->max_compress_per_step = 0; /* auto */
+    p->max_defer = 32;
+    p->think_only = false;
+    p->n_protect_token_ids = 0;
+    p->query_cache_dtype = KARA_KV_F16;
+    p->per_layer_selection = false;
+    p->rerotate_keys = false;
+    p->on_pool_exhausted = KARA_POOL_PREEMPT;
+    /* kara.score: */
+    p->score_mode = KARA_SCORE_BIDIRECTIONAL;
+    p->softmax_over = KARA_SOFTMAX_WINDOW;
+    p->n_sink = 4;
+    p->exclude_self = true;
+    p->gqa_reduce = KARA_REDUCE_MEAN;
+    p->layer_reduce = KARA_REDUCE_MEAN;
+    p->layer_stride = 1;
+    /* kara.t2c: */
+    p->candidate_frac = 0.5f;
+    p->max_gap = 16;
+    p->len_penalty = 1.0f;
+    /* baselines: */
+    p->budget_tokens = 0; /* auto */
+    p->streaming_n_sink = 4;
+    p->snapkv_trigger_slack = 128;
+    p->snapkv_obs_window = 8;
+    p->snapkv_pool = KARA_REDUCE_MAX;
+    p->snapkv_kernel = 7;
+    p->snapkv_protect_prompt = true;
+    p->h2o_heavy_frac = 0.5f;
+    p->chunkkv_chunk_len = 10;
+    p->random_seed = 0x4b415241; /* "KARA", like the sampler's default seed */
+}
+
+/* Shared by the *_parse functions: the message lists every accepted name. */
+static kara_status parse_enum(const kara_enum_name *names, const char *what, const char *name, int *out) {
+    if (name && kara_enum_from_name(names, name, out)) return KARA_OK;
+    char list[256];
+    kara_enum_list(names, list, sizeof list);
+    return kara_set_error(KARA_ERR_ARG, "unknown %s '%s' (expected %s)", what, name ? name : "(null)", list);
+}
+
+const char *kara_kv_method_name(kara_kv_method m) {
+    const char *n = kara_enum_to_name(kara_kv_method_names, (int)m);
+    return n ? n : "?";
+}
+
+kara_status kara_kv_method_parse(const char *name, kara_kv_method *out) {
+    int v;
+    kara_status st = parse_enum(kara_kv_method_names, "KV method", name, &v);
+    if (st == KARA_OK) *out = (kara_kv_method)v;
+    return st;
+}
+
+const char *kara_kv_dtype_name(kara_kv_dtype t) {
+    const char *n = kara_enum_to_name(kara_kv_dtype_names, (int)t);
+    return n ? n : "?";
+}
+
+kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out) {
+    int v;
+    kara_status st = parse_enum(kara_kv_dtype_names, "KV dtype", name, &v);
+    if (st == KARA_OK) *out = (kara_kv_dtype)v;
+    return st;
+}
+
+const char *kara_score_mode_name(kara_score_mode m) {
+    const char *n = kara_enum_to_name(kara_score_mode_names, (int)m);
+    return n ? n : "?";
+}
+
+kara_status kara_score_mode_parse(const char *name, kara_score_mode *out) {
+    int v;
+    kara_status st = parse_enum(kara_score_mode_names, "score mode", name, &v);
+    if (st == KARA_OK) *out = (kara_score_mode)v;
+    return st;
+}

@@ -1,0 +1,37 @@
+/* kv_params.h - the name <-> value tables of the KV enums (internal).
+ *
+ * One table per enum, shared by kara_kv_*_name/parse and the YAML schema in
+ * config.c, so every spelling lives in exactly one place. */
+#ifndef KARA_KV_PARAMS_H
+#define KARA_KV_PARAMS_H
+
+#include <stdbool.h>
+
+#include "kara.h"
+
+/* A name for an enum value. Tables end with {NULL, 0}; when a value has
+ * several names (aliases), the first one is canonical (used for output). */
+typedef struct kara_enum_name {
+    const char *name;
+    int value;
+} kara_enum_name;
+
+extern const kara_enum_name kara_kv_method_names[];
+extern const kara_enum_name kara_kv_dtype_names[];
+extern const kara_enum_name kara_score_mode_names[];
+extern const kara_enum_name kara_softmax_over_names[];
+extern const kara_enum_name kara_gqa_reduce_names[];   /* mean | max */
+extern const kara_enum_name kara_layer_reduce_names[]; /* mean | normalized_mean */
+extern const kara_enum_name kara_pool_reduce_names[];  /* max | mean (snapkv pooling) */
+extern const kara_enum_name kara_pool_fallback_names[];
+extern const kara_enum_name kara_compress_scope_names[]; /* all | think_only -> bool */
+extern const kara_enum_name kara_selection_scope_names[]; /* shared | per_layer -> bool */
+
+/* Canonical name of value, or NULL when the table has none. */
+const char *kara_enum_to_name(const kara_enum_name *names, int value);
+/* Exact, case-sensitive match; returns false when name is not in the table. */
+bool kara_enum_from_name(const kara_enum_name *names, const char *name, int *value);
+/* Write the canonical names as "a | b | c" into buf (for error messages). */
+void kara_enum_list(const kara_enum_name *names, char *buf, size_t size);
+
+#endif

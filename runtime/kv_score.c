@@ -1,0 +1,353 @@
+/* kv_score.c - the window scorer of Kara (docs/kara.md section 5); see
+ * kv_score.h for the definitions and the determinism contract. */
+#include "kv_score.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "status.h"
+
+#define ALIGN_FLOATS 16 /* 64 bytes */
+
+static size_t round_floats(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
+
+kara_kv_rows kara_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride) {
+    kara_kv_rows r;
+    memset(&r, 0, sizeof r);
+    r.type = type;
+    r.base = base;
+    r.stride = stride;
+    return r;
+}
+
+void kara_kv_score_opts_init(kara_kv_score_opts *o) {
+    o->mode = KARA_SCORE_BIDIRECTIONAL;
+    o->softmax_over = KARA_SOFTMAX_WINDOW;
+    o->exclude_self = true;
+    o->gqa_reduce = KARA_REDUCE_MEAN;
+}
+
+void kara_kv_score_opts_from_params(kara_kv_score_opts *o, const kara_kv_params *p) {
+    o->mode = p->score_mode;
+    o->softmax_over = p->softmax_over;
+    o->exclude_self = p->exclude_self;
+    o->gqa_reduce = p->gqa_reduce;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scratch layout                                                            */
+/* ------------------------------------------------------------------------ */
+
+static bool shape_ok(const kara_kv_score_shape *s) {
+    return s && s->n_w >= 1 && s->n_buf >= 0 && s->n_buf < s->n_w && s->n_head >= 1 && s->n_head_kv >= 1 &&
+           s->n_head % s->n_head_kv == 0 && s->head_dim >= 1 && s->n_sink >= 0;
+}
+
+/* Floats of one thread's area: a tile of f32 queries and the tile's logit
+ * rows (sinks first, then the window). */
+static size_t thread_floats(const kara_kv_score_shape *s) {
+    size_t d = (size_t)s->head_dim;
+    return round_floats(KARA_KV_SCORE_TILE * d) +
+           round_floats((size_t)KARA_KV_SCORE_TILE * ((size_t)s->n_sink + (size_t)s->n_w));
+}
+
+/* Tiles are laid over all window rows (the buffer_only job uses fewer); the
+ * scratch size then does not depend on the mode. */
+static size_t partial_floats(const kara_kv_score_shape *s) {
+    size_t n_c = (size_t)(s->n_w - s->n_buf);
+    size_t tiles = ((size_t)s->n_w + KARA_KV_SCORE_TILE - 1) / KARA_KV_SCORE_TILE;
+    return round_floats((size_t)s->n_head * tiles * n_c);
+}
+
+size_t kara_kv_score_scratch_bytes(const kara_kv_score_shape *shape, int32_t n_threads) {
+    if (!shape_ok(shape) || n_threads < 1) return 0;
+    size_t n_c = (size_t)(shape->n_w - shape->n_buf);
+    size_t floats = partial_floats(shape) + round_floats(n_c) + (size_t)n_threads * thread_floats(shape);
+    return floats * sizeof(float) + 64;
+}
+
+static bool rows_ok(const kara_kv_rows *r) {
+    if (!r || !r->base || (r->type != KARA_KV_F16 && r->type != KARA_KV_F32)) return false;
+    if (r->table && r->block_rows < 1) return false;
+    if (!r->table && r->ring_cap < 0) return false;
+    return true;
+}
+
+kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_shape *shape,
+                                  const kara_kv_score_opts *opts, const kara_kv_rows *q,
+                                  const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
+                                  size_t scratch_bytes, int32_t n_threads) {
+    if (!job || !opts) return kara_set_error(KARA_ERR_ARG, "kv_score: NULL job or options");
+    if (!shape_ok(shape))
+        return kara_set_error(KARA_ERR_ARG,
+                              "kv_score: bad shape (n_w %d, n_buf %d, n_head %d, n_head_kv %d, head_dim %d, n_sink %d)",
+                              shape ? shape->n_w : 0, shape ? shape->n_buf : 0, shape ? shape->n_head : 0,
+                              shape ? shape->n_head_kv : 0, shape ? shape->head_dim : 0, shape ? shape->n_sink : 0);
+    if ((unsigned)opts->mode > KARA_SCORE_BUFFER_ONLY)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: unknown score mode %d", (int)opts->mode);
+    if ((unsigned)opts->softmax_over > KARA_SOFTMAX_WINDOW_PLUS_SINKS)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: unknown softmax_over %d", (int)opts->softmax_over);
+    if (opts->gqa_reduce != KARA_REDUCE_MEAN && opts->gqa_reduce != KARA_REDUCE_MAX)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: gqa_reduce must be mean or max (got %d)", (int)opts->gqa_reduce);
+    if (opts->mode == KARA_SCORE_BUFFER_ONLY && shape->n_buf < 1)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: mode buffer_only needs a buffer (n_buf is 0)");
+    if (!rows_ok(q) || !rows_ok(k))
+        return kara_set_error(KARA_ERR_ARG, "kv_score: bad %s rows (NULL base, dtype or block geometry)",
+                              rows_ok(q) ? "key" : "query");
+    bool sinks = opts->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && shape->n_sink > 0;
+    if (sinks && !rows_ok(sink)) return kara_set_error(KARA_ERR_ARG, "kv_score: window_plus_sinks needs sink rows");
+    if (n_threads < 1) return kara_set_error(KARA_ERR_ARG, "kv_score: n_threads %d < 1", n_threads);
+    size_t need = kara_kv_score_scratch_bytes(shape, n_threads);
+    if (!scratch || scratch_bytes < need)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: scratch of %zu bytes, need %zu", scratch ? scratch_bytes : 0,
+                              need);
+
+    memset(job, 0, sizeof *job);
+    job->shape = *shape;
+    job->opts = *opts;
+    job->q = *q;
+    job->k = *k;
+    if (sinks) job->sink = *sink;
+    else job->shape.n_sink = 0;
+    job->n_c = shape->n_w - shape->n_buf;
+    job->q_lo = opts->mode == KARA_SCORE_BUFFER_ONLY ? job->n_c : 0;
+    job->n_tiles = (shape->n_w - job->q_lo + KARA_KV_SCORE_TILE - 1) / KARA_KV_SCORE_TILE;
+    job->n_units = shape->n_head * job->n_tiles;
+    job->n_threads = n_threads;
+    job->kernels = kara_kernels_get();
+
+    uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
+    job->partial = (float *)p;
+    job->layer = job->partial + partial_floats(shape);
+    job->thread_base = (uint8_t *)(job->layer + round_floats((size_t)job->n_c));
+    job->thread_bytes = thread_floats(shape) * sizeof(float); /* with the caller's n_sink: a multiple of 64 */
+    return KARA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compute                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const uint8_t *row_ptr(const kara_kv_rows *r, int64_t i) {
+    int64_t idx = r->first + i;
+    const uint8_t *b = (const uint8_t *)r->base;
+    if (r->table)
+        return b + (size_t)r->table[idx / r->block_rows] * r->block_bytes + (size_t)(idx % r->block_rows) * r->stride;
+    if (r->ring_cap > 0) {
+        int64_t m = idx % r->ring_cap;
+        if (m < 0) m += r->ring_cap;
+        return b + (size_t)m * r->stride;
+    }
+    return b + (size_t)idx * r->stride;
+}
+
+static const uint8_t *head_ptr(const kara_kv_rows *r, int64_t i, int32_t e, int32_t d) {
+    size_t esz = r->type == KARA_KV_F32 ? sizeof(float) : sizeof(kara_fp16);
+    return row_ptr(r, i) + (size_t)e * (r->head_stride ? r->head_stride : (size_t)d * esz);
+}
+
+/* Head e of row i as f32, times scale. */
+static void load_head(const kara_kv_rows *r, int64_t i, int32_t e, int32_t d, float scale, float *out) {
+    const uint8_t *p = head_ptr(r, i, e, d);
+    if (r->type == KARA_KV_F32) {
+        const float *x = (const float *)p;
+        for (int32_t t = 0; t < d; t++) out[t] = x[t] * scale;
+    } else {
+        const kara_fp16 *x = (const kara_fp16 *)p;
+        for (int32_t t = 0; t < d; t++) out[t] = kara_fp16_to_fp32(x[t]) * scale;
+    }
+}
+
+/* z[r][o + j] = q_r . key_j for keys [0, n_keys) of rows (head e); row r
+ * only needs keys below lim[r]. Dot products come from the kernel table
+ * (SIMD per ISA): the same function for a given (row, key) pair whatever
+ * the thread count, so the result stays thread-invariant. */
+static void logits(const kara_kernels *kt, const kara_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
+                   const float *qf, int32_t n_rows, const int32_t *lim, float *z, size_t zs, int32_t o) {
+    int32_t need = 0;
+    for (int32_t r = 0; r < n_rows; r++) need = lim[r] > need ? lim[r] : need;
+    if (need > n_keys) need = n_keys;
+    const bool f16 = keys->type == KARA_KV_F16;
+    for (int32_t j = 0; j < need; j++) {
+        const uint8_t *kp = head_ptr(keys, j, e, d);
+        for (int32_t r = 0; r < n_rows; r++) {
+            if (j >= lim[r]) continue;
+            const float *qr = qf + (size_t)r * d;
+            z[(size_t)r * zs + o + j] = f16 ? kt->dot_f16_f32((const kara_fp16 *)kp, qr, d)
+                                            : kt->dot_f32((const float *)kp, qr, d);
+        }
+    }
+}
+
+/* Softmax over sinks zr[0, ns) and window keys zr[ns + j] for j in [0, jend)
+ * except `skip` (-1: none), written into e (same layout). Returns 1/sum, or
+ * 0 when the set is empty. */
+static float softmax_set(const float *zr, int32_t ns, int32_t jend, int32_t skip, float *e) {
+    float m = -INFINITY;
+    for (int32_t t = 0; t < ns; t++) m = zr[t] > m ? zr[t] : m;
+    for (int32_t j = 0; j < jend; j++)
+        if (j != skip && zr[ns + j] > m) m = zr[ns + j];
+    if (m == -INFINITY) return 0.0f;
+    float sum = 0.0f;
+    for (int32_t t = 0; t < ns; t++) sum += (e[t] = expf(zr[t] - m));
+    for (int32_t j = 0; j < jend; j++) {
+        if (j == skip) continue;
+        sum += (e[ns + j] = expf(zr[ns + j] - m));
+    }
+    return 1.0f / sum;
+}
+
+/* One unit: query head a, rows [r0, r1) of the window; adds into part (n_c). */
+static void score_unit(const kara_kv_score_job *job, int32_t a, int32_t r0, int32_t r1, float *part, uint8_t *area) {
+    const kara_kv_score_shape *s = &job->shape;
+    const int32_t d = s->head_dim, ns = s->n_sink, n_c = job->n_c, nr = r1 - r0;
+    const int32_t h = a / (s->n_head / s->n_head_kv);
+    const kara_score_mode mode = job->opts.mode;
+    const bool excl = job->opts.exclude_self;
+    const bool causal_only = mode == KARA_SCORE_CAUSAL || mode == KARA_SCORE_BUFFER_ONLY;
+    const int32_t key_hi = job->opts.softmax_over == KARA_SOFTMAX_COMPRESSIBLE ? n_c : s->n_w;
+    const size_t zs = (size_t)ns + (size_t)s->n_w;
+
+    float *qf = (float *)area;
+    float *z = qf + round_floats((size_t)KARA_KV_SCORE_TILE * d);
+    /* the exp values reuse the row of logits in place: each softmax reads
+     * a logit before it writes that entry's exp */
+
+    const float scale = 1.0f / sqrtf((float)d);
+    int32_t lim[KARA_KV_SCORE_TILE], lim_sink[KARA_KV_SCORE_TILE];
+    for (int32_t r = 0; r < nr; r++) {
+        int32_t i = r0 + r;
+        load_head(&job->q, i, a, d, scale, qf + (size_t)r * d);
+        int32_t l = causal_only ? (i + 1 < key_hi ? i + 1 : key_hi) : key_hi;
+        lim[r] = l;
+        lim_sink[r] = ns;
+    }
+    const kara_kernels *kt = (const kara_kernels *)job->kernels;
+    logits(kt, &job->k, h, key_hi, d, qf, nr, lim, z, zs, ns);
+    if (ns > 0) logits(kt, &job->sink, h, ns, d, qf, nr, lim_sink, z, zs, 0);
+
+    for (int32_t r = 0; r < nr; r++) {
+        const int32_t i = r0 + r;
+        float *zr = z + (size_t)r * zs;
+        if (mode == KARA_SCORE_BIDIRECTIONAL) {
+            int32_t skip = excl ? i : -1;
+            float inv = softmax_set(zr, ns, key_hi, skip, zr);
+            if (inv == 0.0f) continue;
+            for (int32_t j = 0; j < n_c; j++)
+                if (j != skip) part[j] += zr[ns + j] * inv;
+        } else if (causal_only) {
+            int32_t jend = excl ? (i < key_hi ? i : key_hi) : (i + 1 < key_hi ? i + 1 : key_hi);
+            float inv = softmax_set(zr, ns, jend, -1, zr);
+            if (inv == 0.0f) continue;
+            int32_t jc = jend < n_c ? jend : n_c;
+            for (int32_t j = 0; j < jc; j++) part[j] += zr[ns + j] * inv;
+        } else { /* two_sided */
+            /* anti-causal half first: it needs the logits of the whole row,
+             * which the causal half then overwrites with its exps */
+            if (i < n_c) {
+                int32_t skip = excl ? i : -1;
+                float m = -INFINITY;
+                for (int32_t t = 0; t < ns; t++) m = zr[t] > m ? zr[t] : m;
+                for (int32_t j = 0; j < key_hi; j++)
+                    if (j != skip && zr[ns + j] > m) m = zr[ns + j];
+                if (m != -INFINITY) {
+                    float sum = 0.0f, later = 0.0f;
+                    for (int32_t t = 0; t < ns; t++) sum += expf(zr[t] - m);
+                    for (int32_t j = 0; j < key_hi; j++) {
+                        if (j == skip) continue;
+                        float v = expf(zr[ns + j] - m);
+                        sum += v;
+                        if (j > i) later += v;
+                    }
+                    part[i] += later / sum;
+                }
+            }
+            int32_t jend = excl ? (i < key_hi ? i : key_hi) : (i + 1 < key_hi ? i + 1 : key_hi);
+            float inv = softmax_set(zr, ns, jend, -1, zr);
+            if (inv == 0.0f) continue;
+            int32_t jc = i < n_c ? i : n_c; /* strictly earlier keys j < i */
+            if (jc > jend) jc = jend;
+            for (int32_t j = 0; j < jc; j++) part[j] += zr[ns + j] * inv;
+        }
+    }
+}
+
+kara_status kara_kv_score_compute(const kara_kv_score_job *job, int32_t ith, int32_t nth) {
+    if (!job || nth < 1 || ith < 0 || ith >= nth || nth > job->n_threads)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: thread %d of %d, scratch prepared for %d", ith, nth,
+                              job ? job->n_threads : 0);
+    const int64_t u0 = (int64_t)job->n_units * ith / nth, u1 = (int64_t)job->n_units * (ith + 1) / nth;
+    uint8_t *area = job->thread_base + (size_t)ith * job->thread_bytes;
+    const int32_t n_active = job->shape.n_w - job->q_lo;
+    for (int64_t u = u0; u < u1; u++) {
+        int32_t a = (int32_t)(u / job->n_tiles), t = (int32_t)(u % job->n_tiles);
+        int32_t r0 = job->q_lo + t * KARA_KV_SCORE_TILE;
+        int32_t r1 = r0 + KARA_KV_SCORE_TILE;
+        if (r1 > job->q_lo + n_active) r1 = job->q_lo + n_active;
+        float *part = job->partial + (size_t)u * job->n_c;
+        memset(part, 0, (size_t)job->n_c * sizeof(float));
+        score_unit(job, a, r0, r1, part, area);
+    }
+    return KARA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reduction and aggregation                                                 */
+/* ------------------------------------------------------------------------ */
+
+void kara_kv_score_finish(const kara_kv_score_job *job, float *layer_out, kara_kv_score_acc *acc) {
+    const int32_t n_c = job->n_c, hkv = job->shape.n_head_kv, g = job->shape.n_head / hkv, nt = job->n_tiles;
+    const bool use_max = job->opts.gqa_reduce == KARA_REDUCE_MAX;
+    float *out = layer_out ? layer_out : job->layer;
+    for (int32_t j = 0; j < n_c; j++) {
+        float total = 0.0f;
+        for (int32_t h = 0; h < hkv; h++) {
+            float red = use_max ? -INFINITY : 0.0f;
+            for (int32_t e = 0; e < g; e++) {
+                const float *p = job->partial + (size_t)(h * g + e) * nt * n_c + j;
+                float sa = 0.0f;
+                for (int32_t t = 0; t < nt; t++) sa += p[(size_t)t * n_c];
+                red = use_max ? (sa > red ? sa : red) : red + sa;
+            }
+            total += use_max ? red : red / (float)g;
+        }
+        out[j] = total / (float)hkv;
+    }
+    if (acc) kara_kv_score_acc_add(acc, out);
+}
+
+void kara_kv_score_run(const kara_kv_score_job *job, float *layer_out, kara_kv_score_acc *acc) {
+    kara_kv_score_compute(job, 0, 1);
+    kara_kv_score_finish(job, layer_out, acc);
+}
+
+kara_status kara_kv_score_acc_init(kara_kv_score_acc *acc, float *buf, int32_t n_c, kara_reduce layer_reduce) {
+    if (!acc || n_c < 0 || (n_c > 0 && !buf))
+        return kara_set_error(KARA_ERR_ARG, "kv_score: bad accumulator (n_c %d)", n_c);
+    if (layer_reduce != KARA_REDUCE_MEAN && layer_reduce != KARA_REDUCE_NORMALIZED_MEAN)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: layer_reduce must be mean or normalized_mean (got %d)",
+                              (int)layer_reduce);
+    acc->sum = buf;
+    acc->n_c = n_c;
+    acc->n_layers = 0;
+    acc->layer_reduce = layer_reduce;
+    if (n_c > 0) memset(buf, 0, (size_t)n_c * sizeof(float));
+    return KARA_OK;
+}
+
+void kara_kv_score_acc_add(kara_kv_score_acc *acc, const float *layer) {
+    float w = 1.0f;
+    if (acc->layer_reduce == KARA_REDUCE_NORMALIZED_MEAN) {
+        float tot = 0.0f;
+        for (int32_t j = 0; j < acc->n_c; j++) tot += layer[j];
+        w = tot > 0.0f ? 1.0f / tot : 0.0f;
+    }
+    for (int32_t j = 0; j < acc->n_c; j++) acc->sum[j] += layer[j] * w;
+    acc->n_layers++;
+}
+
+void kara_kv_score_acc_finalize(const kara_kv_score_acc *acc, float *out) {
+    float inv = acc->n_layers > 0 ? 1.0f / (float)acc->n_layers : 0.0f;
+    for (int32_t j = 0; j < acc->n_c; j++) out[j] = acc->sum[j] * inv;
+}

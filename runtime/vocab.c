@@ -1,0 +1,777 @@
+/*
+ * vocab.c - the vocabulary: reading tokenizer.* from a GGUF with llama.cpp's
+ * defaults for absent keys, the string table every tokenizer looks tokens up
+ * in, special ids and end-of-generation tokens, token-to-piece, and the
+ * tokenize entry point that hands text to the SPM or BPE tokenizer.
+ */
+#include "vocab_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+#include "unicode.h"
+
+/* ------------------------------------------------------------------------ */
+/* Owned strings                                                             */
+/* ------------------------------------------------------------------------ */
+
+struct kara_str_arena_block {
+    kara_str_arena_block *next;
+    size_t used, size;
+    char data[];
+};
+
+/* Copy a+b into the arena; the few strings the vocabulary owns ("[EMPTY_n]",
+ * merge results that are not tokens) live there until kara_vocab_free. */
+static char *arena_copy(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
+    size_t n = alen + blen;
+    kara_str_arena_block *blk = im->arena;
+    if (!blk || blk->size - blk->used < n) {
+        size_t size = n > 65536 ? n : 65536;
+        blk = malloc(sizeof *blk + size);
+        if (!blk) return NULL;
+        blk->next = im->arena;
+        blk->used = 0;
+        blk->size = size;
+        im->arena = blk;
+    }
+    char *p = blk->data + blk->used;
+    if (alen) memcpy(p, a, alen);
+    if (blen) memcpy(p + alen, b, blen);
+    blk->used += n;
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* String table: text -> symbol id                                           */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t hash_bytes(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+#define HASH_SEED 0xcbf29ce484222325ULL
+
+static uint32_t slot_of(uint64_t h, uint32_t mask) {
+    return (uint32_t)((h ^ (h >> 29)) & mask);
+}
+
+int32_t kara_vocab_sym_find2(const kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
+    if (!im->slots) return -1;
+    uint64_t h = hash_bytes(hash_bytes(HASH_SEED, a, alen), b, blen);
+    size_t n = alen + blen;
+    for (uint32_t i = slot_of(h, im->slot_mask);; i = (i + 1) & im->slot_mask) {
+        uint32_t e = im->slots[i];
+        if (!e) return -1;
+        const kara_strref *s = &im->strs[e - 1];
+        if (s->len == n && memcmp(s->ptr, a, alen) == 0 && memcmp(s->ptr + alen, b, blen) == 0)
+            return (int32_t)(e - 1);
+    }
+}
+
+int32_t kara_vocab_sym_find(const kara_vocab_impl *im, const char *s, size_t len) {
+    return kara_vocab_sym_find2(im, s, len, "", 0);
+}
+
+static void slot_insert(kara_vocab_impl *im, uint32_t id) {
+    const kara_strref *s = &im->strs[id];
+    uint32_t i = slot_of(hash_bytes(HASH_SEED, s->ptr, s->len), im->slot_mask);
+    while (im->slots[i]) i = (i + 1) & im->slot_mask;
+    im->slots[i] = id + 1;
+}
+
+/* Keep the table at most half full. */
+static bool table_reserve(kara_vocab_impl *im, uint32_t n_strs) {
+    uint64_t want = 16;
+    while (want < 2ULL * n_strs) want <<= 1;
+    if (want > UINT32_MAX) return false;
+    if (im->slots && want <= (uint64_t)im->slot_mask + 1) return true;
+    uint32_t *slots = calloc((size_t)want, sizeof *slots);
+    if (!slots) return false;
+    free(im->slots);
+    im->slots = slots;
+    im->slot_mask = (uint32_t)(want - 1);
+    for (uint32_t id = 0; id < im->n_strs; id++) slot_insert(im, id);
+    return true;
+}
+
+int32_t kara_vocab_sym_add(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
+    if (alen + blen > UINT32_MAX || im->n_strs >= (uint32_t)INT32_MAX) return -1;
+    if (im->n_strs == im->cap_strs) {
+        uint32_t cap = im->cap_strs ? im->cap_strs * 2 : 1024;
+        kara_strref *strs = realloc(im->strs, (size_t)cap * sizeof *strs);
+        if (!strs) return -1;
+        im->strs = strs;
+        im->cap_strs = cap;
+    }
+    if (!table_reserve(im, im->n_strs + 1)) return -1;
+    char *p = arena_copy(im, a, alen, b, blen);
+    if (!p) return -1;
+    uint32_t id = im->n_strs++;
+    im->strs[id] = (kara_strref){p, (uint32_t)(alen + blen)};
+    slot_insert(im, id);
+    return (int32_t)id;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading keys                                                              */
+/* ------------------------------------------------------------------------ */
+
+static kara_status fail(char *err, size_t err_size, kara_status st, const char *fmt, ...) KARA_PRINTF(4, 5);
+static kara_status fail(char *err, size_t err_size, kara_status st, const char *fmt, ...) {
+    if (err && err_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_size, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static bool is_int_type(kara_gguf_vtype t) {
+    return t == KARA_GGUF_UINT8 || t == KARA_GGUF_INT8 || t == KARA_GGUF_UINT16 || t == KARA_GGUF_INT16 ||
+           t == KARA_GGUF_UINT32 || t == KARA_GGUF_INT32 || t == KARA_GGUF_UINT64 || t == KARA_GGUF_INT64;
+}
+
+static bool is_signed_type(kara_gguf_vtype t) {
+    return t == KARA_GGUF_INT8 || t == KARA_GGUF_INT16 || t == KARA_GGUF_INT32 || t == KARA_GGUF_INT64;
+}
+
+/* A special token id key. Absent: *id keeps its default. Negative values and
+ * 0xFFFFFFFF (how converters write "none") mean no such token. */
+static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens, int32_t *id, char *err,
+                           size_t err_size) {
+    const kara_gguf_kv *kv = kara_gguf_find(g, key);
+    if (!kv) return KARA_OK;
+    if (!is_int_type(kv->value.type))
+        return fail(err, err_size, KARA_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
+                    kara_gguf_vtype_name(kv->value.type));
+    if (is_signed_type(kv->value.type) && kv->value.v.i64 < 0) {
+        *id = -1;
+        return KARA_OK;
+    }
+    uint64_t u = is_signed_type(kv->value.type) ? (uint64_t)kv->value.v.i64 : kv->value.v.u64;
+    if (u == UINT32_MAX || u == UINT64_MAX) {
+        *id = -1;
+        return KARA_OK;
+    }
+    if (u >= (uint64_t)n_tokens)
+        return fail(err, err_size, KARA_ERR_FORMAT, "%s = %llu is outside the vocabulary of %d tokens", key,
+                    (unsigned long long)u, n_tokens);
+    *id = (int32_t)u;
+    return KARA_OK;
+}
+
+static kara_status read_bool(const kara_gguf *g, const char *key, bool *out, char *err, size_t err_size) {
+    const kara_gguf_kv *kv = kara_gguf_find(g, key);
+    if (!kv) return KARA_OK;
+    if (kv->value.type != KARA_GGUF_BOOL)
+        return fail(err, err_size, KARA_ERR_FORMAT, "%s: expected a bool, got %s", key,
+                    kara_gguf_vtype_name(kv->value.type));
+    *out = kv->value.v.u64 != 0;
+    return KARA_OK;
+}
+
+/* An array key with n elements of the allowed kind ("strings", "integers",
+ * "floats"); NULL with *st = OK when absent and optional. */
+static const kara_gguf_array *read_array(const kara_gguf *g, const char *key, const char *kind, bool required,
+                                         uint64_t n, kara_status *st, char *err, size_t err_size) {
+    *st = KARA_OK;
+    const kara_gguf_kv *kv = kara_gguf_find(g, key);
+    if (!kv) {
+        if (required) *st = fail(err, err_size, KARA_ERR_FORMAT, "%s: missing", key);
+        return NULL;
+    }
+    const kara_gguf_array *a = &kv->value.v.arr;
+    bool ok = kv->value.type == KARA_GGUF_ARRAY;
+    if (ok && !strcmp(kind, "strings")) ok = a->type == KARA_GGUF_STRING;
+    if (ok && !strcmp(kind, "integers")) ok = is_int_type(a->type);
+    if (ok && !strcmp(kind, "floats")) ok = a->type == KARA_GGUF_FLOAT32 || a->type == KARA_GGUF_FLOAT64;
+    if (!ok) {
+        *st = fail(err, err_size, KARA_ERR_FORMAT, "%s: expected an array of %s, got %s%s%s", key, kind,
+                   kv->value.type == KARA_GGUF_ARRAY ? "an array of " : "",
+                   kara_gguf_vtype_name(kv->value.type == KARA_GGUF_ARRAY ? a->type : kv->value.type),
+                   kv->value.type == KARA_GGUF_ARRAY ? " values" : "");
+        return NULL;
+    }
+    if (n != UINT64_MAX && a->n != n) {
+        *st = fail(err, err_size, KARA_ERR_FORMAT, "%s: has %llu entries but tokenizer.ggml.tokens has %llu", key,
+                   (unsigned long long)a->n, (unsigned long long)n);
+        return NULL;
+    }
+    return a;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Special tokens found by their text                                        */
+/* ------------------------------------------------------------------------ */
+
+/* When a metadata id is absent, llama.cpp finds these tokens by their text
+ * and treats them as control tokens; the first text of each list present in
+ * the vocabulary wins. */
+static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                        "<|end_of_text|>", "<EOT>", "_<EOT>",
+                                        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        "<end_of_utterance>", NULL};
+static const char *const eom_texts[] = {"<|eom_id|>", NULL};
+static const char *const fim_pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+                                            "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>",
+                                            "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
+static const char *const fim_suf_texts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+                                            "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>",
+                                            "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
+static const char *const fim_mid_texts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+                                            "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>",
+                                            "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
+static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
+static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+                                            NULL};
+static const char *const fim_sep_texts[] = {"<|file_sep|>", NULL};
+
+/* Tokens that end generation whatever their metadata says. */
+static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                        "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+                                        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", NULL};
+
+static int32_t find_cstr(const kara_vocab *v, const char *s) {
+    return kara_vocab_find(v, s, strlen(s));
+}
+
+static void force_control(kara_vocab *v, int32_t id) {
+    uint8_t *t = &v->impl->types[id];
+    if (*t != KARA_TOKEN_CONTROL) {
+        kara_log(KARA_LOG_DEBUG, "token %d '%.*s' looks like a control token; treating it as one", id,
+                 (int)v->impl->strs[id].len, v->impl->strs[id].ptr);
+        *t = KARA_TOKEN_CONTROL;
+    }
+}
+
+static int32_t detect(kara_vocab *v, int32_t id, const char *const *texts) {
+    if (id >= 0) return id;
+    for (size_t i = 0; texts[i]; i++) {
+        int32_t t = find_cstr(v, texts[i]);
+        if (t >= 0) {
+            force_control(v, t);
+            return t;
+        }
+    }
+    return -1;
+}
+
+static void mark_eog(kara_vocab *v, int32_t id) {
+    if (id >= 0) v->impl->attrs[id] |= KARA_TOKEN_ATTR_EOG;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Load                                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void reset_ids(kara_vocab *v) {
+    v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = v->sep = v->nl = -1;
+}
+
+/* The SPM byte token: "<0xXX>", else the byte as a one-character token. */
+static void find_byte_tokens_spm(kara_vocab *v) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (int b = 0; b < 256; b++) {
+        char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+        int32_t id = kara_vocab_find(v, buf, 6);
+        if (id < 0) {
+            char c = (char)b;
+            id = kara_vocab_find(v, &c, 1);
+        }
+        v->impl->byte_token[b] = id;
+    }
+}
+
+static kara_status load_tokens(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size) {
+    kara_vocab_impl *im = v->impl;
+    kara_status st;
+    const kara_gguf_array *toks = read_array(g, "tokenizer.ggml.tokens", "strings", true, UINT64_MAX, &st, err,
+                                             err_size);
+    if (!toks) return st;
+    if (toks->n == 0) return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: the vocabulary is empty");
+    if (toks->n > (uint64_t)INT32_MAX / 2)
+        return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is too many",
+                    (unsigned long long)toks->n);
+    uint32_t n = (uint32_t)toks->n;
+    v->n_tokens = (int32_t)n;
+
+    const kara_gguf_array *scores = read_array(g, "tokenizer.ggml.scores", "floats", false, n, &st, err, err_size);
+    if (st) return st;
+    const kara_gguf_array *types = read_array(g, "tokenizer.ggml.token_type", "integers", false, n, &st, err,
+                                              err_size);
+    if (st) return st;
+
+    im->cap_strs = n + 1024;
+    im->strs = malloc((size_t)im->cap_strs * sizeof *im->strs);
+    im->types = malloc(n);
+    im->attrs = calloc(n, 1);
+    if (scores) im->scores = malloc((size_t)n * sizeof *im->scores);
+    if (!im->strs || !im->types || !im->attrs || (scores && !im->scores) || !table_reserve(im, n))
+        return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for a vocabulary of %u tokens", n);
+
+    for (uint32_t i = 0; i < n; i++) {
+        kara_gguf_str s = toks->strs[i];
+        if (s.len > UINT32_MAX)
+            return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u is too long", i);
+        kara_strref r = {s.ptr, (uint32_t)s.len};
+        if (s.len == 0) { /* llama.cpp renames empty tokens so that lookups stay unique */
+            char name[32];
+            int k = snprintf(name, sizeof name, "[EMPTY_%u]", i);
+            r.ptr = arena_copy(im, name, (size_t)k, "", 0);
+            r.len = (uint32_t)k;
+            if (!r.ptr) return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for the vocabulary");
+        }
+        int32_t dup = kara_vocab_sym_find(im, r.ptr, r.len);
+        if (dup >= 0)
+            return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u '%.*s' repeats token %d", i,
+                        (int)(r.len > 64 ? 64 : r.len), r.ptr, dup);
+        im->strs[i] = r;
+        im->n_strs = i + 1;
+        slot_insert(im, i);
+        int64_t t = types ? kara_gguf_arr_int(types, i) : KARA_TOKEN_NORMAL;
+        im->types[i] = (t >= KARA_TOKEN_UNDEFINED && t <= KARA_TOKEN_BYTE) ? (uint8_t)t : KARA_TOKEN_UNDEFINED;
+        if (scores) im->scores[i] = (float)kara_gguf_arr_float(scores, i);
+    }
+    return KARA_OK;
+}
+
+static kara_status load_special_ids(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size) {
+    int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, mask = -1;
+    struct {
+        const char *key;
+        int32_t *id;
+    } keys[] = {
+        {"tokenizer.ggml.bos_token_id", &v->bos},       {"tokenizer.ggml.eos_token_id", &v->eos},
+        {"tokenizer.ggml.eot_token_id", &v->eot},       {"tokenizer.ggml.eom_token_id", &v->eom},
+        {"tokenizer.ggml.unknown_token_id", &v->unk},   {"tokenizer.ggml.seperator_token_id", &v->sep},
+        {"tokenizer.ggml.padding_token_id", &v->pad},   {"tokenizer.ggml.mask_token_id", &mask},
+        {"tokenizer.ggml.fim_pre_token_id", &fim_pre},  {"tokenizer.ggml.fim_suf_token_id", &fim_suf},
+        {"tokenizer.ggml.fim_mid_token_id", &fim_mid},  {"tokenizer.ggml.fim_pad_token_id", &fim_pad},
+        {"tokenizer.ggml.fim_rep_token_id", &fim_rep},  {"tokenizer.ggml.fim_sep_token_id", &fim_sep},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        /* a default outside a small vocabulary just means "none" */
+        if (*keys[i].id >= v->n_tokens) *keys[i].id = -1;
+        kara_status st = read_id(g, keys[i].key, v->n_tokens, keys[i].id, err, err_size);
+        if (st) return st;
+    }
+
+    v->eot = detect(v, v->eot, eot_texts);
+    v->eom = detect(v, v->eom, eom_texts);
+    detect(v, fim_pre, fim_pre_texts);
+    detect(v, fim_suf, fim_suf_texts);
+    detect(v, fim_mid, fim_mid_texts);
+    fim_pad = detect(v, fim_pad, fim_pad_texts);
+    fim_rep = detect(v, fim_rep, fim_rep_texts);
+    fim_sep = detect(v, fim_sep, fim_sep_texts);
+
+    mark_eog(v, fim_pad);
+    mark_eog(v, fim_rep);
+    mark_eog(v, fim_sep);
+    for (size_t i = 0; eog_texts[i]; i++) {
+        int32_t t = find_cstr(v, eog_texts[i]);
+        if (t >= 0) {
+            mark_eog(v, t);
+            force_control(v, t);
+        }
+    }
+    mark_eog(v, v->eos);
+    mark_eog(v, v->eot);
+    mark_eog(v, v->eom);
+    return KARA_OK;
+}
+
+/* Phi-3 vocabularies drop the white space after their special tokens when
+ * matching them in text (llama.cpp keys this on the model name). */
+static void apply_name_rules(kara_vocab *v, const kara_gguf *g) {
+    kara_gguf_str name;
+    if (!kara_gguf_get_str(g, "general.name", &name)) return;
+    char lower[256];
+    size_t n = name.len < sizeof lower - 1 ? (size_t)name.len : sizeof lower - 1;
+    for (size_t i = 0; i < n; i++) {
+        char c = name.ptr[i];
+        lower[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+    }
+    lower[n] = 0;
+    if (!strstr(lower, "phi-3") && !strstr(lower, "phi3")) return;
+    kara_vocab_impl *im = v->impl;
+    for (uint32_t i = 0; i < im->n_special; i++) im->attrs[im->special[i]] |= KARA_TOKEN_ATTR_RSTRIP;
+    int32_t t = find_cstr(v, "</s>");
+    if (t >= 0) im->attrs[t] |= KARA_TOKEN_ATTR_RSTRIP;
+    const char *keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+    for (size_t i = 0; i < 3; i++)
+        if ((t = find_cstr(v, keep[i])) >= 0) im->attrs[t] &= (uint8_t)~KARA_TOKEN_ATTR_RSTRIP;
+}
+
+kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size) {
+    memset(v, 0, sizeof *v);
+    reset_ids(v);
+    if (err && err_size) err[0] = 0;
+
+    const kara_gguf_kv *model_kv = kara_gguf_find(g, "tokenizer.ggml.model");
+    if (!model_kv) return KARA_OK; /* ids only */
+    if (model_kv->value.type != KARA_GGUF_STRING)
+        return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.model: expected a string, got %s",
+                    kara_gguf_vtype_name(model_kv->value.type));
+    kara_gguf_str model = model_kv->value.v.str;
+    if (kara_gguf_str_eq(model, "no_vocab") || kara_gguf_str_eq(model, "none")) return KARA_OK;
+
+    kara_vocab_kind kind;
+    if (kara_gguf_str_eq(model, "llama")) kind = KARA_VOCAB_SPM;
+    else if (kara_gguf_str_eq(model, "gpt2")) kind = KARA_VOCAB_BPE;
+    else
+        return fail(err, err_size, KARA_ERR_UNSUPPORTED,
+                    "tokenizer.ggml.model: unsupported tokenizer '%.*s' (supported: llama, gpt2)",
+                    (int)(model.len > 64 ? 64 : model.len), model.ptr);
+
+    const kara_gguf_kv *pre_kv = kara_gguf_find(g, "tokenizer.ggml.pre");
+    if (pre_kv) {
+        if (pre_kv->value.type != KARA_GGUF_STRING)
+            return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.pre: expected a string, got %s",
+                        kara_gguf_vtype_name(pre_kv->value.type));
+        kara_gguf_str pre = pre_kv->value.v.str;
+        if (pre.len >= sizeof v->pre)
+            return fail(err, err_size, KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'",
+                        (int)(sizeof v->pre), pre.ptr);
+        memcpy(v->pre, pre.ptr, pre.len);
+        v->pre[pre.len] = 0;
+    }
+
+    kara_vocab_impl *im = calloc(1, sizeof *im);
+    if (!im) return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for the vocabulary");
+    v->impl = im;
+    v->kind = kind;
+    kara_status st = KARA_OK;
+
+    /* llama.cpp's defaults for each tokenizer model */
+    if (kind == KARA_VOCAB_SPM) {
+        v->bos = 1;
+        v->eos = 2;
+        v->unk = 0;
+        v->add_bos = true;
+        v->add_space_prefix = true;
+    } else {
+        if (!v->pre[0]) {
+            kara_log(KARA_LOG_WARN, "tokenizer.ggml.pre is missing: using the 'default' pre-tokenizer, which "
+                                    "may not match the model");
+            im->pre.kind = KARA_PRETOK_DEFAULT;
+        } else if (!kara_pretok_lookup(v->pre, strlen(v->pre), &im->pre)) {
+            st = fail(err, err_size, KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", v->pre);
+            goto done;
+        }
+        v->bos = 11;
+        v->eos = 11;
+        v->add_bos = im->pre.add_bos;
+    }
+    if ((st = read_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err, err_size))) goto done;
+    if ((st = load_tokens(v, g, err, err_size))) goto done;
+    if ((st = load_special_ids(v, g, err, err_size))) goto done;
+    if ((st = read_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err, err_size))) goto done;
+    if ((st = read_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err, err_size))) goto done;
+    if (v->add_bos && v->bos < 0) v->add_bos = false;
+    if (v->add_eos && v->eos < 0) v->add_eos = false;
+
+    if (kind == KARA_VOCAB_BPE) {
+        const kara_gguf_array *merges = read_array(g, "tokenizer.ggml.merges", "strings", true, UINT64_MAX, &st, err,
+                                                   err_size);
+        if (!merges) goto done;
+        if ((st = kara_bpe_build(v, merges, err, err_size))) goto done;
+    } else {
+        find_byte_tokens_spm(v);
+        kara_spm_prepare(v);
+    }
+    if ((st = kara_vocab_special_build(v, err, err_size))) goto done;
+    apply_name_rules(v, g);
+
+    /* the newline token */
+    if (kind == KARA_VOCAB_SPM) {
+        v->nl = im->byte_token['\n'] >= 0 ? im->byte_token['\n'] : v->pad;
+    } else {
+        int32_t ids[8];
+        int32_t n = kara_vocab_tokenize(v, "\n", 1, ids, 8, false, false);
+        v->nl = n >= 1 ? ids[0] : v->pad;
+    }
+
+done:
+    if (st) kara_vocab_free(v);
+    return st;
+}
+
+void kara_vocab_free(kara_vocab *v) {
+    if (!v) return;
+    kara_vocab_impl *im = v->impl;
+    if (im) {
+        while (im->arena) {
+            kara_str_arena_block *next = im->arena->next;
+            free(im->arena);
+            im->arena = next;
+        }
+        free(im->strs);
+        free(im->slots);
+        free(im->scores);
+        free(im->types);
+        free(im->attrs);
+        free(im->special);
+        free(im->trie);
+        free(im->merge_keys);
+        free(im->merge_rank);
+        free(im->merge_result);
+        free(im);
+    }
+    memset(v, 0, sizeof *v);
+    reset_ids(v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Queries                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static bool valid_token(const kara_vocab *v, int32_t token) {
+    return v->impl && token >= 0 && token < v->n_tokens;
+}
+
+bool kara_vocab_is_eog(const kara_vocab *v, int32_t token) {
+    return valid_token(v, token) && (v->impl->attrs[token] & KARA_TOKEN_ATTR_EOG);
+}
+
+kara_token_type kara_vocab_token_type(const kara_vocab *v, int32_t token) {
+    return valid_token(v, token) ? (kara_token_type)v->impl->types[token] : KARA_TOKEN_UNDEFINED;
+}
+
+kara_gguf_str kara_vocab_token_text(const kara_vocab *v, int32_t token) {
+    kara_gguf_str s = {"", 0};
+    if (valid_token(v, token)) {
+        s.ptr = v->impl->strs[token].ptr;
+        s.len = v->impl->strs[token].len;
+    }
+    return s;
+}
+
+int32_t kara_vocab_find(const kara_vocab *v, const char *text, size_t len) {
+    if (!v->impl) return -1;
+    int32_t id = kara_vocab_sym_find(v->impl, text, len);
+    return id < v->n_tokens ? id : -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Token to piece                                                            */
+/* ------------------------------------------------------------------------ */
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* "<0xXX>" -> the byte, -1 if the text is not of that form. */
+static int byte_of_token_text(kara_strref s) {
+    if (s.len != 6 || memcmp(s.ptr, "<0x", 3) != 0 || s.ptr[5] != '>') return -1;
+    int hi = hex_digit(s.ptr[3]), lo = hex_digit(s.ptr[4]);
+    return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
+}
+
+static int32_t copy_out(char *buf, int32_t size, const char *src, size_t n) {
+    if (n > (size_t)INT32_MAX) return 0;
+    if ((int32_t)n > size) return -(int32_t)n;
+    if (n) memcpy(buf, src, n);
+    return (int32_t)n;
+}
+
+/* SPM text with each U+2581 as a space. */
+static int32_t spm_piece(kara_strref s, char *buf, int32_t size) {
+    size_t n = 0;
+    for (size_t i = 0; i < s.len; i++) {
+        if (i + 2 < s.len && (uint8_t)s.ptr[i] == 0xE2 && (uint8_t)s.ptr[i + 1] == 0x96 &&
+            (uint8_t)s.ptr[i + 2] == 0x81)
+            i += 2;
+        n++;
+    }
+    if (n > (size_t)size) return -(int32_t)n;
+    size_t o = 0;
+    for (size_t i = 0; i < s.len; i++) {
+        if (i + 2 < s.len && (uint8_t)s.ptr[i] == 0xE2 && (uint8_t)s.ptr[i + 1] == 0x96 &&
+            (uint8_t)s.ptr[i + 2] == 0x81) {
+            buf[o++] = ' ';
+            i += 2;
+        } else {
+            buf[o++] = s.ptr[i];
+        }
+    }
+    return (int32_t)o;
+}
+
+/* Byte-level BPE text back to bytes. A character outside GPT-2's byte
+ * alphabet is kept as its UTF-8 (llama.cpp prints an "[UNK_BYTE_..." marker
+ * there). */
+static int32_t bpe_piece(kara_strref s, char *buf, int32_t size) {
+    const uint8_t *p = (const uint8_t *)s.ptr;
+    size_t n = 0;
+    for (size_t i = 0; i < s.len;) {
+        size_t k;
+        uint32_t c = kara_utf8_decode(p + i, s.len - i, &k);
+        n += kara_bpe_cpt_to_byte(c) >= 0 ? 1 : k;
+        i += k;
+    }
+    if (n > (size_t)size) return -(int32_t)n;
+    size_t o = 0;
+    for (size_t i = 0; i < s.len;) {
+        size_t k;
+        uint32_t c = kara_utf8_decode(p + i, s.len - i, &k);
+        int b = kara_bpe_cpt_to_byte(c);
+        if (b >= 0) {
+            buf[o++] = (char)b;
+        } else {
+            memcpy(buf + o, p + i, k);
+            o += k;
+        }
+        i += k;
+    }
+    return (int32_t)o;
+}
+
+int32_t kara_vocab_token_to_piece(const kara_vocab *v, int32_t token, char *buf, int32_t size, bool special) {
+    if (!valid_token(v, token)) return 0;
+    if (size < 0) size = 0;
+    kara_strref s = v->impl->strs[token];
+    switch ((kara_token_type)v->impl->types[token]) {
+    case KARA_TOKEN_CONTROL:
+    case KARA_TOKEN_UNKNOWN:
+        return special ? copy_out(buf, size, s.ptr, s.len) : 0;
+    case KARA_TOKEN_USER_DEFINED:
+        return copy_out(buf, size, s.ptr, s.len);
+    case KARA_TOKEN_NORMAL:
+        return v->kind == KARA_VOCAB_SPM ? spm_piece(s, buf, size) : bpe_piece(s, buf, size);
+    case KARA_TOKEN_BYTE: {
+        int b = byte_of_token_text(s);
+        if (b < 0) return 0;
+        char c = (char)b;
+        return copy_out(buf, size, &c, 1);
+    }
+    default: /* unused and undefined tokens print nothing, as in llama.cpp */
+        return 0;
+    }
+}
+
+int32_t kara_vocab_detokenize(const kara_vocab *v, const int32_t *tokens, int32_t n_tokens, char *buf, int32_t size,
+                              bool special) {
+    if (size < 0) size = 0;
+    int64_t total = 0;
+    bool strip = v->add_space_prefix;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        int32_t len = -kara_vocab_token_to_piece(v, tokens[i], buf, 0, special); /* size 0: just measure */
+        if (len <= 0) continue;
+        if (strip) { /* drop the space the SPM rules added in front of the text */
+            strip = false;
+            char small[256];
+            char *piece = len <= (int32_t)sizeof small ? small : malloc((size_t)len);
+            if (!piece) return INT32_MIN;
+            kara_vocab_token_to_piece(v, tokens[i], piece, len, special);
+            int32_t skip = piece[0] == ' ' ? 1 : 0;
+            if (total + len - skip <= size) memcpy(buf + total, piece + skip, (size_t)(len - skip));
+            total += len - skip;
+            if (piece != small) free(piece);
+            continue;
+        }
+        if (total + len <= size) kara_vocab_token_to_piece(v, tokens[i], buf + total, len, special);
+        total += len;
+    }
+    if (total > INT32_MAX) return INT32_MIN;
+    return total > size ? -(int32_t)total : (int32_t)total;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tokenize                                                                  */
+/* ------------------------------------------------------------------------ */
+
+bool kara_work_reserve(void **p, size_t *cap, size_t n, size_t elem) {
+    if (n <= *cap) return true;
+    size_t want = *cap ? *cap : 64;
+    while (want < n) {
+        if (want > SIZE_MAX / 2 / elem) return false;
+        want *= 2;
+    }
+    void *q = realloc(*p, want * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = want;
+    return true;
+}
+
+void kara_work_free(kara_tok_work *w) {
+    free(w->frags);
+    free(w->frags2);
+    free(w->found);
+    free(w->text);
+    free(w->text2);
+    free(w->cpts);
+    free(w->ends);
+    free(w->tmp);
+    free(w->cls);
+    free(w->syms);
+    free(w->heap);
+    memset(w, 0, sizeof *w);
+}
+
+/* SPM: the fragment with spaces escaped to U+2581, after a U+2581 prefix
+ * when the vocabulary adds one (at the start and after special tokens). */
+static kara_status spm_fragment(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, bool prefix,
+                                kara_tok_out *out) {
+    if (len > (SIZE_MAX - 3) / 3 || !kara_work_reserve((void **)&w->text, &w->cap_text, 3 * len + 3, 1))
+        return KARA_ERR_NOMEM;
+    size_t n = 0;
+    if (prefix) {
+        memcpy(w->text, "\xe2\x96\x81", 3);
+        n = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(w->text + n, "\xe2\x96\x81", 3);
+            n += 3;
+        } else {
+            w->text[n++] = text[i];
+        }
+    }
+    return kara_spm_tokenize(v, w, w->text, n, out);
+}
+
+int32_t kara_vocab_tokenize(const kara_vocab *v, const char *text, size_t len, int32_t *tokens, int32_t max_tokens,
+                            bool add_special, bool parse_special) {
+    if (v->kind == KARA_VOCAB_NONE || !v->impl || (len && !text)) return INT32_MIN;
+    kara_tok_out out = {tokens, max_tokens > 0 && tokens ? max_tokens : 0, 0};
+    kara_tok_work w;
+    memset(&w, 0, sizeof w);
+    size_t n_frags = 0;
+    kara_status st = kara_vocab_partition(v, &w, text, len, parse_special, &n_frags);
+
+    if (!st && add_special && v->add_bos) kara_tok_emit(&out, v->bos);
+    bool prev_special = true; /* SPM: prefix a space at the start and after special tokens */
+    for (size_t i = 0; !st && i < n_frags; i++) {
+        const kara_fragment *f = &w.frags[i];
+        if (f->token >= 0) {
+            kara_tok_emit(&out, f->token);
+            prev_special = true;
+            continue;
+        }
+        if (v->kind == KARA_VOCAB_SPM) {
+            st = spm_fragment(v, &w, text + f->off, f->len, v->add_space_prefix && prev_special, &out);
+        } else {
+            st = kara_bpe_tokenize(v, &w, text + f->off, f->len, &out);
+        }
+        prev_special = false;
+    }
+    if (!st && add_special && v->add_eos) kara_tok_emit(&out, v->eos);
+    kara_work_free(&w);
+
+    if (st || out.n > INT32_MAX) return INT32_MIN;
+    return out.n > out.max ? -(int32_t)out.n : (int32_t)out.n;
+}

@@ -1,0 +1,462 @@
+/*
+ * test_kernel_parity.c - every kernel of every ISA table this machine runs
+ * against the scalar reference, and the scalar quantized dot products
+ * against a double-precision dot of the dequantized rows.
+ *
+ * Error bounds (all relative to sum|w_i x_i|, the size of the dot product's
+ * terms, unless noted):
+ *   - scalar vec_dot vs dequantized double dot: 1e-5 (integer block sums
+ *     are exact; only the per-block float scaling rounds), plus, for Q4_1
+ *     and Q5_1, the fp16 rounding of the Q8_1 block sums s (|m| |s| 2^-11);
+ *   - SIMD vec_dot and matmul vs scalar vec_dot, same activations: 1e-5;
+ *   - SIMD from_float: F32/F16/BF16 byte-exact; Q8_* scales within one fp16
+ *     ulp, values within one step, < 1% of values off by a step, and the
+ *     stored sums (Q8_1 s, Q8_K bsums) consistent with the values;
+ *   - rmsnorm, softmax, silu_mul: 1e-5 relative + 1e-6 absolute per element;
+ *     dot/axpy: 1e-5 of sum|terms|; f32_to_f16 bit-exact.
+ */
+#include "kernels.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float rng_uniform(void)
+{
+    return (rng_u32() + 0.5f) / 4294967296.0f;
+}
+
+static float rng_gauss(void)
+{
+    const float u1 = rng_uniform(), u2 = rng_uniform();
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+/* Gaussian values with a few outliers, like real weights and activations. */
+static void fill_data(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = scale * rng_gauss();
+        if (rng_u32() % 97 == 0) {
+            x[i] *= 8.0f;
+        }
+    }
+}
+
+static const kara_type weight_types[] = {
+    KARA_TYPE_F32, KARA_TYPE_F16, KARA_TYPE_BF16, KARA_TYPE_Q4_0, KARA_TYPE_Q4_1, KARA_TYPE_Q5_0,
+    KARA_TYPE_Q5_1, KARA_TYPE_Q8_0, KARA_TYPE_Q4_K, KARA_TYPE_Q5_K, KARA_TYPE_Q6_K,
+};
+#define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
+
+static const kara_type act_types[] = {
+    KARA_TYPE_F32, KARA_TYPE_F16, KARA_TYPE_BF16, KARA_TYPE_Q8_0, KARA_TYPE_Q8_1, KARA_TYPE_Q8_K,
+};
+#define N_ACT_TYPES (sizeof(act_types) / sizeof(act_types[0]))
+
+enum { MAX_N = 4096 + 256 };
+
+static const char *tname(kara_type t)
+{
+    return kara_type_get(t)->name;
+}
+
+/* Lengths to try for a type: tails for the plain float types, several
+ * block counts for the block formats. */
+static int lengths_for(kara_type t, int64_t *out)
+{
+    const int bs = kara_type_get(t)->block_size;
+    if (bs == 1) {
+        static const int64_t ls[] = { 1, 7, 16, 33, 100, 255, 1024, 4099 };
+        memcpy(out, ls, sizeof(ls));
+        return 8;
+    }
+    if (bs == 32) {
+        static const int64_t ls[] = { 32, 96, 256, 544, 4096 + 32 };
+        memcpy(out, ls, sizeof(ls));
+        return 5;
+    }
+    static const int64_t ls[] = { 256, 512, 768, 4096 };
+    memcpy(out, ls, sizeof(ls));
+    return 4;
+}
+
+/* Sum |w_i x_i| over the dequantized rows: the scale of the dot's terms. */
+static double abs_dot(const float *w, const float *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += fabs((double)w[i] * x[i]);
+    }
+    return s;
+}
+
+/* Extra slack for *_1 formats: their dot uses the Q8_1 block sum s rounded
+ * to fp16 instead of d * sum(qs). */
+static double q8_1_slack(kara_type wt, const void *qw, const void *qx, int64_t n)
+{
+    if (wt != KARA_TYPE_Q4_1 && wt != KARA_TYPE_Q5_1) {
+        return 0.0;
+    }
+    const kara_block_q8_1 *x = qx;
+    double slack = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const float m = wt == KARA_TYPE_Q4_1 ? kara_fp16_to_fp32(((const kara_block_q4_1 *)qw)[i].m)
+                                             : kara_fp16_to_fp32(((const kara_block_q5_1 *)qw)[i].m);
+        slack += fabs(m) * fabs(kara_fp16_to_fp32(x[i].s)) / 2048.0;
+    }
+    return slack;
+}
+
+static float wf[MAX_N], xf[MAX_N], wd[MAX_N], xd[MAX_N];
+static unsigned char qw[MAX_N * 4], qx[MAX_N * 4], qx2[MAX_N * 4];
+
+/* Scalar quantized dot == double dot of the dequantized operands. */
+static void test_scalar_vs_dequant(const kara_kernels *ref)
+{
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const kara_type wt = weight_types[t];
+        const kara_type vt = kara_type_get(wt)->vec_dot_type;
+        int64_t lens[8];
+        const int nl = lengths_for(wt, lens);
+        for (int li = 0; li < nl; li++) {
+            const int64_t n = lens[li];
+            fill_data(wf, n, 0.05f);
+            fill_data(xf, n, 1.0f);
+            CHECK(kara_quantize_row(wt, wf, qw, n));
+            ref->from_float[vt](xf, qx, n);
+            kara_dequantize_row(wt, qw, wd, n);
+            kara_dequantize_row(vt, qx, xd, n);
+            double exact = 0;
+            for (int64_t i = 0; i < n; i++) exact += (double)wd[i] * xd[i];
+            const double tol = 1e-5 * abs_dot(wd, xd, n) + q8_1_slack(wt, qw, qx, n) + 1e-30;
+            float got = NAN;
+            ref->vec_dot[wt](n, &got, qw, qx);
+            CHECK_MSG(fabs(got - exact) <= tol, "scalar vec_dot %s n=%lld: %.9g vs dequantized %.9g (tol %.3g)",
+                      tname(wt), (long long)n, got, exact, tol);
+        }
+    }
+}
+
+/* SIMD vec_dot == scalar vec_dot on the same (scalar-converted) inputs. */
+static void test_vec_dot(const kara_kernels *k, const kara_kernels *ref)
+{
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const kara_type wt = weight_types[t];
+        const kara_type vt = kara_type_get(wt)->vec_dot_type;
+        if (!CHECK_MSG(k->vec_dot[wt] != NULL, "%s: no vec_dot for %s", k->name, tname(wt))) {
+            continue;
+        }
+        int64_t lens[8];
+        const int nl = lengths_for(wt, lens);
+        for (int li = 0; li < nl; li++) {
+            const int64_t n = lens[li];
+            fill_data(wf, n, 0.05f);
+            fill_data(xf, n, 1.0f);
+            kara_quantize_row(wt, wf, qw, n);
+            ref->from_float[vt](xf, qx, n);
+            kara_dequantize_row(wt, qw, wd, n);
+            kara_dequantize_row(vt, qx, xd, n);
+            float want = NAN, got = NAN;
+            ref->vec_dot[wt](n, &want, qw, qx);
+            k->vec_dot[wt](n, &got, qw, qx);
+            const double tol = 1e-5 * abs_dot(wd, xd, n) + 1e-30;
+            CHECK_MSG(fabs(got - want) <= tol, "%s vec_dot %s n=%lld: %.9g vs scalar %.9g (tol %.3g)", k->name,
+                      tname(wt), (long long)n, got, want, tol);
+        }
+    }
+}
+
+/* SIMD activation conversion vs the scalar one. */
+static void test_from_float(const kara_kernels *k, const kara_kernels *ref)
+{
+    for (size_t a = 0; a < N_ACT_TYPES; a++) {
+        const kara_type at = act_types[a];
+        if (!CHECK_MSG(k->from_float[at] != NULL, "%s: no from_float for %s", k->name, tname(at))) {
+            continue;
+        }
+        int64_t lens[8];
+        const int nl = lengths_for(at, lens);
+        for (int li = 0; li < nl; li++) {
+            const int64_t n = lens[li];
+            fill_data(xf, n, 1.0f);
+            if (li == 0) {
+                memset(xf, 0, (size_t)n * sizeof(float)); /* all-zero blocks */
+            }
+            const size_t bytes = kara_type_row_size(at, n);
+            ref->from_float[at](xf, qx, n);
+            k->from_float[at](xf, qx2, n);
+            if (at == KARA_TYPE_F32 || at == KARA_TYPE_F16 || at == KARA_TYPE_BF16) {
+                CHECK_MSG(memcmp(qx, qx2, bytes) == 0, "%s from_float %s n=%lld differs from scalar", k->name,
+                          tname(at), (long long)n);
+                continue;
+            }
+            kara_dequantize_row(at, qx, xd, n);
+            kara_dequantize_row(at, qx2, wd, n);
+            const int bs = kara_type_get(at)->block_size;
+            int off_step = 0, off_far = 0, bad_scale = 0, bad_sums = 0;
+            for (int64_t b = 0; b < n / bs; b++) {
+                float d_ref, d_got;
+                if (at == KARA_TYPE_Q8_K) {
+                    const kara_block_q8_K *blk = (const kara_block_q8_K *)qx2 + b;
+                    d_ref = ((const kara_block_q8_K *)qx)[b].d;
+                    d_got = blk->d;
+                    for (int j = 0; j < 16; j++) {
+                        int s = 0;
+                        for (int l = 0; l < 16; l++) s += blk->qs[16 * j + l];
+                        bad_sums += s != blk->bsums[j];
+                    }
+                } else if (at == KARA_TYPE_Q8_1) {
+                    const kara_block_q8_1 *blk = (const kara_block_q8_1 *)qx2 + b;
+                    d_ref = kara_fp16_to_fp32(((const kara_block_q8_1 *)qx)[b].d);
+                    d_got = kara_fp16_to_fp32(blk->d);
+                    int s = 0;
+                    for (int l = 0; l < 32; l++) s += blk->qs[l];
+                    const float sd = s * d_got, ss = kara_fp16_to_fp32(blk->s);
+                    bad_sums += fabsf(ss - sd) > fabsf(sd) / 1024 + 1e-30f;
+                } else {
+                    d_ref = kara_fp16_to_fp32(((const kara_block_q8_0 *)qx)[b].d);
+                    d_got = kara_fp16_to_fp32(((const kara_block_q8_0 *)qx2)[b].d);
+                }
+                bad_scale += fabsf(d_ref - d_got) > fabsf(d_ref) / 1024;
+                for (int j = 0; j < bs; j++) {
+                    const float diff = fabsf(xd[b * bs + j] - wd[b * bs + j]);
+                    if (diff > 1.01f * fabsf(d_ref) + 1e-30f) off_far++;
+                    else if (diff > 0.01f * fabsf(d_ref)) off_step++;
+                }
+            }
+            CHECK_MSG(bad_scale == 0, "%s from_float %s n=%lld: %d block scales differ", k->name, tname(at),
+                      (long long)n, bad_scale);
+            CHECK_MSG(off_far == 0 && off_step * 100 <= n, "%s from_float %s n=%lld: %d values off by >1 step, %d by 1",
+                      k->name, tname(at), (long long)n, off_far, off_step);
+            CHECK_MSG(bad_sums == 0, "%s from_float %s n=%lld: %d stored sums disagree with the values", k->name,
+                      tname(at), (long long)n, bad_sums);
+        }
+    }
+}
+
+/* matmul: every (row, batch) cell equals the scalar vec_dot; each (ith, nth)
+ * slice writes only its rows; padding beyond n_rows in each Y row is left
+ * alone. */
+static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
+{
+    enum { ROWS = 37, MAXB = 17, LDY = ROWS + 3 };
+    static const int batches[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17 };
+    static const int nths[] = { 1, 2, 3, 5 };
+    float *w = malloc(sizeof(float) * ROWS * 1024);
+    float *x = malloc(sizeof(float) * MAXB * 1024);
+    float *wdq = malloc(sizeof(float) * ROWS * 1024);
+    float *xdq = malloc(sizeof(float) * MAXB * 1024);
+    unsigned char *wq = malloc((size_t)ROWS * 1024 * 4);
+    unsigned char *xq = malloc((size_t)MAXB * 1024 * 4);
+    float *want = malloc(sizeof(float) * MAXB * LDY);
+    float *tol = malloc(sizeof(float) * MAXB * LDY);
+    float *got = malloc(sizeof(float) * MAXB * LDY);
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const kara_type wt = weight_types[t];
+        const kara_type vt = kara_type_get(wt)->vec_dot_type;
+        const int64_t cols = wt == KARA_TYPE_Q4_K ? 1024 : 512;
+        const size_t wrow = kara_type_row_size(wt, cols), xrow = kara_type_row_size(vt, cols);
+        fill_data(w, ROWS * cols, 0.05f);
+        fill_data(x, MAXB * cols, 1.0f);
+        for (int r = 0; r < ROWS; r++) {
+            kara_quantize_row(wt, w + r * cols, wq + r * wrow, cols);
+            kara_dequantize_row(wt, wq + r * wrow, wdq + r * cols, cols);
+        }
+        for (int b = 0; b < MAXB; b++) {
+            ref->from_float[vt](x + b * cols, xq + b * xrow, cols);
+            kara_dequantize_row(vt, xq + b * xrow, xdq + b * cols, cols);
+        }
+        for (int b = 0; b < MAXB; b++) {
+            for (int r = 0; r < ROWS; r++) {
+                ref->vec_dot[wt](cols, &want[b * LDY + r], wq + r * wrow, xq + b * xrow);
+                tol[b * LDY + r] = (float)(1e-5 * abs_dot(wdq + r * cols, xdq + b * cols, cols));
+            }
+        }
+        int bad = 0, bad_slice = 0, bad_pad = 0;
+        for (size_t bi = 0; bi < sizeof(batches) / sizeof(batches[0]); bi++) {
+            const int nb = batches[bi];
+            for (size_t ni = 0; ni < sizeof(nths) / sizeof(nths[0]); ni++) {
+                const int nth = nths[ni];
+                for (int i = 0; i < MAXB * LDY; i++) got[i] = NAN;
+                for (int ith = 0; ith < nth; ith++) {
+                    k->matmul(k, wt, wq, wrow, ROWS, cols, xq, xrow, nb, got, LDY, ith, nth);
+                    /* rows of later slices are still untouched */
+                    const int64_t done = ((ROWS + nth - 1) / nth) * (ith + 1);
+                    for (int b = 0; b < nb; b++) {
+                        for (int64_t r = done; r < ROWS; r++) bad_slice += !isnan(got[b * LDY + r]);
+                    }
+                }
+                for (int b = 0; b < MAXB; b++) {
+                    for (int r = 0; r < LDY; r++) {
+                        const float g = got[b * LDY + r];
+                        if (b >= nb || r >= ROWS) {
+                            bad_pad += !isnan(g);
+                        } else if (!(fabsf(g - want[b * LDY + r]) <= tol[b * LDY + r] + 1e-30f)) {
+                            if (bad < 3) {
+                                fprintf(stderr, "  %s matmul %s b=%d r=%d nb=%d nth=%d: %.9g vs %.9g\n", k->name,
+                                        tname(wt), b, r, nb, nth, g, want[b * LDY + r]);
+                            }
+                            bad++;
+                        }
+                    }
+                }
+            }
+        }
+        CHECK_MSG(bad == 0, "%s matmul %s: %d cells differ from scalar vec_dot", k->name, tname(wt), bad);
+        CHECK_MSG(bad_slice == 0, "%s matmul %s: %d cells written outside the thread's slice", k->name, tname(wt),
+                  bad_slice);
+        CHECK_MSG(bad_pad == 0, "%s matmul %s: %d cells written beyond n_rows or n_batch", k->name, tname(wt),
+                  bad_pad);
+    }
+    free(w);
+    free(x);
+    free(wdq);
+    free(xdq);
+    free(wq);
+    free(xq);
+    free(want);
+    free(tol);
+    free(got);
+}
+
+static int count_far(const float *a, const float *b, int64_t n, float rel, float abs_tol)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!(fabsf(a[i] - b[i]) <= rel * fabsf(b[i]) + abs_tol)) bad++;
+    }
+    return bad;
+}
+
+static void test_elementwise(const kara_kernels *k, const kara_kernels *ref)
+{
+    static const int64_t sizes[] = { 1, 3, 8, 15, 16, 17, 31, 32, 33, 64, 100, 257, 1000, 4099 };
+    static float a[MAX_N], b[MAX_N], c[MAX_N], y1[MAX_N], y2[MAX_N];
+    static kara_fp16 h[MAX_N], h1[MAX_N], h2[MAX_N];
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        const int64_t n = sizes[si];
+        fill_data(a, n, 1.0f);
+        fill_data(b, n, 1.0f);
+        fill_data(c, n, 3.0f);
+        for (int64_t i = 0; i < n; i++) h[i] = kara_fp32_to_fp16(c[i]);
+
+        ref->rmsnorm(y1, a, b, n, 1e-6f);
+        k->rmsnorm(y2, a, b, n, 1e-6f);
+        CHECK_MSG(count_far(y2, y1, n, 1e-5f, 1e-6f) == 0, "%s rmsnorm n=%lld", k->name, (long long)n);
+        memcpy(y2, a, sizeof(float) * n);
+        k->rmsnorm(y2, y2, b, n, 1e-6f); /* in place */
+        CHECK_MSG(count_far(y2, y1, n, 1e-5f, 1e-6f) == 0, "%s rmsnorm in place n=%lld", k->name, (long long)n);
+
+        for (int64_t i = 0; i < n; i++) y1[i] = y2[i] = c[i] * 4.0f; /* spread of about +-40 */
+        ref->softmax(y1, n);
+        k->softmax(y2, n);
+        CHECK_MSG(count_far(y2, y1, n, 1e-5f, 1e-6f) == 0, "%s softmax n=%lld", k->name, (long long)n);
+        double total = 0;
+        for (int64_t i = 0; i < n; i++) total += y2[i];
+        CHECK_MSG(fabs(total - 1.0) <= 1e-5, "%s softmax n=%lld sums to %.9g", k->name, (long long)n, total);
+
+        ref->silu_mul(y1, c, b, n);
+        k->silu_mul(y2, c, b, n);
+        CHECK_MSG(count_far(y2, y1, n, 1e-5f, 1e-6f) == 0, "%s silu_mul n=%lld", k->name, (long long)n);
+        memcpy(y2, c, sizeof(float) * n);
+        k->silu_mul(y2, y2, b, n); /* out aliases gate */
+        CHECK_MSG(count_far(y2, y1, n, 1e-5f, 1e-6f) == 0, "%s silu_mul in place n=%lld", k->name, (long long)n);
+
+        double sabs = 0, sabs16 = 0;
+        for (int64_t i = 0; i < n; i++) {
+            sabs += fabs((double)a[i] * b[i]);
+            sabs16 += fabs((double)kara_fp16_to_fp32(h[i]) * b[i]);
+        }
+        const float d1 = ref->dot_f32(a, b, n), d2 = k->dot_f32(a, b, n);
+        CHECK_MSG(fabs(d1 - d2) <= 1e-5 * sabs, "%s dot_f32 n=%lld: %.9g vs %.9g", k->name, (long long)n, d2, d1);
+        const float e1 = ref->dot_f16_f32(h, b, n), e2 = k->dot_f16_f32(h, b, n);
+        CHECK_MSG(fabs(e1 - e2) <= 1e-5 * sabs16, "%s dot_f16_f32 n=%lld: %.9g vs %.9g", k->name, (long long)n, e2,
+                  e1);
+
+        memcpy(y1, a, sizeof(float) * n);
+        memcpy(y2, a, sizeof(float) * n);
+        ref->axpy_f32(y1, 0.37f, b, n);
+        k->axpy_f32(y2, 0.37f, b, n);
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += !(fabsf(y1[i] - y2[i]) <= 1e-6f * (fabsf(a[i]) + fabsf(0.37f * b[i])));
+        CHECK_MSG(bad == 0, "%s axpy_f32 n=%lld: %d values", k->name, (long long)n, bad);
+        memcpy(y1, a, sizeof(float) * n);
+        memcpy(y2, a, sizeof(float) * n);
+        ref->axpy_f16(y1, -1.25f, h, n);
+        k->axpy_f16(y2, -1.25f, h, n);
+        bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            bad += !(fabsf(y1[i] - y2[i]) <= 1e-6f * (fabsf(a[i]) + fabsf(1.25f * kara_fp16_to_fp32(h[i]))));
+        }
+        CHECK_MSG(bad == 0, "%s axpy_f16 n=%lld: %d values", k->name, (long long)n, bad);
+
+        /* f16 stores: exact, including overflow, subnormals and ties */
+        for (int64_t i = 0; i < n; i++) {
+            switch (i % 5) {
+            case 0: y1[i] = c[i] * 30000.0f; break;       /* some overflow to inf */
+            case 1: y1[i] = c[i] * 1e-6f; break;          /* subnormal halves */
+            case 2: y1[i] = 1.0f + (float)(i % 7) / 2048.0f; break; /* exact ties */
+            default: y1[i] = c[i];
+            }
+        }
+        ref->f32_to_f16(h1, y1, n);
+        k->f32_to_f16(h2, y1, n);
+        CHECK_MSG(memcmp(h1, h2, sizeof(kara_fp16) * n) == 0, "%s f32_to_f16 n=%lld not bit-exact", k->name,
+                  (long long)n);
+    }
+}
+
+static void test_dispatch(void)
+{
+    /* the cap is read once, at the first call */
+    setenv("KARA_CPU_ISA", "avx2", 1);
+    const kara_kernels *k = kara_kernels_get();
+    CHECK(k != NULL);
+    const kara_isa expect = kara_kernels_for_isa(KARA_ISA_AVX2) ? KARA_ISA_AVX2 : KARA_ISA_SCALAR;
+    CHECK_MSG(k->isa == expect, "KARA_CPU_ISA=avx2 chose %s", k->name);
+    CHECK(kara_kernels_get() == k);
+    CHECK(kara_kernels_for_isa(KARA_ISA_SCALAR) != NULL);
+    CHECK(kara_kernels_for_isa(KARA_ISA_COUNT) == NULL);
+    CHECK(strcmp(kara_isa_name(KARA_ISA_AVX512), "avx512") == 0);
+    CHECK(strcmp(kara_isa_name(KARA_ISA_SCALAR), "scalar") == 0);
+    for (int i = 0; i < KARA_ISA_COUNT; i++) {
+        const kara_kernels *t = kara_kernels_for_isa((kara_isa)i);
+        if (t) {
+            CHECK_EQ_INT(t->isa, i);
+            CHECK(strcmp(t->name, kara_isa_name((kara_isa)i)) == 0);
+        }
+    }
+}
+
+int main(void)
+{
+    test_dispatch();
+    const kara_kernels *ref = kara_kernels_for_isa(KARA_ISA_SCALAR);
+    test_scalar_vs_dequant(ref);
+    for (int i = 0; i < KARA_ISA_COUNT; i++) {
+        const kara_kernels *k = kara_kernels_for_isa((kara_isa)i);
+        if (k == NULL) {
+            printf("  %s: not available on this machine/build\n", kara_isa_name((kara_isa)i));
+            continue;
+        }
+        printf("  testing %s\n", k->name);
+        test_vec_dot(k, ref);
+        test_from_float(k, ref);
+        test_matmul(k, ref);
+        test_elementwise(k, ref);
+    }
+    return kara_test_finish();
+}

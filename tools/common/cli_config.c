@@ -1,0 +1,159 @@
+#include "cli_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "exit_codes.h"
+
+typedef struct shared_flag {
+    const char *names;
+    const char *key;     /* kara_config key */
+    const char *help;
+} shared_flag;
+
+static const shared_flag shared_flags[] = {
+    {"-m|--model", "model.path", "GGUF model file"},
+    {"-c|--ctx-size", "context.size", "context size in tokens (0 = the model's)"},
+    {"-b|--batch-size", "context.batch", "tokens per forward pass (prompt chunks)"},
+    {"-t|--threads", "runtime.threads", "threads (0 = all cores)"},
+    {"-n|--predict|--n-predict", "sampling.max_tokens", "tokens to generate (-1 = until end of generation)"},
+    {"--temp", "sampling.temperature", "temperature (0 = greedy)"},
+    {"--top-k", "sampling.top_k", "top-k (0 = off)"},
+    {"--top-p", "sampling.top_p", "top-p (1 = off)"},
+    {"--min-p", "sampling.min_p", "min-p (0 = off)"},
+    {"--repeat-penalty", "sampling.repeat_penalty", "repetition penalty (1 = off)"},
+    {"--repeat-last-n", "sampling.repeat_last_n", "tokens the penalty looks back over"},
+    {"-s|--seed", "sampling.seed", "sampling seed"},
+    {"--kv-method", "kv_cache.method", "full|streaming|snapkv|h2o|chunkkv|random|recent|kara"},
+    {"--kv-budget", "kv_cache.budget", "bytes for all KV memory, e.g. 64MiB (auto = enough for the context)"},
+    {"--kv-dtype", "kv_cache.dtype", "f16|f32"},
+    {"--kv-block-size", "kv_cache.block_size", "slots per KV block"},
+    {"--kv-retention", "kara.retention", "fraction of each compressed window kept"},
+    {"--kv-interval", "kara.interval", "generated tokens between compressions"},
+    {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression"},
+    {"--kv-budget-tokens", "baselines.budget_tokens", "per-sequence token budget of streaming/snapkv/h2o"},
+    {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|chatml"},
+    {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
+};
+#define N_SHARED (int)(sizeof shared_flags / sizeof shared_flags[0])
+
+static bool names_match(const char *names, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+bool kara_cli_flag_is(const kara_cli_flag *f, const char *name) { return f && names_match(f->names, name); }
+
+int kara_cli_parse(const char *cmd, int argc, char **argv, const kara_cli_flag *own, int n_own, kara_config *cfg,
+                   kara_cli_parsed *out) {
+    memset(out, 0, sizeof *out);
+    out->args = calloc((size_t)argc + 1, sizeof *out->args);
+    if (!out->args) return KARA_EXIT_SOFTWARE;
+    kara_config_init(cfg);
+    /* pass 1: configuration files, in order */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config")) continue;
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kara %s: --config needs a file\n", cmd);
+            return KARA_EXIT_USAGE;
+        }
+        kara_status st = kara_config_load(cfg, argv[++i]);
+        if (st) {
+            fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
+            return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_CONFIG;
+        }
+    }
+    /* pass 2: flags over the files */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--print-config")) {
+            out->print_config = true;
+            continue;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            out->help = true;
+            continue;
+        }
+        const shared_flag *sf = NULL;
+        for (int k = 0; k < N_SHARED && !sf; k++)
+            if (names_match(shared_flags[k].names, a)) sf = &shared_flags[k];
+        if (sf) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "kara %s: %s needs a value\n", cmd, a);
+                return KARA_EXIT_USAGE;
+            }
+            if (kara_config_set(cfg, sf->key, argv[++i], a) != KARA_OK) {
+                fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
+                return KARA_EXIT_USAGE;
+            }
+            continue;
+        }
+        const kara_cli_flag *of = NULL;
+        for (int k = 0; k < n_own && !of; k++)
+            if (names_match(own[k].names, a)) of = &own[k];
+        if (of) {
+            const char *v = NULL;
+            if (of->has_value) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "kara %s: %s needs a value\n", cmd, a);
+                    return KARA_EXIT_USAGE;
+                }
+                v = argv[++i];
+            }
+            out->args[out->n_args++] = (kara_cli_arg){of, v};
+            continue;
+        }
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "kara %s: unknown option '%s' (see kara %s --help)\n", cmd, a, cmd);
+            return KARA_EXIT_USAGE;
+        }
+        out->args[out->n_args++] = (kara_cli_arg){NULL, a};
+    }
+    return -1;
+}
+
+void kara_cli_parsed_free(kara_cli_parsed *p) {
+    free(p->args);
+    p->args = NULL;
+}
+
+static void print_flag(FILE *f, const char *names, bool has_value, const char *help) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s%s", names, has_value ? " X" : "");
+    for (char *c = buf; *c; c++)
+        if (*c == '|') *c = ',';
+    fprintf(f, "  %-30s %s\n", buf, help);
+}
+
+void kara_cli_usage(FILE *f, const kara_cli_flag *own, int n_own) {
+    for (int k = 0; k < n_own; k++)
+        if (own[k].help) print_flag(f, own[k].names, own[k].has_value, own[k].help);
+    fprintf(f, "\nshared options (each also a key of the YAML configuration, see configs/README.md):\n");
+    for (int k = 0; k < N_SHARED; k++) {
+        char help[160];
+        snprintf(help, sizeof help, "%s [%s]", shared_flags[k].help, shared_flags[k].key);
+        print_flag(f, shared_flags[k].names, true, help);
+    }
+    print_flag(f, "--config", true, "YAML configuration file (repeatable; later files win, flags win over files)");
+    print_flag(f, "--print-config", false, "print the resolved configuration and where each value came from");
+}
+
+void kara_cli_print_config(FILE *f, const kara_config *cfg) {
+    size_t n = kara_config_format(cfg, NULL, 0);
+    char *buf = malloc(n + 1);
+    if (!buf) return;
+    kara_config_format(cfg, buf, n + 1);
+    fputs(buf, f);
+    free(buf);
+}

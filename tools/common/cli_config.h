@@ -1,0 +1,46 @@
+/* cli_config.h - the flags every model-running command shares (model,
+ * context, threads, sampling, KV cache), mapped onto kara_config keys so a
+ * flag and a YAML key are checked by the same code. Precedence: flags over
+ * --config files (in the order given) over defaults, whatever the order on
+ * the command line. */
+#ifndef KARA_CLI_CONFIG_H
+#define KARA_CLI_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "kara.h"
+
+/* A command's own flag. */
+typedef struct kara_cli_flag {
+    const char *names;   /* "-p|--prompt" */
+    bool has_value;
+    const char *help;    /* one line; NULL hides it from usage */
+} kara_cli_flag;
+
+/* One of the command's own flags as found on the command line. */
+typedef struct kara_cli_arg {
+    const kara_cli_flag *flag;   /* NULL for a positional argument */
+    const char *value;
+} kara_cli_arg;
+
+typedef struct kara_cli_parsed {
+    kara_cli_arg *args;  /* the command's own flags and positionals, in order */
+    int n_args;
+    bool print_config;
+    bool help;
+} kara_cli_parsed;
+
+/* Parse argv (argv[0] = command name) into cfg and out. Returns -1 on
+ * success, else an exit code (usage/config error already printed). */
+int kara_cli_parse(const char *cmd, int argc, char **argv, const kara_cli_flag *own, int n_own, kara_config *cfg,
+                   kara_cli_parsed *out);
+void kara_cli_parsed_free(kara_cli_parsed *p);
+/* True when name is one of the "|"-separated names of f. */
+bool kara_cli_flag_is(const kara_cli_flag *f, const char *name);
+/* Print the shared flags, then the command's own. */
+void kara_cli_usage(FILE *f, const kara_cli_flag *own, int n_own);
+/* Print the resolved configuration (--print-config) to f. */
+void kara_cli_print_config(FILE *f, const kara_config *cfg);
+
+#endif

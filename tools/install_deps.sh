@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install the Debian packages Kara builds and tests with (as root, or with
+# sudo). Safe to run again: packages already present are skipped.
+set -euo pipefail
+pkgs=(cmake gcc make libyaml-dev libdnnl-dev gcc-aarch64-linux-gnu qemu-user unicode-data)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi
