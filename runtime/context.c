@@ -10,6 +10,7 @@
 #endif
 
 #include "cpu_features.h"
+#include "kv_params.h"
 #include "status.h"
 
 void kara_context_params_init(kara_context_params *p) {
@@ -87,12 +88,46 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->n_batch = params->n_batch;
     c->n_threads = params->n_threads > 0 ? params->n_threads : kara_cpu_count();
 
-    kara_status st = kara_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, &params->kv, params->n_seq_max,
+    /* the budget covers the policy's rings and scratch first, then blocks */
+    kara_kv_params kvp = params->kv;
+    uint64_t reserved = kara_kv_policy_bytes(&kvp, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
+                                             params->n_seq_max, c->n_ctx, c->n_threads);
+    if (kvp.budget) {
+        uint64_t block = (uint64_t)hp->n_layer * 2 * (uint64_t)(kvp.block_size > 0 ? kvp.block_size : 1) *
+                         (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * (kvp.dtype == KARA_KV_F32 ? 4 : 2);
+        if (kvp.budget < reserved + block) {
+            free(c);
+            return kara_set_error(KARA_ERR_KV_BUDGET,
+                                  "KV budget of %llu bytes is too small: method %s reserves %llu bytes for query "
+                                  "rings and scoring scratch and one block of %d slots needs %llu bytes",
+                                  (unsigned long long)kvp.budget, kara_kv_method_name(kvp.method),
+                                  (unsigned long long)reserved, kvp.block_size, (unsigned long long)block);
+        }
+        kvp.budget -= reserved;
+    }
+    kara_status st = kara_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, &kvp, params->n_seq_max,
                                   c->n_ctx);
     if (st) {
         free(c);
         return st;
     }
+    int32_t think_end = model->vocab.kind != KARA_VOCAB_NONE ? kara_vocab_find(&model->vocab, "</think>", 8) : -1;
+    st = kara_kv_policy_init(&c->policy, &params->kv, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
+                             params->n_seq_max, c->n_ctx, c->n_threads, think_end);
+    if (st) {
+        kara_kv_free(&c->kv);
+        free(c);
+        return st;
+    }
+    if (c->policy.p.budget_tokens > 0) {
+        c->policy.budget_tokens = c->policy.p.budget_tokens;
+    } else {
+        /* auto: each sequence's share of the pool, less the trigger slack */
+        int32_t share = (int32_t)((int64_t)c->kv.n_blocks * c->kv.block_size / params->n_seq_max);
+        int32_t slack = params->kv.method == KARA_KV_METHOD_SNAPKV ? params->kv.snapkv_trigger_slack : 1;
+        c->policy.budget_tokens = share - slack > 8 ? share - slack : 8;
+    }
+    c->mem_bytes += c->policy.reserved_bytes;
     size_t nb = (size_t)c->n_batch, qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
     c->x = scratch(c, nb * hp->n_embd);
     c->xn = scratch(c, nb * hp->n_embd);
@@ -110,12 +145,13 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->out_rows = calloc(nb, sizeof(int32_t));
     c->entry_pos = calloc(nb, sizeof(int32_t));
     c->entry_seq = calloc(nb, sizeof(int32_t));
+    c->entry_last = calloc(nb, sizeof(int8_t));
     c->seq_counts = calloc((size_t)params->n_seq_max, sizeof(int32_t));
     c->seq_next = calloc((size_t)params->n_seq_max, sizeof(int32_t));
     c->mem_bytes += c->kv.budget;
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->gate || !c->up || !c->proj || !c->rope_cs ||
         !c->att_scores || !c->logits || !c->slot || !c->out_rows ||
-        !c->entry_pos || !c->entry_seq || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
+        !c->entry_pos || !c->entry_seq || !c->entry_last || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
         kara_context_free(c);
         return kara_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
     }
@@ -126,6 +162,8 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
 void kara_context_free(kara_context *c) {
     if (!c) return;
     kara_kv_free(&c->kv);
+    kara_kv_policy_free(&c->policy);
+    free(c->entry_last);
     float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->gate, c->up, c->proj, c->rope_cs, c->att_scores,
                      c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -185,9 +223,26 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         next[seq] = pos + 1;
         counts[seq]++;
     }
+    for (int32_t i = 0; i < b->n_tokens; i++) c->entry_last[i] = 0;
+    for (int32_t s = 0; s < n_seq; s++) next[s] = -1;
+    for (int32_t i = 0; i < b->n_tokens; i++) next[c->entry_seq[i]] = i;
+    for (int32_t s = 0; s < n_seq; s++) {
+        if (next[s] >= 0) c->entry_last[next[s]] = 1;
+        if (!counts[s]) continue;
+        kara_status st = kara_kv_policy_check_append(&c->policy, &c->kv, s, counts[s]);
+        if (st) return st;
+    }
     int64_t need = 0;
     for (int32_t s = 0; s < n_seq; s++)
         if (counts[s]) need += kara_kv_blocks_for(&c->kv, c->kv.seqs[s].n + counts[s]) - c->kv.seqs[s].n_blocks;
+    if (need > c->kv.n_free) {
+        /* pool pressure: the policy may free blocks (forced event, history) */
+        kara_status st = kara_kv_policy_relieve(c, (int32_t)need);
+        if (st) return st;
+        need = 0;
+        for (int32_t s = 0; s < n_seq; s++)
+            if (counts[s]) need += kara_kv_blocks_for(&c->kv, c->kv.seqs[s].n + counts[s]) - c->kv.seqs[s].n_blocks;
+    }
     if (need > c->kv.n_free)
         return kara_set_error(KARA_ERR_KV_BUDGET,
                               "KV budget exhausted: this batch needs %lld more blocks (%llu bytes), %d of %d are free",
@@ -206,6 +261,7 @@ kara_status kara_decode(kara_context *c, const kara_batch *b) {
     kara_status st = validate_and_reserve(c, b);
     if (st) return ctx_error(c, st);
     st = kara_forward(c, b);
+    if (!st) st = kara_kv_policy_step(c);
     if (st) return ctx_error(c, st);
     return KARA_OK;
 }
@@ -222,7 +278,10 @@ kara_status kara_seq_clear(kara_context *c, int32_t seq) {
     if (seq < -1 || seq >= c->kv.n_seq_max)
         return kara_set_error(KARA_ERR_ARG, "kara_seq_clear: sequence %d outside [0, %d)", seq, c->kv.n_seq_max);
     for (int32_t s = 0; s < c->kv.n_seq_max; s++)
-        if (seq == -1 || s == seq) kara_kv_seq_clear(&c->kv, s);
+        if (seq == -1 || s == seq) {
+            kara_kv_seq_clear(&c->kv, s);
+            kara_kv_policy_seq_clear(&c->policy, s);
+        }
     return KARA_OK;
 }
 
@@ -231,8 +290,42 @@ int32_t kara_seq_n_past(const kara_context *c, int32_t seq) {
     return c->kv.seqs[seq].next_pos;
 }
 
-uint64_t kara_context_kv_bytes(const kara_context *c) { return kara_kv_bytes_used(&c->kv); }
-uint64_t kara_context_kv_bytes_peak(const kara_context *c) { return c->kv.bytes_peak; }
+uint64_t kara_context_kv_bytes(const kara_context *c) { return kara_kv_bytes_used(&c->kv) + c->policy.reserved_bytes; }
+uint64_t kara_context_kv_bytes_peak(const kara_context *c) { return c->kv.bytes_peak + c->policy.reserved_bytes; }
+
+void kara_context_kv_stats(const kara_context *c, kara_kv_stats *out) {
+    *out = c->policy.stats;
+    out->pool_bytes = (uint64_t)c->kv.n_blocks * c->kv.bytes_per_block;
+    out->reserved_bytes = c->policy.reserved_bytes;
+    out->blocks_total = c->kv.n_blocks;
+    out->blocks_free = c->kv.n_free;
+}
+
+kara_status kara_seq_admit(kara_context *c, int32_t seq, int32_t n_prompt, int32_t n_predict) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max || n_prompt < 0)
+        return kara_set_error(KARA_ERR_ARG, "kara_seq_admit: invalid arguments");
+    if (n_prompt > c->n_ctx)
+        return kara_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n_prompt,
+                              c->n_ctx);
+    int64_t blocks = kara_kv_policy_blocks_needed(&c->policy, &c->kv, n_prompt, n_predict);
+    int64_t avail = c->kv.n_free + c->kv.seqs[seq].n_blocks;
+    if (blocks > avail)
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "the KV budget cannot hold this request: %d prompt tokens under method %s need %lld "
+                              "blocks (%llu bytes of KV) but %lld blocks (%llu bytes) are free; raise kv_cache.budget "
+                              "to at least %llu bytes",
+                              n_prompt, kara_kv_method_name(c->policy.p.method), (long long)blocks,
+                              (unsigned long long)blocks * c->kv.bytes_per_block, (long long)avail,
+                              (unsigned long long)avail * c->kv.bytes_per_block,
+                              (unsigned long long)(blocks * (int64_t)c->kv.bytes_per_block +
+                                                   (int64_t)c->policy.reserved_bytes));
+    return KARA_OK;
+}
+
+int32_t kara_seq_n_cached(const kara_context *c, int32_t seq) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max) return 0;
+    return c->kv.seqs[seq].n;
+}
 uint64_t kara_context_mem_bytes(const kara_context *c) { return c->mem_bytes; }
 
 kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos0, int32_t seq_id) {

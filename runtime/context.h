@@ -8,6 +8,7 @@
 
 #include "kernels.h"
 #include "kv_cache.h"
+#include "kv_policy.h"
 #include "model.h"
 
 /* Activation rows converted for one vec_dot type, reused while the source
@@ -28,6 +29,7 @@ struct kara_context {
     int32_t n_batch;
     int32_t n_threads;
     kara_kv_cache kv;
+    kara_kv_policy policy;
 
     /* forward-pass scratch, [n_batch][...] */
     float *x;          /* residual stream, n_embd */
@@ -45,6 +47,7 @@ struct kara_context {
     int32_t *out_rows; /* entries whose logits were requested */
     int32_t *entry_pos; /* position of each entry (validated) */
     int32_t *entry_seq; /* sequence of each entry */
+    int8_t *entry_last; /* entry is its sequence's last in the batch */
     int32_t *seq_counts, *seq_next; /* per sequence, batch validation scratch */
     kara_act_buf act[KARA_TYPE_COUNT];
 

@@ -117,6 +117,9 @@ static void attn_task(void *arg, int ith, int nth) {
             scores[s] = scale * (f16 ? k->dot_f16_f32(kp, q, hd) : k->dot_f32(kp, q, hd));
         }
         k->softmax(scores, n_vis);
+        /* H2O accumulates the attention of each sequence's newest query */
+        float *h2o = c->entry_last[i] ? kara_kv_policy_h2o_row(&c->policy, seq, h) : NULL;
+        for (int32_t s = 0; h2o && s < n_vis; s++) h2o[s] += scores[s];
         float *out = c->attn + ((size_t)i * hp->n_head + h) * hd;
         memset(out, 0, (size_t)hd * sizeof(float));
         for (int32_t s = 0; s < n_vis; s++) {
@@ -142,6 +145,12 @@ static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
             if (L->q_norm) k->rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
             rope_apply(hp, q + h * hd, cs);
         }
+        /* the KV policy scores the window with these queries later */
+        void *ring = kara_kv_policy_query_row(&c->policy, c->entry_seq[i], il, c->slot[i], c->entry_pos[i]);
+        if (ring && c->policy.p.query_cache_dtype == KARA_KV_F16)
+            k->f32_to_f16(ring, q, (int64_t)hp->n_head * hd);
+        else if (ring)
+            memcpy(ring, q, (size_t)hp->n_head * hd * sizeof(float));
         for (int32_t h = 0; h < hp->n_head_kv; h++) {
             if (L->k_norm) k->rmsnorm(kk + h * hd, kk + h * hd, L->k_norm, hd, hp->rms_eps);
             rope_apply(hp, kk + h * hd, cs);
@@ -179,7 +188,9 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
 
     /* slots, embeddings, RoPE angles */
     for (int32_t i = 0; i < n; i++) {
-        c->slot[i] = kara_kv_append(&c->kv, c->entry_seq[i], c->entry_pos[i]);
+        int32_t seq = c->entry_seq[i];
+        c->slot[i] = kara_kv_append(&c->kv, seq, c->entry_pos[i]);
+        kara_kv_policy_on_append(&c->policy, &c->kv, seq, c->slot[i], b->tokens[i], c->seq_counts[seq]);
         kara_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)b->tokens[i] * m->tok_embd.row_bytes,
                             c->x + (size_t)i * e, e);
     }
@@ -223,6 +234,8 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
         }
     }
     c->n_logits = n_out;
+    for (int32_t i = 0; i < n; i++)
+        if (c->entry_last[i]) kara_kv_policy_h2o_commit(&c->policy, c->entry_seq[i], c->kv.seqs[c->entry_seq[i]].n);
     if (n_out) matmul(c, &m->output, c->xn, n_out, c->logits, true);
     acts_stale(c);
     return KARA_OK;

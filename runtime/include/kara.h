@@ -324,7 +324,30 @@ kara_status kara_seq_clear(kara_context *ctx, int32_t seq_id);
 /* Tokens (positions) currently held for a sequence. */
 int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id);
 
-/* Bytes the context holds for KV (current and peak since creation). */
+/* Counters of the KV policy since the context was created. */
+typedef struct kara_kv_stats {
+    uint64_t events;            /* compression events, all methods */
+    uint64_t forced_events;     /* events forced by pool pressure (section 4.5a) */
+    uint64_t recompress_events; /* history recompressions (on_pool_exhausted) */
+    uint64_t slots_evicted;     /* slots dropped by all events */
+    double event_seconds;       /* wall time spent in events */
+    uint64_t pool_bytes;        /* the block pool */
+    uint64_t reserved_bytes;    /* query rings and scoring scratch */
+    int32_t blocks_total, blocks_free;
+} kara_kv_stats;
+void kara_context_kv_stats(const kara_context *ctx, kara_kv_stats *out);
+
+/* Admission control: can the KV budget hold a request of n_prompt tokens
+ * and n_predict new ones (-1: up to the context size) on sequence seq, given
+ * what other sequences hold now? KARA_OK, or KARA_ERR_KV_BUDGET with a
+ * message saying how many bytes it would need. Nothing is reserved. */
+kara_status kara_seq_admit(kara_context *ctx, int32_t seq, int32_t n_prompt, int32_t n_predict);
+/* Slots a sequence holds in the cache now (after compression, <= n_past). */
+int32_t kara_seq_n_cached(const kara_context *ctx, int32_t seq);
+
+/* Bytes the context holds for KV: blocks in use plus the policy's query
+ * rings and scoring scratch (current and peak since creation). Never more
+ * than the configured kv.budget. */
 uint64_t kara_context_kv_bytes(const kara_context *ctx);
 uint64_t kara_context_kv_bytes_peak(const kara_context *ctx);
 /* Bytes reserved at creation for everything (KV, scratch, logits). */
@@ -586,6 +609,7 @@ typedef struct kara_generator_params {
     bool split_thinking;            /* true: "<think>"/"</think>" are removed and their content is
                                      * KARA_CHANNEL_THINK; false: raw text, all KARA_CHANNEL_ANSWER */
     kara_think_start think_start;   /* AUTO */
+    bool ignore_eog;                /* keep going past end-of-generation tokens (tests, benchmarks) */
     int32_t n_stop;                 /* stop strings, matched on the output text (tags removed) */
     const char *stop[KARA_MAX_STOP_STRINGS]; /* copied at create; each 1..255 bytes */
     kara_abort_fn abort;            /* optional */
@@ -605,7 +629,8 @@ typedef enum kara_stop_reason {
 } kara_stop_reason;
 
 /* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1,
- * split_thinking true, think_start AUTO, no stop strings, no abort. */
+ * split_thinking true, think_start AUTO, ignore_eog false, no stop
+ * strings, no abort. */
 void kara_generator_params_init(kara_generator_params *p);
 
 /* A generator over one context (which it does not own; free the generator
@@ -622,8 +647,9 @@ void kara_generator_set_reasoning_budget(kara_generator *gen, int32_t budget);
 /* Feed a prompt to sequence seq_id, in chunks of the context's n_batch, and
  * get ready to generate. When the tokens the generator last left in that
  * sequence are a prefix of the prompt, only the rest is decoded; otherwise
- * the sequence is cleared first. The sampler's history restarts with the
- * prompt. Errors before any work: KARA_ERR_CONTEXT_FULL when the prompt is
+ * the sequence is cleared first. The prompt goes into the sampler's
+ * repetition history; its random state carries on from the previous start,
+ * so the same prompt again gets a new draw. Errors before any work: KARA_ERR_CONTEXT_FULL when the prompt is
  * longer than the context, KARA_ERR_ARG for n < 1, KARA_ERR_TOKEN for an id
  * outside the vocabulary. KARA_ERR_ABORTED when the abort callback fired
  * (the sequence is cleared). Other decode errors are passed on. */
@@ -645,7 +671,7 @@ typedef struct kara_generator_stats {
     int32_t n_prompt;          /* prompt tokens given */
     int32_t n_prompt_decoded;  /* of which decoded (the rest were already in the sequence) */
     int32_t n_generated;       /* tokens sampled or forced */
-    int32_t n_think;           /* of which inside thinking */
+    int32_t n_think;           /* of which sampled inside thinking (what the budget counts) */
     int32_t n_forced;          /* tokens forced to close thinking at the budget */
     double t_prompt_s;         /* seconds decoding the prompt */
     double t_generate_s;       /* seconds in kara_generator_next */

@@ -21,9 +21,9 @@ check() { # name, condition
     if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
 }
 for threads in 1 2; do
-    out=$("$KARA_BIN" run -m "$shared/models/stories260K.gguf" -n 200 --temp 0 -t "$threads" 2>/dev/null)
+    out=$("$KARA_BIN" run -m "$shared/models/stories260K.gguf" -n 200 --temp 0 --kv-method full -t "$threads" 2>/dev/null)
     check "stories260K F32 -t $threads equals the golden text" '[ "$out" == "$(cat "$expected")" ]'
-    out8=$("$KARA_BIN" run -m "$shared/models/derived-stories260K-Q8_0.gguf" -n 200 --temp 0 -t "$threads" 2>/dev/null)
+    out8=$("$KARA_BIN" run -m "$shared/models/derived-stories260K-Q8_0.gguf" -n 200 --temp 0 --kv-method full -t "$threads" 2>/dev/null)
     check "stories260K Q8_0 -t $threads shares the golden's first 295 bytes" \
         '[ "${out8:0:295}" == "$(head -c 295 "$expected")" ] && [ ${#out8} -gt 400 ]'
 done

@@ -163,8 +163,14 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
             n_prompt / (t1 - t0 > 0 ? t1 - t0 : 1e-9));
     fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tok/s)\n", n_gen, t2 - t1,
             n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
-    fprintf(stderr, "memory: peak RSS %.1f MiB, KV peak %.2f MiB\n", ru.ru_maxrss / 1024.0,
-            kara_context_kv_bytes_peak(ctx) / 1048576.0);
+    kara_kv_stats ks;
+    kara_context_kv_stats(ctx, &ks);
+    fprintf(stderr, "memory: peak RSS %.1f MiB, KV peak %.2f MiB (%d slots cached of %d positions)\n",
+            ru.ru_maxrss / 1024.0, kara_context_kv_bytes_peak(ctx) / 1048576.0, kara_seq_n_cached(ctx, 0),
+            kara_seq_n_past(ctx, 0));
+    if (ks.events)
+        fprintf(stderr, "kv compression: %llu events, %llu slots evicted, %.2f ms per event\n",
+                (unsigned long long)ks.events, (unsigned long long)ks.slots_evicted, 1e3 * ks.event_seconds / ks.events);
     return KARA_EXIT_OK;
 }
 
@@ -210,6 +216,14 @@ static int run_main(int argc, char **argv) {
     st = kara_context_create(m, &cp, &ctx);
     if (st) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
+        kara_model_free(m);
+        free(prompt);
+        return status_exit(st);
+    }
+    st = kara_seq_admit(ctx, 0, n_prompt, o.cfg.max_tokens);
+    if (st) {
+        fprintf(stderr, "kara run: %s\n", kara_last_error());
+        kara_context_free(ctx);
         kara_model_free(m);
         free(prompt);
         return status_exit(st);

@@ -1,0 +1,559 @@
+/* kv_policy.c - compression events for every KV method: when they fire,
+ * how the window or cache is scored (kv_score.c), which slots survive
+ * (kv_select.c), and moving the survivors down through the paged cache
+ * (kv_compact.c). Everything is reserved at init; an event allocates
+ * nothing. */
+#include "kv_policy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "context.h"
+#include "kv_compact.h"
+#include "kv_score.h"
+#include "kv_select.h"
+#include "status.h"
+
+/* ---- sizing ---- */
+
+typedef struct policy_shape {
+    bool window_method, needs_scores, needs_h2o;
+    int32_t ring_cap;       /* queries kept per sequence and scored layer */
+    int32_t n_scored;       /* scored layers */
+    int32_t score_n;        /* longest span an event scores */
+} policy_shape;
+
+static policy_shape shape_of(const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+    policy_shape s = {0};
+    int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
+    switch (p->method) {
+    case KARA_KV_METHOD_KARA:
+    case KARA_KV_METHOD_CHUNKKV:
+        s.window_method = s.needs_scores = true;
+        s.ring_cap = p->interval + p->buffer + p->max_defer + 1;
+        s.score_n = s.ring_cap;
+        s.n_scored = (n_layer + stride - 1) / stride;
+        break;
+    case KARA_KV_METHOD_RECENT:
+    case KARA_KV_METHOD_RANDOM:
+        s.window_method = true;
+        s.score_n = p->interval + p->buffer + p->max_defer + 1;
+        break;
+    case KARA_KV_METHOD_SNAPKV:
+        s.needs_scores = true;
+        s.ring_cap = p->snapkv_obs_window;
+        s.score_n = max_slots;
+        s.n_scored = (n_layer + stride - 1) / stride;
+        break;
+    case KARA_KV_METHOD_H2O:
+        s.needs_h2o = true;
+        s.score_n = max_slots;
+        break;
+    case KARA_KV_METHOD_STREAMING:
+        s.score_n = max_slots;
+        break;
+    default: break;
+    }
+    if (s.score_n > max_slots) s.score_n = max_slots;
+    return s;
+}
+
+static size_t qsize(const kara_kv_params *p) { return p->query_cache_dtype == KARA_KV_F32 ? 4 : 2; }
+
+static kara_kv_score_shape score_shape(const kara_kv_params *p, int32_t n_w, int32_t n_buf, int32_t n_head,
+                                       int32_t n_head_kv, int32_t head_dim) {
+    kara_kv_score_shape sh = {n_w, n_buf, n_head, n_head_kv, head_dim, p->n_sink};
+    return sh;
+}
+
+/* Sizes of every reserved buffer, in one place so init and the budget
+ * arithmetic cannot disagree. */
+typedef struct policy_sizes {
+    size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
+} policy_sizes;
+
+static policy_sizes sizes_of(const kara_kv_params *p, const policy_shape *s, int32_t n_head, int32_t n_head_kv,
+                             int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads) {
+    policy_sizes z = {0};
+    if (p->method == KARA_KV_METHOD_FULL) return z;
+    z.ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap * (size_t)n_head * (size_t)head_dim *
+             qsize(p);
+    if (s->needs_h2o) z.h2o = (size_t)n_seq_max * (size_t)n_head * (size_t)max_slots * sizeof(float);
+    if (s->needs_scores) {
+        int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window : p->buffer;
+        if (n_buf >= s->score_n) n_buf = s->score_n - 1;
+        kara_kv_score_shape sh = score_shape(p, s->score_n, n_buf, n_head, n_head_kv, head_dim);
+        z.score_scratch = kara_kv_score_scratch_bytes(&sh, n_threads);
+    }
+    z.select_scratch = kara_kv_select_scratch_bytes(max_slots);
+    z.floats = 2 * (size_t)max_slots * sizeof(float);
+    z.keep = (size_t)max_slots * sizeof(int32_t);
+    z.moves = (size_t)max_slots * sizeof(kara_kv_move);
+    return z;
+}
+
+static uint64_t total_of(const policy_sizes *z) {
+    return z->ring + z->h2o + z->score_scratch + z->select_scratch + z->floats + z->keep + z->moves;
+}
+
+uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
+                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads) {
+    policy_shape s = shape_of(p, n_layer, max_slots);
+    policy_sizes z = sizes_of(p, &s, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
+    return total_of(&z);
+}
+
+kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, int32_t n_layer, int32_t n_head,
+                                int32_t n_head_kv, int32_t head_dim, int32_t n_seq_max, int32_t max_slots,
+                                int32_t n_threads, int32_t think_end_token) {
+    memset(pol, 0, sizeof *pol);
+    if (p->per_layer_selection)
+        return kara_set_error(KARA_ERR_UNSUPPORTED,
+                              "kara.selection_scope: per_layer is not implemented (use shared)");
+    if (p->interval < 1 || p->buffer < 0 || p->max_defer < 0)
+        return kara_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
+    pol->p = *p;
+    pol->n_layer = n_layer;
+    pol->n_head = n_head;
+    pol->n_head_kv = n_head_kv;
+    pol->head_dim = head_dim;
+    pol->n_seq_max = n_seq_max;
+    pol->max_slots = max_slots;
+    pol->think_end_token = think_end_token;
+    policy_shape s = shape_of(p, n_layer, max_slots);
+    pol->window_method = s.window_method;
+    pol->needs_scores = s.needs_scores;
+    pol->needs_h2o = s.needs_h2o;
+    pol->ring_cap = s.ring_cap;
+    pol->n_scored_layers = s.n_scored;
+    pol->q_row_bytes = (size_t)n_head * (size_t)head_dim * qsize(p);
+    pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
+    if (!pol->seqs) return kara_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
+    if (p->method == KARA_KV_METHOD_FULL) return KARA_OK;
+
+    policy_sizes z = sizes_of(p, &s, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
+    pol->reserved_bytes = total_of(&z);
+    pol->ring = z.ring ? calloc(1, z.ring) : NULL;
+    pol->h2o_probs = z.h2o ? calloc(1, z.h2o) : NULL;
+    pol->score_scratch_bytes = z.score_scratch;
+    pol->score_scratch = z.score_scratch ? aligned_alloc(64, (z.score_scratch + 63) / 64 * 64) : NULL;
+    pol->select_scratch_bytes = z.select_scratch;
+    pol->select_scratch = aligned_alloc(64, (z.select_scratch + 63) / 64 * 64);
+    pol->layer_scores = calloc((size_t)max_slots, sizeof(float));
+    pol->scores = calloc((size_t)max_slots, sizeof(float));
+    pol->keep = calloc((size_t)max_slots, sizeof(int32_t));
+    pol->moves = calloc((size_t)max_slots, sizeof(kara_kv_move));
+    bool ok = (!z.ring || pol->ring) && (!z.h2o || pol->h2o_probs) && (!z.score_scratch || pol->score_scratch) &&
+              pol->select_scratch && pol->layer_scores && pol->scores && pol->keep && pol->moves;
+    for (int32_t i = 0; ok && i < n_seq_max; i++) {
+        kara_kv_policy_seq *q = &pol->seqs[i];
+        q->tokens = calloc((size_t)max_slots, sizeof(int32_t));
+        q->scores = calloc((size_t)max_slots, sizeof(float));
+        q->h2o_acc = s.needs_h2o ? calloc((size_t)max_slots, sizeof(float)) : NULL;
+        ok = q->tokens && q->scores && (!s.needs_h2o || q->h2o_acc);
+    }
+    if (!ok) {
+        kara_kv_policy_free(pol);
+        return kara_set_error(KARA_ERR_NOMEM, "out of memory for KV policy buffers");
+    }
+    return KARA_OK;
+}
+
+void kara_kv_policy_free(kara_kv_policy *pol) {
+    if (pol->seqs)
+        for (int32_t i = 0; i < pol->n_seq_max; i++) {
+            free(pol->seqs[i].tokens);
+            free(pol->seqs[i].scores);
+            free(pol->seqs[i].h2o_acc);
+        }
+    free(pol->seqs);
+    free(pol->ring);
+    free(pol->h2o_probs);
+    free(pol->score_scratch);
+    free(pol->select_scratch);
+    free(pol->layer_scores);
+    free(pol->scores);
+    free(pol->keep);
+    free(pol->moves);
+    memset(pol, 0, sizeof *pol);
+}
+
+void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq) {
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    q->prompt_marked = false;
+    q->n_prompt = q->frontier = q->due_steps = 0;
+    q->think_done = false;
+    if (q->h2o_acc) memset(q->h2o_acc, 0, (size_t)pol->max_slots * sizeof(float));
+}
+
+/* ---- hooks for the forward pass ---- */
+
+void kara_kv_policy_on_append(kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq, int32_t slot,
+                              int32_t token, int32_t n_new) {
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    if (q->tokens) q->tokens[slot] = token;
+    if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
+    if (!q->prompt_marked && n_new == 1 && slot > 0) {
+        /* generation starts: everything before this slot is the prompt; a
+         * prompt shorter than n_sink takes the first generated tokens too */
+        q->prompt_marked = true;
+        q->n_prompt = slot > pol->p.n_sink ? slot : pol->p.n_sink;
+        q->frontier = q->n_prompt;
+    }
+    if (q->prompt_marked && token == pol->think_end_token && pol->think_end_token >= 0) q->think_done = true;
+    (void)kv;
+}
+
+void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
+    if (!pol->ring) return NULL;
+    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t stride = pol->p.layer_stride > 0 ? pol->p.layer_stride : 1;
+    if (!q->prompt_marked || layer % stride || slot < q->frontier) return NULL;
+    size_t row = (size_t)(pos % pol->ring_cap);
+    size_t lay = (size_t)(layer / stride);
+    return pol->ring + (((size_t)seq * pol->n_scored_layers + lay) * pol->ring_cap + row) * pol->q_row_bytes;
+}
+
+float *kara_kv_policy_h2o_row(kara_kv_policy *pol, int32_t seq, int32_t head) {
+    if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked) return NULL;
+    return pol->h2o_probs + ((size_t)seq * pol->n_head + head) * pol->max_slots;
+}
+
+void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots) {
+    if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked) return;
+    float *acc = pol->seqs[seq].h2o_acc;
+    for (int32_t h = 0; h < pol->n_head; h++) {
+        float *row = pol->h2o_probs + ((size_t)seq * pol->n_head + h) * pol->max_slots;
+        kara_kv_h2o_accumulate(acc, row, n_slots);
+        memset(row, 0, (size_t)n_slots * sizeof(float));
+    }
+}
+
+/* ---- compaction ---- */
+
+typedef struct move_ctx {
+    kara_kv_cache *kv;
+    int32_t seq;
+} move_ctx;
+
+static void move_slot(void *user, int32_t src, int32_t dst) {
+    move_ctx *m = user;
+    for (int32_t l = 0; l < m->kv->n_layer; l++) {
+        memcpy(kara_kv_k(m->kv, l, m->seq, dst), kara_kv_k(m->kv, l, m->seq, src), m->kv->slot_bytes);
+        memcpy(kara_kv_v(m->kv, l, m->seq, dst), kara_kv_v(m->kv, l, m->seq, src), m->kv->slot_bytes);
+    }
+}
+
+/* Keep `keep` (k slots, relative to frontier) of [frontier, n - n_buf),
+ * move the survivors and the buffer down, release freed blocks. */
+static kara_status compact(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
+                           int32_t k, const float *keep_scores) {
+    kara_kv_seq *s = &kv->seqs[seq];
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    kara_kv_compact_plan plan;
+    kara_status st = kara_kv_compact_plan_make(&plan, frontier, s->n, n_buf, pol->keep, k, pol->moves);
+    if (st) return st;
+    move_ctx mc = {kv, seq};
+    kara_kv_compact_apply(&plan, move_slot, &mc);
+    kara_kv_compact_apply_array(&plan, s->pos, sizeof(int32_t));
+    kara_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
+    kara_kv_compact_apply_array(&plan, q->scores, sizeof(float));
+    if (q->h2o_acc) kara_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
+    if (keep_scores) kara_kv_compact_store_scores(&plan, pol->keep, keep_scores, q->scores);
+    pol->stats.slots_evicted += (uint64_t)(s->n - plan.new_n);
+    kara_kv_truncate(kv, seq, plan.new_n);
+    return KARA_OK;
+}
+
+/* ---- scoring ---- */
+
+typedef struct score_task {
+    const kara_kv_score_job *job;
+} score_task;
+
+static void score_compute(void *arg, int ith, int nth) {
+    const score_task *t = arg;
+    kara_kv_score_compute(t->job, ith, nth);
+}
+
+/* Score rows [first, first + n_w) of seq's cache (queries from the ring)
+ * into pol->scores[0 .. n_w - n_buf), averaged over the scored layers. */
+static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
+                              int32_t q_first_pos, kara_score_mode mode, bool exclude_self) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    const kara_kv_params *p = &pol->p;
+    int32_t n_c = n_w - n_buf, stride = p->layer_stride > 0 ? p->layer_stride : 1;
+    kara_kv_score_shape sh = score_shape(p, n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim);
+    kara_kv_score_opts opts;
+    kara_kv_score_opts_from_params(&opts, p);
+    opts.mode = mode;
+    opts.exclude_self = exclude_self;
+    kara_kv_score_acc acc;
+    kara_status st = kara_kv_score_acc_init(&acc, pol->scores, n_c, p->layer_reduce);
+    for (int32_t l = 0; !st && l < pol->n_layer; l += stride) {
+        kara_kv_rows qr = {p->query_cache_dtype,
+                           pol->ring + ((size_t)seq * pol->n_scored_layers + (size_t)(l / stride)) *
+                                           (size_t)pol->ring_cap * pol->q_row_bytes,
+                           pol->q_row_bytes, 0, q_first_pos, pol->ring_cap, NULL, 0, 0};
+        const uint8_t *k_base = kv->pool + (size_t)l * 2 * (size_t)kv->block_size * kv->slot_bytes;
+        kara_kv_rows kr = {kv->dtype, k_base, kv->slot_bytes, 0, first, 0, kv->seqs[seq].table, kv->block_size,
+                           kv->bytes_per_block};
+        kara_kv_rows sink = kr;
+        sink.first = 0;
+        kara_kv_score_job job;
+        st = kara_kv_score_prepare(&job, &sh, &opts, &qr, &kr, &sink, pol->score_scratch, pol->score_scratch_bytes,
+                                   ctx->n_threads);
+        if (st) break;
+        score_task t = {&job};
+        kara_parallel_run(ctx, score_compute, &t);
+        kara_kv_score_finish(&job, pol->layer_scores, &acc);
+    }
+    if (!st) kara_kv_score_acc_finalize(&acc, pol->scores);
+    return st;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One periodic event over the window of a window method (sections 5-7). */
+static kara_status window_event(kara_context *ctx, int32_t seq) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    const kara_kv_params *p = &pol->p;
+    int32_t n = kv->seqs[seq].n, F = q->frontier, b = p->buffer, n_w = n - F, n_c = n_w - b;
+    if (n_c < p->min_compressible || n_c < 1) return KARA_OK;
+    kara_status st = KARA_OK;
+    if (pol->needs_scores) {
+        kara_score_mode mode = p->score_mode;
+        st = score_span(ctx, seq, F, n_w, b, kv->seqs[seq].pos[F], mode, p->exclude_self);
+    } else {
+        memset(pol->scores, 0, (size_t)n_c * sizeof(float));
+    }
+    int32_t k = 0;
+    if (!st)
+        st = kara_kv_select_window(p, pol->scores, q->tokens + F, n_c, q->events, pol->keep, &k,
+                                   pol->select_scratch, pol->select_scratch_bytes);
+    if (!st) st = compact(pol, kv, seq, F, b, k, pol->scores);
+    if (!st) {
+        q->frontier = F + k;
+        q->events++;
+        q->due_steps = 0;
+    }
+    return st;
+}
+
+/* The decode-time baselines compress the whole cache when it overflows
+ * their per-sequence token budget (section 10). */
+static kara_status cache_event(kara_context *ctx, int32_t seq) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    const kara_kv_params *p = &pol->p;
+    int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, k = 0;
+    kara_status st = KARA_OK;
+    switch (p->method) {
+    case KARA_KV_METHOD_STREAMING:
+        st = kara_kv_select_streaming(n, p->streaming_n_sink, budget, pol->keep, &k);
+        break;
+    case KARA_KV_METHOD_H2O:
+        st = kara_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, p->h2o_heavy_frac, pol->keep, &k,
+                                pol->select_scratch, pol->select_scratch_bytes);
+        break;
+    case KARA_KV_METHOD_SNAPKV: {
+        int32_t front = p->snapkv_protect_prompt ? q->n_prompt : 0, obs = p->snapkv_obs_window;
+        int32_t n_w = n - front;
+        if (n_w <= obs) return KARA_OK;
+        const int32_t *pos = kv->seqs[seq].pos;
+        /* the observation window's queries: the newest obs positions */
+        st = score_span(ctx, seq, front, n_w, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false);
+        if (st) break;
+        memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
+        st = kara_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget,
+                                   pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+        break;
+    }
+    default: return KARA_OK;
+    }
+    if (!st && k < n) st = compact(pol, kv, seq, 0, 0, k, NULL);
+    if (!st) {
+        if (q->frontier > kv->seqs[seq].n) q->frontier = kv->seqs[seq].n;
+        q->events++;
+    }
+    return st;
+}
+
+static bool cache_overflows(const kara_kv_policy *pol, int32_t n) {
+    switch (pol->p.method) {
+    case KARA_KV_METHOD_STREAMING: case KARA_KV_METHOD_H2O: return n > pol->budget_tokens;
+    case KARA_KV_METHOD_SNAPKV: return n >= pol->budget_tokens + pol->p.snapkv_trigger_slack;
+    default: return false;
+    }
+}
+
+static bool window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq) {
+    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    if (!q->prompt_marked || (pol->p.think_only && q->think_done)) return false;
+    int32_t n_c = kv->seqs[seq].n - q->frontier - pol->p.buffer;
+    return n_c >= pol->p.interval && n_c >= pol->p.min_compressible;
+}
+
+kara_status kara_kv_policy_step(kara_context *ctx) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    if (pol->p.method == KARA_KV_METHOD_FULL) return KARA_OK;
+    pol->step++;
+    double t0 = now_s();
+    uint64_t events0 = pol->stats.events;
+    kara_status st = KARA_OK;
+    if (!pol->window_method) {
+        for (int32_t s = 0; s < pol->n_seq_max && !st; s++)
+            if (kv->seqs[s].active && pol->seqs[s].prompt_marked && cache_overflows(pol, kv->seqs[s].n)) {
+                st = cache_event(ctx, s);
+                pol->stats.events++;
+            }
+    } else {
+        /* periodic events, at most max_compress_per_step per step, oldest
+         * due first; a sequence deferred max_defer steps goes regardless */
+        int32_t running = 0, due = 0;
+        for (int32_t s = 0; s < pol->n_seq_max; s++) {
+            running += kv->seqs[s].active;
+            due += kv->seqs[s].active && window_due(pol, kv, s);
+        }
+        int32_t cap = pol->p.max_compress_per_step > 0 ? pol->p.max_compress_per_step
+                                                       : (running + pol->p.interval - 1) / pol->p.interval;
+        if (cap < 1) cap = 1;
+        for (int32_t served = 0; due > 0 && !st;) {
+            int32_t pick = -1;
+            for (int32_t s = 0; s < pol->n_seq_max; s++)
+                if (kv->seqs[s].active && window_due(pol, kv, s) &&
+                    (pick < 0 || pol->seqs[s].due_steps > pol->seqs[pick].due_steps))
+                    pick = s;
+            if (pick < 0) break;
+            if (served >= cap && pol->seqs[pick].due_steps < pol->p.max_defer) break;
+            st = window_event(ctx, pick);
+            pol->stats.events++;
+            served++;
+            due--;
+        }
+        for (int32_t s = 0; s < pol->n_seq_max; s++)
+            if (kv->seqs[s].active && window_due(pol, kv, s)) pol->seqs[s].due_steps++;
+    }
+    if (pol->stats.events > events0) pol->stats.event_seconds += now_s() - t0;
+    return st;
+}
+
+/* ---- pool pressure (section 4.5) ---- */
+
+/* Drop the lowest stored-score slots of the frozen history [P, F) of the
+ * sequence with the most history, enough to free `blocks` blocks. */
+static kara_status recompress_history(kara_context *ctx, int32_t blocks) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    int32_t pick = -1, best = 0;
+    for (int32_t s = 0; s < pol->n_seq_max; s++) {
+        const kara_kv_policy_seq *q = &pol->seqs[s];
+        int32_t hist = q->frontier - q->n_prompt;
+        if (kv->seqs[s].active && q->prompt_marked && hist > best) {
+            best = hist;
+            pick = s;
+        }
+    }
+    if (pick < 0) return KARA_ERR_KV_BUDGET;
+    kara_kv_policy_seq *q = &pol->seqs[pick];
+    int32_t P = q->n_prompt, F = q->frontier, n = kv->seqs[pick].n;
+    int32_t drop = blocks * kv->block_size;
+    if (drop > F - P) drop = F - P;
+    int32_t k = (F - P) - drop;
+    /* keep the k highest stored scores, in slot order (ties to the lower slot) */
+    const float *s = q->scores + P;
+    int32_t m = 0;
+    for (int32_t i = 0; i < F - P; i++) {
+        int32_t better = 0;
+        for (int32_t j = 0; j < F - P && better < k; j++)
+            better += s[j] > s[i] || (s[j] == s[i] && j < i);
+        if (better < k) pol->keep[m++] = i;
+    }
+    /* the survivors keep their stored scores: copy them aside first */
+    for (int32_t i = 0; i < m; i++) pol->scores[i] = s[pol->keep[i]];
+    for (int32_t i = 0; i < m; i++) pol->layer_scores[pol->keep[i]] = pol->scores[i];
+    kara_status st = compact(pol, kv, pick, P, n - F, m, pol->layer_scores);
+    if (!st) q->frontier = P + m;
+    pol->stats.recompress_events++;
+    return st;
+}
+
+kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    /* (a) force events on the sequences with the largest compressible region */
+    while (pol->window_method && need > kv->n_free) {
+        int32_t pick = -1, best = pol->p.min_compressible - 1;
+        for (int32_t s = 0; s < pol->n_seq_max; s++) {
+            const kara_kv_policy_seq *q = &pol->seqs[s];
+            int32_t n_c = kv->seqs[s].n - q->frontier - pol->p.buffer;
+            if (kv->seqs[s].active && q->prompt_marked && n_c > best) {
+                best = n_c;
+                pick = s;
+            }
+        }
+        if (pick < 0) break;
+        kara_status st = window_event(ctx, pick);
+        if (st) return st;
+        pol->stats.events++;
+        pol->stats.forced_events++;
+    }
+    if (need <= kv->n_free) return KARA_OK;
+    /* (b) the configured fallback */
+    if (pol->window_method && pol->p.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY) {
+        while (need > kv->n_free)
+            if (recompress_history(ctx, need - kv->n_free) != KARA_OK) break;
+        if (need <= kv->n_free) return KARA_OK;
+    }
+    return kara_set_error(KARA_ERR_KV_BUDGET,
+                          "KV budget exhausted: %d more blocks of %zu bytes needed, %d of %d free "
+                          "(on_pool_exhausted: %s)",
+                          need, kv->bytes_per_block, kv->n_free, kv->n_blocks,
+                          pol->p.on_pool_exhausted == KARA_POOL_PREEMPT ? "preempt - the caller must free a sequence"
+                          : pol->p.on_pool_exhausted == KARA_POOL_FAIL ? "fail"
+                                                                        : "recompress_history found nothing to drop");
+}
+
+int64_t kara_kv_policy_blocks_needed(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t n_prompt,
+                                     int32_t n_predict) {
+    int64_t total = n_predict < 0 ? (int64_t)kv->max_slots : (int64_t)n_prompt + n_predict;
+    if (total > kv->max_slots) total = kv->max_slots;
+    int64_t peak = total;
+    const kara_kv_params *p = &pol->p;
+    int32_t front = n_prompt > p->n_sink ? n_prompt : p->n_sink;
+    if (pol->window_method)
+        peak = front + (int64_t)p->interval + p->buffer + p->max_defer + 1;
+    else if (p->method != KARA_KV_METHOD_FULL) {
+        int64_t b = pol->budget_tokens + (p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_trigger_slack : 1);
+        peak = n_prompt > b ? n_prompt + 1 : b;
+    }
+    if (peak > total) peak = total;
+    int64_t blocks = (peak + kv->block_size - 1) / kv->block_size;
+    if (pol->window_method) blocks += p->reserve_blocks;
+    return blocks;
+}
+
+kara_status kara_kv_policy_check_append(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq,
+                                        int32_t n_new) {
+    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    if (!pol->ring || !pol->window_method || !q->prompt_marked) return KARA_OK;
+    int32_t n_w = kv->seqs[seq].n - q->frontier + n_new;
+    if (n_w > pol->ring_cap)
+        return kara_set_error(KARA_ERR_ARG,
+                              "sequence %d: %d tokens in one decode would grow the compression window to %d slots, "
+                              "beyond the %d its query ring holds (interval + buffer + max_defer + 1); feed "
+                              "generated tokens a few at a time",
+                              seq, n_new, n_w, pol->ring_cap);
+    return KARA_OK;
+}
