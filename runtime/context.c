@@ -342,3 +342,10 @@ kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos
     }
     return b;
 }
+
+int32_t kara_seq_positions(const kara_context *c, int32_t seq, int32_t *out, int32_t max) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max) return 0;
+    const kara_kv_seq *s = &c->kv.seqs[seq];
+    for (int32_t i = 0; i < s->n && i < max; i++) out[i] = s->pos[i];
+    return s->n;
+}

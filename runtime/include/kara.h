@@ -344,6 +344,9 @@ void kara_context_kv_stats(const kara_context *ctx, kara_kv_stats *out);
 kara_status kara_seq_admit(kara_context *ctx, int32_t seq, int32_t n_prompt, int32_t n_predict);
 /* Slots a sequence holds in the cache now (after compression, <= n_past). */
 int32_t kara_seq_n_cached(const kara_context *ctx, int32_t seq);
+/* The original positions of the slots a sequence holds, in slot order
+ * (strictly increasing). Writes at most max and returns the count held. */
+int32_t kara_seq_positions(const kara_context *ctx, int32_t seq, int32_t *out, int32_t max);
 
 /* Bytes the context holds for KV: blocks in use plus the policy's query
  * rings and scoring scratch (current and peak since creation). Never more
