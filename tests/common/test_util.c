@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,11 +101,25 @@ char *kara_test_read_file(const char *path, size_t *size) {
     return buf;
 }
 
+static char tmp_dir[256];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* The scratch directory and everything in it goes when the test exits. */
+static void remove_tmpdir(void) {
+    if (tmp_dir[0] && !getenv("KARA_TEST_KEEP")) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *kara_test_tmpdir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/kara-test-%d", (int)getpid());
-        mkdir(dir, 0700);
+    if (!tmp_dir[0]) {
+        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kara-test-%d", (int)getpid());
+        mkdir(tmp_dir, 0700);
+        atexit(remove_tmpdir);
     }
-    return dir;
+    return tmp_dir;
 }

@@ -201,7 +201,12 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
     CHECK_MSG(max_d <= tol, "%s %s: max |dlogit| %.4g > %.4g", arch, tname, max_d, tol);
     CHECK_MSG(top1_bad == 0, "%s %s: top-1 differs at %d positions", arch, tname, top1_bad);
 
-    /* (b) token by token on sequence 1 must equal the batch bitwise */
+    /* (b) token by token on sequence 1 gives the batch's logits. Float
+     * weights: to rounding (1e-5 relative). Quantized weights: within the
+     * type's tolerance, since the SIMD kernels for one row and for many sum
+     * in different orders and a last-bit change can move an activation
+     * across an 8-bit rounding boundary. */
+    const float inc_tol = ftype == KARA_FTYPE_ALL_F32 || ftype == KARA_FTYPE_MOSTLY_F16 ? 0.0f : (float)tol;
     bool same = true;
     for (int t = 0; t < T; t++) {
         kara_batch one = {1, &toks[t], &pos[t], (int32_t[]){1}, NULL};
@@ -210,7 +215,7 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
             break;
         }
         const float *g = kara_get_logits(c, 0);
-        for (int j = 0; j < V; j++) same &= fabsf(g[j] - batch[(size_t)t * V + j]) <= 1e-5f * (1 + fabsf(g[j]));
+        for (int j = 0; j < V; j++) same &= fabsf(g[j] - batch[(size_t)t * V + j]) <= inc_tol + 1e-5f * (1 + fabsf(g[j]));
     }
     CHECK_MSG(same, "%s %s: incremental decode differs from the batch", arch, tname);
 
@@ -227,7 +232,7 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
     same = true;
     for (int i = 0; i < 2 * T; i++) {
         const float *g = kara_get_logits(c, i);
-        for (int j = 0; j < V; j++) same &= fabsf(g[j] - batch[(size_t)(i / 2) * V + j]) <= 1e-5f * (1 + fabsf(g[j]));
+        for (int j = 0; j < V; j++) same &= fabsf(g[j] - batch[(size_t)(i / 2) * V + j]) <= inc_tol + 1e-5f * (1 + fabsf(g[j]));
     }
     CHECK_MSG(same, "%s %s: interleaved sequences differ from a single sequence", arch, tname);
     kara_context_free(c);
