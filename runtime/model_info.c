@@ -74,7 +74,9 @@ int32_t kara_tokenize(const kara_model *m, const char *text, int32_t len, int32_
         return INT32_MIN;
     }
     size_t n = len < 0 ? strlen(text) : (size_t)len;
-    return kara_vocab_tokenize(&m->vocab, text, n, tokens, max_tokens, add_special, parse_special);
+    int32_t r = kara_vocab_tokenize(&m->vocab, text, n, tokens, max_tokens, add_special, parse_special);
+    if (r == INT32_MIN) kara_set_error(KARA_ERR_NOMEM, "kara_tokenize: out of memory tokenizing %zu bytes", n);
+    return r;
 }
 
 int32_t kara_token_to_piece(const kara_model *m, int32_t token, char *buf, int32_t size, bool special) {

@@ -245,7 +245,15 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
         return kara_set_error(st, "%s", err);
     }
     loader ld = {m, path, NULL};
-    st = read_hparams(&ld);
+    /* vocab-only files (tokenizer tests, `kara tokenize`) carry no
+     * hyper-parameters: only the tokenizer is read */
+    if (!params->vocab_only) {
+        st = read_hparams(&ld);
+    } else {
+        kara_gguf_str arch;
+        if (kara_gguf_get_str(m->gguf, "general.architecture", &arch))
+            snprintf(m->arch_name, sizeof m->arch_name, "%.*s", (int)(arch.len > 15 ? 15 : arch.len), arch.ptr);
+    }
     if (!st) {
         st = kara_vocab_load(&m->vocab, m->gguf, err, sizeof err);
         if (st) kara_set_error(st, "%s: %s", path, err);
@@ -262,8 +270,11 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
         kara_model_free(m);
         return st;
     }
-    snprintf(m->desc, sizeof m->desc, "%s %dL %dd %s", m->arch_name, m->hp.n_layer, m->hp.n_embd,
-             params->vocab_only ? "vocab-only" : file_type_name(m));
+    if (params->vocab_only)
+        snprintf(m->desc, sizeof m->desc, "%s vocab-only (%d tokens)", m->arch_name, m->vocab.n_tokens);
+    else
+        snprintf(m->desc, sizeof m->desc, "%s %dL %dd %s", m->arch_name, m->hp.n_layer, m->hp.n_embd,
+                 file_type_name(m));
     *out = m;
     return KARA_OK;
 }

@@ -153,8 +153,9 @@ static size_t match_llama3_shape(const seg *s, size_t pos, uint8_t word, size_t 
     if (any_of(s, pos, word)) return run_any(s, pos, word);
 
     if (any_of(s, pos, NUMBER)) {
-        n = run_any(s, pos, NUMBER);
-        return n < max_digits ? n : max_digits;
+        n = 1;
+        while (n < max_digits && any_of(s, pos + n, NUMBER)) n++;
+        return n;
     }
 
     /*  ?[^\s W \p{N}]+[\r\n]* */

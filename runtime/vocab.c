@@ -1,8 +1,8 @@
 /*
- * vocab.c - the vocabulary: reading tokenizer.* from a GGUF with llama.cpp's
- * defaults for absent keys, the string table every tokenizer looks tokens up
- * in, special ids and end-of-generation tokens, token-to-piece, and the
- * tokenize entry point that hands text to the SPM or BPE tokenizer.
+ * vocab.c - loading the vocabulary: tokenizer.* read from a GGUF and
+ * validated (errors name the key), with llama.cpp's defaults for absent
+ * keys, special ids, end-of-generation tokens, and the tables each tokenizer
+ * builds. Lookups live in vocab_strings.c, text <-> ids in vocab_text.c.
  */
 #include "vocab_impl.h"
 
@@ -12,113 +12,6 @@
 #include <string.h>
 
 #include "status.h"
-#include "unicode.h"
-
-/* ------------------------------------------------------------------------ */
-/* Owned strings                                                             */
-/* ------------------------------------------------------------------------ */
-
-struct kara_str_arena_block {
-    kara_str_arena_block *next;
-    size_t used, size;
-    char data[];
-};
-
-/* Copy a+b into the arena; the few strings the vocabulary owns ("[EMPTY_n]",
- * merge results that are not tokens) live there until kara_vocab_free. */
-static char *arena_copy(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
-    size_t n = alen + blen;
-    kara_str_arena_block *blk = im->arena;
-    if (!blk || blk->size - blk->used < n) {
-        size_t size = n > 65536 ? n : 65536;
-        blk = malloc(sizeof *blk + size);
-        if (!blk) return NULL;
-        blk->next = im->arena;
-        blk->used = 0;
-        blk->size = size;
-        im->arena = blk;
-    }
-    char *p = blk->data + blk->used;
-    if (alen) memcpy(p, a, alen);
-    if (blen) memcpy(p + alen, b, blen);
-    blk->used += n;
-    return p;
-}
-
-/* ------------------------------------------------------------------------ */
-/* String table: text -> symbol id                                           */
-/* ------------------------------------------------------------------------ */
-
-static uint64_t hash_bytes(uint64_t h, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-#define HASH_SEED 0xcbf29ce484222325ULL
-
-static uint32_t slot_of(uint64_t h, uint32_t mask) {
-    return (uint32_t)((h ^ (h >> 29)) & mask);
-}
-
-int32_t kara_vocab_sym_find2(const kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
-    if (!im->slots) return -1;
-    uint64_t h = hash_bytes(hash_bytes(HASH_SEED, a, alen), b, blen);
-    size_t n = alen + blen;
-    for (uint32_t i = slot_of(h, im->slot_mask);; i = (i + 1) & im->slot_mask) {
-        uint32_t e = im->slots[i];
-        if (!e) return -1;
-        const kara_strref *s = &im->strs[e - 1];
-        if (s->len == n && memcmp(s->ptr, a, alen) == 0 && memcmp(s->ptr + alen, b, blen) == 0)
-            return (int32_t)(e - 1);
-    }
-}
-
-int32_t kara_vocab_sym_find(const kara_vocab_impl *im, const char *s, size_t len) {
-    return kara_vocab_sym_find2(im, s, len, "", 0);
-}
-
-static void slot_insert(kara_vocab_impl *im, uint32_t id) {
-    const kara_strref *s = &im->strs[id];
-    uint32_t i = slot_of(hash_bytes(HASH_SEED, s->ptr, s->len), im->slot_mask);
-    while (im->slots[i]) i = (i + 1) & im->slot_mask;
-    im->slots[i] = id + 1;
-}
-
-/* Keep the table at most half full. */
-static bool table_reserve(kara_vocab_impl *im, uint32_t n_strs) {
-    uint64_t want = 16;
-    while (want < 2ULL * n_strs) want <<= 1;
-    if (want > UINT32_MAX) return false;
-    if (im->slots && want <= (uint64_t)im->slot_mask + 1) return true;
-    uint32_t *slots = calloc((size_t)want, sizeof *slots);
-    if (!slots) return false;
-    free(im->slots);
-    im->slots = slots;
-    im->slot_mask = (uint32_t)(want - 1);
-    for (uint32_t id = 0; id < im->n_strs; id++) slot_insert(im, id);
-    return true;
-}
-
-int32_t kara_vocab_sym_add(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
-    if (alen + blen > UINT32_MAX || im->n_strs >= (uint32_t)INT32_MAX) return -1;
-    if (im->n_strs == im->cap_strs) {
-        uint32_t cap = im->cap_strs ? im->cap_strs * 2 : 1024;
-        kara_strref *strs = realloc(im->strs, (size_t)cap * sizeof *strs);
-        if (!strs) return -1;
-        im->strs = strs;
-        im->cap_strs = cap;
-    }
-    if (!table_reserve(im, im->n_strs + 1)) return -1;
-    char *p = arena_copy(im, a, alen, b, blen);
-    if (!p) return -1;
-    uint32_t id = im->n_strs++;
-    im->strs[id] = (kara_strref){p, (uint32_t)(alen + blen)};
-    slot_insert(im, id);
-    return (int32_t)id;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Reading keys                                                              */
@@ -315,7 +208,7 @@ static kara_status load_tokens(kara_vocab *v, const kara_gguf *g, char *err, siz
     im->types = malloc(n);
     im->attrs = calloc(n, 1);
     if (scores) im->scores = malloc((size_t)n * sizeof *im->scores);
-    if (!im->strs || !im->types || !im->attrs || (scores && !im->scores) || !table_reserve(im, n))
+    if (!im->strs || !im->types || !im->attrs || (scores && !im->scores) || !kara_vocab_table_reserve(im, n))
         return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for a vocabulary of %u tokens", n);
 
     for (uint32_t i = 0; i < n; i++) {
@@ -326,7 +219,7 @@ static kara_status load_tokens(kara_vocab *v, const kara_gguf *g, char *err, siz
         if (s.len == 0) { /* llama.cpp renames empty tokens so that lookups stay unique */
             char name[32];
             int k = snprintf(name, sizeof name, "[EMPTY_%u]", i);
-            r.ptr = arena_copy(im, name, (size_t)k, "", 0);
+            r.ptr = kara_vocab_arena_copy(im, name, (size_t)k, "", 0);
             r.len = (uint32_t)k;
             if (!r.ptr) return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for the vocabulary");
         }
@@ -336,7 +229,7 @@ static kara_status load_tokens(kara_vocab *v, const kara_gguf *g, char *err, siz
                         (int)(r.len > 64 ? 64 : r.len), r.ptr, dup);
         im->strs[i] = r;
         im->n_strs = i + 1;
-        slot_insert(im, i);
+        kara_vocab_sym_insert(im, i);
         int64_t t = types ? kara_gguf_arr_int(types, i) : KARA_TOKEN_NORMAL;
         im->types[i] = (t >= KARA_TOKEN_UNDEFINED && t <= KARA_TOKEN_BYTE) ? (uint8_t)t : KARA_TOKEN_UNDEFINED;
         if (scores) im->scores[i] = (float)kara_gguf_arr_float(scores, i);
@@ -510,11 +403,7 @@ void kara_vocab_free(kara_vocab *v) {
     if (!v) return;
     kara_vocab_impl *im = v->impl;
     if (im) {
-        while (im->arena) {
-            kara_str_arena_block *next = im->arena->next;
-            free(im->arena);
-            im->arena = next;
-        }
+        kara_vocab_arena_free(im);
         free(im->strs);
         free(im->slots);
         free(im->scores);
@@ -529,249 +418,4 @@ void kara_vocab_free(kara_vocab *v) {
     }
     memset(v, 0, sizeof *v);
     reset_ids(v);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Queries                                                                   */
-/* ------------------------------------------------------------------------ */
-
-static bool valid_token(const kara_vocab *v, int32_t token) {
-    return v->impl && token >= 0 && token < v->n_tokens;
-}
-
-bool kara_vocab_is_eog(const kara_vocab *v, int32_t token) {
-    return valid_token(v, token) && (v->impl->attrs[token] & KARA_TOKEN_ATTR_EOG);
-}
-
-kara_token_type kara_vocab_token_type(const kara_vocab *v, int32_t token) {
-    return valid_token(v, token) ? (kara_token_type)v->impl->types[token] : KARA_TOKEN_UNDEFINED;
-}
-
-kara_gguf_str kara_vocab_token_text(const kara_vocab *v, int32_t token) {
-    kara_gguf_str s = {"", 0};
-    if (valid_token(v, token)) {
-        s.ptr = v->impl->strs[token].ptr;
-        s.len = v->impl->strs[token].len;
-    }
-    return s;
-}
-
-int32_t kara_vocab_find(const kara_vocab *v, const char *text, size_t len) {
-    if (!v->impl) return -1;
-    int32_t id = kara_vocab_sym_find(v->impl, text, len);
-    return id < v->n_tokens ? id : -1;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Token to piece                                                            */
-/* ------------------------------------------------------------------------ */
-
-static int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
-/* "<0xXX>" -> the byte, -1 if the text is not of that form. */
-static int byte_of_token_text(kara_strref s) {
-    if (s.len != 6 || memcmp(s.ptr, "<0x", 3) != 0 || s.ptr[5] != '>') return -1;
-    int hi = hex_digit(s.ptr[3]), lo = hex_digit(s.ptr[4]);
-    return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
-}
-
-static int32_t copy_out(char *buf, int32_t size, const char *src, size_t n) {
-    if (n > (size_t)INT32_MAX) return 0;
-    if ((int32_t)n > size) return -(int32_t)n;
-    if (n) memcpy(buf, src, n);
-    return (int32_t)n;
-}
-
-/* SPM text with each U+2581 as a space. */
-static int32_t spm_piece(kara_strref s, char *buf, int32_t size) {
-    size_t n = 0;
-    for (size_t i = 0; i < s.len; i++) {
-        if (i + 2 < s.len && (uint8_t)s.ptr[i] == 0xE2 && (uint8_t)s.ptr[i + 1] == 0x96 &&
-            (uint8_t)s.ptr[i + 2] == 0x81)
-            i += 2;
-        n++;
-    }
-    if (n > (size_t)size) return -(int32_t)n;
-    size_t o = 0;
-    for (size_t i = 0; i < s.len; i++) {
-        if (i + 2 < s.len && (uint8_t)s.ptr[i] == 0xE2 && (uint8_t)s.ptr[i + 1] == 0x96 &&
-            (uint8_t)s.ptr[i + 2] == 0x81) {
-            buf[o++] = ' ';
-            i += 2;
-        } else {
-            buf[o++] = s.ptr[i];
-        }
-    }
-    return (int32_t)o;
-}
-
-/* Byte-level BPE text back to bytes. A character outside GPT-2's byte
- * alphabet is kept as its UTF-8 (llama.cpp prints an "[UNK_BYTE_..." marker
- * there). */
-static int32_t bpe_piece(kara_strref s, char *buf, int32_t size) {
-    const uint8_t *p = (const uint8_t *)s.ptr;
-    size_t n = 0;
-    for (size_t i = 0; i < s.len;) {
-        size_t k;
-        uint32_t c = kara_utf8_decode(p + i, s.len - i, &k);
-        n += kara_bpe_cpt_to_byte(c) >= 0 ? 1 : k;
-        i += k;
-    }
-    if (n > (size_t)size) return -(int32_t)n;
-    size_t o = 0;
-    for (size_t i = 0; i < s.len;) {
-        size_t k;
-        uint32_t c = kara_utf8_decode(p + i, s.len - i, &k);
-        int b = kara_bpe_cpt_to_byte(c);
-        if (b >= 0) {
-            buf[o++] = (char)b;
-        } else {
-            memcpy(buf + o, p + i, k);
-            o += k;
-        }
-        i += k;
-    }
-    return (int32_t)o;
-}
-
-int32_t kara_vocab_token_to_piece(const kara_vocab *v, int32_t token, char *buf, int32_t size, bool special) {
-    if (!valid_token(v, token)) return 0;
-    if (size < 0) size = 0;
-    kara_strref s = v->impl->strs[token];
-    switch ((kara_token_type)v->impl->types[token]) {
-    case KARA_TOKEN_CONTROL:
-    case KARA_TOKEN_UNKNOWN:
-        return special ? copy_out(buf, size, s.ptr, s.len) : 0;
-    case KARA_TOKEN_USER_DEFINED:
-        return copy_out(buf, size, s.ptr, s.len);
-    case KARA_TOKEN_NORMAL:
-        return v->kind == KARA_VOCAB_SPM ? spm_piece(s, buf, size) : bpe_piece(s, buf, size);
-    case KARA_TOKEN_BYTE: {
-        int b = byte_of_token_text(s);
-        if (b < 0) return 0;
-        char c = (char)b;
-        return copy_out(buf, size, &c, 1);
-    }
-    default: /* unused and undefined tokens print nothing, as in llama.cpp */
-        return 0;
-    }
-}
-
-int32_t kara_vocab_detokenize(const kara_vocab *v, const int32_t *tokens, int32_t n_tokens, char *buf, int32_t size,
-                              bool special) {
-    if (size < 0) size = 0;
-    int64_t total = 0;
-    bool strip = v->add_space_prefix;
-    for (int32_t i = 0; i < n_tokens; i++) {
-        int32_t len = -kara_vocab_token_to_piece(v, tokens[i], buf, 0, special); /* size 0: just measure */
-        if (len <= 0) continue;
-        if (strip) { /* drop the space the SPM rules added in front of the text */
-            strip = false;
-            char small[256];
-            char *piece = len <= (int32_t)sizeof small ? small : malloc((size_t)len);
-            if (!piece) return INT32_MIN;
-            kara_vocab_token_to_piece(v, tokens[i], piece, len, special);
-            int32_t skip = piece[0] == ' ' ? 1 : 0;
-            if (total + len - skip <= size) memcpy(buf + total, piece + skip, (size_t)(len - skip));
-            total += len - skip;
-            if (piece != small) free(piece);
-            continue;
-        }
-        if (total + len <= size) kara_vocab_token_to_piece(v, tokens[i], buf + total, len, special);
-        total += len;
-    }
-    if (total > INT32_MAX) return INT32_MIN;
-    return total > size ? -(int32_t)total : (int32_t)total;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Tokenize                                                                  */
-/* ------------------------------------------------------------------------ */
-
-bool kara_work_reserve(void **p, size_t *cap, size_t n, size_t elem) {
-    if (n <= *cap) return true;
-    size_t want = *cap ? *cap : 64;
-    while (want < n) {
-        if (want > SIZE_MAX / 2 / elem) return false;
-        want *= 2;
-    }
-    void *q = realloc(*p, want * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = want;
-    return true;
-}
-
-void kara_work_free(kara_tok_work *w) {
-    free(w->frags);
-    free(w->frags2);
-    free(w->found);
-    free(w->text);
-    free(w->text2);
-    free(w->cpts);
-    free(w->ends);
-    free(w->tmp);
-    free(w->cls);
-    free(w->syms);
-    free(w->heap);
-    memset(w, 0, sizeof *w);
-}
-
-/* SPM: the fragment with spaces escaped to U+2581, after a U+2581 prefix
- * when the vocabulary adds one (at the start and after special tokens). */
-static kara_status spm_fragment(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, bool prefix,
-                                kara_tok_out *out) {
-    if (len > (SIZE_MAX - 3) / 3 || !kara_work_reserve((void **)&w->text, &w->cap_text, 3 * len + 3, 1))
-        return KARA_ERR_NOMEM;
-    size_t n = 0;
-    if (prefix) {
-        memcpy(w->text, "\xe2\x96\x81", 3);
-        n = 3;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') {
-            memcpy(w->text + n, "\xe2\x96\x81", 3);
-            n += 3;
-        } else {
-            w->text[n++] = text[i];
-        }
-    }
-    return kara_spm_tokenize(v, w, w->text, n, out);
-}
-
-int32_t kara_vocab_tokenize(const kara_vocab *v, const char *text, size_t len, int32_t *tokens, int32_t max_tokens,
-                            bool add_special, bool parse_special) {
-    if (v->kind == KARA_VOCAB_NONE || !v->impl || (len && !text)) return INT32_MIN;
-    kara_tok_out out = {tokens, max_tokens > 0 && tokens ? max_tokens : 0, 0};
-    kara_tok_work w;
-    memset(&w, 0, sizeof w);
-    size_t n_frags = 0;
-    kara_status st = kara_vocab_partition(v, &w, text, len, parse_special, &n_frags);
-
-    if (!st && add_special && v->add_bos) kara_tok_emit(&out, v->bos);
-    bool prev_special = true; /* SPM: prefix a space at the start and after special tokens */
-    for (size_t i = 0; !st && i < n_frags; i++) {
-        const kara_fragment *f = &w.frags[i];
-        if (f->token >= 0) {
-            kara_tok_emit(&out, f->token);
-            prev_special = true;
-            continue;
-        }
-        if (v->kind == KARA_VOCAB_SPM) {
-            st = spm_fragment(v, &w, text + f->off, f->len, v->add_space_prefix && prev_special, &out);
-        } else {
-            st = kara_bpe_tokenize(v, &w, text + f->off, f->len, &out);
-        }
-        prev_special = false;
-    }
-    if (!st && add_special && v->add_eos) kara_tok_emit(&out, v->eos);
-    kara_work_free(&w);
-
-    if (st || out.n > INT32_MAX) return INT32_MIN;
-    return out.n > out.max ? -(int32_t)out.n : (int32_t)out.n;
 }

@@ -49,10 +49,16 @@ typedef struct kara_vocab {
 kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size);
 void kara_vocab_free(kara_vocab *v);
 
-/* Returns the count, -(needed) when max_tokens is too small. */
+/* Tokenize len bytes of text (malformed UTF-8 is read as U+FFFD, as in
+ * llama.cpp). add_special adds BOS/EOS where the vocabulary asks for them;
+ * parse_special matches CONTROL tokens written in the text (USER_DEFINED
+ * tokens such as <think> are always matched, as Hugging Face and llama.cpp
+ * do). Returns the count, -(needed) when max_tokens is too small (the ids
+ * that fit are written), INT32_MIN when the vocabulary has no tokenizer or
+ * memory runs out. Thread-safe: the vocabulary is only read. */
 int32_t kara_vocab_tokenize(const kara_vocab *v, const char *text, size_t len, int32_t *tokens,
                             int32_t max_tokens, bool add_special, bool parse_special);
-/* See kara_token_to_piece in kara.h. */
+/* See kara_token_to_piece in kara.h; 0 for an id outside the vocabulary. */
 int32_t kara_vocab_token_to_piece(const kara_vocab *v, int32_t token, char *buf, int32_t size, bool special);
 /* The text of a token sequence: the pieces concatenated, without the space
  * the SPM rules put in front of the text (add_space_prefix). Returns the

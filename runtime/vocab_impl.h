@@ -73,9 +73,16 @@ typedef struct kara_special_trie {
 } kara_special_trie;
 
 /* ------------------------------------------------------------------------ */
-/* String table (vocab.c)                                                    */
+/* String table (vocab_strings.c)                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* Make room for n_strs strings (the table stays at most half full). */
+bool kara_vocab_table_reserve(kara_vocab_impl *im, uint32_t n_strs);
+/* Enter strs[id] into the table (its text must not be there yet). */
+void kara_vocab_sym_insert(kara_vocab_impl *im, uint32_t id);
+/* Copy a+b into the vocabulary's arena (NULL when out of memory). */
+char *kara_vocab_arena_copy(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen);
+void kara_vocab_arena_free(kara_vocab_impl *im);
 /* Symbol id of a string, -1 if absent. */
 int32_t kara_vocab_sym_find(const kara_vocab_impl *im, const char *s, size_t len);
 /* Symbol id of the concatenation a+b without building it, -1 if absent. */

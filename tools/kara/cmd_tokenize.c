@@ -1,0 +1,221 @@
+/* cmd_tokenize.c - `kara tokenize -m MODEL (-p TEXT | -f FILE)...`: the token
+ * ids (and pieces) the model's tokenizer gives each input, one line per input.
+ * Reads only the tokenizer metadata, so vocab-only GGUF files work too. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "exit_codes.h"
+#include "gguf.h"
+#include "vocab.h"
+
+#define MAX_INPUTS 64
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kara tokenize -m MODEL [--special] [--no-bos] [--pieces | --ids-only] (-p TEXT | -f FILE)...\n\n"
+            "Tokenizes each input with the model's tokenizer and prints one line per input:\n"
+            "  (default)     N tokens: ID ID ...\n"
+            "  --pieces      N tokens: ID 'piece' ID 'piece' ...\n"
+            "  --ids-only    ID ID ...             (nothing else on stdout, for scripts)\n\n"
+            "options:\n"
+            "  -m, --model FILE   GGUF file (a vocab-only file is enough)\n"
+            "  -p, --prompt TEXT  an input text (repeatable)\n"
+            "  -f, --file FILE    an input file, read whole; '-' reads stdin (repeatable)\n"
+            "  --special          match special tokens such as <|im_start|> written in the text\n"
+            "  --no-bos           do not add BOS/EOS even where the vocabulary asks for them\n"
+            "  --stats            print load and tokenize times to stderr\n");
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static char *read_stdin(size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) return NULL;
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *b = realloc(buf, cap * 2 + 1);
+            if (!b) {
+                free(buf);
+                return NULL;
+            }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* A piece in single quotes: valid UTF-8 as is, other bytes escaped. */
+static void print_piece(const char *p, int32_t n) {
+    putchar('\'');
+    for (int32_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)p[i];
+        int k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = k > 0 && i + k <= n;
+        for (int j = 1; ok && j < k; j++) ok = ((unsigned char)p[i + j] & 0xC0) == 0x80;
+        if (!ok) {
+            printf("\\x%02x", c);
+            i++;
+        } else if (c == '\n') {
+            fputs("\\n", stdout), i++;
+        } else if (c == '\t') {
+            fputs("\\t", stdout), i++;
+        } else if (c == '\r') {
+            fputs("\\r", stdout), i++;
+        } else if (c == '\'' || c == '\\') {
+            printf("\\%c", c), i++;
+        } else if (c < 0x20 || c == 0x7F) {
+            printf("\\x%02x", c), i++;
+        } else {
+            fwrite(p + i, 1, (size_t)k, stdout);
+            i += k;
+        }
+    }
+    putchar('\'');
+}
+
+static int tokenize_main(int argc, char **argv) {
+    const char *model = NULL;
+    const char *inputs[MAX_INPUTS];
+    bool is_file[MAX_INPUTS];
+    int n_inputs = 0;
+    bool special = false, add_special = true, pieces = false, ids_only = false, stats = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return KARA_EXIT_OK;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_value) {
+            model = argv[++i];
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file")) &&
+                   has_value) {
+            if (n_inputs == MAX_INPUTS) {
+                fprintf(stderr, "kara tokenize: at most %d inputs\n", MAX_INPUTS);
+                return KARA_EXIT_USAGE;
+            }
+            is_file[n_inputs] = a[1] == 'f' || !strcmp(a, "--file");
+            inputs[n_inputs++] = argv[++i];
+        } else if (!strcmp(a, "--special")) {
+            special = true;
+        } else if (!strcmp(a, "--no-bos")) {
+            add_special = false;
+        } else if (!strcmp(a, "--pieces")) {
+            pieces = true;
+        } else if (!strcmp(a, "--ids-only")) {
+            ids_only = true;
+        } else if (!strcmp(a, "--stats")) {
+            stats = true;
+        } else {
+            fprintf(stderr, "kara tokenize: %s '%s'\n", a[0] == '-' ? "unknown option or missing value for" :
+                                                                        "unexpected argument", a);
+            usage(stderr);
+            return KARA_EXIT_USAGE;
+        }
+    }
+    if (!model || !n_inputs) {
+        fprintf(stderr, "kara tokenize: %s\n", !model ? "-m MODEL is required" : "give -p TEXT or -f FILE");
+        usage(stderr);
+        return KARA_EXIT_USAGE;
+    }
+    if (pieces && ids_only) {
+        fprintf(stderr, "kara tokenize: --pieces and --ids-only exclude each other\n");
+        return KARA_EXIT_USAGE;
+    }
+
+    double t0 = now_s();
+    kara_gguf *g;
+    kara_vocab v;
+    char err[600];
+    kara_status st = kara_gguf_open(model, &g, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "kara tokenize: %s\n", err);
+        return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
+    }
+    st = kara_vocab_load(&v, g, err, sizeof err);
+    if (!st && v.kind == KARA_VOCAB_NONE) {
+        snprintf(err, sizeof err, "the file has no tokenizer (no tokenizer.ggml.model)");
+        st = KARA_ERR_UNSUPPORTED;
+    }
+    if (st) {
+        fprintf(stderr, "kara tokenize: %s: %s\n", model, err);
+        kara_gguf_close(g);
+        return KARA_EXIT_DATAERR;
+    }
+    if (stats) fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", v.n_tokens, now_s() - t0);
+
+    int rc = KARA_EXIT_OK;
+    char piece[256];
+    for (int k = 0; k < n_inputs && rc == KARA_EXIT_OK; k++) {
+        size_t len = 0;
+        char *owned = NULL;
+        const char *text = inputs[k];
+        if (is_file[k]) {
+            owned = !strcmp(inputs[k], "-") ? read_stdin(&len) : kara_read_text_file("tokenize", inputs[k], &len);
+            if (!owned) {
+                rc = KARA_EXIT_NOINPUT;
+                break;
+            }
+            text = owned;
+        } else {
+            len = strlen(text);
+        }
+        if (len > (size_t)INT32_MAX / 2) {
+            fprintf(stderr, "kara tokenize: input %d is too long\n", k + 1);
+            free(owned);
+            rc = KARA_EXIT_DATAERR;
+            break;
+        }
+        int32_t cap = (int32_t)len + 16;
+        int32_t *ids = malloc((size_t)cap * sizeof *ids);
+        double t1 = now_s();
+        int32_t n = ids ? kara_vocab_tokenize(&v, text, len, ids, cap, add_special, special) : INT32_MIN;
+        double dt = now_s() - t1;
+        if (n < 0) {
+            fprintf(stderr, "kara tokenize: tokenizing input %d failed\n", k + 1);
+            free(ids);
+            free(owned);
+            rc = KARA_EXIT_SOFTWARE;
+            break;
+        }
+        if (!ids_only) printf("%d tokens:", n);
+        for (int32_t i = 0; i < n; i++) {
+            printf(i || !ids_only ? " %d" : "%d", ids[i]);
+            if (!pieces) continue;
+            int32_t m = kara_vocab_token_to_piece(&v, ids[i], piece, sizeof piece, true);
+            putchar(' ');
+            if (m >= 0) {
+                print_piece(piece, m);
+            } else {
+                char *big = malloc((size_t)-m);
+                if (big) print_piece(big, kara_vocab_token_to_piece(&v, ids[i], big, -m, true));
+                free(big);
+            }
+        }
+        putchar('\n');
+        if (stats)
+            fprintf(stderr, "kara tokenize: input %d: %zu bytes -> %d tokens in %.3f s (%.1f MB/s)\n", k + 1, len, n,
+                    dt, dt > 0 ? (double)len / dt / 1e6 : 0.0);
+        free(ids);
+        free(owned);
+    }
+    if (fflush(stdout) != 0 && rc == KARA_EXIT_OK) rc = KARA_EXIT_IOERR;
+    kara_vocab_free(&v);
+    kara_gguf_close(g);
+    return rc;
+}
+
+const kara_command kara_cmd_tokenize = {"tokenize", "print the token ids of a text", tokenize_main};
