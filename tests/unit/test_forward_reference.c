@@ -154,7 +154,8 @@ static kara_context *new_ctx(kara_model *m, int n_seq, kara_kv_dtype dtype) {
 static void check_case(const char *arch, kara_ftype ftype, const char *tname, double tol) {
     kara_synth_params sp;
     kara_synth_params_init(&sp);
-    kara_synth_preset(&sp, ftype == KARA_FTYPE_ALL_F32 || ftype == KARA_FTYPE_MOSTLY_F16 || ftype == KARA_FTYPE_MOSTLY_Q8_0 ? "tiny" : "tiny-k");
+    bool k_quant = ftype == KARA_FTYPE_MOSTLY_Q4_K_M || ftype == KARA_FTYPE_MOSTLY_Q5_K_M || ftype == KARA_FTYPE_MOSTLY_Q6_K;
+    kara_synth_preset(&sp, k_quant ? "tiny-k" : "tiny"); /* K-quant rows need 256 columns */
     snprintf(sp.arch, sizeof sp.arch, "%s", arch);
     sp.ftype = ftype;
     sp.seed = 7;
@@ -258,6 +259,39 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
     remove(path);
 }
 
+/* A weight of a type Kara cannot compute (Q2_K) is refused at load with a
+ * message naming the tensor and the type. */
+static void check_unsupported_type(void) {
+    kara_synth_params sp;
+    kara_synth_params_init(&sp);
+    kara_synth_preset(&sp, "tiny-k");
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/q2k.gguf", kara_test_tmpdir());
+    if (!CHECK(kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK)) return;
+    /* rewrite blk.1.ffn_up.weight's type id in the tensor table: Q2_K is 10,
+     * and its blocks (84 bytes per 256) are smaller than F32's, so the data
+     * still lies inside the file */
+    size_t size = 0;
+    char *img = kara_test_read_file(path, &size);
+    kara_gguf *g = NULL;
+    if (!CHECK(img && kara_gguf_parse(img, size, &g, err, sizeof err) == KARA_OK)) return;
+    const kara_gguf_tensor *t = kara_gguf_find_tensor(g, "blk.1.ffn_up.weight");
+    /* the type field follows the name, the rank and the dims */
+    size_t type_off = (size_t)t->info_offset + 8 + t->name.len + 4 + 8 * (size_t)t->n_dims;
+    kara_gguf_close(g);
+    uint32_t q2k = KARA_TYPE_Q2_K;
+    memcpy(img + type_off, &q2k, 4);
+    FILE *f = fopen(path, "wb");
+    fwrite(img, 1, size, f);
+    fclose(f);
+    free(img);
+    kara_model *m = NULL;
+    CHECK(kara_model_load(path, NULL, &m) == KARA_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(kara_last_error(), "blk.1.ffn_up.weight") && strstr(kara_last_error(), "Q2_K"),
+              "message: %s", kara_last_error());
+    kara_model_free(m);
+}
+
 int main(void) {
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) {
@@ -266,5 +300,15 @@ int main(void) {
         check_case(archs[a], KARA_FTYPE_MOSTLY_Q8_0, "Q8_0", 0.15);
         check_case(archs[a], KARA_FTYPE_MOSTLY_Q4_K_M, "Q4_K_M", 0.3);
     }
+    /* every other weight type once, on qwen3 (BF16 activations are rounded
+     * to bf16 like GGML: 8 bits of mantissa, hence its bound) */
+    check_case("qwen3", KARA_FTYPE_MOSTLY_BF16, "BF16", 0.1);
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_0, "Q4_0", 0.3);
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_1, "Q4_1", 0.3);
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_0, "Q5_0", 0.3);
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_1, "Q5_1", 0.3);
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_K_M, "Q5_K_M", 0.3);
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q6_K, "Q6_K", 0.3);
+    check_unsupported_type();
     return kara_test_finish();
 }
