@@ -68,6 +68,37 @@ static void today(char *buf, size_t size) {
     snprintf(buf, size, "%02d %s %d", tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900);
 }
 
+/* ChatML templates of Qwen2/Qwen2.5 insert a fixed system message when the
+ * conversation starts without one:
+ *   {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nTEXT<|im_end|>\n' }}
+ * Copy TEXT (with "\n" escapes decoded) when it is a plain literal. */
+static void find_default_system(const char *jinja, char *out, size_t size) {
+    out[0] = '\0';
+    if (!strstr(jinja, "!= 'system'") && !strstr(jinja, "!= \"system\"")) return;
+    const char *p = strstr(jinja, "<|im_start|>system");
+    if (!p) return;
+    p += strlen("<|im_start|>system");
+    if (*p == '\n') p++;
+    else if (p[0] == '\\' && p[1] == 'n') p += 2;
+    else return;
+    const char *end = strstr(p, "<|im_end|>");
+    if (!end) return;
+    size_t o = 0;
+    for (const char *q = p; q < end; q++) {
+        if (*q == '\'' || *q == '"' || *q == '{' || *q == '}' || o + 1 >= size) { /* not a plain literal */
+            out[0] = '\0';
+            return;
+        }
+        if (q[0] == '\\' && q + 1 < end && q[1] == 'n') {
+            out[o++] = '\n';
+            q++;
+        } else {
+            out[o++] = *q;
+        }
+    }
+    out[o] = '\0';
+}
+
 bool kara_chat_template_detect(const char *jinja, kara_chat_template *out) {
     if (!out) return false;
     template_init(out, KARA_CHAT_CHATML);
@@ -90,6 +121,8 @@ bool kara_chat_template_detect(const char *jinja, kara_chat_template *out) {
             template_init(out, KARA_CHAT_QWEN3);
             /* the Jinja source spells the newlines as backslash-n */
             out->prefill_think = strstr(jinja, "<|im_start|>assistant\\n<think>") != NULL;
+        } else {
+            find_default_system(jinja, out->default_system, sizeof out->default_system);
         }
         return true;
     }
@@ -224,7 +257,12 @@ static bool role_is(const kara_chat_message *m, const char *role) { return !strc
 /* The families                                                              */
 /* ------------------------------------------------------------------------ */
 
-static void render_chatml(out_buf *o, const kara_chat_message *m, size_t n, bool gen) {
+static void render_chatml(out_buf *o, const kara_chat_template *t, const kara_chat_message *m, size_t n, bool gen) {
+    if (n > 0 && t->default_system[0] && !role_is(&m[0], "system")) {
+        put(o, "<|im_start|>system\n");
+        put(o, t->default_system);
+        put(o, "<|im_end|>\n");
+    }
     for (size_t i = 0; i < n; i++) {
         put(o, "<|im_start|>");
         put(o, m[i].role);
@@ -390,7 +428,7 @@ kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_mess
                                   msgs[i].role ? "content" : "role");
     out_buf o = {buf, size, 0};
     switch (tmpl->family) {
-    case KARA_CHAT_CHATML: render_chatml(&o, msgs, n_msgs, add_generation_prompt); break;
+    case KARA_CHAT_CHATML: render_chatml(&o, tmpl, msgs, n_msgs, add_generation_prompt); break;
     case KARA_CHAT_QWEN3: render_qwen3(&o, tmpl, msgs, n_msgs, add_generation_prompt, enable_thinking); break;
     case KARA_CHAT_DEEPSEEK_R1: render_r1(&o, msgs, n_msgs, add_generation_prompt, enable_thinking); break;
     case KARA_CHAT_LLAMA3: render_llama3(&o, msgs, n_msgs, add_generation_prompt); break;

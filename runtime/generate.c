@@ -216,8 +216,8 @@ void kara_generator_get_stats(const kara_generator *g, kara_generator_stats *out
 /* Splitter output lands here with one channel byte per text byte. */
 static void on_split(void *user, kara_channel channel, const char *text, size_t len) {
     kara_generator *g = user;
+    if (channel == KARA_CHANNEL_THINK) g->think_ends_nl = text[len - 1] == '\n';
     if (!g->p.split_thinking) channel = KARA_CHANNEL_ANSWER;
-    else if (channel == KARA_CHANNEL_THINK) g->think_ends_nl = text[len - 1] == '\n';
     if (g->olen + len > g->ocap) { /* cannot happen: ocap covers a token, the holds and the stop suffix */
         g->overflow = true;
         len = g->ocap - g->olen;
@@ -425,12 +425,13 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     g->stats.n_prompt_decoded = n - from;
     g->stats.t_prompt_s = now_s() - t0;
 
-    kara_sampler_reset(g->smp);
+    /* no kara_sampler_reset: it would rewind the random state, and a repeated
+     * prompt (a regenerated reply) must get a new draw */
     for (int32_t i = 0; i < n; i++) kara_sampler_accept(g->smp, tokens[i]);
     bool in_think = g->p.think_start == KARA_THINK_START_THINK ||
                     (g->p.think_start == KARA_THINK_START_AUTO && prompt_opens_think(g, tokens, n));
     kara_think_splitter_init(&g->split, in_think, !g->p.split_thinking);
-    g->think_ends_nl = true; /* an opened block ends "<think>\n" */
+    g->think_ends_nl = in_think; /* a pre-filled block ends "<think>\n" */
     g->n_utf8 = 0;
     g->olen = g->ostart = 0;
     g->overflow = false;
@@ -480,13 +481,13 @@ static kara_status step(kara_generator *g) {
     bool forced;
     bool was_thinking = g->split.in_think;
     int32_t tok = choose_token(g, &forced);
-    if (!forced && kara_token_is_eog(g->model, tok)) {
+    if (!forced && !g->p.ignore_eog && kara_token_is_eog(g->model, tok)) {
         finish(g, KARA_DONE, KARA_STOP_EOG);
         return KARA_OK;
     }
     g->last_token = tok;
     g->stats.n_generated++;
-    if (was_thinking) g->stats.n_think++;
+    if (was_thinking && !forced) g->stats.n_think++;
     if (forced) g->stats.n_forced++;
     /* rendered after room for the UTF-8 hold, which push_text puts in front */
     int32_t len = kara_token_to_piece(g->model, tok, g->piece + 4, g->piece_cap, false);
@@ -521,15 +522,14 @@ kara_status kara_generator_next(kara_generator *g, kara_piece *out) {
     compact(g);
     kara_status result;
     for (;;) {
+        /* at the end, held bytes join the output before any more of it is
+         * released, so a stop string they complete is still found */
+        if (g->final > 0 && !g->flushed) flush_stream(g);
         if (take_run(g, out)) {
             result = KARA_OK;
             break;
         }
         if (g->final) {
-            if (!g->flushed && g->final > 0) {
-                flush_stream(g);
-                continue;
-            }
             result = g->final;
             break;
         }
