@@ -44,12 +44,12 @@ static bool shape_ok(const kara_kv_score_shape *s) {
            s->n_head % s->n_head_kv == 0 && s->head_dim >= 1 && s->n_sink >= 0;
 }
 
-/* Floats of one thread's area: a tile of f32 queries and the tile's logit
- * rows (sinks first, then the window). */
+/* Floats of one thread's area: a tile of f32 queries, the tile's logit
+ * rows (sinks first, then the window) and one spare row (two_sided's
+ * non-causal softmax). */
 static size_t thread_floats(const kara_kv_score_shape *s) {
-    size_t d = (size_t)s->head_dim;
-    return round_floats(KARA_KV_SCORE_TILE * d) +
-           round_floats((size_t)KARA_KV_SCORE_TILE * ((size_t)s->n_sink + (size_t)s->n_w));
+    size_t d = (size_t)s->head_dim, zs = (size_t)s->n_sink + (size_t)s->n_w;
+    return round_floats(KARA_KV_SCORE_TILE * d) + round_floats((size_t)KARA_KV_SCORE_TILE * zs) + round_floats(zs);
 }
 
 /* Tiles are laid over all window rows (the buffer_only job uses fewer); the
@@ -147,55 +147,66 @@ static const uint8_t *head_ptr(const kara_kv_rows *r, int64_t i, int32_t e, int3
     return row_ptr(r, i) + (size_t)e * (r->head_stride ? r->head_stride : (size_t)d * esz);
 }
 
-/* Head e of row i as f32, times scale. */
-static void load_head(const kara_kv_rows *r, int64_t i, int32_t e, int32_t d, float scale, float *out) {
-    const uint8_t *p = head_ptr(r, i, e, d);
-    if (r->type == KARA_KV_F32) {
-        const float *x = (const float *)p;
-        for (int32_t t = 0; t < d; t++) out[t] = x[t] * scale;
-    } else {
-        const kara_fp16 *x = (const kara_fp16 *)p;
-        for (int32_t t = 0; t < d; t++) out[t] = kara_fp16_to_fp32(x[t]) * scale;
+/* Head e of rows [i0, i0 + n) as packed f32 rows of d floats, each times
+ * scale (the tile's queries, converted once per unit). The conversion goes
+ * through the kernel table's axpy (SIMD per ISA): y = 0 + scale * x rounds
+ * once, exactly as x * scale would. */
+static void load_heads(const kara_kernels *kt, const kara_kv_rows *r, int64_t i0, int32_t n, int32_t e, int32_t d,
+                       float scale, float *out) {
+    memset(out, 0, (size_t)n * (size_t)d * sizeof(float));
+    for (int32_t i = 0; i < n; i++) {
+        const uint8_t *p = head_ptr(r, i0 + i, e, d);
+        float *y = out + (size_t)i * d;
+        if (r->type == KARA_KV_F32) kt->axpy_f32(y, scale, (const float *)p, d);
+        else kt->axpy_f16(y, scale, (const kara_fp16 *)p, d);
     }
 }
 
-/* z[r][o + j] = q_r . key_j for keys [0, n_keys) of rows (head e); row r
- * only needs keys below lim[r]. Dot products come from the kernel table
- * (SIMD per ISA): the same function for a given (row, key) pair whatever
- * the thread count, so the result stays thread-invariant. */
+/* Rows of `r` from i on that lie at a fixed stride (up to max): to the end
+ * of the block when paged, to the wrap when a ring. */
+static int32_t run_len(const kara_kv_rows *r, int64_t i, int32_t max) {
+    int64_t idx = r->first + i, left = max;
+    if (r->table) {
+        left = r->block_rows - idx % r->block_rows;
+    } else if (r->ring_cap > 0) {
+        int64_t m = idx % r->ring_cap;
+        left = r->ring_cap - (m < 0 ? m + r->ring_cap : m);
+    }
+    return left < max ? (int32_t)left : max;
+}
+
+/* z[r][o + j] = q_r . key_j for keys [0, n_keys) of `keys` (head e) and
+ * every row r < n_rows: small matrix products of the tile's f32 queries
+ * with runs of keys read in place (f16 converted in registers), through
+ * the kernel table's register-blocked product. The runs follow the block
+ * and ring geometry, which the thread count never changes, so neither
+ * does any entry's arithmetic. */
 static void logits(const kara_kernels *kt, const kara_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
-                   const float *qf, int32_t n_rows, const int32_t *lim, float *z, size_t zs, int32_t o) {
-    int32_t need = 0;
-    for (int32_t r = 0; r < n_rows; r++) need = lim[r] > need ? lim[r] : need;
-    if (need > n_keys) need = n_keys;
+                   const float *qf, int32_t n_rows, float *z, size_t zs, int32_t o) {
     const bool f16 = keys->type == KARA_KV_F16;
-    for (int32_t j = 0; j < need; j++) {
-        const uint8_t *kp = head_ptr(keys, j, e, d);
-        for (int32_t r = 0; r < n_rows; r++) {
-            if (j >= lim[r]) continue;
-            const float *qr = qf + (size_t)r * d;
-            z[(size_t)r * zs + o + j] = f16 ? kt->dot_f16_f32((const kara_fp16 *)kp, qr, d)
-                                            : kt->dot_f32((const float *)kp, qr, d);
-        }
+    for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
+        nk = run_len(keys, j0, n_keys - j0);
+        kt->gemm_nt(z + o + j0, (int64_t)zs, qf, d, head_ptr(keys, j0, e, d), keys->stride, f16, n_rows, nk, d);
     }
 }
 
-/* Softmax over sinks zr[0, ns) and window keys zr[ns + j] for j in [0, jend)
- * except `skip` (-1: none), written into e (same layout). Returns 1/sum, or
- * 0 when the set is empty. */
-static float softmax_set(const float *zr, int32_t ns, int32_t jend, int32_t skip, float *e) {
-    float m = -INFINITY;
-    for (int32_t t = 0; t < ns; t++) m = zr[t] > m ? zr[t] : m;
-    for (int32_t j = 0; j < jend; j++)
-        if (j != skip && zr[ns + j] > m) m = zr[ns + j];
-    if (m == -INFINITY) return 0.0f;
-    float sum = 0.0f;
-    for (int32_t t = 0; t < ns; t++) sum += (e[t] = expf(zr[t] - m));
-    for (int32_t j = 0; j < jend; j++) {
-        if (j == skip) continue;
-        sum += (e[ns + j] = expf(zr[ns + j] - m));
-    }
-    return 1.0f / sum;
+/* In-place softmax of the first n entries of a logit row (sinks, then
+ * window keys) with entry `skip` (-1: none) left out; the kernel table's
+ * max-subtracted softmax, the skipped entry entering as -inf (its
+ * probability is then 0, or ~1e-38 where the SIMD exp clamps). Returns
+ * false when the set is empty. */
+static bool softmax_row(const kara_kernels *kt, float *zr, int32_t n, int32_t skip) {
+    if (n - (skip >= 0 && skip < n) < 1) return false;
+    if (skip >= 0 && skip < n) zr[skip] = -INFINITY;
+    kt->softmax(zr, n);
+    return true;
+}
+
+/* part[j] += p[j] for j in [0, n) except `skip`. */
+static void add_probs(float *part, const float *p, int32_t n, int32_t skip) {
+    int32_t lo = skip >= 0 && skip < n ? skip : n;
+    for (int32_t j = 0; j < lo; j++) part[j] += p[j];
+    for (int32_t j = lo + 1; j < n; j++) part[j] += p[j];
 }
 
 /* One unit: query head a, rows [r0, r1) of the window; adds into part (n_c). */
@@ -208,67 +219,45 @@ static void score_unit(const kara_kv_score_job *job, int32_t a, int32_t r0, int3
     const bool causal_only = mode == KARA_SCORE_CAUSAL || mode == KARA_SCORE_BUFFER_ONLY;
     const int32_t key_hi = job->opts.softmax_over == KARA_SOFTMAX_COMPRESSIBLE ? n_c : s->n_w;
     const size_t zs = (size_t)ns + (size_t)s->n_w;
+    const kara_kernels *kt = (const kara_kernels *)job->kernels;
 
     float *qf = (float *)area;
     float *z = qf + round_floats((size_t)KARA_KV_SCORE_TILE * d);
-    /* the exp values reuse the row of logits in place: each softmax reads
-     * a logit before it writes that entry's exp */
+    float *tmp = z + round_floats((size_t)KARA_KV_SCORE_TILE * zs);
 
-    const float scale = 1.0f / sqrtf((float)d);
-    int32_t lim[KARA_KV_SCORE_TILE], lim_sink[KARA_KV_SCORE_TILE];
-    for (int32_t r = 0; r < nr; r++) {
-        int32_t i = r0 + r;
-        load_head(&job->q, i, a, d, scale, qf + (size_t)r * d);
-        int32_t l = causal_only ? (i + 1 < key_hi ? i + 1 : key_hi) : key_hi;
-        lim[r] = l;
-        lim_sink[r] = ns;
-    }
-    const kara_kernels *kt = (const kara_kernels *)job->kernels;
-    logits(kt, &job->k, h, key_hi, d, qf, nr, lim, z, zs, ns);
-    if (ns > 0) logits(kt, &job->sink, h, ns, d, qf, nr, lim_sink, z, zs, 0);
+    load_heads(kt, &job->q, r0, nr, a, d, 1.0f / sqrtf((float)d), qf);
+    /* a causal row i needs keys below i + 1 only */
+    int32_t n_keys = causal_only ? (r1 < key_hi ? r1 : key_hi) : key_hi;
+    logits(kt, &job->k, h, n_keys, d, qf, nr, z, zs, ns);
+    if (ns > 0) logits(kt, &job->sink, h, ns, d, qf, nr, z, zs, 0);
 
     for (int32_t r = 0; r < nr; r++) {
         const int32_t i = r0 + r;
         float *zr = z + (size_t)r * zs;
         if (mode == KARA_SCORE_BIDIRECTIONAL) {
-            int32_t skip = excl ? i : -1;
-            float inv = softmax_set(zr, ns, key_hi, skip, zr);
-            if (inv == 0.0f) continue;
-            for (int32_t j = 0; j < n_c; j++)
-                if (j != skip) part[j] += zr[ns + j] * inv;
+            int32_t skip = excl && i < key_hi ? i : -1;
+            if (!softmax_row(kt, zr, ns + key_hi, skip < 0 ? -1 : ns + skip)) continue;
+            add_probs(part, zr + ns, n_c, skip);
         } else if (causal_only) {
             int32_t jend = excl ? (i < key_hi ? i : key_hi) : (i + 1 < key_hi ? i + 1 : key_hi);
-            float inv = softmax_set(zr, ns, jend, -1, zr);
-            if (inv == 0.0f) continue;
-            int32_t jc = jend < n_c ? jend : n_c;
-            for (int32_t j = 0; j < jc; j++) part[j] += zr[ns + j] * inv;
+            if (!softmax_row(kt, zr, ns + jend, -1)) continue;
+            add_probs(part, zr + ns, jend < n_c ? jend : n_c, -1);
         } else { /* two_sided */
-            /* anti-causal half first: it needs the logits of the whole row,
-             * which the causal half then overwrites with its exps */
+            /* anti-causal half first, on a copy: j's own non-causal row,
+             * mass on strictly later keys */
             if (i < n_c) {
-                int32_t skip = excl ? i : -1;
-                float m = -INFINITY;
-                for (int32_t t = 0; t < ns; t++) m = zr[t] > m ? zr[t] : m;
-                for (int32_t j = 0; j < key_hi; j++)
-                    if (j != skip && zr[ns + j] > m) m = zr[ns + j];
-                if (m != -INFINITY) {
-                    float sum = 0.0f, later = 0.0f;
-                    for (int32_t t = 0; t < ns; t++) sum += expf(zr[t] - m);
-                    for (int32_t j = 0; j < key_hi; j++) {
-                        if (j == skip) continue;
-                        float v = expf(zr[ns + j] - m);
-                        sum += v;
-                        if (j > i) later += v;
-                    }
-                    part[i] += later / sum;
+                memcpy(tmp, zr, (size_t)(ns + key_hi) * sizeof(float));
+                if (softmax_row(kt, tmp, ns + key_hi, excl ? ns + i : -1)) {
+                    float later = 0.0f;
+                    for (int32_t j = i + 1; j < key_hi; j++) later += tmp[ns + j];
+                    part[i] += later;
                 }
             }
             int32_t jend = excl ? (i < key_hi ? i : key_hi) : (i + 1 < key_hi ? i + 1 : key_hi);
-            float inv = softmax_set(zr, ns, jend, -1, zr);
-            if (inv == 0.0f) continue;
+            if (!softmax_row(kt, zr, ns + jend, -1)) continue;
             int32_t jc = i < n_c ? i : n_c; /* strictly earlier keys j < i */
             if (jc > jend) jc = jend;
-            for (int32_t j = 0; j < jc; j++) part[j] += zr[ns + j] * inv;
+            add_probs(part, zr + ns, jc, -1);
         }
     }
 }

@@ -21,9 +21,11 @@
  * vector is the mean over KV heads. Across layers, kara_kv_score_acc sums
  * layer vectors (mean, or normalized_mean: each divided by its sum over C).
  *
- * Numerics: f32 throughout, max-subtracted softmax, dot products from the
- * kernel table (so results may differ in the last bits between ISAs, never
- * between thread counts). Work is split into units (query head, tile of 32 query rows)
+ * Numerics: f32 throughout, max-subtracted softmax; the logits of a tile
+ * are small matrix products of its f32 queries with the keys read in place
+ * (runs of a block or ring), and the conversions, the products and the
+ * softmax come from the kernel table (so results may differ in the last
+ * bits between ISAs, never between thread counts). Work is split into units (query head, tile of 32 query rows)
  * whose partial column sums land in disjoint buffers; kara_kv_score_finish
  * adds them in a fixed order, so results are bit-identical for any thread
  * count.

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `kara eval-kv` on a seeded random-weight tiny model: the CSV has the
+# documented columns and one full-width row per run; full against itself
+# with another thread count is exact (KL 0, agreement 1, no divergence);
+# Kara at retention 1.0 equals full; Kara at 0.3 evicts and keeps part of
+# every region; the budget baselines get Kara's mean footprint; the JSON
+# output holds the same rows; bad methods and retentions are usage errors.
+set -euo pipefail
+kara=${KARA_BIN:?set KARA_BIN to the kara binary}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+check() {   # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+exit_code() {  # exit_code WANT COMMAND...: the command exits with WANT
+    local want=$1; shift
+    local rc=0
+    "$@" >/dev/null 2>"$dir/err.txt" || rc=$?
+    [ "$rc" = "$want" ]
+}
+# col LABEL RETENTION COLUMN: the value of COLUMN in the CSV row with that
+# label and retention ("" for rows without one)
+col() {
+    awk -F, -v lab="$1" -v ret="$2" -v name="$3" '
+        NR == 1 { for (i = 1; i <= NF; i++) idx[$i] = i; next }
+        $2 == lab && $3 == ret { print $(idx[name]); exit }' "$dir/out.csv"
+}
+num_eq() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 == b + 0) }'; }
+num_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
+
+"$kara" gen-model --preset tiny --arch qwen3 --seed 5 -o "$dir/tiny.gguf" >/dev/null
+common=(-m "$dir/tiny.gguf" -c 256 -t 1 --kv-interval 32 --kv-buffer 8 --free-tokens 48 --needle-depths 0.5)
+"$kara" eval-kv "${common[@]}" --retention 1.0,0.3 --noise-threads 2 --out "$dir/out.csv" > "$dir/table.txt" 2>"$dir/log.txt"
+check "the table lists every method" \
+    bash -c "for m in full 'full(t=2)' kara streaming snapkv h2o chunkkv random recent; do grep -qF \"\$m \" '$dir/table.txt' || exit 1; done"
+
+header='method,label,retention,budget_tokens,threads,steps,mean_slots,peak_kv_bytes,kl_mean,kl_max,steps_compressed,kl_mean_compressed,top1_agree,nll_mean,ppl_ratio,first_divergence,free_cap,needle_hits,needle_trials,needle_digits,needle_kept,region_size,region_min,region_kept,events,slots_evicted,event_ms_mean,event_share,decode_tok_s'
+check "CSV header" test "$(head -1 "$dir/out.csv")" = "$header"
+check "CSV: header, full, noise, then 7 methods x 2 retentions" test "$(wc -l < "$dir/out.csv")" = 17
+check "CSV: every row has the header's 29 columns" \
+    bash -c "awk -F, 'NF != 29 { bad = 1 } END { exit bad }' '$dir/out.csv'"
+
+# the noise floor: the forward pass does not depend on the thread count
+check "full(t=2): KL 0" num_eq "$(col 'full(t=2)' '' kl_max)" 0
+check "full(t=2): top-1 agreement 1" num_eq "$(col 'full(t=2)' '' top1_agree)" 1
+check "full(t=2): no greedy divergence" num_eq "$(col 'full(t=2)' '' first_divergence)" 48
+check "full(t=2): perplexity ratio 1" num_eq "$(col 'full(t=2)' '' ppl_ratio)" 1
+check "full(t=2) ran on 2 threads" num_eq "$(col 'full(t=2)' '' threads)" 2
+
+# retention 1.0: events run but keep everything, so every number equals full's
+check "kara r=1: events ran" num_lt 0 "$(col kara 1 events)"
+check "kara r=1: nothing evicted" num_eq "$(col kara 1 slots_evicted)" 0
+check "kara r=1: KL 0" num_eq "$(col kara 1 kl_max)" 0
+check "kara r=1: agreement 1" num_eq "$(col kara 1 top1_agree)" 1
+check "kara r=1: no divergence" num_eq "$(col kara 1 first_divergence)" 48
+check "kara r=1: every region whole" num_eq "$(col kara 1 region_min)" 1
+check "kara r=1: same NLL as full" test "$(col kara 1 nll_mean)" = "$(col full '' nll_mean)"
+
+# retention 0.3: fewer slots, a real difference, part of every region kept
+check "kara r=0.3: evicts" num_lt 0 "$(col kara 0.3 slots_evicted)"
+check "kara r=0.3: fewer slots than full" num_lt "$(col kara 0.3 mean_slots)" "$(col full '' mean_slots)"
+check "kara r=0.3: KL above 0" num_lt 0 "$(col kara 0.3 kl_mean)"
+check "kara r=0.3: agreement below 1" num_lt "$(col kara 0.3 top1_agree)" 1
+check "kara r=0.3: every region keeps > 10%" num_lt 0.1 "$(col kara 0.3 region_min)"
+mean=$(col kara 0.3 mean_slots)
+for m in streaming snapkv h2o; do
+    check "$m r=0.3: budget = Kara's mean footprint ($mean)" \
+        num_eq "$(col $m 0.3 budget_tokens)" "$(awk -v m="$mean" 'BEGIN { printf "%d", m + 0.5 }')"
+done
+check "streaming r=0.3: holds at most its budget" \
+    bash -c "awk -v a='$(col streaming 0.3 mean_slots)' -v b='$(col streaming 0.3 budget_tokens)' 'BEGIN { exit !(a <= b) }'"
+
+# JSON: same rows, parseable
+"$kara" eval-kv "${common[@]}" --methods kara,streaming --retention 0.3 --out "$dir/out.json" >/dev/null 2>&1
+if command -v python3 >/dev/null; then
+    check "JSON parses with 4 rows (full, noise, kara, streaming)" python3 -c "
+import json, sys
+d = json.load(open('$dir/out.json'))
+labels = [r['label'] for r in d['rows']]
+sys.exit(0 if labels[0] == 'full' and labels[2:] == ['kara', 'streaming'] and len(labels) == 4 else 1)"
+else
+    check "JSON has 4 rows" test "$(grep -c '"method":' "$dir/out.json")" = 4
+fi
+
+# errors
+check "unknown method exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --methods full,bogus
+check "unknown method: the message names it and the valid methods" \
+    bash -c "grep -q bogus '$dir/err.txt' && grep -q snapkv '$dir/err.txt'"
+check "retention above 1 exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --retention 1.5
+check "--budget-match with a bad value exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --budget-match most
+check "missing text file exits 66" exit_code 66 "$kara" eval-kv "${common[@]}" -f "$dir/none.txt"
+check "no model exits 64" exit_code 64 "$kara" eval-kv -f "$dir/none.txt"
+
+echo "$fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,423 @@
+/* cmd_eval_kv.c - `kara eval-kv`: how faithful each KV method is to `full`
+ * on one model and one text (docs/kara.md section 12.2): teacher-forced KL,
+ * top-1 agreement and perplexity ratio, the first greedy divergence, a
+ * needle placed in generated text, retention per region, and the cost of
+ * compression events. The baselines that take a token budget (streaming,
+ * snapkv, h2o) get Kara's measured mean footprint at the same retention
+ * unless --kv-budget-tokens is given (the spec's `budget_tokens: auto`). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_args.h"
+#include "cli_config.h"
+#include "commands.h"
+#include "cpu_features.h"
+#include "eval_kv.h"
+#include "exit_codes.h"
+#include "kara.h"
+
+#define MAX_METHODS 8
+#define MAX_RETENTIONS 16
+
+/* A TinyStories-like text written for this tool, used when no -f is given. */
+static const char k_builtin_text[] =
+    "Once upon a time, there was a little girl named Mia. Mia loved to play in the garden behind her house. "
+    "One sunny day, she saw a small bird sitting on a branch. The bird looked sad because it could not fly. "
+    "Mia said, \"Do not be sad, little bird. I will help you.\" She ran inside and got a box and a soft towel. "
+    "She put the bird in the box and gave it some water. Every day, Mia came to see the bird. She sang songs "
+    "and told it stories about the big blue sky.\n"
+    "One morning, Mia's mom came into the garden. \"What is in the box?\" she asked. Mia showed her the bird. "
+    "Mom smiled and said, \"You are a kind girl. The bird is getting strong.\" Mia was very happy. The next day, "
+    "the bird hopped out of the box and flapped its wings. It flew up to the tree and sang a happy song. Mia "
+    "clapped her hands and laughed.\n"
+    "Then the bird flew down and sat on Mia's hand. It was saying thank you. Mia said, \"You can come back and "
+    "play with me any time.\" From that day on, the bird came to the garden every morning. Mia and the bird "
+    "were best friends.\n"
+    "One day, Mia's friend Tom came over to play. Tom had a big red ball. They kicked the ball around the "
+    "garden and ran after it. The ball rolled under the tree where the bird lived. Tom wanted to climb the "
+    "tree, but Mia said, \"Be careful, Tom. The bird has a nest up there.\" Tom looked up and saw three small "
+    "eggs in the nest. \"Wow,\" he said. \"I will be very quiet.\" They sat under the tree and watched the nest "
+    "all afternoon.\n"
+    "A few days later, the eggs opened and three baby birds came out. They were very hungry and made a lot of "
+    "noise. The mother bird flew back and forth to bring them food. Mia and Tom were so happy to see the babies. "
+    "They learned that being kind and gentle is the best way to make new friends. And every morning after that, "
+    "the garden was full of happy songs.\n";
+
+static const char k_needle[] = "Remember, the code is 48213.";
+static const char k_question[] = "What is the code? The code is";
+static const char k_code[] = "48213";
+
+typedef struct eval_opts {
+    kara_config cfg;
+    const char *text_path;
+    const char *out_path;
+    kara_kv_method methods[MAX_METHODS];
+    int n_methods;
+    float retentions[MAX_RETENTIONS];
+    int n_retentions;
+    long long prompt_tokens, max_tokens, free_tokens, region, noise_threads;
+    bool equal_mean;     /* --budget-match equal-mean */
+    int n_depths;
+    float depths[KARA_EVAL_MAX_DEPTHS];
+} eval_opts;
+
+static const kara_cli_flag eval_flags[] = {
+    {"-f|--file", true, "text replayed as if generated (default: a built-in short story)"},
+    {"--methods", true, "comma-separated methods (default: all; full is always the reference)"},
+    {"--retention", true, "comma-separated retentions (default: kara.retention, i.e. --kv-retention)"},
+    {"--prompt-tokens", true, "tokens of the text used as the prompt (default 16)"},
+    {"--max-tokens", true, "at most this many replayed tokens (default: what the context holds)"},
+    {"--free-tokens", true, "cap of the free-running comparison (default 256)"},
+    {"--needle-depths", true, "comma-separated depths in (0,1), or 'none' (default 0.1,0.3,0.5,0.7,0.9)"},
+    {"--region", true, "region size of the retention profile (default 2 x kara.interval: 256 at 128)"},
+    {"--noise-threads", true, "thread count of the full-vs-full noise run (default 1, or 2 when -t 1)"},
+    {"--budget-match", true, "kara-mean: budget = Kara's mean slots (default, the spec's auto); equal-mean: the "
+                             "budget whose own mean footprint equals Kara's"},
+    {"--out", true, "also write the results to FILE.csv or FILE.json"},
+};
+#define N_EVAL_FLAGS (int)(sizeof eval_flags / sizeof eval_flags[0])
+
+static bool parse_methods(const char *list, eval_opts *o) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    o->n_methods = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        kara_kv_method m;
+        if (kara_kv_method_parse(tok, &m) != KARA_OK) {
+            fprintf(stderr, "kara eval-kv: --methods: %s\n", kara_last_error());
+            return false;
+        }
+        bool dup = false;
+        for (int i = 0; i < o->n_methods; i++) dup |= o->methods[i] == m;
+        if (!dup && o->n_methods < MAX_METHODS) o->methods[o->n_methods++] = m;
+    }
+    if (!o->n_methods) {
+        fprintf(stderr, "kara eval-kv: --methods: no method given\n");
+        return false;
+    }
+    return true;
+}
+
+/* "0.1,0.3" into out (each within [lo, hi]); returns the count or -1. */
+static int parse_floats(const char *flag, const char *list, double lo, double hi, float *out, int max) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    int n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        double v;
+        if (!kara_arg_float("eval-kv", flag, tok, lo, hi, &v)) return -1;
+        if (n == max) {
+            fprintf(stderr, "kara eval-kv: %s: at most %d values\n", flag, max);
+            return -1;
+        }
+        out[n++] = (float)v;
+    }
+    if (!n) fprintf(stderr, "kara eval-kv: %s: no value given\n", flag);
+    return n ? n : -1;
+}
+
+/* Parse flags; returns -1 to go on, else the exit code. */
+static int parse(int argc, char **argv, eval_opts *o) {
+    o->prompt_tokens = 16;
+    o->free_tokens = 256;
+    o->noise_threads = 0;
+    o->n_depths = 5;
+    for (int i = 0; i < 5; i++) o->depths[i] = 0.1f + 0.2f * (float)i;
+    for (int i = 0; i < MAX_METHODS; i++) o->methods[i] = (kara_kv_method)i;
+    o->n_methods = MAX_METHODS;
+    kara_cli_parsed cli;
+    int rc = kara_cli_parse("eval-kv", argc, argv, eval_flags, N_EVAL_FLAGS, &o->cfg, &cli);
+    o->retentions[0] = o->cfg.context.kv.retention;
+    o->n_retentions = 1;
+    for (int i = 0; rc < 0 && i < cli.n_args; i++) {
+        const kara_cli_arg *a = &cli.args[i];
+        const kara_cli_flag *f = a->flag;
+        bool ok = true;
+        if (!f) {
+            fprintf(stderr, "kara eval-kv: unexpected argument '%s'\n", a->value);
+            ok = false;
+        } else if (kara_cli_flag_is(f, "-f")) {
+            o->text_path = a->value;
+        } else if (kara_cli_flag_is(f, "--out")) {
+            o->out_path = a->value;
+        } else if (kara_cli_flag_is(f, "--methods")) {
+            ok = parse_methods(a->value, o);
+        } else if (kara_cli_flag_is(f, "--retention")) {
+            o->n_retentions = parse_floats("--retention", a->value, 0.0, 1.0, o->retentions, MAX_RETENTIONS);
+            ok = o->n_retentions > 0;
+        } else if (kara_cli_flag_is(f, "--needle-depths")) {
+            if (!strcmp(a->value, "none")) o->n_depths = 0;
+            else ok = (o->n_depths = parse_floats("--needle-depths", a->value, 0.0, 1.0, o->depths,
+                                                  KARA_EVAL_MAX_DEPTHS)) > 0;
+        } else if (kara_cli_flag_is(f, "--prompt-tokens")) {
+            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 20, &o->prompt_tokens);
+        } else if (kara_cli_flag_is(f, "--max-tokens")) {
+            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 2, 1 << 24, &o->max_tokens);
+        } else if (kara_cli_flag_is(f, "--free-tokens")) {
+            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 24, &o->free_tokens);
+        } else if (kara_cli_flag_is(f, "--region")) {
+            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 20, &o->region);
+        } else if (kara_cli_flag_is(f, "--budget-match")) {
+            o->equal_mean = !strcmp(a->value, "equal-mean");
+            if (!o->equal_mean && strcmp(a->value, "kara-mean")) {
+                fprintf(stderr, "kara eval-kv: --budget-match: expected kara-mean or equal-mean, got '%s'\n", a->value);
+                ok = false;
+            }
+        } else if (kara_cli_flag_is(f, "--noise-threads")) {
+            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 4096, &o->noise_threads);
+        }
+        if (!ok) rc = KARA_EXIT_USAGE;
+    }
+    if (rc < 0 && cli.help) {
+        printf("usage: kara eval-kv -m MODEL [-f TEXT] [--methods full,kara,...] [--retention R[,R...]] "
+               "[--out FILE.csv|FILE.json] [options]\n\n"
+               "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
+               "agreement, perplexity ratio, first greedy divergence, a needle in the generated text,\n"
+               "retention per region, KV memory and the cost of compression events. streaming, snapkv and\n"
+               "h2o get Kara's measured mean footprint as their token budget unless --kv-budget-tokens is set.\n\n");
+        kara_cli_usage(stdout, eval_flags, N_EVAL_FLAGS);
+        rc = KARA_EXIT_OK;
+    } else if (rc < 0 && cli.print_config) {
+        kara_cli_print_config(stdout, &o->cfg);
+        rc = KARA_EXIT_OK;
+    }
+    kara_cli_parsed_free(&cli);
+    if (rc >= 0) return rc;
+    if (!o->cfg.model_path[0]) {
+        fprintf(stderr, "kara eval-kv: no model given (-m MODEL.gguf or model.path in --config)\n");
+        return KARA_EXIT_USAGE;
+    }
+    return -1;
+}
+
+static int status_exit(kara_status st) {
+    switch (st) {
+    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
+    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: case KARA_ERR_TOKEN: case KARA_ERR_CONTEXT_FULL:
+    case KARA_ERR_KV_BUDGET: return KARA_EXIT_DATAERR;
+    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KARA_EXIT_CONFIG;
+    default: return KARA_EXIT_SOFTWARE;
+    }
+}
+
+/* Tokens of a piece of text to insert mid-stream: SPM vocabularies put a
+ * space in front by themselves, byte-level BPE ones need it written. */
+static int32_t tokenize_insert(const kara_model *m, const char *text, int32_t *out, int32_t max) {
+    int32_t probe[8];
+    char piece[16];
+    bool prefixed = kara_tokenize(m, "x", 1, probe, 8, false, false) >= 1 &&
+                    kara_token_to_piece(m, probe[0], piece, sizeof piece, false) >= 1 && piece[0] == ' ';
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s%s", prefixed ? "" : " ", text);
+    return kara_tokenize(m, buf, (int32_t)strlen(buf), out, max, false, false);
+}
+
+static bool is_budget_method(kara_kv_method m) {
+    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O;
+}
+
+/* Mean slots a budget baseline holds over the replay (after each of the
+ * n_steps single-token decodes from n_prompt slots) with token budget b:
+ * streaming and h2o cut back to b as soon as they exceed it, snapkv once it
+ * reaches b + slack (spec section 10). */
+static double baseline_mean(kara_kv_method m, int32_t b, int32_t n_prompt, int32_t n_steps, int32_t slack) {
+    double sum = 0;
+    int32_t n = n_prompt;
+    for (int32_t t = 0; t < n_steps; t++) {
+        n++;
+        if (m == KARA_KV_METHOD_SNAPKV ? n >= b + slack : n > b) n = b;
+        sum += n;
+    }
+    return n_steps ? sum / n_steps : n_prompt;
+}
+
+/* The smallest budget whose simulated mean footprint reaches target
+ * (--budget-match equal-mean); snapkv's budget must hold the prompt and
+ * its observation window. */
+static int32_t equal_mean_budget(kara_kv_method m, double target, int32_t n_prompt, int32_t n_steps, int32_t slack,
+                                 int32_t obs) {
+    int32_t lo = m == KARA_KV_METHOD_SNAPKV ? n_prompt + obs + 1 : 1, hi = n_prompt + n_steps + 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (baseline_mean(m, mid, n_prompt, n_steps, slack) >= target) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+typedef struct eval_job {
+    const eval_opts *o;
+    const kara_eval_setup *s;
+    kara_eval_ref ref;
+    kara_eval_row *rows;
+    int n_rows;
+    int32_t threads;
+} eval_job;
+
+static kara_status run_row(eval_job *j, const kara_context_params *cp, const char *label, float retention,
+                           bool make_ref) {
+    kara_eval_row *r = &j->rows[j->n_rows];
+    memset(r, 0, sizeof *r);
+    snprintf(r->label, sizeof r->label, "%s", label);
+    r->method = cp->kv.method;
+    r->retention = retention;
+    r->budget_tokens = is_budget_method(cp->kv.method) ? cp->kv.budget_tokens : 0;
+    r->threads = cp->n_threads > 0 ? cp->n_threads : kara_cpu_count();
+    fprintf(stderr, "eval-kv: %s", label);
+    if (retention >= 0) fprintf(stderr, " r=%.2f", retention);
+    if (r->budget_tokens) fprintf(stderr, " budget=%d", r->budget_tokens);
+    fprintf(stderr, " ...\n");
+    char err[512];
+    kara_status st = kara_eval_method(j->s, cp, &j->ref, make_ref, r, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "kara eval-kv: %s: %s\n", label, err);
+        return st;
+    }
+    j->n_rows++;
+    return KARA_OK;
+}
+
+/* full, the noise floor, then per retention Kara (its mean footprint sets
+ * the budget of the budget baselines) and the other methods. */
+static kara_status run_all(eval_job *j, const kara_context_params *base) {
+    const eval_opts *o = j->o;
+    kara_context_params cp = *base;
+    cp.kv.method = KARA_KV_METHOD_FULL;
+    kara_status st = run_row(j, &cp, "full", -1.0f, true);
+    if (st) return st;
+    cp.n_threads = o->noise_threads ? (int32_t)o->noise_threads : (j->threads == 1 ? 2 : 1);
+    char label[40];
+    snprintf(label, sizeof label, "full(t=%d)", cp.n_threads);
+    if ((st = run_row(j, &cp, label, -1.0f, false))) return st;
+    bool want_kara = false, want_budget = false;
+    for (int i = 0; i < o->n_methods; i++) {
+        want_kara |= o->methods[i] == KARA_KV_METHOD_KARA;
+        want_budget |= is_budget_method(o->methods[i]);
+    }
+    bool auto_budget = base->kv.budget_tokens <= 0;
+    for (int ri = 0; ri < o->n_retentions; ri++) {
+        float r = o->retentions[ri];
+        int32_t budget = base->kv.budget_tokens;
+        double kara_mean = 0;
+        if (want_kara || (want_budget && auto_budget)) {
+            cp = *base;
+            cp.kv.method = KARA_KV_METHOD_KARA;
+            cp.kv.retention = r;
+            if ((st = run_row(j, &cp, "kara", r, false))) return st;
+            kara_mean = j->rows[j->n_rows - 1].mean_slots;
+            if (auto_budget) budget = (int32_t)lround(kara_mean);
+        }
+        for (int i = 0; i < o->n_methods; i++) {
+            kara_kv_method m = o->methods[i];
+            if (m == KARA_KV_METHOD_FULL || m == KARA_KV_METHOD_KARA) continue;
+            cp = *base;
+            cp.kv.method = m;
+            cp.kv.retention = r;
+            if (is_budget_method(m) && auto_budget && o->equal_mean && j->n_rows > 0)
+                budget = equal_mean_budget(m, kara_mean, j->s->n_prompt, j->s->n_text - 1,
+                                           base->kv.snapkv_trigger_slack, base->kv.snapkv_obs_window);
+            if (is_budget_method(m)) cp.kv.budget_tokens = budget > 0 ? budget : 1;
+            if ((st = run_row(j, &cp, kara_kv_method_name(m), r, false))) return st;
+        }
+    }
+    return KARA_OK;
+}
+
+/* Lay out prompt, replay, free-running and needle lengths within the
+ * context. Returns false (message printed) when the text is too short. */
+static bool make_setup(const eval_opts *o, kara_model *m, const int32_t *toks, int32_t n_toks, int32_t n_ctx,
+                       int32_t interval, int32_t *needle, int32_t n_needle, int32_t *question, int32_t n_question,
+                       kara_eval_setup *s) {
+    memset(s, 0, sizeof *s);
+    s->model = m;
+    s->n_vocab = kara_model_n_vocab(m);
+    s->n_prompt = (int32_t)(o->prompt_tokens < n_toks - 2 ? o->prompt_tokens : n_toks - 2);
+    if (s->n_prompt < 1 || n_ctx < s->n_prompt + 8) {
+        fprintf(stderr, "kara eval-kv: the text (%d tokens) or the context (%d) is too short\n", n_toks, n_ctx);
+        return false;
+    }
+    s->prompt = toks;
+    s->text = toks + s->n_prompt;
+    s->n_text = n_toks - s->n_prompt;
+    if (s->n_text > n_ctx - s->n_prompt) s->n_text = n_ctx - s->n_prompt;
+    if (o->max_tokens && s->n_text > o->max_tokens) s->n_text = (int32_t)o->max_tokens;
+    s->n_free = (int32_t)(o->free_tokens < n_ctx - s->n_prompt ? o->free_tokens : n_ctx - s->n_prompt);
+    /* two compression windows per region by default (the spec's 256 at
+     * interval 128): a region shorter than a window may rightly be empty */
+    s->region = o->region ? (int32_t)o->region : 2 * (interval > 0 ? interval : 128);
+    s->needle = needle;
+    s->n_needle = n_needle;
+    s->question = question;
+    s->n_question = n_question;
+    s->code = k_code;
+    s->n_answer = (int32_t)strlen(k_code) + 3;
+    s->n_filler = n_ctx - s->n_prompt - n_needle - n_question - s->n_answer;
+    if (s->n_filler > s->n_text) s->n_filler = s->n_text;
+    s->n_depths = o->n_depths;
+    memcpy(s->depths, o->depths, sizeof s->depths);
+    if (s->n_depths && s->n_filler < 16) {
+        fprintf(stderr, "kara eval-kv: no room for the needle test (filler of %d tokens); skipping it\n",
+                s->n_filler);
+        s->n_depths = 0;
+    }
+    return true;
+}
+
+static int eval_main(int argc, char **argv) {
+    eval_opts o;
+    memset(&o, 0, sizeof o);
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    kara_model *m;
+    kara_status st = kara_model_load(o.cfg.model_path, NULL, &m);
+    if (st) {
+        fprintf(stderr, "kara eval-kv: %s\n", kara_last_error());
+        return status_exit(st);
+    }
+    size_t len = strlen(k_builtin_text);
+    char *file_text = NULL;
+    if (o.text_path && !(file_text = kara_read_text_file("eval-kv", o.text_path, &len))) {
+        kara_model_free(m);
+        return KARA_EXIT_NOINPUT;
+    }
+    const char *text = file_text ? file_text : k_builtin_text;
+    int32_t cap = (int32_t)len + 8, needle[64], question[64];
+    int32_t *toks = malloc((size_t)cap * sizeof *toks);
+    int32_t n_toks = toks ? kara_tokenize(m, text, (int32_t)len, toks, cap, true, false) : INT32_MIN;
+    int32_t n_needle = tokenize_insert(m, k_needle, needle, 64);
+    int32_t n_question = tokenize_insert(m, k_question, question, 64);
+    free(file_text);
+    kara_context_params base = o.cfg.context;
+    int32_t n_ctx = base.n_ctx ? base.n_ctx : kara_model_n_ctx_train(m);
+    base.n_ctx = n_ctx;
+    kara_eval_setup s;
+    eval_job job = {&o, &s, {0}, NULL, 0, base.n_threads > 0 ? base.n_threads : kara_cpu_count()};
+    rc = KARA_EXIT_OK;
+    if (n_toks < 0 || n_needle < 0 || n_question < 0) {
+        fprintf(stderr, "kara eval-kv: cannot tokenize the text: %s\n", kara_last_error());
+        rc = KARA_EXIT_DATAERR;
+    } else if (!make_setup(&o, m, toks, n_toks, n_ctx, base.kv.interval, needle, n_needle, question, n_question,
+                           &s)) {
+        rc = KARA_EXIT_DATAERR;
+    } else {
+        job.rows = calloc((size_t)(2 + o.n_retentions * (MAX_METHODS + 1)), sizeof *job.rows);
+        if (!job.rows) rc = KARA_EXIT_SOFTWARE;
+        else if ((st = run_all(&job, &base))) rc = status_exit(st);
+    }
+    if (!rc) {
+        kara_eval_meta meta = {o.cfg.model_path, kara_model_desc(m), o.text_path ? o.text_path : "(built-in)", n_ctx,
+                               &base.kv};
+        kara_eval_print_table(stdout, &s, &meta, job.rows, job.n_rows);
+        if (o.out_path && !kara_eval_write(o.out_path, &s, &meta, job.rows, job.n_rows)) rc = KARA_EXIT_CANTCREAT;
+    }
+    kara_eval_ref_free(&job.ref);
+    free(job.rows);
+    free(toks);
+    kara_model_free(m);
+    return rc;
+}
+
+const kara_command kara_cmd_eval_kv = {"eval-kv", "measure KV methods against full (KL, needle, memory, cost)",
+                                       eval_main};
