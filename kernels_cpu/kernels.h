@@ -134,6 +134,20 @@ typedef struct kara_kernels {
     void (*axpy_f16)(float *y, float a, const kara_fp16 *x, int64_t n);
     /* f32 -> f16 row conversion (KV cache writes) */
     void (*f32_to_f16)(kara_fp16 *y, const float *x, int64_t n);
+    /* C[i][j] = dot(A row i, B row j) over k elements, for i < m and j < n:
+     * A f32 rows lda floats apart; B rows of f16 (b_f16) or f32, ldb bytes
+     * apart (e.g. keys in place in the KV cache); C rows ldc floats apart.
+     * A small dense product, register-blocked per ISA (the KV scorer's q.k
+     * logits); an entry's arithmetic depends only on the data, k, m and n,
+     * so equal calls give equal bits. */
+    void (*gemm_nt)(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
+                    int64_t m, int64_t n, int64_t k);
+    /* C[i][:k] += sum over j < n of A[i][j] * (B row j)[:k], for i < m: A f32
+     * rows lda floats apart, B rows of f16 (b_f16) or f32 ldb bytes apart,
+     * C rows ldc floats apart; j runs in order for every element. Attention
+     * uses it for probabilities times values over a block of cache slots. */
+    void (*gemm_nn_acc)(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
+                        bool b_f16, int64_t m, int64_t n, int64_t k);
 } kara_kernels;
 
 /* The table for this CPU (best ISA, capped by KARA_CPU_ISA), chosen once;

@@ -141,5 +141,9 @@ float kara_scalar_dot_f16_f32(const kara_fp16 *a, const float *b, int64_t n);
 void kara_scalar_axpy_f32(float *y, float a, const float *x, int64_t n);
 void kara_scalar_axpy_f16(float *y, float a, const kara_fp16 *x, int64_t n);
 void kara_scalar_f32_to_f16(kara_fp16 *y, const float *x, int64_t n);
+void kara_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
+                             bool b_f16, int64_t m, int64_t n, int64_t k);
+void kara_scalar_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
+                         int64_t m, int64_t n, int64_t k);
 
 #endif /* KARA_KERNELS_IMPL_H */

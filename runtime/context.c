@@ -34,6 +34,13 @@ void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, i
     fn(arg, 0, 1);
 }
 
+void kara_parallel_barrier(const kara_context *ctx) {
+    (void)ctx;
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+}
+
 static void *scratch(kara_context *c, size_t n_floats) {
     c->mem_bytes += n_floats * sizeof(float);
     return calloc(n_floats ? n_floats : 1, sizeof(float));
@@ -139,7 +146,13 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->up = scratch(c, nb * hp->n_ff);
     c->proj = scratch(c, nb * hp->n_embd);
     c->rope_cs = scratch(c, nb * hp->rope_dim);
-    c->att_scores = scratch(c, (size_t)c->n_threads * (size_t)c->n_ctx);
+    /* attention takes the query heads of one KV head for up to 32 / group
+     * consecutive entries at once, so each key and value row is read once
+     * for all of them */
+    c->att_rows = hp->n_head / hp->n_head_kv > KARA_ATT_ROWS ? hp->n_head / hp->n_head_kv : KARA_ATT_ROWS;
+    c->att_ld = (c->n_ctx + c->kv.block_size - 1) / c->kv.block_size * c->kv.block_size;
+    c->att_scores = scratch(c, (size_t)c->n_threads * (size_t)c->att_rows * (size_t)c->att_ld);
+    c->att_q = scratch(c, (size_t)c->n_threads * (size_t)c->att_rows * (size_t)hp->head_dim);
     c->logits = scratch(c, nb * hp->n_vocab);
     c->slot = calloc(nb, sizeof(int32_t));
     c->out_rows = calloc(nb, sizeof(int32_t));
@@ -150,7 +163,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->seq_next = calloc((size_t)params->n_seq_max, sizeof(int32_t));
     c->mem_bytes += c->kv.budget;
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->gate || !c->up || !c->proj || !c->rope_cs ||
-        !c->att_scores || !c->logits || !c->slot || !c->out_rows ||
+        !c->att_scores || !c->att_q || !c->logits || !c->slot || !c->out_rows ||
         !c->entry_pos || !c->entry_seq || !c->entry_last || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
         kara_context_free(c);
         return kara_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
@@ -164,7 +177,7 @@ void kara_context_free(kara_context *c) {
     kara_kv_free(&c->kv);
     kara_kv_policy_free(&c->policy);
     free(c->entry_last);
-    float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->gate, c->up, c->proj, c->rope_cs, c->att_scores,
+    float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->gate, c->up, c->proj, c->rope_cs, c->att_scores, c->att_q,
                      c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < KARA_TYPE_COUNT; t++) free(c->act[t].data);

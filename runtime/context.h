@@ -42,7 +42,10 @@ struct kara_context {
     float *up;         /* n_ff */
     float *proj;       /* output of wo / w_down, n_embd */
     float *rope_cs;    /* cos/sin per entry, rope_dim */
-    float *att_scores; /* per thread: n_ctx */
+    float *att_scores; /* per thread: att_rows rows of n_ctx scores */
+    float *att_q;      /* per thread: att_rows rows of head_dim (scaled queries, then outputs) */
+    int32_t att_rows;  /* query rows attended together (the heads of a KV group x entries) */
+    int32_t att_ld;    /* floats per score row: n_ctx rounded up to whole KV blocks */
     int32_t *slot;     /* slot each entry was written to */
     int32_t *out_rows; /* entries whose logits were requested */
     int32_t *entry_pos; /* position of each entry (validated) */
@@ -57,8 +60,16 @@ struct kara_context {
     char last_error[512];
 };
 
+/* Query rows attended together by one thread (at least the heads of a KV
+ * group); the per-thread score buffer holds this many rows of n_ctx. */
+#define KARA_ATT_ROWS 32
+
 /* Run fn(arg, ith, nth) on the context's threads (OpenMP) and wait. */
 void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);
+
+/* Inside fn of kara_parallel_run: wait until every thread of the region
+ * gets here (nothing when single-threaded). */
+void kara_parallel_barrier(const kara_context *ctx);
 
 /* The forward pass over a validated batch whose slots are already reserved. */
 kara_status kara_forward(kara_context *ctx, const kara_batch *batch);

@@ -16,41 +16,79 @@
 
 /* ---- matrix products ---- */
 
+/* Up to three products of the same input rows (Q, K and V; gate and up) run
+ * in one parallel region: the threads first convert their share of the
+ * input rows to each activation format the weights need (unless still
+ * converted from an earlier product), wait for each other once, then each
+ * computes its slice of rows of every product. One region instead of one
+ * per product: on two cores each fork/join costs as much as a small product,
+ * and far more when the machine is shared. */
+#define MAX_PRODUCTS 3
+
 typedef struct matmul_job {
-    const kara_kernels *k;
-    const kara_weight *w;
-    const void *x;
-    size_t x_row_bytes;
-    int64_t n_batch;
-    float *y;
+    kara_context *c;
+    int n_w;
+    const kara_weight *w[MAX_PRODUCTS];
+    float *y[MAX_PRODUCTS];
+    const float *x;       /* input rows, n_cols floats each */
+    int64_t n_cols;
+    int32_t n;            /* rows */
+    kara_act_buf *conv[MAX_PRODUCTS]; /* activation buffers to fill (NULL: none) */
 } matmul_job;
 
 static void matmul_task(void *arg, int ith, int nth) {
     const matmul_job *j = arg;
-    j->k->matmul(j->k, j->w->type, j->w->data, j->w->row_bytes, j->w->n_rows, j->w->n_cols, j->x, j->x_row_bytes,
-                 j->n_batch, j->y, j->w->n_rows, ith, nth);
+    const kara_kernels *k = j->c->kernels;
+    bool converted = false;
+    for (int t = 0; t < j->n_w; t++) {
+        kara_act_buf *a = j->conv[t];
+        if (!a) continue;
+        kara_type vt = kara_type_get(j->w[t]->type)->vec_dot_type;
+        for (int32_t r = ith; r < j->n; r += nth)
+            k->from_float[vt](j->x + (size_t)r * j->n_cols, (uint8_t *)a->data + (size_t)r * a->row_bytes, j->n_cols);
+        converted = true;
+    }
+    if (converted) kara_parallel_barrier(j->c);
+    for (int t = 0; t < j->n_w; t++) {
+        const kara_weight *w = j->w[t];
+        kara_type vt = kara_type_get(w->type)->vec_dot_type;
+        const void *x = j->x;
+        size_t xrb = (size_t)j->n_cols * sizeof(float);
+        if (vt != KARA_TYPE_F32) {
+            x = j->c->act[vt].data;
+            xrb = j->c->act[vt].row_bytes;
+        }
+        k->matmul(k, w->type, w->data, w->row_bytes, w->n_rows, w->n_cols, x, xrb, j->n, j->y[t], w->n_rows, ith, nth);
+    }
 }
 
-/* y[n][w->n_rows] = x[n][w->n_cols] . W^T. The rows of x are converted to
- * the weight's activation format once and reused by later products on the
- * same rows (Q, K and V; gate and up) until `fresh` marks new input. */
-static void matmul(kara_context *c, const kara_weight *w, const float *x, int32_t n, float *y, bool fresh) {
-    kara_type vt = kara_type_get(w->type)->vec_dot_type;
-    matmul_job job = {c->kernels, w, x, (size_t)w->n_cols * sizeof(float), n, y};
-    if (vt != KARA_TYPE_F32) {
+/* y_t[n][w_t->n_rows] = x[n][n_cols] . W_t^T for each of the n_w weights
+ * (all with n_cols columns). The rows of x are converted to each weight's
+ * activation format once and reused by later products on the same rows
+ * until `fresh` marks new input. */
+static void matmul_multi(kara_context *c, int n_w, const kara_weight *const *ws, const float *x, int32_t n,
+                         float *const *ys, bool fresh) {
+    matmul_job job = {.c = c, .n_w = n_w, .x = x, .n_cols = ws[0]->n_cols, .n = n};
+    for (int t = 0; fresh && t < n_w; t++) c->act[kara_type_get(ws[t]->type)->vec_dot_type].src = NULL;
+    for (int t = 0; t < n_w; t++) {
+        job.w[t] = ws[t];
+        job.y[t] = ys[t];
+        job.conv[t] = NULL;
+        kara_type vt = kara_type_get(ws[t]->type)->vec_dot_type;
+        if (vt == KARA_TYPE_F32) continue;
         kara_act_buf *a = &c->act[vt];
-        if (fresh || a->src != x || a->n_cols != w->n_cols || a->n_rows != n) {
-            for (int32_t r = 0; r < n; r++)
-                c->kernels->from_float[vt](x + (size_t)r * w->n_cols, (uint8_t *)a->data + (size_t)r * a->row_bytes,
-                                           w->n_cols);
-            a->src = x;
-            a->n_cols = w->n_cols;
+        if (a->src != x || a->n_cols != ws[t]->n_cols || a->n_rows != n) {
+            job.conv[t] = a;
+            a->src = x; /* converted in the region below, before any product reads it */
+            a->n_cols = ws[t]->n_cols;
             a->n_rows = n;
         }
-        job.x = a->data;
-        job.x_row_bytes = a->row_bytes;
     }
     kara_parallel_run(c, matmul_task, &job);
+}
+
+static void matmul(kara_context *c, const kara_weight *w, const float *x, int32_t n, float *y, bool fresh) {
+    matmul_multi(c, 1, &w, x, n, &y, fresh);
 }
 
 /* Mark every converted activation stale (its source rows were rewritten). */
@@ -95,40 +133,80 @@ typedef struct attn_job {
     int32_t n;
 } attn_job;
 
-/* One unit of work is one (entry, query head): scores over the sequence's
- * slots up to the entry's own, softmax, weighted sum of V. */
+/* The entries [*i0, *i1) of the next attention chunk from entry `from`:
+ * consecutive entries of one sequence, at most `max_entries`. */
+static int32_t next_chunk(const kara_context *c, int32_t from, int32_t n, int32_t max_entries) {
+    int32_t i = from + 1;
+    while (i < n && i - from < max_entries && c->entry_seq[i] == c->entry_seq[from] && c->slot[i] > c->slot[i - 1]) i++;
+    return i;
+}
+
+/* Attention of a chunk of entries for the query heads of one KV head: the
+ * queries (scaled by 1/sqrt(head_dim)) are scored against the sequence's
+ * keys block by block (gemm_nt, each key row read once for all rows), each
+ * row's softmax runs over the slots up to its entry's own, and the
+ * probabilities times the value rows (gemm_nn_acc, each value row read once)
+ * give the outputs. */
+static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, int32_t kvh, int ith) {
+    const kara_hparams *hp = &c->model->hp;
+    const kara_kernels *k = c->kernels;
+    const kara_kv_cache *kv = &c->kv;
+    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const bool f16 = kv->dtype == KARA_KV_F16;
+    const int32_t seq = c->entry_seq[i0], nq = (i1 - i0) * group;
+    const size_t ld = (size_t)c->att_ld;
+    float *sc = c->att_scores + (size_t)ith * (size_t)c->att_rows * ld;
+    float *qo = c->att_q + (size_t)ith * (size_t)c->att_rows * (size_t)hd;
+    int32_t n_vis = 0;
+    for (int32_t i = i0; i < i1; i++) n_vis = c->slot[i] + 1 > n_vis ? c->slot[i] + 1 : n_vis;
+
+    for (int32_t r = 0; r < nq; r++) {
+        const float *q = c->q + ((size_t)(i0 + r / group) * hp->n_head + (size_t)kvh * group + r % group) * hd;
+        for (int32_t d = 0; d < hd; d++) qo[(size_t)r * hd + d] = q[d] * scale;
+    }
+    /* whole blocks of keys, also the slots not written yet (their scores are
+     * dropped): a slot's score is then computed the same way whatever the
+     * batch, so a prompt fed at once or token by token gives equal bits */
+    for (int32_t s0 = 0; s0 < n_vis; s0 += kv->block_size) {
+        const int32_t ns = kv->block_size;
+        const uint8_t *kp = (const uint8_t *)kara_kv_k(kv, layer, seq, s0) + (size_t)kvh * hd * kv->elem_size;
+        k->gemm_nt(sc + s0, (int64_t)ld, qo, hd, kp, kv->slot_bytes, f16, nq, ns, hd);
+    }
+    for (int32_t r = 0; r < nq; r++) {
+        const int32_t i = i0 + r / group, h = kvh * group + r % group, nv = c->slot[i] + 1;
+        float *row = sc + (size_t)r * ld;
+        k->softmax(row, nv);
+        for (int32_t s = nv; s < n_vis; s++) row[s] = 0.0f; /* slots after the entry's own */
+        /* H2O accumulates the attention of each sequence's newest query */
+        float *h2o = c->entry_last[i] ? kara_kv_policy_h2o_row(&c->policy, seq, h) : NULL;
+        for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
+    }
+    memset(qo, 0, (size_t)nq * hd * sizeof(float));
+    for (int32_t s0 = 0; s0 < n_vis; s0 += kv->block_size) {
+        const int32_t ns = n_vis - s0 < kv->block_size ? n_vis - s0 : kv->block_size;
+        const uint8_t *vp = (const uint8_t *)kara_kv_v(kv, layer, seq, s0) + (size_t)kvh * hd * kv->elem_size;
+        k->gemm_nn_acc(qo, hd, sc + s0, (int64_t)ld, vp, kv->slot_bytes, f16, nq, ns, hd);
+    }
+    for (int32_t r = 0; r < nq; r++) {
+        float *out = c->attn + ((size_t)(i0 + r / group) * hp->n_head + (size_t)kvh * group + r % group) * hd;
+        memcpy(out, qo + (size_t)r * hd, (size_t)hd * sizeof(float));
+    }
+}
+
+/* Units of work are (chunk of entries, KV head), dealt round-robin so that
+ * the longer chunks at the end of a prompt are spread over the threads. */
 static void attn_task(void *arg, int ith, int nth) {
     const attn_job *j = arg;
     kara_context *c = j->c;
     const kara_hparams *hp = &c->model->hp;
-    const kara_kernels *k = c->kernels;
-    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
-    const bool f16 = c->kv.dtype == KARA_KV_F16;
-    float *scores = c->att_scores + (size_t)ith * (size_t)c->n_ctx;
-    int64_t units = (int64_t)j->n * hp->n_head;
-    int64_t per = (units + nth - 1) / nth, u0 = per * ith, u1 = u0 + per < units ? u0 + per : units;
-    for (int64_t u = u0; u < u1; u++) {
-        int32_t i = (int32_t)(u / hp->n_head), h = (int32_t)(u % hp->n_head), kvh = h / group;
-        int32_t seq = c->entry_seq[i], n_vis = c->slot[i] + 1;
-        const float *q = c->q + ((size_t)i * hp->n_head + h) * hd;
-        for (int32_t s = 0; s < n_vis; s++) {
-            const void *kp = (const uint8_t *)kara_kv_k(&c->kv, j->layer, seq, s) + (size_t)kvh * hd * c->kv.elem_size;
-            scores[s] = scale * (f16 ? k->dot_f16_f32(kp, q, hd) : k->dot_f32(kp, q, hd));
-        }
-        k->softmax(scores, n_vis);
-        /* H2O accumulates the attention of each sequence's newest query */
-        float *h2o = c->entry_last[i] ? kara_kv_policy_h2o_row(&c->policy, seq, h) : NULL;
-        for (int32_t s = 0; h2o && s < n_vis; s++) h2o[s] += scores[s];
-        float *out = c->attn + ((size_t)i * hp->n_head + h) * hd;
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int32_t s = 0; s < n_vis; s++) {
-            const void *vp = (const uint8_t *)kara_kv_v(&c->kv, j->layer, seq, s) + (size_t)kvh * hd * c->kv.elem_size;
-            if (f16)
-                k->axpy_f16(out, scores[s], vp, hd);
-            else
-                k->axpy_f32(out, scores[s], vp, hd);
-        }
+    const int32_t max_entries = c->att_rows / (hp->n_head / hp->n_head_kv);
+    int64_t u = 0;
+    for (int32_t i0 = 0; i0 < j->n;) {
+        const int32_t i1 = next_chunk(c, i0, j->n, max_entries);
+        for (int32_t kvh = 0; kvh < hp->n_head_kv; kvh++, u++)
+            if (u % nth == ith) attn_chunk(c, j->layer, i0, i1, kvh, ith);
+        i0 = i1;
     }
 }
 
@@ -202,9 +280,9 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
         for (int32_t i = 0; i < n; i++)
             k->rmsnorm(c->xn + (size_t)i * e, c->x + (size_t)i * e, L->attn_norm, e, hp->rms_eps);
         acts_stale(c);
-        matmul(c, &L->wq, c->xn, n, c->q, true);
-        matmul(c, &L->wk, c->xn, n, c->k, false);
-        matmul(c, &L->wv, c->xn, n, c->v, false);
+        const kara_weight *qkv[] = {&L->wq, &L->wk, &L->wv};
+        float *qkv_out[] = {c->q, c->k, c->v};
+        matmul_multi(c, 3, qkv, c->xn, n, qkv_out, true);
         add_bias(c->q, L->bq, n, qd);
         add_bias(c->k, L->bk, n, kvd);
         add_bias(c->v, L->bv, n, kvd);
@@ -217,8 +295,9 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
         /* feed-forward block */
         for (int32_t i = 0; i < n; i++)
             k->rmsnorm(c->xn + (size_t)i * e, c->x + (size_t)i * e, L->ffn_norm, e, hp->rms_eps);
-        matmul(c, &L->w_gate, c->xn, n, c->gate, true);
-        matmul(c, &L->w_up, c->xn, n, c->up, false);
+        const kara_weight *gate_up[] = {&L->w_gate, &L->w_up};
+        float *gate_up_out[] = {c->gate, c->up};
+        matmul_multi(c, 2, gate_up, c->xn, n, gate_up_out, true);
         k->silu_mul(c->gate, c->gate, c->up, (int64_t)n * hp->n_ff);
         matmul(c, &L->w_down, c->gate, n, c->proj, true);
         add_residual(c->x, c->proj, (size_t)n * e);

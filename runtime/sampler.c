@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "status.h"
+#include "sampler_internal.h"
 
 typedef struct candidate {
     int32_t id;
@@ -18,6 +19,7 @@ struct kara_sampler {
     int32_t cap;
     int32_t *history;     /* ring of the last repeat_last_n tokens */
     int32_t hist_n, hist_head;
+    int32_t hist_cap;     /* entries allocated for history */
 };
 
 void kara_sampler_params_init(kara_sampler_params *p) {
@@ -45,7 +47,8 @@ kara_status kara_sampler_create(const kara_sampler_params *p, kara_sampler **out
     kara_sampler *s = calloc(1, sizeof *s);
     if (!s) return kara_set_error(KARA_ERR_NOMEM, "out of memory");
     s->p = *p;
-    s->history = calloc((size_t)(p->repeat_last_n ? p->repeat_last_n : 1), sizeof(int32_t));
+    s->hist_cap = p->repeat_last_n ? p->repeat_last_n : 1;
+    s->history = calloc((size_t)s->hist_cap, sizeof(int32_t));
     if (!s->history) {
         free(s);
         return kara_set_error(KARA_ERR_NOMEM, "out of memory");
@@ -66,6 +69,23 @@ void kara_sampler_reset(kara_sampler *s) {
     s->rng = s->p.seed ? s->p.seed : 0x9e3779b97f4a7c15ull;
     s->hist_n = 0;
     s->hist_head = 0;
+}
+
+/* The batch engine reuses one sampler per slot for request after request
+ * (sampler_internal.h): new parameters and seed, empty history, no
+ * allocation as long as the history fits what create allocated. */
+kara_status kara_sampler_reconfigure(kara_sampler *s, const kara_sampler_params *p) {
+    if (!s || !p) return kara_set_error(KARA_ERR_ARG, "kara_sampler_reconfigure: NULL argument");
+    if (p->repeat_last_n < 0 || p->repeat_penalty <= 0 || p->top_p <= 0 || p->min_p > 1 || isnan(p->temperature))
+        return kara_set_error(KARA_ERR_ARG,
+                              "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
+                              "min_p <= 1)");
+    if (p->repeat_last_n > s->hist_cap)
+        return kara_set_error(KARA_ERR_ARG, "sampler: repeat_last_n %d exceeds the %d this sampler was created for",
+                              p->repeat_last_n, s->hist_cap);
+    s->p = *p;
+    kara_sampler_reset(s);
+    return KARA_OK;
 }
 
 void kara_sampler_accept(kara_sampler *s, int32_t token) {

@@ -107,6 +107,18 @@ void kara_scalar_f32_to_f16(kara_fp16 *y, const float *x, int64_t n)
     }
 }
 
+void kara_scalar_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
+                         int64_t m, int64_t n, int64_t k)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const char *bj = (const char *)b + (size_t)j * ldb;
+        for (int64_t i = 0; i < m; i++) {
+            c[i * ldc + j] = b_f16 ? kara_scalar_dot_f16_f32((const kara_fp16 *)bj, a + i * lda, k)
+                                   : kara_scalar_dot_f32(a + i * lda, (const float *)bj, k);
+        }
+    }
+}
+
 void kara_kernels_init_scalar(kara_kernels *k)
 {
     memset(k, 0, sizeof(*k));
@@ -141,4 +153,6 @@ void kara_kernels_init_scalar(kara_kernels *k)
     k->axpy_f32 = kara_scalar_axpy_f32;
     k->axpy_f16 = kara_scalar_axpy_f16;
     k->f32_to_f16 = kara_scalar_f32_to_f16;
+    k->gemm_nt = kara_scalar_gemm_nt;
+    k->gemm_nn_acc = kara_scalar_gemm_nn_acc;
 }

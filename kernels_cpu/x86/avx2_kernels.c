@@ -8,6 +8,7 @@
 #define KARA_X86_WIDTH 8
 #include "x86_dot_impl.h"
 #include "x86_ops_impl.h"
+#include "x86_attn_impl.h"
 
 static kara_x86_dotn_fn avx2_dotn[KARA_TYPE_COUNT];
 
@@ -80,4 +81,6 @@ void kara_kernels_init_avx2(kara_kernels *k)
     k->axpy_f32 = ops_axpy_f32;
     k->axpy_f16 = ops_axpy_f16;
     k->f32_to_f16 = ops_f32_to_f16;
+    k->gemm_nt = ops_gemm_nt;
+    k->gemm_nn_acc = x86_gemm_nn_acc;
 }

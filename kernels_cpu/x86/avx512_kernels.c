@@ -11,6 +11,10 @@
 #define KARA_X86_WIDTH 16
 #include "x86_dot_impl.h"
 #include "x86_ops_impl.h"
+#include "x86_attn_impl.h"
+
+#include "avx512_gemm.h"
+#include "avx512_gemv.h"
 
 static kara_x86_dotn_fn avx512_dotn[KARA_TYPE_COUNT];
 
@@ -105,6 +109,12 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
                           int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
                           float *y, int64_t ldy, int ith, int nth)
 {
+    int64_t r0, r1;
+    kara_split_rows(n_rows, ith, nth, &r0, &r1);
+    if (n_batch == 1 && kara_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
+    if (n_batch >= KARA_GEMM_MIN_BATCH &&
+        kara_avx512_gemm(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
+        return;
     x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx512_dotn);
 }
 
@@ -165,4 +175,6 @@ void kara_kernels_init_avx512(kara_kernels *k)
     k->axpy_f32 = ops_axpy_f32;
     k->axpy_f16 = ops_axpy_f16;
     k->f32_to_f16 = ops_f32_to_f16;
+    k->gemm_nt = ops_gemm_nt;
+    k->gemm_nn_acc = x86_gemm_nn_acc;
 }

@@ -223,4 +223,114 @@ static void ops_from_float_f16(const float *x, void *y, int64_t n)
     ops_f32_to_f16(y, x, n);
 }
 
+/* ---- small dense product C = A B^T (the KV scorer's q.k logits) ---- */
+
+/* The four lane sums of v0..v3 as one 128-bit vector: pairs are summed
+ * within each 128-bit lane by unpack/shuffle, then the lanes are added, so
+ * four dot products cost about one horizontal sum. */
+static inline __m128 v_sum4(vf v0, vf v1, vf v2, vf v3)
+{
+#if KARA_X86_WIDTH == 16
+    const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(v0, v1), _mm512_unpackhi_ps(v0, v1));
+    const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(v2, v3), _mm512_unpackhi_ps(v2, v3));
+    const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+#else
+    const __m256 s01 = _mm256_add_ps(_mm256_unpacklo_ps(v0, v1), _mm256_unpackhi_ps(v0, v1));
+    const __m256 s23 = _mm256_add_ps(_mm256_unpacklo_ps(v2, v3), _mm256_unpackhi_ps(v2, v3));
+    const __m256 h = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+#endif
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* Rows of A per block: MR x 4 accumulators plus MR + 4 loads must fit the
+ * register file (32 zmm, 16 ymm). */
+#if KARA_X86_WIDTH == 16
+#define GEMM_MR 4
+#else
+#define GEMM_MR 2
+#endif
+
+/* C[0..mr)[0..4) for mr <= GEMM_MR rows of A against 4 rows of B (f16 rows
+ * converted as they are loaded): lane-wise accumulation over k, the sums by
+ * v_sum4, a k tail added in scalar. Always inlined so that mr and b_f16 are
+ * constants in each copy. */
+static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t ldc, const float *a, int64_t lda,
+                                                             const char *b, size_t ldb, const bool b_f16,
+                                                             int64_t k, const int mr)
+{
+#define GEMM_LOAD_B(row, t)                                                                                     \
+    (b_f16 ? V_LOAD_F16((const kara_fp16 *)(b + (row) * ldb) + (t)) : V_LOAD((const float *)(b + (row) * ldb) + (t)))
+    vf acc[GEMM_MR][4];
+    for (int i = 0; i < mr; i++) {
+        for (int j = 0; j < 4; j++) acc[i][j] = V_ZERO();
+    }
+    int64_t t = 0;
+    for (; t + VW <= k; t += VW) {
+        const vf b0 = GEMM_LOAD_B(0, t), b1 = GEMM_LOAD_B(1, t), b2 = GEMM_LOAD_B(2, t), b3 = GEMM_LOAD_B(3, t);
+        for (int i = 0; i < mr; i++) {
+            const vf av = V_LOAD(a + i * lda + t);
+            acc[i][0] = V_FMA(av, b0, acc[i][0]);
+            acc[i][1] = V_FMA(av, b1, acc[i][1]);
+            acc[i][2] = V_FMA(av, b2, acc[i][2]);
+            acc[i][3] = V_FMA(av, b3, acc[i][3]);
+        }
+    }
+#undef GEMM_LOAD_B
+    for (int i = 0; i < mr; i++) {
+        __m128 r = v_sum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+        if (t < k) {
+            float tail[4];
+            for (int j = 0; j < 4; j++) {
+                const char *bj = b + (size_t)j * ldb;
+                float s = 0.0f;
+                for (int64_t u = t; u < k; u++) {
+                    const float bv = b_f16 ? _cvtsh_ss(((const kara_fp16 *)bj)[u]) : ((const float *)bj)[u];
+                    s += a[i * lda + u] * bv;
+                }
+                tail[j] = s;
+            }
+            r = _mm_add_ps(r, _mm_loadu_ps(tail));
+        }
+        _mm_storeu_ps(c + i * ldc, r);
+    }
+}
+
+/* Blocks of 4 B rows (kept in L1) against all A rows, GEMM_MR at a time;
+ * the last n % 4 columns as single dot products. */
+static inline __attribute__((always_inline)) void gemm_nt_body(float *c, int64_t ldc, const float *a, int64_t lda,
+                                                               const char *b, size_t ldb, const bool b_f16,
+                                                               int64_t m, int64_t n, int64_t k)
+{
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        int64_t i = 0;
+        for (; i + GEMM_MR <= m; i += GEMM_MR) {
+            gemm_block(c + i * ldc + j, ldc, a + i * lda, lda, b + (size_t)j * ldb, ldb, b_f16, k, GEMM_MR);
+        }
+        for (; i < m; i++) {
+            gemm_block(c + i * ldc + j, ldc, a + i * lda, lda, b + (size_t)j * ldb, ldb, b_f16, k, 1);
+        }
+    }
+    for (; j < n; j++) {
+        const char *bj = b + (size_t)j * ldb;
+        for (int64_t i = 0; i < m; i++) {
+            c[i * ldc + j] = b_f16 ? ops_dot_f16_f32((const kara_fp16 *)bj, a + i * lda, k)
+                                   : ops_dot_f32(a + i * lda, (const float *)bj, k);
+        }
+    }
+}
+
+static void ops_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
+                        int64_t m, int64_t n, int64_t k)
+{
+    if (b_f16) {
+        gemm_nt_body(c, ldc, a, lda, b, ldb, true, m, n, k);
+    } else {
+        gemm_nt_body(c, ldc, a, lda, b, ldb, false, m, n, k);
+    }
+}
+
 #endif /* KARA_X86_OPS_IMPL_H */

@@ -544,6 +544,9 @@ typedef struct kara_chat_template {
     /* llama3.1: the "Today Date:" text; "26 Jul 2024" (the template's
      * default) unless the template calls strftime_now, then today's date. */
     char date[32];
+    /* chatml: the system message the template inserts when a conversation
+     * has none (Qwen2/Qwen2.5 templates), "" for none. */
+    char default_system[256];
 } kara_chat_template;
 
 /* "chatml", "qwen3", "deepseek-r1", "llama3", "llama3.1"; "?" out of range. */
@@ -556,8 +559,9 @@ kara_status kara_chat_template_by_name(const char *name, kara_chat_template *out
 /* Recognise a Jinja chat template (GGUF tokenizer.chat_template) by its
  * markers: "<｜Assistant｜>" -> deepseek-r1; "<|start_header_id|>" -> llama3
  * (llama3.1 with "Cutting Knowledge Date"); "<|im_start|>" -> qwen3 when it
- * mentions <think> or enable_thinking, else chatml. Returns false (and
- * chatml in *out) when nothing matches. Never logs. */
+ * mentions <think> or enable_thinking, else chatml (with the default system
+ * message it inserts, if any). Returns false (and chatml in *out) when
+ * nothing matches. Never logs. */
 bool kara_chat_template_detect(const char *jinja, kara_chat_template *out);
 
 /* The template to use with a model: name NULL, "" or "auto" means detect
@@ -681,6 +685,164 @@ typedef struct kara_generator_stats {
 } kara_generator_stats;
 
 void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *out);
+
+/* ------------------------------------------------------------------------ */
+/* Batch engine: continuous batching over one context                        */
+/* ------------------------------------------------------------------------ */
+
+/* Many requests through one context (error handling shortened):
+ *
+ *     kara_context_params cp;
+ *     kara_context_params_init(&cp);
+ *     cp.n_seq_max = 8;                           // requests decoded together
+ *     kara_context_create(model, &cp, &ctx);
+ *     kara_engine *eng;
+ *     kara_engine_create(ctx, NULL, &eng);
+ *     kara_engine_request r;
+ *     kara_engine_request_init(&r);
+ *     r.id = 1; r.prompt = ids; r.n_prompt = n; r.max_tokens = 256;
+ *     kara_engine_submit(eng, &r);                // more while kara_engine_queue_room(eng) > 0
+ *     while (kara_engine_step(eng) == KARA_OK) {  // KARA_DONE: nothing left
+ *         kara_engine_event ev;
+ *         while (kara_engine_next_event(eng, &ev))
+ *             if (ev.kind == KARA_ENGINE_TEXT) append(ev.id, ev.channel, ev.text, ev.len);
+ *             else finished(ev.id, ev.status, ev.reason);
+ *     }
+ *     kara_engine_free(eng);
+ *
+ * Requests join and leave between steps. One step is one kara_decode: the
+ * next token of every running request plus a chunk of the prompts of new
+ * arrivals (at most prefill_chunk tokens, so running requests keep
+ * decoding). A request is admitted when the KV budget holds it at its peak
+ * together with the growth every running request may still have (section
+ * 4.6 of the Kara spec). When the pool runs short anyway, the policy forces
+ * compression events first; then, with on_pool_exhausted = preempt, the
+ * youngest running request is preempted: its cache is dropped and it is
+ * re-admitted before any new request, decoding its tokens again
+ * (recompute) and carrying on where it was; with `fail` (or when it runs
+ * alone) it ends with KARA_ERR_KV_BUDGET. Every such event is counted.
+ *
+ * Determinism: each request samples from its own sampler seeded with
+ * kara_engine_seed(sampling.seed, id), so its answer does not depend on
+ * which requests run beside it or in what order. Greedy answers are equal
+ * at any concurrency when the per-entry forward pass is (the CPU kernels
+ * compute each row alike whatever the batch) and the KV policy makes the
+ * same decisions: always for `full`; for window methods when events are
+ * not deferred (kara.max_compress_per_step large enough) and no pool
+ * pressure forces them.
+ *
+ * The engine owns the context while it lives (it clears every sequence at
+ * create). kara_engine_create allocates everything; a step allocates
+ * nothing. Not thread-safe: one thread drives an engine. */
+
+typedef struct kara_engine kara_engine;
+
+typedef struct kara_engine_params {
+    int32_t max_queue;          /* requests waiting for admission (64) */
+    int32_t prefill_chunk;      /* prompt tokens fed per step, all arrivals together (256, >= 2) */
+    int32_t max_repeat_last_n;  /* largest sampling.repeat_last_n a request may use (256) */
+    bool optimistic_admission;  /* admit on free blocks alone (vLLM-style), ignoring how much the
+                                 * running requests may still grow: more run at once, and more are
+                                 * preempted later (false) */
+} kara_engine_params;
+
+void kara_engine_params_init(kara_engine_params *p);
+
+typedef struct kara_engine_request {
+    uint64_t id;                /* returned in events; seeds the sampler with sampling.seed */
+    void *user;                 /* returned in events */
+    const int32_t *prompt;      /* caller's memory, valid until the request's DONE event */
+    int32_t n_prompt;           /* 1 .. n_ctx - 1 */
+    int32_t max_tokens;         /* -1: until end of generation or n_ctx positions */
+    kara_sampler_params sampling;
+    int32_t reasoning_budget;   /* thinking tokens before "</think>" is forced; -1 unlimited */
+    bool split_thinking;        /* true: thinking comes as KARA_CHANNEL_THINK, tags removed */
+    kara_think_start think_start; /* AUTO: inside thinking when the prompt ends with "<think>" */
+    bool ignore_eog;            /* keep going past end-of-generation tokens (benchmarks) */
+    int32_t n_stop;             /* stop strings, 1..255 bytes, caller's memory until DONE */
+    const char *stop[KARA_MAX_STOP_STRINGS];
+} kara_engine_request;
+
+/* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1,
+ * split_thinking true, think_start AUTO, no stop strings. */
+void kara_engine_request_init(kara_engine_request *r);
+
+typedef enum kara_engine_event_kind {
+    KARA_ENGINE_TEXT = 0,       /* a run of output text of one channel */
+    KARA_ENGINE_DONE = 1        /* the request ended; it produces no more events */
+} kara_engine_event_kind;
+
+typedef struct kara_engine_event {
+    kara_engine_event_kind kind;
+    uint64_t id;
+    void *user;
+    /* TEXT: valid until the next kara_engine_step */
+    kara_channel channel;
+    const char *text;
+    int32_t len;
+    /* DONE: */
+    kara_status status;         /* KARA_DONE, KARA_STOPPED (stop string), or the error that ended it */
+    kara_stop_reason reason;    /* EOG, MAX_TOKENS, CONTEXT_FULL (n_ctx positions), STRING */
+    const char *error;          /* status < 0: what went wrong; valid until the next step */
+    int32_t n_prompt, n_generated, n_think;
+    int32_t n_preempted;        /* times the request was preempted and recomputed */
+} kara_engine_event;
+
+typedef struct kara_engine_stats {
+    uint64_t steps;             /* decodes run */
+    uint64_t tokens_generated;  /* output tokens (sampled or forced) */
+    uint64_t tokens_prefilled;  /* prompt tokens decoded the first time */
+    uint64_t tokens_recomputed; /* tokens decoded again after preemptions */
+    uint64_t preemptions;
+    uint64_t requests_done, requests_failed;
+    int32_t running, preempted, queued; /* now */
+    int32_t peak_running;
+    uint64_t kv_events, kv_forced_events, kv_recompress_events; /* kara_context_kv_stats */
+    uint64_t kv_bytes, kv_bytes_peak;   /* kara_context_kv_bytes(_peak) */
+    uint64_t kv_budget;         /* kv.budget, or what the context sized itself to when 0 */
+    int32_t kv_blocks_total, kv_blocks_free;
+    double decode_seconds;      /* inside kara_decode */
+    double step_seconds;        /* inside kara_engine_step */
+} kara_engine_stats;
+
+/* An engine over ctx, whose n_seq_max is the most requests that run at
+ * once and whose n_batch must be at least n_seq_max + 2. ctx must outlive
+ * the engine. KARA_ERR_ARG for bad params, KARA_ERR_NOMEM. */
+kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *p, kara_engine **out);
+void kara_engine_free(kara_engine *eng);
+
+/* Queue a request (copied; its prompt and stop strings are read until its
+ * DONE event). Fails at once, queueing nothing, when it can never run:
+ * KARA_ERR_ARG (empty prompt, bad sampling or stop strings, queue full),
+ * KARA_ERR_TOKEN, KARA_ERR_CONTEXT_FULL (prompt of n_ctx tokens or more),
+ * KARA_ERR_KV_BUDGET (its peak does not fit the whole pool; the message
+ * says how many bytes it needs). */
+kara_status kara_engine_submit(kara_engine *eng, const kara_engine_request *r);
+/* Requests that can still be queued. */
+int32_t kara_engine_queue_room(const kara_engine *eng);
+
+/* Admit what fits and run one decode. KARA_OK: work was done or events are
+ * ready; KARA_DONE: nothing is queued or running and no event is left.
+ * Negative: the context failed (a bug); the engine should be freed. Events
+ * of the previous step that were not read are dropped. */
+kara_status kara_engine_step(kara_engine *eng);
+/* The events of the last step, one per call, in slot order: text runs of a
+ * request, then its DONE. false when there are no more. */
+bool kara_engine_next_event(kara_engine *eng, kara_engine_event *out);
+
+void kara_engine_get_stats(const kara_engine *eng, kara_engine_stats *out);
+
+/* The seed a request's sampler starts from. */
+uint64_t kara_engine_seed(uint64_t seed, uint64_t id);
+
+/* The most sequences (<= p->n_seq_max) that a context with params p can
+ * run at once when each has n_prompt prompt tokens and n_predict new ones
+ * (-1: up to the context size): the budget must hold the policy's
+ * per-sequence reservations (query rings) for that many sequences and
+ * their peak footprints. More would only shrink the pool. 0 when even one
+ * does not fit; p->n_seq_max when kv.budget is 0 (sized to fit). */
+int32_t kara_engine_fit_concurrency(const kara_model *model, const kara_context_params *p, int32_t n_prompt,
+                                    int32_t n_predict);
 
 #ifdef __cplusplus
 }

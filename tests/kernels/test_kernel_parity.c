@@ -267,7 +267,10 @@ static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         const kara_type wt = weight_types[t];
         const kara_type vt = kara_type_get(wt)->vec_dot_type;
-        const int64_t cols = wt == KARA_TYPE_Q4_K ? 1024 : 512;
+        /* 608 = 19 blocks of 32: the 8-block steps of the gemv kernels plus a
+         * tail of 3 blocks (a partial group of 4 for Q4_0) */
+        const int64_t bs = kara_type_get(wt)->block_size;
+        const int64_t cols = bs == KARA_QK_K ? (wt == KARA_TYPE_Q4_K ? 1024 : 512) : 608;
         const size_t wrow = kara_type_row_size(wt, cols), xrow = kara_type_row_size(vt, cols);
         fill_data(w, ROWS * cols, 0.05f);
         fill_data(x, MAXB * cols, 1.0f);
@@ -329,6 +332,54 @@ static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
     free(xq);
     free(want);
     free(tol);
+    free(got);
+}
+
+/* gemm_nn_acc (attention: probabilities times value rows, added to the
+ * output): every ISA against the scalar reference, f16 and f32 value rows
+ * with padded strides, widths with and without a tail of columns. */
+static void test_gemm_nn_acc(const kara_kernels *k, const kara_kernels *ref)
+{
+    enum { MAXM = 5, MAXN = 17, MAXK = 136, LD = MAXK + 5 };
+    static const int64_t ks[] = { 8, 100, 128, 136 };
+    float *a = malloc(sizeof(float) * MAXM * MAXN), *bf = malloc(sizeof(float) * MAXN * LD);
+    kara_fp16 *bh = malloc(sizeof(kara_fp16) * MAXN * LD);
+    float *c0 = malloc(sizeof(float) * MAXM * LD), *want = malloc(sizeof(float) * MAXM * LD),
+          *got = malloc(sizeof(float) * MAXM * LD);
+    fill_data(a, MAXM * MAXN, 1.0f);
+    fill_data(bf, MAXN * LD, 1.0f);
+    fill_data(c0, MAXM * LD, 1.0f);
+    for (int i = 0; i < MAXN * LD; i++) bh[i] = kara_fp32_to_fp16(bf[i]);
+    int bad = 0;
+    for (int f16 = 0; f16 < 2; f16++) {
+        const void *b = f16 ? (const void *)bh : (const void *)bf;
+        const size_t ldb = f16 ? LD * sizeof(kara_fp16) : LD * sizeof(float);
+        for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+            for (int64_t m = 1; m <= MAXM; m += 2) {
+                for (int64_t n = 1; n <= MAXN; n += 4) {
+                    memcpy(want, c0, sizeof(float) * MAXM * LD);
+                    memcpy(got, c0, sizeof(float) * MAXM * LD);
+                    ref->gemm_nn_acc(want, LD, a, MAXN, b, ldb, f16, m, n, ks[ki]);
+                    k->gemm_nn_acc(got, LD, a, MAXN, b, ldb, f16, m, n, ks[ki]);
+                    for (int64_t i = 0; i < MAXM * LD; i++) {
+                        /* tolerance: 1e-5 of the sum of |terms| of the cell */
+                        const int64_t r = i / LD, d = i % LD;
+                        double mag = fabsf(c0[i]);
+                        for (int64_t j = 0; r < m && d < ks[ki] && j < n; j++) {
+                            mag += fabs(a[r * MAXN + j] * (double)bf[j * LD + d]);
+                        }
+                        if (!(fabsf(got[i] - want[i]) <= 1e-5 * mag + 1e-30)) bad++;
+                    }
+                }
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s gemm_nn_acc: %d cells differ from scalar (or written outside m x k)", k->name, bad);
+    free(a);
+    free(bf);
+    free(bh);
+    free(c0);
+    free(want);
     free(got);
 }
 
@@ -456,6 +507,7 @@ int main(void)
         test_vec_dot(k, ref);
         test_from_float(k, ref);
         test_matmul(k, ref);
+        test_gemm_nn_acc(k, ref);
         test_elementwise(k, ref);
     }
     return kara_test_finish();

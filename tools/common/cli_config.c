@@ -32,7 +32,7 @@ static const shared_flag shared_flags[] = {
     {"--kv-interval", "kara.interval", "generated tokens between compressions"},
     {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression"},
     {"--kv-budget-tokens", "baselines.budget_tokens", "per-sequence token budget of streaming/snapkv/h2o"},
-    {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|chatml"},
+    {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
     {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
 };
 #define N_SHARED (int)(sizeof shared_flags / sizeof shared_flags[0])

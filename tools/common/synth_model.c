@@ -412,8 +412,9 @@ static kara_status set_metadata(kara_gguf_writer *w, const kara_synth_params *p,
 #define SET(fn, suffix, val) \
     if (st == KARA_OK) { snprintf(k, sizeof k, "%s." suffix, a); st = fn(w, k, val); }
     if (st == KARA_OK) st = kara_gguf_writer_set_str(w, "general.name", name);
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype);
+    /* in the order llama-quantize adds them */
     if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype);
     if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.alignment", p->alignment);
     SET(kara_gguf_writer_set_u32, "context_length", (uint32_t)p->n_ctx);
     SET(kara_gguf_writer_set_u32, "embedding_length", (uint32_t)p->n_embd);

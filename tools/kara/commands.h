@@ -10,8 +10,14 @@ typedef struct kara_command {
 } kara_command;
 
 extern const kara_command kara_cmd_run;
+extern const kara_command kara_cmd_chat;
 extern const kara_command kara_cmd_inspect;
+extern const kara_command kara_cmd_tokenize;
 extern const kara_command kara_cmd_gen_model;
 extern const kara_command kara_cmd_quantize;
+extern const kara_command kara_cmd_bench;
+extern const kara_command kara_cmd_batch;
+extern const kara_command kara_cmd_eval_kv;
+extern const kara_command kara_cmd_eval;
 
 #endif

@@ -8,9 +8,15 @@
 
 static const kara_command *const commands[] = {
     &kara_cmd_run,
+    &kara_cmd_chat,
+    &kara_cmd_batch,
     &kara_cmd_inspect,
+    &kara_cmd_tokenize,
     &kara_cmd_gen_model,
     &kara_cmd_quantize,
+    &kara_cmd_bench,
+    &kara_cmd_eval,
+    &kara_cmd_eval_kv,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,214 @@
+/*
+ * avx512_gemv.c - matrix-vector products (decode: one activation row) for
+ * Q8_0 and Q4_0 weights in their GGUF layout, with 512-bit VNNI.
+ *
+ * Why a separate path for one row: the block kernels of x86_dot_impl.h spend
+ * about a dozen instructions per 32-element block on its two f16 scales
+ * (scalar conversions, a multiply, a broadcast), so Q8_0 and Q4_0 decode was
+ * compute-bound at 9-18 GB/s, below the memory bandwidth. Here the
+ * activation row is first rearranged once per call (per thread) into:
+ *   - its int8 values, contiguous, in the order the weight bytes are loaded;
+ *   - its block scales as f32, and a per-block offset correction term.
+ * The weight rows are then streamed with 512-bit loads; each VPDPBUSD takes
+ * the weights as unsigned bytes (Q8_0 + 128, or the raw Q4_0 nibbles 0..15)
+ * and the activations as signed bytes. The offset this adds is removed once
+ * per row: sum_b dw_b * corr_b, with corr_b = dx_b * OFS * sum(x in block b).
+ * The eight weight scales of eight blocks are loaded together, are
+ * converted to f32 and multiplied by the activation scales in one step, then
+ * spread over the int32 lanes of their blocks with a permute.
+ */
+#include "avx512_gemv.h"
+
+#include <immintrin.h>
+
+#include "kernels_impl.h"
+
+/* Rearranged activation row: at most KARA_GEMV_MAX_COLS columns. */
+typedef struct gemv_x {
+    _Alignas(64) int8_t q[KARA_GEMV_MAX_COLS];
+    _Alignas(64) float d[KARA_GEMV_MAX_COLS / 32];    /* block scale */
+    _Alignas(64) float corr[KARA_GEMV_MAX_COLS / 32]; /* dx * OFS * sum(q) */
+} gemv_x;
+
+static inline float hsum512(__m512 v)
+{
+    return _mm512_reduce_add_ps(v);
+}
+
+/* Sum of the 32 int8 values of each block, 8 blocks at a time is not worth
+ * it here: this runs once per call on at most KARA_GEMV_MAX_COLS values. */
+static inline int block_sum_i8(const int8_t *q)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)q);
+    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
+    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Q8_0 activations: values in block order; OFS = 128 (weights are biased). */
+static void prepare_x_q8_0(const kara_block_q8_0 *x, int64_t nb, gemv_x *px)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        memcpy(px->q + 32 * b, x[b].qs, 32);
+        px->d[b] = kara_half_to_float(x[b].d);
+        px->corr[b] = px->d[b] * 128.0f * (float)block_sum_i8(x[b].qs);
+    }
+}
+
+/* Q4_0 activations, per group of 4 blocks: the low halves (elements 0-15,
+ * which pair with the low nibbles) of the 4 blocks, then the high halves;
+ * OFS = 8 (nibbles are stored as value + 8). */
+static void prepare_x_q4_0(const kara_block_q8_0 *x, int64_t nb, gemv_x *px)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t g = b / 4, j = b % 4;
+        int8_t *dst = px->q + 128 * g;
+        memcpy(dst + 16 * j, x[b].qs, 16);
+        memcpy(dst + 64 + 16 * j, x[b].qs + 16, 16);
+        px->d[b] = kara_half_to_float(x[b].d);
+        px->corr[b] = px->d[b] * 8.0f * (float)block_sum_i8(x[b].qs);
+    }
+}
+
+/* Eight f16 scales at a byte stride (the block size), as f32. Plain 16-bit
+ * loads: on Zen 4 they are cheaper than VPGATHERDD. */
+static inline __m256 gather_scales(const uint8_t *row, const int stride)
+{
+    uint16_t h[8];
+    for (int i = 0; i < 8; i++) memcpy(&h[i], row + stride * i, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* One Q8_0 weight row against the prepared activations. */
+static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
+{
+    enum { STRIDE = 34 };
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    /* lane -> scale index within a pair of blocks: blocks 2p, 2p+1 */
+    const __m512i pair_idx[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
+        _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7),
+    };
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m256 corr = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *blk = row + 34 * b;
+        const __m256 dw = gather_scales(blk, STRIDE);
+        const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(px->d + b)));
+        corr = _mm256_fmadd_ps(dw, _mm256_load_ps(px->corr + b), corr);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *q0 = blk + 68 * p + 2;
+            __m512i w = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q0));
+            w = _mm512_inserti64x4(w, _mm256_loadu_si256((const __m256i *)(q0 + 34)), 1);
+            w = _mm512_xor_si512(w, bias);
+            const __m512i xv = _mm512_load_si512((const void *)(px->q + 32 * (b + 2 * p)));
+            const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
+            const __m512 sv = _mm512_permutexvar_ps(pair_idx[p], s);
+            if (p & 1)
+                acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc1);
+            else
+                acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc0);
+        }
+    }
+    float sum = hsum512(_mm512_add_ps(acc0, acc1));
+    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
+    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
+    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
+    sum -= _mm_cvtss_f32(c4);
+    for (; b < nb; b++) { /* tail blocks, one 256-bit step each */
+        const kara_block_q8_0 *blk = (const kara_block_q8_0 *)(row + 34 * b);
+        const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
+        const __m256i xv = _mm256_load_si256((const __m256i *)(px->q + 32 * b));
+        const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, xv);
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(dot), _mm256_extracti128_si256(dot, 1));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+        const float dw = kara_half_to_float(blk->d);
+        sum += dw * px->d[b] * (float)_mm_cvtsi128_si32(s) - dw * px->corr[b];
+    }
+    return sum;
+}
+
+/* Four Q4_0 blocks' 16 nibble bytes, one per 128-bit lane. */
+static inline __m512i load_q4_0_x4(const uint8_t *blk)
+{
+    __m512i w = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk + 2)));
+    w = _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 18 + 2)), 1);
+    w = _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 36 + 2)), 2);
+    return _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 54 + 2)), 3);
+}
+
+/* One Q4_0 weight row against the prepared activations. */
+static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
+{
+    enum { STRIDE = 18 };
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* lane -> scale index: four lanes per block, blocks 4h..4h+3 */
+    const __m512i quad_idx[2] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
+    };
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m256 corr = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t *blk = row + 18 * b;
+        const __m256 dw = gather_scales(blk, STRIDE);
+        const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(px->d + b)));
+        corr = _mm256_fmadd_ps(dw, _mm256_load_ps(px->corr + b), corr);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i w = load_q4_0_x4(blk + 72 * h);
+            const int8_t *xq = px->q + 32 * (b + 4 * h);
+            const __m512i lo = _mm512_and_si512(w, m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512((const void *)xq));
+            dot = _mm512_dpbusd_epi32(dot, hi, _mm512_load_si512((const void *)(xq + 64)));
+            const __m512 sv = _mm512_permutexvar_ps(quad_idx[h], s);
+            if (h)
+                acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc1);
+            else
+                acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc0);
+        }
+    }
+    float sum = hsum512(_mm512_add_ps(acc0, acc1));
+    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
+    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
+    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
+    sum -= _mm_cvtss_f32(c4);
+    for (; b < nb; b++) { /* tail blocks: the prepared layout of a partial group */
+        const kara_block_q4_0 *blk = (const kara_block_q4_0 *)(row + 18 * b);
+        const int8_t *xq = px->q + 128 * (b / 4) + 16 * (b % 4);
+        int s = 0;
+        for (int l = 0; l < 16; l++) s += (blk->qs[l] & 0x0F) * xq[l] + (blk->qs[l] >> 4) * xq[64 + l];
+        const float dw = kara_half_to_float(blk->d);
+        sum += dw * px->d[b] * (float)s - dw * px->corr[b];
+    }
+    return sum;
+}
+
+bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
+                      const void *x, float *y)
+{
+    if ((wtype != KARA_TYPE_Q8_0 && wtype != KARA_TYPE_Q4_0) || n_cols > KARA_GEMV_MAX_COLS || n_cols % 32 != 0) {
+        return false;
+    }
+    gemv_x px;
+    const int64_t nb = n_cols / 32;
+    const uint8_t *wb = w;
+    if (wtype == KARA_TYPE_Q8_0) {
+        prepare_x_q8_0(x, nb, &px);
+        for (int64_t r = r0; r < r1; r++) y[r] = row_q8_0(wb + (size_t)r * w_row_bytes, nb, &px);
+    } else {
+        prepare_x_q4_0(x, nb, &px);
+        for (int64_t r = r0; r < r1; r++) y[r] = row_q4_0(wb + (size_t)r * w_row_bytes, nb, &px);
+    }
+    return true;
+}

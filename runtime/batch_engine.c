@@ -1,0 +1,694 @@
+/*
+ * batch_engine.c - continuous batching over one context (kara.h, "Batch
+ * engine").
+ *
+ * Every running request owns one slot; slot i always decodes into sequence
+ * i of the context, so a context with n_seq_max sequences runs at most
+ * n_seq_max requests. A step is one kara_decode: the pending token of every
+ * decoding slot (one entry each, logits on) followed by prompt chunks of
+ * slots still prefilling, within prefill_chunk tokens and n_batch entries,
+ * so new arrivals never stall the running ones.
+ *
+ * Life of a slot:
+ *   queue --admit--> RUNNING: tokens[0, n_tok) = prompt + generated; the
+ *     first n_fed are in the cache; when n_fed == n_tok the logits of the
+ *     last entry give the next token, which becomes pending (n_tok grows).
+ *   RUNNING --KV budget exhausted, youngest--> PREEMPTED: the sequence is
+ *     cleared (n_fed = 0) but tokens, sampler and text state are kept;
+ *     re-admitted before any new request, it re-decodes its tokens
+ *     ("recompute", as vLLM does) and carries on exactly where it was.
+ *   RUNNING --finished--> FINISHED: events are read, the slot is freed at
+ *     the next step.
+ *
+ * Feeding rules that keep the KV policy's view right: the runtime marks the
+ * end of a prompt at the sequence's first single-token decode, so a prompt
+ * chunk is never a lone token (except a one-token prompt), and the first
+ * generated token is always fed alone. When a window method re-decodes
+ * generated tokens after a preemption, it feeds at most up to the point
+ * where the window is due, so compression events happen as in the first
+ * pass and the query ring never overflows.
+ *
+ * Everything is allocated by kara_engine_create; a step allocates nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "batch_engine.h"
+#include "model.h"
+#include "sampler_internal.h"
+#include "status.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void kara_engine_params_init(kara_engine_params *p) {
+    memset(p, 0, sizeof *p);
+    p->max_queue = 64;
+    p->prefill_chunk = 256;
+    p->max_repeat_last_n = 256;
+}
+
+void kara_engine_request_init(kara_engine_request *r) {
+    memset(r, 0, sizeof *r);
+    kara_sampler_params_init(&r->sampling);
+    r->max_tokens = -1;
+    r->reasoning_budget = -1;
+    r->split_thinking = true;
+    r->think_start = KARA_THINK_START_AUTO;
+}
+
+/* splitmix64 finaliser: seeds of neighbouring ids land far apart. */
+static uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t kara_engine_seed(uint64_t seed, uint64_t id) { return mix64(seed ^ mix64(id)); }
+
+/* ------------------------------------------------------------------------ */
+/* Create / free                                                             */
+/* ------------------------------------------------------------------------ */
+
+static int32_t longest_piece(const kara_model *m, int32_t n_vocab) {
+    int32_t longest = 1;
+    for (int32_t t = 0; t < n_vocab; t++) {
+        int32_t n = kara_token_to_piece(m, t, NULL, 0, true);
+        if (-n > longest) longest = -n;
+    }
+    return longest;
+}
+
+static void tokenize_close(const kara_model *m, const char *text, int32_t *ids, int32_t *n) {
+    int32_t k = kara_tokenize(m, text, -1, ids, KARA_BATCH_CLOSE_MAX_TOKENS, false, true);
+    *n = k > 0 && k <= KARA_BATCH_CLOSE_MAX_TOKENS ? k : 0; /* no tokenizer: reasoning budgets stay inert */
+}
+
+kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *params, kara_engine **out) {
+    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_engine_create: out is NULL");
+    *out = NULL;
+    if (!ctx) return kara_set_error(KARA_ERR_ARG, "kara_engine_create: ctx is NULL");
+    kara_engine_params defaults;
+    if (!params) {
+        kara_engine_params_init(&defaults);
+        params = &defaults;
+    }
+    if (params->max_queue < 1 || params->prefill_chunk < 2 || params->max_repeat_last_n < 0)
+        return kara_set_error(KARA_ERR_ARG,
+                              "kara_engine_create: max_queue must be >= 1, prefill_chunk >= 2, max_repeat_last_n >= 0");
+    int32_t n_slots = ctx->kv.n_seq_max;
+    if (ctx->n_batch < n_slots + 2)
+        return kara_set_error(KARA_ERR_ARG,
+                              "kara_engine_create: the context's n_batch (%d) must be at least n_seq_max + 2 (%d): "
+                              "every running sequence decodes one token per step and a prompt chunk needs room",
+                              ctx->n_batch, n_slots + 2);
+    kara_engine *e = calloc(1, sizeof *e);
+    if (!e) return kara_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
+    e->ctx = ctx;
+    e->model = ctx->model;
+    e->p = *params;
+    e->n_slots = n_slots;
+    e->n_ctx = ctx->n_ctx;
+    e->n_batch = ctx->n_batch;
+    e->n_vocab = e->model->hp.n_vocab;
+    e->piece_cap = longest_piece(e->model, e->n_vocab);
+    e->ocap = KARA_BATCH_STOP_MAX_LEN + (size_t)e->piece_cap + 64;
+    e->slots = calloc((size_t)n_slots, sizeof *e->slots);
+    e->queue = calloc((size_t)params->max_queue, sizeof *e->queue);
+    e->b_tok = malloc((size_t)e->n_batch * sizeof(int32_t));
+    e->b_pos = malloc((size_t)e->n_batch * sizeof(int32_t));
+    e->b_seq = malloc((size_t)e->n_batch * sizeof(int32_t));
+    e->b_logits = malloc((size_t)e->n_batch);
+    e->piece = malloc((size_t)e->piece_cap + 8);
+    e->tail = malloc((size_t)e->piece_cap * KARA_BATCH_TAIL_TOKENS + 1);
+    float *zero = calloc((size_t)e->n_vocab, sizeof(float));
+    kara_status st = KARA_OK;
+    if (!e->slots || !e->queue || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->piece || !e->tail || !zero)
+        st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
+    kara_sampler_params sp;
+    kara_sampler_params_init(&sp);
+    sp.repeat_last_n = params->max_repeat_last_n;
+    for (int32_t i = 0; !st && i < n_slots; i++) {
+        kara_batch_slot *s = &e->slots[i];
+        s->tokens = malloc((size_t)e->n_ctx * sizeof(int32_t));
+        s->obuf = malloc(e->ocap);
+        s->ochan = malloc(e->ocap);
+        if (!s->tokens || !s->obuf || !s->ochan) st = kara_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
+        if (!st) st = kara_sampler_create(&sp, &s->smp);
+        /* one draw now grows the sampler's scratch to the vocabulary, so
+         * sampling never allocates later */
+        if (!st && kara_sampler_sample(s->smp, zero, e->n_vocab) < 0)
+            st = kara_set_error(KARA_ERR_NOMEM, "out of memory for sampler scratch");
+    }
+    free(zero);
+    if (!st) {
+        tokenize_close(e->model, "\n" KARA_THINK_CLOSE "\n\n", e->close_nl, &e->n_close_nl);
+        tokenize_close(e->model, KARA_THINK_CLOSE "\n\n", e->close_plain, &e->n_close_plain);
+        kara_seq_clear(ctx, -1);
+    }
+    if (st) {
+        kara_engine_free(e);
+        return st;
+    }
+    e->ev_slot = n_slots;
+    *out = e;
+    return KARA_OK;
+}
+
+void kara_engine_free(kara_engine *e) {
+    if (!e) return;
+    if (e->slots)
+        for (int32_t i = 0; i < e->n_slots; i++) {
+            free(e->slots[i].tokens);
+            free(e->slots[i].obuf);
+            free(e->slots[i].ochan);
+            kara_sampler_free(e->slots[i].smp);
+        }
+    free(e->slots);
+    free(e->queue);
+    free(e->b_tok);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_logits);
+    free(e->piece);
+    free(e->tail);
+    free(e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Submission                                                                */
+/* ------------------------------------------------------------------------ */
+
+int32_t kara_engine_queue_room(const kara_engine *e) { return e ? e->p.max_queue - e->q_len : 0; }
+
+/* The generated tokens a request may have: its max_tokens, and never more
+ * positions than the context size. */
+static int32_t max_generated(const kara_engine *e, const kara_engine_request *r, bool *ctx_capped) {
+    int32_t room = e->n_ctx - r->n_prompt;
+    *ctx_capped = r->max_tokens < 0 || r->max_tokens > room;
+    return *ctx_capped ? room : r->max_tokens;
+}
+
+kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
+    if (!e || !r) return kara_set_error(KARA_ERR_ARG, "kara_engine_submit: NULL argument");
+    if (!r->prompt || r->n_prompt < 1) return kara_set_error(KARA_ERR_ARG, "the prompt is empty");
+    if (r->n_prompt >= e->n_ctx)
+        return kara_set_error(KARA_ERR_CONTEXT_FULL,
+                              "the prompt has %d tokens but the context holds %d positions (room is needed for at "
+                              "least one generated token)",
+                              r->n_prompt, e->n_ctx);
+    for (int32_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab)
+            return kara_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
+                                  r->prompt[i], i, e->n_vocab);
+    if (r->max_tokens < -1 || r->reasoning_budget < -1)
+        return kara_set_error(KARA_ERR_ARG, "max_tokens and reasoning_budget must be >= -1");
+    if (r->n_stop < 0 || r->n_stop > KARA_MAX_STOP_STRINGS)
+        return kara_set_error(KARA_ERR_ARG, "at most %d stop strings", KARA_MAX_STOP_STRINGS);
+    for (int i = 0; i < r->n_stop; i++) {
+        size_t n = r->stop[i] ? strlen(r->stop[i]) : 0;
+        if (n < 1 || n > KARA_BATCH_STOP_MAX_LEN)
+            return kara_set_error(KARA_ERR_ARG, "stop string %d must have 1..%d bytes", i + 1, KARA_BATCH_STOP_MAX_LEN);
+    }
+    const kara_sampler_params *sp = &r->sampling;
+    if (sp->repeat_last_n < 0 || sp->repeat_last_n > e->p.max_repeat_last_n || sp->repeat_penalty <= 0 ||
+        sp->top_p <= 0 || sp->min_p > 1 || isnan(sp->temperature))
+        return kara_set_error(KARA_ERR_ARG,
+                              "invalid sampling parameters (repeat_last_n 0..%d, repeat_penalty > 0, top_p > 0, "
+                              "min_p <= 1)",
+                              e->p.max_repeat_last_n);
+    /* a request that cannot fit even in an empty pool fails now */
+    bool capped;
+    int32_t G = max_generated(e, r, &capped);
+    int64_t need = kara_batch_request_blocks(e, r->n_prompt, G) + e->ctx->policy.p.reserve_blocks;
+    const kara_kv_cache *kv = &e->ctx->kv;
+    if (need > kv->n_blocks)
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "the KV budget cannot hold this request: %d prompt tokens and up to %d generated ones "
+                              "need %lld blocks (%llu bytes) under method %s, the pool has %d blocks (%llu bytes); "
+                              "lower max_tokens or raise kv_cache.budget",
+                              r->n_prompt, G, (long long)need, (unsigned long long)need * kv->bytes_per_block,
+                              kara_kv_method_name(e->ctx->policy.p.method), kv->n_blocks,
+                              (unsigned long long)kv->n_blocks * kv->bytes_per_block);
+    if (e->q_len >= e->p.max_queue)
+        return kara_set_error(KARA_ERR_ARG, "kara_engine_submit: the queue is full (%d requests); step first",
+                              e->p.max_queue);
+    e->queue[(e->q_head + e->q_len) % e->p.max_queue] = *r;
+    e->q_len++;
+    return KARA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Slots                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int32_t slot_index(const kara_engine *e, const kara_batch_slot *s) { return (int32_t)(s - e->slots); }
+
+/* First admission of a request into a free slot: copy what the request
+ * owns, seed its sampler from (seed, id), prepare the text pipeline. */
+static kara_status slot_start(kara_engine *e, kara_batch_slot *s, const kara_engine_request *r) {
+    kara_sampler_params sp = r->sampling;
+    sp.seed = kara_engine_seed(r->sampling.seed, r->id);
+    kara_status st = kara_sampler_reconfigure(s->smp, &sp);
+    if (st) return st;
+    s->req = *r;
+    s->order = e->next_order++;
+    memcpy(s->tokens, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    s->n_tok = s->n_prompt = r->n_prompt;
+    s->n_fed = s->n_fed_max = 0;
+    s->max_gen = max_generated(e, r, &s->ctx_capped);
+    s->peak_blocks = kara_batch_request_blocks(e, r->n_prompt, s->max_gen);
+    s->n_generated = s->n_think = s->n_forced = s->n_preempted = 0;
+    s->forced = NULL;
+    s->n_forced_left = 0;
+    for (int32_t i = 0; i < r->n_prompt; i++) kara_sampler_accept(s->smp, r->prompt[i]);
+    s->n_stop = r->n_stop;
+    s->stop_max = 0;
+    for (int i = 0; i < r->n_stop; i++) {
+        s->stop_len[i] = strlen(r->stop[i]);
+        memcpy(s->stop_text[i], r->stop[i], s->stop_len[i] + 1);
+        if (s->stop_len[i] > s->stop_max) s->stop_max = s->stop_len[i];
+    }
+    bool in_think = r->think_start == KARA_THINK_START_THINK ||
+                    (r->think_start == KARA_THINK_START_AUTO && kara_batch_prompt_opens_think(e, r->prompt, r->n_prompt));
+    kara_think_splitter_init(&s->split, in_think, !r->split_thinking);
+    s->think_ends_nl = in_think;
+    s->n_utf8 = 0;
+    s->olen = s->ostart = s->orel = 0;
+    s->overflow = false;
+    s->final = KARA_OK;
+    s->reason = KARA_STOP_NONE;
+    s->done_reported = false;
+    s->error[0] = '\0';
+    s->logits_row = -1;
+    s->state = KARA_SLOT_RUNNING;
+    return KARA_OK;
+}
+
+/* End a request with an error (it keeps the text it produced). */
+static void slot_fail(kara_engine *e, kara_batch_slot *s, kara_status st, const char *msg) {
+    snprintf(s->error, sizeof s->error, "%s", msg);
+    s->final = st; /* an error overrides a pending DONE */
+    s->reason = KARA_STOP_NONE;
+    s->orel = s->olen;
+    kara_seq_clear(e->ctx, slot_index(e, s));
+    s->state = KARA_SLOT_FINISHED;
+    e->stats.requests_failed++;
+}
+
+static void slot_preempt(kara_engine *e, kara_batch_slot *s) {
+    kara_seq_clear(e->ctx, slot_index(e, s));
+    s->n_fed = 0;
+    s->n_preempted++;
+    s->state = KARA_SLOT_PREEMPTED;
+    e->stats.preemptions++;
+}
+
+/* Blocks a running slot may still take before its peak. */
+static int64_t slot_growth(const kara_engine *e, const kara_batch_slot *s) {
+    int64_t held = e->ctx->kv.seqs[slot_index(e, s)].n_blocks;
+    return s->peak_blocks > held ? s->peak_blocks - held : 0;
+}
+
+/* Admission (section 4.6): the spec's check (kara_seq_admit: free blocks
+ * for the request's prompt and window plus reserve_blocks), and - unless
+ * admission is optimistic - the blocks every running request may still
+ * grow by, so that admitted requests do not push each other out. Preempted requests come back first, oldest
+ * first; new ones only when none waits. */
+static void admit(kara_engine *e) {
+    for (;;) {
+        int32_t running = 0;
+        int64_t growth = 0;
+        kara_batch_slot *free_slot = NULL, *waiting = NULL;
+        for (int32_t i = 0; i < e->n_slots; i++) {
+            kara_batch_slot *s = &e->slots[i];
+            if (s->state == KARA_SLOT_RUNNING) {
+                running++;
+                growth += slot_growth(e, s);
+            } else if (s->state == KARA_SLOT_FREE && !free_slot) {
+                free_slot = s;
+            } else if (s->state == KARA_SLOT_PREEMPTED && (!waiting || s->order < waiting->order)) {
+                waiting = s;
+            }
+        }
+        kara_batch_slot *s = waiting ? waiting : free_slot;
+        if (!s || (!waiting && e->q_len == 0)) return;
+        const kara_engine_request *r = waiting ? &waiting->req : &e->queue[e->q_head];
+        bool capped;
+        int32_t G = waiting ? waiting->max_gen : max_generated(e, r, &capped);
+        int64_t need = waiting ? waiting->peak_blocks : kara_batch_request_blocks(e, r->n_prompt, G);
+        bool fits = kara_seq_admit(e->ctx, slot_index(e, s), r->n_prompt, G) == KARA_OK &&
+                    (e->p.optimistic_admission ||
+                     need + growth + e->ctx->policy.p.reserve_blocks <= e->ctx->kv.n_free);
+        if (!fits && running > 0) return; /* wait for running requests to finish */
+        if (waiting) {
+            /* fits, or nothing runs: an empty pool holds it (checked at submit) */
+            waiting->state = KARA_SLOT_RUNNING;
+            continue;
+        }
+        kara_engine_request req = *r;
+        e->q_head = (e->q_head + 1) % e->p.max_queue;
+        e->q_len--;
+        kara_status st = slot_start(e, s, &req);
+        if (st) {
+            /* cannot happen after submit's checks; report it on the request */
+            s->req = req;
+            s->order = e->next_order++;
+            s->n_prompt = req.n_prompt;
+            s->n_generated = s->n_think = s->n_preempted = 0;
+            s->olen = s->ostart = s->orel = 0;
+            s->done_reported = false;
+            slot_fail(e, s, st, kara_last_error());
+        }
+    }
+}
+
+/* How many of a slot's unfed tokens go into this step, and from where;
+ * 0 when it must wait. See the feeding rules at the top. */
+static int32_t feed_count(const kara_engine *e, const kara_batch_slot *s, int32_t budget) {
+    int32_t left = s->n_tok - s->n_fed;
+    if (left <= 0) return 0;
+    if (s->n_fed < s->n_prompt) {
+        int32_t rem = s->n_prompt - s->n_fed, k = rem < budget ? rem : budget;
+        if (k < rem && rem - k == 1) k--;
+        if (k == 1 && s->n_fed > 0) k = 0; /* a lone prompt token would end the prompt early */
+        return k;
+    }
+    if (s->n_fed == s->n_prompt || left == 1) return 1 <= budget ? 1 : 0;
+    /* re-decoding generated tokens after a preemption */
+    int32_t k = left < budget ? left : budget;
+    const kara_context *c = e->ctx;
+    const kara_kv_policy *pol = &c->policy;
+    int32_t seq = slot_index(e, s);
+    if (pol->window_method && pol->seqs[seq].prompt_marked) {
+        int32_t n_w = c->kv.seqs[seq].n - pol->seqs[seq].frontier;
+        int32_t to_due = pol->p.interval + pol->p.buffer - n_w;
+        int32_t lim = to_due > 1 ? to_due : 1;
+        if (k > lim) k = lim;
+    }
+    return k;
+}
+
+/* Fill the batch: decoding slots first (one entry each), then chunks of
+ * prefilling or recomputing slots, oldest first. Returns the entry count
+ * and the number of logits rows. */
+static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
+    int32_t n = 0, rows = 0;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        e->slots[i].batch_n = 0;
+        e->slots[i].logits_row = -1;
+    }
+    /* pass 1: decoding slots; pass 2: the rest, by age */
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t prefill_left = e->p.prefill_chunk;
+        for (;;) {
+            kara_batch_slot *pick = NULL;
+            for (int32_t i = 0; i < e->n_slots; i++) {
+                kara_batch_slot *s = &e->slots[i];
+                if (s->state != KARA_SLOT_RUNNING || s->batch_n || s->n_fed >= s->n_tok) continue;
+                bool decoding = s->n_tok - s->n_fed == 1 && s->n_fed >= s->n_prompt;
+                if ((pass == 0) != decoding) continue;
+                if (!pick || s->order < pick->order) pick = s;
+            }
+            if (!pick) break;
+            int32_t room = e->n_batch - n;
+            int32_t budget = pass == 0 ? room : (prefill_left < room ? prefill_left : room);
+            int32_t k = feed_count(e, pick, budget);
+            pick->batch_n = -1; /* visited */
+            if (k <= 0) continue;
+            int32_t seq = slot_index(e, pick);
+            for (int32_t j = 0; j < k; j++) {
+                int32_t t = pick->n_fed + j;
+                e->b_tok[n] = pick->tokens[t];
+                e->b_pos[n] = t;
+                e->b_seq[n] = seq;
+                e->b_logits[n] = (int8_t)(t == pick->n_tok - 1);
+                if (e->b_logits[n]) pick->logits_row = rows++;
+                n++;
+            }
+            pick->batch_n = k;
+            if (pass == 1) prefill_left -= k;
+        }
+    }
+    *n_rows = rows;
+    return n;
+}
+
+/* The youngest running request: the one to preempt. */
+static kara_batch_slot *youngest(kara_engine *e, int32_t *running) {
+    kara_batch_slot *y = NULL;
+    *running = 0;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        kara_batch_slot *s = &e->slots[i];
+        if (s->state != KARA_SLOT_RUNNING) continue;
+        (*running)++;
+        if (!y || s->order > y->order) y = s;
+    }
+    return y;
+}
+
+/* The next token: the rest of a forced close, a new forced close when the
+ * thinking budget is spent, or a sample. */
+static int32_t choose_token(kara_engine *e, kara_batch_slot *s, const float *logits, bool *forced) {
+    *forced = false;
+    if (s->n_forced_left == 0 && s->split.in_think && s->req.reasoning_budget >= 0 &&
+        s->n_think >= s->req.reasoning_budget) {
+        s->forced = s->think_ends_nl ? e->close_plain : e->close_nl;
+        s->n_forced_left = s->think_ends_nl ? e->n_close_plain : e->n_close_nl;
+    }
+    if (s->n_forced_left > 0) {
+        *forced = true;
+        s->n_forced_left--;
+        int32_t tok = *s->forced++;
+        kara_sampler_accept(s->smp, tok);
+        return tok;
+    }
+    return kara_sampler_sample(s->smp, logits, e->n_vocab);
+}
+
+/* One new token for a slot whose tokens are all in the cache: pick it, push
+ * its text, and decide whether the request is finished. */
+static void next_token(kara_engine *e, kara_batch_slot *s) {
+    const float *logits = kara_get_logits(e->ctx, s->logits_row);
+    bool forced;
+    bool was_thinking = s->split.in_think;
+    int32_t tok = choose_token(e, s, logits, &forced);
+    if (tok < 0) {
+        slot_fail(e, s, KARA_ERR_NOMEM, "the sampler could not allocate its scratch");
+        return;
+    }
+    if (!forced && !s->req.ignore_eog && kara_token_is_eog(e->model, tok)) {
+        kara_batch_slot_finish(s, KARA_DONE, KARA_STOP_EOG);
+        return;
+    }
+    s->tokens[s->n_tok++] = tok;
+    s->n_generated++;
+    e->stats.tokens_generated++;
+    if (was_thinking && !forced) s->n_think++;
+    if (forced) s->n_forced++;
+    int32_t len = kara_token_to_piece(e->model, tok, e->piece + 4, e->piece_cap, false);
+    if (len > 0) kara_batch_text_push(e, s, e->piece + 4, (size_t)len, false);
+    if (s->overflow) {
+        slot_fail(e, s, KARA_ERR_INTERNAL, "batch engine output buffer overflow");
+        return;
+    }
+    if (!s->final && s->n_generated >= s->max_gen)
+        kara_batch_slot_finish(s, KARA_DONE, s->ctx_capped ? KARA_STOP_CONTEXT_FULL : KARA_STOP_MAX_TOKENS);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The step                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Start of a step: release finished slots, drop the text handed out. */
+static void housekeeping(kara_engine *e) {
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        kara_batch_slot *s = &e->slots[i];
+        if (s->state == KARA_SLOT_FINISHED) {
+            s->state = KARA_SLOT_FREE;
+            continue;
+        }
+        if (s->state == KARA_SLOT_FREE || s->orel == 0) continue;
+        memmove(s->obuf, s->obuf + s->orel, s->olen - s->orel);
+        memmove(s->ochan, s->ochan + s->orel, s->olen - s->orel);
+        s->olen -= s->orel;
+        s->orel = s->ostart = 0;
+    }
+    e->ev_slot = 0;
+}
+
+static void refresh_kv_stats(kara_engine *e) {
+    kara_kv_stats ks;
+    kara_context_kv_stats(e->ctx, &ks);
+    e->stats.kv_events = ks.events;
+    e->stats.kv_forced_events = ks.forced_events;
+    e->stats.kv_recompress_events = ks.recompress_events;
+    e->stats.kv_bytes = kara_context_kv_bytes(e->ctx);
+    e->stats.kv_bytes_peak = kara_context_kv_bytes_peak(e->ctx);
+}
+
+/* A slot's entries were decoded: advance it, count, and pick its next
+ * token when all its tokens are in the cache. */
+static void after_decode(kara_engine *e, kara_batch_slot *s) {
+    int32_t end = s->n_fed + s->batch_n;
+    int32_t redo_end = end < s->n_fed_max ? end : s->n_fed_max;
+    if (redo_end > s->n_fed) e->stats.tokens_recomputed += (uint64_t)(redo_end - s->n_fed);
+    int32_t new_from = s->n_fed > s->n_fed_max ? s->n_fed : s->n_fed_max;
+    int32_t prompt_end = end < s->n_prompt ? end : s->n_prompt;
+    if (prompt_end > new_from) e->stats.tokens_prefilled += (uint64_t)(prompt_end - new_from);
+    s->n_fed = end;
+    if (s->n_fed > s->n_fed_max) s->n_fed_max = s->n_fed;
+    if (s->n_fed == s->n_tok && s->logits_row >= 0) next_token(e, s);
+}
+
+/* A decode failed for a reason other than the budget (a request the
+ * context refuses): decode each slot's entries on their own, so the one at
+ * fault ends with the error and the others go on. Nothing is appended by a
+ * failing kara_decode, so retrying is safe. */
+static void decode_one_by_one(kara_engine *e) {
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        kara_batch_slot *s = &e->slots[i];
+        if (s->state != KARA_SLOT_RUNNING || s->batch_n <= 0) continue;
+        int32_t k = s->batch_n;
+        for (int32_t j = 0; j < k; j++) {
+            int32_t t = s->n_fed + j;
+            e->b_tok[j] = s->tokens[t];
+            e->b_pos[j] = t;
+            e->b_seq[j] = i;
+            e->b_logits[j] = (int8_t)(t == s->n_tok - 1);
+        }
+        s->logits_row = e->b_logits[k - 1] ? 0 : -1;
+        kara_batch b = {k, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+        double td = now_s();
+        kara_status st = kara_decode(e->ctx, &b);
+        e->stats.decode_seconds += now_s() - td;
+        e->stats.steps++;
+        if (st == KARA_OK) {
+            after_decode(e, s);
+        } else {
+            char msg[KARA_BATCH_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", kara_context_last_error(e->ctx));
+            slot_fail(e, s, st, msg);
+        }
+    }
+}
+
+kara_status kara_engine_step(kara_engine *e) {
+    if (!e) return kara_set_error(KARA_ERR_ARG, "kara_engine_step: NULL engine");
+    double t0 = now_s();
+    housekeeping(e);
+    admit(e);
+    kara_context *c = e->ctx;
+    int32_t n = 0, rows = 0;
+    kara_status st = KARA_OK;
+    for (;;) {
+        n = build_batch(e, &rows);
+        if (n == 0) break;
+        kara_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+        double td = now_s();
+        st = kara_decode(c, &b);
+        e->stats.decode_seconds += now_s() - td;
+        if (st != KARA_ERR_KV_BUDGET) break;
+        /* pool pressure the policy could not relieve (section 4.5b) */
+        int32_t running;
+        kara_batch_slot *y = youngest(e, &running);
+        if (!y) break;
+        if (c->policy.p.on_pool_exhausted == KARA_POOL_PREEMPT && running > 1) {
+            slot_preempt(e, y);
+        } else {
+            char msg[KARA_BATCH_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", kara_context_last_error(c));
+            slot_fail(e, y, KARA_ERR_KV_BUDGET, msg);
+        }
+    }
+    if (n > 0 && st == KARA_OK) {
+        e->stats.steps++;
+        for (int32_t i = 0; i < e->n_slots; i++) {
+            kara_batch_slot *s = &e->slots[i];
+            if (s->state == KARA_SLOT_RUNNING && s->batch_n > 0) after_decode(e, s);
+        }
+    } else if (n > 0) {
+        decode_one_by_one(e);
+    }
+    /* finished requests leave the context now; their events are read next */
+    int32_t running = 0, preempted = 0;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        kara_batch_slot *s = &e->slots[i];
+        if (s->state == KARA_SLOT_RUNNING && s->final) {
+            kara_batch_text_settle(e, s);
+            kara_seq_clear(c, i);
+            s->state = KARA_SLOT_FINISHED;
+            e->stats.requests_done++;
+        } else if (s->state == KARA_SLOT_RUNNING) {
+            kara_batch_text_settle(e, s);
+        }
+        running += s->state == KARA_SLOT_RUNNING;
+        preempted += s->state == KARA_SLOT_PREEMPTED;
+    }
+    e->stats.running = running;
+    e->stats.preempted = preempted;
+    e->stats.queued = e->q_len;
+    if (running > e->stats.peak_running) e->stats.peak_running = running;
+    refresh_kv_stats(e);
+    e->stats.step_seconds += now_s() - t0;
+    bool events = false;
+    for (int32_t i = 0; i < e->n_slots && !events; i++) {
+        const kara_batch_slot *s = &e->slots[i];
+        events = s->state == KARA_SLOT_FINISHED || (s->state != KARA_SLOT_FREE && s->orel > s->ostart);
+    }
+    if (n == 0 && !events && running == 0 && preempted == 0 && e->q_len == 0) return KARA_DONE;
+    return KARA_OK;
+}
+
+bool kara_engine_next_event(kara_engine *e, kara_engine_event *ev) {
+    if (!e || !ev) return false;
+    for (; e->ev_slot < e->n_slots; e->ev_slot++) {
+        kara_batch_slot *s = &e->slots[e->ev_slot];
+        if (s->state == KARA_SLOT_FREE) continue;
+        memset(ev, 0, sizeof *ev);
+        ev->id = s->req.id;
+        ev->user = s->req.user;
+        if (s->ostart < s->orel) {
+            size_t i = s->ostart;
+            uint8_t ch = s->ochan[i];
+            while (i < s->orel && s->ochan[i] == ch) i++;
+            ev->kind = KARA_ENGINE_TEXT;
+            ev->channel = (kara_channel)ch;
+            ev->text = s->obuf + s->ostart;
+            ev->len = (int32_t)(i - s->ostart);
+            s->ostart = i;
+            return true;
+        }
+        if (s->state == KARA_SLOT_FINISHED && !s->done_reported) {
+            s->done_reported = true;
+            ev->kind = KARA_ENGINE_DONE;
+            ev->status = s->final;
+            ev->reason = s->reason;
+            ev->error = s->final < 0 ? s->error : NULL;
+            ev->n_prompt = s->n_prompt;
+            ev->n_generated = s->n_generated;
+            ev->n_think = s->n_think;
+            ev->n_preempted = s->n_preempted;
+            return true;
+        }
+    }
+    return false;
+}
+
+void kara_engine_get_stats(const kara_engine *e, kara_engine_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!e) return;
+    *out = e->stats;
+    const kara_context *c = e->ctx;
+    out->kv_budget = c->params.kv.budget ? c->params.kv.budget : c->kv.budget + c->policy.reserved_bytes;
+    out->kv_blocks_total = c->kv.n_blocks;
+    out->kv_blocks_free = c->kv.n_free;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `kara bench`: JSON lines in the shape of ../shared/bench/llamacpp-ref (one
+# per test, tokens/s median <= max and >= min), depth and thread count echoed,
+# a closing load line with peak memory; the micro-benchmark modes print their
+# lines; bad flags are usage errors (64), a missing model is 66.
+set -euo pipefail
+kara=${KARA_BIN:?set KARA_BIN to the kara binary}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+check() {   # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+exit_code() {  # exit_code WANT COMMAND...
+    local want=$1; shift
+    local rc=0
+    "$@" >/dev/null 2>&1 || rc=$?
+    [ "$rc" = "$want" ]
+}
+# every line parses, and min <= median <= max where a line has them
+json_ok() {
+    python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if "tok_s_median" in o:
+        assert o["tok_s_min"] <= o["tok_s_median"] <= o["tok_s_max"], o
+        assert o["tok_s_min"] > 0, o
+PY
+}
+
+"$kara" gen-model --preset tiny-k --arch qwen3 --type Q4_K_M -o "$dir/m.gguf"
+"$kara" bench -m "$dir/m.gguf" -t 1 -p 32 -n 8 -r 2 > "$dir/out.jsonl"
+check "three lines (pp, tg, load)" test "$(wc -l < "$dir/out.jsonl")" = 3
+check "pp line in llamacpp-ref's shape" grep -Eq '^\{"engine":"kara","model":"m.gguf","test":"pp32","threads":1,"depth":0,"reps":2,"tok_s_median":[0-9.]+,"tok_s_min":[0-9.]+,"tok_s_max":[0-9.]+\}$' "$dir/out.jsonl"
+check "tg line" grep -Eq '"test":"tg8","threads":1,"depth":0,"reps":2,' "$dir/out.jsonl"
+check "load line with peak RSS" grep -Eq '"test":"load",.*"load_s":[0-9.]+,.*"peak_rss_mib":[0-9.]+' "$dir/out.jsonl"
+check "every line is JSON, min <= median <= max" json_ok "$dir/out.jsonl"
+
+"$kara" bench -m "$dir/m.gguf" -t 2 -p 0 -n 4 -d 40 -r 1 > "$dir/depth.jsonl"
+check "depth and threads echoed, no pp line" grep -Eq '^\{"engine":"kara","model":"m.gguf","test":"tg4","threads":2,"depth":40,' "$dir/depth.jsonl"
+check "depth run: two lines" test "$(wc -l < "$dir/depth.jsonl")" = 2
+
+"$kara" bench --kernels Q8_0 -t 1 -p 4 > "$dir/kernels.jsonl"
+check "kernel lines for each shape, batch 1 and 4" test "$(grep -c '"type":"Q8_0"' "$dir/kernels.jsonl")" = 10
+check "kernel lines are JSON" json_ok "$dir/kernels.jsonl"
+
+check "unknown flag is a usage error" exit_code 64 "$kara" bench -m "$dir/m.gguf" --frobnicate
+check "bad -r is a usage error" exit_code 64 "$kara" bench -m "$dir/m.gguf" -r 0
+check "no model is a usage error" exit_code 64 "$kara" bench
+check "missing model file is 66" exit_code 66 "$kara" bench -m "$dir/none.gguf"
+
+[ "$fails" = 0 ] && echo "all ok" || { echo "$fails failed"; exit 1; }

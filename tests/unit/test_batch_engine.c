@@ -1,0 +1,442 @@
+/* test_batch_engine.c - the continuous-batching engine on a synthetic Qwen3
+ * model:
+ * - greedy answers equal a plain one-sequence decode loop, at concurrency
+ *   1, 2 and 4, with prompts of many lengths and prefill chunks that cut
+ *   them anywhere;
+ * - with a pool too small for everything that was admitted (optimistic
+ *   admission), requests are preempted, recomputed, and still give the same
+ *   answers; the KV peak never exceeds the budget;
+ * - sampled answers depend on (seed, id) only, not on concurrency;
+ * - Kara compression with events that are never deferred gives the same
+ *   greedy answers at concurrency 1 and 4, and events do happen;
+ * - many sequences under a tight budget with Kara: all finish, peak <= budget;
+ * - stop strings end the answer before the string;
+ * - requests that can never run are refused at submit with the right code.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kara.h"
+#include "synth_model.h"
+#include "test_util.h"
+
+#define N_REQ 6
+#define MAX_TEXT 8192
+
+static kara_model *g_model;
+
+typedef struct answer {
+    char text[MAX_TEXT];
+    size_t len;
+    kara_status status;
+    kara_stop_reason reason;
+    int32_t n_generated, n_preempted;
+    int done;
+} answer;
+
+/* Prompts of assorted lengths (ids inside the vocabulary). */
+static int32_t prompt_len(int r) { return 1 + (r * 13) % 41 + (r == 3 ? 60 : 0); }
+static void make_prompt(int r, int32_t *out) {
+    for (int32_t i = 0; i < prompt_len(r); i++) out[i] = (int32_t)((r * 97 + i * 31 + 7) % 500);
+}
+
+static int32_t g_min_compressible = 8;
+
+static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t budget, int32_t n_batch,
+                              int32_t max_compress_per_step) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = 512;
+    cp.n_batch = n_batch;
+    cp.n_seq_max = n_seq;
+    cp.n_threads = 1;
+    cp.kv.method = method;
+    cp.kv.budget = budget;
+    cp.kv.interval = 32;
+    cp.kv.buffer = 8;
+    cp.kv.max_defer = 8;
+    cp.kv.min_compressible = g_min_compressible;
+    cp.kv.reserve_blocks = 1;
+    cp.kv.max_compress_per_step = max_compress_per_step;
+    kara_context *ctx = NULL;
+    if (kara_context_create(g_model, &cp, &ctx) != KARA_OK) {
+        fprintf(stderr, "kara_context_create: %s\n", kara_last_error());
+        return NULL;
+    }
+    return ctx;
+}
+
+/* The reference: one sequence, whole prompt in one decode, then one token
+ * per decode, greedy, past end-of-generation tokens. */
+static void reference(int r, int32_t n_gen, answer *out) {
+    kara_context *ctx = make_ctx(KARA_KV_METHOD_FULL, 1, 0, 512, 0);
+    int32_t prompt[128];
+    make_prompt(r, prompt);
+    int32_t n = prompt_len(r), n_vocab = kara_model_n_vocab(g_model);
+    memset(out, 0, sizeof *out);
+    kara_batch b = kara_batch_one_sequence(prompt, n, 0, 0);
+    kara_status st = kara_decode(ctx, &b);
+    for (int32_t g = 0; g < n_gen && !st; g++) {
+        const float *l = kara_get_logits(ctx, -1);
+        int32_t best = 0;
+        for (int32_t t = 1; t < n_vocab; t++)
+            if (l[t] > l[best]) best = t;
+        char piece[64];
+        int32_t k = kara_token_to_piece(g_model, best, piece, sizeof piece, false);
+        if (k > 0) {
+            memcpy(out->text + out->len, piece, (size_t)k);
+            out->len += (size_t)k;
+        }
+        out->n_generated++;
+        if (g + 1 < n_gen) {
+            b = kara_batch_one_sequence(&best, 1, n + g, 0);
+            st = kara_decode(ctx, &b);
+        }
+    }
+    CHECK_MSG(st == KARA_OK, "reference decode: %s", kara_last_error());
+    kara_context_free(ctx);
+}
+
+typedef struct run_opts {
+    kara_kv_method method;
+    int32_t n_seq;
+    uint64_t budget;
+    int32_t n_gen;
+    float temperature;
+    int32_t prefill_chunk;
+    bool optimistic;
+    int32_t max_compress_per_step;
+    int n_req;
+} run_opts;
+
+/* Submit every request (ids 100 + r) and step until done. */
+static bool run_engine(const run_opts *o, answer *ans, kara_engine_stats *stats) {
+    kara_context *ctx = make_ctx(o->method, o->n_seq, o->budget, 64, o->max_compress_per_step);
+    if (!ctx) return false;
+    kara_engine_params ep;
+    kara_engine_params_init(&ep);
+    ep.prefill_chunk = o->prefill_chunk ? o->prefill_chunk : 256;
+    ep.optimistic_admission = o->optimistic;
+    ep.max_queue = 4;
+    kara_engine *eng = NULL;
+    if (kara_engine_create(ctx, &ep, &eng) != KARA_OK) {
+        fprintf(stderr, "kara_engine_create: %s\n", kara_last_error());
+        kara_context_free(ctx);
+        return false;
+    }
+    int32_t prompts[N_REQ * 2][128];
+    int n_req = o->n_req ? o->n_req : N_REQ;
+    memset(ans, 0, sizeof(answer) * (size_t)n_req);
+    int next = 0, steps = 0;
+    kara_status st = KARA_OK;
+    bool ok = true;
+    for (;;) {
+        while (next < n_req && kara_engine_queue_room(eng) > 0) {
+            kara_engine_request r;
+            kara_engine_request_init(&r);
+            make_prompt(next % N_REQ, prompts[next]);
+            r.id = 100 + (uint64_t)next;
+            r.user = &ans[next];
+            r.prompt = prompts[next];
+            r.n_prompt = prompt_len(next % N_REQ);
+            r.max_tokens = o->n_gen;
+            r.sampling.temperature = o->temperature;
+            r.sampling.seed = 42;
+            r.ignore_eog = true;
+            r.split_thinking = false;
+            if (kara_engine_submit(eng, &r) != KARA_OK) {
+                fprintf(stderr, "submit: %s\n", kara_last_error());
+                ok = false;
+            }
+            next++;
+        }
+        st = kara_engine_step(eng);
+        if (st != KARA_OK) break;
+        kara_engine_event ev;
+        while (kara_engine_next_event(eng, &ev)) {
+            answer *a = ev.user;
+            if (ev.kind == KARA_ENGINE_TEXT) {
+                if (a->len + (size_t)ev.len <= MAX_TEXT) memcpy(a->text + a->len, ev.text, (size_t)ev.len);
+                a->len += (size_t)ev.len;
+            } else {
+                a->done++;
+                a->status = ev.status;
+                a->reason = ev.reason;
+                a->n_generated = ev.n_generated;
+                a->n_preempted = ev.n_preempted;
+            }
+        }
+        if (++steps > 100000) break;
+    }
+    CHECK_MSG(st == KARA_DONE, "engine ended with %d: %s", (int)st, kara_last_error());
+    kara_engine_get_stats(eng, stats);
+    CHECK_MSG(stats->kv_bytes_peak <= stats->kv_budget, "KV peak %llu exceeds the budget %llu",
+              (unsigned long long)stats->kv_bytes_peak, (unsigned long long)stats->kv_budget);
+    CHECK_MSG(kara_context_kv_bytes_peak(ctx) == stats->kv_bytes_peak, "stats report the context's peak");
+    kara_engine_free(eng);
+    kara_context_free(ctx);
+    return ok && st == KARA_DONE;
+}
+
+static bool same_answers(const answer *a, const answer *b, int n, const char *what) {
+    bool same = true;
+    for (int r = 0; r < n; r++) {
+        bool eq = a[r].len == b[r].len && !memcmp(a[r].text, b[r].text, a[r].len);
+        CHECK_MSG(eq, "%s: request %d differs (%zu vs %zu bytes)", what, r, a[r].len, b[r].len);
+        same = same && eq;
+    }
+    return same;
+}
+
+static void test_greedy_matches_reference(void) {
+    const int32_t n_gen = 24;
+    answer ref[N_REQ];
+    for (int r = 0; r < N_REQ; r++) reference(r, n_gen, &ref[r]);
+    int32_t seqs[] = {1, 2, 4};
+    int32_t chunks[] = {256, 7, 3};
+    for (int i = 0; i < 3; i++) {
+        answer ans[N_REQ];
+        kara_engine_stats stats;
+        run_opts o = {KARA_KV_METHOD_FULL, seqs[i], 0, n_gen, 0.0f, chunks[i], false, 0, 0};
+        CHECK(run_engine(&o, ans, &stats));
+        char what[64];
+        snprintf(what, sizeof what, "greedy, concurrency %d, chunk %d", seqs[i], chunks[i]);
+        same_answers(ref, ans, N_REQ, what);
+        for (int r = 0; r < N_REQ; r++) {
+            CHECK_EQ_INT(ans[r].done, 1);
+            CHECK_EQ_INT(ans[r].status, KARA_DONE);
+            CHECK_EQ_INT(ans[r].reason, KARA_STOP_MAX_TOKENS);
+            CHECK_EQ_INT(ans[r].n_generated, n_gen);
+        }
+        CHECK_EQ_INT(stats.tokens_generated, N_REQ * n_gen);
+        CHECK_EQ_INT(stats.requests_done, N_REQ);
+        CHECK_EQ_INT(stats.preemptions, 0);
+        CHECK_MSG(stats.peak_running <= seqs[i], "peak running %d <= %d", stats.peak_running, seqs[i]);
+        if (seqs[i] == 4) CHECK_MSG(stats.peak_running >= 3, "requests ran together (peak %d)", stats.peak_running);
+        /* decode entries per step: with concurrency > 1 there must be fewer steps than tokens */
+        if (seqs[i] > 1) CHECK_MSG(stats.steps < (uint64_t)(N_REQ * n_gen), "batched steps (%llu)", (unsigned long long)stats.steps);
+    }
+}
+
+/* Block of the tiny model: 4 layers x 2 (K, V) x 16 slots x 2 heads x 32 x 2 bytes. */
+#define BLOCK_BYTES (4 * 2 * 16 * 2 * 32 * 2)
+
+static void test_preemption_recompute(void) {
+    const int32_t n_gen = 40;
+    answer ref[N_REQ];
+    for (int r = 0; r < N_REQ; r++) reference(r, n_gen, &ref[r]);
+    /* 14 blocks: room for two or three requests at their peak (up to 7 blocks
+     * each), while optimistic admission lets more in */
+    answer ans[N_REQ];
+    kara_engine_stats stats;
+    run_opts o = {KARA_KV_METHOD_FULL, 4, 14 * BLOCK_BYTES, n_gen, 0.0f, 16, true, 0, 0};
+    CHECK(run_engine(&o, ans, &stats));
+    CHECK_MSG(stats.preemptions > 0, "the tight pool preempted (%llu)", (unsigned long long)stats.preemptions);
+    CHECK_MSG(stats.tokens_recomputed > 0, "preempted requests were recomputed");
+    same_answers(ref, ans, N_REQ, "after preemption and recompute");
+    int preempted = 0;
+    for (int r = 0; r < N_REQ; r++) {
+        CHECK_EQ_INT(ans[r].done, 1);
+        CHECK_EQ_INT(ans[r].status, KARA_DONE);
+        preempted += ans[r].n_preempted;
+    }
+    CHECK_EQ_INT(preempted, stats.preemptions);
+    CHECK_EQ_INT(stats.kv_budget, 14 * BLOCK_BYTES);
+
+    /* the same pool with projected admission: nothing is preempted */
+    run_opts o2 = o;
+    o2.optimistic = false;
+    CHECK(run_engine(&o2, ans, &stats));
+    CHECK_EQ_INT(stats.preemptions, 0);
+    same_answers(ref, ans, N_REQ, "projected admission");
+}
+
+static void test_sampled_determinism(void) {
+    answer a1[N_REQ], a4[N_REQ];
+    kara_engine_stats stats;
+    run_opts o = {KARA_KV_METHOD_FULL, 1, 0, 20, 0.9f, 5, false, 0, 0};
+    CHECK(run_engine(&o, a1, &stats));
+    o.n_seq = 4;
+    o.prefill_chunk = 64;
+    CHECK(run_engine(&o, a4, &stats));
+    same_answers(a1, a4, N_REQ, "sampled, concurrency 1 vs 4");
+    /* requests 0 and N_REQ have the same prompt but other ids: other draws */
+    answer b[N_REQ * 2];
+    o.n_req = N_REQ + 1;
+    CHECK(run_engine(&o, b, &stats));
+    CHECK_MSG(b[0].len != b[N_REQ].len || memcmp(b[0].text, b[N_REQ].text, b[0].len),
+              "the same prompt under another id samples differently");
+}
+
+static void test_kara_compression(void) {
+    answer a1[N_REQ], a4[N_REQ];
+    kara_engine_stats s1, s4;
+    /* events never deferred: every sequence compresses when it is due */
+    run_opts o = {KARA_KV_METHOD_KARA, 1, 0, 120, 0.0f, 32, false, 64, 0};
+    CHECK(run_engine(&o, a1, &s1));
+    o.n_seq = 4;
+    CHECK(run_engine(&o, a4, &s4));
+    CHECK_MSG(s1.kv_events > 0, "Kara events happened (%llu)", (unsigned long long)s1.kv_events);
+    CHECK_EQ_INT(s1.kv_events, s4.kv_events);
+    same_answers(a1, a4, N_REQ, "kara, no deferral, concurrency 1 vs 4");
+
+    /* many sequences, a tight budget, staggered events: all finish inside it */
+    answer many[N_REQ * 2];
+    kara_engine_stats sm;
+    run_opts m = {KARA_KV_METHOD_KARA, 8, 0, 160, 0.0f, 32, false, 0, 2 * N_REQ};
+    /* rings of 8 sequences + 40 blocks */
+    kara_context *probe = make_ctx(KARA_KV_METHOD_KARA, 8, 0, 64, 0);
+    kara_kv_stats ks;
+    kara_context_kv_stats(probe, &ks);
+    kara_context_free(probe);
+    m.budget = ks.reserved_bytes + 40 * BLOCK_BYTES;
+    CHECK(run_engine(&m, many, &sm));
+    for (int r = 0; r < 2 * N_REQ; r++) {
+        CHECK_EQ_INT(many[r].done, 1);
+        CHECK_EQ_INT(many[r].status, KARA_DONE);
+        CHECK_EQ_INT(many[r].n_generated, 160);
+    }
+    CHECK_MSG(sm.kv_events >= 2 * N_REQ, "every request compressed (%llu events)", (unsigned long long)sm.kv_events);
+    CHECK_MSG(sm.peak_running >= 3, "several ran at once (%d)", sm.peak_running);
+    CHECK_MSG(sm.kv_bytes_peak <= m.budget, "peak %llu <= budget %llu", (unsigned long long)sm.kv_bytes_peak,
+              (unsigned long long)m.budget);
+
+    /* preempted Kara sequences are recomputed with their events at the same
+     * points (generated tokens re-fed up to each due point), so with no
+     * deferral and no forced events (min_compressible = interval: nothing is
+     * ever compressible before it is due) the answers are unchanged */
+    g_min_compressible = 32;
+    answer roomy[N_REQ], tight[N_REQ];
+    kara_engine_stats sr, st;
+    run_opts k = {KARA_KV_METHOD_KARA, 4, 0, 200, 0.0f, 32, true, 64, 0};
+    CHECK(run_engine(&k, roomy, &sr));
+    probe = make_ctx(KARA_KV_METHOD_KARA, 4, 0, 64, 64);
+    kara_context_kv_stats(probe, &ks);
+    kara_context_free(probe);
+    k.budget = ks.reserved_bytes + 14 * BLOCK_BYTES;
+    CHECK(run_engine(&k, tight, &st));
+    CHECK_MSG(st.preemptions > 0, "Kara under a tight pool preempted (%llu)", (unsigned long long)st.preemptions);
+    CHECK_MSG(st.tokens_recomputed > 600, "generated tokens were recomputed (%llu)",
+              (unsigned long long)st.tokens_recomputed);
+    CHECK(st.kv_events > sr.kv_events); /* recomputed sequences compress again */
+    CHECK_EQ_INT(st.kv_forced_events, 0);
+    CHECK_EQ_INT(sr.preemptions, 0);
+    same_answers(roomy, tight, N_REQ, "kara after preemption and recompute");
+    g_min_compressible = 8;
+}
+
+static void test_stop_and_refusals(void) {
+    const int32_t n_gen = 30;
+    answer ref;
+    reference(2, n_gen, &ref);
+    kara_context *ctx = make_ctx(KARA_KV_METHOD_FULL, 2, 8 * BLOCK_BYTES, 64, 0);
+    kara_engine *eng = NULL;
+    CHECK(kara_engine_create(ctx, NULL, &eng) == KARA_OK);
+    int32_t prompt[128];
+    make_prompt(2, prompt);
+    /* a stop string from the middle of the reference answer */
+    size_t at = ref.len / 2;
+    char stop[4];
+    memcpy(stop, ref.text + at, 3);
+    stop[3] = '\0';
+    const char *first = strstr(ref.text, stop);
+    size_t expect = first ? (size_t)(first - ref.text) : 0;
+    kara_engine_request r;
+    kara_engine_request_init(&r);
+    r.prompt = prompt;
+    r.n_prompt = prompt_len(2);
+    r.max_tokens = n_gen;
+    r.sampling.temperature = 0;
+    r.ignore_eog = true;
+    r.split_thinking = false;
+    r.n_stop = 1;
+    r.stop[0] = stop;
+    CHECK(kara_engine_submit(eng, &r) == KARA_OK);
+    answer a;
+    memset(&a, 0, sizeof a);
+    while (kara_engine_step(eng) == KARA_OK) {
+        kara_engine_event ev;
+        while (kara_engine_next_event(eng, &ev)) {
+            if (ev.kind == KARA_ENGINE_TEXT) {
+                memcpy(a.text + a.len, ev.text, (size_t)ev.len);
+                a.len += (size_t)ev.len;
+            } else {
+                a.status = ev.status;
+                a.reason = ev.reason;
+            }
+        }
+    }
+    CHECK_EQ_INT(a.status, KARA_STOPPED);
+    CHECK_EQ_INT(a.reason, KARA_STOP_STRING);
+    CHECK_EQ_INT(a.len, expect);
+    CHECK(!memcmp(a.text, ref.text, expect));
+
+    /* refusals */
+    int32_t big[600];
+    for (int i = 0; i < 600; i++) big[i] = i % 500;
+    r.n_stop = 0;
+    r.prompt = big;
+    r.n_prompt = 512;
+    CHECK_EQ_INT(kara_engine_submit(eng, &r), KARA_ERR_CONTEXT_FULL);
+    r.n_prompt = 100;
+    r.max_tokens = 200; /* 19 blocks > the pool of 8 */
+    CHECK_EQ_INT(kara_engine_submit(eng, &r), KARA_ERR_KV_BUDGET);
+    CHECK_MSG(strstr(kara_last_error(), "bytes") != NULL, "budget message names bytes: %s", kara_last_error());
+    r.max_tokens = 10;
+    r.n_prompt = 20;
+    big[3] = 9999;
+    CHECK_EQ_INT(kara_engine_submit(eng, &r), KARA_ERR_TOKEN);
+    r.n_prompt = 0;
+    CHECK_EQ_INT(kara_engine_submit(eng, &r), KARA_ERR_ARG);
+    kara_engine_free(eng);
+
+    /* n_batch must leave room for one entry per sequence plus a chunk */
+    kara_context *small = make_ctx(KARA_KV_METHOD_FULL, 8, 0, 8, 0);
+    CHECK_EQ_INT(kara_engine_create(small, NULL, &eng), KARA_ERR_ARG);
+    kara_context_free(small);
+    kara_context_free(ctx);
+}
+
+static void test_fit_concurrency(void) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = 512;
+    cp.n_seq_max = 32;
+    cp.n_threads = 1;
+    cp.kv.method = KARA_KV_METHOD_FULL;
+    cp.kv.reserve_blocks = 0;
+    cp.kv.budget = 40 * BLOCK_BYTES;
+    /* 64 + 96 tokens = 10 blocks: 4 fit in 40 */
+    CHECK_EQ_INT(kara_engine_fit_concurrency(g_model, &cp, 64, 96), 4);
+    cp.kv.budget = 0;
+    CHECK_EQ_INT(kara_engine_fit_concurrency(g_model, &cp, 64, 96), 32);
+    cp.kv.budget = 5 * BLOCK_BYTES;
+    CHECK_EQ_INT(kara_engine_fit_concurrency(g_model, &cp, 64, 96), 0);
+}
+
+int main(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/batch-engine-tiny.gguf", kara_test_tmpdir());
+    kara_synth_params sp;
+    kara_synth_params_init(&sp);
+    kara_synth_preset(&sp, "tiny");
+    snprintf(sp.arch, sizeof sp.arch, "qwen3");
+    char err[256];
+    if (kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
+        fprintf(stderr, "kara_synth_write: %s\n", err);
+        return 1;
+    }
+    if (kara_model_load(path, NULL, &g_model) != KARA_OK) {
+        fprintf(stderr, "load: %s\n", kara_last_error());
+        return 1;
+    }
+    test_greedy_matches_reference();
+    test_preemption_recompute();
+    test_sampled_determinism();
+    test_kara_compression();
+    test_stop_and_refusals();
+    test_fit_concurrency();
+    kara_model_free(g_model);
+    return kara_test_finish();
+}

@@ -1,0 +1,110 @@
+/* batch_jsonl.h - the JSONL lines of `kara batch`: OpenAI Batch API
+ * requests in, results out, and the scan of an existing output that
+ * --resume relies on.
+ *
+ * Input, one JSON object per line (blank lines are skipped):
+ *   {"custom_id":"q1","method":"POST","url":"/v1/chat/completions",
+ *    "body":{"model":"...","messages":[{"role":"user","content":"..."}],
+ *            "max_tokens":512,"temperature":0.6,"top_p":0.95,"seed":7,"stop":["\n\n"]}}
+ *   url "/v1/completions" takes body.prompt (raw text, no chat template);
+ *   the plain form {"id":"q1","prompt":"...", "max_tokens":..., ...} is one
+ *   user message through the chat template (the sampling keys sit beside it).
+ * Body keys read: messages, prompt, model, max_tokens (max_completion_tokens),
+ * temperature, top_p, top_k, min_p, seed, stop, repetition_penalty, n (must
+ * be 1), stream (must be false), chat_template_kwargs.enable_thinking.
+ * Other keys are ignored, as vLLM does.
+ *
+ * Output, one line per request:
+ *   {"id":"batch_req_...","custom_id":"q1","response":{"status_code":200,
+ *    "request_id":"req_...","body":{chat.completion}},"error":null}
+ *   {"id":"batch_req_...","custom_id":"q1","response":null,
+ *    "error":{"code":"...","message":"input line 7: ...","line":7}}
+ * custom_id is null for a line whose custom_id could not be read; "line"
+ * (the input line number) then identifies it.
+ */
+#ifndef KARA_BATCH_JSONL_H
+#define KARA_BATCH_JSONL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "kara.h"
+
+#define KARA_BATCH_MAX_STOP 8
+
+/* Error codes written in error lines. */
+#define KARA_BATCH_ERR_JSON "invalid_json"
+#define KARA_BATCH_ERR_REQUEST "invalid_request"
+#define KARA_BATCH_ERR_CONTEXT "context_length_exceeded"
+#define KARA_BATCH_ERR_BUDGET "kv_budget_exceeded"
+#define KARA_BATCH_ERR_INTERNAL "internal_error"
+
+typedef struct kara_batch_request {
+    int line;                    /* input line number (1-based) */
+    const char *custom_id;       /* NULL when missing or not readable */
+    bool chat;                   /* messages through the chat template; false: raw prompt */
+    kara_chat_message *msgs;     /* chat: malloc'd array, strings in the doc or in text_store */
+    size_t n_msgs;
+    const char *prompt;          /* !chat: raw text */
+    const char *model;           /* body.model, NULL when absent */
+    int32_t max_tokens;          /* -1: not given */
+    bool has_temperature, has_top_p, has_top_k, has_min_p, has_seed, has_repeat_penalty;
+    float temperature, top_p, min_p, repeat_penalty;
+    int32_t top_k;
+    uint64_t seed;
+    int think;                   /* -1: not given, 0 off, 1 on (chat_template_kwargs.enable_thinking) */
+    int n_stop;
+    const char *stop[KARA_BATCH_MAX_STOP];
+    char *text_store;            /* malloc'd: concatenated content parts */
+} kara_batch_request;
+
+/* Parse line line_no (text[0..len), no newline) into *out; strings point
+ * into *doc, which the caller frees after using them. On failure returns
+ * false with err = "input line N[, column C]: problem" and *code one of the
+ * KARA_BATCH_ERR_* codes; out->custom_id is set when it could be read, so
+ * the error line can carry it. kara_batch_request_free either way. */
+bool kara_batch_request_parse(const char *text, size_t len, int line_no, kara_json_doc *doc,
+                              kara_batch_request *out, char *err, size_t err_size, const char **code);
+void kara_batch_request_free(kara_batch_request *r);
+
+/* Only the custom_id of a line (duplicate detection before any work):
+ * 1 = found (*id points into doc), 0 = none (the line will become an error
+ * line), -1 = blank line. */
+int kara_batch_request_id(const char *text, size_t len, int line_no, kara_json_doc *doc, const char **id);
+
+/* Stable ids derived from a custom_id (or the line number): "batch_req_",
+ * "req_" and "chatcmpl-" followed by 16 hex digits. */
+void kara_batch_make_id(char *buf, size_t size, const char *prefix, const char *custom_id, int line);
+
+typedef struct kara_batch_result {
+    const char *custom_id;
+    int line;
+    const char *model;
+    const char *content;
+    size_t content_len;
+    const char *reasoning;       /* NULL or empty: reasoning_content is null */
+    size_t reasoning_len;
+    const char *finish_reason;   /* "stop" or "length" */
+    int32_t prompt_tokens, completion_tokens;
+    int64_t created;             /* unix seconds */
+} kara_batch_result;
+
+/* Append one whole result line (with its '\n') to b. */
+void kara_batch_write_ok(kara_jbuf *b, const kara_batch_result *r);
+void kara_batch_write_error(kara_jbuf *b, const char *custom_id, int line, const char *code, const char *message);
+
+/* Scan an existing output (data[0..len)) for answered requests: fn gets the
+ * custom_id (NULL for a line without one), the input line recorded in its
+ * error (0 if none) and whether it is an error line. Returns the number of
+ * bytes that hold complete results: a torn final line (no '\n', or a last
+ * line that is not a result - what a crash in the middle of a write leaves)
+ * is left out so the caller can truncate it away and redo that request.
+ * A broken line before the last is not crash damage: returns -1 with err
+ * naming the output line. */
+long kara_batch_scan_output(const char *data, size_t len,
+                            void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
+                            char *err, size_t err_size);
+
+#endif

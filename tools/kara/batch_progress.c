@@ -1,0 +1,67 @@
+/* batch_progress.c - the progress line of `kara batch` (batch_progress.h). */
+#include "batch_progress.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double kara_batch_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void kara_batch_progress_init(kara_batch_progress *p, bool enabled, int total, int done_before) {
+    p->enabled = enabled;
+    const char *term = getenv("TERM");
+    p->tty = isatty(STDERR_FILENO) != 0 && !(term && !strcmp(term, "dumb"));
+    p->interval = p->tty ? 0.25 : 5.0;
+    p->t_start = p->t_last = kara_batch_now();
+    p->total = total;
+    p->done_before = done_before;
+    p->done = p->failed = 0;
+    p->line_open = false;
+}
+
+static void format_eta(char *buf, size_t size, double s) {
+    if (s < 0) snprintf(buf, size, "?");
+    else if (s < 90) snprintf(buf, size, "%.0fs", s);
+    else if (s < 5400) snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+void kara_batch_progress_update(kara_batch_progress *p, const kara_engine_stats *s, bool force) {
+    if (!p->enabled) return;
+    double now = kara_batch_now();
+    if (!force && now - p->t_last < p->interval) return;
+    p->t_last = now;
+    double el = now - p->t_start;
+    int done = p->done_before + p->done, left = p->total - done;
+    double rate = el > 0 ? s->tokens_generated / el : 0;
+    /* requests per second so far, counting only what finished in this run */
+    double eta = p->done > 0 && el > 0 ? left / (p->done / el) : -1;
+    char eta_s[32];
+    format_eta(eta_s, sizeof eta_s, left == 0 ? 0 : eta);
+    double kv = s->kv_budget ? 100.0 * (double)s->kv_bytes / (double)s->kv_budget : 0;
+    char line[256];
+    snprintf(line, sizeof line,
+                     "%d/%d done, %d failed, %.1f tok/s, ETA %s, KV %.0f%% of %.0f MiB, running %d, queued %d",
+                     done, p->total, p->failed, rate, eta_s, kv, (double)s->kv_budget / 1048576.0, s->running,
+                     s->queued + s->preempted);
+    if (p->tty) {
+        fprintf(stderr, "\r%s\033[K", line);
+        p->line_open = true;
+    } else {
+        fprintf(stderr, "kara batch: [%.0fs] %s\n", el, line);
+    }
+    fflush(stderr);
+}
+
+void kara_batch_progress_end(kara_batch_progress *p) {
+    if (p->line_open) {
+        fputc('\n', stderr);
+        p->line_open = false;
+    }
+}

@@ -1,0 +1,665 @@
+/* cmd_batch.c - `kara batch JOB.yaml`: run a JSONL file of OpenAI Batch API
+ * requests through the continuous-batching engine and append one result
+ * line per request (formats: tools/common/batch_jsonl.h; durability and
+ * resume: batch_output.h; progress: batch_progress.h).
+ *
+ * Flow: read the whole input and reject duplicate custom_ids (exit 65,
+ * nothing done); open the output, skipping what it already answers; load
+ * the model; size the context (max_concurrency, capped to what the KV
+ * budget holds); then keep the engine's queue full with this shard's
+ * requests, step, and write each request's line as soon as it finishes.
+ * A line that cannot be parsed or a request that can never fit becomes an
+ * error line and the job goes on. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "batch_input.h"
+#include "batch_jsonl.h"
+#include "batch_output.h"
+#include "batch_progress.h"
+#include "cli_args.h"
+#include "cli_config.h"
+#include "commands.h"
+#include "exit_codes.h"
+#include "json.h"
+#include "kara.h"
+#include "strset.h"
+
+typedef struct batch_opts {
+    kara_config cfg;
+    const char *stats_json;
+    int resume;          /* -1: on when the output exists (default), 0, 1 */
+    bool no_progress, ignore_eos, no_fit, optimistic;
+    int32_t prefill_chunk;
+} batch_opts;
+
+static const kara_cli_flag batch_flags[] = {
+    {"-i|--input", true, "requests, JSONL (OpenAI Batch API or {\"id\",\"prompt\"}) [batch.input]"},
+    {"-o|--output", true, "results, JSONL, appended one line per request [batch.output]"},
+    {"-j|--max-concurrency", true, "requests decoded together [batch.max_concurrency]"},
+    {"--shard", true, "K/N: take input lines i with (i-1) % N == K-1 [batch.shard]"},
+    {"--resume", false, "skip requests already answered in the output (the default when it exists)"},
+    {"--no-resume", false, "empty the output and start over"},
+    {"--think", true, "auto|on|off: thinking for templates that switch it [chat.think]"},
+    {"--no-progress", false, "no progress report on stderr"},
+    {"--stats-json", true, "write the final statistics (tokens/s, KV peak, events) to FILE as JSON"},
+    {"--ignore-eos", false, "generate past end-of-generation tokens (fixed-length benchmarks)"},
+    {"--prefill-chunk", true, "prompt tokens fed per step, all arrivals together (256)"},
+    {"--no-fit", false, "keep max_concurrency even when the KV budget cannot hold that many sequences"},
+    {"--optimistic", false, "admit on free KV blocks alone: more run at once, more are preempted"},
+};
+#define N_BATCH_FLAGS (int)(sizeof batch_flags / sizeof batch_flags[0])
+
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) { g_signal = sig; }
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+static int set_key(kara_config *cfg, const char *key, const char *value, const char *origin) {
+    if (kara_config_set(cfg, key, value, origin) == KARA_OK) return -1;
+    fprintf(stderr, "kara batch: %s\n", kara_last_error());
+    return KARA_EXIT_USAGE;
+}
+
+/* The shard from a scheduler when no --shard flag gave one: Slurm job
+ * arrays (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT) or a Kubernetes indexed
+ * Job (JOB_COMPLETION_INDEX, 0-based, plus KARA_SHARD_COUNT = completions). */
+static int shard_from_env(kara_config *cfg) {
+    const char *origin = kara_config_origin(cfg, "batch.shard");
+    if (origin && !strcmp(origin, "--shard")) return -1;
+    const char *slurm = getenv("SLURM_ARRAY_TASK_ID"), *k8s = getenv("JOB_COMPLETION_INDEX");
+    long long idx, count, min = 0, step = 1;
+    char value[64];
+    if (slurm && *slurm) {
+        const char *c = getenv("SLURM_ARRAY_TASK_COUNT"), *mn = getenv("SLURM_ARRAY_TASK_MIN"),
+                   *st = getenv("SLURM_ARRAY_TASK_STEP");
+        if (!c || !kara_arg_int("batch", "SLURM_ARRAY_TASK_COUNT", c, 1, 65536, &count) ||
+            !kara_arg_int("batch", "SLURM_ARRAY_TASK_ID", slurm, 0, 1 << 30, &idx) ||
+            (mn && !kara_arg_int("batch", "SLURM_ARRAY_TASK_MIN", mn, 0, 1 << 30, &min)) ||
+            (st && !kara_arg_int("batch", "SLURM_ARRAY_TASK_STEP", st, 1, 1 << 30, &step))) {
+            fprintf(stderr, "kara batch: a Slurm array task needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT\n");
+            return KARA_EXIT_CONFIG;
+        }
+        if (idx < min || (idx - min) % step || (idx - min) / step >= count) {
+            fprintf(stderr, "kara batch: SLURM_ARRAY_TASK_ID %lld does not fit the array (min %lld, step %lld, count %lld)\n",
+                    idx, min, step, count);
+            return KARA_EXIT_CONFIG;
+        }
+        snprintf(value, sizeof value, "%lld/%lld", (idx - min) / step + 1, count);
+        return kara_config_set(cfg, "batch.shard", value, "SLURM_ARRAY_TASK_ID") == KARA_OK ? -1 : KARA_EXIT_CONFIG;
+    }
+    if (k8s && *k8s) {
+        const char *c = getenv("KARA_SHARD_COUNT");
+        if (!c) {
+            fprintf(stderr, "kara batch: JOB_COMPLETION_INDEX is set but KARA_SHARD_COUNT is not: set it to the Job's "
+                            "completions (see configs/k8s-indexed-job.yaml)\n");
+            return KARA_EXIT_CONFIG;
+        }
+        if (!kara_arg_int("batch", "KARA_SHARD_COUNT", c, 1, 65536, &count) ||
+            !kara_arg_int("batch", "JOB_COMPLETION_INDEX", k8s, 0, count - 1, &idx))
+            return KARA_EXIT_CONFIG;
+        snprintf(value, sizeof value, "%lld/%lld", idx + 1, count);
+        return kara_config_set(cfg, "batch.shard", value, "JOB_COMPLETION_INDEX") == KARA_OK ? -1 : KARA_EXIT_CONFIG;
+    }
+    return -1;
+}
+
+static void usage(void) {
+    printf("usage: kara batch [JOB.yaml] [options]\n\n"
+           "Runs every request of a JSONL file (OpenAI Batch API lines, or {\"id\":...,\"prompt\":...}) through\n"
+           "one model with continuous batching under the KV budget, appending one result line per request.\n"
+           "A job stopped at any moment (even kill -9) resumes where it was when run again. JOB.yaml is a\n"
+           "configuration file (see configs/batch-example.yaml); flags win over it.\n\n"
+           "exit status: 0 all answered, 1 some requests failed (error lines), 64 usage, 65 bad input\n"
+           "(duplicate custom_ids, broken output), 66 missing input or model, 73 cannot create the output,\n"
+           "74 I/O error, 78 configuration, 130/143 interrupted (run again to resume)\n\n");
+    kara_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
+}
+
+/* Parse: a positional JOB.yaml is loaded like --config before every other
+ * file, so flags still win over it. Returns -1 to go on, else the code. */
+static int parse(int argc, char **argv, batch_opts *o) {
+    kara_cli_parsed cli;
+    int rc = kara_cli_parse("batch", argc, argv, batch_flags, N_BATCH_FLAGS, &o->cfg, &cli);
+    const char *job = NULL;
+    for (int i = 0; rc < 0 && i < cli.n_args; i++)
+        if (!cli.args[i].flag) {
+            if (job) {
+                fprintf(stderr, "kara batch: more than one job file ('%s' and '%s')\n", job, cli.args[i].value);
+                rc = KARA_EXIT_USAGE;
+            }
+            job = cli.args[i].value;
+        }
+    if (rc < 0 && job) {
+        kara_cli_parsed_free(&cli);
+        char **argv2 = malloc(((size_t)argc + 2) * sizeof *argv2);
+        if (!argv2) return KARA_EXIT_SOFTWARE;
+        int n = 0;
+        argv2[n++] = argv[0];
+        argv2[n++] = "--config";
+        argv2[n++] = (char *)job;
+        for (int i = 1; i < argc; i++)
+            if (argv[i] != job) argv2[n++] = argv[i];
+        argv2[n] = NULL;
+        rc = kara_cli_parse("batch", n, argv2, batch_flags, N_BATCH_FLAGS, &o->cfg, &cli);
+        free(argv2);
+    }
+    o->resume = -1;
+    o->prefill_chunk = 256;
+    for (int i = 0; rc < 0 && i < cli.n_args; i++) {
+        const kara_cli_arg *a = &cli.args[i];
+        long long v;
+        if (!a->flag) continue;
+        if (kara_cli_flag_is(a->flag, "-i")) rc = set_key(&o->cfg, "batch.input", a->value, "--input");
+        else if (kara_cli_flag_is(a->flag, "-o")) rc = set_key(&o->cfg, "batch.output", a->value, "--output");
+        else if (kara_cli_flag_is(a->flag, "-j"))
+            rc = set_key(&o->cfg, "batch.max_concurrency", a->value, "--max-concurrency");
+        else if (kara_cli_flag_is(a->flag, "--shard")) rc = set_key(&o->cfg, "batch.shard", a->value, "--shard");
+        else if (kara_cli_flag_is(a->flag, "--think")) rc = set_key(&o->cfg, "chat.think", a->value, "--think");
+        else if (kara_cli_flag_is(a->flag, "--resume")) o->resume = 1;
+        else if (kara_cli_flag_is(a->flag, "--no-resume")) o->resume = 0;
+        else if (kara_cli_flag_is(a->flag, "--no-progress")) o->no_progress = true;
+        else if (kara_cli_flag_is(a->flag, "--stats-json")) o->stats_json = a->value;
+        else if (kara_cli_flag_is(a->flag, "--ignore-eos")) o->ignore_eos = true;
+        else if (kara_cli_flag_is(a->flag, "--no-fit")) o->no_fit = true;
+        else if (kara_cli_flag_is(a->flag, "--optimistic")) o->optimistic = true;
+        else if (kara_cli_flag_is(a->flag, "--prefill-chunk")) {
+            if (!kara_arg_int("batch", "--prefill-chunk", a->value, 2, 1 << 20, &v)) rc = KARA_EXIT_USAGE;
+            else o->prefill_chunk = (int32_t)v;
+        }
+    }
+    if (rc < 0) rc = shard_from_env(&o->cfg);
+    if (rc < 0 && cli.help) {
+        usage();
+        rc = KARA_EXIT_OK;
+    } else if (rc < 0 && cli.print_config) {
+        kara_cli_print_config(stdout, &o->cfg);
+        rc = KARA_EXIT_OK;
+    }
+    kara_cli_parsed_free(&cli);
+    if (rc >= 0) return rc;
+    if (o->resume < 0) {
+        /* a resume key set in a file decides; the built-in default is "auto" */
+        const char *origin = kara_config_origin(&o->cfg, "batch.resume");
+        if (origin && strcmp(origin, "default")) o->resume = o->cfg.batch_resume;
+    }
+    const char *missing = !o->cfg.model_path[0]    ? "no model (-m MODEL.gguf or model.path)"
+                          : !o->cfg.batch_input[0]  ? "no input (-i FILE or batch.input)"
+                          : !o->cfg.batch_output[0] ? "no output (-o FILE or batch.output)"
+                                                    : NULL;
+    if (missing) {
+        fprintf(stderr, "kara batch: %s; see kara batch --help\n", missing);
+        return KARA_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests in flight                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct job job;
+
+typedef struct pending {
+    struct pending *prev, *next; /* in job.live */
+    int line;
+    char *custom_id;
+    char *model_name;
+    int32_t *tokens;
+    int32_t n_tokens;
+    char *stops[KARA_BATCH_MAX_STOP];
+    int n_stop;
+    kara_jbuf content, reasoning;
+} pending;
+
+static void pending_free(pending *p) {
+    if (!p) return;
+    free(p->custom_id);
+    free(p->model_name);
+    free(p->tokens);
+    for (int i = 0; i < p->n_stop; i++) free(p->stops[i]);
+    kara_jbuf_free(&p->content);
+    kara_jbuf_free(&p->reasoning);
+    free(p);
+}
+
+struct job {
+    batch_opts *o;
+    kara_batch_input in;
+    kara_batch_output out;
+    kara_model *model;
+    kara_context *ctx;
+    kara_engine *eng;
+    kara_chat_template tmpl;
+    char model_name[KARA_CONFIG_PATH_MAX];
+    int *todo;               /* indexes of input lines to run */
+    int n_todo, next;
+    kara_jbuf line, prompt;
+    kara_batch_progress prog;
+    int ok, failed;          /* this run */
+    int32_t n_seq;           /* sequences of the context (max_concurrency after fitting) */
+    pending *live;           /* requests submitted and not finished */
+    int io_error;            /* errno of a failed append */
+};
+
+static int write_line(job *j) {
+    if (j->line.failed) {
+        j->io_error = ENOMEM;
+        return -1;
+    }
+    int e = kara_batch_output_append(&j->out, j->line.p, j->line.len);
+    if (e) j->io_error = e;
+    return e ? -1 : 0;
+}
+
+static void write_error(job *j, const char *custom_id, int line, const char *code, const char *msg) {
+    kara_jbuf_reset(&j->line);
+    kara_batch_write_error(&j->line, custom_id, line, code, msg);
+    write_line(j);
+    j->failed++;
+    j->prog.failed++;
+    j->prog.done++;
+}
+
+static const char *status_code(kara_status st) {
+    switch (st) {
+    case KARA_ERR_CONTEXT_FULL: return KARA_BATCH_ERR_CONTEXT;
+    case KARA_ERR_KV_BUDGET: return KARA_BATCH_ERR_BUDGET;
+    case KARA_ERR_ARG: case KARA_ERR_TOKEN: return KARA_BATCH_ERR_REQUEST;
+    default: return KARA_BATCH_ERR_INTERNAL;
+    }
+}
+
+/* Render a request's prompt and tokenize it into p->tokens. */
+static kara_status tokenize_request(job *j, const kara_batch_request *r, pending *p) {
+    const char *text;
+    size_t len;
+    bool special;
+    if (r->chat) {
+        bool think = r->think >= 0 ? r->think == 1 : j->o->cfg.think != KARA_THINK_OFF;
+        kara_status st = kara_chat_apply(&j->tmpl, r->msgs, r->n_msgs, true, think, NULL, 0, &len);
+        if (st) return st;
+        if (!kara_jbuf_reserve(&j->prompt, len + 1)) return KARA_ERR_NOMEM;
+        kara_chat_apply(&j->tmpl, r->msgs, r->n_msgs, true, think, j->prompt.p, j->prompt.cap, &len);
+        text = j->prompt.p;
+        special = true;
+    } else {
+        text = r->prompt;
+        len = strlen(text);
+        special = false;
+    }
+    int32_t cap = (int32_t)len + 16;
+    p->tokens = malloc((size_t)cap * sizeof(int32_t));
+    if (!p->tokens) return KARA_ERR_NOMEM;
+    /* chat prompts carry their special tokens (and BOS) as text */
+    int32_t n = kara_tokenize(j->model, text, (int32_t)len, p->tokens, cap, !special, special);
+    if (n < 0 && n != INT32_MIN) {
+        int32_t *t = realloc(p->tokens, (size_t)(-n) * sizeof(int32_t));
+        if (!t) return KARA_ERR_NOMEM;
+        p->tokens = t;
+        n = kara_tokenize(j->model, text, (int32_t)len, p->tokens, -n, !special, special);
+    }
+    if (n < 0) return KARA_ERR_FORMAT;
+    p->n_tokens = n;
+    return KARA_OK;
+}
+
+/* Parse, tokenize and submit one input line; failures become error lines. */
+static void submit_line(job *j, const kara_batch_line *l) {
+    kara_json_doc doc;
+    kara_batch_request r;
+    char err[512];
+    const char *code = KARA_BATCH_ERR_REQUEST;
+    bool ok = kara_batch_request_parse(j->in.data + l->off, l->len, l->no, &doc, &r, err, sizeof err, &code);
+    pending *p = NULL;
+    if (ok) {
+        p = calloc(1, sizeof *p);
+        if (!p) {
+            snprintf(err, sizeof err, "input line %d: out of memory", l->no);
+            code = KARA_BATCH_ERR_INTERNAL;
+            ok = false;
+        }
+    }
+    if (ok) {
+        p->line = l->no;
+        p->custom_id = strdup(r.custom_id);
+        p->model_name = r.model ? strdup(r.model) : NULL;
+        kara_status st = tokenize_request(j, &r, p);
+        if (st) {
+            snprintf(err, sizeof err, "input line %d: cannot build the prompt: %s", l->no, kara_last_error());
+            code = KARA_BATCH_ERR_REQUEST;
+            ok = false;
+        }
+    }
+    if (ok) {
+        const kara_config *cfg = &j->o->cfg;
+        kara_engine_request er;
+        kara_engine_request_init(&er);
+        er.id = kara_fnv1a(r.custom_id, strlen(r.custom_id));
+        er.user = p;
+        er.prompt = p->tokens;
+        er.n_prompt = p->n_tokens;
+        er.max_tokens = r.max_tokens >= 0 ? r.max_tokens : cfg->max_tokens;
+        er.sampling = cfg->sampling;
+        if (r.has_temperature) er.sampling.temperature = r.temperature;
+        if (r.has_top_p) er.sampling.top_p = r.top_p;
+        if (r.has_top_k) er.sampling.top_k = r.top_k;
+        if (r.has_min_p) er.sampling.min_p = r.min_p;
+        if (r.has_repeat_penalty) er.sampling.repeat_penalty = r.repeat_penalty;
+        if (r.has_seed) er.sampling.seed = r.seed;
+        er.reasoning_budget = cfg->reasoning_budget;
+        er.ignore_eog = j->o->ignore_eos;
+        for (int i = 0; i < r.n_stop; i++) {
+            p->stops[i] = strdup(r.stop[i]);
+            if (p->stops[i]) er.stop[p->n_stop++] = p->stops[i];
+        }
+        er.n_stop = p->n_stop;
+        kara_status st = kara_engine_submit(j->eng, &er);
+        if (!st) {
+            p->next = j->live;
+            if (j->live) j->live->prev = p;
+            j->live = p;
+        } else {
+            snprintf(err, sizeof err, "input line %d: %s", l->no, kara_last_error());
+            code = status_code(st);
+            ok = false;
+        }
+    }
+    if (!ok) {
+        write_error(j, r.custom_id ? r.custom_id : l->custom_id, l->no, code, err);
+        pending_free(p);
+    }
+    kara_batch_request_free(&r);
+    kara_json_doc_free(&doc);
+}
+
+static void finish_request(job *j, const kara_engine_event *ev) {
+    pending *p = ev->user;
+    if (p->prev) p->prev->next = p->next;
+    else j->live = p->next;
+    if (p->next) p->next->prev = p->prev;
+    if (ev->status < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "input line %d: %s", p->line, ev->error ? ev->error : kara_status_str(ev->status));
+        write_error(j, p->custom_id, p->line, status_code(ev->status), msg);
+    } else {
+        kara_batch_result res = {
+            p->custom_id,
+            p->line,
+            p->model_name ? p->model_name : j->model_name,
+            p->content.p,
+            p->content.len,
+            p->reasoning.p,
+            p->reasoning.len,
+            ev->reason == KARA_STOP_MAX_TOKENS || ev->reason == KARA_STOP_CONTEXT_FULL ? "length" : "stop",
+            ev->n_prompt,
+            ev->n_generated,
+            (int64_t)time(NULL),
+        };
+        kara_jbuf_reset(&j->line);
+        kara_batch_write_ok(&j->line, &res);
+        if (p->content.failed || p->reasoning.failed) {
+            kara_jbuf_reset(&j->line);
+            char msg[128];
+            snprintf(msg, sizeof msg, "input line %d: out of memory collecting the answer", p->line);
+            kara_batch_write_error(&j->line, p->custom_id, p->line, KARA_BATCH_ERR_INTERNAL, msg);
+            j->failed++;
+            j->prog.failed++;
+        } else {
+            j->ok++;
+        }
+        write_line(j);
+        j->prog.done++;
+    }
+    pending_free(p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int status_exit(kara_status st) {
+    switch (st) {
+    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
+    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: return KARA_EXIT_DATAERR;
+    case KARA_ERR_CONFIG: case KARA_ERR_ARG: case KARA_ERR_KV_BUDGET: return KARA_EXIT_CONFIG;
+    default: return KARA_EXIT_SOFTWARE;
+    }
+}
+
+/* Mean prompt and generation length of up to 64 requests to run: what
+ * kara_engine_fit_concurrency sizes the context for. */
+static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
+    int64_t sum_p = 0, sum_g = 0, n = 0;
+    for (int i = 0; i < j->n_todo && n < 64; i++) {
+        const kara_batch_line *l = &j->in.lines[j->todo[i]];
+        kara_json_doc doc;
+        kara_batch_request r;
+        char err[256];
+        const char *code;
+        if (kara_batch_request_parse(j->in.data + l->off, l->len, l->no, &doc, &r, err, sizeof err, &code)) {
+            pending p = {0};
+            if (tokenize_request(j, &r, &p) == KARA_OK) {
+                sum_p += p.n_tokens;
+                sum_g += r.max_tokens >= 0 ? r.max_tokens : j->o->cfg.max_tokens;
+                n++;
+            }
+            free(p.tokens);
+        }
+        kara_batch_request_free(&r);
+        kara_json_doc_free(&doc);
+    }
+    *n_prompt = n ? (int32_t)(sum_p / n) : 1;
+    *n_predict = n ? (int32_t)(sum_g / n) : j->o->cfg.max_tokens;
+    if (*n_predict < -1) *n_predict = -1;
+}
+
+static int setup_engine(job *j) {
+    const kara_config *cfg = &j->o->cfg;
+    kara_status st = kara_model_load(cfg->model_path, NULL, &j->model);
+    if (st) {
+        fprintf(stderr, "kara batch: %s\n", kara_last_error());
+        return status_exit(st);
+    }
+    if (kara_model_meta_str(j->model, "general.name", j->model_name, sizeof j->model_name) < 0) {
+        const char *slash = strrchr(cfg->model_path, '/');
+        snprintf(j->model_name, sizeof j->model_name, "%s", slash ? slash + 1 : cfg->model_path);
+    }
+    st = kara_chat_template_from_model(j->model, cfg->chat_template, &j->tmpl);
+    if (st) {
+        fprintf(stderr, "kara batch: %s\n", kara_last_error());
+        return KARA_EXIT_CONFIG;
+    }
+    kara_context_params cp = cfg->context;
+    int32_t want = cp.n_seq_max;
+    if (!j->o->no_fit && j->n_todo > 0) {
+        int32_t P, G;
+        typical_request(j, &P, &G);
+        int32_t fit = kara_engine_fit_concurrency(j->model, &cp, P, G);
+        if (fit < 1) fit = 1;
+        if (fit < want) {
+            fprintf(stderr,
+                    "kara batch: max_concurrency %d -> %d: the KV budget of %.1f MiB holds %d sequences of about %d "
+                    "prompt + %d generated tokens under method %s (--no-fit keeps %d)\n",
+                    want, fit, (double)cp.kv.budget / 1048576.0, fit, P, G, kara_kv_method_name(cp.kv.method), want);
+            cp.n_seq_max = fit;
+        }
+    }
+    if (cp.n_batch < cp.n_seq_max + j->o->prefill_chunk) cp.n_batch = cp.n_seq_max + j->o->prefill_chunk;
+    j->n_seq = cp.n_seq_max;
+    st = kara_context_create(j->model, &cp, &j->ctx);
+    if (st) {
+        fprintf(stderr, "kara batch: %s\n", kara_last_error());
+        return status_exit(st);
+    }
+    kara_engine_params ep;
+    kara_engine_params_init(&ep);
+    ep.max_queue = 2 * cp.n_seq_max + 8;
+    ep.prefill_chunk = j->o->prefill_chunk;
+    ep.optimistic_admission = j->o->optimistic;
+    if (cfg->sampling.repeat_last_n > ep.max_repeat_last_n) ep.max_repeat_last_n = cfg->sampling.repeat_last_n;
+    st = kara_engine_create(j->ctx, &ep, &j->eng);
+    if (st) {
+        fprintf(stderr, "kara batch: %s\n", kara_last_error());
+        return status_exit(st);
+    }
+    return -1;
+}
+
+/* CPU seconds of this process (all threads): on a shared machine, work
+ * done per token is steadier than wall time. */
+static double cpu_seconds(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+static void write_stats_json(job *j, const kara_engine_stats *s, double seconds, double cpu, int total) {
+    FILE *f = fopen(j->o->stats_json, "w");
+    if (!f) {
+        fprintf(stderr, "kara batch: cannot write %s: %s\n", j->o->stats_json, strerror(errno));
+        return;
+    }
+    const kara_config *cfg = &j->o->cfg;
+    fprintf(f,
+            "{\"requests\":%d,\"answered_before\":%d,\"ok\":%d,\"failed\":%d,\"seconds\":%.3f,"
+            "\"tokens_generated\":%llu,\"tokens_per_second\":%.3f,\"tokens_prefilled\":%llu,"
+            "\"tokens_recomputed\":%llu,\"steps\":%llu,\"preemptions\":%llu,\"kv_events\":%llu,"
+            "\"kv_forced_events\":%llu,\"kv_recompress_events\":%llu,\"events_per_step\":%.5f,"
+            "\"kv_bytes_peak\":%llu,\"kv_budget\":%llu,\"method\":\"%s\",\"max_concurrency\":%d,"
+            "\"context_sequences\":%d,\"peak_running\":%d,\"shard\":\"%d/%d\",\"decode_seconds\":%.3f,"
+            "\"cpu_seconds\":%.3f,\"tokens_per_cpu_second\":%.3f,\"tokens_per_step\":%.3f}\n",
+            total, j->out.n_ok + j->out.n_failed, j->ok, j->failed, seconds, (unsigned long long)s->tokens_generated,
+            seconds > 0 ? (double)s->tokens_generated / seconds : 0.0, (unsigned long long)s->tokens_prefilled,
+            (unsigned long long)s->tokens_recomputed, (unsigned long long)s->steps,
+            (unsigned long long)s->preemptions, (unsigned long long)s->kv_events,
+            (unsigned long long)s->kv_forced_events, (unsigned long long)s->kv_recompress_events,
+            s->steps ? (double)s->kv_events / (double)s->steps : 0.0, (unsigned long long)s->kv_bytes_peak,
+            (unsigned long long)s->kv_budget, kara_kv_method_name(cfg->context.kv.method), cfg->context.n_seq_max,
+            j->n_seq, s->peak_running,
+            cfg->shard_index + 1, cfg->shard_count, s->decode_seconds, cpu,
+            cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
+            s->steps ? (double)s->tokens_generated / (double)s->steps : 0.0);
+    fclose(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Main                                                                      */
+/* ------------------------------------------------------------------------ */
+
+static int run(job *j) {
+    kara_config *cfg = &j->o->cfg;
+    int rc = kara_batch_input_load(&j->in, cfg->batch_input);
+    if (rc >= 0) return rc;
+    bool resume = j->o->resume != 0;
+    rc = kara_batch_output_open(&j->out, cfg->batch_output, resume);
+    if (rc >= 0) return rc;
+    if (j->out.truncated)
+        fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
+                j->out.truncated, cfg->batch_output);
+    /* this shard's requests that are not answered yet */
+    j->todo = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->todo);
+    if (!j->todo) return KARA_EXIT_SOFTWARE;
+    int total = 0, answered = 0;
+    for (int i = 0; i < j->in.n_lines; i++) {
+        const kara_batch_line *l = &j->in.lines[i];
+        if ((l->no - 1) % cfg->shard_count != cfg->shard_index || kara_batch_line_blank(&j->in, l)) continue;
+        total++;
+        if (kara_batch_output_has(&j->out, l->custom_id, l->no)) answered++;
+        else j->todo[j->n_todo++] = i;
+    }
+    if (answered)
+        fprintf(stderr, "kara batch: resuming: %d of %d requests already answered in %s\n", answered, total,
+                cfg->batch_output);
+    rc = setup_engine(j);
+    if (rc >= 0) return rc;
+    kara_batch_progress_init(&j->prog, !j->o->no_progress, total, answered);
+    double t0 = kara_batch_now(), cpu0 = cpu_seconds();
+    kara_engine_stats stats;
+    memset(&stats, 0, sizeof stats);
+    for (;;) {
+        while (j->next < j->n_todo && kara_engine_queue_room(j->eng) > 0 && !j->io_error && !g_signal)
+            submit_line(j, &j->in.lines[j->todo[j->next++]]);
+        if (j->io_error || g_signal) break;
+        kara_status st = kara_engine_step(j->eng);
+        if (st < 0) {
+            kara_batch_progress_end(&j->prog);
+            fprintf(stderr, "kara batch: the engine failed: %s\n", kara_last_error());
+            return KARA_EXIT_SOFTWARE;
+        }
+        kara_engine_event ev;
+        while (kara_engine_next_event(j->eng, &ev)) {
+            pending *p = ev.user;
+            if (ev.kind == KARA_ENGINE_TEXT)
+                kara_jbuf_raw(ev.channel == KARA_CHANNEL_THINK ? &p->reasoning : &p->content, ev.text, (size_t)ev.len);
+            else
+                finish_request(j, &ev);
+        }
+        kara_engine_get_stats(j->eng, &stats);
+        kara_batch_progress_update(&j->prog, &stats, false);
+        if (st == KARA_DONE && j->next >= j->n_todo) break;
+    }
+    double seconds = kara_batch_now() - t0, cpu = cpu_seconds() - cpu0;
+    kara_engine_get_stats(j->eng, &stats);
+    kara_batch_progress_update(&j->prog, &stats, true);
+    kara_batch_progress_end(&j->prog);
+    if (j->io_error) {
+        fprintf(stderr, "kara batch: cannot write %s: %s\n", cfg->batch_output, strerror(j->io_error));
+        return KARA_EXIT_IOERR;
+    }
+    int failed_total = j->failed + j->out.n_failed;
+    fprintf(stderr,
+            "kara batch: %s: %d ok, %d failed this run (%d answered before); %llu tokens in %.1f s = %.1f tok/s; "
+            "%llu steps, %llu preemptions, %llu KV events (%llu forced); KV peak %llu of %llu bytes\n",
+            g_signal ? "interrupted" : "done", j->ok, j->failed, answered,
+            (unsigned long long)stats.tokens_generated, seconds,
+            seconds > 0 ? (double)stats.tokens_generated / seconds : 0.0, (unsigned long long)stats.steps,
+            (unsigned long long)stats.preemptions, (unsigned long long)stats.kv_events,
+            (unsigned long long)stats.kv_forced_events, (unsigned long long)stats.kv_bytes_peak,
+            (unsigned long long)stats.kv_budget);
+    if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
+    if (g_signal) return 128 + (int)g_signal;
+    return failed_total ? KARA_EXIT_PARTIAL : KARA_EXIT_OK;
+}
+
+static int batch_main(int argc, char **argv) {
+    batch_opts o;
+    memset(&o, 0, sizeof o);
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    job j;
+    memset(&j, 0, sizeof j);
+    j.o = &o;
+    j.out.fd = -1;
+    rc = run(&j);
+    /* requests still in flight are dropped: a rerun does them */
+    kara_engine_free(j.eng);
+    while (j.live) {
+        pending *next = j.live->next;
+        pending_free(j.live);
+        j.live = next;
+    }
+    kara_context_free(j.ctx);
+    kara_model_free(j.model);
+    kara_batch_output_close(&j.out);
+    kara_batch_input_free(&j.in);
+    free(j.todo);
+    kara_jbuf_free(&j.line);
+    kara_jbuf_free(&j.prompt);
+    return rc;
+}
+
+const kara_command kara_cmd_batch = {"batch", "run a JSONL file of requests with continuous batching", batch_main};

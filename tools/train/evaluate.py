@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Greedy evaluation of the reasoning model in PyTorch, with KV policies.
+
+Policies (applied as an attention mask over the cached positions, which is
+what an evicting KV cache amounts to: once a position leaves the visible set
+it never comes back):
+  full    every cached position is visible
+  oracle  the prompt, the product result lines ("pK:A*B=PPPP", found in the
+          generated text as each line completes) and the last W positions
+  recent  the prompt and the last W' positions, W' = the oracle's whole
+          thinking budget (same number of kept thinking tokens)
+The budget is retention x the reference thinking length of the problem.
+
+  /usr/bin/python3 tools/train/evaluate.py --model tools/train/runs/main/best.pt \
+      --tasks tests/data/reasoning-tier4.jsonl --policy oracle --retention 0.2
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tasks  # noqa: E402
+from model import Config, Model  # noqa: E402
+
+INFO_LINE = re.compile(rb"^p\d+(:\d+\*\d+)?=\d{4}$")  # formats 2 and 1
+
+
+def load_model(path):
+    ck = torch.load(path, map_location="cpu")
+    m = Model(Config(**ck["config"]))
+    m.load_state_dict(ck["model"])
+    m.eval()
+    return m
+
+
+def info_tokens_ref(prompt):
+    """Number of thinking tokens in product result lines (with newline)."""
+    ex = tasks.build_example(tasks.parse_prompt(prompt), tasks.prompt_format(prompt))
+    return sum(1 for k in ex["kind"] if k == tasks.KIND_INFO)
+
+
+@torch.no_grad()
+def generate(model, probs, policy="full", retention=1.0, extra=64):
+    """Greedy-decode a batch of problems whose prompts have the same length.
+
+    Returns list of dicts: text, answer_text, think_tokens, correct, kept
+    (mean visible thinking tokens at the end, for reporting).
+    """
+    B = len(probs)
+    pids = [tasks.chat_prompt_ids(p["prompt"]) for p in probs]
+    P = len(pids[0])
+    assert all(len(x) == P for x in pids)
+    ref = max(p["think_tokens"] for p in probs)
+    T = P + ref + extra
+    cache = model.new_cache(B, T)
+    ids = torch.tensor(pids)
+    budget = int(round(retention * ref))
+    w_oracle = budget - info_tokens_ref(probs[0]["prompt"])
+    w_recent = budget
+    info = torch.zeros(B, T, dtype=torch.bool)
+    info[:, :P] = True  # the prompt is always kept
+    out = [[] for _ in range(B)]
+    line_start = [P for _ in range(B)]
+    done = torch.zeros(B, dtype=torch.bool)
+    logits = None
+    for pos in range(P - 1):
+        model.step(ids[:, pos], pos, cache)
+    tok = ids[:, P - 1]
+    for pos in range(P - 1, T - 1):
+        vis = None
+        if policy != "full":
+            j = torch.arange(pos + 1)
+            w = w_oracle if policy == "oracle" else w_recent
+            recent = (pos - j) < w
+            keep = info[:, :pos + 1] if policy == "oracle" else info[:, :pos + 1] & (j < P)
+            vis = keep | recent[None, :]
+        logits = model.step(tok, pos, cache, vis)
+        tok = logits.argmax(-1)
+        for b in range(B):
+            if done[b]:
+                continue
+            t = int(tok[b])
+            out[b].append(t)
+            if t == tasks.IM_END:
+                done[b] = True
+            elif t == 10:  # newline ends a line: mark product result lines
+                npos = pos + 1  # position of this newline token
+                line = bytes(x for x in out[b][line_start[b] - P:-1] if x < 256)
+                if INFO_LINE.match(line):
+                    info[b, line_start[b]:npos + 1] = True
+                line_start[b] = npos + 1
+        if bool(done.all()):
+            break
+    res = []
+    for b, p in enumerate(probs):
+        text = tasks.decode_ids(out[b])
+        think = out[b].index(tasks.END_THINK) + 1 if tasks.END_THINK in out[b] else len(out[b])
+        ans = text.split("</think>")[-1].replace("<|im_end|>", "").strip() if "</think>" in text else ""
+        res.append({"id": p["id"], "text": text, "answer_text": ans, "think_tokens": think,
+                    "correct": ans == p["answer"]})
+    return res
+
+
+def evaluate(model, probs, policy="full", retention=1.0, batch=25):
+    groups = {}
+    for p in probs:
+        groups.setdefault(len(tasks.chat_prompt_ids(p["prompt"])), []).append(p)
+    res = []
+    for _, g in sorted(groups.items()):
+        for i in range(0, len(g), batch):
+            res.extend(generate(model, g[i:i + batch], policy, retention))
+    acc = sum(r["correct"] for r in res) / len(res)
+    think = sum(r["think_tokens"] for r in res) / len(res)
+    return acc, think, res
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tasks", nargs="+", required=True)
+    ap.add_argument("--policy", nargs="+", default=["full"], choices=["full", "oracle", "recent"])
+    ap.add_argument("--retention", type=float, nargs="+", default=[0.2])
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", default="", help="append result rows to this JSON-lines file")
+    ap.add_argument("--show-fail", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = load_model(args.model)
+    for path in args.tasks:
+        probs = read_jsonl(path)
+        if args.limit:
+            probs = probs[:args.limit]
+        for pol in args.policy:
+            for ret in (args.retention if pol != "full" else [1.0]):
+                t0 = time.time()
+                acc, think, res = evaluate(model, probs, pol, ret)
+                row = {"tasks": os.path.basename(path), "policy": pol, "retention": ret,
+                       "n": len(probs), "accuracy": acc, "mean_think_tokens": think,
+                       "seconds": round(time.time() - t0, 1)}
+                print(json.dumps(row), flush=True)
+                if args.json:
+                    with open(args.json, "a") as f:
+                        f.write(json.dumps(row) + "\n")
+                fails = [r for r in res if not r["correct"]][:args.show_fail]
+                for r in fails:
+                    print("--- FAIL", r["id"], "\n" + r["text"])
+
+
+if __name__ == "__main__":
+    main()

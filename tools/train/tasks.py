@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Synthetic chain-of-thought tasks for Kara's small reasoning model.
+
+A problem is a sum of N products of two-digit numbers, e.g.
+"Compute 47*83 + 26*59." The worked solution (the thinking) first computes
+every product digit by digit, then forms a running sum that must fetch each
+product's result from far back in the thinking:
+
+    #1 47*83                      <- block header (scratch)
+    47*3 7*3+0=21 4*3+2=14 141    <- partial product (scratch)
+    47*8 7*8+0=56 4*8+5=37 376    <- partial product (scratch)
+    0141+3760 1+0+0=01 ... 3901   <- column addition (scratch)
+    p1:47*83=3901                 <- product result line (INFORMATIVE)
+    ...
+    s1=03901                      <- running sum starts
+    s1+p2 03901+01534 1+4+0=05 ... 05435   <- column addition fetching p2
+    s2=05435
+    ...
+
+Every number has a fixed width and every column step writes a two-digit
+result, so the format is regular and the thinking length depends only on N.
+Product result lines are the only thinking tokens needed after their block
+ends (apart from the running sum just written); everything else is scratch
+that is never read again. That is what makes the set a yardstick for KV
+eviction: keeping the product lines plus a recent window must suffice, while
+a recent-only window of the same size loses the early products.
+
+Token ids: one token per byte (id = byte value), then the specials below.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+ENDOFTEXT, IM_START, IM_END, THINK, END_THINK = range(256, 256 + len(SPECIALS))
+VOCAB_SIZE = 256 + len(SPECIALS)
+
+# Tiers by number of products; the thinking length follows from N exactly.
+TIERS = {1: 2, 2: 3, 3: 4, 4: 6}
+# Training mix: number of products -> relative weight (tokens per batch are
+# kept constant, so the weight is the share of training tokens).
+TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.5, 6: 2.0, 7: 1.0}
+
+# Span kinds of the thinking tokens (used by the training-time masking and the
+# oracle evaluation).
+KIND_PROMPT, KIND_INFO, KIND_SCRATCH, KIND_ANSWER = 0, 1, 2, 3
+
+
+def encode_text(s):
+    return list(s.encode("utf-8"))
+
+
+def decode_ids(ids):
+    out = bytearray()
+    parts = []
+    for t in ids:
+        if t < 256:
+            out.append(t)
+        else:
+            parts.append(out.decode("utf-8", "replace"))
+            out = bytearray()
+            parts.append(SPECIALS[t - 256])
+    parts.append(out.decode("utf-8", "replace"))
+    return "".join(parts)
+
+
+def make_problem(rng, n_terms):
+    return [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(n_terms)]
+
+
+# Format 2 (the shipped one) labels the terms in the prompt ("#1 24*88") and
+# writes product results as "p1=2112", so both long-range reads (the block
+# header from the prompt, the product value from its result line) are plain
+# label-then-copy lookups. Format 1 (unlabelled prompt, "p1:24*88=2112",
+# sum lines fetching the value inline) is kept for the first training stage.
+FORMAT = 2
+
+
+def prompt_text(terms, fmt=FORMAT):
+    if fmt == 1:
+        return "Compute " + " + ".join(f"{a}*{b}" for a, b in terms) + "."
+    return "Compute " + " + ".join(f"#{k} {a}*{b}" for k, (a, b) in enumerate(terms, 1)) + "."
+
+
+def prompt_format(prompt):
+    return 2 if "#" in prompt else 1
+
+
+def parse_prompt(prompt):
+    """Terms [(a, b), ...] of a prompt in either format."""
+    body = prompt[len("Compute "):-1]
+    return [tuple(int(x) for x in t.split(" ")[-1].split("*")) for t in body.split(" + ")]
+
+
+def _mul_by_digit(a, d):
+    """a (two digits) times one digit, written right to left with carries."""
+    a1, a0 = divmod(a, 10)
+    x = a0 * d
+    y = a1 * d + x // 10
+    steps = f"{a0}*{d}+0={x:02d} {a1}*{d}+{x // 10}={y:02d}"
+    return steps, a * d  # a*d < 1000, written as 3 digits
+
+
+def _column_add(x, y, width):
+    """Fixed-width column addition, right to left, each column 'a+b+c=XY'."""
+    xs, ys = f"{x:0{width}d}", f"{y:0{width}d}"
+    carry = 0
+    cols = []
+    for i in range(width - 1, -1, -1):
+        s = int(xs[i]) + int(ys[i]) + carry
+        cols.append(f"{xs[i]}+{ys[i]}+{carry}={s:02d}")
+        carry = s // 10
+    assert carry == 0
+    return f"{xs}+{ys} " + " ".join(cols) + f" {x + y:0{width}d}"
+
+
+def solution_lines(terms, fmt=FORMAT):
+    """The thinking as a list of (line, kind, step) without newlines."""
+    lines = []
+    step = 0
+    for k, (a, b) in enumerate(terms, 1):
+        b1, b0 = divmod(b, 10)
+        lines.append((f"#{k} {a}*{b}", KIND_SCRATCH, step))
+        s0, p0 = _mul_by_digit(a, b0)
+        lines.append((f"{a}*{b0} {s0} {p0:03d}", KIND_SCRATCH, step))
+        s1, p1 = _mul_by_digit(a, b1)
+        lines.append((f"{a}*{b1} {s1} {p1:03d}", KIND_SCRATCH, step))
+        lines.append((_column_add(p0, p1 * 10, 4), KIND_SCRATCH, step))
+        if fmt == 1:
+            lines.append((f"p{k}:{a}*{b}={a * b:04d}", KIND_INFO, step))
+        else:
+            lines.append((f"p{k}={a * b:04d}", KIND_INFO, step))
+        step += 1
+    total = terms[0][0] * terms[0][1]
+    if fmt != 1:
+        lines.append((f"s1=p1={total:04d}", KIND_SCRATCH, step))
+    lines.append((f"s1={total:05d}", KIND_SCRATCH, step))
+    step += 1
+    for k in range(2, len(terms) + 1):
+        p = terms[k - 1][0] * terms[k - 1][1]
+        if fmt == 1:
+            lines.append((f"s{k - 1}+p{k} " + _column_add(total, p, 5), KIND_SCRATCH, step))
+        else:
+            lines.append((f"s{k - 1}+p{k}={p:04d}", KIND_SCRATCH, step))
+            lines.append((_column_add(total, p, 5), KIND_SCRATCH, step))
+        total += p
+        lines.append((f"s{k}={total:05d}", KIND_SCRATCH, step))
+        step += 1
+    return lines, total
+
+
+def build_example(terms, fmt=FORMAT):
+    """Token ids plus per-token annotations for one full chat transcript.
+
+    Returns dict with ids, kind (per token), step_end (position of the last
+    token of the step a scratch token belongs to; -1 otherwise), loss_start
+    (first position whose next-token prediction is trained), think_len.
+    """
+    ids, kind, step_of = [], [], []
+
+    def add(toks, k, st=-1):
+        ids.extend(toks)
+        kind.extend([k] * len(toks))
+        step_of.extend([st] * len(toks))
+
+    add([IM_START], KIND_PROMPT)
+    add(encode_text("user\n" + prompt_text(terms, fmt)), KIND_PROMPT)
+    add([IM_END], KIND_PROMPT)
+    add(encode_text("\n"), KIND_PROMPT)
+    add([IM_START], KIND_PROMPT)
+    add(encode_text("assistant\n"), KIND_PROMPT)
+    add([THINK], KIND_PROMPT)
+    prompt_len = len(ids)
+    add(encode_text("\n"), KIND_SCRATCH, 0)
+    lines, total = solution_lines(terms, fmt)
+    for line, k, st in lines:
+        add(encode_text(line + "\n"), k, st)
+    add([END_THINK], KIND_ANSWER)
+    think_len = len(ids) - prompt_len
+    add(encode_text("\n\n" + str(total)), KIND_ANSWER)
+    add([IM_END], KIND_ANSWER)
+    step_end = {}
+    for pos, st in enumerate(step_of):
+        if st >= 0:
+            step_end[st] = pos
+    se = [step_end[st] if st >= 0 else -1 for st in step_of]
+    return {
+        "ids": ids,
+        "kind": kind,
+        "step_end": se,
+        "prompt_len": prompt_len,
+        "think_len": think_len,
+        "answer": str(total),
+    }
+
+
+def chat_prompt_ids(prompt):
+    """Token ids of the chat prompt up to and including '<think>'."""
+    return ([IM_START] + encode_text("user\n" + prompt) + [IM_END] + encode_text("\n") +
+            [IM_START] + encode_text("assistant\n") + [THINK])
+
+
+def heldout_problems(tier, count, seed, fmt=FORMAT):
+    rng = random.Random(f"heldout-{seed}-{tier}")
+    out, seen = [], set()
+    while len(out) < count:
+        terms = make_problem(rng, TIERS[tier])
+        key = tuple(terms)
+        if key in seen:
+            continue
+        seen.add(key)
+        ex = build_example(terms, fmt)
+        out.append({
+            "id": f"kr-t{tier}-{len(out):03d}",
+            "prompt": prompt_text(terms, fmt),
+            "answer": ex["answer"],
+            "tier": tier,
+            "think_tokens": ex["think_len"],
+        })
+    return out
+
+
+def heldout_terms(seed, count):
+    """Term lists of all held-out problems (format-independent)."""
+    return {tuple(parse_prompt(p["prompt"])) for t in TIERS for p in heldout_problems(t, count, seed)}
+
+
+class TrainStream:
+    """Seeded stream of training batches, excluding held-out prompts."""
+
+    def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT):
+        self.fmt = fmt
+        self.rng = random.Random(f"train-{seed}")
+        self.exclude = exclude
+        self.tokens_per_batch = tokens_per_batch
+        self.ns = sorted(TRAIN_MIX)
+        self.ws = [TRAIN_MIX[n] for n in self.ns]
+
+    def state(self):
+        return self.rng.getstate()
+
+    def set_state(self, st):
+        self.rng.setstate(st)
+
+    def next_batch(self):
+        n = self.rng.choices(self.ns, self.ws)[0]
+        exs = []
+        while True:
+            terms = make_problem(self.rng, n)
+            if tuple(terms) in self.exclude:
+                continue
+            exs.append(build_example(terms, self.fmt))
+            if len(exs) * len(exs[0]["ids"]) >= self.tokens_per_batch:
+                return n, exs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--count", type=int, default=100)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
+    ap.add_argument("--show", type=int, default=0, help="print one example with N products and exit")
+    args = ap.parse_args()
+    if args.show:
+        ex = build_example(make_problem(random.Random(args.seed), args.show))
+        sys.stdout.write(decode_ids(ex["ids"]) + "\n")
+        print(f"[thinking tokens: {ex['think_len']}, total: {len(ex['ids'])}]")
+        return
+    os.makedirs(args.out, exist_ok=True)
+    for tier in TIERS:
+        probs = heldout_problems(tier, args.count, args.seed)
+        path = os.path.join(args.out, f"reasoning-tier{tier}.jsonl")
+        with open(path, "w") as f:
+            for p in probs:
+                f.write(json.dumps(p) + "\n")
+        mean = sum(p["think_tokens"] for p in probs) / len(probs)
+        print(f"{path}: {len(probs)} problems, {TIERS[tier]} products, mean thinking {mean:.0f} tokens")
+
+
+if __name__ == "__main__":
+    main()

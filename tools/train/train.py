@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Train Kara's small reasoning model on the synthetic tasks of tasks.py.
+
+Seeded, checkpointed and resumable; meant to run in the background:
+
+  nohup nice -n 15 /usr/bin/python3 tools/train/train.py --run tools/train/runs/main \
+      > tools/train/runs/main.log 2>&1 &
+  # continue a stopped run (same flags, plus --resume):
+  nohup nice -n 15 /usr/bin/python3 tools/train/train.py --run tools/train/runs/main --resume ...
+
+Training-time masking: for a random share of the sequences, a query may not
+see the scratch tokens of an already finished step that lie more than w
+positions back (w random per sequence). Prompt, product result lines and the
+current step stay visible. The model thus learns to rely on the informative
+spans, not on finished scratch work, which makes it robust to KV eviction that
+keeps the right chunks and not to eviction that keeps only a recent window.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tasks  # noqa: E402
+import evaluate  # noqa: E402
+from model import Config, Model  # noqa: E402
+
+
+def parse_args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", default="tools/train/runs/main")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init-from", default="", help="start from this checkpoint's weights (new optimizer)")
+    ap.add_argument("--format", type=int, default=tasks.FORMAT, help="task format (see tasks.py)")
+    ap.add_argument("--seed", type=int, default=1234, help="training seed (model init, data, masks)")
+    ap.add_argument("--heldout-seed", type=int, default=1234, help="seed of the held-out sets (excluded)")
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--tokens-per-batch", type=int, default=4000)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--min-lr-frac", type=float, default=0.05)
+    ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--decay-steps", type=int, default=800)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--mask-prob", type=float, default=0.6)
+    ap.add_argument("--mask-wmin", type=int, default=48)
+    ap.add_argument("--mask-wmax", type=int, default=512)
+    ap.add_argument("--d-model", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=32)
+    ap.add_argument("--d-ff", type=int, default=384)
+    ap.add_argument("--rope-base", type=float, default=10000.0)
+    ap.add_argument("--chunk", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ckpt-every", type=int, default=50)
+    ap.add_argument("--eval-every", type=int, default=400)
+    ap.add_argument("--eval-n", type=int, default=25)
+    return ap.parse_args()
+
+
+def lr_at(a, step):
+    """Linear warmup, constant, then a cosine decay over the last
+    --decay-steps steps; --steps can thus be changed on --resume while the
+    learning rate is still constant without altering the run's history."""
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    d0 = a.steps - a.decay_steps
+    if step < d0:
+        return a.lr
+    t = min(1.0, (step - d0) / max(1, a.decay_steps))
+    return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def build_allowed(ex, B, ws):
+    """Attention mask (B, T, T): causal, minus finished steps' scratch tokens
+    that lie w or more positions back, w = ws[b] (0 = no masking)."""
+    T = len(ex["ids"])
+    kind = torch.tensor(ex["kind"])
+    step_end = torch.tensor(ex["step_end"])
+    t = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    causal = j <= t
+    finished = (kind[None, :] == tasks.KIND_SCRATCH) & (t > step_end[None, :])
+    dist = t - j
+    allowed = causal.expand(B, T, T).clone()
+    for b, w in enumerate(ws):
+        if w > 0:
+            allowed[b] &= ~(finished & (dist >= w))
+    return allowed
+
+
+def save_ckpt(path, obj):
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def main():
+    a = parse_args()
+    torch.set_num_threads(a.threads)
+    os.makedirs(a.run, exist_ok=True)
+    ck_path = os.path.join(a.run, "ckpt.pt")
+    cfg = Config(vocab_size=tasks.VOCAB_SIZE, d_model=a.d_model, n_layers=a.layers, n_heads=a.heads,
+                 n_kv_heads=a.kv_heads, head_dim=a.head_dim, d_ff=a.d_ff, rope_base=a.rope_base)
+    torch.manual_seed(a.seed)
+    model = Model(cfg)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.98))
+    exclude = tasks.heldout_terms(a.heldout_seed, 100)
+    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format)
+    mrng = random.Random(f"mask-{a.seed}")
+    step, tokens, elapsed, best = 0, 0, 0.0, -1.0
+    if a.resume and os.path.exists(ck_path):
+        ck = torch.load(ck_path)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        stream.set_state(ck["stream"])
+        mrng.setstate(ck["mrng"])
+        torch.set_rng_state(ck["torch_rng"])
+        step, tokens, elapsed, best = ck["step"], ck["tokens"], ck["elapsed"], ck.get("best", -1.0)
+        print(f"resumed at step {step}", flush=True)
+    elif os.path.exists(ck_path):
+        sys.exit(f"{ck_path} exists: pass --resume or choose another --run")
+    elif a.init_from:
+        model.load_state_dict(torch.load(a.init_from, map_location="cpu")["model"])
+        print(f"initialised from {a.init_from}", flush=True)
+    config = {"args": vars(a), "model": cfg.to_dict(), "train_mix": tasks.TRAIN_MIX, "tiers": tasks.TIERS,
+              "params": sum(p.numel() for p in model.parameters()), "torch": torch.__version__}
+    cfg_path = os.path.join(a.run, "config.json")
+    history = []
+    if a.resume and os.path.exists(cfg_path):
+        old = json.load(open(cfg_path))
+        history = old.get("history", [{"from_step": 0, "args": old["args"]}])
+    config["history"] = history + [{"from_step": step, "args": vars(a)}]
+    with open(cfg_path, "w") as f:
+        json.dump(config, f, indent=1)
+    print(json.dumps(config), flush=True)
+    loss_csv = os.path.join(a.run, "loss.csv")
+    new_file = not os.path.exists(loss_csv)
+    lf = open(loss_csv, "a", newline="")
+    lw = csv.writer(lf)
+    if new_file:
+        lw.writerow(["step", "tokens", "seconds", "lr", "n_terms", "loss", "masked_frac"])
+    heldout = {t: tasks.heldout_problems(t, 100, a.heldout_seed, a.format) for t in tasks.TIERS}
+    hardest = max(tasks.TIERS)
+    t_last = time.time()
+    while step < a.steps:
+        n, exs = stream.next_batch()
+        B = len(exs)
+        # Lengths differ only in the answer digits: pad with <|endoftext|>
+        # and leave the padding out of the loss.
+        T = max(len(e["ids"]) for e in exs)
+        ids = torch.tensor([e["ids"] + [tasks.ENDOFTEXT] * (T - len(e["ids"])) for e in exs])
+        tgt = torch.tensor([e["ids"][1:] + [-100] * (T - len(e["ids"])) for e in exs])
+        longest = max(exs, key=lambda e: len(e["ids"]))
+        ws = [mrng.randint(a.mask_wmin, a.mask_wmax) if mrng.random() < a.mask_prob else 0 for _ in range(B)]
+        allowed = build_allowed(longest, B, ws) if any(ws) else None
+        lr = lr_at(a, step)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        model.train()
+        logits = model(ids[:, :-1], allowed[:, :-1, :-1] if allowed is not None else None, a.chunk)
+        start = exs[0]["prompt_len"] - 1
+        loss = F.cross_entropy(logits[:, start:].reshape(-1, cfg.vocab_size), tgt[:, start:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tokens += sum(len(e["ids"]) for e in exs)
+        now = time.time()
+        elapsed += now - t_last
+        t_last = now
+        lw.writerow([step, tokens, round(elapsed, 1), f"{lr:.6f}", n, f"{loss.item():.5f}",
+                     f"{sum(1 for w in ws if w) / B:.2f}"])
+        if step % 10 == 0:
+            lf.flush()
+            print(f"step {step} loss {loss.item():.4f} n {n} B {B} lr {lr:.5f} "
+                  f"tok {tokens} {tokens / max(elapsed, 1e-9):.0f} tok/s elapsed {elapsed / 60:.1f} min",
+                  flush=True)
+        ev = None
+        if step % a.eval_every == 0 or step == a.steps:
+            t0 = time.time()
+            model.eval()
+            ev = {}
+            for t in (1, hardest):
+                acc, think, _ = evaluate.evaluate(model, heldout[t][:a.eval_n])
+                ev[t] = acc
+            print(f"eval step {step}: " + " ".join(f"tier{t} {v:.2f}" for t, v in ev.items()) +
+                  f" ({time.time() - t0:.0f}s)", flush=True)
+            with open(os.path.join(a.run, "eval.csv"), "a") as f:
+                f.write(f"{step},{tokens},{elapsed:.0f}," + ",".join(f"{v:.3f}" for v in ev.values()) + "\n")
+            t_last = time.time()  # evaluation time is not training time
+        state = None
+        if ev is not None or step % a.ckpt_every == 0 or step == a.steps:
+            state = {"model": model.state_dict(), "opt": opt.state_dict(), "stream": stream.state(),
+                     "mrng": mrng.getstate(), "torch_rng": torch.get_rng_state(), "step": step,
+                     "tokens": tokens, "elapsed": elapsed, "best": best, "config": cfg.to_dict()}
+        if ev is not None and ev[hardest] >= best:
+            best = ev[hardest]
+            state["best"] = best
+            save_ckpt(os.path.join(a.run, "best.pt"), {"model": model.state_dict(), "config": cfg.to_dict(),
+                                                       "step": step, "eval": ev})
+        if state is not None:
+            save_ckpt(ck_path, state)
+    lf.close()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
