@@ -159,17 +159,17 @@ static void test_methods_budget_threads(kara_model *m) {
         kara_kv_params_init(&kv);
         small_window(&kv, all_methods[i]);
         /* a budget that holds the policy's reservations and about 10 blocks
-         * besides: every method must live inside it for 600 steps */
+         * besides: every method must live inside it for 400 steps (about ten events each) */
         uint64_t reserved = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024, 2);
         uint64_t block = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
         kv.budget = reserved + 10 * block;
         if (all_methods[i] == KARA_KV_METHOD_FULL) kv.budget = 0; /* full keeps everything */
         float *l1 = NULL, *l2 = NULL;
-        int32_t *t1 = generate(m, &kv, 1, 600, &l1), *t2 = generate(m, &kv, 2, 600, &l2);
+        int32_t *t1 = generate(m, &kv, 1, 400, &l1), *t2 = generate(m, &kv, 2, 400, &l2);
         if (t1 && t2) {
-            CHECK_MSG(memcmp(t1, t2, 600 * sizeof(int32_t)) == 0, "%s: tokens differ between 1 and 2 threads",
+            CHECK_MSG(memcmp(t1, t2, 400 * sizeof(int32_t)) == 0, "%s: tokens differ between 1 and 2 threads",
                       kara_kv_method_name(kv.method));
-            CHECK_MSG(memcmp(l1, l2, (size_t)600 * kara_model_n_vocab(m) * sizeof(float)) == 0,
+            CHECK_MSG(memcmp(l1, l2, (size_t)400 * kara_model_n_vocab(m) * sizeof(float)) == 0,
                       "%s: logits differ between 1 and 2 threads", kara_kv_method_name(kv.method));
         }
         free(t1); free(t2); free(l1); free(l2);
