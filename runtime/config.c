@@ -100,6 +100,7 @@ static const key_spec keys[] = {
     {"kara.score.gqa_reduce", K_ENUM, KV(gqa_reduce), 0, 0, kara_gqa_reduce_names, 0},
     {"kara.score.layer_reduce", K_ENUM, KV(layer_reduce), 0, 0, kara_layer_reduce_names, 0},
     {"kara.score.layers", K_LAYERS, KV(layer_stride), 1, 4096, NULL, 0},
+    {"kara.t2c.mode", K_ENUM, KV(t2c_pooled_topk), 0, 0, kara_t2c_mode_names, 0},
     {"kara.t2c.candidate_frac", K_FLOAT, KV(candidate_frac), 0, 1, NULL, 0},
     {"kara.t2c.max_gap", K_INT, KV(max_gap), 0, 65536, NULL, 0},
     {"kara.t2c.len_penalty", K_FLOAT, KV(len_penalty), 0, 100, NULL, 0},

@@ -43,6 +43,7 @@ const kara_enum_name kara_pool_fallback_names[] = {
 
 const kara_enum_name kara_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kara_enum_name kara_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
+const kara_enum_name kara_t2c_mode_names[] = {{"chunks", 0}, {"pooled_topk", 1}, {NULL, 0}};
 
 const char *kara_enum_to_name(const kara_enum_name *names, int value) {
     for (; names->name; names++)

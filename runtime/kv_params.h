@@ -26,6 +26,7 @@ extern const kara_enum_name kara_pool_reduce_names[];  /* max | mean (snapkv poo
 extern const kara_enum_name kara_pool_fallback_names[];
 extern const kara_enum_name kara_compress_scope_names[]; /* all | think_only -> bool */
 extern const kara_enum_name kara_selection_scope_names[]; /* shared | per_layer -> bool */
+extern const kara_enum_name kara_t2c_mode_names[];        /* chunks | pooled_topk -> bool */
 
 /* Canonical name of value, or NULL when the table has none. */
 const char *kara_enum_to_name(const kara_enum_name *names, int value);

@@ -369,6 +369,10 @@ kara_status kara_kv_select_window(const kara_kv_params *p, const float *s, const
     kara_status st;
     switch (p->method) {
     case KARA_KV_METHOD_KARA: {
+        if (p->t2c_pooled_topk) { /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
+            st = kara_kv_select_pooled_topk(s, n_c, k, 7, &pr, keep, scratch, scratch_bytes);
+            break;
+        }
         kara_kv_t2c_params t = {k, p->candidate_frac, p->max_gap, p->len_penalty};
         st = kara_kv_select_t2c(s, n_c, &t, &pr, keep, scratch, scratch_bytes);
         break;

@@ -243,6 +243,7 @@ typedef struct kara_kv_params {
     float candidate_frac;        /* 0.5 */
     int32_t max_gap;             /* 16 */
     float len_penalty;           /* 1.0 */
+    bool t2c_pooled_topk;        /* t2c.mode: pooled_topk = Top-K after max-pool 7 (ablation A4) */
     /* baselines: */
     int32_t budget_tokens;       /* 0 = auto */
     int32_t streaming_n_sink;    /* 4 */

@@ -497,7 +497,8 @@ static void test_format(void) {
     CHECK(strstr(text, "    layers: stride:3") != NULL);
     CHECK(strstr(text, "  protect_token_ids: [1, 2, 2147483647]") != NULL);
     CHECK(strstr(text, "\nkara:\n  interval: 128") != NULL);
-    CHECK(strstr(text, "\n  t2c:\n    candidate_frac: 0.5") != NULL);
+    CHECK(strstr(text, "\n  t2c:\n    mode: chunks") != NULL);
+    CHECK(strstr(text, "\n    candidate_frac: 0.5") != NULL);
     CHECK(strstr(text, "\n  streaming:\n    n_sink: 4") != NULL);
     const char *line = strstr(text, "  temperature: 0.1");
     CHECK(line && !strncmp(strchr(line, '#'), "# --flag\n", 9));

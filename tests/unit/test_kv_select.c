@@ -519,6 +519,29 @@ static void test_errors(void) {
     free(scr);
 }
 
+/* Ablation A4 (kara.t2c.mode: pooled_topk): the window dispatcher gives
+ * exactly the pooled Top-K selection, and it differs from Token2Chunk on
+ * scores with a strong-ended span. */
+static void test_ablation_a4(void) {
+    float s[64];
+    for (int i = 0; i < 64; i++) s[i] = (float)((i * 37) % 64) / 64.0f;
+    s[20] = s[24] = 5.0f; /* strong endpoints, weak interior */
+    kara_kv_params p;
+    kara_kv_params_init(&p);
+    p.method = KARA_KV_METHOD_KARA;
+    p.retention = 0.25f;
+    static uint8_t scratch[1 << 16];
+    int32_t a[64], b[64], c[64], na = 0, nc = 0;
+    p.t2c_pooled_topk = true;
+    CHECK(kara_kv_select_window(&p, s, NULL, 64, 0, a, &na, scratch, sizeof scratch) == KARA_OK);
+    CHECK(kara_kv_select_pooled_topk(s, 64, na, 7, NULL, b, scratch, sizeof scratch) == KARA_OK);
+    CHECK(memcmp(a, b, (size_t)na * sizeof(int32_t)) == 0);
+    p.t2c_pooled_topk = false;
+    CHECK(kara_kv_select_window(&p, s, NULL, 64, 0, c, &nc, scratch, sizeof scratch) == KARA_OK);
+    CHECK_EQ_INT(na, nc);
+    CHECK(memcmp(a, c, (size_t)na * sizeof(int32_t)) != 0);
+}
+
 int main(void) {
     test_counts();
     test_pure_topk();
@@ -534,5 +557,6 @@ int main(void) {
     test_snapkv();
     test_h2o();
     test_errors();
+    test_ablation_a4();
     return kara_test_finish();
 }
