@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "exit_codes.h"
 
 bool kara_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out) {
     if (!value) {
@@ -106,4 +109,20 @@ char *kara_read_text_file(const char *cmd, const char *path, size_t *len) {
         if (len) *len = n;
     }
     return buf;
+}
+
+int kara_exit_for_status(kara_status st) {
+    switch (st) {
+    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
+    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: case KARA_ERR_TOKEN: case KARA_ERR_CONTEXT_FULL:
+    case KARA_ERR_KV_BUDGET: return KARA_EXIT_DATAERR;
+    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KARA_EXIT_CONFIG;
+    default: return KARA_EXIT_SOFTWARE;
+    }
+}
+
+double kara_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -7,12 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kara.h"
+
 /* Each returns false (after printing "kara <cmd>: <flag>: ..." to stderr)
  * when the value is missing, malformed or out of [lo, hi]. */
 bool kara_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out);
 bool kara_arg_float(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
 /* Parse "1,2,3" into ids (malloc'd); returns the count or -1 on error. */
 int32_t kara_arg_id_list(const char *cmd, const char *flag, const char *value, int32_t **out);
+/* The exit code for a library status (see exit_codes.h): a missing file is
+ * 66, bad input data (format, tokens, context or KV budget too small for the
+ * request) 65, bad settings 78, anything else 70. */
+int kara_exit_for_status(kara_status st);
+/* Monotonic wall-clock seconds, for speed reports. */
+double kara_now_seconds(void);
 /* Read a whole file into a NUL-terminated malloc'd buffer, or NULL with a
  * message on stderr. */
 char *kara_read_text_file(const char *cmd, const char *path, size_t *len);

@@ -571,15 +571,6 @@ static int chat_loop(chat_session *s) {
 /* Setup                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static int status_exit(kara_status st) {
-    switch (st) {
-    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
-    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: case KARA_ERR_TOKEN: return KARA_EXIT_DATAERR;
-    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KARA_EXIT_CONFIG;
-    default: return KARA_EXIT_SOFTWARE;
-    }
-}
-
 static bool is_default(const kara_config *c, const char *key) {
     const char *o = kara_config_origin(c, key);
     return o && !strcmp(o, "default");
@@ -599,7 +590,7 @@ static int chat_main(int argc, char **argv) {
     kara_status st = kara_model_load(o.cfg.model_path, NULL, &s.model);
     if (st) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
-        return status_exit(st);
+        return kara_exit_for_status(st);
     }
     kara_config *c = &o.cfg;
     if (is_default(c, "context.size")) {
@@ -617,7 +608,7 @@ static int chat_main(int argc, char **argv) {
     s.think = c->think != KARA_THINK_OFF && c->reasoning_budget != 0;
     if ((st = kara_context_create(s.model, &c->context, &s.ctx))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
-        rc = status_exit(st);
+        rc = kara_exit_for_status(st);
         goto done;
     }
     kara_generator_params gp;
@@ -630,7 +621,7 @@ static int chat_main(int argc, char **argv) {
     gp.ignore_eog = o.ignore_eos;
     if ((st = kara_generator_create(s.ctx, &gp, &s.gen))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
-        rc = status_exit(st);
+        rc = kara_exit_for_status(st);
         goto done;
     }
     s.cap_ids = kara_context_n_ctx(s.ctx) + 1;

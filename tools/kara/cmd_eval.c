@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cli_config.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "eval_tasks.h"
 #include "exit_codes.h"
@@ -120,12 +121,6 @@ static int parse(int argc, char **argv, eval_opts *o) {
 
 /* ---- one configuration over all problems ---- */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int run_config(const eval_opts *o, kara_model *m, const kara_chat_template *tmpl, const kara_eval_tasks *tasks,
                       kara_eval_row *row) {
     kara_context_params cp = o->cfg.context;
@@ -172,7 +167,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
         }
         size_t alen = 0;
         kara_piece piece;
-        double t0 = now_s();
+        double t0 = kara_now_seconds();
         while ((st = kara_generator_next(gen, &piece)) == KARA_OK) {
             if (piece.channel == KARA_CHANNEL_ANSWER && alen + (size_t)piece.len < cap) {
                 memcpy(answer + alen, piece.text, (size_t)piece.len);
@@ -181,7 +176,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
             cached += kara_seq_n_cached(ctx, 0);
             steps++;
         }
-        t_gen += now_s() - t0;
+        t_gen += kara_now_seconds() - t0;
         answer[alen] = 0;
         kara_generator_stats gs;
         kara_generator_get_stats(gen, &gs);

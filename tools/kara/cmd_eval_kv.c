@@ -192,16 +192,6 @@ static int parse(int argc, char **argv, eval_opts *o) {
     return -1;
 }
 
-static int status_exit(kara_status st) {
-    switch (st) {
-    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
-    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: case KARA_ERR_TOKEN: case KARA_ERR_CONTEXT_FULL:
-    case KARA_ERR_KV_BUDGET: return KARA_EXIT_DATAERR;
-    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KARA_EXIT_CONFIG;
-    default: return KARA_EXIT_SOFTWARE;
-    }
-}
-
 /* Tokens of a piece of text to insert mid-stream: SPM vocabularies put a
  * space in front by themselves, byte-level BPE ones need it written. */
 static int32_t tokenize_insert(const kara_model *m, const char *text, int32_t *out, int32_t max) {
@@ -374,7 +364,7 @@ static int eval_main(int argc, char **argv) {
     kara_status st = kara_model_load(o.cfg.model_path, NULL, &m);
     if (st) {
         fprintf(stderr, "kara eval-kv: %s\n", kara_last_error());
-        return status_exit(st);
+        return kara_exit_for_status(st);
     }
     size_t len = strlen(k_builtin_text);
     char *file_text = NULL;
@@ -404,7 +394,7 @@ static int eval_main(int argc, char **argv) {
     } else {
         job.rows = calloc((size_t)(2 + o.n_retentions * (MAX_METHODS + 1)), sizeof *job.rows);
         if (!job.rows) rc = KARA_EXIT_SOFTWARE;
-        else if ((st = run_all(&job, &base))) rc = status_exit(st);
+        else if ((st = run_all(&job, &base))) rc = kara_exit_for_status(st);
     }
     if (!rc) {
         kara_eval_meta meta = {o.cfg.model_path, kara_model_desc(m), o.text_path ? o.text_path : "(built-in)", n_ctx,

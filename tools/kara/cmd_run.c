@@ -69,22 +69,6 @@ static int parse(int argc, char **argv, run_opts *o) {
     return -1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int status_exit(kara_status st) {
-    switch (st) {
-    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
-    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: case KARA_ERR_TOKEN: case KARA_ERR_CONTEXT_FULL:
-    case KARA_ERR_KV_BUDGET: return KARA_EXIT_DATAERR;
-    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KARA_EXIT_CONFIG;
-    default: return KARA_EXIT_SOFTWARE;
-    }
-}
-
 /* Tokens of the prompt as the user gave it: text (with BOS per the vocab's
  * rules), or raw ids. */
 static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **out) {
@@ -118,7 +102,7 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
         return KARA_EXIT_USAGE;
     }
     for (int32_t i = 0; i < n_prompt; i++) kara_sampler_accept(smp, prompt[i]);
-    double t0 = now_s();
+    double t0 = kara_now_seconds();
     kara_status st = KARA_OK;
     const int32_t n_batch = o->cfg.context.n_batch, n_predict = o->cfg.max_tokens;
     for (int32_t i = 0; i < n_prompt && !st; i += n_batch) {
@@ -126,7 +110,7 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
         kara_batch b = kara_batch_one_sequence(prompt + i, n, i, 0);
         st = kara_decode(ctx, &b);
     }
-    double t1 = now_s();
+    double t1 = kara_now_seconds();
     int32_t n_vocab = kara_model_n_vocab(m), n_gen = 0, pos = n_prompt, prev = prompt[n_prompt - 1];
     while (!st && (n_predict < 0 || n_gen < n_predict)) {
         int32_t tok = kara_sampler_sample(smp, kara_get_logits(ctx, -1), n_vocab);
@@ -151,11 +135,11 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
         kara_batch b = kara_batch_one_sequence(&tok, 1, pos++, 0);
         st = kara_decode(ctx, &b);
     }
-    double t2 = now_s();
+    double t2 = kara_now_seconds();
     kara_sampler_free(smp);
     if (st) {
         fprintf(stderr, "\nkara run: %s\n", kara_context_last_error(ctx));
-        return status_exit(st);
+        return kara_exit_for_status(st);
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -182,7 +166,7 @@ static int run_main(int argc, char **argv) {
     kara_status st = kara_model_load(o.cfg.model_path, NULL, &m);
     if (st) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
-        return status_exit(st);
+        return kara_exit_for_status(st);
     }
     int32_t *prompt = NULL;
     int32_t n_prompt = prompt_tokens(&o, m, &prompt);
@@ -218,7 +202,7 @@ static int run_main(int argc, char **argv) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
         kara_model_free(m);
         free(prompt);
-        return status_exit(st);
+        return kara_exit_for_status(st);
     }
     st = kara_seq_admit(ctx, 0, n_prompt, o.cfg.max_tokens);
     if (st) {
@@ -226,7 +210,7 @@ static int run_main(int argc, char **argv) {
         kara_context_free(ctx);
         kara_model_free(m);
         free(prompt);
-        return status_exit(st);
+        return kara_exit_for_status(st);
     }
     if (o.prompt) fputs(o.prompt, stdout);
     rc = generate(&o, m, ctx, prompt, n_prompt);

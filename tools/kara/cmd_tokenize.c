@@ -30,12 +30,6 @@ static void usage(FILE *f) {
             "  --stats            print load and tokenize times to stderr\n");
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static char *read_stdin(size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
@@ -136,7 +130,7 @@ static int tokenize_main(int argc, char **argv) {
         return KARA_EXIT_USAGE;
     }
 
-    double t0 = now_s();
+    double t0 = kara_now_seconds();
     kara_gguf *g;
     kara_vocab v;
     char err[600];
@@ -155,7 +149,7 @@ static int tokenize_main(int argc, char **argv) {
         kara_gguf_close(g);
         return KARA_EXIT_DATAERR;
     }
-    if (stats) fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", v.n_tokens, now_s() - t0);
+    if (stats) fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", v.n_tokens, kara_now_seconds() - t0);
 
     int rc = KARA_EXIT_OK;
     char piece[256];
@@ -181,9 +175,9 @@ static int tokenize_main(int argc, char **argv) {
         }
         int32_t cap = (int32_t)len + 16;
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
-        double t1 = now_s();
+        double t1 = kara_now_seconds();
         int32_t n = ids ? kara_vocab_tokenize(&v, text, len, ids, cap, add_special, special) : INT32_MIN;
-        double dt = now_s() - t1;
+        double dt = kara_now_seconds() - t1;
         if (n < 0) {
             fprintf(stderr, "kara tokenize: tokenizing input %d failed\n", k + 1);
             free(ids);

@@ -9,13 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_args.h"
 #include "eval_kv.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Greedy choice, ties to the lowest id (as the sampler at temperature 0). */
 static int32_t argmax(const float *x, int32_t n) {
@@ -63,9 +58,9 @@ static kara_status start(run_state *r, int32_t n_batch) {
 
 static kara_status feed(run_state *r, int32_t tok, int32_t pos) {
     kara_batch b = kara_batch_one_sequence(&tok, 1, pos, 0);
-    double t0 = now_s();
+    double t0 = kara_now_seconds();
     kara_status st = kara_decode(r->ctx, &b);
-    r->decode_s += now_s() - t0;
+    r->decode_s += kara_now_seconds() - t0;
     return st ? fail(r, st, "decode") : KARA_OK;
 }
 
