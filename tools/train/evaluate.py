@@ -119,6 +119,45 @@ def evaluate(model, probs, policy="full", retention=1.0, batch=25):
     return acc, think, res
 
 
+@torch.no_grad()
+def teacher_forced(model, probs, policy="full", retention=1.0):
+    """Feed each reference transcript under the policy's attention mask and
+    report next-token accuracy: over all thinking and answer tokens, over the
+    long-range copy tokens (block operands read from the prompt, product
+    values fetched by the running sum), and the share of transcripts whose
+    fetched product values are all right. Isolates what a KV policy keeps
+    from whether free generation drifts."""
+    tot = ok = ftot = fok = fseq = 0
+    for p in probs:
+        ex = tasks.build_example(tasks.parse_prompt(p["prompt"]), tasks.prompt_format(p["prompt"]))
+        ids = torch.tensor([ex["ids"]])
+        T, P = len(ex["ids"]), ex["prompt_len"]
+        kind = torch.tensor(ex["kind"])
+        t = torch.arange(T)[:, None]
+        j = torch.arange(T)[None, :]
+        allowed = j <= t
+        if policy != "full":
+            budget = int(round(retention * ex["think_len"]))
+            n_info = int((kind == tasks.KIND_INFO).sum())
+            w = budget - n_info if policy == "oracle" else budget
+            keep = (j < P) | ((kind[None, :] == tasks.KIND_INFO) if policy == "oracle" else False)
+            allowed = allowed & (keep | (t - j < w))
+        pred = model(ids, allowed[None])[0].argmax(-1)[P - 1:T - 1]
+        tgt = ids[0, P:]
+        right = pred == tgt
+        tot += right.numel()
+        ok += int(right.sum())
+        # fetch tokens: copy tokens inside the running-sum section
+        copy = torch.tensor(ex["copy"][P:])
+        is_sum = torch.tensor([1 if k == tasks.KIND_SCRATCH else 0 for k in ex["kind"][P:]])
+        first_sum = ex["ids"].index(ord("s"), P) - P
+        fetch = (copy == 1) & (torch.arange(T - P) >= first_sum) & (is_sum == 1)
+        ftot += int(fetch.sum())
+        fok += int((right & fetch).sum())
+        fseq += int(bool((right | ~fetch).all()))
+    return ok / tot, fok / max(ftot, 1), fseq / len(probs)
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -134,6 +173,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default="", help="append result rows to this JSON-lines file")
     ap.add_argument("--show-fail", type=int, default=0)
+    ap.add_argument("--teacher-forced", action="store_true", help="score reference transcripts, no generation")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = load_model(args.model)
@@ -144,10 +184,18 @@ def main():
         for pol in args.policy:
             for ret in (args.retention if pol != "full" else [1.0]):
                 t0 = time.time()
-                acc, think, res = evaluate(model, probs, pol, ret)
-                row = {"tasks": os.path.basename(path), "policy": pol, "retention": ret,
-                       "n": len(probs), "accuracy": acc, "mean_think_tokens": think,
-                       "seconds": round(time.time() - t0, 1)}
+                if args.teacher_forced:
+                    tok_acc, fetch_acc, fetch_seq = teacher_forced(model, probs, pol, ret)
+                    row = {"tasks": os.path.basename(path), "mode": "teacher-forced", "policy": pol,
+                           "retention": ret, "n": len(probs), "token_accuracy": round(tok_acc, 4),
+                           "fetch_token_accuracy": round(fetch_acc, 4),
+                           "all_fetches_right": round(fetch_seq, 4), "seconds": round(time.time() - t0, 1)}
+                    res = []
+                else:
+                    acc, think, res = evaluate(model, probs, pol, ret)
+                    row = {"tasks": os.path.basename(path), "mode": "greedy", "policy": pol, "retention": ret,
+                           "n": len(probs), "accuracy": acc, "mean_think_tokens": think,
+                           "seconds": round(time.time() - t0, 1)}
                 print(json.dumps(row), flush=True)
                 if args.json:
                     with open(args.json, "a") as f:

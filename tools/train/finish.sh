@@ -1,29 +1,24 @@
 #!/usr/bin/env bash
-# Export a run's best checkpoint, evaluate it and collect the shipped files.
-#   tools/train/finish.sh [RUN_DIR]   (default tools/train/runs/main)
-# Writes tools/train/model/: kara-reasoner-1m.gguf, config.json, loss.csv,
-# eval.csv, loss.svg, eval.jsonl (accuracy per tier and KV policy).
+# Export a checkpoint, evaluate it and collect the shipped files.
+#   tools/train/finish.sh CKPT RUN_DIR...   (RUN_DIRs: the stages, in order, for the loss curve)
+# Writes tools/train/model/: kara-reasoner-1m.gguf, config.json (of the last
+# stage, with its history), loss.csv + loss.svg (all stages), eval.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-run=${1:-tools/train/runs/main}
+ckpt=$1; shift
 out=tools/train/model
 py="nice -n 15 /usr/bin/python3"
+n=${EVAL_N:-100}
 mkdir -p "$out"
-$py tools/train/export_gguf.py "$run/best.pt" "$out/kara-reasoner-1m.gguf"
-cp "$run/config.json" "$out/config.json"
-cp "$run/eval.csv" "$out/eval.csv"
-$py - "$run/loss.csv" "$out/loss.csv" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-last = {int(r[0]): r for r in rows[1:]}
-with open(sys.argv[2], "w", newline="") as f:
-    w = csv.writer(f); w.writerow(rows[0]); [w.writerow(last[k]) for k in sorted(last)]
-PY
-$py tools/train/plot_loss.py "$run" "$out/loss.svg"
+$py tools/train/export_gguf.py "$ckpt" "$out/kara-reasoner-1m.gguf"
+for r in "$@"; do cp "$r/config.json" "$out/config-$(basename "$r").json"; done
+$py tools/train/plot_loss.py "$out/loss.csv" "$out/loss.svg" "$@"
 rm -f "$out/eval.jsonl"
-$py tools/train/evaluate.py --model "$run/best.pt" --json "$out/eval.jsonl" \
+$py tools/train/evaluate.py --model "$ckpt" --json "$out/eval.jsonl" --teacher-forced --limit "$n" \
+    --tasks tests/data/reasoning-tier4.jsonl --policy full oracle recent --retention 0.2 0.3
+$py tools/train/evaluate.py --model "$ckpt" --json "$out/eval.jsonl" --limit "$n" \
     --tasks tests/data/reasoning-tier{1,2,3,4}.jsonl --policy full
-$py tools/train/evaluate.py --model "$run/best.pt" --json "$out/eval.jsonl" \
+$py tools/train/evaluate.py --model "$ckpt" --json "$out/eval.jsonl" --limit "$n" \
     --tasks tests/data/reasoning-tier4.jsonl --policy oracle recent --retention 0.2
-$py tools/train/check_llamacpp.py "$out/kara-reasoner-1m.gguf" "$run/best.pt" \
-    --tasks tests/data/reasoning-tier4.jsonl || true
+$py tools/train/check_llamacpp.py "$out/kara-reasoner-1m.gguf" "$ckpt" \
+    --tasks tests/data/reasoning-tier4.jsonl | tee "$out/llamacpp-check.txt" || true

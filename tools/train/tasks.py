@@ -181,6 +181,22 @@ def build_example(terms, fmt=FORMAT):
     think_len = len(ids) - prompt_len
     add(encode_text("\n\n" + str(total)), KIND_ANSWER)
     add([IM_END], KIND_ANSWER)
+    # Long-range reads: the operands a block header copies from the prompt
+    # and the product values the sum lines fetch. They are few per problem,
+    # so train.py can up-weight their loss (--copy-weight).
+    copy = [0] * len(ids)
+    pos = prompt_len + 1
+    for line, _, _ in lines:
+        n = len(line)
+        if line.startswith("#"):
+            first = line.index(" ") + 1
+        elif line.startswith("s") and "p" in line:
+            first = n - 4
+        else:
+            first = n
+        for c in range(first, n):
+            copy[pos + c] = 1
+        pos += n + 1
     step_end = {}
     for pos, st in enumerate(step_of):
         if st >= 0:
@@ -190,6 +206,7 @@ def build_example(terms, fmt=FORMAT):
         "ids": ids,
         "kind": kind,
         "step_end": se,
+        "copy": copy,
         "prompt_len": prompt_len,
         "think_len": think_len,
         "answer": str(total),

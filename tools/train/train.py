@@ -49,6 +49,8 @@ def parse_args():
     ap.add_argument("--decay-steps", type=int, default=800)
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--mask-prob", type=float, default=0.6)
+    ap.add_argument("--qk-norm-lr-mult", type=float, default=1.0, help="learning-rate factor of QK-norm gains")
+    ap.add_argument("--copy-weight", type=float, default=1.0, help="loss weight of long-range copy tokens")
     ap.add_argument("--mask-wmin", type=int, default=48)
     ap.add_argument("--mask-wmax", type=int, default=512)
     ap.add_argument("--d-model", type=int, default=128)
@@ -112,10 +114,16 @@ def main():
                  n_kv_heads=a.kv_heads, head_dim=a.head_dim, d_ff=a.d_ff, rope_base=a.rope_base)
     torch.manual_seed(a.seed)
     model = Model(cfg)
+    # QK-norm gains get their own learning rate: with normalised q and k,
+    # these gains alone set how sharp attention can be, and exact long-range
+    # lookups (a label among hundreds of positions) need sharp attention.
+    qk = [p for n, p in model.named_parameters() if "q_norm" in n or "k_norm" in n]
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.98))
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2 and not ("q_norm" in n or "k_norm" in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay, "mult": 1.0},
+                             {"params": no_decay, "weight_decay": 0.0, "mult": 1.0},
+                             {"params": qk, "weight_decay": 0.0, "mult": a.qk_norm_lr_mult}],
+                            lr=a.lr, betas=(0.9, 0.98))
     exclude = tasks.heldout_terms(a.heldout_seed, 100)
     stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format)
     mrng = random.Random(f"mask-{a.seed}")
@@ -167,11 +175,17 @@ def main():
         allowed = build_allowed(longest, B, ws) if any(ws) else None
         lr = lr_at(a, step)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g["mult"]
         model.train()
         logits = model(ids[:, :-1], allowed[:, :-1, :-1] if allowed is not None else None, a.chunk)
         start = exs[0]["prompt_len"] - 1
-        loss = F.cross_entropy(logits[:, start:].reshape(-1, cfg.vocab_size), tgt[:, start:].reshape(-1))
+        ce = F.cross_entropy(logits[:, start:].reshape(-1, cfg.vocab_size), tgt[:, start:].reshape(-1),
+                             reduction="none")
+        wt = torch.tensor([e["copy"][1:] + [0] * (T - len(e["ids"])) for e in exs], dtype=torch.float32)
+        wt = (1.0 + (a.copy_weight - 1.0) * wt[:, start:]).reshape(-1) * (tgt[:, start:].reshape(-1) >= 0)
+        valid = (tgt[:, start:].reshape(-1) >= 0).float()
+        loss = (ce * wt).sum() / wt.sum()
+        plain = ((ce * valid).sum() / valid.sum()).item()  # logged: unweighted mean
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -181,11 +195,11 @@ def main():
         now = time.time()
         elapsed += now - t_last
         t_last = now
-        lw.writerow([step, tokens, round(elapsed, 1), f"{lr:.6f}", n, f"{loss.item():.5f}",
+        lw.writerow([step, tokens, round(elapsed, 1), f"{lr:.6f}", n, f"{plain:.5f}",
                      f"{sum(1 for w in ws if w) / B:.2f}"])
         if step % 10 == 0:
             lf.flush()
-            print(f"step {step} loss {loss.item():.4f} n {n} B {B} lr {lr:.5f} "
+            print(f"step {step} loss {plain:.4f} wloss {loss.item():.4f} n {n} B {B} lr {lr:.5f} "
                   f"tok {tokens} {tokens / max(elapsed, 1e-9):.0f} tok/s elapsed {elapsed / 60:.1f} min",
                   flush=True)
         ev = None
