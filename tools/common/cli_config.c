@@ -157,3 +157,21 @@ void kara_cli_print_config(FILE *f, const kara_config *cfg) {
     fputs(buf, f);
     free(buf);
 }
+
+int kara_cli_finish(const char *cmd, const char *synopsis, const kara_cli_flag *own, int n_own,
+                    const kara_config *cfg, kara_cli_parsed *cli, int rc) {
+    if (rc < 0 && cli->help) {
+        fputs(synopsis, stdout);
+        kara_cli_usage(stdout, own, n_own);
+        rc = KARA_EXIT_OK;
+    } else if (rc < 0 && cli->print_config) {
+        kara_cli_print_config(stdout, cfg);
+        rc = KARA_EXIT_OK;
+    }
+    kara_cli_parsed_free(cli);
+    if (rc < 0 && !cfg->model_path[0]) {
+        fprintf(stderr, "kara %s: no model given (-m MODEL.gguf or model.path in --config)\n", cmd);
+        rc = KARA_EXIT_USAGE;
+    }
+    return rc;
+}

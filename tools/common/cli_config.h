@@ -42,5 +42,12 @@ bool kara_cli_flag_is(const kara_cli_flag *f, const char *name);
 void kara_cli_usage(FILE *f, const kara_cli_flag *own, int n_own);
 /* Print the resolved configuration (--print-config) to f. */
 void kara_cli_print_config(FILE *f, const kara_config *cfg);
+/* The end of every command's flag parsing: with rc < 0 (go on), --help
+ * prints the synopsis and the options and --print-config the resolved
+ * configuration (both then exit 0), and a missing model path is a usage
+ * error. Frees the parsed flags. Returns the exit code to stop with, or -1
+ * to go on. */
+int kara_cli_finish(const char *cmd, const char *synopsis, const kara_cli_flag *own, int n_own,
+                    const kara_config *cfg, kara_cli_parsed *cli, int rc);
 
 #endif

@@ -83,8 +83,9 @@ static int parse(int argc, char **argv, chat_opts *o) {
             o->verbose_prompt = true;
         }
     }
-    if (rc < 0 && cli.help) {
-        printf("usage: kara chat -m MODEL [options]\n\n"
+    char synopsis[1024];
+    snprintf(synopsis, sizeof synopsis,
+               "usage: kara chat -m MODEL [options]\n\n"
                "Talk to a model. Type a message and press Enter; end a line with \\ to continue it.\n"
                "Ctrl-C stops a reply; a second Ctrl-C (or one at the prompt) exits with 130; Ctrl-D exits.\n"
                "Without a terminal (e.g. printf 'hi\\n' | kara chat -m M) every input line gets a reply,\n"
@@ -92,19 +93,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
                "plain text). The context defaults to %d tokens (the model's, if smaller).\n\n"
                "commands: /exit or /bye, /clear, /regen, /read FILE, /set think, /set nothink, /stats, /help\n\n",
                CHAT_DEFAULT_CTX);
-        kara_cli_usage(stdout, chat_flags, N_CHAT_FLAGS);
-        rc = KARA_EXIT_OK;
-    } else if (rc < 0 && cli.print_config) {
-        kara_cli_print_config(stdout, &o->cfg);
-        rc = KARA_EXIT_OK;
-    }
-    kara_cli_parsed_free(&cli);
-    if (rc >= 0) return rc;
-    if (!o->cfg.model_path[0]) {
-        fprintf(stderr, "kara chat: no model given (-m MODEL.gguf or model.path in --config)\n");
-        return KARA_EXIT_USAGE;
-    }
-    return -1;
+    return kara_cli_finish("chat", synopsis, chat_flags, N_CHAT_FLAGS, &o->cfg, &cli, rc);
 }
 
 /* ------------------------------------------------------------------------ */

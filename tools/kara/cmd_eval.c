@@ -98,17 +98,14 @@ static int parse(int argc, char **argv, eval_opts *o) {
             o->plot = a->value;
         }
     }
-    if (rc < 0 && cli.help) {
-        printf("usage: kara eval -m MODEL --tasks FILE.jsonl [options]\n\n"
-               "Accuracy, mean thinking length, KV memory and speed for each KV method and retention.\n"
-               "Greedy unless --temp is given.\n\n");
-        kara_cli_usage(stdout, eval_flags, N_EVAL_FLAGS);
-        rc = KARA_EXIT_OK;
-    }
-    kara_cli_parsed_free(&cli);
+    rc = kara_cli_finish("eval",
+                         "usage: kara eval -m MODEL --tasks FILE.jsonl [options]\n\n"
+                         "Accuracy, mean thinking length, KV memory and speed for each KV method and retention.\n"
+                         "Greedy unless --temp is given.\n\n",
+                         eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
     if (rc >= 0) return rc;
-    if (!o->cfg.model_path[0] || !o->n_tasks_files) {
-        fprintf(stderr, "kara eval: give a model (-m) and at least one --tasks file\n");
+    if (!o->n_tasks_files) {
+        fprintf(stderr, "kara eval: give at least one --tasks file\n");
         return KARA_EXIT_USAGE;
     }
     if (!o->n_methods)

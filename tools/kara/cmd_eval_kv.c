@@ -170,26 +170,15 @@ static int parse(int argc, char **argv, eval_opts *o) {
         }
         if (!ok) rc = KARA_EXIT_USAGE;
     }
-    if (rc < 0 && cli.help) {
-        printf("usage: kara eval-kv -m MODEL [-f TEXT] [--methods full,kara,...] [--retention R[,R...]] "
-               "[--out FILE.csv|FILE.json] [options]\n\n"
-               "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
-               "agreement, perplexity ratio, first greedy divergence, a needle in the generated text,\n"
-               "retention per region, KV memory and the cost of compression events. streaming, snapkv and\n"
-               "h2o get Kara's measured mean footprint as their token budget unless --kv-budget-tokens is set.\n\n");
-        kara_cli_usage(stdout, eval_flags, N_EVAL_FLAGS);
-        rc = KARA_EXIT_OK;
-    } else if (rc < 0 && cli.print_config) {
-        kara_cli_print_config(stdout, &o->cfg);
-        rc = KARA_EXIT_OK;
-    }
-    kara_cli_parsed_free(&cli);
-    if (rc >= 0) return rc;
-    if (!o->cfg.model_path[0]) {
-        fprintf(stderr, "kara eval-kv: no model given (-m MODEL.gguf or model.path in --config)\n");
-        return KARA_EXIT_USAGE;
-    }
-    return -1;
+    return kara_cli_finish("eval-kv",
+                           "usage: kara eval-kv -m MODEL [-f TEXT] [--methods full,kara,...] [--retention R[,R...]] "
+                           "[--out FILE.csv|FILE.json] [options]\n\n"
+                           "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
+                           "agreement, perplexity ratio, first greedy divergence, a needle in the generated text,\n"
+                           "retention per region, KV memory and the cost of compression events. streaming, snapkv "
+                           "and\nh2o get Kara's measured mean footprint as their token budget unless "
+                           "--kv-budget-tokens is set.\n\n",
+                           eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
 }
 
 /* Tokens of a piece of text to insert mid-stream: SPM vocabularies put a

@@ -47,21 +47,11 @@ static int parse(int argc, char **argv, run_opts *o) {
             o->ignore_eos = true;
         }
     }
-    if (rc < 0 && cli.help) {
-        printf("usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n\n"
-               "Streams the continuation of the prompt to stdout; speeds and memory go to stderr.\n\n");
-        kara_cli_usage(stdout, run_flags, N_RUN_FLAGS);
-        rc = KARA_EXIT_OK;
-    } else if (rc < 0 && cli.print_config) {
-        kara_cli_print_config(stdout, &o->cfg);
-        rc = KARA_EXIT_OK;
-    }
-    kara_cli_parsed_free(&cli);
+    rc = kara_cli_finish("run",
+                         "usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n\n"
+                         "Streams the continuation of the prompt to stdout; speeds and memory go to stderr.\n\n",
+                         run_flags, N_RUN_FLAGS, &o->cfg, &cli, rc);
     if (rc >= 0) return rc;
-    if (!o->cfg.model_path[0]) {
-        fprintf(stderr, "kara run: no model given (-m MODEL.gguf or model.path in --config)\n");
-        return KARA_EXIT_USAGE;
-    }
     if (!!o->prompt + !!o->prompt_file + !!o->prompt_ids > 1) {
         fprintf(stderr, "kara run: give only one of -p, -f and --prompt-ids\n");
         return KARA_EXIT_USAGE;
