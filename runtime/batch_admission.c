@@ -53,6 +53,22 @@ int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G) {
     return spec > est ? spec : est;
 }
 
+/* The decode-time baselines' events keep the prompt (snapkv with
+ * protect_prompt, h2o) or the sinks (streaming): once a sequence outgrows
+ * the per-sequence token budget, those must fit in it. */
+static bool baseline_holds(const kara_kv_params *p, int32_t budget, int32_t P, int32_t G) {
+    int32_t front = P > p->n_sink ? P : p->n_sink;
+    int64_t total = (int64_t)P + G;
+    switch (p->method) {
+    case KARA_KV_METHOD_SNAPKV:
+        return total < (int64_t)budget + p->snapkv_trigger_slack ||
+               budget >= (p->snapkv_protect_prompt ? front : 0) + p->snapkv_obs_window;
+    case KARA_KV_METHOD_H2O: return total <= budget || budget >= front;
+    case KARA_KV_METHOD_STREAMING: return total <= budget || budget >= p->streaming_n_sink;
+    default: return true;
+    }
+}
+
 int32_t kara_engine_fit_concurrency(const kara_model *m, const kara_context_params *cp, int32_t n_prompt,
                                     int32_t n_predict) {
     if (!m || !cp || cp->n_seq_max < 1) return 0;
@@ -77,8 +93,12 @@ int32_t kara_engine_fit_concurrency(const kara_model *m, const kara_context_para
         int32_t slack = kv->method == KARA_KV_METHOD_SNAPKV ? kv->snapkv_trigger_slack : 1;
         int32_t budget_tokens = kv->budget_tokens > 0 ? kv->budget_tokens : (share - slack > 8 ? share - slack : 8);
         int64_t need = blocks_of(peak_slots(kv, budget_tokens, n_prompt, G, n_ctx), B);
-        if ((int64_t)n * need + kv->reserve_blocks <= pool) return n;
+        if ((int64_t)n * need + kv->reserve_blocks <= pool && baseline_holds(kv, budget_tokens, n_prompt, G)) return n;
     }
     return 0;
 }
 
+
+bool kara_batch_method_holds(const kara_engine *e, int32_t P, int32_t G) {
+    return baseline_holds(&e->ctx->policy.p, e->ctx->policy.budget_tokens, P, G);
+}

@@ -227,6 +227,14 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
     /* a request that cannot fit even in an empty pool fails now */
     bool capped;
     int32_t G = max_generated(e, r, &capped);
+    if (!kara_batch_method_holds(e, r->n_prompt, G))
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "method %s keeps at most %d slots per sequence here, too few for the %d protected "
+                              "prompt slots of this request (the per-sequence share of the pool shrinks as "
+                              "max_concurrency grows); lower max_concurrency, raise kv_cache.budget or set "
+                              "baselines.budget_tokens",
+                              kara_kv_method_name(e->ctx->policy.p.method), e->ctx->policy.budget_tokens,
+                              r->n_prompt > e->ctx->policy.p.n_sink ? r->n_prompt : e->ctx->policy.p.n_sink);
     int64_t need = kara_batch_request_blocks(e, r->n_prompt, G) + e->ctx->policy.p.reserve_blocks;
     const kara_kv_cache *kv = &e->ctx->kv;
     if (need > kv->n_blocks)
@@ -580,6 +588,17 @@ static void decode_one_by_one(kara_engine *e) {
     }
 }
 
+/* kara_decode appends nothing when it fails in validation, but a KV policy
+ * event that fails after the forward pass leaves the step decoded: tell the
+ * two apart by the positions the context now holds. */
+static bool decode_appended(const kara_engine *e) {
+    for (int32_t i = 0; i < e->n_slots; i++) {
+        const kara_batch_slot *s = &e->slots[i];
+        if (s->state == KARA_SLOT_RUNNING && s->batch_n > 0 && kara_seq_n_past(e->ctx, i) != s->n_fed) return true;
+    }
+    return false;
+}
+
 kara_status kara_engine_step(kara_engine *e) {
     if (!e) return kara_set_error(KARA_ERR_ARG, "kara_engine_step: NULL engine");
     double t0 = now_s();
@@ -595,6 +614,13 @@ kara_status kara_engine_step(kara_engine *e) {
         double td = now_s();
         st = kara_decode(c, &b);
         e->stats.decode_seconds += now_s() - td;
+        if (st && decode_appended(e)) {
+            /* the forward pass ran and the KV policy failed after it: the
+             * tokens are in the cache and the logits are valid, so go on */
+            kara_log(KARA_LOG_WARN, "batch engine: %s (after the step was decoded; continuing)",
+                     kara_context_last_error(c));
+            st = KARA_OK;
+        }
         if (st != KARA_ERR_KV_BUDGET) break;
         /* pool pressure the policy could not relieve (section 4.5b) */
         int32_t running;

@@ -111,6 +111,10 @@ bool kara_batch_is_window_method(kara_kv_method m);
 /* Blocks a request of P prompt and G generated tokens holds at its peak
  * under the engine's context (reserve_blocks not included). */
 int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G);
+/* Can the decode-time baselines (snapkv, h2o, streaming) run the request
+ * with their per-sequence token budget? Their events keep the prompt (or
+ * the sinks), which must fit the budget once the sequence outgrows it. */
+bool kara_batch_method_holds(const kara_engine *e, int32_t P, int32_t G);
 
 /* ---- batch_text.c ---- */
 

@@ -391,6 +391,36 @@ static void test_stop_and_refusals(void) {
     CHECK_EQ_INT(kara_engine_submit(eng, &r), KARA_ERR_ARG);
     kara_engine_free(eng);
 
+    /* snapkv's per-sequence budget (the pool's share per sequence, less its
+     * trigger slack) must hold the prompt it protects */
+    kara_context *snap = make_ctx(KARA_KV_METHOD_SNAPKV, 8, 0, 64, 0);
+    kara_kv_stats sks;
+    kara_context_kv_stats(snap, &sks);
+    uint64_t snap_budget = sks.reserved_bytes + 24 * BLOCK_BYTES; /* 48 slots each: budget_tokens 8 */
+    kara_context_free(snap);
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = 512;
+    cp.n_batch = 64;
+    cp.n_seq_max = 8;
+    cp.n_threads = 1;
+    cp.kv.method = KARA_KV_METHOD_SNAPKV;
+    cp.kv.budget = snap_budget;
+    cp.kv.reserve_blocks = 0;
+    CHECK(kara_context_create(g_model, &cp, &snap) == KARA_OK);
+    CHECK(kara_engine_create(snap, NULL, &eng) == KARA_OK);
+    r.prompt = big;
+    big[3] = 3;
+    r.n_prompt = 20;
+    r.max_tokens = 200;
+    CHECK_EQ_INT(kara_engine_submit(eng, &r), KARA_ERR_KV_BUDGET);
+    CHECK_MSG(strstr(kara_last_error(), "snapkv keeps at most") != NULL, "names the method's budget: %s",
+              kara_last_error());
+    r.max_tokens = 10; /* never outgrows the budget: no event, fine */
+    CHECK_EQ_INT(kara_engine_submit(eng, &r), KARA_OK);
+    kara_engine_free(eng);
+    kara_context_free(snap);
+
     /* n_batch must leave room for one entry per sequence plus a chunk */
     kara_context *small = make_ctx(KARA_KV_METHOD_FULL, 8, 0, 8, 0);
     CHECK_EQ_INT(kara_engine_create(small, NULL, &eng), KARA_ERR_ARG);

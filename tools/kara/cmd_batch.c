@@ -486,9 +486,10 @@ static int setup_engine(job *j) {
         if (fit < 1) fit = 1;
         if (fit < want) {
             fprintf(stderr,
-                    "kara batch: max_concurrency %d -> %d: the KV budget of %.1f MiB holds %d sequences of about %d "
+                    "kara batch: max_concurrency %d -> %d: the KV budget of %.1f MiB holds %d sequence%s of about %d "
                     "prompt + %d generated tokens under method %s (--no-fit keeps %d)\n",
-                    want, fit, (double)cp.kv.budget / 1048576.0, fit, P, G, kara_kv_method_name(cp.kv.method), want);
+                    want, fit, (double)cp.kv.budget / 1048576.0, fit, fit == 1 ? "" : "s", P, G,
+                    kara_kv_method_name(cp.kv.method), want);
             cp.n_seq_max = fit;
         }
     }
