@@ -9,6 +9,7 @@
  * tokens, and ids past the vocabulary for the few merge strings that are
  * not (vocab_impl.h). A merge is then a hash lookup on two integers.
  */
+#include "pair_heap.h"
 #include "vocab_impl.h"
 
 #include <stdio.h>
@@ -143,32 +144,7 @@ static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
     return a->left < b->left;
 }
 
-static void heap_push(bpe_pair *h, size_t *n, bpe_pair p) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
-
-static bpe_pair heap_pop(bpe_pair *h, size_t *n) {
-    bpe_pair top = h[0];
-    bpe_pair last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && pair_before(&h[c + 1], &h[c])) c++;
-        if (!pair_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n) h[i] = last;
-    return top;
-}
+KARA_DEFINE_PAIR_HEAP(heap, bpe_pair, pair_before)
 
 static void try_pair(const kara_vocab_impl *im, bpe_sym *sym, bpe_pair *heap, size_t *n_heap, int32_t left,
                      int32_t right) {

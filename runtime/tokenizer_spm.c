@@ -6,6 +6,7 @@
  *
  * The text arrives with spaces already escaped to U+2581 (vocab.c).
  */
+#include "pair_heap.h"
 #include "vocab_impl.h"
 
 #include <string.h>
@@ -29,32 +30,7 @@ static bool pair_before(const spm_pair *a, const spm_pair *b) {
     return a->left < b->left;
 }
 
-static void heap_push(spm_pair *h, size_t *n, spm_pair p) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
-
-static spm_pair heap_pop(spm_pair *h, size_t *n) {
-    spm_pair top = h[0];
-    spm_pair last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && pair_before(&h[c + 1], &h[c])) c++;
-        if (!pair_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n) h[i] = last;
-    return top;
-}
+KARA_DEFINE_PAIR_HEAP(heap, spm_pair, pair_before)
 
 typedef struct spm_state {
     const kara_vocab *v;
