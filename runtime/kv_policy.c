@@ -12,6 +12,7 @@
 
 #include "context.h"
 #include "kv_compact.h"
+#include "kv_params.h"
 #include "kv_score.h"
 #include "kv_select.h"
 #include "status.h"
@@ -211,6 +212,7 @@ void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, 
     const kara_kv_policy_seq *q = &pol->seqs[seq];
     int32_t stride = pol->p.layer_stride > 0 ? pol->p.layer_stride : 1;
     if (!q->prompt_marked || layer % stride || slot < q->frontier) return NULL;
+    if (pol->p.think_only && q->think_done) return NULL; /* no longer compressed */
     size_t row = (size_t)(pos % pol->ring_cap);
     size_t lay = (size_t)(layer / stride);
     return pol->ring + (((size_t)seq * pol->n_scored_layers + lay) * pol->ring_cap + row) * pol->q_row_bytes;
@@ -329,6 +331,7 @@ static kara_status window_event(kara_context *ctx, int32_t seq) {
     const kara_kv_params *p = &pol->p;
     int32_t n = kv->seqs[seq].n, F = q->frontier, b = p->buffer, n_w = n - F, n_c = n_w - b;
     if (n_c < p->min_compressible || n_c < 1) return KARA_OK;
+    if (pol->needs_scores && n_w > pol->ring_cap) return KARA_OK; /* queries not all kept (think_only) */
     kara_status st = KARA_OK;
     if (pol->needs_scores) {
         kara_score_mode mode = p->score_mode;
@@ -380,6 +383,14 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
         break;
     }
     default: return KARA_OK;
+    }
+    if (st == KARA_ERR_KV_BUDGET) {
+        /* the token budget cannot even hold the protected prompt (and
+         * observation window): keep everything; the block pool still bounds
+         * memory, and kara_decode keeps its no-partial-failure promise */
+        kara_log(KARA_LOG_DEBUG, "%s: budget of %d tokens below the protected prefix of sequence %d",
+                 kara_kv_method_name(p->method), budget, seq);
+        return KARA_OK;
     }
     if (!st && k < n) st = compact(pol, kv, seq, 0, 0, k, NULL);
     if (!st) {
@@ -498,7 +509,9 @@ kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
         for (int32_t s = 0; s < pol->n_seq_max; s++) {
             const kara_kv_policy_seq *q = &pol->seqs[s];
             int32_t n_c = kv->seqs[s].n - q->frontier - pol->p.buffer;
-            if (kv->seqs[s].active && q->prompt_marked && n_c > best) {
+            bool scorable = !(pol->p.think_only && q->think_done) &&
+                            (!pol->needs_scores || n_c + pol->p.buffer <= pol->ring_cap);
+            if (kv->seqs[s].active && q->prompt_marked && scorable && n_c > best) {
                 best = n_c;
                 pick = s;
             }
@@ -548,6 +561,7 @@ kara_status kara_kv_policy_check_append(const kara_kv_policy *pol, const kara_kv
                                         int32_t n_new) {
     const kara_kv_policy_seq *q = &pol->seqs[seq];
     if (!pol->ring || !pol->window_method || !q->prompt_marked) return KARA_OK;
+    if (pol->p.think_only && q->think_done) return KARA_OK; /* its window is no longer scored */
     int32_t n_w = kv->seqs[seq].n - q->frontier + n_new;
     if (n_w > pol->ring_cap)
         return kara_set_error(KARA_ERR_ARG,

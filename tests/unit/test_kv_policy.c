@@ -252,6 +252,34 @@ static void test_budget_errors(kara_model *m) {
     kara_context_free(c);
 }
 
+/* compress_scope: think_only. Events stop at the end-of-thinking token and
+ * the sequence goes on decoding far past the query ring's capacity. */
+static void test_think_only(kara_model *m) {
+    int32_t end_think = kara_vocab_find(&m->vocab, "</think>", 8);
+    if (!CHECK_MSG(end_think >= 0, "the synthetic vocabulary has </think>")) return;
+    kara_kv_params kv;
+    kara_kv_params_init(&kv);
+    small_window(&kv, KARA_KV_METHOD_KARA);
+    kv.think_only = true;
+    kv.budget = 0;
+    kara_context *c = make_ctx(m, &kv, 1, 1, 1024);
+    if (!CHECK(c != NULL)) return;
+    int32_t prompt[4] = {1, 2, 3, 4};
+    kara_batch b = kara_batch_one_sequence(prompt, 4, 0, 0);
+    bool ok = CHECK(kara_decode(c, &b) == KARA_OK);
+    uint64_t events_at_end = 0;
+    for (int i = 0; i < 400 && ok; i++) {
+        int32_t tok = i == 150 ? end_think : 10 + i % 50;
+        kara_batch one = kara_batch_one_sequence(&tok, 1, 4 + i, 0);
+        ok = CHECK_MSG(kara_decode(c, &one) == KARA_OK, "step %d: %s", i, kara_last_error());
+        if (i == 150) events_at_end = c->policy.stats.events;
+    }
+    CHECK(events_at_end > 0);
+    CHECK_EQ_INT(c->policy.stats.events, events_at_end);
+    CHECK(kara_seq_n_cached(c, 0) > c->policy.ring_cap); /* the window grew past the ring, unscored */
+    kara_context_free(c);
+}
+
 int main(void) {
     kara_model *m = tiny_model();
     if (!CHECK(m != NULL)) return kara_test_finish();
@@ -259,6 +287,7 @@ int main(void) {
     test_methods_budget_threads(m);
     test_interleaved_accounting(m);
     test_budget_errors(m);
+    test_think_only(m);
     kara_model_free(m);
     return kara_test_finish();
 }
