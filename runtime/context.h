@@ -11,14 +11,11 @@
 #include "kv_policy.h"
 #include "model.h"
 
-/* Activation rows converted for one vec_dot type, reused while the source
- * rows are unchanged (Q, K and V products share one conversion). */
+/* Activation rows converted to one vec_dot type (Q, K and V products whose
+ * weights share that type share one conversion). */
 typedef struct kara_act_buf {
     void *data;
     size_t row_bytes;        /* for rows of the widest input (n_embd, n_ff or n_head*head_dim) */
-    const float *src;        /* rows currently converted (NULL = stale) */
-    int64_t n_cols;
-    int32_t n_rows;
 } kara_act_buf;
 
 struct kara_context {

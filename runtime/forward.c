@@ -18,9 +18,9 @@
 
 /* Up to three products of the same input rows (Q, K and V; gate and up) run
  * in one parallel region: the threads first convert their share of the
- * input rows to each activation format the weights need (unless still
- * converted from an earlier product), wait for each other once, then each
- * computes its slice of rows of every product. One region instead of one
+ * input rows to each activation format the weights need (once per format),
+ * wait for each other once, then each computes its slice of rows of every
+ * product. One region instead of one
  * per product: on two cores each fork/join costs as much as a small product,
  * and far more when the machine is shared. */
 #define MAX_PRODUCTS 3
@@ -63,37 +63,25 @@ static void matmul_task(void *arg, int ith, int nth) {
 }
 
 /* y_t[n][w_t->n_rows] = x[n][n_cols] . W_t^T for each of the n_w weights
- * (all with n_cols columns). The rows of x are converted to each weight's
- * activation format once and reused by later products on the same rows
- * until `fresh` marks new input. */
+ * (all with n_cols columns). The rows of x are converted to each activation
+ * format the weights need exactly once (F32 weights read x itself). */
 static void matmul_multi(kara_context *c, int n_w, const kara_weight *const *ws, const float *x, int32_t n,
-                         float *const *ys, bool fresh) {
+                         float *const *ys) {
     matmul_job job = {.c = c, .n_w = n_w, .x = x, .n_cols = ws[0]->n_cols, .n = n};
-    for (int t = 0; fresh && t < n_w; t++) c->act[kara_type_get(ws[t]->type)->vec_dot_type].src = NULL;
     for (int t = 0; t < n_w; t++) {
         job.w[t] = ws[t];
         job.y[t] = ys[t];
         job.conv[t] = NULL;
         kara_type vt = kara_type_get(ws[t]->type)->vec_dot_type;
-        if (vt == KARA_TYPE_F32) continue;
-        kara_act_buf *a = &c->act[vt];
-        if (a->src != x || a->n_cols != ws[t]->n_cols || a->n_rows != n) {
-            job.conv[t] = a;
-            a->src = x; /* converted in the region below, before any product reads it */
-            a->n_cols = ws[t]->n_cols;
-            a->n_rows = n;
-        }
+        bool first = vt != KARA_TYPE_F32;
+        for (int u = 0; u < t && first; u++) first = kara_type_get(ws[u]->type)->vec_dot_type != vt;
+        if (first) job.conv[t] = &c->act[vt];
     }
     kara_parallel_run(c, matmul_task, &job);
 }
 
-static void matmul(kara_context *c, const kara_weight *w, const float *x, int32_t n, float *y, bool fresh) {
-    matmul_multi(c, 1, &w, x, n, &y, fresh);
-}
-
-/* Mark every converted activation stale (its source rows were rewritten). */
-static void acts_stale(kara_context *c) {
-    for (int t = 0; t < KARA_TYPE_COUNT; t++) c->act[t].src = NULL;
+static void matmul(kara_context *c, const kara_weight *w, const float *x, int32_t n, float *y) {
+    matmul_multi(c, 1, &w, x, n, &y);
 }
 
 /* ---- RoPE ---- */
@@ -279,17 +267,16 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
         /* attention block */
         for (int32_t i = 0; i < n; i++)
             k->rmsnorm(c->xn + (size_t)i * e, c->x + (size_t)i * e, L->attn_norm, e, hp->rms_eps);
-        acts_stale(c);
         const kara_weight *qkv[] = {&L->wq, &L->wk, &L->wv};
         float *qkv_out[] = {c->q, c->k, c->v};
-        matmul_multi(c, 3, qkv, c->xn, n, qkv_out, true);
+        matmul_multi(c, 3, qkv, c->xn, n, qkv_out);
         add_bias(c->q, L->bq, n, qd);
         add_bias(c->k, L->bk, n, kvd);
         add_bias(c->v, L->bv, n, kvd);
         qk_prepare_and_store(c, il, n);
         attn_job aj = {c, il, n};
         kara_parallel_run(c, attn_task, &aj);
-        matmul(c, &L->wo, c->attn, n, c->proj, true);
+        matmul(c, &L->wo, c->attn, n, c->proj);
         add_residual(c->x, c->proj, (size_t)n * e);
 
         /* feed-forward block */
@@ -297,9 +284,9 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
             k->rmsnorm(c->xn + (size_t)i * e, c->x + (size_t)i * e, L->ffn_norm, e, hp->rms_eps);
         const kara_weight *gate_up[] = {&L->w_gate, &L->w_up};
         float *gate_up_out[] = {c->gate, c->up};
-        matmul_multi(c, 2, gate_up, c->xn, n, gate_up_out, true);
+        matmul_multi(c, 2, gate_up, c->xn, n, gate_up_out);
         k->silu_mul(c->gate, c->gate, c->up, (int64_t)n * hp->n_ff);
-        matmul(c, &L->w_down, c->gate, n, c->proj, true);
+        matmul(c, &L->w_down, c->gate, n, c->proj);
         add_residual(c->x, c->proj, (size_t)n * e);
     }
 
@@ -315,7 +302,6 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
     c->n_logits = n_out;
     for (int32_t i = 0; i < n; i++)
         if (c->entry_last[i]) kara_kv_policy_h2o_commit(&c->policy, c->entry_seq[i], c->kv.seqs[c->entry_seq[i]].n);
-    if (n_out) matmul(c, &m->output, c->xn, n_out, c->logits, true);
-    acts_stale(c);
+    if (n_out) matmul(c, &m->output, c->xn, n_out, c->logits);
     return KARA_OK;
 }
