@@ -20,9 +20,10 @@
 #include "context.h"
 #include "kara.h"
 #include "status.h"
+#include "text_pipeline.h"
 #include "think_splitter.h"
 
-#define STOP_MAX_LEN 255
+#define STOP_MAX_LEN KARA_STOP_MAX_LEN
 #define CLOSE_MAX_TOKENS 32
 #define TAIL_TOKENS 8        /* prompt tokens examined to see whether it ends inside <think> */
 
@@ -227,51 +228,6 @@ static void on_split(void *user, kara_channel channel, const char *text, size_t 
     g->olen += len;
 }
 
-/* Bytes of s[0..n) that end on a UTF-8 character boundary; an incomplete
- * trailing character (at most 3 bytes) is left out. Invalid bytes count as
- * complete so they cannot block the stream. */
-static size_t utf8_complete(const char *s, size_t n) {
-    for (size_t back = 1; back <= 4 && back <= n; back++) {
-        unsigned char c = (unsigned char)s[n - back];
-        if ((c & 0xc0) == 0x80) continue; /* continuation byte */
-        size_t need = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
-        return need > back ? n - back : n;
-    }
-    return n;
-}
-
-/* Earliest complete stop string in obuf starting at or after from; its
- * offset, or -1. */
-static long find_stop(const kara_generator *g, size_t from) {
-    long best = -1;
-    for (int i = 0; i < g->p.n_stop; i++) {
-        size_t m = g->stop_len[i];
-        for (size_t at = from; at + m <= g->olen; at++) {
-            if (best >= 0 && (long)at >= best) break;
-            if (!memcmp(g->obuf + at, g->stop_text[i], m)) {
-                best = (long)at;
-                break;
-            }
-        }
-    }
-    return best;
-}
-
-/* Length of the longest suffix of the unreleased output that is a proper
- * prefix of some stop string: it must wait for the next bytes. */
-static size_t stop_holdback(const kara_generator *g) {
-    size_t avail = g->olen - g->ostart, best = 0;
-    for (int i = 0; i < g->p.n_stop; i++) {
-        size_t m = g->stop_len[i];
-        for (size_t k = (m - 1 < avail ? m - 1 : avail); k > best; k--)
-            if (!memcmp(g->obuf + g->olen - k, g->stop_text[i], k)) {
-                best = k;
-                break;
-            }
-    }
-    return best;
-}
-
 static void finish(kara_generator *g, kara_status st, kara_stop_reason reason) {
     if (g->final) return;
     g->final = st;
@@ -286,14 +242,14 @@ static void push_text(kara_generator *g, const char *text, size_t len, bool end_
     memmove(buf + g->n_utf8, text, len);
     memcpy(buf, g->utf8, (size_t)g->n_utf8);
     size_t n = (size_t)g->n_utf8 + len;
-    size_t ok = end_of_stream ? n : utf8_complete(buf, n);
+    size_t ok = end_of_stream ? n : kara_utf8_complete(buf, n);
     g->n_utf8 = (int)(n - ok);
     memcpy(g->utf8, buf + ok, (size_t)g->n_utf8);
     kara_think_splitter_feed(&g->split, buf, ok, on_split, g);
     if (end_of_stream) kara_think_splitter_flush(&g->split, on_split, g);
     if (g->p.n_stop > 0 && g->olen > before) {
         size_t from = before > g->stop_max - 1 + g->ostart ? before - (g->stop_max - 1) : g->ostart;
-        long at = find_stop(g, from);
+        long at = kara_stop_find(g->stop_text, g->stop_len, g->p.n_stop, g->obuf, g->olen, from);
         if (at >= 0) {
             g->olen = (size_t)at;
             finish(g, KARA_STOPPED, KARA_STOP_STRING);
@@ -320,7 +276,8 @@ static void flush_stream(kara_generator *g) {
 
 /* The next run of one channel that may be released, or false. */
 static bool take_run(kara_generator *g, kara_piece *out) {
-    size_t end = g->olen - (g->final ? 0 : stop_holdback(g));
+    size_t hold = g->final ? 0 : kara_stop_holdback(g->stop_text, g->stop_len, g->p.n_stop, g->obuf, g->olen, g->ostart);
+    size_t end = g->olen - hold;
     if (end <= g->ostart) return false;
     size_t i = g->ostart;
     uint8_t ch = g->ochan[i];
@@ -346,21 +303,6 @@ static void compact(kara_generator *g) {
 /* ------------------------------------------------------------------------ */
 /* Prompt                                                                    */
 /* ------------------------------------------------------------------------ */
-
-/* Does the prompt end inside a think block ("<think>" then only white
- * space)? Decided on the text of its last few tokens. */
-static bool prompt_opens_think(kara_generator *g, const int32_t *tokens, int32_t n) {
-    size_t len = 0;
-    for (int32_t i = n > TAIL_TOKENS ? n - TAIL_TOKENS : 0; i < n; i++) {
-        int32_t k = kara_token_to_piece(g->model, tokens[i], g->tail + len, g->piece_cap, true);
-        if (k > 0) len += (size_t)k;
-    }
-    while (len > 0 && (g->tail[len - 1] == ' ' || g->tail[len - 1] == '\n' || g->tail[len - 1] == '\t' ||
-                       g->tail[len - 1] == '\r'))
-        len--;
-    size_t tl = strlen(KARA_THINK_OPEN);
-    return len >= tl && !memcmp(g->tail + len - tl, KARA_THINK_OPEN, tl);
-}
 
 static bool aborted(kara_generator *g) { return g->p.abort && g->p.abort(g->p.abort_user); }
 
@@ -429,7 +371,8 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
      * prompt (a regenerated reply) must get a new draw */
     for (int32_t i = 0; i < n; i++) kara_sampler_accept(g->smp, tokens[i]);
     bool in_think = g->p.think_start == KARA_THINK_START_THINK ||
-                    (g->p.think_start == KARA_THINK_START_AUTO && prompt_opens_think(g, tokens, n));
+                    (g->p.think_start == KARA_THINK_START_AUTO &&
+                     kara_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->piece_cap));
     kara_think_splitter_init(&g->split, in_think, !g->p.split_thinking);
     g->think_ends_nl = in_think; /* a pre-filled block ends "<think>\n" */
     g->n_utf8 = 0;

@@ -1,0 +1,59 @@
+/* text_pipeline.c - see text_pipeline.h. */
+#include "text_pipeline.h"
+
+#include <string.h>
+
+#include "think_splitter.h"
+
+size_t kara_utf8_complete(const char *s, size_t n) {
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xc0) == 0x80) continue; /* continuation byte */
+        size_t need = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+long kara_stop_find(const kara_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
+                    size_t from) {
+    long best = -1;
+    for (int i = 0; i < n_stop; i++) {
+        size_t m = text_len[i];
+        for (size_t at = from; at + m <= len; at++) {
+            if (best >= 0 && (long)at >= best) break;
+            if (!memcmp(buf + at, text[i], m)) {
+                best = (long)at;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+size_t kara_stop_holdback(const kara_stop_text *text, const size_t *text_len, int n_stop, const char *buf,
+                          size_t len, size_t start) {
+    size_t avail = len - start, best = 0;
+    for (int i = 0; i < n_stop; i++) {
+        size_t m = text_len[i];
+        for (size_t k = m - 1 < avail ? m - 1 : avail; k > best; k--)
+            if (!memcmp(buf + len - k, text[i], k)) {
+                best = k;
+                break;
+            }
+    }
+    return best;
+}
+
+bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
+                             int32_t piece_cap) {
+    size_t len = 0;
+    for (int32_t i = n > tail_tokens ? n - tail_tokens : 0; i < n; i++) {
+        int32_t k = kara_token_to_piece(m, tokens[i], tail + len, piece_cap, true);
+        if (k > 0) len += (size_t)k;
+    }
+    while (len > 0 && (tail[len - 1] == ' ' || tail[len - 1] == '\n' || tail[len - 1] == '\t' || tail[len - 1] == '\r'))
+        len--;
+    size_t tl = strlen(KARA_THINK_OPEN);
+    return len >= tl && !memcmp(tail + len - tl, KARA_THINK_OPEN, tl);
+}

@@ -1,0 +1,35 @@
+/* text_pipeline.h - the pieces of turning generated tokens into released
+ * text that the single-sequence generator (generate.c) and the batch engine
+ * (batch_text.c) share: waiting for whole UTF-8 characters, finding stop
+ * strings across token boundaries and holding back a suffix that could
+ * still become one, and telling whether a prompt ends inside <think>. */
+#ifndef KARA_TEXT_PIPELINE_H
+#define KARA_TEXT_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kara.h"
+
+#define KARA_STOP_MAX_LEN 255
+typedef char kara_stop_text[KARA_STOP_MAX_LEN + 1];
+
+/* Bytes of s[0..n) that end on a UTF-8 character boundary: an incomplete
+ * trailing character waits for the next token. Invalid bytes count as
+ * complete so they cannot hold the stream back. */
+size_t kara_utf8_complete(const char *s, size_t n);
+/* Offset of the earliest complete stop string in buf[from..len), or -1. */
+long kara_stop_find(const kara_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
+                    size_t from);
+/* Length of the longest suffix of buf[start..len) that is a proper prefix
+ * of a stop string: it must wait for the next bytes. */
+size_t kara_stop_holdback(const kara_stop_text *text, const size_t *text_len, int n_stop, const char *buf,
+                          size_t len, size_t start);
+/* Does the prompt end inside a think block ("<think>" then only white
+ * space)? Decided on the text of its last tail_tokens tokens, rendered into
+ * tail (room for tail_tokens * piece_cap bytes). */
+bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
+                             int32_t piece_cap);
+
+#endif
