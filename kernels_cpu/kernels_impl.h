@@ -81,6 +81,22 @@ static inline void kara_unpack_scales_k4(const uint8_t *q, uint8_t sc[8], uint8_
     }
 }
 
+/* The same, packed as 8 bytes each (scale j / min j in byte j), with
+ * 32-bit operations: what the SIMD kernels widen into their scale vectors. */
+static inline void kara_unpack_k4_scales_packed(const uint8_t *s, uint64_t *sc, uint64_t *mn)
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3f;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 2) & 0x30303030);
+    const uint32_t mn_lo = u1 & 0x3f3f3f3f;
+    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 2) & 0x30303030);
+    *sc = sc_lo | ((uint64_t)sc_hi << 32);
+    *mn = mn_lo | ((uint64_t)mn_hi << 32);
+}
+
 /* ---- work split ---- */
 /* Rows [*r0, *r1) of thread ith among nth, in even contiguous slices. */
 static inline void kara_split_rows(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1)

@@ -197,6 +197,9 @@ static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
 bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                       const void *x, float *y)
 {
+    if (wtype == KARA_TYPE_Q4_K) {
+        return kara_avx512_gemv_k(wtype, w, w_row_bytes, r0, r1, n_cols, x, y);
+    }
     if ((wtype != KARA_TYPE_Q8_0 && wtype != KARA_TYPE_Q4_0) || n_cols > KARA_GEMV_MAX_COLS || n_cols % 32 != 0) {
         return false;
     }

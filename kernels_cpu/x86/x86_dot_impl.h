@@ -111,21 +111,6 @@ KARA_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, 
     for (int b = 0; b < NX; b++) y[b * ldy] = hsum256(_mm256_add_ps(acc[b][0], acc[b][1]));
 }
 
-/* The 8 six-bit scales and mins of a Q4_K/Q5_K block as two 8-byte words
- * (same unpacking as kara_get_scale_min_k4, done on 32-bit words). */
-KARA_INLINE void unpack_k4_scales(const uint8_t *s, uint64_t *sc, uint64_t *mn)
-{
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s, 4);
-    memcpy(&u1, s + 4, 4);
-    memcpy(&u2, s + 8, 4);
-    const uint32_t sc_lo = u0 & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 2) & 0x30303030);
-    const uint32_t mn_lo = u1 & 0x3f3f3f3f;
-    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 2) & 0x30303030);
-    *sc = sc_lo | ((uint64_t)sc_hi << 32);
-    *mn = mn_lo | ((uint64_t)mn_hi << 32);
-}
 
 /* pshufb controls that broadcast int16 element e of each 128-bit lane */
 #define BCAST16(e) _mm256_set1_epi16((short)((2 * (e)) | ((2 * (e) + 1) << 8)))
@@ -154,7 +139,7 @@ KARA_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, 
     }
     for (int64_t i = 0; i < nb; i++) {
         uint64_t sc8, mn8;
-        unpack_k4_scales(w[i].scales, &sc8, &mn8);
+        kara_unpack_k4_scales_packed(w[i].scales, &sc8, &mn8);
         const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
         const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8));
         const __m256i scales = _mm256_broadcastsi128_si256(sc16);
@@ -207,7 +192,7 @@ KARA_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, 
     }
     for (int64_t i = 0; i < nb; i++) {
         uint64_t sc8, mn8;
-        unpack_k4_scales(w[i].scales, &sc8, &mn8);
+        kara_unpack_k4_scales_packed(w[i].scales, &sc8, &mn8);
         const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
         const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8));
         const __m256i scales = _mm256_broadcastsi128_si256(sc16);
