@@ -217,6 +217,17 @@ static void micro_dispatch(const panel *p, int G, int kc, int64_t k0, const uint
     }
 }
 
+int64_t kara_avx512_gemm_min_batch(kara_type wtype)
+{
+    switch (wtype) {
+    case KARA_TYPE_Q8_0: return 8;
+    case KARA_TYPE_Q4_0: return 16;
+    case KARA_TYPE_Q4_K: return 24;
+    case KARA_TYPE_Q6_K: return 32;
+    default: return INT64_MAX;
+    }
+}
+
 bool kara_avx512_gemm(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                       const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {

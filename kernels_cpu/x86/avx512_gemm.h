@@ -9,9 +9,15 @@
 
 #include "kernels.h"
 
-/* Batches from this size on go through the panel kernel; smaller ones use
- * the block kernels, which need no unpacking. */
-#define KARA_GEMM_MIN_BATCH 4
+/* Smallest batch that goes through the panel kernel for a weight type;
+ * smaller ones use the block kernels, which need no unpacking. The panel
+ * kernel pays its unpacking once per panel, so it only wins from a batch
+ * size that depends on how costly the type is to unpack (kara bench
+ * --kernels -t 1 -p N on Zen 4, GOP/s block vs panel: Q8_0 68 vs 77 at 8;
+ * Q4_0 62 vs 80 at 16; Q4_K 122 vs 124 at 16, 121 vs 173 at 32; Q6_K 129 vs
+ * 138 at 32). Decode batches of continuous batching stay on the block
+ * kernels. Returns INT64_MAX for a type without a panel kernel. */
+int64_t kara_avx512_gemm_min_batch(kara_type wtype);
 
 /* Y[b][r] = dot(W row r, X[b]) for r in [r0, r1) and b < n_batch, for Q8_0,
  * Q4_0, Q4_K and Q6_K weights (activations in the vec_dot_type). Returns

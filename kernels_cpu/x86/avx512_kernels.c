@@ -112,7 +112,7 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
     int64_t r0, r1;
     kara_split_rows(n_rows, ith, nth, &r0, &r1);
     if (n_batch == 1 && kara_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
-    if (n_batch >= KARA_GEMM_MIN_BATCH &&
+    if (n_batch >= kara_avx512_gemm_min_batch(wtype) &&
         kara_avx512_gemm(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
         return;
     x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx512_dotn);

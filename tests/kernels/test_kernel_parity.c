@@ -252,8 +252,10 @@ static void test_from_float(const kara_kernels *k, const kara_kernels *ref)
  * alone. */
 static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
 {
-    enum { ROWS = 37, MAXB = 17, LDY = ROWS + 3 };
-    static const int batches[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17 };
+    enum { ROWS = 37, MAXB = 41, LDY = ROWS + 3 };
+    /* both sides of every ISA's switch between its block kernels and its
+     * panel kernels (avx512: 8, 16, 24 or 32 rows by type) */
+    static const int batches[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 23, 24, 25, 31, 32, 41 };
     static const int nths[] = { 1, 2, 3, 5 };
     float *w = malloc(sizeof(float) * ROWS * 1024);
     float *x = malloc(sizeof(float) * MAXB * 1024);
