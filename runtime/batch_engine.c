@@ -86,11 +86,6 @@ static int32_t longest_piece(const kara_model *m, int32_t n_vocab) {
     return longest;
 }
 
-static void tokenize_close(const kara_model *m, const char *text, int32_t *ids, int32_t *n) {
-    int32_t k = kara_tokenize(m, text, -1, ids, KARA_BATCH_CLOSE_MAX_TOKENS, false, true);
-    *n = k > 0 && k <= KARA_BATCH_CLOSE_MAX_TOKENS ? k : 0; /* no tokenizer: reasoning budgets stay inert */
-}
-
 kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *params, kara_engine **out) {
     if (!out) return kara_set_error(KARA_ERR_ARG, "kara_engine_create: out is NULL");
     *out = NULL;
@@ -149,8 +144,7 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     }
     free(zero);
     if (!st) {
-        tokenize_close(e->model, "\n" KARA_THINK_CLOSE "\n\n", e->close_nl, &e->n_close_nl);
-        tokenize_close(e->model, KARA_THINK_CLOSE "\n\n", e->close_plain, &e->n_close_plain);
+        st = kara_think_close_init(&e->close, e->model);
         kara_seq_clear(ctx, -1);
     }
     if (st) {
@@ -274,8 +268,7 @@ static kara_status slot_start(kara_engine *e, kara_batch_slot *s, const kara_eng
     s->max_gen = max_generated(e, r, &s->ctx_capped);
     s->peak_blocks = kara_batch_request_blocks(e, r->n_prompt, s->max_gen);
     s->n_generated = s->n_think = s->n_forced = s->n_preempted = 0;
-    s->forced = NULL;
-    s->n_forced_left = 0;
+    s->force = (kara_think_force){0};
     for (int32_t i = 0; i < r->n_prompt; i++) kara_sampler_accept(s->smp, r->prompt[i]);
     s->n_stop = r->n_stop;
     s->stop_max = 0;
@@ -465,16 +458,10 @@ static kara_batch_slot *youngest(kara_engine *e, int32_t *running) {
 /* The next token: the rest of a forced close, a new forced close when the
  * thinking budget is spent, or a sample. */
 static int32_t choose_token(kara_engine *e, kara_batch_slot *s, const float *logits, bool *forced) {
-    *forced = false;
-    if (s->n_forced_left == 0 && s->split.in_think && s->req.reasoning_budget >= 0 &&
-        s->n_think >= s->req.reasoning_budget) {
-        s->forced = s->think_ends_nl ? e->close_plain : e->close_nl;
-        s->n_forced_left = s->think_ends_nl ? e->n_close_plain : e->n_close_nl;
-    }
-    if (s->n_forced_left > 0) {
-        *forced = true;
-        s->n_forced_left--;
-        int32_t tok = *s->forced++;
+    int32_t tok;
+    *forced = kara_think_force_next(&s->force, &e->close, s->split.in_think, s->think_ends_nl, s->n_think,
+                                    s->req.reasoning_budget, &tok);
+    if (*forced) {
         kara_sampler_accept(s->smp, tok);
         return tok;
     }

@@ -16,10 +16,10 @@
 
 #include "context.h"
 #include "kara.h"
+#include "text_pipeline.h"
 #include "think_splitter.h"
 
 #define KARA_BATCH_STOP_MAX_LEN 255
-#define KARA_BATCH_CLOSE_MAX_TOKENS 32
 #define KARA_BATCH_TAIL_TOKENS 8
 #define KARA_BATCH_ERROR_MAX 320
 
@@ -43,8 +43,7 @@ typedef struct kara_batch_slot {
     int64_t peak_blocks;       /* admission estimate of its largest footprint */
     kara_sampler *smp;
     int32_t n_generated, n_think, n_forced, n_preempted;
-    const int32_t *forced;     /* rest of a forced "</think>" */
-    int32_t n_forced_left;
+    kara_think_force force;    /* rest of a forced "</think>" */
     /* text pipeline */
     char stop_text[KARA_MAX_STOP_STRINGS][KARA_BATCH_STOP_MAX_LEN + 1];
     size_t stop_len[KARA_MAX_STOP_STRINGS];
@@ -88,8 +87,7 @@ struct kara_engine {
     int32_t piece_cap;
     size_t ocap;
     char *tail;
-    int32_t close_nl[KARA_BATCH_CLOSE_MAX_TOKENS], n_close_nl;
-    int32_t close_plain[KARA_BATCH_CLOSE_MAX_TOKENS], n_close_plain;
+    kara_think_close close;    /* "</think>" closes forced by reasoning budgets */
 
     /* events of the last step */
     int32_t ev_slot;

@@ -24,7 +24,6 @@
 #include "think_splitter.h"
 
 #define STOP_MAX_LEN KARA_STOP_MAX_LEN
-#define CLOSE_MAX_TOKENS 32
 #define TAIL_TOKENS 8        /* prompt tokens examined to see whether it ends inside <think> */
 
 struct kara_generator {
@@ -47,10 +46,8 @@ struct kara_generator {
     int8_t *batch_logits;
 
     /* tokens that close a think block: "\n</think>\n\n" and "</think>\n\n" */
-    int32_t close_nl[CLOSE_MAX_TOKENS], n_close_nl;
-    int32_t close_plain[CLOSE_MAX_TOKENS], n_close_plain;
-    const int32_t *forced;
-    int32_t n_forced_left;
+    kara_think_close close;
+    kara_think_force force;  /* the rest of a forced close */
 
     /* text pipeline */
     char *piece;             /* [utf8 hold (<= 3)][token text] */
@@ -92,17 +89,6 @@ void kara_generator_params_init(kara_generator_params *p) {
 /* ------------------------------------------------------------------------ */
 /* Create / free                                                             */
 /* ------------------------------------------------------------------------ */
-
-static kara_status tokenize_close(kara_generator *g, const char *text, int32_t *ids, int32_t *n) {
-    int32_t k = kara_tokenize(g->model, text, -1, ids, CLOSE_MAX_TOKENS, false, true);
-    if (k < 0 || k > CLOSE_MAX_TOKENS) {
-        *n = 0;
-        /* a model without a tokenizer cannot close thinking: the budget is then inert */
-        return k == INT32_MIN ? KARA_OK : kara_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\"", text);
-    }
-    *n = k;
-    return KARA_OK;
-}
 
 /* The longest text any token renders to, so the piece buffer never needs
  * to grow. */
@@ -168,8 +154,7 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
         !g->ochan)
         st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
     if (!st) st = kara_sampler_create(&p->sampling, &g->smp);
-    if (!st) st = tokenize_close(g, "\n" KARA_THINK_CLOSE "\n\n", g->close_nl, &g->n_close_nl);
-    if (!st) st = tokenize_close(g, KARA_THINK_CLOSE "\n\n", g->close_plain, &g->n_close_plain);
+    if (!st) st = kara_think_close_init(&g->close, g->model);
     if (st) {
         kara_generator_free(g);
         return st;
@@ -378,8 +363,7 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     g->n_utf8 = 0;
     g->olen = g->ostart = 0;
     g->overflow = false;
-    g->forced = NULL;
-    g->n_forced_left = 0;
+    g->force = (kara_think_force){0};
     g->final = KARA_OK;
     g->flushed = false;
     g->reason = KARA_STOP_NONE;
@@ -395,16 +379,10 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
 /* The next token: the rest of a forced close, a new forced close when the
  * thinking budget is spent, or a sample. */
 static int32_t choose_token(kara_generator *g, bool *forced) {
-    *forced = false;
-    if (g->n_forced_left == 0 && g->split.in_think && g->p.reasoning_budget >= 0 &&
-        g->stats.n_think >= g->p.reasoning_budget) {
-        g->forced = g->think_ends_nl ? g->close_plain : g->close_nl;
-        g->n_forced_left = g->think_ends_nl ? g->n_close_plain : g->n_close_nl;
-    }
-    if (g->n_forced_left > 0) {
-        *forced = true;
-        g->n_forced_left--;
-        int32_t tok = *g->forced++;
+    int32_t tok;
+    *forced = kara_think_force_next(&g->force, &g->close, g->split.in_think, g->think_ends_nl, g->stats.n_think,
+                                    g->p.reasoning_budget, &tok);
+    if (*forced) {
         kara_sampler_accept(g->smp, tok);
         return tok;
     }

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "status.h"
 #include "think_splitter.h"
 
 size_t kara_utf8_complete(const char *s, size_t n) {
@@ -56,4 +57,33 @@ bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t
         len--;
     size_t tl = strlen(KARA_THINK_OPEN);
     return len >= tl && !memcmp(tail + len - tl, KARA_THINK_OPEN, tl);
+}
+
+static kara_status tokenize_close(const kara_model *m, const char *text, int32_t *ids, int32_t *n) {
+    int32_t k = kara_tokenize(m, text, -1, ids, KARA_THINK_CLOSE_MAX_TOKENS, false, true);
+    *n = 0;
+    if (k == INT32_MIN) return KARA_OK; /* no tokenizer: the budget is inert */
+    if (k < 0 || k > KARA_THINK_CLOSE_MAX_TOKENS)
+        return kara_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\" in %d tokens", text,
+                              KARA_THINK_CLOSE_MAX_TOKENS);
+    *n = k;
+    return KARA_OK;
+}
+
+kara_status kara_think_close_init(kara_think_close *c, const kara_model *m) {
+    kara_status st = tokenize_close(m, "\n" KARA_THINK_CLOSE "\n\n", c->nl, &c->n_nl);
+    if (!st) st = tokenize_close(m, KARA_THINK_CLOSE "\n\n", c->plain, &c->n_plain);
+    return st;
+}
+
+bool kara_think_force_next(kara_think_force *f, const kara_think_close *c, bool in_think, bool ends_nl,
+                           int32_t n_think, int32_t budget, int32_t *tok) {
+    if (f->left == 0 && in_think && budget >= 0 && n_think >= budget) {
+        f->next = ends_nl ? c->plain : c->nl;
+        f->left = ends_nl ? c->n_plain : c->n_nl;
+    }
+    if (f->left <= 0) return false;
+    f->left--;
+    *tok = *f->next++;
+    return true;
 }

@@ -32,4 +32,28 @@ size_t kara_stop_holdback(const kara_stop_text *text, const size_t *text_len, in
 bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
                              int32_t piece_cap);
 
+/* The reasoning budget's forced close: once a sequence has thought for its
+ * budget, it is made to write "</think>\n\n" (after a '\n' unless the
+ * thinking already ends with one) instead of sampling. */
+#define KARA_THINK_CLOSE_MAX_TOKENS 32
+typedef struct kara_think_close {
+    int32_t nl[KARA_THINK_CLOSE_MAX_TOKENS], n_nl;       /* "\n</think>\n\n" */
+    int32_t plain[KARA_THINK_CLOSE_MAX_TOKENS], n_plain; /* "</think>\n\n" */
+} kara_think_close;
+/* Tokenizes both closes once per model. A model without a tokenizer gets
+ * empty closes (budgets then have no effect). */
+kara_status kara_think_close_init(kara_think_close *c, const kara_model *m);
+
+/* Per sequence: the rest of a close under way. Zero-initialize to reset. */
+typedef struct kara_think_force {
+    const int32_t *next;
+    int32_t left;
+} kara_think_force;
+/* True with *tok set when this step's token is forced: a close is under
+ * way, or the sequence is thinking (in_think) and n_think has reached a
+ * budget >= 0, which starts one (ends_nl: the thinking so far ends with
+ * '\n'). False when the token is to be sampled. */
+bool kara_think_force_next(kara_think_force *f, const kara_think_close *c, bool in_think, bool ends_nl,
+                           int32_t n_think, int32_t budget, int32_t *tok);
+
 #endif
