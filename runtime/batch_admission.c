@@ -22,7 +22,7 @@ static int64_t peak_slots(const kara_kv_params *kv, int32_t budget_tokens, int32
     int64_t total = (int64_t)P + G;
     if (total > n_ctx) total = n_ctx;
     int64_t peak = total;
-    if (kara_batch_is_window_method(kv->method)) {
+    if (kara_kv_params_periodic(kv)) {
         int64_t front = P > kv->n_sink ? P : kv->n_sink;
         int64_t window = (int64_t)kv->interval + kv->buffer + kv->max_defer + 1;
         int64_t events = G > kv->buffer ? (G - kv->buffer) / kv->interval : 0;
@@ -30,11 +30,8 @@ static int64_t peak_slots(const kara_kv_params *kv, int32_t budget_tokens, int32
         if (keep < kv->min_keep) keep = kv->min_keep;
         if (keep > kv->interval) keep = kv->interval;
         peak = front + events * keep + (G < window ? G : window);
-    } else if (kv->method == KARA_KV_METHOD_SNAPKV) {
-        int64_t b = (int64_t)budget_tokens + kv->snapkv_trigger_slack;
-        peak = P + 1 > b ? P + 1 : b;
     } else if (kv->method != KARA_KV_METHOD_FULL) {
-        int64_t b = (int64_t)budget_tokens + 1;
+        int64_t b = (int64_t)budget_tokens + kara_kv_trigger_slack(kv);
         peak = P + 1 > b ? P + 1 : b;
     }
     return peak < total ? peak : total;
@@ -48,7 +45,7 @@ static int64_t blocks_of(int64_t slots, int32_t block_size) { return (slots + bl
 int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G) {
     const kara_context *c = e->ctx;
     int64_t spec = kara_kv_policy_blocks_needed(&c->policy, &c->kv, P, G);
-    if (kara_batch_is_window_method(c->policy.p.method)) spec -= c->policy.p.reserve_blocks;
+    if (c->policy.window_method) spec -= c->policy.p.reserve_blocks;
     int64_t est = blocks_of(peak_slots(&c->policy.p, c->policy.budget_tokens, P, G, e->n_ctx), c->kv.block_size);
     return spec > est ? spec : est;
 }
@@ -65,6 +62,9 @@ static bool baseline_holds(const kara_kv_params *p, int32_t budget, int32_t P, i
                budget >= (p->snapkv_protect_prompt ? front : 0) + p->snapkv_obs_window;
     case KARA_KV_METHOD_H2O: return total <= budget || budget >= front;
     case KARA_KV_METHOD_STREAMING: return total <= budget || budget >= p->streaming_n_sink;
+    case KARA_KV_METHOD_KARA: /* trigger threshold keeps the prompt and the buffer */
+        return kara_kv_params_periodic(p) || total < (int64_t)budget + kara_kv_trigger_slack(p) ||
+               budget >= front + p->buffer;
     default: return true;
     }
 }
@@ -90,7 +90,7 @@ int32_t kara_engine_fit_concurrency(const kara_model *m, const kara_context_para
         int64_t pool = (int64_t)((kv->budget - reserved) / block_bytes);
         if (pool > (int64_t)n * max_blocks_seq) pool = (int64_t)n * max_blocks_seq;
         int32_t share = (int32_t)(pool * B / n);
-        int32_t slack = kv->method == KARA_KV_METHOD_SNAPKV ? kv->snapkv_trigger_slack : 1;
+        int32_t slack = kara_kv_trigger_slack(kv);
         int32_t budget_tokens = kv->budget_tokens > 0 ? kv->budget_tokens : (share - slack > 8 ? share - slack : 8);
         int64_t need = blocks_of(peak_slots(kv, budget_tokens, n_prompt, G, n_ctx), B);
         if ((int64_t)n * need + kv->reserve_blocks <= pool && baseline_holds(kv, budget_tokens, n_prompt, G)) return n;

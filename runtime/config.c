@@ -80,6 +80,8 @@ static const key_spec keys[] = {
     {"kv_cache.reserve_blocks", K_INT, KV(reserve_blocks), 0, MAX_SLOTS, NULL, 0},
     {"kv_cache.method", K_ENUM, KV(method), 0, 0, kara_kv_method_names, 0},
     {"kara.interval", K_INT, KV(interval), 1, MAX_SLOTS, NULL, 0},
+    {"kara.trigger", K_ENUM, KV(trigger), 0, 0, kara_kv_trigger_names, 0},
+    {"kara.trigger_slack", K_INT, KV(trigger_slack), 1, MAX_SLOTS, auto_zero, 0},
     {"kara.buffer", K_INT, KV(buffer), 0, MAX_SLOTS, NULL, 0},
     {"kara.retention", K_FLOAT, KV(retention), 0, 1, NULL, 0},
     {"kara.min_keep", K_INT, KV(min_keep), 0, MAX_SLOTS, NULL, 0},

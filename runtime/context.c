@@ -131,7 +131,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     } else {
         /* auto: each sequence's share of the pool, less the trigger slack */
         int32_t share = (int32_t)((int64_t)c->kv.n_blocks * c->kv.block_size / params->n_seq_max);
-        int32_t slack = params->kv.method == KARA_KV_METHOD_SNAPKV ? params->kv.snapkv_trigger_slack : 1;
+        int32_t slack = kara_kv_trigger_slack(&params->kv);
         c->policy.budget_tokens = share - slack > 8 ? share - slack : 8;
     }
     c->mem_bytes += c->policy.reserved_bytes;

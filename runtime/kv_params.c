@@ -41,6 +41,9 @@ const kara_enum_name kara_pool_fallback_names[] = {
     {"preempt", KARA_POOL_PREEMPT}, {"recompress_history", KARA_POOL_RECOMPRESS_HISTORY},
     {"fail", KARA_POOL_FAIL}, {NULL, 0}};
 
+const kara_enum_name kara_kv_trigger_names[] = {
+    {"periodic", KARA_KV_TRIGGER_PERIODIC}, {"threshold", KARA_KV_TRIGGER_THRESHOLD}, {NULL, 0}};
+
 const kara_enum_name kara_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kara_enum_name kara_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
 const kara_enum_name kara_t2c_mode_names[] = {{"chunks", 0}, {"pooled_topk", 1}, {NULL, 0}};
@@ -95,6 +98,8 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->per_layer_selection = false;
     p->rerotate_keys = false;
     p->on_pool_exhausted = KARA_POOL_PREEMPT;
+    p->trigger = KARA_KV_TRIGGER_PERIODIC;
+    p->trigger_slack = 0; /* auto: kara.interval */
     /* kara.score: */
     p->score_mode = KARA_SCORE_BIDIRECTIONAL;
     p->softmax_over = KARA_SOFTMAX_WINDOW;

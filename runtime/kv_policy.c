@@ -24,11 +24,43 @@ typedef struct policy_shape {
     int32_t ring_cap;       /* queries kept per sequence and scored layer */
     int32_t n_scored;       /* scored layers */
     int32_t score_n;        /* longest span an event scores */
+    int32_t score_q;        /* most query rows an event scores with (<= score_n) */
 } policy_shape;
+
+static bool threshold_trigger(const kara_kv_params *p) {
+    return p->method == KARA_KV_METHOD_KARA && p->trigger == KARA_KV_TRIGGER_THRESHOLD;
+}
+
+bool kara_kv_params_periodic(const kara_kv_params *p) {
+    switch (p->method) {
+    case KARA_KV_METHOD_KARA: return !threshold_trigger(p);
+    case KARA_KV_METHOD_CHUNKKV: case KARA_KV_METHOD_RECENT: case KARA_KV_METHOD_RANDOM: return true;
+    default: return false;
+    }
+}
+
+int32_t kara_kv_trigger_slack(const kara_kv_params *p) {
+    if (p->method == KARA_KV_METHOD_SNAPKV) return p->snapkv_trigger_slack;
+    if (threshold_trigger(p)) return p->trigger_slack > 0 ? p->trigger_slack : p->interval;
+    return 1;
+}
 
 static policy_shape shape_of(const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     policy_shape s = {0};
     int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
+    if (threshold_trigger(p)) {
+        /* ablation A8: the whole generated cache is scored, by the queries
+         * of the newest slots: the last event's buffer and everything
+         * generated since, at most slack + buffer of them at a steady
+         * one-token-per-step pace */
+        s.needs_scores = true;
+        s.ring_cap = kara_kv_trigger_slack(p) + p->buffer + 1;
+        s.score_n = max_slots;
+        s.score_q = s.ring_cap;
+        s.n_scored = (n_layer + stride - 1) / stride;
+        if (s.score_q > s.score_n) s.score_q = s.score_n;
+        return s;
+    }
     switch (p->method) {
     case KARA_KV_METHOD_KARA:
     case KARA_KV_METHOD_CHUNKKV:
@@ -58,6 +90,7 @@ static policy_shape shape_of(const kara_kv_params *p, int32_t n_layer, int32_t m
     default: break;
     }
     if (s.score_n > max_slots) s.score_n = max_slots;
+    s.score_q = s.score_n;
     return s;
 }
 
@@ -86,7 +119,7 @@ static policy_sizes sizes_of(const kara_kv_params *p, const policy_shape *s, int
         int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window : p->buffer;
         if (n_buf >= s->score_n) n_buf = s->score_n - 1;
         kara_kv_score_shape sh = score_shape(p, s->score_n, n_buf, n_head, n_head_kv, head_dim);
-        z.score_scratch = kara_kv_score_scratch_bytes(&sh, n_threads);
+        z.score_scratch = kara_kv_score_scratch_bytes_q(&sh, s->score_q, n_threads);
     }
     z.select_scratch = kara_kv_select_scratch_bytes(max_slots);
     z.floats = 2 * (size_t)max_slots * sizeof(float);
@@ -115,6 +148,12 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, in
                               "kara.selection_scope: per_layer is not implemented (use shared)");
     if (p->interval < 1 || p->buffer < 0 || p->max_defer < 0)
         return kara_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
+    if (p->trigger != KARA_KV_TRIGGER_PERIODIC && p->trigger != KARA_KV_TRIGGER_THRESHOLD)
+        return kara_set_error(KARA_ERR_CONFIG, "kara.trigger: unknown value %d (expected periodic | threshold)",
+                              (int)p->trigger);
+    if (p->trigger_slack < 0)
+        return kara_set_error(KARA_ERR_CONFIG, "kara.trigger_slack must be >= 1, or 0 for auto (got %d)",
+                              p->trigger_slack);
     pol->p = *p;
     pol->n_layer = n_layer;
     pol->n_head = n_head;
@@ -280,10 +319,11 @@ static void score_compute(void *arg, int ith, int nth) {
     kara_kv_score_compute(t->job, ith, nth);
 }
 
-/* Score rows [first, first + n_w) of seq's cache (queries from the ring)
- * into pol->scores[0 .. n_w - n_buf), averaged over the scored layers. */
+/* Score rows [first, first + n_w) of seq's cache into pol->scores[0 ..
+ * n_w - n_buf), averaged over the scored layers. The last n_q rows have
+ * queries, read from the ring at positions q_first_pos + row. */
 static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
-                              int32_t q_first_pos, kara_score_mode mode, bool exclude_self) {
+                              int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
     const kara_kv_params *p = &pol->p;
@@ -306,8 +346,8 @@ static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int
         kara_kv_rows sink = kr;
         sink.first = 0;
         kara_kv_score_job job;
-        st = kara_kv_score_prepare(&job, &sh, &opts, &qr, &kr, &sink, pol->score_scratch, pol->score_scratch_bytes,
-                                   ctx->n_threads);
+        st = kara_kv_score_prepare_q(&job, &sh, n_q, &opts, &qr, &kr, &sink, pol->score_scratch,
+                                     pol->score_scratch_bytes, ctx->n_threads);
         if (st) break;
         score_task t = {&job};
         kara_parallel_run(ctx, score_compute, &t);
@@ -335,7 +375,7 @@ static kara_status window_event(kara_context *ctx, int32_t seq) {
     kara_status st = KARA_OK;
     if (pol->needs_scores) {
         kara_score_mode mode = p->score_mode;
-        st = score_span(ctx, seq, F, n_w, b, kv->seqs[seq].pos[F], mode, p->exclude_self);
+        st = score_span(ctx, seq, F, n_w, b, n_w, kv->seqs[seq].pos[F], mode, p->exclude_self);
     } else {
         memset(pol->scores, 0, (size_t)n_c * sizeof(float));
     }
@@ -349,6 +389,43 @@ static kara_status window_event(kara_context *ctx, int32_t seq) {
         q->events++;
         q->due_steps = 0;
     }
+    return st;
+}
+
+/* Ablation A8: Kara's scorer and selection, fired like the decode-time
+ * baselines once the cache reaches budget_tokens + trigger_slack, over the
+ * whole generated cache [P, n) instead of the window. The newest `buffer`
+ * slots stay; of the rest, Token2Chunk keeps what the token budget leaves
+ * after the prompt and the buffer. Only queries still in the ring can
+ * score, so the query rows are the newest run of consecutive positions (at
+ * most ring_cap): normally the previous event's buffer and every slot
+ * generated since; older slots are judged as keys only. The frontier stays
+ * at P: every event rescores everything generated. */
+static kara_status threshold_event(kara_context *ctx, int32_t seq) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    const kara_kv_params *p = &pol->p;
+    const int32_t *pos = kv->seqs[seq].pos;
+    int32_t n = kv->seqs[seq].n, P = q->n_prompt, n_w = n - P;
+    if (n_w < 2) return KARA_OK;
+    int32_t b = p->buffer < n_w ? p->buffer : n_w - 1, n_c = n_w - b, k = pol->budget_tokens - P - b;
+    if (k < 0) {
+        /* the budget cannot hold the prompt and the buffer: keep everything
+         * (the block pool still bounds memory), as snapkv does */
+        kara_log(KARA_LOG_DEBUG, "kara (trigger threshold): budget of %d tokens below the prompt (%d) and buffer (%d) "
+                 "of sequence %d", pol->budget_tokens, P, b, seq);
+        return KARA_OK;
+    }
+    if (k >= n_c) return KARA_OK;
+    int32_t n_q = 1;
+    while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
+    kara_status st = score_span(ctx, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self);
+    if (!st)
+        st = kara_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep,
+                                     pol->select_scratch, pol->select_scratch_bytes);
+    if (!st) st = compact(pol, kv, seq, P, b, k, pol->scores);
+    if (!st) q->events++;
     return st;
 }
 
@@ -375,13 +452,14 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
         if (n_w <= obs) return KARA_OK;
         const int32_t *pos = kv->seqs[seq].pos;
         /* the observation window's queries: the newest obs positions */
-        st = score_span(ctx, seq, front, n_w, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false);
+        st = score_span(ctx, seq, front, n_w, obs, n_w, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
         st = kara_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget,
                                    pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
         break;
     }
+    case KARA_KV_METHOD_KARA: return threshold_event(ctx, seq);
     default: return KARA_OK;
     }
     if (st == KARA_ERR_KV_BUDGET) {
@@ -400,10 +478,13 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
     return st;
 }
 
-static bool cache_overflows(const kara_kv_policy *pol, int32_t n) {
+static bool cache_overflows(const kara_kv_policy *pol, int32_t seq, int32_t n) {
     switch (pol->p.method) {
     case KARA_KV_METHOD_STREAMING: case KARA_KV_METHOD_H2O: return n > pol->budget_tokens;
     case KARA_KV_METHOD_SNAPKV: return n >= pol->budget_tokens + pol->p.snapkv_trigger_slack;
+    case KARA_KV_METHOD_KARA: /* trigger: threshold; think_only stops it as it stops the periodic events */
+        return !(pol->p.think_only && pol->seqs[seq].think_done) &&
+               n >= pol->budget_tokens + kara_kv_trigger_slack(&pol->p);
     default: return false;
     }
 }
@@ -425,7 +506,7 @@ kara_status kara_kv_policy_step(kara_context *ctx) {
     kara_status st = KARA_OK;
     if (!pol->window_method) {
         for (int32_t s = 0; s < pol->n_seq_max && !st; s++)
-            if (kv->seqs[s].active && pol->seqs[s].prompt_marked && cache_overflows(pol, kv->seqs[s].n)) {
+            if (kv->seqs[s].active && pol->seqs[s].prompt_marked && cache_overflows(pol, s, kv->seqs[s].n)) {
                 st = cache_event(ctx, s);
                 pol->stats.events++;
             }
@@ -548,7 +629,7 @@ int64_t kara_kv_policy_blocks_needed(const kara_kv_policy *pol, const kara_kv_ca
     if (pol->window_method)
         peak = front + (int64_t)p->interval + p->buffer + p->max_defer + 1;
     else if (p->method != KARA_KV_METHOD_FULL) {
-        int64_t b = pol->budget_tokens + (p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_trigger_slack : 1);
+        int64_t b = (int64_t)pol->budget_tokens + kara_kv_trigger_slack(p);
         peak = n_prompt > b ? n_prompt + 1 : b;
     }
     if (peak > total) peak = total;

@@ -10,7 +10,10 @@
  * [P, F) is the output of earlier events; the window [F, n) holds fresh
  * slots, its newest `buffer` slots protected. The prompt ends where the
  * first single-token append to the sequence happens (the start of
- * generation); until then nothing is compressed.
+ * generation); until then nothing is compressed. Kara with `kara.trigger:
+ * threshold` (ablation A8) has no window: its frontier stays at P and, like
+ * the decode-time baselines, it compresses the whole generated cache [P, n)
+ * once the cache reaches budget_tokens + trigger_slack slots.
  *
  * Queries live in a ring indexed by original position (pos % cap): the
  * window always holds consecutive positions (the previous event's buffer
@@ -45,10 +48,10 @@ typedef struct kara_kv_policy {
     int32_t n_seq_max, max_slots;
     int32_t think_end_token; /* -1 when the vocabulary has none */
 
-    bool window_method;    /* kara, chunkkv, recent, random: periodic events over the window */
-    bool needs_scores;     /* window scoring (kara, chunkkv) or snapkv */
+    bool window_method;    /* kara (trigger periodic), chunkkv, recent, random: periodic events over the window */
+    bool needs_scores;     /* window scoring (kara, chunkkv), snapkv, or kara with trigger threshold */
     bool needs_h2o;
-    int32_t budget_tokens; /* streaming / snapkv / h2o */
+    int32_t budget_tokens; /* streaming / snapkv / h2o / kara with trigger threshold */
 
     /* query ring: [seq][scored layer][cap][n_head * head_dim] */
     int32_t ring_cap;
@@ -71,6 +74,17 @@ typedef struct kara_kv_policy {
     kara_kv_stats stats;
     uint64_t step;
 } kara_kv_policy;
+
+/* True when p compresses by periodic window events: kara with trigger
+ * periodic, chunkkv, recent, random. False for full and for the methods
+ * that fire when a cache reaches its token budget (streaming, snapkv, h2o,
+ * kara with trigger threshold). */
+bool kara_kv_params_periodic(const kara_kv_params *p);
+/* How far past budget_tokens a threshold method's cache grows before its
+ * event: snapkv's trigger_slack, kara's trigger_slack (auto = interval)
+ * with trigger threshold, 1 otherwise (streaming and h2o fire on the first
+ * slot over). */
+int32_t kara_kv_trigger_slack(const kara_kv_params *p);
 
 /* Bytes the policy reserves besides the block pool (rings, scratch). */
 uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,

@@ -52,19 +52,23 @@ static size_t thread_floats(const kara_kv_score_shape *s) {
     return round_floats(KARA_KV_SCORE_TILE * d) + round_floats((size_t)KARA_KV_SCORE_TILE * zs) + round_floats(zs);
 }
 
-/* Tiles are laid over all window rows (the buffer_only job uses fewer); the
- * scratch size then does not depend on the mode. */
-static size_t partial_floats(const kara_kv_score_shape *s) {
+/* Tiles are laid over all n_q rows that may hold queries (the buffer_only
+ * job uses fewer); the scratch size then does not depend on the mode. */
+static size_t partial_floats(const kara_kv_score_shape *s, int32_t n_q) {
     size_t n_c = (size_t)(s->n_w - s->n_buf);
-    size_t tiles = ((size_t)s->n_w + KARA_KV_SCORE_TILE - 1) / KARA_KV_SCORE_TILE;
+    size_t tiles = ((size_t)n_q + KARA_KV_SCORE_TILE - 1) / KARA_KV_SCORE_TILE;
     return round_floats((size_t)s->n_head * tiles * n_c);
 }
 
-size_t kara_kv_score_scratch_bytes(const kara_kv_score_shape *shape, int32_t n_threads) {
-    if (!shape_ok(shape) || n_threads < 1) return 0;
+size_t kara_kv_score_scratch_bytes_q(const kara_kv_score_shape *shape, int32_t n_q, int32_t n_threads) {
+    if (!shape_ok(shape) || n_threads < 1 || n_q < 1 || n_q > shape->n_w) return 0;
     size_t n_c = (size_t)(shape->n_w - shape->n_buf);
-    size_t floats = partial_floats(shape) + round_floats(n_c) + (size_t)n_threads * thread_floats(shape);
+    size_t floats = partial_floats(shape, n_q) + round_floats(n_c) + (size_t)n_threads * thread_floats(shape);
     return floats * sizeof(float) + 64;
+}
+
+size_t kara_kv_score_scratch_bytes(const kara_kv_score_shape *shape, int32_t n_threads) {
+    return shape ? kara_kv_score_scratch_bytes_q(shape, shape->n_w, n_threads) : 0;
 }
 
 static bool rows_ok(const kara_kv_rows *r) {
@@ -78,12 +82,22 @@ kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_sh
                                   const kara_kv_score_opts *opts, const kara_kv_rows *q,
                                   const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
                                   size_t scratch_bytes, int32_t n_threads) {
+    return kara_kv_score_prepare_q(job, shape, shape ? shape->n_w : 0, opts, q, k, sink, scratch, scratch_bytes,
+                                   n_threads);
+}
+
+kara_status kara_kv_score_prepare_q(kara_kv_score_job *job, const kara_kv_score_shape *shape, int32_t n_q,
+                                    const kara_kv_score_opts *opts, const kara_kv_rows *q,
+                                    const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
+                                    size_t scratch_bytes, int32_t n_threads) {
     if (!job || !opts) return kara_set_error(KARA_ERR_ARG, "kv_score: NULL job or options");
     if (!shape_ok(shape))
         return kara_set_error(KARA_ERR_ARG,
                               "kv_score: bad shape (n_w %d, n_buf %d, n_head %d, n_head_kv %d, head_dim %d, n_sink %d)",
                               shape ? shape->n_w : 0, shape ? shape->n_buf : 0, shape ? shape->n_head : 0,
                               shape ? shape->n_head_kv : 0, shape ? shape->head_dim : 0, shape ? shape->n_sink : 0);
+    if (n_q < 1 || n_q > shape->n_w)
+        return kara_set_error(KARA_ERR_ARG, "kv_score: %d query rows for a window of %d", n_q, shape->n_w);
     if ((unsigned)opts->mode > KARA_SCORE_BUFFER_ONLY)
         return kara_set_error(KARA_ERR_ARG, "kv_score: unknown score mode %d", (int)opts->mode);
     if ((unsigned)opts->softmax_over > KARA_SOFTMAX_WINDOW_PLUS_SINKS)
@@ -98,7 +112,7 @@ kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_sh
     bool sinks = opts->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && shape->n_sink > 0;
     if (sinks && !rows_ok(sink)) return kara_set_error(KARA_ERR_ARG, "kv_score: window_plus_sinks needs sink rows");
     if (n_threads < 1) return kara_set_error(KARA_ERR_ARG, "kv_score: n_threads %d < 1", n_threads);
-    size_t need = kara_kv_score_scratch_bytes(shape, n_threads);
+    size_t need = kara_kv_score_scratch_bytes_q(shape, n_q, n_threads);
     if (!scratch || scratch_bytes < need)
         return kara_set_error(KARA_ERR_ARG, "kv_score: scratch of %zu bytes, need %zu", scratch ? scratch_bytes : 0,
                               need);
@@ -112,6 +126,7 @@ kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_sh
     else job->shape.n_sink = 0;
     job->n_c = shape->n_w - shape->n_buf;
     job->q_lo = opts->mode == KARA_SCORE_BUFFER_ONLY ? job->n_c : 0;
+    if (job->q_lo < shape->n_w - n_q) job->q_lo = shape->n_w - n_q;
     job->n_tiles = (shape->n_w - job->q_lo + KARA_KV_SCORE_TILE - 1) / KARA_KV_SCORE_TILE;
     job->n_units = shape->n_head * job->n_tiles;
     job->n_threads = n_threads;
@@ -119,7 +134,7 @@ kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_sh
 
     uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
     job->partial = (float *)p;
-    job->layer = job->partial + partial_floats(shape);
+    job->layer = job->partial + partial_floats(shape, n_q);
     job->thread_base = (uint8_t *)(job->layer + round_floats((size_t)job->n_c));
     job->thread_bytes = thread_floats(shape) * sizeof(float); /* with the caller's n_sink: a multiple of 64 */
     return KARA_OK;

@@ -110,7 +110,7 @@ typedef struct kara_kv_score_job {
     kara_kv_score_opts opts;
     kara_kv_rows q, k, sink;
     int32_t n_c;          /* compressible slots: scores are over [0, n_c) */
-    int32_t q_lo;         /* first query row read (n_c for buffer_only, else 0) */
+    int32_t q_lo;         /* first query row read (n_c for buffer_only, else 0; at least n_w - n_q) */
     int32_t n_tiles;      /* query-row tiles per head */
     int32_t n_units;      /* n_head * n_tiles */
     int32_t n_threads;    /* per-thread scratch areas available */
@@ -135,6 +135,20 @@ kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_sh
                                   const kara_kv_score_opts *opts, const kara_kv_rows *q,
                                   const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
                                   size_t scratch_bytes, int32_t n_threads);
+
+/* Scoring with queries for only part of the window: rows [n_w - n_q, n_w)
+ * hold queries (1 <= n_q <= n_w), the older rows are keys only. Each mode
+ * then sums over its query rows that lie in that suffix (buffer_only: the
+ * buffer rows among them); two_sided's anti-causal half exists only for
+ * slots with a query. Kara's threshold trigger (ablation A8) scores the
+ * whole generated cache this way with the queries its ring still holds.
+ * With n_q = n_w these are kara_kv_score_scratch_bytes / _prepare; the
+ * scratch needed shrinks with n_q (tiles over n_q rows only). */
+size_t kara_kv_score_scratch_bytes_q(const kara_kv_score_shape *shape, int32_t n_q, int32_t n_threads);
+kara_status kara_kv_score_prepare_q(kara_kv_score_job *job, const kara_kv_score_shape *shape, int32_t n_q,
+                                    const kara_kv_score_opts *opts, const kara_kv_rows *q,
+                                    const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
+                                    size_t scratch_bytes, int32_t n_threads);
 
 /* Compute this thread's share of the units (contiguous range ith of nth).
  * Every ith in [0, nth) must run before kara_kv_score_finish; nth must not

@@ -365,6 +365,14 @@ kara_status kara_kv_select_window(const kara_kv_params *p, const float *s, const
                                   size_t scratch_bytes) {
     if (!p || !n_keep) return kara_set_error(KARA_ERR_ARG, "select: NULL parameters or count");
     int32_t k = kara_kv_keep_count(n_c, p->retention, p->min_keep);
+    kara_status st = kara_kv_select_window_k(p, s, tokens, n_c, k, seed, keep, scratch, scratch_bytes);
+    *n_keep = st == KARA_OK ? k : 0;
+    return st;
+}
+
+kara_status kara_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
+                                    int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes) {
+    if (!p) return kara_set_error(KARA_ERR_ARG, "select: NULL parameters");
     kara_kv_protect pr = {tokens, p->protect_token_ids, p->n_protect_token_ids};
     kara_status st;
     switch (p->method) {
@@ -389,7 +397,6 @@ kara_status kara_kv_select_window(const kara_kv_params *p, const float *s, const
     default:
         return kara_set_error(KARA_ERR_ARG, "select: method %d is not a window method", (int)p->method);
     }
-    *n_keep = st == KARA_OK ? k : 0;
     return st;
 }
 

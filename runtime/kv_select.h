@@ -87,6 +87,12 @@ kara_status kara_kv_select_window(const kara_kv_params *p, const float *s, const
                                   uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch,
                                   size_t scratch_bytes);
 
+/* The same selection with k given (0 <= k <= n_c) instead of derived from
+ * retention: Kara's threshold trigger (ablation A8) keeps what its token
+ * budget leaves room for. */
+kara_status kara_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
+                                    int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes);
+
 /* ---- decode-time baselines over a whole cache [0, n) ---- */
 /* In all three, budget counts every kept slot; when n <= budget every slot
  * is kept. keep has room for n; *n_keep = min(n, budget). */

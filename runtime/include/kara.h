@@ -203,6 +203,10 @@ typedef enum kara_reduce { KARA_REDUCE_MEAN = 0, KARA_REDUCE_MAX, KARA_REDUCE_NO
 typedef enum kara_pool_fallback {
     KARA_POOL_PREEMPT = 0, KARA_POOL_RECOMPRESS_HISTORY, KARA_POOL_FAIL
 } kara_pool_fallback;
+/* When Kara compresses: periodic window events (spec section 4), or once a
+ * sequence's cache reaches its token budget, over the whole generated cache
+ * (ablation A8, docs/KV_COMPRESSION.md). */
+typedef enum kara_kv_trigger { KARA_KV_TRIGGER_PERIODIC = 0, KARA_KV_TRIGGER_THRESHOLD } kara_kv_trigger;
 
 #define KARA_MAX_PROTECT_TOKENS 16
 
@@ -231,6 +235,8 @@ typedef struct kara_kv_params {
     bool per_layer_selection;    /* selection_scope: per_layer */
     bool rerotate_keys;          /* false */
     kara_pool_fallback on_pool_exhausted; /* preempt */
+    kara_kv_trigger trigger;     /* periodic; threshold = ablation A8 (method kara only) */
+    int32_t trigger_slack;       /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
     /* kara.score: */
     kara_score_mode score_mode;  /* bidirectional */
     kara_softmax_over softmax_over; /* window */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_config.h"
 #include "kara.h"
 #include "test_util.h"
 
@@ -68,6 +69,8 @@ static void test_defaults(void) {
     CHECK(!kv->per_layer_selection);
     CHECK(!kv->rerotate_keys);
     CHECK_EQ_INT(kv->on_pool_exhausted, KARA_POOL_PREEMPT);
+    CHECK_EQ_INT(kv->trigger, KARA_KV_TRIGGER_PERIODIC);
+    CHECK_EQ_INT(kv->trigger_slack, 0);
     CHECK_EQ_INT(kv->score_mode, KARA_SCORE_BIDIRECTIONAL);
     CHECK_EQ_INT(kv->softmax_over, KARA_SOFTMAX_WINDOW);
     CHECK_EQ_INT(kv->n_sink, 4);
@@ -282,6 +285,10 @@ static void test_errors(void) {
                  "2:11: kv_cache.method: unknown value 'fast' (expected full | streaming | snapkv | h2o | chunkkv | random | recent | kara)");
     expect_error("enum_nested.yaml", "kara:\n  score:\n    gqa_reduce: normalized_mean\n", KARA_ERR_CONFIG,
                  "3:17: kara.score.gqa_reduce: unknown value 'normalized_mean' (expected mean | max)");
+    expect_error("enum_trigger.yaml", "kv_cache:\n  method: kara\nkara:\n  trigger: sometimes\n", KARA_ERR_CONFIG,
+                 "4:12: kara.trigger: unknown value 'sometimes' (expected periodic | threshold)");
+    expect_error("range_trigger_slack.yaml", "kara:\n  trigger: threshold\n  trigger_slack: 0\n", KARA_ERR_CONFIG,
+                 "3:18: kara.trigger_slack: 0 is out of range [1, 1048576]");
     expect_error("enum_layers.yaml", "kara:\n  score:\n    layers: every:2\n", KARA_ERR_CONFIG,
                  "3:13: kara.score.layers: expected all or stride:N, got 'every:2'");
     expect_error("dup.yaml", "sampling:\n  top_k: 10\n  top_p: 0.9\n  top_k: 20\n", KARA_ERR_CONFIG,
@@ -528,6 +535,40 @@ static void test_format(void) {
     round_trip(&c, "rt_loaded.yaml");
 }
 
+/* kara.trigger (ablation A8) through all three doors: a file, a flag of the
+ * shared CLI table, and --print-config's output. */
+static void test_trigger(void) {
+    kara_config c;
+    kara_config_init(&c);
+    const char *path = write_tmp("trigger.yaml", "kara:\n  trigger: threshold\n  trigger_slack: 64\n");
+    CHECK_EQ_INT(kara_config_load(&c, path), KARA_OK);
+    CHECK_EQ_INT(c.context.kv.trigger, KARA_KV_TRIGGER_THRESHOLD);
+    CHECK_EQ_INT(c.context.kv.trigger_slack, 64);
+    char want[1200];
+    snprintf(want, sizeof want, "%s:2:12", path);
+    CHECK_MSG(!strcmp(kara_config_origin(&c, "kara.trigger"), want), "origin %s", kara_config_origin(&c, "kara.trigger"));
+    CHECK_EQ_INT(kara_config_set(&c, "kara.trigger_slack", "auto", "--x"), KARA_OK);
+    CHECK_EQ_INT(c.context.kv.trigger_slack, 0);
+    char text[16384];
+    kara_config_format(&c, text, sizeof text);
+    CHECK(strstr(text, "\n  trigger: threshold ") != NULL);
+    CHECK(strstr(text, "\n  trigger_slack: auto ") != NULL);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.trigger", "Threshold", "--kv-trigger"), KARA_ERR_CONFIG);
+    CHECK_MSG(!strcmp(kara_last_error(),
+                      "--kv-trigger: kara.trigger: unknown value 'Threshold' (expected periodic | threshold)"),
+              "got '%s'", kara_last_error());
+
+    /* the shared flag; flags win over files */
+    char *argv[] = {"kara", "--config", (char *)path, "--kv-trigger", "periodic", NULL};
+    kara_cli_parsed cli;
+    CHECK_EQ_INT(kara_cli_parse("run", 5, argv, NULL, 0, &c, &cli), -1);
+    CHECK_EQ_INT(c.context.kv.trigger, KARA_KV_TRIGGER_PERIODIC);
+    CHECK_EQ_INT(c.context.kv.trigger_slack, 64);
+    CHECK(!strcmp(kara_config_origin(&c, "kara.trigger"), "--kv-trigger"));
+    kara_cli_parsed_free(&cli);
+    round_trip(&c, "rt_trigger.yaml");
+}
+
 int main(void) {
     test_defaults();
     test_enum_names();
@@ -535,5 +576,6 @@ int main(void) {
     test_errors();
     test_set();
     test_format();
+    test_trigger();
     return kara_test_finish();
 }

@@ -115,14 +115,15 @@ static bool ref_softmax(const tcase *c, const kara_kv_score_opts *o, int a, int 
     return true;
 }
 
-static void ref_score(const tcase *c, const kara_kv_score_opts *o, double *out) {
+/* Scores with queries for rows [q_lo, n_w) only (0: every row). */
+static void ref_score_q(const tcase *c, const kara_kv_score_opts *o, int q_lo, double *out) {
     const kara_kv_score_shape *s = &c->sh;
     int n_w = s->n_w, n_c = n_w - s->n_buf, G = s->n_head / s->n_head_kv;
     double *p = malloc(sizeof(double) * n_w), *sa = malloc(sizeof(double) * n_c * s->n_head);
     for (int a = 0; a < s->n_head; a++) {
         double *acc = sa + (size_t)a * n_c;
         for (int j = 0; j < n_c; j++) acc[j] = 0;
-        for (int i = 0; i < n_w; i++) {
+        for (int i = q_lo; i < n_w; i++) {
             switch (o->mode) {
             case KARA_SCORE_BIDIRECTIONAL:
                 if (ref_softmax(c, o, a, i, false, p))
@@ -160,6 +161,8 @@ static void ref_score(const tcase *c, const kara_kv_score_opts *o, double *out) 
     free(p);
     free(sa);
 }
+
+static void ref_score(const tcase *c, const kara_kv_score_opts *o, double *out) { ref_score_q(c, o, 0, out); }
 
 /* ---- storage layouts the scorer reads ---- */
 typedef struct stored {
@@ -244,14 +247,19 @@ static void stored_free(stored *st) {
 
 /* Run the scorer with the units split over nth slices run one after the
  * other (ith = nth-1 down to 0, so slices do not run in index order). */
-static kara_status run_scorer(const tcase *c, const kara_kv_score_opts *o, int layout, int nth, float *out) {
+static kara_status run_scorer_q(const tcase *c, const kara_kv_score_opts *o, int layout, int nth, int n_q,
+                                float *out) {
     stored st;
     stored_make(&st, c, layout);
-    size_t bytes = kara_kv_score_scratch_bytes(&c->sh, nth);
+    size_t bytes = n_q == c->sh.n_w ? kara_kv_score_scratch_bytes(&c->sh, nth)
+                                    : kara_kv_score_scratch_bytes_q(&c->sh, n_q, nth);
     uint8_t *scratch = malloc(bytes + 64);
     memset(scratch, 0xA5, bytes + 64);
     kara_kv_score_job job;
-    kara_status rc = kara_kv_score_prepare(&job, &c->sh, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth);
+    kara_status rc =
+        n_q == c->sh.n_w
+            ? kara_kv_score_prepare(&job, &c->sh, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth)
+            : kara_kv_score_prepare_q(&job, &c->sh, n_q, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth);
     if (rc == KARA_OK) {
         for (int ith = nth - 1; ith >= 0; ith--) CHECK_EQ_INT(kara_kv_score_compute(&job, ith, nth), KARA_OK);
         kara_kv_score_finish(&job, out, NULL);
@@ -263,6 +271,10 @@ static kara_status run_scorer(const tcase *c, const kara_kv_score_opts *o, int l
     free(scratch);
     stored_free(&st);
     return rc;
+}
+
+static kara_status run_scorer(const tcase *c, const kara_kv_score_opts *o, int layout, int nth, float *out) {
+    return run_scorer_q(c, o, layout, nth, c->sh.n_w, out);
 }
 
 static const char *mode_name(kara_score_mode m) {
@@ -302,6 +314,56 @@ static void test_reference_all_options(void) {
         tcase_free(&c);
     }
     printf("reference: %d option/layout cases, worst relative error %.3g (tolerance 2e-5)\n", cases, worst);
+}
+
+/* Queries for only the newest n_q rows (Kara's threshold trigger, ablation
+ * A8, scores the whole generated cache with the queries its ring holds):
+ * every mode and layout against the reference restricted to those rows,
+ * for a suffix longer than the buffer (two tiles, a partial one), one
+ * shorter than the buffer, a single row and the whole window; bitwise equal
+ * over thread counts; a smaller scratch than the full window's; bad n_q. */
+static void test_reference_query_suffix(void) {
+    kara_kv_score_shape sh = {45, 9, 4, 2, 20, 3};
+    const int n_qs[] = {37, 5, 1, 45};
+    int cases = 0;
+    for (int layout = 0; layout < 3; layout++) {
+        tcase c;
+        rng_state = 300 + layout;
+        tcase_random(&c, sh, 1.5, layout == 1, layout >= 1);
+        for (int qi = 0; qi < 4; qi++)
+            for (int mode = 0; mode < 4; mode++) {
+                int n_q = n_qs[qi], n_c = sh.n_w - sh.n_buf;
+                kara_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN};
+                float got[64], got3[64];
+                double ref[64];
+                if (!CHECK_EQ_INT(run_scorer_q(&c, &o, layout, 1, n_q, got), KARA_OK)) continue;
+                ref_score_q(&c, &o, sh.n_w - n_q, ref);
+                double err = 0, tot = 0;
+                for (int j = 0; j < n_c; j++) {
+                    err = fmax(err, fabs(got[j] - ref[j]) / (1 + fabs(ref[j])));
+                    tot += ref[j];
+                }
+                CHECK_MSG(err <= 2e-5, "layout %d mode %s n_q %d: rel err %g", layout, mode_name(o.mode), n_q, err);
+                /* the suffix really limits the queries: bidirectional rows each
+                 * give C a share of probability 1, so the total is below n_q */
+                if (mode == KARA_SCORE_BIDIRECTIONAL) CHECK_MSG(tot > 0 && tot < n_q, "n_q %d: total %g", n_q, tot);
+                CHECK_EQ_INT(run_scorer_q(&c, &o, layout, 3, n_q, got3), KARA_OK);
+                CHECK_MSG(!memcmp(got, got3, (size_t)n_c * sizeof(float)), "n_q %d: 1 vs 3 threads differ", n_q);
+                cases++;
+            }
+        tcase_free(&c);
+    }
+    CHECK_EQ_INT(cases, 48);
+    CHECK(kara_kv_score_scratch_bytes_q(&sh, 5, 2) < kara_kv_score_scratch_bytes(&sh, 2));
+    CHECK(kara_kv_score_scratch_bytes_q(&sh, 45, 2) == kara_kv_score_scratch_bytes(&sh, 2));
+    CHECK(kara_kv_score_scratch_bytes_q(&sh, 0, 2) == 0 && kara_kv_score_scratch_bytes_q(&sh, 46, 2) == 0);
+    kara_kv_score_opts o;
+    kara_kv_score_opts_init(&o);
+    kara_kv_score_job job;
+    float buf[4] = {0};
+    kara_kv_rows r = kara_kv_rows_plain(KARA_KV_F32, buf, 16);
+    CHECK_EQ_INT(kara_kv_score_prepare_q(&job, &sh, 0, &o, &r, &r, &r, buf, sizeof buf, 1), KARA_ERR_ARG);
+    CHECK_MSG(strstr(kara_last_error(), "0 query rows for a window of 45") != NULL, "message: %s", kara_last_error());
 }
 
 /* The default configuration at a realistic window (interval 128 + buffer 32). */
@@ -636,6 +698,7 @@ int main(void) {
     test_reference_all_options();
     test_reference_default_large();
     test_reference_snapkv_shape();
+    test_reference_query_suffix();
     test_thread_invariance();
     test_layer_reduce();
     test_errors();
