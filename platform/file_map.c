@@ -1,45 +1,109 @@
-/* file_map.c - POSIX mmap behind kara_file_map. An empty file maps to a
- * valid zero-length view (mmap of length 0 is an error on Linux). */
+/* file_map.c - POSIX mmap behind kara_file_map: a file mapping, or a copy
+ * of the file in anonymous memory. An empty file maps to a valid
+ * zero-length view (mmap of length 0 is an error on Linux). */
 #include "file_map.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 
-int kara_file_map_open(const char *path, kara_file_map *m) {
-    m->data = NULL;
-    m->size = 0;
+/* Open path as a regular file; *size its length. Returns an fd or -errno;
+ * an empty file is returned as fd with *size 0. */
+static int open_regular(const char *path, size_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno;
+    if (fd < 0) return -errno;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return e;
+        return -e;
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return EISDIR;
+        return -EISDIR;
     }
-    if (st.st_size == 0) {
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+static void set_empty(kara_file_map *m) {
+    static const uint8_t empty[1];
+    m->data = empty;
+    m->size = 0;
+    m->map_len = 0;
+}
+
+int kara_file_map_open(const char *path, kara_file_map *m) {
+    memset(m, 0, sizeof *m);
+    size_t size = 0;
+    int fd = open_regular(path, &size);
+    if (fd < 0) return -fd;
+    if (size == 0) {
         close(fd);
-        static const uint8_t empty[1];
-        m->data = empty;
+        set_empty(m);
         return 0;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) return e;
     m->data = p;
-    m->size = (size_t)st.st_size;
+    m->size = size;
+    m->map_len = size;
+    return 0;
+}
+
+int kara_file_read_anon(const char *path, kara_file_map *m) {
+    memset(m, 0, sizeof *m);
+    size_t size = 0;
+    int fd = open_regular(path, &size);
+    if (fd < 0) return -fd;
+    if (size == 0) {
+        close(fd);
+        set_empty(m);
+        return 0;
+    }
+    const size_t huge = (size_t)2 << 20;
+    size_t len = (size + huge - 1) & ~(huge - 1);
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return e;
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, len, MADV_HUGEPAGE); /* advice only: without THP this is a plain copy */
+#endif
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, p + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO; /* r == 0: the file shrank while being read */
+            close(fd);
+            munmap(p, len);
+            return e;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (mprotect(p, len, PROT_READ) != 0) {
+        int e = errno;
+        munmap(p, len);
+        return e;
+    }
+    m->data = p;
+    m->size = size;
+    m->map_len = len;
     return 0;
 }
 
 void kara_file_map_close(kara_file_map *m) {
-    if (m->data && m->size) munmap((void *)m->data, m->size);
+    if (m->data && m->map_len) munmap((void *)m->data, m->map_len);
     m->data = NULL;
     m->size = 0;
+    m->map_len = 0;
 }

@@ -8,10 +8,19 @@
 typedef struct kara_file_map {
     const uint8_t *data;
     size_t size;
+    size_t map_len;  /* bytes to unmap (0: nothing to unmap) */
 } kara_file_map;
 
 /* Map path read-only. Returns 0, or an errno value (message via strerror). */
 int kara_file_map_open(const char *path, kara_file_map *m);
+/* Read path into private anonymous memory instead, advised for transparent
+ * huge pages and then made read-only. Why: decode streams every weight once
+ * per token, and on a 4 KiB-page file mapping each page costs a TLB miss
+ * that also stops the hardware prefetcher at the page boundary; with 2 MiB
+ * pages Qwen3-0.6B Q4_K_M decodes 12-15% faster on one Zen 4 core. Costs a
+ * copy at load (about 0.7 s for 390 MB from the page cache). Same return
+ * values as kara_file_map_open. */
+int kara_file_read_anon(const char *path, kara_file_map *m);
 void kara_file_map_close(kara_file_map *m);
 
 #endif

@@ -63,6 +63,7 @@ static const kara_enum_name think_names[] = {
 static const key_spec keys[] = {
     {"model.path", K_STRING, FIELD(model_path), 0, 0, NULL, 0},
     {"model.preset", K_STRING, FIELD(preset), 0, 0, NULL, 0},
+    {"model.mmap", K_BOOL, FIELD(use_mmap), 0, 0, NULL, 0},
     {"runtime.threads", K_INT, FIELD(context.n_threads), -1, 4096, auto_zero, 0},
     {"context.size", K_INT, FIELD(context.n_ctx), 0, MAX_TOKENS, auto_zero, 0},
     {"context.batch", K_INT, FIELD(context.n_batch), 1, MAX_SLOTS, NULL, 0},

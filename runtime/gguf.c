@@ -337,10 +337,14 @@ kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out, char
 }
 
 kara_status kara_gguf_open(const char *path, kara_gguf **out, char *err, size_t err_size) {
+    return kara_gguf_open_mode(path, false, out, err, err_size);
+}
+
+kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out, char *err, size_t err_size) {
     *out = NULL;
     kara_file_map *m = calloc(1, sizeof *m);
     if (!m) return KARA_ERR_NOMEM;
-    int e = kara_file_map_open(path, m);
+    int e = in_ram ? kara_file_read_anon(path, m) : kara_file_map_open(path, m);
     if (e) {
         if (err && err_size) snprintf(err, err_size, "cannot open '%s': %s", path, strerror(e));
         free(m);

@@ -97,6 +97,9 @@ typedef struct kara_gguf {
 /* Map and parse a file. On error returns a status and writes a message
  * naming the problem and byte offset to err. */
 kara_status kara_gguf_open(const char *path, kara_gguf **out, char *err, size_t err_size);
+/* The same, with the file read into (huge-page) memory when in_ram instead
+ * of mapped (kara_file_read_anon). */
+kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out, char *err, size_t err_size);
 /* Parse an image already in memory (not copied; must outlive the result). */
 kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out, char *err, size_t err_size);
 void kara_gguf_close(kara_gguf *g);

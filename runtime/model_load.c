@@ -239,7 +239,7 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
     kara_model *m = calloc(1, sizeof *m);
     if (!m) return kara_set_error(KARA_ERR_NOMEM, "out of memory loading %s", path);
     char err[600];
-    kara_status st = kara_gguf_open(path, &m->gguf, err, sizeof err);
+    kara_status st = kara_gguf_open_mode(path, !params->use_mmap && !params->vocab_only, &m->gguf, err, sizeof err);
     if (st) {
         free(m);
         return kara_set_error(st, "%s", err);

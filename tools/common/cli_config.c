@@ -13,6 +13,7 @@ typedef struct shared_flag {
 
 static const shared_flag shared_flags[] = {
     {"-m|--model", "model.path", "GGUF model file"},
+    {"--mmap", "model.mmap", "on: map the model file; off: read it into huge-page memory (faster decode)"},
     {"-c|--ctx-size", "context.size", "context size in tokens (0 = the model's)"},
     {"-b|--batch-size", "context.batch", "tokens per forward pass (prompt chunks)"},
     {"-t|--threads", "runtime.threads", "threads (0 = all cores)"},
@@ -175,4 +176,11 @@ int kara_cli_finish(const char *cmd, const char *synopsis, const kara_cli_flag *
         rc = KARA_EXIT_USAGE;
     }
     return rc;
+}
+
+kara_status kara_cli_load_model(const kara_config *cfg, kara_model **out) {
+    kara_model_params mp;
+    kara_model_params_init(&mp);
+    mp.use_mmap = cfg->use_mmap;
+    return kara_model_load(cfg->model_path, &mp, out);
 }

@@ -42,6 +42,8 @@ bool kara_cli_flag_is(const kara_cli_flag *f, const char *name);
 void kara_cli_usage(FILE *f, const kara_cli_flag *own, int n_own);
 /* Print the resolved configuration (--print-config) to f. */
 void kara_cli_print_config(FILE *f, const kara_config *cfg);
+/* Load cfg's model (model.path) with its model.* options. */
+kara_status kara_cli_load_model(const kara_config *cfg, kara_model **out);
 /* The end of every command's flag parsing: with rc < 0 (go on), --help
  * prints the synopsis and the options and --print-config the resolved
  * configuration (both then exit 0), and a missing model path is a usage

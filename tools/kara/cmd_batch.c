@@ -463,7 +463,7 @@ static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
 
 static int setup_engine(job *j) {
     const kara_config *cfg = &j->o->cfg;
-    kara_status st = kara_model_load(cfg->model_path, NULL, &j->model);
+    kara_status st = kara_cli_load_model(cfg, &j->model);
     if (st) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
         return status_exit(st);

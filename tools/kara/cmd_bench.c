@@ -24,6 +24,7 @@ typedef struct bench_opts {
     long long threads, n_prompt, n_gen, depth, reps;
     kara_kv_dtype kv_dtype;
     bool membw, kernels, onednn;  /* micro-benchmarks instead of a model */
+    bool use_mmap;                /* --mmap: map the model instead of reading it */
     const char *kernel_types;
 } bench_opts;
 
@@ -45,7 +46,7 @@ static double peak_rss_mib(void) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-type f16|f32]\n\n"
+    fprintf(f, "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-type f16|f32] [--mmap]\n\n"
                "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of 512)\n"
                "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
                "runs once to warm up, then REPS times; prints JSON lines with tokens/s median/min/max in the\n"
@@ -56,7 +57,8 @@ static void usage(FILE *f) {
                "  -n N       generated tokens for the tg test, 0 = skip [128]\n"
                "  -d N       tokens in the cache before the tg test [0]\n"
                "  -r N       repetitions, 1..100 [3]\n"
-               "  --kv-type  KV cache element type [f16]\n\n"
+               "  --kv-type  KV cache element type [f16]\n"
+               "  --mmap     map the model file instead of reading it into huge-page memory\n\n"
                "kara bench --membw [-t N]: streaming read bandwidth of a 1 GiB buffer.\n"
                "kara bench --kernels [TYPES] [-t N] [-p BATCH]: matrix-vector and matrix-matrix (BATCH rows,\n"
                "default 64) products of the kernel table on Qwen3 weight shapes, per type (Q4_0,Q8_0,Q4_K,\n"
@@ -113,6 +115,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 o->kernel_types = v;
                 i++;
             }
+            continue;
+        } else if (!strcmp(a, "--mmap")) {
+            o->use_mmap = true;
             continue;
         } else if (!strcmp(a, "--kv-type")) {
             if (!v || kara_kv_dtype_parse(v, &o->kv_dtype) != KARA_OK) {
@@ -173,7 +178,10 @@ static int bench_main(int argc, char **argv) {
 
     double t0 = now_s();
     kara_model *model = NULL;
-    if (kara_model_load(o.model, NULL, &model) != KARA_OK) {
+    kara_model_params mp;
+    kara_model_params_init(&mp);
+    mp.use_mmap = o.use_mmap;
+    if (kara_model_load(o.model, &mp, &model) != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
         return KARA_EXIT_NOINPUT;
     }

@@ -576,7 +576,7 @@ static int chat_main(int argc, char **argv) {
     s.tty_in = isatty(STDIN_FILENO);
     g_fancy = s.fancy;
 
-    kara_status st = kara_model_load(o.cfg.model_path, NULL, &s.model);
+    kara_status st = kara_cli_load_model(&o.cfg, &s.model);
     if (st) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
         return kara_exit_for_status(st);

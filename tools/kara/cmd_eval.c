@@ -216,7 +216,7 @@ static int eval_main(int argc, char **argv) {
     kara_eval_tasks tasks;
     if (!kara_eval_tasks_load(&tasks, o.tasks, o.n_tasks_files, o.limit)) return KARA_EXIT_DATAERR;
     kara_model *m;
-    kara_status st = kara_model_load(o.cfg.model_path, NULL, &m);
+    kara_status st = kara_cli_load_model(&o.cfg, &m);
     if (st) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
         kara_eval_tasks_free(&tasks);

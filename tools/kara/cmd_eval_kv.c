@@ -350,7 +350,7 @@ static int eval_main(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     kara_model *m;
-    kara_status st = kara_model_load(o.cfg.model_path, NULL, &m);
+    kara_status st = kara_cli_load_model(&o.cfg, &m);
     if (st) {
         fprintf(stderr, "kara eval-kv: %s\n", kara_last_error());
         return kara_exit_for_status(st);
