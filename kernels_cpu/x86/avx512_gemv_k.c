@@ -12,8 +12,9 @@
  * and 2 in its low nibbles and 1 and 3 in its high nibbles, so the
  * activation row is rearranged once per call into that order (with its
  * 32-element sums, from the Q8_K bsums, for the min terms).
- * Measured (kara bench --kernels, 1 thread): 17.4 -> 21.0 GB/s on the
- * 127 MB output shape streamed from DRAM, 22-27 -> 25-31 GB/s from L3.
+ * Scales are spread over the lanes with VPSHUFB from a per-lane broadcast
+ * (VPERMW was slower). Measured (kara bench --kernels, 1 thread): 17.4 -> 24 GB/s on the
+ * 127 MB output shape streamed from DRAM, 22-27 -> 26-30 GB/s from L3.
  * A 512-bit Q6_K version of the same design was slower than the 256-bit
  * block kernel from DRAM (22.6 vs 25.4 GB/s), so Q6_K stays there.
  */
@@ -61,20 +62,20 @@ static void prepare_x_q4_K(const kara_block_q8_K *x, int64_t nb, gemv_xk *px)
 static float row_q4_K(const uint8_t *row, int64_t nb, const gemv_xk *px)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    /* int16 lane -> scale index: lanes 0-15 sub-block a, 16-31 sub-block b */
-    const __m512i idx[4] = {
-        _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-        _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),
-        _mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4),
-        _mm512_set_epi16(7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5),
-    };
+    /* byte shuffles that spread int16 scale j over a 256-bit half: every
+     * 128-bit lane holds all eight scales, lanes 0-1 take sub-block a, 2-3 b */
+#define SPREAD(a, b) _mm512_set_epi64(S64(b), S64(b), S64(b), S64(b), S64(a), S64(a), S64(a), S64(a))
+#define S64(j) (long long)(0x0101010101010101ULL * (uint64_t)(2 * (j)) + 0x0100010001000100ULL)
+    const __m512i idx[4] = { SPREAD(0, 2), SPREAD(1, 3), SPREAD(4, 6), SPREAD(5, 7) };
+#undef SPREAD
+#undef S64
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = row + sizeof(kara_block_q4_K) * i;
         uint64_t sc8, mn8;
         kara_unpack_k4_scales_packed(blk + 4, &sc8, &mn8);
-        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
         const __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8));
         const __m512i w0 = _mm512_loadu_si512((const void *)(blk + 16));
         const __m512i w1 = _mm512_loadu_si512((const void *)(blk + 80));
@@ -85,10 +86,10 @@ static float row_q4_K(const uint8_t *row, int64_t nb, const gemv_xk *px)
         const __m512i p2 = _mm512_maddubs_epi16(_mm512_and_si512(w1, m4), _mm512_load_si512((const void *)(xq + 128)));
         const __m512i p3 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w1, 4), m4),
                                                 _mm512_load_si512((const void *)(xq + 192)));
-        __m512i s01 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, _mm512_permutexvar_epi16(idx[0], sc));
-        __m512i s23 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p2, _mm512_permutexvar_epi16(idx[2], sc));
-        s01 = _mm512_dpwssd_epi32(s01, p1, _mm512_permutexvar_epi16(idx[1], sc));
-        s23 = _mm512_dpwssd_epi32(s23, p3, _mm512_permutexvar_epi16(idx[3], sc));
+        __m512i s01 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, _mm512_shuffle_epi8(sc, idx[0]));
+        __m512i s23 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p2, _mm512_shuffle_epi8(sc, idx[2]));
+        s01 = _mm512_dpwssd_epi32(s01, p1, _mm512_shuffle_epi8(sc, idx[1]));
+        s23 = _mm512_dpwssd_epi32(s23, p3, _mm512_shuffle_epi8(sc, idx[3]));
         const float dx = px->d[i];
         const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23));
         if (i & 1)
