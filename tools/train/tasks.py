@@ -213,6 +213,45 @@ def build_example(terms, fmt=FORMAT):
     }
 
 
+def build_copy_drill(rng, n_terms):
+    """A training-only drill for the one step the model learned slowly: the
+    block header's copy of a term from the prompt, looked up by its label.
+    Prompt "List #1 a*b + ... ." (its own verb, so the model can tell the
+    drill from a real problem); the thinking is the n headers "#k a*b" in a
+    random order, every operand character a copy token; the answer is the
+    number of terms."""
+    terms = make_problem(rng, n_terms)
+    order = list(range(1, n_terms + 1))
+    rng.shuffle(order)
+    ids, kind, copy = [], [], []
+
+    def add(toks, k, c=0):
+        ids.extend(toks)
+        kind.extend([k] * len(toks))
+        copy.extend([c] * len(toks))
+
+    prompt = "List " + prompt_text(terms)[len("Compute "):]
+    add([IM_START], KIND_PROMPT)
+    add(encode_text("user\n" + prompt), KIND_PROMPT)
+    add([IM_END], KIND_PROMPT)
+    add(encode_text("\n"), KIND_PROMPT)
+    add([IM_START], KIND_PROMPT)
+    add(encode_text("assistant\n"), KIND_PROMPT)
+    add([THINK], KIND_PROMPT)
+    prompt_len = len(ids)
+    add(encode_text("\n"), KIND_SCRATCH)
+    for k in order:
+        a, b = terms[k - 1]
+        add(encode_text(f"#{k} "), KIND_SCRATCH)
+        add(encode_text(f"{a}*{b}"), KIND_SCRATCH, 1)
+        add(encode_text("\n"), KIND_SCRATCH)
+    add([END_THINK], KIND_ANSWER)
+    add(encode_text(f"\n\n{n_terms}"), KIND_ANSWER)
+    add([IM_END], KIND_ANSWER)
+    return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": copy, "prompt_len": prompt_len,
+            "think_len": len(ids) - prompt_len, "answer": str(n_terms), "drill": True}
+
+
 def chat_prompt_ids(prompt):
     """Token ids of the chat prompt up to and including '<think>'."""
     return ([IM_START] + encode_text("user\n" + prompt) + [IM_END] + encode_text("\n") +
@@ -247,8 +286,9 @@ def heldout_terms(seed, count):
 class TrainStream:
     """Seeded stream of training batches, excluding held-out prompts."""
 
-    def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT):
+    def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0):
         self.fmt = fmt
+        self.drill = drill
         self.rng = random.Random(f"train-{seed}")
         self.exclude = exclude
         self.tokens_per_batch = tokens_per_batch
@@ -262,6 +302,12 @@ class TrainStream:
         self.rng.setstate(st)
 
     def next_batch(self):
+        if self.drill > 0 and self.rng.random() < self.drill:
+            n = self.rng.randint(2, 8)
+            exs = []
+            while len(exs) * len(build_copy_drill(random.Random(0), n)["ids"]) < self.tokens_per_batch:
+                exs.append(build_copy_drill(self.rng, n))
+            return n, exs
         n = self.rng.choices(self.ns, self.ws)[0]
         exs = []
         while True:

@@ -50,6 +50,8 @@ def parse_args():
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--mask-prob", type=float, default=0.6)
     ap.add_argument("--qk-norm-lr-mult", type=float, default=1.0, help="learning-rate factor of QK-norm gains")
+    ap.add_argument("--copy-drill", type=float, default=0.0,
+                    help="share of batches that are header-copy drills (tasks.build_copy_drill)")
     ap.add_argument("--copy-weight", type=float, default=1.0, help="loss weight of long-range copy tokens")
     ap.add_argument("--mask-wmin", type=int, default=48)
     ap.add_argument("--mask-wmax", type=int, default=512)
@@ -125,7 +127,7 @@ def main():
                              {"params": qk, "weight_decay": 0.0, "mult": a.qk_norm_lr_mult}],
                             lr=a.lr, betas=(0.9, 0.98))
     exclude = tasks.heldout_terms(a.heldout_seed, 100)
-    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format)
+    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):
@@ -172,6 +174,8 @@ def main():
         tgt = torch.tensor([e["ids"][1:] + [-100] * (T - len(e["ids"])) for e in exs])
         longest = max(exs, key=lambda e: len(e["ids"]))
         ws = [mrng.randint(a.mask_wmin, a.mask_wmax) if mrng.random() < a.mask_prob else 0 for _ in range(B)]
+        if longest.get("drill"):
+            ws = [0] * B  # nothing finished to mask in a drill
         allowed = build_allowed(longest, B, ws) if any(ws) else None
         lr = lr_at(a, step)
         for g in opt.param_groups:
