@@ -36,16 +36,31 @@ static void set_empty(kara_file_map *m) {
     m->map_len = 0;
 }
 
-int kara_file_map_open(const char *path, kara_file_map *m) {
+/* The start both loaders share: clear *m, open path. Returns an errno
+ * value, or 0 with *fd open and *size > 0, or 0 with *fd = -1 when the
+ * file is empty and *m is already its (valid, empty) view. */
+static int begin_view(const char *path, kara_file_map *m, int *fd, size_t *size) {
     memset(m, 0, sizeof *m);
-    size_t size = 0;
-    int fd = open_regular(path, &size);
-    if (fd < 0) return -fd;
-    if (size == 0) {
-        close(fd);
-        set_empty(m);
-        return 0;
+    *size = 0;
+    *fd = open_regular(path, size);
+    if (*fd < 0) {
+        int e = -*fd;
+        *fd = -1;
+        return e;
     }
+    if (*size == 0) {
+        close(*fd);
+        *fd = -1;
+        set_empty(m);
+    }
+    return 0;
+}
+
+int kara_file_map_open(const char *path, kara_file_map *m) {
+    int fd;
+    size_t size;
+    int e0 = begin_view(path, m, &fd, &size);
+    if (e0 || fd < 0) return e0;
     void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
@@ -57,15 +72,10 @@ int kara_file_map_open(const char *path, kara_file_map *m) {
 }
 
 int kara_file_read_anon(const char *path, kara_file_map *m) {
-    memset(m, 0, sizeof *m);
-    size_t size = 0;
-    int fd = open_regular(path, &size);
-    if (fd < 0) return -fd;
-    if (size == 0) {
-        close(fd);
-        set_empty(m);
-        return 0;
-    }
+    int fd;
+    size_t size;
+    int e0 = begin_view(path, m, &fd, &size);
+    if (e0 || fd < 0) return e0;
     const size_t huge = (size_t)2 << 20;
     size_t len = (size + huge - 1) & ~(huge - 1);
     uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -18,7 +18,6 @@
 
 #include "context.h"
 #include "kv_compact.h"
-#include "synth_model.h"
 #include "test_util.h"
 
 static const kara_kv_method all_methods[] = {
@@ -28,21 +27,7 @@ static const kara_kv_method all_methods[] = {
 #define N_METHODS (int)(sizeof all_methods / sizeof all_methods[0])
 
 static kara_model *tiny_model(void) {
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
-    kara_synth_preset(&sp, "tiny");
-    snprintf(sp.arch, sizeof sp.arch, "qwen3");
-    sp.seed = 12;
-    sp.n_ctx = 2048;
-    char path[512], err[256];
-    snprintf(path, sizeof path, "%s/tiny-qwen3.gguf", kara_test_tmpdir());
-    if (kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
-        fprintf(stderr, "synth: %s\n", err);
-        return NULL;
-    }
-    kara_model *m = NULL;
-    if (kara_model_load(path, NULL, &m) != KARA_OK) fprintf(stderr, "load: %s\n", kara_last_error());
-    return m;
+    return kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3.gguf");
 }
 
 /* Small windows so that a few hundred steps see many events. */
@@ -54,25 +39,6 @@ static void small_window(kara_kv_params *kv, kara_kv_method method) {
     kv->max_defer = 8;
     kv->budget_tokens = 96;
     kv->snapkv_trigger_slack = 32;
-}
-
-static kara_context *make_ctx(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx) {
-    kara_context_params cp;
-    kara_context_params_init(&cp);
-    cp.n_ctx = n_ctx;
-    cp.n_seq_max = n_seq;
-    cp.n_threads = threads;
-    cp.kv = *kv;
-    kara_context *c = NULL;
-    if (kara_context_create(m, &cp, &c) != KARA_OK) fprintf(stderr, "context: %s\n", kara_last_error());
-    return c;
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 /* Check section 7.3 for one sequence, and the pool's bookkeeping. */
@@ -102,7 +68,7 @@ static bool invariants_hold(const kara_context *c, int seq, const char *what) {
  * (optionally) every step's logits. Checks the invariants after each event
  * and that the KV bytes never exceed the budget. */
 static int32_t *generate(kara_model *m, const kara_kv_params *kv, int threads, int n_steps, float **logits_out) {
-    kara_context *c = make_ctx(m, kv, 1, threads, 1024);
+    kara_context *c = kara_test_kv_context(m, kv, 1, threads, 1024);
     if (!CHECK(c != NULL)) return NULL;
     int V = kara_model_n_vocab(m);
     int32_t prompt[6] = {1, 17, 33, 49, 65, 81};
@@ -115,7 +81,7 @@ static int32_t *generate(kara_model *m, const kara_kv_params *kv, int threads, i
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
         const float *l = kara_get_logits(c, -1);
         if (logits) memcpy(logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        toks[i] = argmax(l, V);
+        toks[i] = kara_test_argmax(l, V);
         kara_batch nb = kara_batch_one_sequence(&toks[i], 1, 6 + i, 0);
         st = kara_decode(c, &nb);
         if (kv->budget && kara_context_kv_bytes(c) > kv->budget) budget_ok = false;
@@ -183,7 +149,7 @@ static void test_interleaved_accounting(kara_model *m) {
     kara_kv_params_init(&kv);
     small_window(&kv, KARA_KV_METHOD_KARA);
     kv.budget = 0;
-    kara_context *c = make_ctx(m, &kv, 8, 2, 512);
+    kara_context *c = kara_test_kv_context(m, &kv, 8, 2, 512);
     if (!CHECK(c != NULL)) return;
     int V = kara_model_n_vocab(m);
     int32_t toks[8], pos[8], seq[8];
@@ -194,7 +160,7 @@ static void test_interleaved_accounting(kara_model *m) {
         for (int j = 0; j < 4 + s; j++) p[j] = (s * 31 + j * 7) % V;
         kara_batch b = kara_batch_one_sequence(p, 4 + s, 0, s);
         CHECK(kara_decode(c, &b) == KARA_OK);
-        toks[s] = argmax(kara_get_logits(c, -1), V);
+        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
         pos[s] = 4 + s;
         seq[s] = s;
         want[s] = 1;
@@ -207,7 +173,7 @@ static void test_interleaved_accounting(kara_model *m) {
         for (int s = 0; s < 8; s++) {
             ok &= invariants_hold(c, s, "interleaved");
             held += c->kv.seqs[s].n_blocks;
-            toks[s] = argmax(kara_get_logits(c, s), V);
+            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
             pos[s]++;
         }
         ok &= CHECK_EQ_INT(held + c->kv.n_free, c->kv.n_blocks);
@@ -262,7 +228,7 @@ static void test_think_only(kara_model *m) {
     small_window(&kv, KARA_KV_METHOD_KARA);
     kv.think_only = true;
     kv.budget = 0;
-    kara_context *c = make_ctx(m, &kv, 1, 1, 1024);
+    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, 1024);
     if (!CHECK(c != NULL)) return;
     int32_t prompt[4] = {1, 2, 3, 4};
     kara_batch b = kara_batch_one_sequence(prompt, 4, 0, 0);

@@ -20,27 +20,12 @@
 
 #include "context.h"
 #include "kv_compact.h"
-#include "synth_model.h"
 #include "test_util.h"
 
 #define BLOCK_BYTES (4 * 2 * 16 * 2 * 32 * 2) /* layers x K,V x slots x KV heads x dim x f16 */
 
 static kara_model *tiny_model(void) {
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
-    kara_synth_preset(&sp, "tiny");
-    snprintf(sp.arch, sizeof sp.arch, "qwen3");
-    sp.seed = 12;
-    sp.n_ctx = 2048;
-    char path[512], err[256];
-    snprintf(path, sizeof path, "%s/tiny-qwen3-trigger.gguf", kara_test_tmpdir());
-    if (kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
-        fprintf(stderr, "synth: %s\n", err);
-        return NULL;
-    }
-    kara_model *m = NULL;
-    if (kara_model_load(path, NULL, &m) != KARA_OK) fprintf(stderr, "load: %s\n", kara_last_error());
-    return m;
+    return kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-trigger.gguf");
 }
 
 /* Ablation A8 at the small scale of test_kv_policy.c: 32 slots generated
@@ -53,25 +38,6 @@ static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int 
     kv->buffer = 8;
     kv->budget_tokens = budget_tokens;
     kv->budget = kara_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024, 2) + (uint64_t)pool_blocks * BLOCK_BYTES;
-}
-
-static kara_context *make_ctx(kara_model *m, const kara_kv_params *kv, int n_seq, int threads) {
-    kara_context_params cp;
-    kara_context_params_init(&cp);
-    cp.n_ctx = 1024;
-    cp.n_seq_max = n_seq;
-    cp.n_threads = threads;
-    cp.kv = *kv;
-    kara_context *c = NULL;
-    if (kara_context_create(m, &cp, &c) != KARA_OK) fprintf(stderr, "context: %s\n", kara_last_error());
-    return c;
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 /* K and V of every layer for slots [0, n_slots) of seq, packed into out. */
@@ -108,7 +74,7 @@ static bool invariants_hold(const kara_context *c, int seq, const uint8_t *promp
  * the file's header at every step. Returns the tokens (and logits). */
 static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, int n_steps, int32_t want_budget,
                         float **logits_out, const char *what) {
-    kara_context *c = make_ctx(m, kv, 1, threads);
+    kara_context *c = kara_test_kv_context(m, kv, 1, threads, 1024);
     if (!CHECK_MSG(c != NULL, "%s: context", what)) return NULL;
     const int32_t T = c->policy.budget_tokens, S = kara_kv_trigger_slack(&c->policy.p), b = kv->buffer;
     CHECK_MSG(T == want_budget, "%s: budget_tokens %d, want %d", what, T, want_budget);
@@ -130,7 +96,7 @@ static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, in
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
         const float *l = kara_get_logits(c, -1);
         if (logits) memcpy(logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        toks[i] = argmax(l, V);
+        toks[i] = kara_test_argmax(l, V);
         int32_t n_before = c->kv.seqs[0].n;
         uint64_t ev0 = c->policy.stats.events;
         kara_batch nb = kara_batch_one_sequence(&toks[i], 1, P + i, 0);
@@ -214,7 +180,7 @@ static void test_threshold_auto_and_slack(kara_model *m) {
 static void test_threshold_shared_pool(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 0, 3, 30);
-    kara_context *c = make_ctx(m, &kv, 3, 2);
+    kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->policy.budget_tokens, 128);
     int V = kara_model_n_vocab(m);
@@ -226,7 +192,7 @@ static void test_threshold_shared_pool(kara_model *m) {
         CHECK_EQ_INT(kara_seq_admit(c, s, 5 + 2 * s, 300), KARA_OK);
         kara_batch b = kara_batch_one_sequence(p, 5 + 2 * s, 0, s);
         CHECK(kara_decode(c, &b) == KARA_OK);
-        toks[s] = argmax(kara_get_logits(c, -1), V);
+        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
         pos[s] = 5 + 2 * s;
         seq[s] = s;
     }
@@ -240,7 +206,7 @@ static void test_threshold_shared_pool(kara_model *m) {
             held += q->n_blocks;
             ok &= CHECK_MSG(q->n < 128 + 32, "step %d: sequence %d holds %d slots", step, s, q->n);
             for (int j = 1; j < q->n; j++) ok &= q->pos[j] > q->pos[j - 1];
-            toks[s] = argmax(kara_get_logits(c, s), V);
+            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
             pos[s]++;
         }
         ok &= CHECK_EQ_INT(held + c->kv.n_free, c->kv.n_blocks);
@@ -256,11 +222,11 @@ static void test_params(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 96, 1, 10);
     kv.trigger = (kara_kv_trigger)7;
-    CHECK(make_ctx(m, &kv, 1, 1) == NULL);
+    CHECK(kara_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "kara.trigger: unknown value 7") != NULL, "message: %s", kara_last_error());
     a8_params(&kv, 96, 1, 10);
     kv.trigger_slack = -1;
-    CHECK(make_ctx(m, &kv, 1, 1) == NULL);
+    CHECK(kara_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "kara.trigger_slack") != NULL, "message: %s", kara_last_error());
 
     /* the slack: auto is the interval, snapkv keeps its own, the others fire on the first slot over */
@@ -277,7 +243,7 @@ static void test_params(kara_model *m) {
     a8_params(&kv, 96, 1, 10);
     kv.method = KARA_KV_METHOD_CHUNKKV;
     kv.budget = 0;
-    kara_context *c = make_ctx(m, &kv, 1, 1);
+    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, 1024);
     if (CHECK(c != NULL)) {
         CHECK(c->policy.window_method);
         kara_context_free(c);

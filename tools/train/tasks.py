@@ -230,14 +230,7 @@ def build_copy_drill(rng, n_terms):
         kind.extend([k] * len(toks))
         copy.extend([c] * len(toks))
 
-    prompt = "List " + prompt_text(terms)[len("Compute "):]
-    add([IM_START], KIND_PROMPT)
-    add(encode_text("user\n" + prompt), KIND_PROMPT)
-    add([IM_END], KIND_PROMPT)
-    add(encode_text("\n"), KIND_PROMPT)
-    add([IM_START], KIND_PROMPT)
-    add(encode_text("assistant\n"), KIND_PROMPT)
-    add([THINK], KIND_PROMPT)
+    add(chat_prompt_ids("List " + prompt_text(terms)[len("Compute "):]), KIND_PROMPT)
     prompt_len = len(ids)
     add(encode_text("\n"), KIND_SCRATCH)
     for k in order:
