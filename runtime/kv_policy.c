@@ -75,9 +75,12 @@ static policy_shape shape_of(const kara_kv_params *p, int32_t n_layer, int32_t m
         s.score_n = p->interval + p->buffer + p->max_defer + 1;
         break;
     case KARA_KV_METHOD_SNAPKV:
+        /* keys over the whole cache, but only the observation window asks
+         * queries (buffer_only scoring): scratch for obs_window query rows */
         s.needs_scores = true;
         s.ring_cap = p->snapkv_obs_window;
         s.score_n = max_slots;
+        s.score_q = p->snapkv_obs_window;
         s.n_scored = (n_layer + stride - 1) / stride;
         break;
     case KARA_KV_METHOD_H2O:
@@ -90,7 +93,7 @@ static policy_shape shape_of(const kara_kv_params *p, int32_t n_layer, int32_t m
     default: break;
     }
     if (s.score_n > max_slots) s.score_n = max_slots;
-    s.score_q = s.score_n;
+    if (s.score_q < 1 || s.score_q > s.score_n) s.score_q = s.score_n;
     return s;
 }
 
@@ -452,7 +455,7 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
         if (n_w <= obs) return KARA_OK;
         const int32_t *pos = kv->seqs[seq].pos;
         /* the observation window's queries: the newest obs positions */
-        st = score_span(ctx, seq, front, n_w, obs, n_w, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false);
+        st = score_span(ctx, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
         st = kara_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget,

@@ -8,10 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
-
-#include "kara.h"
 
 extern int kara_test_passed;
 extern int kara_test_failed;
@@ -44,12 +41,5 @@ const char *kara_test_tmpdir(void);
 /* Write the synthetic model of tools/common/synth_model.c (preset "tiny" and
  * so on, with the given arch, seed and context length) to FILE in the test's
  * temporary folder and load it; NULL, with the reason on stderr, on failure. */
-/* A context for KV-policy tests: n_seq sequences of n_ctx slots with the
- * given KV parameters; NULL, with the reason on stderr, on failure. */
-kara_context *kara_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx);
-/* Index of the largest of x[0..n) (the first on ties): greedy decoding. */
-int kara_test_argmax(const float *x, int n);
-kara_model *kara_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
-                                  const char *file);
 
 #endif

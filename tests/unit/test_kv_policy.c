@@ -18,6 +18,7 @@
 
 #include "context.h"
 #include "kv_compact.h"
+#include "test_models.h"
 #include "test_util.h"
 
 static const kara_kv_method all_methods[] = {

@@ -20,6 +20,7 @@
 
 #include "context.h"
 #include "kv_compact.h"
+#include "test_models.h"
 #include "test_util.h"
 
 #define BLOCK_BYTES (4 * 2 * 16 * 2 * 32 * 2) /* layers x K,V x slots x KV heads x dim x f16 */

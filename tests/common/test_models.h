@@ -1,0 +1,22 @@
+/*
+ * test_models.h - models and contexts the runtime tests build for
+ * themselves (a synthetic model written to the test's temporary folder, a
+ * context with given KV parameters). Separate from test_util.h, which the
+ * kernels-only (NEON cross) build compiles without the runtime.
+ */
+#ifndef KARA_TEST_MODELS_H
+#define KARA_TEST_MODELS_H
+
+#include <stdint.h>
+
+#include "kara.h"
+
+/* A context for KV-policy tests: n_seq sequences of n_ctx slots with the
+ * given KV parameters; NULL, with the reason on stderr, on failure. */
+kara_context *kara_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx);
+/* Index of the largest of x[0..n) (the first on ties): greedy decoding. */
+int kara_test_argmax(const float *x, int n);
+kara_model *kara_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
+                                  const char *file);
+
+#endif
