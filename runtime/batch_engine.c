@@ -77,15 +77,6 @@ uint64_t kara_engine_seed(uint64_t seed, uint64_t id) { return mix64(seed ^ mix6
 /* Create / free                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int32_t longest_piece(const kara_model *m, int32_t n_vocab) {
-    int32_t longest = 1;
-    for (int32_t t = 0; t < n_vocab; t++) {
-        int32_t n = kara_token_to_piece(m, t, NULL, 0, true);
-        if (-n > longest) longest = -n;
-    }
-    return longest;
-}
-
 kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *params, kara_engine **out) {
     if (!out) return kara_set_error(KARA_ERR_ARG, "kara_engine_create: out is NULL");
     *out = NULL;
@@ -113,8 +104,8 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->n_ctx = ctx->n_ctx;
     e->n_batch = ctx->n_batch;
     e->n_vocab = e->model->hp.n_vocab;
-    e->piece_cap = longest_piece(e->model, e->n_vocab);
-    e->ocap = KARA_BATCH_STOP_MAX_LEN + (size_t)e->piece_cap + 64;
+    e->piece_cap = kara_longest_piece(e->model);
+    e->ocap = KARA_STOP_MAX_LEN + (size_t)e->piece_cap + 64;
     e->slots = calloc((size_t)n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)params->max_queue, sizeof *e->queue);
     e->b_tok = malloc((size_t)e->n_batch * sizeof(int32_t));
@@ -133,9 +124,10 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     for (int32_t i = 0; !st && i < n_slots; i++) {
         kara_batch_slot *s = &e->slots[i];
         s->tokens = malloc((size_t)e->n_ctx * sizeof(int32_t));
-        s->obuf = malloc(e->ocap);
-        s->ochan = malloc(e->ocap);
-        if (!s->tokens || !s->obuf || !s->ochan) st = kara_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
+        s->ts.cap = e->ocap;
+        s->ts.buf = malloc(e->ocap);
+        s->ts.chan = malloc(e->ocap);
+        if (!s->tokens || !s->ts.buf || !s->ts.chan) st = kara_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
         if (!st) st = kara_sampler_create(&sp, &s->smp);
         /* one draw now grows the sampler's scratch to the vocabulary, so
          * sampling never allocates later */
@@ -161,8 +153,8 @@ void kara_engine_free(kara_engine *e) {
     if (e->slots)
         for (int32_t i = 0; i < e->n_slots; i++) {
             free(e->slots[i].tokens);
-            free(e->slots[i].obuf);
-            free(e->slots[i].ochan);
+            free(e->slots[i].ts.buf);
+            free(e->slots[i].ts.chan);
             kara_sampler_free(e->slots[i].smp);
         }
     free(e->slots);
@@ -208,8 +200,8 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
         return kara_set_error(KARA_ERR_ARG, "at most %d stop strings", KARA_MAX_STOP_STRINGS);
     for (int i = 0; i < r->n_stop; i++) {
         size_t n = r->stop[i] ? strlen(r->stop[i]) : 0;
-        if (n < 1 || n > KARA_BATCH_STOP_MAX_LEN)
-            return kara_set_error(KARA_ERR_ARG, "stop string %d must have 1..%d bytes", i + 1, KARA_BATCH_STOP_MAX_LEN);
+        if (n < 1 || n > KARA_STOP_MAX_LEN)
+            return kara_set_error(KARA_ERR_ARG, "stop string %d must have 1..%d bytes", i + 1, KARA_STOP_MAX_LEN);
     }
     const kara_sampler_params *sp = &r->sampling;
     if (sp->repeat_last_n < 0 || sp->repeat_last_n > e->p.max_repeat_last_n || sp->repeat_penalty <= 0 ||
@@ -270,20 +262,11 @@ static kara_status slot_start(kara_engine *e, kara_batch_slot *s, const kara_eng
     s->n_generated = s->n_think = s->n_forced = s->n_preempted = 0;
     s->force = (kara_think_force){0};
     for (int32_t i = 0; i < r->n_prompt; i++) kara_sampler_accept(s->smp, r->prompt[i]);
-    s->n_stop = r->n_stop;
-    s->stop_max = 0;
-    for (int i = 0; i < r->n_stop; i++) {
-        s->stop_len[i] = strlen(r->stop[i]);
-        memcpy(s->stop_text[i], r->stop[i], s->stop_len[i] + 1);
-        if (s->stop_len[i] > s->stop_max) s->stop_max = s->stop_len[i];
-    }
+    kara_text_stream_set_stops(&s->ts, r->stop, r->n_stop);
     bool in_think = r->think_start == KARA_THINK_START_THINK ||
                     (r->think_start == KARA_THINK_START_AUTO && kara_batch_prompt_opens_think(e, r->prompt, r->n_prompt));
-    kara_think_splitter_init(&s->split, in_think, !r->split_thinking);
-    s->think_ends_nl = in_think;
-    s->n_utf8 = 0;
-    s->olen = s->ostart = s->orel = 0;
-    s->overflow = false;
+    kara_text_stream_reset(&s->ts, in_think, r->split_thinking);
+    s->ostart = s->orel = 0;
     s->final = KARA_OK;
     s->reason = KARA_STOP_NONE;
     s->done_reported = false;
@@ -298,7 +281,7 @@ static void slot_fail(kara_engine *e, kara_batch_slot *s, kara_status st, const 
     snprintf(s->error, sizeof s->error, "%s", msg);
     s->final = st; /* an error overrides a pending DONE */
     s->reason = KARA_STOP_NONE;
-    s->orel = s->olen;
+    s->orel = s->ts.len;
     kara_seq_clear(e->ctx, slot_index(e, s));
     s->state = KARA_SLOT_FINISHED;
     e->stats.requests_failed++;
@@ -364,7 +347,7 @@ static void admit(kara_engine *e) {
             s->order = e->next_order++;
             s->n_prompt = req.n_prompt;
             s->n_generated = s->n_think = s->n_preempted = 0;
-            s->olen = s->ostart = s->orel = 0;
+            s->ts.len = s->ostart = s->orel = 0;
             s->done_reported = false;
             slot_fail(e, s, st, kara_last_error());
         }
@@ -459,7 +442,7 @@ static kara_batch_slot *youngest(kara_engine *e, int32_t *running) {
  * thinking budget is spent, or a sample. */
 static int32_t choose_token(kara_engine *e, kara_batch_slot *s, const float *logits, bool *forced) {
     int32_t tok;
-    *forced = kara_think_force_next(&s->force, &e->close, s->split.in_think, s->think_ends_nl, s->n_think,
+    *forced = kara_think_force_next(&s->force, &e->close, s->ts.split.in_think, s->ts.think_ends_nl, s->n_think,
                                     s->req.reasoning_budget, &tok);
     if (*forced) {
         kara_sampler_accept(s->smp, tok);
@@ -473,7 +456,7 @@ static int32_t choose_token(kara_engine *e, kara_batch_slot *s, const float *log
 static void next_token(kara_engine *e, kara_batch_slot *s) {
     const float *logits = kara_get_logits(e->ctx, s->logits_row);
     bool forced;
-    bool was_thinking = s->split.in_think;
+    bool was_thinking = s->ts.split.in_think;
     int32_t tok = choose_token(e, s, logits, &forced);
     if (tok < 0) {
         slot_fail(e, s, KARA_ERR_NOMEM, "the sampler could not allocate its scratch");
@@ -490,7 +473,7 @@ static void next_token(kara_engine *e, kara_batch_slot *s) {
     if (forced) s->n_forced++;
     int32_t len = kara_token_to_piece(e->model, tok, e->piece + 4, e->piece_cap, false);
     if (len > 0) kara_batch_text_push(e, s, e->piece + 4, (size_t)len, false);
-    if (s->overflow) {
+    if (s->ts.overflow) {
         slot_fail(e, s, KARA_ERR_INTERNAL, "batch engine output buffer overflow");
         return;
     }
@@ -511,9 +494,7 @@ static void housekeeping(kara_engine *e) {
             continue;
         }
         if (s->state == KARA_SLOT_FREE || s->orel == 0) continue;
-        memmove(s->obuf, s->obuf + s->orel, s->olen - s->orel);
-        memmove(s->ochan, s->ochan + s->orel, s->olen - s->orel);
-        s->olen -= s->orel;
+        kara_text_stream_drop(&s->ts, s->orel);
         s->orel = s->ostart = 0;
     }
     e->ev_slot = 0;
@@ -670,11 +651,11 @@ bool kara_engine_next_event(kara_engine *e, kara_engine_event *ev) {
         ev->user = s->req.user;
         if (s->ostart < s->orel) {
             size_t i = s->ostart;
-            uint8_t ch = s->ochan[i];
-            while (i < s->orel && s->ochan[i] == ch) i++;
+            uint8_t ch = s->ts.chan[i];
+            while (i < s->orel && s->ts.chan[i] == ch) i++;
             ev->kind = KARA_ENGINE_TEXT;
             ev->channel = (kara_channel)ch;
-            ev->text = s->obuf + s->ostart;
+            ev->text = s->ts.buf + s->ostart;
             ev->len = (int32_t)(i - s->ostart);
             s->ostart = i;
             return true;

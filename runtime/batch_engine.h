@@ -19,7 +19,6 @@
 #include "text_pipeline.h"
 #include "think_splitter.h"
 
-#define KARA_BATCH_STOP_MAX_LEN 255
 #define KARA_BATCH_TAIL_TOKENS 8
 #define KARA_BATCH_ERROR_MAX 320
 
@@ -45,18 +44,8 @@ typedef struct kara_batch_slot {
     int32_t n_generated, n_think, n_forced, n_preempted;
     kara_think_force force;    /* rest of a forced "</think>" */
     /* text pipeline */
-    char stop_text[KARA_MAX_STOP_STRINGS][KARA_BATCH_STOP_MAX_LEN + 1];
-    size_t stop_len[KARA_MAX_STOP_STRINGS];
-    int n_stop;
-    size_t stop_max;
-    kara_think_splitter split;
-    bool think_ends_nl;
-    char utf8[4];
-    int n_utf8;
-    char *obuf;
-    uint8_t *ochan;
-    size_t olen, ostart, orel;  /* bytes held; next to hand out; end of what may be handed out */
-    bool overflow;
+    kara_text_stream ts;        /* stops, UTF-8 hold, think splitter, output bytes */
+    size_t ostart, orel;        /* next byte of ts.buf to hand out; end of what may be handed out */
     /* end */
     kara_status final;          /* KARA_OK while running; DONE, STOPPED or an error */
     kara_stop_reason reason;
@@ -85,7 +74,7 @@ struct kara_engine {
     /* text scratch */
     char *piece;
     int32_t piece_cap;
-    size_t ocap;
+    size_t ocap;               /* bytes of each slot's text buffers */
     char *tail;
     kara_think_close close;    /* "</think>" closes forced by reasoning budgets */
 

@@ -23,7 +23,6 @@
 #include "text_pipeline.h"
 #include "think_splitter.h"
 
-#define STOP_MAX_LEN KARA_STOP_MAX_LEN
 #define TAIL_TOKENS 8        /* prompt tokens examined to see whether it ends inside <think> */
 
 struct kara_generator {
@@ -31,9 +30,6 @@ struct kara_generator {
     const kara_model *model;
     kara_sampler *smp;
     kara_generator_params p;
-    char stop_text[KARA_MAX_STOP_STRINGS][STOP_MAX_LEN + 1];
-    size_t stop_len[KARA_MAX_STOP_STRINGS];
-    size_t stop_max;
     int32_t n_vocab, n_ctx, n_batch;
 
     /* what this generator has put into a sequence, to reuse a common prefix */
@@ -53,14 +49,8 @@ struct kara_generator {
     char *piece;             /* [utf8 hold (<= 3)][token text] */
     int32_t piece_cap;       /* longest token text */
     char *tail;              /* rendered tail of the prompt */
-    char utf8[4];
-    int n_utf8;
-    kara_think_splitter split;
-    bool think_ends_nl;      /* the thinking text so far ends with '\n' */
-    char *obuf;
-    uint8_t *ochan;
-    size_t olen, ostart, ocap;
-    bool overflow;
+    kara_text_stream ts;     /* stops, UTF-8 hold, think splitter, output bytes */
+    size_t ostart;           /* next byte of ts.buf to hand out */
 
     /* state of the current start */
     bool started;
@@ -90,17 +80,6 @@ void kara_generator_params_init(kara_generator_params *p) {
 /* Create / free                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* The longest text any token renders to, so the piece buffer never needs
- * to grow. */
-static int32_t longest_piece(const kara_model *m, int32_t n_vocab) {
-    int32_t longest = 1;
-    for (int32_t t = 0; t < n_vocab; t++) {
-        int32_t n = kara_token_to_piece(m, t, NULL, 0, true);
-        if (-n > longest) longest = -n;
-    }
-    return longest;
-}
-
 kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out) {
     if (!out) return kara_set_error(KARA_ERR_ARG, "kara_generator_create: out is NULL");
     *out = NULL;
@@ -115,9 +94,9 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
                               KARA_MAX_STOP_STRINGS);
     for (int i = 0; i < p->n_stop; i++) {
         size_t n = p->stop[i] ? strlen(p->stop[i]) : 0;
-        if (n < 1 || n > STOP_MAX_LEN)
+        if (n < 1 || n > KARA_STOP_MAX_LEN)
             return kara_set_error(KARA_ERR_ARG, "kara_generator_create: stop string %d must have 1..%d bytes", i,
-                                  STOP_MAX_LEN);
+                                  KARA_STOP_MAX_LEN);
     }
     if (p->max_tokens < -1 || p->reasoning_budget < -1)
         return kara_set_error(KARA_ERR_ARG, "kara_generator_create: max_tokens and reasoning_budget must be >= -1");
@@ -133,25 +112,21 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     g->n_ctx = kara_context_n_ctx(ctx);
     g->n_batch = ctx->n_batch;
     g->hist_seq = -1;
-    for (int i = 0; i < p->n_stop; i++) {
-        g->stop_len[i] = strlen(p->stop[i]);
-        memcpy(g->stop_text[i], p->stop[i], g->stop_len[i] + 1);
-        g->p.stop[i] = g->stop_text[i];
-        if (g->stop_len[i] > g->stop_max) g->stop_max = g->stop_len[i];
-    }
-    g->piece_cap = longest_piece(g->model, g->n_vocab);
-    g->ocap = g->stop_max + (size_t)g->piece_cap + 64;
+    kara_text_stream_set_stops(&g->ts, p->stop, p->n_stop);
+    for (int i = 0; i < p->n_stop; i++) g->p.stop[i] = g->ts.stop[i];
+    g->piece_cap = kara_longest_piece(g->model);
+    g->ts.cap = g->ts.stop_max + (size_t)g->piece_cap + 64;
     g->hist = malloc((size_t)g->n_ctx * sizeof *g->hist);
     g->batch_pos = malloc((size_t)g->n_batch * sizeof *g->batch_pos);
     g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
     g->batch_logits = malloc((size_t)g->n_batch);
     g->piece = malloc((size_t)g->piece_cap + 8);
     g->tail = malloc((size_t)g->piece_cap * TAIL_TOKENS + 1);
-    g->obuf = malloc(g->ocap);
-    g->ochan = malloc(g->ocap);
+    g->ts.buf = malloc(g->ts.cap);
+    g->ts.chan = malloc(g->ts.cap);
     kara_status st = KARA_OK;
-    if (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->piece || !g->tail || !g->obuf ||
-        !g->ochan)
+    if (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->piece || !g->tail || !g->ts.buf ||
+        !g->ts.chan)
         st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
     if (!st) st = kara_sampler_create(&p->sampling, &g->smp);
     if (!st) st = kara_think_close_init(&g->close, g->model);
@@ -172,8 +147,8 @@ void kara_generator_free(kara_generator *g) {
     free(g->batch_logits);
     free(g->piece);
     free(g->tail);
-    free(g->obuf);
-    free(g->ochan);
+    free(g->ts.buf);
+    free(g->ts.chan);
     free(g);
 }
 
@@ -199,20 +174,6 @@ void kara_generator_get_stats(const kara_generator *g, kara_generator_stats *out
 /* Text pipeline                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* Splitter output lands here with one channel byte per text byte. */
-static void on_split(void *user, kara_channel channel, const char *text, size_t len) {
-    kara_generator *g = user;
-    if (channel == KARA_CHANNEL_THINK) g->think_ends_nl = text[len - 1] == '\n';
-    if (!g->p.split_thinking) channel = KARA_CHANNEL_ANSWER;
-    if (g->olen + len > g->ocap) { /* cannot happen: ocap covers a token, the holds and the stop suffix */
-        g->overflow = true;
-        len = g->ocap - g->olen;
-    }
-    memcpy(g->obuf + g->olen, text, len);
-    memset(g->ochan + g->olen, (int)channel, len);
-    g->olen += len;
-}
-
 static void finish(kara_generator *g, kara_status st, kara_stop_reason reason) {
     if (g->final) return;
     g->final = st;
@@ -220,26 +181,10 @@ static void finish(kara_generator *g, kara_status st, kara_stop_reason reason) {
 }
 
 /* Push text through the pipeline and apply the stop strings to it. text
- * may lie inside g->piece past its first 4 bytes (hence memmove). */
+ * may lie inside g->piece past its first 4 bytes. */
 static void push_text(kara_generator *g, const char *text, size_t len, bool end_of_stream) {
-    size_t before = g->olen;
-    char *buf = g->piece; /* [held utf8][text] */
-    memmove(buf + g->n_utf8, text, len);
-    memcpy(buf, g->utf8, (size_t)g->n_utf8);
-    size_t n = (size_t)g->n_utf8 + len;
-    size_t ok = end_of_stream ? n : kara_utf8_complete(buf, n);
-    g->n_utf8 = (int)(n - ok);
-    memcpy(g->utf8, buf + ok, (size_t)g->n_utf8);
-    kara_think_splitter_feed(&g->split, buf, ok, on_split, g);
-    if (end_of_stream) kara_think_splitter_flush(&g->split, on_split, g);
-    if (g->p.n_stop > 0 && g->olen > before) {
-        size_t from = before > g->stop_max - 1 + g->ostart ? before - (g->stop_max - 1) : g->ostart;
-        long at = kara_stop_find(g->stop_text, g->stop_len, g->p.n_stop, g->obuf, g->olen, from);
-        if (at >= 0) {
-            g->olen = (size_t)at;
-            finish(g, KARA_STOPPED, KARA_STOP_STRING);
-        }
-    }
+    if (kara_text_stream_push(&g->ts, g->piece, text, len, end_of_stream, g->ostart) >= 0)
+        finish(g, KARA_STOPPED, KARA_STOP_STRING);
 }
 
 /* End of stream: release everything still held (a partial tag is text, an
@@ -261,13 +206,13 @@ static void flush_stream(kara_generator *g) {
 
 /* The next run of one channel that may be released, or false. */
 static bool take_run(kara_generator *g, kara_piece *out) {
-    size_t hold = g->final ? 0 : kara_stop_holdback(g->stop_text, g->stop_len, g->p.n_stop, g->obuf, g->olen, g->ostart);
-    size_t end = g->olen - hold;
+    size_t hold = g->final ? 0 : kara_text_stream_holdback(&g->ts, g->ostart);
+    size_t end = g->ts.len - hold;
     if (end <= g->ostart) return false;
     size_t i = g->ostart;
-    uint8_t ch = g->ochan[i];
-    while (i < end && g->ochan[i] == ch) i++;
-    out->text = g->obuf + g->ostart;
+    uint8_t ch = g->ts.chan[i];
+    while (i < end && g->ts.chan[i] == ch) i++;
+    out->text = g->ts.buf + g->ostart;
     out->len = (int32_t)(i - g->ostart);
     out->channel = (kara_channel)ch;
     out->token = g->flushed ? -1 : g->last_token;
@@ -279,9 +224,7 @@ static bool take_run(kara_generator *g, kara_piece *out) {
  * returned pointer stayed valid). */
 static void compact(kara_generator *g) {
     if (g->ostart == 0) return;
-    memmove(g->obuf, g->obuf + g->ostart, g->olen - g->ostart);
-    memmove(g->ochan, g->ochan + g->ostart, g->olen - g->ostart);
-    g->olen -= g->ostart;
+    kara_text_stream_drop(&g->ts, g->ostart);
     g->ostart = 0;
 }
 
@@ -358,11 +301,8 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     bool in_think = g->p.think_start == KARA_THINK_START_THINK ||
                     (g->p.think_start == KARA_THINK_START_AUTO &&
                      kara_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->piece_cap));
-    kara_think_splitter_init(&g->split, in_think, !g->p.split_thinking);
-    g->think_ends_nl = in_think; /* a pre-filled block ends "<think>\n" */
-    g->n_utf8 = 0;
-    g->olen = g->ostart = 0;
-    g->overflow = false;
+    kara_text_stream_reset(&g->ts, in_think, g->p.split_thinking);
+    g->ostart = 0;
     g->force = (kara_think_force){0};
     g->final = KARA_OK;
     g->flushed = false;
@@ -380,7 +320,7 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
  * thinking budget is spent, or a sample. */
 static int32_t choose_token(kara_generator *g, bool *forced) {
     int32_t tok;
-    *forced = kara_think_force_next(&g->force, &g->close, g->split.in_think, g->think_ends_nl, g->stats.n_think,
+    *forced = kara_think_force_next(&g->force, &g->close, g->ts.split.in_think, g->ts.think_ends_nl, g->stats.n_think,
                                     g->p.reasoning_budget, &tok);
     if (*forced) {
         kara_sampler_accept(g->smp, tok);
@@ -400,7 +340,7 @@ static kara_status step(kara_generator *g) {
         return KARA_OK;
     }
     bool forced;
-    bool was_thinking = g->split.in_think;
+    bool was_thinking = g->ts.split.in_think;
     int32_t tok = choose_token(g, &forced);
     if (!forced && !g->p.ignore_eog && kara_token_is_eog(g->model, tok)) {
         finish(g, KARA_DONE, KARA_STOP_EOG);
@@ -413,7 +353,7 @@ static kara_status step(kara_generator *g) {
     /* rendered after room for the UTF-8 hold, which push_text puts in front */
     int32_t len = kara_token_to_piece(g->model, tok, g->piece + 4, g->piece_cap, false);
     if (len > 0) push_text(g, g->piece + 4, (size_t)len, false);
-    if (g->overflow) return kara_set_error(KARA_ERR_INTERNAL, "generator output buffer overflow");
+    if (g->ts.overflow) return kara_set_error(KARA_ERR_INTERNAL, "generator output buffer overflow");
     if (g->final) return KARA_OK; /* a stop string: the token need not be decoded */
     if (g->p.max_tokens >= 0 && g->stats.n_generated >= g->p.max_tokens) {
         finish(g, KARA_DONE, KARA_STOP_MAX_TOKENS);

@@ -87,3 +87,74 @@ bool kara_think_force_next(kara_think_force *f, const kara_think_close *c, bool 
     *tok = *f->next++;
     return true;
 }
+
+void kara_text_stream_set_stops(kara_text_stream *ts, const char *const *stop, int n_stop) {
+    ts->n_stop = n_stop;
+    ts->stop_max = 0;
+    for (int i = 0; i < n_stop; i++) {
+        ts->stop_len[i] = strlen(stop[i]);
+        memcpy(ts->stop[i], stop[i], ts->stop_len[i] + 1);
+        if (ts->stop_len[i] > ts->stop_max) ts->stop_max = ts->stop_len[i];
+    }
+}
+
+void kara_text_stream_reset(kara_text_stream *ts, bool in_think, bool split_thinking) {
+    kara_think_splitter_init(&ts->split, in_think, !split_thinking);
+    ts->answer_only = !split_thinking;
+    ts->think_ends_nl = in_think; /* a pre-filled block ends "<think>\n" */
+    ts->n_utf8 = 0;
+    ts->len = 0;
+    ts->overflow = false;
+}
+
+/* Splitter output lands in the buffer with one channel byte per text byte,
+ * so runs of one channel can be handed out later. */
+static void on_split(void *user, kara_channel channel, const char *text, size_t len) {
+    kara_text_stream *ts = user;
+    if (channel == KARA_CHANNEL_THINK) ts->think_ends_nl = text[len - 1] == '\n';
+    if (ts->answer_only) channel = KARA_CHANNEL_ANSWER;
+    if (ts->len + len > ts->cap) { /* cannot happen: cap covers a token, the holds and a stop suffix */
+        ts->overflow = true;
+        len = ts->cap - ts->len;
+    }
+    memcpy(ts->buf + ts->len, text, len);
+    memset(ts->chan + ts->len, (int)channel, len);
+    ts->len += len;
+}
+
+long kara_text_stream_push(kara_text_stream *ts, char *scratch, const char *text, size_t len, bool end_of_stream,
+                           size_t from) {
+    size_t before = ts->len;
+    memmove(scratch + ts->n_utf8, text, len);
+    memcpy(scratch, ts->utf8, (size_t)ts->n_utf8);
+    size_t n = (size_t)ts->n_utf8 + len;
+    size_t ok = end_of_stream ? n : kara_utf8_complete(scratch, n);
+    ts->n_utf8 = (int)(n - ok);
+    memcpy(ts->utf8, scratch + ok, (size_t)ts->n_utf8);
+    kara_think_splitter_feed(&ts->split, scratch, ok, on_split, ts);
+    if (end_of_stream) kara_think_splitter_flush(&ts->split, on_split, ts);
+    if (ts->n_stop == 0 || ts->len == before) return -1;
+    if (before > ts->stop_max - 1 + from) from = before - (ts->stop_max - 1);
+    long at = kara_stop_find(ts->stop, ts->stop_len, ts->n_stop, ts->buf, ts->len, from);
+    if (at >= 0) ts->len = (size_t)at;
+    return at;
+}
+
+size_t kara_text_stream_holdback(const kara_text_stream *ts, size_t start) {
+    return kara_stop_holdback(ts->stop, ts->stop_len, ts->n_stop, ts->buf, ts->len, start);
+}
+
+void kara_text_stream_drop(kara_text_stream *ts, size_t n) {
+    memmove(ts->buf, ts->buf + n, ts->len - n);
+    memmove(ts->chan, ts->chan + n, ts->len - n);
+    ts->len -= n;
+}
+
+int32_t kara_longest_piece(const kara_model *m) {
+    int32_t longest = 1, n_vocab = kara_model_n_vocab(m);
+    for (int32_t t = 0; t < n_vocab; t++) {
+        int32_t n = kara_token_to_piece(m, t, NULL, 0, true);
+        if (-n > longest) longest = -n;
+    }
+    return longest;
+}

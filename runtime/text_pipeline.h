@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "think_splitter.h"
 
 #define KARA_STOP_MAX_LEN 255
 typedef char kara_stop_text[KARA_STOP_MAX_LEN + 1];
@@ -31,6 +32,50 @@ size_t kara_stop_holdback(const kara_stop_text *text, const size_t *text_len, in
  * tail (room for tail_tokens * piece_cap bytes). */
 bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
                              int32_t piece_cap);
+
+/* The text of one generation on its way out: token bytes wait for whole
+ * UTF-8 characters, the think splitter tags each byte thinking or answer,
+ * and stop strings are found across token boundaries. Both the generator
+ * and each batch slot own one; buf/chan (cap bytes each, one channel byte
+ * per text byte) are the owner's, allocated once. */
+typedef struct kara_text_stream {
+    kara_stop_text stop[KARA_MAX_STOP_STRINGS];
+    size_t stop_len[KARA_MAX_STOP_STRINGS];
+    int n_stop;
+    size_t stop_max;          /* longest stop string */
+    kara_think_splitter split;
+    bool answer_only;         /* thinking is not split off: every byte is answer */
+    bool think_ends_nl;       /* the thinking text so far ends with '\n' */
+    char utf8[4];             /* an incomplete UTF-8 character held back */
+    int n_utf8;
+    char *buf;
+    uint8_t *chan;
+    size_t cap, len;
+    bool overflow;            /* more than cap bytes (a sizing bug, reported by the owner) */
+} kara_text_stream;
+
+/* Copy the stop strings (each 1..KARA_STOP_MAX_LEN bytes, checked by the
+ * caller). */
+void kara_text_stream_set_stops(kara_text_stream *ts, const char *const *stop, int n_stop);
+/* Start a new generation: empty buffer, nothing held, the splitter inside
+ * a think block when in_think. Keeps stops and buffers. */
+void kara_text_stream_reset(kara_text_stream *ts, bool in_think, bool split_thinking);
+/* Push len bytes of text through (scratch holds at least len + 4 bytes and
+ * may overlap text from its 4th byte on). end_of_stream releases what is
+ * held. Stop strings are searched from max(from, the new text - the
+ * longest stop + 1); returns the offset of one found (the buffer is cut
+ * there) or -1. */
+long kara_text_stream_push(kara_text_stream *ts, char *scratch, const char *text, size_t len, bool end_of_stream,
+                           size_t from);
+/* Bytes at the end of buf[start..len) that could still become a stop
+ * string and must wait. */
+size_t kara_text_stream_holdback(const kara_text_stream *ts, size_t start);
+/* Forget the first n bytes (already handed out). */
+void kara_text_stream_drop(kara_text_stream *ts, size_t n);
+
+/* The longest text any token of m renders to: the size of a piece buffer
+ * that never needs to grow. */
+int32_t kara_longest_piece(const kara_model *m);
 
 /* The reasoning budget's forced close: once a sequence has thought for its
  * budget, it is made to write "</think>\n\n" (after a '\n' unless the
