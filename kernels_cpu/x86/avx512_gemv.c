@@ -30,9 +30,14 @@ typedef struct gemv_x {
     _Alignas(64) float corr[KARA_GEMV_MAX_COLS / 32]; /* dx * OFS * sum(q) */
 } gemv_x;
 
-static inline float hsum512(__m512 v)
+/* A row's dot product from its two accumulators, less the offset
+ * correction accumulated per block. */
+static inline float row_total(__m512 acc0, __m512 acc1, __m256 corr)
 {
-    return _mm512_reduce_add_ps(v);
+    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
+    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
+    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm_cvtss_f32(c4);
 }
 
 /* Sum of the 32 int8 values of each block, 8 blocks at a time is not worth
@@ -117,11 +122,7 @@ static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
                 acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc0);
         }
     }
-    float sum = hsum512(_mm512_add_ps(acc0, acc1));
-    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
-    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
-    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
-    sum -= _mm_cvtss_f32(c4);
+    float sum = row_total(acc0, acc1, corr);
     for (; b < nb; b++) { /* tail blocks, one 256-bit step each */
         const kara_block_q8_0 *blk = (const kara_block_q8_0 *)(row + 34 * b);
         const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
@@ -178,11 +179,7 @@ static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
                 acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc0);
         }
     }
-    float sum = hsum512(_mm512_add_ps(acc0, acc1));
-    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
-    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
-    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
-    sum -= _mm_cvtss_f32(c4);
+    float sum = row_total(acc0, acc1, corr);
     for (; b < nb; b++) { /* tail blocks: the prepared layout of a partial group */
         const kara_block_q4_0 *blk = (const kara_block_q4_0 *)(row + 18 * b);
         const int8_t *xq = px->q + 128 * (b / 4) + 16 * (b % 4);
