@@ -126,6 +126,17 @@ static kara_generator *new_generator(kara_context *ctx, kara_generator_params *g
     return g;
 }
 
+/* A generator for gp, run over the prompt to its end: its text in *o and
+ * its counters in *st. The caller frees it. */
+static kara_generator *run_to_end(kara_context *ctx, kara_generator_params *gp, const int32_t *prompt, int32_t n,
+                                  gen_out *o, kara_generator_stats *st) {
+    kara_generator *g = new_generator(ctx, gp);
+    CHECK(kara_generator_start(g, 0, prompt, n) == KARA_OK);
+    drain(g, o);
+    kara_generator_get_stats(g, st);
+    return g;
+}
+
 static void greedy_params(kara_generator_params *gp, int32_t max_tokens) {
     kara_generator_params_init(gp);
     gp->sampling.temperature = 0;
@@ -144,12 +155,9 @@ static void test_matches_reference(void) {
     kara_generator_params gp;
     greedy_params(&gp, 60);
     gp.split_thinking = false;
-    kara_generator *g = new_generator(ctx, &gp);
-    CHECK(kara_generator_start(g, 0, prompt, n) == KARA_OK);
     static gen_out o;
-    drain(g, &o);
     kara_generator_stats stats;
-    kara_generator_get_stats(g, &stats);
+    kara_generator *g = run_to_end(ctx, &gp, prompt, n, &o, &stats);
     CHECK_EQ_INT(stats.n_generated, n_ref);
     CHECK_EQ_INT(stats.n_prompt, n);
     CHECK_EQ_INT(stats.n_prompt_decoded, n);
@@ -252,12 +260,9 @@ static void test_reasoning_budget(void) {
         kara_generator_params gp;
         greedy_params(&gp, 30);
         gp.reasoning_budget = budget;
-        kara_generator *g = new_generator(ctx, &gp);
-        CHECK(kara_generator_start(g, 0, prompt, n) == KARA_OK);
         static gen_out o;
-        drain(g, &o);
         kara_generator_stats st;
-        kara_generator_get_stats(g, &st);
+        kara_generator *g = run_to_end(ctx, &gp, prompt, n, &o, &st);
         /* budget sampled thinking tokens, then the forced close */
         CHECK_MSG(st.n_forced >= 1, "budget %d: nothing forced", budget);
         CHECK_MSG(st.n_think == budget, "budget %d: %d thinking tokens", budget, st.n_think);
@@ -272,12 +277,9 @@ static void test_reasoning_budget(void) {
     kara_generator_params gp;
     greedy_params(&gp, 20);
     gp.think_start = KARA_THINK_START_THINK;
-    kara_generator *g = new_generator(ctx, &gp);
-    CHECK(kara_generator_start(g, 0, prompt, n) == KARA_OK);
     static gen_out o;
-    drain(g, &o);
     kara_generator_stats st;
-    kara_generator_get_stats(g, &st);
+    kara_generator *g = run_to_end(ctx, &gp, prompt, n, &o, &st);
     CHECK_EQ_INT(st.n_forced, 0);
     if (st.n_think == st.n_generated) CHECK_EQ_INT(o.n_answer, 0);
     kara_generator_free(g);
