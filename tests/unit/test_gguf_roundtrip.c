@@ -12,6 +12,7 @@
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "kernels.h"
+#include "test_gguf.h"
 #include "test_util.h"
 
 static uint64_t rng_state = 0x1234567;
@@ -305,33 +306,6 @@ static char *write_file(const char *name, uint32_t alignment, bool streamed, siz
     return bytes;
 }
 
-/* Compare two values deeply: same type, same contents. */
-static bool value_eq(const kara_gguf_value *a, const kara_gguf_value *b);
-static bool array_eq(const kara_gguf_array *a, const kara_gguf_array *b) {
-    if (a->type != b->type || a->n != b->n) return false;
-    for (uint64_t i = 0; i < a->n; i++) {
-        if (a->type == KARA_GGUF_STRING) {
-            if (a->strs[i].len != b->strs[i].len || memcmp(a->strs[i].ptr, b->strs[i].ptr, a->strs[i].len)) return false;
-        } else if (a->type == KARA_GGUF_ARRAY) {
-            if (!value_eq(&a->items[i], &b->items[i])) return false;
-        }
-    }
-    if (a->type != KARA_GGUF_STRING && a->type != KARA_GGUF_ARRAY && a->n) {
-        static const int sz[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-        return memcmp(a->data, b->data, a->n * (uint64_t)sz[a->type]) == 0;
-    }
-    return true;
-}
-static bool value_eq(const kara_gguf_value *a, const kara_gguf_value *b) {
-    if (a->type != b->type) return false;
-    switch (a->type) {
-    case KARA_GGUF_STRING: return a->v.str.len == b->v.str.len && !memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len);
-    case KARA_GGUF_ARRAY: return array_eq(&a->v.arr, &b->v.arr);
-    case KARA_GGUF_FLOAT32: case KARA_GGUF_FLOAT64: return memcmp(&a->v.f64, &b->v.f64, sizeof(double)) == 0;
-    default: return a->v.u64 == b->v.u64;
-    }
-}
-
 static void test_roundtrip(void) {
     size_t n1 = 0, n2 = 0, n3 = 0;
     char *one_shot = write_file("rt-default.gguf", 0, false, 0, &n1);
@@ -381,7 +355,7 @@ static void test_roundtrip(void) {
         if (copy && kara_gguf_parse(copy, nc, &gc, err, sizeof err) == KARA_OK) {
             CHECK_EQ_INT(gc->n_kv, g->n_kv);
             for (uint64_t i = 0; i < g->n_kv && i < gc->n_kv; i++)
-                CHECK_MSG(value_eq(&g->kv[i].value, &gc->kv[i].value), "value %llu differs after copy",
+                CHECK_MSG(kara_test_gguf_value_eq(&g->kv[i].value, &gc->kv[i].value), "value %llu differs after copy",
                           (unsigned long long)i);
             kara_gguf_close(gc);
         } else {

@@ -13,31 +13,8 @@
 #include "kernels.h"
 #include "quantize_file.h"
 #include "synth_model.h"
+#include "test_gguf.h"
 #include "test_util.h"
-
-static bool value_eq(const kara_gguf_value *a, const kara_gguf_value *b);
-static bool array_eq(const kara_gguf_array *a, const kara_gguf_array *b) {
-    static const int sz[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    if (a->type != b->type || a->n != b->n) return false;
-    for (uint64_t i = 0; i < a->n; i++) {
-        if (a->type == KARA_GGUF_STRING &&
-            (a->strs[i].len != b->strs[i].len || memcmp(a->strs[i].ptr, b->strs[i].ptr, a->strs[i].len)))
-            return false;
-        if (a->type == KARA_GGUF_ARRAY && !value_eq(&a->items[i], &b->items[i])) return false;
-    }
-    if (a->type != KARA_GGUF_STRING && a->type != KARA_GGUF_ARRAY && a->n)
-        return memcmp(a->data, b->data, a->n * (uint64_t)sz[a->type]) == 0;
-    return true;
-}
-static bool value_eq(const kara_gguf_value *a, const kara_gguf_value *b) {
-    if (a->type != b->type) return false;
-    switch (a->type) {
-    case KARA_GGUF_STRING: return a->v.str.len == b->v.str.len && !memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len);
-    case KARA_GGUF_ARRAY: return array_eq(&a->v.arr, &b->v.arr);
-    case KARA_GGUF_FLOAT32: case KARA_GGUF_FLOAT64: return memcmp(&a->v.f64, &b->v.f64, sizeof(double)) == 0;
-    default: return a->v.u64 == b->v.u64;
-    }
-}
 
 static bool files_equal(const char *a, const char *b) {
     size_t na = 0, nb = 0;
@@ -97,7 +74,7 @@ static void test_against_generator(void) {
                 CHECK_EQ_INT(b->kv[i].value.v.u64, KARA_FTYPE_MOSTLY_Q8_0);
                 continue;
             }
-            CHECK_MSG(value_eq(&a->kv[i].value, &b->kv[i].value), "key %.*s changed", (int)a->kv[i].key.len,
+            CHECK_MSG(kara_test_gguf_value_eq(&a->kv[i].value, &b->kv[i].value), "key %.*s changed", (int)a->kv[i].key.len,
                       a->kv[i].key.ptr);
         }
         CHECK_EQ_INT(a->n_tensors, b->n_tensors);
@@ -144,7 +121,7 @@ static void compare_with_llamacpp(const char *shared, const char *derived, kara_
             char key[256];
             snprintf(key, sizeof key, "%.*s", (int)a->kv[i].key.len, a->kv[i].key.ptr);
             const kara_gguf_kv *kb = kara_gguf_find(b, key);
-            CHECK_MSG(kb && value_eq(&a->kv[i].value, &kb->value), "%s: key %s differs", derived, key);
+            CHECK_MSG(kb && kara_test_gguf_value_eq(&a->kv[i].value, &kb->value), "%s: key %s differs", derived, key);
         }
         CHECK_EQ_INT(a->n_tensors, b->n_tensors);
         int same = 0;
