@@ -34,18 +34,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "batch_engine.h"
 #include "model.h"
 #include "sampler_internal.h"
 #include "status.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "monotonic_clock.h"
 
 void kara_engine_params_init(kara_engine_params *p) {
     memset(p, 0, sizeof *p);
@@ -542,9 +536,9 @@ static void decode_one_by_one(kara_engine *e) {
         }
         s->logits_row = e->b_logits[k - 1] ? 0 : -1;
         kara_batch b = {k, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
-        double td = now_s();
+        double td = kara_monotonic_seconds();
         kara_status st = kara_decode(e->ctx, &b);
-        e->stats.decode_seconds += now_s() - td;
+        e->stats.decode_seconds += kara_monotonic_seconds() - td;
         e->stats.steps++;
         if (st == KARA_OK) {
             after_decode(e, s);
@@ -569,7 +563,7 @@ static bool decode_appended(const kara_engine *e) {
 
 kara_status kara_engine_step(kara_engine *e) {
     if (!e) return kara_set_error(KARA_ERR_ARG, "kara_engine_step: NULL engine");
-    double t0 = now_s();
+    double t0 = kara_monotonic_seconds();
     housekeeping(e);
     admit(e);
     kara_context *c = e->ctx;
@@ -579,9 +573,9 @@ kara_status kara_engine_step(kara_engine *e) {
         n = build_batch(e, &rows);
         if (n == 0) break;
         kara_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
-        double td = now_s();
+        double td = kara_monotonic_seconds();
         st = kara_decode(c, &b);
-        e->stats.decode_seconds += now_s() - td;
+        e->stats.decode_seconds += kara_monotonic_seconds() - td;
         if (st && decode_appended(e)) {
             /* the forward pass ran and the KV policy failed after it: the
              * tokens are in the cache and the logits are valid, so go on */
@@ -631,7 +625,7 @@ kara_status kara_engine_step(kara_engine *e) {
     e->stats.queued = e->q_len;
     if (running > e->stats.peak_running) e->stats.peak_running = running;
     refresh_kv_stats(e);
-    e->stats.step_seconds += now_s() - t0;
+    e->stats.step_seconds += kara_monotonic_seconds() - t0;
     bool events = false;
     for (int32_t i = 0; i < e->n_slots && !events; i++) {
         const kara_batch_slot *s = &e->slots[i];

@@ -15,13 +15,13 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "context.h"
 #include "kara.h"
 #include "status.h"
 #include "text_pipeline.h"
 #include "think_splitter.h"
+#include "monotonic_clock.h"
 
 #define TAIL_TOKENS 8        /* prompt tokens examined to see whether it ends inside <think> */
 
@@ -60,12 +60,6 @@ struct kara_generator {
     int32_t last_token;
     kara_generator_stats stats;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void kara_generator_params_init(kara_generator_params *p) {
     memset(p, 0, sizeof *p);
@@ -269,7 +263,7 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
         if (tokens[i] < 0 || tokens[i] >= g->n_vocab)
             return kara_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
                                   tokens[i], i, g->n_vocab);
-    double t0 = now_s();
+    double t0 = kara_monotonic_seconds();
     memset(&g->stats, 0, sizeof g->stats);
     g->stats.n_prompt = n;
 
@@ -293,7 +287,7 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
         return st;
     }
     g->stats.n_prompt_decoded = n - from;
-    g->stats.t_prompt_s = now_s() - t0;
+    g->stats.t_prompt_s = kara_monotonic_seconds() - t0;
 
     /* no kara_sampler_reset: it would rewind the random state, and a repeated
      * prompt (a regenerated reply) must get a new draw */
@@ -379,7 +373,7 @@ kara_status kara_generator_next(kara_generator *g, kara_piece *out) {
     if (!g || !out) return kara_set_error(KARA_ERR_ARG, "kara_generator_next: NULL argument");
     memset(out, 0, sizeof *out);
     if (!g->started) return kara_set_error(KARA_ERR_ARG, "kara_generator_next: call kara_generator_start first");
-    double t0 = now_s();
+    double t0 = kara_monotonic_seconds();
     compact(g);
     kara_status result;
     for (;;) {
@@ -402,6 +396,6 @@ kara_status kara_generator_next(kara_generator *g, kara_piece *out) {
             break;
         }
     }
-    g->stats.t_generate_s += now_s() - t0;
+    g->stats.t_generate_s += kara_monotonic_seconds() - t0;
     return result;
 }

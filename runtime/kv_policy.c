@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "context.h"
 #include "kv_compact.h"
@@ -16,6 +15,7 @@
 #include "kv_score.h"
 #include "kv_select.h"
 #include "status.h"
+#include "monotonic_clock.h"
 
 /* ---- sizing ---- */
 
@@ -360,12 +360,6 @@ static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int
     return st;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* One periodic event over the window of a window method (sections 5-7). */
 static kara_status window_event(kara_context *ctx, int32_t seq) {
     kara_kv_policy *pol = &ctx->policy;
@@ -504,7 +498,7 @@ kara_status kara_kv_policy_step(kara_context *ctx) {
     kara_kv_cache *kv = &ctx->kv;
     if (pol->p.method == KARA_KV_METHOD_FULL) return KARA_OK;
     pol->step++;
-    double t0 = now_s();
+    double t0 = kara_monotonic_seconds();
     uint64_t events0 = pol->stats.events;
     kara_status st = KARA_OK;
     if (!pol->window_method) {
@@ -540,7 +534,7 @@ kara_status kara_kv_policy_step(kara_context *ctx) {
         for (int32_t s = 0; s < pol->n_seq_max; s++)
             if (kv->seqs[s].active && window_due(pol, kv, s)) pol->seqs[s].due_steps++;
     }
-    if (pol->stats.events > events0) pol->stats.event_seconds += now_s() - t0;
+    if (pol->stats.events > events0) pol->stats.event_seconds += kara_monotonic_seconds() - t0;
     return st;
 }
 

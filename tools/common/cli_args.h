@@ -19,8 +19,6 @@ int32_t kara_arg_id_list(const char *cmd, const char *flag, const char *value, i
  * 66, bad input data (format, tokens, context or KV budget too small for the
  * request) 65, bad settings 78, anything else 70. */
 int kara_exit_for_status(kara_status st);
-/* Monotonic wall-clock seconds, for speed reports. */
-double kara_now_seconds(void);
 /* Read a whole file into a NUL-terminated malloc'd buffer, or NULL with a
  * message on stderr. */
 char *kara_read_text_file(const char *cmd, const char *path, size_t *len);

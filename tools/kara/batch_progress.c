@@ -1,24 +1,18 @@
 /* batch_progress.c - the progress line of `kara batch` (batch_progress.h). */
 #include "batch_progress.h"
+#include "monotonic_clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-double kara_batch_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void kara_batch_progress_init(kara_batch_progress *p, bool enabled, int total, int done_before) {
+ void kara_batch_progress_init(kara_batch_progress *p, bool enabled, int total, int done_before) {
     p->enabled = enabled;
     const char *term = getenv("TERM");
     p->tty = isatty(STDERR_FILENO) != 0 && !(term && !strcmp(term, "dumb"));
     p->interval = p->tty ? 0.25 : 5.0;
-    p->t_start = p->t_last = kara_batch_now();
+    p->t_start = p->t_last = kara_monotonic_seconds();
     p->total = total;
     p->done_before = done_before;
     p->done = p->failed = 0;
@@ -34,7 +28,7 @@ static void format_eta(char *buf, size_t size, double s) {
 
 void kara_batch_progress_update(kara_batch_progress *p, const kara_engine_stats *s, bool force) {
     if (!p->enabled) return;
-    double now = kara_batch_now();
+    double now = kara_monotonic_seconds();
     if (!force && now - p->t_last < p->interval) return;
     p->t_last = now;
     double el = now - p->t_start;

@@ -25,6 +25,5 @@ void kara_batch_progress_init(kara_batch_progress *p, bool enabled, int total, i
 void kara_batch_progress_update(kara_batch_progress *p, const kara_engine_stats *s, bool force);
 /* End the \r line before other output. */
 void kara_batch_progress_end(kara_batch_progress *p);
-double kara_batch_now(void);
 
 #endif

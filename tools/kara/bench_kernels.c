@@ -7,19 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "bench_kernels.h"
 #include "kernels.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "monotonic_clock.h"
 
 static float frand(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -49,11 +43,11 @@ int kara_bench_membw(int threads) {
     double best = 1e30;
     uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_s();
+        double t0 = kara_monotonic_seconds();
         uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
         for (size_t i = 0; i < n; i++) total += buf[i];
-        double dt = now_s() - t0;
+        double dt = kara_monotonic_seconds() - t0;
         sink += total;
         if (dt < best) best = dt;
     }
@@ -96,14 +90,14 @@ static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int th
         if (reps < 3) reps = 3;
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
-            double t0 = now_s();
+            double t0 = kara_monotonic_seconds();
 #pragma omp parallel num_threads(threads)
             {
                 int ith, nt;
                 thread_ids(&ith, &nt);
                 k->matmul(k, t, w, wrb, s->rows, s->cols, x, xrb, nb, y, s->rows, ith, nt);
             }
-            double dt = now_s() - t0;
+            double dt = kara_monotonic_seconds() - t0;
             if (dt < best) best = dt;
         }
         const double gops = 2.0 * (double)s->rows * (double)s->cols * nb / best * 1e-9;

@@ -9,6 +9,7 @@
  * oneDNN prefers (format_tag_any), its best case. Built only when CMake finds
  * libdnnl (KARA_HAVE_ONEDNN). */
 #include "bench_kernels.h"
+#include "monotonic_clock.h"
 
 #include <stdio.h>
 
@@ -16,16 +17,9 @@
 #include <dnnl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 #define DNNL_OK(call)                                                                                               \
     do {                                                                                                            \
@@ -74,10 +68,10 @@ static double time_matmul(dnnl_engine_t eng, dnnl_stream_t st, dnnl_data_type_t 
     const int nargs = 3;
     double best = 1e30;
     for (int r = -1; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = kara_monotonic_seconds();
         DNNL_OK(dnnl_primitive_execute(prim, st, nargs, args));
         DNNL_OK(dnnl_stream_wait(st));
-        double dt = now_s() - t0;
+        double dt = kara_monotonic_seconds() - t0;
         if (r >= 0 && dt < best) best = dt;
     }
     dnnl_memory_destroy(A);

@@ -29,6 +29,7 @@
 #include "json.h"
 #include "kara.h"
 #include "strset.h"
+#include "monotonic_clock.h"
 
 typedef struct batch_opts {
     kara_config cfg;
@@ -583,7 +584,7 @@ static int run(job *j) {
     rc = setup_engine(j);
     if (rc >= 0) return rc;
     kara_batch_progress_init(&j->prog, !j->o->no_progress, total, answered);
-    double t0 = kara_batch_now(), cpu0 = cpu_seconds();
+    double t0 = kara_monotonic_seconds(), cpu0 = cpu_seconds();
     kara_engine_stats stats;
     memset(&stats, 0, sizeof stats);
     for (;;) {
@@ -608,7 +609,7 @@ static int run(job *j) {
         kara_batch_progress_update(&j->prog, &stats, false);
         if (st == KARA_DONE && j->next >= j->n_todo) break;
     }
-    double seconds = kara_batch_now() - t0, cpu = cpu_seconds() - cpu0;
+    double seconds = kara_monotonic_seconds() - t0, cpu = cpu_seconds() - cpu0;
     kara_engine_get_stats(j->eng, &stats);
     kara_batch_progress_update(&j->prog, &stats, true);
     kara_batch_progress_end(&j->prog);

@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "bench_kernels.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "monotonic_clock.h"
 
 typedef struct bench_opts {
     const char *model;
@@ -27,12 +27,6 @@ typedef struct bench_opts {
     bool use_mmap;                /* --mmap: map the model instead of reading it */
     const char *kernel_types;
 } bench_opts;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -176,7 +170,7 @@ static int bench_main(int argc, char **argv) {
     if (rc >= 0) return rc;
     srand(1234);
 
-    double t0 = now_s();
+    double t0 = kara_monotonic_seconds();
     kara_model *model = NULL;
     kara_model_params mp;
     kara_model_params_init(&mp);
@@ -201,7 +195,7 @@ static int bench_main(int argc, char **argv) {
         kara_model_free(model);
         return KARA_EXIT_SOFTWARE;
     }
-    const double load_s = now_s() - t0;
+    const double load_s = kara_monotonic_seconds() - t0;
     fprintf(stderr, "kara bench: %s, %s, %d threads\n", kara_model_desc(model), kara_system_info(), (int)o.threads);
 
     const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
@@ -215,9 +209,9 @@ static int bench_main(int argc, char **argv) {
     if (st == KARA_OK && o.n_prompt > 0) {
         for (int r = -1; r < o.reps && st == KARA_OK; r++) { /* r = -1 warms up */
             kara_seq_clear(ctx, -1);
-            double ts = now_s();
+            double ts = kara_monotonic_seconds();
             st = feed(ctx, n_vocab, 0, (int32_t)o.n_prompt, n_batch, tok, tpos, seq);
-            double dt = now_s() - ts;
+            double dt = kara_monotonic_seconds() - ts;
             if (r >= 0) tps[r] = (double)o.n_prompt / dt;
         }
         snprintf(name, sizeof name, "pp%lld", o.n_prompt);
@@ -228,9 +222,9 @@ static int bench_main(int argc, char **argv) {
             kara_seq_clear(ctx, -1);
             if (o.depth > 0) st = feed(ctx, n_vocab, 0, (int32_t)o.depth, n_batch, tok, tpos, seq);
             if (st != KARA_OK) break;
-            double ts = now_s();
+            double ts = kara_monotonic_seconds();
             st = feed(ctx, n_vocab, (int32_t)o.depth, (int32_t)o.n_gen, 1, tok, tpos, seq);
-            double dt = now_s() - ts;
+            double dt = kara_monotonic_seconds() - ts;
             if (r >= 0) tps[r] = (double)o.n_gen / dt;
         }
         snprintf(name, sizeof name, "tg%lld", o.n_gen);

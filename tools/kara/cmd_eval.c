@@ -19,6 +19,7 @@
 #include "eval_tasks.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "monotonic_clock.h"
 
 #define MAX_METHODS 8
 #define MAX_RETENTIONS 8
@@ -164,7 +165,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
         }
         size_t alen = 0;
         kara_piece piece;
-        double t0 = kara_now_seconds();
+        double t0 = kara_monotonic_seconds();
         while ((st = kara_generator_next(gen, &piece)) == KARA_OK) {
             if (piece.channel == KARA_CHANNEL_ANSWER && alen + (size_t)piece.len < cap) {
                 memcpy(answer + alen, piece.text, (size_t)piece.len);
@@ -173,7 +174,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
             cached += kara_seq_n_cached(ctx, 0);
             steps++;
         }
-        t_gen += kara_now_seconds() - t0;
+        t_gen += kara_monotonic_seconds() - t0;
         answer[alen] = 0;
         kara_generator_stats gs;
         kara_generator_get_stats(gen, &gs);

@@ -4,13 +4,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_args.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "synth_model.h"
+#include "monotonic_clock.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -147,8 +147,7 @@ static int gen_model_main(int argc, char **argv) {
         fprintf(stderr, "kara %s: %s\n", cmd, err);
         return KARA_EXIT_USAGE;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = kara_monotonic_seconds();
     int last_pct = -1;
     bool tty = isatty(fileno(stderr));
     kara_status st = kara_synth_write(&p, out, tty ? show_progress : NULL, &last_pct, err, sizeof err);
@@ -157,11 +156,11 @@ static int gen_model_main(int argc, char **argv) {
         fprintf(stderr, "kara %s: %s\n", cmd, err);
         return st == KARA_ERR_IO ? KARA_EXIT_CANTCREAT : KARA_EXIT_SOFTWARE;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = kara_monotonic_seconds() - t0;
     fprintf(stderr, "kara %s: wrote %s: %s %dL d%d %d/%d heads of %d, ffn %d, vocab %d, %s%s%s, seed %llu (%.1f s)\n",
             cmd, out, p.arch, p.n_layer, p.n_embd, p.n_head, p.n_head_kv, p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head,
             p.n_ff, p.n_vocab, kara_ftype_name(p.ftype), p.pure ? " pure" : "", p.tied ? ", tied" : "",
-            (unsigned long long)p.seed, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+            (unsigned long long)p.seed, seconds);
     return KARA_EXIT_OK;
 }
 

@@ -4,11 +4,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "commands.h"
 #include "exit_codes.h"
 #include "quantize_file.h"
+#include "monotonic_clock.h"
 
 static const char *cmd = "quantize";
 
@@ -70,8 +70,7 @@ static int quantize_main(int argc, char **argv) {
     }
     if (!quiet) p.on_tensor = show_tensor;
 
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = kara_monotonic_seconds();
     char err[700];
     kara_quantize_result r;
     kara_status st = kara_quantize_file(pos[0], pos[1], &p, &r, err, sizeof err);
@@ -84,10 +83,10 @@ static int quantize_main(int argc, char **argv) {
         default: return KARA_EXIT_SOFTWARE;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = kara_monotonic_seconds() - t0;
     fprintf(stderr, "kara %s: %s -> %s (%s%s): %.2f MiB -> %.2f MiB of tensor data in %.1f s\n", cmd, pos[0], pos[1],
             kara_ftype_name(p.ftype), p.pure ? ", pure" : "", r.in_bytes / 1048576.0, r.out_bytes / 1048576.0,
-            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+            seconds);
     return KARA_EXIT_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "monotonic_clock.h"
 
 typedef struct run_opts {
     kara_config cfg;
@@ -92,7 +93,7 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
         return KARA_EXIT_USAGE;
     }
     for (int32_t i = 0; i < n_prompt; i++) kara_sampler_accept(smp, prompt[i]);
-    double t0 = kara_now_seconds();
+    double t0 = kara_monotonic_seconds();
     kara_status st = KARA_OK;
     const int32_t n_batch = o->cfg.context.n_batch, n_predict = o->cfg.max_tokens;
     for (int32_t i = 0; i < n_prompt && !st; i += n_batch) {
@@ -100,7 +101,7 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
         kara_batch b = kara_batch_one_sequence(prompt + i, n, i, 0);
         st = kara_decode(ctx, &b);
     }
-    double t1 = kara_now_seconds();
+    double t1 = kara_monotonic_seconds();
     int32_t n_vocab = kara_model_n_vocab(m), n_gen = 0, pos = n_prompt, prev = prompt[n_prompt - 1];
     while (!st && (n_predict < 0 || n_gen < n_predict)) {
         int32_t tok = kara_sampler_sample(smp, kara_get_logits(ctx, -1), n_vocab);
@@ -125,7 +126,7 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
         kara_batch b = kara_batch_one_sequence(&tok, 1, pos++, 0);
         st = kara_decode(ctx, &b);
     }
-    double t2 = kara_now_seconds();
+    double t2 = kara_monotonic_seconds();
     kara_sampler_free(smp);
     if (st) {
         fprintf(stderr, "\nkara run: %s\n", kara_context_last_error(ctx));

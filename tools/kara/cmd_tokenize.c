@@ -11,6 +11,7 @@
 #include "exit_codes.h"
 #include "gguf.h"
 #include "vocab.h"
+#include "monotonic_clock.h"
 
 #define MAX_INPUTS 64
 
@@ -130,7 +131,7 @@ static int tokenize_main(int argc, char **argv) {
         return KARA_EXIT_USAGE;
     }
 
-    double t0 = kara_now_seconds();
+    double t0 = kara_monotonic_seconds();
     kara_gguf *g;
     kara_vocab v;
     char err[600];
@@ -149,7 +150,7 @@ static int tokenize_main(int argc, char **argv) {
         kara_gguf_close(g);
         return KARA_EXIT_DATAERR;
     }
-    if (stats) fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", v.n_tokens, kara_now_seconds() - t0);
+    if (stats) fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", v.n_tokens, kara_monotonic_seconds() - t0);
 
     int rc = KARA_EXIT_OK;
     char piece[256];
@@ -175,9 +176,9 @@ static int tokenize_main(int argc, char **argv) {
         }
         int32_t cap = (int32_t)len + 16;
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
-        double t1 = kara_now_seconds();
+        double t1 = kara_monotonic_seconds();
         int32_t n = ids ? kara_vocab_tokenize(&v, text, len, ids, cap, add_special, special) : INT32_MIN;
-        double dt = kara_now_seconds() - t1;
+        double dt = kara_monotonic_seconds() - t1;
         if (n < 0) {
             fprintf(stderr, "kara tokenize: tokenizing input %d failed\n", k + 1);
             free(ids);

@@ -11,6 +11,7 @@
 
 #include "cli_args.h"
 #include "eval_kv.h"
+#include "monotonic_clock.h"
 
 /* Greedy choice, ties to the lowest id (as the sampler at temperature 0). */
 static int32_t argmax(const float *x, int32_t n) {
@@ -58,9 +59,9 @@ static kara_status start(run_state *r, int32_t n_batch) {
 
 static kara_status feed(run_state *r, int32_t tok, int32_t pos) {
     kara_batch b = kara_batch_one_sequence(&tok, 1, pos, 0);
-    double t0 = kara_now_seconds();
+    double t0 = kara_monotonic_seconds();
     kara_status st = kara_decode(r->ctx, &b);
-    r->decode_s += kara_now_seconds() - t0;
+    r->decode_s += kara_monotonic_seconds() - t0;
     return st ? fail(r, st, "decode") : KARA_OK;
 }
 
