@@ -97,6 +97,17 @@ static inline void kara_unpack_k4_scales_packed(const uint8_t *s, uint64_t *sc, 
     *mn = mn_lo | ((uint64_t)mn_hi << 32);
 }
 
+/* The first of x[0..n) whose magnitude is amax (the block's largest): the
+ * SIMD quantizers find amax with vector max and take its sign from here, as
+ * the scalar reference picks it. */
+static inline float kara_first_with_magnitude(const float *x, int n, float amax)
+{
+    for (int j = 0; j < n; j++) {
+        if (x[j] == amax || x[j] == -amax) return x[j];
+    }
+    return amax;
+}
+
 /* ---- work split ---- */
 /* Rows [*r0, *r1) of thread ith among nth, in even contiguous slices. */
 static inline void kara_split_rows(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1)

@@ -211,14 +211,7 @@ static void neon_from_float_q8_K(const float *x, void *vy, int64_t n)
             memset(&y[i], 0, sizeof(y[i]));
             continue;
         }
-        float max = amax;
-        for (int j = 0; j < KARA_QK_K; j++) {
-            if (fabsf(x[j]) == amax) {
-                max = x[j];
-                break;
-            }
-        }
-        const float iscale = -127.0f / max;
+        const float iscale = -127.0f / kara_first_with_magnitude(x, KARA_QK_K, amax);
         for (int j = 0; j < KARA_QK_K; j += 16) {
             int16x8_t h[2];
             for (int k = 0; k < 2; k++) {

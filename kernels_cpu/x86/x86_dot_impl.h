@@ -418,16 +418,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n)
             memset(&y[i], 0, sizeof(y[i]));
             continue;
         }
-        /* the sign of the first element of largest magnitude, as the scalar
-         * reference picks it */
-        float max = amax;
-        for (int j = 0; j < KARA_QK_K; j++) {
-            if (fabsf(x[j]) == amax) {
-                max = x[j];
-                break;
-            }
-        }
-        const float iscale = -127.0f / max;
+        const float iscale = -127.0f / kara_first_with_magnitude(x, KARA_QK_K, amax);
         const __m256 vs = _mm256_set1_ps(iscale);
         const __m256i ones = _mm256_set1_epi8(1);
         for (int j = 0; j < KARA_QK_K; j += 32) {
