@@ -52,7 +52,7 @@ def generate(model, probs, policy="full", retention=1.0, extra=64):
     (mean visible thinking tokens at the end, for reporting).
     """
     B = len(probs)
-    pids = [tasks.chat_prompt_ids(p["prompt"]) for p in probs]
+    pids = [tasks.generation_prompt_ids(p["prompt"]) for p in probs]
     P = len(pids[0])
     assert all(len(x) == P for x in pids)
     ref = max(p["think_tokens"] for p in probs)
@@ -109,7 +109,7 @@ def generate(model, probs, policy="full", retention=1.0, extra=64):
 def evaluate(model, probs, policy="full", retention=1.0, batch=25):
     groups = {}
     for p in probs:
-        groups.setdefault(len(tasks.chat_prompt_ids(p["prompt"])), []).append(p)
+        groups.setdefault(len(tasks.generation_prompt_ids(p["prompt"])), []).append(p)
     res = []
     for _, g in sorted(groups.items()):
         for i in range(0, len(g), batch):
@@ -140,7 +140,8 @@ def teacher_forced(model, probs, policy="full", retention=1.0):
             budget = int(round(retention * ex["think_len"]))
             n_info = int((kind == tasks.KIND_INFO).sum())
             w = budget - n_info if policy == "oracle" else budget
-            keep = (j < P) | ((kind[None, :] == tasks.KIND_INFO) if policy == "oracle" else False)
+            G = len(tasks.generation_prompt_ids(p["prompt"]))  # the runtime's prompt ends with '<think>\n'
+            keep = (j < G) | ((kind[None, :] == tasks.KIND_INFO) if policy == "oracle" else False)
             allowed = allowed & (keep | (t - j < w))
         pred = model(ids, allowed[None])[0].argmax(-1)[P - 1:T - 1]
         tgt = ids[0, P:]

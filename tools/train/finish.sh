@@ -15,10 +15,10 @@ for r in "$@"; do cp "$r/config.json" "$out/config-$(basename "$r").json"; done
 $py tools/train/plot_loss.py "$out/loss.csv" "$out/loss.svg" "$@"
 rm -f "$out/eval.jsonl"
 $py tools/train/evaluate.py --model "$ckpt" --json "$out/eval.jsonl" --teacher-forced --limit "$n" \
-    --tasks tests/data/reasoning-tier4.jsonl --policy full oracle recent --retention 0.2 0.3
+    --tasks tests/data/reasoning-tier4.jsonl --policy full oracle recent --retention 0.1 0.2 0.3
 $py tools/train/evaluate.py --model "$ckpt" --json "$out/eval.jsonl" --limit "$n" \
     --tasks tests/data/reasoning-tier{1,2,3,4}.jsonl --policy full
 $py tools/train/evaluate.py --model "$ckpt" --json "$out/eval.jsonl" --limit "$n" \
-    --tasks tests/data/reasoning-tier4.jsonl --policy oracle recent --retention 0.2
+    --tasks tests/data/reasoning-tier4.jsonl --policy oracle recent --retention 0.1 0.2 0.3
 $py tools/train/check_llamacpp.py "$out/kara-reasoner-1m.gguf" "$ckpt" \
     --tasks tests/data/reasoning-tier4.jsonl | tee "$out/llamacpp-check.txt" || true

@@ -251,6 +251,17 @@ def chat_prompt_ids(prompt):
             [IM_START] + encode_text("assistant\n") + [THINK])
 
 
+def generation_prompt_ids(prompt):
+    """What the runtime feeds before the first generated token: the chat
+    template of the exported GGUF renders the generation prompt as
+    '<|im_start|>assistant\n<think>\n', so the newline after <think> is part
+    of the prompt (and, like every prompt token, kept by every KV policy).
+    Training sees the same token sequence; only evaluation needs the split.
+    The model uses that newline as an attention sink: evaluated without it
+    in the kept set, the oracle policy lost the last block header's copy."""
+    return chat_prompt_ids(prompt) + encode_text("\n")
+
+
 def heldout_problems(tier, count, seed, fmt=FORMAT):
     rng = random.Random(f"heldout-{seed}-{tier}")
     out, seen = [], set()
