@@ -357,8 +357,12 @@ kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos
 }
 
 int32_t kara_seq_positions(const kara_context *c, int32_t seq, int32_t *out, int32_t max) {
-    if (!c || seq < 0 || seq >= c->kv.n_seq_max) return 0;
-    const kara_kv_seq *s = &c->kv.seqs[seq];
-    for (int32_t i = 0; i < s->n && i < max; i++) out[i] = s->pos[i];
-    return s->n;
+    return kara_seq_layer_positions(c, seq, 0, out, max);
+}
+
+int32_t kara_seq_layer_positions(const kara_context *c, int32_t seq, int32_t layer, int32_t *out, int32_t max) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max || layer < 0 || layer >= c->kv.n_layer) return 0;
+    const int32_t *pos = kara_kv_layer_pos(&c->kv, seq, layer);
+    for (int32_t i = 0; i < c->kv.seqs[seq].n && i < max; i++) out[i] = pos[i];
+    return c->kv.seqs[seq].n;
 }

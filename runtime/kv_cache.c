@@ -6,6 +6,21 @@
 
 #include "status.h"
 
+bool kara_kv_params_per_layer(const kara_kv_params *p) {
+    return p->per_layer_selection && (p->method == KARA_KV_METHOD_KARA || p->method == KARA_KV_METHOD_CHUNKKV);
+}
+
+int32_t kara_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer) {
+    int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
+    if (!kara_kv_params_per_layer(p) || stride > n_layer) return n_layer > 0 ? n_layer : 1;
+    return stride;
+}
+
+int32_t kara_kv_n_groups(const kara_kv_params *p, int32_t n_layer) {
+    int32_t lpg = kara_kv_layers_per_group(p, n_layer);
+    return n_layer > 0 ? (n_layer + lpg - 1) / lpg : 1;
+}
+
 kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
                          const kara_kv_params *p, int32_t n_seq_max, int32_t max_slots) {
     memset(kv, 0, sizeof *kv);
@@ -22,6 +37,8 @@ kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, 
     kv->n_seq_max = n_seq_max;
     kv->max_slots = max_slots;
     kv->max_blocks_per_seq = (max_slots + kv->block_size - 1) / kv->block_size;
+    kv->layers_per_group = kara_kv_layers_per_group(p, n_layer);
+    kv->n_groups = kara_kv_n_groups(p, n_layer);
 
     uint64_t want = (uint64_t)n_seq_max * (uint64_t)kv->max_blocks_per_seq;
     uint64_t blocks = p->budget ? p->budget / kv->bytes_per_block : want;
@@ -47,7 +64,7 @@ kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, 
     kv->n_free = kv->n_blocks;
     for (int32_t s = 0; s < n_seq_max; s++) {
         kv->seqs[s].table = malloc((size_t)kv->max_blocks_per_seq * sizeof(int32_t));
-        kv->seqs[s].pos = malloc((size_t)max_slots * sizeof(int32_t));
+        kv->seqs[s].pos = malloc((size_t)kv->n_groups * (size_t)max_slots * sizeof(int32_t));
         if (!kv->seqs[s].table || !kv->seqs[s].pos) {
             kara_kv_free(kv);
             return kara_set_error(KARA_ERR_NOMEM, "cannot allocate KV block tables");
@@ -98,7 +115,7 @@ kara_status kara_kv_reserve(kara_kv_cache *kv, int32_t seq, int32_t n_new) {
 int32_t kara_kv_append(kara_kv_cache *kv, int32_t seq, int32_t pos) {
     kara_kv_seq *s = &kv->seqs[seq];
     int32_t slot = s->n++;
-    s->pos[slot] = pos;
+    for (int32_t g = 0; g < kv->n_groups; g++) s->pos[(size_t)g * kv->max_slots + slot] = pos;
     s->next_pos = pos + 1;
     return slot;
 }

@@ -23,7 +23,7 @@ typedef struct kara_kv_seq {
     int32_t next_pos;     /* position the next token takes (tokens ever fed) */
     int32_t n_blocks;     /* entries of table in use */
     int32_t *table;       /* block ids, capacity max_blocks_per_seq */
-    int32_t *pos;         /* original position of each slot, capacity max_slots */
+    int32_t *pos;         /* original position of each slot: n_groups rows of max_slots */
 } kara_kv_seq;
 
 typedef struct kara_kv_cache {
@@ -39,10 +39,24 @@ typedef struct kara_kv_cache {
     int32_t n_seq_max;
     int32_t max_slots;        /* per sequence: the context size */
     int32_t max_blocks_per_seq;
+    int32_t n_groups;         /* selection groups: 1, or one per scored layer (per_layer) */
+    int32_t layers_per_group; /* layer l belongs to group l / layers_per_group */
     kara_kv_seq *seqs;
     uint64_t budget;          /* bytes the pool may hold */
     uint64_t bytes_peak;
 } kara_kv_cache;
+
+/* Selection groups (docs/kara.md 7.4). With kara.selection_scope:
+ * per_layer every scored layer and the unscored layers after it (`layers:
+ * stride:N`) keep their own slots, so each such group has its own row of
+ * positions; the block table and n stay shared because every group keeps
+ * the same number of slots at every event. Shared scope is one group of all
+ * layers. Only the methods that score a window select per layer (kara,
+ * chunkkv); the others ignore the key. */
+bool kara_kv_params_per_layer(const kara_kv_params *p);
+/* Layers per group (n_layer for shared scope) and the number of groups. */
+int32_t kara_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer);
+int32_t kara_kv_n_groups(const kara_kv_params *p, int32_t n_layer);
 
 /* Size the pool from budget (0: enough for n_seq_max full sequences of
  * max_slots). Fails with KARA_ERR_KV_BUDGET when the budget holds no block. */
@@ -55,11 +69,18 @@ int32_t kara_kv_blocks_for(const kara_kv_cache *kv, int32_t n_slots);
 /* Make room for n_new more slots in seq (takes blocks from the pool); fails
  * with KARA_ERR_KV_BUDGET, changing nothing, when the pool is short. */
 kara_status kara_kv_reserve(kara_kv_cache *kv, int32_t seq, int32_t n_new);
-/* Append a slot at position pos (after kara_kv_reserve); returns its index. */
+/* Append a slot at position pos (after kara_kv_reserve; every group's
+ * row); returns its index. */
 int32_t kara_kv_append(kara_kv_cache *kv, int32_t seq, int32_t pos);
 /* Drop slots >= n_keep of seq and release blocks no longer needed. */
 void kara_kv_truncate(kara_kv_cache *kv, int32_t seq, int32_t n_keep);
 void kara_kv_seq_clear(kara_kv_cache *kv, int32_t seq);
+
+/* Original positions of seq's slots as layer `layer` holds them (its
+ * group's row; shared scope: the one row). */
+static inline int32_t *kara_kv_layer_pos(const kara_kv_cache *kv, int32_t seq, int32_t layer) {
+    return kv->seqs[seq].pos + (size_t)(layer / kv->layers_per_group) * (size_t)kv->max_slots;
+}
 
 /* Bytes of blocks currently in use (and the peak since init). */
 uint64_t kara_kv_bytes_used(const kara_kv_cache *kv);

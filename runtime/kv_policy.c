@@ -109,12 +109,19 @@ static kara_kv_score_shape score_shape(const kara_kv_params *p, int32_t n_w, int
  * arithmetic cannot disagree. */
 typedef struct policy_sizes {
     size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
+    size_t per_layer; /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
 } policy_sizes;
 
-static policy_sizes sizes_of(const kara_kv_params *p, const policy_shape *s, int32_t n_head, int32_t n_head_kv,
-                             int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads) {
+static policy_sizes sizes_of(const kara_kv_params *p, const policy_shape *s, int32_t n_layer, int32_t n_head,
+                             int32_t n_head_kv, int32_t head_dim, int32_t n_seq_max, int32_t max_slots,
+                             int32_t n_threads) {
     policy_sizes z = {0};
     if (p->method == KARA_KV_METHOD_FULL) return z;
+    /* per_layer: every group after the first holds its own positions
+     * (kv_cache.c) and stored scores (recompress_history); the scores,
+     * selection and moves of an event are reused group after group */
+    z.per_layer = (size_t)n_seq_max * (size_t)(kara_kv_n_groups(p, n_layer) - 1) * (size_t)max_slots *
+                  (sizeof(int32_t) + sizeof(float));
     z.ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap * (size_t)n_head * (size_t)head_dim *
              qsize(p);
     if (s->needs_h2o) z.h2o = (size_t)n_seq_max * (size_t)n_head * (size_t)max_slots * sizeof(float);
@@ -132,13 +139,13 @@ static policy_sizes sizes_of(const kara_kv_params *p, const policy_shape *s, int
 }
 
 static uint64_t total_of(const policy_sizes *z) {
-    return z->ring + z->h2o + z->score_scratch + z->select_scratch + z->floats + z->keep + z->moves;
+    return z->ring + z->h2o + z->score_scratch + z->select_scratch + z->floats + z->keep + z->moves + z->per_layer;
 }
 
 uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
                               int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads) {
     policy_shape s = shape_of(p, n_layer, max_slots);
-    policy_sizes z = sizes_of(p, &s, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
+    policy_sizes z = sizes_of(p, &s, n_layer, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
     return total_of(&z);
 }
 
@@ -146,9 +153,10 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, in
                                 int32_t n_head_kv, int32_t head_dim, int32_t n_seq_max, int32_t max_slots,
                                 int32_t n_threads, int32_t think_end_token) {
     memset(pol, 0, sizeof *pol);
-    if (p->per_layer_selection)
-        return kara_set_error(KARA_ERR_UNSUPPORTED,
-                              "kara.selection_scope: per_layer is not implemented (use shared)");
+    if (kara_kv_params_per_layer(p) && threshold_trigger(p))
+        return kara_set_error(KARA_ERR_CONFIG,
+                              "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
+                              "(ablation A8 rescores the whole cache with one shared selection); use one of them");
     if (p->interval < 1 || p->buffer < 0 || p->max_defer < 0)
         return kara_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
     if (p->trigger != KARA_KV_TRIGGER_PERIODIC && p->trigger != KARA_KV_TRIGGER_THRESHOLD)
@@ -172,11 +180,12 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, in
     pol->ring_cap = s.ring_cap;
     pol->n_scored_layers = s.n_scored;
     pol->q_row_bytes = (size_t)n_head * (size_t)head_dim * qsize(p);
+    pol->n_groups = kara_kv_n_groups(p, n_layer);
     pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
     if (!pol->seqs) return kara_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
     if (p->method == KARA_KV_METHOD_FULL) return KARA_OK;
 
-    policy_sizes z = sizes_of(p, &s, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
+    policy_sizes z = sizes_of(p, &s, n_layer, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
     pol->reserved_bytes = total_of(&z);
     pol->ring = z.ring ? calloc(1, z.ring) : NULL;
     pol->h2o_probs = z.h2o ? calloc(1, z.h2o) : NULL;
@@ -193,7 +202,7 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, in
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
         kara_kv_policy_seq *q = &pol->seqs[i];
         q->tokens = calloc((size_t)max_slots, sizeof(int32_t));
-        q->scores = calloc((size_t)max_slots, sizeof(float));
+        q->scores = calloc((size_t)pol->n_groups * (size_t)max_slots, sizeof(float));
         q->h2o_acc = s.needs_h2o ? calloc((size_t)max_slots, sizeof(float)) : NULL;
         ok = q->tokens && q->scores && (!s.needs_h2o || q->h2o_acc);
     }
@@ -280,35 +289,60 @@ void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots
 typedef struct move_ctx {
     kara_kv_cache *kv;
     int32_t seq;
+    int32_t l0, l1; /* layers [l0, l1) move */
 } move_ctx;
 
 static void move_slot(void *user, int32_t src, int32_t dst) {
     move_ctx *m = user;
-    for (int32_t l = 0; l < m->kv->n_layer; l++) {
+    for (int32_t l = m->l0; l < m->l1; l++) {
         memcpy(kara_kv_k(m->kv, l, m->seq, dst), kara_kv_k(m->kv, l, m->seq, src), m->kv->slot_bytes);
         memcpy(kara_kv_v(m->kv, l, m->seq, dst), kara_kv_v(m->kv, l, m->seq, src), m->kv->slot_bytes);
     }
 }
 
-/* Keep `keep` (k slots, relative to frontier) of [frontier, n - n_buf),
- * move the survivors and the buffer down, release freed blocks. */
-static kara_status compact(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
-                           int32_t k, const float *keep_scores) {
+/* Keep `keep` (k slots, relative to frontier) of [frontier, n - n_buf) in
+ * selection group `group` (its layers' K and V, its pos[] and stored-score
+ * rows), or in every layer and row when group < 0, and move the survivors
+ * and the buffer down. The per-slot arrays that have one row (token ids,
+ * H2O accumulators) follow group 0. Blocks are released by
+ * compact_release once every group has moved: until then the slots above
+ * the new n still hold the other groups' sources. */
+static kara_status compact_group(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier,
+                                 int32_t n_buf, int32_t k, const float *keep_scores, int32_t group) {
     kara_kv_seq *s = &kv->seqs[seq];
     kara_kv_policy_seq *q = &pol->seqs[seq];
     kara_kv_compact_plan plan;
     kara_status st = kara_kv_compact_plan_make(&plan, frontier, s->n, n_buf, pol->keep, k, pol->moves);
     if (st) return st;
-    move_ctx mc = {kv, seq};
+    int32_t g0 = group < 0 ? 0 : group, g1 = group < 0 ? kv->n_groups : group + 1;
+    int32_t l1 = g1 * kv->layers_per_group;
+    move_ctx mc = {kv, seq, g0 * kv->layers_per_group, l1 < kv->n_layer ? l1 : kv->n_layer};
     kara_kv_compact_apply(&plan, move_slot, &mc);
-    kara_kv_compact_apply_array(&plan, s->pos, sizeof(int32_t));
-    kara_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
-    kara_kv_compact_apply_array(&plan, q->scores, sizeof(float));
-    if (q->h2o_acc) kara_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
-    if (keep_scores) kara_kv_compact_store_scores(&plan, pol->keep, keep_scores, q->scores);
-    pol->stats.slots_evicted += (uint64_t)(s->n - plan.new_n);
-    kara_kv_truncate(kv, seq, plan.new_n);
+    for (int32_t g = g0; g < g1; g++) {
+        size_t row = (size_t)g * (size_t)kv->max_slots;
+        kara_kv_compact_apply_array(&plan, s->pos + row, sizeof(int32_t));
+        kara_kv_compact_apply_array(&plan, q->scores + row, sizeof(float));
+        if (keep_scores) kara_kv_compact_store_scores(&plan, pol->keep, keep_scores, q->scores + row);
+    }
+    if (g0 == 0) {
+        kara_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
+        if (q->h2o_acc) kara_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
+    }
     return KARA_OK;
+}
+
+/* After an event's compact_group calls: the sequence now holds new_n slots. */
+static void compact_release(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t new_n) {
+    pol->stats.slots_evicted += (uint64_t)(kv->seqs[seq].n - new_n);
+    kara_kv_truncate(kv, seq, new_n);
+}
+
+/* One selection for every layer (shared scope and the baselines). */
+static kara_status compact(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
+                           int32_t k, const float *keep_scores) {
+    kara_status st = compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
+    if (!st) compact_release(pol, kv, seq, frontier + k + n_buf);
+    return st;
 }
 
 /* ---- scoring ---- */
@@ -323,10 +357,13 @@ static void score_compute(void *arg, int ith, int nth) {
 }
 
 /* Score rows [first, first + n_w) of seq's cache into pol->scores[0 ..
- * n_w - n_buf), averaged over the scored layers. The last n_q rows have
- * queries, read from the ring at positions q_first_pos + row. */
+ * n_w - n_buf), averaged over the scored layers in [l_begin, l_end) (all
+ * layers: the shared aggregation of spec 5.4; one scored layer: per_layer
+ * selection). The last n_q rows have queries, read from the ring at
+ * positions q_first_pos + row. */
 static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
-                              int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self) {
+                              int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
+                              int32_t l_begin, int32_t l_end) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
     const kara_kv_params *p = &pol->p;
@@ -338,7 +375,7 @@ static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int
     opts.exclude_self = exclude_self;
     kara_kv_score_acc acc;
     kara_status st = kara_kv_score_acc_init(&acc, pol->scores, n_c, p->layer_reduce);
-    for (int32_t l = 0; !st && l < pol->n_layer; l += stride) {
+    for (int32_t l = l_begin; !st && l < l_end; l += stride) {
         kara_kv_rows qr = {p->query_cache_dtype,
                            pol->ring + ((size_t)seq * pol->n_scored_layers + (size_t)(l / stride)) *
                                            (size_t)pol->ring_cap * pol->q_row_bytes,
@@ -360,7 +397,17 @@ static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int
     return st;
 }
 
-/* One periodic event over the window of a window method (sections 5-7). */
+/* One periodic event over the window of a window method (sections 5-7).
+ * With selection_scope per_layer (ablation A5, spec 7.4) each selection
+ * group is scored on its own scored layer, selects its own Keep and moves
+ * its own layers; K depends only on n_c, so every group keeps the same
+ * count and n, F and the block table stay shared. The window holds the
+ * same positions in every group (it starts at the previous event's buffer),
+ * so the queries and token ids read for one group serve them all. Groups go
+ * last to first so that group 0, whose plan the token ids follow, moves
+ * last and every selection reads the window's token ids unmoved. Whatever
+ * can fail (shapes, scratch sizes) fails for the first group, before
+ * anything has moved. */
 static kara_status window_event(kara_context *ctx, int32_t seq) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
@@ -369,19 +416,29 @@ static kara_status window_event(kara_context *ctx, int32_t seq) {
     int32_t n = kv->seqs[seq].n, F = q->frontier, b = p->buffer, n_w = n - F, n_c = n_w - b;
     if (n_c < p->min_compressible || n_c < 1) return KARA_OK;
     if (pol->needs_scores && n_w > pol->ring_cap) return KARA_OK; /* queries not all kept (think_only) */
+    const int32_t q_first_pos = kv->seqs[seq].pos[F], n_groups = kv->n_groups;
     kara_status st = KARA_OK;
-    if (pol->needs_scores) {
-        kara_score_mode mode = p->score_mode;
-        st = score_span(ctx, seq, F, n_w, b, n_w, kv->seqs[seq].pos[F], mode, p->exclude_self);
-    } else {
-        memset(pol->scores, 0, (size_t)n_c * sizeof(float));
+    int32_t k = -1;
+    for (int32_t g = n_groups - 1; g >= 0 && !st; g--) {
+        if (pol->needs_scores) {
+            /* shared: mean over every scored layer; per group: its scored layer */
+            int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
+            st = score_span(ctx, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
+        } else {
+            memset(pol->scores, 0, (size_t)n_c * sizeof(float));
+        }
+        int32_t k_g = 0;
+        if (!st)
+            st = kara_kv_select_window(p, pol->scores, q->tokens + F, n_c, q->events, pol->keep, &k_g,
+                                       pol->select_scratch, pol->select_scratch_bytes);
+        if (!st && k >= 0 && k_g != k)
+            st = kara_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g,
+                                g + 1, k);
+        k = k_g;
+        if (!st) st = compact_group(pol, kv, seq, F, b, k, pol->scores, g);
     }
-    int32_t k = 0;
-    if (!st)
-        st = kara_kv_select_window(p, pol->scores, q->tokens + F, n_c, q->events, pol->keep, &k,
-                                   pol->select_scratch, pol->select_scratch_bytes);
-    if (!st) st = compact(pol, kv, seq, F, b, k, pol->scores);
     if (!st) {
+        compact_release(pol, kv, seq, F + k + b);
         q->frontier = F + k;
         q->events++;
         q->due_steps = 0;
@@ -417,7 +474,8 @@ static kara_status threshold_event(kara_context *ctx, int32_t seq) {
     if (k >= n_c) return KARA_OK;
     int32_t n_q = 1;
     while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
-    kara_status st = score_span(ctx, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self);
+    kara_status st = score_span(ctx, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
+                                pol->n_layer);
     if (!st)
         st = kara_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep,
                                      pol->select_scratch, pol->select_scratch_bytes);
@@ -449,7 +507,8 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
         if (n_w <= obs) return KARA_OK;
         const int32_t *pos = kv->seqs[seq].pos;
         /* the observation window's queries: the newest obs positions */
-        st = score_span(ctx, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false);
+        st = score_span(ctx, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
+                        pol->n_layer);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
         st = kara_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget,
@@ -541,7 +600,9 @@ kara_status kara_kv_policy_step(kara_context *ctx) {
 /* ---- pool pressure (section 4.5) ---- */
 
 /* Drop the lowest stored-score slots of the frozen history [P, F) of the
- * sequence with the most history, enough to free `blocks` blocks. */
+ * sequence with the most history, enough to free `blocks` blocks. With
+ * selection_scope per_layer every group drops the same number of its own
+ * lowest stored scores (groups last to first, as in window_event). */
 static kara_status recompress_history(kara_context *ctx, int32_t blocks) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
@@ -559,21 +620,27 @@ static kara_status recompress_history(kara_context *ctx, int32_t blocks) {
     int32_t P = q->n_prompt, F = q->frontier, n = kv->seqs[pick].n;
     int32_t drop = blocks * kv->block_size;
     if (drop > F - P) drop = F - P;
-    int32_t k = (F - P) - drop;
-    /* keep the k highest stored scores, in slot order (ties to the lower slot) */
-    const float *s = q->scores + P;
-    int32_t m = 0;
-    for (int32_t i = 0; i < F - P; i++) {
-        int32_t better = 0;
-        for (int32_t j = 0; j < F - P && better < k; j++)
-            better += s[j] > s[i] || (s[j] == s[i] && j < i);
-        if (better < k) pol->keep[m++] = i;
+    int32_t k = (F - P) - drop, m = 0;
+    kara_status st = KARA_OK;
+    for (int32_t g = kv->n_groups - 1; g >= 0 && !st; g--) {
+        /* keep the k highest stored scores, in slot order (ties to the lower slot) */
+        const float *s = q->scores + (size_t)g * (size_t)kv->max_slots + P;
+        m = 0;
+        for (int32_t i = 0; i < F - P; i++) {
+            int32_t better = 0;
+            for (int32_t j = 0; j < F - P && better < k; j++)
+                better += s[j] > s[i] || (s[j] == s[i] && j < i);
+            if (better < k) pol->keep[m++] = i;
+        }
+        /* the survivors keep their stored scores: copy them aside first */
+        for (int32_t i = 0; i < m; i++) pol->scores[i] = s[pol->keep[i]];
+        for (int32_t i = 0; i < m; i++) pol->layer_scores[pol->keep[i]] = pol->scores[i];
+        st = compact_group(pol, kv, pick, P, n - F, m, pol->layer_scores, g);
     }
-    /* the survivors keep their stored scores: copy them aside first */
-    for (int32_t i = 0; i < m; i++) pol->scores[i] = s[pol->keep[i]];
-    for (int32_t i = 0; i < m; i++) pol->layer_scores[pol->keep[i]] = pol->scores[i];
-    kara_status st = compact(pol, kv, pick, P, n - F, m, pol->layer_scores);
-    if (!st) q->frontier = P + m;
+    if (!st) {
+        compact_release(pol, kv, pick, P + m + (n - F));
+        q->frontier = P + m;
+    }
     pol->stats.recompress_events++;
     return st;
 }

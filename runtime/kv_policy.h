@@ -15,6 +15,11 @@
  * the decode-time baselines, it compresses the whole generated cache [P, n)
  * once the cache reaches budget_tokens + trigger_slack slots.
  *
+ * With kara.selection_scope: per_layer (ablation A5; kara and chunkkv)
+ * every selection group (kv_cache.h: a scored layer and the unscored layers
+ * after it) is scored and compacted on its own: its own Keep and pos[] row,
+ * the same K, n, frontier and block table in every group.
+ *
  * Queries live in a ring indexed by original position (pos % cap): the
  * window always holds consecutive positions (the previous event's buffer
  * followed by newer tokens), so ring rows never move.
@@ -38,7 +43,7 @@ typedef struct kara_kv_policy_seq {
     bool think_done;       /* saw the end-of-thinking token (compress_scope: think_only) */
     uint64_t events;
     int32_t *tokens;       /* token id of each slot (protect_token_ids) */
-    float *scores;         /* stored score of each frozen slot (recompress_history) */
+    float *scores;         /* stored score of each frozen slot (recompress_history), a row per group */
     float *h2o_acc;        /* H2O: accumulated attention of each slot */
 } kara_kv_policy_seq;
 
@@ -46,6 +51,7 @@ typedef struct kara_kv_policy {
     kara_kv_params p;
     int32_t n_layer, n_head, n_head_kv, head_dim;
     int32_t n_seq_max, max_slots;
+    int32_t n_groups;        /* selection groups (kv_cache.h): 1 unless selection_scope per_layer */
     int32_t think_end_token; /* -1 when the vocabulary has none */
 
     bool window_method;    /* kara (trigger periodic), chunkkv, recent, random: periodic events over the window */

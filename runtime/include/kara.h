@@ -238,7 +238,7 @@ typedef struct kara_kv_params {
     int32_t n_protect_token_ids;
     int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
     kara_kv_dtype query_cache_dtype; /* f16 */
-    bool per_layer_selection;    /* selection_scope: per_layer */
+    bool per_layer_selection;    /* selection_scope: per_layer (ablation A5; kara and chunkkv, not with trigger threshold) */
     bool rerotate_keys;          /* false */
     kara_pool_fallback on_pool_exhausted; /* preempt */
     kara_kv_trigger trigger;     /* periodic; threshold = ablation A8 (method kara only) */
@@ -358,8 +358,12 @@ kara_status kara_seq_admit(kara_context *ctx, int32_t seq, int32_t n_prompt, int
 /* Slots a sequence holds in the cache now (after compression, <= n_past). */
 int32_t kara_seq_n_cached(const kara_context *ctx, int32_t seq);
 /* The original positions of the slots a sequence holds, in slot order
- * (strictly increasing). Writes at most max and returns the count held. */
+ * (strictly increasing). Writes at most max and returns the count held.
+ * With kara.selection_scope: per_layer each layer holds its own slots (the
+ * same number in every layer): kara_seq_positions gives layer 0's,
+ * kara_seq_layer_positions any layer's (0 for a bad layer or sequence). */
 int32_t kara_seq_positions(const kara_context *ctx, int32_t seq, int32_t *out, int32_t max);
+int32_t kara_seq_layer_positions(const kara_context *ctx, int32_t seq, int32_t layer, int32_t *out, int32_t max);
 
 /* Bytes the context holds for KV: blocks in use plus the policy's query
  * rings and scoring scratch (current and peak since creation). Never more

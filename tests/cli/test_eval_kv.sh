@@ -3,8 +3,9 @@
 # documented columns and one full-width row per run; full against itself
 # with another thread count is exact (KL 0, agreement 1, no divergence);
 # Kara at retention 1.0 equals full; Kara at 0.3 evicts and keeps part of
-# every region; the budget baselines get Kara's mean footprint; the JSON
-# output holds the same rows; bad methods and retentions are usage errors.
+# every region; the budget baselines get Kara's mean footprint; per-layer
+# selection (A5) runs through its flag; the JSON output holds the same rows;
+# bad methods and retentions are usage errors.
 set -euo pipefail
 kara=${KARA_BIN:?set KARA_BIN to the kara binary}
 dir=$(mktemp -d)
@@ -71,6 +72,24 @@ for m in streaming snapkv h2o; do
 done
 check "streaming r=0.3: holds at most its budget" \
     bash -c "awk -v a='$(col streaming 0.3 mean_slots)' -v b='$(col streaming 0.3 budget_tokens)' 'BEGIN { exit !(a <= b) }'"
+
+# ablation A5 (--kv-selection-scope per_layer): retention 1.0 still equals
+# full; at 0.3 the layers choose their own slots, so the figures move, and
+# every region keeps a share in every layer (regions: the mean over layers)
+shared_kl=$(col kara 0.3 kl_mean)
+"$kara" eval-kv "${common[@]}" --methods kara --retention 1.0,0.3 --kv-selection-scope per_layer \
+    --out "$dir/out.csv" >/dev/null 2>&1
+check "per_layer r=1: same NLL as full" test "$(col kara 1 nll_mean)" = "$(col full '' nll_mean)"
+check "per_layer r=1: nothing evicted" num_eq "$(col kara 1 slots_evicted)" 0
+check "per_layer r=0.3: evicts" num_lt 0 "$(col kara 0.3 slots_evicted)"
+check "per_layer r=0.3: KL differs from shared scope ($shared_kl)" \
+    bash -c "! awk -v a='$(col kara 0.3 kl_mean)' -v b='$shared_kl' 'BEGIN { exit !(a + 0 == b + 0) }'"
+check "per_layer r=0.3: every region keeps > 10%" num_lt 0.1 "$(col kara 0.3 region_min)"
+check "per_layer with trigger threshold exits 78" exit_code 78 "$kara" eval-kv "${common[@]}" --methods kara \
+    --kv-selection-scope per_layer --kv-trigger threshold --kv-budget-tokens 64
+check "per_layer with trigger threshold: the message names both keys" \
+    bash -c "grep -q 'selection_scope: per_layer' '$dir/err.txt' && grep -q 'trigger: threshold' '$dir/err.txt'"
+check "a bad selection scope exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --kv-selection-scope sideways
 
 # JSON: same rows, parseable
 "$kara" eval-kv "${common[@]}" --methods kara,streaming --retention 0.3 --out "$dir/out.json" >/dev/null 2>&1

@@ -33,6 +33,7 @@ static const shared_flag shared_flags[] = {
     {"--kv-interval", "kara.interval", "generated tokens between compressions"},
     {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression"},
     {"--kv-trigger", "kara.trigger", "periodic|threshold (threshold: ablation A8, whole cache at the token budget)"},
+    {"--kv-selection-scope", "kara.selection_scope", "shared|per_layer (per_layer: ablation A5, a selection per layer)"},
     {"--kv-budget-tokens", "baselines.budget_tokens", "per-sequence token budget of streaming/snapkv/h2o/kara threshold"},
     {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
     {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},

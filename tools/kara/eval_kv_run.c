@@ -119,20 +119,26 @@ static kara_status replay(run_state *r, const kara_context_params *cp, kara_eval
     row->event_s = ks.event_seconds;
     row->decode_s = r->decode_s;
 
-    /* retention per region of the fed text */
-    int32_t n_ctx = kara_context_n_ctx(r->ctx);
+    /* retention per region of the fed text, the mean over layers (with
+     * kara.selection_scope: per_layer each layer holds its own positions) */
+    int32_t n_ctx = kara_context_n_ctx(r->ctx), n_layer = kara_model_n_layer(s->model);
     int32_t *pos = malloc((size_t)n_ctx * sizeof *pos);
     if (!pos) return fail(r, KARA_ERR_NOMEM, "positions");
-    int32_t held = kara_seq_positions(r->ctx, 0, pos, n_ctx);
     int32_t lo = s->n_prompt, hi = s->n_prompt + s->n_text - 1; /* positions fed after the prompt */
     int32_t n_reg = (hi - lo + s->region - 1) / s->region;
     if (n_reg > KARA_EVAL_MAX_REGIONS) n_reg = KARA_EVAL_MAX_REGIONS;
+    int32_t kept[KARA_EVAL_MAX_REGIONS] = {0};
+    for (int32_t l = 0; l < n_layer; l++) {
+        int32_t held = kara_seq_layer_positions(r->ctx, 0, l, pos, n_ctx);
+        for (int32_t i = 0; i < held && i < n_ctx; i++)
+            if (pos[i] >= lo && pos[i] < hi && (pos[i] - lo) / s->region < n_reg) kept[(pos[i] - lo) / s->region]++;
+    }
     row->n_regions = n_reg;
     row->region_min = n_reg ? 1.0f : 0.0f;
     for (int32_t g = 0; g < n_reg; g++) {
-        int32_t a = lo + g * s->region, b = a + s->region < hi ? a + s->region : hi, kept = 0;
-        for (int32_t i = 0; i < held && i < n_ctx; i++) kept += pos[i] >= a && pos[i] < b;
-        row->region_kept[g] = (float)kept / (float)(b - a);
+        /* layers x kept over layers x size: the same float as kept / size when every layer agrees */
+        int32_t a = lo + g * s->region, b = a + s->region < hi ? a + s->region : hi;
+        row->region_kept[g] = (float)kept[g] / (float)(n_layer * (b - a));
         if (row->region_kept[g] < row->region_min) row->region_min = row->region_kept[g];
     }
     free(pos);
@@ -181,11 +187,13 @@ static kara_status needle_run(run_state *r, const kara_context_params *cp, float
     int32_t n_ctx = kara_context_n_ctx(r->ctx);
     int32_t *p = malloc((size_t)n_ctx * sizeof *p);
     if (!p) return fail(r, KARA_ERR_NOMEM, "positions");
-    int32_t held = kara_seq_positions(r->ctx, 0, p, n_ctx), in = 0;
-    int32_t a = s->n_prompt + at, b = a + s->n_needle;
-    for (int32_t i = 0; i < held && i < n_ctx; i++) in += p[i] >= a && p[i] < b;
+    int32_t a = s->n_prompt + at, b = a + s->n_needle, in = 0, n_layer = kara_model_n_layer(s->model);
+    for (int32_t l = 0; l < n_layer; l++) { /* the mean over layers, as for the regions */
+        int32_t held = kara_seq_layer_positions(r->ctx, 0, l, p, n_ctx);
+        for (int32_t i = 0; i < held && i < n_ctx; i++) in += p[i] >= a && p[i] < b;
+    }
     free(p);
-    *kept = s->n_needle ? (float)in / (float)s->n_needle : 0.0f;
+    *kept = s->n_needle ? (float)in / (float)(n_layer * s->n_needle) : 0.0f;
     /* greedy answer, as text */
     char answer[256];
     size_t len = 0;
