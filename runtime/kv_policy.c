@@ -667,6 +667,27 @@ kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
         pol->stats.events++;
         pol->stats.forced_events++;
     }
+    /* (a) for ablation A8: its threshold event, early, on the sequence
+     * holding the most slots beyond the token budget (an event leaves it
+     * exactly budget_tokens, so each sequence is picked at most once) */
+    while (threshold_trigger(&pol->p) && need > kv->n_free) {
+        int32_t pick = -1, best = 0;
+        for (int32_t s = 0; s < pol->n_seq_max; s++) {
+            const kara_kv_policy_seq *q = &pol->seqs[s];
+            int32_t over = kv->seqs[s].n - pol->budget_tokens;
+            if (kv->seqs[s].active && q->prompt_marked && !(pol->p.think_only && q->think_done) && over > best) {
+                best = over;
+                pick = s;
+            }
+        }
+        if (pick < 0) break;
+        int32_t before = kv->seqs[pick].n;
+        kara_status st = threshold_event(ctx, pick);
+        if (st) return st;
+        if (kv->seqs[pick].n == before) break; /* the budget cannot hold its prompt and buffer */
+        pol->stats.events++;
+        pol->stats.forced_events++;
+    }
     if (need <= kv->n_free) return KARA_OK;
     /* (b) the configured fallback */
     if (pol->window_method && pol->p.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY) {

@@ -13,6 +13,9 @@
  *   - 1 and 2 threads give identical tokens and logits;
  *   - budget_tokens auto (the pool share less the slack), an explicit slack,
  *     three sequences sharing one pool;
+ *   - pool pressure before any sequence reaches its threshold forces the
+ *     event early on the sequence furthest over its token budget (section
+ *     4.5 a) instead of failing the step;
  *   - bad parameters are clear errors; the trigger leaves other methods alone. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +222,65 @@ static void test_threshold_shared_pool(kara_model *m) {
     kara_context_free(c);
 }
 
+/* Three sequences whose token budget (64) plus slack (32) is more than the
+ * pool can give each of them (16 blocks of 16 slots, about 85 each): the
+ * pool runs short before any threshold is reached, and every step must still
+ * succeed because relieve forces the A8 event on the sequence furthest over
+ * its token budget, which then holds exactly budget_tokens slots (and a
+ * block less). */
+static void test_threshold_pool_pressure(kara_model *m) {
+    kara_kv_params kv;
+    a8_params(&kv, 64, 3, 16);
+    kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
+    if (!CHECK(c != NULL)) return;
+    CHECK_EQ_INT(c->kv.n_blocks, 16);
+    int V = kara_model_n_vocab(m);
+    int32_t toks[3], pos[3], seq[3];
+    int8_t want[3] = {1, 1, 1};
+    for (int s = 0; s < 3; s++) {
+        int32_t p[8];
+        for (int j = 0; j < 6; j++) p[j] = (s * 17 + j * 5) % V;
+        CHECK_EQ_INT(kara_seq_admit(c, s, 6, 200), KARA_OK);
+        kara_batch b = kara_batch_one_sequence(p, 6, 0, s);
+        CHECK(kara_decode(c, &b) == KARA_OK);
+        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
+        pos[s] = 6;
+        seq[s] = s;
+    }
+    bool ok = true;
+    int32_t most = 0;
+    for (int step = 0; step < 200 && ok; step++) {
+        uint64_t forced0 = c->policy.stats.forced_events;
+        int32_t n_before[3];
+        for (int s = 0; s < 3; s++) n_before[s] = c->kv.seqs[s].n;
+        kara_batch b = {3, toks, pos, seq, want};
+        ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
+        int held = 0;
+        for (int s = 0; s < 3; s++) {
+            const kara_kv_seq *q = &c->kv.seqs[s];
+            held += q->n_blocks;
+            if (q->n > most) most = q->n;
+            /* a forced event trims to the budget before this step's token is
+             * appended (65); the threshold's own event runs after it (64) */
+            if (q->n < n_before[s])
+                ok &= CHECK_MSG(q->n == 65 || q->n == 64, "step %d: sequence %d trimmed to %d slots", step, s, q->n);
+            for (int j = 1; j < q->n; j++) ok &= q->pos[j] > q->pos[j - 1];
+            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            pos[s]++;
+        }
+        ok &= CHECK(c->policy.stats.forced_events >= forced0);
+        ok &= CHECK_EQ_INT(held + c->kv.n_free, c->kv.n_blocks);
+        ok &= CHECK(kara_context_kv_bytes(c) <= kv.budget);
+    }
+    /* the pool ran short first (three sequences of 96 need 18 blocks): some
+     * events were forced, and nobody ever held more than the threshold */
+    CHECK_MSG(most <= 64 + 32, "a sequence held %d slots", most);
+    CHECK_MSG(c->policy.stats.forced_events >= 3, "%llu forced events",
+              (unsigned long long)c->policy.stats.forced_events);
+    CHECK(c->policy.stats.events > c->policy.stats.forced_events);
+    kara_context_free(c);
+}
+
 static void test_params(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 96, 1, 10);
@@ -257,6 +319,7 @@ int main(void) {
     test_threshold_one_sequence(m);
     test_threshold_auto_and_slack(m);
     test_threshold_shared_pool(m);
+    test_threshold_pool_pressure(m);
     test_params(m);
     kara_model_free(m);
     return kara_test_finish();
