@@ -220,10 +220,10 @@ static void micro_dispatch(const panel *p, int G, int kc, int64_t k0, const uint
 int64_t kara_avx512_gemm_min_batch(kara_type wtype)
 {
     switch (wtype) {
-    case KARA_TYPE_Q8_0: return 8;
-    case KARA_TYPE_Q4_0: return 16;
-    case KARA_TYPE_Q4_K: return 24;
-    case KARA_TYPE_Q6_K: return 32;
+    case KARA_TYPE_Q8_0: return 16;
+    case KARA_TYPE_Q4_0: return 40;
+    case KARA_TYPE_Q4_K: return 32;
+    case KARA_TYPE_Q6_K: return 56;
     default: return INT64_MAX;
     }
 }

@@ -10,13 +10,15 @@
 #include "kernels.h"
 
 /* Smallest batch that goes through the panel kernel for a weight type;
- * smaller ones use the block kernels, which need no unpacking. The panel
- * kernel pays its unpacking once per panel, so it only wins from a batch
- * size that depends on how costly the type is to unpack (kara bench
- * --kernels -t 1 -p N on Zen 4, GOP/s block vs panel: Q8_0 68 vs 77 at 8;
- * Q4_0 62 vs 80 at 16; Q4_K 122 vs 124 at 16, 121 vs 173 at 32; Q6_K 129 vs
- * 138 at 32). Decode batches of continuous batching stay on the block
- * kernels. Returns INT64_MAX for a type without a panel kernel. */
+ * smaller ones (2 and up) use the few-row gemv of avx512_gemv_multi.c,
+ * which needs no unpacking into a panel. The panel kernel pays its
+ * unpacking once per panel, so it only wins from a batch size that depends
+ * on how costly the type is to unpack (Zen 4, one thread, GOP/s few-row vs
+ * panel on the 3072x1024 / 1024x3072 shapes: Q8_0 116/132 vs 117/111 at
+ * 14, 121/136 vs 126/120 at 16; Q4_0 140/164 vs 142/138 at 40; Q4_K
+ * 164/179 vs 153/146 at 24, 163/180 vs 173/165 at 32; Q6_K 159/159 vs
+ * 157/148 at 48, 160/158 vs 164/154 at 56). Returns INT64_MAX for a type
+ * without a panel kernel. */
 int64_t kara_avx512_gemm_min_batch(kara_type wtype);
 
 /* Y[b][r] = dot(W row r, X[b]) for r in [r0, r1) and b < n_batch, for Q8_0,

@@ -1,7 +1,8 @@
 /*
  * avx512_gemv.h - the one-activation-row products of the AVX-512 table
  * (avx512_gemv.c for Q8_0/Q4_0, avx512_gemv_k.c for Q4_K), used by its
- * matmul for decode.
+ * matmul for decode, and their few-row version (avx512_gemv_multi.c) for
+ * batched decode.
  */
 #ifndef KARA_AVX512_GEMV_H
 #define KARA_AVX512_GEMV_H
@@ -22,5 +23,23 @@ bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_
 /* The same for Q4_K weights (avx512_gemv_k.c); x is one Q8_K row. */
 bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                         const void *x, float *y);
+
+/* Y[b][r] = dot(W row r, X[b]) for r in [r0, r1) and b < n_batch (y[b * ldy
+ * + r]), for Q8_0, Q4_0, Q4_K and Q6_K weights, activations in the
+ * vec_dot_type with x_row_bytes between rows. Each weight block is unpacked
+ * once for several activation rows. Every output is bit-identical to the
+ * one-row product of its activation row alone (kara_avx512_gemv; for Q6_K
+ * the block kernel that the AVX-512 matmul uses for one row), whatever
+ * n_batch or the thread split. Uses 80 KiB of stack for the rearranged
+ * activations. Returns false (writing nothing) for another type or a width
+ * the one-row path does not take either (over KARA_GEMV_MAX_COLS). */
+bool kara_avx512_gemv_multi(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                            int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+
+/* Smallest batch the AVX-512 matmul gives to kara_avx512_gemv_multi: 2,
+ * except Q6_K, whose block kernel (same bits, see above) is as fast up to 3
+ * rows (kara bench --kernels Q6_K -t 1 -p N on Zen 4, us block vs few-row:
+ * ffn_down_0.6b 102 vs 106 at 2, 134 vs 138 at 3, 178 vs 163 at 4). */
+int64_t kara_avx512_gemv_multi_min_batch(kara_type wtype);
 
 #endif

@@ -111,8 +111,15 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
 {
     int64_t r0, r1;
     kara_split_rows(n_rows, ith, nth, &r0, &r1);
+    /* one activation row: gemv (Q6_K: the block kernel, faster from memory
+     * than a 512-bit version); a few rows: the few-row gemv, which gives
+     * each row the bits of the one-row product; many rows: panel GEMM */
     if (n_batch == 1 && kara_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
-    if (n_batch >= kara_avx512_gemm_min_batch(wtype) &&
+    const int64_t min_gemm = kara_avx512_gemm_min_batch(wtype);
+    if (n_batch >= kara_avx512_gemv_multi_min_batch(wtype) && n_batch < min_gemm &&
+        kara_avx512_gemv_multi(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
+        return;
+    if (n_batch >= min_gemm &&
         kara_avx512_gemm(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
         return;
     x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx512_dotn);

@@ -14,9 +14,16 @@
  *     stored sums (Q8_1 s, Q8_K bsums) consistent with the values;
  *   - rmsnorm, softmax, silu_mul: 1e-5 relative + 1e-6 absolute per element;
  *     dot/axpy: 1e-5 of sum|terms|; f32_to_f16 bit-exact.
+ *   - avx512 matmul of Q8_0, Q4_0, Q4_K and Q6_K with R activation rows,
+ *     R below the type's panel-GEMM batch: every row bit-identical to the
+ *     product of that activation row alone (batched decode answers do not
+ *     depend on how many sequences share a step).
  */
 #include "kernels.h"
 #include "test_util.h"
+#if defined(__x86_64__) || defined(_M_X64)
+#include "x86/avx512_gemm.h"
+#endif
 
 #include <math.h>
 #include <stdint.h>
@@ -252,10 +259,11 @@ static void test_from_float(const kara_kernels *k, const kara_kernels *ref)
  * alone. */
 static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
 {
-    enum { ROWS = 37, MAXB = 41, LDY = ROWS + 3 };
-    /* both sides of every ISA's switch between its block kernels and its
-     * panel kernels (avx512: 8, 16, 24 or 32 rows by type) */
-    static const int batches[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 23, 24, 25, 31, 32, 41 };
+    enum { ROWS = 37, MAXB = 64, LDY = ROWS + 3 };
+    /* both sides of every ISA's switches: avx512 one-row gemv (1), few-row
+     * gemv (2 up to the type's panel batch, added below) and panel kernels;
+     * avx2 block kernels in groups of 4 */
+    static const int base_batches[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 41 };
     static const int nths[] = { 1, 2, 3, 5 };
     float *w = malloc(sizeof(float) * ROWS * 1024);
     float *x = malloc(sizeof(float) * MAXB * 1024);
@@ -290,8 +298,16 @@ static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
                 tol[b * LDY + r] = (float)(1e-5 * abs_dot(wdq + r * cols, xdq + b * cols, cols));
             }
         }
+        int batches[sizeof(base_batches) / sizeof(base_batches[0]) + 3], n_batches = 0;
+        for (size_t bi = 0; bi < sizeof(base_batches) / sizeof(base_batches[0]); bi++) {
+            batches[n_batches++] = base_batches[bi];
+        }
+#if defined(__x86_64__) || defined(_M_X64)
+        const int64_t min_gemm = kara_avx512_gemm_min_batch(wt);
+        for (int64_t m = min_gemm - 1; m <= min_gemm + 1 && m <= MAXB; m++) batches[n_batches++] = (int)m;
+#endif
         int bad = 0, bad_slice = 0, bad_pad = 0;
-        for (size_t bi = 0; bi < sizeof(batches) / sizeof(batches[0]); bi++) {
+        for (int bi = 0; bi < n_batches; bi++) {
             const int nb = batches[bi];
             for (size_t ni = 0; ni < sizeof(nths) / sizeof(nths[0]); ni++) {
                 const int nth = nths[ni];
@@ -472,6 +488,88 @@ static void test_elementwise(const kara_kernels *k, const kara_kernels *ref)
     }
 }
 
+/* The avx512 matmul with R activation rows (R below the panel-GEMM batch of
+ * the weight type) against R calls with one row each: the same bits, for
+ * several thread splits, at a width where all rows are rearranged together
+ * and at one where they are split into groups (the few-row kernel's stack
+ * buffer holds 64 KiB of activations), both with tail blocks. */
+static void test_batch_invariance(void)
+{
+    const kara_kernels *k = kara_kernels_for_isa(KARA_ISA_AVX512);
+    if (k == NULL) {
+        printf("  batch invariance: SKIPPED, this CPU lacks AVX-512 VNNI/BF16 (no avx512 table)\n");
+        return;
+    }
+#if defined(__x86_64__) || defined(_M_X64)
+    enum { ROWS = 29, LDY = ROWS + 2 };
+    static const kara_type types[] = { KARA_TYPE_Q8_0, KARA_TYPE_Q4_0, KARA_TYPE_Q4_K, KARA_TYPE_Q6_K };
+    static const int nths[] = { 1, 3 };
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        const kara_type wt = types[t];
+        const kara_type vt = kara_type_get(wt)->vec_dot_type;
+        const int64_t min_batch = kara_avx512_gemm_min_batch(wt);
+        const int64_t maxr = min_batch - 1 < 64 ? min_batch - 1 : 64;
+        const bool kquant = kara_type_get(wt)->block_size == KARA_QK_K;
+        /* 19 or 259 blocks of 32 (tails of 3 blocks after the 8-block steps),
+         * or 5 and 35 blocks of 256; the wide rows hold 7-8 rows per group */
+        const int64_t widths[2] = { kquant ? 1280 : 608, kquant ? 8960 : 8288 };
+        for (int wi = 0; wi < 2; wi++) {
+            const int64_t cols = widths[wi];
+            const size_t wrow = kara_type_row_size(wt, cols), xrow = kara_type_row_size(vt, cols);
+            float *f = malloc(sizeof(float) * (size_t)cols);
+            unsigned char *wq = malloc(wrow * ROWS), *xq = malloc(xrow * (size_t)maxr);
+            float *one = malloc(sizeof(float) * (size_t)maxr * LDY), *got = malloc(sizeof(float) * (size_t)maxr * LDY);
+            for (int r = 0; r < ROWS; r++) {
+                fill_data(f, cols, 0.05f);
+                kara_quantize_row(wt, f, wq + r * wrow, cols);
+            }
+            for (int64_t b = 0; b < maxr; b++) {
+                fill_data(f, cols, 1.0f);
+                k->from_float[vt](f, xq + b * xrow, cols);
+            }
+            for (int64_t b = 0; b < maxr; b++) {
+                k->matmul(k, wt, wq, wrow, ROWS, cols, xq + b * xrow, xrow, 1, one + b * LDY, LDY, 0, 1);
+            }
+            /* Q6_K: the one-row product is that of the 256-bit block kernel
+             * (the table's vec_dot), whatever path computes it */
+            int bad_one = 0;
+            for (int64_t b = 0; wt == KARA_TYPE_Q6_K && b < maxr; b++) {
+                for (int r = 0; r < ROWS; r++) {
+                    float v = NAN;
+                    k->vec_dot[wt](cols, &v, wq + r * wrow, xq + b * xrow);
+                    bad_one += memcmp(&v, one + b * LDY + r, sizeof(float)) != 0;
+                }
+            }
+            CHECK_MSG(bad_one == 0, "avx512 matmul Q6_K cols=%lld: %d one-row products differ from vec_dot",
+                      (long long)cols, bad_one);
+            int bad = 0, first_r = -1;
+            for (int64_t nr = 1; nr <= maxr; nr++) {
+                for (size_t ni = 0; ni < sizeof(nths) / sizeof(nths[0]); ni++) {
+                    for (int ith = 0; ith < nths[ni]; ith++) {
+                        k->matmul(k, wt, wq, wrow, ROWS, cols, xq, xrow, nr, got, LDY, ith, nths[ni]);
+                    }
+                    for (int64_t b = 0; b < nr; b++) {
+                        if (memcmp(got + b * LDY, one + b * LDY, sizeof(float) * ROWS) != 0) {
+                            if (bad == 0) first_r = (int)nr;
+                            bad++;
+                        }
+                    }
+                }
+            }
+            CHECK_MSG(bad == 0, "avx512 matmul %s cols=%lld: %d batch rows differ from their one-row product (first at "
+                      "R=%d)", tname(wt), (long long)cols, bad, first_r);
+            CHECK_MSG(maxr >= 1, "avx512 %s: no batch below the panel GEMM (min batch %lld)", tname(wt),
+                      (long long)min_batch);
+            free(f);
+            free(wq);
+            free(xq);
+            free(one);
+            free(got);
+        }
+    }
+#endif
+}
+
 static void test_dispatch(void)
 {
     /* the cap is read once, at the first call */
@@ -512,5 +610,6 @@ int main(void)
         test_gemm_nn_acc(k, ref);
         test_elementwise(k, ref);
     }
+    test_batch_invariance();
     return kara_test_finish();
 }
