@@ -21,6 +21,7 @@
 
 #include <immintrin.h>
 
+#include "avx512_gemv_impl.h"
 #include "kernels_impl.h"
 
 /* Rearranged activation row: at most KARA_GEMV_MAX_COLS columns. */
@@ -29,29 +30,6 @@ typedef struct gemv_x {
     _Alignas(64) float d[KARA_GEMV_MAX_COLS / 32];    /* block scale */
     _Alignas(64) float corr[KARA_GEMV_MAX_COLS / 32]; /* dx * OFS * sum(q) */
 } gemv_x;
-
-/* A row's dot product from its two accumulators, less the offset
- * correction accumulated per block. */
-static inline float row_total(__m512 acc0, __m512 acc1, __m256 corr)
-{
-    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
-    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
-    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm_cvtss_f32(c4);
-}
-
-/* Sum of the 32 int8 values of each block, 8 blocks at a time is not worth
- * it here: this runs once per call on at most KARA_GEMV_MAX_COLS values. */
-static inline int block_sum_i8(const int8_t *q)
-{
-    const __m256i v = _mm256_loadu_si256((const __m256i *)q);
-    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
-    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
 
 /* Q8_0 activations: values in block order; OFS = 128 (weights are biased). */
 static void prepare_x_q8_0(const kara_block_q8_0 *x, int64_t nb, gemv_x *px)
@@ -76,15 +54,6 @@ static void prepare_x_q4_0(const kara_block_q8_0 *x, int64_t nb, gemv_x *px)
         px->d[b] = kara_half_to_float(x[b].d);
         px->corr[b] = px->d[b] * 8.0f * (float)block_sum_i8(x[b].qs);
     }
-}
-
-/* Eight f16 scales at a byte stride (the block size), as f32. Plain 16-bit
- * loads: on Zen 4 they are cheaper than VPGATHERDD. */
-static inline __m256 gather_scales(const uint8_t *row, const int stride)
-{
-    uint16_t h[8];
-    for (int i = 0; i < 8; i++) memcpy(&h[i], row + stride * i, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
 /* One Q8_0 weight row against the prepared activations. */
@@ -135,15 +104,6 @@ static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
         sum += dw * px->d[b] * (float)_mm_cvtsi128_si32(s) - dw * px->corr[b];
     }
     return sum;
-}
-
-/* Four Q4_0 blocks' 16 nibble bytes, one per 128-bit lane. */
-static inline __m512i load_q4_0_x4(const uint8_t *blk)
-{
-    __m512i w = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk + 2)));
-    w = _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 18 + 2)), 1);
-    w = _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 36 + 2)), 2);
-    return _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 54 + 2)), 3);
 }
 
 /* One Q4_0 weight row against the prepared activations. */

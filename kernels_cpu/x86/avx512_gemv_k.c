@@ -22,6 +22,7 @@
 
 #include <immintrin.h>
 
+#include "avx512_gemv_impl.h"
 #include "kernels_impl.h"
 
 /* Rearranged Q8_K activation row for Q4_K: at most KARA_GEMV_MAX_COLS. */
@@ -30,20 +31,6 @@ typedef struct gemv_xk {
     _Alignas(64) float d[KARA_GEMV_MAX_COLS / KARA_QK_K];
     _Alignas(64) int16_t sum32[KARA_GEMV_MAX_COLS / 32]; /* per 32-element sub-block */
 } gemv_xk;
-
-static inline float f16_at(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-static inline float hsum128(__m128 v)
-{
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    v = _mm_add_ss(v, _mm_movehdup_ps(v));
-    return _mm_cvtss_f32(v);
-}
 
 /* Order per block: elements 0-31, 64-95 | 32-63, 96-127 | 128-159, 192-223 |
  * 160-191, 224-255: the lanes of the low/high nibbles of each 64-byte load. */

@@ -30,6 +30,7 @@
 
 #include <immintrin.h>
 
+#include "avx512_gemv_impl.h"
 #include "kernels_impl.h"
 
 #define XBUF (80 * 1024) /* stack buffer for the rearranged activation rows */
@@ -42,40 +43,6 @@ typedef struct xrows {
     const int8_t *q[NR];
     const float *d[NR], *corr[NR];
 } xrows;
-
-static inline float f16_at(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-/* The one-row kernels' reductions, written out the same way. */
-static inline float hsum128(__m128 v)
-{
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    v = _mm_add_ss(v, _mm_movehdup_ps(v));
-    return _mm_cvtss_f32(v);
-}
-
-static inline float hsum256(__m256 v)
-{
-    return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
-}
-
-static inline int hsum_epi32_256(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
-static inline int block_sum_i8(const int8_t *q)
-{
-    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q));
-    return hsum_epi32_256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
-}
 
 /* ================= activation layouts (as the one-row kernels) ================= */
 
@@ -103,21 +70,6 @@ static void prep_q4_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, float *d,
 }
 
 /* ================= Q8_0 ================= */
-
-static inline __m256 gather_scales(const uint8_t *row, const int stride)
-{
-    uint16_t h[8];
-    for (int i = 0; i < 8; i++) memcpy(&h[i], row + stride * i, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
-}
-
-static inline float row_total(__m512 acc0, __m512 acc1, __m256 corr)
-{
-    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
-    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
-    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm_cvtss_f32(c4);
-}
 
 /* One Q8_0 weight row against NRV activation rows; y[j * ldy] for row j. */
 ALWAYS_INLINE void rows_q8_0(const uint8_t *row, int64_t nb, const xrows *x, float *y, int64_t ldy, const int NRV)
@@ -177,14 +129,6 @@ ALWAYS_INLINE void rows_q8_0(const uint8_t *row, int64_t nb, const xrows *x, flo
 }
 
 /* ================= Q4_0 ================= */
-
-static inline __m512i load_q4_0_x4(const uint8_t *blk)
-{
-    __m512i w = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk + 2)));
-    w = _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 18 + 2)), 1);
-    w = _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 36 + 2)), 2);
-    return _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 54 + 2)), 3);
-}
 
 ALWAYS_INLINE void rows_q4_0(const uint8_t *row, int64_t nb, const xrows *x, float *y, int64_t ldy, const int NRV)
 {
