@@ -1,7 +1,9 @@
 #include "test_models.h"
 
 #include <stdio.h>
+#include <string.h>
 
+#include "context.h"
 #include "synth_model.h"
 #include "test_util.h"
 
@@ -41,4 +43,18 @@ int kara_test_argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return b;
+}
+
+size_t kara_test_kv_prefix_bytes(const kara_context *c, int n_slots) {
+    return (size_t)c->kv.n_layer * (size_t)n_slots * 2 * c->kv.slot_bytes;
+}
+
+void kara_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out) {
+    size_t sb = c->kv.slot_bytes;
+    for (int l = 0; l < c->kv.n_layer; l++)
+        for (int s = 0; s < n_slots; s++) {
+            memcpy(out, kara_kv_k(&c->kv, l, seq, s), sb);
+            memcpy(out + sb, kara_kv_v(&c->kv, l, seq, s), sb);
+            out += 2 * sb;
+        }
 }

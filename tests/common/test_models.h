@@ -7,6 +7,7 @@
 #ifndef KARA_TEST_MODELS_H
 #define KARA_TEST_MODELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kara.h"
@@ -16,6 +17,11 @@
 kara_context *kara_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx);
 /* Index of the largest of x[0..n) (the first on ties): greedy decoding. */
 int kara_test_argmax(const float *x, int n);
+/* Bytes of K and V of every layer for n_slots slots, and a copy of them
+ * for slots [0, n_slots) of seq packed into out (layer by layer, K then V
+ * per slot): to check that compression never touches the prompt. */
+size_t kara_test_kv_prefix_bytes(const kara_context *c, int n_slots);
+void kara_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out);
 kara_model *kara_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
                                   const char *file);
 

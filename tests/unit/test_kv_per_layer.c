@@ -50,21 +50,6 @@ static void a5_params(kara_kv_params *kv, bool per_layer) {
     kv->per_layer_selection = per_layer;
 }
 
-static size_t prefix_bytes(const kara_context *c, int n_slots) {
-    return (size_t)c->kv.n_layer * (size_t)n_slots * 2 * c->kv.slot_bytes;
-}
-
-/* K and V of every layer for slots [0, n_slots) of seq, packed into out. */
-static void copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out) {
-    size_t sb = c->kv.slot_bytes;
-    for (int l = 0; l < c->kv.n_layer; l++)
-        for (int s = 0; s < n_slots; s++) {
-            memcpy(out, kara_kv_k(&c->kv, l, seq, s), sb);
-            memcpy(out + sb, kara_kv_v(&c->kv, l, seq, s), sb);
-            out += 2 * sb;
-        }
-}
-
 /* Section 7.3 for every layer of seq: positions strictly increasing with
  * the prompt at 0..P-1, the prompt's bytes (every layer) against prompt_ref,
  * blocks held and pool accounting; and the window [F, n) at the same
@@ -75,14 +60,14 @@ static bool layers_hold(const kara_context *c, int seq, const uint8_t *prompt_re
     int protect = q->prompt_marked ? q->n_prompt : 0, frontier = q->prompt_marked ? q->frontier : -1;
     if (protect > s->n) protect = s->n;
     if (frontier > s->n) frontier = s->n;
-    uint8_t *now = prompt_ref ? malloc(prefix_bytes(c, protect)) : NULL;
-    if (now) copy_prefix(c, seq, protect, now);
+    uint8_t *now = prompt_ref ? malloc(kara_test_kv_prefix_bytes(c, protect)) : NULL;
+    if (now) kara_test_kv_copy_prefix(c, seq, protect, now);
     bool ok = true;
     const int32_t *pos0 = kara_kv_layer_pos(&c->kv, seq, 0);
     for (int l = 0; l < c->kv.n_layer && ok; l++) {
         const int32_t *pos = kara_kv_layer_pos(&c->kv, seq, l);
         kara_kv_invariants inv = {pos, s->n, protect, frontier, l ? NULL : now, l ? NULL : prompt_ref,
-                                  prefix_bytes(c, protect), c->kv.block_size, s->n_blocks, c->kv.n_free,
+                                  kara_test_kv_prefix_bytes(c, protect), c->kv.block_size, s->n_blocks, c->kv.n_free,
                                   c->kv.n_blocks - c->kv.n_free, c->kv.n_blocks};
         char msg[256];
         ok = CHECK_MSG(kara_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s, layer %d: %s", what, l, msg);
@@ -125,8 +110,8 @@ static bool generate(kara_model *m, const kara_kv_params *kv, int threads, int n
     out->pos = calloc((size_t)N_LAYER * N_CTX, sizeof(int32_t));
     kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
     kara_status st = kara_decode(c, &pb);
-    uint8_t *ref = malloc(prefix_bytes(c, P));
-    copy_prefix(c, 0, P, ref);
+    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
+    kara_test_kv_copy_prefix(c, 0, P, ref);
     bool inv_ok = true, budget_ok = true;
     uint64_t events = 0;
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
@@ -149,8 +134,8 @@ static bool generate(kara_model *m, const kara_kv_params *kv, int threads, int n
     out->n = c->kv.seqs[0].n;
     for (int l = 0; l < N_LAYER; l++)
         CHECK_EQ_INT(kara_seq_layer_positions(c, 0, l, out->pos + (size_t)l * N_CTX, N_CTX), out->n);
-    out->kv_bytes = malloc(prefix_bytes(c, out->n));
-    copy_prefix(c, 0, out->n, out->kv_bytes);
+    out->kv_bytes = malloc(kara_test_kv_prefix_bytes(c, out->n));
+    kara_test_kv_copy_prefix(c, 0, out->n, out->kv_bytes);
     out->events = c->policy.stats.events;
     out->evicted = c->policy.stats.slots_evicted;
     free(ref);
@@ -268,8 +253,8 @@ static void test_planted(kara_model *m) {
     const int32_t pa = c->kv.seqs[0].pos[a], pb_ = c->kv.seqs[0].pos[b], pp = c->kv.seqs[0].pos[prot];
     plant(c, 0, F, n, a, b);
     plant(c, 1, F, n, b, a);
-    uint8_t *ref = malloc(prefix_bytes(c, P));
-    copy_prefix(c, 0, P, ref);
+    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
+    kara_test_kv_copy_prefix(c, 0, P, ref);
     CHECK(kara_kv_policy_step(c) == KARA_OK);
     CHECK_EQ_INT(c->policy.stats.events, 1);
     const int k = kara_kv_keep_count(32, kv.retention, kv.min_keep), n_new = F + k + kv.buffer;
@@ -414,8 +399,8 @@ static void test_recompress_history(kara_model *m) {
     int V = kara_model_n_vocab(m);
     kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
     bool ok = CHECK(kara_decode(c, &pb) == KARA_OK);
-    uint8_t *ref = malloc(prefix_bytes(c, P));
-    copy_prefix(c, 0, P, ref);
+    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
+    kara_test_kv_copy_prefix(c, 0, P, ref);
     /* before each step: every layer's positions and stored scores */
     int32_t *pos_before = malloc((size_t)N_LAYER * N_CTX * sizeof(int32_t));
     float *sc_before = malloc((size_t)N_LAYER * N_CTX * sizeof(float));

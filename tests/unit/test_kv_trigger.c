@@ -44,21 +44,6 @@ static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int 
     kv->budget = kara_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024, 2) + (uint64_t)pool_blocks * BLOCK_BYTES;
 }
 
-/* K and V of every layer for slots [0, n_slots) of seq, packed into out. */
-static void copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out) {
-    size_t sb = c->kv.slot_bytes;
-    for (int l = 0; l < c->kv.n_layer; l++)
-        for (int s = 0; s < n_slots; s++) {
-            memcpy(out, kara_kv_k(&c->kv, l, seq, s), sb);
-            memcpy(out + sb, kara_kv_v(&c->kv, l, seq, s), sb);
-            out += 2 * sb;
-        }
-}
-
-static size_t prefix_bytes(const kara_context *c, int n_slots) {
-    return (size_t)c->kv.n_layer * (size_t)n_slots * 2 * c->kv.slot_bytes;
-}
-
 /* Section 7.3 for one sequence: positions, the prompt's bytes against the
  * copy taken after the prompt was decoded, blocks held, pool accounting. */
 static bool invariants_hold(const kara_context *c, int seq, const uint8_t *prompt_ref, uint8_t *prompt_now,
@@ -66,8 +51,8 @@ static bool invariants_hold(const kara_context *c, int seq, const uint8_t *promp
     const kara_kv_seq *s = &c->kv.seqs[seq];
     const kara_kv_policy_seq *q = &c->policy.seqs[seq];
     int P = q->n_prompt;
-    copy_prefix(c, seq, P, prompt_now);
-    kara_kv_invariants inv = {s->pos, s->n, P, q->frontier, prompt_now, prompt_ref, prefix_bytes(c, P),
+    kara_test_kv_copy_prefix(c, seq, P, prompt_now);
+    kara_kv_invariants inv = {s->pos, s->n, P, q->frontier, prompt_now, prompt_ref, kara_test_kv_prefix_bytes(c, P),
                               c->kv.block_size, s->n_blocks, c->kv.n_free, c->kv.n_blocks - c->kv.n_free,
                               c->kv.n_blocks};
     char msg[256];
@@ -91,10 +76,10 @@ static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, in
     int32_t *kept = malloc(1024 * sizeof(int32_t)); /* generated non-buffer positions kept by the last event */
     int n_kept = 0;
     float *logits = logits_out ? malloc((size_t)n_steps * V * sizeof(float)) : NULL;
-    uint8_t *ref = malloc(prefix_bytes(c, P)), *now = malloc(prefix_bytes(c, P));
+    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P)), *now = malloc(kara_test_kv_prefix_bytes(c, P));
     kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
     kara_status st = kara_decode(c, &pb);
-    copy_prefix(c, 0, P, ref);
+    kara_test_kv_copy_prefix(c, 0, P, ref);
     bool trigger_ok = true, after_ok = true, below_ok = true, inv_ok = true, budget_ok = true, rescored = false;
     int n_events = 0, first_event_step = -1;
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
