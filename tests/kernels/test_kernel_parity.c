@@ -303,8 +303,9 @@ static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
             batches[n_batches++] = base_batches[bi];
         }
 #if defined(__x86_64__) || defined(_M_X64)
-        const int64_t min_gemm = kara_avx512_gemm_min_batch(wt);
-        for (int64_t m = min_gemm - 1; m <= min_gemm + 1 && m <= MAXB; m++) batches[n_batches++] = (int)m;
+        const int64_t min_gemm = kara_avx512_gemm_min_batch(wt); /* INT64_MAX: no panel GEMM for the type */
+        if (min_gemm <= MAXB + 1)
+            for (int64_t m = min_gemm - 1; m <= min_gemm + 1 && m <= MAXB; m++) batches[n_batches++] = (int)m;
 #endif
         int bad = 0, bad_slice = 0, bad_pad = 0;
         for (int bi = 0; bi < n_batches; bi++) {
