@@ -180,7 +180,6 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, in
     pol->ring_cap = s.ring_cap;
     pol->n_scored_layers = s.n_scored;
     pol->q_row_bytes = (size_t)n_head * (size_t)head_dim * qsize(p);
-    pol->n_groups = kara_kv_n_groups(p, n_layer);
     pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
     if (!pol->seqs) return kara_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
     if (p->method == KARA_KV_METHOD_FULL) return KARA_OK;
@@ -202,7 +201,7 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, in
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
         kara_kv_policy_seq *q = &pol->seqs[i];
         q->tokens = calloc((size_t)max_slots, sizeof(int32_t));
-        q->scores = calloc((size_t)pol->n_groups * (size_t)max_slots, sizeof(float));
+        q->scores = calloc((size_t)kara_kv_n_groups(p, n_layer) * (size_t)max_slots, sizeof(float));
         q->h2o_acc = s.needs_h2o ? calloc((size_t)max_slots, sizeof(float)) : NULL;
         ok = q->tokens && q->scores && (!s.needs_h2o || q->h2o_acc);
     }
@@ -645,46 +644,43 @@ static kara_status recompress_history(kara_context *ctx, int32_t blocks) {
     return st;
 }
 
+/* What a forced event (section 4.5 a) could take from sequence s, 0 when
+ * it can have none: the compressible region of a window method (at least
+ * min_compressible, its queries all still in the ring), or, for ablation A8,
+ * the slots beyond the token budget. */
+static int32_t forced_event_gain(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t s) {
+    const kara_kv_policy_seq *q = &pol->seqs[s];
+    if (!kv->seqs[s].active || !q->prompt_marked || (pol->p.think_only && q->think_done)) return 0;
+    if (threshold_trigger(&pol->p)) {
+        int32_t over = kv->seqs[s].n - pol->budget_tokens;
+        return over > 0 ? over : 0;
+    }
+    if (!pol->window_method) return 0;
+    int32_t n_c = kv->seqs[s].n - q->frontier - pol->p.buffer;
+    if (n_c < pol->p.min_compressible || (pol->needs_scores && n_c + pol->p.buffer > pol->ring_cap)) return 0;
+    return n_c > 0 ? n_c : 0;
+}
+
 kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
-    /* (a) force events on the sequences with the largest compressible region */
-    while (pol->window_method && need > kv->n_free) {
-        int32_t pick = -1, best = pol->p.min_compressible - 1;
-        for (int32_t s = 0; s < pol->n_seq_max; s++) {
-            const kara_kv_policy_seq *q = &pol->seqs[s];
-            int32_t n_c = kv->seqs[s].n - q->frontier - pol->p.buffer;
-            bool scorable = !(pol->p.think_only && q->think_done) &&
-                            (!pol->needs_scores || n_c + pol->p.buffer <= pol->ring_cap);
-            if (kv->seqs[s].active && q->prompt_marked && scorable && n_c > best) {
-                best = n_c;
-                pick = s;
-            }
-        }
-        if (pick < 0) break;
-        kara_status st = window_event(ctx, pick);
-        if (st) return st;
-        pol->stats.events++;
-        pol->stats.forced_events++;
-    }
-    /* (a) for ablation A8: its threshold event, early, on the sequence
-     * holding the most slots beyond the token budget (an event leaves it
-     * exactly budget_tokens, so each sequence is picked at most once) */
-    while (threshold_trigger(&pol->p) && need > kv->n_free) {
+    /* (a) force events, each on the sequence with the most to give: the
+     * largest compressible window, or (A8) the most slots over the budget,
+     * which its event brings back to exactly budget_tokens */
+    while (need > kv->n_free) {
         int32_t pick = -1, best = 0;
         for (int32_t s = 0; s < pol->n_seq_max; s++) {
-            const kara_kv_policy_seq *q = &pol->seqs[s];
-            int32_t over = kv->seqs[s].n - pol->budget_tokens;
-            if (kv->seqs[s].active && q->prompt_marked && !(pol->p.think_only && q->think_done) && over > best) {
-                best = over;
+            int32_t gain = forced_event_gain(pol, kv, s);
+            if (gain > best) {
+                best = gain;
                 pick = s;
             }
         }
         if (pick < 0) break;
-        int32_t before = kv->seqs[pick].n;
-        kara_status st = threshold_event(ctx, pick);
+        uint64_t events = pol->seqs[pick].events;
+        kara_status st = threshold_trigger(&pol->p) ? threshold_event(ctx, pick) : window_event(ctx, pick);
         if (st) return st;
-        if (kv->seqs[pick].n == before) break; /* the budget cannot hold its prompt and buffer */
+        if (pol->seqs[pick].events == events) break; /* A8: the budget cannot hold its prompt and buffer */
         pol->stats.events++;
         pol->stats.forced_events++;
     }

@@ -51,7 +51,6 @@ typedef struct kara_kv_policy {
     kara_kv_params p;
     int32_t n_layer, n_head, n_head_kv, head_dim;
     int32_t n_seq_max, max_slots;
-    int32_t n_groups;        /* selection groups (kv_cache.h): 1 unless selection_scope per_layer */
     int32_t think_end_token; /* -1 when the vocabulary has none */
 
     bool window_method;    /* kara (trigger periodic), chunkkv, recent, random: periodic events over the window */

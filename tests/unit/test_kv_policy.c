@@ -185,6 +185,54 @@ static void test_interleaved_accounting(kara_model *m) {
     kara_context_free(c);
 }
 
+/* Pool pressure (section 4.5 a) under the periodic trigger: three sequences
+ * whose windows (interval 128) outgrow a 16-block pool long before any is
+ * due. Each step must still succeed, because relieve forces an event on the
+ * sequence with the largest compressible window; the invariants and the
+ * pool's accounting hold throughout. */
+static void test_pool_pressure_forces_events(kara_model *m) {
+    kara_kv_params kv;
+    kara_kv_params_init(&kv);
+    small_window(&kv, KARA_KV_METHOD_KARA);
+    kv.interval = 128;
+    kv.reserve_blocks = 0;
+    const uint64_t block_bytes = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
+    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024, 2) + 16 * block_bytes;
+    kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
+    if (!CHECK(c != NULL)) return;
+    CHECK_EQ_INT(c->kv.n_blocks, 16);
+    int V = kara_model_n_vocab(m);
+    int32_t toks[3], pos[3], seq[3];
+    int8_t want[3] = {1, 1, 1};
+    for (int s = 0; s < 3; s++) {
+        int32_t p[8];
+        for (int j = 0; j < 6; j++) p[j] = (s * 13 + j * 7) % V;
+        CHECK_EQ_INT(kara_seq_admit(c, s, 6, 200), KARA_OK);
+        kara_batch b = kara_batch_one_sequence(p, 6, 0, s);
+        CHECK(kara_decode(c, &b) == KARA_OK);
+        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
+        pos[s] = 6;
+        seq[s] = s;
+    }
+    bool ok = true;
+    for (int step = 0; step < 200 && ok; step++) {
+        kara_batch b = {3, toks, pos, seq, want};
+        ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
+        int held = 0;
+        for (int s = 0; s < 3; s++) {
+            ok &= invariants_hold(c, s, "pool pressure");
+            held += c->kv.seqs[s].n_blocks;
+            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            pos[s]++;
+        }
+        ok &= CHECK_EQ_INT(held + c->kv.n_free, c->kv.n_blocks);
+        ok &= CHECK(kara_context_kv_bytes(c) <= kv.budget);
+    }
+    CHECK_MSG(c->policy.stats.forced_events >= 3, "%llu forced events",
+              (unsigned long long)c->policy.stats.forced_events);
+    kara_context_free(c);
+}
+
 static void test_budget_errors(kara_model *m) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);
@@ -253,6 +301,7 @@ int main(void) {
     test_retention_one_is_full(m);
     test_methods_budget_threads(m);
     test_interleaved_accounting(m);
+    test_pool_pressure_forces_events(m);
     test_budget_errors(m);
     test_think_only(m);
     kara_model_free(m);
