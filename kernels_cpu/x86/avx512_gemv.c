@@ -56,8 +56,11 @@ static void prepare_x_q4_0(const kara_block_q8_0 *x, int64_t nb, gemv_x *px)
     }
 }
 
-/* One Q8_0 weight row against the prepared activations. */
-static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
+/* The 8-block steps of one Q8_0 weight row (nb8 blocks, a multiple of 8)
+ * against the prepared activations, unreduced: the scaled sums folded to
+ * 256 bits (*acc) and the offset correction (*corr_out). */
+static inline __attribute__((always_inline)) void acc_q8_0(const uint8_t *row, int64_t nb8, const gemv_x *px,
+                                                           __m256 *acc, __m256 *corr_out)
 {
     enum { STRIDE = 34 };
     const __m512i bias = _mm512_set1_epi8((char)0x80);
@@ -70,8 +73,7 @@ static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
     };
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m256 corr = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
+    for (int64_t b = 0; b < nb8; b += 8) {
         const uint8_t *blk = row + 34 * b;
         const __m256 dw = gather_scales(blk, STRIDE);
         const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(px->d + b)));
@@ -91,8 +93,18 @@ static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
                 acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc0);
         }
     }
-    float sum = row_total(acc0, acc1, corr);
-    for (; b < nb; b++) { /* tail blocks, one 256-bit step each */
+    *acc = fold512(_mm512_add_ps(acc0, acc1));
+    *corr_out = corr;
+}
+
+/* One Q8_0 weight row against the prepared activations. */
+static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
+{
+    const int64_t nb8 = nb & ~(int64_t)7;
+    __m256 acc, corr;
+    acc_q8_0(row, nb8, px, &acc, &corr);
+    float sum = hsum256(acc) - hsum256(corr);
+    for (int64_t b = nb8; b < nb; b++) { /* tail blocks, one 256-bit step each */
         const kara_block_q8_0 *blk = (const kara_block_q8_0 *)(row + 34 * b);
         const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
         const __m256i xv = _mm256_load_si256((const __m256i *)(px->q + 32 * b));
@@ -106,8 +118,9 @@ static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
     return sum;
 }
 
-/* One Q4_0 weight row against the prepared activations. */
-static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
+/* The 8-block steps of one Q4_0 weight row, unreduced (as acc_q8_0). */
+static inline __attribute__((always_inline)) void acc_q4_0(const uint8_t *row, int64_t nb8, const gemv_x *px,
+                                                           __m256 *acc, __m256 *corr_out)
 {
     enum { STRIDE = 18 };
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -118,8 +131,7 @@ static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
     };
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m256 corr = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
+    for (int64_t b = 0; b < nb8; b += 8) {
         const uint8_t *blk = row + 18 * b;
         const __m256 dw = gather_scales(blk, STRIDE);
         const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(px->d + b)));
@@ -139,8 +151,18 @@ static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
                 acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, acc0);
         }
     }
-    float sum = row_total(acc0, acc1, corr);
-    for (; b < nb; b++) { /* tail blocks: the prepared layout of a partial group */
+    *acc = fold512(_mm512_add_ps(acc0, acc1));
+    *corr_out = corr;
+}
+
+/* One Q4_0 weight row against the prepared activations. */
+static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
+{
+    const int64_t nb8 = nb & ~(int64_t)7;
+    __m256 acc, corr;
+    acc_q4_0(row, nb8, px, &acc, &corr);
+    float sum = hsum256(acc) - hsum256(corr);
+    for (int64_t b = nb8; b < nb; b++) { /* tail blocks: the prepared layout of a partial group */
         const kara_block_q4_0 *blk = (const kara_block_q4_0 *)(row + 18 * b);
         const int8_t *xq = px->q + 128 * (b / 4) + 16 * (b % 4);
         int s = 0;
@@ -151,11 +173,40 @@ static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
     return sum;
 }
 
+/* Rows [r0, r1) of Q8_0 (q8) or Q4_0 weights; q8 is a constant at each call,
+ * so each type gets its own loop. Eight rows at a time are reduced together
+ * where rows have no tail blocks (same bits as one at a time). */
+static inline __attribute__((always_inline)) void gemv_rows(const bool q8, const uint8_t *wb, size_t w_row_bytes,
+                                                            int64_t r0, int64_t r1, int64_t nb, const gemv_x *px,
+                                                            float *y)
+{
+    int64_t r = r0;
+    for (; nb % 8 == 0 && r + 8 <= r1; r += 8) {
+        __m256 acc[8], corr[8];
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *row = wb + (size_t)(r + k) * w_row_bytes;
+            if (q8) {
+                acc_q8_0(row, nb, px, &acc[k], &corr[k]);
+            } else {
+                acc_q4_0(row, nb, px, &acc[k], &corr[k]);
+            }
+        }
+        _mm256_storeu_ps(y + r, _mm256_sub_ps(hsum256_x8(acc), hsum256_x8(corr)));
+    }
+    for (; r < r1; r++) {
+        const uint8_t *row = wb + (size_t)r * w_row_bytes;
+        y[r] = q8 ? row_q8_0(row, nb, px) : row_q4_0(row, nb, px);
+    }
+}
+
 bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                       const void *x, float *y)
 {
     if (wtype == KARA_TYPE_Q4_K) {
         return kara_avx512_gemv_k(wtype, w, w_row_bytes, r0, r1, n_cols, x, y);
+    }
+    if (wtype == KARA_TYPE_Q6_K) {
+        return kara_avx512_gemv_q6_K(w, w_row_bytes, r0, r1, n_cols, x, y);
     }
     if ((wtype != KARA_TYPE_Q8_0 && wtype != KARA_TYPE_Q4_0) || n_cols > KARA_GEMV_MAX_COLS || n_cols % 32 != 0) {
         return false;
@@ -165,10 +216,10 @@ bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_
     const uint8_t *wb = w;
     if (wtype == KARA_TYPE_Q8_0) {
         prepare_x_q8_0(x, nb, &px);
-        for (int64_t r = r0; r < r1; r++) y[r] = row_q8_0(wb + (size_t)r * w_row_bytes, nb, &px);
+        gemv_rows(true, wb, w_row_bytes, r0, r1, nb, &px, y);
     } else {
         prepare_x_q4_0(x, nb, &px);
-        for (int64_t r = r0; r < r1; r++) y[r] = row_q4_0(wb + (size_t)r * w_row_bytes, nb, &px);
+        gemv_rows(false, wb, w_row_bytes, r0, r1, nb, &px, y);
     }
     return true;
 }

@@ -14,23 +14,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "x86_hsum.h"
+
 static inline float f16_at(const uint8_t *p)
 {
     uint16_t h;
     memcpy(&h, p, 2);
     return _cvtsh_ss(h);
-}
-
-static inline float hsum128(__m128 v)
-{
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    v = _mm_add_ss(v, _mm_movehdup_ps(v));
-    return _mm_cvtss_f32(v);
-}
-
-static inline float hsum256(__m256 v)
-{
-    return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
 }
 
 static inline int hsum_epi32_256(__m256i v)
@@ -39,6 +29,20 @@ static inline int hsum_epi32_256(__m256i v)
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
     return _mm_cvtsi128_si32(s);
+}
+
+/* A 512-bit accumulator folded to 256 bits as _mm512_reduce_add_ps starts
+ * (lanes i + i+8), so that hsum256 of the result is its reduction. */
+static inline __m256 fold512(__m512 a)
+{
+    return _mm256_add_ps(_mm512_extractf32x8_ps(a, 1), _mm512_castps512_ps256(a));
+}
+
+/* The sum of a 512-bit accumulator in a fixed order (the compiler's
+ * _mm512_reduce_add_ps may pick another), the one every gemv path uses. */
+static inline float hsum512(__m512 a)
+{
+    return hsum256(fold512(a));
 }
 
 /* Sum of the 32 int8 values of one block (runs once per call per block). */
@@ -52,10 +56,7 @@ static inline int block_sum_i8(const int8_t *q)
  * correction accumulated per block (Q8_0, Q4_0). */
 static inline float row_total(__m512 acc0, __m512 acc1, __m256 corr)
 {
-    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(corr), _mm256_extractf128_ps(corr, 1));
-    c4 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
-    c4 = _mm_add_ss(c4, _mm_movehdup_ps(c4));
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm_cvtss_f32(c4);
+    return hsum512(_mm512_add_ps(acc0, acc1)) - hsum256(corr);
 }
 
 /* Eight f16 scales at a byte stride (the block size), as f32. Plain 16-bit

@@ -45,8 +45,11 @@ static void prepare_x_q4_K(const kara_block_q8_K *x, int64_t nb, gemv_xk *px)
     }
 }
 
-/* One Q4_K weight row (144-byte blocks) against the prepared activations. */
-static float row_q4_K(const uint8_t *row, int64_t nb, const gemv_xk *px)
+/* One Q4_K weight row (144-byte blocks) against the prepared activations,
+ * left unreduced: the scaled sums folded to 256 bits (*acc) and the min
+ * terms (*accm); the row's product is hsum256(*acc) - hsum128(*accm). */
+static inline __attribute__((always_inline)) void acc_q4_K(const uint8_t *row, int64_t nb, const gemv_xk *px,
+                                                           __m256 *acc, __m128 *accm_out)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* byte shuffles that spread int16 scale j over a 256-bit half: every
@@ -86,7 +89,8 @@ static float row_q4_K(const uint8_t *row, int64_t nb, const gemv_xk *px)
         const __m128i md = _mm_madd_epi16(mn, _mm_load_si128((const __m128i *)(px->sum32 + 8 * i)));
         accm = _mm_fmadd_ps(_mm_cvtepi32_ps(md), _mm_set1_ps(f16_at(blk + 2) * dx), accm);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - hsum128(accm);
+    *acc = fold512(_mm512_add_ps(acc0, acc1));
+    *accm_out = accm;
 }
 
 bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
@@ -99,6 +103,18 @@ bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int6
     const uint8_t *wb = w;
     gemv_xk px;
     prepare_x_q4_K(x, nb, &px);
-    for (int64_t r = r0; r < r1; r++) y[r] = row_q4_K(wb + (size_t)r * w_row_bytes, nb, &px);
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) { /* eight rows reduced together */
+        __m256 acc[8];
+        __m128 accm[8];
+        for (int k = 0; k < 8; k++) acc_q4_K(wb + (size_t)(r + k) * w_row_bytes, nb, &px, &acc[k], &accm[k]);
+        _mm256_storeu_ps(y + r, _mm256_sub_ps(hsum256_x8(acc), hsum128_x8(accm)));
+    }
+    for (; r < r1; r++) {
+        __m256 acc;
+        __m128 accm;
+        acc_q4_K(wb + (size_t)r * w_row_bytes, nb, &px, &acc, &accm);
+        y[r] = hsum256(acc) - hsum128(accm);
+    }
     return true;
 }

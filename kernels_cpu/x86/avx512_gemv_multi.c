@@ -325,7 +325,7 @@ ALWAYS_INLINE void rows_q4_K(const uint8_t *row, int64_t nb, const uint8_t *x, f
     for (int j = 0; j < NRV; j++) acc1[j] = _mm512_setzero_ps();
     for (int64_t i = 1; i < nb; i += 2) block_q4_K(row + bsz * i, x + rs * i, acc1, NRV);
     for (int j = 0; j < NRV; j++) {
-        y[j * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j])) - hsum128(_mm_load_ps(m[j]));
+        y[j * ldy] = hsum512(_mm512_add_ps(acc0[j], acc1[j])) - hsum128(_mm_load_ps(m[j]));
     }
 }
 

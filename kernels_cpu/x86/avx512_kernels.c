@@ -111,8 +111,8 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
 {
     int64_t r0, r1;
     kara_split_rows(n_rows, ith, nth, &r0, &r1);
-    /* one activation row: gemv (Q6_K: the block kernel, faster from memory
-     * than a 512-bit version); a few rows: the few-row gemv, which gives
+    /* one activation row: gemv (Q6_K: the block kernel's arithmetic, faster
+     * from memory than a 512-bit version); a few rows: the few-row gemv, which gives
      * each row the bits of the one-row product; many rows: panel GEMM */
     if (n_batch == 1 && kara_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
     const int64_t min_gemm = kara_avx512_gemm_min_batch(wtype);

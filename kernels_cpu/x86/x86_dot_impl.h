@@ -23,6 +23,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "x86_hsum.h"
+
 #define KARA_INLINE static inline __attribute__((always_inline))
 #define MAXNX 4
 
@@ -50,18 +52,6 @@
 
 typedef void (*kara_x86_dotn_fn)(int64_t n, const void *w, const void *x, size_t xs, int nx, float *y,
                                  int64_t ldy);
-
-KARA_INLINE float hsum128(__m128 s)
-{
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-KARA_INLINE float hsum256(__m256 v)
-{
-    return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
-}
 
 /* ------------------------------------------------------------------ */
 /* Q8_0 x Q8_0: |w| * (x with w's sign) keeps the u8*s8 instructions exact. */
@@ -235,7 +225,7 @@ KARA_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, 
 /* Q6_K x Q8_K: 6-bit values 0..63 (stored minus 32) times int8 scales per
  * 16 elements; the -32 offset is applied once per block through the bsums:
  * sum sc*(q-32)*x = sum sc*q*x - 32 * sum_j sc_j * bsum_j. */
-KARA_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
+KARA_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, __m256 *acc, const int NX)
 {
     const kara_block_q6_K *w = vw;
     const int64_t nb = n / KARA_QK_K;
@@ -248,7 +238,6 @@ KARA_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, 
         _mm256_set_m128i(_mm_set1_epi16(0x0b0a), _mm_set1_epi16(0x0908)),
         _mm256_set_m128i(_mm_set1_epi16(0x0f0e), _mm_set1_epi16(0x0d0c)),
     };
-    __m256 acc[MAXNX];
     for (int b = 0; b < NX; b++) acc[b] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i sc_all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
@@ -291,6 +280,14 @@ KARA_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, 
             acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(si), acc[b]);
         }
     }
+}
+
+/* Rows end in hsum256 of acc_q6_K's accumulators (the one-row gemv of
+ * avx512_gemv_q6k.c reduces eight rows' at once, with the same bits). */
+KARA_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
+{
+    __m256 acc[MAXNX];
+    acc_q6_K(n, vw, x, xs, acc, NX);
     for (int b = 0; b < NX; b++) y[b * ldy] = hsum256(acc[b]);
 }
 
@@ -378,7 +375,7 @@ KARA_INLINE __m256 abs_ps(__m256 v)
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
 }
 
-static void from_float_q8_0(const float *x, void *vy, int64_t n)
+__attribute__((unused)) static void from_float_q8_0(const float *x, void *vy, int64_t n)
 {
     kara_block_q8_0 *y = vy;
     const int64_t nb = n / KARA_QK8_0;
@@ -403,7 +400,7 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n)
 /* Q8_K: the scale maps the largest magnitude to -127 (see the scalar
  * version); values round to nearest even like kara_nearest_int, and bsums
  * are summed from the packed bytes. */
-static void from_float_q8_K(const float *x, void *vy, int64_t n)
+__attribute__((unused)) static void from_float_q8_K(const float *x, void *vy, int64_t n)
 {
     kara_block_q8_K *y = vy;
     const int64_t nb = n / KARA_QK_K;
@@ -451,7 +448,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n)
  * the whole group; the tile stays in L1/L2 while the groups stream past. */
 #define ROW_TILE 16
 
-static void x86_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+__attribute__((unused)) static void x86_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                        int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
                        int ith, int nth, const kara_x86_dotn_fn *dotn)
 {
