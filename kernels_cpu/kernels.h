@@ -34,7 +34,9 @@ typedef enum kara_type {
     KARA_TYPE_Q6_K = 14,
     KARA_TYPE_Q8_K = 15,
     KARA_TYPE_BF16 = 30,
-    KARA_TYPE_COUNT = 40
+    /* Internal layouts, never read from a file (ids past GGML's): */
+    KARA_TYPE_Q4_K_X16 = 40, /* Q4_K, 16 rows interleaved (kernels_cpu/generic/repack.c) */
+    KARA_TYPE_COUNT = 41
 } kara_type;
 
 #define KARA_QK4_0 32
@@ -68,6 +70,7 @@ typedef struct kara_type_info {
     int32_t type_size;       /* bytes per block */
     bool supported;          /* weights of this type can be used */
     kara_type vec_dot_type;  /* format activations are converted to for vec_dot */
+    bool internal;           /* a load-time layout of Kara's own, not a GGUF type */
 } kara_type_info;
 
 /* Traits of a type id, or NULL for an id GGML does not define or that Kara
@@ -89,6 +92,33 @@ void kara_dequantize_row(kara_type type, const void *x, float *y, int64_t n);
  * false for a type without a quantizer. Supported: F32, F16, BF16, Q4_0,
  * Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K. */
 bool kara_quantize_row(kara_type type, const float *x, void *y, int64_t n);
+
+/* ---- load-time weight layouts ---- */
+
+/* KARA_TYPE_Q4_K_X16: a Q4_K matrix whose rows are taken 16 at a time and,
+ * per 256-column block, interleaved so that one 64-byte load holds 4 bytes
+ * of each of the 16 rows (the operand of one VPDPBUSD against 4 broadcast
+ * activation bytes). Per group of 16 rows and block, 2304 bytes, the same
+ * as the 16 GGUF blocks:
+ *   d[16], dmin[16] (f16) | the 12 scale bytes as three u32 words, u0[16],
+ *   u1[16], u2[16] | qs: 32 chunks of 16 rows x 4 bytes (chunk c holds
+ *   bytes 4c..4c+3 of each row's block qs).
+ * A matrix keeps its row_bytes (144 per block); rows of a group are no
+ * longer contiguous. n_rows must be a multiple of KARA_X16_ROWS. */
+#define KARA_X16_ROWS 16
+
+/* The file type a layout holds (KARA_TYPE_Q4_K for KARA_TYPE_Q4_K_X16); t
+ * itself for a file type. */
+kara_type kara_layout_source(kara_type t);
+/* Copy blocks [b0, b0 + nblk) of row r of a matrix in layout t back to
+ * file blocks of its source type at out. */
+void kara_repacked_blocks(kara_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk,
+                          void *out);
+/* Rewrite a matrix of *type in place into the layout `to` (the kernel
+ * table's repack[*type]) and set *type; returns false, changing nothing, if
+ * `to` is not a layout of *type, the shape does not allow it, or memory for
+ * 16 rows cannot be had. */
+bool kara_repack_matrix(kara_type *type, kara_type to, void *data, int64_t n_rows, int64_t n_cols);
 
 /* ---- the kernel table ---- */
 typedef enum kara_isa {
@@ -113,7 +143,8 @@ typedef struct kara_kernels {
     kara_from_float_fn from_float[KARA_TYPE_COUNT]; /* indexed by activation type */
 
     /* Y[b][r] = dot(W row r, X[b]) for b < n_batch and the rows of this
-     * thread's slice (rows split evenly into nth parts). W has n_rows rows of
+     * thread's slice (rows split evenly into nth parts; whole 16-row groups
+     * for the interleaved layouts). W has n_rows rows of
      * w_row_bytes; X holds n_batch activation rows already converted to the
      * weight type's vec_dot_type, x_row_bytes apart; Y rows are ldy floats
      * apart. */
@@ -148,6 +179,10 @@ typedef struct kara_kernels {
      * uses it for probabilities times values over a block of cache slots. */
     void (*gemm_nn_acc)(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
                         bool b_f16, int64_t m, int64_t n, int64_t k);
+    /* The load-time layout this table's matmul is fastest on for each weight
+     * type (KARA_TYPE_Q4_K -> KARA_TYPE_Q4_K_X16 on AVX-512), or 0 (F32):
+     * keep the file's layout. Every table's matmul accepts every layout. */
+    kara_type repack[KARA_TYPE_COUNT];
 } kara_kernels;
 
 /* The table for this CPU (best ISA, capped by KARA_CPU_ISA), chosen once;

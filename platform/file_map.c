@@ -34,6 +34,7 @@ static void set_empty(kara_file_map *m) {
     m->data = empty;
     m->size = 0;
     m->map_len = 0;
+    m->anon = false;
 }
 
 /* The start both loaders share: clear *m, open path. Returns an errno
@@ -108,7 +109,13 @@ int kara_file_read_anon(const char *path, kara_file_map *m) {
     m->data = p;
     m->size = size;
     m->map_len = len;
+    m->anon = true;
     return 0;
+}
+
+int kara_file_map_set_writable(kara_file_map *m, bool writable) {
+    if (!m->anon || !m->data) return EINVAL;
+    return mprotect((void *)m->data, m->map_len, writable ? PROT_READ | PROT_WRITE : PROT_READ) != 0 ? errno : 0;
 }
 
 void kara_file_map_close(kara_file_map *m) {

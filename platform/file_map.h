@@ -2,6 +2,7 @@
 #ifndef KARA_FILE_MAP_H
 #define KARA_FILE_MAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -9,6 +10,7 @@ typedef struct kara_file_map {
     const uint8_t *data;
     size_t size;
     size_t map_len;  /* bytes to unmap (0: nothing to unmap) */
+    bool anon;       /* read into private memory (kara_file_read_anon) */
 } kara_file_map;
 
 /* Map path read-only. Returns 0, or an errno value (message via strerror). */
@@ -21,6 +23,11 @@ int kara_file_map_open(const char *path, kara_file_map *m);
  * copy at load (about 0.7 s for 390 MB from the page cache). Same return
  * values as kara_file_map_open. */
 int kara_file_read_anon(const char *path, kara_file_map *m);
+/* Let the memory of a kara_file_read_anon image be written (writable) or
+ * make it read-only again; the loader rewrites weights into the kernels'
+ * layouts in between. Returns 0, an errno value, or EINVAL for a file
+ * mapping (its pages belong to the page cache). */
+int kara_file_map_set_writable(kara_file_map *m, bool writable);
 void kara_file_map_close(kara_file_map *m);
 
 #endif

@@ -240,7 +240,7 @@ static kara_status read_tensor_infos(kara_gguf *g, cursor *c) {
         st = read_u32(c, &t->type, "tensor type");
         if (st) return st;
         const kara_type_info *ti = kara_type_get(t->type);
-        if (!ti) return fail(c, at, "tensor '%.*s' has unknown type id %u", nl, t->name.ptr, t->type);
+        if (!ti || ti->internal) return fail(c, at, "tensor '%.*s' has unknown type id %u", nl, t->name.ptr, t->type);
         if (t->ne[0] % ti->block_size != 0)
             return fail(c, at, "tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nl,
                         t->name.ptr, (long long)t->ne[0], ti->name, ti->block_size);
@@ -360,6 +360,10 @@ kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out, 
     }
     (*out)->map = m;
     return KARA_OK;
+}
+
+bool kara_gguf_set_writable(kara_gguf *g, bool writable) {
+    return g && g->map && kara_file_map_set_writable(g->map, writable) == 0;
 }
 
 void kara_gguf_close(kara_gguf *g) {

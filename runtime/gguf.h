@@ -103,6 +103,9 @@ kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out, 
 /* Parse an image already in memory (not copied; must outlive the result). */
 kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out, char *err, size_t err_size);
 void kara_gguf_close(kara_gguf *g);
+/* Make the tensor data of a file read into memory (in_ram) writable, or
+ * read-only again: false if it cannot be (a mapped file). */
+bool kara_gguf_set_writable(kara_gguf *g, bool writable);
 
 const kara_gguf_kv *kara_gguf_find(const kara_gguf *g, const char *key);
 const kara_gguf_tensor *kara_gguf_find_tensor(const kara_gguf *g, const char *name);

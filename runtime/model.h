@@ -67,6 +67,7 @@ struct kara_model {
     char desc[128];
     uint64_t n_params;
     uint64_t weight_bytes;
+    uint64_t repacked_bytes;  /* weights rewritten into a kernel layout at load */
 };
 
 #endif /* KARA_MODEL_H */

@@ -18,6 +18,7 @@ int32_t kara_model_n_head_kv(const kara_model *m) { return m->hp.n_head_kv; }
 int32_t kara_model_head_dim(const kara_model *m) { return m->hp.head_dim; }
 uint64_t kara_model_n_params(const kara_model *m) { return m->n_params; }
 uint64_t kara_model_size_bytes(const kara_model *m) { return m->weight_bytes; }
+uint64_t kara_model_repacked_bytes(const kara_model *m) { return m->repacked_bytes; }
 
 /* Render one metadata value; arrays show their type, length and first items. */
 static int format_value(const kara_gguf_value *v, char *buf, size_t size) {

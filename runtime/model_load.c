@@ -218,6 +218,45 @@ static kara_status load_weights(loader *ld) {
     return KARA_OK;
 }
 
+/* The matrices of layer il (il == n_layer: the output matrix unless it is
+ * the token embeddings). Returns how many. */
+static int layer_matrices(kara_model *m, int il, kara_weight **ws) {
+    if (il == m->hp.n_layer) {
+        if (m->output.data == m->tok_embd.data) return 0;
+        ws[0] = &m->output;
+        return 1;
+    }
+    kara_layer *L = &m->layers[il];
+    kara_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    memcpy(ws, lw, sizeof lw);
+    return 7;
+}
+
+/* Rewrite the matrices whose type the kernel table reads faster in another
+ * layout (kara_kernels.repack), in place: the file image is writable only
+ * for this step. The token embeddings are read a row at a time by lookup,
+ * so they (and an output matrix tied to them) keep the file's layout; so
+ * does a matrix whose shape the layout cannot take. */
+static void repack_weights(kara_model *m) {
+    const kara_kernels *k = kara_kernels_get();
+    bool any = false;
+    for (int il = 0; il <= m->hp.n_layer; il++) {
+        kara_weight *ws[7];
+        for (int i = layer_matrices(m, il, ws) - 1; i >= 0; i--) any = any || k->repack[ws[i]->type] != 0;
+    }
+    if (!any || !kara_gguf_set_writable(m->gguf, true)) return;
+    for (int il = 0; il <= m->hp.n_layer; il++) {
+        kara_weight *ws[7];
+        for (int i = layer_matrices(m, il, ws) - 1; i >= 0; i--) {
+            kara_weight *w = ws[i];
+            const kara_type to = k->repack[w->type];
+            if (to && kara_repack_matrix(&w->type, to, (void *)w->data, w->n_rows, w->n_cols))
+                m->repacked_bytes += w->row_bytes * (uint64_t)w->n_rows;
+        }
+    }
+    (void)kara_gguf_set_writable(m->gguf, false);
+}
+
 static const char *file_type_name(const kara_model *m) {
     /* name the model by its dominant weight type, like "Q4_K" */
     return kara_type_get(m->layers ? m->layers[0].w_gate.type : m->tok_embd.type)->name;
@@ -275,6 +314,7 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
     else
         snprintf(m->desc, sizeof m->desc, "%s %dL %dd %s", m->arch_name, m->hp.n_layer, m->hp.n_embd,
                  file_type_name(m));
+    if (!params->vocab_only && !params->use_mmap && !params->no_repack) repack_weights(m);
     *out = m;
     return KARA_OK;
 }

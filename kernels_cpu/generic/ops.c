@@ -9,10 +9,48 @@
 
 /* Each weight row is read once and dotted with every batch row while it is
  * still in cache. */
+/* A load-time layout (kernels.h): each row is copied back to file blocks, a
+ * chunk at a time, and dotted with the table's kernel for the source type.
+ * Tables whose matmul has no faster way (scalar, AVX2, NEON) run repacked
+ * weights so. */
+static void matmul_repacked(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
+                            int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
+                            float *y, int64_t ldy, int ith, int nth)
+{
+    enum { CHUNK_BYTES = 8192 };
+    _Alignas(64) uint8_t row[CHUNK_BYTES];
+    const kara_type st = kara_layout_source(wtype);
+    const kara_type_info *ti = kara_type_get(st), *xi = kara_type_get(ti->vec_dot_type);
+    const kara_vec_dot_fn dot = k->vec_dot[st];
+    if (dot == NULL) {
+        return;
+    }
+    const int64_t nb = n_cols / ti->block_size, chunk = CHUNK_BYTES / ti->type_size;
+    const size_t x_block = (size_t)xi->type_size * (size_t)(ti->block_size / xi->block_size);
+    int64_t r0, r1;
+    kara_split_rows(n_rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t b = 0; b < n_batch; b++) y[b * ldy + r] = 0.0f;
+        for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
+            const int64_t n = nb - b0 < chunk ? nb - b0 : chunk;
+            kara_repacked_blocks(wtype, w, w_row_bytes, r, b0, n, row);
+            for (int64_t b = 0; b < n_batch; b++) {
+                float part;
+                dot(n * ti->block_size, &part, row, (const uint8_t *)x + (size_t)b * x_row_bytes + x_block * b0);
+                y[b * ldy + r] += part;
+            }
+        }
+    }
+}
+
 void kara_scalar_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
                         int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
                         float *y, int64_t ldy, int ith, int nth)
 {
+    if (kara_layout_source(wtype) != wtype) {
+        matmul_repacked(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
+        return;
+    }
     if ((uint32_t)wtype >= KARA_TYPE_COUNT || k->vec_dot[wtype] == NULL) {
         return;
     }

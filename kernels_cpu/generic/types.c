@@ -4,7 +4,7 @@
  */
 #include "kernels_impl.h"
 
-#define ENTRY(id, nm, bs, ts, sup, vdt) [id] = { nm, bs, ts, sup, vdt }
+#define ENTRY(id, nm, bs, ts, sup, vdt) [id] = { nm, bs, ts, sup, vdt, false }
 
 static const kara_type_info type_table[KARA_TYPE_COUNT] = {
     ENTRY(KARA_TYPE_F32, "F32", 1, 4, true, KARA_TYPE_F32),
@@ -24,6 +24,8 @@ static const kara_type_info type_table[KARA_TYPE_COUNT] = {
     ENTRY(KARA_TYPE_Q4_K, "Q4_K", KARA_QK_K, sizeof(kara_block_q4_K), true, KARA_TYPE_Q8_K),
     ENTRY(KARA_TYPE_Q5_K, "Q5_K", KARA_QK_K, sizeof(kara_block_q5_K), true, KARA_TYPE_Q8_K),
     ENTRY(KARA_TYPE_Q6_K, "Q6_K", KARA_QK_K, sizeof(kara_block_q6_K), true, KARA_TYPE_Q8_K),
+    /* load-time layouts (kernels.h): rejected in files by the GGUF reader */
+    [KARA_TYPE_Q4_K_X16] = { "Q4_K_X16", KARA_QK_K, sizeof(kara_block_q4_K), true, KARA_TYPE_Q8_K, true },
 };
 
 /* The block structs must match GGUF byte for byte. */

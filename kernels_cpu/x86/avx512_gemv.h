@@ -29,6 +29,15 @@ bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int6
 bool kara_avx512_gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void *x,
                            float *y);
 
+/* Y[b][r] for the rows of 16-row groups [g0, g1) of an interleaved Q4_K
+ * matrix (KARA_TYPE_Q4_K_X16) and n_batch activation rows (Q8_K),
+ * y[b * ldy + r] (avx512_gemv_x16.c): decode, batched decode and prefill.
+ * A row's products have the same bits whatever n_batch. Uses 64 KiB of
+ * stack. Returns false (writing nothing) for a width over
+ * KARA_GEMV_MAX_COLS. */
+bool kara_avx512_gemv_x16(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                          size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+
 /* Y[b][r] = dot(W row r, X[b]) for r in [r0, r1) and b < n_batch (y[b * ldy
  * + r]), for Q8_0, Q4_0, Q4_K and Q6_K weights, activations in the
  * vec_dot_type with x_row_bytes between rows. Each weight block is unpacked

@@ -110,6 +110,14 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
                           float *y, int64_t ldy, int ith, int nth)
 {
     int64_t r0, r1;
+    if (wtype == KARA_TYPE_Q4_K_X16) {
+        /* interleaved Q4_K: threads take whole 16-row groups */
+        int64_t g0, g1;
+        kara_split_rows(n_rows / KARA_X16_ROWS, ith, nth, &g0, &g1);
+        if (kara_avx512_gemv_x16(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;
+        kara_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
+        return;
+    }
     kara_split_rows(n_rows, ith, nth, &r0, &r1);
     /* one activation row: gemv (Q6_K: the block kernel's arithmetic, faster
      * from memory than a 512-bit version); a few rows: the few-row gemv, which gives
@@ -174,6 +182,7 @@ void kara_kernels_init_avx512(kara_kernels *k)
     k->from_float[KARA_TYPE_Q8_K] = from_float_q8_K;
 
     k->matmul = avx512_matmul;
+    k->repack[KARA_TYPE_Q4_K] = KARA_TYPE_Q4_K_X16; /* avx512_gemv_x16.c */
     k->rmsnorm = ops_rmsnorm;
     k->softmax = ops_softmax;
     k->silu_mul = ops_silu_mul;

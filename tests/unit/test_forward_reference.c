@@ -28,10 +28,18 @@ enum { T = 24 };
 static double *weight_f64(const kara_weight *w) {
     double *out = malloc((size_t)(w->n_rows * w->n_cols) * sizeof *out);
     float *row = malloc((size_t)w->n_cols * sizeof *row);
+    const kara_type st = kara_layout_source(w->type);
+    uint8_t *blk = malloc(kara_type_row_size(st, w->n_cols));
     for (int64_t r = 0; r < w->n_rows; r++) {
-        kara_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
+        if (st != w->type) { /* repacked at load: the row back to file blocks */
+            kara_repacked_blocks(w->type, w->data, w->row_bytes, r, 0, w->n_cols / kara_type_get(st)->block_size, blk);
+            kara_dequantize_row(st, blk, row, w->n_cols);
+        } else {
+            kara_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
+        }
         for (int64_t c = 0; c < w->n_cols; c++) out[r * w->n_cols + c] = row[c];
     }
+    free(blk);
     free(row);
     return out;
 }
@@ -164,6 +172,10 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
     if (!CHECK_MSG(kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "write: %s", err)) return;
     kara_model *m;
     if (!CHECK_MSG(kara_model_load(path, NULL, &m) == KARA_OK, "load: %s", kara_last_error())) return;
+    /* on AVX-512 the Q4_K matrices are interleaved at load: this case then
+     * checks the interleaved kernels against the reference */
+    if (ftype == KARA_FTYPE_MOSTLY_Q4_K_M && kara_kernels_get()->repack[KARA_TYPE_Q4_K])
+        CHECK_MSG(m->repacked_bytes > 0, "%s Q4_K_M: no matrix was interleaved at load", arch);
     int V = m->hp.n_vocab;
     int32_t toks[T];
     for (int i = 0; i < T; i++) toks[i] = (int32_t)((i * 37 + 11) % V);

@@ -530,7 +530,8 @@ static void test_hostile(void) {
     b.n -= 2;
     expect_reject(&b, "file ending inside the tensor info", NULL, -1);
 
-    static const uint32_t bad_types[] = {4, 5, 99, 0xFFFFFFFFu};
+    /* 40: Kara's own load-time layout (KARA_TYPE_Q4_K_X16), never a file type */
+    static const uint32_t bad_types[] = {4, 5, KARA_TYPE_Q4_K_X16, 99, 0xFFFFFFFFu};
     for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++) {
         header(&b, 3, 1, 0);
         tensor_info(&b, "t", 2, ne2, bad_types[i], 0);

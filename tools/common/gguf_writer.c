@@ -521,7 +521,7 @@ kara_status kara_gguf_writer_add_tensor(kara_gguf_writer *w, const char *name, k
     if (!name || !*name || strlen(name) > 65535) return fail(w, KARA_ERR_ARG, "bad tensor name");
     if (n_dims < 1 || n_dims > 4 || !ne) return fail(w, KARA_ERR_ARG, "tensor '%s': %d dims", name, n_dims);
     const kara_type_info *ti = kara_type_get((uint32_t)type);
-    if (!ti) return fail(w, KARA_ERR_ARG, "tensor '%s': unknown type %d", name, (int)type);
+    if (!ti || ti->internal) return fail(w, KARA_ERR_ARG, "tensor '%s': unknown type %d", name, (int)type);
     for (size_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name)) return fail(w, KARA_ERR_ARG, "duplicate tensor '%s'", name);
     int64_t dims[4] = {1, 1, 1, 1};

@@ -82,6 +82,9 @@ static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int th
         for (int64_t c = 0; c < s->cols; c++) row[c] = frand(&seed);
         k->from_float[vt](row, x + (size_t)b * xrb, s->cols);
     }
+    /* the layout the loader would give these weights (kara_kernels.repack) */
+    kara_type lt = t;
+    if (k->repack[t]) (void)kara_repack_matrix(&lt, k->repack[t], w, s->rows, s->cols);
     const size_t wbytes = wrb * (size_t)s->rows;
     for (int pass = 0; pass < 2; pass++) {
         const int nb = pass == 0 ? 1 : n_batch;
@@ -95,15 +98,15 @@ static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int th
             {
                 int ith, nt;
                 thread_ids(&ith, &nt);
-                k->matmul(k, t, w, wrb, s->rows, s->cols, x, xrb, nb, y, s->rows, ith, nt);
+                k->matmul(k, lt, w, wrb, s->rows, s->cols, x, xrb, nb, y, s->rows, ith, nt);
             }
             double dt = kara_monotonic_seconds() - t0;
             if (dt < best) best = dt;
         }
         const double gops = 2.0 * (double)s->rows * (double)s->cols * nb / best * 1e-9;
-        printf("{\"test\":\"kernel\",\"isa\":\"%s\",\"type\":\"%s\",\"shape\":\"%s\",\"rows\":%lld,\"cols\":%lld,"
-               "\"batch\":%d,\"threads\":%d,\"us\":%.1f,\"weight_gb_s\":%.2f,\"gop_s\":%.1f}\n",
-               k->name, ti->name, s->name, (long long)s->rows, (long long)s->cols, nb, threads, best * 1e6,
+        printf("{\"test\":\"kernel\",\"isa\":\"%s\",\"type\":\"%s\",\"layout\":\"%s\",\"shape\":\"%s\",\"rows\":%lld,"
+               "\"cols\":%lld,\"batch\":%d,\"threads\":%d,\"us\":%.1f,\"weight_gb_s\":%.2f,\"gop_s\":%.1f}\n",
+               k->name, ti->name, kara_type_get(lt)->name, s->name, (long long)s->rows, (long long)s->cols, nb, threads, best * 1e6,
                (double)wbytes / best * 1e-9, gops);
         fflush(stdout);
     }

@@ -25,6 +25,7 @@ typedef struct bench_opts {
     kara_kv_dtype kv_dtype;
     bool membw, kernels, onednn;  /* micro-benchmarks instead of a model */
     bool use_mmap;                /* --mmap: map the model instead of reading it */
+    bool no_repack;               /* --no-repack: keep the file's weight layout */
     const char *kernel_types;
 } bench_opts;
 
@@ -40,7 +41,8 @@ static double peak_rss_mib(void) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-type f16|f32] [--mmap]\n\n"
+    fprintf(f, "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-type f16|f32] [--mmap]\n"
+               "                  [--no-repack]\n\n"
                "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of 512)\n"
                "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
                "runs once to warm up, then REPS times; prints JSON lines with tokens/s median/min/max in the\n"
@@ -52,7 +54,8 @@ static void usage(FILE *f) {
                "  -d N       tokens in the cache before the tg test [0]\n"
                "  -r N       repetitions, 1..100 [3]\n"
                "  --kv-type  KV cache element type [f16]\n"
-               "  --mmap     map the model file instead of reading it into huge-page memory\n\n"
+               "  --mmap     map the model file instead of reading it into huge-page memory\n"
+               "  --no-repack  keep the file's weight layout (no interleaving of Q4_K rows at load)\n\n"
                "kara bench --membw [-t N]: streaming read bandwidth of a 1 GiB buffer.\n"
                "kara bench --kernels [TYPES] [-t N] [-p BATCH]: matrix-vector and matrix-matrix (BATCH rows,\n"
                "default 64) products of the kernel table on Qwen3 weight shapes, per type (Q4_0,Q8_0,Q4_K,\n"
@@ -112,6 +115,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
             continue;
         } else if (!strcmp(a, "--mmap")) {
             o->use_mmap = true;
+            continue;
+        } else if (!strcmp(a, "--no-repack")) {
+            o->no_repack = true;
             continue;
         } else if (!strcmp(a, "--kv-type")) {
             if (!v || kara_kv_dtype_parse(v, &o->kv_dtype) != KARA_OK) {
@@ -175,6 +181,7 @@ static int bench_main(int argc, char **argv) {
     kara_model_params mp;
     kara_model_params_init(&mp);
     mp.use_mmap = o.use_mmap;
+    mp.no_repack = o.no_repack;
     if (kara_model_load(o.model, &mp, &model) != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
         return KARA_EXIT_NOINPUT;
@@ -232,8 +239,9 @@ static int bench_main(int argc, char **argv) {
     }
     if (st == KARA_OK) {
         printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"load\",\"threads\":%d,\"load_s\":%.3f,"
-               "\"model_mib\":%.1f,\"ctx_mib\":%.1f,\"peak_rss_mib\":%.1f,\"isa\":\"%s\"}\n",
+               "\"model_mib\":%.1f,\"repacked_mib\":%.1f,\"ctx_mib\":%.1f,\"peak_rss_mib\":%.1f,\"isa\":\"%s\"}\n",
                base, (int)o.threads, load_s, (double)kara_model_size_bytes(model) / (1024.0 * 1024.0),
+               (double)kara_model_repacked_bytes(model) / (1024.0 * 1024.0),
                (double)kara_context_mem_bytes(ctx) / (1024.0 * 1024.0), peak_rss_mib(), kara_system_info());
     } else {
         fprintf(stderr, "kara bench: decode failed: %s\n", kara_context_last_error(ctx));

@@ -1,0 +1,112 @@
+/*
+ * repack.c - load-time weight layouts (kernels.h): rows interleaved 16 at a
+ * time (KARA_TYPE_Q4_K_X16), and the way back to file blocks for the
+ * kernels that read rows one at a time.
+ *
+ * Why: a one-row Q4_K product in the GGUF layout spends per block of each
+ * row a scalar unpacking of its 6-bit scales, four byte shuffles to spread
+ * them and a multiply-add per 32 columns; with 16 rows side by side the
+ * scales of 16 rows are unpacked with a handful of vector instructions and
+ * every VPDPBUSD works on 64 weights of 16 rows at once. On Zen 4 the
+ * AVX-512 product runs 2.5x faster from cache and streams from memory about
+ * as fast as the read bandwidth allows (avx512_gemv_x16.c).
+ *
+ * A layout is a pair of per-block functions: pack 16 file blocks (one per
+ * row of a group) into the group's interleaved block of the same total
+ * size, and copy one row's block back out.
+ */
+#include <stdlib.h>
+
+#include "kernels_impl.h"
+
+typedef struct x16_layout {
+    kara_type type, source;
+    void (*pack)(const uint8_t *const src[KARA_X16_ROWS], uint8_t *dst);
+    void (*unpack)(const uint8_t *src, int lane, uint8_t *dst);
+} x16_layout;
+
+/* ---- Q4_K: d[16], dmin[16] | u0[16] u1[16] u2[16] | qs chunks ---- */
+enum { Q4K_D = 0, Q4K_DMIN = 32, Q4K_U0 = 64, Q4K_QS = 256 };
+
+static void pack_q4_K(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
+{
+    for (int r = 0; r < KARA_X16_ROWS; r++) {
+        const kara_block_q4_K *blk = (const kara_block_q4_K *)src[r];
+        memcpy(o + Q4K_D + 2 * r, &blk->d, 2);
+        memcpy(o + Q4K_DMIN + 2 * r, &blk->dmin, 2);
+        for (int u = 0; u < 3; u++) memcpy(o + Q4K_U0 + 64 * u + 4 * r, blk->scales + 4 * u, 4);
+        for (int c = 0; c < 32; c++) memcpy(o + Q4K_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
+    }
+}
+
+static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst)
+{
+    kara_block_q4_K *blk = (kara_block_q4_K *)dst;
+    memcpy(&blk->d, o + Q4K_D + 2 * r, 2);
+    memcpy(&blk->dmin, o + Q4K_DMIN + 2 * r, 2);
+    for (int u = 0; u < 3; u++) memcpy(blk->scales + 4 * u, o + Q4K_U0 + 64 * u + 4 * r, 4);
+    for (int c = 0; c < 32; c++) memcpy(blk->qs + 4 * c, o + Q4K_QS + 64 * c + 4 * r, 4);
+}
+
+static const x16_layout layouts[] = {
+    {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K, pack_q4_K, unpack_q4_K},
+};
+
+static const x16_layout *layout_of(kara_type t)
+{
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        if (layouts[i].type == t) {
+            return &layouts[i];
+        }
+    }
+    return NULL;
+}
+
+kara_type kara_layout_source(kara_type t)
+{
+    const x16_layout *l = layout_of(t);
+    return l ? l->source : t;
+}
+
+void kara_repacked_blocks(kara_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk, void *out)
+{
+    const x16_layout *l = layout_of(t);
+    if (l == NULL) {
+        return;
+    }
+    const size_t bs = (size_t)kara_type_get(l->source)->type_size;
+    const uint8_t *g = (const uint8_t *)w + row_bytes * (size_t)(r - r % KARA_X16_ROWS);
+    for (int64_t i = 0; i < nblk; i++) {
+        l->unpack(g + bs * KARA_X16_ROWS * (size_t)(b0 + i), (int)(r % KARA_X16_ROWS), (uint8_t *)out + bs * (size_t)i);
+    }
+}
+
+bool kara_repack_matrix(kara_type *type, kara_type to, void *data, int64_t n_rows, int64_t n_cols)
+{
+    const x16_layout *l = layout_of(to);
+    if (l == NULL || *type != l->source || n_rows <= 0 || n_rows % KARA_X16_ROWS != 0) {
+        return false;
+    }
+    const kara_type_info *ti = kara_type_get(l->source);
+    if (n_cols % ti->block_size != 0) {
+        return false;
+    }
+    const size_t row_bytes = kara_type_row_size(l->source, n_cols), bs = (size_t)ti->type_size;
+    const size_t group = row_bytes * KARA_X16_ROWS;
+    uint8_t *tmp = malloc(group);
+    if (tmp == NULL) {
+        return false;
+    }
+    for (int64_t r = 0; r < n_rows; r += KARA_X16_ROWS) {
+        uint8_t *g = (uint8_t *)data + row_bytes * (size_t)r;
+        memcpy(tmp, g, group);
+        for (int64_t b = 0; b < n_cols / ti->block_size; b++) {
+            const uint8_t *src[KARA_X16_ROWS];
+            for (int i = 0; i < KARA_X16_ROWS; i++) src[i] = tmp + row_bytes * (size_t)i + bs * (size_t)b;
+            l->pack(src, g + bs * KARA_X16_ROWS * (size_t)b);
+        }
+    }
+    free(tmp);
+    *type = to;
+    return true;
+}

@@ -1,0 +1,215 @@
+/*
+ * test_repack.c - the load-time weight layouts (kernels.h: rows interleaved
+ * 16 at a time) and every ISA's matmul on them.
+ *
+ *   - repacking then copying each row back gives the file's blocks byte for
+ *     byte; shapes a layout cannot take are refused and left untouched;
+ *   - each ISA's matmul on the repacked matrix equals the scalar vec_dot of
+ *     the original rows within 1e-5 of sum |w x| (the order of the sums
+ *     differs), for batches from 1 to 64 and 1, 2, 3 and 5 threads, and
+ *     writes nothing beyond n_rows or n_batch;
+ *   - a row's products have the same bits whatever the batch and thread
+ *     split (batched decode and prefill agree with decoding alone).
+ */
+#include "kernels.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static float rng_gauss(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    const float u1 = ((uint32_t)(rng_state >> 16) + 0.5f) / 4294967296.0f;
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    const float u2 = ((uint32_t)(rng_state >> 16) + 0.5f) / 4294967296.0f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+/* Every layout and the file type it holds. */
+static const kara_type layouts[][2] = {
+    {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K},
+};
+#define N_LAYOUTS (sizeof layouts / sizeof layouts[0])
+
+enum { ROWS = 48, MAXB = 64, LDY = ROWS + 3 };
+
+typedef struct matrix {
+    kara_type src, lt;
+    int64_t cols;
+    size_t wrow, xrow;
+    uint8_t *orig, *packed, *x;
+    float *want, *tol;
+} matrix;
+
+static bool make_matrix(matrix *m, kara_type lt, kara_type src, int64_t cols)
+{
+    const kara_kernels *ref = kara_kernels_for_isa(KARA_ISA_SCALAR);
+    const kara_type vt = kara_type_get(src)->vec_dot_type;
+    m->src = src;
+    m->lt = lt;
+    m->cols = cols;
+    m->wrow = kara_type_row_size(src, cols);
+    m->xrow = kara_type_row_size(vt, cols);
+    m->orig = malloc(m->wrow * ROWS);
+    m->packed = malloc(m->wrow * ROWS);
+    m->x = malloc(m->xrow * MAXB);
+    m->want = malloc(sizeof(float) * MAXB * ROWS);
+    m->tol = malloc(sizeof(float) * MAXB * ROWS);
+    float *f = malloc(sizeof(float) * (size_t)cols), *wd = malloc(sizeof(float) * (size_t)cols * ROWS);
+    float *xd = malloc(sizeof(float) * (size_t)cols);
+    for (int r = 0; r < ROWS; r++) {
+        for (int64_t c = 0; c < cols; c++) f[c] = 0.05f * rng_gauss();
+        kara_quantize_row(src, f, m->orig + m->wrow * r, cols);
+        kara_dequantize_row(src, m->orig + m->wrow * r, wd + cols * r, cols);
+    }
+    for (int b = 0; b < MAXB; b++) {
+        for (int64_t c = 0; c < cols; c++) f[c] = rng_gauss();
+        ref->from_float[vt](f, m->x + m->xrow * b, cols);
+        kara_dequantize_row(vt, m->x + m->xrow * b, xd, cols);
+        for (int r = 0; r < ROWS; r++) {
+            ref->vec_dot[src](cols, &m->want[b * ROWS + r], m->orig + m->wrow * r, m->x + m->xrow * b);
+            double s = 0;
+            for (int64_t c = 0; c < cols; c++) s += fabs((double)wd[cols * r + c] * xd[c]);
+            m->tol[b * ROWS + r] = (float)(1e-5 * s);
+        }
+    }
+    free(f);
+    free(wd);
+    free(xd);
+    memcpy(m->packed, m->orig, m->wrow * ROWS);
+    kara_type t = src;
+    return kara_repack_matrix(&t, lt, m->packed, ROWS, cols) && t == lt;
+}
+
+static void free_matrix(matrix *m)
+{
+    free(m->orig);
+    free(m->packed);
+    free(m->x);
+    free(m->want);
+    free(m->tol);
+}
+
+/* Rows copied back equal the file's blocks; bad shapes are refused. */
+static void test_round_trip(const matrix *m)
+{
+    const char *name = kara_type_get(m->lt)->name;
+    CHECK(kara_layout_source(m->lt) == m->src);
+    CHECK(kara_layout_source(m->src) == m->src);
+    CHECK_MSG(memcmp(m->packed, m->orig, m->wrow * ROWS) != 0, "%s: repacking changed nothing", name);
+    const int64_t nblk = m->cols / kara_type_get(m->src)->block_size;
+    uint8_t *row = malloc(m->wrow);
+    int bad = 0;
+    for (int r = 0; r < ROWS; r++) {
+        kara_repacked_blocks(m->lt, m->packed, m->wrow, r, 0, nblk, row);
+        bad += memcmp(row, m->orig + m->wrow * r, m->wrow) != 0;
+        /* a sub-range of blocks too */
+        kara_repacked_blocks(m->lt, m->packed, m->wrow, r, 1, nblk - 1, row);
+        const size_t bs = (size_t)kara_type_get(m->src)->type_size;
+        bad += memcmp(row, m->orig + m->wrow * r + bs, m->wrow - bs) != 0;
+    }
+    CHECK_MSG(bad == 0, "%s cols=%lld: %d rows differ after the way back", name, (long long)m->cols, bad);
+    free(row);
+
+    uint8_t *copy = malloc(m->wrow * ROWS);
+    memcpy(copy, m->orig, m->wrow * ROWS);
+    kara_type t = m->src;
+    CHECK_MSG(!kara_repack_matrix(&t, m->lt, copy, ROWS - 1, m->cols) && t == m->src &&
+                  memcmp(copy, m->orig, m->wrow * ROWS) == 0,
+              "%s: %d rows (not a multiple of 16) must be refused untouched", name, ROWS - 1);
+    t = KARA_TYPE_Q8_0;
+    CHECK_MSG(!kara_repack_matrix(&t, m->lt, copy, ROWS, m->cols) && t == KARA_TYPE_Q8_0,
+              "%s: a matrix of another type must be refused", name);
+    t = m->src;
+    CHECK_MSG(!kara_repack_matrix(&t, m->src, copy, ROWS, m->cols) && t == m->src,
+              "%s: a file type is not a layout", name);
+    free(copy);
+}
+
+/* One ISA's matmul on the repacked matrix: values, padding, and bits
+ * independent of batch size and thread split. */
+static void test_matmul(const kara_kernels *k, const matrix *m)
+{
+    static const int nths[] = {1, 2, 3, 5};
+    float *got = malloc(sizeof(float) * MAXB * LDY), *one = malloc(sizeof(float) * MAXB * LDY);
+    for (int b = 0; b < MAXB; b++) {
+        k->matmul(k, m->lt, m->packed, m->wrow, ROWS, m->cols, m->x + m->xrow * b, m->xrow, 1, one + b * LDY, LDY, 0, 1);
+    }
+    int bad = 0, bad_pad = 0, bad_bits = 0;
+    for (int nb = 1; nb <= MAXB; nb += nb < 9 ? 1 : (nb < 33 ? 8 : 31)) {
+        for (size_t ni = 0; ni < sizeof nths / sizeof nths[0]; ni++) {
+            for (int i = 0; i < MAXB * LDY; i++) got[i] = NAN;
+            for (int ith = 0; ith < nths[ni]; ith++) {
+                k->matmul(k, m->lt, m->packed, m->wrow, ROWS, m->cols, m->x, m->xrow, nb, got, LDY, ith, nths[ni]);
+            }
+            for (int b = 0; b < MAXB; b++) {
+                for (int r = 0; r < LDY; r++) {
+                    const float g = got[b * LDY + r];
+                    if (b >= nb || r >= ROWS) {
+                        bad_pad += !isnan(g);
+                        continue;
+                    }
+                    if (!(fabsf(g - m->want[b * ROWS + r]) <= m->tol[b * ROWS + r] + 1e-30f)) {
+                        if (bad++ < 3)
+                            fprintf(stderr, "  %s %s b=%d r=%d nb=%d nth=%d: %.9g vs %.9g\n", k->name,
+                                    kara_type_get(m->lt)->name, b, r, nb, nths[ni], g, m->want[b * ROWS + r]);
+                    }
+                    bad_bits += memcmp(&g, &one[b * LDY + r], sizeof g) != 0;
+                }
+            }
+        }
+    }
+    const char *name = kara_type_get(m->lt)->name;
+    CHECK_MSG(bad == 0, "%s matmul %s cols=%lld: %d cells differ from the scalar dot of the file rows", k->name,
+              name, (long long)m->cols, bad);
+    CHECK_MSG(bad_pad == 0, "%s matmul %s: %d cells written beyond n_rows or n_batch", k->name, name, bad_pad);
+    CHECK_MSG(bad_bits == 0, "%s matmul %s cols=%lld: %d cells differ in bits from the row's product alone",
+              k->name, name, (long long)m->cols, bad_bits);
+    free(got);
+    free(one);
+}
+
+int main(void)
+{
+    const kara_kernels *best = kara_kernels_get();
+    printf("  best table %s: Q4_K -> %s\n", best->name,
+           best->repack[KARA_TYPE_Q4_K] ? kara_type_get(best->repack[KARA_TYPE_Q4_K])->name : "(file layout)");
+    for (int i = 0; i < KARA_ISA_COUNT; i++) {
+        const kara_kernels *k = kara_kernels_for_isa((kara_isa)i);
+        for (int t = 0; k && t < KARA_TYPE_COUNT; t++) {
+            if (k->repack[t]) {
+                CHECK_MSG(kara_layout_source(k->repack[t]) == (kara_type)t, "%s: repack[%s] holds another type",
+                          k->name, kara_type_get((uint32_t)t)->name);
+            }
+        }
+    }
+    for (size_t l = 0; l < N_LAYOUTS; l++) {
+        /* 4 blocks, and 9 (one past a multiple of 8) */
+        const int64_t bs = kara_type_get(layouts[l][1])->block_size;
+        const int64_t widths[2] = {4 * bs < 1024 ? 1024 : 4 * bs, 9 * (bs < 256 ? 256 : bs)};
+        for (int wi = 0; wi < 2; wi++) {
+            matrix m;
+            if (!CHECK_MSG(make_matrix(&m, layouts[l][0], layouts[l][1], widths[wi]), "repack %s failed",
+                           kara_type_get(layouts[l][0])->name)) {
+                free_matrix(&m);
+                continue;
+            }
+            test_round_trip(&m);
+            for (int i = 0; i < KARA_ISA_COUNT; i++) {
+                const kara_kernels *k = kara_kernels_for_isa((kara_isa)i);
+                if (k) test_matmul(k, &m);
+            }
+            free_matrix(&m);
+        }
+    }
+    return kara_test_finish();
+}
