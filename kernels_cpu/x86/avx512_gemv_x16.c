@@ -92,7 +92,7 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
             for (int j = 0; j < NRV; j++) alo[j] = ahi[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
-                const __m512i w = _mm512_load_si512((const void *)(o + X16_QS + 64 * (8 * p + q)));
+                const __m512i w = _mm512_loadu_si512((const void *)(o + X16_QS + 64 * (8 * p + q)));
                 const __m512i lo = _mm512_and_si512(w, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
                 for (int j = 0; j < NRV; j++) {

@@ -47,6 +47,7 @@ typedef struct matrix {
     int64_t cols;
     size_t wrow, xrow;
     uint8_t *orig, *packed, *x;
+    uint8_t *packed_mem; /* packed sits 32 bytes past a 64-byte boundary, as GGUF data may */
     float *want, *tol;
 } matrix;
 
@@ -60,7 +61,8 @@ static bool make_matrix(matrix *m, kara_type lt, kara_type src, int64_t cols)
     m->wrow = kara_type_row_size(src, cols);
     m->xrow = kara_type_row_size(vt, cols);
     m->orig = malloc(m->wrow * ROWS);
-    m->packed = malloc(m->wrow * ROWS);
+    m->packed_mem = aligned_alloc(64, (m->wrow * ROWS + 127) / 64 * 64);
+    m->packed = m->packed_mem + 32;
     m->x = malloc(m->xrow * MAXB);
     m->want = malloc(sizeof(float) * MAXB * ROWS);
     m->tol = malloc(sizeof(float) * MAXB * ROWS);
@@ -93,7 +95,7 @@ static bool make_matrix(matrix *m, kara_type lt, kara_type src, int64_t cols)
 static void free_matrix(matrix *m)
 {
     free(m->orig);
-    free(m->packed);
+    free(m->packed_mem);
     free(m->x);
     free(m->want);
     free(m->tol);
