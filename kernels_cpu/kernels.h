@@ -36,7 +36,9 @@ typedef enum kara_type {
     KARA_TYPE_BF16 = 30,
     /* Internal layouts, never read from a file (ids past GGML's): */
     KARA_TYPE_Q4_K_X16 = 40, /* Q4_K, 16 rows interleaved (kernels_cpu/generic/repack.c) */
-    KARA_TYPE_COUNT = 41
+    KARA_TYPE_Q6_K_X16 = 41, /* Q6_K, the same */
+    KARA_TYPE_Q4_0_X16 = 42, /* Q4_0, the same */
+    KARA_TYPE_COUNT = 43
 } kara_type;
 
 #define KARA_QK4_0 32
@@ -103,8 +105,14 @@ bool kara_quantize_row(kara_type type, const float *x, void *y, int64_t n);
  *   d[16], dmin[16] (f16) | the 12 scale bytes as three u32 words, u0[16],
  *   u1[16], u2[16] | qs: 32 chunks of 16 rows x 4 bytes (chunk c holds
  *   bytes 4c..4c+3 of each row's block qs).
- * A matrix keeps its row_bytes (144 per block); rows of a group are no
- * longer contiguous. n_rows must be a multiple of KARA_X16_ROWS. */
+ * KARA_TYPE_Q6_K_X16 likewise, 3360 bytes per group and block:
+ *   d[16] (f16) | scales as pairs: for t < 8, (sc[2t], sc[2t+1]) of each
+ *   row | 16 triples of chunks of 16 rows x 4 bytes: for h < 2, c < 8, ql
+ *   bytes 64h + 4c, ql bytes 64h + 32 + 4c, qh bytes 32h + 4c.
+ * KARA_TYPE_Q4_0_X16, 288 bytes per group and 32-column block:
+ *   d[16] (f16) | qs: 4 chunks of 16 rows x 4 bytes.
+ * A matrix keeps its row_bytes (144 or 210 per block); rows of a group are
+ * no longer contiguous. n_rows must be a multiple of KARA_X16_ROWS. */
 #define KARA_X16_ROWS 16
 
 /* The file type a layout holds (KARA_TYPE_Q4_K for KARA_TYPE_Q4_K_X16); t

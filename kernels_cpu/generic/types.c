@@ -26,6 +26,8 @@ static const kara_type_info type_table[KARA_TYPE_COUNT] = {
     ENTRY(KARA_TYPE_Q6_K, "Q6_K", KARA_QK_K, sizeof(kara_block_q6_K), true, KARA_TYPE_Q8_K),
     /* load-time layouts (kernels.h): rejected in files by the GGUF reader */
     [KARA_TYPE_Q4_K_X16] = { "Q4_K_X16", KARA_QK_K, sizeof(kara_block_q4_K), true, KARA_TYPE_Q8_K, true },
+    [KARA_TYPE_Q6_K_X16] = { "Q6_K_X16", KARA_QK_K, sizeof(kara_block_q6_K), true, KARA_TYPE_Q8_K, true },
+    [KARA_TYPE_Q4_0_X16] = { "Q4_0_X16", KARA_QK4_0, sizeof(kara_block_q4_0), true, KARA_TYPE_Q8_0, true },
 };
 
 /* The block structs must match GGUF byte for byte. */

@@ -134,7 +134,15 @@ static int pack_panel(kara_type t, const uint8_t *w, size_t w_row_bytes, int64_t
     int g = 32;
     for (int r = 0; r < PR; r++) {
         int ng;
-        if (r < nr) {
+        if (r < nr && kara_layout_source(t) != t) {
+            /* a load-time layout: this row's blocks back to file blocks first */
+            _Alignas(64) uint8_t blk[KC / KARA_QK_K * sizeof(kara_block_q6_K)]; /* the largest: Q6_K */
+            const kara_type st = kara_layout_source(t);
+            const int64_t bsz = kara_type_get(st)->block_size;
+            kara_repacked_blocks(t, w, w_row_bytes, r0 + r, k0 / bsz, kc / bsz, blk);
+            g = unpack_row(st, blk, 0, kc, tmp, a, c);
+            ng = kc / g;
+        } else if (r < nr) {
             g = unpack_row(t, w + (size_t)(r0 + r) * w_row_bytes, k0, kc, tmp, a, c);
             ng = kc / g;
         } else {
@@ -224,6 +232,7 @@ int64_t kara_avx512_gemm_min_batch(kara_type wtype)
     case KARA_TYPE_Q4_0: return 40;
     case KARA_TYPE_Q4_K: return 32;
     case KARA_TYPE_Q6_K: return 56;
+    case KARA_TYPE_Q6_K_X16: return 256;
     default: return INT64_MAX;
     }
 }
@@ -235,16 +244,19 @@ bool kara_avx512_gemm(kara_type wtype, const void *w, size_t w_row_bytes, int64_
     switch (wtype) {
     case KARA_TYPE_Q8_0:
     case KARA_TYPE_Q4_0:
+    case KARA_TYPE_Q4_0_X16:
         xg = (xgeom){sizeof(kara_block_q8_0), 5, 2, true};
         break;
     case KARA_TYPE_Q4_K:
+    case KARA_TYPE_Q4_K_X16:
     case KARA_TYPE_Q6_K:
+    case KARA_TYPE_Q6_K_X16:
         xg = (xgeom){sizeof(kara_block_q8_K), 8, 4, false};
         break;
     default:
         return false;
     }
-    if (n_cols % KARA_QK_K != 0 && (wtype == KARA_TYPE_Q4_K || wtype == KARA_TYPE_Q6_K)) return false;
+    if (n_cols % KARA_QK_K != 0 && kara_type_get(wtype)->block_size == KARA_QK_K) return false;
     if (n_cols % 32 != 0) return false;
     /* column chunks start on a multiple of KC (itself a multiple of 256), so
      * no weight or activation block is ever split; the panel (24 KiB) lives

@@ -1,8 +1,9 @@
 /*
  * avx512_gemv.h - the one-activation-row products of the AVX-512 table
  * (avx512_gemv.c for Q8_0/Q4_0, avx512_gemv_k.c for Q4_K, avx512_gemv_q6k.c
- * for Q6_K), used by its matmul for decode, and their few-row version
- * (avx512_gemv_multi.c) for batched decode.
+ * for Q6_K), used by its matmul for decode, their few-row version
+ * (avx512_gemv_multi.c) for batched decode, and the kernels of the
+ * interleaved load-time layouts (avx512_gemv_x16_*.c) for every batch.
  */
 #ifndef KARA_AVX512_GEMV_H
 #define KARA_AVX512_GEMV_H
@@ -29,14 +30,18 @@ bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int6
 bool kara_avx512_gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void *x,
                            float *y);
 
-/* Y[b][r] for the rows of 16-row groups [g0, g1) of an interleaved Q4_K
- * matrix (KARA_TYPE_Q4_K_X16) and n_batch activation rows (Q8_K),
- * y[b * ldy + r] (avx512_gemv_x16.c): decode, batched decode and prefill.
- * A row's products have the same bits whatever n_batch. Uses 64 KiB of
- * stack. Returns false (writing nothing) for a width over
- * KARA_GEMV_MAX_COLS. */
-bool kara_avx512_gemv_x16(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
-                          size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+/* Y[b][r] for the rows of 16-row groups [g0, g1) of a matrix in an
+ * interleaved layout (KARA_TYPE_*_X16, kernels.h) and n_batch activation
+ * rows in its vec_dot_type, y[b * ldy + r]: decode, batched decode and
+ * prefill (avx512_gemv_x16_{q4k,q6k,q40}.c). A row's products have the same
+ * bits whatever n_batch. Use up to 64 KiB of stack. Return false (writing
+ * nothing) for a width over KARA_GEMV_MAX_COLS. */
+bool kara_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kara_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kara_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
 
 /* Y[b][r] = dot(W row r, X[b]) for r in [r0, r1) and b < n_batch (y[b * ldy
  * + r]), for Q8_0, Q4_0, Q4_K and Q6_K weights, activations in the

@@ -105,23 +105,44 @@ DEFINE_DOT(f32_512, body512_f32)
 DEFINE_DOT(f16_512, body512_f16)
 DEFINE_DOT(bf16_512, body512_bf16)
 
+/* The kernel of an interleaved layout (kernels.h). */
+static bool gemv_x16(kara_type wtype, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                     const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
+{
+    switch (wtype) {
+    case KARA_TYPE_Q4_K_X16: return kara_avx512_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KARA_TYPE_Q6_K_X16: return kara_avx512_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KARA_TYPE_Q4_0_X16: return kara_avx512_gemv_x16_q4_0(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    default: return false;
+    }
+}
+
 static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
                           int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
                           float *y, int64_t ldy, int ith, int nth)
 {
     int64_t r0, r1;
-    if (wtype == KARA_TYPE_Q4_K_X16) {
-        /* interleaved Q4_K: threads take whole 16-row groups */
+    if (kara_layout_source(wtype) != wtype) {
+        /* interleaved layouts (kernels.h): threads take whole 16-row groups;
+         * their kernels serve every batch size, except that Q6_K_X16 hands
+         * large batches to the panel GEMM (which copies rows back to file
+         * blocks while it unpacks them) */
         int64_t g0, g1;
         kara_split_rows(n_rows / KARA_X16_ROWS, ith, nth, &g0, &g1);
-        if (kara_avx512_gemv_x16(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;
+        if (n_batch < kara_avx512_gemm_min_batch(wtype) &&
+            gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy))
+            return;
+        if (kara_avx512_gemm(wtype, w, w_row_bytes, g0 * KARA_X16_ROWS, g1 * KARA_X16_ROWS, n_cols, x, x_row_bytes,
+                             n_batch, y, ldy))
+            return;
         kara_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         return;
     }
     kara_split_rows(n_rows, ith, nth, &r0, &r1);
-    /* one activation row: gemv (Q6_K: the block kernel's arithmetic, faster
-     * from memory than a 512-bit version); a few rows: the few-row gemv, which gives
-     * each row the bits of the one-row product; many rows: panel GEMM */
+    /* file layouts (kara_model_params.no_repack, mapped files): one
+     * activation row: gemv (Q6_K: the block kernel's arithmetic); a few
+     * rows: the few-row gemv, which gives each row the bits of the one-row
+     * product; many rows: panel GEMM */
     if (n_batch == 1 && kara_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
     const int64_t min_gemm = kara_avx512_gemm_min_batch(wtype);
     if (n_batch >= kara_avx512_gemv_multi_min_batch(wtype) && n_batch < min_gemm &&
@@ -182,7 +203,9 @@ void kara_kernels_init_avx512(kara_kernels *k)
     k->from_float[KARA_TYPE_Q8_K] = from_float_q8_K;
 
     k->matmul = avx512_matmul;
-    k->repack[KARA_TYPE_Q4_K] = KARA_TYPE_Q4_K_X16; /* avx512_gemv_x16.c */
+    k->repack[KARA_TYPE_Q4_K] = KARA_TYPE_Q4_K_X16; /* avx512_gemv_x16_q4k.c */
+    k->repack[KARA_TYPE_Q6_K] = KARA_TYPE_Q6_K_X16; /* avx512_gemv_x16_q6k.c */
+    k->repack[KARA_TYPE_Q4_0] = KARA_TYPE_Q4_0_X16; /* avx512_gemv_x16_q40.c */
     k->rmsnorm = ops_rmsnorm;
     k->softmax = ops_softmax;
     k->silu_mul = ops_silu_mul;

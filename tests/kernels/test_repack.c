@@ -37,6 +37,8 @@ static float rng_gauss(void)
 /* Every layout and the file type it holds. */
 static const kara_type layouts[][2] = {
     {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K},
+    {KARA_TYPE_Q6_K_X16, KARA_TYPE_Q6_K},
+    {KARA_TYPE_Q4_0_X16, KARA_TYPE_Q4_0},
 };
 #define N_LAYOUTS (sizeof layouts / sizeof layouts[0])
 

@@ -1,7 +1,7 @@
 /*
- * avx512_gemv_x16.c - matrix products with one or a few activation rows
- * (decode, batched decode) for Q4_K weights interleaved 16 rows at a time
- * at load (KARA_TYPE_Q4_K_X16, kernels.h).
+ * avx512_gemv_x16_q4k.c - matrix products for Q4_K weights interleaved 16
+ * rows at a time at load (KARA_TYPE_Q4_K_X16, kernels.h), any number of
+ * activation rows (decode, batched decode, prefill).
  *
  * Per group of 16 weight rows and 256-column block: the 6-bit scales and
  * mins of all 16 rows are unpacked with a few 512-bit operations on the
@@ -131,8 +131,8 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
     for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
 }
 
-bool kara_avx512_gemv_x16(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
-                          size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
+bool kara_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
     if (n_cols % KARA_QK_K != 0 || n_cols > KARA_GEMV_MAX_COLS || n_batch < 1) {
         return false;

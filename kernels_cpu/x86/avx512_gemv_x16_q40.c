@@ -1,0 +1,104 @@
+/*
+ * avx512_gemv_x16_q40.c - matrix products for Q4_0 weights interleaved 16
+ * rows at a time at load (KARA_TYPE_Q4_0_X16, kernels.h), from one
+ * activation row (decode) up to the panel GEMM's batch.
+ *
+ * Per group of 16 weight rows and 32-column block: four 64-byte loads hold
+ * the 16 nibble bytes of every row; their low and high nibbles (stored
+ * value + 8) give eight VPDPBUSD against 4 broadcast activation bytes.
+ * The +8 is taken off per block with the activation block's sum
+ * (computed once per sweep of activation rows), and the block's integer sums are scaled by the
+ * 16 rows' d times the activation's d in f32. Every activation row goes
+ * through the same instructions whatever the batch, so a row's products
+ * have the same bits at every batch size.
+ */
+#include "avx512_gemv.h"
+
+#include <immintrin.h>
+
+#include "kernels_impl.h"
+
+#define NRX 4        /* activation rows per pass over a weight group */
+#define SWEEP 32     /* activation rows per sweep over the weights */
+#define MAX_NB (KARA_GEMV_MAX_COLS / KARA_QK4_0)
+
+enum { Q40_BLOCK = 16 * 18 };
+
+static inline __m512i bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One group of 16 weight rows against NRV activation rows; xs[j][b] is the
+ * sum of activation row j0 + j's block b. */
+static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, int64_t nb, const uint8_t *x,
+                                                            size_t x_row_bytes, const int16_t (*xs)[MAX_NB],
+                                                            int64_t j0, float *y, int64_t ldy, const int NRV)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const kara_block_q8_0 *xr[NRX];
+    __m512 acc[NRX];
+    for (int j = 0; j < NRV; j++) {
+        xr[j] = (const kara_block_q8_0 *)(x + (size_t)(j0 + j) * x_row_bytes);
+        acc[j] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = g + (size_t)Q40_BLOCK * b;
+        __m512i s[NRX];
+        for (int j = 0; j < NRV; j++) s[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i w = _mm512_loadu_si512((const void *)(o + 32 + 64 * c));
+            const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            for (int j = 0; j < NRV; j++) {
+                s[j] = _mm512_dpbusd_epi32(s[j], lo, bcast4(xr[j][b].qs + 4 * c));
+                s[j] = _mm512_dpbusd_epi32(s[j], hi, bcast4(xr[j][b].qs + 16 + 4 * c));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)o));
+        for (int j = 0; j < NRV; j++) {
+            const __m512i t = _mm512_sub_epi32(s[j], _mm512_set1_epi32(8 * xs[j0 + j][b]));
+            const __m512 dx = _mm512_set1_ps(_cvtsh_ss(xr[j][b].d));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, dx), acc[j]);
+        }
+    }
+    for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
+}
+
+bool kara_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
+{
+    if (n_cols % KARA_QK4_0 != 0 || n_cols > KARA_GEMV_MAX_COLS || n_batch < 1) {
+        return false;
+    }
+    const int64_t nb = n_cols / KARA_QK4_0;
+    const size_t gbytes = w_row_bytes * KARA_X16_ROWS;
+    int16_t xs[SWEEP][MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
+    for (int64_t c0 = 0; c0 < n_batch; c0 += SWEEP) {
+        const int64_t nc = n_batch - c0 < SWEEP ? n_batch - c0 : SWEEP;
+        const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
+        for (int64_t j = 0; j < nc; j++) {
+            const kara_block_q8_0 *xr = (const kara_block_q8_0 *)(xc + (size_t)j * x_row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                int s = 0;
+                for (int l = 0; l < 32; l++) s += xr[b].qs[l];
+                xs[j][b] = (int16_t)s;
+            }
+        }
+        for (int64_t gi = g0; gi < g1; gi++) {
+            const uint8_t *g = (const uint8_t *)w + gbytes * (size_t)gi;
+            float *yg = y + c0 * ldy + KARA_X16_ROWS * gi;
+            for (int64_t j0 = 0; j0 < nc; j0 += NRX) {
+                switch (nc - j0 < NRX ? nc - j0 : NRX) {
+                case 1: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, 1); break;
+                case 2: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, 2); break;
+                case 3: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, 3); break;
+                default: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, 4); break;
+                }
+            }
+        }
+    }
+    return true;
+}

@@ -1,0 +1,126 @@
+/*
+ * avx512_gemv_x16_q6k.c - matrix products for Q6_K weights interleaved 16
+ * rows at a time at load (KARA_TYPE_Q6_K_X16, kernels.h), any number of
+ * activation rows: the output matrix of Q4_K_M and Q4_0 mixes and half of
+ * their ffn_down and attn_v matrices.
+ *
+ * Per group of 16 weight rows and 256-column block, each step loads 4
+ * bytes of every row from ql (twice: bytes l and l + 32) and from qh, and
+ * rebuilds four 6-bit values per byte lane, 0..63, for four VPDPBUSD
+ * against broadcast activation bytes; the sums of a 16-column sub-block are
+ * multiplied by the 16 rows' int8 scales (VPMULLD). The -32 offset of Q6_K
+ * values is taken off once per block: 32 * sum_s sc_s * bsum_s, from the
+ * activation block sums with VPDPWSSD on (sc[2t], sc[2t+1]) pairs.
+ *
+ * As for Q4_K_X16, every activation row goes through the same instructions
+ * whatever the batch, so a row's products have the same bits at every
+ * batch size.
+ */
+#include "avx512_gemv.h"
+
+#include <immintrin.h>
+
+#include "kernels_impl.h"
+
+#define NRX 4 /* activation rows per pass over a weight group */
+
+enum { Q6_D = 0, Q6_SC = 32, Q6_Q = 288, Q6_BLOCK = 16 * 210 };
+
+static inline __m512i bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One group of 16 weight rows against NRV activation rows. */
+static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int64_t nb, const uint8_t *x,
+                                                           size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
+                                                           const int NRV)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const kara_block_q8_K *xr[NRX];
+    __m512 acc[NRX];
+    for (int j = 0; j < NRV; j++) {
+        xr[j] = (const kara_block_q8_K *)(x + (size_t)(j0 + j) * x_row_bytes);
+        acc[j] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = g + (size_t)Q6_BLOCK * b;
+        /* per-row scales of sub-blocks 2t (even) and 2t+1 (odd), int32 */
+        __m512i sce[8], sco[8], isum[NRX], off[NRX];
+        for (int j = 0; j < NRV; j++) isum[j] = off[j] = _mm512_setzero_si512();
+        for (int t = 0; t < 8; t++) {
+            const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + Q6_SC + 32 * t)));
+            sce[t] = _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
+            sco[t] = _mm512_srai_epi32(pr, 16);
+            for (int j = 0; j < NRV; j++) off[j] = _mm512_dpwssd_epi32(off[j], pr, bcast4(xr[j][b].bsums + 2 * t));
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                /* sub-blocks 8h + half + 2k, k < 4 */
+                __m512i a[NRX][4];
+                for (int j = 0; j < NRV; j++) a[j][0] = a[j][1] = a[j][2] = a[j][3] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int cc = 0; cc < 4; cc++) {
+                    const int c = 4 * half + cc;
+                    const uint8_t *tr = o + Q6_Q + 192 * (8 * h + c); /* the step's three chunks */
+                    const __m512i qa = _mm512_loadu_si512((const void *)tr);
+                    const __m512i qb = _mm512_loadu_si512((const void *)(tr + 64));
+                    const __m512i qh = _mm512_loadu_si512((const void *)(tr + 128));
+                    const __m512i v[4] = {
+                        _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
+                        _mm512_or_si512(_mm512_and_si512(qb, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), _mm512_and_si512(qh, m30)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
+                                        _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)),
+                    };
+                    for (int j = 0; j < NRV; j++) {
+                        const int8_t *xq = xr[j][b].qs + 128 * h + 4 * c;
+                        for (int k = 0; k < 4; k++) a[j][k] = _mm512_dpbusd_epi32(a[j][k], v[k], bcast4(xq + 32 * k));
+                    }
+                }
+                for (int k = 0; k < 4; k++) {
+                    const __m512i sc = half ? sco[4 * h + k] : sce[4 * h + k];
+                    for (int j = 0; j < NRV; j++) isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a[j][k], sc));
+                }
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + Q6_D)));
+        for (int j = 0; j < NRV; j++) {
+            const __m512i tot = _mm512_sub_epi32(isum[j], _mm512_slli_epi32(off[j], 5));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(d, _mm512_set1_ps(xr[j][b].d)), acc[j]);
+        }
+    }
+    for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
+}
+
+bool kara_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
+{
+    if (n_cols % KARA_QK_K != 0 || n_cols > KARA_GEMV_MAX_COLS || n_batch < 1) {
+        return false;
+    }
+    const int64_t nb = n_cols / KARA_QK_K;
+    const size_t gbytes = w_row_bytes * KARA_X16_ROWS;
+    /* sweeps of 32 activation rows, as for Q4_K_X16 */
+    for (int64_t c0 = 0; c0 < n_batch; c0 += 32) {
+        const int64_t nc = n_batch - c0 < 32 ? n_batch - c0 : 32;
+        const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
+        for (int64_t gi = g0; gi < g1; gi++) {
+            const uint8_t *g = (const uint8_t *)w + gbytes * (size_t)gi;
+            float *yg = y + c0 * ldy + KARA_X16_ROWS * gi;
+            for (int64_t j0 = 0; j0 < nc; j0 += NRX) {
+                switch (nc - j0 < NRX ? nc - j0 : NRX) {
+                case 1: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 1); break;
+                case 2: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 2); break;
+                case 3: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 3); break;
+                default: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 4); break;
+                }
+            }
+        }
+    }
+    return true;
+}
