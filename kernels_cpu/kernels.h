@@ -122,6 +122,9 @@ kara_type kara_layout_source(kara_type t);
  * file blocks of its source type at out. */
 void kara_repacked_blocks(kara_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk,
                           void *out);
+/* Row r of a matrix of type t (a file type or a layout), n_cols values,
+ * dequantized to f32: what a row lookup (token embeddings) reads. */
+void kara_dequantize_matrix_row(kara_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out);
 /* Rewrite a matrix of *type in place into the layout `to` (the kernel
  * table's repack[*type]) and set *type; returns false, changing nothing, if
  * `to` is not a layout of *type, the shape does not allow it, or memory for

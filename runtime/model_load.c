@@ -218,11 +218,10 @@ static kara_status load_weights(loader *ld) {
     return KARA_OK;
 }
 
-/* The matrices of layer il (il == n_layer: the output matrix unless it is
+/* The matrices of layer il (il == n_layer: the output matrix, which may be
  * the token embeddings). Returns how many. */
 static int layer_matrices(kara_model *m, int il, kara_weight **ws) {
     if (il == m->hp.n_layer) {
-        if (m->output.data == m->tok_embd.data) return 0;
         ws[0] = &m->output;
         return 1;
     }
@@ -234,9 +233,10 @@ static int layer_matrices(kara_model *m, int il, kara_weight **ws) {
 
 /* Rewrite the matrices whose type the kernel table reads faster in another
  * layout (kara_kernels.repack), in place: the file image is writable only
- * for this step. The token embeddings are read a row at a time by lookup,
- * so they (and an output matrix tied to them) keep the file's layout; so
- * does a matrix whose shape the layout cannot take. */
+ * for this step. An output matrix tied to the token embeddings is rewritten
+ * too (the lookup reads rows through kara_dequantize_matrix_row); untied
+ * token embeddings are only looked up and keep the file's layout, as does a
+ * matrix whose shape the layout cannot take. */
 static void repack_weights(kara_model *m) {
     const kara_kernels *k = kara_kernels_get();
     bool any = false;
@@ -252,6 +252,7 @@ static void repack_weights(kara_model *m) {
             const kara_type to = k->repack[w->type];
             if (to && kara_repack_matrix(&w->type, to, (void *)w->data, w->n_rows, w->n_cols))
                 m->repacked_bytes += w->row_bytes * (uint64_t)w->n_rows;
+            if (w == &m->output && m->output.data == m->tok_embd.data) m->tok_embd.type = m->output.type;
         }
     }
     (void)kara_gguf_set_writable(m->gguf, false);

@@ -142,6 +142,24 @@ void kara_repacked_blocks(kara_type t, const void *w, size_t row_bytes, int64_t 
     }
 }
 
+void kara_dequantize_matrix_row(kara_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out)
+{
+    const kara_type st = kara_layout_source(t);
+    if (st == t) {
+        kara_dequantize_row(t, (const uint8_t *)w + row_bytes * (size_t)r, out, n_cols);
+        return;
+    }
+    enum { CHUNK = 8 }; /* blocks copied back at a time */
+    _Alignas(64) uint8_t blk[CHUNK * sizeof(kara_block_q6_K)];
+    const kara_type_info *ti = kara_type_get(st);
+    const int64_t nb = n_cols / ti->block_size;
+    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
+        const int64_t n = nb - b0 < CHUNK ? nb - b0 : CHUNK;
+        kara_repacked_blocks(t, w, row_bytes, r, b0, n, blk);
+        kara_dequantize_row(st, blk, out + b0 * ti->block_size, n * ti->block_size);
+    }
+}
+
 bool kara_repack_matrix(kara_type *type, kara_type to, void *data, int64_t n_rows, int64_t n_cols)
 {
     const x16_layout *l = layout_of(to);

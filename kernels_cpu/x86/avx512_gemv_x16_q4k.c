@@ -64,10 +64,14 @@ static inline __m512i bcast4(const int8_t *p)
 }
 
 /* One group of 16 weight rows against NRV activation rows: y[j * ldy + l]
- * for the group's rows l < 16. */
+ * for the group's rows l < 16. With pf set (the first of several passes
+ * over this group), the next group is prefetched into L2 block by block:
+ * going back over a group for the next 4 activation rows breaks the
+ * hardware prefetcher's stream (5-8 rows ran at 190-210 GOP/s from memory
+ * against 297 for 4). */
 static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                             size_t x_row_bytes, const x16_pairs *xp, int64_t j0,
-                                                            float *y, int64_t ldy, const int NRV)
+                                                            float *y, int64_t ldy, const uint8_t *pf, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     const __m512i mff = _mm512_set1_epi32(0xFF), m00ff = _mm512_set1_epi32(0x00FF00FF);
@@ -79,6 +83,9 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *o = g + (size_t)X16_BLOCK * b;
+        if (pf != NULL) {
+            for (int l = 0; l < X16_BLOCK; l += 64) _mm_prefetch((const char *)(pf + (size_t)X16_BLOCK * b + l), _MM_HINT_T1);
+        }
         const __m512i u0 = _mm512_loadu_si512((const void *)(o + X16_U0));
         const __m512i u2 = _mm512_loadu_si512((const void *)(o + X16_U0 + 128));
         /* scales j = 0..3 in the bytes of sclo, 4..7 in schi (per row lane) */
@@ -149,12 +156,13 @@ bool kara_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, in
         for (int64_t gi = g0; gi < g1; gi++) {
             const uint8_t *g = (const uint8_t *)w + gbytes * (size_t)gi;
             float *yg = y + c0 * ldy + KARA_X16_ROWS * gi;
-            for (int64_t j0 = 0; j0 < nc; j0 += NRX) {
+            const uint8_t *pf = nc > NRX && gi + 1 < g1 ? g + gbytes : NULL;
+            for (int64_t j0 = 0; j0 < nc; j0 += NRX, pf = NULL) {
                 switch (nc - j0 < NRX ? nc - j0 : NRX) {
-                case 1: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, 1); break;
-                case 2: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, 2); break;
-                case 3: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, 3); break;
-                default: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, 4); break;
+                case 1: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 1); break;
+                case 2: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 2); break;
+                case 3: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 3); break;
+                default: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 4); break;
                 }
             }
         }

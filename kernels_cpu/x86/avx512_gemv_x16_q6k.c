@@ -36,7 +36,7 @@ static inline __m512i bcast4(const void *p)
 /* One group of 16 weight rows against NRV activation rows. */
 static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                            size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
-                                                           const int NRV)
+                                                           const uint8_t *pf, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const kara_block_q8_K *xr[NRX];
@@ -47,6 +47,9 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *o = g + (size_t)Q6_BLOCK * b;
+        if (pf != NULL) { /* the next group, into L2 (see avx512_gemv_x16_q4k.c) */
+            for (int l = 0; l < Q6_BLOCK; l += 64) _mm_prefetch((const char *)(pf + (size_t)Q6_BLOCK * b + l), _MM_HINT_T1);
+        }
         /* per-row scales of sub-blocks 2t (even) and 2t+1 (odd), int32 */
         __m512i sce[8], sco[8], isum[NRX], off[NRX];
         for (int j = 0; j < NRV; j++) isum[j] = off[j] = _mm512_setzero_si512();
@@ -112,12 +115,13 @@ bool kara_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, in
         for (int64_t gi = g0; gi < g1; gi++) {
             const uint8_t *g = (const uint8_t *)w + gbytes * (size_t)gi;
             float *yg = y + c0 * ldy + KARA_X16_ROWS * gi;
-            for (int64_t j0 = 0; j0 < nc; j0 += NRX) {
+            const uint8_t *pf = nc > NRX && gi + 1 < g1 ? g + gbytes : NULL;
+            for (int64_t j0 = 0; j0 < nc; j0 += NRX, pf = NULL) {
                 switch (nc - j0 < NRX ? nc - j0 : NRX) {
-                case 1: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 1); break;
-                case 2: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 2); break;
-                case 3: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 3); break;
-                default: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, 4); break;
+                case 1: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 1); break;
+                case 2: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 2); break;
+                case 3: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 3); break;
+                default: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 4); break;
                 }
             }
         }

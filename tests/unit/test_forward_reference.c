@@ -84,8 +84,7 @@ static double *reference_forward(const kara_model *m, const int32_t *toks) {
     double *logits = malloc((size_t)T * V * sizeof *logits);
     float *row = malloc((size_t)E * sizeof *row);
     for (int t = 0; t < T; t++) {
-        kara_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)toks[t] * m->tok_embd.row_bytes,
-                            row, E);
+        kara_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, toks[t], E, row);
         for (int i = 0; i < E; i++) x[t * E + i] = row[i];
     }
     for (int il = 0; il < hp->n_layer; il++) {
@@ -159,6 +158,9 @@ static kara_context *new_ctx(kara_model *m, int n_seq, kara_kv_dtype dtype) {
     return c;
 }
 
+static int n_tied_interleaved; /* cases whose tied embeddings were interleaved */
+static bool g_tied;             /* models written with tied embeddings (one matrix for lookup and output) */
+
 static void check_case(const char *arch, kara_ftype ftype, const char *tname, double tol) {
     kara_synth_params sp;
     kara_synth_params_init(&sp);
@@ -166,9 +168,10 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
     kara_synth_preset(&sp, k_quant ? "tiny-k" : "tiny"); /* K-quant rows need 256 columns */
     snprintf(sp.arch, sizeof sp.arch, "%s", arch);
     sp.ftype = ftype;
+    sp.tied = g_tied;
     sp.seed = 7;
     char path[512], err[256];
-    snprintf(path, sizeof path, "%s/%s-%s.gguf", kara_test_tmpdir(), arch, tname);
+    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", kara_test_tmpdir(), arch, tname, g_tied ? "-tied" : "");
     if (!CHECK_MSG(kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "write: %s", err)) return;
     kara_model *m;
     if (!CHECK_MSG(kara_model_load(path, NULL, &m) == KARA_OK, "load: %s", kara_last_error())) return;
@@ -176,6 +179,13 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
      * checks the interleaved kernels against the reference */
     if (ftype == KARA_FTYPE_MOSTLY_Q4_K_M && kara_kernels_get()->repack[KARA_TYPE_Q4_K])
         CHECK_MSG(m->repacked_bytes > 0, "%s Q4_K_M: no matrix was interleaved at load", arch);
+    /* a tied output matrix is interleaved too; the embedding lookup then reads its rows back */
+    if (m->output.data == m->tok_embd.data && kara_kernels_get()->repack[kara_layout_source(m->tok_embd.type)] &&
+        m->hp.n_vocab % KARA_X16_ROWS == 0) {
+        CHECK_MSG(m->tok_embd.type != kara_layout_source(m->tok_embd.type) && m->tok_embd.type == m->output.type,
+                  "%s %s: tied embeddings were not interleaved", arch, tname);
+        n_tied_interleaved++;
+    }
     int V = m->hp.n_vocab;
     int32_t toks[T];
     for (int i = 0; i < T; i++) toks[i] = (int32_t)((i * 37 + 11) % V);
@@ -321,6 +331,15 @@ int main(void) {
     check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_1, "Q5_1", 0.3);
     check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_K_M, "Q5_K_M", 0.3);
     check_case("qwen3", KARA_FTYPE_MOSTLY_Q6_K, "Q6_K", 0.3);
+    /* tied embeddings: the output matrix is also looked up by row, and on
+     * AVX-512 it is interleaved at load like the others */
+    g_tied = true;
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_K_M, "Q4_K_M", 0.3);
+    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_0, "Q4_0", 0.3);
+    g_tied = false;
+    if (kara_kernels_get()->repack[KARA_TYPE_Q6_K]) /* Q4_K_M's tied matrix is Q6_K */
+        CHECK_MSG(n_tied_interleaved >= 1, "no tied embedding matrix was interleaved");
     check_unsupported_type();
+    printf("tied embeddings interleaved at load in %d cases\n", n_tied_interleaved);
     return kara_test_finish();
 }
