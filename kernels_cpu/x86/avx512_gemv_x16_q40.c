@@ -17,20 +17,12 @@
 
 #include <immintrin.h>
 
+#include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-#define NRX 4        /* activation rows per pass over a weight group */
-#define SWEEP 32     /* activation rows per sweep over the weights */
 #define MAX_NB (KARA_GEMV_MAX_COLS / KARA_QK4_0)
 
 enum { Q40_BLOCK = 16 * 18 };
-
-static inline __m512i bcast4(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
 
 /* One group of 16 weight rows against NRV activation rows; xs[j][b] is the
  * sum of activation row j0 + j's block b. */
@@ -39,26 +31,24 @@ static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, in
                                                             int64_t j0, float *y, int64_t ldy, const uint8_t *pf, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const kara_block_q8_0 *xr[NRX];
-    __m512 acc[NRX];
+    const kara_block_q8_0 *xr[X16_NRX];
+    __m512 acc[X16_NRX];
     for (int j = 0; j < NRV; j++) {
         xr[j] = (const kara_block_q8_0 *)(x + (size_t)(j0 + j) * x_row_bytes);
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *o = g + (size_t)Q40_BLOCK * b;
-        if (pf != NULL) { /* the next group, into L2 (see avx512_gemv_x16_q4k.c) */
-            for (int l = 0; l < Q40_BLOCK; l += 64) _mm_prefetch((const char *)(pf + (size_t)Q40_BLOCK * b + l), _MM_HINT_T1);
-        }
-        __m512i s[NRX];
+        x16_prefetch(pf, b, Q40_BLOCK);
+        __m512i s[X16_NRX];
         for (int j = 0; j < NRV; j++) s[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const __m512i w = _mm512_loadu_si512((const void *)(o + 32 + 64 * c));
             const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             for (int j = 0; j < NRV; j++) {
-                s[j] = _mm512_dpbusd_epi32(s[j], lo, bcast4(xr[j][b].qs + 4 * c));
-                s[j] = _mm512_dpbusd_epi32(s[j], hi, bcast4(xr[j][b].qs + 16 + 4 * c));
+                s[j] = _mm512_dpbusd_epi32(s[j], lo, x16_bcast4(xr[j][b].qs + 4 * c));
+                s[j] = _mm512_dpbusd_epi32(s[j], hi, x16_bcast4(xr[j][b].qs + 16 + 4 * c));
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)o));
@@ -79,9 +69,9 @@ bool kara_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, in
     }
     const int64_t nb = n_cols / KARA_QK4_0;
     const size_t gbytes = w_row_bytes * KARA_X16_ROWS;
-    int16_t xs[SWEEP][MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
-    for (int64_t c0 = 0; c0 < n_batch; c0 += SWEEP) {
-        const int64_t nc = n_batch - c0 < SWEEP ? n_batch - c0 : SWEEP;
+    int16_t xs[X16_SWEEP][MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
+    for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
+        const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
         for (int64_t j = 0; j < nc; j++) {
             const kara_block_q8_0 *xr = (const kara_block_q8_0 *)(xc + (size_t)j * x_row_bytes);
@@ -91,19 +81,10 @@ bool kara_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, in
                 xs[j][b] = (int16_t)s;
             }
         }
-        for (int64_t gi = g0; gi < g1; gi++) {
-            const uint8_t *g = (const uint8_t *)w + gbytes * (size_t)gi;
-            float *yg = y + c0 * ldy + KARA_X16_ROWS * gi;
-            const uint8_t *pf = nc > NRX && gi + 1 < g1 ? g + gbytes : NULL;
-            for (int64_t j0 = 0; j0 < nc; j0 += NRX, pf = NULL) {
-                switch (nc - j0 < NRX ? nc - j0 : NRX) {
-                case 1: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, pf, 1); break;
-                case 2: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, pf, 2); break;
-                case 3: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, pf, 3); break;
-                default: group_q40(g, nb, xc, x_row_bytes, (const int16_t(*)[MAX_NB])xs, j0, yg, ldy, pf, 4); break;
-                }
-            }
-        }
+        const int16_t(*xsc)[MAX_NB] = (const int16_t(*)[MAX_NB])xs;
+#define CALL(n) group_q40(g, nb, xc, x_row_bytes, xsc, j0, yg, ldy, pf, n)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
+#undef CALL
     }
     return true;
 }

@@ -26,10 +26,9 @@
 
 #include <immintrin.h>
 
+#include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-#define NRX 4         /* activation rows per pass over a weight group */
-#define MAX_BATCH 32  /* activation rows per sweep over the weights */
 #define MAX_NB (KARA_GEMV_MAX_COLS / KARA_QK_K)
 
 enum { X16_DMIN = 32, X16_U0 = 64, X16_QS = 256, X16_BLOCK = 16 * 144 };
@@ -38,7 +37,7 @@ enum { X16_DMIN = 32, X16_U0 = 64, X16_QS = 256, X16_BLOCK = 16 * 144 };
  * sub-blocks as int16 pairs (s0|s2, s1|s3, s4|s6, s5|s7): the operands of
  * the min terms' VPDPWSSD against the rows' (m0, m2), (m1, m3), ... pairs. */
 typedef struct x16_pairs {
-    int32_t p[MAX_BATCH][MAX_NB][4];
+    int32_t p[X16_SWEEP][MAX_NB][4];
 } x16_pairs;
 
 static void prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch, int64_t nb, x16_pairs *xp)
@@ -56,46 +55,33 @@ static void prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch,
     }
 }
 
-static inline __m512i bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* One group of 16 weight rows against NRV activation rows: y[j * ldy + l]
- * for the group's rows l < 16. With pf set (the first of several passes
- * over this group), the next group is prefetched into L2 block by block:
- * going back over a group for the next 4 activation rows breaks the
- * hardware prefetcher's stream (5-8 rows ran at 190-210 GOP/s from memory
- * against 297 for 4). */
+ * for the group's rows l < 16; pf: the next group to prefetch, or NULL. */
 static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                             size_t x_row_bytes, const x16_pairs *xp, int64_t j0,
                                                             float *y, int64_t ldy, const uint8_t *pf, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     const __m512i mff = _mm512_set1_epi32(0xFF), m00ff = _mm512_set1_epi32(0x00FF00FF);
-    const kara_block_q8_K *xr[NRX];
-    __m512 acc[NRX];
+    const kara_block_q8_K *xr[X16_NRX];
+    __m512 acc[X16_NRX];
     for (int j = 0; j < NRV; j++) {
         xr[j] = (const kara_block_q8_K *)(x + (size_t)(j0 + j) * x_row_bytes);
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *o = g + (size_t)X16_BLOCK * b;
-        if (pf != NULL) {
-            for (int l = 0; l < X16_BLOCK; l += 64) _mm_prefetch((const char *)(pf + (size_t)X16_BLOCK * b + l), _MM_HINT_T1);
-        }
+        x16_prefetch(pf, b, X16_BLOCK);
         const __m512i u0 = _mm512_loadu_si512((const void *)(o + X16_U0));
         const __m512i u2 = _mm512_loadu_si512((const void *)(o + X16_U0 + 128));
         /* scales j = 0..3 in the bytes of sclo, 4..7 in schi (per row lane) */
         const __m512i sclo = _mm512_and_si512(u0, m3f);
         const __m512i schi = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
-        __m512i isum[NRX];
+        __m512i isum[X16_NRX];
         for (int j = 0; j < NRV; j++) isum[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-            __m512i alo[NRX], ahi[NRX];
+            __m512i alo[X16_NRX], ahi[X16_NRX];
             for (int j = 0; j < NRV; j++) alo[j] = ahi[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
@@ -104,8 +90,8 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
                 for (int j = 0; j < NRV; j++) {
                     const int8_t *xq = xr[j][b].qs + 64 * p + 4 * q;
-                    alo[j] = _mm512_dpbusd_epi32(alo[j], lo, bcast4(xq));
-                    ahi[j] = _mm512_dpbusd_epi32(ahi[j], hi, bcast4(xq + 32));
+                    alo[j] = _mm512_dpbusd_epi32(alo[j], lo, x16_bcast4(xq));
+                    ahi[j] = _mm512_dpbusd_epi32(ahi[j], hi, x16_bcast4(xq + 32));
                 }
             }
             const __m512i sv = p < 2 ? sclo : schi;
@@ -149,23 +135,13 @@ bool kara_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, in
     x16_pairs xp;
     /* sweeps of up to 32 activation rows: their 16-row passes over a group
      * find its 2-27 KiB still in L1/L2 */
-    for (int64_t c0 = 0; c0 < n_batch; c0 += MAX_BATCH) {
-        const int64_t nc = n_batch - c0 < MAX_BATCH ? n_batch - c0 : MAX_BATCH;
+    for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
+        const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
         prepare_pairs(xc, x_row_bytes, nc, nb, &xp);
-        for (int64_t gi = g0; gi < g1; gi++) {
-            const uint8_t *g = (const uint8_t *)w + gbytes * (size_t)gi;
-            float *yg = y + c0 * ldy + KARA_X16_ROWS * gi;
-            const uint8_t *pf = nc > NRX && gi + 1 < g1 ? g + gbytes : NULL;
-            for (int64_t j0 = 0; j0 < nc; j0 += NRX, pf = NULL) {
-                switch (nc - j0 < NRX ? nc - j0 : NRX) {
-                case 1: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 1); break;
-                case 2: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 2); break;
-                case 3: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 3); break;
-                default: group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, 4); break;
-                }
-            }
-        }
+#define CALL(n) group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, n)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
+#undef CALL
     }
     return true;
 }

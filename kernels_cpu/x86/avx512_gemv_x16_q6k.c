@@ -20,18 +20,11 @@
 
 #include <immintrin.h>
 
+#include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-#define NRX 4 /* activation rows per pass over a weight group */
 
 enum { Q6_D = 0, Q6_SC = 32, Q6_Q = 288, Q6_BLOCK = 16 * 210 };
-
-static inline __m512i bcast4(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
 
 /* One group of 16 weight rows against NRV activation rows. */
 static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int64_t nb, const uint8_t *x,
@@ -39,32 +32,30 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                                                            const uint8_t *pf, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const kara_block_q8_K *xr[NRX];
-    __m512 acc[NRX];
+    const kara_block_q8_K *xr[X16_NRX];
+    __m512 acc[X16_NRX];
     for (int j = 0; j < NRV; j++) {
         xr[j] = (const kara_block_q8_K *)(x + (size_t)(j0 + j) * x_row_bytes);
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *o = g + (size_t)Q6_BLOCK * b;
-        if (pf != NULL) { /* the next group, into L2 (see avx512_gemv_x16_q4k.c) */
-            for (int l = 0; l < Q6_BLOCK; l += 64) _mm_prefetch((const char *)(pf + (size_t)Q6_BLOCK * b + l), _MM_HINT_T1);
-        }
+        x16_prefetch(pf, b, Q6_BLOCK);
         /* per-row scales of sub-blocks 2t (even) and 2t+1 (odd), int32 */
-        __m512i sce[8], sco[8], isum[NRX], off[NRX];
+        __m512i sce[8], sco[8], isum[X16_NRX], off[X16_NRX];
         for (int j = 0; j < NRV; j++) isum[j] = off[j] = _mm512_setzero_si512();
         for (int t = 0; t < 8; t++) {
             const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + Q6_SC + 32 * t)));
             sce[t] = _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
             sco[t] = _mm512_srai_epi32(pr, 16);
-            for (int j = 0; j < NRV; j++) off[j] = _mm512_dpwssd_epi32(off[j], pr, bcast4(xr[j][b].bsums + 2 * t));
+            for (int j = 0; j < NRV; j++) off[j] = _mm512_dpwssd_epi32(off[j], pr, x16_bcast4(xr[j][b].bsums + 2 * t));
         }
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
 #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) {
                 /* sub-blocks 8h + half + 2k, k < 4 */
-                __m512i a[NRX][4];
+                __m512i a[X16_NRX][4];
                 for (int j = 0; j < NRV; j++) a[j][0] = a[j][1] = a[j][2] = a[j][3] = _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int cc = 0; cc < 4; cc++) {
@@ -82,7 +73,7 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                     };
                     for (int j = 0; j < NRV; j++) {
                         const int8_t *xq = xr[j][b].qs + 128 * h + 4 * c;
-                        for (int k = 0; k < 4; k++) a[j][k] = _mm512_dpbusd_epi32(a[j][k], v[k], bcast4(xq + 32 * k));
+                        for (int k = 0; k < 4; k++) a[j][k] = _mm512_dpbusd_epi32(a[j][k], v[k], x16_bcast4(xq + 32 * k));
                     }
                 }
                 for (int k = 0; k < 4; k++) {
@@ -108,23 +99,12 @@ bool kara_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, in
     }
     const int64_t nb = n_cols / KARA_QK_K;
     const size_t gbytes = w_row_bytes * KARA_X16_ROWS;
-    /* sweeps of 32 activation rows, as for Q4_K_X16 */
-    for (int64_t c0 = 0; c0 < n_batch; c0 += 32) {
-        const int64_t nc = n_batch - c0 < 32 ? n_batch - c0 : 32;
+    for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
+        const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
-        for (int64_t gi = g0; gi < g1; gi++) {
-            const uint8_t *g = (const uint8_t *)w + gbytes * (size_t)gi;
-            float *yg = y + c0 * ldy + KARA_X16_ROWS * gi;
-            const uint8_t *pf = nc > NRX && gi + 1 < g1 ? g + gbytes : NULL;
-            for (int64_t j0 = 0; j0 < nc; j0 += NRX, pf = NULL) {
-                switch (nc - j0 < NRX ? nc - j0 : NRX) {
-                case 1: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 1); break;
-                case 2: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 2); break;
-                case 3: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 3); break;
-                default: group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, 4); break;
-                }
-            }
-        }
+#define CALL(n) group_q6(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, n)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
+#undef CALL
     }
     return true;
 }
