@@ -65,6 +65,7 @@ static void usage(FILE *f) {
 }
 
 static int parse(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){0}; /* every flag off (use_mmap and no_repack were left unset) */
     o->model = NULL;
     o->threads = 2;
     o->n_prompt = 512;
