@@ -108,6 +108,16 @@ static inline float kara_first_with_magnitude(const float *x, int n, float amax)
     return amax;
 }
 
+/* ---- interleaved layouts (kernels.h): byte offsets in one group's block,
+ * for the packer (generic/repack.c) and the kernels that read them ---- */
+enum {
+    KARA_X16_Q4K_D = 0, KARA_X16_Q4K_DMIN = 32, KARA_X16_Q4K_U0 = 64, KARA_X16_Q4K_QS = 256,
+    KARA_X16_Q4K_BLOCK = KARA_X16_ROWS * 144,
+    /* Q6_K: from KARA_X16_Q6K_Q, 16 chunk triples of 192 bytes (kernels.h) */
+    KARA_X16_Q6K_D = 0, KARA_X16_Q6K_SC = 32, KARA_X16_Q6K_Q = 288, KARA_X16_Q6K_BLOCK = KARA_X16_ROWS * 210,
+    KARA_X16_Q40_D = 0, KARA_X16_Q40_QS = 32, KARA_X16_Q40_BLOCK = KARA_X16_ROWS * 18,
+};
+
 /* ---- work split ---- */
 /* Rows [*r0, *r1) of thread ith among nth, in even contiguous slices. */
 static inline void kara_split_rows(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1)

@@ -239,15 +239,11 @@ static int layer_matrices(kara_model *m, int il, kara_weight **ws) {
  * matrix whose shape the layout cannot take. */
 static void repack_weights(kara_model *m) {
     const kara_kernels *k = kara_kernels_get();
-    bool any = false;
+    if (!kara_gguf_set_writable(m->gguf, true)) return;
     for (int il = 0; il <= m->hp.n_layer; il++) {
         kara_weight *ws[7];
-        for (int i = layer_matrices(m, il, ws) - 1; i >= 0; i--) any = any || k->repack[ws[i]->type] != 0;
-    }
-    if (!any || !kara_gguf_set_writable(m->gguf, true)) return;
-    for (int il = 0; il <= m->hp.n_layer; il++) {
-        kara_weight *ws[7];
-        for (int i = layer_matrices(m, il, ws) - 1; i >= 0; i--) {
+        const int n = layer_matrices(m, il, ws);
+        for (int i = 0; i < n; i++) {
             kara_weight *w = ws[i];
             const kara_type to = k->repack[w->type];
             if (to && kara_repack_matrix(&w->type, to, (void *)w->data, w->n_rows, w->n_cols))

@@ -7,8 +7,6 @@
 
 #include <math.h>
 
-/* Each weight row is read once and dotted with every batch row while it is
- * still in cache. */
 /* A load-time layout (kernels.h): each row is copied back to file blocks, a
  * chunk at a time, and dotted with the table's kernel for the source type.
  * Tables whose matmul has no faster way (scalar, AVX2, NEON) run repacked
@@ -43,6 +41,8 @@ static void matmul_repacked(const kara_kernels *k, kara_type wtype, const void *
     }
 }
 
+/* Each weight row is read once and dotted with every batch row while it is
+ * still in cache. */
 void kara_scalar_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
                         int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
                         float *y, int64_t ldy, int ith, int nth)

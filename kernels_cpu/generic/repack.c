@@ -28,26 +28,25 @@ typedef struct x16_layout {
 } x16_layout;
 
 /* ---- Q4_K: d[16], dmin[16] | u0[16] u1[16] u2[16] | qs chunks ---- */
-enum { Q4K_D = 0, Q4K_DMIN = 32, Q4K_U0 = 64, Q4K_QS = 256 };
 
 static void pack_q4_K(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
 {
     for (int r = 0; r < KARA_X16_ROWS; r++) {
         const kara_block_q4_K *blk = (const kara_block_q4_K *)src[r];
-        memcpy(o + Q4K_D + 2 * r, &blk->d, 2);
-        memcpy(o + Q4K_DMIN + 2 * r, &blk->dmin, 2);
-        for (int u = 0; u < 3; u++) memcpy(o + Q4K_U0 + 64 * u + 4 * r, blk->scales + 4 * u, 4);
-        for (int c = 0; c < 32; c++) memcpy(o + Q4K_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
+        memcpy(o + KARA_X16_Q4K_D + 2 * r, &blk->d, 2);
+        memcpy(o + KARA_X16_Q4K_DMIN + 2 * r, &blk->dmin, 2);
+        for (int u = 0; u < 3; u++) memcpy(o + KARA_X16_Q4K_U0 + 64 * u + 4 * r, blk->scales + 4 * u, 4);
+        for (int c = 0; c < 32; c++) memcpy(o + KARA_X16_Q4K_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
     }
 }
 
 static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst)
 {
     kara_block_q4_K *blk = (kara_block_q4_K *)dst;
-    memcpy(&blk->d, o + Q4K_D + 2 * r, 2);
-    memcpy(&blk->dmin, o + Q4K_DMIN + 2 * r, 2);
-    for (int u = 0; u < 3; u++) memcpy(blk->scales + 4 * u, o + Q4K_U0 + 64 * u + 4 * r, 4);
-    for (int c = 0; c < 32; c++) memcpy(blk->qs + 4 * c, o + Q4K_QS + 64 * c + 4 * r, 4);
+    memcpy(&blk->d, o + KARA_X16_Q4K_D + 2 * r, 2);
+    memcpy(&blk->dmin, o + KARA_X16_Q4K_DMIN + 2 * r, 2);
+    for (int u = 0; u < 3; u++) memcpy(blk->scales + 4 * u, o + KARA_X16_Q4K_U0 + 64 * u + 4 * r, 4);
+    for (int c = 0; c < 32; c++) memcpy(blk->qs + 4 * c, o + KARA_X16_Q4K_QS + 64 * c + 4 * r, 4);
 }
 
 /* ---- Q6_K: d[16] | scale pairs [8][16][2] | 16 chunk triples ---- */
@@ -57,25 +56,24 @@ static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst)
  * group's bytes in storage order keeps the hardware prefetcher on one
  * stream (with ql and qh in separate areas the output matrix streamed from
  * memory at 10 GB/s instead of 30). */
-enum { Q6K_D = 0, Q6K_SC = 32, Q6K_Q = 288 };
 
 static size_t q6_ql_at(int i) /* ql bytes 4i..4i+3 */
 {
     const int h = i / 16, c = i % 16;
-    return Q6K_Q + 192 * (size_t)(8 * h + c % 8) + 64 * (size_t)(c / 8);
+    return KARA_X16_Q6K_Q + 192 * (size_t)(8 * h + c % 8) + 64 * (size_t)(c / 8);
 }
 
 static size_t q6_qh_at(int i) /* qh bytes 4i..4i+3 */
 {
-    return Q6K_Q + 192 * (size_t)i + 128;
+    return KARA_X16_Q6K_Q + 192 * (size_t)i + 128;
 }
 
 static void pack_q6_K(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
 {
     for (int r = 0; r < KARA_X16_ROWS; r++) {
         const kara_block_q6_K *blk = (const kara_block_q6_K *)src[r];
-        memcpy(o + Q6K_D + 2 * r, &blk->d, 2);
-        for (int t = 0; t < 8; t++) memcpy(o + Q6K_SC + 32 * t + 2 * r, blk->scales + 2 * t, 2);
+        memcpy(o + KARA_X16_Q6K_D + 2 * r, &blk->d, 2);
+        for (int t = 0; t < 8; t++) memcpy(o + KARA_X16_Q6K_SC + 32 * t + 2 * r, blk->scales + 2 * t, 2);
         for (int c = 0; c < 32; c++) memcpy(o + q6_ql_at(c) + 4 * r, blk->ql + 4 * c, 4);
         for (int c = 0; c < 16; c++) memcpy(o + q6_qh_at(c) + 4 * r, blk->qh + 4 * c, 4);
     }
@@ -84,8 +82,8 @@ static void pack_q6_K(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
 static void unpack_q6_K(const uint8_t *o, int r, uint8_t *dst)
 {
     kara_block_q6_K *blk = (kara_block_q6_K *)dst;
-    memcpy(&blk->d, o + Q6K_D + 2 * r, 2);
-    for (int t = 0; t < 8; t++) memcpy(blk->scales + 2 * t, o + Q6K_SC + 32 * t + 2 * r, 2);
+    memcpy(&blk->d, o + KARA_X16_Q6K_D + 2 * r, 2);
+    for (int t = 0; t < 8; t++) memcpy(blk->scales + 2 * t, o + KARA_X16_Q6K_SC + 32 * t + 2 * r, 2);
     for (int c = 0; c < 32; c++) memcpy(blk->ql + 4 * c, o + q6_ql_at(c) + 4 * r, 4);
     for (int c = 0; c < 16; c++) memcpy(blk->qh + 4 * c, o + q6_qh_at(c) + 4 * r, 4);
 }
@@ -95,16 +93,16 @@ static void pack_q4_0(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
 {
     for (int r = 0; r < KARA_X16_ROWS; r++) {
         const kara_block_q4_0 *blk = (const kara_block_q4_0 *)src[r];
-        memcpy(o + 2 * r, &blk->d, 2);
-        for (int c = 0; c < 4; c++) memcpy(o + 32 + 64 * c + 4 * r, blk->qs + 4 * c, 4);
+        memcpy(o + KARA_X16_Q40_D + 2 * r, &blk->d, 2);
+        for (int c = 0; c < 4; c++) memcpy(o + KARA_X16_Q40_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
     }
 }
 
 static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst)
 {
     kara_block_q4_0 *blk = (kara_block_q4_0 *)dst;
-    memcpy(&blk->d, o + 2 * r, 2);
-    for (int c = 0; c < 4; c++) memcpy(blk->qs + 4 * c, o + 32 + 64 * c + 4 * r, 4);
+    memcpy(&blk->d, o + KARA_X16_Q40_D + 2 * r, 2);
+    for (int c = 0; c < 4; c++) memcpy(blk->qs + 4 * c, o + KARA_X16_Q40_QS + 64 * c + 4 * r, 4);
 }
 
 static const x16_layout layouts[] = {

@@ -31,31 +31,6 @@ typedef struct gemv_x {
     _Alignas(64) float corr[KARA_GEMV_MAX_COLS / 32]; /* dx * OFS * sum(q) */
 } gemv_x;
 
-/* Q8_0 activations: values in block order; OFS = 128 (weights are biased). */
-static void prepare_x_q8_0(const kara_block_q8_0 *x, int64_t nb, gemv_x *px)
-{
-    for (int64_t b = 0; b < nb; b++) {
-        memcpy(px->q + 32 * b, x[b].qs, 32);
-        px->d[b] = kara_half_to_float(x[b].d);
-        px->corr[b] = px->d[b] * 128.0f * (float)block_sum_i8(x[b].qs);
-    }
-}
-
-/* Q4_0 activations, per group of 4 blocks: the low halves (elements 0-15,
- * which pair with the low nibbles) of the 4 blocks, then the high halves;
- * OFS = 8 (nibbles are stored as value + 8). */
-static void prepare_x_q4_0(const kara_block_q8_0 *x, int64_t nb, gemv_x *px)
-{
-    for (int64_t b = 0; b < nb; b++) {
-        const int64_t g = b / 4, j = b % 4;
-        int8_t *dst = px->q + 128 * g;
-        memcpy(dst + 16 * j, x[b].qs, 16);
-        memcpy(dst + 64 + 16 * j, x[b].qs + 16, 16);
-        px->d[b] = kara_half_to_float(x[b].d);
-        px->corr[b] = px->d[b] * 8.0f * (float)block_sum_i8(x[b].qs);
-    }
-}
-
 /* The 8-block steps of one Q8_0 weight row (nb8 blocks, a multiple of 8)
  * against the prepared activations, unreduced: the scaled sums folded to
  * 256 bits (*acc) and the offset correction (*corr_out). */
@@ -205,9 +180,6 @@ bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_
     if (wtype == KARA_TYPE_Q4_K) {
         return kara_avx512_gemv_k(wtype, w, w_row_bytes, r0, r1, n_cols, x, y);
     }
-    if (wtype == KARA_TYPE_Q6_K) {
-        return kara_avx512_gemv_q6_K(w, w_row_bytes, r0, r1, n_cols, x, y);
-    }
     if ((wtype != KARA_TYPE_Q8_0 && wtype != KARA_TYPE_Q4_0) || n_cols > KARA_GEMV_MAX_COLS || n_cols % 32 != 0) {
         return false;
     }
@@ -215,10 +187,10 @@ bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_
     const int64_t nb = n_cols / 32;
     const uint8_t *wb = w;
     if (wtype == KARA_TYPE_Q8_0) {
-        prepare_x_q8_0(x, nb, &px);
+        prep_x_q8_0(x, nb, px.q, px.d, px.corr);
         gemv_rows(true, wb, w_row_bytes, r0, r1, nb, &px, y);
     } else {
-        prepare_x_q4_0(x, nb, &px);
+        prep_x_q4_0(x, nb, px.q, px.d, px.corr);
         gemv_rows(false, wb, w_row_bytes, r0, r1, nb, &px, y);
     }
     return true;

@@ -1,7 +1,7 @@
 /*
  * avx512_gemv.h - the one-activation-row products of the AVX-512 table
- * (avx512_gemv.c for Q8_0/Q4_0, avx512_gemv_k.c for Q4_K, avx512_gemv_q6k.c
- * for Q6_K), used by its matmul for decode, their few-row version
+ * (avx512_gemv.c for Q8_0/Q4_0, avx512_gemv_k.c for Q4_K; Q6_K's is in
+ * avx512_kernels.c), used by its matmul for decode, their few-row version
  * (avx512_gemv_multi.c) for batched decode, and the kernels of the
  * interleaved load-time layouts (avx512_gemv_x16_*.c) for every batch.
  */
@@ -24,11 +24,6 @@ bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_
 /* The same for Q4_K weights (avx512_gemv_k.c); x is one Q8_K row. */
 bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                         const void *x, float *y);
-
-/* The same for Q6_K weights (avx512_gemv_q6k.c): the bits of the 256-bit
- * block kernel (the table's vec_dot), rows in groups of eight. */
-bool kara_avx512_gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void *x,
-                           float *y);
 
 /* Y[b][r] for the rows of 16-row groups [g0, g1) of a matrix in an
  * interleaved layout (KARA_TYPE_*_X16, kernels.h) and n_batch activation

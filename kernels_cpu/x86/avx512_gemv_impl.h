@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels_impl.h"
 #include "x86_hsum.h"
 
 static inline float f16_at(const uint8_t *p)
@@ -50,6 +51,32 @@ static inline int block_sum_i8(const int8_t *q)
 {
     const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q));
     return hsum_epi32_256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+}
+
+/* One Q8_0 activation row rearranged for the Q8_0 kernels: values in block
+ * order, block scales as f32, and corr = d * 128 * sum(q) (the weights are
+ * stored + 128). */
+static inline void prep_x_q8_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        memcpy(q + 32 * b, x[b].qs, 32);
+        d[b] = kara_half_to_float(x[b].d);
+        corr[b] = d[b] * 128.0f * (float)block_sum_i8(x[b].qs);
+    }
+}
+
+/* The same for the Q4_0 kernels: per group of 4 blocks the low halves
+ * (elements 0-15, which meet the low nibbles) of the 4 blocks, then the high
+ * halves; corr with 8 (nibbles are stored as value + 8). */
+static inline void prep_x_q4_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t *dst = q + 128 * (b / 4);
+        memcpy(dst + 16 * (b % 4), x[b].qs, 16);
+        memcpy(dst + 64 + 16 * (b % 4), x[b].qs + 16, 16);
+        d[b] = kara_half_to_float(x[b].d);
+        corr[b] = d[b] * 8.0f * (float)block_sum_i8(x[b].qs);
+    }
 }
 
 /* A row's dot product from its two accumulators, less the offset

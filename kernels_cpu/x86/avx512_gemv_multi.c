@@ -44,31 +44,6 @@ typedef struct xrows {
     const float *d[NR], *corr[NR];
 } xrows;
 
-/* ================= activation layouts (as the one-row kernels) ================= */
-
-/* Q8_0: values in block order; corr with OFS = 128. */
-static void prep_q8_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
-{
-    for (int64_t b = 0; b < nb; b++) {
-        memcpy(q + 32 * b, x[b].qs, 32);
-        d[b] = kara_half_to_float(x[b].d);
-        corr[b] = d[b] * 128.0f * (float)block_sum_i8(x[b].qs);
-    }
-}
-
-/* Q4_0: per group of 4 blocks the low halves of the 4 blocks, then the high
- * halves; corr with OFS = 8. */
-static void prep_q4_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
-{
-    for (int64_t b = 0; b < nb; b++) {
-        int8_t *dst = q + 128 * (b / 4);
-        memcpy(dst + 16 * (b % 4), x[b].qs, 16);
-        memcpy(dst + 64 + 16 * (b % 4), x[b].qs + 16, 16);
-        d[b] = kara_half_to_float(x[b].d);
-        corr[b] = d[b] * 8.0f * (float)block_sum_i8(x[b].qs);
-    }
-}
-
 /* ================= Q8_0 ================= */
 
 /* One Q8_0 weight row against NRV activation rows; y[j * ldy] for row j. */
@@ -506,8 +481,8 @@ static bool gemv_multi_q0(kara_type t, const uint8_t *w, size_t w_row_bytes, int
         float *d = (float *)(buf + stride * ng), *corr = d + nbp * ng;
         for (int64_t j = 0; j < ng; j++) {
             const void *xr = x + (size_t)(g0 + j) * x_row_bytes;
-            if (t == KARA_TYPE_Q8_0) prep_q8_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
-            else prep_q4_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
+            if (t == KARA_TYPE_Q8_0) prep_x_q8_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
+            else prep_x_q4_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
         }
         for (int64_t t0 = r0; t0 < r1; t0 += tile) { /* as gemv_multi_kq */
             const int64_t t1 = t0 + tile < r1 ? t0 + tile : r1;

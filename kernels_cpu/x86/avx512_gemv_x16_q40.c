@@ -22,8 +22,6 @@
 
 #define MAX_NB (KARA_GEMV_MAX_COLS / KARA_QK4_0)
 
-enum { Q40_BLOCK = 16 * 18 };
-
 /* One group of 16 weight rows against NRV activation rows; xs[j][b] is the
  * sum of activation row j0 + j's block b. */
 static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, int64_t nb, const uint8_t *x,
@@ -38,20 +36,20 @@ static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, in
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = g + (size_t)Q40_BLOCK * b;
-        x16_prefetch(pf, b, Q40_BLOCK);
+        const uint8_t *o = g + (size_t)KARA_X16_Q40_BLOCK * b;
+        x16_prefetch(pf, b, KARA_X16_Q40_BLOCK);
         __m512i s[X16_NRX];
         for (int j = 0; j < NRV; j++) s[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            const __m512i w = _mm512_loadu_si512((const void *)(o + 32 + 64 * c));
+            const __m512i w = _mm512_loadu_si512((const void *)(o + KARA_X16_Q40_QS + 64 * c));
             const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             for (int j = 0; j < NRV; j++) {
                 s[j] = _mm512_dpbusd_epi32(s[j], lo, x16_bcast4(xr[j][b].qs + 4 * c));
                 s[j] = _mm512_dpbusd_epi32(s[j], hi, x16_bcast4(xr[j][b].qs + 16 + 4 * c));
             }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)o));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q40_D)));
         for (int j = 0; j < NRV; j++) {
             const __m512i t = _mm512_sub_epi32(s[j], _mm512_set1_epi32(8 * xs[j0 + j][b]));
             const __m512 dx = _mm512_set1_ps(_cvtsh_ss(xr[j][b].d));

@@ -31,8 +31,6 @@
 
 #define MAX_NB (KARA_GEMV_MAX_COLS / KARA_QK_K)
 
-enum { X16_DMIN = 32, X16_U0 = 64, X16_QS = 256, X16_BLOCK = 16 * 144 };
-
 /* Per activation row and block, the sums of its eight 32-element
  * sub-blocks as int16 pairs (s0|s2, s1|s3, s4|s6, s5|s7): the operands of
  * the min terms' VPDPWSSD against the rows' (m0, m2), (m1, m3), ... pairs. */
@@ -70,10 +68,10 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = g + (size_t)X16_BLOCK * b;
-        x16_prefetch(pf, b, X16_BLOCK);
-        const __m512i u0 = _mm512_loadu_si512((const void *)(o + X16_U0));
-        const __m512i u2 = _mm512_loadu_si512((const void *)(o + X16_U0 + 128));
+        const uint8_t *o = g + (size_t)KARA_X16_Q4K_BLOCK * b;
+        x16_prefetch(pf, b, KARA_X16_Q4K_BLOCK);
+        const __m512i u0 = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_U0));
+        const __m512i u2 = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_U0 + 128));
         /* scales j = 0..3 in the bytes of sclo, 4..7 in schi (per row lane) */
         const __m512i sclo = _mm512_and_si512(u0, m3f);
         const __m512i schi = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
@@ -85,7 +83,7 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
             for (int j = 0; j < NRV; j++) alo[j] = ahi[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
-                const __m512i w = _mm512_loadu_si512((const void *)(o + X16_QS + 64 * (8 * p + q)));
+                const __m512i w = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_QS + 64 * (8 * p + q)));
                 const __m512i lo = _mm512_and_si512(w, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
                 for (int j = 0; j < NRV; j++) {
@@ -102,14 +100,14 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
                 isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(ahi[j], s1));
             }
         }
-        const __m512i u1 = _mm512_loadu_si512((const void *)(o + X16_U0 + 64));
+        const __m512i u1 = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_U0 + 64));
         const __m512i mnlo = _mm512_and_si512(u1, m3f);
         const __m512i mnhi =
             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
         const __m512i m02 = _mm512_and_si512(mnlo, m00ff), m13 = _mm512_and_si512(_mm512_srli_epi32(mnlo, 8), m00ff);
         const __m512i m46 = _mm512_and_si512(mnhi, m00ff), m57 = _mm512_and_si512(_mm512_srli_epi32(mnhi, 8), m00ff);
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)o));
-        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + X16_DMIN)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q4K_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q4K_DMIN)));
         for (int j = 0; j < NRV; j++) {
             const int32_t *pp = xp->p[j0 + j][b];
             __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m02, _mm512_set1_epi32(pp[0]));

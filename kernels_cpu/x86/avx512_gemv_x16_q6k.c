@@ -23,9 +23,6 @@
 #include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-
-enum { Q6_D = 0, Q6_SC = 32, Q6_Q = 288, Q6_BLOCK = 16 * 210 };
-
 /* One group of 16 weight rows against NRV activation rows. */
 static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                            size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
@@ -39,13 +36,13 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = g + (size_t)Q6_BLOCK * b;
-        x16_prefetch(pf, b, Q6_BLOCK);
+        const uint8_t *o = g + (size_t)KARA_X16_Q6K_BLOCK * b;
+        x16_prefetch(pf, b, KARA_X16_Q6K_BLOCK);
         /* per-row scales of sub-blocks 2t (even) and 2t+1 (odd), int32 */
         __m512i sce[8], sco[8], isum[X16_NRX], off[X16_NRX];
         for (int j = 0; j < NRV; j++) isum[j] = off[j] = _mm512_setzero_si512();
         for (int t = 0; t < 8; t++) {
-            const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + Q6_SC + 32 * t)));
+            const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_SC + 32 * t)));
             sce[t] = _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
             sco[t] = _mm512_srai_epi32(pr, 16);
             for (int j = 0; j < NRV; j++) off[j] = _mm512_dpwssd_epi32(off[j], pr, x16_bcast4(xr[j][b].bsums + 2 * t));
@@ -60,7 +57,7 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
 #pragma GCC unroll 4
                 for (int cc = 0; cc < 4; cc++) {
                     const int c = 4 * half + cc;
-                    const uint8_t *tr = o + Q6_Q + 192 * (8 * h + c); /* the step's three chunks */
+                    const uint8_t *tr = o + KARA_X16_Q6K_Q + 192 * (8 * h + c); /* the step's three chunks */
                     const __m512i qa = _mm512_loadu_si512((const void *)tr);
                     const __m512i qb = _mm512_loadu_si512((const void *)(tr + 64));
                     const __m512i qh = _mm512_loadu_si512((const void *)(tr + 128));
@@ -82,7 +79,7 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                 }
             }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + Q6_D)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_D)));
         for (int j = 0; j < NRV; j++) {
             const __m512i tot = _mm512_sub_epi32(isum[j], _mm512_slli_epi32(off[j], 5));
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(d, _mm512_set1_ps(xr[j][b].d)), acc[j]);

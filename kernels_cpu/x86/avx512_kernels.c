@@ -105,6 +105,30 @@ DEFINE_DOT(f32_512, body512_f32)
 DEFINE_DOT(f16_512, body512_f16)
 DEFINE_DOT(bf16_512, body512_bf16)
 
+/* One activation row of Q6_K weights in the file layout (mapped files,
+ * no_repack): the block kernel's arithmetic (acc_q6_K; a 512-bit version
+ * was slower from memory on Zen 4), called directly rather than through the
+ * per-row kernel pointer, and eight rows' accumulators reduced together
+ * (same bits as one at a time), which on 1024-column rows of 4 blocks cost
+ * about as much as a block: 151936 x 1024 output shape in cache, 28 -> 33
+ * GB/s. */
+static void gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void *x,
+                      float *y)
+{
+    const char *wb = w;
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) {
+        __m256 acc[8];
+        for (int k = 0; k < 8; k++) acc_q6_K(n_cols, wb + (size_t)(r + k) * w_row_bytes, x, 0, &acc[k], 1);
+        _mm256_storeu_ps(y + r, hsum256_x8(acc));
+    }
+    for (; r < r1; r++) {
+        __m256 acc;
+        acc_q6_K(n_cols, wb + (size_t)r * w_row_bytes, x, 0, &acc, 1);
+        y[r] = hsum256(acc);
+    }
+}
+
 /* The kernel of an interleaved layout (kernels.h). */
 static bool gemv_x16(kara_type wtype, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
                      const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
@@ -143,6 +167,10 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
      * activation row: gemv (Q6_K: the block kernel's arithmetic); a few
      * rows: the few-row gemv, which gives each row the bits of the one-row
      * product; many rows: panel GEMM */
+    if (n_batch == 1 && wtype == KARA_TYPE_Q6_K) {
+        gemv_q6_K(w, w_row_bytes, r0, r1, n_cols, x, y);
+        return;
+    }
     if (n_batch == 1 && kara_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
     const int64_t min_gemm = kara_avx512_gemm_min_batch(wtype);
     if (n_batch >= kara_avx512_gemv_multi_min_batch(wtype) && n_batch < min_gemm &&

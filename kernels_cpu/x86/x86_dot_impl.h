@@ -282,8 +282,8 @@ KARA_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, _
     }
 }
 
-/* Rows end in hsum256 of acc_q6_K's accumulators (the one-row gemv of
- * avx512_gemv_q6k.c reduces eight rows' at once, with the same bits). */
+/* Rows end in hsum256 of acc_q6_K's accumulators (the AVX-512 table's
+ * one-row Q6_K loop reduces eight rows' at once, with the same bits). */
 KARA_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
 {
     __m256 acc[MAXNX];
@@ -375,7 +375,7 @@ KARA_INLINE __m256 abs_ps(__m256 v)
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
 }
 
-__attribute__((unused)) static void from_float_q8_0(const float *x, void *vy, int64_t n)
+static void from_float_q8_0(const float *x, void *vy, int64_t n)
 {
     kara_block_q8_0 *y = vy;
     const int64_t nb = n / KARA_QK8_0;
@@ -400,7 +400,7 @@ __attribute__((unused)) static void from_float_q8_0(const float *x, void *vy, in
 /* Q8_K: the scale maps the largest magnitude to -127 (see the scalar
  * version); values round to nearest even like kara_nearest_int, and bsums
  * are summed from the packed bytes. */
-__attribute__((unused)) static void from_float_q8_K(const float *x, void *vy, int64_t n)
+static void from_float_q8_K(const float *x, void *vy, int64_t n)
 {
     kara_block_q8_K *y = vy;
     const int64_t nb = n / KARA_QK_K;
@@ -448,7 +448,7 @@ __attribute__((unused)) static void from_float_q8_K(const float *x, void *vy, in
  * the whole group; the tile stays in L1/L2 while the groups stream past. */
 #define ROW_TILE 16
 
-__attribute__((unused)) static void x86_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+static void x86_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                        int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
                        int ith, int nth, const kara_x86_dotn_fn *dotn)
 {

@@ -58,3 +58,19 @@ void kara_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8
             out += 2 * sb;
         }
 }
+
+void kara_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
+                          int32_t *toks, int32_t *pos, int32_t *seq) {
+    int V = kara_model_n_vocab(c->model);
+    for (int s = 0; s < n_seq; s++) {
+        int32_t p[16];
+        int n = len0 + len_step * s;
+        for (int j = 0; j < n && j < 16; j++) p[j] = (s * mul + j * 7) % V;
+        CHECK_EQ_INT(kara_seq_admit(c, s, n, n_predict), KARA_OK);
+        kara_batch b = kara_batch_one_sequence(p, n, 0, s);
+        CHECK(kara_decode(c, &b) == KARA_OK);
+        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
+        pos[s] = n;
+        seq[s] = s;
+    }
+}

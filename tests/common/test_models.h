@@ -22,6 +22,13 @@ int kara_test_argmax(const float *x, int n);
  * per slot): to check that compression never touches the prompt. */
 size_t kara_test_kv_prefix_bytes(const kara_context *c, int n_slots);
 void kara_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out);
+/* Admit and prefill sequences 0..n_seq-1 of c, one at a time: sequence s
+ * gets a prompt of len0 + len_step * s tokens ((s * mul + 7 j) mod vocab,
+ * at most 16) and room for n_predict more; toks/pos/seq receive each
+ * sequence's greedy next token, next position and id, ready for a decode
+ * batch of all of them. */
+void kara_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
+                          int32_t *toks, int32_t *pos, int32_t *seq);
 kara_model *kara_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
                                   const char *file);
 

@@ -204,16 +204,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     int V = kara_model_n_vocab(m);
     int32_t toks[3], pos[3], seq[3];
     int8_t want[3] = {1, 1, 1};
-    for (int s = 0; s < 3; s++) {
-        int32_t p[8];
-        for (int j = 0; j < 6; j++) p[j] = (s * 13 + j * 7) % V;
-        CHECK_EQ_INT(kara_seq_admit(c, s, 6, 200), KARA_OK);
-        kara_batch b = kara_batch_one_sequence(p, 6, 0, s);
-        CHECK(kara_decode(c, &b) == KARA_OK);
-        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
-        pos[s] = 6;
-        seq[s] = s;
-    }
+    kara_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
     bool ok = true;
     for (int step = 0; step < 200 && ok; step++) {
         kara_batch b = {3, toks, pos, seq, want};

@@ -162,24 +162,6 @@ static void test_threshold_auto_and_slack(kara_model *m) {
     free(run_one(m, &kv, 2, 300, 80, NULL, "a8 slack 16"));
 }
 
-/* Admit three sequences (prompt s of len0 + 2 s tokens, seeded by mul),
- * decode their prompts and set up the batch of their next tokens. */
-static void start_three(kara_context *c, int len0, int mul, int32_t n_predict, int32_t toks[3], int32_t pos[3],
-                        int32_t seq[3]) {
-    int V = kara_model_n_vocab(c->model);
-    for (int s = 0; s < 3; s++) {
-        int32_t p[16];
-        int n = len0 + 2 * s;
-        for (int j = 0; j < n; j++) p[j] = (s * mul + j * 7) % V;
-        CHECK_EQ_INT(kara_seq_admit(c, s, n, n_predict), KARA_OK);
-        kara_batch b = kara_batch_one_sequence(p, n, 0, s);
-        CHECK(kara_decode(c, &b) == KARA_OK);
-        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
-        pos[s] = n;
-        seq[s] = s;
-    }
-}
-
 /* Three sequences of different prompt lengths decoding in one batch under
  * one pool of 30 blocks: each gets a share of 160 slots, budget 128 + slack
  * 32 fills it exactly at its events; accounting stays exact and the budget
@@ -193,7 +175,7 @@ static void test_threshold_shared_pool(kara_model *m) {
     int V = kara_model_n_vocab(m);
     int32_t toks[3], pos[3], seq[3];
     int8_t want[3] = {1, 1, 1};
-    start_three(c, 5, 31, 300, toks, pos, seq);
+    kara_test_start_seqs(c, 3, 5, 2, 31, 300, toks, pos, seq);
     bool ok = true;
     for (int step = 0; step < 300 && ok; step++) {
         kara_batch b = {3, toks, pos, seq, want};
@@ -231,7 +213,7 @@ static void test_threshold_pool_pressure(kara_model *m) {
     int V = kara_model_n_vocab(m);
     int32_t toks[3], pos[3], seq[3];
     int8_t want[3] = {1, 1, 1};
-    start_three(c, 6, 17, 200, toks, pos, seq);
+    kara_test_start_seqs(c, 3, 6, 2, 17, 200, toks, pos, seq);
     bool ok = true;
     int32_t most = 0;
     for (int step = 0; step < 200 && ok; step++) {
