@@ -38,7 +38,8 @@ typedef enum kara_type {
     KARA_TYPE_Q4_K_X16 = 40, /* Q4_K, 16 rows interleaved (kernels_cpu/generic/repack.c) */
     KARA_TYPE_Q6_K_X16 = 41, /* Q6_K, the same */
     KARA_TYPE_Q4_0_X16 = 42, /* Q4_0, the same */
-    KARA_TYPE_COUNT = 43
+    KARA_TYPE_F32_X16 = 43,  /* F32, the same */
+    KARA_TYPE_COUNT = 44
 } kara_type;
 
 #define KARA_QK4_0 32
@@ -111,6 +112,8 @@ bool kara_quantize_row(kara_type type, const float *x, void *y, int64_t n);
  *   bytes 64h + 4c, ql bytes 64h + 32 + 4c, qh bytes 32h + 4c.
  * KARA_TYPE_Q4_0_X16, 288 bytes per group and 32-column block:
  *   d[16] (f16) | qs: 4 chunks of 16 rows x 4 bytes.
+ * KARA_TYPE_F32_X16, 64 bytes per group and column: the 16 rows' values of
+ *   that column (n_cols must be a multiple of 16).
  * A matrix keeps its row_bytes (144 or 210 per block); rows of a group are
  * no longer contiguous. n_rows must be a multiple of KARA_X16_ROWS. */
 #define KARA_X16_ROWS 16

@@ -1,6 +1,6 @@
 /*
- * repack.c - load-time weight layouts (kernels.h): Q4_K, Q6_K and Q4_0 rows
- * interleaved 16 at a time (KARA_TYPE_*_X16), and the way back to file
+ * repack.c - load-time weight layouts (kernels.h): Q4_K, Q6_K, Q4_0 and F32
+ * rows interleaved 16 at a time (KARA_TYPE_*_X16), and the way back to file
  * blocks for the kernels that read rows one at a time.
  *
  * Why: a one-row product in the GGUF layout spends, per block of each row,
@@ -9,11 +9,14 @@
  * 16 rows are handled with a few vector instructions and every VPDPBUSD
  * works on 4 columns of 16 rows at once. On Zen 4 the AVX-512 products
  * (avx512_gemv_x16_*.c) run 1.5-2.5x faster from cache and stream the
- * weights from memory near the read bandwidth.
+ * weights from memory near the read bandwidth. For F32 the gain is the
+ * end of the horizontal sums: a row-major dot product of 128-384 columns
+ * spends as much on reducing its 16 lanes as on multiplying, while one
+ * FMA of 16 rows' column against a broadcast activation needs none.
  *
- * A layout is a pair of per-block functions: pack 16 file blocks (one per
- * row of a group) into the group's interleaved block of the same total
- * size, and copy one row's block back out. Each layout stores a group's
+ * A layout is a pair of per-block functions: pack `unit` consecutive file
+ * blocks of each of 16 rows into the group's interleaved blocks of the
+ * same total size, and copy one row's block back out. Each layout stores a group's
  * bytes in the order its kernel reads them, so that streaming a matrix
  * stays one sequential stream for the hardware prefetcher.
  */
@@ -23,6 +26,7 @@
 
 typedef struct x16_layout {
     kara_type type, source;
+    int unit; /* file blocks per row that one pack call takes */
     void (*pack)(const uint8_t *const src[KARA_X16_ROWS], uint8_t *dst);
     void (*unpack)(const uint8_t *src, int lane, uint8_t *dst);
 } x16_layout;
@@ -105,10 +109,28 @@ static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst)
     for (int c = 0; c < 4; c++) memcpy(blk->qs + 4 * c, o + KARA_X16_Q40_QS + 64 * c + 4 * r, 4);
 }
 
+/* ---- F32: per column, the 16 rows' values ---- */
+/* 16 columns per call (a per-value call would cost a second for a large
+ * F32 matrix). */
+enum { F32_UNIT = 16 };
+
+static void pack_f32(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
+{
+    for (int r = 0; r < KARA_X16_ROWS; r++) {
+        for (int c = 0; c < F32_UNIT; c++) memcpy(o + 64 * c + 4 * r, src[r] + 4 * c, 4);
+    }
+}
+
+static void unpack_f32(const uint8_t *o, int r, uint8_t *dst)
+{
+    memcpy(dst, o + 4 * r, 4);
+}
+
 static const x16_layout layouts[] = {
-    {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K, pack_q4_K, unpack_q4_K},
-    {KARA_TYPE_Q6_K_X16, KARA_TYPE_Q6_K, pack_q6_K, unpack_q6_K},
-    {KARA_TYPE_Q4_0_X16, KARA_TYPE_Q4_0, pack_q4_0, unpack_q4_0},
+    {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K, 1, pack_q4_K, unpack_q4_K},
+    {KARA_TYPE_Q6_K_X16, KARA_TYPE_Q6_K, 1, pack_q6_K, unpack_q6_K},
+    {KARA_TYPE_Q4_0_X16, KARA_TYPE_Q4_0, 1, pack_q4_0, unpack_q4_0},
+    {KARA_TYPE_F32_X16, KARA_TYPE_F32, F32_UNIT, pack_f32, unpack_f32},
 };
 
 static const x16_layout *layout_of(kara_type t)
@@ -147,12 +169,11 @@ void kara_dequantize_matrix_row(kara_type t, const void *w, size_t row_bytes, in
         kara_dequantize_row(t, (const uint8_t *)w + row_bytes * (size_t)r, out, n_cols);
         return;
     }
-    enum { CHUNK = 8 }; /* blocks copied back at a time */
-    _Alignas(64) uint8_t blk[CHUNK * sizeof(kara_block_q6_K)];
+    _Alignas(64) uint8_t blk[8 * sizeof(kara_block_q6_K)]; /* blocks copied back at a time */
     const kara_type_info *ti = kara_type_get(st);
-    const int64_t nb = n_cols / ti->block_size;
-    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
-        const int64_t n = nb - b0 < CHUNK ? nb - b0 : CHUNK;
+    const int64_t nb = n_cols / ti->block_size, chunk = (int64_t)(sizeof blk / ti->type_size);
+    for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
+        const int64_t n = nb - b0 < chunk ? nb - b0 : chunk;
         kara_repacked_blocks(t, w, row_bytes, r, b0, n, blk);
         kara_dequantize_row(st, blk, out + b0 * ti->block_size, n * ti->block_size);
     }
@@ -165,7 +186,7 @@ bool kara_repack_matrix(kara_type *type, kara_type to, void *data, int64_t n_row
         return false;
     }
     const kara_type_info *ti = kara_type_get(l->source);
-    if (n_cols % ti->block_size != 0) {
+    if (n_cols % ((int64_t)ti->block_size * l->unit) != 0) {
         return false;
     }
     const size_t row_bytes = kara_type_row_size(l->source, n_cols), bs = (size_t)ti->type_size;
@@ -177,7 +198,7 @@ bool kara_repack_matrix(kara_type *type, kara_type to, void *data, int64_t n_row
     for (int64_t r = 0; r < n_rows; r += KARA_X16_ROWS) {
         uint8_t *g = (uint8_t *)data + row_bytes * (size_t)r;
         memcpy(tmp, g, group);
-        for (int64_t b = 0; b < n_cols / ti->block_size; b++) {
+        for (int64_t b = 0; b < n_cols / ti->block_size; b += l->unit) {
             const uint8_t *src[KARA_X16_ROWS];
             for (int i = 0; i < KARA_X16_ROWS; i++) src[i] = tmp + row_bytes * (size_t)i + bs * (size_t)b;
             l->pack(src, g + bs * KARA_X16_ROWS * (size_t)b);

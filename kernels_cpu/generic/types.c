@@ -28,6 +28,7 @@ static const kara_type_info type_table[KARA_TYPE_COUNT] = {
     [KARA_TYPE_Q4_K_X16] = { "Q4_K_X16", KARA_QK_K, sizeof(kara_block_q4_K), true, KARA_TYPE_Q8_K, true },
     [KARA_TYPE_Q6_K_X16] = { "Q6_K_X16", KARA_QK_K, sizeof(kara_block_q6_K), true, KARA_TYPE_Q8_K, true },
     [KARA_TYPE_Q4_0_X16] = { "Q4_0_X16", KARA_QK4_0, sizeof(kara_block_q4_0), true, KARA_TYPE_Q8_0, true },
+    [KARA_TYPE_F32_X16] = { "F32_X16", 1, 4, true, KARA_TYPE_F32, true },
 };
 
 /* The block structs must match GGUF byte for byte. */

@@ -28,7 +28,7 @@ bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int6
 /* Y[b][r] for the rows of 16-row groups [g0, g1) of a matrix in an
  * interleaved layout (KARA_TYPE_*_X16, kernels.h) and n_batch activation
  * rows in its vec_dot_type, y[b * ldy + r]: decode, batched decode and
- * prefill (avx512_gemv_x16_{q4k,q6k,q40}.c). A row's products have the same
+ * prefill (avx512_gemv_x16_{q4k,q6k,q40,f32}.c). A row's products have the same
  * bits whatever n_batch. Use up to 64 KiB of stack. Return false (writing
  * nothing) for a width over KARA_GEMV_MAX_COLS. */
 bool kara_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
@@ -37,6 +37,8 @@ bool kara_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, in
                                const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
 bool kara_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
                                const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kara_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                              const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
 
 /* Y[b][r] = dot(W row r, X[b]) for r in [r0, r1) and b < n_batch (y[b * ldy
  * + r]), for Q8_0, Q4_0, Q4_K and Q6_K weights, activations in the

@@ -2,7 +2,8 @@
  * avx512_gemv_x16_impl.h - what the kernels of the interleaved layouts
  * (avx512_gemv_x16_{q4k,q6k,q40}.c) share: the broadcast of 4 activation
  * bytes, the prefetch of the next group, and the loop over a thread's
- * 16-row groups with its passes of up to 4 activation rows.
+ * 16-row groups with its passes of up to 4 activation rows (the pass and
+ * sweep sizes also serve avx512_gemv_x16_f32.c, which pairs groups).
  */
 #ifndef KARA_AVX512_GEMV_X16_IMPL_H
 #define KARA_AVX512_GEMV_X16_IMPL_H

@@ -137,6 +137,7 @@ static bool gemv_x16(kara_type wtype, const void *w, size_t w_row_bytes, int64_t
     case KARA_TYPE_Q4_K_X16: return kara_avx512_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     case KARA_TYPE_Q6_K_X16: return kara_avx512_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     case KARA_TYPE_Q4_0_X16: return kara_avx512_gemv_x16_q4_0(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KARA_TYPE_F32_X16: return kara_avx512_gemv_x16_f32(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     default: return false;
     }
 }
@@ -234,6 +235,7 @@ void kara_kernels_init_avx512(kara_kernels *k)
     k->repack[KARA_TYPE_Q4_K] = KARA_TYPE_Q4_K_X16; /* avx512_gemv_x16_q4k.c */
     k->repack[KARA_TYPE_Q6_K] = KARA_TYPE_Q6_K_X16; /* avx512_gemv_x16_q6k.c */
     k->repack[KARA_TYPE_Q4_0] = KARA_TYPE_Q4_0_X16; /* avx512_gemv_x16_q40.c */
+    k->repack[KARA_TYPE_F32] = KARA_TYPE_F32_X16;   /* avx512_gemv_x16_f32.c */
     k->rmsnorm = ops_rmsnorm;
     k->softmax = ops_softmax;
     k->silu_mul = ops_silu_mul;

@@ -117,7 +117,8 @@ check "nothing was written" '[ ! -s "$tmp/dup.out" ]'
 
 # 4. kill -9 at random points, then finish: exactly once, same answers
 big="$tmp/big.jsonl"
-for i in $(seq 1 90); do
+nbig=240 # enough work that each of the ten rounds below is still running when killed
+for i in $(seq 1 $nbig); do
     echo "{\"custom_id\":\"k$i\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"item $i $(printf 'x%.0s' $(seq 1 $((i % 7 * 9))))\"}],\"max_tokens\":$((40 + i % 5 * 8))}}"
 done >"$big"
 batch -i "$big" -o "$tmp/clean.jsonl" -j 4 --temp 0 --kv-method full 2>/dev/null
@@ -144,7 +145,7 @@ echo "killed with -9: $kills times; $(grep -c 'already answered' "$tmp/kill.err"
 batch -i "$big" -o "$tmp/killed.jsonl" -j 4 --temp 0 --kv-method full 2>>"$tmp/kill.err"
 rc=$?
 check "after $kills kills the final run exits 0 (rc $rc)" '[ $rc -eq 0 ] && [ $kills -ge 5 ]'
-check "every custom_id exactly once (90 lines, 90 ids)" '[ "$(wc -l <"$tmp/killed.jsonl")" -eq 90 ] && [ "$(ids "$tmp/killed.jsonl" | uniq | wc -l)" -eq 90 ]'
+check "every custom_id exactly once ($nbig lines, $nbig ids)" '[ "$(wc -l <"$tmp/killed.jsonl")" -eq $nbig ] && [ "$(ids "$tmp/killed.jsonl" | uniq | wc -l)" -eq $nbig ]'
 check "answers after kills equal a clean run" 'cmp -s <(answers "$tmp/killed.jsonl") <(answers "$tmp/clean.jsonl")'
 check "some runs resumed" 'grep -q "requests already answered" "$tmp/kill.err"'
 # a torn last line (a write cut short) is cut off and redone
@@ -153,7 +154,7 @@ batch -i "$big" -o "$tmp/torn.jsonl" -j 4 --temp 0 --kv-method full 2>"$tmp/torn
 check "torn last line cut and redone" 'grep -q "cut a torn last line" "$tmp/torn.err" && cmp -s <(answers "$tmp/torn.jsonl") <(answers "$tmp/clean.jsonl")'
 # --no-resume starts over
 batch -i "$big" -o "$tmp/torn.jsonl" -j 4 --temp 0 --kv-method full --no-resume 2>/dev/null
-check "--no-resume rewrites the output" '[ "$(wc -l <"$tmp/torn.jsonl")" -eq 90 ]'
+check "--no-resume rewrites the output" '[ "$(wc -l <"$tmp/torn.jsonl")" -eq $nbig ]'
 
 # 5. many sequences, tight budget, Kara: peak within the budget
 batch -i "$big" -o "$tmp/kara.jsonl" -j 16 --temp 0 --kv-method kara --kv-budget 3MiB --kv-interval 16 \
@@ -161,7 +162,7 @@ batch -i "$big" -o "$tmp/kara.jsonl" -j 16 --temp 0 --kv-method kara --kv-budget
 rc=$?
 num() { grep -o "\"$1\":[0-9.]*" "$2" | head -n 1 | cut -d: -f2; }
 check "kara job exits 0 (rc $rc)" '[ $rc -eq 0 ]'
-check "stats: every request ok" '[ "$(num ok "$tmp/kara.json")" = 90 ]'
+check "stats: every request ok" '[ "$(num ok "$tmp/kara.json")" = $nbig ]'
 check "stats: KV peak <= budget ($(num kv_bytes_peak "$tmp/kara.json") <= $(num kv_budget "$tmp/kara.json"))" \
     '[ "$(num kv_bytes_peak "$tmp/kara.json")" -le "$(num kv_budget "$tmp/kara.json")" ] && [ "$(num kv_budget "$tmp/kara.json")" -eq 3145728 ]'
 check "stats: compression events counted" '[ "$(num kv_events "$tmp/kara.json")" -gt 0 ]'

@@ -43,7 +43,7 @@ check "depth and threads echoed, no pp line" grep -Eq '^\{"engine":"kara","model
 check "depth run: two lines" test "$(wc -l < "$dir/depth.jsonl")" = 2
 
 "$kara" bench --kernels Q8_0 -t 1 -p 4 > "$dir/kernels.jsonl"
-check "kernel lines for each shape, batch 1 and 4" test "$(grep -c '"type":"Q8_0"' "$dir/kernels.jsonl")" = 10
+check "kernel lines for each shape, batch 1 and 4" test "$(grep -c '"type":"Q8_0"' "$dir/kernels.jsonl")" = 14
 check "kernel lines are JSON" json_ok "$dir/kernels.jsonl"
 
 check "unknown flag is a usage error" exit_code 64 "$kara" bench -m "$dir/m.gguf" --frobnicate

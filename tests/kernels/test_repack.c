@@ -39,6 +39,7 @@ static const kara_type layouts[][2] = {
     {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K},
     {KARA_TYPE_Q6_K_X16, KARA_TYPE_Q6_K},
     {KARA_TYPE_Q4_0_X16, KARA_TYPE_Q4_0},
+    {KARA_TYPE_F32_X16, KARA_TYPE_F32},
 };
 #define N_LAYOUTS (sizeof layouts / sizeof layouts[0])
 

@@ -64,7 +64,7 @@ typedef struct shape {
 
 /* One weight type on one shape: quantize random rows once, then time the
  * product with 1 activation row (decode) and with n_batch rows (prefill). */
-static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int threads, int n_batch) {
+static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int threads, int n_batch, bool file_layout) {
     const kara_type_info *ti = kara_type_get(t);
     const kara_type vt = ti->vec_dot_type;
     const size_t wrb = kara_type_row_size(t, s->cols), xrb = kara_type_row_size(vt, s->cols);
@@ -84,7 +84,7 @@ static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int th
     }
     /* the layout the loader would give these weights (kara_kernels.repack) */
     kara_type lt = t;
-    if (k->repack[t]) (void)kara_repack_matrix(&lt, k->repack[t], w, s->rows, s->cols);
+    if (k->repack[t] && !file_layout) (void)kara_repack_matrix(&lt, k->repack[t], w, s->rows, s->cols);
     const size_t wbytes = wrb * (size_t)s->rows;
     for (int pass = 0; pass < 2; pass++) {
         const int nb = pass == 0 ? 1 : n_batch;
@@ -117,7 +117,7 @@ done:
     free(y);
 }
 
-int kara_bench_kernels(int threads, const char *types, int n_batch) {
+int kara_bench_kernels(int threads, const char *types, int n_batch, bool file_layout) {
     const kara_kernels *k = kara_kernels_get();
     static const shape shapes[] = {
         {"ffn_up_0.6b", 3072, 1024},
@@ -125,12 +125,15 @@ int kara_bench_kernels(int threads, const char *types, int n_batch) {
         {"ffn_up_1.7b", 6144, 2048},
         {"ffn_down_1.7b", 2048, 6144},
         {"output_0.6b", 151936, 1024},
+        /* the project's reasoning model (tools/train/model), whose weights stay in cache */
+        {"ffn_up_kr1m", 384, 128},
+        {"ffn_down_kr1m", 128, 384},
     };
-    static const kara_type all[] = {KARA_TYPE_Q4_0, KARA_TYPE_Q8_0, KARA_TYPE_Q4_K, KARA_TYPE_Q6_K, KARA_TYPE_F16};
+    static const kara_type all[] = {KARA_TYPE_Q4_0, KARA_TYPE_Q8_0, KARA_TYPE_Q4_K, KARA_TYPE_Q6_K, KARA_TYPE_F16, KARA_TYPE_F32};
     for (size_t ti = 0; ti < sizeof all / sizeof all[0]; ti++) {
         const char *name = kara_type_get(all[ti])->name;
         if (types && !strstr(types, name)) continue;
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) bench_one(k, all[ti], &shapes[si], threads, n_batch);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) bench_one(k, all[ti], &shapes[si], threads, n_batch, file_layout);
     }
     return 0;
 }

@@ -55,11 +55,12 @@ static void usage(FILE *f) {
                "  -r N       repetitions, 1..100 [3]\n"
                "  --kv-type  KV cache element type [f16]\n"
                "  --mmap     map the model file instead of reading it into huge-page memory\n"
-               "  --no-repack  keep the file's weight layout (no interleaving of Q4_K rows at load)\n\n"
+               "  --no-repack  keep the file's weight layout (no interleaving of rows at load)\n\n"
                "kara bench --membw [-t N]: streaming read bandwidth of a 1 GiB buffer.\n"
-               "kara bench --kernels [TYPES] [-t N] [-p BATCH]: matrix-vector and matrix-matrix (BATCH rows,\n"
+               "kara bench --kernels [TYPES] [-t N] [-p BATCH] [--no-repack]: matrix-vector and matrix-matrix (BATCH rows,\n"
                "default 64) products of the kernel table on Qwen3 weight shapes, per type (Q4_0,Q8_0,Q4_K,\n"
-               "Q6_K,F16 or a comma list), as weight GB/s and GOP/s.\n"
+               "Q6_K,F16,F32 or a comma list), as weight GB/s and GOP/s, on the layout the loader would give\n"
+               "the weights (--no-repack: the file's).\n"
                "kara bench --onednn [-t N] [-p BATCH]: the same prefill shapes through oneDNN's matmul (f32,\n"
                "bf16, u8 x s8; default batch 512), in builds configured with libdnnl.\n");
 }
@@ -136,7 +137,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
     if (o->membw) return kara_bench_membw((int)o->threads);
     if (o->onednn) return kara_bench_onednn((int)o->threads, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 512);
     if (o->kernels)
-        return kara_bench_kernels((int)o->threads, o->kernel_types, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 64);
+        return kara_bench_kernels((int)o->threads, o->kernel_types, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 64,
+                                  o->no_repack);
     if (!o->model) {
         usage(stderr);
         return KARA_EXIT_USAGE;
