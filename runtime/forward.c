@@ -129,94 +129,121 @@ static int32_t next_chunk(const kara_context *c, int32_t from, int32_t n, int32_
     return i;
 }
 
-/* Ask for one KV head's rows of a block (n_rows rows, row_bytes apart)
- * before they are needed. Why: during decode the weights streamed since the
- * last token have pushed the cache out of L2/L3, and a head's rows lie
- * slot_bytes apart, a stride the hardware prefetcher is slow to follow, so
- * attention waited on DRAM latency row by row. Qwen3-0.6B Q4_K_M decode, 1
- * thread: 8.6-8.9 -> 11.1-11.4 tok/s at depth 4096, about +1% at depth 0
- * (kara bench -p 0 -n 32 -d 4096, docs/PERFORMANCE.md). */
-static inline void prefetch_rows(const void *block_base, int32_t kvh, size_t head_bytes, size_t row_bytes,
-                                 int32_t n_rows) {
-    const uint8_t *p = (const uint8_t *)block_base + (size_t)kvh * head_bytes;
-    for (int32_t r = 0; r < n_rows; r++, p += row_bytes)
-        for (size_t off = 0; off < head_bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+/* Ask for the rows of KV heads [h0, h1) of a block (n_rows slots,
+ * slot_bytes apart) before they are needed. Why: during decode the weights
+ * streamed since the last token have pushed the cache out of L2/L3, and a
+ * block's rows are far from the previous block's, so each block would start
+ * with a wait on DRAM (Qwen3-0.6B Q4_K_M decode at depth 4096, 1 thread:
+ * 8.6-8.9 -> 11.1-11.4 tok/s when this was per head, docs/PERFORMANCE.md). */
+static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1, size_t head_bytes,
+                                 size_t slot_bytes, int32_t n_rows) {
+    const uint8_t *p = (const uint8_t *)block_base + (size_t)h0 * head_bytes;
+    const size_t span = (size_t)(h1 - h0) * head_bytes;
+    for (int32_t r = 0; r < n_rows; r++, p += slot_bytes)
+        for (size_t off = 0; off < span; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
-/* Attention of a chunk of entries for the query heads of one KV head: the
- * queries (scaled by 1/sqrt(head_dim)) are scored against the sequence's
- * keys block by block (gemm_nt, each key row read once for all rows), each
- * row's softmax runs over the slots up to its entry's own, and the
- * probabilities times the value rows (gemm_nn_acc, each value row read once)
- * give the outputs. */
-static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, int32_t kvh, int ith) {
+/* Attention of a chunk of entries for the query heads of KV heads [h0, h1):
+ * the queries (scaled by 1/sqrt(head_dim)) are scored against the
+ * sequence's keys block by block (gemm_nt, each key row read once for all
+ * rows of its head), each row's softmax runs over the slots up to its
+ * entry's own, and the probabilities times the value rows (gemm_nn_acc)
+ * give the outputs. Blocks are the outer loop and heads the inner one: a
+ * block's rows of all the heads lie together (slot after slot, each slot
+ * all heads), so the cache is read as one stream instead of once per head
+ * with a stride of a slot; each head's products are the same calls in the
+ * same order as head by head, so the bits do not change. */
+static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, int32_t h0, int32_t h1, int ith) {
     const kara_hparams *hp = &c->model->hp;
     const kara_kernels *k = c->kernels;
     const kara_kv_cache *kv = &c->kv;
-    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, bs = kv->block_size;
     const float scale = 1.0f / sqrtf((float)hd);
     const bool f16 = kv->dtype == KARA_KV_F16;
-    const int32_t seq = c->entry_seq[i0], nq = (i1 - i0) * group;
-    const size_t ld = (size_t)c->att_ld;
+    const int32_t seq = c->entry_seq[i0], nq = (i1 - i0) * group, nh = h1 - h0;
+    const size_t ld = (size_t)c->att_ld, head_bytes = (size_t)hd * kv->elem_size;
     float *sc = c->att_scores + (size_t)ith * (size_t)c->att_rows * ld;
     float *qo = c->att_q + (size_t)ith * (size_t)c->att_rows * (size_t)hd;
     int32_t n_vis = 0;
     for (int32_t i = i0; i < i1; i++) n_vis = c->slot[i] + 1 > n_vis ? c->slot[i] + 1 : n_vis;
 
-    for (int32_t r = 0; r < nq; r++) {
-        const float *q = c->q + ((size_t)(i0 + r / group) * hp->n_head + (size_t)kvh * group + r % group) * hd;
-        for (int32_t d = 0; d < hd; d++) qo[(size_t)r * hd + d] = q[d] * scale;
+    /* row hh * nq + r: head h0 + hh, query r of the chunk */
+    for (int32_t hh = 0; hh < nh; hh++) {
+        for (int32_t r = 0; r < nq; r++) {
+            const int32_t h = (h0 + hh) * group + r % group;
+            const float *q = c->q + ((size_t)(i0 + r / group) * hp->n_head + (size_t)h) * hd;
+            float *o = qo + ((size_t)hh * nq + r) * hd;
+            for (int32_t d = 0; d < hd; d++) o[d] = q[d] * scale;
+        }
     }
     /* whole blocks of keys, also the slots not written yet (their scores are
      * dropped): a slot's score is then computed the same way whatever the
      * batch, so a prompt fed at once or token by token gives equal bits */
-    const size_t head_bytes = (size_t)hd * kv->elem_size;
-    prefetch_rows(kara_kv_k(kv, layer, seq, 0), kvh, head_bytes, kv->slot_bytes, kv->block_size);
-    for (int32_t s0 = 0; s0 < n_vis; s0 += kv->block_size) {
-        const int32_t ns = kv->block_size;
-        const uint8_t *kp = (const uint8_t *)kara_kv_k(kv, layer, seq, s0) + (size_t)kvh * head_bytes;
-        if (s0 + ns < n_vis)
-            prefetch_rows(kara_kv_k(kv, layer, seq, s0 + ns), kvh, head_bytes, kv->slot_bytes, kv->block_size);
-        else
-            prefetch_rows(kara_kv_v(kv, layer, seq, 0), kvh, head_bytes, kv->slot_bytes, kv->block_size);
-        k->gemm_nt(sc + s0, (int64_t)ld, qo, hd, kp, kv->slot_bytes, f16, nq, ns, hd);
+    prefetch_rows(kara_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
+    for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
+        const uint8_t *kp = (const uint8_t *)kara_kv_k(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
+        const void *next = s0 + bs < n_vis ? kara_kv_k(kv, layer, seq, s0 + bs) : kara_kv_v(kv, layer, seq, 0);
+        for (int32_t hh = 0; hh < nh; hh++) {
+            prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd,
+                       kp + (size_t)hh * head_bytes, kv->slot_bytes, f16, nq, bs, hd);
+        }
     }
-    for (int32_t r = 0; r < nq; r++) {
-        const int32_t i = i0 + r / group, h = kvh * group + r % group, nv = c->slot[i] + 1;
-        float *row = sc + (size_t)r * ld;
-        k->softmax(row, nv);
-        for (int32_t s = nv; s < n_vis; s++) row[s] = 0.0f; /* slots after the entry's own */
-        /* H2O accumulates the attention of each sequence's newest query */
-        float *h2o = c->entry_last[i] ? kara_kv_policy_h2o_row(&c->policy, seq, h) : NULL;
-        for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
+    for (int32_t hh = 0; hh < nh; hh++) {
+        for (int32_t r = 0; r < nq; r++) {
+            const int32_t i = i0 + r / group, h = (h0 + hh) * group + r % group, nv = c->slot[i] + 1;
+            float *row = sc + ((size_t)hh * nq + r) * ld;
+            k->softmax(row, nv);
+            for (int32_t s = nv; s < n_vis; s++) row[s] = 0.0f; /* slots after the entry's own */
+            /* H2O accumulates the attention of each sequence's newest query */
+            float *h2o = c->entry_last[i] ? kara_kv_policy_h2o_row(&c->policy, seq, h) : NULL;
+            for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
+        }
     }
-    memset(qo, 0, (size_t)nq * hd * sizeof(float));
-    for (int32_t s0 = 0; s0 < n_vis; s0 += kv->block_size) {
-        const int32_t ns = n_vis - s0 < kv->block_size ? n_vis - s0 : kv->block_size;
-        const uint8_t *vp = (const uint8_t *)kara_kv_v(kv, layer, seq, s0) + (size_t)kvh * head_bytes;
-        if (s0 + kv->block_size < n_vis)
-            prefetch_rows(kara_kv_v(kv, layer, seq, s0 + kv->block_size), kvh, head_bytes, kv->slot_bytes,
-                          kv->block_size);
-        k->gemm_nn_acc(qo, hd, sc + s0, (int64_t)ld, vp, kv->slot_bytes, f16, nq, ns, hd);
+    memset(qo, 0, (size_t)nh * nq * hd * sizeof(float));
+    for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
+        const int32_t ns = n_vis - s0 < bs ? n_vis - s0 : bs;
+        const uint8_t *vp = (const uint8_t *)kara_kv_v(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
+        const void *next = s0 + bs < n_vis ? kara_kv_v(kv, layer, seq, s0 + bs) : NULL;
+        for (int32_t hh = 0; hh < nh; hh++) {
+            if (next) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld,
+                           vp + (size_t)hh * head_bytes, kv->slot_bytes, f16, nq, ns, hd);
+        }
     }
-    for (int32_t r = 0; r < nq; r++) {
-        float *out = c->attn + ((size_t)(i0 + r / group) * hp->n_head + (size_t)kvh * group + r % group) * hd;
-        memcpy(out, qo + (size_t)r * hd, (size_t)hd * sizeof(float));
+    for (int32_t hh = 0; hh < nh; hh++) {
+        for (int32_t r = 0; r < nq; r++) {
+            const int32_t h = (h0 + hh) * group + r % group;
+            float *out = c->attn + ((size_t)(i0 + r / group) * hp->n_head + (size_t)h) * hd;
+            memcpy(out, qo + ((size_t)hh * nq + r) * hd, (size_t)hd * sizeof(float));
+        }
     }
 }
 
-/* Units of work are (chunk of entries, KV head), dealt round-robin so that
- * the longer chunks at the end of a prompt are spread over the threads. */
+/* Units of work are (chunk of entries, range of KV heads), dealt
+ * round-robin so that the longer chunks at the end of a prompt are spread
+ * over the threads. A range holds as many heads as the scratch rows allow
+ * (all of them for a decode entry), split further only when there are fewer
+ * chunks than threads. */
 static void attn_task(void *arg, int ith, int nth) {
     const attn_job *j = arg;
     kara_context *c = j->c;
     const kara_hparams *hp = &c->model->hp;
-    const int32_t max_entries = c->att_rows / (hp->n_head / hp->n_head_kv);
+    const int32_t group = hp->n_head / hp->n_head_kv, max_entries = c->att_rows / group;
+    int32_t n_chunks = 0;
+    for (int32_t i0 = 0; i0 < j->n; n_chunks++) i0 = next_chunk(c, i0, j->n, max_entries);
+    const int32_t min_parts = n_chunks >= nth ? 1 : (nth + n_chunks - 1) / n_chunks;
     int64_t u = 0;
     for (int32_t i0 = 0; i0 < j->n;) {
         const int32_t i1 = next_chunk(c, i0, j->n, max_entries);
-        for (int32_t kvh = 0; kvh < hp->n_head_kv; kvh++, u++)
-            if (u % nth == ith) attn_chunk(c, j->layer, i0, i1, kvh, ith);
+        const int32_t per_unit = c->att_rows / ((i1 - i0) * group); /* heads the scratch holds */
+        int32_t parts = (hp->n_head_kv + per_unit - 1) / per_unit;
+        if (parts < min_parts) parts = min_parts < hp->n_head_kv ? min_parts : hp->n_head_kv;
+        for (int32_t p = 0; p < parts; p++, u++) {
+            const int32_t h0 = (int32_t)((int64_t)hp->n_head_kv * p / parts);
+            const int32_t h1 = (int32_t)((int64_t)hp->n_head_kv * (p + 1) / parts);
+            if (u % nth == ith) attn_chunk(c, j->layer, i0, i1, h0, h1, ith);
+        }
         i0 = i1;
     }
 }

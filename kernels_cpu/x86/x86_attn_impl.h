@@ -1,8 +1,9 @@
 /*
- * x86_attn_impl.h - gemm_nn_acc for the AVX2 and AVX-512 tables (256-bit
- * code: each value row is converted from f16 once per pair of output rows
- * and held while two rows of probabilities are applied; 32 output columns
- * per pass stay in 8 accumulators). Included by avx2_kernels.c and
+ * x86_attn_impl.h - gemm_nn_acc for the AVX2 and AVX-512 tables: each value
+ * row is converted from f16 once per group of output rows and held while
+ * their probabilities are applied; AVX-512 takes 64 columns of up to 4
+ * rows per pass (16 zmm accumulators), AVX2 (and AVX-512 for a last 32
+ * columns) 32 columns of 2 rows (8 ymm). Every element sums j in order. Included by avx2_kernels.c and
  * avx512_kernels.c after x86_dot_impl.h.
  */
 #ifndef KARA_X86_ATTN_IMPL_H
@@ -41,30 +42,79 @@ static inline __attribute__((always_inline)) void attn_pv_tile(float *c, int64_t
     }
 }
 
+#if KARA_X86_WIDTH == 16
+static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const bool f16)
+{
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const kara_fp16 *)row + d)));
+    return _mm512_loadu_ps((const float *)row + d);
+}
+
+/* AVX-512: NR (1, 2 or 4) rows from row i, columns [d0, d0 + 64) in 4 zmm
+ * accumulators per row. Each element gets the same FMAs in the same order
+ * as in attn_pv_tile, so the two widths give the same bits. */
+static inline __attribute__((always_inline)) void attn_pv_tile64(float *c, int64_t ldc, const float *a, int64_t lda,
+                                                                 const char *b, size_t ldb, const bool f16, int64_t n,
+                                                                 int64_t d0, const int NR)
+{
+    __m512 acc[4][4];
+    for (int r = 0; r < NR; r++) {
+        for (int q = 0; q < 4; q++) acc[r][q] = _mm512_loadu_ps(c + r * ldc + d0 + 16 * q);
+    }
+    for (int64_t j = 0; j < n; j++) {
+        const char *bj = b + (size_t)j * ldb;
+        __m512 v[4];
+        for (int q = 0; q < 4; q++) v[q] = attn_load16(bj, d0 + 16 * q, f16);
+        for (int r = 0; r < NR; r++) {
+            const __m512 p = _mm512_set1_ps(a[r * lda + j]);
+            for (int q = 0; q < 4; q++) acc[r][q] = _mm512_fmadd_ps(p, v[q], acc[r][q]);
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        for (int q = 0; q < 4; q++) _mm512_storeu_ps(c + r * ldc + d0 + 16 * q, acc[r][q]);
+    }
+}
+#endif
+
+/* Rows [i, i + NR), all columns: 64 at a time (AVX-512), then 32, then
+ * the reference loop for the last k % 32. */
+static inline __attribute__((always_inline)) void attn_pv_rows(float *c, int64_t ldc, const float *a, int64_t lda,
+                                                               const char *b, size_t ldb, const bool f16, int64_t n,
+                                                               int64_t k, const int NR)
+{
+    int64_t d0 = 0;
+#if KARA_X86_WIDTH == 16
+    for (; d0 + 64 <= k; d0 += 64) attn_pv_tile64(c, ldc, a, lda, b, ldb, f16, n, d0, NR);
+#endif
+    for (; d0 + 32 <= k; d0 += 32) {
+        for (int r = 0; r < NR; r += 2) {
+            if (NR - r >= 2)
+                attn_pv_tile(c + r * ldc, ldc, a + r * lda, lda, b, ldb, f16, n, d0, 2);
+            else
+                attn_pv_tile(c + r * ldc, ldc, a + r * lda, lda, b, ldb, f16, n, d0, 1);
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        for (int64_t d = d0; d < k; d++) {
+            float s = c[r * ldc + d];
+            for (int64_t j = 0; j < n; j++) {
+                const char *bj = b + (size_t)j * ldb;
+                s += a[r * lda + j] * (f16 ? _cvtsh_ss(((const kara_fp16 *)bj)[d]) : ((const float *)bj)[d]);
+            }
+            c[r * ldc + d] = s;
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void attn_pv_body(float *c, int64_t ldc, const float *a, int64_t lda,
                                                                const char *b, size_t ldb, const bool f16, int64_t m,
                                                                int64_t n, int64_t k)
 {
-    const int64_t k32 = k / 32 * 32;
     int64_t i = 0;
-    for (; i + 2 <= m; i += 2) {
-        for (int64_t d0 = 0; d0 < k32; d0 += 32) attn_pv_tile(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, d0, 2);
-    }
-    for (; i < m; i++) {
-        for (int64_t d0 = 0; d0 < k32; d0 += 32) attn_pv_tile(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, d0, 1);
-    }
-    if (k32 < k) { /* columns beyond the last multiple of 32: the reference loop */
-        for (i = 0; i < m; i++) {
-            for (int64_t d = k32; d < k; d++) {
-                float s = c[i * ldc + d];
-                for (int64_t j = 0; j < n; j++) {
-                    const char *bj = b + (size_t)j * ldb;
-                    s += a[i * lda + j] * (f16 ? _cvtsh_ss(((const kara_fp16 *)bj)[d]) : ((const float *)bj)[d]);
-                }
-                c[i * ldc + d] = s;
-            }
-        }
-    }
+#if KARA_X86_WIDTH == 16
+    for (; i + 4 <= m; i += 4) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 4);
+#endif
+    for (; i + 2 <= m; i += 2) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 2);
+    for (; i < m; i++) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 1);
 }
 
 static void x86_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,

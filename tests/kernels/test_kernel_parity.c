@@ -374,7 +374,7 @@ static void test_gemm_nn_acc(const kara_kernels *k, const kara_kernels *ref)
         const void *b = f16 ? (const void *)bh : (const void *)bf;
         const size_t ldb = f16 ? LD * sizeof(kara_fp16) : LD * sizeof(float);
         for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
-            for (int64_t m = 1; m <= MAXM; m += 2) {
+            for (int64_t m = 1; m <= MAXM; m++) {
                 for (int64_t n = 1; n <= MAXN; n += 4) {
                     memcpy(want, c0, sizeof(float) * MAXM * LD);
                     memcpy(got, c0, sizeof(float) * MAXM * LD);
