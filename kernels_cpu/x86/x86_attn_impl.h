@@ -3,8 +3,8 @@
  * row is converted from f16 once per group of output rows and held while
  * their probabilities are applied; AVX-512 takes 64 columns of up to 4
  * rows per pass (16 zmm accumulators), AVX2 (and AVX-512 for a last 32
- * columns) 32 columns of 2 rows (8 ymm). Every element sums j in order. Included by avx2_kernels.c and
- * avx512_kernels.c after x86_dot_impl.h.
+ * columns) 32 columns of 2 rows (8 ymm). Every element sums j in order.
+ * Included by avx2_kernels.c and avx512_kernels.c after x86_dot_impl.h.
  */
 #ifndef KARA_X86_ATTN_IMPL_H
 #define KARA_X86_ATTN_IMPL_H
@@ -19,28 +19,35 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
     return _mm256_loadu_ps((const float *)row + d);
 }
 
-/* Rows i and i+1 (NR = 2) or row i alone (NR = 1), columns [d0, d0 + 32). */
-static inline __attribute__((always_inline)) void attn_pv_tile(float *c, int64_t ldc, const float *a, int64_t lda,
-                                                               const char *b, size_t ldb, const bool f16, int64_t n,
-                                                               int64_t d0, const int NR)
-{
-    __m256 acc[2][4];
-    for (int r = 0; r < NR; r++) {
-        for (int q = 0; q < 4; q++) acc[r][q] = _mm256_loadu_ps(c + r * ldc + d0 + 8 * q);
+/* NAME(c, ..., d0, NR): NR rows from row i (at most 2 for ymm, 4 for zmm),
+ * columns [d0, d0 + 4 * W) in 4 vectors of W floats per row: each value
+ * row's 4 vectors are converted once and applied to the NR rows. Every
+ * element gets the same FMAs in the same order at either width, so the
+ * two give the same bits. */
+#define ATTN_PV_TILE(NAME, VT, W, LOADV, SET1, FMA, LOADU, STOREU)                                                  \
+    static inline __attribute__((always_inline)) void NAME(float *c, int64_t ldc, const float *a, int64_t lda,      \
+                                                           const char *b, size_t ldb, const bool f16, int64_t n,    \
+                                                           int64_t d0, const int NR)                                \
+    {                                                                                                               \
+        VT acc[4][4];                                                                                               \
+        for (int r = 0; r < NR; r++) {                                                                              \
+            for (int q = 0; q < 4; q++) acc[r][q] = LOADU(c + r * ldc + d0 + W * q);                                \
+        }                                                                                                           \
+        for (int64_t j = 0; j < n; j++) {                                                                           \
+            const char *bj = b + (size_t)j * ldb;                                                                   \
+            VT v[4];                                                                                                \
+            for (int q = 0; q < 4; q++) v[q] = LOADV(bj, d0 + W * q, f16);                                          \
+            for (int r = 0; r < NR; r++) {                                                                          \
+                const VT p = SET1(a[r * lda + j]);                                                                  \
+                for (int q = 0; q < 4; q++) acc[r][q] = FMA(p, v[q], acc[r][q]);                                    \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int r = 0; r < NR; r++) {                                                                              \
+            for (int q = 0; q < 4; q++) STOREU(c + r * ldc + d0 + W * q, acc[r][q]);                                \
+        }                                                                                                           \
     }
-    for (int64_t j = 0; j < n; j++) {
-        const char *bj = b + (size_t)j * ldb;
-        __m256 v[4];
-        for (int q = 0; q < 4; q++) v[q] = attn_load8(bj, d0 + 8 * q, f16);
-        for (int r = 0; r < NR; r++) {
-            const __m256 p = _mm256_broadcast_ss(a + r * lda + j);
-            for (int q = 0; q < 4; q++) acc[r][q] = _mm256_fmadd_ps(p, v[q], acc[r][q]);
-        }
-    }
-    for (int r = 0; r < NR; r++) {
-        for (int q = 0; q < 4; q++) _mm256_storeu_ps(c + r * ldc + d0 + 8 * q, acc[r][q]);
-    }
-}
+
+ATTN_PV_TILE(attn_pv_tile, __m256, 8, attn_load8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps)
 
 #if KARA_X86_WIDTH == 16
 static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const bool f16)
@@ -49,30 +56,8 @@ static inline __attribute__((always_inline)) __m512 attn_load16(const char *row,
     return _mm512_loadu_ps((const float *)row + d);
 }
 
-/* AVX-512: NR (1, 2 or 4) rows from row i, columns [d0, d0 + 64) in 4 zmm
- * accumulators per row. Each element gets the same FMAs in the same order
- * as in attn_pv_tile, so the two widths give the same bits. */
-static inline __attribute__((always_inline)) void attn_pv_tile64(float *c, int64_t ldc, const float *a, int64_t lda,
-                                                                 const char *b, size_t ldb, const bool f16, int64_t n,
-                                                                 int64_t d0, const int NR)
-{
-    __m512 acc[4][4];
-    for (int r = 0; r < NR; r++) {
-        for (int q = 0; q < 4; q++) acc[r][q] = _mm512_loadu_ps(c + r * ldc + d0 + 16 * q);
-    }
-    for (int64_t j = 0; j < n; j++) {
-        const char *bj = b + (size_t)j * ldb;
-        __m512 v[4];
-        for (int q = 0; q < 4; q++) v[q] = attn_load16(bj, d0 + 16 * q, f16);
-        for (int r = 0; r < NR; r++) {
-            const __m512 p = _mm512_set1_ps(a[r * lda + j]);
-            for (int q = 0; q < 4; q++) acc[r][q] = _mm512_fmadd_ps(p, v[q], acc[r][q]);
-        }
-    }
-    for (int r = 0; r < NR; r++) {
-        for (int q = 0; q < 4; q++) _mm512_storeu_ps(c + r * ldc + d0 + 16 * q, acc[r][q]);
-    }
-}
+ATTN_PV_TILE(attn_pv_tile64, __m512, 16, attn_load16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps,
+             _mm512_storeu_ps)
 #endif
 
 /* Rows [i, i + NR), all columns: 64 at a time (AVX-512), then 32, then
