@@ -4,7 +4,8 @@
  * ../shared needed): llama, qwen2 and qwen3, F32 and quantized weights.
  *
  * Also checks the batch contract: one batch of T tokens, T single-token
- * decodes, and two sequences interleaved in one batch give the same logits.
+ * decodes, and two sequences interleaved in one batch give the same logits;
+ * and that 1 and 3 threads give the same bits.
  *
  * Tolerances: F32 weights 2e-4 max |dlogit| (f32 vs f64 arithmetic over a
  * 4-layer model whose logits are O(1-10)); F16 5e-2 (activations rounded to
@@ -145,17 +146,42 @@ static double *reference_forward(const kara_model *m, const int32_t *toks) {
 
 /* ---- kara's forward pass, three ways ---- */
 
-static kara_context *new_ctx(kara_model *m, int n_seq, kara_kv_dtype dtype) {
+static kara_context *new_ctx_threads(kara_model *m, int n_seq, kara_kv_dtype dtype, int n_threads) {
     kara_context_params cp;
     kara_context_params_init(&cp);
     cp.n_ctx = 64;
     cp.n_seq_max = n_seq;
-    cp.n_threads = 2;
+    cp.n_threads = n_threads;
     cp.kv.dtype = dtype;
     cp.kv.method = KARA_KV_METHOD_FULL;
     kara_context *c = NULL;
     CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "context: %s", kara_last_error());
     return c;
+}
+
+static kara_context *new_ctx(kara_model *m, int n_seq, kara_kv_dtype dtype) {
+    return new_ctx_threads(m, n_seq, dtype, 2);
+}
+
+/* Logits of the prompt fed at once (all positions) then of 3 more tokens fed
+ * one at a time, into out ((T + 3) x V), with n_threads threads. */
+static void logits_with_threads(kara_model *m, const int32_t *toks, int n_threads, float *out) {
+    const int V = m->hp.n_vocab;
+    kara_context *c = new_ctx_threads(m, 1, KARA_KV_F16, n_threads);
+    if (!c) return;
+    int32_t pos[T + 3];
+    int8_t want[T];
+    for (int i = 0; i < T + 3; i++) pos[i] = i;
+    for (int i = 0; i < T; i++) want[i] = 1;
+    kara_batch b = {T, toks, pos, NULL, want};
+    CHECK(kara_decode(c, &b) == KARA_OK);
+    for (int i = 0; i < T; i++) memcpy(out + (size_t)i * V, kara_get_logits(c, i), (size_t)V * sizeof(float));
+    for (int i = 0; i < 3; i++) {
+        kara_batch one = {1, &toks[i], &pos[T + i], NULL, NULL};
+        CHECK(kara_decode(c, &one) == KARA_OK);
+        memcpy(out + (size_t)(T + i) * V, kara_get_logits(c, 0), (size_t)V * sizeof(float));
+    }
+    kara_context_free(c);
 }
 
 static int n_tied_interleaved; /* cases whose tied embeddings were interleaved */
@@ -274,6 +300,17 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
     for (int j = 0; j < V; j++) d16 = fmax(d16, fabs(g[j] - ref[(size_t)(T - 1) * V + j]));
     CHECK_MSG(d16 <= fmax(tol, 0.02), "%s %s: f16 KV logits differ from the reference by %.4g", arch, tname, d16);
     kara_context_free(c);
+
+    /* (e) the thread count changes no bit: threads split the matrix rows by
+     * whole groups and attention by sequences and KV heads, and every
+     * product is computed the same way in any slice */
+    float *l1 = malloc((size_t)(T + 3) * V * sizeof *l1), *l3 = malloc((size_t)(T + 3) * V * sizeof *l3);
+    logits_with_threads(m, toks, 1, l1);
+    logits_with_threads(m, toks, 3, l3);
+    CHECK_MSG(memcmp(l1, l3, (size_t)(T + 3) * V * sizeof *l1) == 0, "%s %s: logits differ between 1 and 3 threads",
+              arch, tname);
+    free(l1);
+    free(l3);
 
     free(batch);
     free(ref);
