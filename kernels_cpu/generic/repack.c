@@ -11,12 +11,12 @@
  * (avx512_gemv_x16_*.c) run 1.5-2.5x faster from cache and stream the
  * weights from memory near the read bandwidth. For F32 the gain is the
  * end of the horizontal sums: a row-major dot product of 128-384 columns
- * spends as much on reducing its 16 lanes as on multiplying, while one
- * FMA of 16 rows' column against a broadcast activation needs none.
+ * spends as much on reducing its 16 lanes as on multiplying, while an FMA
+ * of a column of 16 rows against a broadcast activation needs none.
  *
- * A layout is a pair of per-block functions: pack `unit` consecutive file
- * blocks of each of 16 rows into the group's interleaved blocks of the
- * same total size, and copy one row's block back out. Each layout stores a group's
+ * A layout is a pair of functions: pack `unit` consecutive file blocks of
+ * each of 16 rows into the group's interleaved blocks of the same total
+ * size, and copy one row's block back out. Each layout stores a group's
  * bytes in the order its kernel reads them, so that streaming a matrix
  * stays one sequential stream for the hardware prefetcher.
  */
