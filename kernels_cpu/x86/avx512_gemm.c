@@ -232,7 +232,6 @@ int64_t kara_avx512_gemm_min_batch(kara_type wtype)
     case KARA_TYPE_Q4_0: return 40;
     case KARA_TYPE_Q4_K: return 32;
     case KARA_TYPE_Q6_K: return 56;
-    case KARA_TYPE_Q6_K_X16: return 256;
     default: return INT64_MAX;
     }
 }

@@ -12,9 +12,12 @@
  * values is taken off once per block: 32 * sum_s sc_s * bsum_s, from the
  * activation block sums with VPDPWSSD on (sc[2t], sc[2t+1]) pairs.
  *
- * As for Q4_K_X16, every activation row goes through the same instructions
- * whatever the batch, so a row's products have the same bits at every
- * batch size.
+ * As for Q4_K_X16, every activation row goes through the same integer
+ * sums and the same float steps whatever the batch, so a row's products
+ * have the same bits at every batch size. One thread on Zen 4 (kara bench
+ * --kernels Q6_K): 234-272 GOP/s from 4 to 512 rows, against 196 before
+ * the sub-block passes below and 180-199 for the panel GEMM, which now
+ * never takes this layout.
  */
 #include "avx512_gemv.h"
 
@@ -38,44 +41,57 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *o = g + (size_t)KARA_X16_Q6K_BLOCK * b;
         x16_prefetch(pf, b, KARA_X16_Q6K_BLOCK);
-        /* per-row scales of sub-blocks 2t (even) and 2t+1 (odd), int32 */
-        __m512i sce[8], sco[8], isum[X16_NRX], off[X16_NRX];
+        __m512i isum[X16_NRX], off[X16_NRX];
         for (int j = 0; j < NRV; j++) isum[j] = off[j] = _mm512_setzero_si512();
         for (int t = 0; t < 8; t++) {
             const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_SC + 32 * t)));
-            sce[t] = _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
-            sco[t] = _mm512_srai_epi32(pr, 16);
             for (int j = 0; j < NRV; j++) off[j] = _mm512_dpwssd_epi32(off[j], pr, x16_bcast4(xr[j][b].bsums + 2 * t));
         }
+        /* KS sub-blocks (16 columns each: 4 steps of 4 bytes per row) at a
+         * time: one for several activation rows, so that one accumulator
+         * per row is live (with four side by side, accumulators, scales and
+         * sums took 44 zmm and spilled: 196 -> 234-272 GOP/s at 4-8 rows);
+         * all four for one row, which then shares each step's unpacking
+         * (one row is 1-4 % slower one at a time). Each step's chunks are
+         * read again per pass, from L1. */
+        const int KS = NRV == 1 ? 4 : 1;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
 #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) {
-                /* sub-blocks 8h + half + 2k, k < 4 */
-                __m512i a[X16_NRX][4];
-                for (int j = 0; j < NRV; j++) a[j][0] = a[j][1] = a[j][2] = a[j][3] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-                for (int cc = 0; cc < 4; cc++) {
-                    const int c = 4 * half + cc;
-                    const uint8_t *tr = o + KARA_X16_Q6K_Q + 192 * (8 * h + c); /* the step's three chunks */
-                    const __m512i qa = _mm512_loadu_si512((const void *)tr);
-                    const __m512i qb = _mm512_loadu_si512((const void *)(tr + 64));
-                    const __m512i qh = _mm512_loadu_si512((const void *)(tr + 128));
-                    const __m512i v[4] = {
-                        _mm512_or_si512(_mm512_and_si512(qa, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
-                        _mm512_or_si512(_mm512_and_si512(qb, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
-                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), _mm512_and_si512(qh, m30)),
-                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4),
-                                        _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)),
-                    };
+                for (int k0 = 0; k0 < 4; k0 += KS) { /* sub-blocks 8h + half + 2k, k0 <= k < k0 + KS */
+                    __m512i a[X16_NRX][4];
                     for (int j = 0; j < NRV; j++) {
-                        const int8_t *xq = xr[j][b].qs + 128 * h + 4 * c;
-                        for (int k = 0; k < 4; k++) a[j][k] = _mm512_dpbusd_epi32(a[j][k], v[k], x16_bcast4(xq + 32 * k));
+                        for (int kk = 0; kk < KS; kk++) a[j][kk] = _mm512_setzero_si512();
                     }
-                }
-                for (int k = 0; k < 4; k++) {
-                    const __m512i sc = half ? sco[4 * h + k] : sce[4 * h + k];
-                    for (int j = 0; j < NRV; j++) isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a[j][k], sc));
+#pragma GCC unroll 4
+                    for (int cc = 0; cc < 4; cc++) {
+                        const int c = 4 * half + cc;
+                        const uint8_t *tr = o + KARA_X16_Q6K_Q + 192 * (8 * h + c); /* the step's three chunks */
+                        const __m512i qh = _mm512_loadu_si512((const void *)(tr + 128));
+                        for (int kk = 0; kk < KS; kk++) {
+                            const int k = k0 + kk;
+                            const __m512i ql = _mm512_loadu_si512((const void *)(tr + (k & 1 ? 64 : 0)));
+                            const __m512i lo =
+                                k < 2 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
+                            const __m512i hi = k == 0 ? _mm512_slli_epi16(qh, 4)
+                                               : k == 1 ? _mm512_slli_epi16(qh, 2)
+                                               : k == 2 ? qh
+                                                        : _mm512_srli_epi16(qh, 2);
+                            const __m512i v = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+                            for (int j = 0; j < NRV; j++)
+                                a[j][kk] = _mm512_dpbusd_epi32(a[j][kk], v,
+                                                               x16_bcast4(xr[j][b].qs + 128 * h + 4 * c + 32 * k));
+                        }
+                    }
+                    for (int kk = 0; kk < KS; kk++) { /* times the 16 rows' scales of the sub-block, int32 */
+                        const __m512i pr = _mm512_cvtepi8_epi16(
+                            _mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_SC + 32 * (4 * h + k0 + kk))));
+                        const __m512i sc =
+                            half ? _mm512_srai_epi32(pr, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
+                        for (int j = 0; j < NRV; j++) isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a[j][kk], sc));
+                    }
                 }
             }
         }

@@ -149,9 +149,11 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
     int64_t r0, r1;
     if (kara_layout_source(wtype) != wtype) {
         /* interleaved layouts (kernels.h): threads take whole 16-row groups;
-         * their kernels serve every batch size, except that Q6_K_X16 hands
-         * large batches to the panel GEMM (which copies rows back to file
-         * blocks while it unpacks them) */
+         * their kernels serve every batch size (Q6_K_X16 handed 256+ rows
+         * to the panel GEMM until its kernel stopped spilling registers:
+         * 220-272 GOP/s at 255 rows against the panel's 180-184); the
+         * panel GEMM, which copies rows back to file blocks as it unpacks
+         * them, takes only the widths they refuse */
         int64_t g0, g1;
         kara_split_rows(n_rows / KARA_X16_ROWS, ith, nth, &g0, &g1);
         if (n_batch < kara_avx512_gemm_min_batch(wtype) &&

@@ -66,6 +66,7 @@ typedef struct shape {
  * product with 1 activation row (decode) and with n_batch rows (prefill). */
 static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int threads, int n_batch, bool file_layout) {
     const kara_type_info *ti = kara_type_get(t);
+    if (s->cols % ti->block_size != 0) return; /* e.g. K-quant blocks of 256 on the 128-column shapes */
     const kara_type vt = ti->vec_dot_type;
     const size_t wrb = kara_type_row_size(t, s->cols), xrb = kara_type_row_size(vt, s->cols);
     uint8_t *w = malloc(wrb * (size_t)s->rows);
