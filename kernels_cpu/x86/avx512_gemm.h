@@ -18,7 +18,7 @@
  * 14, 121/136 vs 126/120 at 16; Q4_0 140/164 vs 142/138 at 40; Q4_K
  * 164/179 vs 153/146 at 24, 163/180 vs 173/165 at 32; Q6_K 159/159 vs
  * 157/148 at 48, 160/158 vs 164/154 at 56). Returns INT64_MAX for a type
- * without a panel kernel, and for the interleaved layouts, whose own
+ * without a panel kernel. The interleaved layouts do not ask: their own
  * kernels are faster at every batch. */
 int64_t kara_avx512_gemm_min_batch(kara_type wtype);
 

@@ -43,10 +43,6 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
         x16_prefetch(pf, b, KARA_X16_Q6K_BLOCK);
         __m512i isum[X16_NRX], off[X16_NRX];
         for (int j = 0; j < NRV; j++) isum[j] = off[j] = _mm512_setzero_si512();
-        for (int t = 0; t < 8; t++) {
-            const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_SC + 32 * t)));
-            for (int j = 0; j < NRV; j++) off[j] = _mm512_dpwssd_epi32(off[j], pr, x16_bcast4(xr[j][b].bsums + 2 * t));
-        }
         /* KS sub-blocks (16 columns each: 4 steps of 4 bytes per row) at a
          * time: one for several activation rows, so that one accumulator
          * per row is live (with four side by side, accumulators, scales and
@@ -86,11 +82,15 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                         }
                     }
                     for (int kk = 0; kk < KS; kk++) { /* times the 16 rows' scales of the sub-block, int32 */
-                        const __m512i pr = _mm512_cvtepi8_epi16(
-                            _mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_SC + 32 * (4 * h + k0 + kk))));
+                        const int t = 4 * h + k0 + kk; /* the scale pair (sc[2t], sc[2t+1]) */
+                        const __m512i pr =
+                            _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_SC + 32 * t)));
                         const __m512i sc =
                             half ? _mm512_srai_epi32(pr, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
                         for (int j = 0; j < NRV; j++) isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a[j][kk], sc));
+                        if (half == 0) /* the pair's offset term, once */
+                            for (int j = 0; j < NRV; j++)
+                                off[j] = _mm512_dpwssd_epi32(off[j], pr, x16_bcast4(xr[j][b].bsums + 2 * t));
                     }
                 }
             }

@@ -156,9 +156,7 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
          * them, takes only the widths they refuse */
         int64_t g0, g1;
         kara_split_rows(n_rows / KARA_X16_ROWS, ith, nth, &g0, &g1);
-        if (n_batch < kara_avx512_gemm_min_batch(wtype) &&
-            gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy))
-            return;
+        if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;
         if (kara_avx512_gemm(wtype, w, w_row_bytes, g0 * KARA_X16_ROWS, g1 * KARA_X16_ROWS, n_cols, x, x_row_bytes,
                              n_batch, y, ldy))
             return;
