@@ -22,11 +22,9 @@
  *
  * Feeding rules that keep the KV policy's view right: the runtime marks the
  * end of a prompt at the sequence's first single-token decode, so a prompt
- * chunk is never a lone token (except a one-token prompt), and the first
- * generated token is always fed alone. When a window method re-decodes
- * generated tokens after a preemption, it feeds at most up to the point
- * where the window is due, so compression events happen as in the first
- * pass and the query ring never overflows.
+ * chunk is never a lone token (except a one-token prompt), and generated
+ * tokens go one per step, also when a preempted request re-decodes them, so
+ * every KV event happens at the same token as in the first pass.
  *
  * Everything is allocated by kara_engine_create; a step allocates nothing.
  */
@@ -207,15 +205,10 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
     /* a request that cannot fit even in an empty pool fails now */
     bool capped;
     int32_t G = max_generated(e, r, &capped);
-    if (!kara_batch_method_holds(e, r->n_prompt, G))
-        return kara_set_error(KARA_ERR_KV_BUDGET,
-                              "method %s keeps at most %d slots per sequence here, too few for the %d protected "
-                              "prompt slots of this request (the per-sequence share of the pool shrinks as "
-                              "max_concurrency grows); lower max_concurrency, raise kv_cache.budget or set "
-                              "baselines.budget_tokens",
-                              kara_kv_method_name(e->ctx->policy.p.method), e->ctx->policy.budget_tokens,
-                              r->n_prompt > e->ctx->policy.p.n_sink ? r->n_prompt : e->ctx->policy.p.n_sink);
-    int64_t need = kara_batch_request_blocks(e, r->n_prompt, G) + e->ctx->policy.p.reserve_blocks;
+    char why[512];
+    if (!kara_batch_method_holds(e, r->n_prompt, G, why, sizeof why))
+        return kara_set_error(KARA_ERR_KV_BUDGET, "%s", why);
+    int64_t need = kara_batch_request_blocks(e, r->n_prompt, G) + e->ctx->policy.plan.reserve_blocks;
     const kara_kv_cache *kv = &e->ctx->kv;
     if (need > kv->n_blocks)
         return kara_set_error(KARA_ERR_KV_BUDGET,
@@ -324,7 +317,7 @@ static void admit(kara_engine *e) {
         int64_t need = waiting ? waiting->peak_blocks : kara_batch_request_blocks(e, r->n_prompt, G);
         bool fits = kara_seq_admit(e->ctx, slot_index(e, s), r->n_prompt, G) == KARA_OK &&
                     (e->p.optimistic_admission ||
-                     need + growth + e->ctx->policy.p.reserve_blocks <= e->ctx->kv.n_free);
+                     need + growth + e->ctx->policy.plan.reserve_blocks <= e->ctx->kv.n_free);
         if (!fits && running > 0) return; /* wait for running requests to finish */
         if (waiting) {
             /* fits, or nothing runs: an empty pool holds it (checked at submit) */
@@ -350,7 +343,7 @@ static void admit(kara_engine *e) {
 
 /* How many of a slot's unfed tokens go into this step, and from where;
  * 0 when it must wait. See the feeding rules at the top. */
-static int32_t feed_count(const kara_engine *e, const kara_batch_slot *s, int32_t budget) {
+static int32_t feed_count(const kara_batch_slot *s, int32_t budget) {
     int32_t left = s->n_tok - s->n_fed;
     if (left <= 0) return 0;
     if (s->n_fed < s->n_prompt) {
@@ -359,19 +352,10 @@ static int32_t feed_count(const kara_engine *e, const kara_batch_slot *s, int32_
         if (k == 1 && s->n_fed > 0) k = 0; /* a lone prompt token would end the prompt early */
         return k;
     }
-    if (s->n_fed == s->n_prompt || left == 1) return 1 <= budget ? 1 : 0;
-    /* re-decoding generated tokens after a preemption */
-    int32_t k = left < budget ? left : budget;
-    const kara_context *c = e->ctx;
-    const kara_kv_policy *pol = &c->policy;
-    int32_t seq = slot_index(e, s);
-    if (pol->window_method && pol->seqs[seq].prompt_marked) {
-        int32_t n_w = c->kv.seqs[seq].n - pol->seqs[seq].frontier;
-        int32_t to_due = pol->p.interval + pol->p.buffer - n_w;
-        int32_t lim = to_due > 1 ? to_due : 1;
-        if (k > lim) k = lim;
-    }
-    return k;
+    /* generated tokens, re-decoded after a preemption too, go one per step:
+     * the KV policy then sees the sequence exactly as in its first pass
+     * (a multi-token append would be taken for the next turn of a chat) */
+    return 1 <= budget ? 1 : 0;
 }
 
 /* Fill the batch: decoding slots first (one entry each), then chunks of
@@ -398,7 +382,7 @@ static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
             if (!pick) break;
             int32_t room = e->n_batch - n;
             int32_t budget = pass == 0 ? room : (prefill_left < room ? prefill_left : room);
-            int32_t k = feed_count(e, pick, budget);
+            int32_t k = feed_count(pick, budget);
             pick->batch_n = -1; /* visited */
             if (k <= 0) continue;
             int32_t seq = slot_index(e, pick);
@@ -502,6 +486,10 @@ static void refresh_kv_stats(kara_engine *e) {
     e->stats.kv_recompress_events = ks.recompress_events;
     e->stats.kv_bytes = kara_context_kv_bytes(e->ctx);
     e->stats.kv_bytes_peak = kara_context_kv_bytes_peak(e->ctx);
+    e->stats.kv_cache_bytes_peak = ks.cache_bytes_peak;
+    e->stats.kv_reserved_bytes = ks.reserved_bytes;
+    e->stats.kv_slots_evicted = ks.slots_evicted;
+    e->stats.kv_seq_tokens = ks.seq_tokens;
 }
 
 /* A slot's entries were decoded: advance it, count, and pick its next

@@ -3,7 +3,7 @@
  * API is the "Batch engine" section of kara.h), shared by its three files:
  *   batch_engine.c     slots, admission, one step, events;
  *   batch_admission.c  how many KV blocks a request needs at its peak, and
- *                      how many sequences a budget holds;
+ *                      how many sequences a budget holds (the KV plan);
  *   batch_text.c       token text -> UTF-8 hold -> think splitter -> stop
  *                      strings, per slot.
  */
@@ -91,17 +91,14 @@ static inline void kara_batch_slot_finish(kara_batch_slot *s, kara_status st, ka
     s->reason = reason;
 }
 
-/* ---- batch_admission.c ---- */
+/* ---- batch_admission.c (over kv_plan.h) ---- */
 
-/* kara, chunkkv, recent, random: periodic events over a window. */
-bool kara_batch_is_window_method(kara_kv_method m);
 /* Blocks a request of P prompt and G generated tokens holds at its peak
  * under the engine's context (reserve_blocks not included). */
 int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G);
-/* Can the decode-time baselines (snapkv, h2o, streaming) run the request
- * with their per-sequence token budget? Their events keep the prompt (or
- * the sinks), which must fit the budget once the sequence outgrows it. */
-bool kara_batch_method_holds(const kara_engine *e, int32_t P, int32_t G);
+/* Can the context's KV plan run the request at all (kara_kv_plan_holds)?
+ * The reason, when not, goes to why. */
+bool kara_batch_method_holds(const kara_engine *e, int32_t P, int32_t G, char *why, size_t why_size);
 
 /* ---- batch_text.c ---- */
 

@@ -95,44 +95,22 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->n_batch = params->n_batch;
     c->n_threads = params->n_threads > 0 ? params->n_threads : kara_cpu_count();
 
-    /* the budget covers the policy's rings and scratch first, then blocks */
-    kara_kv_params kvp = params->kv;
-    uint64_t reserved = kara_kv_policy_bytes(&kvp, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
-                                             params->n_seq_max, c->n_ctx, c->n_threads);
-    if (kvp.budget) {
-        uint64_t block = (uint64_t)hp->n_layer * 2 * (uint64_t)(kvp.block_size > 0 ? kvp.block_size : 1) *
-                         (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * (kvp.dtype == KARA_KV_F32 ? 4 : 2);
-        if (kvp.budget < reserved + block) {
-            free(c);
-            return kara_set_error(KARA_ERR_KV_BUDGET,
-                                  "KV budget of %llu bytes is too small: method %s reserves %llu bytes for query "
-                                  "rings and scoring scratch and one block of %d slots needs %llu bytes",
-                                  (unsigned long long)kvp.budget, kara_kv_method_name(kvp.method),
-                                  (unsigned long long)reserved, kvp.block_size, (unsigned long long)block);
-        }
-        kvp.budget -= reserved;
-    }
-    kara_status st = kara_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, &kvp, params->n_seq_max,
-                                  c->n_ctx);
+    /* the budget covers the policy's rings and scratch first, then blocks
+     * (kv_plan.c owns the arithmetic) */
+    kara_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
+    kara_kv_plan plan;
+    kara_status st = kara_kv_plan_make(&plan, &params->kv, &shape, c->n_ctx, params->n_seq_max, c->n_threads);
+    if (!st) st = kara_kv_init(&c->kv, &plan);
     if (st) {
         free(c);
         return st;
     }
     int32_t think_end = model->vocab.kind != KARA_VOCAB_NONE ? kara_vocab_find(&model->vocab, "</think>", 8) : -1;
-    st = kara_kv_policy_init(&c->policy, &params->kv, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
-                             params->n_seq_max, c->n_ctx, c->n_threads, think_end);
+    st = kara_kv_policy_init(&c->policy, &plan, think_end);
     if (st) {
         kara_kv_free(&c->kv);
         free(c);
         return st;
-    }
-    if (c->policy.p.budget_tokens > 0) {
-        c->policy.budget_tokens = c->policy.p.budget_tokens;
-    } else {
-        /* auto: each sequence's share of the pool, less the trigger slack */
-        int32_t share = (int32_t)((int64_t)c->kv.n_blocks * c->kv.block_size / params->n_seq_max);
-        int32_t slack = kara_kv_trigger_slack(&params->kv);
-        c->policy.budget_tokens = share - slack > 8 ? share - slack : 8;
     }
     c->mem_bytes += c->policy.reserved_bytes;
     size_t nb = (size_t)c->n_batch, qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
@@ -227,6 +205,10 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
             return kara_set_error(KARA_ERR_ARG,
                                   "kara_decode: entry %d of sequence %d has position %d, expected %d or later", i,
                                   seq, pos, next[seq]);
+        if (pos >= c->n_ctx)
+            return kara_set_error(KARA_ERR_CONTEXT_FULL,
+                                  "sequence %d is full: position %d is past the context of %d positions", seq, pos,
+                                  c->n_ctx);
         if (c->kv.seqs[seq].n + counts[seq] + 1 > c->n_ctx)
             return kara_set_error(KARA_ERR_CONTEXT_FULL,
                                   "sequence %d is full: %d tokens do not fit the context of %d tokens", seq,
@@ -242,7 +224,8 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     for (int32_t s = 0; s < n_seq; s++) {
         if (next[s] >= 0) c->entry_last[next[s]] = 1;
         if (!counts[s]) continue;
-        kara_status st = kara_kv_policy_check_append(&c->policy, &c->kv, s, counts[s]);
+        /* a window method keeps the sequence within its share */
+        kara_status st = kara_kv_policy_before_append(c, s, counts[s]);
         if (st) return st;
     }
     int64_t need = 0;
@@ -310,6 +293,10 @@ void kara_context_kv_stats(const kara_context *c, kara_kv_stats *out) {
     *out = c->policy.stats;
     out->pool_bytes = (uint64_t)c->kv.n_blocks * c->kv.bytes_per_block;
     out->reserved_bytes = c->policy.reserved_bytes;
+    out->cache_bytes = kara_kv_bytes_used(&c->kv);
+    out->cache_bytes_peak = c->kv.bytes_peak;
+    out->seq_tokens = c->policy.plan.seq_tokens;
+    out->scoring = c->policy.scoring;
     out->blocks_total = c->kv.n_blocks;
     out->blocks_free = c->kv.n_free;
 }
@@ -320,14 +307,19 @@ kara_status kara_seq_admit(kara_context *c, int32_t seq, int32_t n_prompt, int32
     if (n_prompt > c->n_ctx)
         return kara_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n_prompt,
                               c->n_ctx);
-    int64_t blocks = kara_kv_policy_blocks_needed(&c->policy, &c->kv, n_prompt, n_predict);
+    const kara_kv_plan *plan = &c->policy.plan;
+    char why[512];
+    if (!kara_kv_plan_holds(plan, n_prompt, n_predict, why, sizeof why))
+        return kara_set_error(KARA_ERR_KV_BUDGET, "the KV budget cannot hold this request: %s", why);
+    int64_t blocks = kara_kv_plan_blocks(plan, kara_kv_plan_peak_slots(plan, n_prompt, n_predict)) +
+                     plan->reserve_blocks;
     int64_t avail = c->kv.n_free + c->kv.seqs[seq].n_blocks;
     if (blocks > avail)
         return kara_set_error(KARA_ERR_KV_BUDGET,
-                              "the KV budget cannot hold this request: %d prompt tokens under method %s need %lld "
-                              "blocks (%llu bytes of KV) but %lld blocks (%llu bytes) are free; raise kv_cache.budget "
-                              "to at least %llu bytes",
-                              n_prompt, kara_kv_method_name(c->policy.p.method), (long long)blocks,
+                              "the KV budget cannot hold this request now: %d prompt tokens under method %s need %lld "
+                              "blocks (%llu bytes of KV, reserve_blocks included) but %lld blocks (%llu bytes) are "
+                              "free; raise kv_cache.budget to at least %llu bytes",
+                              n_prompt, kara_kv_method_name(plan->p.method), (long long)blocks,
                               (unsigned long long)blocks * c->kv.bytes_per_block, (long long)avail,
                               (unsigned long long)avail * c->kv.bytes_per_block,
                               (unsigned long long)(blocks * (int64_t)c->kv.bytes_per_block +

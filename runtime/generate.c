@@ -156,6 +156,10 @@ void kara_generator_set_reasoning_budget(kara_generator *g, int32_t budget) {
     if (g) g->p.reasoning_budget = budget < -1 ? -1 : budget;
 }
 
+void kara_generator_set_max_tokens(kara_generator *g, int32_t max_tokens) {
+    if (g) g->p.max_tokens = max_tokens < -1 ? -1 : max_tokens;
+}
+
 kara_stop_reason kara_generator_stop_reason(const kara_generator *g) { return g ? g->reason : KARA_STOP_NONE; }
 
 void kara_generator_get_stats(const kara_generator *g, kara_generator_stats *out) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_plan.h"
 #include "status.h"
 
 bool kara_kv_params_per_layer(const kara_kv_params *p) {
@@ -21,9 +22,11 @@ int32_t kara_kv_n_groups(const kara_kv_params *p, int32_t n_layer) {
     return n_layer > 0 ? (n_layer + lpg - 1) / lpg : 1;
 }
 
-kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
-                         const kara_kv_params *p, int32_t n_seq_max, int32_t max_slots) {
+kara_status kara_kv_init(kara_kv_cache *kv, const kara_kv_plan *plan) {
     memset(kv, 0, sizeof *kv);
+    const kara_kv_params *p = &plan->p;
+    const int32_t n_layer = plan->shape.n_layer, n_head_kv = plan->shape.n_head_kv, head_dim = plan->shape.head_dim;
+    const int32_t n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     if (p->block_size < 1 || p->block_size > 4096)
         return kara_set_error(KARA_ERR_CONFIG, "kv_cache.block_size %d is out of range (1..4096)", p->block_size);
     kv->n_layer = n_layer;
@@ -40,15 +43,11 @@ kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, 
     kv->layers_per_group = kara_kv_layers_per_group(p, n_layer);
     kv->n_groups = kara_kv_n_groups(p, n_layer);
 
-    uint64_t want = (uint64_t)n_seq_max * (uint64_t)kv->max_blocks_per_seq;
-    uint64_t blocks = p->budget ? p->budget / kv->bytes_per_block : want;
-    if (blocks > want) blocks = want; /* more than every sequence can use would be waste */
-    if (blocks == 0)
+    if (plan->n_blocks < 1)
         return kara_set_error(KARA_ERR_KV_BUDGET,
                               "KV budget of %llu bytes cannot hold one block of %d slots (%zu bytes)",
                               (unsigned long long)p->budget, kv->block_size, kv->bytes_per_block);
-    if (blocks > INT32_MAX) return kara_set_error(KARA_ERR_CONFIG, "KV budget too large");
-    kv->n_blocks = (int32_t)blocks;
+    kv->n_blocks = plan->n_blocks;
     kv->budget = (uint64_t)kv->n_blocks * kv->bytes_per_block;
 
     kv->pool = calloc((size_t)kv->n_blocks, kv->bytes_per_block);

@@ -58,10 +58,11 @@ bool kara_kv_params_per_layer(const kara_kv_params *p);
 int32_t kara_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer);
 int32_t kara_kv_n_groups(const kara_kv_params *p, int32_t n_layer);
 
-/* Size the pool from budget (0: enough for n_seq_max full sequences of
- * max_slots). Fails with KARA_ERR_KV_BUDGET when the budget holds no block. */
-kara_status kara_kv_init(kara_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
-                         const kara_kv_params *p, int32_t n_seq_max, int32_t max_slots);
+/* The pool of plan->n_blocks blocks (kv_plan.h sizes it from the budget)
+ * and the tables of plan->n_seq_max sequences of plan->n_ctx slots. Fails
+ * with KARA_ERR_KV_BUDGET when the plan holds no block. */
+struct kara_kv_plan;
+kara_status kara_kv_init(kara_kv_cache *kv, const struct kara_kv_plan *plan);
 void kara_kv_free(kara_kv_cache *kv);
 
 /* Blocks a sequence needs to hold n slots. */

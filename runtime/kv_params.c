@@ -44,6 +44,9 @@ const kara_enum_name kara_pool_fallback_names[] = {
 const kara_enum_name kara_kv_trigger_names[] = {
     {"periodic", KARA_KV_TRIGGER_PERIODIC}, {"threshold", KARA_KV_TRIGGER_THRESHOLD}, {NULL, 0}};
 
+const kara_enum_name kara_kv_evict_names[] = {
+    {"on_demand", KARA_KV_EVICT_ON_DEMAND}, {"per_window", KARA_KV_EVICT_PER_WINDOW}, {NULL, 0}};
+
 const kara_enum_name kara_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kara_enum_name kara_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
 const kara_enum_name kara_t2c_mode_names[] = {{"chunks", 0}, {"pooled_topk", 1}, {NULL, 0}};
@@ -84,7 +87,10 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->budget = (uint64_t)1 << 30; /* 1 GiB; the pool never needs more than n_ctx x n_seq_max */
     p->reserve_blocks = 8;
     p->method = KARA_KV_METHOD_KARA;
+    p->seq_tokens = 0; /* auto: the pool's share per sequence */
     /* kara: */
+    p->evict = KARA_KV_EVICT_ON_DEMAND;
+    p->evict_margin = 0; /* auto: interval / 4, at least one block */
     p->interval = 128;
     p->buffer = 32;
     p->retention = 0.2f;

@@ -25,6 +25,7 @@ extern const kara_enum_name kara_layer_reduce_names[]; /* mean | normalized_mean
 extern const kara_enum_name kara_pool_reduce_names[];  /* max | mean (snapkv pooling) */
 extern const kara_enum_name kara_pool_fallback_names[];
 extern const kara_enum_name kara_kv_trigger_names[];    /* periodic | threshold */
+extern const kara_enum_name kara_kv_evict_names[];      /* on_demand | per_window */
 extern const kara_enum_name kara_compress_scope_names[]; /* all | think_only -> bool */
 extern const kara_enum_name kara_selection_scope_names[]; /* shared | per_layer -> bool */
 extern const kara_enum_name kara_t2c_mode_names[];        /* chunks | pooled_topk -> bool */

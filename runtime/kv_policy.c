@@ -1,8 +1,8 @@
 /* kv_policy.c - compression events for every KV method: when they fire,
  * how the window or cache is scored (kv_score.c), which slots survive
  * (kv_select.c), and moving the survivors down through the paged cache
- * (kv_compact.c). Everything is reserved at init; an event allocates
- * nothing. */
+ * (kv_compact.c). On-demand eviction lives in kv_evict.c. Everything is
+ * reserved at init; an event allocates nothing. */
 #include "kv_policy.h"
 
 #include <math.h>
@@ -12,147 +12,21 @@
 #include "context.h"
 #include "kv_compact.h"
 #include "kv_params.h"
+#include "kv_policy_impl.h"
 #include "kv_score.h"
 #include "kv_select.h"
 #include "status.h"
 #include "monotonic_clock.h"
 
-/* ---- sizing ---- */
-
-typedef struct policy_shape {
-    bool window_method, needs_scores, needs_h2o;
-    int32_t ring_cap;       /* queries kept per sequence and scored layer */
-    int32_t n_scored;       /* scored layers */
-    int32_t score_n;        /* longest span an event scores */
-    int32_t score_q;        /* most query rows an event scores with (<= score_n) */
-} policy_shape;
-
 static bool threshold_trigger(const kara_kv_params *p) {
     return p->method == KARA_KV_METHOD_KARA && p->trigger == KARA_KV_TRIGGER_THRESHOLD;
 }
 
-bool kara_kv_params_periodic(const kara_kv_params *p) {
-    switch (p->method) {
-    case KARA_KV_METHOD_KARA: return !threshold_trigger(p);
-    case KARA_KV_METHOD_CHUNKKV: case KARA_KV_METHOD_RECENT: case KARA_KV_METHOD_RANDOM: return true;
-    default: return false;
-    }
-}
+static bool on_demand(const kara_kv_policy *pol) { return pol->p.evict == KARA_KV_EVICT_ON_DEMAND; }
 
-int32_t kara_kv_trigger_slack(const kara_kv_params *p) {
-    if (p->method == KARA_KV_METHOD_SNAPKV) return p->snapkv_trigger_slack;
-    if (threshold_trigger(p)) return p->trigger_slack > 0 ? p->trigger_slack : p->interval;
-    return 1;
-}
-
-static policy_shape shape_of(const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
-    policy_shape s = {0};
-    int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
-    if (threshold_trigger(p)) {
-        /* ablation A8: the whole generated cache is scored, by the queries
-         * of the newest slots: the last event's buffer and everything
-         * generated since, at most slack + buffer of them at a steady
-         * one-token-per-step pace */
-        s.needs_scores = true;
-        s.ring_cap = kara_kv_trigger_slack(p) + p->buffer + 1;
-        s.score_n = max_slots;
-        s.score_q = s.ring_cap;
-        s.n_scored = (n_layer + stride - 1) / stride;
-        if (s.score_q > s.score_n) s.score_q = s.score_n;
-        return s;
-    }
-    switch (p->method) {
-    case KARA_KV_METHOD_KARA:
-    case KARA_KV_METHOD_CHUNKKV:
-        s.window_method = s.needs_scores = true;
-        s.ring_cap = p->interval + p->buffer + p->max_defer + 1;
-        s.score_n = s.ring_cap;
-        s.n_scored = (n_layer + stride - 1) / stride;
-        break;
-    case KARA_KV_METHOD_RECENT:
-    case KARA_KV_METHOD_RANDOM:
-        s.window_method = true;
-        s.score_n = p->interval + p->buffer + p->max_defer + 1;
-        break;
-    case KARA_KV_METHOD_SNAPKV:
-        /* keys over the whole cache, but only the observation window asks
-         * queries (buffer_only scoring): scratch for obs_window query rows */
-        s.needs_scores = true;
-        s.ring_cap = p->snapkv_obs_window;
-        s.score_n = max_slots;
-        s.score_q = p->snapkv_obs_window;
-        s.n_scored = (n_layer + stride - 1) / stride;
-        break;
-    case KARA_KV_METHOD_H2O:
-        s.needs_h2o = true;
-        s.score_n = max_slots;
-        break;
-    case KARA_KV_METHOD_STREAMING:
-        s.score_n = max_slots;
-        break;
-    default: break;
-    }
-    if (s.score_n > max_slots) s.score_n = max_slots;
-    if (s.score_q < 1 || s.score_q > s.score_n) s.score_q = s.score_n;
-    return s;
-}
-
-static size_t qsize(const kara_kv_params *p) { return p->query_cache_dtype == KARA_KV_F32 ? 4 : 2; }
-
-static kara_kv_score_shape score_shape(const kara_kv_params *p, int32_t n_w, int32_t n_buf, int32_t n_head,
-                                       int32_t n_head_kv, int32_t head_dim) {
-    kara_kv_score_shape sh = {n_w, n_buf, n_head, n_head_kv, head_dim, p->n_sink};
-    return sh;
-}
-
-/* Sizes of every reserved buffer, in one place so init and the budget
- * arithmetic cannot disagree. */
-typedef struct policy_sizes {
-    size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
-    size_t per_layer; /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
-} policy_sizes;
-
-static policy_sizes sizes_of(const kara_kv_params *p, const policy_shape *s, int32_t n_layer, int32_t n_head,
-                             int32_t n_head_kv, int32_t head_dim, int32_t n_seq_max, int32_t max_slots,
-                             int32_t n_threads) {
-    policy_sizes z = {0};
-    if (p->method == KARA_KV_METHOD_FULL) return z;
-    /* per_layer: every group after the first holds its own positions
-     * (kv_cache.c) and stored scores (recompress_history); the scores,
-     * selection and moves of an event are reused group after group */
-    z.per_layer = (size_t)n_seq_max * (size_t)(kara_kv_n_groups(p, n_layer) - 1) * (size_t)max_slots *
-                  (sizeof(int32_t) + sizeof(float));
-    z.ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap * (size_t)n_head * (size_t)head_dim *
-             qsize(p);
-    if (s->needs_h2o) z.h2o = (size_t)n_seq_max * (size_t)n_head * (size_t)max_slots * sizeof(float);
-    if (s->needs_scores) {
-        int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window : p->buffer;
-        if (n_buf >= s->score_n) n_buf = s->score_n - 1;
-        kara_kv_score_shape sh = score_shape(p, s->score_n, n_buf, n_head, n_head_kv, head_dim);
-        z.score_scratch = kara_kv_score_scratch_bytes_q(&sh, s->score_q, n_threads);
-    }
-    z.select_scratch = kara_kv_select_scratch_bytes(max_slots);
-    z.floats = 2 * (size_t)max_slots * sizeof(float);
-    z.keep = (size_t)max_slots * sizeof(int32_t);
-    z.moves = (size_t)max_slots * sizeof(kara_kv_move);
-    return z;
-}
-
-static uint64_t total_of(const policy_sizes *z) {
-    return z->ring + z->h2o + z->score_scratch + z->select_scratch + z->floats + z->keep + z->moves + z->per_layer;
-}
-
-uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
-                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads) {
-    policy_shape s = shape_of(p, n_layer, max_slots);
-    policy_sizes z = sizes_of(p, &s, n_layer, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
-    return total_of(&z);
-}
-
-kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, int32_t n_layer, int32_t n_head,
-                                int32_t n_head_kv, int32_t head_dim, int32_t n_seq_max, int32_t max_slots,
-                                int32_t n_threads, int32_t think_end_token) {
+kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, int32_t think_end_token) {
     memset(pol, 0, sizeof *pol);
+    const kara_kv_params *p = &plan->p;
     if (kara_kv_params_per_layer(p) && threshold_trigger(p))
         return kara_set_error(KARA_ERR_CONFIG,
                               "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
@@ -162,48 +36,63 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, in
     if (p->trigger != KARA_KV_TRIGGER_PERIODIC && p->trigger != KARA_KV_TRIGGER_THRESHOLD)
         return kara_set_error(KARA_ERR_CONFIG, "kara.trigger: unknown value %d (expected periodic | threshold)",
                               (int)p->trigger);
+    if (p->evict != KARA_KV_EVICT_ON_DEMAND && p->evict != KARA_KV_EVICT_PER_WINDOW)
+        return kara_set_error(KARA_ERR_CONFIG, "kara.evict: unknown value %d (expected on_demand | per_window)",
+                              (int)p->evict);
     if (p->trigger_slack < 0)
         return kara_set_error(KARA_ERR_CONFIG, "kara.trigger_slack must be >= 1, or 0 for auto (got %d)",
                               p->trigger_slack);
+    const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     pol->p = *p;
+    pol->plan = *plan;
     pol->n_layer = n_layer;
-    pol->n_head = n_head;
-    pol->n_head_kv = n_head_kv;
-    pol->head_dim = head_dim;
+    pol->n_head = plan->shape.n_head;
+    pol->n_head_kv = plan->shape.n_head_kv;
+    pol->head_dim = plan->shape.head_dim;
     pol->n_seq_max = n_seq_max;
     pol->max_slots = max_slots;
     pol->think_end_token = think_end_token;
-    policy_shape s = shape_of(p, n_layer, max_slots);
-    pol->window_method = s.window_method;
-    pol->needs_scores = s.needs_scores;
-    pol->needs_h2o = s.needs_h2o;
-    pol->ring_cap = s.ring_cap;
-    pol->n_scored_layers = s.n_scored;
-    pol->q_row_bytes = (size_t)n_head * (size_t)head_dim * qsize(p);
+    pol->budget_tokens = plan->budget_tokens;
+    pol->scoring = plan->scoring;
+    pol->q_row_bytes = (size_t)pol->n_head * (size_t)pol->head_dim * (p->query_cache_dtype == KARA_KV_F32 ? 4 : 2);
     pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
     if (!pol->seqs) return kara_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
-    if (p->method == KARA_KV_METHOD_FULL) return KARA_OK;
+    if (!plan->scoring) return KARA_OK; /* full, or a share that holds the whole context */
 
-    policy_sizes z = sizes_of(p, &s, n_layer, n_head, n_head_kv, head_dim, n_seq_max, max_slots, n_threads);
-    pol->reserved_bytes = total_of(&z);
+    kara_kv_reservation z;
+    kara_kv_reserve_sizes(&z, p, &plan->shape, n_seq_max, max_slots, plan->n_threads);
+    pol->window_method = z.window_method;
+    pol->needs_scores = z.needs_scores;
+    pol->needs_h2o = z.needs_h2o;
+    pol->ring_cap = z.ring_cap;
+    pol->n_scored_layers = z.n_scored;
+    pol->reserved_bytes = kara_kv_reserve_total(&z);
     pol->ring = z.ring ? calloc(1, z.ring) : NULL;
     pol->h2o_probs = z.h2o ? calloc(1, z.h2o) : NULL;
     pol->score_scratch_bytes = z.score_scratch;
     pol->score_scratch = z.score_scratch ? aligned_alloc(64, (z.score_scratch + 63) / 64 * 64) : NULL;
     pol->select_scratch_bytes = z.select_scratch;
     pol->select_scratch = aligned_alloc(64, (z.select_scratch + 63) / 64 * 64);
-    pol->layer_scores = calloc((size_t)max_slots, sizeof(float));
-    pol->scores = calloc((size_t)max_slots, sizeof(float));
-    pol->keep = calloc((size_t)max_slots, sizeof(int32_t));
-    pol->moves = calloc((size_t)max_slots, sizeof(kara_kv_move));
+    size_t nf = (size_t)max_slots;
+    pol->layer_scores = calloc(nf, sizeof(float));
+    pol->scores = calloc(nf, sizeof(float));
+    pol->gather = calloc(nf, sizeof(float));
+    pol->keep = calloc(nf, sizeof(int32_t));
+    pol->gather_tokens = calloc(nf, sizeof(int32_t));
+    pol->gather_keep = calloc(nf, sizeof(int32_t));
+    pol->win_keep = calloc(nf, sizeof(int32_t));
+    pol->moves = calloc(nf, sizeof(kara_kv_move));
     bool ok = (!z.ring || pol->ring) && (!z.h2o || pol->h2o_probs) && (!z.score_scratch || pol->score_scratch) &&
-              pol->select_scratch && pol->layer_scores && pol->scores && pol->keep && pol->moves;
+              pol->select_scratch && pol->layer_scores && pol->scores && pol->gather && pol->keep &&
+              pol->gather_tokens && pol->gather_keep && pol->win_keep && pol->moves;
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
         kara_kv_policy_seq *q = &pol->seqs[i];
-        q->tokens = calloc((size_t)max_slots, sizeof(int32_t));
-        q->scores = calloc((size_t)kara_kv_n_groups(p, n_layer) * (size_t)max_slots, sizeof(float));
-        q->h2o_acc = s.needs_h2o ? calloc((size_t)max_slots, sizeof(float)) : NULL;
-        ok = q->tokens && q->scores && (!s.needs_h2o || q->h2o_acc);
+        q->tokens = calloc(nf, sizeof(int32_t));
+        q->scores = calloc((size_t)kara_kv_n_groups(p, n_layer) * nf, sizeof(float));
+        q->win = calloc(nf, sizeof(int32_t));
+        q->win_size = calloc(nf, sizeof(int32_t));
+        q->h2o_acc = z.needs_h2o ? calloc(nf, sizeof(float)) : NULL;
+        ok = q->tokens && q->scores && q->win && q->win_size && (!z.needs_h2o || q->h2o_acc);
     }
     if (!ok) {
         kara_kv_policy_free(pol);
@@ -217,6 +106,8 @@ void kara_kv_policy_free(kara_kv_policy *pol) {
         for (int32_t i = 0; i < pol->n_seq_max; i++) {
             free(pol->seqs[i].tokens);
             free(pol->seqs[i].scores);
+            free(pol->seqs[i].win);
+            free(pol->seqs[i].win_size);
             free(pol->seqs[i].h2o_acc);
         }
     free(pol->seqs);
@@ -226,7 +117,11 @@ void kara_kv_policy_free(kara_kv_policy *pol) {
     free(pol->select_scratch);
     free(pol->layer_scores);
     free(pol->scores);
+    free(pol->gather);
     free(pol->keep);
+    free(pol->gather_tokens);
+    free(pol->gather_keep);
+    free(pol->win_keep);
     free(pol->moves);
     memset(pol, 0, sizeof *pol);
 }
@@ -234,7 +129,9 @@ void kara_kv_policy_free(kara_kv_policy *pol) {
 void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq) {
     kara_kv_policy_seq *q = &pol->seqs[seq];
     q->prompt_marked = false;
-    q->n_prompt = q->frontier = q->due_steps = 0;
+    q->n_prompt = q->frontier = q->due_steps = q->n_win = 0;
+    q->events = 0;
+    q->evictions = 0;
     q->think_done = false;
     if (q->h2o_acc) memset(q->h2o_acc, 0, (size_t)pol->max_slots * sizeof(float));
 }
@@ -252,6 +149,13 @@ void kara_kv_policy_on_append(kara_kv_policy *pol, const kara_kv_cache *kv, int3
         q->prompt_marked = true;
         q->n_prompt = slot > pol->p.n_sink ? slot : pol->p.n_sink;
         q->frontier = q->n_prompt;
+    }
+    if (q->prompt_marked && n_new > 1 && pol->window_method && slot >= q->frontier) {
+        /* a later turn's text (the next chat message): kept whole, outside
+         * every window, like the prompt (kara_kv_policy_before_append closed
+         * the window before it) */
+        q->win[slot] = -1;
+        q->frontier = slot + 1;
     }
     if (q->prompt_marked && token == pol->think_end_token && pol->think_end_token >= 0) q->think_done = true;
     (void)kv;
@@ -299,14 +203,7 @@ static void move_slot(void *user, int32_t src, int32_t dst) {
     }
 }
 
-/* Keep `keep` (k slots, relative to frontier) of [frontier, n - n_buf) in
- * selection group `group` (its layers' K and V, its pos[] and stored-score
- * rows), or in every layer and row when group < 0, and move the survivors
- * and the buffer down. The per-slot arrays that have one row (token ids,
- * H2O accumulators) follow group 0. Blocks are released by
- * compact_release once every group has moved: until then the slots above
- * the new n still hold the other groups' sources. */
-static kara_status compact_group(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier,
+kara_status kara_kvp_compact_group(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier,
                                  int32_t n_buf, int32_t k, const float *keep_scores, int32_t group) {
     kara_kv_seq *s = &kv->seqs[seq];
     kara_kv_policy_seq *q = &pol->seqs[seq];
@@ -325,13 +222,13 @@ static kara_status compact_group(kara_kv_policy *pol, kara_kv_cache *kv, int32_t
     }
     if (g0 == 0) {
         kara_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
+        kara_kv_compact_apply_array(&plan, q->win, sizeof(int32_t));
         if (q->h2o_acc) kara_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
     }
     return KARA_OK;
 }
 
-/* After an event's compact_group calls: the sequence now holds new_n slots. */
-static void compact_release(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t new_n) {
+void kara_kvp_compact_release(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t new_n) {
     pol->stats.slots_evicted += (uint64_t)(kv->seqs[seq].n - new_n);
     kara_kv_truncate(kv, seq, new_n);
 }
@@ -339,8 +236,8 @@ static void compact_release(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq,
 /* One selection for every layer (shared scope and the baselines). */
 static kara_status compact(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
                            int32_t k, const float *keep_scores) {
-    kara_status st = compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
-    if (!st) compact_release(pol, kv, seq, frontier + k + n_buf);
+    kara_status st = kara_kvp_compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
+    if (!st) kara_kvp_compact_release(pol, kv, seq, frontier + k + n_buf);
     return st;
 }
 
@@ -355,19 +252,14 @@ static void score_compute(void *arg, int ith, int nth) {
     kara_kv_score_compute(t->job, ith, nth);
 }
 
-/* Score rows [first, first + n_w) of seq's cache into pol->scores[0 ..
- * n_w - n_buf), averaged over the scored layers in [l_begin, l_end) (all
- * layers: the shared aggregation of spec 5.4; one scored layer: per_layer
- * selection). The last n_q rows have queries, read from the ring at
- * positions q_first_pos + row. */
-static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
+kara_status kara_kvp_score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
                               int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
                               int32_t l_begin, int32_t l_end) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
     const kara_kv_params *p = &pol->p;
     int32_t n_c = n_w - n_buf, stride = p->layer_stride > 0 ? p->layer_stride : 1;
-    kara_kv_score_shape sh = score_shape(p, n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim);
+    kara_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, p->n_sink};
     kara_kv_score_opts opts;
     kara_kv_score_opts_from_params(&opts, p);
     opts.mode = mode;
@@ -396,24 +288,24 @@ static kara_status score_span(kara_context *ctx, int32_t seq, int32_t first, int
     return st;
 }
 
-/* One periodic event over the window of a window method (sections 5-7).
- * With selection_scope per_layer (ablation A5, spec 7.4) each selection
- * group is scored on its own scored layer, selects its own Keep and moves
- * its own layers; K depends only on n_c, so every group keeps the same
- * count and n, F and the block table stay shared. The window holds the
- * same positions in every group (it starts at the previous event's buffer),
- * so the queries and token ids read for one group serve them all. Groups go
- * last to first so that group 0, whose plan the token ids follow, moves
- * last and every selection reads the window's token ids unmoved. Whatever
- * can fail (shapes, scratch sizes) fails for the first group, before
- * anything has moved. */
-static kara_status window_event(kara_context *ctx, int32_t seq) {
+/* One per_window event over the window of a window method: score it,
+ * keep `retention` of its compressible slots, move the survivors down.
+ * With selection_scope per_layer (ablation A5) each selection group is
+ * scored on its own scored layer, selects its own Keep and moves its own
+ * layers; K depends only on n_c, so every group keeps the same count and
+ * n, F and the block table stay shared. The window holds the same
+ * positions in every group, so the queries and token ids read for one
+ * group serve them all. Groups go last to first so that group 0, whose
+ * plan the token ids follow, moves last and every selection reads the
+ * window's token ids unmoved. Whatever can fail (shapes, scratch sizes)
+ * fails for the first group, before anything has moved. */
+static kara_status window_event(kara_context *ctx, int32_t seq, int32_t min_compressible) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     int32_t n = kv->seqs[seq].n, F = q->frontier, b = p->buffer, n_w = n - F, n_c = n_w - b;
-    if (n_c < p->min_compressible || n_c < 1) return KARA_OK;
+    if (n_c < min_compressible || n_c < 1) return KARA_OK;
     if (pol->needs_scores && n_w > pol->ring_cap) return KARA_OK; /* queries not all kept (think_only) */
     const int32_t q_first_pos = kv->seqs[seq].pos[F], n_groups = kv->n_groups;
     kara_status st = KARA_OK;
@@ -422,7 +314,7 @@ static kara_status window_event(kara_context *ctx, int32_t seq) {
         if (pol->needs_scores) {
             /* shared: mean over every scored layer; per group: its scored layer */
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            st = score_span(ctx, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
+            st = kara_kvp_score_span(ctx, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
         } else {
             memset(pol->scores, 0, (size_t)n_c * sizeof(float));
         }
@@ -434,10 +326,13 @@ static kara_status window_event(kara_context *ctx, int32_t seq) {
             st = kara_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g,
                                 g + 1, k);
         k = k_g;
-        if (!st) st = compact_group(pol, kv, seq, F, b, k, pol->scores, g);
+        if (!st) st = kara_kvp_compact_group(pol, kv, seq, F, b, k, pol->scores, g);
     }
     if (!st) {
-        compact_release(pol, kv, seq, F + k + b);
+        kara_kvp_compact_release(pol, kv, seq, F + k + b);
+        /* the survivors form a window of their own for later evictions */
+        for (int32_t i = F; i < F + k; i++) q->win[i] = q->n_win;
+        q->win_size[q->n_win++] = n_c;
         q->frontier = F + k;
         q->events++;
         q->due_steps = 0;
@@ -473,7 +368,7 @@ static kara_status threshold_event(kara_context *ctx, int32_t seq) {
     if (k >= n_c) return KARA_OK;
     int32_t n_q = 1;
     while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
-    kara_status st = score_span(ctx, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
+    kara_status st = kara_kvp_score_span(ctx, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
                                 pol->n_layer);
     if (!st)
         st = kara_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep,
@@ -506,7 +401,7 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
         if (n_w <= obs) return KARA_OK;
         const int32_t *pos = kv->seqs[seq].pos;
         /* the observation window's queries: the newest obs positions */
-        st = score_span(ctx, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
+        st = kara_kvp_score_span(ctx, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
                         pol->n_layer);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
@@ -544,17 +439,60 @@ static bool cache_overflows(const kara_kv_policy *pol, int32_t seq, int32_t n) {
     }
 }
 
-static bool window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq) {
+bool kara_kvp_window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq) {
     const kara_kv_policy_seq *q = &pol->seqs[seq];
-    if (!q->prompt_marked || (pol->p.think_only && q->think_done)) return false;
+    if (!kv->seqs[seq].active || !q->prompt_marked || (pol->p.think_only && q->think_done)) return false;
     int32_t n_c = kv->seqs[seq].n - q->frontier - pol->p.buffer;
     return n_c >= pol->p.interval && n_c >= pol->p.min_compressible;
+}
+
+/* The window event of seq: on-demand scoring, or a per_window event. */
+static kara_status run_window_event(kara_context *ctx, int32_t seq) {
+    kara_kv_policy *pol = &ctx->policy;
+    pol->stats.events++;
+    return on_demand(pol) ? kara_kvp_score_window(ctx, seq) : window_event(ctx, seq, pol->p.min_compressible);
+}
+
+/* Window methods after a step. A per_window event changes what later
+ * tokens attend to, so it runs in the step its window becomes due, for
+ * every due sequence. On-demand scoring changes nothing the model sees and
+ * always scores the window as it stood when due, so it may wait:
+ * at most max_compress_per_step sequences per step, the longest-waiting
+ * first, and one that waited max_defer steps goes regardless (it spreads
+ * the scoring of sequences that became due together over several steps). */
+static kara_status window_step(kara_context *ctx) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_status st = KARA_OK;
+    int32_t running = 0, due = 0;
+    for (int32_t s = 0; s < pol->n_seq_max; s++) {
+        running += kv->seqs[s].active;
+        due += kara_kvp_window_due(pol, kv, s);
+    }
+    int32_t cap = pol->p.max_compress_per_step > 0 ? pol->p.max_compress_per_step
+                                                   : (running + pol->p.interval - 1) / pol->p.interval;
+    if (cap < 1) cap = 1;
+    if (!on_demand(pol)) cap = pol->n_seq_max;
+    for (int32_t served = 0; due > 0 && !st;) {
+        int32_t pick = -1;
+        for (int32_t s = 0; s < pol->n_seq_max; s++)
+            if (kara_kvp_window_due(pol, kv, s) && (pick < 0 || pol->seqs[s].due_steps > pol->seqs[pick].due_steps))
+                pick = s;
+        if (pick < 0) break;
+        if (served >= cap && pol->seqs[pick].due_steps < pol->p.max_defer) break;
+        st = run_window_event(ctx, pick);
+        served++;
+        due--;
+    }
+    for (int32_t s = 0; s < pol->n_seq_max; s++)
+        if (kara_kvp_window_due(pol, kv, s)) pol->seqs[s].due_steps++;
+    return st;
 }
 
 kara_status kara_kv_policy_step(kara_context *ctx) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
-    if (pol->p.method == KARA_KV_METHOD_FULL) return KARA_OK;
+    if (!pol->scoring) return KARA_OK;
     pol->step++;
     double t0 = kara_monotonic_seconds();
     uint64_t events0 = pol->stats.events;
@@ -566,88 +504,88 @@ kara_status kara_kv_policy_step(kara_context *ctx) {
                 pol->stats.events++;
             }
     } else {
-        /* periodic events, at most max_compress_per_step per step, oldest
-         * due first; a sequence deferred max_defer steps goes regardless */
-        int32_t running = 0, due = 0;
-        for (int32_t s = 0; s < pol->n_seq_max; s++) {
-            running += kv->seqs[s].active;
-            due += kv->seqs[s].active && window_due(pol, kv, s);
-        }
-        int32_t cap = pol->p.max_compress_per_step > 0 ? pol->p.max_compress_per_step
-                                                       : (running + pol->p.interval - 1) / pol->p.interval;
-        if (cap < 1) cap = 1;
-        for (int32_t served = 0; due > 0 && !st;) {
-            int32_t pick = -1;
-            for (int32_t s = 0; s < pol->n_seq_max; s++)
-                if (kv->seqs[s].active && window_due(pol, kv, s) &&
-                    (pick < 0 || pol->seqs[s].due_steps > pol->seqs[pick].due_steps))
-                    pick = s;
-            if (pick < 0) break;
-            if (served >= cap && pol->seqs[pick].due_steps < pol->p.max_defer) break;
-            st = window_event(ctx, pick);
-            pol->stats.events++;
-            served++;
-            due--;
-        }
-        for (int32_t s = 0; s < pol->n_seq_max; s++)
-            if (kv->seqs[s].active && window_due(pol, kv, s)) pol->seqs[s].due_steps++;
+        st = window_step(ctx);
     }
     if (pol->stats.events > events0) pol->stats.event_seconds += kara_monotonic_seconds() - t0;
     return st;
 }
 
-/* ---- pool pressure (section 4.5) ---- */
+/* ---- before a decode: closing a window, the share ---- */
 
-/* Drop the lowest stored-score slots of the frozen history [P, F) of the
- * sequence with the most history, enough to free `blocks` blocks. With
- * selection_scope per_layer every group drops the same number of its own
- * lowest stored scores (groups last to first, as in window_event). */
-static kara_status recompress_history(kara_context *ctx, int32_t blocks) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
-    int32_t pick = -1, best = 0;
-    for (int32_t s = 0; s < pol->n_seq_max; s++) {
-        const kara_kv_policy_seq *q = &pol->seqs[s];
-        int32_t hist = q->frontier - q->n_prompt;
-        if (kv->seqs[s].active && q->prompt_marked && hist > best) {
-            best = hist;
-            pick = s;
-        }
-    }
-    if (pick < 0) return KARA_ERR_KV_BUDGET;
-    kara_kv_policy_seq *q = &pol->seqs[pick];
-    int32_t P = q->n_prompt, F = q->frontier, n = kv->seqs[pick].n;
-    int32_t drop = blocks * kv->block_size;
-    if (drop > F - P) drop = F - P;
-    int32_t k = (F - P) - drop, m = 0;
+/* Are the queries of seq's open window [F, n) all in the ring (or not
+ * needed by the method)? */
+static bool queries_kept(const kara_kv_policy *pol, int32_t seq, int32_t n) {
+    return !pol->needs_scores || n - pol->seqs[seq].frontier <= pol->ring_cap;
+}
+
+/* Score every window of seq that is due now (on-demand scoring that was
+ * deferred must run before anything is evicted, so that what is evicted
+ * never depends on the deferral). */
+static kara_status score_due(kara_context *ctx, int32_t seq) {
     kara_status st = KARA_OK;
-    for (int32_t g = kv->n_groups - 1; g >= 0 && !st; g--) {
-        /* keep the k highest stored scores, in slot order (ties to the lower slot) */
-        const float *s = q->scores + (size_t)g * (size_t)kv->max_slots + P;
-        m = 0;
-        for (int32_t i = 0; i < F - P; i++) {
-            int32_t better = 0;
-            for (int32_t j = 0; j < F - P && better < k; j++)
-                better += s[j] > s[i] || (s[j] == s[i] && j < i);
-            if (better < k) pol->keep[m++] = i;
-        }
-        /* the survivors keep their stored scores: copy them aside first */
-        for (int32_t i = 0; i < m; i++) pol->scores[i] = s[pol->keep[i]];
-        for (int32_t i = 0; i < m; i++) pol->layer_scores[pol->keep[i]] = pol->scores[i];
-        st = compact_group(pol, kv, pick, P, n - F, m, pol->layer_scores, g);
-    }
-    if (!st) {
-        compact_release(pol, kv, pick, P + m + (n - F));
-        q->frontier = P + m;
-    }
-    pol->stats.recompress_events++;
+    while (!st && kara_kvp_window_due(&ctx->policy, &ctx->kv, seq)) st = run_window_event(ctx, seq);
     return st;
 }
 
-/* What a forced event (section 4.5 a) could take from sequence s, 0 when
- * it can have none: the compressible region of a window method (at least
- * min_compressible, its queries all still in the ring), or, for ablation A8,
- * the slots beyond the token budget. */
+/* A multi-token append after generation started (the next chat turn):
+ * score what is due, score the rest of the window as far as its queries
+ * and the buffer allow (on demand), and keep whatever is left whole, so the
+ * new text starts outside every window. */
+static kara_status close_window(kara_context *ctx, int32_t seq) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    kara_status st = score_due(ctx, seq);
+    int32_t n = kv->seqs[seq].n, n_w = n - q->frontier;
+    bool scorable = on_demand(pol) && !(pol->p.think_only && q->think_done) && queries_kept(pol, seq, n);
+    if (!st && scorable && n_w - pol->p.buffer >= pol->p.min_compressible && n_w - pol->p.buffer >= 1) {
+        st = kara_kvp_score_window(ctx, seq);
+        pol->stats.events++;
+    }
+    for (int32_t i = q->frontier; !st && i < n; i++) q->win[i] = -1;
+    if (!st) q->frontier = n;
+    return st;
+}
+
+kara_status kara_kv_policy_before_append(kara_context *ctx, int32_t seq, int32_t n_new) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;
+    kara_status st = n_new > 1 ? close_window(ctx, seq) : KARA_OK;
+    int32_t n = kv->seqs[seq].n, share = pol->plan.seq_tokens;
+    if (st || n + n_new <= share) return st;
+    if ((st = score_due(ctx, seq))) return st;
+    int32_t need = n + n_new - share, evictable = kara_kvp_evictable(pol, seq);
+    n = kv->seqs[seq].n;
+    if (evictable < need && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
+        !(pol->p.think_only && q->think_done)) {
+        /* too little scored history: the open window closes early */
+        pol->stats.events++;
+        st = on_demand(pol) ? kara_kvp_score_window(ctx, seq) : window_event(ctx, seq, 1);
+        if (st) return st;
+        n = kv->seqs[seq].n;
+        if (n + n_new <= share) return KARA_OK; /* per_window: the event made the room */
+        need = n + n_new - share;
+        evictable = kara_kvp_evictable(pol, seq);
+    }
+    if (evictable < need)
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
+                              "needs %d more, and only %d of its %d slots are scored history that may be evicted "
+                              "(the prompt, text kept whole and the unscored window hold the rest)",
+                              seq, share, need, evictable, n);
+    int32_t drop = need + pol->plan.margin;
+    if (drop > evictable) drop = evictable;
+    return kara_kvp_evict_even(ctx, seq, drop);
+}
+
+/* ---- pool pressure ---- */
+
+/* What a forced event could take from sequence s, 0 when it can have none:
+ * the compressible region of a per_window method (at least
+ * min_compressible, its queries all still in the ring), or, for ablation
+ * A8, the slots beyond the token budget. */
 static int32_t forced_event_gain(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t s) {
     const kara_kv_policy_seq *q = &pol->seqs[s];
     if (!kv->seqs[s].active || !q->prompt_marked || (pol->p.think_only && q->think_done)) return 0;
@@ -664,10 +602,11 @@ static int32_t forced_event_gain(const kara_kv_policy *pol, const kara_kv_cache 
 kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
     kara_kv_policy *pol = &ctx->policy;
     kara_kv_cache *kv = &ctx->kv;
+    bool per_window = pol->scoring && !on_demand(pol);
     /* (a) force events, each on the sequence with the most to give: the
      * largest compressible window, or (A8) the most slots over the budget,
      * which its event brings back to exactly budget_tokens */
-    while (need > kv->n_free) {
+    while (need > kv->n_free && (per_window || threshold_trigger(&pol->p))) {
         int32_t pick = -1, best = 0;
         for (int32_t s = 0; s < pol->n_seq_max; s++) {
             int32_t gain = forced_event_gain(pol, kv, s);
@@ -678,17 +617,32 @@ kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
         }
         if (pick < 0) break;
         uint64_t events = pol->seqs[pick].events;
-        kara_status st = threshold_trigger(&pol->p) ? threshold_event(ctx, pick) : window_event(ctx, pick);
+        kara_status st = threshold_trigger(&pol->p) ? threshold_event(ctx, pick)
+                                                     : window_event(ctx, pick, pol->p.min_compressible);
         if (st) return st;
         if (pol->seqs[pick].events == events) break; /* A8: the budget cannot hold its prompt and buffer */
         pol->stats.events++;
         pol->stats.forced_events++;
     }
     if (need <= kv->n_free) return KARA_OK;
-    /* (b) the configured fallback */
-    if (pol->window_method && pol->p.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY) {
-        while (need > kv->n_free)
-            if (recompress_history(ctx, need - kv->n_free) != KARA_OK) break;
+    /* (b) the configured fallback: drop scored history of the sequence
+     * that has the most, evenly across its windows */
+    if (per_window && pol->window_method && pol->p.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY) {
+        while (need > kv->n_free) {
+            int32_t pick = -1, best = 0;
+            for (int32_t s = 0; s < pol->n_seq_max; s++) {
+                int32_t e = kv->seqs[s].active && pol->seqs[s].prompt_marked ? kara_kvp_evictable(pol, s) : 0;
+                if (e > best) {
+                    best = e;
+                    pick = s;
+                }
+            }
+            if (pick < 0) break;
+            int32_t drop = (need - kv->n_free) * kv->block_size;
+            kara_status st = kara_kvp_evict_even(ctx, pick, drop < best ? drop : best);
+            pol->stats.recompress_events++;
+            if (st) return st;
+        }
         if (need <= kv->n_free) return KARA_OK;
     }
     return kara_set_error(KARA_ERR_KV_BUDGET,
@@ -698,38 +652,4 @@ kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
                           pol->p.on_pool_exhausted == KARA_POOL_PREEMPT ? "preempt - the caller must free a sequence"
                           : pol->p.on_pool_exhausted == KARA_POOL_FAIL ? "fail"
                                                                         : "recompress_history found nothing to drop");
-}
-
-int64_t kara_kv_policy_blocks_needed(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t n_prompt,
-                                     int32_t n_predict) {
-    int64_t total = n_predict < 0 ? (int64_t)kv->max_slots : (int64_t)n_prompt + n_predict;
-    if (total > kv->max_slots) total = kv->max_slots;
-    int64_t peak = total;
-    const kara_kv_params *p = &pol->p;
-    int32_t front = n_prompt > p->n_sink ? n_prompt : p->n_sink;
-    if (pol->window_method)
-        peak = front + (int64_t)p->interval + p->buffer + p->max_defer + 1;
-    else if (p->method != KARA_KV_METHOD_FULL) {
-        int64_t b = (int64_t)pol->budget_tokens + kara_kv_trigger_slack(p);
-        peak = n_prompt > b ? n_prompt + 1 : b;
-    }
-    if (peak > total) peak = total;
-    int64_t blocks = (peak + kv->block_size - 1) / kv->block_size;
-    if (pol->window_method) blocks += p->reserve_blocks;
-    return blocks;
-}
-
-kara_status kara_kv_policy_check_append(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq,
-                                        int32_t n_new) {
-    const kara_kv_policy_seq *q = &pol->seqs[seq];
-    if (!pol->ring || !pol->window_method || !q->prompt_marked) return KARA_OK;
-    if (pol->p.think_only && q->think_done) return KARA_OK; /* its window is no longer scored */
-    int32_t n_w = kv->seqs[seq].n - q->frontier + n_new;
-    if (n_w > pol->ring_cap)
-        return kara_set_error(KARA_ERR_ARG,
-                              "sequence %d: %d tokens in one decode would grow the compression window to %d slots, "
-                              "beyond the %d its query ring holds (interval + buffer + max_defer + 1); feed "
-                              "generated tokens a few at a time",
-                              seq, n_new, n_w, pol->ring_cap);
-    return KARA_OK;
 }

@@ -1,19 +1,32 @@
 /*
  * kv_policy.h - what decides which KV slots a sequence keeps
- * (docs/kara.md sections 3-7 and 10). The forward pass knows none of the
- * methods: it hands the policy each fresh query (kara_kv_policy_query_row)
- * and, for H2O, attention probabilities; after every decode step
- * kara_kv_policy_step runs the compression events that are due and moves
- * the surviving slots down through the paged cache.
+ * (docs/KV_COMPRESSION.md). The forward pass knows none of the methods: it
+ * hands the policy each fresh query (kara_kv_policy_query_row) and, for
+ * H2O, attention probabilities; before a decode kara_kv_policy_before_append
+ * makes room within a sequence's share, and after it kara_kv_policy_step
+ * runs the events that are due.
  *
- * Regions of a sequence: prompt [0, P) is never compressed; frozen history
- * [P, F) is the output of earlier events; the window [F, n) holds fresh
- * slots, its newest `buffer` slots protected. The prompt ends where the
- * first single-token append to the sequence happens (the start of
- * generation); until then nothing is compressed. Kara with `kara.trigger:
- * threshold` (ablation A8) has no window: its frontier stays at P and, like
- * the decode-time baselines, it compresses the whole generated cache [P, n)
- * once the cache reaches budget_tokens + trigger_slack slots.
+ * Regions of a sequence: prompt [0, P) is never compressed; scored history
+ * [P, F) holds the windows scored so far (each slot tagged with its window
+ * and stored score); the window [F, n) holds fresh slots, its newest
+ * `buffer` slots protected. The prompt ends where the first single-token
+ * append to the sequence happens (the start of generation); a later
+ * multi-token append (the next turn of a chat) closes the current window
+ * and is kept whole, like the prompt.
+ *
+ * Window methods (kara, chunkkv, recent, random) score a window when its
+ * compressible part reaches `interval` slots. With kara.evict: on_demand
+ * (the default) the event only records the scores and moves F; slots are
+ * dropped when the sequence would pass its share (plan.seq_tokens), evenly
+ * across the scored windows, each keeping the same fraction of the slots it
+ * had, lowest scores first (Token2Chunk for kara), down to seq_tokens -
+ * margin. With per_window each event keeps `retention` of its window at
+ * once (the paper's setting); the share still caps the sequence.
+ *
+ * Kara with kara.trigger: threshold (ablation A8) has no window: its
+ * frontier stays at P and, like the decode-time baselines (streaming,
+ * snapkv, h2o), it compresses the whole generated cache once it reaches
+ * budget_tokens + trigger_slack slots.
  *
  * With kara.selection_scope: per_layer (ablation A5; kara and chunkkv)
  * every selection group (kv_cache.h: a scored layer and the unscored layers
@@ -21,8 +34,9 @@
  * the same K, n, frontier and block table in every group.
  *
  * Queries live in a ring indexed by original position (pos % cap): the
- * window always holds consecutive positions (the previous event's buffer
- * followed by newer tokens), so ring rows never move.
+ * window always holds consecutive positions, so ring rows never move.
+ *
+ * Everything is reserved at init; no event allocates.
  */
 #ifndef KARA_KV_POLICY_H
 #define KARA_KV_POLICY_H
@@ -32,6 +46,7 @@
 
 #include "kara.h"
 #include "kv_cache.h"
+#include "kv_plan.h"
 
 struct kara_context;
 
@@ -42,18 +57,24 @@ typedef struct kara_kv_policy_seq {
     int32_t due_steps;     /* steps this sequence has been due but deferred */
     bool think_done;       /* saw the end-of-thinking token (compress_scope: think_only) */
     uint64_t events;
+    uint32_t evictions;    /* on-demand evictions (seeds the random baseline's choice) */
     int32_t *tokens;       /* token id of each slot (protect_token_ids) */
-    float *scores;         /* stored score of each frozen slot (recompress_history), a row per group */
+    float *scores;         /* stored score of each scored slot, a row per selection group */
+    int32_t *win;          /* window of each slot of [P, F): its index, or -1 for slots kept whole */
+    int32_t *win_size;     /* slots each window had when it was scored */
+    int32_t n_win;
     float *h2o_acc;        /* H2O: accumulated attention of each slot */
 } kara_kv_policy_seq;
 
 typedef struct kara_kv_policy {
     kara_kv_params p;
+    kara_kv_plan plan;
     int32_t n_layer, n_head, n_head_kv, head_dim;
     int32_t n_seq_max, max_slots;
     int32_t think_end_token; /* -1 when the vocabulary has none */
 
     bool window_method;    /* kara (trigger periodic), chunkkv, recent, random: periodic events over the window */
+    bool scoring;          /* plan.scoring: false when the policy can never need to evict */
     bool needs_scores;     /* window scoring (kara, chunkkv), snapkv, or kara with trigger threshold */
     bool needs_h2o;
     int32_t budget_tokens; /* streaming / snapkv / h2o / kara with trigger threshold */
@@ -70,8 +91,8 @@ typedef struct kara_kv_policy {
     size_t score_scratch_bytes;
     void *select_scratch;
     size_t select_scratch_bytes;
-    float *layer_scores, *scores;
-    int32_t *keep;
+    float *layer_scores, *scores, *gather;
+    int32_t *keep, *gather_tokens, *gather_keep, *win_keep;
     void *moves;
     uint64_t reserved_bytes; /* rings + scratch, counted in the budget */
 
@@ -80,25 +101,16 @@ typedef struct kara_kv_policy {
     uint64_t step;
 } kara_kv_policy;
 
-/* True when p compresses by periodic window events: kara with trigger
- * periodic, chunkkv, recent, random. False for full and for the methods
- * that fire when a cache reaches its token budget (streaming, snapkv, h2o,
- * kara with trigger threshold). */
-bool kara_kv_params_periodic(const kara_kv_params *p);
-/* How far past budget_tokens a threshold method's cache grows before its
- * event: snapkv's trigger_slack, kara's trigger_slack (auto = interval)
- * with trigger threshold, 1 otherwise (streaming and h2o fire on the first
- * slot over). */
-int32_t kara_kv_trigger_slack(const kara_kv_params *p);
-
-/* Bytes the policy reserves besides the block pool (rings, scratch). */
-uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
-                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads);
-kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_params *p, int32_t n_layer, int32_t n_head,
-                                int32_t n_head_kv, int32_t head_dim, int32_t n_seq_max, int32_t max_slots,
-                                int32_t n_threads, int32_t think_end_token);
+kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, int32_t think_end_token);
 void kara_kv_policy_free(kara_kv_policy *pol);
 void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq);
+
+/* Before a decode that appends n_new slots to seq: a multi-token append
+ * after generation started closes the window (it is scored now and the new
+ * slots are kept whole), and a window method that would pass the
+ * sequence's share evicts scored history. KARA_ERR_KV_BUDGET when even its
+ * whole scored history cannot make the room. */
+kara_status kara_kv_policy_before_append(struct kara_context *ctx, int32_t seq, int32_t n_new);
 
 /* Called for each appended slot before the forward pass runs; n_new is how
  * many entries this decode brings to the sequence (1 marks generation). */
@@ -107,11 +119,6 @@ void kara_kv_policy_on_append(kara_kv_policy *pol, const kara_kv_cache *kv, int3
 /* Where the forward pass stores the post-RoPE query of (layer, position),
  * or NULL when the policy does not need it. */
 void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos);
-/* Before a decode: may seq take n_new more slots? Window methods keep the
- * queries of at most ring_cap window slots, so after the prompt a sequence
- * must be fed at most a few tokens per step. */
-kara_status kara_kv_policy_check_append(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq,
-                                        int32_t n_new);
 /* H2O: the probability row of one head for the sequence's newest query, or
  * NULL when not collected; kara_kv_policy_h2o_commit folds them into the
  * accumulators after the forward pass. */
@@ -121,11 +128,10 @@ void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots
 /* Run the events that are due after a decode step. */
 kara_status kara_kv_policy_step(struct kara_context *ctx);
 /* Pool pressure: free blocks for `need` more blocks if the method allows
- * (force an event, or recompress history). KARA_ERR_KV_BUDGET if it cannot. */
+ * (per_window and the threshold methods force an event, or recompress
+ * history). KARA_ERR_KV_BUDGET if it cannot. On-demand eviction never
+ * takes from one sequence for another (answers would then depend on what
+ * else runs): it only reports the shortage. */
 kara_status kara_kv_policy_relieve(struct kara_context *ctx, int32_t need);
-/* Blocks a request of n_prompt tokens and n_predict new ones needs at most
- * at any moment under this policy (admission control, section 4.6). */
-int64_t kara_kv_policy_blocks_needed(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t n_prompt,
-                                     int32_t n_predict);
 
 #endif /* KARA_KV_POLICY_H */

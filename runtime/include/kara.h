@@ -221,6 +221,15 @@ typedef enum kara_pool_fallback {
  * sequence's cache reaches its token budget, over the whole generated cache
  * (ablation A8, docs/KV_COMPRESSION.md). */
 typedef enum kara_kv_trigger { KARA_KV_TRIGGER_PERIODIC = 0, KARA_KV_TRIGGER_THRESHOLD } kara_kv_trigger;
+/* When the window methods (kara, chunkkv, recent, random) evict
+ * (docs/KV_COMPRESSION.md, "Eviction on demand"). ON_DEMAND: every window is
+ * scored when it closes, but slots are dropped only when a sequence reaches
+ * its share of the budget (kv.seq_tokens), then evenly across the windows
+ * already scored, lowest scores first; a budget that holds every sequence
+ * whole never evicts and reserves nothing for scoring. PER_WINDOW: every
+ * window keeps `retention` of its slots at its event (the paper's setting,
+ * for the ablations); the share still caps a sequence. */
+typedef enum kara_kv_evict { KARA_KV_EVICT_ON_DEMAND = 0, KARA_KV_EVICT_PER_WINDOW } kara_kv_evict;
 
 #define KARA_MAX_PROTECT_TOKENS 16
 
@@ -234,10 +243,15 @@ typedef struct kara_kv_params {
     uint64_t budget;             /* bytes; 0 = derived from n_ctx x n_seq_max */
     int32_t reserve_blocks;      /* 8 */
     kara_kv_method method;       /* kara */
+    int32_t seq_tokens;          /* most slots one sequence holds (its share); 0 = auto: the pool
+                                  * (after reserve_blocks) divided by n_seq_max, at most n_ctx */
     /* kara: */
+    kara_kv_evict evict;         /* on_demand */
+    int32_t evict_margin;        /* on_demand: slots freed below seq_tokens at each eviction
+                                  * (hysteresis); 0 = auto (interval / 4, at least one block) */
     int32_t interval;            /* 128 */
     int32_t buffer;              /* 32 */
-    float retention;             /* 0.2 */
+    float retention;             /* 0.2; per_window eviction only */
     int32_t min_keep;            /* 4 */
     int32_t min_compressible;    /* 32 */
     int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
@@ -353,8 +367,11 @@ typedef struct kara_kv_stats {
     uint64_t slots_evicted;     /* slots dropped by all events */
     double event_seconds;       /* wall time spent in events */
     uint64_t pool_bytes;        /* the block pool */
-    uint64_t reserved_bytes;    /* query rings and scoring scratch */
+    uint64_t reserved_bytes;    /* query rings and scoring scratch (0 when the policy never needs to score) */
+    uint64_t cache_bytes, cache_bytes_peak; /* blocks in use: the cache alone, now and at its peak */
     int32_t blocks_total, blocks_free;
+    int32_t seq_tokens;         /* a sequence's share in slots (kv_cache.seq_tokens, resolved) */
+    bool scoring;               /* the policy scores windows (false: it can never need to evict) */
 } kara_kv_stats;
 void kara_context_kv_stats(const kara_context *ctx, kara_kv_stats *out);
 
@@ -673,9 +690,11 @@ void kara_generator_params_init(kara_generator_params *p);
 kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out);
 void kara_generator_free(kara_generator *gen);
 
-/* Change the abort callback or the reasoning budget between turns. */
+/* Change the abort callback, the reasoning budget or max_tokens (-1: no
+ * limit) between turns. */
 void kara_generator_set_abort(kara_generator *gen, kara_abort_fn fn, void *user);
 void kara_generator_set_reasoning_budget(kara_generator *gen, int32_t budget);
+void kara_generator_set_max_tokens(kara_generator *gen, int32_t max_tokens);
 
 /* Feed a prompt to sequence seq_id, in chunks of the context's n_batch, and
  * get ready to generate. When the tokens the generator last left in that
@@ -824,7 +843,11 @@ typedef struct kara_engine_stats {
     int32_t running, preempted, queued; /* now */
     int32_t peak_running;
     uint64_t kv_events, kv_forced_events, kv_recompress_events; /* kara_context_kv_stats */
-    uint64_t kv_bytes, kv_bytes_peak;   /* kara_context_kv_bytes(_peak) */
+    uint64_t kv_bytes, kv_bytes_peak;   /* kara_context_kv_bytes(_peak): cache plus reservation */
+    uint64_t kv_cache_bytes_peak;       /* the cache alone at its peak (blocks in use) */
+    uint64_t kv_reserved_bytes;         /* query rings and scoring scratch, reserved at creation */
+    uint64_t kv_slots_evicted;          /* slots dropped by the KV policy */
+    int32_t kv_seq_tokens;              /* a sequence's share in slots */
     uint64_t kv_budget;         /* kv.budget, or what the context sized itself to when 0 */
     int32_t kv_blocks_total, kv_blocks_free;
     double decode_seconds;      /* inside kara_decode */

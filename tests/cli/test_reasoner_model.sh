@@ -15,19 +15,24 @@ check() { # name, condition
     if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
 }
 
-# 1. accuracy with full KV: 20 problems of tier 1, 10 of tier 4 (over 1000
-#    thinking tokens each), one thread and two
+# 1. accuracy with full KV and with no KV flags at all (Kara, eviction on
+#    demand, the default 1 GiB budget: nothing needs evicting, so nothing is
+#    lost and nothing is reserved for scoring): 20 problems of tier 1, 10 of
+#    tier 4 (over 1000 thinking tokens each), one thread and two
 for t in 1 2; do
-    "$KARA" eval -m "$M" -t $t --methods full --limit 20 --tasks "$SRC/tests/data/reasoning-tier1.jsonl" \
+    "$KARA" eval -m "$M" -t $t --methods full,default --limit 20 --tasks "$SRC/tests/data/reasoning-tier1.jsonl" \
         --out "$tmp/t1-$t.csv" >"$tmp/t1-$t.txt" 2>&1
     rc=$?
     check "eval tier 1 (-t $t) exits 0 (rc $rc)" '[ $rc -eq 0 ]'
-    check "tier 1 (-t $t): 20 of 20 right" 'grep -Eq "^full +[0-9.]+ +20 +100\.0%" "$tmp/t1-$t.txt"'
+    check "tier 1 (-t $t): full 20 of 20 right" 'grep -Eq "^full +- +[0-9]+ +20 +100\.0%" "$tmp/t1-$t.txt"'
+    check "tier 1 (-t $t): defaults 20 of 20 right, nothing evicted or reserved" \
+        'grep -Eq "^default \(kara\) +- +2048 +20 +100\.0% .* 0\.0 +[0-9.]+ +0 +0$" "$tmp/t1-$t.txt"'
 done
-"$KARA" eval -m "$M" -t 2 --methods full --limit 10 --tasks "$SRC/tests/data/reasoning-tier4.jsonl" \
+"$KARA" eval -m "$M" -t 2 --methods full,default --limit 10 --tasks "$SRC/tests/data/reasoning-tier4.jsonl" \
     >"$tmp/t4.txt" 2>&1
-check "tier 4: 10 of 10 right, about 1169 thinking tokens" \
-    'grep -Eq "^full +[0-9.]+ +10 +100\.0% +11[0-9][0-9]\." "$tmp/t4.txt"'
+check "tier 4: full 10 of 10 right, about 1169 thinking tokens" \
+    'grep -Eq "^full +- +[0-9]+ +10 +100\.0% +0 +11[0-9][0-9]\." "$tmp/t4.txt"'
+check "tier 4: defaults 10 of 10 right" 'grep -Eq "^default \(kara\) +- +[0-9]+ +10 +100\.0% +0 +11[0-9][0-9]\." "$tmp/t4.txt"'
 
 # 2. the README's first command (after its build step)
 printf 'Compute #1 24*88 + #2 78*88.\n' | "$KARA" chat -m "$M" --temp 0 >"$tmp/chat.out" 2>"$tmp/chat.err"

@@ -42,6 +42,9 @@ static void make_prompt(int r, int32_t *out) {
 }
 
 static int32_t g_min_compressible = 8;
+static kara_kv_evict g_evict = KARA_KV_EVICT_ON_DEMAND;
+static int32_t g_seq_tokens = 0;
+static uint64_t g_slots_evicted; /* by the last run_engine */
 
 static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t budget, int32_t n_batch,
                               int32_t max_compress_per_step) {
@@ -59,6 +62,8 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     cp.kv.min_compressible = g_min_compressible;
     cp.kv.reserve_blocks = 1;
     cp.kv.max_compress_per_step = max_compress_per_step;
+    cp.kv.evict = g_evict;
+    cp.kv.seq_tokens = g_seq_tokens;
     kara_context *ctx = NULL;
     if (kara_context_create(g_model, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara_context_create: %s\n", kara_last_error());
@@ -174,6 +179,9 @@ static bool run_engine(const run_opts *o, answer *ans, kara_engine_stats *stats)
     CHECK_MSG(stats->kv_bytes_peak <= stats->kv_budget, "KV peak %llu exceeds the budget %llu",
               (unsigned long long)stats->kv_bytes_peak, (unsigned long long)stats->kv_budget);
     CHECK_MSG(kara_context_kv_bytes_peak(ctx) == stats->kv_bytes_peak, "stats report the context's peak");
+    kara_kv_stats ks;
+    kara_context_kv_stats(ctx, &ks);
+    g_slots_evicted = ks.slots_evicted;
     kara_engine_free(eng);
     kara_context_free(ctx);
     return ok && st == KARA_DONE;
@@ -269,7 +277,9 @@ static void test_sampled_determinism(void) {
               "the same prompt under another id samples differently");
 }
 
+/* The paper's setting: every window keeps `retention` at its event. */
 static void test_kara_compression(void) {
+    g_evict = KARA_KV_EVICT_PER_WINDOW;
     answer a1[N_REQ], a4[N_REQ];
     kara_engine_stats s1, s4;
     /* events never deferred: every sequence compresses when it is due */
@@ -324,6 +334,52 @@ static void test_kara_compression(void) {
     CHECK_EQ_INT(sr.preemptions, 0);
     same_answers(roomy, tight, N_REQ, "kara after preemption and recompute");
     g_min_compressible = 8;
+    g_evict = KARA_KV_EVICT_ON_DEMAND;
+}
+
+/* Eviction on demand under a share of 160 slots per sequence (whatever the
+ * concurrency): every window method and Kara evict, and each request's
+ * answer is the same at concurrency 1 and 4, with scoring deferred to one
+ * sequence per step, and after preemptions under a pool too small for what
+ * optimistic admission let in. */
+static void test_on_demand_determinism(void) {
+    const kara_kv_method methods[] = {KARA_KV_METHOD_KARA, KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RECENT,
+                                      KARA_KV_METHOD_RANDOM};
+    /* the longest prompt (101 tokens), the unscored window (32 + 8) and
+     * the margin (16) fit 160 slots; 200 generated tokens do not */
+    g_seq_tokens = 160;
+    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
+        const char *name = kara_kv_method_name(methods[mi]);
+        answer a1[N_REQ], a4[N_REQ], ad[N_REQ], ap[N_REQ];
+        kara_engine_stats s1, s4, sd, sp;
+        run_opts o = {methods[mi], 1, 0, 200, 0.0f, 32, false, 0, 0};
+        CHECK(run_engine(&o, a1, &s1));
+        CHECK_MSG(g_slots_evicted > 0, "%s: nothing was evicted", name);
+        o.n_seq = 4;
+        CHECK(run_engine(&o, a4, &s4));
+        o.max_compress_per_step = 1; /* scoring of sequences due together waits */
+        CHECK(run_engine(&o, ad, &sd));
+        /* a pool of 24 blocks under optimistic admission: preemptions */
+        kara_context *probe = make_ctx(methods[mi], 4, 0, 64, 1);
+        kara_kv_stats ks;
+        kara_context_kv_stats(probe, &ks);
+        kara_context_free(probe);
+        o.budget = ks.reserved_bytes + 24 * BLOCK_BYTES;
+        o.optimistic = true;
+        CHECK(run_engine(&o, ap, &sp));
+        char what[96];
+        snprintf(what, sizeof what, "%s on demand, concurrency 1 vs 4", name);
+        same_answers(a1, a4, N_REQ, what);
+        snprintf(what, sizeof what, "%s on demand, deferred scoring", name);
+        same_answers(a1, ad, N_REQ, what);
+        snprintf(what, sizeof what, "%s on demand, preempted and recomputed", name);
+        same_answers(a1, ap, N_REQ, what);
+        CHECK_MSG(s1.kv_events > 0 && s1.kv_events == s4.kv_events, "%s: %llu / %llu scoring events", name,
+                  (unsigned long long)s1.kv_events, (unsigned long long)s4.kv_events);
+        CHECK_MSG(sp.preemptions > 0, "%s: the small pool preempted (%llu)", name, (unsigned long long)sp.preemptions);
+        for (int r = 0; r < N_REQ; r++) CHECK_EQ_INT(a1[r].n_generated, 200);
+    }
+    g_seq_tokens = 0;
 }
 
 static void test_stop_and_refusals(void) {
@@ -465,6 +521,7 @@ int main(void) {
     test_preemption_recompute();
     test_sampled_determinism();
     test_kara_compression();
+    test_on_demand_determinism();
     test_stop_and_refusals();
     test_fit_concurrency();
     kara_model_free(g_model);

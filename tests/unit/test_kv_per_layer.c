@@ -42,6 +42,7 @@ static const int32_t prompt[6] = {1, 17, 33, 49, 65, 81};
 static void a5_params(kara_kv_params *kv, bool per_layer) {
     kara_kv_params_init(kv);
     kv->method = KARA_KV_METHOD_KARA;
+    kv->evict = KARA_KV_EVICT_PER_WINDOW;
     kv->interval = 32;
     kv->buffer = 8;
     kv->min_compressible = 16;
@@ -382,10 +383,13 @@ static void test_retention_one(kara_model *m) {
 }
 
 /* Pool pressure: a pool of 6 blocks with on_pool_exhausted:
- * recompress_history, retention 0.5. min_compressible = interval, so no event can be
- * forced (a due sequence has compressed at the end of the previous step)
- * and every relief is a history recompression. Each layer must keep the
- * highest stored scores of its own frozen history. */
+ * recompress_history, retention 0.5. min_compressible = interval, so no
+ * event can be forced (a due sequence has compressed at the end of the
+ * previous step) and every relief is a history recompression: scored
+ * history is dropped evenly across the windows (each keeps the same
+ * fraction of the slots it had when scored, to the rounding of one slot)
+ * and, inside a window, each layer keeps what the method's selection
+ * (Token2Chunk) picks on that layer's own stored scores. */
 static void test_recompress_history(kara_model *m) {
     kara_kv_params kv;
     a5_params(&kv, true);
@@ -401,16 +405,23 @@ static void test_recompress_history(kara_model *m) {
     bool ok = CHECK(kara_decode(c, &pb) == KARA_OK);
     uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
     kara_test_kv_copy_prefix(c, 0, P, ref);
-    /* before each step: every layer's positions and stored scores */
+    /* before each step: every layer's positions and stored scores, the windows */
     int32_t *pos_before = malloc((size_t)N_LAYER * N_CTX * sizeof(int32_t));
     float *sc_before = malloc((size_t)N_LAYER * N_CTX * sizeof(float));
+    int32_t *win_before = malloc(N_CTX * sizeof(int32_t)), *size_before = malloc(N_CTX * sizeof(int32_t));
+    int32_t *held = calloc(N_CTX, sizeof(int32_t)), *kept = calloc(N_CTX, sizeof(int32_t));
+    int32_t *sel = malloc(N_CTX * sizeof(int32_t));
+    size_t scratch_bytes = kara_kv_select_scratch_bytes(N_CTX);
+    void *scratch = aligned_alloc(64, (scratch_bytes + 63) / 64 * 64);
     int checked = 0;
     bool differ = false;
     for (int i = 0; i < 400 && ok; i++) {
         const kara_kv_policy_seq *q = &c->policy.seqs[0];
-        int F0 = q->frontier;
+        int F0 = q->frontier, n_win = q->n_win;
         memcpy(pos_before, c->kv.seqs[0].pos, (size_t)N_LAYER * N_CTX * sizeof(int32_t));
         memcpy(sc_before, q->scores, (size_t)N_LAYER * N_CTX * sizeof(float));
+        memcpy(win_before, q->win, N_CTX * sizeof(int32_t));
+        memcpy(size_before, q->win_size, N_CTX * sizeof(int32_t));
         uint64_t rec = c->policy.stats.recompress_events, ev = c->policy.stats.events;
         int32_t tok = kara_test_argmax(kara_get_logits(c, -1), V);
         kara_batch one = kara_batch_one_sequence(&tok, 1, P + i, 0);
@@ -418,26 +429,61 @@ static void test_recompress_history(kara_model *m) {
         if (c->policy.stats.events != ev || c->policy.stats.recompress_events != rec)
             ok &= layers_hold(c, 0, ref, "recompress");
         if (c->policy.stats.recompress_events != rec + 1 || c->policy.stats.events != ev) continue;
-        /* one recompression and nothing else: in each layer the survivors of
-         * [P, F0) are the top F - P by stored score (ties to the lower slot) */
-        int F = q->frontier, h = F0 - P, k = F - P;
+        /* one recompression and nothing else: per window, held before and kept after */
+        int F = q->frontier;
+        memset(held, 0, (size_t)n_win * sizeof(int32_t));
+        memset(kept, 0, (size_t)n_win * sizeof(int32_t));
+        for (int x = P; x < F0; x++) held[win_before[x]]++;
+        for (int x = P; x < F; x++) kept[q->win[x]]++;
+        /* the same fraction everywhere: the windows that lost slots keep
+         * within one slot's rounding of one fraction, and no window kept
+         * whole keeps a larger share than that (it would have given some) */
+        double lo = 2, hi = -1;
+        int lost = 0;
+        for (int w = 0; w < n_win; w++)
+            if (kept[w] < held[w]) {
+                double r = (double)kept[w] / size_before[w];
+                lo = r < lo ? r : lo;
+                hi = r > hi ? r : hi;
+                lost++;
+            }
+        ok &= CHECK_MSG(lost > 0, "step %d: a recompression that dropped nothing", i);
+        for (int w = 0; w < n_win && ok; w++) {
+            double slack = 1.0 / size_before[w];
+            if (kept[w] < held[w])
+                ok &= CHECK_MSG(hi - lo <= 2.0 * slack + 1e-9, "step %d: window %d keeps %d/%d, range %.3f..%.3f",
+                                i, w, kept[w], size_before[w], lo, hi);
+            else
+                ok &= CHECK_MSG((double)kept[w] / size_before[w] <= hi + slack + 1e-9,
+                                "step %d: window %d kept whole at %d/%d above the others' %.3f", i, w, kept[w],
+                                size_before[w], hi);
+        }
+        /* inside each window, each layer keeps its own selection */
         int32_t first_kept[N_LAYER][N_CTX];
         for (int l = 0; l < N_LAYER && ok; l++) {
             const int32_t *pb4 = pos_before + (size_t)l * N_CTX;
             const float *s4 = sc_before + (size_t)l * N_CTX;
             const int32_t *pos = kara_kv_layer_pos(&c->kv, 0, l);
-            const float *sc = q->scores + (size_t)l * N_CTX;
             int t = 0;
-            for (int x = 0; x < h; x++) {
-                int better = 0;
-                for (int y = 0; y < h; y++) better += s4[P + y] > s4[P + x] || (s4[P + y] == s4[P + x] && y < x);
-                if (better >= k) continue;
-                ok &= CHECK_MSG(t < k && pos[P + t] == pb4[P + x] && sc[P + t] == s4[P + x],
-                                "step %d layer %d: frozen slot %d should hold position %d", i, l, P + t, pb4[P + x]);
-                first_kept[l][t++] = pb4[P + x];
+            for (int x = P; x < F0 && ok;) {
+                int w = win_before[x], y = x;
+                while (y < F0 && win_before[y] == w) y++;
+                int k = kept[w];
+                if (k == y - x) {
+                    for (int z = 0; z < k; z++) sel[z] = z;
+                } else {
+                    ok &= CHECK(kara_kv_select_window_k(&c->policy.p, s4 + x, NULL, y - x, k, 0, sel, scratch,
+                                                         scratch_bytes) == KARA_OK);
+                }
+                for (int z = 0; z < k && ok; z++, t++) {
+                    ok &= CHECK_MSG(pos[P + t] == pb4[x + sel[z]], "step %d layer %d: slot %d holds position %d, want %d",
+                                    i, l, P + t, pos[P + t], pb4[x + sel[z]]);
+                    first_kept[l][t] = pb4[x + sel[z]];
+                }
+                x = y;
             }
-            ok &= CHECK_EQ_INT(t, k);
-            if (l > 0 && !same_rows(first_kept[l], first_kept[0], k)) differ = true;
+            ok &= CHECK_EQ_INT(t, F - P);
+            if (l > 0 && !same_rows(first_kept[l], first_kept[0], F - P)) differ = true;
         }
         checked++;
     }
@@ -447,6 +493,12 @@ static void test_recompress_history(kara_model *m) {
     CHECK(kara_context_kv_bytes_peak(c) <= kv.budget);
     free(pos_before);
     free(sc_before);
+    free(win_before);
+    free(size_before);
+    free(held);
+    free(kept);
+    free(sel);
+    free(scratch);
     free(ref);
     kara_context_free(c);
 }

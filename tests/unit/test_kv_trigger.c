@@ -129,7 +129,8 @@ static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, in
     CHECK_MSG(n_events >= 3, "%s: %d events in %d steps", what, n_events, n_steps);
     CHECK_MSG(rescored, "%s: no event ever dropped a slot an earlier event kept", what);
     /* admission sees the same peak: budget_tokens + slack */
-    CHECK_EQ_INT(kara_kv_policy_blocks_needed(&c->policy, &c->kv, P, 10000), (T + S + 15) / 16);
+    CHECK_EQ_INT(kara_kv_plan_blocks(&c->policy.plan, kara_kv_plan_peak_slots(&c->policy.plan, P, 10000)),
+                 (T + S + 15) / 16);
     kara_context_free(c);
     free(kept);
     free(ref);
@@ -271,6 +272,7 @@ static void test_params(kara_model *m) {
     /* only kara reads the trigger: chunkkv stays a periodic window method */
     a8_params(&kv, 96, 1, 10);
     kv.method = KARA_KV_METHOD_CHUNKKV;
+    kv.evict = KARA_KV_EVICT_PER_WINDOW;
     kv.budget = 0;
     kara_context *c = kara_test_kv_context(m, &kv, 1, 1, 1024);
     if (CHECK(c != NULL)) {

@@ -46,6 +46,9 @@ static bool add_task(kara_eval_tasks *t, int *cap, const kara_json *root, const 
     task->prompt = strdup(prompt->str);
     task->answer = dup_json_text(answer);
     task->id = id ? dup_json_text(id) : strdup(where);
+    const kara_json *think = kara_json_get(root, "think_tokens");
+    if (think && think->type == KARA_JSON_NUMBER && think->number > 0 && think->number < 1e8)
+        task->think_tokens = (int32_t)think->number;
     snprintf(task->where, sizeof task->where, "%s", where);
     if (!task->prompt || !task->answer || !task->id) return false;
     t->n++;

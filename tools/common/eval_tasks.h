@@ -12,6 +12,7 @@ typedef struct kara_eval_task {
     char *id;
     char *prompt;     /* "prompt", or MATH-500's "problem" */
     char *answer;     /* reference answer, as text */
+    int32_t think_tokens; /* "think_tokens": the reference solution's thinking length, 0 if not given */
     char where[160];  /* "FILE:LINE", for messages */
 } kara_eval_task;
 
@@ -34,21 +35,31 @@ void kara_eval_extract_answer(const char *text, char *out, size_t size);
 bool kara_eval_answer_matches(const char *generated, const char *reference);
 
 /* One configuration's results. */
-typedef struct kara_eval_row {
+typedef struct kara_task_row {
+    char label[56];           /* "full", "default (kara)", "kara", "kara/per_window", "snapkv", ... */
     kara_kv_method method;
-    float retention;          /* 0 for full */
-    int32_t budget_tokens;    /* baselines: the per-sequence budget they were given (0 = auto) */
+    kara_kv_evict evict;
+    const char *axis;         /* "budget": x is the KV cache share of full's peak; "retention": x is the
+                               * per-window retention; "-": the configured budget */
+    double x;
+    int32_t seq_tokens;       /* the share each sequence got (slots) */
+    int32_t budget_tokens;    /* threshold baselines: slots an event keeps */
     int n, correct;
+    int capped;               /* problems that reached their token cap */
+    int failed;               /* problems that could not run (an error; counted wrong) */
     double think_tokens;      /* mean thinking tokens per problem */
     double cached_slots;      /* mean KV slots held per generated step */
-    uint64_t kv_peak;         /* bytes */
+    int32_t peak_slots;       /* most slots a problem held */
+    uint64_t cache_peak;      /* bytes of KV blocks at the peak */
+    uint64_t reserved;        /* bytes reserved for scoring */
     double tok_s;
-    uint64_t events;          /* compression events */
-} kara_eval_row;
+    uint64_t events, evicted; /* scoring/compression events, slots evicted */
+} kara_task_row;
 
 /* CSV when path ends in .csv, else JSON. */
-bool kara_eval_write_results(const char *path, const kara_eval_row *rows, int n);
-/* Accuracy against retention, one line per method (full as a level line). */
-bool kara_eval_write_svg(const char *path, const kara_eval_row *rows, int n);
+bool kara_eval_write_results(const char *path, const kara_task_row *rows, int n);
+/* Accuracy against the KV share of full's peak (or the retention), one line
+ * per label (full as a level line). */
+bool kara_eval_write_svg(const char *path, const kara_task_row *rows, int n);
 
 #endif

@@ -241,6 +241,7 @@ struct job {
     kara_chat_template tmpl;
     char model_name[KARA_CONFIG_PATH_MAX];
     int *todo;               /* indexes of input lines to run */
+    int *shard, n_shard;     /* indexes of this shard's lines, answered or not */
     int n_todo, next;
     kara_jbuf line, prompt;
     kara_batch_progress prog;
@@ -435,12 +436,14 @@ static int status_exit(kara_status st) {
     }
 }
 
-/* Mean prompt and generation length of up to 64 requests to run: what
- * kara_engine_fit_concurrency sizes the context for. */
+/* Mean prompt and generation length of the shard's first 64 requests:
+ * what kara_engine_fit_concurrency sizes the context for. Answered ones
+ * count too, so a resumed job sizes its context (and so each sequence's
+ * share of the budget) exactly as the first run did. */
 static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
     int64_t sum_p = 0, sum_g = 0, n = 0;
-    for (int i = 0; i < j->n_todo && n < 64; i++) {
-        const kara_batch_line *l = &j->in.lines[j->todo[i]];
+    for (int i = 0; i < j->n_shard && n < 64; i++) {
+        const kara_batch_line *l = &j->in.lines[j->shard[i]];
         kara_json_doc doc;
         kara_batch_request r;
         char err[256];
@@ -536,7 +539,9 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             "\"tokens_generated\":%llu,\"tokens_per_second\":%.3f,\"tokens_prefilled\":%llu,"
             "\"tokens_recomputed\":%llu,\"steps\":%llu,\"preemptions\":%llu,\"kv_events\":%llu,"
             "\"kv_forced_events\":%llu,\"kv_recompress_events\":%llu,\"events_per_step\":%.5f,"
-            "\"kv_bytes_peak\":%llu,\"kv_budget\":%llu,\"method\":\"%s\",\"max_concurrency\":%d,"
+            "\"kv_bytes_peak\":%llu,\"kv_cache_bytes_peak\":%llu,\"kv_reserved_bytes\":%llu,"
+            "\"kv_slots_evicted\":%llu,\"kv_seq_tokens\":%d,"
+            "\"kv_budget\":%llu,\"method\":\"%s\",\"evict\":\"%s\",\"max_concurrency\":%d,"
             "\"context_sequences\":%d,\"peak_running\":%d,\"shard\":\"%d/%d\",\"decode_seconds\":%.3f,"
             "\"cpu_seconds\":%.3f,\"tokens_per_cpu_second\":%.3f,\"tokens_per_step\":%.3f}\n",
             total, j->out.n_ok + j->out.n_failed, j->ok, j->failed, seconds, (unsigned long long)s->tokens_generated,
@@ -545,7 +550,10 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             (unsigned long long)s->preemptions, (unsigned long long)s->kv_events,
             (unsigned long long)s->kv_forced_events, (unsigned long long)s->kv_recompress_events,
             s->steps ? (double)s->kv_events / (double)s->steps : 0.0, (unsigned long long)s->kv_bytes_peak,
-            (unsigned long long)s->kv_budget, kara_kv_method_name(cfg->context.kv.method), cfg->context.n_seq_max,
+            (unsigned long long)s->kv_cache_bytes_peak, (unsigned long long)s->kv_reserved_bytes,
+            (unsigned long long)s->kv_slots_evicted, s->kv_seq_tokens,
+            (unsigned long long)s->kv_budget, kara_kv_method_name(cfg->context.kv.method),
+            cfg->context.kv.evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window", cfg->context.n_seq_max,
             j->n_seq, s->peak_running,
             cfg->shard_index + 1, cfg->shard_count, s->decode_seconds, cpu,
             cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
@@ -569,12 +577,14 @@ static int run(job *j) {
                 j->out.truncated, cfg->batch_output);
     /* this shard's requests that are not answered yet */
     j->todo = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->todo);
-    if (!j->todo) return KARA_EXIT_SOFTWARE;
+    j->shard = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->shard);
+    if (!j->todo || !j->shard) return KARA_EXIT_SOFTWARE;
     int total = 0, answered = 0;
     for (int i = 0; i < j->in.n_lines; i++) {
         const kara_batch_line *l = &j->in.lines[i];
         if ((l->no - 1) % cfg->shard_count != cfg->shard_index || kara_batch_line_blank(&j->in, l)) continue;
         total++;
+        j->shard[j->n_shard++] = i;
         if (kara_batch_output_has(&j->out, l->custom_id, l->no)) answered++;
         else j->todo[j->n_todo++] = i;
     }
@@ -620,13 +630,15 @@ static int run(job *j) {
     int failed_total = j->failed + j->out.n_failed;
     fprintf(stderr,
             "kara batch: %s: %d ok, %d failed this run (%d answered before); %llu tokens in %.1f s = %.1f tok/s; "
-            "%llu steps, %llu preemptions, %llu KV events (%llu forced); KV peak %llu of %llu bytes\n",
+            "%llu steps, %llu preemptions, %llu KV events (%llu forced), %llu slots evicted; KV peak %llu of %llu "
+            "bytes (cache %llu, scoring reservation %llu)\n",
             g_signal ? "interrupted" : "done", j->ok, j->failed, answered,
             (unsigned long long)stats.tokens_generated, seconds,
             seconds > 0 ? (double)stats.tokens_generated / seconds : 0.0, (unsigned long long)stats.steps,
             (unsigned long long)stats.preemptions, (unsigned long long)stats.kv_events,
-            (unsigned long long)stats.kv_forced_events, (unsigned long long)stats.kv_bytes_peak,
-            (unsigned long long)stats.kv_budget);
+            (unsigned long long)stats.kv_forced_events, (unsigned long long)stats.kv_slots_evicted,
+            (unsigned long long)stats.kv_bytes_peak, (unsigned long long)stats.kv_budget,
+            (unsigned long long)stats.kv_cache_bytes_peak, (unsigned long long)stats.kv_reserved_bytes);
     if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
     if (g_signal) return 128 + (int)g_signal;
     return failed_total ? KARA_EXIT_PARTIAL : KARA_EXIT_OK;
@@ -659,6 +671,7 @@ static int batch_main(int argc, char **argv) {
     kara_batch_output_close(&j.out);
     kara_batch_input_free(&j.in);
     free(j.todo);
+    free(j.shard);
     kara_jbuf_free(&j.line);
     kara_jbuf_free(&j.prompt);
     return rc;

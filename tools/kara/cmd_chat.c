@@ -20,6 +20,7 @@
 #include "kara.h"
 
 #define CHAT_DEFAULT_CTX 4096
+#define CHAT_CTX_ORIGIN "kara chat default (the model's context when smaller)"
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
@@ -82,6 +83,14 @@ static int parse(int argc, char **argv, chat_opts *o) {
         } else if (kara_cli_flag_is(a->flag, "--verbose-prompt")) {
             o->verbose_prompt = true;
         }
+    }
+    /* chat's own default context, applied before --print-config shows the
+     * configuration, and named as such in its origin */
+    const char *origin = kara_config_origin(&o->cfg, "context.size");
+    if (rc < 0 && origin && !strcmp(origin, "default")) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", CHAT_DEFAULT_CTX);
+        kara_config_set(&o->cfg, "context.size", v, CHAT_CTX_ORIGIN);
     }
     char synopsis[1024];
     snprintf(synopsis, sizeof synopsis,
@@ -560,11 +569,6 @@ static int chat_loop(chat_session *s) {
 /* Setup                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static bool is_default(const kara_config *c, const char *key) {
-    const char *o = kara_config_origin(c, key);
-    return o && !strcmp(o, "default");
-}
-
 static int chat_main(int argc, char **argv) {
     static chat_opts o;
     memset(&o, 0, sizeof o);
@@ -582,11 +586,11 @@ static int chat_main(int argc, char **argv) {
         return kara_exit_for_status(st);
     }
     kara_config *c = &o.cfg;
-    if (is_default(c, "context.size")) {
+    const char *ctx_origin = kara_config_origin(c, "context.size");
+    if (ctx_origin && !strcmp(ctx_origin, CHAT_CTX_ORIGIN)) {
         int32_t train = kara_model_n_ctx_train(s.model);
-        c->context.n_ctx = train > 0 && train < CHAT_DEFAULT_CTX ? train : CHAT_DEFAULT_CTX;
+        if (train > 0 && train < c->context.n_ctx) c->context.n_ctx = train;
     }
-    if (is_default(c, "kv_cache.method")) c->context.kv.method = KARA_KV_METHOD_FULL;
     c->context.n_seq_max = 1;
     rc = KARA_EXIT_OK;
     if ((st = kara_chat_template_from_model(s.model, c->chat_template, &s.tmpl))) {

@@ -1,49 +1,75 @@
 /* cmd_eval.c - `kara eval --tasks FILE.jsonl`: accuracy of a model on
- * problems with reference answers, for each KV method and retention.
+ * problems with reference answers, for each KV method under KV budgets.
  *
  * Each problem is rendered with the model's chat template (thinking on),
  * generated greedily by default, and its answer (the text after the
  * thinking; the content of \boxed{...} when there is one) compared with the
- * reference. The baselines that keep a per-sequence token budget
- * (streaming, snapkv, h2o) get Kara's measured mean footprint at the same
- * retention, so every method is compared at equal mean KV memory. */
+ * reference. Rows, in order:
+ *   full      every token kept (the reference accuracy and peak);
+ *   default   the configuration as given (method, eviction, budget);
+ *   per budget share f (--budgets): each method with a share of
+ *             round(f x full's peak slots) per sequence (kv_cache.seq_tokens),
+ *             so every method holds at most the same KV cache;
+ *   per retention r (--retentions, none by default): the window methods with
+ *             kara.evict per_window at that retention and no share (the
+ *             paper's setting), the threshold baselines at Kara's measured
+ *             mean footprint.
+ * snapkv's trigger slack is scaled to a quarter of the share in the budget
+ * rows. A problem a method cannot admit within its share is counted wrong
+ * and reported. Every problem has a token cap (twice its reference thinking length plus
+ * 64 when the task file gives think_tokens, else -n), so a derailed
+ * sequence cannot run on; capped problems are counted. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "cli_config.h"
 #include "cli_args.h"
+#include "cli_config.h"
 #include "commands.h"
 #include "eval_tasks.h"
 #include "exit_codes.h"
 #include "kara.h"
 #include "monotonic_clock.h"
 
-#define MAX_METHODS 8
-#define MAX_RETENTIONS 8
+#define MAX_METHODS 12
+#define MAX_POINTS 8
+#define MAX_ROWS (2 + 2 * MAX_METHODS * MAX_POINTS)
+
+typedef struct method_spec {
+    bool as_configured;    /* "default": the configuration as given */
+    kara_kv_method method;
+    kara_kv_evict evict;
+    char label[56];
+} method_spec;
 
 typedef struct eval_opts {
     kara_config cfg;
     const char *tasks[16];
     int n_tasks_files;
-    kara_kv_method methods[MAX_METHODS];
+    method_spec methods[MAX_METHODS];
     int n_methods;
-    float retentions[MAX_RETENTIONS];
-    int n_retentions;
+    float budgets[MAX_POINTS], retentions[MAX_POINTS];
+    int n_budgets, n_retentions;
+    double cap_factor;
     int limit;
     const char *out;
     const char *plot;
 } eval_opts;
 
 static const kara_cli_flag eval_flags[] = {
-    {"--tasks", true, "JSONL problems: {id, prompt, answer} or MATH-500 style {problem, answer} (repeatable)"},
-    {"--methods", true, "comma-separated KV methods (default full,kara,snapkv,streaming,h2o,chunkkv,recent)"},
-    {"--retentions", true, "comma-separated retentions for the compressing methods (default 0.1,0.2,0.3,0.5)"},
+    {"--tasks", true, "JSONL problems: {id, prompt, answer[, think_tokens]} or MATH-500 style {problem, answer} "
+                      "(repeatable)"},
+    {"--methods", true, "comma-separated KV methods, a window method optionally as NAME/per_window, and "
+                        "`default` for the configuration as given (default: full,default,kara,kara/per_window,"
+                        "snapkv,streaming,h2o,chunkkv,recent,random)"},
+    {"--budgets", true, "comma-separated KV cache shares of full's peak each method gets (default 0.5,0.3,0.2; "
+                        "none to skip)"},
+    {"--retentions", true, "also run the window methods per_window at these retentions, without a share"},
+    {"--cap-factor", true, "token cap per problem: this many times its think_tokens, plus 64 (default 2)"},
     {"--limit", true, "use the first N problems of each file"},
     {"--out", true, "write the results as CSV (.csv) or JSON (.json)"},
-    {"--plot", true, "write an SVG plot of accuracy against retention"},
+    {"--plot", true, "write an SVG plot of accuracy against the KV share (or retention)"},
 };
 #define N_EVAL_FLAGS (int)(sizeof eval_flags / sizeof eval_flags[0])
 
@@ -58,24 +84,47 @@ static int parse_list(const char *what, const char *v, int (*item)(eval_opts *, 
     return -1;
 }
 
-static int add_method(eval_opts *o, const char *name) {
-    kara_kv_method m;
-    if (o->n_methods >= MAX_METHODS || kara_kv_method_parse(name, &m) != KARA_OK) return 0;
-    o->methods[o->n_methods++] = m;
+/* "kara", "kara/per_window", "chunkkv/on_demand" */
+static int add_method(eval_opts *o, const char *text) {
+    if (o->n_methods >= MAX_METHODS) return 0;
+    char name[40];
+    snprintf(name, sizeof name, "%s", text);
+    char *slash = strchr(name, '/');
+    method_spec *m = &o->methods[o->n_methods];
+    memset(m, 0, sizeof *m);
+    m->evict = KARA_KV_EVICT_ON_DEMAND;
+    if (!strcmp(name, "default")) {
+        m->as_configured = true;
+        snprintf(m->label, sizeof m->label, "default");
+        o->n_methods++;
+        return 1;
+    }
+    if (slash) {
+        *slash = 0;
+        if (!strcmp(slash + 1, "per_window")) m->evict = KARA_KV_EVICT_PER_WINDOW;
+        else if (strcmp(slash + 1, "on_demand")) return 0;
+    }
+    if (kara_kv_method_parse(name, &m->method) != KARA_OK) return 0;
+    snprintf(m->label, sizeof m->label, "%s%s", name, m->evict == KARA_KV_EVICT_PER_WINDOW ? "/per_window" : "");
+    o->n_methods++;
     return 1;
 }
 
-static int add_retention(eval_opts *o, const char *text) {
+static int add_fraction(float *list, int *n, const char *text) {
     char *end;
     double r = strtod(text, &end);
-    if (*end || r <= 0 || r > 1 || o->n_retentions >= MAX_RETENTIONS) return 0;
-    o->retentions[o->n_retentions++] = (float)r;
+    if (*end || r <= 0 || r > 1 || *n >= MAX_POINTS) return 0;
+    list[(*n)++] = (float)r;
     return 1;
 }
+static int add_budget(eval_opts *o, const char *t) { return !strcmp(t, "none") || add_fraction(o->budgets, &o->n_budgets, t); }
+static int add_retention(eval_opts *o, const char *t) { return add_fraction(o->retentions, &o->n_retentions, t); }
 
 static int parse(int argc, char **argv, eval_opts *o) {
     kara_cli_parsed cli;
     int rc = kara_cli_parse("eval", argc, argv, eval_flags, N_EVAL_FLAGS, &o->cfg, &cli);
+    bool budgets_given = false;
+    o->cap_factor = 2.0;
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
         const kara_cli_arg *a = &cli.args[i];
         if (!a->flag) {
@@ -85,8 +134,18 @@ static int parse(int argc, char **argv, eval_opts *o) {
             if (o->n_tasks_files < 16) o->tasks[o->n_tasks_files++] = a->value;
         } else if (kara_cli_flag_is(a->flag, "--methods")) {
             rc = parse_list("--methods", a->value, add_method, o);
+        } else if (kara_cli_flag_is(a->flag, "--budgets")) {
+            budgets_given = true;
+            rc = parse_list("--budgets", a->value, add_budget, o);
         } else if (kara_cli_flag_is(a->flag, "--retentions")) {
             rc = parse_list("--retentions", a->value, add_retention, o);
+        } else if (kara_cli_flag_is(a->flag, "--cap-factor")) {
+            char *end;
+            o->cap_factor = strtod(a->value, &end);
+            if (*end || !(o->cap_factor >= 1 && o->cap_factor <= 100)) {
+                fprintf(stderr, "kara eval: --cap-factor must be a number in [1, 100]\n");
+                rc = KARA_EXIT_USAGE;
+            }
         } else if (kara_cli_flag_is(a->flag, "--limit")) {
             o->limit = atoi(a->value);
             if (o->limit < 1) {
@@ -101,8 +160,8 @@ static int parse(int argc, char **argv, eval_opts *o) {
     }
     rc = kara_cli_finish("eval",
                          "usage: kara eval -m MODEL --tasks FILE.jsonl [options]\n\n"
-                         "Accuracy, mean thinking length, KV memory and speed for each KV method and retention.\n"
-                         "Greedy unless --temp is given.\n\n",
+                         "Accuracy, thinking length, KV memory and speed: full KV, the configuration as given,\n"
+                         "then every method under KV shares of full's peak. Greedy unless --temp is given.\n\n",
                          eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
     if (rc >= 0) return rc;
     if (!o->n_tasks_files) {
@@ -110,8 +169,9 @@ static int parse(int argc, char **argv, eval_opts *o) {
         return KARA_EXIT_USAGE;
     }
     if (!o->n_methods)
-        parse_list("--methods", "full,kara,snapkv,streaming,h2o,chunkkv,recent", add_method, o);
-    if (!o->n_retentions) parse_list("--retentions", "0.1,0.2,0.3,0.5", add_retention, o);
+        parse_list("--methods", "full,default,kara,kara/per_window,snapkv,streaming,h2o,chunkkv,recent,random",
+                   add_method, o);
+    if (!budgets_given) parse_list("--budgets", "0.5,0.3,0.2", add_budget, o);
     /* evaluation is greedy unless asked otherwise */
     if (!strcmp(kara_config_origin(&o->cfg, "sampling.temperature"), "default")) o->cfg.sampling.temperature = 0;
     return -1;
@@ -119,22 +179,28 @@ static int parse(int argc, char **argv, eval_opts *o) {
 
 /* ---- one configuration over all problems ---- */
 
+/* The token cap of a problem: cap_factor x its reference thinking length
+ * plus room for the answer, or the configured -n. */
+static int32_t token_cap(const eval_opts *o, const kara_eval_task *t) {
+    if (t->think_tokens > 0) return (int32_t)lround(o->cap_factor * t->think_tokens) + 64;
+    return o->cfg.max_tokens;
+}
+
 static int run_config(const eval_opts *o, kara_model *m, const kara_chat_template *tmpl, const kara_eval_tasks *tasks,
-                      kara_eval_row *row) {
-    kara_context_params cp = o->cfg.context;
+                      const kara_context_params *cp_in, kara_task_row *row) {
+    kara_context_params cp = *cp_in;
     cp.n_seq_max = 1;
-    cp.kv.method = row->method;
-    if (row->retention > 0) cp.kv.retention = row->retention;
-    if (row->budget_tokens > 0) cp.kv.budget_tokens = row->budget_tokens;
     kara_context *ctx;
     if (kara_context_create(m, &cp, &ctx) != KARA_OK) {
-        fprintf(stderr, "kara eval: %s\n", kara_last_error());
+        fprintf(stderr, "kara eval: %s: %s\n", row->label, kara_last_error());
         return KARA_EXIT_CONFIG;
     }
+    kara_kv_stats ks;
+    kara_context_kv_stats(ctx, &ks);
+    row->seq_tokens = ks.seq_tokens;
     kara_generator_params gp;
     kara_generator_params_init(&gp);
     gp.sampling = o->cfg.sampling;
-    gp.max_tokens = o->cfg.max_tokens;
     kara_generator *gen;
     if (kara_generator_create(ctx, &gp, &gen) != KARA_OK) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
@@ -146,8 +212,8 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
     int32_t *ids = malloc(cap * sizeof *ids);
     double think = 0, cached = 0, t_gen = 0;
     long steps = 0, generated = 0;
-    int rc = KARA_EXIT_OK;
-    for (int i = 0; i < tasks->n && prompt && answer && ids; i++) {
+    int rc = prompt && answer && ids ? KARA_EXIT_OK : KARA_EXIT_SOFTWARE;
+    for (int i = 0; i < tasks->n && rc == KARA_EXIT_OK; i++) {
         const kara_eval_task *t = &tasks->items[i];
         kara_chat_message msg = {"user", t->prompt};
         size_t len = 0;
@@ -157,10 +223,15 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
             break;
         }
         int32_t n = kara_tokenize(m, prompt, (int32_t)len, ids, (int32_t)cap, true, true);
-        kara_status st = n > 0 ? kara_generator_start(gen, 0, ids, n) : KARA_ERR_FORMAT;
+        kara_generator_set_max_tokens(gen, token_cap(o, t));
+        /* the admission check tells a method that cannot keep what it
+         * protects within the share from one that ran and failed */
+        kara_status st = n > 0 ? kara_seq_admit(ctx, 0, n, token_cap(o, t)) : KARA_ERR_FORMAT;
+        if (!st) st = kara_generator_start(gen, 0, ids, n);
+        row->n++;
         if (st) {
-            fprintf(stderr, "kara eval: %s: %s\n", t->where, kara_last_error());
-            row->n++;
+            if (!row->failed++)
+                fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
             continue; /* counts as wrong: the request could not run */
         }
         size_t alen = 0;
@@ -171,25 +242,33 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
                 memcpy(answer + alen, piece.text, (size_t)piece.len);
                 alen += (size_t)piece.len;
             }
-            cached += kara_seq_n_cached(ctx, 0);
+            int32_t held = kara_seq_n_cached(ctx, 0);
+            if (held > row->peak_slots) row->peak_slots = held;
+            cached += held;
             steps++;
         }
         t_gen += kara_monotonic_seconds() - t0;
+        if (st < 0) {
+            if (!row->failed++)
+                fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
+            continue;
+        }
         answer[alen] = 0;
         kara_generator_stats gs;
         kara_generator_get_stats(gen, &gs);
         think += gs.n_think;
         generated += gs.n_generated;
-        row->n++;
+        row->capped += kara_generator_stop_reason(gen) == KARA_STOP_MAX_TOKENS;
         row->correct += kara_eval_answer_matches(answer, t->answer);
     }
     row->think_tokens = row->n ? think / row->n : 0;
     row->cached_slots = steps ? cached / (double)steps : 0;
-    row->kv_peak = kara_context_kv_bytes_peak(ctx);
     row->tok_s = t_gen > 0 ? (double)generated / t_gen : 0;
-    kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
+    row->cache_peak = ks.cache_bytes_peak;
+    row->reserved = ks.reserved_bytes;
     row->events = ks.events;
+    row->evicted = ks.slots_evicted;
     free(prompt);
     free(answer);
     free(ids);
@@ -198,22 +277,111 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
     return rc;
 }
 
-static bool budget_method(kara_kv_method m) {
+static void print_header(FILE *f) {
+    fprintf(f, "%-20s %7s %6s %5s %7s %6s %9s %10s %9s %11s %12s %9s %7s %8s\n", "method", "kv", "share", "n", "acc",
+            "capped", "think_tok", "mean_slots", "peak_slot", "cache_KiB", "reserved_KiB", "tok/s", "events",
+            "evicted");
+}
+
+static void print_row(FILE *f, const kara_task_row *r) {
+    char kv[16];
+    if (!strcmp(r->axis, "-")) snprintf(kv, sizeof kv, "-");
+    else snprintf(kv, sizeof kv, "%s%.2f", !strcmp(r->axis, "budget") ? "" : "r=", r->x);
+    fprintf(f, "%-20s %7s %6d %5d %6.1f%% %6d %9.1f %10.1f %9d %11.1f %12.1f %9.1f %7llu %8llu\n", r->label, kv,
+            r->seq_tokens, r->n, r->n ? 100.0 * r->correct / r->n : 0.0, r->capped, r->think_tokens,
+            r->cached_slots, r->peak_slots, r->cache_peak / 1024.0, r->reserved / 1024.0, r->tok_s,
+            (unsigned long long)r->events, (unsigned long long)r->evicted);
+    if (r->failed) fprintf(f, "%-20s %d of %d problems could not run (counted wrong; stderr says why)\n", "", r->failed, r->n);
+    fflush(f);
+}
+
+static bool threshold_method(kara_kv_method m) {
     return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O;
 }
 
-static void print_row(FILE *f, const kara_eval_row *r) {
-    fprintf(f, "%-10s %9.2f %6d %6.1f%% %10.1f %12.1f %12.2f %9.1f %7llu\n", kara_kv_method_name(r->method),
-            r->retention, r->n, r->n ? 100.0 * r->correct / r->n : 0.0, r->think_tokens, r->cached_slots,
-            r->kv_peak / 1048576.0, r->tok_s, (unsigned long long)r->events);
+typedef struct eval_run {
+    const eval_opts *o;
+    kara_model *m;
+    const kara_chat_template *tmpl;
+    const kara_eval_tasks *tasks;
+    kara_task_row rows[MAX_ROWS];
+    int n_rows;
+} eval_run;
+
+static int run_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {
+    kara_task_row *r = &e->rows[e->n_rows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->label, sizeof r->label, "%s", label);
+    r->method = cp->kv.method;
+    r->evict = cp->kv.evict;
+    r->axis = axis;
+    r->x = x;
+    r->budget_tokens = cp->kv.budget_tokens;
+    int rc = run_config(e->o, e->m, e->tmpl, e->tasks, cp, r);
+    if (rc == KARA_EXIT_OK) print_row(stdout, r);
+    return rc;
+}
+
+static bool listed(const eval_opts *o, bool as_configured, kara_kv_method m) {
+    for (int i = 0; i < o->n_methods; i++)
+        if (o->methods[i].as_configured == as_configured && (as_configured || o->methods[i].method == m)) return true;
+    return false;
+}
+
+/* full (always: its peak sets the shares), the configuration as given,
+ * then each budget share and retention. */
+static int run_all(eval_run *e) {
+    const eval_opts *o = e->o;
+    kara_context_params cp = o->cfg.context;
+    cp.kv.method = KARA_KV_METHOD_FULL;
+    int rc = run_row(e, &cp, "full", "-", 1.0);
+    if (rc) return rc;
+    int32_t full_peak = e->rows[0].peak_slots;
+    char label[48];
+    snprintf(label, sizeof label, "default (%s)", kara_kv_method_name(o->cfg.context.kv.method));
+    if (listed(o, true, 0) && (rc = run_row(e, &o->cfg.context, label, "-", 1.0))) return rc;
+    for (int b = 0; b < o->n_budgets && !rc; b++)
+        for (int i = 0; i < o->n_methods && !rc; i++) {
+            const method_spec *ms = &o->methods[i];
+            if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL) continue;
+            cp = o->cfg.context;
+            cp.kv.method = ms->method;
+            cp.kv.evict = ms->evict;
+            cp.kv.seq_tokens = (int32_t)lround(o->budgets[b] * full_peak);
+            if (cp.kv.seq_tokens < 1) cp.kv.seq_tokens = 1;
+            /* snapkv grows trigger_slack slots past its budget between
+             * events; within a small share the slack is scaled down to a
+             * quarter of it, or snapkv could not run at all */
+            if (cp.kv.snapkv_trigger_slack > cp.kv.seq_tokens / 4)
+                cp.kv.snapkv_trigger_slack = cp.kv.seq_tokens / 4 > 8 ? cp.kv.seq_tokens / 4 : 8;
+            rc = run_row(e, &cp, ms->label, "budget", o->budgets[b]);
+        }
+    for (int ri = 0; ri < o->n_retentions && !rc; ri++) {
+        /* Kara first: its mean footprint is the threshold baselines' budget */
+        int32_t kara_slots = 0;
+        for (int pass = 0; pass < 2 && !rc; pass++)
+            for (int i = 0; i < o->n_methods && !rc; i++) {
+                const method_spec *ms = &o->methods[i];
+                bool kara_first = ms->method == KARA_KV_METHOD_KARA && ms->evict == KARA_KV_EVICT_PER_WINDOW;
+                if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL || kara_first != (pass == 0)) continue;
+                if (ms->evict == KARA_KV_EVICT_ON_DEMAND && !threshold_method(ms->method)) continue;
+                cp = o->cfg.context;
+                cp.kv.method = ms->method;
+                cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
+                cp.kv.retention = o->retentions[ri];
+                if (threshold_method(ms->method) && kara_slots > 0) cp.kv.budget_tokens = kara_slots;
+                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri]);
+                if (kara_first && !rc) kara_slots = (int32_t)lround(e->rows[e->n_rows - 1].cached_slots);
+            }
+    }
+    return rc;
 }
 
 static int eval_main(int argc, char **argv) {
-    eval_opts o;
+    static eval_opts o;
     memset(&o, 0, sizeof o);
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    rc = KARA_EXIT_OK;
     kara_eval_tasks tasks;
     if (!kara_eval_tasks_load(&tasks, o.tasks, o.n_tasks_files, o.limit)) return KARA_EXIT_DATAERR;
     kara_model *m;
@@ -230,43 +398,20 @@ static int eval_main(int argc, char **argv) {
         kara_eval_tasks_free(&tasks);
         return KARA_EXIT_CONFIG;
     }
-    kara_eval_row rows[1 + MAX_METHODS * MAX_RETENTIONS];
-    int n_rows = 0;
-    printf("%-10s %9s %6s %7s %10s %12s %12s %9s %7s\n", "method", "retention", "n", "acc", "think_tok",
-           "mean_slots", "peak_kv_MiB", "tok/s", "events");
-    for (int mi = 0; mi < o.n_methods && rc == KARA_EXIT_OK; mi++)
-        if (o.methods[mi] == KARA_KV_METHOD_FULL) {
-            kara_eval_row *r = &rows[n_rows++];
-            memset(r, 0, sizeof *r);
-            r->method = KARA_KV_METHOD_FULL;
-            rc = run_config(&o, m, &tmpl, &tasks, r);
-            print_row(stdout, r);
-            fflush(stdout);
-        }
-    for (int ri = 0; ri < o.n_retentions && rc == KARA_EXIT_OK; ri++) {
-        /* Kara first: its mean footprint is the baselines' budget */
-        int32_t kara_slots = 0;
-        for (int pass = 0; pass < 2 && rc == KARA_EXIT_OK; pass++)
-            for (int mi = 0; mi < o.n_methods && rc == KARA_EXIT_OK; mi++) {
-                kara_kv_method me = o.methods[mi];
-                bool first_pass = me == KARA_KV_METHOD_KARA;
-                if (me == KARA_KV_METHOD_FULL || first_pass != (pass == 0)) continue;
-                kara_eval_row *r = &rows[n_rows++];
-                memset(r, 0, sizeof *r);
-                r->method = me;
-                r->retention = o.retentions[ri];
-                if (budget_method(me)) r->budget_tokens = kara_slots > 0 ? kara_slots : 0;
-                rc = run_config(&o, m, &tmpl, &tasks, r);
-                if (me == KARA_KV_METHOD_KARA) kara_slots = (int32_t)lround(r->cached_slots);
-                print_row(stdout, r);
-                fflush(stdout);
-            }
-    }
-    if (rc == KARA_EXIT_OK && o.out && !kara_eval_write_results(o.out, rows, n_rows)) rc = KARA_EXIT_CANTCREAT;
-    if (rc == KARA_EXIT_OK && o.plot && !kara_eval_write_svg(o.plot, rows, n_rows)) rc = KARA_EXIT_CANTCREAT;
+    static eval_run e;
+    memset(&e, 0, sizeof e);
+    e.o = &o;
+    e.m = m;
+    e.tmpl = &tmpl;
+    e.tasks = &tasks;
+    print_header(stdout);
+    rc = run_all(&e);
+    if (rc == KARA_EXIT_OK && o.out && !kara_eval_write_results(o.out, e.rows, e.n_rows)) rc = KARA_EXIT_CANTCREAT;
+    if (rc == KARA_EXIT_OK && o.plot && !kara_eval_write_svg(o.plot, e.rows, e.n_rows)) rc = KARA_EXIT_CANTCREAT;
     kara_model_free(m);
     kara_eval_tasks_free(&tasks);
     return rc;
 }
 
-const kara_command kara_cmd_eval = {"eval", "accuracy on JSONL problems for each KV method and retention", eval_main};
+const kara_command kara_cmd_eval = {"eval", "accuracy on JSONL problems for each KV method under KV budgets",
+                                    eval_main};

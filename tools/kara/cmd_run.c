@@ -140,9 +140,11 @@ static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const i
             n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
     kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
-    fprintf(stderr, "memory: peak RSS %.1f MiB, KV peak %.2f MiB (%d slots cached of %d positions)\n",
-            ru.ru_maxrss / 1024.0, kara_context_kv_bytes_peak(ctx) / 1048576.0, kara_seq_n_cached(ctx, 0),
-            kara_seq_n_past(ctx, 0));
+    fprintf(stderr,
+            "memory: peak RSS %.1f MiB, KV peak %.2f MiB: cache %.2f MiB (%d slots cached of %d positions, share %d) "
+            "+ scoring reservation %.2f MiB\n",
+            ru.ru_maxrss / 1024.0, kara_context_kv_bytes_peak(ctx) / 1048576.0, ks.cache_bytes_peak / 1048576.0,
+            kara_seq_n_cached(ctx, 0), kara_seq_n_past(ctx, 0), ks.seq_tokens, ks.reserved_bytes / 1048576.0);
     if (ks.events)
         fprintf(stderr, "kv compression: %llu events, %llu slots evicted, %.2f ms per event\n",
                 (unsigned long long)ks.events, (unsigned long long)ks.slots_evicted, 1e3 * ks.event_seconds / ks.events);

@@ -1,0 +1,135 @@
+/* kv_evict.c - eviction on demand (docs/KV_COMPRESSION.md, "Eviction on
+ * demand"): windows are scored when they close and only tagged; when a
+ * sequence must make room, every scored window gives up the same fraction
+ * of the slots it had, its lowest-scored first. */
+#include <math.h>
+#include <string.h>
+
+#include "kv_policy_impl.h"
+#include "kv_select.h"
+#include "status.h"
+
+kara_status kara_kvp_score_window(kara_context *ctx, int32_t seq) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    const kara_kv_params *p = &pol->p;
+    int32_t F = q->frontier, n = kv->seqs[seq].n, b = p->buffer;
+    /* as it stood when due: `interval` compressible slots and the buffer;
+     * a window closed early (kara_kv_policy_before_append) is what there is */
+    int32_t n_c = n - F - b < p->interval ? n - F - b : p->interval, n_w = n_c + b;
+    if (n_c < 1) return KARA_OK;
+    const int32_t q_first_pos = kv->seqs[seq].pos[F], n_groups = kv->n_groups;
+    for (int32_t g = 0; g < n_groups; g++) {
+        float *store = q->scores + (size_t)g * (size_t)kv->max_slots + F;
+        if (pol->needs_scores) {
+            int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
+            kara_status st = kara_kvp_score_span(ctx, seq, F, n_w, b, n_w, q_first_pos, p->score_mode,
+                                                 p->exclude_self, l0, l1);
+            if (st) return st;
+            memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
+        } else {
+            memset(store, 0, (size_t)n_c * sizeof(float));
+        }
+    }
+    for (int32_t i = F; i < F + n_c; i++) q->win[i] = q->n_win;
+    q->win_size[q->n_win++] = n_c;
+    q->frontier = F + n_c;
+    q->events++;
+    q->due_steps = 0;
+    return KARA_OK;
+}
+
+int32_t kara_kvp_evictable(const kara_kv_policy *pol, int32_t seq) {
+    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t n = 0;
+    if (!q->win) return 0;
+    for (int32_t i = q->n_prompt; i < q->frontier; i++) n += q->win[i] >= 0;
+    return n;
+}
+
+/* Slots window w keeps at fraction f of its original size. */
+static int32_t keep_at(double f, int32_t held, int32_t size) {
+    int32_t k = (int32_t)floor(f * size + 0.5);
+    return k < held ? k : held;
+}
+
+/* The uniform fraction: the largest f (to 2^-40) whose per-window keeps
+ * (win_keep[w] = min(held, round(f x size))) total at most `target`. held
+ * counts come in win_keep and are replaced by the keeps. */
+static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_win, int64_t target) {
+    double lo = 0.0, hi = 1.0;
+    for (int it = 0; it < 40; it++) {
+        double mid = 0.5 * (lo + hi);
+        int64_t total = 0;
+        for (int32_t w = 0; w < n_win; w++) total += keep_at(mid, win_keep[w], win_size[w]);
+        if (total <= target) lo = mid;
+        else hi = mid;
+    }
+    for (int32_t w = 0; w < n_win; w++) win_keep[w] = keep_at(lo, win_keep[w], win_size[w]);
+}
+
+/* Build pol->keep (relative to P) for selection group g: every slot of
+ * [P, F) kept whole, and the win_keep[w] best slots of each window w by
+ * the method's selection on the group's stored scores. Returns the count. */
+static kara_status select_group(kara_kv_policy *pol, int32_t seq, int32_t g, const int32_t *win_keep, int32_t *k_out) {
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    const float *scores = q->scores + (size_t)g * (size_t)pol->max_slots;
+    int32_t P = q->n_prompt, F = q->frontier, k = 0;
+    for (int32_t i = P; i < F;) {
+        int32_t w = q->win[i], j = i + 1;
+        while (j < F && q->win[j] == w) j++;
+        int32_t held = j - i;
+        if (w < 0 || win_keep[w] >= held) {
+            for (int32_t t = i; t < j; t++) pol->keep[k++] = t - P;
+        } else if (win_keep[w] > 0) {
+            memcpy(pol->gather, scores + i, (size_t)held * sizeof(float));
+            memcpy(pol->gather_tokens, q->tokens + i, (size_t)held * sizeof(int32_t));
+            uint64_t seed = ((uint64_t)q->evictions << 32) ^ (uint64_t)w;
+            kara_status st = kara_kv_select_window_k(&pol->p, pol->gather, pol->gather_tokens, held, win_keep[w], seed,
+                                                     pol->gather_keep, pol->select_scratch, pol->select_scratch_bytes);
+            if (st) return st;
+            for (int32_t t = 0; t < win_keep[w]; t++) pol->keep[k++] = i - P + pol->gather_keep[t];
+        }
+        i = j;
+    }
+    *k_out = k;
+    return KARA_OK;
+}
+
+kara_status kara_kvp_evict_even(kara_context *ctx, int32_t seq, int32_t drop) {
+    kara_kv_policy *pol = &ctx->policy;
+    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t P = q->n_prompt, F = q->frontier, n = kv->seqs[seq].n;
+    if (drop <= 0 || q->n_win == 0) return KARA_OK;
+    /* held slots per window, then what each keeps */
+    int32_t *win_keep = pol->win_keep, n_win = q->n_win;
+    memset(win_keep, 0, (size_t)n_win * sizeof(int32_t));
+    int64_t held = 0;
+    for (int32_t i = P; i < F; i++)
+        if (q->win[i] >= 0) {
+            win_keep[q->win[i]]++;
+            held++;
+        }
+    if (drop > held) drop = (int32_t)held;
+    fit_fraction(win_keep, q->win_size, n_win, held - drop);
+    /* groups last to first: group 0, whose moves the token ids and windows
+     * follow, moves last, so every selection reads them unmoved */
+    int32_t k = -1;
+    kara_status st = KARA_OK;
+    for (int32_t g = kv->n_groups - 1; g >= 0 && !st; g--) {
+        int32_t k_g = 0;
+        st = select_group(pol, seq, g, win_keep, &k_g);
+        if (!st && k >= 0 && k_g != k)
+            st = kara_set_error(KARA_ERR_INTERNAL, "kv eviction: group %d keeps %d slots, group %d kept %d", g, k_g,
+                                g + 1, k);
+        k = k_g;
+        if (!st) st = kara_kvp_compact_group(pol, kv, seq, P, n - F, k, NULL, g);
+    }
+    if (st) return st;
+    kara_kvp_compact_release(pol, kv, seq, P + k + (n - F));
+    q->frontier = P + k;
+    q->evictions++;
+    return KARA_OK;
+}

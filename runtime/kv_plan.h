@@ -1,0 +1,113 @@
+/*
+ * kv_plan.h - every capacity formula of the KV cache in one place: the
+ * bytes of a block, what the policy reserves beside the pool (query rings,
+ * scoring scratch), how many blocks the pool gets from kv_cache.budget,
+ * each sequence's share (seq_tokens), the decode-time baselines' token
+ * budget, and the most slots a request can hold (admission).
+ *
+ * The context sizes itself from a plan, the batch engine admits requests
+ * and fits its concurrency with plans, and the policy reads its share and
+ * margin from one; none of them repeats the arithmetic.
+ *
+ * Shares do not depend on which sequences run: a sequence's share is fixed
+ * when the context is created, so what it evicts, and when, depends only on
+ * its own tokens and the configuration (docs/KV_COMPRESSION.md,
+ * "Determinism").
+ */
+#ifndef KARA_KV_PLAN_H
+#define KARA_KV_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kara.h"
+
+/* The model dimensions the KV cache depends on. */
+typedef struct kara_kv_shape {
+    int32_t n_layer, n_head, n_head_kv, head_dim;
+} kara_kv_shape;
+
+typedef struct kara_kv_plan {
+    kara_kv_params p;          /* as configured */
+    kara_kv_shape shape;
+    int32_t n_ctx, n_seq_max, n_threads;
+    uint64_t block_bytes;      /* K and V of every layer for block_size slots */
+    int32_t blocks_per_seq;    /* blocks that hold n_ctx slots */
+    /* The policy scores (query rings, scorer scratch). False for `full`, and
+     * for on-demand window methods whose shares hold the whole context:
+     * they can never need to evict, so they reserve nothing. */
+    bool scoring;
+    uint64_t reserved_bytes;   /* rings + scratch, counted in the budget */
+    int32_t n_blocks;          /* blocks in the pool */
+    int32_t reserve_blocks;    /* kept free at admission: kv_cache.reserve_blocks for per_window methods
+                                * (whose peaks are estimates), 0 where the share bounds a request */
+    int32_t seq_tokens;        /* a sequence's share in slots (<= n_ctx): on-demand window methods evict at
+                                * it; per_window ones only when kv_cache.seq_tokens is set */
+    int32_t budget_tokens;     /* streaming, snapkv, h2o, kara threshold: slots an event keeps */
+    int32_t margin;            /* on-demand eviction frees this many slots below seq_tokens */
+} kara_kv_plan;
+
+/* True when p compresses by periodic window events: kara with trigger
+ * periodic, chunkkv, recent, random. False for full and for the methods
+ * that fire when a cache reaches its token budget (streaming, snapkv, h2o,
+ * kara with trigger threshold). */
+bool kara_kv_params_periodic(const kara_kv_params *p);
+/* How far past budget_tokens a threshold method's cache grows before its
+ * event: snapkv's trigger_slack, kara's trigger_slack (auto = interval)
+ * with trigger threshold, 1 otherwise (streaming and h2o fire on the first
+ * slot over). */
+int32_t kara_kv_trigger_slack(const kara_kv_params *p);
+
+/* What a scoring policy reserves beside the pool, buffer by buffer, in one
+ * place so the policy's allocation and the budget arithmetic cannot
+ * disagree. */
+typedef struct kara_kv_reservation {
+    bool window_method, needs_scores, needs_h2o;
+    int32_t ring_cap;       /* queries kept per sequence and scored layer */
+    int32_t n_scored;       /* scored layers */
+    int32_t score_n;        /* longest span an event scores */
+    int32_t score_q;        /* most query rows an event scores with (<= score_n) */
+    size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
+    size_t per_layer;       /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
+} kara_kv_reservation;
+
+void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots);
+void kara_kv_reserve_sizes(kara_kv_reservation *s, const kara_kv_params *p, const kara_kv_shape *shape,
+                           int32_t n_seq_max, int32_t max_slots, int32_t n_threads);
+uint64_t kara_kv_reserve_total(const kara_kv_reservation *s);
+/* Bytes a scoring policy reserves besides the block pool (rings, scratch). */
+uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
+                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads);
+
+/* Bytes of one block of block_size slots (K and V of every layer). */
+uint64_t kara_kv_block_bytes(const kara_kv_params *p, const kara_kv_shape *shape);
+
+/* The plan of a context. KARA_ERR_KV_BUDGET (message naming the bytes)
+ * when kv_cache.budget cannot hold the reservations and one block;
+ * KARA_ERR_CONFIG for inconsistent KV settings. */
+kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const kara_kv_shape *shape,
+                              int32_t n_ctx, int32_t n_seq_max, int32_t n_threads);
+
+/* Window methods (periodic events over a window: kara with trigger periodic,
+ * chunkkv, recent, random) evict by windows. */
+bool kara_kv_plan_window_method(const kara_kv_plan *plan);
+
+/* Slots the newest, not yet scored part of a window method's cache can
+ * reach (interval + buffer + max_defer + 1): the query ring's rows. */
+int32_t kara_kv_window_slots(const kara_kv_params *p);
+
+/* Blocks that hold n slots. */
+int64_t kara_kv_plan_blocks(const kara_kv_plan *plan, int64_t slots);
+
+/* The most slots a request of n_prompt tokens and up to n_predict generated
+ * ones (-1: up to the context) holds at any moment under the plan. */
+int64_t kara_kv_plan_peak_slots(const kara_kv_plan *plan, int32_t n_prompt, int32_t n_predict);
+
+/* Can the plan run such a request at all? False, with the reason in why,
+ * when its protected slots (the prompt, the unscored window, the eviction
+ * margin; the baselines' prompt or sinks) exceed what one sequence may
+ * keep. */
+bool kara_kv_plan_holds(const kara_kv_plan *plan, int32_t n_prompt, int32_t n_predict, char *why, size_t why_size);
+
+#endif /* KARA_KV_PLAN_H */

@@ -1,0 +1,49 @@
+/*
+ * kv_policy_impl.h - what the KV policy's files share (internal to
+ * kv_policy.c, kv_evict.c): scoring a span of a sequence, compacting a
+ * sequence after a selection, and the on-demand windows.
+ */
+#ifndef KARA_KV_POLICY_IMPL_H
+#define KARA_KV_POLICY_IMPL_H
+
+#include "context.h"
+#include "kv_policy.h"
+
+/* Score rows [first, first + n_w) of seq's cache into pol->scores[0 ..
+ * n_w - n_buf), averaged over the scored layers in [l_begin, l_end) (all
+ * layers: the shared aggregation; one scored layer: per_layer selection).
+ * The last n_q rows have queries, read from the ring at positions
+ * q_first_pos + row. */
+kara_status kara_kvp_score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
+                                int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
+                                int32_t l_begin, int32_t l_end);
+
+/* Keep pol->keep (k slots, relative to frontier) of [frontier, n - n_buf)
+ * in selection group `group` (its layers' K and V, its pos[] and
+ * stored-score rows), or in every layer and row when group < 0, and move
+ * the survivors and the buffer down. The per-slot arrays that have one row
+ * (token ids, windows, H2O accumulators) follow group 0. keep_scores, when
+ * given, become the stored scores of the kept slots. Blocks are released by
+ * kara_kvp_compact_release once every group has moved: until then the
+ * slots above the new n still hold the other groups' sources. */
+kara_status kara_kvp_compact_group(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier,
+                                   int32_t n_buf, int32_t k, const float *keep_scores, int32_t group);
+/* After an event's compact_group calls: the sequence now holds new_n slots. */
+void kara_kvp_compact_release(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t new_n);
+
+/* Is seq's window due (its compressible part has reached the interval)? */
+bool kara_kvp_window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq);
+
+/* kv_evict.c: on-demand eviction. Score the window of seq as it stood when
+ * it became due (exactly `interval` compressible slots, whatever was
+ * generated since), store the scores, tag the slots with a new window and
+ * move the frontier past them; nothing is evicted. */
+kara_status kara_kvp_score_window(kara_context *ctx, int32_t seq);
+/* Drop `drop` slots of seq's scored history, evenly across its windows
+ * (each keeps the same fraction of the slots it had when scored), by the
+ * method's selection on the stored scores. */
+kara_status kara_kvp_evict_even(kara_context *ctx, int32_t seq, int32_t drop);
+/* Slots of seq's scored history that eviction may drop. */
+int32_t kara_kvp_evictable(const kara_kv_policy *pol, int32_t seq);
+
+#endif /* KARA_KV_POLICY_IMPL_H */
