@@ -1,0 +1,293 @@
+/* test_kv_on_demand.c - eviction on demand (kara.evict: on_demand, the
+ * default) on a synthetic Qwen3 model:
+ * - with the default parameters and a budget that holds the whole context,
+ *   Kara is full: logits bit for bit over 600 steps, nothing reserved for
+ *   scoring, no event;
+ * - under a share (kv_cache.seq_tokens) every window method keeps at most
+ *   the share at every step, evicts down to share - margin, never touches
+ *   the prompt, keeps the section 7.3 invariants, and after each eviction
+ *   every scored window holds the same fraction of its slots (to the
+ *   rounding of one slot); the logits equal full's until the first
+ *   eviction and tokens are identical on 1 and 2 threads;
+ * - a share smaller than the prompt plus a whole window still works: the
+ *   open window is scored early;
+ * - text appended in one piece after generation started (a chat turn) is
+ *   kept whole, whatever is evicted around it;
+ * - per_window keeps its retention and is capped by an explicit share;
+ * - requests the share cannot hold are refused at admission with a message
+ *   that names what they need.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "kv_compact.h"
+#include "test_models.h"
+#include "test_util.h"
+
+#define N_CTX 1024
+#define P 6
+static const int32_t prompt[P] = {1, 17, 33, 49, 65, 81};
+
+static kara_model *tiny_model(void) {
+    return kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-on-demand.gguf");
+}
+
+/* Small windows so that a few hundred steps see many of them. */
+static void small_window(kara_kv_params *kv, kara_kv_method method, int32_t share) {
+    kara_kv_params_init(kv);
+    kv->method = method;
+    kv->interval = 32;
+    kv->buffer = 8;
+    kv->min_compressible = 16;
+    kv->max_defer = 8;
+    kv->seq_tokens = share;
+}
+
+/* Slots each scored window of seq holds now. */
+static void window_counts(const kara_context *c, int seq, int32_t *held) {
+    const kara_kv_policy_seq *q = &c->policy.seqs[seq];
+    memset(held, 0, N_CTX * sizeof *held);
+    for (int i = q->n_prompt; i < q->frontier; i++)
+        if (q->win[i] >= 0) held[q->win[i]]++;
+}
+
+/* After an eviction (before: each window's count before it): the windows
+ * that gave slots now keep the same share of their original size, to the
+ * rounding of half a slot of each, and no window that gave nothing keeps a
+ * larger share than they do (water-filling: windows already below the
+ * common share stay as they are). */
+static bool even_across_windows(const kara_context *c, int seq, const int32_t *before, const char *what, int step) {
+    const kara_kv_policy_seq *q = &c->policy.seqs[seq];
+    int32_t held[N_CTX];
+    window_counts(c, seq, held);
+    double lo = 2, hi = -1, lo_tol = 0, hi_tol = 0;
+    for (int w = 0; w < q->n_win; w++)
+        if (held[w] < before[w]) {
+            double r = (double)held[w] / q->win_size[w], tol = 0.5 / q->win_size[w];
+            if (r < lo) lo = r, lo_tol = tol;
+            if (r > hi) hi = r, hi_tol = tol;
+        }
+    bool ok = CHECK_MSG(hi >= 0, "%s step %d: an eviction that took from no window", what, step) &&
+              CHECK_MSG(hi - lo <= lo_tol + hi_tol + 1e-9, "%s step %d: windows that gave keep %.3f..%.3f", what,
+                        step, lo, hi);
+    for (int w = 0; w < q->n_win && ok; w++)
+        if (held[w] == before[w])
+            ok = CHECK_MSG((double)held[w] / q->win_size[w] <= hi + hi_tol + 0.5 / q->win_size[w] + 1e-9,
+                           "%s step %d: window %d kept %d/%d, more than the %.3f the others came down to", what, step,
+                           w, held[w], q->win_size[w], hi);
+    return ok;
+}
+
+typedef struct run_result {
+    int32_t toks[1024];
+    float *logits;      /* [steps][V] */
+    int first_evict;    /* step of the first eviction, -1 */
+    uint64_t evicted, events;
+    int steps;
+} run_result;
+
+/* Greedy generation of n_steps after the prompt, checking everything the
+ * header lists at every step. */
+static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_steps, run_result *r, const char *what) {
+    memset(r, 0, sizeof *r);
+    r->first_evict = -1;
+    int V = kara_model_n_vocab(m);
+    r->logits = malloc((size_t)n_steps * V * sizeof(float));
+    kara_context *c = kara_test_kv_context(m, kv, 1, threads, N_CTX);
+    if (!CHECK(c != NULL)) return;
+    kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
+    kara_status st = kara_decode(c, &b);
+    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P)), *now = malloc(kara_test_kv_prefix_bytes(c, P));
+    kara_test_kv_copy_prefix(c, 0, P, ref);
+    const int32_t share = c->policy.plan.seq_tokens, margin = c->policy.plan.margin;
+    bool share_ok = true, margin_ok = true, inv_ok = true, even_ok = true;
+    uint64_t evicted = 0;
+    static int32_t before[N_CTX];
+    for (int i = 0; i < n_steps && st == KARA_OK; i++) {
+        window_counts(c, 0, before);
+        const float *l = kara_get_logits(c, -1);
+        memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
+        r->toks[i] = kara_test_argmax(l, V);
+        kara_batch nb = kara_batch_one_sequence(&r->toks[i], 1, P + i, 0);
+        st = kara_decode(c, &nb);
+        r->steps = i + 1;
+        const kara_kv_seq *s = &c->kv.seqs[0];
+        if (s->n > share) share_ok = CHECK_MSG(false, "%s step %d: %d slots over the share of %d", what, i, s->n, share);
+        if (c->policy.stats.slots_evicted != evicted) {
+            if (r->first_evict < 0) r->first_evict = i;
+            evicted = c->policy.stats.slots_evicted;
+            /* evicted down to the margin below the share (this step's token on top) */
+            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && s->n > share - margin + 1)
+                margin_ok = CHECK_MSG(false, "%s step %d: %d slots after an eviction, share %d margin %d", what, i,
+                                      s->n, share, margin);
+            kara_test_kv_copy_prefix(c, 0, P, now);
+            const kara_kv_policy_seq *q = &c->policy.seqs[0];
+            kara_kv_invariants inv = {s->pos, s->n, q->n_prompt, q->frontier, now, ref, kara_test_kv_prefix_bytes(c, P),
+                                      c->kv.block_size, s->n_blocks, c->kv.n_free, c->kv.n_blocks - c->kv.n_free,
+                                      c->kv.n_blocks};
+            char msg[256];
+            if (kara_kv_check_invariants(&inv, msg, sizeof msg) != KARA_OK)
+                inv_ok = CHECK_MSG(false, "%s step %d: %s", what, i, msg);
+            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && even_ok) even_ok = even_across_windows(c, 0, before, what, i);
+        }
+    }
+    CHECK_MSG(st == KARA_OK, "%s: decode failed: %s", what, kara_last_error());
+    (void)share_ok, (void)margin_ok, (void)inv_ok, (void)even_ok;
+    r->evicted = c->policy.stats.slots_evicted;
+    r->events = c->policy.stats.events;
+    free(ref);
+    free(now);
+    kara_context_free(c);
+}
+
+static void test_defaults_are_full(kara_model *m) {
+    kara_kv_params full, def;
+    kara_kv_params_init(&full);
+    kara_kv_params_init(&def);
+    full.method = KARA_KV_METHOD_FULL;
+    CHECK_EQ_INT(def.method, KARA_KV_METHOD_KARA);
+    CHECK_EQ_INT(def.evict, KARA_KV_EVICT_ON_DEMAND);
+    kara_context *c = kara_test_kv_context(m, &def, 1, 2, N_CTX);
+    if (CHECK(c != NULL)) {
+        kara_kv_stats ks;
+        kara_context_kv_stats(c, &ks);
+        CHECK(!ks.scoring);
+        CHECK_EQ_INT(ks.reserved_bytes, 0);
+        CHECK_EQ_INT(ks.seq_tokens, N_CTX);
+        kara_context_free(c);
+    }
+    run_result a, b;
+    run(m, &full, 2, 600, &a, "full");
+    run(m, &def, 2, 600, &b, "defaults");
+    CHECK_MSG(!memcmp(a.logits, b.logits, (size_t)600 * kara_model_n_vocab(m) * sizeof(float)),
+              "the defaults differ from full over 600 steps");
+    CHECK_EQ_INT(b.events, 0);
+    CHECK_EQ_INT(b.evicted, 0);
+    free(a.logits);
+    free(b.logits);
+}
+
+static void test_share(kara_model *m) {
+    const kara_kv_method methods[] = {KARA_KV_METHOD_KARA, KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RECENT,
+                                      KARA_KV_METHOD_RANDOM};
+    kara_kv_params full;
+    kara_kv_params_init(&full);
+    full.method = KARA_KV_METHOD_FULL;
+    run_result f;
+    run(m, &full, 1, 500, &f, "full");
+    int V = kara_model_n_vocab(m);
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+        kara_kv_params kv;
+        small_window(&kv, methods[i], 160);
+        run_result a, b;
+        run(m, &kv, 1, 500, &a, kara_kv_method_name(methods[i]));
+        run(m, &kv, 2, 500, &b, kara_kv_method_name(methods[i]));
+        CHECK_MSG(a.evicted > 200, "%s: %llu slots evicted", kara_kv_method_name(methods[i]),
+                  (unsigned long long)a.evicted);
+        CHECK_MSG(a.steps == 500 && !memcmp(a.toks, b.toks, sizeof a.toks), "%s: 1 and 2 threads differ",
+                  kara_kv_method_name(methods[i]));
+        /* lossless until the share is reached: full's logits, bit for bit */
+        CHECK_MSG(a.first_evict > 100, "%s: first eviction at step %d", kara_kv_method_name(methods[i]),
+                  a.first_evict);
+        if (a.first_evict > 0)
+            CHECK_MSG(!memcmp(a.logits, f.logits, (size_t)(a.first_evict + 1) * V * sizeof(float)),
+                      "%s: logits differ from full before the first eviction", kara_kv_method_name(methods[i]));
+        free(a.logits);
+        free(b.logits);
+    }
+    free(f.logits);
+}
+
+/* A share of 64 slots: less than the prompt and a whole window (6 + 32 + 8),
+ * so evictable history only exists because the open window is scored early. */
+static void test_small_share(kara_model *m) {
+    kara_kv_params kv;
+    small_window(&kv, KARA_KV_METHOD_KARA, 64);
+    run_result a;
+    run(m, &kv, 1, 300, &a, "share 64");
+    CHECK_EQ_INT(a.steps, 300);
+    CHECK(a.evicted > 200);
+    free(a.logits);
+}
+
+/* Generate, then feed 40 tokens in one decode (a chat turn), then generate
+ * again under a share: the turn is never evicted. */
+static void test_turn_kept_whole(kara_model *m) {
+    kara_kv_params kv;
+    small_window(&kv, KARA_KV_METHOD_KARA, 200);
+    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, N_CTX);
+    if (!CHECK(c != NULL)) return;
+    int V = kara_model_n_vocab(m), pos = 0;
+    kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
+    bool ok = CHECK(kara_decode(c, &b) == KARA_OK);
+    pos = P;
+    for (int i = 0; i < 70 && ok; i++, pos++) {
+        int32_t t = kara_test_argmax(kara_get_logits(c, -1), V);
+        b = kara_batch_one_sequence(&t, 1, pos, 0);
+        ok = CHECK(kara_decode(c, &b) == KARA_OK);
+    }
+    int32_t turn[40];
+    for (int i = 0; i < 40; i++) turn[i] = (i * 37 + 5) % V;
+    int turn_pos = pos;
+    b = kara_batch_one_sequence(turn, 40, pos, 0);
+    ok = ok && CHECK_MSG(kara_decode(c, &b) == KARA_OK, "turn: %s", kara_last_error());
+    pos += 40;
+    for (int i = 0; i < 300 && ok; i++, pos++) {
+        int32_t t = kara_test_argmax(kara_get_logits(c, -1), V);
+        b = kara_batch_one_sequence(&t, 1, pos, 0);
+        ok = CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", i, kara_last_error());
+    }
+    CHECK(c->policy.stats.slots_evicted > 100);
+    /* every position of the turn is still held */
+    int32_t held[N_CTX];
+    int32_t n = kara_seq_positions(c, 0, held, N_CTX), found = 0;
+    for (int i = 0; i < n; i++) found += held[i] >= turn_pos && held[i] < turn_pos + 40;
+    CHECK_EQ_INT(found, 40);
+    kara_context_free(c);
+}
+
+/* per_window keeps `retention` at each event, and an explicit share caps it. */
+static void test_per_window_share(kara_model *m) {
+    kara_kv_params kv;
+    small_window(&kv, KARA_KV_METHOD_KARA, 0);
+    kv.evict = KARA_KV_EVICT_PER_WINDOW;
+    kv.retention = 0.5f;
+    run_result a, b;
+    run(m, &kv, 1, 600, &a, "per_window");
+    kv.seq_tokens = 120;
+    run(m, &kv, 1, 600, &b, "per_window, share 120");
+    CHECK(a.events >= 15 && b.events >= 15);
+    CHECK_MSG(b.evicted > a.evicted, "the share evicted more (%llu vs %llu)", (unsigned long long)b.evicted,
+              (unsigned long long)a.evicted);
+    free(a.logits);
+    free(b.logits);
+}
+
+static void test_admission(kara_model *m) {
+    kara_kv_params kv;
+    small_window(&kv, KARA_KV_METHOD_KARA, 40);
+    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, N_CTX);
+    if (!CHECK(c != NULL)) return;
+    /* 20 prompt tokens + the buffer (8) + the margin (16) + 2 > 40 */
+    CHECK_EQ_INT(kara_seq_admit(c, 0, 20, 100), KARA_ERR_KV_BUDGET);
+    CHECK_MSG(strstr(kara_last_error(), "kv_cache.seq_tokens") && strstr(kara_last_error(), "need 46"),
+              "message: %s", kara_last_error());
+    CHECK_EQ_INT(kara_seq_admit(c, 0, 20, 10), KARA_OK); /* 30 tokens in all: no eviction needed */
+    CHECK_EQ_INT(kara_seq_admit(c, 0, 10, 100), KARA_OK);
+    kara_context_free(c);
+}
+
+int main(void) {
+    kara_model *m = tiny_model();
+    if (!CHECK(m != NULL)) return kara_test_finish();
+    test_defaults_are_full(m);
+    test_share(m);
+    test_small_share(m);
+    test_turn_kept_whole(m);
+    test_per_window_share(m);
+    test_admission(m);
+    kara_model_free(m);
+    return kara_test_finish();
+}
