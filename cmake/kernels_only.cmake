@@ -17,8 +17,7 @@ foreach(name test_kernel_parity test_quant_roundtrip test_gemm_nt test_repack)
   if(EXISTS ${PROJECT_SOURCE_DIR}/tests/kernels/${name}.c)
     add_executable(${name} ${PROJECT_SOURCE_DIR}/tests/kernels/${name}.c
       $<TARGET_OBJECTS:kara_kernels_cpu> $<TARGET_OBJECTS:kara_platform>)
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels_cpu ${PROJECT_SOURCE_DIR}/platform
-      ${PROJECT_SOURCE_DIR}/runtime/include)
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/kernels_cpu ${PROJECT_SOURCE_DIR}/platform)
     target_link_libraries(${name} PRIVATE kara_kernels_test_util Threads::Threads m)
     if(OpenMP_C_FOUND)
       target_link_libraries(${name} PRIVATE OpenMP::OpenMP_C)

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Generate runtime/unicode_tables.c from the Unicode Character Database.
+"""Generate runtime/tokenizer/unicode_tables.c from the Unicode Character Database.
 
 The tokenizers' pre-split rules need each code point's general category
 (\\p{L}, \\p{N}, \\p{M}, \\p{P}, \\p{S}), the White_Space property (\\s),
 simple case mappings and canonical decompositions. This script reads them
 from Debian's `unicode-data` package (apt-get install unicode-data) and
-writes compact C tables; runtime/unicode.c holds the hand-written lookups.
+writes compact C tables; runtime/tokenizer/unicode.c holds the hand-written lookups.
 
-    python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] > runtime/unicode_tables.c
+    python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] > runtime/tokenizer/unicode_tables.c
 
 The output is committed, so building Kara never needs the package.
 """
@@ -17,9 +17,9 @@ import os
 import sys
 
 MAX_CPT = 0x110000
-MAX_DECOMP = 4  # must match KARA_UNICODE_MAX_DECOMP in runtime/unicode.h
+MAX_DECOMP = 4  # must match KARA_UNICODE_MAX_DECOMP in runtime/tokenizer/unicode.h
 
-# Order must match enum kara_ucat in runtime/unicode.h (Cn = unassigned = 0).
+# Order must match enum kara_ucat in runtime/tokenizer/unicode.h (Cn = unassigned = 0).
 CATEGORIES = [
     "Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No",
     "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So",

@@ -244,7 +244,7 @@ typedef struct kara_kv_params {
     int32_t reserve_blocks;      /* 8 */
     kara_kv_method method;       /* kara */
     int32_t seq_tokens;          /* most slots one sequence holds (its share); 0 = auto: the pool
-                                  * (after reserve_blocks) divided by n_seq_max, at most n_ctx */
+                                  * divided by n_seq_max, at most n_ctx (the same whatever n_threads) */
     /* kara: */
     kara_kv_evict evict;         /* on_demand */
     int32_t evict_margin;        /* on_demand: slots freed below seq_tokens at each eviction
@@ -325,6 +325,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *p,
 void kara_context_free(kara_context *ctx);
 const kara_model *kara_context_model(const kara_context *ctx);
 int32_t kara_context_n_ctx(const kara_context *ctx);
+int32_t kara_context_n_batch(const kara_context *ctx); /* most entries per kara_decode */
 /* The message of the last error on this context. */
 const char *kara_context_last_error(const kara_context *ctx);
 
@@ -768,13 +769,14 @@ void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *o
  * alone) it ends with KARA_ERR_KV_BUDGET. Every such event is counted.
  *
  * Determinism: each request samples from its own sampler seeded with
- * kara_engine_seed(sampling.seed, id), so its answer does not depend on
- * which requests run beside it or in what order. Greedy answers are equal
- * at any concurrency when the per-entry forward pass is (the CPU kernels
- * compute each row alike whatever the batch) and the KV policy makes the
- * same decisions: always for `full`; for window methods when events are
- * not deferred (kara.max_compress_per_step large enough) and no pool
- * pressure forces them.
+ * kara_engine_seed(sampling.seed, id), and the KV policy decides from the
+ * request's own tokens and its share (kv.seq_tokens) alone, so a request's
+ * answer does not depend on which requests run beside it, in what order,
+ * or whether it was preempted (the CPU kernels compute each row alike
+ * whatever the batch). The exception: with per_window eviction or the
+ * threshold methods, pool pressure that admission did not foresee
+ * (optimistic_admission) forces events on whichever sequence has the most
+ * to give.
  *
  * The engine owns the context while it lives (it clears every sequence at
  * create). kara_engine_create allocates everything; a step allocates

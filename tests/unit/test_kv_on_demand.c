@@ -279,6 +279,30 @@ static void test_admission(kara_model *m) {
     kara_context_free(c);
 }
 
+/* Under a budget that binds, a sequence's share (and so its answer) is the
+ * same whatever the thread count: the scorer's scratch is reserved for a
+ * fixed number of workers. */
+static void test_share_ignores_threads(kara_model *m) {
+    kara_kv_params kv;
+    small_window(&kv, KARA_KV_METHOD_KARA, 0);
+    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 2, N_CTX) + 21 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
+    int32_t share[3];
+    uint64_t reserved[3];
+    const int threads[3] = {1, 2, 7};
+    for (int i = 0; i < 3; i++) {
+        kara_context *c = kara_test_kv_context(m, &kv, 2, threads[i], N_CTX);
+        if (!CHECK(c != NULL)) return;
+        kara_kv_stats ks;
+        kara_context_kv_stats(c, &ks);
+        share[i] = ks.seq_tokens;
+        reserved[i] = ks.reserved_bytes;
+        kara_context_free(c);
+    }
+    CHECK_EQ_INT(share[0], 10 * 16); /* 21 blocks for 2 sequences */
+    CHECK(share[1] == share[0] && share[2] == share[0]);
+    CHECK(reserved[1] == reserved[0] && reserved[2] == reserved[0]);
+}
+
 int main(void) {
     kara_model *m = tiny_model();
     if (!CHECK(m != NULL)) return kara_test_finish();
@@ -288,6 +312,7 @@ int main(void) {
     test_turn_kept_whole(m);
     test_per_window_share(m);
     test_admission(m);
+    test_share_ignores_threads(m);
     kara_model_free(m);
     return kara_test_finish();
 }

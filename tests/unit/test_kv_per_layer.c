@@ -256,7 +256,7 @@ static void test_planted(kara_model *m) {
     plant(c, 1, F, n, b, a);
     uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
     kara_test_kv_copy_prefix(c, 0, P, ref);
-    CHECK(kara_kv_policy_step(c) == KARA_OK);
+    CHECK(kara_kv_policy_step(&c->policy) == KARA_OK);
     CHECK_EQ_INT(c->policy.stats.events, 1);
     const int k = kara_kv_keep_count(32, kv.retention, kv.min_keep), n_new = F + k + kv.buffer;
     CHECK_EQ_INT(c->kv.seqs[0].n, n_new);
@@ -330,10 +330,10 @@ static void test_budget_threads(kara_model *m) {
             shared.layer_stride = stride;
             int groups = (N_LAYER + stride - 1) / stride;
             /* the extra groups' positions and stored scores are reserved in the budget */
-            uint64_t extra = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX, 2) -
-                             kara_kv_policy_bytes(&shared, N_LAYER, 4, 2, 32, 1, N_CTX, 2);
+            uint64_t extra = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) -
+                             kara_kv_policy_bytes(&shared, N_LAYER, 4, 2, 32, 1, N_CTX);
             CHECK_EQ_INT(extra, (uint64_t)(groups - 1) * N_CTX * 8);
-            kv.budget = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX, 2) + 10 * (uint64_t)BLOCK_BYTES;
+            kv.budget = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 10 * (uint64_t)BLOCK_BYTES;
             char what[64];
             snprintf(what, sizeof what, "%s per_layer stride %d", kara_kv_method_name(kv.method), stride);
             gen_out o1, o2;
@@ -396,7 +396,7 @@ static void test_recompress_history(kara_model *m) {
     kv.min_compressible = 32;
     kv.retention = 0.5f; /* 16 slots of history per event: pressure after a few events, then at every one */
     kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
-    kv.budget = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX, 1) + 6 * (uint64_t)BLOCK_BYTES;
+    kv.budget = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 6 * (uint64_t)BLOCK_BYTES;
     kara_context *c = kara_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 6);
@@ -527,8 +527,8 @@ static void test_params(kara_model *m) {
         a.method = b.method = ignore[i];
         CHECK(!kara_kv_params_per_layer(&a));
         CHECK_EQ_INT(kara_kv_n_groups(&a, N_LAYER), 1);
-        CHECK_EQ_INT(kara_kv_policy_bytes(&a, N_LAYER, 4, 2, 32, 1, N_CTX, 1),
-                     kara_kv_policy_bytes(&b, N_LAYER, 4, 2, 32, 1, N_CTX, 1));
+        CHECK_EQ_INT(kara_kv_policy_bytes(&a, N_LAYER, 4, 2, 32, 1, N_CTX),
+                     kara_kv_policy_bytes(&b, N_LAYER, 4, 2, 32, 1, N_CTX));
     }
     /* groups: one per scored layer; a stride beyond the layers leaves one */
     a5_params(&kv, true);

@@ -130,7 +130,7 @@ static void test_methods_budget_threads(kara_model *m) {
         small_window(&kv, all_methods[i]);
         /* a budget that holds the policy's reservations and about 10 blocks
          * besides: every method must live inside it for 400 steps (about ten events each) */
-        uint64_t reserved = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024, 2);
+        uint64_t reserved = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024);
         uint64_t block = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
         kv.budget = reserved + 10 * block;
         if (all_methods[i] == KARA_KV_METHOD_FULL) kv.budget = 0; /* full keeps everything */
@@ -200,7 +200,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     kv.interval = 128;
     kv.reserve_blocks = 0;
     const uint64_t block_bytes = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
-    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024, 2) + 16 * block_bytes;
+    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024) + 16 * block_bytes;
     kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 16);
@@ -246,7 +246,7 @@ static void test_budget_errors(kara_model *m) {
      * generating 200 can (8 + 6 events x 6 slots kept + the 49-slot window:
      * 6 blocks, plus the 8 reserved) */
     cp.n_threads = 1;
-    cp.kv.budget = kara_kv_policy_bytes(&cp.kv, 4, 4, 2, 32, 1, 1024, 1) + 20 * 16384;
+    cp.kv.budget = kara_kv_policy_bytes(&cp.kv, 4, 4, 2, 32, 1, 1024) + 20 * 16384;
     CHECK(kara_context_create(m, &cp, &c) == KARA_OK);
     if (!c) return;
     CHECK_EQ_INT(c->kv.n_blocks, 20);

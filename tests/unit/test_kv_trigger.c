@@ -41,7 +41,7 @@ static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int 
     kv->interval = 32;
     kv->buffer = 8;
     kv->budget_tokens = budget_tokens;
-    kv->budget = kara_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024, 2) + (uint64_t)pool_blocks * BLOCK_BYTES;
+    kv->budget = kara_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024) + (uint64_t)pool_blocks * BLOCK_BYTES;
 }
 
 /* Section 7.3 for one sequence: positions, the prompt's bytes against the

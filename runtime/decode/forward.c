@@ -310,7 +310,7 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
     for (int32_t i = 0; i < n; i++) {
         int32_t seq = c->entry_seq[i];
         c->slot[i] = kara_kv_append(&c->kv, seq, c->entry_pos[i]);
-        kara_kv_policy_on_append(&c->policy, &c->kv, seq, c->slot[i], b->tokens[i], c->seq_counts[seq]);
+        kara_kv_policy_on_append(&c->policy, seq, c->slot[i], b->tokens[i], c->seq_counts[seq]);
         kara_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, b->tokens[i], e,
                                    c->x + (size_t)i * e);
     }

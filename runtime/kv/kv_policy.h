@@ -48,7 +48,14 @@
 #include "kv_cache.h"
 #include "kv_plan.h"
 
-struct kara_context;
+/* How the policy runs its scoring on the context's threads: run(user, fn,
+ * arg) calls fn(arg, ith, nth) on n_threads threads and returns when all
+ * are done. */
+typedef struct kara_kv_exec {
+    int32_t n_threads;
+    void (*run)(void *user, void (*fn)(void *arg, int ith, int nth), void *arg);
+    void *user;
+} kara_kv_exec;
 
 typedef struct kara_kv_policy_seq {
     bool prompt_marked;    /* generation has started: P is known */
@@ -69,6 +76,8 @@ typedef struct kara_kv_policy_seq {
 typedef struct kara_kv_policy {
     kara_kv_params p;
     kara_kv_plan plan;
+    kara_kv_cache *kv;     /* the cache it governs */
+    kara_kv_exec exec;
     int32_t n_layer, n_head, n_head_kv, head_dim;
     int32_t n_seq_max, max_slots;
     int32_t think_end_token; /* -1 when the vocabulary has none */
@@ -101,7 +110,9 @@ typedef struct kara_kv_policy {
     uint64_t step;
 } kara_kv_policy;
 
-kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, int32_t think_end_token);
+/* A policy for kv under the plan; exec runs its scoring in parallel. */
+kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, kara_kv_cache *kv, const kara_kv_exec *exec,
+                                int32_t think_end_token);
 void kara_kv_policy_free(kara_kv_policy *pol);
 void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq);
 
@@ -110,12 +121,11 @@ void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq);
  * slots are kept whole), and a window method that would pass the
  * sequence's share evicts scored history. KARA_ERR_KV_BUDGET when even its
  * whole scored history cannot make the room. */
-kara_status kara_kv_policy_before_append(struct kara_context *ctx, int32_t seq, int32_t n_new);
+kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32_t n_new);
 
 /* Called for each appended slot before the forward pass runs; n_new is how
  * many entries this decode brings to the sequence (1 marks generation). */
-void kara_kv_policy_on_append(kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq, int32_t slot,
-                              int32_t token, int32_t n_new);
+void kara_kv_policy_on_append(kara_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new);
 /* Where the forward pass stores the post-RoPE query of (layer, position),
  * or NULL when the policy does not need it. */
 void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos);
@@ -126,12 +136,12 @@ float *kara_kv_policy_h2o_row(kara_kv_policy *pol, int32_t seq, int32_t head);
 void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots);
 
 /* Run the events that are due after a decode step. */
-kara_status kara_kv_policy_step(struct kara_context *ctx);
+kara_status kara_kv_policy_step(kara_kv_policy *pol);
 /* Pool pressure: free blocks for `need` more blocks if the method allows
  * (per_window and the threshold methods force an event, or recompress
  * history). KARA_ERR_KV_BUDGET if it cannot. On-demand eviction never
  * takes from one sequence for another (answers would then depend on what
  * else runs): it only reports the shortage. */
-kara_status kara_kv_policy_relieve(struct kara_context *ctx, int32_t need);
+kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need);
 
 #endif /* KARA_KV_POLICY_H */

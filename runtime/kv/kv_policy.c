@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
 #include "kv_compact.h"
 #include "kv_params.h"
 #include "kv_policy_impl.h"
@@ -24,8 +23,11 @@ static bool threshold_trigger(const kara_kv_params *p) {
 
 static bool on_demand(const kara_kv_policy *pol) { return pol->p.evict == KARA_KV_EVICT_ON_DEMAND; }
 
-kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, int32_t think_end_token) {
+kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, kara_kv_cache *kv, const kara_kv_exec *exec,
+                                int32_t think_end_token) {
     memset(pol, 0, sizeof *pol);
+    pol->kv = kv;
+    pol->exec = *exec;
     const kara_kv_params *p = &plan->p;
     if (kara_kv_params_per_layer(p) && threshold_trigger(p))
         return kara_set_error(KARA_ERR_CONFIG,
@@ -60,7 +62,7 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, i
     if (!plan->scoring) return KARA_OK; /* full, or a share that holds the whole context */
 
     kara_kv_reservation z;
-    kara_kv_reserve_sizes(&z, p, &plan->shape, n_seq_max, max_slots, plan->n_threads);
+    kara_kv_reserve_sizes(&z, p, &plan->shape, n_seq_max, max_slots);
     pol->window_method = z.window_method;
     pol->needs_scores = z.needs_scores;
     pol->needs_h2o = z.needs_h2o;
@@ -138,8 +140,7 @@ void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq) {
 
 /* ---- hooks for the forward pass ---- */
 
-void kara_kv_policy_on_append(kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq, int32_t slot,
-                              int32_t token, int32_t n_new) {
+void kara_kv_policy_on_append(kara_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new) {
     kara_kv_policy_seq *q = &pol->seqs[seq];
     if (q->tokens) q->tokens[slot] = token;
     if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
@@ -158,7 +159,6 @@ void kara_kv_policy_on_append(kara_kv_policy *pol, const kara_kv_cache *kv, int3
         q->frontier = slot + 1;
     }
     if (q->prompt_marked && token == pol->think_end_token && pol->think_end_token >= 0) q->think_done = true;
-    (void)kv;
 }
 
 void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
@@ -247,16 +247,17 @@ typedef struct score_task {
     const kara_kv_score_job *job;
 } score_task;
 
+/* At most KARA_KV_SCORE_WORKERS of the context's threads score. */
 static void score_compute(void *arg, int ith, int nth) {
     const score_task *t = arg;
-    kara_kv_score_compute(t->job, ith, nth);
+    int workers = nth < KARA_KV_SCORE_WORKERS ? nth : KARA_KV_SCORE_WORKERS;
+    if (ith < workers) kara_kv_score_compute(t->job, ith, workers);
 }
 
-kara_status kara_kvp_score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
+kara_status kara_kvp_score_span(kara_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
                               int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
                               int32_t l_begin, int32_t l_end) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+    kara_kv_cache *kv = pol->kv;
     const kara_kv_params *p = &pol->p;
     int32_t n_c = n_w - n_buf, stride = p->layer_stride > 0 ? p->layer_stride : 1;
     kara_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, p->n_sink};
@@ -278,10 +279,12 @@ kara_status kara_kvp_score_span(kara_context *ctx, int32_t seq, int32_t first, i
         sink.first = 0;
         kara_kv_score_job job;
         st = kara_kv_score_prepare_q(&job, &sh, n_q, &opts, &qr, &kr, &sink, pol->score_scratch,
-                                     pol->score_scratch_bytes, ctx->n_threads);
+                                     pol->score_scratch_bytes,
+                                     pol->exec.n_threads < KARA_KV_SCORE_WORKERS ? pol->exec.n_threads
+                                                                                  : KARA_KV_SCORE_WORKERS);
         if (st) break;
         score_task t = {&job};
-        kara_parallel_run(ctx, score_compute, &t);
+        pol->exec.run(pol->exec.user, score_compute, &t);
         kara_kv_score_finish(&job, pol->layer_scores, &acc);
     }
     if (!st) kara_kv_score_acc_finalize(&acc, pol->scores);
@@ -299,9 +302,8 @@ kara_status kara_kvp_score_span(kara_context *ctx, int32_t seq, int32_t first, i
  * plan the token ids follow, moves last and every selection reads the
  * window's token ids unmoved. Whatever can fail (shapes, scratch sizes)
  * fails for the first group, before anything has moved. */
-static kara_status window_event(kara_context *ctx, int32_t seq, int32_t min_compressible) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+static kara_status window_event(kara_kv_policy *pol, int32_t seq, int32_t min_compressible) {
+    kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     int32_t n = kv->seqs[seq].n, F = q->frontier, b = p->buffer, n_w = n - F, n_c = n_w - b;
@@ -314,7 +316,7 @@ static kara_status window_event(kara_context *ctx, int32_t seq, int32_t min_comp
         if (pol->needs_scores) {
             /* shared: mean over every scored layer; per group: its scored layer */
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            st = kara_kvp_score_span(ctx, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
+            st = kara_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
         } else {
             memset(pol->scores, 0, (size_t)n_c * sizeof(float));
         }
@@ -349,9 +351,8 @@ static kara_status window_event(kara_context *ctx, int32_t seq, int32_t min_comp
  * most ring_cap): normally the previous event's buffer and every slot
  * generated since; older slots are judged as keys only. The frontier stays
  * at P: every event rescores everything generated. */
-static kara_status threshold_event(kara_context *ctx, int32_t seq) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+static kara_status threshold_event(kara_kv_policy *pol, int32_t seq) {
+    kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     const int32_t *pos = kv->seqs[seq].pos;
@@ -368,7 +369,7 @@ static kara_status threshold_event(kara_context *ctx, int32_t seq) {
     if (k >= n_c) return KARA_OK;
     int32_t n_q = 1;
     while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
-    kara_status st = kara_kvp_score_span(ctx, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
+    kara_status st = kara_kvp_score_span(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
                                 pol->n_layer);
     if (!st)
         st = kara_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep,
@@ -380,9 +381,8 @@ static kara_status threshold_event(kara_context *ctx, int32_t seq) {
 
 /* The decode-time baselines compress the whole cache when it overflows
  * their per-sequence token budget (section 10). */
-static kara_status cache_event(kara_context *ctx, int32_t seq) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+static kara_status cache_event(kara_kv_policy *pol, int32_t seq) {
+    kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, k = 0;
@@ -401,7 +401,7 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
         if (n_w <= obs) return KARA_OK;
         const int32_t *pos = kv->seqs[seq].pos;
         /* the observation window's queries: the newest obs positions */
-        st = kara_kvp_score_span(ctx, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
+        st = kara_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
                         pol->n_layer);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
@@ -409,7 +409,7 @@ static kara_status cache_event(kara_context *ctx, int32_t seq) {
                                    pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
         break;
     }
-    case KARA_KV_METHOD_KARA: return threshold_event(ctx, seq);
+    case KARA_KV_METHOD_KARA: return threshold_event(pol, seq);
     default: return KARA_OK;
     }
     if (st == KARA_ERR_KV_BUDGET) {
@@ -447,10 +447,9 @@ bool kara_kvp_window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int
 }
 
 /* The window event of seq: on-demand scoring, or a per_window event. */
-static kara_status run_window_event(kara_context *ctx, int32_t seq) {
-    kara_kv_policy *pol = &ctx->policy;
+static kara_status run_window_event(kara_kv_policy *pol, int32_t seq) {
     pol->stats.events++;
-    return on_demand(pol) ? kara_kvp_score_window(ctx, seq) : window_event(ctx, seq, pol->p.min_compressible);
+    return on_demand(pol) ? kara_kvp_score_window(pol, seq) : window_event(pol, seq, pol->p.min_compressible);
 }
 
 /* Window methods after a step. A per_window event changes what later
@@ -460,9 +459,8 @@ static kara_status run_window_event(kara_context *ctx, int32_t seq) {
  * at most max_compress_per_step sequences per step, the longest-waiting
  * first, and one that waited max_defer steps goes regardless (it spreads
  * the scoring of sequences that became due together over several steps). */
-static kara_status window_step(kara_context *ctx) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+static kara_status window_step(kara_kv_policy *pol) {
+    kara_kv_cache *kv = pol->kv;
     kara_status st = KARA_OK;
     int32_t running = 0, due = 0;
     for (int32_t s = 0; s < pol->n_seq_max; s++) {
@@ -480,7 +478,7 @@ static kara_status window_step(kara_context *ctx) {
                 pick = s;
         if (pick < 0) break;
         if (served >= cap && pol->seqs[pick].due_steps < pol->p.max_defer) break;
-        st = run_window_event(ctx, pick);
+        st = run_window_event(pol, pick);
         served++;
         due--;
     }
@@ -489,9 +487,8 @@ static kara_status window_step(kara_context *ctx) {
     return st;
 }
 
-kara_status kara_kv_policy_step(kara_context *ctx) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+kara_status kara_kv_policy_step(kara_kv_policy *pol) {
+    kara_kv_cache *kv = pol->kv;
     if (!pol->scoring) return KARA_OK;
     pol->step++;
     double t0 = kara_monotonic_seconds();
@@ -500,11 +497,11 @@ kara_status kara_kv_policy_step(kara_context *ctx) {
     if (!pol->window_method) {
         for (int32_t s = 0; s < pol->n_seq_max && !st; s++)
             if (kv->seqs[s].active && pol->seqs[s].prompt_marked && cache_overflows(pol, s, kv->seqs[s].n)) {
-                st = cache_event(ctx, s);
+                st = cache_event(pol, s);
                 pol->stats.events++;
             }
     } else {
-        st = window_step(ctx);
+        st = window_step(pol);
     }
     if (pol->stats.events > events0) pol->stats.event_seconds += kara_monotonic_seconds() - t0;
     return st;
@@ -521,9 +518,9 @@ static bool queries_kept(const kara_kv_policy *pol, int32_t seq, int32_t n) {
 /* Score every window of seq that is due now (on-demand scoring that was
  * deferred must run before anything is evicted, so that what is evicted
  * never depends on the deferral). */
-static kara_status score_due(kara_context *ctx, int32_t seq) {
+static kara_status score_due(kara_kv_policy *pol, int32_t seq) {
     kara_status st = KARA_OK;
-    while (!st && kara_kvp_window_due(&ctx->policy, &ctx->kv, seq)) st = run_window_event(ctx, seq);
+    while (!st && kara_kvp_window_due(pol, pol->kv, seq)) st = run_window_event(pol, seq);
     return st;
 }
 
@@ -531,15 +528,14 @@ static kara_status score_due(kara_context *ctx, int32_t seq) {
  * score what is due, score the rest of the window as far as its queries
  * and the buffer allow (on demand), and keep whatever is left whole, so the
  * new text starts outside every window. */
-static kara_status close_window(kara_context *ctx, int32_t seq) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+static kara_status close_window(kara_kv_policy *pol, int32_t seq) {
+    kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
-    kara_status st = score_due(ctx, seq);
+    kara_status st = score_due(pol, seq);
     int32_t n = kv->seqs[seq].n, n_w = n - q->frontier;
     bool scorable = on_demand(pol) && !(pol->p.think_only && q->think_done) && queries_kept(pol, seq, n);
     if (!st && scorable && n_w - pol->p.buffer >= pol->p.min_compressible && n_w - pol->p.buffer >= 1) {
-        st = kara_kvp_score_window(ctx, seq);
+        st = kara_kvp_score_window(pol, seq);
         pol->stats.events++;
     }
     for (int32_t i = q->frontier; !st && i < n; i++) q->win[i] = -1;
@@ -547,22 +543,21 @@ static kara_status close_window(kara_context *ctx, int32_t seq) {
     return st;
 }
 
-kara_status kara_kv_policy_before_append(kara_context *ctx, int32_t seq, int32_t n_new) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32_t n_new) {
+    kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
     if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;
-    kara_status st = n_new > 1 ? close_window(ctx, seq) : KARA_OK;
+    kara_status st = n_new > 1 ? close_window(pol, seq) : KARA_OK;
     int32_t n = kv->seqs[seq].n, share = pol->plan.seq_tokens;
     if (st || n + n_new <= share) return st;
-    if ((st = score_due(ctx, seq))) return st;
+    if ((st = score_due(pol, seq))) return st;
     int32_t need = n + n_new - share, evictable = kara_kvp_evictable(pol, seq);
     n = kv->seqs[seq].n;
     if (evictable < need && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
         !(pol->p.think_only && q->think_done)) {
         /* too little scored history: the open window closes early */
         pol->stats.events++;
-        st = on_demand(pol) ? kara_kvp_score_window(ctx, seq) : window_event(ctx, seq, 1);
+        st = on_demand(pol) ? kara_kvp_score_window(pol, seq) : window_event(pol, seq, 1);
         if (st) return st;
         n = kv->seqs[seq].n;
         if (n + n_new <= share) return KARA_OK; /* per_window: the event made the room */
@@ -577,7 +572,7 @@ kara_status kara_kv_policy_before_append(kara_context *ctx, int32_t seq, int32_t
                               seq, share, need, evictable, n);
     int32_t drop = need + pol->plan.margin;
     if (drop > evictable) drop = evictable;
-    return kara_kvp_evict_even(ctx, seq, drop);
+    return kara_kvp_evict_even(pol, seq, drop);
 }
 
 /* ---- pool pressure ---- */
@@ -599,9 +594,8 @@ static int32_t forced_event_gain(const kara_kv_policy *pol, const kara_kv_cache 
     return n_c > 0 ? n_c : 0;
 }
 
-kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need) {
+    kara_kv_cache *kv = pol->kv;
     bool per_window = pol->scoring && !on_demand(pol);
     /* (a) force events, each on the sequence with the most to give: the
      * largest compressible window, or (A8) the most slots over the budget,
@@ -617,8 +611,8 @@ kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
         }
         if (pick < 0) break;
         uint64_t events = pol->seqs[pick].events;
-        kara_status st = threshold_trigger(&pol->p) ? threshold_event(ctx, pick)
-                                                     : window_event(ctx, pick, pol->p.min_compressible);
+        kara_status st = threshold_trigger(&pol->p) ? threshold_event(pol, pick)
+                                                     : window_event(pol, pick, pol->p.min_compressible);
         if (st) return st;
         if (pol->seqs[pick].events == events) break; /* A8: the budget cannot hold its prompt and buffer */
         pol->stats.events++;
@@ -639,7 +633,7 @@ kara_status kara_kv_policy_relieve(kara_context *ctx, int32_t need) {
             }
             if (pick < 0) break;
             int32_t drop = (need - kv->n_free) * kv->block_size;
-            kara_status st = kara_kvp_evict_even(ctx, pick, drop < best ? drop : best);
+            kara_status st = kara_kvp_evict_even(pol, pick, drop < best ? drop : best);
             pol->stats.recompress_events++;
             if (st) return st;
         }

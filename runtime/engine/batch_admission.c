@@ -2,7 +2,6 @@
  * the most blocks a request can hold, whether it can run at all, and how
  * many sequences a budget can run at once. */
 #include "batch_engine.h"
-#include "cpu_features.h"
 #include "model.h"
 
 int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G) {
@@ -21,10 +20,9 @@ int32_t kara_engine_fit_concurrency(const kara_model *m, const kara_context_para
     if (!cp->kv.budget) return cp->n_seq_max; /* the pool is sized for every sequence */
     kara_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
     int32_t n_ctx = cp->n_ctx ? cp->n_ctx : hp->n_ctx_train;
-    int32_t threads = cp->n_threads > 0 ? cp->n_threads : kara_cpu_count();
     for (int32_t n = cp->n_seq_max; n >= 1; n--) {
         kara_kv_plan plan;
-        if (kara_kv_plan_make(&plan, &cp->kv, &shape, n_ctx, n, threads) != KARA_OK) continue;
+        if (kara_kv_plan_make(&plan, &cp->kv, &shape, n_ctx, n) != KARA_OK) continue;
         int64_t need = kara_kv_plan_blocks(&plan, kara_kv_plan_peak_slots(&plan, n_prompt, n_predict));
         if ((int64_t)n * need + plan.reserve_blocks <= plan.n_blocks &&
             kara_kv_plan_holds(&plan, n_prompt, n_predict, NULL, 0))

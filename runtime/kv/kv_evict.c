@@ -9,9 +9,8 @@
 #include "kv_select.h"
 #include "status.h"
 
-kara_status kara_kvp_score_window(kara_context *ctx, int32_t seq) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+kara_status kara_kvp_score_window(kara_kv_policy *pol, int32_t seq) {
+    kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     int32_t F = q->frontier, n = kv->seqs[seq].n, b = p->buffer;
@@ -24,7 +23,7 @@ kara_status kara_kvp_score_window(kara_context *ctx, int32_t seq) {
         float *store = q->scores + (size_t)g * (size_t)kv->max_slots + F;
         if (pol->needs_scores) {
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            kara_status st = kara_kvp_score_span(ctx, seq, F, n_w, b, n_w, q_first_pos, p->score_mode,
+            kara_status st = kara_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode,
                                                  p->exclude_self, l0, l1);
             if (st) return st;
             memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
@@ -97,9 +96,8 @@ static kara_status select_group(kara_kv_policy *pol, int32_t seq, int32_t g, con
     return KARA_OK;
 }
 
-kara_status kara_kvp_evict_even(kara_context *ctx, int32_t seq, int32_t drop) {
-    kara_kv_policy *pol = &ctx->policy;
-    kara_kv_cache *kv = &ctx->kv;
+kara_status kara_kvp_evict_even(kara_kv_policy *pol, int32_t seq, int32_t drop) {
+    kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];
     int32_t P = q->n_prompt, F = q->frontier, n = kv->seqs[seq].n;
     if (drop <= 0 || q->n_win == 0) return KARA_OK;

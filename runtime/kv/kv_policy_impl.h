@@ -6,7 +6,6 @@
 #ifndef KARA_KV_POLICY_IMPL_H
 #define KARA_KV_POLICY_IMPL_H
 
-#include "context.h"
 #include "kv_policy.h"
 
 /* Score rows [first, first + n_w) of seq's cache into pol->scores[0 ..
@@ -14,7 +13,7 @@
  * layers: the shared aggregation; one scored layer: per_layer selection).
  * The last n_q rows have queries, read from the ring at positions
  * q_first_pos + row. */
-kara_status kara_kvp_score_span(kara_context *ctx, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
+kara_status kara_kvp_score_span(kara_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
                                 int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
                                 int32_t l_begin, int32_t l_end);
 
@@ -38,11 +37,11 @@ bool kara_kvp_window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int
  * it became due (exactly `interval` compressible slots, whatever was
  * generated since), store the scores, tag the slots with a new window and
  * move the frontier past them; nothing is evicted. */
-kara_status kara_kvp_score_window(kara_context *ctx, int32_t seq);
+kara_status kara_kvp_score_window(kara_kv_policy *pol, int32_t seq);
 /* Drop `drop` slots of seq's scored history, evenly across its windows
  * (each keeps the same fraction of the slots it had when scored), by the
  * method's selection on the stored scores. */
-kara_status kara_kvp_evict_even(kara_context *ctx, int32_t seq, int32_t drop);
+kara_status kara_kvp_evict_even(kara_kv_policy *pol, int32_t seq, int32_t drop);
 /* Slots of seq's scored history that eviction may drop. */
 int32_t kara_kvp_evictable(const kara_kv_policy *pol, int32_t seq);
 

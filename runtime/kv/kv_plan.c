@@ -96,7 +96,7 @@ void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int3
 static size_t qsize(const kara_kv_params *p) { return p->query_cache_dtype == KARA_KV_F32 ? 4 : 2; }
 
 void kara_kv_reserve_sizes(kara_kv_reservation *s, const kara_kv_params *p, const kara_kv_shape *shape,
-                           int32_t n_seq_max, int32_t max_slots, int32_t n_threads) {
+                           int32_t n_seq_max, int32_t max_slots) {
     kara_kv_reserve_shape(s, p, shape->n_layer, max_slots);
     if (p->method == KARA_KV_METHOD_FULL) return;
     /* per_layer: every group after the first holds its own positions
@@ -111,7 +111,7 @@ void kara_kv_reserve_sizes(kara_kv_reservation *s, const kara_kv_params *p, cons
         int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window : p->buffer;
         if (n_buf >= s->score_n) n_buf = s->score_n - 1;
         kara_kv_score_shape sh = {s->score_n, n_buf, shape->n_head, shape->n_head_kv, shape->head_dim, p->n_sink};
-        s->score_scratch = kara_kv_score_scratch_bytes_q(&sh, s->score_q, n_threads);
+        s->score_scratch = kara_kv_score_scratch_bytes_q(&sh, s->score_q, KARA_KV_SCORE_WORKERS);
     }
     s->select_scratch = kara_kv_select_scratch_bytes(max_slots);
     /* layer and aggregated scores, and a window's scores gathered at an eviction */
@@ -127,10 +127,10 @@ uint64_t kara_kv_reserve_total(const kara_kv_reservation *s) {
 }
 
 uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
-                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads) {
+                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots) {
     kara_kv_shape shape = {n_layer, n_head, n_head_kv, head_dim};
     kara_kv_reservation s;
-    kara_kv_reserve_sizes(&s, p, &shape, n_seq_max, max_slots, n_threads);
+    kara_kv_reserve_sizes(&s, p, &shape, n_seq_max, max_slots);
     return kara_kv_reserve_total(&s);
 }
 
@@ -145,15 +145,23 @@ static int32_t auto_margin(const kara_kv_params *p) {
 }
 
 kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const kara_kv_shape *shape,
-                              int32_t n_ctx, int32_t n_seq_max, int32_t n_threads) {
+                              int32_t n_ctx, int32_t n_seq_max) {
     memset(plan, 0, sizeof *plan);
-    if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1 || n_threads < 1)
-        return kara_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx, n_seq_max and n_threads must be >= 1");
+    if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1)
+        return kara_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
+    if (p->rerotate_keys)
+        return kara_set_error(KARA_ERR_UNSUPPORTED,
+                              "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "
+                              "docs/KARA_METHOD.md); set it to false");
+    if (p->method == KARA_KV_METHOD_KARA && !p->t2c_pooled_topk && (!(p->candidate_frac > 0) || p->max_gap < 1))
+        return kara_set_error(KARA_ERR_CONFIG,
+                              "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
+                              "%d)",
+                              (double)p->candidate_frac, p->max_gap);
     plan->p = *p;
     plan->shape = *shape;
     plan->n_ctx = n_ctx;
     plan->n_seq_max = n_seq_max;
-    plan->n_threads = n_threads;
     const int32_t B = p->block_size;
     plan->block_bytes = kara_kv_block_bytes(p, shape);
     plan->blocks_per_seq = (n_ctx + B - 1) / B;
@@ -168,7 +176,7 @@ kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const
     bool share_whole = p->seq_tokens <= 0 || p->seq_tokens >= n_ctx;
     plan->scoring = p->method != KARA_KV_METHOD_FULL && !(on_demand && whole_fits && share_whole);
     plan->reserved_bytes = plan->scoring ? kara_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv,
-                                                                shape->head_dim, n_seq_max, n_ctx, n_threads)
+                                                                shape->head_dim, n_seq_max, n_ctx)
                                          : 0;
     int64_t blocks = whole;
     if (p->budget) {

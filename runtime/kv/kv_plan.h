@@ -31,7 +31,7 @@ typedef struct kara_kv_shape {
 typedef struct kara_kv_plan {
     kara_kv_params p;          /* as configured */
     kara_kv_shape shape;
-    int32_t n_ctx, n_seq_max, n_threads;
+    int32_t n_ctx, n_seq_max;
     uint64_t block_bytes;      /* K and V of every layer for block_size slots */
     int32_t blocks_per_seq;    /* blocks that hold n_ctx slots */
     /* The policy scores (query rings, scorer scratch). False for `full`, and
@@ -59,6 +59,13 @@ bool kara_kv_params_periodic(const kara_kv_params *p);
  * slot over). */
 int32_t kara_kv_trigger_slack(const kara_kv_params *p);
 
+/* Threads that score a window at most (the rest of the context's threads
+ * wait): the scorer's scratch, reserved in the budget, holds one tile per
+ * worker, so with a fixed count the reservation, and every sequence's share
+ * with it, is the same whatever runtime.threads says. Scoring is a small
+ * part of decode time (docs/PERFORMANCE.md). */
+#define KARA_KV_SCORE_WORKERS 4
+
 /* What a scoring policy reserves beside the pool, buffer by buffer, in one
  * place so the policy's allocation and the budget arithmetic cannot
  * disagree. */
@@ -74,11 +81,11 @@ typedef struct kara_kv_reservation {
 
 void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots);
 void kara_kv_reserve_sizes(kara_kv_reservation *s, const kara_kv_params *p, const kara_kv_shape *shape,
-                           int32_t n_seq_max, int32_t max_slots, int32_t n_threads);
+                           int32_t n_seq_max, int32_t max_slots);
 uint64_t kara_kv_reserve_total(const kara_kv_reservation *s);
 /* Bytes a scoring policy reserves besides the block pool (rings, scratch). */
 uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
-                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots, int32_t n_threads);
+                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots);
 
 /* Bytes of one block of block_size slots (K and V of every layer). */
 uint64_t kara_kv_block_bytes(const kara_kv_params *p, const kara_kv_shape *shape);
@@ -87,7 +94,7 @@ uint64_t kara_kv_block_bytes(const kara_kv_params *p, const kara_kv_shape *shape
  * when kv_cache.budget cannot hold the reservations and one block;
  * KARA_ERR_CONFIG for inconsistent KV settings. */
 kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const kara_kv_shape *shape,
-                              int32_t n_ctx, int32_t n_seq_max, int32_t n_threads);
+                              int32_t n_ctx, int32_t n_seq_max);
 
 /* Window methods (periodic events over a window: kara with trigger periodic,
  * chunkkv, recent, random) evict by windows. */

@@ -34,6 +34,11 @@ void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, i
     fn(arg, 0, 1);
 }
 
+/* kara_parallel_run for the KV policy, which knows no context. */
+static void run_on_threads(void *user, void (*fn)(void *arg, int ith, int nth), void *arg) {
+    kara_parallel_run(user, fn, arg);
+}
+
 void kara_parallel_barrier(const kara_context *ctx) {
     (void)ctx;
 #ifdef _OPENMP
@@ -99,14 +104,15 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
      * (kv_plan.c owns the arithmetic) */
     kara_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
     kara_kv_plan plan;
-    kara_status st = kara_kv_plan_make(&plan, &params->kv, &shape, c->n_ctx, params->n_seq_max, c->n_threads);
+    kara_status st = kara_kv_plan_make(&plan, &params->kv, &shape, c->n_ctx, params->n_seq_max);
     if (!st) st = kara_kv_init(&c->kv, &plan);
     if (st) {
         free(c);
         return st;
     }
     int32_t think_end = model->vocab.kind != KARA_VOCAB_NONE ? kara_vocab_find(&model->vocab, "</think>", 8) : -1;
-    st = kara_kv_policy_init(&c->policy, &plan, think_end);
+    kara_kv_exec exec = {c->n_threads, run_on_threads, c};
+    st = kara_kv_policy_init(&c->policy, &plan, &c->kv, &exec, think_end);
     if (st) {
         kara_kv_free(&c->kv);
         free(c);
@@ -170,6 +176,7 @@ void kara_context_free(kara_context *c) {
 
 const kara_model *kara_context_model(const kara_context *c) { return c->model; }
 int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
+int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
 const char *kara_context_last_error(const kara_context *c) { return c->last_error; }
 
 static kara_status ctx_error(kara_context *c, kara_status st) {
@@ -225,7 +232,7 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         if (next[s] >= 0) c->entry_last[next[s]] = 1;
         if (!counts[s]) continue;
         /* a window method keeps the sequence within its share */
-        kara_status st = kara_kv_policy_before_append(c, s, counts[s]);
+        kara_status st = kara_kv_policy_before_append(&c->policy, s, counts[s]);
         if (st) return st;
     }
     int64_t need = 0;
@@ -233,7 +240,7 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         if (counts[s]) need += kara_kv_blocks_for(&c->kv, c->kv.seqs[s].n + counts[s]) - c->kv.seqs[s].n_blocks;
     if (need > c->kv.n_free) {
         /* pool pressure: the policy may free blocks (forced event, history) */
-        kara_status st = kara_kv_policy_relieve(c, (int32_t)need);
+        kara_status st = kara_kv_policy_relieve(&c->policy, (int32_t)need);
         if (st) return st;
         need = 0;
         for (int32_t s = 0; s < n_seq; s++)
@@ -257,7 +264,7 @@ kara_status kara_decode(kara_context *c, const kara_batch *b) {
     kara_status st = validate_and_reserve(c, b);
     if (st) return ctx_error(c, st);
     st = kara_forward(c, b);
-    if (!st) st = kara_kv_policy_step(c);
+    if (!st) st = kara_kv_policy_step(&c->policy);
     if (st) return ctx_error(c, st);
     return KARA_OK;
 }

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
 #include "kara.h"
 #include "status.h"
 #include "text_pipeline.h"
@@ -104,7 +103,7 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     g->p = *p;
     g->n_vocab = kara_model_n_vocab(g->model);
     g->n_ctx = kara_context_n_ctx(ctx);
-    g->n_batch = ctx->n_batch;
+    g->n_batch = kara_context_n_batch(ctx);
     g->hist_seq = -1;
     kara_text_stream_set_stops(&g->ts, p->stop, p->n_stop);
     for (int i = 0; i < p->n_stop; i++) g->p.stop[i] = g->ts.stop[i];
