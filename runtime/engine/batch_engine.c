@@ -35,7 +35,6 @@
 
 #include "batch_engine.h"
 #include "model.h"
-#include "sampler_internal.h"
 #include "status.h"
 #include "monotonic_clock.h"
 
@@ -96,19 +95,15 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->n_ctx = ctx->n_ctx;
     e->n_batch = ctx->n_batch;
     e->n_vocab = e->model->hp.n_vocab;
-    e->piece_cap = kara_longest_piece(e->model);
-    e->ocap = KARA_STOP_MAX_LEN + (size_t)e->piece_cap + 64;
+    kara_status st = kara_gen_model_init(&e->gm, e->model);
     e->slots = calloc((size_t)n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)params->max_queue, sizeof *e->queue);
     e->b_tok = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_pos = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_seq = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_logits = malloc((size_t)e->n_batch);
-    e->piece = malloc((size_t)e->piece_cap + 8);
-    e->tail = malloc((size_t)e->piece_cap * KARA_BATCH_TAIL_TOKENS + 1);
-    float *zero = calloc((size_t)e->n_vocab, sizeof(float));
-    kara_status st = KARA_OK;
-    if (!e->slots || !e->queue || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->piece || !e->tail || !zero)
+    e->tail = malloc((size_t)e->gm.piece_cap * KARA_BATCH_TAIL_TOKENS + 1);
+    if (!st && (!e->slots || !e->queue || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->tail))
         st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
     kara_sampler_params sp;
     kara_sampler_params_init(&sp);
@@ -116,21 +111,10 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     for (int32_t i = 0; !st && i < n_slots; i++) {
         kara_batch_slot *s = &e->slots[i];
         s->tokens = malloc((size_t)e->n_ctx * sizeof(int32_t));
-        s->ts.cap = e->ocap;
-        s->ts.buf = malloc(e->ocap);
-        s->ts.chan = malloc(e->ocap);
-        if (!s->tokens || !s->ts.buf || !s->ts.chan) st = kara_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
-        if (!st) st = kara_sampler_create(&sp, &s->smp);
-        /* one draw now grows the sampler's scratch to the vocabulary, so
-         * sampling never allocates later */
-        if (!st && kara_sampler_sample(s->smp, zero, e->n_vocab) < 0)
-            st = kara_set_error(KARA_ERR_NOMEM, "out of memory for sampler scratch");
+        if (!s->tokens) st = kara_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
+        if (!st) st = kara_gen_seq_init(&s->out, &e->gm, &sp);
     }
-    free(zero);
-    if (!st) {
-        st = kara_think_close_init(&e->close, e->model);
-        kara_seq_clear(ctx, -1);
-    }
+    if (!st) kara_seq_clear(ctx, -1);
     if (st) {
         kara_engine_free(e);
         return st;
@@ -145,9 +129,7 @@ void kara_engine_free(kara_engine *e) {
     if (e->slots)
         for (int32_t i = 0; i < e->n_slots; i++) {
             free(e->slots[i].tokens);
-            free(e->slots[i].ts.buf);
-            free(e->slots[i].ts.chan);
-            kara_sampler_free(e->slots[i].smp);
+            kara_gen_seq_free(&e->slots[i].out);
         }
     free(e->slots);
     free(e->queue);
@@ -155,7 +137,7 @@ void kara_engine_free(kara_engine *e) {
     free(e->b_pos);
     free(e->b_seq);
     free(e->b_logits);
-    free(e->piece);
+    kara_gen_model_free(&e->gm);
     free(e->tail);
     free(e);
 }
@@ -237,25 +219,25 @@ static int32_t slot_index(const kara_engine *e, const kara_batch_slot *s) { retu
 static kara_status slot_start(kara_engine *e, kara_batch_slot *s, const kara_engine_request *r) {
     kara_sampler_params sp = r->sampling;
     sp.seed = kara_engine_seed(r->sampling.seed, r->id);
-    kara_status st = kara_sampler_reconfigure(s->smp, &sp);
+    bool capped;
+    int32_t max_gen = max_generated(e, r, &capped);
+    kara_gen_request gr = {max_gen, capped ? KARA_STOP_CONTEXT_FULL : KARA_STOP_MAX_TOKENS, r->reasoning_budget,
+                           r->ignore_eog, false, r->split_thinking};
+    gr.in_think = r->think_start == KARA_THINK_START_THINK ||
+                  (r->think_start == KARA_THINK_START_AUTO &&
+                   kara_prompt_opens_think(e->model, r->prompt, r->n_prompt, KARA_BATCH_TAIL_TOKENS, e->tail,
+                                           e->gm.piece_cap));
+    kara_status st = kara_gen_seq_start(&s->out, &sp, &gr, r->stop, r->n_stop, r->prompt, r->n_prompt);
     if (st) return st;
     s->req = *r;
     s->order = e->next_order++;
     memcpy(s->tokens, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
     s->n_tok = s->n_prompt = r->n_prompt;
     s->n_fed = s->n_fed_max = 0;
-    s->max_gen = max_generated(e, r, &s->ctx_capped);
+    s->max_gen = max_gen;
     s->peak_blocks = kara_batch_request_blocks(e, r->n_prompt, s->max_gen);
-    s->n_generated = s->n_think = s->n_forced = s->n_preempted = 0;
-    s->force = (kara_think_force){0};
-    for (int32_t i = 0; i < r->n_prompt; i++) kara_sampler_accept(s->smp, r->prompt[i]);
-    kara_text_stream_set_stops(&s->ts, r->stop, r->n_stop);
-    bool in_think = r->think_start == KARA_THINK_START_THINK ||
-                    (r->think_start == KARA_THINK_START_AUTO && kara_batch_prompt_opens_think(e, r->prompt, r->n_prompt));
-    kara_text_stream_reset(&s->ts, in_think, r->split_thinking);
+    s->n_preempted = 0;
     s->ostart = s->orel = 0;
-    s->final = KARA_OK;
-    s->reason = KARA_STOP_NONE;
     s->done_reported = false;
     s->error[0] = '\0';
     s->logits_row = -1;
@@ -266,9 +248,9 @@ static kara_status slot_start(kara_engine *e, kara_batch_slot *s, const kara_eng
 /* End a request with an error (it keeps the text it produced). */
 static void slot_fail(kara_engine *e, kara_batch_slot *s, kara_status st, const char *msg) {
     snprintf(s->error, sizeof s->error, "%s", msg);
-    s->final = st; /* an error overrides a pending DONE */
-    s->reason = KARA_STOP_NONE;
-    s->orel = s->ts.len;
+    s->out.final = st; /* an error overrides a pending DONE */
+    s->out.reason = KARA_STOP_NONE;
+    s->orel = s->out.ts.len;
     kara_seq_clear(e->ctx, slot_index(e, s));
     s->state = KARA_SLOT_FINISHED;
     e->stats.requests_failed++;
@@ -333,8 +315,8 @@ static void admit(kara_engine *e) {
             s->req = req;
             s->order = e->next_order++;
             s->n_prompt = req.n_prompt;
-            s->n_generated = s->n_think = s->n_preempted = 0;
-            s->ts.len = s->ostart = s->orel = 0;
+            s->out.n_generated = s->out.n_think = s->n_preempted = 0;
+            s->out.ts.len = s->ostart = s->orel = 0;
             s->done_reported = false;
             slot_fail(e, s, st, kara_last_error());
         }
@@ -416,47 +398,29 @@ static kara_batch_slot *youngest(kara_engine *e, int32_t *running) {
     return y;
 }
 
-/* The next token: the rest of a forced close, a new forced close when the
- * thinking budget is spent, or a sample. */
-static int32_t choose_token(kara_engine *e, kara_batch_slot *s, const float *logits, bool *forced) {
-    int32_t tok;
-    *forced = kara_think_force_next(&s->force, &e->close, s->ts.split.in_think, s->ts.think_ends_nl, s->n_think,
-                                    s->req.reasoning_budget, &tok);
-    if (*forced) {
-        kara_sampler_accept(s->smp, tok);
-        return tok;
+/* One new token for a slot whose tokens are all in the cache: chosen, its
+ * text pushed, and the request finished when it ends (gen_seq.c). */
+static void next_token(kara_engine *e, kara_batch_slot *s) {
+    int32_t tok = -1;
+    kara_gen_seq_next(&s->out, &e->gm, kara_get_logits(e->ctx, s->logits_row), s->orel, &tok);
+    if (s->out.final < 0) {
+        char msg[KARA_BATCH_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", kara_last_error());
+        slot_fail(e, s, s->out.final, msg);
+        return;
     }
-    return kara_sampler_sample(s->smp, logits, e->n_vocab);
+    if (s->out.n_generated > (int32_t)(s->n_tok - s->n_prompt)) {
+        /* a token was chosen (also the last one, which is not decoded) */
+        s->tokens[s->n_tok++] = tok;
+        e->stats.tokens_generated++;
+    }
 }
 
-/* One new token for a slot whose tokens are all in the cache: pick it, push
- * its text, and decide whether the request is finished. */
-static void next_token(kara_engine *e, kara_batch_slot *s) {
-    const float *logits = kara_get_logits(e->ctx, s->logits_row);
-    bool forced;
-    bool was_thinking = s->ts.split.in_think;
-    int32_t tok = choose_token(e, s, logits, &forced);
-    if (tok < 0) {
-        slot_fail(e, s, KARA_ERR_NOMEM, "the sampler could not allocate its scratch");
-        return;
-    }
-    if (!forced && !s->req.ignore_eog && kara_token_is_eog(e->model, tok)) {
-        kara_batch_slot_finish(s, KARA_DONE, KARA_STOP_EOG);
-        return;
-    }
-    s->tokens[s->n_tok++] = tok;
-    s->n_generated++;
-    e->stats.tokens_generated++;
-    if (was_thinking && !forced) s->n_think++;
-    if (forced) s->n_forced++;
-    int32_t len = kara_token_to_piece(e->model, tok, e->piece + 4, e->piece_cap, false);
-    if (len > 0) kara_batch_text_push(e, s, e->piece + 4, (size_t)len, false);
-    if (s->ts.overflow) {
-        slot_fail(e, s, KARA_ERR_INTERNAL, "batch engine output buffer overflow");
-        return;
-    }
-    if (!s->final && s->n_generated >= s->max_gen)
-        kara_batch_slot_finish(s, KARA_DONE, s->ctx_capped ? KARA_STOP_CONTEXT_FULL : KARA_STOP_MAX_TOKENS);
+/* After a token: what may be handed out now. At the end everything held is
+ * released (a partial tag is text), unless a stop string ended the output. */
+static void settle_text(kara_engine *e, kara_batch_slot *s) {
+    if (s->out.final > 0) kara_gen_seq_flush(&s->out, &e->gm, s->orel);
+    s->orel = kara_gen_seq_releasable(&s->out, s->orel);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -472,7 +436,7 @@ static void housekeeping(kara_engine *e) {
             continue;
         }
         if (s->state == KARA_SLOT_FREE || s->orel == 0) continue;
-        kara_text_stream_drop(&s->ts, s->orel);
+        kara_text_stream_drop(&s->out.ts, s->orel);
         s->orel = s->ostart = 0;
     }
     e->ev_slot = 0;
@@ -597,13 +561,13 @@ kara_status kara_engine_step(kara_engine *e) {
     int32_t running = 0, preempted = 0;
     for (int32_t i = 0; i < e->n_slots; i++) {
         kara_batch_slot *s = &e->slots[i];
-        if (s->state == KARA_SLOT_RUNNING && s->final) {
-            kara_batch_text_settle(e, s);
+        if (s->state == KARA_SLOT_RUNNING && s->out.final) {
+            settle_text(e, s);
             kara_seq_clear(c, i);
             s->state = KARA_SLOT_FINISHED;
             e->stats.requests_done++;
         } else if (s->state == KARA_SLOT_RUNNING) {
-            kara_batch_text_settle(e, s);
+            settle_text(e, s);
         }
         running += s->state == KARA_SLOT_RUNNING;
         preempted += s->state == KARA_SLOT_PREEMPTED;
@@ -633,11 +597,11 @@ bool kara_engine_next_event(kara_engine *e, kara_engine_event *ev) {
         ev->user = s->req.user;
         if (s->ostart < s->orel) {
             size_t i = s->ostart;
-            uint8_t ch = s->ts.chan[i];
-            while (i < s->orel && s->ts.chan[i] == ch) i++;
+            uint8_t ch = s->out.ts.chan[i];
+            while (i < s->orel && s->out.ts.chan[i] == ch) i++;
             ev->kind = KARA_ENGINE_TEXT;
             ev->channel = (kara_channel)ch;
-            ev->text = s->ts.buf + s->ostart;
+            ev->text = s->out.ts.buf + s->ostart;
             ev->len = (int32_t)(i - s->ostart);
             s->ostart = i;
             return true;
@@ -645,12 +609,12 @@ bool kara_engine_next_event(kara_engine *e, kara_engine_event *ev) {
         if (s->state == KARA_SLOT_FINISHED && !s->done_reported) {
             s->done_reported = true;
             ev->kind = KARA_ENGINE_DONE;
-            ev->status = s->final;
-            ev->reason = s->reason;
-            ev->error = s->final < 0 ? s->error : NULL;
+            ev->status = s->out.final;
+            ev->reason = s->out.reason;
+            ev->error = s->out.final < 0 ? s->error : NULL;
             ev->n_prompt = s->n_prompt;
-            ev->n_generated = s->n_generated;
-            ev->n_think = s->n_think;
+            ev->n_generated = s->out.n_generated;
+            ev->n_think = s->out.n_think;
             ev->n_preempted = s->n_preempted;
             return true;
         }

@@ -13,13 +13,14 @@
  *         -> released as runs of one channel.
  * Everything is sized at create; nothing is allocated per token.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kara.h"
 #include "status.h"
+#include "gen_seq.h"
 #include "text_pipeline.h"
-#include "think_splitter.h"
 #include "monotonic_clock.h"
 
 #define TAIL_TOKENS 8        /* prompt tokens examined to see whether it ends inside <think> */
@@ -27,7 +28,6 @@
 struct kara_generator {
     kara_context *ctx;
     const kara_model *model;
-    kara_sampler *smp;
     kara_generator_params p;
     int32_t n_vocab, n_ctx, n_batch;
 
@@ -40,23 +40,13 @@ struct kara_generator {
     int32_t *batch_pos, *batch_seq;
     int8_t *batch_logits;
 
-    /* tokens that close a think block: "\n</think>\n\n" and "</think>\n\n" */
-    kara_think_close close;
-    kara_think_force force;  /* the rest of a forced close */
-
-    /* text pipeline */
-    char *piece;             /* [utf8 hold (<= 3)][token text] */
-    int32_t piece_cap;       /* longest token text */
+    kara_gen_model gm;       /* forced-close tokens, piece scratch */
+    kara_gen_seq out;        /* token choice and text of the current start (gen_seq.h) */
     char *tail;              /* rendered tail of the prompt */
-    kara_text_stream ts;     /* stops, UTF-8 hold, think splitter, output bytes */
-    size_t ostart;           /* next byte of ts.buf to hand out */
+    size_t ostart;           /* next byte of out.ts.buf to hand out */
+    kara_stop_text stops[KARA_MAX_STOP_STRINGS]; /* the stop strings, copied at create */
 
-    /* state of the current start */
     bool started;
-    kara_status final;       /* KARA_OK while running; DONE/STOPPED/error once finished */
-    bool flushed;
-    kara_stop_reason reason;
-    int32_t last_token;
     kara_generator_stats stats;
 };
 
@@ -105,24 +95,19 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     g->n_ctx = kara_context_n_ctx(ctx);
     g->n_batch = kara_context_n_batch(ctx);
     g->hist_seq = -1;
-    kara_text_stream_set_stops(&g->ts, p->stop, p->n_stop);
-    for (int i = 0; i < p->n_stop; i++) g->p.stop[i] = g->ts.stop[i];
-    g->piece_cap = kara_longest_piece(g->model);
-    g->ts.cap = g->ts.stop_max + (size_t)g->piece_cap + 64;
+    for (int i = 0; i < p->n_stop; i++) {
+        snprintf(g->stops[i], sizeof g->stops[i], "%s", p->stop[i]);
+        g->p.stop[i] = g->stops[i];
+    }
+    kara_status st = kara_gen_model_init(&g->gm, g->model);
+    if (!st) st = kara_gen_seq_init(&g->out, &g->gm, &p->sampling);
     g->hist = malloc((size_t)g->n_ctx * sizeof *g->hist);
     g->batch_pos = malloc((size_t)g->n_batch * sizeof *g->batch_pos);
     g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
     g->batch_logits = malloc((size_t)g->n_batch);
-    g->piece = malloc((size_t)g->piece_cap + 8);
-    g->tail = malloc((size_t)g->piece_cap * TAIL_TOKENS + 1);
-    g->ts.buf = malloc(g->ts.cap);
-    g->ts.chan = malloc(g->ts.cap);
-    kara_status st = KARA_OK;
-    if (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->piece || !g->tail || !g->ts.buf ||
-        !g->ts.chan)
+    g->tail = malloc((size_t)g->gm.piece_cap * TAIL_TOKENS + 1);
+    if (!st && (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->tail))
         st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
-    if (!st) st = kara_sampler_create(&p->sampling, &g->smp);
-    if (!st) st = kara_think_close_init(&g->close, g->model);
     if (st) {
         kara_generator_free(g);
         return st;
@@ -133,15 +118,13 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
 
 void kara_generator_free(kara_generator *g) {
     if (!g) return;
-    kara_sampler_free(g->smp);
+    kara_gen_seq_free(&g->out);
+    kara_gen_model_free(&g->gm);
     free(g->hist);
     free(g->batch_pos);
     free(g->batch_seq);
     free(g->batch_logits);
-    free(g->piece);
     free(g->tail);
-    free(g->ts.buf);
-    free(g->ts.chan);
     free(g);
 }
 
@@ -159,60 +142,34 @@ void kara_generator_set_max_tokens(kara_generator *g, int32_t max_tokens) {
     if (g) g->p.max_tokens = max_tokens < -1 ? -1 : max_tokens;
 }
 
-kara_stop_reason kara_generator_stop_reason(const kara_generator *g) { return g ? g->reason : KARA_STOP_NONE; }
+kara_stop_reason kara_generator_stop_reason(const kara_generator *g) { return g ? g->out.reason : KARA_STOP_NONE; }
 
 void kara_generator_get_stats(const kara_generator *g, kara_generator_stats *out) {
     if (!out) return;
-    if (g) *out = g->stats;
-    else memset(out, 0, sizeof *out);
+    memset(out, 0, sizeof *out);
+    if (!g) return;
+    *out = g->stats;
+    out->n_generated = g->out.n_generated;
+    out->n_think = g->out.n_think;
+    out->n_forced = g->out.n_forced;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Text pipeline                                                             */
 /* ------------------------------------------------------------------------ */
 
-static void finish(kara_generator *g, kara_status st, kara_stop_reason reason) {
-    if (g->final) return;
-    g->final = st;
-    g->reason = reason;
-}
-
-/* Push text through the pipeline and apply the stop strings to it. text
- * may lie inside g->piece past its first 4 bytes. */
-static void push_text(kara_generator *g, const char *text, size_t len, bool end_of_stream) {
-    if (kara_text_stream_push(&g->ts, g->piece, text, len, end_of_stream, g->ostart) >= 0)
-        finish(g, KARA_STOPPED, KARA_STOP_STRING);
-}
-
-/* End of stream: release everything still held (a partial tag is text, an
- * unclosed think block stays thinking) - unless a stop string ended it:
- * what was held came after the stop string. */
-static void flush_stream(kara_generator *g) {
-    if (g->flushed) return;
-    g->flushed = true;
-    if (g->reason == KARA_STOP_STRING) return;
-    kara_status keep = g->final;
-    kara_stop_reason keep_reason = g->reason;
-    g->final = KARA_OK;
-    push_text(g, "", 0, true);
-    if (!g->final) {
-        g->final = keep;
-        g->reason = keep_reason;
-    }
-}
-
 /* The next run of one channel that may be released, or false. */
 static bool take_run(kara_generator *g, kara_piece *out) {
-    size_t hold = g->final ? 0 : kara_text_stream_holdback(&g->ts, g->ostart);
-    size_t end = g->ts.len - hold;
+    size_t end = kara_gen_seq_releasable(&g->out, g->ostart);
     if (end <= g->ostart) return false;
+    const kara_text_stream *ts = &g->out.ts;
     size_t i = g->ostart;
-    uint8_t ch = g->ts.chan[i];
-    while (i < end && g->ts.chan[i] == ch) i++;
-    out->text = g->ts.buf + g->ostart;
+    uint8_t ch = ts->chan[i];
+    while (i < end && ts->chan[i] == ch) i++;
+    out->text = ts->buf + g->ostart;
     out->len = (int32_t)(i - g->ostart);
     out->channel = (kara_channel)ch;
-    out->token = g->flushed ? -1 : g->last_token;
+    out->token = g->out.flushed ? -1 : g->out.prev;
     g->ostart = i;
     return true;
 }
@@ -221,7 +178,7 @@ static bool take_run(kara_generator *g, kara_piece *out) {
  * returned pointer stayed valid). */
 static void compact(kara_generator *g) {
     if (g->ostart == 0) return;
-    kara_text_stream_drop(&g->ts, g->ostart);
+    kara_text_stream_drop(&g->out.ts, g->ostart);
     g->ostart = 0;
 }
 
@@ -292,19 +249,16 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     g->stats.n_prompt_decoded = n - from;
     g->stats.t_prompt_s = kara_monotonic_seconds() - t0;
 
-    /* no kara_sampler_reset: it would rewind the random state, and a repeated
-     * prompt (a regenerated reply) must get a new draw */
-    for (int32_t i = 0; i < n; i++) kara_sampler_accept(g->smp, tokens[i]);
-    bool in_think = g->p.think_start == KARA_THINK_START_THINK ||
-                    (g->p.think_start == KARA_THINK_START_AUTO &&
-                     kara_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->piece_cap));
-    kara_text_stream_reset(&g->ts, in_think, g->p.split_thinking);
+    /* the sampler keeps its random state: a repeated prompt (a regenerated
+     * reply) must get a new draw */
+    kara_gen_request req = {g->p.max_tokens, KARA_STOP_MAX_TOKENS, g->p.reasoning_budget, g->p.ignore_eog, false,
+                            g->p.split_thinking};
+    req.in_think = g->p.think_start == KARA_THINK_START_THINK ||
+                   (g->p.think_start == KARA_THINK_START_AUTO &&
+                    kara_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->gm.piece_cap));
+    st = kara_gen_seq_start(&g->out, NULL, &req, (const char *const *)g->p.stop, g->p.n_stop, tokens, n);
+    if (st) return st;
     g->ostart = 0;
-    g->force = (kara_think_force){0};
-    g->final = KARA_OK;
-    g->flushed = false;
-    g->reason = KARA_STOP_NONE;
-    g->last_token = tokens[n - 1];
     g->started = true;
     return KARA_OK;
 }
@@ -313,61 +267,26 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
 /* Generation                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* The next token: the rest of a forced close, a new forced close when the
- * thinking budget is spent, or a sample. */
-static int32_t choose_token(kara_generator *g, bool *forced) {
-    int32_t tok;
-    *forced = kara_think_force_next(&g->force, &g->close, g->ts.split.in_think, g->ts.think_ends_nl, g->stats.n_think,
-                                    g->p.reasoning_budget, &tok);
-    if (*forced) {
-        kara_sampler_accept(g->smp, tok);
-        return tok;
-    }
-    return kara_sampler_sample(g->smp, kara_get_logits(g->ctx, -1), g->n_vocab);
-}
-
-/* Generate one token and push its text. */
+/* Choose one token (gen_seq.c) and decode it. */
 static kara_status step(kara_generator *g) {
     if (aborted(g)) {
-        finish(g, KARA_STOPPED, KARA_STOP_ABORT);
+        kara_gen_seq_finish(&g->out, KARA_STOPPED, KARA_STOP_ABORT);
         return KARA_OK;
     }
-    if (g->p.max_tokens >= 0 && g->stats.n_generated >= g->p.max_tokens) {
-        finish(g, KARA_DONE, KARA_STOP_MAX_TOKENS);
-        return KARA_OK;
-    }
-    bool forced;
-    bool was_thinking = g->ts.split.in_think;
-    int32_t tok = choose_token(g, &forced);
-    if (!forced && !g->p.ignore_eog && kara_token_is_eog(g->model, tok)) {
-        finish(g, KARA_DONE, KARA_STOP_EOG);
-        return KARA_OK;
-    }
-    g->last_token = tok;
-    g->stats.n_generated++;
-    if (was_thinking && !forced) g->stats.n_think++;
-    if (forced) g->stats.n_forced++;
-    /* rendered after room for the UTF-8 hold, which push_text puts in front */
-    int32_t len = kara_token_to_piece(g->model, tok, g->piece + 4, g->piece_cap, false);
-    if (len > 0) push_text(g, g->piece + 4, (size_t)len, false);
-    if (g->ts.overflow) return kara_set_error(KARA_ERR_INTERNAL, "generator output buffer overflow");
-    if (g->final) return KARA_OK; /* a stop string: the token need not be decoded */
-    if (g->p.max_tokens >= 0 && g->stats.n_generated >= g->p.max_tokens) {
-        finish(g, KARA_DONE, KARA_STOP_MAX_TOKENS);
-        return KARA_OK;
-    }
+    int32_t tok;
+    if (!kara_gen_seq_next(&g->out, &g->gm, kara_get_logits(g->ctx, -1), g->ostart, &tok))
+        return g->out.final < 0 ? g->out.final : KARA_OK;
     g->batch_pos[0] = g->pos;
     g->batch_seq[0] = g->seq;
     g->batch_logits[0] = 1;
     kara_batch b = {1, &tok, g->batch_pos, g->batch_seq, g->batch_logits};
     kara_status st = kara_decode(g->ctx, &b);
     if (st == KARA_ERR_CONTEXT_FULL) {
-        finish(g, KARA_DONE, KARA_STOP_CONTEXT_FULL);
+        kara_gen_seq_finish(&g->out, KARA_DONE, KARA_STOP_CONTEXT_FULL);
         return KARA_OK;
     }
     if (st) return st;
-    if (g->n_hist < g->n_ctx) g->hist[g->n_hist++] = tok;
-    else g->hist_seq = -1; /* positions beyond the context (a compressed cache): no reuse */
+    g->hist[g->n_hist++] = tok;
     g->pos++;
     return KARA_OK;
 }
@@ -382,19 +301,19 @@ kara_status kara_generator_next(kara_generator *g, kara_piece *out) {
     for (;;) {
         /* at the end, held bytes join the output before any more of it is
          * released, so a stop string they complete is still found */
-        if (g->final > 0 && !g->flushed) flush_stream(g);
+        if (g->out.final > 0) kara_gen_seq_flush(&g->out, &g->gm, g->ostart);
         if (take_run(g, out)) {
             result = KARA_OK;
             break;
         }
-        if (g->final) {
-            result = g->final;
+        if (g->out.final) {
+            result = g->out.final;
             break;
         }
         kara_status st = step(g);
         if (st < 0) {
-            finish(g, st, KARA_STOP_NONE);
-            g->flushed = true;
+            kara_gen_seq_finish(&g->out, st, KARA_STOP_NONE);
+            g->out.flushed = true;
             result = st;
             break;
         }

@@ -15,8 +15,8 @@ typedef struct candidate {
 struct kara_sampler {
     kara_sampler_params p;
     uint64_t rng;
-    candidate *cand;      /* n_vocab scratch, grown once */
-    int32_t cap;
+    candidate *cand;      /* one candidate per token of the vocabulary */
+    int32_t cap;          /* n_vocab */
     int32_t *history;     /* ring of the last repeat_last_n tokens */
     int32_t hist_n, hist_head;
     int32_t hist_cap;     /* entries allocated for history */
@@ -32,7 +32,7 @@ void kara_sampler_params_init(kara_sampler_params *p) {
     p->seed = 0x4b415241u;
 }
 
-kara_status kara_sampler_create(const kara_sampler_params *p, kara_sampler **out) {
+kara_status kara_sampler_create(const kara_sampler_params *p, int32_t n_vocab, kara_sampler **out) {
     kara_sampler_params d;
     if (!p) {
         kara_sampler_params_init(&d);
@@ -40,6 +40,7 @@ kara_status kara_sampler_create(const kara_sampler_params *p, kara_sampler **out
     }
     if (!out) return kara_set_error(KARA_ERR_ARG, "kara_sampler_create: out is NULL");
     *out = NULL;
+    if (n_vocab < 1) return kara_set_error(KARA_ERR_ARG, "kara_sampler_create: n_vocab %d < 1", n_vocab);
     if (p->repeat_last_n < 0 || p->repeat_penalty <= 0 || p->top_p <= 0 || p->min_p > 1 || isnan(p->temperature))
         return kara_set_error(KARA_ERR_ARG,
                               "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
@@ -49,9 +50,11 @@ kara_status kara_sampler_create(const kara_sampler_params *p, kara_sampler **out
     s->p = *p;
     s->hist_cap = p->repeat_last_n ? p->repeat_last_n : 1;
     s->history = calloc((size_t)s->hist_cap, sizeof(int32_t));
-    if (!s->history) {
-        free(s);
-        return kara_set_error(KARA_ERR_NOMEM, "out of memory");
+    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->cap = n_vocab;
+    if (!s->history || !s->cand) {
+        kara_sampler_free(s);
+        return kara_set_error(KARA_ERR_NOMEM, "out of memory for a sampler over %d tokens", n_vocab);
     }
     kara_sampler_reset(s);
     *out = s;
@@ -137,14 +140,9 @@ static int32_t keep_top_k(candidate *c, int32_t n, int32_t k) {
     return m;
 }
 
-int32_t kara_sampler_sample(kara_sampler *s, const float *logits, int32_t n_vocab) {
-    if (n_vocab <= 0 || !logits) return -1;
-    if (s->cap < n_vocab) {
-        candidate *c = realloc(s->cand, (size_t)n_vocab * sizeof *c);
-        if (!c) return -1;
-        s->cand = c;
-        s->cap = n_vocab;
-    }
+kara_status kara_sampler_sample(kara_sampler *s, const float *logits, int32_t *token) {
+    if (!s || !logits || !token) return kara_set_error(KARA_ERR_ARG, "kara_sampler_sample: NULL argument");
+    const int32_t n_vocab = s->cap;
     candidate *c = s->cand;
     for (int32_t i = 0; i < n_vocab; i++) {
         float l = logits[i];
@@ -195,5 +193,6 @@ int32_t kara_sampler_sample(kara_sampler *s, const float *logits, int32_t n_voca
         }
     }
     kara_sampler_accept(s, chosen);
-    return chosen;
+    *token = chosen;
+    return KARA_OK;
 }

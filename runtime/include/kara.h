@@ -23,9 +23,10 @@
  *     kara_sampler_params sp;
  *     kara_sampler_params_init(&sp);
  *     kara_sampler *smp;
- *     kara_sampler_create(&sp, &smp);
+ *     kara_sampler_create(&sp, kara_model_n_vocab(model), &smp);
  *     for (int i = 0; i < 100; i++) {
- *         int32_t tok = kara_sampler_sample(smp, kara_get_logits(ctx, -1), kara_model_n_vocab(model));
+ *         int32_t tok;
+ *         kara_sampler_sample(smp, kara_get_logits(ctx, -1), &tok);
  *         if (kara_token_is_eog(model, tok)) break;
  *         char piece[64];
  *         kara_token_to_piece(model, tok, piece, sizeof piece, false);
@@ -418,12 +419,15 @@ typedef struct kara_sampler_params {
 /* Defaults follow llama.cpp: temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
  * repeat penalty 1.0 (off), repeat-last-n 64, seed 0x4b415241. */
 void kara_sampler_params_init(kara_sampler_params *p);
-kara_status kara_sampler_create(const kara_sampler_params *p, kara_sampler **out);
+/* A sampler over a vocabulary of n_vocab tokens (kara_model_n_vocab):
+ * everything it needs is allocated here. KARA_ERR_ARG for invalid
+ * parameters or n_vocab < 1, KARA_ERR_NOMEM. */
+kara_status kara_sampler_create(const kara_sampler_params *p, int32_t n_vocab, kara_sampler **out);
 void kara_sampler_free(kara_sampler *s);
-/* Pick a token from logits (not modified) and record it in the history for
- * the repetition penalty. Uses no heap memory after create (n_vocab up to
- * the size it first saw grows the scratch once). */
-int32_t kara_sampler_sample(kara_sampler *s, const float *logits, int32_t n_vocab);
+/* Pick a token from n_vocab logits (not modified) into *token and record
+ * it in the history for the repetition penalty. Allocates nothing.
+ * KARA_ERR_ARG for a NULL argument. */
+kara_status kara_sampler_sample(kara_sampler *s, const float *logits, int32_t *token);
 /* Record a token in the history without sampling (e.g. prompt tokens). */
 void kara_sampler_accept(kara_sampler *s, int32_t token);
 void kara_sampler_reset(kara_sampler *s);
@@ -446,7 +450,7 @@ void kara_sampler_reset(kara_sampler *s);
  *         fprintf(stderr, "%s\n", kara_last_error());  // "FILE:LINE:COL: key: problem"
  *     kara_config_set(&cfg, "sampling.temperature", "0.7", "--temp");
  *     kara_context_create(model, &cfg.context, &ctx);
- *     kara_sampler_create(&cfg.sampling, &smp);
+ *     kara_sampler_create(&cfg.sampling, kara_model_n_vocab(model), &smp);
  *
  * Sizes take units B, KB, KiB, MB, MiB, GB, GiB (case-insensitive;
  * KB = 1000 bytes, KiB = 1024 bytes); a bare number is bytes. */

@@ -259,8 +259,8 @@ bool kara_kv_plan_holds(const kara_kv_plan *plan, int32_t P, int32_t n_predict, 
         if (total <= plan->seq_tokens || need <= plan->seq_tokens) return true;
         snprintf(why, why_size,
                  "a sequence may hold %d KV slots (kv_cache.seq_tokens%s), but %d prompt tokens, the protected "
-                 "buffer (kara.buffer %d) and the eviction margin of %d need %lld; raise kv_cache.budget or "
-                 "kv_cache.seq_tokens, or lower batch.max_concurrency",
+                 "buffer (kara.buffer %d), the eviction margin of %d and 2 slots for the open window and the next "
+                 "token need %lld; raise kv_cache.budget or kv_cache.seq_tokens, or lower batch.max_concurrency",
                  plan->seq_tokens, p->seq_tokens > 0 ? "" : ": the budget's share per sequence", P, p->buffer,
                  plan->margin, (long long)need);
         return false;

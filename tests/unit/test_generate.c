@@ -50,7 +50,7 @@ static int32_t reference_greedy(const int32_t *prompt, int32_t n_prompt, int32_t
     kara_sampler_params_init(&sp);
     sp.temperature = 0;
     kara_sampler *smp;
-    kara_sampler_create(&sp, &smp);
+    kara_sampler_create(&sp, kara_model_n_vocab(model), &smp);
     int32_t pos = 0, n = 0;
     for (int32_t i = 0; i < n_prompt; i += N_BATCH) {
         int32_t k = n_prompt - i < N_BATCH ? n_prompt - i : N_BATCH;
@@ -60,7 +60,8 @@ static int32_t reference_greedy(const int32_t *prompt, int32_t n_prompt, int32_t
     }
     *text_len = 0;
     for (; n < n_gen; n++) {
-        int32_t tok = kara_sampler_sample(smp, kara_get_logits(ctx, -1), kara_model_n_vocab(model));
+        int32_t tok;
+        CHECK(kara_sampler_sample(smp, kara_get_logits(ctx, -1), &tok) == KARA_OK);
         if (kara_token_is_eog(model, tok)) break;
         int32_t len = kara_token_to_piece(model, tok, text + *text_len, (int32_t)(cap - *text_len), false);
         if (len > 0) *text_len += (size_t)len;

@@ -20,8 +20,15 @@ static kara_sampler *make(float temp, int top_k, float top_p, float min_p, float
     p.repeat_penalty = penalty;
     p.seed = seed;
     kara_sampler *s = NULL;
-    CHECK(kara_sampler_create(&p, &s) == KARA_OK);
+    CHECK(kara_sampler_create(&p, V, &s) == KARA_OK);
     return s;
+}
+
+/* One draw (the sampler was created for V tokens). */
+static int32_t draw(kara_sampler *s, const float *logits) {
+    int32_t tok = -1;
+    CHECK(kara_sampler_sample(s, logits, &tok) == KARA_OK);
+    return tok;
 }
 
 int main(void) {
@@ -29,13 +36,13 @@ int main(void) {
 
     /* greedy: argmax, ties to the lowest id, whatever the seed */
     kara_sampler *g = make(0.0f, 40, 0.95f, 0.05f, 1.0f, 1);
-    CHECK_EQ_INT(kara_sampler_sample(g, logits, V), 1);
+    CHECK_EQ_INT(draw(g, logits), 1);
     kara_sampler_free(g);
 
     /* top-k 2: only tokens 1 and 2 (the two 3.0 logits) can appear */
     kara_sampler *s = make(1.0f, 2, 1.0f, 0.0f, 1.0f, 7);
     int32_t seen[V] = {0};
-    for (int i = 0; i < 2000; i++) seen[kara_sampler_sample(s, logits, V)]++;
+    for (int i = 0; i < 2000; i++) seen[draw(s, logits)]++;
     CHECK(seen[1] > 0 && seen[2] > 0);
     CHECK_EQ_INT(seen[0] + seen[3] + seen[4] + seen[5] + seen[6] + seen[7], 0);
     kara_sampler_free(s);
@@ -43,10 +50,10 @@ int main(void) {
     /* no cuts, temperature 1: frequencies follow softmax(logits) within
      * 4 standard errors */
     s = NULL;
-    CHECK(kara_sampler_create(&(kara_sampler_params){1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 99}, &s) == KARA_OK);
+    CHECK(kara_sampler_create(&(kara_sampler_params){1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 99}, V, &s) == KARA_OK);
     if (s) {
         int32_t counts[V] = {0};
-        for (int i = 0; i < DRAWS; i++) counts[kara_sampler_sample(s, logits, V)]++;
+        for (int i = 0; i < DRAWS; i++) counts[draw(s, logits)]++;
         double z = 0;
         for (int j = 0; j < V; j++) z += exp(logits[j]);
         for (int j = 0; j < V; j++) {
@@ -58,10 +65,10 @@ int main(void) {
 
     /* temperature 0.5 sharpens: frequencies follow softmax(logits / 0.5) */
     s = NULL;
-    CHECK(kara_sampler_create(&(kara_sampler_params){0.5f, 0, 1.0f, 0.0f, 1.0f, 64, 5}, &s) == KARA_OK);
+    CHECK(kara_sampler_create(&(kara_sampler_params){0.5f, 0, 1.0f, 0.0f, 1.0f, 64, 5}, V, &s) == KARA_OK);
     if (s) {
         int32_t counts[V] = {0};
-        for (int i = 0; i < DRAWS; i++) counts[kara_sampler_sample(s, logits, V)]++;
+        for (int i = 0; i < DRAWS; i++) counts[draw(s, logits)]++;
         double z = 0;
         for (int j = 0; j < V; j++) z += exp(logits[j] / 0.5);
         for (int j = 0; j < V; j++) {
@@ -75,7 +82,7 @@ int main(void) {
      * nucleus is tokens 1, 2 and 3 (cumulative .307, .613, .799 >= .7) */
     s = make(1.0f, 0, 0.7f, 0.0f, 1.0f, 3);
     memset(seen, 0, sizeof seen);
-    for (int i = 0; i < 3000; i++) seen[kara_sampler_sample(s, logits, V)]++;
+    for (int i = 0; i < 3000; i++) seen[draw(s, logits)]++;
     CHECK(seen[1] > 0 && seen[2] > 0 && seen[3] > 0);
     CHECK_EQ_INT(seen[0] + seen[4] + seen[5] + seen[6] + seen[7], 0);
     kara_sampler_free(s);
@@ -84,7 +91,7 @@ int main(void) {
      * = 2.31: tokens 1, 2, 3 */
     s = make(1.0f, 0, 1.0f, 0.5f, 1.0f, 3);
     memset(seen, 0, sizeof seen);
-    for (int i = 0; i < 3000; i++) seen[kara_sampler_sample(s, logits, V)]++;
+    for (int i = 0; i < 3000; i++) seen[draw(s, logits)]++;
     CHECK(seen[1] > 0 && seen[2] > 0 && seen[3] > 0);
     CHECK_EQ_INT(seen[0] + seen[4] + seen[5] + seen[6] + seen[7], 0);
     kara_sampler_free(s);
@@ -94,7 +101,7 @@ int main(void) {
     g = make(0.0f, 0, 1.0f, 0.0f, 4.0f, 1);
     kara_sampler_accept(g, 1);
     kara_sampler_accept(g, 2);
-    CHECK_EQ_INT(kara_sampler_sample(g, logits, V), 3);
+    CHECK_EQ_INT(draw(g, logits), 3);
     kara_sampler_free(g);
 
     /* the same seed gives the same draws; another seed does not */
@@ -102,9 +109,9 @@ int main(void) {
     kara_sampler *c = make(1.0f, 0, 1.0f, 0.0f, 1.0f, 4321);
     int same = 0, differ = 0;
     for (int i = 0; i < 200; i++) {
-        int32_t ta = kara_sampler_sample(a, logits, V), tb = kara_sampler_sample(b, logits, V);
+        int32_t ta = draw(a, logits), tb = draw(b, logits);
         same += ta == tb;
-        differ += ta != kara_sampler_sample(c, logits, V);
+        differ += ta != draw(c, logits);
     }
     CHECK_EQ_INT(same, 200);
     CHECK(differ > 50);
@@ -114,7 +121,10 @@ int main(void) {
 
     /* bad parameters are refused */
     kara_sampler *bad = NULL;
-    CHECK(kara_sampler_create(&(kara_sampler_params){1.0f, 0, 0.0f, 0.0f, 1.0f, 64, 1}, &bad) == KARA_ERR_ARG);
+    CHECK(kara_sampler_create(&(kara_sampler_params){1.0f, 0, 0.0f, 0.0f, 1.0f, 64, 1}, V, &bad) == KARA_ERR_ARG);
     CHECK(bad == NULL);
+    CHECK(kara_sampler_create(NULL, 0, &bad) == KARA_ERR_ARG); /* no vocabulary */
+    int32_t t;
+    CHECK(kara_sampler_sample(NULL, logits, &t) == KARA_ERR_ARG);
     return kara_test_finish();
 }

@@ -4,14 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "cli_args.h"
 #include "cli_config.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "kara.h"
-#include "monotonic_clock.h"
 
 typedef struct run_opts {
     kara_config cfg;
@@ -86,58 +84,43 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **o
     return n;
 }
 
-static int generate(const run_opts *o, kara_model *m, kara_context *ctx, const int32_t *prompt, int32_t n_prompt) {
-    kara_sampler *smp;
-    if (kara_sampler_create(&o->cfg.sampling, &smp)) {
-        fprintf(stderr, "kara run: %s\n", kara_last_error());
-        return KARA_EXIT_USAGE;
-    }
-    for (int32_t i = 0; i < n_prompt; i++) kara_sampler_accept(smp, prompt[i]);
-    double t0 = kara_monotonic_seconds();
-    kara_status st = KARA_OK;
-    const int32_t n_batch = o->cfg.context.n_batch, n_predict = o->cfg.max_tokens;
-    for (int32_t i = 0; i < n_prompt && !st; i += n_batch) {
-        int32_t n = n_prompt - i < n_batch ? n_prompt - i : n_batch;
-        kara_batch b = kara_batch_one_sequence(prompt + i, n, i, 0);
-        st = kara_decode(ctx, &b);
-    }
-    double t1 = kara_monotonic_seconds();
-    int32_t n_vocab = kara_model_n_vocab(m), n_gen = 0, pos = n_prompt, prev = prompt[n_prompt - 1];
-    while (!st && (n_predict < 0 || n_gen < n_predict)) {
-        int32_t tok = kara_sampler_sample(smp, kara_get_logits(ctx, -1), n_vocab);
-        if (!o->ignore_eos && kara_token_is_eog(m, tok)) break;
-        char piece[256];
-        int32_t len = kara_token_to_piece(m, tok, piece, sizeof piece, false);
-        const char *p = piece;
-        /* the first word after BOS carries SPM's space prefix: drop it, as llama.cpp does */
-        if (len > 0 && prev == kara_token_bos(m) && piece[0] == ' ') {
-            p++;
-            len--;
-        }
-        if (len > 0) fwrite(p, 1, (size_t)len, stdout);
-        fflush(stdout);
-        n_gen++;
-        prev = tok;
-        if (n_predict >= 0 && n_gen >= n_predict) break;
-        if (pos >= kara_context_n_ctx(ctx)) {
-            fprintf(stderr, "\nkara run: context of %d tokens is full, stopping\n", kara_context_n_ctx(ctx));
-            break;
-        }
-        kara_batch b = kara_batch_one_sequence(&tok, 1, pos++, 0);
-        st = kara_decode(ctx, &b);
-    }
-    double t2 = kara_monotonic_seconds();
-    kara_sampler_free(smp);
+/* The continuation through the library's generator (raw text: thinking
+ * is not split off), streamed to stdout as it comes. */
+static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt, int32_t n_prompt) {
+    kara_generator_params gp;
+    kara_generator_params_init(&gp);
+    gp.sampling = o->cfg.sampling;
+    gp.max_tokens = o->cfg.max_tokens;
+    gp.split_thinking = false;
+    gp.ignore_eog = o->ignore_eos;
+    kara_generator *gen;
+    kara_status st = kara_generator_create(ctx, &gp, &gen);
     if (st) {
-        fprintf(stderr, "\nkara run: %s\n", kara_context_last_error(ctx));
+        fprintf(stderr, "kara run: %s\n", kara_last_error());
         return kara_exit_for_status(st);
     }
+    st = kara_generator_start(gen, 0, prompt, n_prompt);
+    kara_piece piece;
+    while (!st && (st = kara_generator_next(gen, &piece)) == KARA_OK) {
+        fwrite(piece.text, 1, (size_t)piece.len, stdout);
+        fflush(stdout);
+    }
+    kara_generator_stats gs;
+    kara_generator_get_stats(gen, &gs);
+    kara_stop_reason why = kara_generator_stop_reason(gen);
+    kara_generator_free(gen);
+    if (st < 0) {
+        fprintf(stderr, "\nkara run: %s\n", kara_last_error());
+        return kara_exit_for_status(st);
+    }
+    if (why == KARA_STOP_CONTEXT_FULL)
+        fprintf(stderr, "\nkara run: context of %d tokens is full, stopping\n", kara_context_n_ctx(ctx));
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    fprintf(stderr, "\n\nprompt: %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t1 - t0,
-            n_prompt / (t1 - t0 > 0 ? t1 - t0 : 1e-9));
-    fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tok/s)\n", n_gen, t2 - t1,
-            n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
+    fprintf(stderr, "\n\nprompt: %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, gs.t_prompt_s,
+            n_prompt / (gs.t_prompt_s > 0 ? gs.t_prompt_s : 1e-9));
+    fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tok/s)\n", gs.n_generated, gs.t_generate_s,
+            gs.n_generated / (gs.t_generate_s > 0 ? gs.t_generate_s : 1e-9));
     kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
     fprintf(stderr,
@@ -206,7 +189,7 @@ static int run_main(int argc, char **argv) {
         return kara_exit_for_status(st);
     }
     if (o.prompt) fputs(o.prompt, stdout);
-    rc = generate(&o, m, ctx, prompt, n_prompt);
+    rc = generate(&o, ctx, prompt, n_prompt);
     free(prompt);
     kara_context_free(ctx);
     kara_model_free(m);
