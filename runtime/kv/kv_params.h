@@ -1,7 +1,7 @@
 /* kv_params.h - the name <-> value tables of the KV enums (internal).
  *
  * One table per enum, shared by kara_kv_*_name/parse and the YAML schema in
- * config.c, so every spelling lives in exactly one place. */
+ * config/config_keys.c, so every spelling lives in exactly one place. */
 #ifndef KARA_KV_PARAMS_H
 #define KARA_KV_PARAMS_H
 

@@ -1,5 +1,5 @@
-/* config.c - the job configuration: one table of keys, read from YAML
- * (libyaml), set from flags, rendered back as YAML.
+/* config_keys.c - the job configuration's one table of keys, the parsing
+ * and storing of one value, and kara_config_init/set/get/origin.
  *
  * Every key of the schema is one row of `keys` below: its dotted name, its
  * type, where it lives in kara_config, its range and its names. The YAML
@@ -16,37 +16,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include <yaml.h>
 
+#include "config_impl.h"
 #include "kv_params.h"
 #include "status.h"
 
 /* ------------------------------------------------------------------------ */
 /* The schema                                                                */
 /* ------------------------------------------------------------------------ */
-
-typedef enum key_type {
-    K_INT,      /* int32_t; range checked */
-    K_U64,      /* uint64_t, decimal or 0x hex */
-    K_SIZE,     /* uint64_t bytes, with units */
-    K_FLOAT,    /* float; range checked */
-    K_BOOL,     /* bool: true/false, yes/no, on/off */
-    K_ENUM,     /* a name from `names`, stored as an enum (int) or a bool */
-    K_STRING,   /* char[size] */
-    K_INT_LIST, /* int32_t[]; count at `aux` */
-    K_LAYERS,   /* "all" | "stride:N" -> int32_t N */
-    K_SHARD     /* "K/N" -> int32_t K-1 at off, int32_t N at aux */
-} key_type;
-
-typedef struct key_spec {
-    const char *key;
-    key_type type;
-    size_t off;                   /* offset of the field in kara_config */
-    size_t size;                  /* sizeof the field */
-    double min, max;              /* inclusive range (list elements, N of stride:N and K/N) */
-    const kara_enum_name *names;  /* K_ENUM: the names; numbers: special words such as auto */
-    size_t aux;                   /* K_INT_LIST: offset of the count; K_SHARD: of shard_count */
-} key_spec;
 
 #define FIELD(m) offsetof(kara_config, m), sizeof(((kara_config *)0)->m)
 #define KV(m) FIELD(context.kv.m)
@@ -60,7 +37,7 @@ static const kara_enum_name think_names[] = {
 #define MAX_TOKENS (1 << 24)  /* upper bound of token counts and positions */
 
 /* Output order: keys of one section stay together, sections nest by prefix. */
-static const key_spec keys[] = {
+const key_spec kara_config_keys[] = {
     {"model.path", K_STRING, FIELD(model_path), 0, 0, NULL, 0},
     {"model.preset", K_STRING, FIELD(preset), 0, 0, NULL, 0},
     {"model.mmap", K_BOOL, FIELD(use_mmap), 0, 0, NULL, 0},
@@ -129,18 +106,20 @@ static const key_spec keys[] = {
     {"batch.max_concurrency", K_INT, FIELD(context.n_seq_max), 1, 4096, NULL, 0},
     {"batch.shard", K_SHARD, FIELD(shard_index), 1, 65536, NULL, offsetof(kara_config, shard_count)},
 };
-#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
-_Static_assert(sizeof keys / sizeof keys[0] <= KARA_CONFIG_MAX_KEYS, "raise KARA_CONFIG_MAX_KEYS");
+const int kara_config_n_keys = (int)(sizeof kara_config_keys / sizeof kara_config_keys[0]);
+#define N_KEYS kara_config_n_keys
+#define keys kara_config_keys
+_Static_assert(sizeof kara_config_keys / sizeof kara_config_keys[0] <= KARA_CONFIG_MAX_KEYS, "raise KARA_CONFIG_MAX_KEYS");
 _Static_assert(sizeof(kara_kv_method) == sizeof(int), "enums are stored as int");
 
-static int find_key(const char *key) {
+int kara_config_find_key(const char *key) {
     for (int i = 0; i < N_KEYS; i++)
         if (!strcmp(keys[i].key, key)) return i;
     return -1;
 }
 
 /* True when `path` names a section: some key starts with "path.". */
-static bool is_section(const char *path) {
+bool kara_config_is_section(const char *path) {
     size_t n = strlen(path);
     for (int i = 0; i < N_KEYS; i++)
         if (!strncmp(keys[i].key, path, n) && keys[i].key[n] == '.') return true;
@@ -171,18 +150,6 @@ void kara_config_init(kara_config *c) {
 /* Parsing one value from text                                               */
 /* ------------------------------------------------------------------------ */
 
-/* A parsed value, held until the whole value is known to be good, so a bad
- * value never leaves a field half-written. */
-typedef struct value {
-    int64_t i;
-    uint64_t u;
-    double f;
-    const char *s;
-    int32_t list[KARA_MAX_PROTECT_TOKENS];
-    int n_list;
-    int32_t shard_count;
-} value;
-
 static const struct {
     const char *name;
     uint64_t mult;
@@ -194,7 +161,7 @@ static const struct {
 };
 #define N_SIZE_UNITS (sizeof size_units / sizeof size_units[0])
 
-static bool is_null_text(const char *s) { return !*s || !strcmp(s, "~") || !strcmp(s, "null"); }
+bool kara_config_is_null_text(const char *s) { return !*s || !strcmp(s, "~") || !strcmp(s, "null"); }
 
 static bool parse_bool_text(const char *s, bool *out) {
     static const char *yes[] = {"true", "yes", "on"}, *no[] = {"false", "no", "off"};
@@ -289,7 +256,7 @@ static bool parse_size(const key_spec *k, const char *s, value *v, char *err, si
     return true;
 }
 
-static void type_desc(const key_spec *k, char *buf, size_t size) {
+void kara_config_type_desc(const key_spec *k, char *buf, size_t size) {
     switch (k->type) {
     case K_INT: snprintf(buf, size, "an integer"); break;
     case K_U64: snprintf(buf, size, "a non-negative integer"); break;
@@ -309,7 +276,7 @@ static void type_desc(const key_spec *k, char *buf, size_t size) {
     }
 }
 
-static bool parse_list_item(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
+bool kara_config_parse_list_item(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
     int64_t x;
     if (!parse_i64(s, &x)) {
         snprintf(err, esz, "expected an integer in the list, got '%s'", s);
@@ -352,7 +319,7 @@ static bool parse_list_text(const key_spec *k, const char *s, value *v, char *er
         char *q = p, *qe = p + strlen(p);
         while (isspace((unsigned char)*q)) q++;
         while (qe > q && isspace((unsigned char)qe[-1])) *--qe = 0;
-        if (!parse_list_item(k, q, v, err, esz)) return false;
+        if (!kara_config_parse_list_item(k, q, v, err, esz)) return false;
         if (!comma) return true;
         p = comma + 1;
     }
@@ -360,7 +327,7 @@ static bool parse_list_text(const key_spec *k, const char *s, value *v, char *er
 
 /* Parse text as the value of key k into *v; on failure err gets the
  * problem (without location or key). */
-static bool parse_text(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
+bool kara_config_parse_value(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
     char want[300];
     memset(v, 0, sizeof *v);
     int special;
@@ -369,8 +336,8 @@ static bool parse_text(const key_spec *k, const char *s, value *v, char *err, si
         v->u = (uint64_t)special;
         return true;
     }
-    if (k->type != K_STRING && k->type != K_INT_LIST && is_null_text(s)) {
-        type_desc(k, want, sizeof want);
+    if (k->type != K_STRING && k->type != K_INT_LIST && kara_config_is_null_text(s)) {
+        kara_config_type_desc(k, want, sizeof want);
         snprintf(err, esz, "missing value (expected %s)", want);
         return false;
     }
@@ -472,7 +439,7 @@ static int64_t load_int(const void *p, size_t size) {
 
 /* Write a parsed value into its field; the string buffer is zero-filled
  * past the text so equal configs compare equal byte for byte. */
-static void store(const key_spec *k, kara_config *c, const value *v) {
+void kara_config_store(const key_spec *k, kara_config *c, const value *v) {
     char *base = (char *)c;
     void *p = base + k->off;
     switch (k->type) {
@@ -521,7 +488,7 @@ static void fmt_size(uint64_t b, char *buf, size_t size) {
 }
 
 /* Text that parse_text accepts; strings are raw (unquoted). */
-static void fmt_value(const key_spec *k, const kara_config *c, char *buf, size_t size) {
+void kara_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, size_t size) {
     const char *base = (const char *)c;
     const void *p = base + k->off;
     const char *name;
@@ -595,7 +562,7 @@ static int edit_distance(const char *a, const char *b) {
 /* " (did you mean 'x'?)" for the closest name: a key with the same last
  * component in another section, else a key or section within a few edits;
  * "" when nothing is close. */
-static void suggest(const char *key, char *buf, size_t size) {
+void kara_config_suggest(const char *key, char *buf, size_t size) {
     buf[0] = 0;
     const char *leaf = strrchr(key, '.');
     leaf = leaf ? leaf + 1 : key;
@@ -622,306 +589,37 @@ static void suggest(const char *key, char *buf, size_t size) {
 
 static kara_status unknown_key(const char *where, const char *key) {
     char hint[160];
-    suggest(key, hint, sizeof hint);
-    if (is_section(key)) return kara_set_error(KARA_ERR_CONFIG, "%s: '%s' is a section, not a key", where, key);
+    kara_config_suggest(key, hint, sizeof hint);
+    if (kara_config_is_section(key)) return kara_set_error(KARA_ERR_CONFIG, "%s: '%s' is a section, not a key", where, key);
     return kara_set_error(KARA_ERR_CONFIG, "%s: unknown key '%s'%s", where, key, hint);
 }
 
 kara_status kara_config_set(kara_config *c, const char *key, const char *text, const char *origin) {
     if (!c || !key || !text) return kara_set_error(KARA_ERR_ARG, "kara_config_set: NULL argument");
     if (!origin) origin = "api";
-    int i = find_key(key);
+    int i = kara_config_find_key(key);
     if (i < 0) return unknown_key(origin, key);
     value v;
     char err[512];
-    if (!parse_text(&keys[i], text, &v, err, sizeof err))
+    if (!kara_config_parse_value(&keys[i], text, &v, err, sizeof err))
         return kara_set_error(KARA_ERR_CONFIG, "%s: %s: %s", origin, key, err);
-    store(&keys[i], c, &v);
+    kara_config_store(&keys[i], c, &v);
     snprintf(c->origin[i], KARA_CONFIG_ORIGIN_MAX, "%s", origin);
     return KARA_OK;
 }
 
 kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size) {
-    int i = find_key(key);
+    int i = kara_config_find_key(key);
     if (i < 0) return unknown_key("kara_config_get", key);
     char tmp[KARA_CONFIG_PATH_MAX + 16];
-    fmt_value(&keys[i], c, tmp, sizeof tmp);
+    kara_config_fmt_value(&keys[i], c, tmp, sizeof tmp);
     if (strlen(tmp) >= size) return kara_set_error(KARA_ERR_ARG, "kara_config_get: buffer too small for '%s'", key);
     memcpy(buf, tmp, strlen(tmp) + 1);
     return KARA_OK;
 }
 
 const char *kara_config_origin(const kara_config *c, const char *key) {
-    int i = find_key(key);
+    int i = kara_config_find_key(key);
     return i < 0 ? NULL : c->origin[i];
 }
 
-/* ------------------------------------------------------------------------ */
-/* YAML                                                                      */
-/* ------------------------------------------------------------------------ */
-
-typedef struct loader {
-    kara_config *cfg;
-    yaml_document_t *doc;
-    const char *name;
-} loader;
-
-static kara_status at_error(const loader *ld, yaml_mark_t m, const char *key, const char *msg) {
-    if (key)
-        return kara_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s: %s", ld->name, m.line + 1, m.column + 1, key, msg);
-    return kara_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s", ld->name, m.line + 1, m.column + 1, msg);
-}
-
-/* "NAME:LINE:COL", shortening a long NAME from the left so the position
- * always fits. */
-static void set_file_origin(const loader *ld, int i, yaml_mark_t m) {
-    char pos[48];
-    snprintf(pos, sizeof pos, ":%zu:%zu", m.line + 1, m.column + 1);
-    size_t lp = strlen(pos), room = KARA_CONFIG_ORIGIN_MAX - 1 - lp, n = strlen(ld->name);
-    char *o = ld->cfg->origin[i];
-    if (n <= room) {
-        memcpy(o, ld->name, n);
-    } else {
-        memcpy(o, "...", 3);
-        memcpy(o + 3, ld->name + n - (room - 3), room - 3);
-        n = room;
-    }
-    memcpy(o + n, pos, lp + 1);
-}
-
-static const char *node_kind(const yaml_node_t *n) {
-    return n->type == YAML_MAPPING_NODE ? "a mapping" : n->type == YAML_SEQUENCE_NODE ? "a list" : "a value";
-}
-
-static const char *scalar_text(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
-
-/* An empty plain scalar (`key:`), `~` or `null`: nothing given. Quoted
- * "" is a real empty string. */
-static bool is_null_node(const yaml_node_t *n) {
-    return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-           is_null_text(scalar_text(n));
-}
-
-static kara_status apply_node(loader *ld, int ki, yaml_node_t *n) {
-    const key_spec *k = &keys[ki];
-    value v;
-    char err[512];
-    if (k->type == K_INT_LIST && n->type == YAML_SEQUENCE_NODE) {
-        memset(&v, 0, sizeof v);
-        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-            yaml_node_t *e = yaml_document_get_node(ld->doc, *it);
-            if (e->type != YAML_SCALAR_NODE) {
-                snprintf(err, sizeof err, "expected an integer in the list, got %s", node_kind(e));
-                return at_error(ld, e->start_mark, k->key, err);
-            }
-            if (!parse_list_item(k, scalar_text(e), &v, err, sizeof err))
-                return at_error(ld, e->start_mark, k->key, err);
-        }
-    } else if (n->type != YAML_SCALAR_NODE) {
-        char want[300];
-        type_desc(k, want, sizeof want);
-        snprintf(err, sizeof err, "expected %s, got %s", want, node_kind(n));
-        return at_error(ld, n->start_mark, k->key, err);
-    } else {
-        const char *text = is_null_node(n) ? "" : scalar_text(n);
-        if (!parse_text(k, text, &v, err, sizeof err)) return at_error(ld, n->start_mark, k->key, err);
-    }
-    store(k, ld->cfg, &v);
-    set_file_origin(ld, ki, n->start_mark);
-    return KARA_OK;
-}
-
-/* Walk one mapping whose keys extend `prefix` ("" at the top). */
-static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix) {
-    yaml_node_pair_t *first = map->data.mapping.pairs.start;
-    for (yaml_node_pair_t *pr = first; pr < map->data.mapping.pairs.top; pr++) {
-        yaml_node_t *kn = yaml_document_get_node(ld->doc, pr->key);
-        yaml_node_t *vn = yaml_document_get_node(ld->doc, pr->value);
-        if (kn->type != YAML_SCALAR_NODE) return at_error(ld, kn->start_mark, NULL, "keys must be plain names");
-        const char *name = scalar_text(kn);
-        char path[256];
-        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
-        for (yaml_node_pair_t *q = first; q < pr; q++) {
-            yaml_node_t *qk = yaml_document_get_node(ld->doc, q->key);
-            if (qk->type == YAML_SCALAR_NODE && !strcmp(scalar_text(qk), name)) {
-                char msg[400];
-                snprintf(msg, sizeof msg, "duplicate key '%s' (first given at line %zu, column %zu)", path,
-                         qk->start_mark.line + 1, qk->start_mark.column + 1);
-                return at_error(ld, kn->start_mark, NULL, msg);
-            }
-        }
-        int ki = find_key(path);
-        kara_status st;
-        if (ki >= 0) {
-            st = apply_node(ld, ki, vn);
-        } else if (is_section(path)) {
-            if (vn->type == YAML_MAPPING_NODE) st = walk_mapping(ld, vn, path);
-            else if (is_null_node(vn)) st = KARA_OK; /* a section with every key commented out */
-            else {
-                char msg[400];
-                snprintf(msg, sizeof msg, "'%s' is a section and needs keys below it, got %s", path, node_kind(vn));
-                st = at_error(ld, vn->start_mark, NULL, msg);
-            }
-        } else {
-            char hint[160], msg[512];
-            suggest(path, hint, sizeof hint);
-            snprintf(msg, sizeof msg, "unknown key '%s'%s", path, hint);
-            st = at_error(ld, kn->start_mark, NULL, msg);
-        }
-        if (st != KARA_OK) return st;
-    }
-    return KARA_OK;
-}
-
-/* libyaml marks scanner and parser errors with a position; reader errors
- * (bad encoding) only with a byte offset, turned into line:column here. */
-static kara_status syntax_error(const loader *ld, const yaml_parser_t *p, const char *text, size_t len) {
-    char msg[400];
-    if (p->error == YAML_MEMORY_ERROR) return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory reading YAML", ld->name);
-    yaml_mark_t m = p->problem_mark;
-    if (p->error == YAML_READER_ERROR) {
-        m.line = m.column = 0;
-        for (size_t i = 0; i < p->problem_offset && i < len; i++) {
-            if (text[i] == '\n') m.line++, m.column = 0;
-            else m.column++;
-        }
-    }
-    snprintf(msg, sizeof msg, "invalid YAML: %s%s%s", p->problem ? p->problem : "syntax error",
-             p->context ? " " : "", p->context ? p->context : "");
-    return at_error(ld, m, NULL, msg);
-}
-
-kara_status kara_config_load_text(kara_config *c, const char *text, long len, const char *name) {
-    if (!c || !text) return kara_set_error(KARA_ERR_ARG, "kara_config_load_text: NULL argument");
-    if (!name) name = "<config>";
-    size_t n = len < 0 ? strlen(text) : (size_t)len;
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser)) return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, n);
-
-    /* Work on a copy: a file with an error anywhere changes nothing. */
-    kara_config *work = malloc(sizeof *work);
-    if (!work) {
-        yaml_parser_delete(&parser);
-        return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
-    }
-    *work = *c;
-    loader ld = {work, NULL, name};
-    yaml_document_t doc;
-    kara_status st = KARA_OK;
-    if (!yaml_parser_load(&parser, &doc)) {
-        st = syntax_error(&ld, &parser, text, n);
-    } else {
-        ld.doc = &doc;
-        yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if (!root || is_null_node(root)) st = KARA_OK; /* empty file: nothing to change */
-        else if (root->type != YAML_MAPPING_NODE)
-            st = at_error(&ld, root->start_mark, NULL, "the top level must be a mapping of sections (model:, sampling:, ...)");
-        else st = walk_mapping(&ld, root, "");
-        if (st == KARA_OK) {
-            /* A second document ("---") would be silently ignored: refuse it. */
-            yaml_document_t next;
-            if (!yaml_parser_load(&parser, &next)) {
-                st = syntax_error(&ld, &parser, text, n);
-            } else {
-                yaml_node_t *r2 = yaml_document_get_root_node(&next);
-                if (r2) st = at_error(&ld, r2->start_mark, NULL, "only one YAML document is allowed");
-                yaml_document_delete(&next);
-            }
-        }
-        yaml_document_delete(&doc);
-    }
-    yaml_parser_delete(&parser);
-    if (st == KARA_OK) *c = *work;
-    free(work);
-    return st;
-}
-
-kara_status kara_config_load(kara_config *c, const char *path) {
-    if (!c || !path) return kara_set_error(KARA_ERR_ARG, "kara_config_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return kara_set_error(KARA_ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
-    enum { MAX_CONFIG = 4 << 20 };
-    char *buf = malloc(MAX_CONFIG + 1);
-    if (!buf) {
-        fclose(f);
-        return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, MAX_CONFIG + 1, f);
-    bool bad = ferror(f);
-    fclose(f);
-    kara_status st;
-    if (bad) st = kara_set_error(KARA_ERR_IO, "%s: read error", path);
-    else if (n > MAX_CONFIG) st = kara_set_error(KARA_ERR_CONFIG, "%s: larger than %d bytes; not a config file", path, MAX_CONFIG);
-    else st = kara_config_load_text(c, buf, (long)n, path);
-    free(buf);
-    return st;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Rendering the whole configuration                                         */
-/* ------------------------------------------------------------------------ */
-
-typedef struct out_buf {
-    char *buf;
-    size_t size, len;
-} out_buf;
-
-static void out(out_buf *o, const char *fmt, ...) KARA_PRINTF(2, 3);
-static void out(out_buf *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->len < o->size ? o->size - o->len : 0;
-    int w = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (w > 0) o->len += (size_t)w;
-}
-
-/* A YAML double-quoted string: every byte that YAML treats specially is
- * escaped, so any path reads back unchanged. */
-static void quote(const char *s, char *buf, size_t size) {
-    size_t n = 0;
-    if (size < 3) return;
-    buf[n++] = '"';
-    for (; *s && n + 6 < size; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') n += (size_t)snprintf(buf + n, size - n, "\\%c", ch);
-        else if (ch < 0x20 || ch == 0x7f) n += (size_t)snprintf(buf + n, size - n, "\\x%02x", ch);
-        else buf[n++] = (char)ch;
-    }
-    buf[n++] = '"';
-    buf[n] = 0;
-}
-
-/* Sections are opened as the key paths change: going from "kara.t2c.x" to
- * "baselines.budget_tokens" closes kara.t2c and opens baselines. */
-size_t kara_config_format(const kara_config *c, char *buf, size_t size) {
-    out_buf o = {buf, size, 0};
-    if (size) buf[0] = 0;
-    out(&o, "# Kara configuration as resolved; each comment names where the value came from.\n");
-    const char *prev = "";
-    for (int i = 0; i < N_KEYS; i++) {
-        const char *key = keys[i].key;
-        /* Length of the section prefix shared with the previous key, in whole components. */
-        size_t common = 0;
-        for (size_t j = 0; key[j] && key[j] == prev[j]; j++)
-            if (key[j] == '.') common = j + 1;
-        int depth = 0;
-        for (size_t j = 0; j < common; j++) depth += key[j] == '.';
-        const char *p = key + common;
-        const char *dot;
-        while ((dot = strchr(p, '.'))) {
-            out(&o, "%s%*s%.*s:\n", depth == 0 && i ? "\n" : "", depth * 2, "", (int)(dot - p), p);
-            depth++;
-            p = dot + 1;
-        }
-        char val[KARA_CONFIG_PATH_MAX + 16], text[2 * KARA_CONFIG_PATH_MAX + 64];
-        fmt_value(&keys[i], c, val, sizeof val);
-        if (keys[i].type == K_STRING) quote(val, text, sizeof text);
-        else snprintf(text, sizeof text, "%s", val);
-        int w = depth * 2 + (int)strlen(p) + 2 + (int)strlen(text);
-        out(&o, "%*s%s: %s%*s  # %s\n", depth * 2, "", p, text, w < 40 ? 40 - w : 0, "", c->origin[i]);
-        prev = key;
-    }
-    return o.len;
-}

@@ -1,0 +1,72 @@
+/* config_impl.h - what the configuration's files share: the key table
+ * (config_keys.c), used by the YAML loader (config_yaml.c) and the renderer
+ * (config_format.c). */
+#ifndef KARA_CONFIG_IMPL_H
+#define KARA_CONFIG_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kara.h"
+#include "kv_params.h"
+
+typedef enum key_type {
+    K_INT,      /* int32_t; range checked */
+    K_U64,      /* uint64_t, decimal or 0x hex */
+    K_SIZE,     /* uint64_t bytes, with units */
+    K_FLOAT,    /* float; range checked */
+    K_BOOL,     /* bool: true/false, yes/no, on/off */
+    K_ENUM,     /* a name from `names`, stored as an enum (int) or a bool */
+    K_STRING,   /* char[size] */
+    K_INT_LIST, /* int32_t[]; count at `aux` */
+    K_LAYERS,   /* "all" | "stride:N" -> int32_t N */
+    K_SHARD     /* "K/N" -> int32_t K-1 at off, int32_t N at aux */
+} key_type;
+
+typedef struct key_spec {
+    const char *key;
+    key_type type;
+    size_t off;                   /* offset of the field in kara_config */
+    size_t size;                  /* sizeof the field */
+    double min, max;              /* inclusive range (list elements, N of stride:N and K/N) */
+    const kara_enum_name *names;  /* K_ENUM: the names; numbers: special words such as auto */
+    size_t aux;                   /* K_INT_LIST: offset of the count; K_SHARD: of shard_count */
+} key_spec;
+
+/* A parsed value, held until the whole value is known to be good, so a bad
+ * value never leaves a field half-written. */
+typedef struct value {
+    int64_t i;
+    uint64_t u;
+    double f;
+    const char *s;
+    int32_t list[KARA_MAX_PROTECT_TOKENS];
+    int n_list;
+    int32_t shard_count;
+} value;
+
+extern const key_spec kara_config_keys[];
+extern const int kara_config_n_keys;
+
+/* Index of a key in the table, -1 when unknown. */
+int kara_config_find_key(const char *key);
+/* Is path a section of the schema ("kara", "kara.score")? */
+bool kara_config_is_section(const char *path);
+/* "", "~" and "null" mean "none". */
+bool kara_config_is_null_text(const char *s);
+/* Parse text as key k's value into v; false with a message in err. */
+bool kara_config_parse_value(const key_spec *k, const char *s, value *v, char *err, size_t esz);
+/* Write a parsed value into its field of c. */
+void kara_config_store(const key_spec *k, kara_config *c, const value *v);
+/* Key k's value in c as text that kara_config_set accepts. */
+void kara_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, size_t size);
+
+/* One element of a list value (K_INT_LIST). */
+bool kara_config_parse_list_item(const key_spec *k, const char *s, value *v, char *err, size_t esz);
+/* "an integer", "a size", ... for messages. */
+void kara_config_type_desc(const key_spec *k, char *buf, size_t size);
+/* " (did you mean 'kara.retention'?)" for a key close to a real one, else "". */
+void kara_config_suggest(const char *key, char *buf, size_t size);
+
+#endif
