@@ -175,6 +175,10 @@ void kara_context_free(kara_context *c) {
 }
 
 const kara_model *kara_context_model(const kara_context *c) { return c->model; }
+const kara_kv_plan *kara_context_kv_plan(const kara_context *c) { return &c->policy.plan; }
+int32_t kara_context_n_seq_max(const kara_context *c) { return c->kv.n_seq_max; }
+int32_t kara_context_blocks_free(const kara_context *c) { return c->kv.n_free; }
+int32_t kara_context_seq_blocks(const kara_context *c, int32_t seq) { return c->kv.seqs[seq].n_blocks; }
 int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
 int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
 const char *kara_context_last_error(const kara_context *c) { return c->last_error; }
@@ -228,33 +232,41 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     for (int32_t i = 0; i < b->n_tokens; i++) c->entry_last[i] = 0;
     for (int32_t s = 0; s < n_seq; s++) next[s] = -1;
     for (int32_t i = 0; i < b->n_tokens; i++) next[c->entry_seq[i]] = i;
-    for (int32_t s = 0; s < n_seq; s++) {
-        if (next[s] >= 0) c->entry_last[next[s]] = 1;
-        if (!counts[s]) continue;
-        /* a window method keeps the sequence within its share */
-        kara_status st = kara_kv_policy_before_append(&c->policy, s, counts[s]);
-        if (st) return st;
-    }
-    int64_t need = 0;
     for (int32_t s = 0; s < n_seq; s++)
-        if (counts[s]) need += kara_kv_blocks_for(&c->kv, c->kv.seqs[s].n + counts[s]) - c->kv.seqs[s].n_blocks;
+        if (next[s] >= 0) c->entry_last[next[s]] = 1;
+    /* every sequence within its share, and the blocks the batch needs once
+     * each has evicted what it must (next[] now holds slots after eviction) */
+    int64_t need = 0;
+    for (int32_t s = 0; s < n_seq; s++) {
+        if (!counts[s]) continue;
+        kara_status st = kara_kv_policy_check_room(&c->policy, s, counts[s], &next[s]);
+        if (st) return st;
+        need += kara_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
+    }
     if (need > c->kv.n_free) {
-        /* pool pressure: the policy may free blocks (forced event, history) */
+        /* pool pressure: per_window and the threshold methods may free
+         * blocks of other sequences (forced events, history) - the one
+         * change a failing call can leave behind; on demand never does */
         kara_status st = kara_kv_policy_relieve(&c->policy, (int32_t)need);
         if (st) return st;
         need = 0;
         for (int32_t s = 0; s < n_seq; s++)
-            if (counts[s]) need += kara_kv_blocks_for(&c->kv, c->kv.seqs[s].n + counts[s]) - c->kv.seqs[s].n_blocks;
+            if (counts[s]) {
+                if ((st = kara_kv_policy_check_room(&c->policy, s, counts[s], &next[s]))) return st;
+                need += kara_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
+            }
     }
     if (need > c->kv.n_free)
         return kara_set_error(KARA_ERR_KV_BUDGET,
                               "KV budget exhausted: this batch needs %lld more blocks (%llu bytes), %d of %d are free",
                               (long long)need, (unsigned long long)need * c->kv.bytes_per_block, c->kv.n_free,
                               c->kv.n_blocks);
+    /* every check has passed: evict within the shares, take the blocks */
     for (int32_t s = 0; s < n_seq; s++)
         if (counts[s]) {
-            kara_status st = kara_kv_reserve(&c->kv, s, counts[s]);
-            if (st) return st; /* cannot happen after the check above */
+            kara_status st = kara_kv_policy_before_append(&c->policy, s, counts[s]);
+            if (!st) st = kara_kv_reserve(&c->kv, s, counts[s]);
+            if (st) return st; /* per_window only: its events could not make the room */
         }
     return KARA_OK;
 }

@@ -68,6 +68,12 @@ void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, i
  * gets here (nothing when single-threaded). */
 void kara_parallel_barrier(const kara_context *ctx);
 
+/* What the batch engine asks of a context (it reads no field itself). */
+const kara_kv_plan *kara_context_kv_plan(const kara_context *c);
+int32_t kara_context_n_seq_max(const kara_context *c);
+int32_t kara_context_blocks_free(const kara_context *c);
+int32_t kara_context_seq_blocks(const kara_context *c, int32_t seq); /* blocks seq holds */
+
 /* The forward pass over a validated batch whose slots are already reserved. */
 kara_status kara_forward(kara_context *ctx, const kara_batch *batch);
 

@@ -5,12 +5,12 @@
 #include "model.h"
 
 int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G) {
-    const kara_kv_plan *plan = &e->ctx->policy.plan;
+    const kara_kv_plan *plan = kara_context_kv_plan(e->ctx);
     return kara_kv_plan_blocks(plan, kara_kv_plan_peak_slots(plan, P, G));
 }
 
 bool kara_batch_method_holds(const kara_engine *e, int32_t P, int32_t G, char *why, size_t why_size) {
-    return kara_kv_plan_holds(&e->ctx->policy.plan, P, G, why, why_size);
+    return kara_kv_plan_holds(kara_context_kv_plan(e->ctx), P, G, why, why_size);
 }
 
 int32_t kara_engine_fit_concurrency(const kara_model *m, const kara_context_params *cp, int32_t n_prompt,

@@ -80,20 +80,20 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     if (params->max_queue < 1 || params->prefill_chunk < 2 || params->max_repeat_last_n < 0)
         return kara_set_error(KARA_ERR_ARG,
                               "kara_engine_create: max_queue must be >= 1, prefill_chunk >= 2, max_repeat_last_n >= 0");
-    int32_t n_slots = ctx->kv.n_seq_max;
-    if (ctx->n_batch < n_slots + 2)
+    int32_t n_slots = kara_context_n_seq_max(ctx), n_batch = kara_context_n_batch(ctx);
+    if (n_batch < n_slots + 2)
         return kara_set_error(KARA_ERR_ARG,
                               "kara_engine_create: the context's n_batch (%d) must be at least n_seq_max + 2 (%d): "
                               "every running sequence decodes one token per step and a prompt chunk needs room",
-                              ctx->n_batch, n_slots + 2);
+                              n_batch, n_slots + 2);
     kara_engine *e = calloc(1, sizeof *e);
     if (!e) return kara_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
     e->ctx = ctx;
-    e->model = ctx->model;
+    e->model = kara_context_model(ctx);
     e->p = *params;
     e->n_slots = n_slots;
-    e->n_ctx = ctx->n_ctx;
-    e->n_batch = ctx->n_batch;
+    e->n_ctx = kara_context_n_ctx(ctx);
+    e->n_batch = n_batch;
     e->n_vocab = e->model->hp.n_vocab;
     kara_status st = kara_gen_model_init(&e->gm, e->model);
     e->slots = calloc((size_t)n_slots, sizeof *e->slots);
@@ -190,16 +190,16 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
     char why[512];
     if (!kara_batch_method_holds(e, r->n_prompt, G, why, sizeof why))
         return kara_set_error(KARA_ERR_KV_BUDGET, "%s", why);
-    int64_t need = kara_batch_request_blocks(e, r->n_prompt, G) + e->ctx->policy.plan.reserve_blocks;
-    const kara_kv_cache *kv = &e->ctx->kv;
-    if (need > kv->n_blocks)
+    const kara_kv_plan *plan = kara_context_kv_plan(e->ctx);
+    int64_t need = kara_batch_request_blocks(e, r->n_prompt, G) + plan->reserve_blocks;
+    if (need > plan->n_blocks)
         return kara_set_error(KARA_ERR_KV_BUDGET,
                               "the KV budget cannot hold this request: %d prompt tokens and up to %d generated ones "
                               "need %lld blocks (%llu bytes) under method %s, the pool has %d blocks (%llu bytes); "
                               "lower max_tokens or raise kv_cache.budget",
-                              r->n_prompt, G, (long long)need, (unsigned long long)need * kv->bytes_per_block,
-                              kara_kv_method_name(e->ctx->policy.p.method), kv->n_blocks,
-                              (unsigned long long)kv->n_blocks * kv->bytes_per_block);
+                              r->n_prompt, G, (long long)need, (unsigned long long)(need * (int64_t)plan->block_bytes),
+                              kara_kv_method_name(plan->p.method), plan->n_blocks,
+                              (unsigned long long)plan->n_blocks * plan->block_bytes);
     if (e->q_len >= e->p.max_queue)
         return kara_set_error(KARA_ERR_ARG, "kara_engine_submit: the queue is full (%d requests); step first",
                               e->p.max_queue);
@@ -266,7 +266,7 @@ static void slot_preempt(kara_engine *e, kara_batch_slot *s) {
 
 /* Blocks a running slot may still take before its peak. */
 static int64_t slot_growth(const kara_engine *e, const kara_batch_slot *s) {
-    int64_t held = e->ctx->kv.seqs[slot_index(e, s)].n_blocks;
+    int64_t held = kara_context_seq_blocks(e->ctx, slot_index(e, s));
     return s->peak_blocks > held ? s->peak_blocks - held : 0;
 }
 
@@ -299,7 +299,7 @@ static void admit(kara_engine *e) {
         int64_t need = waiting ? waiting->peak_blocks : kara_batch_request_blocks(e, r->n_prompt, G);
         bool fits = kara_seq_admit(e->ctx, slot_index(e, s), r->n_prompt, G) == KARA_OK &&
                     (e->p.optimistic_admission ||
-                     need + growth + e->ctx->policy.plan.reserve_blocks <= e->ctx->kv.n_free);
+                     need + growth + kara_context_kv_plan(e->ctx)->reserve_blocks <= kara_context_blocks_free(e->ctx));
         if (!fits && running > 0) return; /* wait for running requests to finish */
         if (waiting) {
             /* fits, or nothing runs: an empty pool holds it (checked at submit) */
@@ -540,7 +540,7 @@ kara_status kara_engine_step(kara_engine *e) {
         int32_t running;
         kara_batch_slot *y = youngest(e, &running);
         if (!y) break;
-        if (c->policy.p.on_pool_exhausted == KARA_POOL_PREEMPT && running > 1) {
+        if (kara_context_kv_plan(c)->p.on_pool_exhausted == KARA_POOL_PREEMPT && running > 1) {
             slot_preempt(e, y);
         } else {
             char msg[KARA_BATCH_ERROR_MAX];
@@ -628,7 +628,10 @@ void kara_engine_get_stats(const kara_engine *e, kara_engine_stats *out) {
     if (!e) return;
     *out = e->stats;
     const kara_context *c = e->ctx;
-    out->kv_budget = c->params.kv.budget ? c->params.kv.budget : c->kv.budget + c->policy.reserved_bytes;
-    out->kv_blocks_total = c->kv.n_blocks;
-    out->kv_blocks_free = c->kv.n_free;
+    kara_kv_stats ks;
+    kara_context_kv_stats(c, &ks);
+    const kara_kv_plan *plan = kara_context_kv_plan(c);
+    out->kv_budget = plan->p.budget ? plan->p.budget : ks.pool_bytes + ks.reserved_bytes;
+    out->kv_blocks_total = ks.blocks_total;
+    out->kv_blocks_free = ks.blocks_free;
 }

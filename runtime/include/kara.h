@@ -347,8 +347,20 @@ typedef struct kara_batch {
  * for larger or multi-sequence batches. Not thread-safe. */
 kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos0, int32_t seq_id);
 
-/* Run the forward pass over a batch. On error nothing is appended to any
- * sequence (the state is as before the call). */
+/* Run the forward pass over a batch, then the KV events that are due.
+ * Result codes: KARA_OK; KARA_ERR_ARG (an empty batch, more than n_batch
+ * entries, a bad sequence id, a position before the sequence's next);
+ * KARA_ERR_TOKEN (an id outside the vocabulary); KARA_ERR_CONTEXT_FULL (a
+ * position at or past n_ctx); KARA_ERR_KV_BUDGET (a sequence cannot stay
+ * within its share, or the pool cannot hold the batch); KARA_ERR_INTERNAL.
+ * Every check runs before anything changes: on a failure nothing is
+ * appended to any sequence and, with `full` and eviction on demand (the
+ * default), the context is exactly as before the call. The exceptions:
+ * with per_window eviction or the threshold methods, pool pressure may
+ * first compress other sequences (forced events, recompress_history: they
+ * stay valid and lose slots) before the call fails; and KARA_ERR_INTERNAL
+ * from a KV event after the forward pass (a bug) leaves the batch
+ * appended. */
 kara_status kara_decode(kara_context *ctx, const kara_batch *batch);
 
 /* Logits (n_vocab floats) of the i-th entry that asked for logits in the last

@@ -524,55 +524,115 @@ static kara_status score_due(kara_kv_policy *pol, int32_t seq) {
     return st;
 }
 
-/* A multi-token append after generation started (the next chat turn):
- * score what is due, score the rest of the window as far as its queries
- * and the buffer allow (on demand), and keep whatever is left whole, so the
- * new text starts outside every window. */
-static kara_status close_window(kara_kv_policy *pol, int32_t seq) {
-    kara_kv_cache *kv = pol->kv;
+/* Score everything of seq's open window up to its buffer (due windows as
+ * they stood when due, then the rest) when the queries are at hand: the
+ * first step of a chat turn, and of an eviction that finds too little
+ * scored history. On demand only; changes no slot. */
+static kara_status score_open(kara_kv_policy *pol, int32_t seq) {
     kara_kv_policy_seq *q = &pol->seqs[seq];
     kara_status st = score_due(pol, seq);
-    int32_t n = kv->seqs[seq].n, n_w = n - q->frontier;
-    bool scorable = on_demand(pol) && !(pol->p.think_only && q->think_done) && queries_kept(pol, seq, n);
-    if (!st && scorable && n_w - pol->p.buffer >= pol->p.min_compressible && n_w - pol->p.buffer >= 1) {
+    int32_t n = pol->kv->seqs[seq].n;
+    if (!st && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
+        !(pol->p.think_only && q->think_done)) {
         st = kara_kvp_score_window(pol, seq);
         pol->stats.events++;
     }
-    for (int32_t i = q->frontier; !st && i < n; i++) q->win[i] = -1;
-    if (!st) q->frontier = n;
     return st;
 }
 
-kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32_t n_new) {
-    kara_kv_cache *kv = pol->kv;
-    kara_kv_policy_seq *q = &pol->seqs[seq];
-    if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;
-    kara_status st = n_new > 1 ? close_window(pol, seq) : KARA_OK;
-    int32_t n = kv->seqs[seq].n, share = pol->plan.seq_tokens;
-    if (st || n + n_new <= share) return st;
-    if ((st = score_due(pol, seq))) return st;
+/* The on-demand plan of appending n_new slots to seq, changing nothing:
+ * how many slots of scored history an eviction drops to keep the sequence
+ * within its share (0: none), and whether the open window must be scored
+ * first (a chat turn always closes it; an eviction when scored history
+ * alone is too short). KARA_ERR_KV_BUDGET when even that is not enough. */
+static kara_status on_demand_plan(const kara_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
+                                  bool *score_first) {
+    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens, open = n - q->frontier - pol->p.buffer;
+    bool scorable = open >= 1 && queries_kept(pol, seq, n) && !(pol->p.think_only && q->think_done);
     int32_t need = n + n_new - share, evictable = kara_kvp_evictable(pol, seq);
-    n = kv->seqs[seq].n;
-    if (evictable < need && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
-        !(pol->p.think_only && q->think_done)) {
-        /* too little scored history: the open window closes early */
-        pol->stats.events++;
-        st = on_demand(pol) ? kara_kvp_score_window(pol, seq) : window_event(pol, seq, 1);
-        if (st) return st;
-        n = kv->seqs[seq].n;
-        if (n + n_new <= share) return KARA_OK; /* per_window: the event made the room */
-        need = n + n_new - share;
-        evictable = kara_kvp_evictable(pol, seq);
-    }
+    *drop = 0;
+    *score_first = n_new > 1;
+    if (need <= 0) return KARA_OK;
+    if (evictable < need) *score_first = true;
+    if (*score_first && scorable) evictable += open;
     if (evictable < need)
         return kara_set_error(KARA_ERR_KV_BUDGET,
                               "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
                               "needs %d more, and only %d of its %d slots are scored history that may be evicted "
-                              "(the prompt, text kept whole and the unscored window hold the rest)",
+                              "(the prompt, text kept whole and the buffer hold the rest)",
                               seq, share, need, evictable, n);
-    int32_t drop = need + pol->plan.margin;
-    if (drop > evictable) drop = evictable;
-    return kara_kvp_evict_even(pol, seq, drop);
+    *drop = need + pol->plan.margin < evictable ? need + pol->plan.margin : evictable;
+    return KARA_OK;
+}
+
+kara_status kara_kv_policy_check_room(const kara_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *n_after) {
+    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens;
+    *n_after = n;
+    if (!pol->scoring || !pol->window_method || !q->prompt_marked || n + n_new <= share) return KARA_OK;
+    if (!on_demand(pol)) {
+        /* per_window: its events bring it within the share (or fail then) */
+        *n_after = share - n_new > 0 ? share - n_new : 0;
+        return KARA_OK;
+    }
+    int32_t drop;
+    bool score_first;
+    kara_status st = on_demand_plan(pol, seq, n_new, &drop, &score_first);
+    *n_after = n - drop;
+    return st;
+}
+
+/* per_window: the share evicts evenly across the windows compressed so far;
+ * too little of them, and the open window's event runs early. */
+static kara_status per_window_room(kara_kv_policy *pol, int32_t seq, int32_t n_new) {
+    kara_kv_cache *kv = pol->kv;
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t share = pol->plan.seq_tokens, n = kv->seqs[seq].n;
+    if (n + n_new <= share) return KARA_OK;
+    kara_status st = score_due(pol, seq);
+    n = kv->seqs[seq].n;
+    int32_t need = n + n_new - share, evictable = kara_kvp_evictable(pol, seq);
+    if (!st && need > 0 && evictable < need && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
+        !(pol->p.think_only && q->think_done)) {
+        pol->stats.events++;
+        st = window_event(pol, seq, 1);
+        n = kv->seqs[seq].n;
+        need = n + n_new - share;
+        evictable = kara_kvp_evictable(pol, seq);
+    }
+    if (st || need <= 0) return st;
+    if (evictable < need)
+        return kara_set_error(KARA_ERR_KV_BUDGET,
+                              "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
+                              "needs %d more, and only %d of its %d slots are compressed history that may be evicted",
+                              seq, share, need, evictable, n);
+    return kara_kvp_evict_even(pol, seq, need);
+}
+
+kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32_t n_new) {
+    kara_kv_policy_seq *q = &pol->seqs[seq];
+    if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;
+    kara_status st = KARA_OK;
+    if (!on_demand(pol)) {
+        if (n_new > 1) { /* a chat turn: what is due runs, the rest is kept whole */
+            st = score_due(pol, seq);
+            for (int32_t i = q->frontier; !st && i < pol->kv->seqs[seq].n; i++) q->win[i] = -1;
+            if (!st) q->frontier = pol->kv->seqs[seq].n;
+        }
+        return st ? st : per_window_room(pol, seq, n_new);
+    }
+    int32_t drop;
+    bool score_first;
+    if ((st = on_demand_plan(pol, seq, n_new, &drop, &score_first))) return st;
+    if (score_first) st = score_open(pol, seq);
+    else if (drop > 0) st = score_due(pol, seq);
+    if (!st && n_new > 1) { /* a chat turn: the buffer is kept whole with it */
+        for (int32_t i = q->frontier; i < pol->kv->seqs[seq].n; i++) q->win[i] = -1;
+        q->frontier = pol->kv->seqs[seq].n;
+    }
+    if (!st && drop > 0) st = kara_kvp_evict_even(pol, seq, drop);
+    return st;
 }
 
 /* ---- pool pressure ---- */

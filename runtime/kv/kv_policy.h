@@ -116,11 +116,19 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, k
 void kara_kv_policy_free(kara_kv_policy *pol);
 void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq);
 
+/* Would appending n_new slots to seq keep it within its share? KARA_OK
+ * with *n_after = the slots it holds once kara_kv_policy_before_append
+ * has evicted what it must (exact on demand; an upper bound per_window),
+ * or KARA_ERR_KV_BUDGET (with a message). Changes nothing: kara_decode
+ * checks every sequence of a batch with it before changing any. */
+kara_status kara_kv_policy_check_room(const kara_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *n_after);
+
 /* Before a decode that appends n_new slots to seq: a multi-token append
- * after generation started closes the window (it is scored now and the new
- * slots are kept whole), and a window method that would pass the
- * sequence's share evicts scored history. KARA_ERR_KV_BUDGET when even its
- * whole scored history cannot make the room. */
+ * after generation started closes the window (scored now on demand; the
+ * new slots are kept whole), and a window method that would pass the
+ * sequence's share evicts scored history (kara_kv_policy_check_room says
+ * how much). KARA_ERR_KV_BUDGET when even its whole scored history cannot
+ * make the room (never after check_room said yes, on demand). */
 kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32_t n_new);
 
 /* Called for each appended slot before the forward pass runs; n_new is how

@@ -303,6 +303,112 @@ static void test_share_ignores_threads(kara_model *m) {
     CHECK(reserved[1] == reserved[0] && reserved[2] == reserved[0]);
 }
 
+/* Everything kara_decode may change, for every sequence of c. */
+typedef struct snapshot {
+    int32_t n[3], frontier[3], n_win[3], next_pos[3], n_free;
+    int32_t pos[3][N_CTX], win[3][N_CTX];
+    float scores[3][N_CTX];
+    uint8_t *kv[3];
+} snapshot;
+
+static void take(const kara_context *c, snapshot *sn) {
+    sn->n_free = c->kv.n_free;
+    for (int s = 0; s < 3; s++) {
+        const kara_kv_seq *q = &c->kv.seqs[s];
+        const kara_kv_policy_seq *ps = &c->policy.seqs[s];
+        sn->n[s] = q->n;
+        sn->next_pos[s] = q->next_pos;
+        sn->frontier[s] = ps->frontier;
+        sn->n_win[s] = ps->n_win;
+        memcpy(sn->pos[s], q->pos, N_CTX * sizeof(int32_t));
+        memcpy(sn->win[s], ps->win, N_CTX * sizeof(int32_t));
+        memcpy(sn->scores[s], ps->scores, N_CTX * sizeof(float));
+        free(sn->kv[s]);
+        sn->kv[s] = malloc(kara_test_kv_prefix_bytes(c, q->n) + 1);
+        kara_test_kv_copy_prefix(c, s, q->n, sn->kv[s]);
+    }
+}
+
+static bool same(const kara_context *c, const snapshot *a, const char *what) {
+    snapshot b = {0};
+    take(c, &b);
+    bool ok = a->n_free == b.n_free;
+    for (int s = 0; s < 3; s++)
+        ok = ok && a->n[s] == b.n[s] && a->next_pos[s] == b.next_pos[s] && a->frontier[s] == b.frontier[s] &&
+             a->n_win[s] == b.n_win[s] && !memcmp(a->pos[s], b.pos[s], sizeof a->pos[s]) &&
+             !memcmp(a->win[s], b.win[s], sizeof a->win[s]) && !memcmp(a->scores[s], b.scores[s], sizeof a->scores[s]) &&
+             !memcmp(a->kv[s], b.kv[s], kara_test_kv_prefix_bytes(c, a->n[s]));
+    for (int s = 0; s < 3; s++) free(b.kv[s]);
+    return CHECK_MSG(ok, "%s: a failed kara_decode changed the context", what);
+}
+
+/* kara_decode on demand is atomic: three sequences whose explicit shares
+ * (200 slots each) over-commit a pool of 30 blocks (480 slots). Each step
+ * decodes one token of each; when the pool runs short the call fails with
+ * KARA_ERR_KV_BUDGET, and every sequence - slots, positions, K and V bytes,
+ * windows and scores - is exactly as before it, also when the failing
+ * batch held a chat turn that would have closed a window and evicted. */
+static void test_decode_atomic(kara_model *m) {
+    kara_kv_params kv;
+    small_window(&kv, KARA_KV_METHOD_KARA, 200);
+    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, N_CTX) + 30 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
+    kara_context *c = kara_test_kv_context(m, &kv, 3, 1, N_CTX);
+    if (!CHECK(c != NULL)) return;
+    CHECK_EQ_INT(c->kv.n_blocks, 30);
+    int V = kara_model_n_vocab(m);
+    int32_t toks[3], pos[3], seq[3];
+    kara_test_start_seqs(c, 3, 6, 3, 5, 1000, toks, pos, seq);
+    snapshot before = {0};
+    int failures = 0, steps = 0, evictions = 0, chat_checked = 0;
+    for (int step = 0; step < 400 && failures < 3; step++) {
+        take(c, &before);
+        uint64_t ev = c->policy.stats.slots_evicted;
+        kara_batch b = {3, toks, pos, seq, NULL};
+        int8_t all[3] = {1, 1, 1};
+        b.logits = all;
+        kara_status st = kara_decode(c, &b);
+        if (st == KARA_OK) {
+            steps++;
+            evictions += c->policy.stats.slots_evicted != ev;
+            for (int s = 0; s < 3; s++) {
+                toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+                pos[s]++;
+            }
+            continue;
+        }
+        CHECK_EQ_INT(st, KARA_ERR_KV_BUDGET);
+        same(c, &before, "one token each");
+        failures++;
+        /* the same step with a chat turn on sequence 0 instead, short
+         * enough to stay within its share: it would close sequence 0's
+         * window, and the pool is still short */
+        int32_t len = 200 - c->kv.seqs[0].n < 20 ? 200 - c->kv.seqs[0].n : 20;
+        if (len >= 2) {
+            int32_t turn[22], tpos[22], tseq[22];
+            for (int i = 0; i < len; i++) {
+                turn[i] = (i * 13 + 1) % V;
+                tpos[i] = pos[0] + i;
+                tseq[i] = 0;
+            }
+            turn[len] = toks[1], tpos[len] = pos[1], tseq[len] = 1;
+            turn[len + 1] = toks[2], tpos[len + 1] = pos[2], tseq[len + 1] = 2;
+            kara_batch t = {len + 2, turn, tpos, tseq, NULL};
+            CHECK_EQ_INT(kara_decode(c, &t), KARA_ERR_KV_BUDGET);
+            same(c, &before, "with a chat turn");
+            chat_checked++;
+        }
+        /* room again: drop sequence 2 and go on with the other two */
+        kara_seq_clear(c, 2);
+        seq[2] = 2;
+        toks[2] = 1;
+        pos[2] = 0;
+    }
+    CHECK_MSG(steps > 50 && failures >= 1 && evictions > 0 && chat_checked >= 1,
+              "%d steps, %d failures (%d with a chat turn), %d evicting steps", steps, failures, chat_checked, evictions);
+    for (int s = 0; s < 3; s++) free(before.kv[s]);
+    kara_context_free(c);
+}
+
 int main(void) {
     kara_model *m = tiny_model();
     if (!CHECK(m != NULL)) return kara_test_finish();
@@ -313,6 +419,7 @@ int main(void) {
     test_per_window_share(m);
     test_admission(m);
     test_share_ignores_threads(m);
+    test_decode_atomic(m);
     kara_model_free(m);
     return kara_test_finish();
 }
