@@ -181,12 +181,7 @@ int32_t kara_context_blocks_free(const kara_context *c) { return c->kv.n_free; }
 int32_t kara_context_seq_blocks(const kara_context *c, int32_t seq) { return c->kv.seqs[seq].n_blocks; }
 int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
 int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
-const char *kara_context_last_error(const kara_context *c) { return c->last_error; }
 
-static kara_status ctx_error(kara_context *c, kara_status st) {
-    snprintf(c->last_error, sizeof c->last_error, "%s", kara_last_error());
-    return st;
-}
 
 /* Check every entry and make room for all of them before any work, so a
  * failing call leaves every sequence exactly as it was. */
@@ -274,11 +269,9 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
 kara_status kara_decode(kara_context *c, const kara_batch *b) {
     if (!c) return kara_set_error(KARA_ERR_ARG, "kara_decode: context is NULL");
     kara_status st = validate_and_reserve(c, b);
-    if (st) return ctx_error(c, st);
-    st = kara_forward(c, b);
+    if (!st) st = kara_forward(c, b);
     if (!st) st = kara_kv_policy_step(&c->policy);
-    if (st) return ctx_error(c, st);
-    return KARA_OK;
+    return st;
 }
 
 const float *kara_get_logits(kara_context *c, int32_t i) {

@@ -54,7 +54,6 @@ struct kara_context {
     float *logits;     /* [n_batch][n_vocab] */
     int32_t n_logits;
     uint64_t mem_bytes;
-    char last_error[512];
 };
 
 /* Query rows attended together by one thread (at least the heads of a KV

@@ -496,7 +496,7 @@ static void decode_one_by_one(kara_engine *e) {
             after_decode(e, s);
         } else {
             char msg[KARA_BATCH_ERROR_MAX];
-            snprintf(msg, sizeof msg, "%s", kara_context_last_error(e->ctx));
+            snprintf(msg, sizeof msg, "%s", kara_last_error());
             slot_fail(e, s, st, msg);
         }
     }
@@ -532,7 +532,7 @@ kara_status kara_engine_step(kara_engine *e) {
             /* the forward pass ran and the KV policy failed after it: the
              * tokens are in the cache and the logits are valid, so go on */
             kara_log(KARA_LOG_WARN, "batch engine: %s (after the step was decoded; continuing)",
-                     kara_context_last_error(c));
+                     kara_last_error());
             st = KARA_OK;
         }
         if (st != KARA_ERR_KV_BUDGET) break;
@@ -544,7 +544,7 @@ kara_status kara_engine_step(kara_engine *e) {
             slot_preempt(e, y);
         } else {
             char msg[KARA_BATCH_ERROR_MAX];
-            snprintf(msg, sizeof msg, "%s", kara_context_last_error(c));
+            snprintf(msg, sizeof msg, "%s", kara_last_error());
             slot_fail(e, y, KARA_ERR_KV_BUDGET, msg);
         }
     }

@@ -327,8 +327,6 @@ void kara_context_free(kara_context *ctx);
 const kara_model *kara_context_model(const kara_context *ctx);
 int32_t kara_context_n_ctx(const kara_context *ctx);
 int32_t kara_context_n_batch(const kara_context *ctx); /* most entries per kara_decode */
-/* The message of the last error on this context. */
-const char *kara_context_last_error(const kara_context *ctx);
 
 /* A batch of entries, possibly from several sequences: entry i feeds token
  * tokens[i] at position pos[i] of sequence seq_id[i]; logits[i] != 0 asks for

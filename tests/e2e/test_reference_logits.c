@@ -81,7 +81,7 @@ static float *teacher_forced(kara_model *m, const double *toks, int T, int threa
     kara_batch b = {T, ids, pos, seq, want};
     int V = kara_model_n_vocab(m);
     float *out = NULL;
-    if (CHECK_MSG(kara_decode(ctx, &b) == KARA_OK, "decode: %s", kara_context_last_error(ctx))) {
+    if (CHECK_MSG(kara_decode(ctx, &b) == KARA_OK, "decode: %s", kara_last_error())) {
         out = malloc((size_t)T * (size_t)V * sizeof *out);
         for (int i = 0; i < T; i++) memcpy(out + (size_t)i * V, kara_get_logits(ctx, i), (size_t)V * sizeof *out);
     }

@@ -247,7 +247,7 @@ static int bench_main(int argc, char **argv) {
                (double)kara_model_repacked_bytes(model) / (1024.0 * 1024.0),
                (double)kara_context_mem_bytes(ctx) / (1024.0 * 1024.0), peak_rss_mib(), kara_system_info());
     } else {
-        fprintf(stderr, "kara bench: decode failed: %s\n", kara_context_last_error(ctx));
+        fprintf(stderr, "kara bench: decode failed: %s\n", kara_last_error());
     }
     free(tok);
     free(tpos);

@@ -41,7 +41,7 @@ typedef struct run_state {
 } run_state;
 
 static kara_status fail(run_state *r, kara_status st, const char *what) {
-    snprintf(r->err, r->err_size, "%s: %s", what, r->ctx ? kara_context_last_error(r->ctx) : kara_last_error());
+    snprintf(r->err, r->err_size, "%s: %s", what, kara_last_error());
     return st;
 }
 
