@@ -18,10 +18,10 @@ int kara_file_map_open(const char *path, kara_file_map *m);
 /* Read path into private anonymous memory instead, advised for transparent
  * huge pages and then made read-only. Why: decode streams every weight once
  * per token, and on a 4 KiB-page file mapping each page costs a TLB miss
- * that also stops the hardware prefetcher at the page boundary; with 2 MiB
- * pages Qwen3-0.6B Q4_K_M decodes 12-15% faster on one Zen 4 core. Costs a
- * copy at load (about 0.7 s for 390 MB from the page cache). Same return
- * values as kara_file_map_open. */
+ * that also stops the hardware prefetcher at the page boundary; 2 MiB pages
+ * take both off the weight stream. Costs a copy of the file at load
+ * (docs/PERFORMANCE.md, "Load time and memory" and "Figures behind the
+ * kernels' design choices"). Same return values as kara_file_map_open. */
 int kara_file_read_anon(const char *path, kara_file_map *m);
 /* Let the memory of a kara_file_read_anon image be written (writable) or
  * make it read-only again; the loader rewrites weights into the kernels'

@@ -7,9 +7,11 @@
  * scalar work on its scales, byte shuffles to spread them and a
  * multiply-add per 16-32 columns; with 16 rows side by side the scales of
  * 16 rows are handled with a few vector instructions and every VPDPBUSD
- * works on 4 columns of 16 rows at once. On Zen 4 the AVX-512 products
- * (avx512_gemv_x16_*.c) run 1.5-2.5x faster from cache and stream the
- * weights from memory near the read bandwidth. For F32 the gain is the
+ * works on 4 columns of 16 rows at once. The AVX-512 products
+ * (avx512_gemv_x16_*.c) are then no longer bound by their own
+ * instructions: they stream the weights from memory near the read
+ * bandwidth (docs/PERFORMANCE.md, "Figures behind the kernels' design
+ * choices"). For F32 the gain is the
  * end of the horizontal sums: a row-major dot product of 128-384 columns
  * spends as much on reducing its 16 lanes as on multiplying, while an FMA
  * of a column of 16 rows against a broadcast activation needs none.
@@ -58,8 +60,8 @@ static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst)
  * ql bytes 64h + 32 + 4c and qh bytes 32h + 4c (4 each): the three loads
  * of one kernel step, in the order the kernel reads them. Reading a
  * group's bytes in storage order keeps the hardware prefetcher on one
- * stream (with ql and qh in separate areas the output matrix streamed from
- * memory at 10 GB/s instead of 30). */
+ * stream; with ql and qh in separate areas a group is read as two streams
+ * at once, and a matrix streams from memory far below the read bandwidth. */
 
 static size_t q6_ql_at(int i) /* ql bytes 4i..4i+3 */
 {

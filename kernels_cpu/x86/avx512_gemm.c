@@ -4,8 +4,9 @@
  *
  * Why: the block kernels dot one weight row with at most four activation
  * rows and pay the unpacking of every weight block again for each group of
- * four, so prefill ran at 30-130 GOP/s per core. Here a panel of weight rows
- * is unpacked once into plain bytes and reused for every activation row.
+ * four, so with many activation rows the unpacking, not the multiply-adds,
+ * bounds prefill. Here a panel of weight rows is unpacked once into plain
+ * bytes and reused for every activation row.
  *
  * Layout of a panel (PR = 16 lanes): 15 weight rows and one row of ones, for
  * KC columns, stored k-interleaved by 4: the 64 bytes at panel[k/4] hold 4

@@ -13,11 +13,9 @@
  * smaller ones (2 and up) use the few-row gemv of avx512_gemv_multi.c,
  * which needs no unpacking into a panel. The panel kernel pays its
  * unpacking once per panel, so it only wins from a batch size that depends
- * on how costly the type is to unpack (Zen 4, one thread, GOP/s few-row vs
- * panel on the 3072x1024 / 1024x3072 shapes: Q8_0 116/132 vs 117/111 at
- * 14, 121/136 vs 126/120 at 16; Q4_0 140/164 vs 142/138 at 40; Q4_K
- * 164/179 vs 153/146 at 24, 163/180 vs 173/165 at 32; Q6_K 159/159 vs
- * 157/148 at 48, 160/158 vs 164/154 at 56). Returns INT64_MAX for a type
+ * on how costly the type is to unpack; the thresholds are the measured
+ * crossovers on Zen 4 (docs/PERFORMANCE.md, "Figures behind the kernels'
+ * design choices"). Returns INT64_MAX for a type
  * without a panel kernel. The interleaved layouts do not ask: their own
  * kernels are faster at every batch. */
 int64_t kara_avx512_gemm_min_batch(kara_type wtype);

@@ -4,9 +4,11 @@
  *
  * Why a separate path for one row: the block kernels of x86_dot_impl.h spend
  * about a dozen instructions per 32-element block on its two f16 scales
- * (scalar conversions, a multiply, a broadcast), so Q8_0 and Q4_0 decode was
- * compute-bound at 9-18 GB/s, below the memory bandwidth. Here the
- * activation row is first rearranged once per call (per thread) into:
+ * (scalar conversions, a multiply, a broadcast), so Q8_0 and Q4_0 decode
+ * through them is compute-bound, well below the memory bandwidth
+ * (docs/PERFORMANCE.md, "Figures behind the kernels' design choices").
+ * Here the activation row is first rearranged once per call (per thread)
+ * into:
  *   - its int8 values, contiguous, in the order the weight bytes are loaded;
  *   - its block scales as f32, and a per-block offset correction term.
  * The weight rows are then streamed with 512-bit loads; each VPDPBUSD takes

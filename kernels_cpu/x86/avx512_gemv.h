@@ -54,8 +54,9 @@ bool kara_avx512_gemv_multi(kara_type wtype, const void *w, size_t w_row_bytes, 
 
 /* Smallest batch the AVX-512 matmul gives to kara_avx512_gemv_multi: 2,
  * except Q6_K, whose block kernel (same bits, see above) is as fast up to 3
- * rows (kara bench --kernels Q6_K -t 1 -p N on Zen 4, us block vs few-row:
- * ffn_down_0.6b 102 vs 106 at 2, 134 vs 138 at 3, 178 vs 163 at 4). */
+ * rows: the few-row kernel's shared unpacking pays for itself from 4 rows
+ * (measured crossover: docs/PERFORMANCE.md, "Figures behind the kernels'
+ * design choices"). */
 int64_t kara_avx512_gemv_multi_min_batch(kara_type wtype);
 
 #endif

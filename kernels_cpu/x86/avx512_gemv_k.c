@@ -12,11 +12,12 @@
  * and 2 in its low nibbles and 1 and 3 in its high nibbles, so the
  * activation row is rearranged once per call into that order (with its
  * 32-element sums, from the Q8_K bsums, for the min terms).
- * Scales are spread over the lanes with VPSHUFB from a per-lane broadcast
- * (VPERMW was slower). Measured (kara bench --kernels, 1 thread): 17.4 -> 24 GB/s on the
- * 127 MB output shape streamed from DRAM, 22-27 -> 26-30 GB/s from L3.
- * A 512-bit Q6_K version of the same design was slower than the 256-bit
- * block kernel from DRAM (22.6 vs 25.4 GB/s), so Q6_K stays there.
+ * Scales are spread over the lanes with VPSHUFB, an in-lane shuffle, from
+ * a per-lane broadcast: the cross-lane VPERMW makes the kernel slower.
+ * Q6_K stays on the 256-bit block kernel: a 512-bit version of this
+ * design streams more slowly from DRAM. (Figures for both and for this
+ * kernel against the block kernel: docs/PERFORMANCE.md, "Figures behind
+ * the kernels' design choices".)
  */
 #include "avx512_gemv.h"
 

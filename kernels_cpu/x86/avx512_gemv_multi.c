@@ -324,9 +324,9 @@ static const uint16_t q6_scale_idx[4][32] = {
  * all h and g; here the 64-byte vectors hold groups (g, g + 1) of a half
  * side by side, which is the activations' natural order, and lane n plus
  * lane 8 + n of the 512-bit sums is that same set of products; the bsums
- * term is the same. (The VPDPBUSD merging of block_q4_K measured slower
- * here: 6-bit sums of 4 need the activations biased to fit an int16, and so
- * a per-block correction.) */
+ * term is the same. (The VPDPBUSD merging of block_q4_K does not pay here:
+ * 6-bit sums of 4 need the activations biased to fit an int16, and so a
+ * per-block correction.) */
 ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, float *y, int64_t ldy, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -426,8 +426,9 @@ static size_t kq_rec(kara_type t, int nrv)
 }
 
 /* Q4_K, Q6_K: groups of chunks of up to NRK rows, as many as the buffer
- * holds (smaller chunks for very wide rows; chunks that spill from L1 to L2
- * measured faster than smaller ones). False when one row does not fit. */
+ * holds (smaller chunks for very wide rows; a chunk may spill from L1 to
+ * L2: that is still faster than smaller chunks). False when one row does
+ * not fit. */
 static bool gemv_multi_kq(kara_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t nb,
                           const uint8_t *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, uint8_t *buf)
 {

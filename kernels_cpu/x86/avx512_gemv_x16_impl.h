@@ -26,8 +26,10 @@ static inline __m512i x16_bcast4(const void *p)
 
 /* Block b of the next group (pf, or nothing if NULL) into L2. Why: when
  * several passes of 4 activation rows go over a group, going back to the
- * group's start breaks the hardware prefetcher's stream (Q4_K, 5-8 rows
- * from memory: 190-210 GOP/s against 297 for 4; with this, 270-312).
+ * group's start breaks the hardware prefetcher's stream, so without this
+ * the next group would come from DRAM only when the kernel reached it and
+ * 5-8 rows would run slower than 4 (docs/PERFORMANCE.md, "Figures behind
+ * the kernels' design choices").
  * always_inline: as a plain inline function GCC 12 dropped the prefetches
  * from the kernels altogether. */
 static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf, int64_t b, int block_bytes)

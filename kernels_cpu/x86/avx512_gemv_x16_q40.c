@@ -1,8 +1,9 @@
 /*
  * avx512_gemv_x16_q40.c - matrix products for Q4_0 weights interleaved 16
  * rows at a time at load (KARA_TYPE_Q4_0_X16, kernels.h), any number of
- * activation rows (decode, batched decode, prefill: 325-331 GOP/s on one
- * Zen 4 core from 4 rows up, against 235 for the panel GEMM at 512).
+ * activation rows (decode, batched decode, prefill: with no panel to
+ * unpack it is faster than the panel GEMM at every batch size; figures in
+ * docs/PERFORMANCE.md, "Figures behind the kernels' design choices").
  *
  * Per group of 16 weight rows and 32-column block: four 64-byte loads hold
  * the 16 nibble bytes of every row; their low and high nibbles (stored

@@ -11,16 +11,17 @@
  * 32-column sub-block's sums are multiplied by the 16 rows' scales
  * (VPMULLD), a block's by d * dx in f32, and the min terms (mins times the
  * activation sums of each sub-block) come from four VPDPWSSD on int16 pairs.
- * Against the GGUF-layout kernel (avx512_gemv_k.c), on Zen 4 with 1024
- * columns: 25 -> 64 GB/s with the weights in cache, 21 -> 29 GB/s from
- * memory.
+ * The GGUF-layout kernel (avx512_gemv_k.c) spends per row the scale work
+ * this does once for 16, and is bound by its instructions even with the
+ * weights in cache; this one keeps up with the weight stream from memory.
  *
  * Each activation row goes through the same instructions whether it is
  * alone or one of up to four per pass, so a row's products have the same
  * bits at every batch size (batched decode gives the same answers as
  * decoding alone). The same kernel serves prefill: with four activation
- * rows per pass it reaches 340-360 GOP/s on one core, against 250 for the
- * panel GEMM on the GGUF layout at 512 rows (kara bench --kernels Q4_K).
+ * rows per pass and no panel to unpack, it is faster than the panel GEMM
+ * on the GGUF layout even at 512 rows. (Figures: docs/PERFORMANCE.md,
+ * "Figures behind the kernels' design choices".)
  */
 #include "avx512_gemv.h"
 

@@ -14,10 +14,11 @@
  *
  * As for Q4_K_X16, every activation row goes through the same integer
  * sums and the same float steps whatever the batch, so a row's products
- * have the same bits at every batch size. One thread on Zen 4 (kara bench
- * --kernels Q6_K): 234-272 GOP/s from 4 to 512 rows, against 196 before
- * the sub-block passes below and 180-199 for the panel GEMM, which now
- * never takes this layout.
+ * have the same bits at every batch size. With the sub-block passes below
+ * it keeps its accumulators in registers and needs no panel unpacked, so
+ * it beats the panel GEMM at every batch size and the panel GEMM never
+ * takes this layout (docs/PERFORMANCE.md, "Figures behind the kernels'
+ * design choices").
  */
 #include "avx512_gemv.h"
 
@@ -46,10 +47,10 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
         /* KS sub-blocks (16 columns each: 4 steps of 4 bytes per row) at a
          * time: one for several activation rows, so that one accumulator
          * per row is live (with four side by side, accumulators, scales and
-         * sums took 44 zmm and spilled: 196 -> 234-272 GOP/s at 4-8 rows);
-         * all four for one row, which then shares each step's unpacking
-         * (one row is 1-4 % slower one at a time). Each step's chunks are
-         * read again per pass, from L1. */
+         * sums need 44 zmm, more than the 32 there are, and spill to the
+         * stack); all four for one row, whose few accumulators leave room
+         * for them, so that each step's unpacking serves four sub-blocks.
+         * Each step's chunks are read again per pass, from L1. */
         const int KS = NRV == 1 ? 4 : 1;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {

@@ -107,11 +107,12 @@ DEFINE_DOT(bf16_512, body512_bf16)
 
 /* One activation row of Q6_K weights in the file layout (mapped files,
  * no_repack): the block kernel's arithmetic (acc_q6_K; a 512-bit version
- * was slower from memory on Zen 4), called directly rather than through the
- * per-row kernel pointer, and eight rows' accumulators reduced together
- * (same bits as one at a time), which on 1024-column rows of 4 blocks cost
- * about as much as a block: 151936 x 1024 output shape in cache, 28 -> 33
- * GB/s. */
+ * streams more slowly from memory on Zen 4), called directly rather than
+ * through the per-row kernel pointer, and eight rows' accumulators reduced
+ * together (same bits as one at a time): on 1024-column rows of 4 blocks a
+ * row's reduction costs about as much as a block, so sharing it among eight
+ * rows matters (docs/PERFORMANCE.md, "Figures behind the kernels' design
+ * choices"). */
 static void gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void *x,
                       float *y)
 {
@@ -149,11 +150,11 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
     int64_t r0, r1;
     if (kara_layout_source(wtype) != wtype) {
         /* interleaved layouts (kernels.h): threads take whole 16-row groups;
-         * their kernels serve every batch size (Q6_K_X16 handed 256+ rows
-         * to the panel GEMM until its kernel stopped spilling registers:
-         * 220-272 GOP/s at 255 rows against the panel's 180-184); the
-         * panel GEMM, which copies rows back to file blocks as it unpacks
-         * them, takes only the widths they refuse */
+         * their kernels serve every batch size (they keep their
+         * accumulators in registers and unpack nothing into a panel, so
+         * they beat the panel GEMM even at hundreds of rows); the panel
+         * GEMM, which copies rows back to file blocks as it unpacks them,
+         * takes only the widths they refuse */
         int64_t g0, g1;
         kara_split_rows(n_rows / KARA_X16_ROWS, ith, nth, &g0, &g1);
         if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;

@@ -135,10 +135,9 @@ static int32_t next_chunk(const kara_context *c, int32_t from, int32_t n, int32_
  * sequence's blocks lie anywhere in the pool, so each block would start
  * with a wait on DRAM. Attention asks for the next block one head at a
  * time, between the current block's heads: a whole block at once (32 KiB
- * for Qwen3-0.6B) filled the miss queues and stalled the loop, and into L1
- * it evicted the block being read (Qwen3-0.6B Q4_K_M decode at depth 4096,
- * 1 thread: 14.4 tok/s with whole blocks into L1, 16.0-16.6 into L2, 20.6
- * head by head; docs/PERFORMANCE.md). */
+ * for Qwen3-0.6B) fills the miss queues and stalls the loop, and into L1
+ * it evicts the block being read (docs/PERFORMANCE.md, session 5, "Decode
+ * at depth, step by step"). */
 static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1, size_t head_bytes,
                                  size_t slot_bytes, int32_t n_rows) {
     const uint8_t *p = (const uint8_t *)block_base + (size_t)h0 * head_bytes;
