@@ -270,11 +270,12 @@ static int64_t slot_growth(const kara_engine *e, const kara_batch_slot *s) {
     return s->peak_blocks > held ? s->peak_blocks - held : 0;
 }
 
-/* Admission (section 4.6): the spec's check (kara_seq_admit: free blocks
- * for the request's prompt and window plus reserve_blocks), and - unless
- * admission is optimistic - the blocks every running request may still
- * grow by, so that admitted requests do not push each other out. Preempted requests come back first, oldest
- * first; new ones only when none waits. */
+/* Admission (docs/KARA_METHOD.md section 2): kara_seq_admit's check (free
+ * blocks for the request's peak, plus reserve_blocks where that applies),
+ * and - unless admission is optimistic - the blocks every running request
+ * may still grow by, so that admitted requests do not push each other out.
+ * Preempted requests come back first, oldest first; new ones only when none
+ * waits. */
 static void admit(kara_engine *e) {
     for (;;) {
         int32_t running = 0;
@@ -536,7 +537,8 @@ kara_status kara_engine_step(kara_engine *e) {
             st = KARA_OK;
         }
         if (st != KARA_ERR_KV_BUDGET) break;
-        /* pool pressure the policy could not relieve (section 4.5b) */
+        /* pool pressure the policy could not relieve (docs/KARA_METHOD.md
+         * section 9) */
         int32_t running;
         kara_batch_slot *y = youngest(e, &running);
         if (!y) break;

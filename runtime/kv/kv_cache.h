@@ -1,5 +1,5 @@
 /*
- * kv_cache.h - the paged KV cache (docs/kara.md section 2).
+ * kv_cache.h - the paged KV cache (docs/KARA_METHOD.md section 2).
  *
  * One pool of fixed-size blocks is sized once from the byte budget. A block
  * holds K and V of every layer for block_size slots; each sequence has a
@@ -46,13 +46,13 @@ typedef struct kara_kv_cache {
     uint64_t bytes_peak;
 } kara_kv_cache;
 
-/* Selection groups (docs/kara.md 7.4). With kara.selection_scope:
- * per_layer every scored layer and the unscored layers after it (`layers:
- * stride:N`) keep their own slots, so each such group has its own row of
- * positions; the block table and n stay shared because every group keeps
- * the same number of slots at every event. Shared scope is one group of all
- * layers. Only the methods that score a window select per layer (kara,
- * chunkkv); the others ignore the key. */
+/* Selection groups (docs/KARA_METHOD.md section 7.3). With
+ * kara.selection_scope: per_layer every scored layer and the unscored
+ * layers after it (`layers: stride:N`) keep their own slots, so each such
+ * group has its own row of positions; the block table and n stay shared
+ * because every group keeps the same number of slots at every event.
+ * Shared scope is one group of all layers. Only the methods that score a
+ * window select per layer (kara, chunkkv); the others ignore the key. */
 bool kara_kv_params_per_layer(const kara_kv_params *p);
 /* Layers per group (n_layer for shared scope) and the number of groups. */
 int32_t kara_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer);

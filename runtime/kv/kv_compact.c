@@ -1,5 +1,5 @@
-/* kv_compact.c - the in-place compaction plan of docs/kara.md 7.1 and the
- * invariants of 7.3; see kv_compact.h. */
+/* kv_compact.c - the in-place compaction plan and the invariants of
+ * docs/KARA_METHOD.md section 8; see kv_compact.h. */
 #include "kv_compact.h"
 
 #include <stdarg.h>

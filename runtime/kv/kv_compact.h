@@ -1,6 +1,6 @@
 /*
- * kv_compact.h - in-place compaction after a selection (docs/kara.md 7.1)
- * and the debug invariants of 7.3, for a generic slot store.
+ * kv_compact.h - in-place compaction after a selection and its
+ * invariants (docs/KARA_METHOD.md section 8), for a generic slot store.
  *
  * Before: slots [0, F) frozen (prompt and earlier events), window [F, n),
  * buffer [n - b, n). After: slot F + t takes F + keep[t] (t < k, keep sorted
@@ -56,7 +56,7 @@ void kara_kv_compact_store_scores(const kara_kv_compact_plan *plan, const int32_
  * n_c. Returns the new first (in [0, cap)). */
 int32_t kara_kv_ring_first_after(int32_t first, int32_t cap, int32_t n_c);
 
-/* ---- invariants (7.3) ---- */
+/* ---- invariants (docs/KARA_METHOD.md section 8) ---- */
 typedef struct kara_kv_invariants {
     const int32_t *pos;        /* positions of slots [0, n) */
     int32_t n;                 /* slots in use */

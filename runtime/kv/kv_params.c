@@ -1,5 +1,5 @@
-/* kv_params.c - defaults of the KV cache and compression settings (spec
- * ../shared/docs/kara.md section 8) and the names of their enum values. */
+/* kv_params.c - defaults of the KV cache and compression settings
+ * (docs/KARA_METHOD.md section 12) and the names of their enum values. */
 #include "kv_params.h"
 
 #include <stdio.h>

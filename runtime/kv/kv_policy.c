@@ -380,7 +380,7 @@ static kara_status threshold_event(kara_kv_policy *pol, int32_t seq) {
 }
 
 /* The decode-time baselines compress the whole cache when it overflows
- * their per-sequence token budget (section 10). */
+ * their per-sequence token budget (docs/KARA_METHOD.md section 11). */
 static kara_status cache_event(kara_kv_policy *pol, int32_t seq) {
     kara_kv_cache *kv = pol->kv;
     kara_kv_policy_seq *q = &pol->seqs[seq];

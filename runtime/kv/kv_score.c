@@ -1,5 +1,5 @@
-/* kv_score.c - the window scorer of Kara (docs/kara.md section 5); see
- * kv_score.h for the definitions and the determinism contract. */
+/* kv_score.c - the window scorer of Kara (docs/KARA_METHOD.md section 5);
+ * see kv_score.h for the definitions and the determinism contract. */
 #include "kv_score.h"
 
 #include <math.h>

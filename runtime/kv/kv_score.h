@@ -1,6 +1,7 @@
 /*
- * kv_score.h - the window scorer of Kara KV compression (docs/kara.md
- * section 5), for one layer at a time, over plain arrays.
+ * kv_score.h - the window scorer of Kara KV compression
+ * (docs/KARA_METHOD.md section 5), for one layer at a time, over plain
+ * arrays.
  *
  * Window W = slots [0, n_w) relative to the frontier F; the compressible
  * region C = [0, n_c) with n_c = n_w - n_buf; the buffer = [n_c, n_w).
@@ -30,9 +31,9 @@
  * adds them in a fixed order, so results are bit-identical for any thread
  * count.
  *
- * SnapKV's scorer (spec 10.3) is this scorer with the whole cache as the
- * window, n_buf = obs_window, mode buffer_only, exclude_self false and
- * gqa_reduce mean.
+ * SnapKV's scorer (docs/KARA_METHOD.md sections 11 and 13) is this scorer
+ * with the whole cache as the window, n_buf = obs_window, mode buffer_only,
+ * exclude_self false and gqa_reduce mean.
  *
  * Usage:
  *   size_t bytes = kara_kv_score_scratch_bytes(&shape, n_threads);   // once, budgeted
@@ -99,7 +100,8 @@ typedef struct kara_kv_score_opts {
     kara_reduce gqa_reduce;         /* KARA_REDUCE_MEAN or KARA_REDUCE_MAX */
 } kara_kv_score_opts;
 
-/* The spec defaults (bidirectional, window, exclude_self, mean). */
+/* The defaults (bidirectional, window, exclude_self, mean;
+ * docs/KARA_METHOD.md sections 5 and 12). */
 void kara_kv_score_opts_init(kara_kv_score_opts *o);
 /* The options of kara_kv_params (score_mode, softmax_over, exclude_self, gqa_reduce). */
 void kara_kv_score_opts_from_params(kara_kv_score_opts *o, const kara_kv_params *p);
@@ -164,7 +166,8 @@ void kara_kv_score_finish(const kara_kv_score_job *job, float *layer_out, struct
 /* Single-threaded convenience: compute(0, 1) then finish. */
 void kara_kv_score_run(const kara_kv_score_job *job, float *layer_out, struct kara_kv_score_acc *acc);
 
-/* Aggregation of layer vectors over scored layers (spec 5.4). */
+/* Aggregation of layer vectors over scored layers (docs/KARA_METHOD.md
+ * section 5, "Heads and layers"). */
 typedef struct kara_kv_score_acc {
     float *sum;             /* n_c, caller memory */
     int32_t n_c;

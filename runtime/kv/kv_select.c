@@ -1,5 +1,6 @@
-/* kv_select.c - slot selection for Kara and its baselines (docs/kara.md
- * sections 6, 10, 11); see kv_select.h for the rules every method shares. */
+/* kv_select.c - slot selection for Kara and its baselines
+ * (docs/KARA_METHOD.md sections 6 and 11); see kv_select.h for the rules
+ * every method shares. */
 #include "kv_select.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
 /*
  * kv_select.h - which slots survive a compression event, for every method
- * (docs/kara.md sections 6, 10, 11), over plain score arrays.
+ * (docs/KARA_METHOD.md sections 6 and 11), over plain score arrays.
  *
  * Window methods (kara, A3, A4, chunkkv, recent, random) choose exactly k
  * slots of the compressible region C = [0, n_c) (indices relative to the
@@ -26,7 +26,7 @@
 #include "kara.h"
 
 /* k = clamp(round(retention * n_c), min_keep, n_c), round half away from
- * zero (spec 6). 0 when n_c <= 0. */
+ * zero (docs/KARA_METHOD.md section 6). 0 when n_c <= 0. */
 int32_t kara_kv_keep_count(int32_t n_c, float retention, int32_t min_keep);
 
 /* Token2Chunk candidates: m = max(2, round(kappa * k)), at most k. */
@@ -49,9 +49,10 @@ typedef struct kara_kv_t2c_params {
     float len_penalty;     /* beta >= 0 */
 } kara_kv_t2c_params;
 
-/* Kara's selection (spec 6): the m highest-score candidates (protected slots
- * first), chunks between consecutive candidates with 1 <= gap <= max_gap
- * scored phi = ((u(c_t) + u(c_t+1)) / 2) * (1 + gap)^-beta with u = s / max s
+/* Kara's selection (docs/KARA_METHOD.md section 6): the m highest-score
+ * candidates (protected slots first), chunks between consecutive candidates
+ * with 1 <= gap <= max_gap scored
+ * phi = ((u(c_t) + u(c_t+1)) / 2) * (1 + gap)^-beta with u = s / max s
  * (u = 0 when max s <= 0), taken greedily by phi (ties: smaller gap, then
  * lower slot) while the gap fits the remaining budget, then the highest-score
  * remaining slots. keep gets exactly k sorted slots. */

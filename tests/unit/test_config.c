@@ -50,7 +50,7 @@ static void test_defaults(void) {
     kara_config c;
     kara_config_init(&c);
     const kara_kv_params *kv = &c.context.kv;
-    /* spec section 8 */
+    /* docs/KARA_METHOD.md section 12 */
     CHECK_EQ_INT(kv->block_size, 16);
     CHECK_EQ_INT(kv->dtype, KARA_KV_F16);
     CHECK(kv->budget == 1073741824ULL);

@@ -1,7 +1,8 @@
 /*
- * test_kv_compact.c - the in-place compaction plan (docs/kara.md 7.1) and
- * the invariant checker (7.3): moves go down and in ascending order, never
- * overwrite a source still to be read, produce exactly the layout of 7.1;
+ * test_kv_compact.c - the in-place compaction plan and the invariant
+ * checker (docs/KARA_METHOD.md section 8): moves go down and in ascending
+ * order, never overwrite a source still to be read, produce exactly the
+ * layout of section 8;
  * the ring start advances by n_c; a simulated sequence goes through many
  * events (Token2Chunk on random scores) with the invariants checked after
  * each; each invariant violation is reported with its message.
@@ -144,8 +145,9 @@ static void test_ring(void) {
 }
 
 /* A sequence through 30 events: append tokens, compress with Token2Chunk on
- * random scores, apply the plan to pos[] and a payload, check 7.3 after
- * each event (including that the prompt bytes never change). */
+ * random scores, apply the plan to pos[] and a payload, check the
+ * invariants (docs/KARA_METHOD.md section 8) after each event (including
+ * that the prompt bytes never change). */
 static void test_sequence_events(void) {
     rng_state = 99;
     enum { P = 23, B = 16, INTERVAL = 40, BUF = 8, MAXN = 2048 };

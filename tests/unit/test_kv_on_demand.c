@@ -5,10 +5,10 @@
  *   scoring, no event;
  * - under a share (kv_cache.seq_tokens) every window method keeps at most
  *   the share at every step, evicts down to share - margin, never touches
- *   the prompt, keeps the section 7.3 invariants, and after each eviction
- *   every scored window holds the same fraction of its slots (to the
- *   rounding of one slot); the logits equal full's until the first
- *   eviction and tokens are identical on 1 and 2 threads;
+ *   the prompt, keeps the invariants of docs/KARA_METHOD.md section 8, and
+ *   after each eviction every scored window holds the same fraction of its
+ *   slots (to the rounding of one slot); the logits equal full's until the
+ *   first eviction and tokens are identical on 1 and 2 threads;
  * - a share smaller than the prompt plus a whole window still works: the
  *   open window is scored early;
  * - text appended in one piece after generation started (a chat turn) is

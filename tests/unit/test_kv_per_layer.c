@@ -1,5 +1,5 @@
-/* test_kv_per_layer.c - `kara.selection_scope: per_layer` (ablation A5 of
- * docs/kara.md sections 7.4 and 11): each layer (each scored layer and the
+/* test_kv_per_layer.c - `kara.selection_scope: per_layer` (ablation A5,
+ * docs/KARA_METHOD.md section 7.3): each layer (each scored layer and the
  * unscored ones after it with `layers: stride:N`) scores the window on its
  * own, keeps its own slots and positions; n, the frontier and the block
  * table stay shared. On the seeded random-weight tiny model (4 layers, 4
@@ -10,9 +10,9 @@
  *   - planted signals: layer 0 keeps a slot that layer 1 drops and vice
  *     versa, the per-layer positions and the moved keys show it, a slot of
  *     a protected token id survives in every layer;
- *   - the section 7.3 invariants per layer after every event, window
- *     positions equal across layers, unscored layers following their scored
- *     layer (stride 2);
+ *   - the invariants of docs/KARA_METHOD.md section 8 per layer after
+ *     every event, window positions equal across layers, unscored layers
+ *     following their scored layer (stride 2);
  *   - KV bytes within the budget at every step over long generations, the
  *     per-layer rows counted in kara_kv_policy_bytes;
  *   - 1 and 2 threads give identical tokens, logits and positions;
@@ -51,10 +51,10 @@ static void a5_params(kara_kv_params *kv, bool per_layer) {
     kv->per_layer_selection = per_layer;
 }
 
-/* Section 7.3 for every layer of seq: positions strictly increasing with
- * the prompt at 0..P-1, the prompt's bytes (every layer) against prompt_ref,
- * blocks held and pool accounting; and the window [F, n) at the same
- * positions in every layer. */
+/* The invariants (docs/KARA_METHOD.md section 8) for every layer of seq:
+ * positions strictly increasing with the prompt at 0..P-1, the prompt's
+ * bytes (every layer) against prompt_ref, blocks held and pool accounting;
+ * and the window [F, n) at the same positions in every layer. */
 static bool layers_hold(const kara_context *c, int seq, const uint8_t *prompt_ref, const char *what) {
     const kara_kv_seq *s = &c->kv.seqs[seq];
     const kara_kv_policy_seq *q = &c->policy.seqs[seq];

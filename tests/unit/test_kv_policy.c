@@ -1,11 +1,11 @@
-/* test_kv_policy.c - the KV policies inside real decoding (docs/kara.md
- * section 12.1, the CI tier), on the seeded random-weight tiny model the
- * project writes itself (4 layers, 4 query heads, 2 KV heads, head dim 32,
- * vocab 512):
+/* test_kv_policy.c - the KV policies inside real decoding (the checks
+ * docs/KARA_METHOD.md section 8 lists), on the seeded random-weight tiny
+ * model the project writes itself (4 layers, 4 query heads, 2 KV heads,
+ * head dim 32, vocab 512):
  *   - Kara at retention 1.0 gives logits bitwise equal to `full` over 512
  *     steps;
- *   - the section 7.3 invariants hold after every compression event, for
- *     every method;
+ *   - the invariants of docs/KARA_METHOD.md section 8 hold after every
+ *     compression event, for every method;
  *   - block accounting stays exact with 8 interleaved sequences;
  *   - the KV bytes held never exceed the budget, for any method, over long
  *     generations;
@@ -45,7 +45,8 @@ static void small_window(kara_kv_params *kv, kara_kv_method method) {
     kv->snapkv_trigger_slack = 32;
 }
 
-/* Check section 7.3 for one sequence, and the pool's bookkeeping. */
+/* Check the invariants of docs/KARA_METHOD.md section 8 for one sequence,
+ * and the pool's bookkeeping. */
 static bool invariants_hold(const kara_context *c, int seq, const char *what) {
     const kara_kv_seq *s = &c->kv.seqs[seq];
     const kara_kv_policy_seq *q = &c->policy.seqs[seq];
@@ -188,11 +189,12 @@ static void test_interleaved_accounting(kara_model *m) {
     kara_context_free(c);
 }
 
-/* Pool pressure (section 4.5 a) under the periodic trigger: three sequences
- * whose windows (interval 128) outgrow a 16-block pool long before any is
- * due. Each step must still succeed, because relieve forces an event on the
- * sequence with the largest compressible window; the invariants and the
- * pool's accounting hold throughout. */
+/* Pool pressure (forced events, docs/KARA_METHOD.md section 9) under the
+ * periodic trigger: three sequences whose windows (interval 128) outgrow a
+ * 16-block pool long before any is due. Each step must still succeed,
+ * because relieve forces an event on the sequence with the largest
+ * compressible window; the invariants and the pool's accounting hold
+ * throughout. */
 static void test_pool_pressure_forces_events(kara_model *m) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);

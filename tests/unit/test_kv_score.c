@@ -1,10 +1,11 @@
 /*
- * test_kv_score.c - the Kara window scorer (docs/kara.md section 5) against a
- * naive double-precision reference written here from the spec's formulas,
+ * test_kv_score.c - the Kara window scorer against a naive double-precision
+ * reference written here from the formulas of docs/KARA_METHOD.md section 5,
  * for every mode and option and three storage layouts; thread-count
- * invariance (bitwise); layer aggregation; scratch bounds; errors; and the
- * planted signals of section 12.1 (a heavily matched key is kept, a span
- * with strong endpoints survives whole, causal's older-slot bias).
+ * invariance (bitwise); layer aggregation; scratch bounds; errors; and
+ * planted signals: a heavily matched key is kept, a span with strong
+ * endpoints survives whole (section 6), causal's older-slot bias (section
+ * 5).
  */
 #include <math.h>
 #include <pthread.h>
@@ -65,7 +66,8 @@ static void tcase_free(tcase *c) {
     free(c->sink);
 }
 
-/* ---- the reference: the formulas of section 5, in double, no tricks ---- */
+/* ---- the reference: the formulas of docs/KARA_METHOD.md section 5, in
+ * double, no tricks ---- */
 static double ref_dot(const float *a, const float *b, int d) {
     double s = 0;
     for (int t = 0; t < d; t++) s += (double)a[t] * (double)b[t];
@@ -390,8 +392,9 @@ static void test_reference_default_large(void) {
     tcase_free(&c);
 }
 
-/* SnapKV's scorer (spec 10.3): the whole cache as the window, the last 8
- * queries, causal, self included, mean over the group; keys paged. */
+/* SnapKV's scorer (docs/KARA_METHOD.md section 11): the whole cache as the
+ * window, the last 8 queries, causal, self included, mean over the group;
+ * keys paged. */
 static void test_reference_snapkv_shape(void) {
     kara_kv_score_shape sh = {300, 8, 4, 2, 32, 0};
     tcase c;
@@ -554,7 +557,8 @@ static void test_errors(void) {
     tcase_free(&c);
 }
 
-/* ---- planted signals (section 12.1) ---- */
+/* ---- planted signals: what sections 5 and 6 of docs/KARA_METHOD.md
+ * claim, on synthetic queries and keys ---- */
 
 /* A window whose keys are small noise, queries noise plus a shared
  * direction v in every head. */

@@ -1,10 +1,10 @@
 /*
- * test_kv_select.c - slot selection (docs/kara.md sections 6, 10, 11).
- * Token2Chunk against a straightforward reference written here from the
- * spec (repeated argmax instead of sorting) on thousands of random cases,
- * ties included; exact k, sortedness and protect_token_ids for every window
- * method; A4, chunkkv, recent, random; streaming, snapkv and h2o against
- * their definitions; the planted span; errors.
+ * test_kv_select.c - slot selection (docs/KARA_METHOD.md sections 6 and
+ * 11). Token2Chunk against a straightforward reference written here from
+ * section 6 (repeated argmax instead of sorting) on thousands of random
+ * cases, ties included; exact k, sortedness and protect_token_ids for
+ * every window method; A4, chunkkv, recent, random; streaming, snapkv and
+ * h2o against their definitions; the planted span; errors.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -227,7 +227,8 @@ static void test_pure_topk(void) {
     free(scr);
 }
 
-/* A worked example of section 6 by hand: n_c 20, K 6, kappa 0.5 -> m 3.
+/* A worked example of docs/KARA_METHOD.md section 6 by hand: n_c 20, K 6,
+ * kappa 0.5 -> m 3.
  * Candidates (top 3): 2 (1.0), 5 (0.8), 15 (0.9). Chunks: (2,5) gap 2,
  * phi = 0.9/3 = 0.3; (5,15) gap 9, phi = 0.85/10. R = 3: (2,5) fits (R 1),
  * (5,15) does not; the last slot is the best remaining score: 10 (0.5). */
@@ -253,7 +254,8 @@ static void test_worked_example(void) {
     free(scr);
 }
 
-/* Section 12.1's span on a score vector: strong endpoints, weak interior,
+/* The planted span on a score vector (what Token2Chunk keeps whole,
+ * docs/KARA_METHOD.md section 6): strong endpoints, weak interior,
  * everything else moderate noise. */
 static void test_planted_span_scores(void) {
     rng_state = 9;

@@ -1,21 +1,22 @@
-/* test_kv_trigger.c - Kara with `kara.trigger: threshold` (ablation A8 of
- * docs/kara.md section 11; docs/KV_COMPRESSION.md) inside real decoding, on
- * the seeded random-weight tiny model (4 layers, 4 query heads, 2 KV heads,
- * head dim 32):
+/* test_kv_trigger.c - Kara with `kara.trigger: threshold` (ablation A8,
+ * docs/KARA_METHOD.md section 11; docs/KV_COMPRESSION.md) inside real
+ * decoding, on the seeded random-weight tiny model (4 layers, 4 query
+ * heads, 2 KV heads, head dim 32):
  *   - no event while the cache holds fewer than budget_tokens +
  *     trigger_slack slots, one at the very step it reaches that many;
  *   - after each event the sequence holds budget_tokens slots: the prompt
  *     untouched (positions and K/V bytes), the newest `buffer` slots, and
  *     survivors chosen over the whole generated cache, which later events
  *     rescore (unlike the periodic trigger's frozen history);
- *   - the section 7.3 invariants after every event and the KV budget at
- *     every step, peak included, over long generations;
+ *   - the invariants of docs/KARA_METHOD.md section 8 after every event
+ *     and the KV budget at every step, peak included, over long
+ *     generations;
  *   - 1 and 2 threads give identical tokens and logits;
  *   - budget_tokens auto (the pool share less the slack), an explicit slack,
  *     three sequences sharing one pool;
  *   - pool pressure before any sequence reaches its threshold forces the
- *     event early on the sequence furthest over its token budget (section
- *     4.5 a) instead of failing the step;
+ *     event early on the sequence furthest over its token budget
+ *     (docs/KARA_METHOD.md section 9) instead of failing the step;
  *   - bad parameters are clear errors; the trigger leaves other methods alone. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +45,9 @@ static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int 
     kv->budget = kara_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024) + (uint64_t)pool_blocks * BLOCK_BYTES;
 }
 
-/* Section 7.3 for one sequence: positions, the prompt's bytes against the
- * copy taken after the prompt was decoded, blocks held, pool accounting. */
+/* The invariants of docs/KARA_METHOD.md section 8 for one sequence:
+ * positions, the prompt's bytes against the copy taken after the prompt
+ * was decoded, blocks held, pool accounting. */
 static bool invariants_hold(const kara_context *c, int seq, const uint8_t *prompt_ref, uint8_t *prompt_now,
                             const char *what) {
     const kara_kv_seq *s = &c->kv.seqs[seq];

@@ -1,10 +1,13 @@
 /* cmd_eval_kv.c - `kara eval-kv`: how faithful each KV method is to `full`
- * on one model and one text (docs/kara.md section 12.2): teacher-forced KL,
- * top-1 agreement and perplexity ratio, the first greedy divergence, a
- * needle placed in generated text, retention per region, and the cost of
- * compression events. The baselines that take a token budget (streaming,
- * snapkv, h2o) get Kara's measured mean footprint at the same retention
- * unless --kv-budget-tokens is given (the spec's `budget_tokens: auto`). */
+ * on one model and one text (docs/KV_COMPRESSION.md, "The tool: `kara
+ * eval-kv`"; the window methods run per window, docs/KARA_METHOD.md
+ * section 7.2): teacher-forced KL, top-1 agreement and perplexity ratio,
+ * the first greedy divergence, a needle placed in generated text,
+ * retention per region, and the cost of compression events. The baselines
+ * that take a token budget (streaming, snapkv, h2o) get Kara's measured
+ * mean footprint at the same retention unless --kv-budget-tokens is given
+ * (the original specification's `budget_tokens: auto`, docs/KARA_METHOD.md
+ * section 13). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,7 +203,7 @@ static bool is_budget_method(kara_kv_method m) {
 /* Mean slots a budget baseline holds over the replay (after each of the
  * n_steps single-token decodes from n_prompt slots) with token budget b:
  * streaming and h2o cut back to b as soon as they exceed it, snapkv once it
- * reaches b + slack (spec section 10). */
+ * reaches b + slack (docs/KARA_METHOD.md section 11). */
 static double baseline_mean(kara_kv_method m, int32_t b, int32_t n_prompt, int32_t n_steps, int32_t slack) {
     double sum = 0;
     int32_t n = n_prompt;
@@ -328,8 +331,9 @@ static bool make_setup(const eval_opts *o, kara_model *m, const int32_t *toks, i
     if (s->n_text > n_ctx - s->n_prompt) s->n_text = n_ctx - s->n_prompt;
     if (o->max_tokens && s->n_text > o->max_tokens) s->n_text = (int32_t)o->max_tokens;
     s->n_free = (int32_t)(o->free_tokens < n_ctx - s->n_prompt ? o->free_tokens : n_ctx - s->n_prompt);
-    /* two compression windows per region by default (the spec's 256 at
-     * interval 128): a region shorter than a window may rightly be empty */
+    /* two compression windows per region by default (256 at interval 128,
+     * docs/KV_COMPRESSION.md, `regmin`): a region shorter than a window may
+     * rightly be empty */
     s->region = o->region ? (int32_t)o->region : 2 * (interval > 0 ? interval : 128);
     s->needle = needle;
     s->n_needle = n_needle;
