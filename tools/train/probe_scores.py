@@ -2,7 +2,7 @@
 """What Kara's window scorer sees on the reasoning task.
 
 Runs reference transcripts with full KV, then scores each Kara window the
-way docs/kara.md section 5 does (bidirectional, no causal mask, diagonal
+way docs/KARA_METHOD.md section 5 does (bidirectional, no causal mask, diagonal
 excluded, softmax over the window, mean over query heads, KV heads and
 layers) and takes the Top-K of the compressible region (K = retention x
 interval). Reports which characters the Top-K holds and how many of the
