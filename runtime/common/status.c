@@ -40,6 +40,18 @@ kara_status kara_set_error(kara_status st, const char *fmt, ...) {
     return st;
 }
 
+kara_status kara_error_prefix(kara_status st, const char *fmt, ...) {
+    char inner[sizeof last_error];
+    memcpy(inner, last_error, sizeof inner);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof last_error)
+        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", inner);
+    return st;
+}
+
 static kara_log_fn log_fn = NULL;
 static void *log_user = NULL;
 static kara_log_level log_max = KARA_LOG_WARN;

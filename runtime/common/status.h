@@ -15,6 +15,12 @@
  * callers can write `return kara_set_error(KARA_ERR_FORMAT, "...", ...);`. */
 kara_status kara_set_error(kara_status st, const char *fmt, ...) KARA_PRINTF(2, 3);
 
+/* Put a formatted prefix and ": " in front of this thread's last error and
+ * return st, so a caller can name what a lower layer's message is about:
+ * `return kara_error_prefix(st, "%s", path);` turns "bad magic at byte
+ * offset 0" into "model.gguf: bad magic at byte offset 0". */
+kara_status kara_error_prefix(kara_status st, const char *fmt, ...) KARA_PRINTF(2, 3);
+
 /* Log through the installed sink. */
 void kara_log(kara_log_level level, const char *fmt, ...) KARA_PRINTF(2, 3);
 

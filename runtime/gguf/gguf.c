@@ -4,7 +4,7 @@
  * the image, and every count is checked against the bytes that remain
  * before anything is allocated for it, so a hostile header cannot make us
  * allocate gigabytes or read past the mapping. Errors carry the byte offset
- * where the bad field starts. */
+ * where the bad field starts and are reported through kara_set_error. */
 #include "gguf.h"
 
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 
 #include "file_map.h"
 #include "kernels.h"
+#include "status.h"
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_NESTING 8
@@ -48,28 +49,25 @@ typedef struct cursor {
     const uint8_t *base;
     uint64_t size;
     uint64_t pos;
-    char *err;
-    size_t err_size;
 } cursor;
 
 #if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
+__attribute__((format(printf, 2, 3)))
 #endif
-static kara_status fail(cursor *c, uint64_t offset, const char *fmt, ...) {
+static kara_status fail(uint64_t offset, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (c->err && c->err_size) snprintf(c->err, c->err_size, "%s at byte offset %llu", msg, (unsigned long long)offset);
-    return KARA_ERR_FORMAT;
+    return kara_set_error(KARA_ERR_FORMAT, "%s at byte offset %llu", msg, (unsigned long long)offset);
 }
 
 static bool have(const cursor *c, uint64_t n) { return n <= c->size - c->pos; }
 
 static kara_status read_bytes(cursor *c, void *dst, uint64_t n, const char *what) {
     if (!have(c, n))
-        return fail(c, c->pos, "file truncated: %s needs %llu bytes, %llu left", what, (unsigned long long)n,
+        return fail(c->pos, "file truncated: %s needs %llu bytes, %llu left", what, (unsigned long long)n,
                     (unsigned long long)(c->size - c->pos));
     memcpy(dst, c->base + c->pos, n);
     c->pos += n;
@@ -84,7 +82,7 @@ static kara_status read_str(cursor *c, kara_gguf_str *s, const char *what) {
     kara_status st = read_u64(c, &len, what);
     if (st) return st;
     if (!have(c, len))
-        return fail(c, at, "%s length %llu exceeds the %llu bytes left in the file", what, (unsigned long long)len,
+        return fail(at, "%s length %llu exceeds the %llu bytes left in the file", what, (unsigned long long)len,
                     (unsigned long long)(c->size - c->pos));
     s->ptr = (const char *)c->base + c->pos;
     s->len = len;
@@ -129,7 +127,7 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
     uint64_t n = 0;
     kara_status st = read_u32(c, &et, "array element type");
     if (st) return st;
-    if (et >= KARA_GGUF_VTYPE_COUNT) return fail(c, at, "array has unknown element type %u", et);
+    if (et >= KARA_GGUF_VTYPE_COUNT) return fail(at, "array has unknown element type %u", et);
     st = read_u64(c, &n, "array length");
     if (st) return st;
     a->type = (kara_gguf_vtype)et;
@@ -138,7 +136,7 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
     uint64_t es = fixed_size(a->type);
     if (es) {
         if (n > left / es)
-            return fail(c, at, "array of %llu %s elements exceeds the %llu bytes left in the file",
+            return fail(at, "array of %llu %s elements exceeds the %llu bytes left in the file",
                         (unsigned long long)n, kara_gguf_vtype_name(a->type), (unsigned long long)left);
         a->data = c->base + c->pos;
         c->pos += n * es;
@@ -146,10 +144,10 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
     }
     if (a->type == KARA_GGUF_STRING) {
         if (n > left / 8)
-            return fail(c, at, "array of %llu strings exceeds the %llu bytes left in the file", (unsigned long long)n,
+            return fail(at, "array of %llu strings exceeds the %llu bytes left in the file", (unsigned long long)n,
                         (unsigned long long)left);
         a->strs = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_str));
-        if (!a->strs) return fail(c, at, "out of memory for an array of %llu strings", (unsigned long long)n);
+        if (!a->strs) return fail(at, "out of memory for an array of %llu strings", (unsigned long long)n);
         for (uint64_t i = 0; i < n; i++) {
             st = read_str(c, &a->strs[i], "array string");
             if (st) return st;
@@ -157,12 +155,12 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
         return KARA_OK;
     }
     /* nested arrays: each element needs at least a 12-byte header */
-    if (depth >= GGUF_MAX_NESTING) return fail(c, at, "arrays nested deeper than %d levels", GGUF_MAX_NESTING);
+    if (depth >= GGUF_MAX_NESTING) return fail(at, "arrays nested deeper than %d levels", GGUF_MAX_NESTING);
     if (n > left / 12)
-        return fail(c, at, "array of %llu arrays exceeds the %llu bytes left in the file", (unsigned long long)n,
+        return fail(at, "array of %llu arrays exceeds the %llu bytes left in the file", (unsigned long long)n,
                     (unsigned long long)left);
     a->items = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_value));
-    if (!a->items) return fail(c, at, "out of memory for an array of %llu arrays", (unsigned long long)n);
+    if (!a->items) return fail(at, "out of memory for an array of %llu arrays", (unsigned long long)n);
     for (uint64_t i = 0; i < n; i++) {
         st = read_value(g, c, KARA_GGUF_ARRAY, &a->items[i], depth + 1);
         if (st) return st;
@@ -175,7 +173,7 @@ static kara_status read_value(kara_gguf *g, cursor *c, kara_gguf_vtype t, kara_g
     v->type = t;
     uint64_t es = fixed_size(t);
     if (es) {
-        if (!have(c, es)) return fail(c, c->pos, "file truncated inside a %s value", kara_gguf_vtype_name(t));
+        if (!have(c, es)) return fail(c->pos, "file truncated inside a %s value", kara_gguf_vtype_name(t));
         decode_scalar(t, c->base + c->pos, v);
         c->pos += es;
         return KARA_OK;
@@ -194,16 +192,16 @@ static kara_status read_kvs(kara_gguf *g, cursor *c) {
         kv->offset = c->pos;
         kara_status st = read_str(c, &kv->key, "metadata key");
         if (st) return st;
-        if (kv->key.len == 0) return fail(c, kv->offset, "metadata key %llu is empty", (unsigned long long)i);
+        if (kv->key.len == 0) return fail(kv->offset, "metadata key %llu is empty", (unsigned long long)i);
         for (uint64_t j = 0; j < i; j++)
             if (str_eq_str(g->kv[j].key, kv->key))
-                return fail(c, kv->offset, "duplicate metadata key '%.*s'", (int)kv->key.len, kv->key.ptr);
+                return fail(kv->offset, "duplicate metadata key '%.*s'", (int)kv->key.len, kv->key.ptr);
         uint64_t tat = c->pos;
         uint32_t t = 0;
         st = read_u32(c, &t, "metadata value type");
         if (st) return st;
         if (t >= KARA_GGUF_VTYPE_COUNT)
-            return fail(c, tat, "metadata key '%.*s' has unknown value type %u", (int)kv->key.len, kv->key.ptr, t);
+            return fail(tat, "metadata key '%.*s' has unknown value type %u", (int)kv->key.len, kv->key.ptr, t);
         st = read_value(g, c, (kara_gguf_vtype)t, &kv->value, 0);
         if (st) return st;
     }
@@ -217,12 +215,12 @@ static kara_status read_tensor_infos(kara_gguf *g, cursor *c) {
         kara_status st = read_str(c, &t->name, "tensor name");
         if (st) return st;
         int nl = (int)(t->name.len > 200 ? 200 : t->name.len);
-        if (t->name.len == 0) return fail(c, t->info_offset, "tensor %llu has an empty name", (unsigned long long)i);
+        if (t->name.len == 0) return fail(t->info_offset, "tensor %llu has an empty name", (unsigned long long)i);
         uint64_t at = c->pos;
         st = read_u32(c, &t->n_dims, "tensor rank");
         if (st) return st;
         if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
-            return fail(c, at, "tensor '%.*s' has rank %u (must be 1..%d)", nl, t->name.ptr, t->n_dims, GGUF_MAX_DIMS);
+            return fail(at, "tensor '%.*s' has rank %u (must be 1..%d)", nl, t->name.ptr, t->n_dims, GGUF_MAX_DIMS);
         uint64_t nelem = 1;
         for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
@@ -230,9 +228,9 @@ static kara_status read_tensor_infos(kara_gguf *g, cursor *c) {
             st = read_u64(c, &ne, "tensor dimension");
             if (st) return st;
             if (ne == 0 || ne > (uint64_t)INT64_MAX)
-                return fail(c, dat, "tensor '%.*s' dimension %u is %llu", nl, t->name.ptr, d, (unsigned long long)ne);
+                return fail(dat, "tensor '%.*s' dimension %u is %llu", nl, t->name.ptr, d, (unsigned long long)ne);
             if (nelem > (uint64_t)INT64_MAX / ne)
-                return fail(c, dat, "tensor '%.*s' element count overflows", nl, t->name.ptr);
+                return fail(dat, "tensor '%.*s' element count overflows", nl, t->name.ptr);
             nelem *= ne;
             t->ne[d] = (int64_t)ne;
         }
@@ -240,20 +238,20 @@ static kara_status read_tensor_infos(kara_gguf *g, cursor *c) {
         st = read_u32(c, &t->type, "tensor type");
         if (st) return st;
         const kara_type_info *ti = kara_type_get(t->type);
-        if (!ti || ti->internal) return fail(c, at, "tensor '%.*s' has unknown type id %u", nl, t->name.ptr, t->type);
+        if (!ti || ti->internal) return fail(at, "tensor '%.*s' has unknown type id %u", nl, t->name.ptr, t->type);
         if (t->ne[0] % ti->block_size != 0)
-            return fail(c, at, "tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nl,
+            return fail(at, "tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nl,
                         t->name.ptr, (long long)t->ne[0], ti->name, ti->block_size);
         uint64_t nblocks = nelem / (uint64_t)ti->block_size;
         if (nblocks > UINT64_MAX / (uint64_t)ti->type_size)
-            return fail(c, at, "tensor '%.*s' byte size overflows", nl, t->name.ptr);
+            return fail(at, "tensor '%.*s' byte size overflows", nl, t->name.ptr);
         t->nbytes = nblocks * (uint64_t)ti->type_size;
         at = c->pos;
         st = read_u64(c, &t->offset, "tensor data offset");
         if (st) return st;
         for (uint64_t j = 0; j < i; j++)
             if (str_eq_str(g->tensors[j].name, t->name))
-                return fail(c, t->info_offset, "duplicate tensor name '%.*s'", nl, t->name.ptr);
+                return fail(t->info_offset, "duplicate tensor name '%.*s'", nl, t->name.ptr);
     }
     return KARA_OK;
 }
@@ -265,17 +263,17 @@ static kara_status place_tensors(kara_gguf *g, cursor *c) {
     const kara_gguf_kv *al = kara_gguf_find(g, "general.alignment");
     if (al) {
         if (al->value.type != KARA_GGUF_UINT32)
-            return fail(c, al->offset, "general.alignment has type %s (must be uint32)",
+            return fail(al->offset, "general.alignment has type %s (must be uint32)",
                         kara_gguf_vtype_name(al->value.type));
         uint64_t a = al->value.v.u64;
         if (a == 0 || (a & (a - 1)) != 0)
-            return fail(c, al->offset, "general.alignment %llu is not a power of two", (unsigned long long)a);
+            return fail(al->offset, "general.alignment %llu is not a power of two", (unsigned long long)a);
         g->alignment = a;
     }
     uint64_t data = c->pos;
     if (data % g->alignment) data += g->alignment - data % g->alignment;
     if (g->n_tensors && data > c->size)
-        return fail(c, c->pos, "file truncated before the tensor data section (needs %llu bytes, has %llu)",
+        return fail(c->pos, "file truncated before the tensor data section (needs %llu bytes, has %llu)",
                     (unsigned long long)data, (unsigned long long)c->size);
     g->data_offset = data;
     uint64_t avail = c->size >= data ? c->size - data : 0;
@@ -283,10 +281,10 @@ static kara_status place_tensors(kara_gguf *g, cursor *c) {
         kara_gguf_tensor *t = &g->tensors[i];
         int nl = (int)(t->name.len > 200 ? 200 : t->name.len);
         if (t->offset % g->alignment)
-            return fail(c, t->info_offset, "tensor '%.*s' data offset %llu is not aligned to %llu", nl, t->name.ptr,
+            return fail(t->info_offset, "tensor '%.*s' data offset %llu is not aligned to %llu", nl, t->name.ptr,
                         (unsigned long long)t->offset, (unsigned long long)g->alignment);
         if (t->offset > avail || t->nbytes > avail - t->offset)
-            return fail(c, t->info_offset,
+            return fail(t->info_offset,
                         "tensor '%.*s' data (%llu bytes at data offset %llu) extends past the end of the file "
                         "(%llu data bytes)",
                         nl, t->name.ptr, (unsigned long long)t->nbytes, (unsigned long long)t->offset,
@@ -296,28 +294,27 @@ static kara_status place_tensors(kara_gguf *g, cursor *c) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out, char *err, size_t err_size) {
+kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out) {
     *out = NULL;
-    if (err && err_size) err[0] = 0;
-    cursor c = {data, size, 0, err, err_size};
+    cursor c = {data, size, 0};
     kara_gguf *g = calloc(1, sizeof *g);
-    if (!g) return KARA_ERR_NOMEM;
+    if (!g) return kara_set_error(KARA_ERR_NOMEM, "out of memory while parsing GGUF");
     g->base = data;
     g->size = size;
     char magic[4];
     kara_status st = read_bytes(&c, magic, 4, "magic");
-    if (!st && memcmp(magic, "GGUF", 4) != 0) st = fail(&c, 0, "not a GGUF file (bad magic)");
+    if (!st && memcmp(magic, "GGUF", 4) != 0) st = fail(0, "not a GGUF file (bad magic)");
     if (!st) st = read_u32(&c, &g->version, "version");
     if (!st && (g->version < 2 || g->version > 3))
-        st = fail(&c, 4, "unsupported GGUF version %u (this reader supports 2 and 3)", g->version);
+        st = fail(4, "unsupported GGUF version %u (this reader supports 2 and 3)", g->version);
     if (!st) st = read_u64(&c, &g->n_tensors, "tensor count");
     if (!st) st = read_u64(&c, &g->n_kv, "metadata count");
     /* each key-value needs >= 13 bytes, each tensor info >= 29 */
     if (!st && g->n_kv > (c.size - c.pos) / 13)
-        st = fail(&c, 16, "metadata count %llu is impossible for a file of %llu bytes", (unsigned long long)g->n_kv,
+        st = fail(16, "metadata count %llu is impossible for a file of %llu bytes", (unsigned long long)g->n_kv,
                   (unsigned long long)c.size);
     if (!st && g->n_tensors > (c.size - c.pos) / 29)
-        st = fail(&c, 8, "tensor count %llu is impossible for a file of %llu bytes", (unsigned long long)g->n_tensors,
+        st = fail(8, "tensor count %llu is impossible for a file of %llu bytes", (unsigned long long)g->n_tensors,
                   (unsigned long long)c.size);
     if (!st) {
         g->kv = arena_alloc(g, (size_t)(g->n_kv ? g->n_kv : 1) * sizeof(kara_gguf_kv));
@@ -328,7 +325,7 @@ kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out, char
     if (!st) st = read_tensor_infos(g, &c);
     if (!st) st = place_tensors(g, &c);
     if (st) {
-        if (st == KARA_ERR_NOMEM && err && err_size) snprintf(err, err_size, "out of memory while parsing GGUF");
+        if (st == KARA_ERR_NOMEM) kara_set_error(st, "out of memory while parsing GGUF");
         kara_gguf_close(g);
         return st;
     }
@@ -336,24 +333,24 @@ kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out, char
     return KARA_OK;
 }
 
-kara_status kara_gguf_open(const char *path, kara_gguf **out, char *err, size_t err_size) {
-    return kara_gguf_open_mode(path, false, out, err, err_size);
+kara_status kara_gguf_open(const char *path, kara_gguf **out) {
+    return kara_gguf_open_mode(path, false, out);
 }
 
-kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out, char *err, size_t err_size) {
+kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out) {
+    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_gguf_open: out is NULL");
     *out = NULL;
+    if (!path) return kara_set_error(KARA_ERR_ARG, "kara_gguf_open: path is NULL");
     kara_file_map *m = calloc(1, sizeof *m);
-    if (!m) return KARA_ERR_NOMEM;
+    if (!m) return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory while parsing GGUF", path);
     int e = in_ram ? kara_file_read_anon(path, m) : kara_file_map_open(path, m);
     if (e) {
-        if (err && err_size) snprintf(err, err_size, "cannot open '%s': %s", path, strerror(e));
         free(m);
-        return KARA_ERR_IO;
+        return kara_set_error(KARA_ERR_IO, "cannot open '%s': %s", path, strerror(e));
     }
-    char inner[512];
-    kara_status st = kara_gguf_parse(m->data, m->size, out, inner, sizeof inner);
+    kara_status st = kara_gguf_parse(m->data, m->size, out);
     if (st) {
-        if (err && err_size) snprintf(err, err_size, "%s: %s", path, inner);
+        kara_error_prefix(st, "%s", path);
         kara_file_map_close(m);
         free(m);
         return st;

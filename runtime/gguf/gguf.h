@@ -94,14 +94,15 @@ typedef struct kara_gguf {
     void *arena;              /* parser allocations */
 } kara_gguf;
 
-/* Map and parse a file. On error returns a status and writes a message
- * naming the problem and byte offset to err. */
-kara_status kara_gguf_open(const char *path, kara_gguf **out, char *err, size_t err_size);
+/* Map and parse a file. On error returns a status and sets the message
+ * (kara_last_error) naming the file, the problem and its byte offset. */
+kara_status kara_gguf_open(const char *path, kara_gguf **out);
 /* The same, with the file read into (huge-page) memory when in_ram instead
  * of mapped (kara_file_read_anon). */
-kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out, char *err, size_t err_size);
-/* Parse an image already in memory (not copied; must outlive the result). */
-kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out, char *err, size_t err_size);
+kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out);
+/* Parse an image already in memory (not copied; must outlive the result).
+ * Errors as kara_gguf_open, without the file name. */
+kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out);
 void kara_gguf_close(kara_gguf *g);
 /* Make the tensor data of a file read into memory (in_ram) writable, or
  * read-only again: false if it cannot be (a mapped file). */

@@ -274,11 +274,10 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
     if (!path) return kara_set_error(KARA_ERR_ARG, "kara_model_load: path is NULL");
     kara_model *m = calloc(1, sizeof *m);
     if (!m) return kara_set_error(KARA_ERR_NOMEM, "out of memory loading %s", path);
-    char err[600];
-    kara_status st = kara_gguf_open_mode(path, !params->use_mmap && !params->vocab_only, &m->gguf, err, sizeof err);
+    kara_status st = kara_gguf_open_mode(path, !params->use_mmap && !params->vocab_only, &m->gguf);
     if (st) {
         free(m);
-        return kara_set_error(st, "%s", err);
+        return st;
     }
     loader ld = {m, path, NULL};
     /* vocab-only files (tokenizer tests, `kara tokenize`) carry no
@@ -291,8 +290,8 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
             snprintf(m->arch_name, sizeof m->arch_name, "%.*s", (int)(arch.len > 15 ? 15 : arch.len), arch.ptr);
     }
     if (!st) {
-        st = kara_vocab_load(&m->vocab, m->gguf, err, sizeof err);
-        if (st) kara_set_error(st, "%s: %s", path, err);
+        st = kara_vocab_load(&m->vocab, m->gguf);
+        if (st) kara_error_prefix(st, "%s", path);
     }
     m->vocab_only = params->vocab_only;
     if (!st && !params->vocab_only) st = load_weights(&ld);

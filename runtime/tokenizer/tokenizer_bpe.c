@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "status.h"
 #include "unicode.h"
 
 /* ------------------------------------------------------------------------ */
@@ -71,13 +72,11 @@ static int32_t find_or_add(kara_vocab_impl *im, const char *a, size_t alen, cons
     return id >= 0 ? id : kara_vocab_sym_add(im, a, alen, b, blen);
 }
 
-kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges, char *err, size_t err_size) {
+kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges) {
     kara_vocab_impl *im = v->impl;
-    if (merges->n > UINT32_MAX / 4) {
-        if (err && err_size) snprintf(err, err_size, "tokenizer.ggml.merges: %llu merges is too many",
-                                      (unsigned long long)merges->n);
-        return KARA_ERR_FORMAT;
-    }
+    if (merges->n > UINT32_MAX / 4)
+        return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.merges: %llu merges is too many",
+                              (unsigned long long)merges->n);
     uint32_t n = (uint32_t)merges->n;
     uint64_t cap = 16;
     while (cap < 2ULL * n) cap <<= 1;
@@ -117,8 +116,7 @@ kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges, char *e
     return KARA_OK;
 
 nomem:
-    if (err && err_size) snprintf(err, err_size, "out of memory for tokenizer.ggml.merges");
-    return KARA_ERR_NOMEM;
+    return kara_set_error(KARA_ERR_NOMEM, "out of memory for tokenizer.ggml.merges");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -6,7 +6,6 @@
  */
 #include "vocab_impl.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +15,6 @@
 /* ------------------------------------------------------------------------ */
 /* Reading keys                                                              */
 /* ------------------------------------------------------------------------ */
-
-static kara_status fail(char *err, size_t err_size, kara_status st, const char *fmt, ...) KARA_PRINTF(4, 5);
-static kara_status fail(char *err, size_t err_size, kara_status st, const char *fmt, ...) {
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static bool is_int_type(kara_gguf_vtype t) {
     return t == KARA_GGUF_UINT8 || t == KARA_GGUF_INT8 || t == KARA_GGUF_UINT16 || t == KARA_GGUF_INT16 ||
@@ -39,13 +27,12 @@ static bool is_signed_type(kara_gguf_vtype t) {
 
 /* A special token id key. Absent: *id keeps its default. Negative values and
  * 0xFFFFFFFF (how converters write "none") mean no such token. */
-static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens, int32_t *id, char *err,
-                           size_t err_size) {
+static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens, int32_t *id) {
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return KARA_OK;
     if (!is_int_type(kv->value.type))
-        return fail(err, err_size, KARA_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
-                    kara_gguf_vtype_name(kv->value.type));
+        return kara_set_error(KARA_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
+                              kara_gguf_vtype_name(kv->value.type));
     if (is_signed_type(kv->value.type) && kv->value.v.i64 < 0) {
         *id = -1;
         return KARA_OK;
@@ -56,18 +43,18 @@ static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens
         return KARA_OK;
     }
     if (u >= (uint64_t)n_tokens)
-        return fail(err, err_size, KARA_ERR_FORMAT, "%s = %llu is outside the vocabulary of %d tokens", key,
-                    (unsigned long long)u, n_tokens);
+        return kara_set_error(KARA_ERR_FORMAT, "%s = %llu is outside the vocabulary of %d tokens", key,
+                              (unsigned long long)u, n_tokens);
     *id = (int32_t)u;
     return KARA_OK;
 }
 
-static kara_status read_bool(const kara_gguf *g, const char *key, bool *out, char *err, size_t err_size) {
+static kara_status read_bool(const kara_gguf *g, const char *key, bool *out) {
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return KARA_OK;
     if (kv->value.type != KARA_GGUF_BOOL)
-        return fail(err, err_size, KARA_ERR_FORMAT, "%s: expected a bool, got %s", key,
-                    kara_gguf_vtype_name(kv->value.type));
+        return kara_set_error(KARA_ERR_FORMAT, "%s: expected a bool, got %s", key,
+                              kara_gguf_vtype_name(kv->value.type));
     *out = kv->value.v.u64 != 0;
     return KARA_OK;
 }
@@ -75,11 +62,11 @@ static kara_status read_bool(const kara_gguf *g, const char *key, bool *out, cha
 /* An array key with n elements of the allowed kind ("strings", "integers",
  * "floats"); NULL with *st = OK when absent and optional. */
 static const kara_gguf_array *read_array(const kara_gguf *g, const char *key, const char *kind, bool required,
-                                         uint64_t n, kara_status *st, char *err, size_t err_size) {
+                                         uint64_t n, kara_status *st) {
     *st = KARA_OK;
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) {
-        if (required) *st = fail(err, err_size, KARA_ERR_FORMAT, "%s: missing", key);
+        if (required) *st = kara_set_error(KARA_ERR_FORMAT, "%s: missing", key);
         return NULL;
     }
     const kara_gguf_array *a = &kv->value.v.arr;
@@ -88,15 +75,15 @@ static const kara_gguf_array *read_array(const kara_gguf *g, const char *key, co
     if (ok && !strcmp(kind, "integers")) ok = is_int_type(a->type);
     if (ok && !strcmp(kind, "floats")) ok = a->type == KARA_GGUF_FLOAT32 || a->type == KARA_GGUF_FLOAT64;
     if (!ok) {
-        *st = fail(err, err_size, KARA_ERR_FORMAT, "%s: expected an array of %s, got %s%s%s", key, kind,
-                   kv->value.type == KARA_GGUF_ARRAY ? "an array of " : "",
-                   kara_gguf_vtype_name(kv->value.type == KARA_GGUF_ARRAY ? a->type : kv->value.type),
-                   kv->value.type == KARA_GGUF_ARRAY ? " values" : "");
+        *st = kara_set_error(KARA_ERR_FORMAT, "%s: expected an array of %s, got %s%s%s", key, kind,
+                             kv->value.type == KARA_GGUF_ARRAY ? "an array of " : "",
+                             kara_gguf_vtype_name(kv->value.type == KARA_GGUF_ARRAY ? a->type : kv->value.type),
+                             kv->value.type == KARA_GGUF_ARRAY ? " values" : "");
         return NULL;
     }
     if (n != UINT64_MAX && a->n != n) {
-        *st = fail(err, err_size, KARA_ERR_FORMAT, "%s: has %llu entries but tokenizer.ggml.tokens has %llu", key,
-                   (unsigned long long)a->n, (unsigned long long)n);
+        *st = kara_set_error(KARA_ERR_FORMAT, "%s: has %llu entries but tokenizer.ggml.tokens has %llu", key,
+                             (unsigned long long)a->n, (unsigned long long)n);
         return NULL;
     }
     return a;
@@ -184,23 +171,21 @@ static void find_byte_tokens_spm(kara_vocab *v) {
     }
 }
 
-static kara_status load_tokens(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size) {
+static kara_status load_tokens(kara_vocab *v, const kara_gguf *g) {
     kara_vocab_impl *im = v->impl;
     kara_status st;
-    const kara_gguf_array *toks = read_array(g, "tokenizer.ggml.tokens", "strings", true, UINT64_MAX, &st, err,
-                                             err_size);
+    const kara_gguf_array *toks = read_array(g, "tokenizer.ggml.tokens", "strings", true, UINT64_MAX, &st);
     if (!toks) return st;
-    if (toks->n == 0) return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: the vocabulary is empty");
+    if (toks->n == 0) return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: the vocabulary is empty");
     if (toks->n > (uint64_t)INT32_MAX / 2)
-        return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is too many",
-                    (unsigned long long)toks->n);
+        return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is too many",
+                              (unsigned long long)toks->n);
     uint32_t n = (uint32_t)toks->n;
     v->n_tokens = (int32_t)n;
 
-    const kara_gguf_array *scores = read_array(g, "tokenizer.ggml.scores", "floats", false, n, &st, err, err_size);
+    const kara_gguf_array *scores = read_array(g, "tokenizer.ggml.scores", "floats", false, n, &st);
     if (st) return st;
-    const kara_gguf_array *types = read_array(g, "tokenizer.ggml.token_type", "integers", false, n, &st, err,
-                                              err_size);
+    const kara_gguf_array *types = read_array(g, "tokenizer.ggml.token_type", "integers", false, n, &st);
     if (st) return st;
 
     im->cap_strs = n + 1024;
@@ -209,24 +194,24 @@ static kara_status load_tokens(kara_vocab *v, const kara_gguf *g, char *err, siz
     im->attrs = calloc(n, 1);
     if (scores) im->scores = malloc((size_t)n * sizeof *im->scores);
     if (!im->strs || !im->types || !im->attrs || (scores && !im->scores) || !kara_vocab_table_reserve(im, n))
-        return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for a vocabulary of %u tokens", n);
+        return kara_set_error(KARA_ERR_NOMEM, "out of memory for a vocabulary of %u tokens", n);
 
     for (uint32_t i = 0; i < n; i++) {
         kara_gguf_str s = toks->strs[i];
         if (s.len > UINT32_MAX)
-            return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u is too long", i);
+            return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u is too long", i);
         kara_strref r = {s.ptr, (uint32_t)s.len};
         if (s.len == 0) { /* llama.cpp renames empty tokens so that lookups stay unique */
             char name[32];
             int k = snprintf(name, sizeof name, "[EMPTY_%u]", i);
             r.ptr = kara_vocab_arena_copy(im, name, (size_t)k, "", 0);
             r.len = (uint32_t)k;
-            if (!r.ptr) return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for the vocabulary");
+            if (!r.ptr) return kara_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary");
         }
         int32_t dup = kara_vocab_sym_find(im, r.ptr, r.len);
         if (dup >= 0)
-            return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u '%.*s' repeats token %d", i,
-                        (int)(r.len > 64 ? 64 : r.len), r.ptr, dup);
+            return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u '%.*s' repeats token %d", i,
+                                  (int)(r.len > 64 ? 64 : r.len), r.ptr, dup);
         im->strs[i] = r;
         im->n_strs = i + 1;
         kara_vocab_sym_insert(im, i);
@@ -237,7 +222,7 @@ static kara_status load_tokens(kara_vocab *v, const kara_gguf *g, char *err, siz
     return KARA_OK;
 }
 
-static kara_status load_special_ids(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size) {
+static kara_status load_special_ids(kara_vocab *v, const kara_gguf *g) {
     int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, mask = -1;
     struct {
         const char *key;
@@ -254,7 +239,7 @@ static kara_status load_special_ids(kara_vocab *v, const kara_gguf *g, char *err
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         /* a default outside a small vocabulary just means "none" */
         if (*keys[i].id >= v->n_tokens) *keys[i].id = -1;
-        kara_status st = read_id(g, keys[i].key, v->n_tokens, keys[i].id, err, err_size);
+        kara_status st = read_id(g, keys[i].key, v->n_tokens, keys[i].id);
         if (st) return st;
     }
 
@@ -305,16 +290,15 @@ static void apply_name_rules(kara_vocab *v, const kara_gguf *g) {
         if ((t = find_cstr(v, keep[i])) >= 0) im->attrs[t] &= (uint8_t)~KARA_TOKEN_ATTR_RSTRIP;
 }
 
-kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size) {
+kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g) {
     memset(v, 0, sizeof *v);
     reset_ids(v);
-    if (err && err_size) err[0] = 0;
 
     const kara_gguf_kv *model_kv = kara_gguf_find(g, "tokenizer.ggml.model");
     if (!model_kv) return KARA_OK; /* ids only */
     if (model_kv->value.type != KARA_GGUF_STRING)
-        return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.model: expected a string, got %s",
-                    kara_gguf_vtype_name(model_kv->value.type));
+        return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.model: expected a string, got %s",
+                              kara_gguf_vtype_name(model_kv->value.type));
     kara_gguf_str model = model_kv->value.v.str;
     if (kara_gguf_str_eq(model, "no_vocab") || kara_gguf_str_eq(model, "none")) return KARA_OK;
 
@@ -322,25 +306,25 @@ kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g, char *err, size_t
     if (kara_gguf_str_eq(model, "llama")) kind = KARA_VOCAB_SPM;
     else if (kara_gguf_str_eq(model, "gpt2")) kind = KARA_VOCAB_BPE;
     else
-        return fail(err, err_size, KARA_ERR_UNSUPPORTED,
-                    "tokenizer.ggml.model: unsupported tokenizer '%.*s' (supported: llama, gpt2)",
-                    (int)(model.len > 64 ? 64 : model.len), model.ptr);
+        return kara_set_error(KARA_ERR_UNSUPPORTED,
+                              "tokenizer.ggml.model: unsupported tokenizer '%.*s' (supported: llama, gpt2)",
+                              (int)(model.len > 64 ? 64 : model.len), model.ptr);
 
     const kara_gguf_kv *pre_kv = kara_gguf_find(g, "tokenizer.ggml.pre");
     if (pre_kv) {
         if (pre_kv->value.type != KARA_GGUF_STRING)
-            return fail(err, err_size, KARA_ERR_FORMAT, "tokenizer.ggml.pre: expected a string, got %s",
-                        kara_gguf_vtype_name(pre_kv->value.type));
+            return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.pre: expected a string, got %s",
+                                  kara_gguf_vtype_name(pre_kv->value.type));
         kara_gguf_str pre = pre_kv->value.v.str;
         if (pre.len >= sizeof v->pre)
-            return fail(err, err_size, KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'",
-                        (int)(sizeof v->pre), pre.ptr);
+            return kara_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'",
+                                  (int)(sizeof v->pre), pre.ptr);
         memcpy(v->pre, pre.ptr, pre.len);
         v->pre[pre.len] = 0;
     }
 
     kara_vocab_impl *im = calloc(1, sizeof *im);
-    if (!im) return fail(err, err_size, KARA_ERR_NOMEM, "out of memory for the vocabulary");
+    if (!im) return kara_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary");
     v->impl = im;
     v->kind = kind;
     kara_status st = KARA_OK;
@@ -358,31 +342,30 @@ kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g, char *err, size_t
                                     "may not match the model");
             im->pre.kind = KARA_PRETOK_DEFAULT;
         } else if (!kara_pretok_lookup(v->pre, strlen(v->pre), &im->pre)) {
-            st = fail(err, err_size, KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", v->pre);
+            st = kara_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", v->pre);
             goto done;
         }
         v->bos = 11;
         v->eos = 11;
         v->add_bos = im->pre.add_bos;
     }
-    if ((st = read_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err, err_size))) goto done;
-    if ((st = load_tokens(v, g, err, err_size))) goto done;
-    if ((st = load_special_ids(v, g, err, err_size))) goto done;
-    if ((st = read_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err, err_size))) goto done;
-    if ((st = read_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err, err_size))) goto done;
+    if ((st = read_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix))) goto done;
+    if ((st = load_tokens(v, g))) goto done;
+    if ((st = load_special_ids(v, g))) goto done;
+    if ((st = read_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos))) goto done;
+    if ((st = read_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos))) goto done;
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
 
     if (kind == KARA_VOCAB_BPE) {
-        const kara_gguf_array *merges = read_array(g, "tokenizer.ggml.merges", "strings", true, UINT64_MAX, &st, err,
-                                                   err_size);
+        const kara_gguf_array *merges = read_array(g, "tokenizer.ggml.merges", "strings", true, UINT64_MAX, &st);
         if (!merges) goto done;
-        if ((st = kara_bpe_build(v, merges, err, err_size))) goto done;
+        if ((st = kara_bpe_build(v, merges))) goto done;
     } else {
         find_byte_tokens_spm(v);
         kara_spm_prepare(v);
     }
-    if ((st = kara_vocab_special_build(v, err, err_size))) goto done;
+    if ((st = kara_vocab_special_build(v))) goto done;
     apply_name_rules(v, g);
 
     /* the newline token */

@@ -44,9 +44,10 @@ typedef struct kara_vocab {
 } kara_vocab;
 
 /* Read tokenizer.* from a parsed GGUF and build the lookup tables. The GGUF
- * must outlive the vocab (token texts point into it). Errors name the key
- * and problem (e.g. an unknown pre-tokenizer). */
-kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g, char *err, size_t err_size);
+ * must outlive the vocab (token texts point into it). Errors (KARA_ERR_FORMAT,
+ * KARA_ERR_UNSUPPORTED, KARA_ERR_NOMEM) set kara_last_error() to a message
+ * naming the key and problem (e.g. an unknown pre-tokenizer). */
+kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g);
 void kara_vocab_free(kara_vocab *v);
 
 /* Tokenize len bytes of text (malformed UTF-8 is read as U+FFFD, as in

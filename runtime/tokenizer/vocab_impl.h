@@ -136,10 +136,11 @@ typedef struct kara_tok_work {
 bool kara_work_reserve(void **p, size_t *cap, size_t n, size_t elem);
 void kara_work_free(kara_tok_work *w);
 
-/* vocab_special.c: build the matcher at load time, and split text into
- * fragments (control and unknown tokens only when parse_special; user-defined
- * ones always, as Hugging Face and llama.cpp do). */
-kara_status kara_vocab_special_build(kara_vocab *v, char *err, size_t err_size);
+/* vocab_special.c: build the matcher at load time (errors, here and in
+ * kara_bpe_build, through kara_set_error), and split text into fragments
+ * (control and unknown tokens only when parse_special; user-defined ones
+ * always, as Hugging Face and llama.cpp do). */
+kara_status kara_vocab_special_build(kara_vocab *v);
 kara_status kara_vocab_partition(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len,
                                  bool parse_special, size_t *n_frags);
 
@@ -149,7 +150,7 @@ void kara_spm_prepare(kara_vocab *v);
 kara_status kara_spm_tokenize(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out);
 
 /* tokenizer_bpe.c */
-kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges, char *err, size_t err_size);
+kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges);
 kara_status kara_bpe_tokenize(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out);
 /* GPT-2's reversible byte <-> printable-character mapping. */
 uint32_t kara_bpe_byte_to_cpt(uint8_t b);

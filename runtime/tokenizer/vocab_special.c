@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "status.h"
+
 typedef struct len_id {
     uint32_t len;
     int32_t id;
@@ -37,7 +39,7 @@ static int32_t trie_child(const kara_vocab_impl *im, int32_t node, uint8_t byte)
     return -1;
 }
 
-kara_status kara_vocab_special_build(kara_vocab *v, char *err, size_t err_size) {
+kara_status kara_vocab_special_build(kara_vocab *v) {
     kara_vocab_impl *im = v->impl;
     uint32_t n = 0;
     size_t total = 1;
@@ -56,8 +58,7 @@ kara_status kara_vocab_special_build(kara_vocab *v, char *err, size_t err_size) 
     im->trie = malloc(total * sizeof *im->trie);
     if (!order || !im->special || !im->trie) {
         free(order);
-        if (err && err_size) snprintf(err, err_size, "out of memory for the special-token table");
-        return KARA_ERR_NOMEM;
+        return kara_set_error(KARA_ERR_NOMEM, "out of memory for the special-token table");
     }
     uint32_t k = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {

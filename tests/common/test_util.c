@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "status.h"
+
 int kara_test_passed = 0;
 int kara_test_failed = 0;
 
@@ -54,6 +56,8 @@ static bool is_dir(const char *p) {
     struct stat st;
     return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+void kara_test_clear_error(void) { kara_set_error(KARA_OK, "%s", ""); }
 
 const char *kara_test_shared_dir(void) {
     static char buf[4096];

@@ -31,12 +31,11 @@ static int types_seen[KARA_TYPE_COUNT];
 
 static void check_pair(const char *shared, const golden_pair *p)
 {
-    char err[256];
     kara_gguf *src = NULL, *q = NULL;
-    if (!CHECK_MSG(kara_gguf_open(kara_test_path(shared, p->src), &src, err, sizeof(err)) == KARA_OK, "open %s: %s",
-                   p->src, err) ||
-        !CHECK_MSG(kara_gguf_open(kara_test_path(shared, p->quant), &q, err, sizeof(err)) == KARA_OK, "open %s: %s",
-                   p->quant, err)) {
+    if (!CHECK_MSG(kara_gguf_open(kara_test_path(shared, p->src), &src) == KARA_OK, "open %s: %s", p->src,
+                   kara_last_error()) ||
+        !CHECK_MSG(kara_gguf_open(kara_test_path(shared, p->quant), &q) == KARA_OK, "open %s: %s", p->quant,
+                   kara_last_error())) {
         kara_gguf_close(src);
         return;
     }

@@ -315,8 +315,7 @@ static void test_roundtrip(void) {
     CHECK_MSG(n1 == n2 && memcmp(one_shot, streamed, n1) == 0, "streamed and one-shot files differ");
 
     kara_gguf *g = NULL;
-    char err[512];
-    CHECK_MSG(kara_gguf_parse(one_shot, n1, &g, err, sizeof err) == KARA_OK, "parse: %s", err);
+    CHECK_MSG(kara_gguf_parse(one_shot, n1, &g) == KARA_OK, "parse: %s", kara_last_error());
     if (g) {
         CHECK_EQ_INT(g->version, 3);
         check_metadata(g);
@@ -326,8 +325,8 @@ static void test_roundtrip(void) {
 
     /* the same through the file mapping, with alignment 64 */
     kara_gguf *g64 = NULL;
-    CHECK_MSG(kara_gguf_open(kara_test_path(kara_test_tmpdir(), "rt-align64.gguf"), &g64, err, sizeof err) == KARA_OK,
-              "open: %s", err);
+    CHECK_MSG(kara_gguf_open(kara_test_path(kara_test_tmpdir(), "rt-align64.gguf"), &g64) == KARA_OK, "open: %s",
+              kara_last_error());
     if (g64) {
         check_metadata(g64);
         check_tensors(g64, 64);
@@ -352,14 +351,14 @@ static void test_roundtrip(void) {
         char *copy = kara_test_read_file(path, &nc);
         CHECK_MSG(copy && nc == n1 && memcmp(copy, one_shot, n1) == 0, "copied file differs from the original");
         kara_gguf *gc = NULL;
-        if (copy && kara_gguf_parse(copy, nc, &gc, err, sizeof err) == KARA_OK) {
+        if (copy && kara_gguf_parse(copy, nc, &gc) == KARA_OK) {
             CHECK_EQ_INT(gc->n_kv, g->n_kv);
             for (uint64_t i = 0; i < g->n_kv && i < gc->n_kv; i++)
                 CHECK_MSG(kara_test_gguf_value_eq(&g->kv[i].value, &gc->kv[i].value), "value %llu differs after copy",
                           (unsigned long long)i);
             kara_gguf_close(gc);
         } else {
-            CHECK_MSG(false, "copied file does not parse: %s", err);
+            CHECK_MSG(false, "copied file does not parse: %s", kara_last_error());
         }
         free(copy);
     }
@@ -374,13 +373,12 @@ static void test_roundtrip(void) {
  * alignment. */
 static void test_edge_files(void) {
     kara_gguf_writer *w;
-    char err[512];
     CHECK(kara_gguf_writer_create(&w) == KARA_OK);
     const char *path = kara_test_path(kara_test_tmpdir(), "empty.gguf");
     CHECK(kara_gguf_writer_save(w, path) == KARA_OK);
     kara_gguf_writer_free(w);
     kara_gguf *g = NULL;
-    CHECK_MSG(kara_gguf_open(path, &g, err, sizeof err) == KARA_OK, "empty file: %s", err);
+    CHECK_MSG(kara_gguf_open(path, &g) == KARA_OK, "empty file: %s", kara_last_error());
     if (g) {
         CHECK_EQ_INT(g->n_kv, 0);
         CHECK_EQ_INT(g->n_tensors, 0);
@@ -398,7 +396,7 @@ static void test_edge_files(void) {
     CHECK(kara_gguf_writer_save(w, path) == KARA_OK);
     kara_gguf_writer_free(w);
     g = NULL;
-    CHECK_MSG(kara_gguf_open(path, &g, err, sizeof err) == KARA_OK, "page-aligned file: %s", err);
+    CHECK_MSG(kara_gguf_open(path, &g) == KARA_OK, "page-aligned file: %s", kara_last_error());
     if (g) {
         CHECK_EQ_INT(g->data_offset, 4096);
         CHECK_EQ_INT(g->tensors[1].offset, 4096);

@@ -64,8 +64,8 @@ static void test_against_generator(void) {
     kara_quantize_params qp = {KARA_FTYPE_MOSTLY_Q8_0, false, NULL, NULL};
     CHECK(kara_quantize_file(tmp("direct-F16.gguf"), tmp("f16-to-q8.gguf"), &qp, NULL, err, sizeof err) == KARA_OK);
     kara_gguf *a = NULL, *b = NULL;
-    CHECK(kara_gguf_open(tmp("direct-F16.gguf"), &a, err, sizeof err) == KARA_OK);
-    CHECK(kara_gguf_open(tmp("f16-to-q8.gguf"), &b, err, sizeof err) == KARA_OK);
+    CHECK(kara_gguf_open(tmp("direct-F16.gguf"), &a) == KARA_OK);
+    CHECK(kara_gguf_open(tmp("f16-to-q8.gguf"), &b) == KARA_OK);
     if (a && b) {
         CHECK_EQ_INT(a->n_kv, b->n_kv);
         for (uint64_t i = 0; i < a->n_kv && i < b->n_kv; i++) {
@@ -113,8 +113,8 @@ static void compare_with_llamacpp(const char *shared, const char *derived, kara_
     kara_quantize_params qp = {ft, pure, NULL, NULL};
     CHECK_MSG(kara_quantize_file(src, tmp(out), &qp, NULL, err, sizeof err) == KARA_OK, "%s", err);
     kara_gguf *a = NULL, *b = NULL;
-    CHECK_MSG(kara_gguf_open(ref, &a, err, sizeof err) == KARA_OK, "%s", err);
-    CHECK_MSG(kara_gguf_open(tmp(out), &b, err, sizeof err) == KARA_OK, "%s", err);
+    CHECK_MSG(kara_gguf_open(ref, &a) == KARA_OK, "%s", kara_last_error());
+    CHECK_MSG(kara_gguf_open(tmp(out), &b) == KARA_OK, "%s", kara_last_error());
     if (a && b) {
         CHECK_EQ_INT(a->n_kv, b->n_kv);
         for (uint64_t i = 0; i < a->n_kv; i++) {

@@ -37,7 +37,7 @@ static kara_gguf *write_and_open(const kara_synth_params *p, const char *name) {
     CHECK_MSG(st == KARA_OK, "%s: %s", name, err);
     if (st != KARA_OK) return NULL;
     kara_gguf *g = NULL;
-    CHECK_MSG(kara_gguf_open(path, &g, err, sizeof err) == KARA_OK, "%s: %s", name, err);
+    CHECK_MSG(kara_gguf_open(path, &g) == KARA_OK, "%s: %s", name, kara_last_error());
     return g;
 }
 

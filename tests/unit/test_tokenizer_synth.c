@@ -110,12 +110,14 @@ static image finish(const image *body) {
     return out;
 }
 
-/* Parse an image and load its vocabulary; returns the status, err set. */
-static kara_status load(const image *body, kara_gguf **g, image *file, kara_vocab *v, char *err, size_t err_size) {
+/* Parse an image and load its vocabulary; returns the status, with the
+ * message of a failure in kara_last_error(). */
+static kara_status load(const image *body, kara_gguf **g, image *file, kara_vocab *v) {
     *file = finish(body);
-    kara_status st = kara_gguf_parse(file->data, file->len, g, err, err_size);
+    kara_test_clear_error();
+    kara_status st = kara_gguf_parse(file->data, file->len, g);
     if (st) return st;
-    return kara_vocab_load(v, *g, err, err_size);
+    return kara_vocab_load(v, *g);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -206,10 +208,9 @@ static void test_bpe(void) {
     image body = {0}, file;
     kara_gguf *g = NULL;
     kara_vocab v;
-    char err[512];
     bpe_body(&body, "qwen2", true, false);
-    kara_status st = load(&body, &g, &file, &v, err, sizeof err);
-    CHECK_MSG(st == KARA_OK, "BPE vocab loads: %s", err);
+    kara_status st = load(&body, &g, &file, &v);
+    CHECK_MSG(st == KARA_OK, "BPE vocab loads: %s", kara_last_error());
     if (st) return;
     CHECK_EQ_INT(v.kind, KARA_VOCAB_BPE);
     CHECK_EQ_INT(v.n_tokens, BPE_N);
@@ -299,8 +300,8 @@ static void test_bpe(void) {
     /* add_bos from metadata; and the llama3 defaults (BOS added) */
     body = (image){0};
     bpe_body(&body, "qwen2", true, true);
-    st = load(&body, &g, &file, &v, err, sizeof err);
-    CHECK_MSG(st == KARA_OK, "%s", err);
+    st = load(&body, &g, &file, &v);
+    CHECK_MSG(st == KARA_OK, "%s", kara_last_error());
     if (!st) {
         EXPECT(&v, "he", true, false, BPE_EOT, BPE_HE);
         EXPECT(&v, "he", false, false, BPE_HE);
@@ -312,8 +313,8 @@ static void test_bpe(void) {
 
     body = (image){0};
     bpe_body(&body, "llama-bpe", true, false);
-    st = load(&body, &g, &file, &v, err, sizeof err);
-    CHECK_MSG(st == KARA_OK, "%s", err);
+    st = load(&body, &g, &file, &v);
+    CHECK_MSG(st == KARA_OK, "%s", kara_last_error());
     if (!st) {
         CHECK(v.add_bos);
         /* llama3 keeps digits in groups of three (no merges for them here) */
@@ -378,10 +379,9 @@ static void test_spm(void) {
     image body = {0}, file;
     kara_gguf *g = NULL;
     kara_vocab v;
-    char err[512];
     spm_body(&body, NULL);
-    kara_status st = load(&body, &g, &file, &v, err, sizeof err);
-    CHECK_MSG(st == KARA_OK, "SPM vocab loads: %s", err);
+    kara_status st = load(&body, &g, &file, &v);
+    CHECK_MSG(st == KARA_OK, "SPM vocab loads: %s", kara_last_error());
     if (st) return;
     /* llama.cpp's SPM defaults when the keys are absent */
     CHECK_EQ_INT(v.kind, KARA_VOCAB_SPM);
@@ -430,8 +430,8 @@ static void test_spm(void) {
     /* Phi-3: white space after a special token is dropped */
     body = (image){0};
     spm_body(&body, "Phi3 mini");
-    st = load(&body, &g, &file, &v, err, sizeof err);
-    CHECK_MSG(st == KARA_OK, "%s", err);
+    st = load(&body, &g, &file, &v);
+    CHECK_MSG(st == KARA_OK, "%s", kara_last_error());
     if (!st) {
         EXPECT(&v, "</s>  \nhello", false, true, SPM_EOS, SPM_SPACE_HELLO);
         kara_vocab_free(&v);
@@ -450,8 +450,8 @@ static void expect_error(const image *body, kara_status want, const char *needle
     image file;
     kara_gguf *g = NULL;
     kara_vocab v;
-    char err[512] = "";
-    kara_status st = load(body, &g, &file, &v, err, sizeof err);
+    kara_status st = load(body, &g, &file, &v);
+    const char *err = kara_last_error();
     CHECK_MSG(st == want, "expected status %d, got %d (%s)", want, st, err);
     CHECK_MSG(strstr(err, needle) != NULL, "error '%s' names '%s'", err, needle);
     if (needle2) CHECK_MSG(strstr(err, needle2) != NULL, "error '%s' names '%s'", err, needle2);
@@ -525,7 +525,7 @@ static void test_errors(void) {
     kara_gguf *g = NULL;
     kara_vocab v;
     char err[256];
-    kara_status st = load(&body, &g, &file, &v, err, sizeof err);
+    kara_status st = load(&body, &g, &file, &v);
     CHECK_EQ_INT(st, KARA_OK);
     CHECK_EQ_INT(v.kind, KARA_VOCAB_NONE);
     CHECK_EQ_INT(v.bos, -1);

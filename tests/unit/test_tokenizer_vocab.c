@@ -35,10 +35,9 @@ typedef struct loaded {
 } loaded;
 
 static bool open_vocab(const char *path, loaded *l) {
-    char err[512];
-    kara_status st = kara_gguf_open(path, &l->g, err, sizeof err);
-    if (!st) st = kara_vocab_load(&l->v, l->g, err, sizeof err);
-    CHECK_MSG(st == KARA_OK, "load %s: %s", path, err);
+    kara_status st = kara_gguf_open(path, &l->g);
+    if (!st) st = kara_vocab_load(&l->v, l->g);
+    CHECK_MSG(st == KARA_OK, "load %s: %s", path, kara_last_error());
     if (st) kara_gguf_close(l->g);
     return st == KARA_OK;
 }

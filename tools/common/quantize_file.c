@@ -83,8 +83,8 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
         return seterr(err, err_size, KARA_ERR_ARG, "input and output are the same file (%s)", in_path);
 
     kara_gguf *g = NULL;
-    kara_status st = kara_gguf_open(in_path, &g, err, err_size);
-    if (st != KARA_OK) return st;
+    kara_status st = kara_gguf_open(in_path, &g);
+    if (st != KARA_OK) return seterr(err, err_size, st, "%s", kara_last_error());
     kara_gguf_writer *w = NULL;
     kara_type *types = NULL;
     float *xbuf = NULL;

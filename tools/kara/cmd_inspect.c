@@ -77,10 +77,9 @@ static int inspect_main(int argc, char **argv) {
         return KARA_EXIT_USAGE;
     }
     kara_gguf *g;
-    char err[600];
-    kara_status st = kara_gguf_open(path, &g, err, sizeof err);
+    kara_status st = kara_gguf_open(path, &g);
     if (st) {
-        fprintf(stderr, "kara inspect: %s\n", err);
+        fprintf(stderr, "kara inspect: %s\n", kara_last_error());
         return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
     }
     printf("file: %s\nGGUF version %u, %" PRIu64 " bytes, alignment %" PRIu64 ", data at offset %" PRIu64 "\n\n", path,

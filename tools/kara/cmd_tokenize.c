@@ -134,15 +134,15 @@ static int tokenize_main(int argc, char **argv) {
     double t0 = kara_monotonic_seconds();
     kara_gguf *g;
     kara_vocab v;
-    char err[600];
-    kara_status st = kara_gguf_open(model, &g, err, sizeof err);
+    kara_status st = kara_gguf_open(model, &g);
     if (st) {
-        fprintf(stderr, "kara tokenize: %s\n", err);
+        fprintf(stderr, "kara tokenize: %s\n", kara_last_error());
         return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
     }
-    st = kara_vocab_load(&v, g, err, sizeof err);
+    st = kara_vocab_load(&v, g);
+    const char *err = kara_last_error();
     if (!st && v.kind == KARA_VOCAB_NONE) {
-        snprintf(err, sizeof err, "the file has no tokenizer (no tokenizer.ggml.model)");
+        err = "the file has no tokenizer (no tokenizer.ggml.model)";
         st = KARA_ERR_UNSUPPORTED;
     }
     if (st) {
