@@ -146,10 +146,11 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
         if (n > left / 8)
             return fail(at, "array of %llu strings exceeds the %llu bytes left in the file", (unsigned long long)n,
                         (unsigned long long)left);
-        a->strs = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_str));
-        if (!a->strs) return fail(at, "out of memory for an array of %llu strings", (unsigned long long)n);
+        kara_gguf_str *strs = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_str));
+        if (!strs) return fail(at, "out of memory for an array of %llu strings", (unsigned long long)n);
+        a->strs = strs;
         for (uint64_t i = 0; i < n; i++) {
-            st = read_str(c, &a->strs[i], "array string");
+            st = read_str(c, &strs[i], "array string");
             if (st) return st;
         }
         return KARA_OK;
@@ -159,10 +160,11 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
     if (n > left / 12)
         return fail(at, "array of %llu arrays exceeds the %llu bytes left in the file", (unsigned long long)n,
                     (unsigned long long)left);
-    a->items = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_value));
-    if (!a->items) return fail(at, "out of memory for an array of %llu arrays", (unsigned long long)n);
+    kara_gguf_value *items = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_value));
+    if (!items) return fail(at, "out of memory for an array of %llu arrays", (unsigned long long)n);
+    a->items = items;
     for (uint64_t i = 0; i < n; i++) {
-        st = read_value(g, c, KARA_GGUF_ARRAY, &a->items[i], depth + 1);
+        st = read_value(g, c, KARA_GGUF_ARRAY, &items[i], depth + 1);
         if (st) return st;
     }
     return KARA_OK;
@@ -373,6 +375,21 @@ void kara_gguf_close(kara_gguf *g) {
     free(g);
 }
 
+uint32_t kara_gguf_version(const kara_gguf *g) { return g->version; }
+uint64_t kara_gguf_size(const kara_gguf *g) { return g->size; }
+uint64_t kara_gguf_alignment(const kara_gguf *g) { return g->alignment; }
+uint64_t kara_gguf_data_offset(const kara_gguf *g) { return g->data_offset; }
+uint64_t kara_gguf_n_kv(const kara_gguf *g) { return g->n_kv; }
+uint64_t kara_gguf_n_tensors(const kara_gguf *g) { return g->n_tensors; }
+
+const kara_gguf_kv *kara_gguf_kv_at(const kara_gguf *g, uint64_t i) {
+    return i < g->n_kv ? &g->kv[i] : NULL;
+}
+
+const kara_gguf_tensor *kara_gguf_tensor_at(const kara_gguf *g, uint64_t i) {
+    return i < g->n_tensors ? &g->tensors[i] : NULL;
+}
+
 bool kara_gguf_str_eq(kara_gguf_str s, const char *c) {
     size_t n = strlen(c);
     return s.len == n && memcmp(s.ptr, c, n) == 0;
@@ -450,12 +467,14 @@ const kara_gguf_array *kara_gguf_get_arr(const kara_gguf *g, const char *key) {
 }
 
 int64_t kara_gguf_arr_int(const kara_gguf_array *arr, uint64_t i) {
+    if (i >= arr->n || !(is_unsigned(arr->type) || is_signed(arr->type))) return 0;
     kara_gguf_value v = {0};
     decode_scalar(arr->type, arr->data + i * fixed_size(arr->type), &v);
     return is_signed(arr->type) ? v.v.i64 : (int64_t)v.v.u64;
 }
 
 double kara_gguf_arr_float(const kara_gguf_array *arr, uint64_t i) {
+    if (i >= arr->n || !fixed_size(arr->type)) return 0;
     kara_gguf_value v = {0};
     decode_scalar(arr->type, arr->data + i * fixed_size(arr->type), &v);
     if (arr->type == KARA_GGUF_FLOAT32 || arr->type == KARA_GGUF_FLOAT64) return v.v.f64;
@@ -466,4 +485,9 @@ const char *kara_gguf_vtype_name(kara_gguf_vtype t) {
     static const char *names[] = {"uint8", "int8",   "uint16", "int16", "uint32", "int32",  "float32",
                                   "bool",  "string", "array",  "uint64", "int64", "float64"};
     return (unsigned)t < KARA_GGUF_VTYPE_COUNT ? names[t] : "unknown";
+}
+
+const char *kara_gguf_type_name(uint32_t type) {
+    const kara_type_info *ti = kara_type_get(type);
+    return ti && !ti->internal ? ti->name : "?";
 }

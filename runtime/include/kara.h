@@ -199,6 +199,167 @@ int32_t kara_tokenize(const kara_model *model, const char *text, int32_t len,
 int32_t kara_token_to_piece(const kara_model *model, int32_t token, char *buf, int32_t size, bool special);
 
 /* ------------------------------------------------------------------------ */
+/* GGUF files                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* A read-only view of a GGUF file (versions 2 and 3, the format
+ * kara_model_load reads), for programs that show, check or convert models
+ * without loading them (error handling shortened):
+ *
+ *     kara_gguf *g;
+ *     if (kara_gguf_open("model.gguf", &g) != KARA_OK) {
+ *         fprintf(stderr, "%s\n", kara_last_error());  // "model.gguf: ... at byte offset 24"
+ *         return 1;
+ *     }
+ *     uint64_t n_layer = 0;
+ *     kara_gguf_get_u64(g, "llama.block_count", &n_layer);
+ *     for (uint64_t i = 0; i < kara_gguf_n_tensors(g); i++) {
+ *         const kara_gguf_tensor *t = kara_gguf_tensor_at(g, i);
+ *         printf("%.*s %s\n", (int)t->name.len, t->name.ptr, kara_gguf_type_name(t->type));
+ *     }
+ *     kara_gguf_close(g);
+ *
+ * kara_gguf_open checks every length, count, type, offset and size in the
+ * file before it returns, so a malformed or truncated file is refused with
+ * the byte offset of the problem, and nothing reached through this API
+ * points outside the file. The structs below are zero-copy views: strings,
+ * arrays and tensor data point into the mapped file and stay valid until
+ * kara_gguf_close; strings are not NUL-terminated (print them with "%.*s").
+ * A kara_gguf never changes after open: any number of threads may read it. */
+
+typedef struct kara_gguf kara_gguf;
+
+/* The type of a metadata value, numbered as in the file. */
+typedef enum kara_gguf_vtype {
+    KARA_GGUF_UINT8 = 0,
+    KARA_GGUF_INT8 = 1,
+    KARA_GGUF_UINT16 = 2,
+    KARA_GGUF_INT16 = 3,
+    KARA_GGUF_UINT32 = 4,
+    KARA_GGUF_INT32 = 5,
+    KARA_GGUF_FLOAT32 = 6,
+    KARA_GGUF_BOOL = 7,
+    KARA_GGUF_STRING = 8,
+    KARA_GGUF_ARRAY = 9,
+    KARA_GGUF_UINT64 = 10,
+    KARA_GGUF_INT64 = 11,
+    KARA_GGUF_FLOAT64 = 12,
+    KARA_GGUF_VTYPE_COUNT = 13
+} kara_gguf_vtype;
+
+/* len bytes at ptr, inside the file; not NUL-terminated. */
+typedef struct kara_gguf_str {
+    const char *ptr;
+    uint64_t len;
+} kara_gguf_str;
+
+typedef struct kara_gguf_value kara_gguf_value;
+
+/* An array value: n elements of one type. Numbers and bools lie at data,
+ * n elements of their fixed size, little-endian as stored (read them with
+ * kara_gguf_arr_int and kara_gguf_arr_float); strings are strs[0..n);
+ * nested arrays are items[0..n), each of type KARA_GGUF_ARRAY. The other
+ * two pointers are NULL. */
+typedef struct kara_gguf_array {
+    kara_gguf_vtype type;           /* of the elements */
+    uint64_t n;
+    const uint8_t *data;            /* numbers and bools */
+    const kara_gguf_str *strs;      /* type == KARA_GGUF_STRING */
+    const kara_gguf_value *items;   /* type == KARA_GGUF_ARRAY */
+} kara_gguf_array;
+
+/* A metadata value, decoded: the member of v that type selects. */
+struct kara_gguf_value {
+    kara_gguf_vtype type;
+    union {
+        uint64_t u64;               /* UINT8, UINT16, UINT32, UINT64; BOOL as 0 or 1 */
+        int64_t i64;                /* INT8, INT16, INT32, INT64 */
+        double f64;                 /* FLOAT32, FLOAT64 */
+        kara_gguf_str str;          /* STRING */
+        kara_gguf_array arr;        /* ARRAY */
+    } v;
+};
+
+/* One metadata pair. Keys are unique and never empty. */
+typedef struct kara_gguf_kv {
+    kara_gguf_str key;
+    kara_gguf_value value;
+    uint64_t offset;                /* byte offset of the key in the file */
+} kara_gguf_kv;
+
+/* One entry of the tensor table. Names are unique and never empty. */
+typedef struct kara_gguf_tensor {
+    kara_gguf_str name;
+    uint32_t n_dims;                /* 1..4 */
+    int64_t ne[4];                  /* elements per dimension, ne[0] the row length
+                                     * (innermost); 1 beyond n_dims */
+    uint32_t type;                  /* GGML type id (0 F32, 1 F16, 8 Q8_0, 12 Q4_K, ...), one this build
+                                     * knows (kara_gguf_type_name); kara_model_load takes fewer */
+    uint64_t offset;                /* of the data, from the data section (kara_gguf_data_offset) */
+    const void *data;               /* the tensor's nbytes bytes, inside the file */
+    uint64_t nbytes;
+    uint64_t info_offset;           /* byte offset of this entry in the file */
+} kara_gguf_tensor;
+
+/* Map a GGUF file and check it whole. KARA_OK: *out is the file, to be
+ * closed with kara_gguf_close. Otherwise *out is NULL (when out is not) and
+ * kara_last_error() says why: KARA_ERR_IO ("cannot open 'PATH': reason"),
+ * KARA_ERR_FORMAT ("PATH: problem at byte offset N": not GGUF, a version
+ * other than 2 or 3, truncation, a length, count, type, rank, alignment or
+ * offset the file cannot hold, a duplicate key or tensor name),
+ * KARA_ERR_NOMEM, KARA_ERR_ARG (path or out NULL). */
+kara_status kara_gguf_open(const char *path, kara_gguf **out);
+/* Unmap the file: every view into it becomes invalid. NULL is a no-op. */
+void kara_gguf_close(kara_gguf *g);
+
+uint32_t kara_gguf_version(const kara_gguf *g);     /* 2 or 3 */
+uint64_t kara_gguf_size(const kara_gguf *g);        /* bytes of the file */
+uint64_t kara_gguf_alignment(const kara_gguf *g);   /* general.alignment; 32 when absent */
+uint64_t kara_gguf_data_offset(const kara_gguf *g); /* byte offset of the tensor data section */
+
+/* Metadata pairs in file order: the i-th, or NULL when i >= kara_gguf_n_kv. */
+uint64_t kara_gguf_n_kv(const kara_gguf *g);
+const kara_gguf_kv *kara_gguf_kv_at(const kara_gguf *g, uint64_t i);
+/* Tensors in file order: the i-th, or NULL when i >= kara_gguf_n_tensors. */
+uint64_t kara_gguf_n_tensors(const kara_gguf *g);
+const kara_gguf_tensor *kara_gguf_tensor_at(const kara_gguf *g, uint64_t i);
+
+/* The pair with this key, the tensor with this name (exact bytes); NULL
+ * when there is none. */
+const kara_gguf_kv *kara_gguf_find(const kara_gguf *g, const char *key);
+const kara_gguf_tensor *kara_gguf_find_tensor(const kara_gguf *g, const char *name);
+
+/* Typed getters: true, with the value in *out, when the key exists with a
+ * type that holds it: any integer type or BOOL for u64 (not a negative
+ * value) and i64 (not a value above INT64_MAX), any number or BOOL for f64,
+ * BOOL for bool, STRING for str (a view, as above). false, *out unchanged,
+ * when the key is absent or its value does not fit. */
+bool kara_gguf_get_u64(const kara_gguf *g, const char *key, uint64_t *out);
+bool kara_gguf_get_i64(const kara_gguf *g, const char *key, int64_t *out);
+bool kara_gguf_get_f64(const kara_gguf *g, const char *key, double *out);
+bool kara_gguf_get_bool(const kara_gguf *g, const char *key, bool *out);
+bool kara_gguf_get_str(const kara_gguf *g, const char *key, kara_gguf_str *out);
+/* The array value of a key; NULL when the key is absent or not an array. */
+const kara_gguf_array *kara_gguf_get_arr(const kara_gguf *g, const char *key);
+
+/* Element i of an array of numbers or bools. kara_gguf_arr_int: of an
+ * integer or BOOL array (UINT64 values above INT64_MAX wrap);
+ * kara_gguf_arr_float: of any of them, integers converted. 0 when i >=
+ * arr->n or the array holds other elements (floats for arr_int, strings,
+ * arrays). */
+int64_t kara_gguf_arr_int(const kara_gguf_array *arr, uint64_t i);
+double kara_gguf_arr_float(const kara_gguf_array *arr, uint64_t i);
+
+/* true when s holds exactly the bytes of the NUL-terminated c. */
+bool kara_gguf_str_eq(kara_gguf_str s, const char *c);
+/* "uint8", "int8", ..., "float64" (the names above, lower case); "unknown"
+ * for a value out of range. */
+const char *kara_gguf_vtype_name(kara_gguf_vtype t);
+/* The name of a tensor type id ("F32", "F16", "BF16", "Q8_0", "Q4_K", ...);
+ * "?" for an id that is not a GGUF type this build knows. */
+const char *kara_gguf_type_name(uint32_t type);
+
+/* ------------------------------------------------------------------------ */
 /* KV cache policy (docs: ../shared/docs/kara.md section 8)                   */
 /* ------------------------------------------------------------------------ */
 

@@ -3,7 +3,8 @@
  * tensors of several types and ranks, alignment of the data section and of
  * every tensor; streamed and one-shot writes give the same bytes; metadata
  * copied value by value from a parsed file survives a second round trip; the
- * writer refuses misuse with a message. */
+ * public accessors of kara.h agree with the handle; the writer refuses misuse
+ * with a message. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -273,6 +274,39 @@ static void check_tensors(const kara_gguf *g, uint64_t alignment) {
     CHECK_EQ_INT(g->size, g->data_offset + expect_off);
 }
 
+/* The public accessors (kara.h, "GGUF files") agree with the handle, stop
+ * at the ends of the tables, and the array readers refuse what they cannot
+ * read. */
+static void check_public_api(const kara_gguf *g) {
+    CHECK_EQ_INT(kara_gguf_version(g), g->version);
+    CHECK_EQ_INT(kara_gguf_size(g), g->size);
+    CHECK_EQ_INT(kara_gguf_alignment(g), g->alignment);
+    CHECK_EQ_INT(kara_gguf_data_offset(g), g->data_offset);
+    CHECK_EQ_INT(kara_gguf_n_kv(g), g->n_kv);
+    CHECK_EQ_INT(kara_gguf_n_tensors(g), g->n_tensors);
+    for (uint64_t i = 0; i < g->n_kv; i++) CHECK(kara_gguf_kv_at(g, i) == &g->kv[i]);
+    for (uint64_t i = 0; i < g->n_tensors; i++) CHECK(kara_gguf_tensor_at(g, i) == &g->tensors[i]);
+    CHECK(kara_gguf_kv_at(g, g->n_kv) == NULL && kara_gguf_kv_at(g, UINT64_MAX) == NULL);
+    CHECK(kara_gguf_tensor_at(g, g->n_tensors) == NULL && kara_gguf_tensor_at(g, UINT64_MAX) == NULL);
+    CHECK(kara_gguf_find(g, "t.missing") == NULL && kara_gguf_find_tensor(g, "missing") == NULL);
+    CHECK(!strcmp(kara_gguf_type_name(KARA_TYPE_Q4_K), "Q4_K") && !strcmp(kara_gguf_type_name(KARA_TYPE_F32), "F32"));
+    CHECK(!strcmp(kara_gguf_type_name(KARA_TYPE_Q4_K_X16), "?") && !strcmp(kara_gguf_type_name(1000), "?"));
+    CHECK(!strcmp(kara_gguf_vtype_name(KARA_GGUF_FLOAT64), "float64") &&
+          !strcmp(kara_gguf_vtype_name(KARA_GGUF_VTYPE_COUNT), "unknown"));
+    uint64_t u = 77;
+    int64_t i64 = 77;
+    CHECK(!kara_gguf_get_u64(g, "t.i64", &u) && u == 77);    /* negative */
+    CHECK(!kara_gguf_get_i64(g, "t.str", &i64) && i64 == 77);
+    CHECK(kara_gguf_get_u64(g, "t.true", &u) && u == 1);
+    const kara_gguf_array *a = kara_gguf_get_arr(g, "a.i32");
+    CHECK(a && kara_gguf_arr_int(a, a->n) == 0 && kara_gguf_arr_float(a, 1) == -1.0);
+    a = kara_gguf_get_arr(g, "a.f32");
+    CHECK(a && kara_gguf_arr_int(a, 0) == 0 && kara_gguf_arr_float(a, a->n) == 0.0);
+    a = kara_gguf_get_arr(g, "a.str");
+    CHECK(a && kara_gguf_arr_int(a, 0) == 0 && kara_gguf_arr_float(a, 0) == 0.0);
+    CHECK(kara_gguf_get_arr(g, "t.u8") == NULL);
+}
+
 static char *write_file(const char *name, uint32_t alignment, bool streamed, size_t piece, size_t *size) {
     const char *path = kara_test_path(kara_test_tmpdir(), name);
     kara_gguf_writer *w;
@@ -330,6 +364,7 @@ static void test_roundtrip(void) {
     if (g64) {
         check_metadata(g64);
         check_tensors(g64, 64);
+        check_public_api(g64);
     }
 
     /* copy every value from the parsed file into a new writer: the second
