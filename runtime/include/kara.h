@@ -182,6 +182,10 @@ int32_t kara_token_bos(const kara_model *model);  /* -1 when the vocab has none 
 int32_t kara_token_eos(const kara_model *model);
 bool kara_token_is_eog(const kara_model *model, int32_t token); /* end of generation */
 bool kara_vocab_add_bos(const kara_model *model);
+/* false when the file has no tokenizer (tokenizer.ggml.model absent, "none"
+ * or "no_vocab"): the model then takes token ids only, kara_tokenize fails
+ * with KARA_ERR_UNSUPPORTED, and a vocab-only load has no tokens. */
+bool kara_model_has_tokenizer(const kara_model *model);
 
 /* Tokenize text (len < 0: NUL-terminated). add_special adds BOS/EOS as the
  * vocabulary's rules say; parse_special matches special tokens such as

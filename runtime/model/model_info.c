@@ -63,6 +63,7 @@ int32_t kara_token_bos(const kara_model *m) { return m->vocab.bos; }
 int32_t kara_token_eos(const kara_model *m) { return m->vocab.eos; }
 bool kara_token_is_eog(const kara_model *m, int32_t token) { return kara_vocab_is_eog(&m->vocab, token); }
 bool kara_vocab_add_bos(const kara_model *m) { return m->vocab.add_bos; }
+bool kara_model_has_tokenizer(const kara_model *m) { return m->vocab.kind != KARA_VOCAB_NONE; }
 
 int32_t kara_tokenize(const kara_model *m, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
                       bool add_special, bool parse_special) {
