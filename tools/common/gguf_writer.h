@@ -30,7 +30,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
 #include "kara.h"
 #include "kernels.h"
 
@@ -85,8 +84,9 @@ kara_status kara_gguf_writer_arr_push(kara_gguf_writer *w, const void *elem);
 kara_status kara_gguf_writer_arr_push_str(kara_gguf_writer *w, const char *s, uint64_t len);
 kara_status kara_gguf_writer_arr_end(kara_gguf_writer *w);
 
-/* Copy a value read by the GGUF reader (any type, nested arrays included),
- * e.g. to carry metadata from one file into another. */
+/* Copy a value read by the GGUF reader (kara_gguf_* in kara.h; any type,
+ * nested arrays included), e.g. to carry metadata from one file into
+ * another. */
 kara_status kara_gguf_writer_set_value(kara_gguf_writer *w, const char *key, const kara_gguf_value *v);
 
 /* Remove a key if present (returns KARA_OK either way). */

@@ -30,10 +30,10 @@ static int count_layers(const kara_gguf *g) {
         if (kara_gguf_get_u64(g, key, &n) && n < 100000) return (int)n;
     }
     int n = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
+    for (uint64_t i = 0; i < kara_gguf_n_tensors(g); i++) {
+        kara_gguf_str tn = kara_gguf_tensor_at(g, i)->name;
         char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(g->tensors[i].name.len < 255 ? g->tensors[i].name.len : 255),
-                 g->tensors[i].name.ptr);
+        snprintf(name, sizeof name, "%.*s", (int)(tn.len < 255 ? tn.len : 255), tn.ptr);
         int il = kara_ftype_layer_of(name);
         if (il + 1 > n) n = il + 1;
     }
@@ -92,15 +92,16 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
     bool begun = false;
     const int n_layer = count_layers(g);
     const bool tied = kara_gguf_find_tensor(g, "output.weight") == NULL;
+    const uint64_t n_kv = kara_gguf_n_kv(g), n_tensors = kara_gguf_n_tensors(g);
 
-    if (kara_gguf_writer_create(&w) != KARA_OK || !(types = calloc(g->n_tensors + 1, sizeof *types))) {
+    if (kara_gguf_writer_create(&w) != KARA_OK || !(types = calloc(n_tensors + 1, sizeof *types))) {
         st = seterr(err, err_size, KARA_ERR_NOMEM, "out of memory");
         goto done;
     }
     /* metadata: everything as it was, then what llama-quantize sets */
-    for (uint64_t i = 0; i < g->n_kv && st == KARA_OK; i++) {
+    for (uint64_t i = 0; i < n_kv && st == KARA_OK; i++) {
         char key[1024];
-        const kara_gguf_kv *kv = &g->kv[i];
+        const kara_gguf_kv *kv = kara_gguf_kv_at(g, i);
         if (kv->key.len >= sizeof key) {
             st = seterr(err, err_size, KARA_ERR_UNSUPPORTED, "%s: metadata key of %llu bytes at byte offset %llu",
                         in_path, (unsigned long long)kv->key.len, (unsigned long long)kv->offset);
@@ -112,8 +113,8 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
     if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.quantization_version", 2);
     if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype);
     int64_t max_row = 0;
-    for (uint64_t i = 0; i < g->n_tensors && st == KARA_OK; i++) {
-        const kara_gguf_tensor *t = &g->tensors[i];
+    for (uint64_t i = 0; i < n_tensors && st == KARA_OK; i++) {
+        const kara_gguf_tensor *t = kara_gguf_tensor_at(g, i);
         char name[1024];
         if (t->name.len >= sizeof name) {
             st = seterr(err, err_size, KARA_ERR_UNSUPPORTED, "%s: tensor name of %llu bytes at byte offset %llu",
@@ -151,9 +152,10 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
         seterr(err, err_size, st, "%s", kara_gguf_writer_error(w));
         goto done;
     }
-    for (uint64_t i = 0; i < g->n_tensors && st == KARA_OK; i++) {
-        if (p->on_tensor) p->on_tensor(i, g->n_tensors, &g->tensors[i], types[i], p->user);
-        st = convert_tensor(w, &g->tensors[i], types[i], xbuf, ybuf, chunk, err, err_size);
+    for (uint64_t i = 0; i < n_tensors && st == KARA_OK; i++) {
+        const kara_gguf_tensor *t = kara_gguf_tensor_at(g, i);
+        if (p->on_tensor) p->on_tensor(i, n_tensors, t, types[i], p->user);
+        st = convert_tensor(w, t, types[i], xbuf, ybuf, chunk, err, err_size);
         if (st == KARA_ERR_IO) r->output_failed = true;
     }
     if (st == KARA_OK) {

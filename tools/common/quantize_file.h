@@ -2,7 +2,8 @@
  * quantize_file.h - convert a GGUF model to another weight type or llama.cpp
  * mix (the core of `kara quantize`, here so tests can call it).
  *
- * Every tensor is read through the validating reader, dequantized to f32 a
+ * Every tensor is read through the validating reader (kara_gguf_open),
+ * dequantized to f32 a
  * chunk of rows at a time and re-encoded with the reference quantizers; the
  * type of each tensor follows kara_ftype_tensor_type (llama-quantize's rule
  * and shape fallbacks; norms, biases and 1-D tensors become F32). All
@@ -17,7 +18,6 @@
 #include <stdint.h>
 
 #include "ftype.h"
-#include "gguf.h"
 #include "kara.h"
 
 typedef struct kara_quantize_params {

@@ -1,14 +1,14 @@
 /* cmd_inspect.c - `kara inspect MODEL.gguf`: the metadata and the tensor
- * table of a GGUF file, like gguf-dump. Reads the file through the same
- * validating reader the runtime uses, so it also reports why a file is bad. */
+ * table of a GGUF file, like gguf-dump. Reads the file through the public
+ * GGUF API (kara.h), the same validating reader the runtime uses, so it also
+ * reports why a file is bad. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "gguf.h"
-#include "kernels.h"
+#include "kara.h"
 
 static void print_str(kara_gguf_str s, size_t max) {
     putchar('"');
@@ -83,26 +83,27 @@ static int inspect_main(int argc, char **argv) {
         return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
     }
     printf("file: %s\nGGUF version %u, %" PRIu64 " bytes, alignment %" PRIu64 ", data at offset %" PRIu64 "\n\n", path,
-           g->version, g->size, g->alignment, g->data_offset);
-    printf("metadata: %" PRIu64 " keys\n", g->n_kv);
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        const kara_gguf_kv *kv = &g->kv[i];
+           kara_gguf_version(g), kara_gguf_size(g), kara_gguf_alignment(g), kara_gguf_data_offset(g));
+    const uint64_t n_kv = kara_gguf_n_kv(g), n_tensors = kara_gguf_n_tensors(g);
+    printf("metadata: %" PRIu64 " keys\n", n_kv);
+    for (uint64_t i = 0; i < n_kv; i++) {
+        const kara_gguf_kv *kv = kara_gguf_kv_at(g, i);
         printf("  %-44.*s %-8s ", (int)kv->key.len, kv->key.ptr, kara_gguf_vtype_name(kv->value.type));
         print_value(&kv->value, full);
         putchar('\n');
     }
-    printf("\ntensors: %" PRIu64 "\n", g->n_tensors);
+    printf("\ntensors: %" PRIu64 "\n", n_tensors);
     printf("  %-5s %-36s %-6s %-28s %12s %12s\n", "#", "name", "type", "shape", "bytes", "offset");
     uint64_t total = 0, elems = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const kara_gguf_tensor *t = &g->tensors[i];
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const kara_gguf_tensor *t = kara_gguf_tensor_at(g, i);
         char shape[64];
         int n = snprintf(shape, sizeof shape, "[");
         for (uint32_t d = 0; d < t->n_dims; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "", t->ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
         printf("  %-5" PRIu64 " %-36.*s %-6s %-28s %12" PRIu64 " %12" PRIu64 "\n", i, (int)t->name.len, t->name.ptr,
-               kara_type_get(t->type)->name, shape, t->nbytes, t->offset);
+               kara_gguf_type_name(t->type), shape, t->nbytes, t->offset);
         total += t->nbytes;
         elems += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
     }

@@ -34,7 +34,7 @@ static void show_tensor(uint64_t i, uint64_t n, const kara_gguf_tensor *t, kara_
         k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%" PRId64, d ? ", " : "", t->ne[d]);
     snprintf(shape + k, sizeof shape - (size_t)k, "]");
     fprintf(stderr, "[%4" PRIu64 "/%4" PRIu64 "] %-36.*s %-22s %5s -> %s\n", i + 1, n, (int)t->name.len, t->name.ptr,
-            shape, kara_type_get(t->type)->name, kara_type_get(to)->name);
+            shape, kara_gguf_type_name(t->type), kara_type_get(to)->name);
 }
 
 static int quantize_main(int argc, char **argv) {

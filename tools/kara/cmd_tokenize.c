@@ -1,6 +1,7 @@
 /* cmd_tokenize.c - `kara tokenize -m MODEL (-p TEXT | -f FILE)...`: the token
  * ids (and pieces) the model's tokenizer gives each input, one line per input.
- * Reads only the tokenizer metadata, so vocab-only GGUF files work too. */
+ * Loads the model vocab-only (kara_model_params.vocab_only: the tokenizer
+ * metadata, no weights), so vocab-only GGUF files work too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "exit_codes.h"
-#include "gguf.h"
-#include "vocab.h"
+#include "kara.h"
 #include "monotonic_clock.h"
 
 #define MAX_INPUTS 64
@@ -132,25 +132,23 @@ static int tokenize_main(int argc, char **argv) {
     }
 
     double t0 = kara_monotonic_seconds();
-    kara_gguf *g;
-    kara_vocab v;
-    kara_status st = kara_gguf_open(model, &g);
-    if (st) {
+    kara_model_params mp;
+    kara_model_params_init(&mp);
+    mp.vocab_only = true;
+    kara_model *mdl;
+    kara_status st = kara_model_load(model, &mp, &mdl);
+    if (st) { /* the message names the file ("cannot open 'M': ...", "M: ... at byte offset N", "M: key: ...") */
         fprintf(stderr, "kara tokenize: %s\n", kara_last_error());
         return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
     }
-    st = kara_vocab_load(&v, g);
-    const char *err = kara_last_error();
-    if (!st && v.kind == KARA_VOCAB_NONE) {
-        err = "the file has no tokenizer (no tokenizer.ggml.model)";
-        st = KARA_ERR_UNSUPPORTED;
-    }
-    if (st) {
-        fprintf(stderr, "kara tokenize: %s: %s\n", model, err);
-        kara_gguf_close(g);
+    if (!kara_model_has_tokenizer(mdl)) {
+        fprintf(stderr, "kara tokenize: %s: the file has no tokenizer (no tokenizer.ggml.model)\n", model);
+        kara_model_free(mdl);
         return KARA_EXIT_DATAERR;
     }
-    if (stats) fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", v.n_tokens, kara_monotonic_seconds() - t0);
+    if (stats)
+        fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", kara_model_n_vocab(mdl),
+                kara_monotonic_seconds() - t0);
 
     int rc = KARA_EXIT_OK;
     char piece[256];
@@ -177,7 +175,7 @@ static int tokenize_main(int argc, char **argv) {
         int32_t cap = (int32_t)len + 16;
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
         double t1 = kara_monotonic_seconds();
-        int32_t n = ids ? kara_vocab_tokenize(&v, text, len, ids, cap, add_special, special) : INT32_MIN;
+        int32_t n = ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special) : INT32_MIN;
         double dt = kara_monotonic_seconds() - t1;
         if (n < 0) {
             fprintf(stderr, "kara tokenize: tokenizing input %d failed\n", k + 1);
@@ -190,13 +188,13 @@ static int tokenize_main(int argc, char **argv) {
         for (int32_t i = 0; i < n; i++) {
             printf(i || !ids_only ? " %d" : "%d", ids[i]);
             if (!pieces) continue;
-            int32_t m = kara_vocab_token_to_piece(&v, ids[i], piece, sizeof piece, true);
+            int32_t m = kara_token_to_piece(mdl, ids[i], piece, (int32_t)sizeof piece, true);
             putchar(' ');
             if (m >= 0) {
                 print_piece(piece, m);
             } else {
                 char *big = malloc((size_t)-m);
-                if (big) print_piece(big, kara_vocab_token_to_piece(&v, ids[i], big, -m, true));
+                if (big) print_piece(big, kara_token_to_piece(mdl, ids[i], big, -m, true));
                 free(big);
             }
         }
@@ -208,8 +206,7 @@ static int tokenize_main(int argc, char **argv) {
         free(owned);
     }
     if (fflush(stdout) != 0 && rc == KARA_EXIT_OK) rc = KARA_EXIT_IOERR;
-    kara_vocab_free(&v);
-    kara_gguf_close(g);
+    kara_model_free(mdl);
     return rc;
 }
 
