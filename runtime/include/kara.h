@@ -519,11 +519,11 @@ kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos
  * Every check runs before anything changes: on a failure nothing is
  * appended to any sequence and, with `full` and eviction on demand (the
  * default), the context is exactly as before the call. The exceptions:
- * with per_window eviction or the threshold methods, pool pressure may
- * first compress other sequences (forced events, recompress_history: they
- * stay valid and lose slots) before the call fails; and KARA_ERR_INTERNAL
- * from a KV event after the forward pass (a bug) leaves the batch
- * appended. */
+ * with kv.on_pool_exhausted = recompress_history, pool pressure may first
+ * compress other sequences (per_window and threshold methods: forced
+ * events, history; they stay valid and lose slots) before the call fails;
+ * and KARA_ERR_INTERNAL from a KV event after the forward pass (a bug)
+ * leaves the batch appended. */
 kara_status kara_decode(kara_context *ctx, const kara_batch *batch);
 
 /* Logits (n_vocab floats) of the i-th entry that asked for logits in the last
@@ -539,7 +539,7 @@ int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id);
 /* Counters of the KV policy since the context was created. */
 typedef struct kara_kv_stats {
     uint64_t events;            /* compression events, all methods */
-    uint64_t forced_events;     /* events forced by pool pressure (section 4.5a) */
+    uint64_t forced_events;     /* events forced by pool pressure (on_pool_exhausted: recompress_history) */
     uint64_t recompress_events; /* history recompressions (on_pool_exhausted) */
     uint64_t slots_evicted;     /* slots dropped by all events */
     double event_seconds;       /* wall time spent in events */
@@ -939,23 +939,24 @@ void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *o
  * next token of every running request plus a chunk of the prompts of new
  * arrivals (at most prefill_chunk tokens, so running requests keep
  * decoding). A request is admitted when the KV budget holds it at its peak
- * together with the growth every running request may still have (section
- * 4.6 of the Kara spec). When the pool runs short anyway, the policy forces
- * compression events first; then, with on_pool_exhausted = preempt, the
+ * together with the growth every running request may still have
+ * (docs/KARA_METHOD.md section 2). When the pool runs short anyway (with
+ * optimistic_admission), with on_pool_exhausted = preempt (the default) the
  * youngest running request is preempted: its cache is dropped and it is
  * re-admitted before any new request, decoding its tokens again
  * (recompute) and carrying on where it was; with `fail` (or when it runs
- * alone) it ends with KARA_ERR_KV_BUDGET. Every such event is counted.
+ * alone) it ends with KARA_ERR_KV_BUDGET; with recompress_history the
+ * policy first takes slots from other requests. Every such event is
+ * counted.
  *
  * Determinism: each request samples from its own sampler seeded with
  * kara_engine_seed(sampling.seed, id), and the KV policy decides from the
  * request's own tokens and its share (kv.seq_tokens) alone, so a request's
  * answer does not depend on which requests run beside it, in what order,
  * or whether it was preempted (the CPU kernels compute each row alike
- * whatever the batch). The exception: with per_window eviction or the
- * threshold methods, pool pressure that admission did not foresee
- * (optimistic_admission) forces events on whichever sequence has the most
- * to give.
+ * whatever the batch). The exception is the explicit choice
+ * on_pool_exhausted = recompress_history, which takes slots from whichever
+ * request has the most to give.
  *
  * The engine owns the context while it lives (it clears every sequence at
  * create). kara_engine_create allocates everything; a step allocates

@@ -657,10 +657,14 @@ static int32_t forced_event_gain(const kara_kv_policy *pol, const kara_kv_cache 
 kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need) {
     kara_kv_cache *kv = pol->kv;
     bool per_window = pol->scoring && !on_demand(pol);
-    /* (a) force events, each on the sequence with the most to give: the
-     * largest compressible window, or (A8) the most slots over the budget,
-     * which its event brings back to exactly budget_tokens */
-    while (need > kv->n_free && (per_window || threshold_trigger(&pol->p))) {
+    /* Only on_pool_exhausted: recompress_history takes from one sequence
+     * for another: (a) force events, each on the sequence with the most to
+     * give (the largest compressible window, or for A8 the most slots over
+     * the budget), then (b) drop history. With preempt (the default) the
+     * caller preempts instead, and a recomputed sequence gives the same
+     * answer; with fail the call fails. */
+    bool take = pol->p.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY;
+    while (take && need > kv->n_free && (per_window || threshold_trigger(&pol->p))) {
         int32_t pick = -1, best = 0;
         for (int32_t s = 0; s < pol->n_seq_max; s++) {
             int32_t gain = forced_event_gain(pol, kv, s);
@@ -681,7 +685,7 @@ kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need) {
     if (need <= kv->n_free) return KARA_OK;
     /* (b) the configured fallback: drop scored history of the sequence
      * that has the most, evenly across its windows */
-    if (per_window && pol->window_method && pol->p.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY) {
+    if (take && per_window && pol->window_method) {
         while (need > kv->n_free) {
             int32_t pick = -1, best = 0;
             for (int32_t s = 0; s < pol->n_seq_max; s++) {

@@ -145,11 +145,12 @@ void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots
 
 /* Run the events that are due after a decode step. */
 kara_status kara_kv_policy_step(kara_kv_policy *pol);
-/* Pool pressure: free blocks for `need` more blocks if the method allows
- * (per_window and the threshold methods force an event, or recompress
- * history). KARA_ERR_KV_BUDGET if it cannot. On-demand eviction never
- * takes from one sequence for another (answers would then depend on what
- * else runs): it only reports the shortage. */
+/* Pool pressure: free blocks for `need` more blocks. Only with
+ * on_pool_exhausted: recompress_history, and only for per_window and the
+ * threshold methods, does it take from other sequences (forced events,
+ * then history), which makes their answers depend on what runs beside
+ * them; otherwise it reports the shortage (KARA_ERR_KV_BUDGET) and the
+ * caller preempts (the batch engine) or fails. */
 kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need);
 
 #endif /* KARA_KV_POLICY_H */

@@ -191,16 +191,20 @@ static void test_interleaved_accounting(kara_model *m) {
 
 /* Pool pressure (forced events, docs/KARA_METHOD.md section 9) under the
  * periodic trigger: three sequences whose windows (interval 128) outgrow a
- * 16-block pool long before any is due. Each step must still succeed,
- * because relieve forces an event on the sequence with the largest
- * compressible window; the invariants and the pool's accounting hold
- * throughout. */
+ * 16-block pool long before any is due. With on_pool_exhausted:
+ * recompress_history each step must still succeed, because relieve forces
+ * an event on the sequence with the largest compressible window; the
+ * invariants and the pool's accounting hold throughout. With preempt (the
+ * default) no sequence gives slots to another: the step that runs short
+ * fails with KARA_ERR_KV_BUDGET, appending nothing, and the caller
+ * preempts. */
 static void test_pool_pressure_forces_events(kara_model *m) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     small_window(&kv, KARA_KV_METHOD_KARA);
     kv.interval = 128;
     kv.reserve_blocks = 0;
+    kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
     const uint64_t block_bytes = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
     kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024) + 16 * block_bytes;
     kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
@@ -226,6 +230,30 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     }
     CHECK_MSG(c->policy.stats.forced_events >= 3, "%llu forced events",
               (unsigned long long)c->policy.stats.forced_events);
+    kara_context_free(c);
+
+    kv.on_pool_exhausted = KARA_POOL_PREEMPT;
+    c = kara_test_kv_context(m, &kv, 3, 2, 1024);
+    if (!CHECK(c != NULL)) return;
+    kara_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
+    kara_status st = KARA_OK;
+    int step = 0;
+    for (; step < 200 && st == KARA_OK; step++) {
+        int32_t past[3];
+        for (int s = 0; s < 3; s++) past[s] = kara_seq_n_past(c, s);
+        kara_batch b = {3, toks, pos, seq, want};
+        st = kara_decode(c, &b);
+        if (st != KARA_OK) {
+            for (int s = 0; s < 3; s++) CHECK_EQ_INT(kara_seq_n_past(c, s), past[s]);
+            break;
+        }
+        for (int s = 0; s < 3; s++) {
+            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            pos[s]++;
+        }
+    }
+    CHECK_EQ_INT(st, KARA_ERR_KV_BUDGET);
+    CHECK_EQ_INT(c->policy.stats.forced_events, 0);
     kara_context_free(c);
 }
 

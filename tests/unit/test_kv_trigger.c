@@ -210,6 +210,7 @@ static void test_threshold_shared_pool(kara_model *m) {
 static void test_threshold_pool_pressure(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 64, 3, 16);
+    kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY; /* forced events take from one sequence for another */
     kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 16);
