@@ -97,7 +97,7 @@ int kara_batch_output_open(kara_batch_output *o, const char *path, bool resume) 
     }
     free(data);
     if ((size_t)keep < len) {
-        o->truncated = (long)len - keep;
+        if (resume) o->truncated = (long)len - keep; /* a torn last line; else the file was emptied on purpose */
         if (ftruncate(o->fd, keep) != 0 || fsync(o->fd) != 0) {
             fprintf(stderr, "kara batch: cannot cut the output %s: %s\n", path, strerror(errno));
             return KARA_EXIT_IOERR;

@@ -489,10 +489,13 @@ static int setup_engine(job *j) {
         int32_t fit = kara_engine_fit_concurrency(j->model, &cp, P, G);
         if (fit < 1) fit = 1;
         if (fit < want) {
+            char gen[48];
+            if (G < 0) snprintf(gen, sizeof gen, "up to the context's end");
+            else snprintf(gen, sizeof gen, "%d generated tokens", G);
             fprintf(stderr,
                     "kara batch: max_concurrency %d -> %d: the KV budget of %.1f MiB holds %d sequence%s of about %d "
-                    "prompt + %d generated tokens under method %s (--no-fit keeps %d)\n",
-                    want, fit, (double)cp.kv.budget / 1048576.0, fit, fit == 1 ? "" : "s", P, G,
+                    "prompt + %s under method %s (--no-fit keeps %d)\n",
+                    want, fit, (double)cp.kv.budget / 1048576.0, fit, fit == 1 ? "" : "s", P, gen,
                     kara_kv_method_name(cp.kv.method), want);
             cp.n_seq_max = fit;
         }
