@@ -133,16 +133,16 @@ kara_status kara_chat_template_from_model(const kara_model *model, const char *n
     if (!model || !out) return kara_set_error(KARA_ERR_ARG, "kara_chat_template_from_model: NULL argument");
     if (name && name[0] && strcmp(name, "auto") != 0) return kara_chat_template_by_name(name, out);
     char probe[8];
-    int len = kara_model_meta_str(model, "tokenizer.chat_template", probe, sizeof probe);
-    if (len < 0) {
+    size_t len;
+    if (!kara_model_meta_str(model, "tokenizer.chat_template", probe, sizeof probe, &len)) {
         template_init(out, KARA_CHAT_CHATML);
         kara_log(KARA_LOG_WARN, "the model has no tokenizer.chat_template; using the chatml template "
                                 "(choose another with --chat-template)");
         return KARA_OK;
     }
-    char *text = malloc((size_t)len + 1);
+    char *text = malloc(len + 1);
     if (!text) return kara_set_error(KARA_ERR_NOMEM, "out of memory reading tokenizer.chat_template");
-    kara_model_meta_str(model, "tokenizer.chat_template", text, (size_t)len + 1);
+    kara_model_meta_str(model, "tokenizer.chat_template", text, len + 1, NULL);
     bool known = kara_chat_template_detect(text, out);
     free(text);
     if (!known)

@@ -15,7 +15,7 @@ kara_status kara_gen_model_init(kara_gen_model *gm, const kara_model *m) {
     gm->piece_cap = kara_longest_piece(m);
     gm->bos = kara_token_bos(m);
     char kind[16];
-    gm->strip_bos_space = kara_model_meta_str(m, "tokenizer.ggml.model", kind, sizeof kind) >= 0 &&
+    gm->strip_bos_space = kara_model_meta_str(m, "tokenizer.ggml.model", kind, sizeof kind, NULL) &&
                           !strcmp(kind, "llama");
     gm->piece = malloc((size_t)gm->piece_cap + 8);
     if (!gm->piece) return kara_set_error(KARA_ERR_NOMEM, "out of memory for token text");
@@ -103,7 +103,8 @@ bool kara_gen_seq_next(kara_gen_seq *s, kara_gen_model *gm, const float *logits,
     s->n_generated++;
     if (was_thinking && !forced) s->n_think++;
     if (forced) s->n_forced++;
-    int32_t len = kara_token_to_piece(gm->model, *tok, gm->piece + 4, gm->piece_cap, false);
+    int32_t len = 0;
+    kara_token_to_piece(gm->model, *tok, gm->piece + 4, gm->piece_cap, false, &len); /* piece_cap fits any */
     const char *text = gm->piece + 4;
     /* a SentencePiece decoder drops the space prefix of the word after BOS */
     if (len > 0 && gm->strip_bos_space && s->prev == gm->bos && text[0] == ' ') {

@@ -50,8 +50,8 @@ bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t
                              int32_t piece_cap) {
     size_t len = 0;
     for (int32_t i = n > tail_tokens ? n - tail_tokens : 0; i < n; i++) {
-        int32_t k = kara_token_to_piece(m, tokens[i], tail + len, piece_cap, true);
-        if (k > 0) len += (size_t)k;
+        int32_t k = 0;
+        if (kara_token_to_piece(m, tokens[i], tail + len, piece_cap, true, &k) == KARA_OK) len += (size_t)k;
     }
     while (len > 0 && (tail[len - 1] == ' ' || tail[len - 1] == '\n' || tail[len - 1] == '\t' || tail[len - 1] == '\r'))
         len--;
@@ -60,10 +60,10 @@ bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t
 }
 
 static kara_status tokenize_close(const kara_model *m, const char *text, int32_t *ids, int32_t *n) {
-    int32_t k = kara_tokenize(m, text, -1, ids, KARA_THINK_CLOSE_MAX_TOKENS, false, true);
+    int32_t k = 0;
     *n = 0;
-    if (k == INT32_MIN) return KARA_OK; /* no tokenizer: the budget is inert */
-    if (k < 0 || k > KARA_THINK_CLOSE_MAX_TOKENS)
+    if (!kara_model_has_tokenizer(m)) return KARA_OK; /* the budget is inert */
+    if (kara_tokenize(m, text, -1, ids, KARA_THINK_CLOSE_MAX_TOKENS, false, true, &k) != KARA_OK)
         return kara_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\" in %d tokens", text,
                               KARA_THINK_CLOSE_MAX_TOKENS);
     *n = k;
@@ -153,8 +153,9 @@ void kara_text_stream_drop(kara_text_stream *ts, size_t n) {
 int32_t kara_longest_piece(const kara_model *m) {
     int32_t longest = 1, n_vocab = kara_model_n_vocab(m);
     for (int32_t t = 0; t < n_vocab; t++) {
-        int32_t n = kara_token_to_piece(m, t, NULL, 0, true);
-        if (-n > longest) longest = -n;
+        int32_t n = 0;
+        kara_token_to_piece(m, t, NULL, 0, true, &n); /* KARA_ERR_ARG with the size needed */
+        if (n > longest) longest = n;
     }
     return longest;
 }

@@ -15,8 +15,8 @@
  *     kara_context *ctx;
  *     kara_context_create(model, &cp, &ctx);
  *
- *     int32_t ids[512];
- *     int32_t n = kara_tokenize(model, "Once upon a time", -1, ids, 512, true, false);
+ *     int32_t ids[512], n;
+ *     kara_tokenize(model, "Once upon a time", -1, ids, 512, true, false, &n);
  *     kara_batch b = kara_batch_one_sequence(ids, n, 0, 0);   // logits on last
  *     kara_decode(ctx, &b);
  *
@@ -29,8 +29,9 @@
  *         kara_sampler_sample(smp, kara_get_logits(ctx, -1), &tok);
  *         if (kara_token_is_eog(model, tok)) break;
  *         char piece[64];
- *         kara_token_to_piece(model, tok, piece, sizeof piece, false);
- *         fputs(piece, stdout);
+ *         int32_t len;
+ *         kara_token_to_piece(model, tok, piece, sizeof piece, false, &len);
+ *         fwrite(piece, 1, (size_t)len, stdout);
  *         kara_batch next = kara_batch_one_sequence(&tok, 1, n + i, 0);
  *         kara_decode(ctx, &next);
  *     }
@@ -170,9 +171,11 @@ uint64_t kara_model_size_bytes(const kara_model *model); /* bytes of weight data
 /* Bytes of weights rewritten in place at load into a layout the CPU kernels
  * read faster (kara_model_params.no_repack); 0 if none. */
 uint64_t kara_model_repacked_bytes(const kara_model *model);
-/* A metadata value rendered as text (numbers formatted, arrays summarised);
- * returns the length written, or -1 when the key is absent. */
-int kara_model_meta_str(const kara_model *model, const char *key, char *buf, size_t size);
+/* A metadata value rendered as text (numbers formatted, arrays summarised)
+ * into buf, cut to size bytes with a NUL like snprintf; *len (may be NULL)
+ * gets the length of the whole text. False when the key is absent (buf
+ * then holds "", *len 0). */
+bool kara_model_meta_str(const kara_model *model, const char *key, char *buf, size_t size, size_t *len);
 
 /* ------------------------------------------------------------------------ */
 /* Tokenizer                                                                 */
@@ -187,20 +190,26 @@ bool kara_vocab_add_bos(const kara_model *model);
  * with KARA_ERR_UNSUPPORTED, and a vocab-only load has no tokens. */
 bool kara_model_has_tokenizer(const kara_model *model);
 
-/* Tokenize text (len < 0: NUL-terminated). add_special adds BOS/EOS as the
- * vocabulary's rules say; parse_special matches special tokens such as
- * "<|im_start|>" as single tokens (never otherwise). Returns the number of
- * tokens, or -(needed) when max_tokens is too small, or INT32_MIN on error
- * (see kara_last_error). */
-int32_t kara_tokenize(const kara_model *model, const char *text, int32_t len,
-                      int32_t *tokens, int32_t max_tokens, bool add_special, bool parse_special);
+/* Tokenize text (len < 0: NUL-terminated; malformed UTF-8 is read as
+ * U+FFFD, as llama.cpp does). add_special adds BOS/EOS as the vocabulary's
+ * rules say; parse_special matches special tokens such as "<|im_start|>" as
+ * single tokens (never otherwise). *n_tokens is set to the number of ids
+ * the text needs. KARA_OK: they are in tokens. KARA_ERR_ARG: a NULL
+ * argument, or max_tokens < *n_tokens (the first max_tokens are written;
+ * call again with room for *n_tokens). KARA_ERR_UNSUPPORTED: the model has
+ * no tokenizer. KARA_ERR_NOMEM. */
+kara_status kara_tokenize(const kara_model *model, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
+                          bool add_special, bool parse_special, int32_t *n_tokens);
 
 /* The bytes of one token (SPM "\u2581" becomes a space, byte tokens become
- * their byte). Special/control tokens are rendered only when special is
- * true. Returns the length (may split a UTF-8 character: concatenate pieces
- * before printing), -(needed) when size is too small. Not NUL-terminated
- * when the buffer is exactly full. */
-int32_t kara_token_to_piece(const kara_model *model, int32_t token, char *buf, int32_t size, bool special);
+ * their byte), never NUL-terminated: *len says how many (a piece may split
+ * a UTF-8 character, so concatenate pieces before printing them).
+ * Special/control tokens are rendered only when special is true (else
+ * *len is 0). KARA_OK; KARA_ERR_TOKEN for an id outside the vocabulary;
+ * KARA_ERR_ARG for a NULL argument, or when size is smaller than the piece
+ * (*len is then the size it needs, buf untouched). */
+kara_status kara_token_to_piece(const kara_model *model, int32_t token, char *buf, int32_t size, bool special,
+                                int32_t *len);
 
 /* ------------------------------------------------------------------------ */
 /* GGUF files                                                                */
@@ -720,7 +729,8 @@ size_t kara_config_format(const kara_config *c, char *buf, size_t size);
  *     size_t len;
  *     kara_chat_apply(&tmpl, msgs, 2, true, true, prompt, sizeof prompt, &len);
  *     int32_t ids[4096];
- *     int32_t n = kara_tokenize(model, prompt, (int32_t)len, ids, 4096, false, true);
+ *     int32_t n;
+ *     kara_tokenize(model, prompt, (int32_t)len, ids, 4096, false, true, &n);
  *
  *     kara_generator_params gp;
  *     kara_generator_params_init(&gp);

@@ -53,10 +53,16 @@ static int format_value(const kara_gguf_value *v, char *buf, size_t size) {
     }
 }
 
-int kara_model_meta_str(const kara_model *m, const char *key, char *buf, size_t size) {
-    const kara_gguf_kv *kv = kara_gguf_find(m->gguf, key);
-    if (!kv) return -1;
-    return format_value(&kv->value, buf, size);
+bool kara_model_meta_str(const kara_model *m, const char *key, char *buf, size_t size, size_t *len) {
+    const kara_gguf_kv *kv = m && key ? kara_gguf_find(m->gguf, key) : NULL;
+    if (len) *len = 0;
+    if (!kv) {
+        if (buf && size) buf[0] = 0;
+        return false;
+    }
+    int n = format_value(&kv->value, buf, size);
+    if (len) *len = n > 0 ? (size_t)n : 0;
+    return true;
 }
 
 int32_t kara_token_bos(const kara_model *m) { return m->vocab.bos; }
@@ -65,23 +71,33 @@ bool kara_token_is_eog(const kara_model *m, int32_t token) { return kara_vocab_i
 bool kara_vocab_add_bos(const kara_model *m) { return m->vocab.add_bos; }
 bool kara_model_has_tokenizer(const kara_model *m) { return m->vocab.kind != KARA_VOCAB_NONE; }
 
-int32_t kara_tokenize(const kara_model *m, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
-                      bool add_special, bool parse_special) {
-    if (!m || !text || max_tokens < 0 || (max_tokens > 0 && !tokens)) {
-        kara_set_error(KARA_ERR_ARG, "kara_tokenize: invalid arguments");
-        return INT32_MIN;
-    }
-    if (m->vocab.kind == KARA_VOCAB_NONE) {
-        kara_set_error(KARA_ERR_UNSUPPORTED, "this model has no tokenizer; pass token ids instead");
-        return INT32_MIN;
-    }
+kara_status kara_tokenize(const kara_model *m, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
+                          bool add_special, bool parse_special, int32_t *n_tokens) {
+    if (n_tokens) *n_tokens = 0;
+    if (!m || !text || !n_tokens || max_tokens < 0 || (max_tokens > 0 && !tokens))
+        return kara_set_error(KARA_ERR_ARG, "kara_tokenize: a NULL argument or a negative max_tokens");
+    if (m->vocab.kind == KARA_VOCAB_NONE)
+        return kara_set_error(KARA_ERR_UNSUPPORTED, "this model has no tokenizer; pass token ids instead");
     size_t n = len < 0 ? strlen(text) : (size_t)len;
     int32_t r = kara_vocab_tokenize(&m->vocab, text, n, tokens, max_tokens, add_special, parse_special);
-    if (r == INT32_MIN) kara_set_error(KARA_ERR_NOMEM, "kara_tokenize: out of memory tokenizing %zu bytes", n);
-    return r;
+    if (r == INT32_MIN) return kara_set_error(KARA_ERR_NOMEM, "kara_tokenize: out of memory tokenizing %zu bytes", n);
+    *n_tokens = r < 0 ? -r : r;
+    if (r < 0)
+        return kara_set_error(KARA_ERR_ARG, "kara_tokenize: room for %d tokens, the text needs %d", max_tokens, -r);
+    return KARA_OK;
 }
 
-int32_t kara_token_to_piece(const kara_model *m, int32_t token, char *buf, int32_t size, bool special) {
-    if (!m || token < 0 || token >= m->vocab.n_tokens) return 0;
-    return kara_vocab_token_to_piece(&m->vocab, token, buf, size, special);
+kara_status kara_token_to_piece(const kara_model *m, int32_t token, char *buf, int32_t size, bool special,
+                                int32_t *len) {
+    if (len) *len = 0;
+    if (!m || !len || size < 0 || (size > 0 && !buf))
+        return kara_set_error(KARA_ERR_ARG, "kara_token_to_piece: a NULL argument or a negative size");
+    if (token < 0 || token >= m->vocab.n_tokens)
+        return kara_set_error(KARA_ERR_TOKEN, "token %d is outside the vocabulary of %d", token, m->vocab.n_tokens);
+    int32_t r = kara_vocab_token_to_piece(&m->vocab, token, buf, size, special);
+    *len = r < 0 ? -r : r;
+    if (r < 0)
+        return kara_set_error(KARA_ERR_ARG, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size, token,
+                              -r);
+    return KARA_OK;
 }

@@ -88,7 +88,8 @@ static void reference(int r, int32_t n_gen, answer *out) {
         for (int32_t t = 1; t < n_vocab; t++)
             if (l[t] > l[best]) best = t;
         char piece[64];
-        int32_t k = kara_token_to_piece(g_model, best, piece, sizeof piece, false);
+        int32_t k = 0;
+        CHECK(kara_token_to_piece(g_model, best, piece, sizeof piece, false, &k) == KARA_OK);
         if (k > 0) {
             memcpy(out->text + out->len, piece, (size_t)k);
             out->len += (size_t)k;

@@ -33,8 +33,9 @@ static kara_context *new_context(void) {
 }
 
 static int32_t tokenize(const char *text, int32_t *ids, int32_t cap) {
-    int32_t n = kara_tokenize(model, text, -1, ids, cap, false, true);
-    CHECK_MSG(n > 0, "tokenize '%s': %s", text, kara_last_error());
+    int32_t n = 0;
+    CHECK_MSG(kara_tokenize(model, text, -1, ids, cap, false, true, &n) == KARA_OK && n > 0, "tokenize '%s': %s", text,
+              kara_last_error());
     return n;
 }
 
@@ -63,8 +64,9 @@ static int32_t reference_greedy(const int32_t *prompt, int32_t n_prompt, int32_t
         int32_t tok;
         CHECK(kara_sampler_sample(smp, kara_get_logits(ctx, -1), &tok) == KARA_OK);
         if (kara_token_is_eog(model, tok)) break;
-        int32_t len = kara_token_to_piece(model, tok, text + *text_len, (int32_t)(cap - *text_len), false);
-        if (len > 0) *text_len += (size_t)len;
+        int32_t len = 0;
+        CHECK(kara_token_to_piece(model, tok, text + *text_len, (int32_t)(cap - *text_len), false, &len) == KARA_OK);
+        *text_len += (size_t)len;
         kara_batch b = kara_batch_one_sequence(&tok, 1, pos++, 0);
         CHECK(kara_decode(ctx, &b) == KARA_OK);
     }

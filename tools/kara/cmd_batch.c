@@ -301,14 +301,15 @@ static kara_status tokenize_request(job *j, const kara_batch_request *r, pending
     p->tokens = malloc((size_t)cap * sizeof(int32_t));
     if (!p->tokens) return KARA_ERR_NOMEM;
     /* chat prompts carry their special tokens (and BOS) as text */
-    int32_t n = kara_tokenize(j->model, text, (int32_t)len, p->tokens, cap, !special, special);
-    if (n < 0 && n != INT32_MIN) {
-        int32_t *t = realloc(p->tokens, (size_t)(-n) * sizeof(int32_t));
+    int32_t n = 0;
+    kara_status st = kara_tokenize(j->model, text, (int32_t)len, p->tokens, cap, !special, special, &n);
+    if (st == KARA_ERR_ARG && n > cap) { /* more tokens than bytes + 16: room for them all */
+        int32_t *t = realloc(p->tokens, (size_t)n * sizeof(int32_t));
         if (!t) return KARA_ERR_NOMEM;
         p->tokens = t;
-        n = kara_tokenize(j->model, text, (int32_t)len, p->tokens, -n, !special, special);
+        st = kara_tokenize(j->model, text, (int32_t)len, p->tokens, n, !special, special, &n);
     }
-    if (n < 0) return KARA_ERR_FORMAT;
+    if (st) return st;
     p->n_tokens = n;
     return KARA_OK;
 }
@@ -472,7 +473,7 @@ static int setup_engine(job *j) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
         return status_exit(st);
     }
-    if (kara_model_meta_str(j->model, "general.name", j->model_name, sizeof j->model_name) < 0) {
+    if (!kara_model_meta_str(j->model, "general.name", j->model_name, sizeof j->model_name, NULL)) {
         const char *slash = strrchr(cfg->model_path, '/');
         snprintf(j->model_name, sizeof j->model_name, "%s", slash ? slash + 1 : cfg->model_path);
     }

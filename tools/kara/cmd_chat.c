@@ -237,19 +237,20 @@ static int32_t render_prompt(chat_session *s) {
     }
     kara_chat_apply(&s->tmpl, s->msgs, s->n_msgs, true, s->think, s->prompt.p, s->prompt.cap, &len);
     s->prompt.len = len;
-    int32_t n = kara_tokenize(s->model, s->prompt.p, (int32_t)len, s->ids, s->cap_ids, false, true);
-    if (n == INT32_MIN) {
+    int32_t n = 0;
+    kara_status st = kara_tokenize(s->model, s->prompt.p, (int32_t)len, s->ids, s->cap_ids, false, true, &n);
+    if (st && !(st == KARA_ERR_ARG && n > s->cap_ids)) {
         fprintf(stderr, "kara chat: cannot tokenize the conversation: %s\n", kara_last_error());
         return -1;
     }
     if (s->o->verbose_prompt) {
-        fprintf(stderr, "prompt (%d tokens):\n%s\n", n < 0 ? -n : n, s->prompt.p);
+        fprintf(stderr, "prompt (%d tokens):\n%s\n", n, s->prompt.p);
         fflush(stderr);
     }
-    if (n < 0 || n > kara_context_n_ctx(s->ctx)) {
+    if (st || n > kara_context_n_ctx(s->ctx)) {
         fprintf(stderr, "kara chat: the conversation (%d tokens) no longer fits the context of %d tokens; "
                         "/clear starts over (or raise -c)\n",
-                n < 0 ? -n : n, kara_context_n_ctx(s->ctx));
+                n, kara_context_n_ctx(s->ctx));
         return -1;
     }
     return n;

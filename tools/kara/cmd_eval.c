@@ -222,11 +222,12 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
             rc = KARA_EXIT_DATAERR;
             break;
         }
-        int32_t n = kara_tokenize(m, prompt, (int32_t)len, ids, (int32_t)cap, true, true);
+        int32_t n = 0;
+        kara_status st = kara_tokenize(m, prompt, (int32_t)len, ids, (int32_t)cap, true, true, &n);
         kara_generator_set_max_tokens(gen, token_cap(o, t));
         /* the admission check tells a method that cannot keep what it
          * protects within the share from one that ran and failed */
-        kara_status st = n > 0 ? kara_seq_admit(ctx, 0, n, token_cap(o, t)) : KARA_ERR_FORMAT;
+        if (!st) st = kara_seq_admit(ctx, 0, n, token_cap(o, t));
         if (!st) st = kara_generator_start(gen, 0, ids, n);
         row->n++;
         if (st) {

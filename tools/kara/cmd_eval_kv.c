@@ -187,13 +187,14 @@ static int parse(int argc, char **argv, eval_opts *o) {
 /* Tokens of a piece of text to insert mid-stream: SPM vocabularies put a
  * space in front by themselves, byte-level BPE ones need it written. */
 static int32_t tokenize_insert(const kara_model *m, const char *text, int32_t *out, int32_t max) {
-    int32_t probe[8];
+    int32_t probe[8], n = 0, len = 0;
     char piece[16];
-    bool prefixed = kara_tokenize(m, "x", 1, probe, 8, false, false) >= 1 &&
-                    kara_token_to_piece(m, probe[0], piece, sizeof piece, false) >= 1 && piece[0] == ' ';
+    bool prefixed = kara_tokenize(m, "x", 1, probe, 8, false, false, &n) == KARA_OK && n >= 1 &&
+                    kara_token_to_piece(m, probe[0], piece, sizeof piece, false, &len) == KARA_OK && len >= 1 &&
+                    piece[0] == ' ';
     char buf[256];
     snprintf(buf, sizeof buf, "%s%s", prefixed ? "" : " ", text);
-    return kara_tokenize(m, buf, (int32_t)strlen(buf), out, max, false, false);
+    return kara_tokenize(m, buf, (int32_t)strlen(buf), out, max, false, false, &n) == KARA_OK ? n : -1;
 }
 
 static bool is_budget_method(kara_kv_method m) {
@@ -373,7 +374,8 @@ static int eval_main(int argc, char **argv) {
     const char *text = file_text ? file_text : k_builtin_text;
     int32_t cap = (int32_t)len + 8, needle[64], question[64];
     int32_t *toks = malloc((size_t)cap * sizeof *toks);
-    int32_t n_toks = toks ? kara_tokenize(m, text, (int32_t)len, toks, cap, true, false) : INT32_MIN;
+    int32_t n_toks = -1;
+    if (toks && kara_tokenize(m, text, (int32_t)len, toks, cap, true, false, &n_toks) != KARA_OK) n_toks = -1;
     int32_t n_needle = tokenize_insert(m, k_needle, needle, 64);
     int32_t n_question = tokenize_insert(m, k_question, question, 64);
     free(file_text);

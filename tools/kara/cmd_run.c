@@ -73,9 +73,14 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **o
     }
     int32_t cap = (int32_t)len + 8;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    int32_t n = ids ? kara_tokenize(m, text, (int32_t)len, ids, cap, true, false) : INT32_MIN;
+    int32_t n = 0;
+    kara_status st = ids ? kara_tokenize(m, text, (int32_t)len, ids, cap, true, false, &n) : KARA_ERR_NOMEM;
+    if (st == KARA_ERR_ARG && n > cap) { /* malformed UTF-8 reads as U+FFFD, several tokens a byte */
+        int32_t *more = realloc(ids, (size_t)n * sizeof *ids);
+        st = more ? kara_tokenize(m, text, (int32_t)len, (ids = more), n, true, false, &n) : KARA_ERR_NOMEM;
+    }
     free(file_text);
-    if (n < 0) {
+    if (st) {
         fprintf(stderr, "kara run: cannot tokenize the prompt: %s\n", kara_last_error());
         free(ids);
         return -1;

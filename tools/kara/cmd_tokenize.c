@@ -175,26 +175,28 @@ static int tokenize_main(int argc, char **argv) {
         int32_t cap = (int32_t)len + 16;
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
         double t1 = kara_monotonic_seconds();
-        int32_t n = ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special) : INT32_MIN;
+        int32_t n = 0;
+        kara_status st = ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special, &n)
+                             : KARA_ERR_NOMEM;
         double dt = kara_monotonic_seconds() - t1;
-        if (n < 0) {
-            fprintf(stderr, "kara tokenize: tokenizing input %d failed\n", k + 1);
+        if (st) {
+            fprintf(stderr, "kara tokenize: input %d: %s\n", k + 1, ids ? kara_last_error() : "out of memory");
             free(ids);
             free(owned);
-            rc = KARA_EXIT_SOFTWARE;
+            rc = kara_exit_for_status(st);
             break;
         }
         if (!ids_only) printf("%d tokens:", n);
         for (int32_t i = 0; i < n; i++) {
             printf(i || !ids_only ? " %d" : "%d", ids[i]);
             if (!pieces) continue;
-            int32_t m = kara_token_to_piece(mdl, ids[i], piece, (int32_t)sizeof piece, true);
+            int32_t m = 0;
             putchar(' ');
-            if (m >= 0) {
+            if (kara_token_to_piece(mdl, ids[i], piece, (int32_t)sizeof piece, true, &m) == KARA_OK) {
                 print_piece(piece, m);
-            } else {
-                char *big = malloc((size_t)-m);
-                if (big) print_piece(big, kara_token_to_piece(mdl, ids[i], big, -m, true));
+            } else { /* a piece longer than the buffer: m is its size */
+                char *big = malloc((size_t)m);
+                if (big && kara_token_to_piece(mdl, ids[i], big, m, true, &m) == KARA_OK) print_piece(big, m);
                 free(big);
             }
         }

@@ -200,7 +200,8 @@ static kara_status needle_run(run_state *r, const kara_context_params *cp, float
     for (int32_t i = 0; i < s->n_answer; i++) {
         int32_t tok = argmax(kara_get_logits(r->ctx, -1), s->n_vocab);
         char piece[64];
-        int32_t n = kara_token_to_piece(s->model, tok, piece, sizeof piece, false);
+        int32_t n = 0;
+        kara_token_to_piece(s->model, tok, piece, sizeof piece, false, &n); /* a longer piece counts as none */
         for (int32_t c = 0; c < n && len + 1 < sizeof answer; c++) answer[len++] = piece[c];
         if (i + 1 == s->n_answer || kara_token_is_eog(s->model, tok)) break;
         st = feed(r, tok, pos++);
