@@ -43,8 +43,21 @@ wait_for() {
     done
     return 1
 }
-# prompts NAME: how many prompt lines ("> ...") the screen shows
-prompts() { screen "$1" | grep -c '^> '; }
+# prompts NAME: how many prompt lines ("> ...") the screen shows: on a colour
+# terminal the bold ones only (the random model's replies can start a line
+# with "> " too), plain ones on a dumb terminal
+# (tmux writes the attribute as ESC[1m or, after other text, ESC[0;1m, then
+# colour resets, before the "> ")
+BOLD_PROMPT=$'^(\e\\[[0-9;]*m)*\e\\[(0;)?1m(\e\\[[0-9;]*m)*> '
+prompts() {
+    local e
+    e=$(screen_e "$1")
+    if printf '%s\n' "$e" | grep -qE "$BOLD_PROMPT"; then
+        printf '%s\n' "$e" | grep -cE "$BOLD_PROMPT"
+    else
+        screen "$1" | grep -c '^> '
+    fi
+}
 # wait_prompts NAME N: until at least N prompts are shown
 wait_prompts() {
     local i
