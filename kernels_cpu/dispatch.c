@@ -14,16 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static kara_kernels tables[KARA_ISA_COUNT];
-static bool table_ok[KARA_ISA_COUNT];
-static kara_isa best_isa = KARA_ISA_SCALAR;
+static kr_kernels tables[KR_ISA_COUNT];
+static bool table_ok[KR_ISA_COUNT];
+static kr_isa best_isa = KR_ISA_SCALAR;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-static const char *const isa_names[KARA_ISA_COUNT] = { "scalar", "avx2", "avx512", "neon" };
+static const char *const isa_names[KR_ISA_COUNT] = { "scalar", "avx2", "avx512", "neon" };
 
-const char *kara_isa_name(kara_isa isa)
+const char *kr_isa_name(kr_isa isa)
 {
-    if ((unsigned)isa >= KARA_ISA_COUNT) {
+    if ((unsigned)isa >= KR_ISA_COUNT) {
         return "unknown";
     }
     return isa_names[isa];
@@ -31,19 +31,19 @@ const char *kara_isa_name(kara_isa isa)
 
 /* KARA_CPU_ISA caps the choice; "generic" is accepted for scalar. An unset or
  * unrecognised value means no cap (the library never prints). */
-static bool isa_cap_from_env(kara_isa *cap)
+static bool isa_cap_from_env(kr_isa *cap)
 {
     const char *v = getenv("KARA_CPU_ISA");
     if (v == NULL || *v == '\0') {
         return false;
     }
     if (strcmp(v, "generic") == 0) {
-        *cap = KARA_ISA_SCALAR;
+        *cap = KR_ISA_SCALAR;
         return true;
     }
-    for (int i = 0; i < KARA_ISA_COUNT; i++) {
+    for (int i = 0; i < KR_ISA_COUNT; i++) {
         if (strcmp(v, isa_names[i]) == 0) {
-            *cap = (kara_isa)i;
+            *cap = (kr_isa)i;
             return true;
         }
     }
@@ -52,49 +52,49 @@ static bool isa_cap_from_env(kara_isa *cap)
 
 /* Whether isa may run under a cap: scalar always; an x86 ISA under an equal
  * or wider x86 cap; NEON only under the NEON cap. */
-static bool isa_within_cap(kara_isa isa, kara_isa cap)
+static bool isa_within_cap(kr_isa isa, kr_isa cap)
 {
-    if (isa == KARA_ISA_SCALAR || isa == cap) {
+    if (isa == KR_ISA_SCALAR || isa == cap) {
         return true;
     }
-    return isa == KARA_ISA_AVX2 && cap == KARA_ISA_AVX512;
+    return isa == KR_ISA_AVX2 && cap == KR_ISA_AVX512;
 }
 
 static void build_tables(void)
 {
-    kara_cpu_features f;
-    kara_cpu_detect(&f);
+    kr_cpu_features f;
+    kr_cpu_detect(&f);
     (void)f;
 
-    kara_kernels_init_scalar(&tables[KARA_ISA_SCALAR]);
-    table_ok[KARA_ISA_SCALAR] = true;
+    kr_kernels_init_scalar(&tables[KR_ISA_SCALAR]);
+    table_ok[KR_ISA_SCALAR] = true;
 
 #if defined(KARA_HAVE_AVX2)
     if (f.avx2 && f.fma && f.f16c) {
-        kara_kernels_init_avx2(&tables[KARA_ISA_AVX2]);
-        table_ok[KARA_ISA_AVX2] = true;
+        kr_kernels_init_avx2(&tables[KR_ISA_AVX2]);
+        table_ok[KR_ISA_AVX2] = true;
     }
 #endif
 #if defined(KARA_HAVE_AVX512)
     if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16 && f.avx2 &&
         f.fma && f.f16c) {
-        kara_kernels_init_avx512(&tables[KARA_ISA_AVX512]);
-        table_ok[KARA_ISA_AVX512] = true;
+        kr_kernels_init_avx512(&tables[KR_ISA_AVX512]);
+        table_ok[KR_ISA_AVX512] = true;
     }
 #endif
 #if defined(KARA_HAVE_NEON)
     if (f.asimd) {
-        kara_kernels_init_neon(&tables[KARA_ISA_NEON]);
-        table_ok[KARA_ISA_NEON] = true;
+        kr_kernels_init_neon(&tables[KR_ISA_NEON]);
+        table_ok[KR_ISA_NEON] = true;
     }
 #endif
 
     /* Best available: AVX-512 > AVX2 > scalar on x86, NEON > scalar on ARM. */
-    static const kara_isa preference[] = { KARA_ISA_AVX512, KARA_ISA_AVX2, KARA_ISA_NEON, KARA_ISA_SCALAR };
-    kara_isa cap;
+    static const kr_isa preference[] = { KR_ISA_AVX512, KR_ISA_AVX2, KR_ISA_NEON, KR_ISA_SCALAR };
+    kr_isa cap;
     const bool capped = isa_cap_from_env(&cap);
     for (size_t i = 0; i < sizeof(preference) / sizeof(preference[0]); i++) {
-        const kara_isa isa = preference[i];
+        const kr_isa isa = preference[i];
         if (!table_ok[isa]) {
             continue;
         }
@@ -106,15 +106,15 @@ static void build_tables(void)
     }
 }
 
-const kara_kernels *kara_kernels_get(void)
+const kr_kernels *kr_kernels_get(void)
 {
     pthread_once(&tables_once, build_tables);
     return &tables[best_isa];
 }
 
-const kara_kernels *kara_kernels_for_isa(kara_isa isa)
+const kr_kernels *kr_kernels_for_isa(kr_isa isa)
 {
-    if ((unsigned)isa >= KARA_ISA_COUNT) {
+    if ((unsigned)isa >= KR_ISA_COUNT) {
         return NULL;
     }
     pthread_once(&tables_once, build_tables);

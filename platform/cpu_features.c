@@ -11,14 +11,14 @@
 #endif
 
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64)
-#define KARA_CPU_X86 1
+#define KR_CPU_X86 1
 #include <cpuid.h>
 #elif defined(__aarch64__) && defined(__linux__)
-#define KARA_CPU_ARM_LINUX 1
+#define KR_CPU_ARM_LINUX 1
 #include <sys/auxv.h>
 #endif
 
-#if KARA_CPU_X86
+#if KR_CPU_X86
 /* XGETBV through its opcode bytes, so this file needs no -mxsave flag. */
 static unsigned long long read_xcr0(void)
 {
@@ -27,7 +27,7 @@ static unsigned long long read_xcr0(void)
     return ((unsigned long long)edx << 32) | eax;
 }
 
-static void detect_x86(kara_cpu_features *f)
+static void detect_x86(kr_cpu_features *f)
 {
     unsigned int eax, ebx, ecx, edx;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
@@ -74,40 +74,40 @@ static void detect_x86(kara_cpu_features *f)
 }
 #endif
 
-#if KARA_CPU_ARM_LINUX
+#if KR_CPU_ARM_LINUX
 /* Bit numbers from the Linux arm64 hwcap ABI, spelled out so older libc
  * headers without the newer names still build. */
-#define KARA_HWCAP_ASIMD (1UL << 1)
-#define KARA_HWCAP_FPHP (1UL << 9)
-#define KARA_HWCAP_ASIMDHP (1UL << 10)
-#define KARA_HWCAP_ASIMDDP (1UL << 20)
-#define KARA_HWCAP2_I8MM (1UL << 13)
+#define KR_HWCAP_ASIMD (1UL << 1)
+#define KR_HWCAP_FPHP (1UL << 9)
+#define KR_HWCAP_ASIMDHP (1UL << 10)
+#define KR_HWCAP_ASIMDDP (1UL << 20)
+#define KR_HWCAP2_I8MM (1UL << 13)
 
-static void detect_arm(kara_cpu_features *f)
+static void detect_arm(kr_cpu_features *f)
 {
     const unsigned long hw = getauxval(AT_HWCAP);
     const unsigned long hw2 = getauxval(AT_HWCAP2);
-    f->asimd = (hw & KARA_HWCAP_ASIMD) != 0;
-    f->fphp = (hw & KARA_HWCAP_FPHP) != 0;
-    f->asimdhp = (hw & KARA_HWCAP_ASIMDHP) != 0;
-    f->asimddp = (hw & KARA_HWCAP_ASIMDDP) != 0;
-    f->i8mm = (hw2 & KARA_HWCAP2_I8MM) != 0;
+    f->asimd = (hw & KR_HWCAP_ASIMD) != 0;
+    f->fphp = (hw & KR_HWCAP_FPHP) != 0;
+    f->asimdhp = (hw & KR_HWCAP_ASIMDHP) != 0;
+    f->asimddp = (hw & KR_HWCAP_ASIMDDP) != 0;
+    f->i8mm = (hw2 & KR_HWCAP2_I8MM) != 0;
 }
 #endif
 
-void kara_cpu_detect(kara_cpu_features *f)
+void kr_cpu_detect(kr_cpu_features *f)
 {
     memset(f, 0, sizeof(*f));
-#if KARA_CPU_X86
+#if KR_CPU_X86
     detect_x86(f);
-#elif KARA_CPU_ARM_LINUX
+#elif KR_CPU_ARM_LINUX
     detect_arm(f);
 #elif defined(__aarch64__)
     f->asimd = true; /* NEON is part of the AArch64 base ISA */
 #endif
 }
 
-int kara_cpu_count(void)
+int kr_cpu_count(void)
 {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int n = online > 0 ? (int)online : 1;

@@ -7,12 +7,12 @@
  * aarch64: getauxval(AT_HWCAP/AT_HWCAP2) on Linux.
  * Other targets report no SIMD features.
  */
-#ifndef KARA_CPU_FEATURES_H
-#define KARA_CPU_FEATURES_H
+#ifndef KR_CPU_FEATURES_H
+#define KR_CPU_FEATURES_H
 
 #include <stdbool.h>
 
-typedef struct kara_cpu_features {
+typedef struct kr_cpu_features {
     /* x86 */
     bool avx;
     bool avx2;
@@ -31,14 +31,14 @@ typedef struct kara_cpu_features {
     bool fphp;          /* half-precision scalar arithmetic */
     bool asimdhp;       /* half-precision vector arithmetic */
     bool i8mm;          /* int8 matrix multiply (SMMLA) */
-} kara_cpu_features;
+} kr_cpu_features;
 
 /* Probe the CPU; cheap enough to call more than once, but callers usually
  * cache the result. Never fails: features it cannot confirm are false. */
-void kara_cpu_detect(kara_cpu_features *f);
+void kr_cpu_detect(kr_cpu_features *f);
 
 /* Number of CPU cores this process may run on (online cores, narrowed by
  * the affinity mask where the OS reports one); at least 1. */
-int kara_cpu_count(void);
+int kr_cpu_count(void);
 
-#endif /* KARA_CPU_FEATURES_H */
+#endif /* KR_CPU_FEATURES_H */

@@ -1,4 +1,4 @@
-/* file_map.c - POSIX mmap behind kara_file_map: a file mapping, or a copy
+/* file_map.c - POSIX mmap behind kr_file_map: a file mapping, or a copy
  * of the file in anonymous memory. An empty file maps to a valid
  * zero-length view (mmap of length 0 is an error on Linux). */
 #include "file_map.h"
@@ -29,7 +29,7 @@ static int open_regular(const char *path, size_t *size) {
     return fd;
 }
 
-static void set_empty(kara_file_map *m) {
+static void set_empty(kr_file_map *m) {
     static const uint8_t empty[1];
     m->data = empty;
     m->size = 0;
@@ -40,7 +40,7 @@ static void set_empty(kara_file_map *m) {
 /* The start both loaders share: clear *m, open path. Returns an errno
  * value, or 0 with *fd open and *size > 0, or 0 with *fd = -1 when the
  * file is empty and *m is already its (valid, empty) view. */
-static int begin_view(const char *path, kara_file_map *m, int *fd, size_t *size) {
+static int begin_view(const char *path, kr_file_map *m, int *fd, size_t *size) {
     memset(m, 0, sizeof *m);
     *size = 0;
     *fd = open_regular(path, size);
@@ -57,7 +57,7 @@ static int begin_view(const char *path, kara_file_map *m, int *fd, size_t *size)
     return 0;
 }
 
-int kara_file_map_open(const char *path, kara_file_map *m) {
+int kr_file_map_open(const char *path, kr_file_map *m) {
     int fd;
     size_t size;
     int e0 = begin_view(path, m, &fd, &size);
@@ -72,7 +72,7 @@ int kara_file_map_open(const char *path, kara_file_map *m) {
     return 0;
 }
 
-int kara_file_read_anon(const char *path, kara_file_map *m) {
+int kr_file_read_anon(const char *path, kr_file_map *m) {
     int fd;
     size_t size;
     int e0 = begin_view(path, m, &fd, &size);
@@ -113,12 +113,12 @@ int kara_file_read_anon(const char *path, kara_file_map *m) {
     return 0;
 }
 
-int kara_file_map_set_writable(kara_file_map *m, bool writable) {
+int kr_file_map_set_writable(kr_file_map *m, bool writable) {
     if (!m->anon || !m->data) return EINVAL;
     return mprotect((void *)m->data, m->map_len, writable ? PROT_READ | PROT_WRITE : PROT_READ) != 0 ? errno : 0;
 }
 
-void kara_file_map_close(kara_file_map *m) {
+void kr_file_map_close(kr_file_map *m) {
     if (m->data && m->map_len) munmap((void *)m->data, m->map_len);
     m->data = NULL;
     m->size = 0;

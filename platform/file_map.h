@@ -1,33 +1,33 @@
 /* file_map.h - read-only whole-file memory mapping. */
-#ifndef KARA_FILE_MAP_H
-#define KARA_FILE_MAP_H
+#ifndef KR_FILE_MAP_H
+#define KR_FILE_MAP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct kara_file_map {
+typedef struct kr_file_map {
     const uint8_t *data;
     size_t size;
     size_t map_len;  /* bytes to unmap (0: nothing to unmap) */
-    bool anon;       /* read into private memory (kara_file_read_anon) */
-} kara_file_map;
+    bool anon;       /* read into private memory (kr_file_read_anon) */
+} kr_file_map;
 
 /* Map path read-only. Returns 0, or an errno value (message via strerror). */
-int kara_file_map_open(const char *path, kara_file_map *m);
+int kr_file_map_open(const char *path, kr_file_map *m);
 /* Read path into private anonymous memory instead, advised for transparent
  * huge pages and then made read-only. Why: decode streams every weight once
  * per token, and on a 4 KiB-page file mapping each page costs a TLB miss
  * that also stops the hardware prefetcher at the page boundary; 2 MiB pages
  * take both off the weight stream. Costs a copy of the file at load
  * (docs/PERFORMANCE.md, "Load time and memory" and "Figures behind the
- * kernels' design choices"). Same return values as kara_file_map_open. */
-int kara_file_read_anon(const char *path, kara_file_map *m);
-/* Let the memory of a kara_file_read_anon image be written (writable) or
+ * kernels' design choices"). Same return values as kr_file_map_open. */
+int kr_file_read_anon(const char *path, kr_file_map *m);
+/* Let the memory of a kr_file_read_anon image be written (writable) or
  * make it read-only again; the loader rewrites weights into the kernels'
  * layouts in between. Returns 0, an errno value, or EINVAL for a file
  * mapping (its pages belong to the page cache). */
-int kara_file_map_set_writable(kara_file_map *m, bool writable);
-void kara_file_map_close(kara_file_map *m);
+int kr_file_map_set_writable(kr_file_map *m, bool writable);
+void kr_file_map_close(kr_file_map *m);
 
 #endif

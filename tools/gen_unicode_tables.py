@@ -19,7 +19,7 @@ import sys
 MAX_CPT = 0x110000
 MAX_DECOMP = 4  # must match KARA_UNICODE_MAX_DECOMP in runtime/tokenizer/unicode.h
 
-# Order must match enum kara_ucat in runtime/tokenizer/unicode.h (Cn = unassigned = 0).
+# Order must match enum kr_ucat in runtime/tokenizer/unicode.h (Cn = unassigned = 0).
 CATEGORIES = [
     "Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No",
     "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So",
@@ -151,13 +151,13 @@ def main():
     out.write(" * Character Database %s (Debian package unicode-data: UnicodeData.txt,\n" % version)
     out.write(" * PropList.txt). Do not edit by hand; rerun the script instead.\n */\n")
     out.write('#include "unicode.h"\n\n')
-    out.write("const char kara_unicode_version[] = \"%s\";\n\n" % version)
+    out.write("const char kr_unicode_version[] = \"%s\";\n\n" % version)
     out.write("/* props(c) = stage2[stage1[c >> %d] * %d + (c & %d)]: bits 0-4 general\n" % (shift, 1 << shift, (1 << shift) - 1))
-    out.write(" * category (enum kara_ucat), bit 5 White_Space. */\n")
-    out.write("const unsigned kara_unicode_block_shift = %d;\n\n" % shift)
-    emit_array(out, "uint16_t", "kara_unicode_stage1", stage1, 32, "%d")
+    out.write(" * category (enum kr_ucat), bit 5 White_Space. */\n")
+    out.write("const unsigned kr_unicode_block_shift = %d;\n\n" % shift)
+    emit_array(out, "uint16_t", "kr_unicode_stage1", stage1, 32, "%d")
     flat = [b for blk in blocks for b in blk]
-    emit_array(out, "uint8_t", "kara_unicode_stage2", flat, 40, "%d")
+    emit_array(out, "uint8_t", "kr_unicode_stage2", flat, 40, "%d")
 
     def pairs(name, mapping):
         keys = sorted(mapping)
@@ -167,13 +167,13 @@ def main():
         out.write("};\n")
         out.write("const size_t %s_count = %d;\n\n" % (name, len(keys)))
 
-    pairs("kara_unicode_lower", lower)
-    pairs("kara_unicode_upper", upper)
+    pairs("kr_unicode_lower", lower)
+    pairs("kr_unicode_upper", upper)
 
     keys = sorted(nfd)
     out.write("/* Full canonical decompositions (Hangul syllables are computed, not listed):\n")
-    out.write(" * {code point, first index into kara_unicode_nfd_data, length}. */\n")
-    out.write("const uint32_t kara_unicode_nfd_index[%d][3] = {\n" % len(keys))
+    out.write(" * {code point, first index into kr_unicode_nfd_data, length}. */\n")
+    out.write("const uint32_t kr_unicode_nfd_index[%d][3] = {\n" % len(keys))
     data, pos = [], 0
     rows = []
     for k in keys:
@@ -183,8 +183,8 @@ def main():
     for i in range(0, len(rows), 4):
         out.write("    " + " ".join(rows[i:i + 4]) + "\n")
     out.write("};\n")
-    out.write("const size_t kara_unicode_nfd_index_count = %d;\n\n" % len(keys))
-    emit_array(out, "uint32_t", "kara_unicode_nfd_data", data, 8, "0x%05X")
+    out.write("const size_t kr_unicode_nfd_index_count = %d;\n\n" % len(keys))
+    emit_array(out, "uint32_t", "kr_unicode_nfd_data", data, 8, "0x%05X")
 
 
 if __name__ == "__main__":

@@ -4,16 +4,16 @@
  * int32 lanes in one instruction). neon_kernels.c installs them when
  * getauxval reports ASIMDDP.
  */
-#define KARA_NEON_DOTPROD 1
+#define KR_NEON_DOTPROD 1
 #define NEON_FN(name) dotprod_##name
 #include "neon_dot_impl.h"
 
 #include "neon_kernels.h"
 
-void kara_kernels_neon_dotprod(kara_kernels *k)
+void kr_kernels_neon_dotprod(kr_kernels *k)
 {
-    k->vec_dot[KARA_TYPE_Q8_0] = dotprod_vec_dot_q8_0;
-    k->vec_dot[KARA_TYPE_Q4_0] = dotprod_vec_dot_q4_0;
-    k->vec_dot[KARA_TYPE_Q4_K] = dotprod_vec_dot_q4_K;
-    k->vec_dot[KARA_TYPE_Q6_K] = dotprod_vec_dot_q6_K;
+    k->vec_dot[KR_TYPE_Q8_0] = dotprod_vec_dot_q8_0;
+    k->vec_dot[KR_TYPE_Q4_0] = dotprod_vec_dot_q4_0;
+    k->vec_dot[KR_TYPE_Q4_K] = dotprod_vec_dot_q4_K;
+    k->vec_dot[KR_TYPE_Q6_K] = dotprod_vec_dot_q6_K;
 }

@@ -9,14 +9,14 @@
  * weights to int8 (Q4_0: nibble - 8; Q4_K: nibble, the min through the
  * activation bsums; Q6_K: 6-bit value - 32).
  */
-#ifndef KARA_NEON_DOT_IMPL_H
-#define KARA_NEON_DOT_IMPL_H
+#ifndef KR_NEON_DOT_IMPL_H
+#define KR_NEON_DOT_IMPL_H
 
 #include <arm_neon.h>
 
 #include "kernels_impl.h"
 
-#if KARA_NEON_DOTPROD
+#if KR_NEON_DOTPROD
 static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b)
 {
     return vdotq_s32(acc, a, b);
@@ -32,17 +32,17 @@ static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b)
 }
 #endif
 
-static inline float f16_to_f32(kara_fp16 h)
+static inline float f16_to_f32(kr_fp16 h)
 {
-    return kara_half_to_float(h);
+    return kr_half_to_float(h);
 }
 
 /* Q8_0 x Q8_0: two 16-byte halves per block into one int32x4, scaled by the
  * product of the two block scales. */
 static void NEON_FN(vec_dot_q8_0)(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q8_0 *w = vw, *x = vx;
-    const int64_t nb = n / KARA_QK8_0;
+    const kr_block_q8_0 *w = vw, *x = vx;
+    const int64_t nb = n / KR_QK8_0;
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
@@ -64,9 +64,9 @@ static void NEON_FN(vec_dot_q8_0)(int64_t n, float *out, const void *vw, const v
 /* Q4_0 x Q8_0: low nibbles are elements 0-15, high nibbles 16-31, minus 8. */
 static void NEON_FN(vec_dot_q4_0)(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q4_0 *w = vw;
-    const kara_block_q8_0 *x = vx;
-    const int64_t nb = n / KARA_QK4_0;
+    const kr_block_q4_0 *w = vw;
+    const kr_block_q8_0 *x = vx;
+    const int64_t nb = n / KR_QK4_0;
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     const int8x16_t eight = vdupq_n_s8(8);
     float32x4_t acc = vdupq_n_f32(0.0f);
@@ -86,14 +86,14 @@ static void NEON_FN(vec_dot_q4_0)(int64_t n, float *out, const void *vw, const v
  * come from the activation bsums. */
 static void NEON_FN(vec_dot_q4_K)(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q4_K *w = vw;
-    const kara_block_q8_K *x = vx;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q4_K *w = vw;
+    const kr_block_q8_K *x = vx;
+    const int64_t nb = n / KR_QK_K;
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint8_t sc[8], mn[8];
-        kara_unpack_scales_k4(w[i].scales, sc, mn);
+        kr_unpack_scales_k4(w[i].scales, sc, mn);
         const int16x8_t bs = vpaddq_s16(vld1q_s16(x[i].bsums), vld1q_s16(x[i].bsums + 8));
         int32x4_t mins = vmull_s16(vget_low_s16(bs), vreinterpret_s16_u16(vget_low_u16(vmovl_u8(vld1_u8(mn)))));
         mins = vmlal_s16(mins, vget_high_s16(bs), vreinterpret_s16_u16(vget_high_u16(vmovl_u8(vld1_u8(mn)))));
@@ -117,9 +117,9 @@ static void NEON_FN(vec_dot_q4_K)(int64_t n, float *out, const void *vw, const v
  * minus 32; one int8 scale per 16 elements (element e uses scales[e / 16]). */
 static void NEON_FN(vec_dot_q6_K)(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q6_K *w = vw;
-    const kara_block_q8_K *x = vx;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q6_K *w = vw;
+    const kr_block_q8_K *x = vx;
+    const int64_t nb = n / KR_QK_K;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
     const int8x16_t m32 = vdupq_n_s8(32);
     float sum = 0.0f;
@@ -150,4 +150,4 @@ static void NEON_FN(vec_dot_q6_K)(int64_t n, float *out, const void *vw, const v
     *out = sum;
 }
 
-#endif /* KARA_NEON_DOT_IMPL_H */
+#endif /* KR_NEON_DOT_IMPL_H */

@@ -2,11 +2,11 @@
  * neon_kernels.c - the AArch64 NEON kernel table: float and quantized dot
  * products, activation quantizers (Q8_0, Q8_K) and the row ops. NEON is part
  * of the AArch64 base ISA; where the CPU has SDOT (getauxval's ASIMDDP, seen
- * through kara_cpu_detect), the quantized dot products are replaced by the
+ * through kr_cpu_detect), the quantized dot products are replaced by the
  * ones of dotprod_kernels.c. matmul is the scalar driver over this table's
  * vec_dot, which is where the time goes on these cores.
  */
-#define KARA_NEON_DOTPROD 0
+#define KR_NEON_DOTPROD 0
 #define NEON_FN(name) neon_##name
 #include "neon_dot_impl.h"
 
@@ -30,12 +30,12 @@ static float neon_dot_f32(const float *a, const float *b, int64_t n)
     return s;
 }
 
-static inline float32x4_t load_f16x4(const kara_fp16 *p)
+static inline float32x4_t load_f16x4(const kr_fp16 *p)
 {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
 }
 
-static float neon_dot_f16_f32(const kara_fp16 *a, const float *b, int64_t n)
+static float neon_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
 {
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     int64_t i = 0;
@@ -44,7 +44,7 @@ static float neon_dot_f16_f32(const kara_fp16 *a, const float *b, int64_t n)
         acc1 = vfmaq_f32(acc1, load_f16x4(a + i + 4), vld1q_f32(b + i + 4));
     }
     float s = vaddvq_f32(vaddq_f32(acc0, acc1));
-    for (; i < n; i++) s += kara_half_to_float(a[i]) * b[i];
+    for (; i < n; i++) s += kr_half_to_float(a[i]) * b[i];
     return s;
 }
 
@@ -55,7 +55,7 @@ static void neon_vec_dot_f32(int64_t n, float *out, const void *w, const void *x
 
 static void neon_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_fp16 *w = vw, *x = vx;
+    const kr_fp16 *w = vw, *x = vx;
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -63,7 +63,7 @@ static void neon_vec_dot_f16(int64_t n, float *out, const void *vw, const void *
         acc1 = vfmaq_f32(acc1, load_f16x4(w + i + 4), load_f16x4(x + i + 4));
     }
     float s = vaddvq_f32(vaddq_f32(acc0, acc1));
-    for (; i < n; i++) s += kara_half_to_float(w[i]) * kara_half_to_float(x[i]);
+    for (; i < n; i++) s += kr_half_to_float(w[i]) * kr_half_to_float(x[i]);
     *out = s;
 }
 
@@ -74,20 +74,20 @@ static void neon_axpy_f32(float *y, float a, const float *x, int64_t n)
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-static void neon_axpy_f16(float *y, float a, const kara_fp16 *x, int64_t n)
+static void neon_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n)
 {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), load_f16x4(x + i), a));
-    for (; i < n; i++) y[i] += a * kara_half_to_float(x[i]);
+    for (; i < n; i++) y[i] += a * kr_half_to_float(x[i]);
 }
 
 /* f32 -> f16 with the FPCR's default round-to-nearest-even, as the scalar
- * kara_fp32_to_fp16 rounds (subnormal halves are kept: FZ16 is off). */
-static void neon_f32_to_f16(kara_fp16 *y, const float *x, int64_t n)
+ * kr_fp32_to_fp16 rounds (subnormal halves are kept: FZ16 is off). */
+static void neon_f32_to_f16(kr_fp16 *y, const float *x, int64_t n)
 {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
-    for (; i < n; i++) y[i] = kara_fp32_to_fp16(x[i]);
+    for (; i < n; i++) y[i] = kr_fp32_to_fp16(x[i]);
 }
 
 static void neon_from_float_f16(const float *x, void *y, int64_t n)
@@ -111,7 +111,7 @@ static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda,
                 const char *bj = b + (size_t)j * ldb;
                 const float p = a[i * lda + j];
                 for (int q = 0; q < 4; q++) {
-                    const float32x4_t v = b_f16 ? load_f16x4((const kara_fp16 *)bj + d0 + 4 * q)
+                    const float32x4_t v = b_f16 ? load_f16x4((const kr_fp16 *)bj + d0 + 4 * q)
                                                 : vld1q_f32((const float *)bj + d0 + 4 * q);
                     acc[q] = vfmaq_n_f32(acc[q], v, p);
                 }
@@ -122,7 +122,7 @@ static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda,
             float s = ci[d];
             for (int64_t j = 0; j < n; j++) {
                 const char *bj = b + (size_t)j * ldb;
-                s += a[i * lda + j] * (b_f16 ? kara_half_to_float(((const kara_fp16 *)bj)[d]) : ((const float *)bj)[d]);
+                s += a[i * lda + j] * (b_f16 ? kr_half_to_float(((const kr_fp16 *)bj)[d]) : ((const float *)bj)[d]);
             }
             ci[d] = s;
         }
@@ -174,9 +174,9 @@ static void neon_silu_mul(float *out, const float *gate, const float *up, int64_
  * scalar reference. */
 static void neon_from_float_q8_0(const float *x, void *vy, int64_t n)
 {
-    kara_block_q8_0 *y = vy;
-    const int64_t nb = n / KARA_QK8_0;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK8_0) {
+    kr_block_q8_0 *y = vy;
+    const int64_t nb = n / KR_QK8_0;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK8_0) {
         float32x4_t v[8];
         float32x4_t m = vdupq_n_f32(0.0f);
         for (int j = 0; j < 8; j++) {
@@ -186,7 +186,7 @@ static void neon_from_float_q8_0(const float *x, void *vy, int64_t n)
         const float amax = vmaxvq_f32(m);
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = kara_fp32_to_fp16(d);
+        y[i].d = kr_fp32_to_fp16(d);
         for (int j = 0; j < 8; j += 2) {
             const int32x4_t a = vcvtaq_s32_f32(vmulq_n_f32(v[j], id));
             const int32x4_t b = vcvtaq_s32_f32(vmulq_n_f32(v[j + 1], id));
@@ -197,22 +197,22 @@ static void neon_from_float_q8_0(const float *x, void *vy, int64_t n)
 }
 
 /* Q8_K: the scale maps the signed value of largest magnitude (the first one)
- * to -127; values round to nearest even (kara_nearest_int), capped at 127;
+ * to -127; values round to nearest even (kr_nearest_int), capped at 127;
  * bsums are the sums of 16 values. */
 static void neon_from_float_q8_K(const float *x, void *vy, int64_t n)
 {
-    kara_block_q8_K *y = vy;
-    const int64_t nb = n / KARA_QK_K;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK_K) {
+    kr_block_q8_K *y = vy;
+    const int64_t nb = n / KR_QK_K;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
         float32x4_t m = vdupq_n_f32(0.0f);
-        for (int j = 0; j < KARA_QK_K; j += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + j)));
+        for (int j = 0; j < KR_QK_K; j += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + j)));
         const float amax = vmaxvq_f32(m);
         if (amax == 0.0f) {
             memset(&y[i], 0, sizeof(y[i]));
             continue;
         }
-        const float iscale = -127.0f / kara_first_with_magnitude(x, KARA_QK_K, amax);
-        for (int j = 0; j < KARA_QK_K; j += 16) {
+        const float iscale = -127.0f / kr_first_with_magnitude(x, KR_QK_K, amax);
+        for (int j = 0; j < KR_QK_K; j += 16) {
             int16x8_t h[2];
             for (int k = 0; k < 2; k++) {
                 const int32x4_t a = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 8 * k), iscale)),
@@ -229,22 +229,22 @@ static void neon_from_float_q8_K(const float *x, void *vy, int64_t n)
     }
 }
 
-void kara_kernels_init_neon(kara_kernels *k)
+void kr_kernels_init_neon(kr_kernels *k)
 {
-    kara_kernels_init_scalar(k);
-    k->isa = KARA_ISA_NEON;
+    kr_kernels_init_scalar(k);
+    k->isa = KR_ISA_NEON;
     k->name = "neon";
 
-    k->vec_dot[KARA_TYPE_F32] = neon_vec_dot_f32;
-    k->vec_dot[KARA_TYPE_F16] = neon_vec_dot_f16;
-    k->vec_dot[KARA_TYPE_Q8_0] = neon_vec_dot_q8_0;
-    k->vec_dot[KARA_TYPE_Q4_0] = neon_vec_dot_q4_0;
-    k->vec_dot[KARA_TYPE_Q4_K] = neon_vec_dot_q4_K;
-    k->vec_dot[KARA_TYPE_Q6_K] = neon_vec_dot_q6_K;
+    k->vec_dot[KR_TYPE_F32] = neon_vec_dot_f32;
+    k->vec_dot[KR_TYPE_F16] = neon_vec_dot_f16;
+    k->vec_dot[KR_TYPE_Q8_0] = neon_vec_dot_q8_0;
+    k->vec_dot[KR_TYPE_Q4_0] = neon_vec_dot_q4_0;
+    k->vec_dot[KR_TYPE_Q4_K] = neon_vec_dot_q4_K;
+    k->vec_dot[KR_TYPE_Q6_K] = neon_vec_dot_q6_K;
 
-    k->from_float[KARA_TYPE_F16] = neon_from_float_f16;
-    k->from_float[KARA_TYPE_Q8_0] = neon_from_float_q8_0;
-    k->from_float[KARA_TYPE_Q8_K] = neon_from_float_q8_K;
+    k->from_float[KR_TYPE_F16] = neon_from_float_f16;
+    k->from_float[KR_TYPE_Q8_0] = neon_from_float_q8_0;
+    k->from_float[KR_TYPE_Q8_K] = neon_from_float_q8_K;
 
     k->rmsnorm = neon_rmsnorm;
     k->softmax = neon_softmax;
@@ -256,9 +256,9 @@ void kara_kernels_init_neon(kara_kernels *k)
     k->f32_to_f16 = neon_f32_to_f16;
     k->gemm_nn_acc = neon_gemm_nn_acc;
 
-    kara_cpu_features f;
-    kara_cpu_detect(&f);
+    kr_cpu_features f;
+    kr_cpu_detect(&f);
     if (f.asimddp) {
-        kara_kernels_neon_dotprod(k);
+        kr_kernels_neon_dotprod(k);
     }
 }

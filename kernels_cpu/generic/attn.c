@@ -5,7 +5,7 @@
  */
 #include "kernels_impl.h"
 
-void kara_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
+void kr_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
                              bool b_f16, int64_t m, int64_t n, int64_t k)
 {
     const char *bc = b;
@@ -16,7 +16,7 @@ void kara_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda,
             float s = ci[d];
             for (int64_t j = 0; j < n; j++) {
                 const char *bj = bc + (size_t)j * ldb;
-                const float v = b_f16 ? kara_half_to_float(((const kara_fp16 *)bj)[d]) : ((const float *)bj)[d];
+                const float v = b_f16 ? kr_half_to_float(((const kr_fp16 *)bj)[d]) : ((const float *)bj)[d];
                 s += ai[j] * v;
             }
             ci[d] = s;

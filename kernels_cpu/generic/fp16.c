@@ -5,21 +5,21 @@
  */
 #include "kernels_impl.h"
 
-float kara_fp16_to_fp32(kara_fp16 h)
+float kr_fp16_to_fp32(kr_fp16 h)
 {
-    return kara_half_to_float(h);
+    return kr_half_to_float(h);
 }
 
-kara_fp16 kara_fp32_to_fp16(float f)
+kr_fp16 kr_fp32_to_fp16(float f)
 {
-    uint32_t x = kara_f32_bits(f);
+    uint32_t x = kr_f32_bits(f);
     const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
     x &= 0x7fffffff;
     if (x >= 0x7f800000) { /* inf or NaN (NaN stays a quiet NaN) */
         if (x == 0x7f800000) {
             return sign | 0x7c00;
         }
-        return (kara_fp16)(sign | 0x7e00 | ((x >> 13) & 0x3ff));
+        return (kr_fp16)(sign | 0x7e00 | ((x >> 13) & 0x3ff));
     }
     if (x >= 0x477ff000) { /* >= 65520 rounds to infinity */
         return sign | 0x7c00;
@@ -30,7 +30,7 @@ kara_fp16 kara_fp32_to_fp16(float f)
         if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) {
             h++; /* a carry into the exponent is the correct result */
         }
-        return (kara_fp16)(sign | h);
+        return (kr_fp16)(sign | h);
     }
     const uint32_t e = x >> 23;
     if (e < 102) { /* below 2^-25: rounds to zero */
@@ -45,20 +45,20 @@ kara_fp16 kara_fp32_to_fp16(float f)
     if (rem > half || (rem == half && (h & 1))) {
         h++;
     }
-    return (kara_fp16)(sign | h);
+    return (kr_fp16)(sign | h);
 }
 
-float kara_bf16_to_fp32(kara_bf16 h)
+float kr_bf16_to_fp32(kr_bf16 h)
 {
-    return kara_bf16_bits_to_float(h);
+    return kr_bf16_bits_to_float(h);
 }
 
-kara_bf16 kara_fp32_to_bf16(float f)
+kr_bf16 kr_fp32_to_bf16(float f)
 {
-    uint32_t x = kara_f32_bits(f);
+    uint32_t x = kr_f32_bits(f);
     if ((x & 0x7fffffff) > 0x7f800000) { /* NaN: keep it a quiet NaN */
-        return (kara_bf16)((x >> 16) | 0x40);
+        return (kr_bf16)((x >> 16) | 0x40);
     }
     x += 0x7fff + ((x >> 16) & 1);
-    return (kara_bf16)(x >> 16);
+    return (kr_bf16)(x >> 16);
 }

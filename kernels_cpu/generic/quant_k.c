@@ -49,7 +49,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     float scale = 1 / iscale;
     float best_err = 0;
     for (int i = 0; i < n; i++) {
-        const int l = clampi(kara_nearest_int(iscale * (x[i] - lo)), 0, nmax);
+        const int l = clampi(kr_nearest_int(iscale * (x[i] - lo)), 0, nmax);
         L[i] = (uint8_t)l;
         const float diff = scale * l + lo - x[i];
         best_err += w[i] * diff * diff;
@@ -58,7 +58,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         iscale = (rmin + rdelta * is + nmax) / (hi - lo);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            const int l = clampi(kara_nearest_int(iscale * (x[i] - lo)), 0, nmax);
+            const int l = clampi(kr_nearest_int(iscale * (x[i] - lo)), 0, nmax);
             Laux[i] = (uint8_t)l;
             sum_l += w[i] * l;
             sum_l2 += w[i] * l * l;
@@ -111,7 +111,7 @@ static float fit_scale_symmetric(int n, int nmax, const float *x, int8_t *L)
     float iscale = -nmax / max;
     float sum_lx = 0, sum_l2 = 0;
     for (int i = 0; i < n; i++) {
-        const int l = clampi(kara_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        const int l = clampi(kr_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
         const float w = x[i] * x[i];
         sum_lx += w * x[i] * l;
@@ -126,14 +126,14 @@ static float fit_scale_symmetric(int n, int nmax, const float *x, int8_t *L)
         iscale = -(nmax + 0.1f * is) / max;
         sum_lx = sum_l2 = 0;
         for (int i = 0; i < n; i++) {
-            const int l = clampi(kara_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+            const int l = clampi(kr_nearest_int(iscale * x[i]), -nmax, nmax - 1);
             const float w = x[i] * x[i];
             sum_lx += w * x[i] * l;
             sum_l2 += w * l * l;
         }
         if (sum_l2 > 0 && sum_lx * sum_lx > best * sum_l2) {
             for (int i = 0; i < n; i++) {
-                L[i] = (int8_t)(nmax + clampi(kara_nearest_int(iscale * x[i]), -nmax, nmax - 1));
+                L[i] = (int8_t)(nmax + clampi(kr_nearest_int(iscale * x[i]), -nmax, nmax - 1));
             }
             scale = sum_lx / sum_l2;
             best = scale * sum_lx;
@@ -146,8 +146,8 @@ static float fit_scale_symmetric(int n, int nmax, const float *x, int8_t *L)
  * scales and mins to 6 bits (packed into scales[12]) and requantize every
  * element against the final rounded scales. L gets levels 0..nmax. */
 static void quantize_k4_superblock(const float *x, int nmax, float rmin, float rdelta, int nstep,
-                                   uint8_t L[KARA_QK_K], uint8_t packed[KARA_K_SCALE_SIZE],
-                                   kara_fp16 *d_out, kara_fp16 *dmin_out)
+                                   uint8_t L[KR_QK_K], uint8_t packed[KR_K_SCALE_SIZE],
+                                   kr_fp16 *d_out, kr_fp16 *dmin_out)
 {
     float scales[8], mins[8], w[32];
     uint8_t Laux[32];
@@ -168,10 +168,10 @@ static void quantize_k4_superblock(const float *x, int nmax, float rmin, float r
     }
     const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
     const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-    memset(packed, 0, KARA_K_SCALE_SIZE);
+    memset(packed, 0, KR_K_SCALE_SIZE);
     for (int j = 0; j < 8; j++) {
-        int ls = kara_nearest_int(inv_scale * scales[j]);
-        int lm = kara_nearest_int(inv_min * mins[j]);
+        int ls = kr_nearest_int(inv_scale * scales[j]);
+        int lm = kr_nearest_int(inv_min * mins[j]);
         ls = ls > 63 ? 63 : ls;
         lm = lm > 63 ? 63 : lm;
         if (j < 4) {
@@ -183,34 +183,34 @@ static void quantize_k4_superblock(const float *x, int nmax, float rmin, float r
             packed[j] |= (uint8_t)((lm >> 4) << 6);
         }
     }
-    *d_out = kara_fp32_to_fp16(max_scale / 63.0f);
-    *dmin_out = kara_fp32_to_fp16(max_min / 63.0f);
-    const float d_all = kara_fp16_to_fp32(*d_out);
-    const float dmin_all = kara_fp16_to_fp32(*dmin_out);
+    *d_out = kr_fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = kr_fp32_to_fp16(max_min / 63.0f);
+    const float d_all = kr_fp16_to_fp32(*d_out);
+    const float dmin_all = kr_fp16_to_fp32(*dmin_out);
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
-        kara_get_scale_min_k4(j, packed, &sc, &m);
+        kr_get_scale_min_k4(j, packed, &sc, &m);
         const float d = d_all * sc;
         if (!d) {
             continue;
         }
         const float dm = dmin_all * m;
         for (int l = 0; l < 32; l++) {
-            L[32 * j + l] = (uint8_t)clampi(kara_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
+            L[32 * j + l] = (uint8_t)clampi(kr_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
         }
     }
 }
 
-void kara_quantize_row_q4_K_ref(const float *x, kara_block_q4_K *y, int64_t n)
+void kr_quantize_row_q4_K_ref(const float *x, kr_block_q4_K *y, int64_t n)
 {
-    const int64_t nb = n / KARA_QK_K;
-    uint8_t L[KARA_QK_K];
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK_K) {
+    const int64_t nb = n / KR_QK_K;
+    uint8_t L[KR_QK_K];
+    for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
         quantize_k4_superblock(x, 15, -1.0f, 0.1f, 20, L, y[i].scales, &y[i].d, &y[i].dmin);
         /* 64 elements per 32 bytes: the low nibbles hold sub-block 2k, the
          * high nibbles sub-block 2k+1 */
         uint8_t *q = y[i].qs;
-        for (int j = 0; j < KARA_QK_K; j += 64) {
+        for (int j = 0; j < KR_QK_K; j += 64) {
             for (int l = 0; l < 32; l++) {
                 q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
             }
@@ -219,19 +219,19 @@ void kara_quantize_row_q4_K_ref(const float *x, kara_block_q4_K *y, int64_t n)
     }
 }
 
-void kara_quantize_row_q5_K_ref(const float *x, kara_block_q5_K *y, int64_t n)
+void kr_quantize_row_q5_K_ref(const float *x, kr_block_q5_K *y, int64_t n)
 {
-    const int64_t nb = n / KARA_QK_K;
-    uint8_t L[KARA_QK_K];
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK_K) {
+    const int64_t nb = n / KR_QK_K;
+    uint8_t L[KR_QK_K];
+    for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
         quantize_k4_superblock(x, 31, -0.5f, 0.1f, 15, L, y[i].scales, &y[i].d, &y[i].dmin);
         /* low 4 bits as in Q4_K; the fifth bit of element j of sub-block
          * 2k (2k+1) is bit 2k (2k+1) of qh[j] */
         uint8_t *ql = y[i].qs;
         uint8_t *qh = y[i].qh;
-        memset(qh, 0, KARA_QK_K / 8);
+        memset(qh, 0, KR_QK_K / 8);
         uint8_t m1 = 1, m2 = 2;
-        for (int j = 0; j < KARA_QK_K; j += 64) {
+        for (int j = 0; j < KR_QK_K; j += 64) {
             for (int l = 0; l < 32; l++) {
                 int l1 = L[j + l];
                 int l2 = L[j + l + 32];
@@ -252,14 +252,14 @@ void kara_quantize_row_q5_K_ref(const float *x, kara_block_q5_K *y, int64_t n)
     }
 }
 
-void kara_quantize_row_q6_K_ref(const float *x, kara_block_q6_K *y, int64_t n)
+void kr_quantize_row_q6_K_ref(const float *x, kr_block_q6_K *y, int64_t n)
 {
-    const int64_t nb = n / KARA_QK_K;
-    int8_t L[KARA_QK_K];
-    float scales[KARA_QK_K / 16];
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK_K) {
+    const int64_t nb = n / KR_QK_K;
+    int8_t L[KR_QK_K];
+    float scales[KR_QK_K / 16];
+    for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
         float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < KARA_QK_K / 16; ib++) {
+        for (int ib = 0; ib < KR_QK_K / 16; ib++) {
             const float scale = fit_scale_symmetric(16, 32, x + 16 * ib, L + 16 * ib);
             scales[ib] = scale;
             if (fabsf(scale) > max_abs_scale) {
@@ -269,23 +269,23 @@ void kara_quantize_row_q6_K_ref(const float *x, kara_block_q6_K *y, int64_t n)
         }
         if (max_abs_scale < GROUP_MAX_EPS) {
             memset(&y[i], 0, sizeof(y[i]));
-            y[i].d = kara_fp32_to_fp16(0.0f);
+            y[i].d = kr_fp32_to_fp16(0.0f);
             continue;
         }
         const float iscale = -128.0f / max_scale;
-        y[i].d = kara_fp32_to_fp16(1 / iscale);
-        for (int ib = 0; ib < KARA_QK_K / 16; ib++) {
-            const int s = kara_nearest_int(iscale * scales[ib]);
+        y[i].d = kr_fp32_to_fp16(1 / iscale);
+        for (int ib = 0; ib < KR_QK_K / 16; ib++) {
+            const int s = kr_nearest_int(iscale * scales[ib]);
             y[i].scales[ib] = (int8_t)(s > 127 ? 127 : s);
         }
-        const float d_all = kara_fp16_to_fp32(y[i].d);
-        for (int j = 0; j < KARA_QK_K / 16; j++) {
+        const float d_all = kr_fp16_to_fp32(y[i].d);
+        for (int j = 0; j < KR_QK_K / 16; j++) {
             const float d = d_all * y[i].scales[j];
             if (!d) {
                 continue;
             }
             for (int ii = 0; ii < 16; ii++) {
-                const int l = clampi(kara_nearest_int(x[16 * j + ii] / d), -32, 31);
+                const int l = clampi(kr_nearest_int(x[16 * j + ii] / d), -32, 31);
                 L[16 * j + ii] = (int8_t)(l + 32);
             }
         }
@@ -293,7 +293,7 @@ void kara_quantize_row_q6_K_ref(const float *x, kara_block_q6_K *y, int64_t n)
          * one byte, l+32 and l+96 in another), qh the 2 high bits of four */
         uint8_t *ql = y[i].ql;
         uint8_t *qh = y[i].qh;
-        for (int j = 0; j < KARA_QK_K; j += 128) {
+        for (int j = 0; j < KR_QK_K; j += 128) {
             for (int l = 0; l < 32; l++) {
                 const int q1 = L[j + l] & 0xF;
                 const int q2 = L[j + l + 32] & 0xF;

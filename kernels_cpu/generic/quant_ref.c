@@ -1,7 +1,7 @@
 /*
  * quant_ref.c - reference round-to-nearest quantizers for the 32-element
  * block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1) and the 256-element
- * activation format Q8_K, plus kara_quantize_row, which routes every type.
+ * activation format Q8_K, plus kr_quantize_row, which routes every type.
  *
  * The arithmetic follows GGML's *_ref functions step for step (same scale
  * choice, same rounding) so files we write decode as llama.cpp expects and
@@ -40,17 +40,17 @@ static void min_max(const float *x, int n, float *mn, float *mx)
     *mx = hi;
 }
 
-void kara_quantize_row_q4_0_ref(const float *x, kara_block_q4_0 *y, int64_t n)
+void kr_quantize_row_q4_0_ref(const float *x, kr_block_q4_0 *y, int64_t n)
 {
-    const int64_t nb = n / KARA_QK4_0;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK4_0) {
-        const float max = signed_absmax(x, KARA_QK4_0, NULL);
+    const int64_t nb = n / KR_QK4_0;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK4_0) {
+        const float max = signed_absmax(x, KR_QK4_0, NULL);
         const float d = max / -8;
         const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = kara_fp32_to_fp16(d);
-        for (int j = 0; j < KARA_QK4_0 / 2; j++) {
+        y[i].d = kr_fp32_to_fp16(d);
+        for (int j = 0; j < KR_QK4_0 / 2; j++) {
             int q0 = (int8_t)(x[j] * id + 8.5f);
-            int q1 = (int8_t)(x[j + KARA_QK4_0 / 2] * id + 8.5f);
+            int q1 = (int8_t)(x[j + KR_QK4_0 / 2] * id + 8.5f);
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
@@ -58,19 +58,19 @@ void kara_quantize_row_q4_0_ref(const float *x, kara_block_q4_0 *y, int64_t n)
     }
 }
 
-void kara_quantize_row_q4_1_ref(const float *x, kara_block_q4_1 *y, int64_t n)
+void kr_quantize_row_q4_1_ref(const float *x, kr_block_q4_1 *y, int64_t n)
 {
-    const int64_t nb = n / KARA_QK4_1;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK4_1) {
+    const int64_t nb = n / KR_QK4_1;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK4_1) {
         float mn, mx;
-        min_max(x, KARA_QK4_1, &mn, &mx);
+        min_max(x, KR_QK4_1, &mn, &mx);
         const float d = (mx - mn) / 15;
         const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = kara_fp32_to_fp16(d);
-        y[i].m = kara_fp32_to_fp16(mn);
-        for (int j = 0; j < KARA_QK4_1 / 2; j++) {
+        y[i].d = kr_fp32_to_fp16(d);
+        y[i].m = kr_fp32_to_fp16(mn);
+        for (int j = 0; j < KR_QK4_1 / 2; j++) {
             int q0 = (int8_t)((x[j] - mn) * id + 0.5f);
-            int q1 = (int8_t)((x[j + KARA_QK4_1 / 2] - mn) * id + 0.5f);
+            int q1 = (int8_t)((x[j + KR_QK4_1 / 2] - mn) * id + 0.5f);
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
@@ -78,47 +78,47 @@ void kara_quantize_row_q4_1_ref(const float *x, kara_block_q4_1 *y, int64_t n)
     }
 }
 
-void kara_quantize_row_q5_0_ref(const float *x, kara_block_q5_0 *y, int64_t n)
+void kr_quantize_row_q5_0_ref(const float *x, kr_block_q5_0 *y, int64_t n)
 {
-    const int64_t nb = n / KARA_QK5_0;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK5_0) {
-        const float max = signed_absmax(x, KARA_QK5_0, NULL);
+    const int64_t nb = n / KR_QK5_0;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK5_0) {
+        const float max = signed_absmax(x, KR_QK5_0, NULL);
         const float d = max / -16;
         const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = kara_fp32_to_fp16(d);
+        y[i].d = kr_fp32_to_fp16(d);
         uint32_t qh = 0;
-        for (int j = 0; j < KARA_QK5_0 / 2; j++) {
+        for (int j = 0; j < KR_QK5_0 / 2; j++) {
             int q0 = (int8_t)(x[j] * id + 16.5f);
-            int q1 = (int8_t)(x[j + KARA_QK5_0 / 2] * id + 16.5f);
+            int q1 = (int8_t)(x[j + KR_QK5_0 / 2] * id + 16.5f);
             q0 = q0 > 31 ? 31 : q0;
             q1 = q1 > 31 ? 31 : q1;
             y[i].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
             qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
-            qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + KARA_QK5_0 / 2);
+            qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + KR_QK5_0 / 2);
         }
         memcpy(y[i].qh, &qh, sizeof(qh));
     }
 }
 
-void kara_quantize_row_q5_1_ref(const float *x, kara_block_q5_1 *y, int64_t n)
+void kr_quantize_row_q5_1_ref(const float *x, kr_block_q5_1 *y, int64_t n)
 {
-    const int64_t nb = n / KARA_QK5_1;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK5_1) {
+    const int64_t nb = n / KR_QK5_1;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK5_1) {
         float mn, mx;
-        min_max(x, KARA_QK5_1, &mn, &mx);
+        min_max(x, KR_QK5_1, &mn, &mx);
         const float d = (mx - mn) / 31;
         const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = kara_fp32_to_fp16(d);
-        y[i].m = kara_fp32_to_fp16(mn);
+        y[i].d = kr_fp32_to_fp16(d);
+        y[i].m = kr_fp32_to_fp16(mn);
         uint32_t qh = 0;
-        for (int j = 0; j < KARA_QK5_1 / 2; j++) {
+        for (int j = 0; j < KR_QK5_1 / 2; j++) {
             int q0 = (uint8_t)((x[j] - mn) * id + 0.5f);
-            int q1 = (uint8_t)((x[j + KARA_QK5_1 / 2] - mn) * id + 0.5f);
+            int q1 = (uint8_t)((x[j + KR_QK5_1 / 2] - mn) * id + 0.5f);
             q0 = q0 > 31 ? 31 : q0;
             q1 = q1 > 31 ? 31 : q1;
             y[i].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
             qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
-            qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + KARA_QK5_1 / 2);
+            qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + KR_QK5_1 / 2);
         }
         memcpy(y[i].qh, &qh, sizeof(qh));
     }
@@ -126,38 +126,38 @@ void kara_quantize_row_q5_1_ref(const float *x, kara_block_q5_1 *y, int64_t n)
 
 /* ---- activation formats (also the scalar from_float kernels) ---- */
 
-void kara_scalar_from_float_q8_0(const float *x, void *vy, int64_t n)
+void kr_scalar_from_float_q8_0(const float *x, void *vy, int64_t n)
 {
-    kara_block_q8_0 *y = vy;
-    const int64_t nb = n / KARA_QK8_0;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK8_0) {
+    kr_block_q8_0 *y = vy;
+    const int64_t nb = n / KR_QK8_0;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK8_0) {
         float amax;
-        signed_absmax(x, KARA_QK8_0, &amax);
+        signed_absmax(x, KR_QK8_0, &amax);
         const float d = amax / 127;
         const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = kara_fp32_to_fp16(d);
-        for (int j = 0; j < KARA_QK8_0; j++) {
+        y[i].d = kr_fp32_to_fp16(d);
+        for (int j = 0; j < KR_QK8_0; j++) {
             y[i].qs[j] = (int8_t)roundf(x[j] * id);
         }
     }
 }
 
-void kara_scalar_from_float_q8_1(const float *x, void *vy, int64_t n)
+void kr_scalar_from_float_q8_1(const float *x, void *vy, int64_t n)
 {
-    kara_block_q8_1 *y = vy;
-    const int64_t nb = n / KARA_QK8_1;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK8_1) {
+    kr_block_q8_1 *y = vy;
+    const int64_t nb = n / KR_QK8_1;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK8_1) {
         float amax;
-        signed_absmax(x, KARA_QK8_1, &amax);
+        signed_absmax(x, KR_QK8_1, &amax);
         const float d = amax / 127;
         const float id = d ? 1.0f / d : 0.0f;
         int sum = 0;
-        for (int j = 0; j < KARA_QK8_1; j++) {
+        for (int j = 0; j < KR_QK8_1; j++) {
             y[i].qs[j] = (int8_t)roundf(x[j] * id);
             sum += y[i].qs[j];
         }
-        y[i].d = kara_fp32_to_fp16(d);
-        y[i].s = kara_fp32_to_fp16((float)sum * d);
+        y[i].d = kr_fp32_to_fp16(d);
+        y[i].s = kr_fp32_to_fp16((float)sum * d);
     }
 }
 
@@ -165,13 +165,13 @@ void kara_scalar_from_float_q8_1(const float *x, void *vy, int64_t n)
  * can apply their sub-block minimums without touching the 8-bit values. The
  * scale maps the largest magnitude to -127 (not -128) so SIMD sign tricks
  * never meet -128. */
-void kara_scalar_from_float_q8_K(const float *x, void *vy, int64_t n)
+void kr_scalar_from_float_q8_K(const float *x, void *vy, int64_t n)
 {
-    kara_block_q8_K *y = vy;
-    const int64_t nb = n / KARA_QK_K;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK_K) {
+    kr_block_q8_K *y = vy;
+    const int64_t nb = n / KR_QK_K;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
         float amax;
-        const float max = signed_absmax(x, KARA_QK_K, &amax);
+        const float max = signed_absmax(x, KR_QK_K, &amax);
         if (amax == 0.0f) {
             y[i].d = 0.0f;
             memset(y[i].qs, 0, sizeof(y[i].qs));
@@ -179,11 +179,11 @@ void kara_scalar_from_float_q8_K(const float *x, void *vy, int64_t n)
             continue;
         }
         const float iscale = -127.0f / max;
-        for (int j = 0; j < KARA_QK_K; j++) {
-            int v = kara_nearest_int(iscale * x[j]);
+        for (int j = 0; j < KR_QK_K; j++) {
+            int v = kr_nearest_int(iscale * x[j]);
             y[i].qs[j] = (int8_t)(v > 127 ? 127 : v);
         }
-        for (int j = 0; j < KARA_QK_K / 16; j++) {
+        for (int j = 0; j < KR_QK_K / 16; j++) {
             int sum = 0;
             for (int l = 0; l < 16; l++) {
                 sum += y[i].qs[16 * j + l];
@@ -194,47 +194,47 @@ void kara_scalar_from_float_q8_K(const float *x, void *vy, int64_t n)
     }
 }
 
-void kara_scalar_from_float_f32(const float *x, void *y, int64_t n)
+void kr_scalar_from_float_f32(const float *x, void *y, int64_t n)
 {
     memcpy(y, x, (size_t)n * sizeof(float));
 }
 
-void kara_scalar_from_float_f16(const float *x, void *vy, int64_t n)
+void kr_scalar_from_float_f16(const float *x, void *vy, int64_t n)
 {
-    kara_fp16 *y = vy;
+    kr_fp16 *y = vy;
     for (int64_t i = 0; i < n; i++) {
-        y[i] = kara_fp32_to_fp16(x[i]);
+        y[i] = kr_fp32_to_fp16(x[i]);
     }
 }
 
-void kara_scalar_from_float_bf16(const float *x, void *vy, int64_t n)
+void kr_scalar_from_float_bf16(const float *x, void *vy, int64_t n)
 {
-    kara_bf16 *y = vy;
+    kr_bf16 *y = vy;
     for (int64_t i = 0; i < n; i++) {
-        y[i] = kara_fp32_to_bf16(x[i]);
+        y[i] = kr_fp32_to_bf16(x[i]);
     }
 }
 
-bool kara_quantize_row(kara_type type, const float *x, void *y, int64_t n)
+bool kr_quantize_row(kr_type type, const float *x, void *y, int64_t n)
 {
-    const kara_type_info *info = kara_type_get((uint32_t)type);
+    const kr_type_info *info = kr_type_get((uint32_t)type);
     if (info == NULL || n < 0 || n % info->block_size != 0) {
         return false;
     }
     switch (type) {
-    case KARA_TYPE_F32: kara_scalar_from_float_f32(x, y, n); return true;
-    case KARA_TYPE_F16: kara_scalar_from_float_f16(x, y, n); return true;
-    case KARA_TYPE_BF16: kara_scalar_from_float_bf16(x, y, n); return true;
-    case KARA_TYPE_Q4_0: kara_quantize_row_q4_0_ref(x, y, n); return true;
-    case KARA_TYPE_Q4_1: kara_quantize_row_q4_1_ref(x, y, n); return true;
-    case KARA_TYPE_Q5_0: kara_quantize_row_q5_0_ref(x, y, n); return true;
-    case KARA_TYPE_Q5_1: kara_quantize_row_q5_1_ref(x, y, n); return true;
-    case KARA_TYPE_Q8_0: kara_scalar_from_float_q8_0(x, y, n); return true;
-    case KARA_TYPE_Q8_1: kara_scalar_from_float_q8_1(x, y, n); return true;
-    case KARA_TYPE_Q4_K: kara_quantize_row_q4_K_ref(x, y, n); return true;
-    case KARA_TYPE_Q5_K: kara_quantize_row_q5_K_ref(x, y, n); return true;
-    case KARA_TYPE_Q6_K: kara_quantize_row_q6_K_ref(x, y, n); return true;
-    case KARA_TYPE_Q8_K: kara_scalar_from_float_q8_K(x, y, n); return true;
+    case KR_TYPE_F32: kr_scalar_from_float_f32(x, y, n); return true;
+    case KR_TYPE_F16: kr_scalar_from_float_f16(x, y, n); return true;
+    case KR_TYPE_BF16: kr_scalar_from_float_bf16(x, y, n); return true;
+    case KR_TYPE_Q4_0: kr_quantize_row_q4_0_ref(x, y, n); return true;
+    case KR_TYPE_Q4_1: kr_quantize_row_q4_1_ref(x, y, n); return true;
+    case KR_TYPE_Q5_0: kr_quantize_row_q5_0_ref(x, y, n); return true;
+    case KR_TYPE_Q5_1: kr_quantize_row_q5_1_ref(x, y, n); return true;
+    case KR_TYPE_Q8_0: kr_scalar_from_float_q8_0(x, y, n); return true;
+    case KR_TYPE_Q8_1: kr_scalar_from_float_q8_1(x, y, n); return true;
+    case KR_TYPE_Q4_K: kr_quantize_row_q4_K_ref(x, y, n); return true;
+    case KR_TYPE_Q5_K: kr_quantize_row_q5_K_ref(x, y, n); return true;
+    case KR_TYPE_Q6_K: kr_quantize_row_q6_K_ref(x, y, n); return true;
+    case KR_TYPE_Q8_K: kr_scalar_from_float_q8_K(x, y, n); return true;
     default: return false;
     }
 }

@@ -27,32 +27,32 @@
 #include "kernels_impl.h"
 
 typedef struct x16_layout {
-    kara_type type, source;
+    kr_type type, source;
     int unit; /* file blocks per row that one pack call takes */
-    void (*pack)(const uint8_t *const src[KARA_X16_ROWS], uint8_t *dst);
+    void (*pack)(const uint8_t *const src[KR_X16_ROWS], uint8_t *dst);
     void (*unpack)(const uint8_t *src, int lane, uint8_t *dst);
 } x16_layout;
 
 /* ---- Q4_K: d[16], dmin[16] | u0[16] u1[16] u2[16] | qs chunks ---- */
 
-static void pack_q4_K(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
+static void pack_q4_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
 {
-    for (int r = 0; r < KARA_X16_ROWS; r++) {
-        const kara_block_q4_K *blk = (const kara_block_q4_K *)src[r];
-        memcpy(o + KARA_X16_Q4K_D + 2 * r, &blk->d, 2);
-        memcpy(o + KARA_X16_Q4K_DMIN + 2 * r, &blk->dmin, 2);
-        for (int u = 0; u < 3; u++) memcpy(o + KARA_X16_Q4K_U0 + 64 * u + 4 * r, blk->scales + 4 * u, 4);
-        for (int c = 0; c < 32; c++) memcpy(o + KARA_X16_Q4K_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
+    for (int r = 0; r < KR_X16_ROWS; r++) {
+        const kr_block_q4_K *blk = (const kr_block_q4_K *)src[r];
+        memcpy(o + KR_X16_Q4K_D + 2 * r, &blk->d, 2);
+        memcpy(o + KR_X16_Q4K_DMIN + 2 * r, &blk->dmin, 2);
+        for (int u = 0; u < 3; u++) memcpy(o + KR_X16_Q4K_U0 + 64 * u + 4 * r, blk->scales + 4 * u, 4);
+        for (int c = 0; c < 32; c++) memcpy(o + KR_X16_Q4K_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
     }
 }
 
 static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst)
 {
-    kara_block_q4_K *blk = (kara_block_q4_K *)dst;
-    memcpy(&blk->d, o + KARA_X16_Q4K_D + 2 * r, 2);
-    memcpy(&blk->dmin, o + KARA_X16_Q4K_DMIN + 2 * r, 2);
-    for (int u = 0; u < 3; u++) memcpy(blk->scales + 4 * u, o + KARA_X16_Q4K_U0 + 64 * u + 4 * r, 4);
-    for (int c = 0; c < 32; c++) memcpy(blk->qs + 4 * c, o + KARA_X16_Q4K_QS + 64 * c + 4 * r, 4);
+    kr_block_q4_K *blk = (kr_block_q4_K *)dst;
+    memcpy(&blk->d, o + KR_X16_Q4K_D + 2 * r, 2);
+    memcpy(&blk->dmin, o + KR_X16_Q4K_DMIN + 2 * r, 2);
+    for (int u = 0; u < 3; u++) memcpy(blk->scales + 4 * u, o + KR_X16_Q4K_U0 + 64 * u + 4 * r, 4);
+    for (int c = 0; c < 32; c++) memcpy(blk->qs + 4 * c, o + KR_X16_Q4K_QS + 64 * c + 4 * r, 4);
 }
 
 /* ---- Q6_K: d[16] | scale pairs [8][16][2] | 16 chunk triples ---- */
@@ -66,20 +66,20 @@ static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst)
 static size_t q6_ql_at(int i) /* ql bytes 4i..4i+3 */
 {
     const int h = i / 16, c = i % 16;
-    return KARA_X16_Q6K_Q + 192 * (size_t)(8 * h + c % 8) + 64 * (size_t)(c / 8);
+    return KR_X16_Q6K_Q + 192 * (size_t)(8 * h + c % 8) + 64 * (size_t)(c / 8);
 }
 
 static size_t q6_qh_at(int i) /* qh bytes 4i..4i+3 */
 {
-    return KARA_X16_Q6K_Q + 192 * (size_t)i + 128;
+    return KR_X16_Q6K_Q + 192 * (size_t)i + 128;
 }
 
-static void pack_q6_K(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
+static void pack_q6_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
 {
-    for (int r = 0; r < KARA_X16_ROWS; r++) {
-        const kara_block_q6_K *blk = (const kara_block_q6_K *)src[r];
-        memcpy(o + KARA_X16_Q6K_D + 2 * r, &blk->d, 2);
-        for (int t = 0; t < 8; t++) memcpy(o + KARA_X16_Q6K_SC + 32 * t + 2 * r, blk->scales + 2 * t, 2);
+    for (int r = 0; r < KR_X16_ROWS; r++) {
+        const kr_block_q6_K *blk = (const kr_block_q6_K *)src[r];
+        memcpy(o + KR_X16_Q6K_D + 2 * r, &blk->d, 2);
+        for (int t = 0; t < 8; t++) memcpy(o + KR_X16_Q6K_SC + 32 * t + 2 * r, blk->scales + 2 * t, 2);
         for (int c = 0; c < 32; c++) memcpy(o + q6_ql_at(c) + 4 * r, blk->ql + 4 * c, 4);
         for (int c = 0; c < 16; c++) memcpy(o + q6_qh_at(c) + 4 * r, blk->qh + 4 * c, 4);
     }
@@ -87,28 +87,28 @@ static void pack_q6_K(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
 
 static void unpack_q6_K(const uint8_t *o, int r, uint8_t *dst)
 {
-    kara_block_q6_K *blk = (kara_block_q6_K *)dst;
-    memcpy(&blk->d, o + KARA_X16_Q6K_D + 2 * r, 2);
-    for (int t = 0; t < 8; t++) memcpy(blk->scales + 2 * t, o + KARA_X16_Q6K_SC + 32 * t + 2 * r, 2);
+    kr_block_q6_K *blk = (kr_block_q6_K *)dst;
+    memcpy(&blk->d, o + KR_X16_Q6K_D + 2 * r, 2);
+    for (int t = 0; t < 8; t++) memcpy(blk->scales + 2 * t, o + KR_X16_Q6K_SC + 32 * t + 2 * r, 2);
     for (int c = 0; c < 32; c++) memcpy(blk->ql + 4 * c, o + q6_ql_at(c) + 4 * r, 4);
     for (int c = 0; c < 16; c++) memcpy(blk->qh + 4 * c, o + q6_qh_at(c) + 4 * r, 4);
 }
 
 /* ---- Q4_0: d[16] | 4 qs chunks ---- */
-static void pack_q4_0(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
+static void pack_q4_0(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
 {
-    for (int r = 0; r < KARA_X16_ROWS; r++) {
-        const kara_block_q4_0 *blk = (const kara_block_q4_0 *)src[r];
-        memcpy(o + KARA_X16_Q40_D + 2 * r, &blk->d, 2);
-        for (int c = 0; c < 4; c++) memcpy(o + KARA_X16_Q40_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
+    for (int r = 0; r < KR_X16_ROWS; r++) {
+        const kr_block_q4_0 *blk = (const kr_block_q4_0 *)src[r];
+        memcpy(o + KR_X16_Q40_D + 2 * r, &blk->d, 2);
+        for (int c = 0; c < 4; c++) memcpy(o + KR_X16_Q40_QS + 64 * c + 4 * r, blk->qs + 4 * c, 4);
     }
 }
 
 static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst)
 {
-    kara_block_q4_0 *blk = (kara_block_q4_0 *)dst;
-    memcpy(&blk->d, o + KARA_X16_Q40_D + 2 * r, 2);
-    for (int c = 0; c < 4; c++) memcpy(blk->qs + 4 * c, o + KARA_X16_Q40_QS + 64 * c + 4 * r, 4);
+    kr_block_q4_0 *blk = (kr_block_q4_0 *)dst;
+    memcpy(&blk->d, o + KR_X16_Q40_D + 2 * r, 2);
+    for (int c = 0; c < 4; c++) memcpy(blk->qs + 4 * c, o + KR_X16_Q40_QS + 64 * c + 4 * r, 4);
 }
 
 /* ---- F32: per column, the 16 rows' values ---- */
@@ -116,9 +116,9 @@ static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst)
  * F32 matrix). */
 enum { F32_UNIT = 16 };
 
-static void pack_f32(const uint8_t *const src[KARA_X16_ROWS], uint8_t *o)
+static void pack_f32(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
 {
-    for (int r = 0; r < KARA_X16_ROWS; r++) {
+    for (int r = 0; r < KR_X16_ROWS; r++) {
         for (int c = 0; c < F32_UNIT; c++) memcpy(o + 64 * c + 4 * r, src[r] + 4 * c, 4);
     }
 }
@@ -129,13 +129,13 @@ static void unpack_f32(const uint8_t *o, int r, uint8_t *dst)
 }
 
 static const x16_layout layouts[] = {
-    {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K, 1, pack_q4_K, unpack_q4_K},
-    {KARA_TYPE_Q6_K_X16, KARA_TYPE_Q6_K, 1, pack_q6_K, unpack_q6_K},
-    {KARA_TYPE_Q4_0_X16, KARA_TYPE_Q4_0, 1, pack_q4_0, unpack_q4_0},
-    {KARA_TYPE_F32_X16, KARA_TYPE_F32, F32_UNIT, pack_f32, unpack_f32},
+    {KR_TYPE_Q4_K_X16, KR_TYPE_Q4_K, 1, pack_q4_K, unpack_q4_K},
+    {KR_TYPE_Q6_K_X16, KR_TYPE_Q6_K, 1, pack_q6_K, unpack_q6_K},
+    {KR_TYPE_Q4_0_X16, KR_TYPE_Q4_0, 1, pack_q4_0, unpack_q4_0},
+    {KR_TYPE_F32_X16, KR_TYPE_F32, F32_UNIT, pack_f32, unpack_f32},
 };
 
-static const x16_layout *layout_of(kara_type t)
+static const x16_layout *layout_of(kr_type t)
 {
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         if (layouts[i].type == t) {
@@ -145,65 +145,65 @@ static const x16_layout *layout_of(kara_type t)
     return NULL;
 }
 
-kara_type kara_layout_source(kara_type t)
+kr_type kr_layout_source(kr_type t)
 {
     const x16_layout *l = layout_of(t);
     return l ? l->source : t;
 }
 
-void kara_repacked_blocks(kara_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk, void *out)
+void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk, void *out)
 {
     const x16_layout *l = layout_of(t);
     if (l == NULL) {
         return;
     }
-    const size_t bs = (size_t)kara_type_get(l->source)->type_size;
-    const uint8_t *g = (const uint8_t *)w + row_bytes * (size_t)(r - r % KARA_X16_ROWS);
+    const size_t bs = (size_t)kr_type_get(l->source)->type_size;
+    const uint8_t *g = (const uint8_t *)w + row_bytes * (size_t)(r - r % KR_X16_ROWS);
     for (int64_t i = 0; i < nblk; i++) {
-        l->unpack(g + bs * KARA_X16_ROWS * (size_t)(b0 + i), (int)(r % KARA_X16_ROWS), (uint8_t *)out + bs * (size_t)i);
+        l->unpack(g + bs * KR_X16_ROWS * (size_t)(b0 + i), (int)(r % KR_X16_ROWS), (uint8_t *)out + bs * (size_t)i);
     }
 }
 
-void kara_dequantize_matrix_row(kara_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out)
+void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out)
 {
-    const kara_type st = kara_layout_source(t);
+    const kr_type st = kr_layout_source(t);
     if (st == t) {
-        kara_dequantize_row(t, (const uint8_t *)w + row_bytes * (size_t)r, out, n_cols);
+        kr_dequantize_row(t, (const uint8_t *)w + row_bytes * (size_t)r, out, n_cols);
         return;
     }
-    _Alignas(64) uint8_t blk[8 * sizeof(kara_block_q6_K)]; /* blocks copied back at a time */
-    const kara_type_info *ti = kara_type_get(st);
+    _Alignas(64) uint8_t blk[8 * sizeof(kr_block_q6_K)]; /* blocks copied back at a time */
+    const kr_type_info *ti = kr_type_get(st);
     const int64_t nb = n_cols / ti->block_size, chunk = (int64_t)(sizeof blk / ti->type_size);
     for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
         const int64_t n = nb - b0 < chunk ? nb - b0 : chunk;
-        kara_repacked_blocks(t, w, row_bytes, r, b0, n, blk);
-        kara_dequantize_row(st, blk, out + b0 * ti->block_size, n * ti->block_size);
+        kr_repacked_blocks(t, w, row_bytes, r, b0, n, blk);
+        kr_dequantize_row(st, blk, out + b0 * ti->block_size, n * ti->block_size);
     }
 }
 
-bool kara_repack_matrix(kara_type *type, kara_type to, void *data, int64_t n_rows, int64_t n_cols)
+bool kr_repack_matrix(kr_type *type, kr_type to, void *data, int64_t n_rows, int64_t n_cols)
 {
     const x16_layout *l = layout_of(to);
-    if (l == NULL || *type != l->source || n_rows <= 0 || n_rows % KARA_X16_ROWS != 0) {
+    if (l == NULL || *type != l->source || n_rows <= 0 || n_rows % KR_X16_ROWS != 0) {
         return false;
     }
-    const kara_type_info *ti = kara_type_get(l->source);
+    const kr_type_info *ti = kr_type_get(l->source);
     if (n_cols % ((int64_t)ti->block_size * l->unit) != 0) {
         return false;
     }
-    const size_t row_bytes = kara_type_row_size(l->source, n_cols), bs = (size_t)ti->type_size;
-    const size_t group = row_bytes * KARA_X16_ROWS;
+    const size_t row_bytes = kr_type_row_size(l->source, n_cols), bs = (size_t)ti->type_size;
+    const size_t group = row_bytes * KR_X16_ROWS;
     uint8_t *tmp = malloc(group);
     if (tmp == NULL) {
         return false;
     }
-    for (int64_t r = 0; r < n_rows; r += KARA_X16_ROWS) {
+    for (int64_t r = 0; r < n_rows; r += KR_X16_ROWS) {
         uint8_t *g = (uint8_t *)data + row_bytes * (size_t)r;
         memcpy(tmp, g, group);
         for (int64_t b = 0; b < n_cols / ti->block_size; b += l->unit) {
-            const uint8_t *src[KARA_X16_ROWS];
-            for (int i = 0; i < KARA_X16_ROWS; i++) src[i] = tmp + row_bytes * (size_t)i + bs * (size_t)b;
-            l->pack(src, g + bs * KARA_X16_ROWS * (size_t)b);
+            const uint8_t *src[KR_X16_ROWS];
+            for (int i = 0; i < KR_X16_ROWS; i++) src[i] = tmp + row_bytes * (size_t)i + bs * (size_t)b;
+            l->pack(src, g + bs * KR_X16_ROWS * (size_t)b);
         }
     }
     free(tmp);

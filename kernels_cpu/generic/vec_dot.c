@@ -8,7 +8,7 @@
  */
 #include "kernels_impl.h"
 
-void kara_scalar_vec_dot_f32(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_f32(int64_t n, float *out, const void *vw, const void *vx)
 {
     const float *w = vw, *x = vx;
     double sum = 0.0;
@@ -18,132 +18,132 @@ void kara_scalar_vec_dot_f32(int64_t n, float *out, const void *vw, const void *
     *out = (float)sum;
 }
 
-void kara_scalar_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_fp16 *w = vw, *x = vx;
+    const kr_fp16 *w = vw, *x = vx;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        sum += (double)kara_half_to_float(w[i]) * kara_half_to_float(x[i]);
+        sum += (double)kr_half_to_float(w[i]) * kr_half_to_float(x[i]);
     }
     *out = (float)sum;
 }
 
-void kara_scalar_vec_dot_bf16(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_bf16(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_bf16 *w = vw, *x = vx;
+    const kr_bf16 *w = vw, *x = vx;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        sum += (double)kara_bf16_bits_to_float(w[i]) * kara_bf16_bits_to_float(x[i]);
+        sum += (double)kr_bf16_bits_to_float(w[i]) * kr_bf16_bits_to_float(x[i]);
     }
     *out = (float)sum;
 }
 
-void kara_scalar_vec_dot_q4_0(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q4_0(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q4_0 *w = vw;
-    const kara_block_q8_0 *x = vx;
-    const int64_t nb = n / KARA_QK8_0;
+    const kr_block_q4_0 *w = vw;
+    const kr_block_q8_0 *x = vx;
+    const int64_t nb = n / KR_QK8_0;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         int sumi = 0;
-        for (int j = 0; j < KARA_QK8_0 / 2; j++) {
+        for (int j = 0; j < KR_QK8_0 / 2; j++) {
             sumi += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j];
-            sumi += ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + KARA_QK8_0 / 2];
+            sumi += ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + KR_QK8_0 / 2];
         }
-        sum += sumi * kara_half_to_float(w[i].d) * kara_half_to_float(x[i].d);
+        sum += sumi * kr_half_to_float(w[i].d) * kr_half_to_float(x[i].d);
     }
     *out = sum;
 }
 
-void kara_scalar_vec_dot_q4_1(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q4_1(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q4_1 *w = vw;
-    const kara_block_q8_1 *x = vx;
-    const int64_t nb = n / KARA_QK8_1;
+    const kr_block_q4_1 *w = vw;
+    const kr_block_q8_1 *x = vx;
+    const int64_t nb = n / KR_QK8_1;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         int sumi = 0;
-        for (int j = 0; j < KARA_QK8_1 / 2; j++) {
+        for (int j = 0; j < KR_QK8_1 / 2; j++) {
             sumi += (w[i].qs[j] & 0xF) * x[i].qs[j];
-            sumi += (w[i].qs[j] >> 4) * x[i].qs[j + KARA_QK8_1 / 2];
+            sumi += (w[i].qs[j] >> 4) * x[i].qs[j + KR_QK8_1 / 2];
         }
         /* sum((q*d + m) * qx*dx) = d*dx*sum(q*qx) + m * (dx*sum(qx)) */
-        sum += sumi * kara_half_to_float(w[i].d) * kara_half_to_float(x[i].d) +
-               kara_half_to_float(w[i].m) * kara_half_to_float(x[i].s);
+        sum += sumi * kr_half_to_float(w[i].d) * kr_half_to_float(x[i].d) +
+               kr_half_to_float(w[i].m) * kr_half_to_float(x[i].s);
     }
     *out = sum;
 }
 
-void kara_scalar_vec_dot_q5_0(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q5_0(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q5_0 *w = vw;
-    const kara_block_q8_0 *x = vx;
-    const int64_t nb = n / KARA_QK8_0;
+    const kr_block_q5_0 *w = vw;
+    const kr_block_q8_0 *x = vx;
+    const int64_t nb = n / KR_QK8_0;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint32_t qh;
         memcpy(&qh, w[i].qh, sizeof(qh));
         int sumi = 0;
-        for (int j = 0; j < KARA_QK8_0 / 2; j++) {
+        for (int j = 0; j < KR_QK8_0 / 2; j++) {
             const int h0 = ((qh >> j) & 1) << 4;
             const int h1 = ((qh >> (j + 16)) & 1) << 4;
             sumi += (((w[i].qs[j] & 0xF) | h0) - 16) * x[i].qs[j];
-            sumi += (((w[i].qs[j] >> 4) | h1) - 16) * x[i].qs[j + KARA_QK8_0 / 2];
+            sumi += (((w[i].qs[j] >> 4) | h1) - 16) * x[i].qs[j + KR_QK8_0 / 2];
         }
-        sum += sumi * kara_half_to_float(w[i].d) * kara_half_to_float(x[i].d);
+        sum += sumi * kr_half_to_float(w[i].d) * kr_half_to_float(x[i].d);
     }
     *out = sum;
 }
 
-void kara_scalar_vec_dot_q5_1(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q5_1(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q5_1 *w = vw;
-    const kara_block_q8_1 *x = vx;
-    const int64_t nb = n / KARA_QK8_1;
+    const kr_block_q5_1 *w = vw;
+    const kr_block_q8_1 *x = vx;
+    const int64_t nb = n / KR_QK8_1;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint32_t qh;
         memcpy(&qh, w[i].qh, sizeof(qh));
         int sumi = 0;
-        for (int j = 0; j < KARA_QK8_1 / 2; j++) {
+        for (int j = 0; j < KR_QK8_1 / 2; j++) {
             const int h0 = ((qh >> j) & 1) << 4;
             const int h1 = ((qh >> (j + 16)) & 1) << 4;
             sumi += ((w[i].qs[j] & 0xF) | h0) * x[i].qs[j];
-            sumi += ((w[i].qs[j] >> 4) | h1) * x[i].qs[j + KARA_QK8_1 / 2];
+            sumi += ((w[i].qs[j] >> 4) | h1) * x[i].qs[j + KR_QK8_1 / 2];
         }
-        sum += sumi * kara_half_to_float(w[i].d) * kara_half_to_float(x[i].d) +
-               kara_half_to_float(w[i].m) * kara_half_to_float(x[i].s);
+        sum += sumi * kr_half_to_float(w[i].d) * kr_half_to_float(x[i].d) +
+               kr_half_to_float(w[i].m) * kr_half_to_float(x[i].s);
     }
     *out = sum;
 }
 
-void kara_scalar_vec_dot_q8_0(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q8_0(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q8_0 *w = vw;
-    const kara_block_q8_0 *x = vx;
-    const int64_t nb = n / KARA_QK8_0;
+    const kr_block_q8_0 *w = vw;
+    const kr_block_q8_0 *x = vx;
+    const int64_t nb = n / KR_QK8_0;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         int sumi = 0;
-        for (int j = 0; j < KARA_QK8_0; j++) {
+        for (int j = 0; j < KR_QK8_0; j++) {
             sumi += w[i].qs[j] * x[i].qs[j];
         }
-        sum += sumi * kara_half_to_float(w[i].d) * kara_half_to_float(x[i].d);
+        sum += sumi * kr_half_to_float(w[i].d) * kr_half_to_float(x[i].d);
     }
     *out = sum;
 }
 
 /* Q4_K: per super-block, d*dx*sum_j(sc_j * sum(q*qx)) - dmin*dx*sum_j(m_j *
  * sum(qx over sub-block j)); the second sum comes from the Q8_K bsums. */
-void kara_scalar_vec_dot_q4_K(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q4_K(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q4_K *w = vw;
-    const kara_block_q8_K *x = vx;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q4_K *w = vw;
+    const kr_block_q8_K *x = vx;
+    const int64_t nb = n / KR_QK_K;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint8_t sc[8], mn[8];
-        kara_unpack_scales_k4(w[i].scales, sc, mn);
+        kr_unpack_scales_k4(w[i].scales, sc, mn);
         const uint8_t *q = w[i].qs;
         const int8_t *qx = x[i].qs;
         int sumi = 0, summ = 0;
@@ -160,20 +160,20 @@ void kara_scalar_vec_dot_q4_K(int64_t n, float *out, const void *vw, const void 
         for (int j = 0; j < 8; j++) {
             summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
         }
-        sum += kara_half_to_float(w[i].d) * x[i].d * sumi - kara_half_to_float(w[i].dmin) * x[i].d * summ;
+        sum += kr_half_to_float(w[i].d) * x[i].d * sumi - kr_half_to_float(w[i].dmin) * x[i].d * summ;
     }
     *out = sum;
 }
 
-void kara_scalar_vec_dot_q5_K(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q5_K(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q5_K *w = vw;
-    const kara_block_q8_K *x = vx;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q5_K *w = vw;
+    const kr_block_q8_K *x = vx;
+    const int64_t nb = n / KR_QK_K;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint8_t sc[8], mn[8];
-        kara_unpack_scales_k4(w[i].scales, sc, mn);
+        kr_unpack_scales_k4(w[i].scales, sc, mn);
         const uint8_t *ql = w[i].qs;
         const uint8_t *qh = w[i].qh;
         const int8_t *qx = x[i].qs;
@@ -193,16 +193,16 @@ void kara_scalar_vec_dot_q5_K(int64_t n, float *out, const void *vw, const void 
         for (int j = 0; j < 8; j++) {
             summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
         }
-        sum += kara_half_to_float(w[i].d) * x[i].d * sumi - kara_half_to_float(w[i].dmin) * x[i].d * summ;
+        sum += kr_half_to_float(w[i].d) * x[i].d * sumi - kr_half_to_float(w[i].dmin) * x[i].d * summ;
     }
     *out = sum;
 }
 
-void kara_scalar_vec_dot_q6_K(int64_t n, float *out, const void *vw, const void *vx)
+void kr_scalar_vec_dot_q6_K(int64_t n, float *out, const void *vw, const void *vx)
 {
-    const kara_block_q6_K *w = vw;
-    const kara_block_q8_K *x = vx;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q6_K *w = vw;
+    const kr_block_q8_K *x = vx;
+    const int64_t nb = n / KR_QK_K;
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *ql = w[i].ql;
@@ -210,7 +210,7 @@ void kara_scalar_vec_dot_q6_K(int64_t n, float *out, const void *vw, const void 
         const int8_t *sc = w[i].scales;
         const int8_t *qx = x[i].qs;
         int sumi = 0;
-        for (int h = 0; h < KARA_QK_K; h += 128) {
+        for (int h = 0; h < KR_QK_K; h += 128) {
             int s[8] = { 0 };
             for (int l = 0; l < 32; l++) {
                 const int is = l / 16;
@@ -231,7 +231,7 @@ void kara_scalar_vec_dot_q6_K(int64_t n, float *out, const void *vw, const void 
             sc += 8;
             qx += 128;
         }
-        sum += kara_half_to_float(w[i].d) * x[i].d * sumi;
+        sum += kr_half_to_float(w[i].d) * x[i].d * sumi;
     }
     *out = sum;
 }

@@ -4,15 +4,15 @@
  * multi-row matmul, activation quantizers, row ops). Compiled with
  * -mavx2 -mfma -mf16c; dispatch.c only calls it on CPUs that have them.
  */
-#define KARA_X86_VNNI 0
-#define KARA_X86_WIDTH 8
+#define KR_X86_VNNI 0
+#define KR_X86_WIDTH 8
 #include "x86_dot_impl.h"
 #include "x86_ops_impl.h"
 #include "x86_attn_impl.h"
 
-static kara_x86_dotn_fn avx2_dotn[KARA_TYPE_COUNT];
+static kr_x86_dotn_fn avx2_dotn[KR_TYPE_COUNT];
 
-static void avx2_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+static void avx2_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                         int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
                         int ith, int nth)
 {
@@ -22,7 +22,7 @@ static void avx2_matmul(const kara_kernels *k, kara_type wtype, const void *w, s
 /* bf16 stores: round to nearest even on the bit pattern, NaN kept quiet. */
 static void avx2_from_float_bf16(const float *x, void *vy, int64_t n)
 {
-    kara_bf16 *y = vy;
+    kr_bf16 *y = vy;
     int64_t i = 0;
     const __m256i bias = _mm256_set1_epi32(0x7fff);
     const __m256i one = _mm256_set1_epi32(1);
@@ -40,37 +40,37 @@ static void avx2_from_float_bf16(const float *x, void *vy, int64_t n)
         const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h[0], h[1]), 0xD8);
         _mm256_storeu_si256((__m256i *)(y + i), packed);
     }
-    for (; i < n; i++) y[i] = kara_fp32_to_bf16(x[i]);
+    for (; i < n; i++) y[i] = kr_fp32_to_bf16(x[i]);
 }
 
-void kara_kernels_init_avx2(kara_kernels *k)
+void kr_kernels_init_avx2(kr_kernels *k)
 {
-    kara_kernels_init_scalar(k);
-    k->isa = KARA_ISA_AVX2;
+    kr_kernels_init_scalar(k);
+    k->isa = KR_ISA_AVX2;
     k->name = "avx2";
 
-    k->vec_dot[KARA_TYPE_F32] = vec_dot_f32;
-    k->vec_dot[KARA_TYPE_F16] = vec_dot_f16;
-    k->vec_dot[KARA_TYPE_BF16] = vec_dot_bf16;
-    k->vec_dot[KARA_TYPE_Q4_0] = vec_dot_q4_0;
-    k->vec_dot[KARA_TYPE_Q8_0] = vec_dot_q8_0;
-    k->vec_dot[KARA_TYPE_Q4_K] = vec_dot_q4_K;
-    k->vec_dot[KARA_TYPE_Q5_K] = vec_dot_q5_K;
-    k->vec_dot[KARA_TYPE_Q6_K] = vec_dot_q6_K;
+    k->vec_dot[KR_TYPE_F32] = vec_dot_f32;
+    k->vec_dot[KR_TYPE_F16] = vec_dot_f16;
+    k->vec_dot[KR_TYPE_BF16] = vec_dot_bf16;
+    k->vec_dot[KR_TYPE_Q4_0] = vec_dot_q4_0;
+    k->vec_dot[KR_TYPE_Q8_0] = vec_dot_q8_0;
+    k->vec_dot[KR_TYPE_Q4_K] = vec_dot_q4_K;
+    k->vec_dot[KR_TYPE_Q5_K] = vec_dot_q5_K;
+    k->vec_dot[KR_TYPE_Q6_K] = vec_dot_q6_K;
 
-    avx2_dotn[KARA_TYPE_F32] = dotn_f32;
-    avx2_dotn[KARA_TYPE_F16] = dotn_f16;
-    avx2_dotn[KARA_TYPE_BF16] = dotn_bf16;
-    avx2_dotn[KARA_TYPE_Q4_0] = dotn_q4_0;
-    avx2_dotn[KARA_TYPE_Q8_0] = dotn_q8_0;
-    avx2_dotn[KARA_TYPE_Q4_K] = dotn_q4_K;
-    avx2_dotn[KARA_TYPE_Q5_K] = dotn_q5_K;
-    avx2_dotn[KARA_TYPE_Q6_K] = dotn_q6_K;
+    avx2_dotn[KR_TYPE_F32] = dotn_f32;
+    avx2_dotn[KR_TYPE_F16] = dotn_f16;
+    avx2_dotn[KR_TYPE_BF16] = dotn_bf16;
+    avx2_dotn[KR_TYPE_Q4_0] = dotn_q4_0;
+    avx2_dotn[KR_TYPE_Q8_0] = dotn_q8_0;
+    avx2_dotn[KR_TYPE_Q4_K] = dotn_q4_K;
+    avx2_dotn[KR_TYPE_Q5_K] = dotn_q5_K;
+    avx2_dotn[KR_TYPE_Q6_K] = dotn_q6_K;
 
-    k->from_float[KARA_TYPE_F16] = ops_from_float_f16;
-    k->from_float[KARA_TYPE_BF16] = avx2_from_float_bf16;
-    k->from_float[KARA_TYPE_Q8_0] = from_float_q8_0;
-    k->from_float[KARA_TYPE_Q8_K] = from_float_q8_K;
+    k->from_float[KR_TYPE_F16] = ops_from_float_f16;
+    k->from_float[KR_TYPE_BF16] = avx2_from_float_bf16;
+    k->from_float[KR_TYPE_Q8_0] = from_float_q8_0;
+    k->from_float[KR_TYPE_Q8_K] = from_float_q8_K;
 
     k->matmul = avx2_matmul;
     k->rmsnorm = ops_rmsnorm;

@@ -52,23 +52,23 @@ typedef struct xgeom {
 /* ---- unpacking one row segment [k0, k0 + kc) to bytes and group terms ---- */
 
 /* tmp receives kc bytes; a and c one value per group of G. */
-static int unpack_row(kara_type t, const uint8_t *row, int64_t k0, int kc, uint8_t *tmp, float *a, float *c)
+static int unpack_row(kr_type t, const uint8_t *row, int64_t k0, int kc, uint8_t *tmp, float *a, float *c)
 {
     switch (t) {
-    case KARA_TYPE_Q8_0: {
-        const kara_block_q8_0 *b = (const kara_block_q8_0 *)row + k0 / 32;
+    case KR_TYPE_Q8_0: {
+        const kr_block_q8_0 *b = (const kr_block_q8_0 *)row + k0 / 32;
         for (int i = 0; i < kc / 32; i++) {
-            const float d = kara_half_to_float(b[i].d);
+            const float d = kr_half_to_float(b[i].d);
             for (int l = 0; l < 32; l++) tmp[32 * i + l] = (uint8_t)(b[i].qs[l] + 128);
             a[i] = d;
             c[i] = -128.0f * d;
         }
         return 32;
     }
-    case KARA_TYPE_Q4_0: {
-        const kara_block_q4_0 *b = (const kara_block_q4_0 *)row + k0 / 32;
+    case KR_TYPE_Q4_0: {
+        const kr_block_q4_0 *b = (const kr_block_q4_0 *)row + k0 / 32;
         for (int i = 0; i < kc / 32; i++) {
-            const float d = kara_half_to_float(b[i].d);
+            const float d = kr_half_to_float(b[i].d);
             for (int l = 0; l < 16; l++) {
                 tmp[32 * i + l] = b[i].qs[l] & 0x0F;
                 tmp[32 * i + 16 + l] = b[i].qs[l] >> 4;
@@ -78,13 +78,13 @@ static int unpack_row(kara_type t, const uint8_t *row, int64_t k0, int kc, uint8
         }
         return 32;
     }
-    case KARA_TYPE_Q4_K: {
-        const kara_block_q4_K *b = (const kara_block_q4_K *)row + k0 / KARA_QK_K;
-        for (int i = 0; i < kc / KARA_QK_K; i++) {
-            const float d = kara_half_to_float(b[i].d), dmin = kara_half_to_float(b[i].dmin);
+    case KR_TYPE_Q4_K: {
+        const kr_block_q4_K *b = (const kr_block_q4_K *)row + k0 / KR_QK_K;
+        for (int i = 0; i < kc / KR_QK_K; i++) {
+            const float d = kr_half_to_float(b[i].d), dmin = kr_half_to_float(b[i].dmin);
             uint8_t sc[8], mn[8];
-            kara_unpack_scales_k4(b[i].scales, sc, mn);
-            uint8_t *o = tmp + KARA_QK_K * i;
+            kr_unpack_scales_k4(b[i].scales, sc, mn);
+            uint8_t *o = tmp + KR_QK_K * i;
             for (int j = 0; j < 4; j++) {
                 for (int l = 0; l < 32; l++) {
                     o[64 * j + l] = b[i].qs[32 * j + l] & 0x0F;
@@ -98,11 +98,11 @@ static int unpack_row(kara_type t, const uint8_t *row, int64_t k0, int kc, uint8
         }
         return 32;
     }
-    case KARA_TYPE_Q6_K: {
-        const kara_block_q6_K *b = (const kara_block_q6_K *)row + k0 / KARA_QK_K;
-        for (int i = 0; i < kc / KARA_QK_K; i++) {
-            const float d = kara_half_to_float(b[i].d);
-            uint8_t *o = tmp + KARA_QK_K * i;
+    case KR_TYPE_Q6_K: {
+        const kr_block_q6_K *b = (const kr_block_q6_K *)row + k0 / KR_QK_K;
+        for (int i = 0; i < kc / KR_QK_K; i++) {
+            const float d = kr_half_to_float(b[i].d);
+            uint8_t *o = tmp + KR_QK_K * i;
             for (int h = 0; h < 2; h++) {
                 const uint8_t *ql = b[i].ql + 64 * h, *qh = b[i].qh + 32 * h;
                 for (int l = 0; l < 32; l++) {
@@ -126,7 +126,7 @@ static int unpack_row(kara_type t, const uint8_t *row, int64_t k0, int kc, uint8
 
 /* Unpack rows [r0, r0 + nr) (nr <= PW) of columns [k0, k0 + kc) into a
  * panel; missing rows are zero, lane 15 is the ones row. Returns G. */
-static int pack_panel(kara_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int nr, int64_t k0, int kc,
+static int pack_panel(kr_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int nr, int64_t k0, int kc,
                       panel *p)
 {
     _Alignas(64) uint8_t tmp[KC];
@@ -135,12 +135,12 @@ static int pack_panel(kara_type t, const uint8_t *w, size_t w_row_bytes, int64_t
     int g = 32;
     for (int r = 0; r < PR; r++) {
         int ng;
-        if (r < nr && kara_layout_source(t) != t) {
+        if (r < nr && kr_layout_source(t) != t) {
             /* a load-time layout: this row's blocks back to file blocks first */
-            _Alignas(64) uint8_t blk[KC / KARA_QK_K * sizeof(kara_block_q6_K)]; /* the largest: Q6_K */
-            const kara_type st = kara_layout_source(t);
-            const int64_t bsz = kara_type_get(st)->block_size;
-            kara_repacked_blocks(t, w, w_row_bytes, r0 + r, k0 / bsz, kc / bsz, blk);
+            _Alignas(64) uint8_t blk[KC / KR_QK_K * sizeof(kr_block_q6_K)]; /* the largest: Q6_K */
+            const kr_type st = kr_layout_source(t);
+            const int64_t bsz = kr_type_get(st)->block_size;
+            kr_repacked_blocks(t, w, w_row_bytes, r0 + r, k0 / bsz, kc / bsz, blk);
             g = unpack_row(st, blk, 0, kc, tmp, a, c);
             ng = kc / g;
         } else if (r < nr) {
@@ -226,37 +226,37 @@ static void micro_dispatch(const panel *p, int G, int kc, int64_t k0, const uint
     }
 }
 
-int64_t kara_avx512_gemm_min_batch(kara_type wtype)
+int64_t kr_avx512_gemm_min_batch(kr_type wtype)
 {
     switch (wtype) {
-    case KARA_TYPE_Q8_0: return 16;
-    case KARA_TYPE_Q4_0: return 40;
-    case KARA_TYPE_Q4_K: return 32;
-    case KARA_TYPE_Q6_K: return 56;
+    case KR_TYPE_Q8_0: return 16;
+    case KR_TYPE_Q4_0: return 40;
+    case KR_TYPE_Q4_K: return 32;
+    case KR_TYPE_Q6_K: return 56;
     default: return INT64_MAX;
     }
 }
 
-bool kara_avx512_gemm(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
+bool kr_avx512_gemm(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                       const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
     xgeom xg;
     switch (wtype) {
-    case KARA_TYPE_Q8_0:
-    case KARA_TYPE_Q4_0:
-    case KARA_TYPE_Q4_0_X16:
-        xg = (xgeom){sizeof(kara_block_q8_0), 5, 2, true};
+    case KR_TYPE_Q8_0:
+    case KR_TYPE_Q4_0:
+    case KR_TYPE_Q4_0_X16:
+        xg = (xgeom){sizeof(kr_block_q8_0), 5, 2, true};
         break;
-    case KARA_TYPE_Q4_K:
-    case KARA_TYPE_Q4_K_X16:
-    case KARA_TYPE_Q6_K:
-    case KARA_TYPE_Q6_K_X16:
-        xg = (xgeom){sizeof(kara_block_q8_K), 8, 4, false};
+    case KR_TYPE_Q4_K:
+    case KR_TYPE_Q4_K_X16:
+    case KR_TYPE_Q6_K:
+    case KR_TYPE_Q6_K_X16:
+        xg = (xgeom){sizeof(kr_block_q8_K), 8, 4, false};
         break;
     default:
         return false;
     }
-    if (n_cols % KARA_QK_K != 0 && kara_type_get(wtype)->block_size == KARA_QK_K) return false;
+    if (n_cols % KR_QK_K != 0 && kr_type_get(wtype)->block_size == KR_QK_K) return false;
     if (n_cols % 32 != 0) return false;
     /* column chunks start on a multiple of KC (itself a multiple of 256), so
      * no weight or activation block is ever split; the panel (24 KiB) lives

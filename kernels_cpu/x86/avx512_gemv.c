@@ -26,11 +26,11 @@
 #include "avx512_gemv_impl.h"
 #include "kernels_impl.h"
 
-/* Rearranged activation row: at most KARA_GEMV_MAX_COLS columns. */
+/* Rearranged activation row: at most KR_GEMV_MAX_COLS columns. */
 typedef struct gemv_x {
-    _Alignas(64) int8_t q[KARA_GEMV_MAX_COLS];
-    _Alignas(64) float d[KARA_GEMV_MAX_COLS / 32];    /* block scale */
-    _Alignas(64) float corr[KARA_GEMV_MAX_COLS / 32]; /* dx * OFS * sum(q) */
+    _Alignas(64) int8_t q[KR_GEMV_MAX_COLS];
+    _Alignas(64) float d[KR_GEMV_MAX_COLS / 32];    /* block scale */
+    _Alignas(64) float corr[KR_GEMV_MAX_COLS / 32]; /* dx * OFS * sum(q) */
 } gemv_x;
 
 /* The 8-block steps of one Q8_0 weight row (nb8 blocks, a multiple of 8)
@@ -82,14 +82,14 @@ static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
     acc_q8_0(row, nb8, px, &acc, &corr);
     float sum = hsum256(acc) - hsum256(corr);
     for (int64_t b = nb8; b < nb; b++) { /* tail blocks, one 256-bit step each */
-        const kara_block_q8_0 *blk = (const kara_block_q8_0 *)(row + 34 * b);
+        const kr_block_q8_0 *blk = (const kr_block_q8_0 *)(row + 34 * b);
         const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
         const __m256i xv = _mm256_load_si256((const __m256i *)(px->q + 32 * b));
         const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, xv);
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(dot), _mm256_extracti128_si256(dot, 1));
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-        const float dw = kara_half_to_float(blk->d);
+        const float dw = kr_half_to_float(blk->d);
         sum += dw * px->d[b] * (float)_mm_cvtsi128_si32(s) - dw * px->corr[b];
     }
     return sum;
@@ -140,11 +140,11 @@ static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
     acc_q4_0(row, nb8, px, &acc, &corr);
     float sum = hsum256(acc) - hsum256(corr);
     for (int64_t b = nb8; b < nb; b++) { /* tail blocks: the prepared layout of a partial group */
-        const kara_block_q4_0 *blk = (const kara_block_q4_0 *)(row + 18 * b);
+        const kr_block_q4_0 *blk = (const kr_block_q4_0 *)(row + 18 * b);
         const int8_t *xq = px->q + 128 * (b / 4) + 16 * (b % 4);
         int s = 0;
         for (int l = 0; l < 16; l++) s += (blk->qs[l] & 0x0F) * xq[l] + (blk->qs[l] >> 4) * xq[64 + l];
-        const float dw = kara_half_to_float(blk->d);
+        const float dw = kr_half_to_float(blk->d);
         sum += dw * px->d[b] * (float)s - dw * px->corr[b];
     }
     return sum;
@@ -176,19 +176,19 @@ static inline __attribute__((always_inline)) void gemv_rows(const bool q8, const
     }
 }
 
-bool kara_avx512_gemv(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
+bool kr_avx512_gemv(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                       const void *x, float *y)
 {
-    if (wtype == KARA_TYPE_Q4_K) {
-        return kara_avx512_gemv_k(wtype, w, w_row_bytes, r0, r1, n_cols, x, y);
+    if (wtype == KR_TYPE_Q4_K) {
+        return kr_avx512_gemv_k(wtype, w, w_row_bytes, r0, r1, n_cols, x, y);
     }
-    if ((wtype != KARA_TYPE_Q8_0 && wtype != KARA_TYPE_Q4_0) || n_cols > KARA_GEMV_MAX_COLS || n_cols % 32 != 0) {
+    if ((wtype != KR_TYPE_Q8_0 && wtype != KR_TYPE_Q4_0) || n_cols > KR_GEMV_MAX_COLS || n_cols % 32 != 0) {
         return false;
     }
     gemv_x px;
     const int64_t nb = n_cols / 32;
     const uint8_t *wb = w;
-    if (wtype == KARA_TYPE_Q8_0) {
+    if (wtype == KR_TYPE_Q8_0) {
         prep_x_q8_0(x, nb, px.q, px.d, px.corr);
         gemv_rows(true, wb, w_row_bytes, r0, r1, nb, &px, y);
     } else {

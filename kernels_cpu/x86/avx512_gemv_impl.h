@@ -7,8 +7,8 @@
  * its one-row product, so both must reduce accumulators, read scales and
  * sum activation blocks with the very same instruction sequences.
  */
-#ifndef KARA_AVX512_GEMV_IMPL_H
-#define KARA_AVX512_GEMV_IMPL_H
+#ifndef KR_AVX512_GEMV_IMPL_H
+#define KR_AVX512_GEMV_IMPL_H
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -56,11 +56,11 @@ static inline int block_sum_i8(const int8_t *q)
 /* One Q8_0 activation row rearranged for the Q8_0 kernels: values in block
  * order, block scales as f32, and corr = d * 128 * sum(q) (the weights are
  * stored + 128). */
-static inline void prep_x_q8_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
+static inline void prep_x_q8_0(const kr_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
 {
     for (int64_t b = 0; b < nb; b++) {
         memcpy(q + 32 * b, x[b].qs, 32);
-        d[b] = kara_half_to_float(x[b].d);
+        d[b] = kr_half_to_float(x[b].d);
         corr[b] = d[b] * 128.0f * (float)block_sum_i8(x[b].qs);
     }
 }
@@ -68,13 +68,13 @@ static inline void prep_x_q8_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, 
 /* The same for the Q4_0 kernels: per group of 4 blocks the low halves
  * (elements 0-15, which meet the low nibbles) of the 4 blocks, then the high
  * halves; corr with 8 (nibbles are stored as value + 8). */
-static inline void prep_x_q4_0(const kara_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
+static inline void prep_x_q4_0(const kr_block_q8_0 *x, int64_t nb, int8_t *q, float *d, float *corr)
 {
     for (int64_t b = 0; b < nb; b++) {
         int8_t *dst = q + 128 * (b / 4);
         memcpy(dst + 16 * (b % 4), x[b].qs, 16);
         memcpy(dst + 64 + 16 * (b % 4), x[b].qs + 16, 16);
-        d[b] = kara_half_to_float(x[b].d);
+        d[b] = kr_half_to_float(x[b].d);
         corr[b] = d[b] * 8.0f * (float)block_sum_i8(x[b].qs);
     }
 }
@@ -104,4 +104,4 @@ static inline __m512i load_q4_0_x4(const uint8_t *blk)
     return _mm512_inserti32x4(w, _mm_loadu_si128((const __m128i *)(blk + 54 + 2)), 3);
 }
 
-#endif /* KARA_AVX512_GEMV_IMPL_H */
+#endif /* KR_AVX512_GEMV_IMPL_H */

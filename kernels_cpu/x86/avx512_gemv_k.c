@@ -26,20 +26,20 @@
 #include "avx512_gemv_impl.h"
 #include "kernels_impl.h"
 
-/* Rearranged Q8_K activation row for Q4_K: at most KARA_GEMV_MAX_COLS. */
+/* Rearranged Q8_K activation row for Q4_K: at most KR_GEMV_MAX_COLS. */
 typedef struct gemv_xk {
-    _Alignas(64) int8_t q[KARA_GEMV_MAX_COLS];
-    _Alignas(64) float d[KARA_GEMV_MAX_COLS / KARA_QK_K];
-    _Alignas(64) int16_t sum32[KARA_GEMV_MAX_COLS / 32]; /* per 32-element sub-block */
+    _Alignas(64) int8_t q[KR_GEMV_MAX_COLS];
+    _Alignas(64) float d[KR_GEMV_MAX_COLS / KR_QK_K];
+    _Alignas(64) int16_t sum32[KR_GEMV_MAX_COLS / 32]; /* per 32-element sub-block */
 } gemv_xk;
 
 /* Order per block: elements 0-31, 64-95 | 32-63, 96-127 | 128-159, 192-223 |
  * 160-191, 224-255: the lanes of the low/high nibbles of each 64-byte load. */
-static void prepare_x_q4_K(const kara_block_q8_K *x, int64_t nb, gemv_xk *px)
+static void prepare_x_q4_K(const kr_block_q8_K *x, int64_t nb, gemv_xk *px)
 {
     static const int src[8] = { 0, 64, 32, 96, 128, 192, 160, 224 };
     for (int64_t b = 0; b < nb; b++) {
-        int8_t *dst = px->q + KARA_QK_K * b;
+        int8_t *dst = px->q + KR_QK_K * b;
         for (int c = 0; c < 8; c++) memcpy(dst + 32 * c, x[b].qs + src[c], 32);
         px->d[b] = x[b].d;
         for (int s = 0; s < 8; s++) px->sum32[8 * b + s] = (int16_t)(x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
@@ -63,14 +63,14 @@ static inline __attribute__((always_inline)) void acc_q4_K(const uint8_t *row, i
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *blk = row + sizeof(kara_block_q4_K) * i;
+        const uint8_t *blk = row + sizeof(kr_block_q4_K) * i;
         uint64_t sc8, mn8;
-        kara_unpack_k4_scales_packed(blk + 4, &sc8, &mn8);
+        kr_unpack_k4_scales_packed(blk + 4, &sc8, &mn8);
         const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
         const __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8));
         const __m512i w0 = _mm512_loadu_si512((const void *)(blk + 16));
         const __m512i w1 = _mm512_loadu_si512((const void *)(blk + 80));
-        const int8_t *xq = px->q + KARA_QK_K * i;
+        const int8_t *xq = px->q + KR_QK_K * i;
         const __m512i p0 = _mm512_maddubs_epi16(_mm512_and_si512(w0, m4), _mm512_load_si512((const void *)xq));
         const __m512i p1 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w0, 4), m4),
                                                 _mm512_load_si512((const void *)(xq + 64)));
@@ -94,13 +94,13 @@ static inline __attribute__((always_inline)) void acc_q4_K(const uint8_t *row, i
     *accm_out = accm;
 }
 
-bool kara_avx512_gemv_k(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
+bool kr_avx512_gemv_k(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
                         const void *x, float *y)
 {
-    if (wtype != KARA_TYPE_Q4_K || n_cols > KARA_GEMV_MAX_COLS || n_cols % KARA_QK_K != 0) {
+    if (wtype != KR_TYPE_Q4_K || n_cols > KR_GEMV_MAX_COLS || n_cols % KR_QK_K != 0) {
         return false;
     }
-    const int64_t nb = n_cols / KARA_QK_K;
+    const int64_t nb = n_cols / KR_QK_K;
     const uint8_t *wb = w;
     gemv_xk px;
     prepare_x_q4_K(x, nb, &px);

@@ -18,7 +18,7 @@
  * which lane matters, not their order), the same float products, the same
  * accumulator per block and the same final reductions. So the output for a
  * sequence does not depend on how many others share its decode step:
- *   Q8_0, Q4_0, Q4_K: bit-identical to kara_avx512_gemv;
+ *   Q8_0, Q4_0, Q4_K: bit-identical to kr_avx512_gemv;
  *   Q6_K: bit-identical to the 256-bit block kernel (body_q6_K with one
  *         row), whose eight int32 lanes are the two 256-bit halves of the
  *         512-bit sums here, added.
@@ -91,9 +91,9 @@ ALWAYS_INLINE void rows_q8_0(const uint8_t *row, int64_t nb, const xrows *x, flo
     float sum[NR];
     for (int j = 0; j < NRV; j++) sum[j] = row_total(acc0[j], acc1[j], corr[j]);
     for (; b < nb; b++) { /* tail blocks, one at a time, as the one-row kernel */
-        const kara_block_q8_0 *blk = (const kara_block_q8_0 *)(row + 34 * b);
+        const kr_block_q8_0 *blk = (const kr_block_q8_0 *)(row + 34 * b);
         const __m256i wv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs), _mm256_set1_epi8((char)0x80));
-        const float dw = kara_half_to_float(blk->d);
+        const float dw = kr_half_to_float(blk->d);
         for (int j = 0; j < NRV; j++) {
             const __m256i xv = _mm256_load_si256((const __m256i *)(x->q[j] + 32 * b));
             const int s = hsum_epi32_256(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wv, xv));
@@ -148,11 +148,11 @@ ALWAYS_INLINE void rows_q4_0(const uint8_t *row, int64_t nb, const xrows *x, flo
     float sum[NR];
     for (int j = 0; j < NRV; j++) sum[j] = row_total(acc0[j], acc1[j], corr[j]);
     for (; b < nb; b++) { /* tail blocks: the layout of a partial group */
-        const kara_block_q4_0 *blk = (const kara_block_q4_0 *)(row + 18 * b);
+        const kr_block_q4_0 *blk = (const kr_block_q4_0 *)(row + 18 * b);
         const __m128i w = _mm_loadu_si128((const __m128i *)blk->qs);
         const __m128i lo = _mm_and_si128(w, _mm_set1_epi8(0x0F));
         const __m128i hi = _mm_and_si128(_mm_srli_epi16(w, 4), _mm_set1_epi8(0x0F));
-        const float dw = kara_half_to_float(blk->d);
+        const float dw = kr_half_to_float(blk->d);
         for (int j = 0; j < NRV; j++) {
             const int8_t *xq = x->q[j] + 128 * (b / 4) + 16 * (b % 4);
             __m128i dot = _mm_dpbusd_epi32(_mm_setzero_si128(), lo, _mm_loadu_si128((const __m128i *)xq));
@@ -195,7 +195,7 @@ static void prep_q4_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb,
     const size_t rs = K4_REC(nrv);
     memset(rec, 0, rs * (size_t)nb);
     for (int j = 0; j < nrv; j++) {
-        const kara_block_q8_K *xb = (const kara_block_q8_K *)(x + (size_t)j * x_row_bytes);
+        const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes);
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *o = rec + rs * (size_t)b;
             for (int c = 0; c < 8; c++) memcpy(o + 256 * j + 32 * c, xb[b].qs + src[c], 32);
@@ -214,7 +214,7 @@ static void prep_q6_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb,
     const size_t rs = K6_REC(nrv);
     memset(rec, 0, rs * (size_t)nb);
     for (int j = 0; j < nrv; j++) {
-        const kara_block_q8_K *xb = (const kara_block_q8_K *)(x + (size_t)j * x_row_bytes);
+        const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes);
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *o = rec + rs * (size_t)b;
             memcpy(o + 256 * j, xb[b].qs, 256);
@@ -243,7 +243,7 @@ ALWAYS_INLINE void block_q4_K(const uint8_t *blk, const uint8_t *rec, __m512 *ac
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i z = _mm512_setzero_si512();
     uint64_t sc8, mn8;
-    kara_unpack_k4_scales_packed(blk + 4, &sc8, &mn8);
+    kr_unpack_k4_scales_packed(blk + 4, &sc8, &mn8);
     /* int16 scales; dword p holds scales 2p, 2p+1: lanes 0-7 of vectors 0
      * and 1 take sub-blocks 0 and 1, lanes 8-15 sub-blocks 2 and 3 */
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
@@ -277,13 +277,13 @@ ALWAYS_INLINE void block_q4_K(const uint8_t *blk, const uint8_t *rec, __m512 *ac
  * lane j of accm[q] is row 4q + j), then the even blocks, then the odd. */
 ALWAYS_INLINE void rows_q4_K(const uint8_t *row, int64_t nb, const uint8_t *x, float *y, int64_t ldy, const int NRV)
 {
-    const size_t bsz = sizeof(kara_block_q4_K), rs = K4_REC(NRV);
+    const size_t bsz = sizeof(kr_block_q4_K), rs = K4_REC(NRV);
     __m512 accm[QUADS(NRK)];
     for (int q = 0; q < QUADS(NRV); q++) accm[q] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = row + bsz * i, *rec = x + rs * i;
         uint64_t sc8, mn8;
-        kara_unpack_k4_scales_packed(blk + 4, &sc8, &mn8);
+        kr_unpack_k4_scales_packed(blk + 4, &sc8, &mn8);
         const __m512i mn = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8)));
         const __m512 dmin = _mm512_set1_ps(f16_at(blk + 2));
         for (int q = 0; q < QUADS(NRV); q++) {
@@ -340,7 +340,7 @@ ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, f
     __m512 acc[PAIRS(NRK)];
     for (int p = 0; p < PAIRS(NRV); p++) acc[p] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const kara_block_q6_K *blk = (const kara_block_q6_K *)row + i;
+        const kr_block_q6_K *blk = (const kr_block_q6_K *)row + i;
         const uint8_t *rec = x + rs * (size_t)i;
         const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk->scales)));
         const __m512i sc_all = _mm512_shuffle_i64x2(sc16, sc16, 0x44); /* all 16 scales in each half */
@@ -354,7 +354,7 @@ ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, f
                                                      _mm512_srlv_epi16(qh, down), m30, 0xF8);
         }
         for (int k = 0; k < 4; k++) s[k] = _mm512_permutexvar_epi16(sidx[k], sc16);
-        const __m512 d = _mm512_set1_ps(kara_half_to_float(blk->d));
+        const __m512 d = _mm512_set1_ps(kr_half_to_float(blk->d));
         for (int p = 0; p < PAIRS(NRV); p++) {
             __m512i v[2];
             for (int t = 0; t < 2; t++) {
@@ -420,16 +420,16 @@ ROWS_SWITCH(q6_K, uint8_t, CASE(q6_K, 1) CASE(q6_K, 2) CASE(q6_K, 3) CASE(q6_K, 
                                CASE(q6_K, 7) default: rows_q6_K(row, nb, x, y, ldy, 8);)
 #undef CASE
 
-static size_t kq_rec(kara_type t, int nrv)
+static size_t kq_rec(kr_type t, int nrv)
 {
-    return t == KARA_TYPE_Q4_K ? K4_REC(nrv) : K6_REC(nrv);
+    return t == KR_TYPE_Q4_K ? K4_REC(nrv) : K6_REC(nrv);
 }
 
 /* Q4_K, Q6_K: groups of chunks of up to NRK rows, as many as the buffer
  * holds (smaller chunks for very wide rows; a chunk may spill from L1 to
  * L2: that is still faster than smaller chunks). False when one row does
  * not fit. */
-static bool gemv_multi_kq(kara_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t nb,
+static bool gemv_multi_kq(kr_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t nb,
                           const uint8_t *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, uint8_t *buf)
 {
     int kc = n_batch < NRK ? (int)n_batch : NRK;
@@ -443,7 +443,7 @@ static bool gemv_multi_kq(kara_type t, const uint8_t *w, size_t w_row_bytes, int
         for (int64_t c0 = 0; c0 < ng; c0 += kc) {
             const int nrv = (int)(ng - c0 < kc ? ng - c0 : kc);
             uint8_t *rec = buf + chunk_bytes * (size_t)(c0 / kc);
-            if (t == KARA_TYPE_Q4_K) prep_q4_K(x + (size_t)(g0 + c0) * x_row_bytes, x_row_bytes, nrv, nb, rec);
+            if (t == KR_TYPE_Q4_K) prep_q4_K(x + (size_t)(g0 + c0) * x_row_bytes, x_row_bytes, nrv, nb, rec);
             else prep_q6_K(x + (size_t)(g0 + c0) * x_row_bytes, x_row_bytes, nrv, nb, rec);
         }
         for (int64_t t0 = r0; t0 < r1; t0 += tile) {
@@ -455,7 +455,7 @@ static bool gemv_multi_kq(kara_type t, const uint8_t *w, size_t w_row_bytes, int
                     const uint8_t *row = w + (size_t)r * w_row_bytes;
                     float *yc = y + (g0 + c0) * ldy + r;
                     if (c0 == 0 && r + PF_ROWS < t1) prefetch_row(row + PF_ROWS * w_row_bytes, w_row_bytes);
-                    if (t == KARA_TYPE_Q4_K) rows_q4_K_n(row, nb, rec, yc, ldy, nrv);
+                    if (t == KR_TYPE_Q4_K) rows_q4_K_n(row, nb, rec, yc, ldy, nrv);
                     else rows_q6_K_n(row, nb, rec, yc, ldy, nrv);
                 }
             }
@@ -467,10 +467,10 @@ static bool gemv_multi_kq(kara_type t, const uint8_t *w, size_t w_row_bytes, int
 /* Q8_0, Q4_0: each row in its own layout, as many rows as the buffer holds
  * (values at a stride of whole 64- or 128-byte groups, then the block
  * scales and corrections). */
-static bool gemv_multi_q0(kara_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t nb,
+static bool gemv_multi_q0(kr_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t nb,
                           const uint8_t *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, uint8_t *buf)
 {
-    const int64_t stride = t == KARA_TYPE_Q4_0 ? (32 * nb + 127) & ~(int64_t)127 : (32 * nb + 63) & ~(int64_t)63;
+    const int64_t stride = t == KR_TYPE_Q4_0 ? (32 * nb + 127) & ~(int64_t)127 : (32 * nb + 63) & ~(int64_t)63;
     const int64_t nbp = (nb + 15) & ~(int64_t)15; /* block terms per row, whole cache lines */
     const int64_t row_bytes = stride + 8 * nbp;
     if (row_bytes > XBUF) return false;
@@ -482,7 +482,7 @@ static bool gemv_multi_q0(kara_type t, const uint8_t *w, size_t w_row_bytes, int
         float *d = (float *)(buf + stride * ng), *corr = d + nbp * ng;
         for (int64_t j = 0; j < ng; j++) {
             const void *xr = x + (size_t)(g0 + j) * x_row_bytes;
-            if (t == KARA_TYPE_Q8_0) prep_x_q8_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
+            if (t == KR_TYPE_Q8_0) prep_x_q8_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
             else prep_x_q4_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
         }
         for (int64_t t0 = r0; t0 < r1; t0 += tile) { /* as gemv_multi_kq */
@@ -499,7 +499,7 @@ static bool gemv_multi_q0(kara_type t, const uint8_t *w, size_t w_row_bytes, int
                     const uint8_t *row = w + (size_t)r * w_row_bytes;
                     float *yc = y + (g0 + c0) * ldy + r;
                     if (c0 == 0 && r + PF_ROWS < t1) prefetch_row(row + PF_ROWS * w_row_bytes, w_row_bytes);
-                    if (t == KARA_TYPE_Q8_0) rows_q8_0_n(row, nb, &xr, yc, ldy, nrv);
+                    if (t == KR_TYPE_Q8_0) rows_q8_0_n(row, nb, &xr, yc, ldy, nrv);
                     else rows_q4_0_n(row, nb, &xr, yc, ldy, nrv);
                 }
             }
@@ -508,26 +508,26 @@ static bool gemv_multi_q0(kara_type t, const uint8_t *w, size_t w_row_bytes, int
     return true;
 }
 
-int64_t kara_avx512_gemv_multi_min_batch(kara_type wtype)
+int64_t kr_avx512_gemv_multi_min_batch(kr_type wtype)
 {
-    return wtype == KARA_TYPE_Q6_K ? 4 : 2;
+    return wtype == KR_TYPE_Q6_K ? 4 : 2;
 }
 
-bool kara_avx512_gemv_multi(kara_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+bool kr_avx512_gemv_multi(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                             int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
     _Alignas(64) uint8_t buf[XBUF];
     /* wider rows go to the block kernels, as the one-row gemv does */
-    if (n_batch < 1 || n_cols > KARA_GEMV_MAX_COLS) return false;
+    if (n_batch < 1 || n_cols > KR_GEMV_MAX_COLS) return false;
     switch (wtype) {
-    case KARA_TYPE_Q8_0:
-    case KARA_TYPE_Q4_0:
+    case KR_TYPE_Q8_0:
+    case KR_TYPE_Q4_0:
         if (n_cols % 32 != 0) return false;
         return gemv_multi_q0(wtype, w, w_row_bytes, r0, r1, n_cols / 32, x, x_row_bytes, n_batch, y, ldy, buf);
-    case KARA_TYPE_Q4_K:
-    case KARA_TYPE_Q6_K:
-        if (n_cols % KARA_QK_K != 0) return false;
-        return gemv_multi_kq(wtype, w, w_row_bytes, r0, r1, n_cols / KARA_QK_K, x, x_row_bytes, n_batch, y, ldy, buf);
+    case KR_TYPE_Q4_K:
+    case KR_TYPE_Q6_K:
+        if (n_cols % KR_QK_K != 0) return false;
+        return gemv_multi_kq(wtype, w, w_row_bytes, r0, r1, n_cols / KR_QK_K, x, x_row_bytes, n_batch, y, ldy, buf);
     default:
         return false;
     }

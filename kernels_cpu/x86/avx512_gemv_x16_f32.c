@@ -1,6 +1,6 @@
 /*
  * avx512_gemv_x16_f32.c - matrix products for F32 weights interleaved 16
- * rows at a time at load (KARA_TYPE_F32_X16, kernels.h), any number of
+ * rows at a time at load (KR_TYPE_F32_X16, kernels.h), any number of
  * activation rows (decode, batched decode, prefill).
  *
  * Per column, one 64-byte load holds the 16 rows' weights, and one FMA
@@ -38,8 +38,8 @@ static inline __attribute__((always_inline)) void groups_f32(const float *g, siz
             x1[j] = _mm512_set1_ps(x[(size_t)j * xs + (size_t)c + 1]);
         }
         for (int h = 0; h < G; h++) {
-            const float *wc = g + (size_t)h * gf + (size_t)KARA_X16_ROWS * (size_t)c;
-            const __m512 w0 = _mm512_loadu_ps(wc), w1 = _mm512_loadu_ps(wc + KARA_X16_ROWS);
+            const float *wc = g + (size_t)h * gf + (size_t)KR_X16_ROWS * (size_t)c;
+            const __m512 w0 = _mm512_loadu_ps(wc), w1 = _mm512_loadu_ps(wc + KR_X16_ROWS);
             for (int j = 0; j < NRV; j++) {
                 acc[h][j][0] = _mm512_fmadd_ps(w0, x0[j], acc[h][j][0]);
                 acc[h][j][1] = _mm512_fmadd_ps(w1, x1[j], acc[h][j][1]);
@@ -48,18 +48,18 @@ static inline __attribute__((always_inline)) void groups_f32(const float *g, siz
     }
     for (int h = 0; h < G; h++) {
         for (int j = 0; j < NRV; j++) {
-            _mm512_storeu_ps(y + j * ldy + KARA_X16_ROWS * h, _mm512_add_ps(acc[h][j][0], acc[h][j][1]));
+            _mm512_storeu_ps(y + j * ldy + KR_X16_ROWS * h, _mm512_add_ps(acc[h][j][0], acc[h][j][1]));
         }
     }
 }
 
-bool kara_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
-    if (n_cols % KARA_X16_ROWS != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) {
+    if (n_cols % KR_X16_ROWS != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) {
         return false;
     }
-    const size_t gf = w_row_bytes / sizeof(float) * KARA_X16_ROWS, xs = x_row_bytes / sizeof(float);
+    const size_t gf = w_row_bytes / sizeof(float) * KR_X16_ROWS, xs = x_row_bytes / sizeof(float);
     for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         for (int64_t gi = g0; gi < g1; gi += 2) {
@@ -67,7 +67,7 @@ bool kara_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int
             const bool pair = g1 - gi >= 2;
             for (int64_t j0 = 0; j0 < nc; j0 += X16_NRX) {
                 const float *xj = (const float *)x + xs * (size_t)(c0 + j0);
-                float *yj = y + (c0 + j0) * ldy + KARA_X16_ROWS * gi;
+                float *yj = y + (c0 + j0) * ldy + KR_X16_ROWS * gi;
                 const int64_t nrv = nc - j0 < X16_NRX ? nc - j0 : X16_NRX;
 #define CASE(n)                                                                \
     case n:                                                                    \

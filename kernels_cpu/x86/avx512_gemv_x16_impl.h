@@ -5,8 +5,8 @@
  * 16-row groups with its passes of up to 4 activation rows (the pass and
  * sweep sizes also serve avx512_gemv_x16_f32.c, which pairs groups).
  */
-#ifndef KARA_AVX512_GEMV_X16_IMPL_H
-#define KARA_AVX512_GEMV_X16_IMPL_H
+#ifndef KR_AVX512_GEMV_X16_IMPL_H
+#define KR_AVX512_GEMV_X16_IMPL_H
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -46,7 +46,7 @@ static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf
 #define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                          \
     for (int64_t gi = (g0); gi < (g1); gi++) {                                                          \
         const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                        \
-        float *yg = (y) + (c0) * (ldy) + KARA_X16_ROWS * gi;                                            \
+        float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                            \
         const uint8_t *pf = (nc) > X16_NRX && gi + 1 < (g1) ? g + (gbytes) : NULL;                      \
         for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX, pf = NULL) {                                     \
             switch ((nc) - j0 < X16_NRX ? (nc) - j0 : X16_NRX) {                                        \
@@ -58,4 +58,4 @@ static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf
         }                                                                                               \
     }
 
-#endif /* KARA_AVX512_GEMV_X16_IMPL_H */
+#endif /* KR_AVX512_GEMV_X16_IMPL_H */

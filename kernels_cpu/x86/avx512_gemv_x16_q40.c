@@ -1,6 +1,6 @@
 /*
  * avx512_gemv_x16_q40.c - matrix products for Q4_0 weights interleaved 16
- * rows at a time at load (KARA_TYPE_Q4_0_X16, kernels.h), any number of
+ * rows at a time at load (KR_TYPE_Q4_0_X16, kernels.h), any number of
  * activation rows (decode, batched decode, prefill: with no panel to
  * unpack it is faster than the panel GEMM at every batch size; figures in
  * docs/PERFORMANCE.md, "Figures behind the kernels' design choices").
@@ -21,7 +21,7 @@
 #include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-#define MAX_NB (KARA_GEMV_MAX_COLS / KARA_QK4_0)
+#define MAX_NB (KR_GEMV_MAX_COLS / KR_QK4_0)
 
 /* One group of 16 weight rows against NRV activation rows; xs[j][b] is the
  * sum of activation row j0 + j's block b. */
@@ -30,27 +30,27 @@ static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, in
                                                             int64_t j0, float *y, int64_t ldy, const uint8_t *pf, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const kara_block_q8_0 *xr[X16_NRX];
+    const kr_block_q8_0 *xr[X16_NRX];
     __m512 acc[X16_NRX];
     for (int j = 0; j < NRV; j++) {
-        xr[j] = (const kara_block_q8_0 *)(x + (size_t)(j0 + j) * x_row_bytes);
+        xr[j] = (const kr_block_q8_0 *)(x + (size_t)(j0 + j) * x_row_bytes);
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = g + (size_t)KARA_X16_Q40_BLOCK * b;
-        x16_prefetch(pf, b, KARA_X16_Q40_BLOCK);
+        const uint8_t *o = g + (size_t)KR_X16_Q40_BLOCK * b;
+        x16_prefetch(pf, b, KR_X16_Q40_BLOCK);
         __m512i s[X16_NRX];
         for (int j = 0; j < NRV; j++) s[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            const __m512i w = _mm512_loadu_si512((const void *)(o + KARA_X16_Q40_QS + 64 * c));
+            const __m512i w = _mm512_loadu_si512((const void *)(o + KR_X16_Q40_QS + 64 * c));
             const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             for (int j = 0; j < NRV; j++) {
                 s[j] = _mm512_dpbusd_epi32(s[j], lo, x16_bcast4(xr[j][b].qs + 4 * c));
                 s[j] = _mm512_dpbusd_epi32(s[j], hi, x16_bcast4(xr[j][b].qs + 16 + 4 * c));
             }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q40_D)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KR_X16_Q40_D)));
         for (int j = 0; j < NRV; j++) {
             const __m512i t = _mm512_sub_epi32(s[j], _mm512_set1_epi32(8 * xs[j0 + j][b]));
             const __m512 dx = _mm512_set1_ps(_cvtsh_ss(xr[j][b].d));
@@ -60,20 +60,20 @@ static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, in
     for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
 }
 
-bool kara_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+bool kr_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
                                const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
-    if (n_cols % KARA_QK4_0 != 0 || n_cols > KARA_GEMV_MAX_COLS || n_batch < 1) {
+    if (n_cols % KR_QK4_0 != 0 || n_cols > KR_GEMV_MAX_COLS || n_batch < 1) {
         return false;
     }
-    const int64_t nb = n_cols / KARA_QK4_0;
-    const size_t gbytes = w_row_bytes * KARA_X16_ROWS;
+    const int64_t nb = n_cols / KR_QK4_0;
+    const size_t gbytes = w_row_bytes * KR_X16_ROWS;
     int16_t xs[X16_SWEEP][MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
     for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
         for (int64_t j = 0; j < nc; j++) {
-            const kara_block_q8_0 *xr = (const kara_block_q8_0 *)(xc + (size_t)j * x_row_bytes);
+            const kr_block_q8_0 *xr = (const kr_block_q8_0 *)(xc + (size_t)j * x_row_bytes);
             for (int64_t b = 0; b < nb; b++) {
                 int s = 0;
                 for (int l = 0; l < 32; l++) s += xr[b].qs[l];

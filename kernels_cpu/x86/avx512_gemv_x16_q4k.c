@@ -1,6 +1,6 @@
 /*
  * avx512_gemv_x16_q4k.c - matrix products for Q4_K weights interleaved 16
- * rows at a time at load (KARA_TYPE_Q4_K_X16, kernels.h), any number of
+ * rows at a time at load (KR_TYPE_Q4_K_X16, kernels.h), any number of
  * activation rows (decode, batched decode, prefill).
  *
  * Per group of 16 weight rows and 256-column block: the 6-bit scales and
@@ -30,7 +30,7 @@
 #include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-#define MAX_NB (KARA_GEMV_MAX_COLS / KARA_QK_K)
+#define MAX_NB (KR_GEMV_MAX_COLS / KR_QK_K)
 
 /* Per activation row and block, the sums of its eight 32-element
  * sub-blocks as int16 pairs (s0|s2, s1|s3, s4|s6, s5|s7): the operands of
@@ -42,7 +42,7 @@ typedef struct x16_pairs {
 static void prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch, int64_t nb, x16_pairs *xp)
 {
     for (int64_t j = 0; j < n_batch; j++) {
-        const kara_block_q8_K *xr = (const kara_block_q8_K *)(x + (size_t)j * x_row_bytes);
+        const kr_block_q8_K *xr = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes);
         for (int64_t b = 0; b < nb; b++) {
             int32_t s[8];
             for (int k = 0; k < 8; k++) s[k] = xr[b].bsums[2 * k] + xr[b].bsums[2 * k + 1];
@@ -62,17 +62,17 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     const __m512i mff = _mm512_set1_epi32(0xFF), m00ff = _mm512_set1_epi32(0x00FF00FF);
-    const kara_block_q8_K *xr[X16_NRX];
+    const kr_block_q8_K *xr[X16_NRX];
     __m512 acc[X16_NRX];
     for (int j = 0; j < NRV; j++) {
-        xr[j] = (const kara_block_q8_K *)(x + (size_t)(j0 + j) * x_row_bytes);
+        xr[j] = (const kr_block_q8_K *)(x + (size_t)(j0 + j) * x_row_bytes);
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = g + (size_t)KARA_X16_Q4K_BLOCK * b;
-        x16_prefetch(pf, b, KARA_X16_Q4K_BLOCK);
-        const __m512i u0 = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_U0));
-        const __m512i u2 = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_U0 + 128));
+        const uint8_t *o = g + (size_t)KR_X16_Q4K_BLOCK * b;
+        x16_prefetch(pf, b, KR_X16_Q4K_BLOCK);
+        const __m512i u0 = _mm512_loadu_si512((const void *)(o + KR_X16_Q4K_U0));
+        const __m512i u2 = _mm512_loadu_si512((const void *)(o + KR_X16_Q4K_U0 + 128));
         /* scales j = 0..3 in the bytes of sclo, 4..7 in schi (per row lane) */
         const __m512i sclo = _mm512_and_si512(u0, m3f);
         const __m512i schi = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
@@ -84,7 +84,7 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
             for (int j = 0; j < NRV; j++) alo[j] = ahi[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
-                const __m512i w = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_QS + 64 * (8 * p + q)));
+                const __m512i w = _mm512_loadu_si512((const void *)(o + KR_X16_Q4K_QS + 64 * (8 * p + q)));
                 const __m512i lo = _mm512_and_si512(w, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
                 for (int j = 0; j < NRV; j++) {
@@ -101,14 +101,14 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
                 isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(ahi[j], s1));
             }
         }
-        const __m512i u1 = _mm512_loadu_si512((const void *)(o + KARA_X16_Q4K_U0 + 64));
+        const __m512i u1 = _mm512_loadu_si512((const void *)(o + KR_X16_Q4K_U0 + 64));
         const __m512i mnlo = _mm512_and_si512(u1, m3f);
         const __m512i mnhi =
             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
         const __m512i m02 = _mm512_and_si512(mnlo, m00ff), m13 = _mm512_and_si512(_mm512_srli_epi32(mnlo, 8), m00ff);
         const __m512i m46 = _mm512_and_si512(mnhi, m00ff), m57 = _mm512_and_si512(_mm512_srli_epi32(mnhi, 8), m00ff);
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q4K_D)));
-        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q4K_DMIN)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KR_X16_Q4K_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KR_X16_Q4K_DMIN)));
         for (int j = 0; j < NRV; j++) {
             const int32_t *pp = xp->p[j0 + j][b];
             __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m02, _mm512_set1_epi32(pp[0]));
@@ -123,14 +123,14 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
     for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
 }
 
-bool kara_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
                                const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
-    if (n_cols % KARA_QK_K != 0 || n_cols > KARA_GEMV_MAX_COLS || n_batch < 1) {
+    if (n_cols % KR_QK_K != 0 || n_cols > KR_GEMV_MAX_COLS || n_batch < 1) {
         return false;
     }
-    const int64_t nb = n_cols / KARA_QK_K;
-    const size_t gbytes = w_row_bytes * KARA_X16_ROWS;
+    const int64_t nb = n_cols / KR_QK_K;
+    const size_t gbytes = w_row_bytes * KR_X16_ROWS;
     x16_pairs xp;
     /* sweeps of up to 32 activation rows: their 16-row passes over a group
      * find its 2-27 KiB still in L1/L2 */

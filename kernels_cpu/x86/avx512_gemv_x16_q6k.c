@@ -1,6 +1,6 @@
 /*
  * avx512_gemv_x16_q6k.c - matrix products for Q6_K weights interleaved 16
- * rows at a time at load (KARA_TYPE_Q6_K_X16, kernels.h), any number of
+ * rows at a time at load (KR_TYPE_Q6_K_X16, kernels.h), any number of
  * activation rows: the output matrix of Q4_K_M and Q4_0 mixes and half of
  * their ffn_down and attn_v matrices.
  *
@@ -33,15 +33,15 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                                                            const uint8_t *pf, const int NRV)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const kara_block_q8_K *xr[X16_NRX];
+    const kr_block_q8_K *xr[X16_NRX];
     __m512 acc[X16_NRX];
     for (int j = 0; j < NRV; j++) {
-        xr[j] = (const kara_block_q8_K *)(x + (size_t)(j0 + j) * x_row_bytes);
+        xr[j] = (const kr_block_q8_K *)(x + (size_t)(j0 + j) * x_row_bytes);
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = g + (size_t)KARA_X16_Q6K_BLOCK * b;
-        x16_prefetch(pf, b, KARA_X16_Q6K_BLOCK);
+        const uint8_t *o = g + (size_t)KR_X16_Q6K_BLOCK * b;
+        x16_prefetch(pf, b, KR_X16_Q6K_BLOCK);
         __m512i isum[X16_NRX], off[X16_NRX];
         for (int j = 0; j < NRV; j++) isum[j] = off[j] = _mm512_setzero_si512();
         /* KS sub-blocks (16 columns each: 4 steps of 4 bytes per row) at a
@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
 #pragma GCC unroll 4
                     for (int cc = 0; cc < 4; cc++) {
                         const int c = 4 * half + cc;
-                        const uint8_t *tr = o + KARA_X16_Q6K_Q + 192 * (8 * h + c); /* the step's three chunks */
+                        const uint8_t *tr = o + KR_X16_Q6K_Q + 192 * (8 * h + c); /* the step's three chunks */
                         const __m512i qh = _mm512_loadu_si512((const void *)(tr + 128));
                         for (int kk = 0; kk < KS; kk++) {
                             const int k = k0 + kk;
@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                     for (int kk = 0; kk < KS; kk++) { /* times the 16 rows' scales of the sub-block, int32 */
                         const int t = 4 * h + k0 + kk; /* the scale pair (sc[2t], sc[2t+1]) */
                         const __m512i pr =
-                            _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_SC + 32 * t)));
+                            _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + KR_X16_Q6K_SC + 32 * t)));
                         const __m512i sc =
                             half ? _mm512_srai_epi32(pr, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
                         for (int j = 0; j < NRV; j++) isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a[j][kk], sc));
@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                 }
             }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KARA_X16_Q6K_D)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KR_X16_Q6K_D)));
         for (int j = 0; j < NRV; j++) {
             const __m512i tot = _mm512_sub_epi32(isum[j], _mm512_slli_epi32(off[j], 5));
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(d, _mm512_set1_ps(xr[j][b].d)), acc[j]);
@@ -105,14 +105,14 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
     for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
 }
 
-bool kara_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+bool kr_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
                                const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
-    if (n_cols % KARA_QK_K != 0 || n_cols > KARA_GEMV_MAX_COLS || n_batch < 1) {
+    if (n_cols % KR_QK_K != 0 || n_cols > KR_GEMV_MAX_COLS || n_batch < 1) {
         return false;
     }
-    const int64_t nb = n_cols / KARA_QK_K;
-    const size_t gbytes = w_row_bytes * KARA_X16_ROWS;
+    const int64_t nb = n_cols / KR_QK_K;
+    const size_t gbytes = w_row_bytes * KR_X16_ROWS;
     for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;

@@ -7,8 +7,8 @@
  * rows use VDPBF16PS, which multiplies bf16 pairs exactly and accumulates in
  * f32.
  */
-#define KARA_X86_VNNI 1
-#define KARA_X86_WIDTH 16
+#define KR_X86_VNNI 1
+#define KR_X86_WIDTH 16
 #include "x86_dot_impl.h"
 #include "x86_ops_impl.h"
 #include "x86_attn_impl.h"
@@ -16,7 +16,7 @@
 #include "avx512_gemm.h"
 #include "avx512_gemv.h"
 
-static kara_x86_dotn_fn avx512_dotn[KARA_TYPE_COUNT];
+static kr_x86_dotn_fn avx512_dotn[KR_TYPE_COUNT];
 
 static inline __mmask16 tail_mask16(int64_t left)
 {
@@ -33,7 +33,7 @@ static inline __m512 load_f32_masked(const float *p, __mmask16 m)
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-static inline __m512 load_f16_masked(const kara_fp16 *p, __mmask16 m)
+static inline __m512 load_f16_masked(const kr_fp16 *p, __mmask16 m)
 {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
@@ -41,7 +41,7 @@ static inline __m512 load_f16_masked(const kara_fp16 *p, __mmask16 m)
 /* 32 elements per step in two zmm accumulators per activation row; the
  * tail is a masked step, so no scalar loop. */
 #define FLOAT_BODY512(NAME, T, LOADM)                                                                            \
-    KARA_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,           \
+    KR_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,           \
                           const int NX)                                                                         \
     {                                                                                                           \
         const T *w = vw;                                                                                        \
@@ -68,24 +68,24 @@ static inline __m512 load_f16_masked(const kara_fp16 *p, __mmask16 m)
     }
 
 FLOAT_BODY512(body512_f32, float, load_f32_masked)
-FLOAT_BODY512(body512_f16, kara_fp16, load_f16_masked)
+FLOAT_BODY512(body512_f16, kr_fp16, load_f16_masked)
 
-static inline __m512bh load_bf16x32(const kara_bf16 *p, __mmask32 m)
+static inline __m512bh load_bf16x32(const kr_bf16 *p, __mmask32 m)
 {
     return (__m512bh)_mm512_maskz_loadu_epi16(m, p);
 }
 
-KARA_INLINE void body512_bf16(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,
+KR_INLINE void body512_bf16(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,
                               const int NX)
 {
-    const kara_bf16 *w = vw;
+    const kr_bf16 *w = vw;
     __m512 acc[MAXNX][2];
     for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
         const __m512bh w0 = load_bf16x32(w + i, 0xFFFFFFFFu), w1 = load_bf16x32(w + i + 32, 0xFFFFFFFFu);
         for (int b = 0; b < NX; b++) {
-            const kara_bf16 *xb = (const kara_bf16 *)(x + b * xs);
+            const kr_bf16 *xb = (const kr_bf16 *)(x + b * xs);
             acc[b][0] = _mm512_dpbf16_ps(acc[b][0], w0, load_bf16x32(xb + i, 0xFFFFFFFFu));
             acc[b][1] = _mm512_dpbf16_ps(acc[b][1], w1, load_bf16x32(xb + i + 32, 0xFFFFFFFFu));
         }
@@ -94,7 +94,7 @@ KARA_INLINE void body512_bf16(int64_t n, const void *vw, const char *x, size_t x
         const __mmask32 m = tail_mask32(n - i);
         const __m512bh w0 = load_bf16x32(w + i, m);
         for (int b = 0; b < NX; b++) {
-            const kara_bf16 *xb = (const kara_bf16 *)(x + b * xs);
+            const kr_bf16 *xb = (const kr_bf16 *)(x + b * xs);
             acc[b][0] = _mm512_dpbf16_ps(acc[b][0], w0, load_bf16x32(xb + i, m));
         }
     }
@@ -131,24 +131,24 @@ static void gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
 }
 
 /* The kernel of an interleaved layout (kernels.h). */
-static bool gemv_x16(kara_type wtype, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+static bool gemv_x16(kr_type wtype, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
                      const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
 {
     switch (wtype) {
-    case KARA_TYPE_Q4_K_X16: return kara_avx512_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
-    case KARA_TYPE_Q6_K_X16: return kara_avx512_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
-    case KARA_TYPE_Q4_0_X16: return kara_avx512_gemv_x16_q4_0(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
-    case KARA_TYPE_F32_X16: return kara_avx512_gemv_x16_f32(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q4_K_X16: return kr_avx512_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q6_K_X16: return kr_avx512_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q4_0_X16: return kr_avx512_gemv_x16_q4_0(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_F32_X16: return kr_avx512_gemv_x16_f32(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     default: return false;
     }
 }
 
-static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes,
+static void avx512_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes,
                           int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
                           float *y, int64_t ldy, int ith, int nth)
 {
     int64_t r0, r1;
-    if (kara_layout_source(wtype) != wtype) {
+    if (kr_layout_source(wtype) != wtype) {
         /* interleaved layouts (kernels.h): threads take whole 16-row groups;
          * their kernels serve every batch size (they keep their
          * accumulators in registers and unpack nothing into a panel, so
@@ -156,30 +156,30 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
          * GEMM, which copies rows back to file blocks as it unpacks them,
          * takes only the widths they refuse */
         int64_t g0, g1;
-        kara_split_rows(n_rows / KARA_X16_ROWS, ith, nth, &g0, &g1);
+        kr_split_rows(n_rows / KR_X16_ROWS, ith, nth, &g0, &g1);
         if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;
-        if (kara_avx512_gemm(wtype, w, w_row_bytes, g0 * KARA_X16_ROWS, g1 * KARA_X16_ROWS, n_cols, x, x_row_bytes,
+        if (kr_avx512_gemm(wtype, w, w_row_bytes, g0 * KR_X16_ROWS, g1 * KR_X16_ROWS, n_cols, x, x_row_bytes,
                              n_batch, y, ldy))
             return;
-        kara_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
+        kr_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         return;
     }
-    kara_split_rows(n_rows, ith, nth, &r0, &r1);
+    kr_split_rows(n_rows, ith, nth, &r0, &r1);
     /* file layouts (kara_model_params.no_repack, mapped files): one
      * activation row: gemv (Q6_K: the block kernel's arithmetic); a few
      * rows: the few-row gemv, which gives each row the bits of the one-row
      * product; many rows: panel GEMM */
-    if (n_batch == 1 && wtype == KARA_TYPE_Q6_K) {
+    if (n_batch == 1 && wtype == KR_TYPE_Q6_K) {
         gemv_q6_K(w, w_row_bytes, r0, r1, n_cols, x, y);
         return;
     }
-    if (n_batch == 1 && kara_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
-    const int64_t min_gemm = kara_avx512_gemm_min_batch(wtype);
-    if (n_batch >= kara_avx512_gemv_multi_min_batch(wtype) && n_batch < min_gemm &&
-        kara_avx512_gemv_multi(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
+    if (n_batch == 1 && kr_avx512_gemv(wtype, w, w_row_bytes, r0, r1, n_cols, x, y)) return;
+    const int64_t min_gemm = kr_avx512_gemm_min_batch(wtype);
+    if (n_batch >= kr_avx512_gemv_multi_min_batch(wtype) && n_batch < min_gemm &&
+        kr_avx512_gemv_multi(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
         return;
     if (n_batch >= min_gemm &&
-        kara_avx512_gemm(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
+        kr_avx512_gemm(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
         return;
     x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx512_dotn);
 }
@@ -188,7 +188,7 @@ static void avx512_matmul(const kara_kernels *k, kara_type wtype, const void *w,
  * would flush subnormals, so it is not used), NaN kept quiet. */
 static void avx512_from_float_bf16(const float *x, void *vy, int64_t n)
 {
-    kara_bf16 *y = vy;
+    kr_bf16 *y = vy;
     const __m512i bias = _mm512_set1_epi32(0x7fff);
     const __m512i one = _mm512_set1_epi32(1);
     for (int64_t i = 0; i < n; i += 16) {
@@ -203,40 +203,40 @@ static void avx512_from_float_bf16(const float *x, void *vy, int64_t n)
     }
 }
 
-void kara_kernels_init_avx512(kara_kernels *k)
+void kr_kernels_init_avx512(kr_kernels *k)
 {
-    kara_kernels_init_scalar(k);
-    k->isa = KARA_ISA_AVX512;
+    kr_kernels_init_scalar(k);
+    k->isa = KR_ISA_AVX512;
     k->name = "avx512";
 
-    k->vec_dot[KARA_TYPE_F32] = vec_dot_f32_512;
-    k->vec_dot[KARA_TYPE_F16] = vec_dot_f16_512;
-    k->vec_dot[KARA_TYPE_BF16] = vec_dot_bf16_512;
-    k->vec_dot[KARA_TYPE_Q4_0] = vec_dot_q4_0;
-    k->vec_dot[KARA_TYPE_Q8_0] = vec_dot_q8_0;
-    k->vec_dot[KARA_TYPE_Q4_K] = vec_dot_q4_K;
-    k->vec_dot[KARA_TYPE_Q5_K] = vec_dot_q5_K;
-    k->vec_dot[KARA_TYPE_Q6_K] = vec_dot_q6_K;
+    k->vec_dot[KR_TYPE_F32] = vec_dot_f32_512;
+    k->vec_dot[KR_TYPE_F16] = vec_dot_f16_512;
+    k->vec_dot[KR_TYPE_BF16] = vec_dot_bf16_512;
+    k->vec_dot[KR_TYPE_Q4_0] = vec_dot_q4_0;
+    k->vec_dot[KR_TYPE_Q8_0] = vec_dot_q8_0;
+    k->vec_dot[KR_TYPE_Q4_K] = vec_dot_q4_K;
+    k->vec_dot[KR_TYPE_Q5_K] = vec_dot_q5_K;
+    k->vec_dot[KR_TYPE_Q6_K] = vec_dot_q6_K;
 
-    avx512_dotn[KARA_TYPE_F32] = dotn_f32_512;
-    avx512_dotn[KARA_TYPE_F16] = dotn_f16_512;
-    avx512_dotn[KARA_TYPE_BF16] = dotn_bf16_512;
-    avx512_dotn[KARA_TYPE_Q4_0] = dotn_q4_0;
-    avx512_dotn[KARA_TYPE_Q8_0] = dotn_q8_0;
-    avx512_dotn[KARA_TYPE_Q4_K] = dotn_q4_K;
-    avx512_dotn[KARA_TYPE_Q5_K] = dotn_q5_K;
-    avx512_dotn[KARA_TYPE_Q6_K] = dotn_q6_K;
+    avx512_dotn[KR_TYPE_F32] = dotn_f32_512;
+    avx512_dotn[KR_TYPE_F16] = dotn_f16_512;
+    avx512_dotn[KR_TYPE_BF16] = dotn_bf16_512;
+    avx512_dotn[KR_TYPE_Q4_0] = dotn_q4_0;
+    avx512_dotn[KR_TYPE_Q8_0] = dotn_q8_0;
+    avx512_dotn[KR_TYPE_Q4_K] = dotn_q4_K;
+    avx512_dotn[KR_TYPE_Q5_K] = dotn_q5_K;
+    avx512_dotn[KR_TYPE_Q6_K] = dotn_q6_K;
 
-    k->from_float[KARA_TYPE_F16] = ops_from_float_f16;
-    k->from_float[KARA_TYPE_BF16] = avx512_from_float_bf16;
-    k->from_float[KARA_TYPE_Q8_0] = from_float_q8_0;
-    k->from_float[KARA_TYPE_Q8_K] = from_float_q8_K;
+    k->from_float[KR_TYPE_F16] = ops_from_float_f16;
+    k->from_float[KR_TYPE_BF16] = avx512_from_float_bf16;
+    k->from_float[KR_TYPE_Q8_0] = from_float_q8_0;
+    k->from_float[KR_TYPE_Q8_K] = from_float_q8_K;
 
     k->matmul = avx512_matmul;
-    k->repack[KARA_TYPE_Q4_K] = KARA_TYPE_Q4_K_X16; /* avx512_gemv_x16_q4k.c */
-    k->repack[KARA_TYPE_Q6_K] = KARA_TYPE_Q6_K_X16; /* avx512_gemv_x16_q6k.c */
-    k->repack[KARA_TYPE_Q4_0] = KARA_TYPE_Q4_0_X16; /* avx512_gemv_x16_q40.c */
-    k->repack[KARA_TYPE_F32] = KARA_TYPE_F32_X16;   /* avx512_gemv_x16_f32.c */
+    k->repack[KR_TYPE_Q4_K] = KR_TYPE_Q4_K_X16; /* avx512_gemv_x16_q4k.c */
+    k->repack[KR_TYPE_Q6_K] = KR_TYPE_Q6_K_X16; /* avx512_gemv_x16_q6k.c */
+    k->repack[KR_TYPE_Q4_0] = KR_TYPE_Q4_0_X16; /* avx512_gemv_x16_q40.c */
+    k->repack[KR_TYPE_F32] = KR_TYPE_F32_X16;   /* avx512_gemv_x16_f32.c */
     k->rmsnorm = ops_rmsnorm;
     k->softmax = ops_softmax;
     k->silu_mul = ops_silu_mul;

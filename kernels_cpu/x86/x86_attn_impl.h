@@ -6,8 +6,8 @@
  * columns) 32 columns of 2 rows (8 ymm). Every element sums j in order.
  * Included by avx2_kernels.c and avx512_kernels.c after x86_dot_impl.h.
  */
-#ifndef KARA_X86_ATTN_IMPL_H
-#define KARA_X86_ATTN_IMPL_H
+#ifndef KR_X86_ATTN_IMPL_H
+#define KR_X86_ATTN_IMPL_H
 
 #include <immintrin.h>
 
@@ -15,7 +15,7 @@
 
 static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, int64_t d, const bool f16)
 {
-    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const kara_fp16 *)row + d)));
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const kr_fp16 *)row + d)));
     return _mm256_loadu_ps((const float *)row + d);
 }
 
@@ -49,10 +49,10 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
 
 ATTN_PV_TILE(attn_pv_tile, __m256, 8, attn_load8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps)
 
-#if KARA_X86_WIDTH == 16
+#if KR_X86_WIDTH == 16
 static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const bool f16)
 {
-    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const kara_fp16 *)row + d)));
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const kr_fp16 *)row + d)));
     return _mm512_loadu_ps((const float *)row + d);
 }
 
@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) void attn_pv_rows(float *c, int64_t
                                                                int64_t k, const int NR)
 {
     int64_t d0 = 0;
-#if KARA_X86_WIDTH == 16
+#if KR_X86_WIDTH == 16
     for (; d0 + 64 <= k; d0 += 64) attn_pv_tile64(c, ldc, a, lda, b, ldb, f16, n, d0, NR);
 #endif
     for (; d0 + 32 <= k; d0 += 32) {
@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) void attn_pv_rows(float *c, int64_t
             float s = c[r * ldc + d];
             for (int64_t j = 0; j < n; j++) {
                 const char *bj = b + (size_t)j * ldb;
-                s += a[r * lda + j] * (f16 ? _cvtsh_ss(((const kara_fp16 *)bj)[d]) : ((const float *)bj)[d]);
+                s += a[r * lda + j] * (f16 ? _cvtsh_ss(((const kr_fp16 *)bj)[d]) : ((const float *)bj)[d]);
             }
             c[r * ldc + d] = s;
         }
@@ -95,7 +95,7 @@ static inline __attribute__((always_inline)) void attn_pv_body(float *c, int64_t
                                                                int64_t n, int64_t k)
 {
     int64_t i = 0;
-#if KARA_X86_WIDTH == 16
+#if KR_X86_WIDTH == 16
     for (; i + 4 <= m; i += 4) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 4);
 #endif
     for (; i + 2 <= m; i += 2) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 2);
@@ -111,4 +111,4 @@ static void x86_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, 
         attn_pv_body(c, ldc, a, lda, b, ldb, false, m, n, k);
 }
 
-#endif /* KARA_X86_ATTN_IMPL_H */
+#endif /* KR_X86_ATTN_IMPL_H */

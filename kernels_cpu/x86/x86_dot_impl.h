@@ -1,7 +1,7 @@
 /*
  * x86_dot_impl.h - 256-bit dot-product kernels, included by avx2_kernels.c
  * (AVX2+FMA+F16C) and by avx512_kernels.c (adds AVX-512VL VNNI), which
- * compile this same text with their own flags. With KARA_X86_VNNI set, the
+ * compile this same text with their own flags. With KR_X86_VNNI set, the
  * multiply-accumulate steps use VPDPWSSD/VPDPBUSD instead of the AVX2
  * madd+add pairs.
  *
@@ -15,8 +15,8 @@
  * NX activation rows, which is what matmul uses to read each weight row once
  * per group of batch rows.
  */
-#ifndef KARA_X86_DOT_IMPL_H
-#define KARA_X86_DOT_IMPL_H
+#ifndef KR_X86_DOT_IMPL_H
+#define KR_X86_DOT_IMPL_H
 
 #include "kernels_impl.h"
 
@@ -25,10 +25,10 @@
 
 #include "x86_hsum.h"
 
-#define KARA_INLINE static inline __attribute__((always_inline))
+#define KR_INLINE static inline __attribute__((always_inline))
 #define MAXNX 4
 
-#if KARA_X86_VNNI
+#if KR_X86_VNNI
 /* acc + madd(a, b) in one instruction */
 #define DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 /* acc + sum of four u8*s8 products per int32 lane */
@@ -44,21 +44,21 @@
 /* Independent integer accumulators per activation row. VPDPWSSD has a
  * 4-cycle dependency through its accumulator, so the VNNI build spreads the
  * sums over 4 chains; the AVX2 madd+add form only chains through the add. */
-#if KARA_X86_VNNI
+#if KR_X86_VNNI
 #define KCH 4
 #else
 #define KCH 1
 #endif
 
-typedef void (*kara_x86_dotn_fn)(int64_t n, const void *w, const void *x, size_t xs, int nx, float *y,
+typedef void (*kr_x86_dotn_fn)(int64_t n, const void *w, const void *x, size_t xs, int nx, float *y,
                                  int64_t ldy);
 
 /* ------------------------------------------------------------------ */
 /* Q8_0 x Q8_0: |w| * (x with w's sign) keeps the u8*s8 instructions exact. */
-KARA_INLINE void body_q8_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
+KR_INLINE void body_q8_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
 {
-    const kara_block_q8_0 *w = vw;
-    const int64_t nb = n / KARA_QK8_0;
+    const kr_block_q8_0 *w = vw;
+    const int64_t nb = n / KR_QK8_0;
     __m256 acc[MAXNX][2];
     for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
@@ -66,7 +66,7 @@ KARA_INLINE void body_q8_0(int64_t n, const void *vw, const char *x, size_t xs, 
         const __m256i aw = _mm256_sign_epi8(qw, qw);
         const float dw = F16(w[i].d);
         for (int b = 0; b < NX; b++) {
-            const kara_block_q8_0 *xb = (const kara_block_q8_0 *)(x + b * xs) + i;
+            const kr_block_q8_0 *xb = (const kr_block_q8_0 *)(x + b * xs) + i;
             const __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), qw);
             const __m256i dot = DPBUSD(_mm256_setzero_si256(), aw, sx);
             acc[b][i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * F16(xb->d)), _mm256_cvtepi32_ps(dot), acc[b][i & 1]);
@@ -77,10 +77,10 @@ KARA_INLINE void body_q8_0(int64_t n, const void *vw, const char *x, size_t xs, 
 
 /* Q4_0 x Q8_0: nibbles to bytes (low nibbles are elements 0-15, high 16-31),
  * minus 8, then the signed trick as for Q8_0. */
-KARA_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
+KR_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
 {
-    const kara_block_q4_0 *w = vw;
-    const int64_t nb = n / KARA_QK4_0;
+    const kr_block_q4_0 *w = vw;
+    const int64_t nb = n / KR_QK4_0;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i eight = _mm256_set1_epi8(8);
     __m256 acc[MAXNX][2];
@@ -92,7 +92,7 @@ KARA_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, 
         const __m256i aw = _mm256_sign_epi8(qw, qw);
         const float dw = F16(w[i].d);
         for (int b = 0; b < NX; b++) {
-            const kara_block_q8_0 *xb = (const kara_block_q8_0 *)(x + b * xs) + i;
+            const kr_block_q8_0 *xb = (const kr_block_q8_0 *)(x + b * xs) + i;
             const __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), qw);
             const __m256i dot = DPBUSD(_mm256_setzero_si256(), aw, sx);
             acc[b][i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * F16(xb->d)), _mm256_cvtepi32_ps(dot), acc[b][i & 1]);
@@ -106,7 +106,7 @@ KARA_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, 
 #define BCAST16(e) _mm256_set1_epi16((short)((2 * (e)) | ((2 * (e) + 1) << 8)))
 
 /* sum_j mins_j * (bsums_{2j} + bsums_{2j+1}) as 4 int32 lanes */
-KARA_INLINE __m128i k4_min_dot(__m128i mins16, const int16_t *bsums)
+KR_INLINE __m128i k4_min_dot(__m128i mins16, const int16_t *bsums)
 {
     const __m128i b0 = _mm_loadu_si128((const __m128i *)bsums);
     const __m128i b1 = _mm_loadu_si128((const __m128i *)(bsums + 8));
@@ -116,10 +116,10 @@ KARA_INLINE __m128i k4_min_dot(__m128i mins16, const int16_t *bsums)
 /* Q4_K x Q8_K: per 64 elements, 32 bytes of nibbles: low nibbles are
  * sub-block 2k, high nibbles 2k+1. Scales multiply the int16 pair sums,
  * mins come from the activation bsums. */
-KARA_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
+KR_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
 {
-    const kara_block_q4_K *w = vw;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q4_K *w = vw;
+    const int64_t nb = n / KR_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[MAXNX];
     __m128 accm[MAXNX];
@@ -129,7 +129,7 @@ KARA_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, 
     }
     for (int64_t i = 0; i < nb; i++) {
         uint64_t sc8, mn8;
-        kara_unpack_k4_scales_packed(w[i].scales, &sc8, &mn8);
+        kr_unpack_k4_scales_packed(w[i].scales, &sc8, &mn8);
         const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
         const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8));
         const __m256i scales = _mm256_broadcastsi128_si256(sc16);
@@ -146,7 +146,7 @@ KARA_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, 
             const __m256i s_lo = _mm256_shuffle_epi8(scales, BCAST16(2 * k));
             const __m256i s_hi = _mm256_shuffle_epi8(scales, BCAST16(2 * k + 1));
             for (int b = 0; b < NX; b++) {
-                const int8_t *qx = ((const kara_block_q8_K *)(x + b * xs))[i].qs + 64 * k;
+                const int8_t *qx = ((const kr_block_q8_K *)(x + b * xs))[i].qs + 64 * k;
                 const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)qx));
                 const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(qx + 32)));
                 sumi[b][(2 * k) % KCH] = DPWSSD(sumi[b][(2 * k) % KCH], p0, s_lo);
@@ -154,7 +154,7 @@ KARA_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, 
             }
         }
         for (int b = 0; b < NX; b++) {
-            const kara_block_q8_K *xb = (const kara_block_q8_K *)(x + b * xs) + i;
+            const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + b * xs) + i;
             __m256i si = sumi[b][0];
             for (int c = 1; c < KCH; c++) si = _mm256_add_epi32(si, sumi[b][c]);
             acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(si), acc[b]);
@@ -167,10 +167,10 @@ KARA_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, 
 
 /* Q5_K x Q8_K: Q4_K plus a fifth bit per element: bit 2k of qh[l] for the
  * low nibble of byte l in pair k, bit 2k+1 for the high nibble. */
-KARA_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
+KR_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
 {
-    const kara_block_q5_K *w = vw;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q5_K *w = vw;
+    const int64_t nb = n / KR_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i one = _mm256_set1_epi8(1);
     const __m256i two = _mm256_set1_epi8(2);
@@ -182,7 +182,7 @@ KARA_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, 
     }
     for (int64_t i = 0; i < nb; i++) {
         uint64_t sc8, mn8;
-        kara_unpack_k4_scales_packed(w[i].scales, &sc8, &mn8);
+        kr_unpack_k4_scales_packed(w[i].scales, &sc8, &mn8);
         const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
         const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn8));
         const __m256i scales = _mm256_broadcastsi128_si256(sc16);
@@ -203,7 +203,7 @@ KARA_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, 
             const __m256i s_lo = _mm256_shuffle_epi8(scales, BCAST16(2 * k));
             const __m256i s_hi = _mm256_shuffle_epi8(scales, BCAST16(2 * k + 1));
             for (int b = 0; b < NX; b++) {
-                const int8_t *qx = ((const kara_block_q8_K *)(x + b * xs))[i].qs + 64 * k;
+                const int8_t *qx = ((const kr_block_q8_K *)(x + b * xs))[i].qs + 64 * k;
                 const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)qx));
                 const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(qx + 32)));
                 sumi[b][(2 * k) % KCH] = DPWSSD(sumi[b][(2 * k) % KCH], p0, s_lo);
@@ -211,7 +211,7 @@ KARA_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, 
             }
         }
         for (int b = 0; b < NX; b++) {
-            const kara_block_q8_K *xb = (const kara_block_q8_K *)(x + b * xs) + i;
+            const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + b * xs) + i;
             __m256i si = sumi[b][0];
             for (int c = 1; c < KCH; c++) si = _mm256_add_epi32(si, sumi[b][c]);
             acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(si), acc[b]);
@@ -225,10 +225,10 @@ KARA_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, 
 /* Q6_K x Q8_K: 6-bit values 0..63 (stored minus 32) times int8 scales per
  * 16 elements; the -32 offset is applied once per block through the bsums:
  * sum sc*(q-32)*x = sum sc*q*x - 32 * sum_j sc_j * bsum_j. */
-KARA_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, __m256 *acc, const int NX)
+KR_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, __m256 *acc, const int NX)
 {
-    const kara_block_q6_K *w = vw;
-    const int64_t nb = n / KARA_QK_K;
+    const kr_block_q6_K *w = vw;
+    const int64_t nb = n / KR_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i m30 = _mm256_set1_epi8(0x30);
     /* per 128-bit lane: broadcast int16 element 2g (low lane) / 2g+1 (high) */
@@ -244,7 +244,7 @@ KARA_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, _
         const float d = F16(w[i].d);
         __m256i sumi[MAXNX][KCH];
         for (int b = 0; b < NX; b++) {
-            const kara_block_q8_K *xb = (const kara_block_q8_K *)(x + b * xs) + i;
+            const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + b * xs) + i;
             const __m256i corr = _mm256_madd_epi16(sc_all, _mm256_loadu_si256((const __m256i *)xb->bsums));
             sumi[b][0] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
             for (int c = 1; c < KCH; c++) sumi[b][c] = _mm256_setzero_si256();
@@ -267,14 +267,14 @@ KARA_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, _
             for (int g = 0; g < 4; g++) {
                 const __m256i s = _mm256_shuffle_epi8(sc_h, ctrl[g]);
                 for (int b = 0; b < NX; b++) {
-                    const int8_t *qx = ((const kara_block_q8_K *)(x + b * xs))[i].qs + 128 * h + 32 * g;
+                    const int8_t *qx = ((const kr_block_q8_K *)(x + b * xs))[i].qs + 128 * h + 32 * g;
                     const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)qx));
                     sumi[b][g % KCH] = DPWSSD(sumi[b][g % KCH], p, s);
                 }
             }
         }
         for (int b = 0; b < NX; b++) {
-            const kara_block_q8_K *xb = (const kara_block_q8_K *)(x + b * xs) + i;
+            const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + b * xs) + i;
             __m256i si = sumi[b][0];
             for (int c = 1; c < KCH; c++) si = _mm256_add_epi32(si, sumi[b][c]);
             acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(si), acc[b]);
@@ -284,7 +284,7 @@ KARA_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, _
 
 /* Rows end in hsum256 of acc_q6_K's accumulators (the AVX-512 table's
  * one-row Q6_K loop reduces eight rows' at once, with the same bits). */
-KARA_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
+KR_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
 {
     __m256 acc[MAXNX];
     acc_q6_K(n, vw, x, xs, acc, NX);
@@ -292,18 +292,18 @@ KARA_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, 
 }
 
 /* ---- float formats: weights and activations in the same type ---- */
-KARA_INLINE __m256 load_f16x8(const kara_fp16 *p)
+KR_INLINE __m256 load_f16x8(const kr_fp16 *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-KARA_INLINE __m256 load_bf16x8(const kara_bf16 *p)
+KR_INLINE __m256 load_bf16x8(const kr_bf16 *p)
 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
 #define FLOAT_BODY(NAME, T, LOAD, SCALAR)                                                                        \
-    KARA_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,           \
+    KR_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,           \
                           const int NX)                                                                         \
     {                                                                                                           \
         const T *w = vw;                                                                                        \
@@ -327,10 +327,10 @@ KARA_INLINE __m256 load_bf16x8(const kara_bf16 *p)
     }
 
 #define F32_ID(v) (v)
-#define BF16_SCALAR(v) kara_bf16_bits_to_float(v)
+#define BF16_SCALAR(v) kr_bf16_bits_to_float(v)
 FLOAT_BODY(body_f32, float, _mm256_loadu_ps, F32_ID)
-FLOAT_BODY(body_f16, kara_fp16, load_f16x8, F16)
-FLOAT_BODY(body_bf16, kara_bf16, load_bf16x8, BF16_SCALAR)
+FLOAT_BODY(body_f16, kr_fp16, load_f16x8, F16)
+FLOAT_BODY(body_bf16, kr_bf16, load_bf16x8, BF16_SCALAR)
 
 /* ---- wrappers: vec_dot (one row) and the NX-row variants ---- */
 #define DEFINE_DOT(SUFFIX, BODY)                                                                                  \
@@ -362,7 +362,7 @@ DEFINE_DOT(bf16, body_bf16)
 /* ---- activation quantizers ---- */
 
 /* 32 int32 lanes (four vectors) to 32 int8 in element order. */
-KARA_INLINE __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d)
+KR_INLINE __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d)
 {
     const __m256i ab = _mm256_packs_epi32(a, b); /* a0-3 b0-3 | a4-7 b4-7 */
     const __m256i cd = _mm256_packs_epi32(c, d);
@@ -370,15 +370,15 @@ KARA_INLINE __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d
     return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-KARA_INLINE __m256 abs_ps(__m256 v)
+KR_INLINE __m256 abs_ps(__m256 v)
 {
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
 }
 
 static void from_float_q8_0(const float *x, void *vy, int64_t n)
 {
-    kara_block_q8_0 *y = vy;
-    const int64_t nb = n / KARA_QK8_0;
+    kr_block_q8_0 *y = vy;
+    const int64_t nb = n / KR_QK8_0;
     for (int64_t i = 0; i < nb; i++, x += 32) {
         __m256 v[4];
         for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(x + 8 * j);
@@ -389,7 +389,7 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n)
         const float amax = _mm_cvtss_f32(m4);
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = kara_fp32_to_fp16(d);
+        y[i].d = kr_fp32_to_fp16(d);
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
@@ -398,15 +398,15 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n)
 }
 
 /* Q8_K: the scale maps the largest magnitude to -127 (see the scalar
- * version); values round to nearest even like kara_nearest_int, and bsums
+ * version); values round to nearest even like kr_nearest_int, and bsums
  * are summed from the packed bytes. */
 static void from_float_q8_K(const float *x, void *vy, int64_t n)
 {
-    kara_block_q8_K *y = vy;
-    const int64_t nb = n / KARA_QK_K;
-    for (int64_t i = 0; i < nb; i++, x += KARA_QK_K) {
+    kr_block_q8_K *y = vy;
+    const int64_t nb = n / KR_QK_K;
+    for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
         __m256 vmax = _mm256_setzero_ps();
-        for (int j = 0; j < KARA_QK_K; j += 8) vmax = _mm256_max_ps(vmax, abs_ps(_mm256_loadu_ps(x + j)));
+        for (int j = 0; j < KR_QK_K; j += 8) vmax = _mm256_max_ps(vmax, abs_ps(_mm256_loadu_ps(x + j)));
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -415,10 +415,10 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n)
             memset(&y[i], 0, sizeof(y[i]));
             continue;
         }
-        const float iscale = -127.0f / kara_first_with_magnitude(x, KARA_QK_K, amax);
+        const float iscale = -127.0f / kr_first_with_magnitude(x, KR_QK_K, amax);
         const __m256 vs = _mm256_set1_ps(iscale);
         const __m256i ones = _mm256_set1_epi8(1);
-        for (int j = 0; j < KARA_QK_K; j += 32) {
+        for (int j = 0; j < KR_QK_K; j += 32) {
             __m256i q[4];
     #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
@@ -448,20 +448,20 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n)
  * the whole group; the tile stays in L1/L2 while the groups stream past. */
 #define ROW_TILE 16
 
-static void x86_matmul(const kara_kernels *k, kara_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+static void x86_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                        int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
-                       int ith, int nth, const kara_x86_dotn_fn *dotn)
+                       int ith, int nth, const kr_x86_dotn_fn *dotn)
 {
-    if ((uint32_t)wtype >= KARA_TYPE_COUNT) {
+    if ((uint32_t)wtype >= KR_TYPE_COUNT) {
         return;
     }
-    const kara_x86_dotn_fn f = dotn[wtype];
+    const kr_x86_dotn_fn f = dotn[wtype];
     if (f == NULL) {
-        kara_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
+        kr_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         return;
     }
     int64_t r0, r1;
-    kara_split_rows(n_rows, ith, nth, &r0, &r1);
+    kr_split_rows(n_rows, ith, nth, &r0, &r1);
     const char *wb = w, *xb = x;
     if (n_batch == 1) {
         for (int64_t r = r0; r < r1; r++) {
@@ -481,4 +481,4 @@ static void x86_matmul(const kara_kernels *k, kara_type wtype, const void *w, si
     }
 }
 
-#endif /* KARA_X86_DOT_IMPL_H */
+#endif /* KR_X86_DOT_IMPL_H */

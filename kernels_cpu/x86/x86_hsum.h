@@ -7,8 +7,8 @@
  * computes it (one row alone, eight rows reduced together, or the few-row
  * kernels of batched decode), so every path reduces with these.
  */
-#ifndef KARA_X86_HSUM_H
-#define KARA_X86_HSUM_H
+#ifndef KR_X86_HSUM_H
+#define KR_X86_HSUM_H
 
 #include <immintrin.h>
 
@@ -56,4 +56,4 @@ static inline __m256 hsum128_x8(const __m128 v[8])
     return _mm256_add_ps(_mm256_shuffle_ps(s01, s23, 0x88), _mm256_shuffle_ps(s01, s23, 0xDD));
 }
 
-#endif /* KARA_X86_HSUM_H */
+#endif /* KR_X86_HSUM_H */

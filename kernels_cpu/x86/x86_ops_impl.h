@@ -1,18 +1,18 @@
 /*
  * x86_ops_impl.h - row kernels (RMSNorm, softmax, SwiGLU, f32/f16 dot and
- * axpy, f16/bf16 stores) written once over a vector type of KARA_X86_WIDTH
+ * axpy, f16/bf16 stores) written once over a vector type of KR_X86_WIDTH
  * floats: avx2_kernels.c compiles it with 8 (ymm), avx512_kernels.c with 16
  * (zmm). Tails shorter than a vector use the scalar formulas.
  */
-#ifndef KARA_X86_OPS_IMPL_H
-#define KARA_X86_OPS_IMPL_H
+#ifndef KR_X86_OPS_IMPL_H
+#define KR_X86_OPS_IMPL_H
 
 #include "kernels_impl.h"
 
 #include <immintrin.h>
 #include <math.h>
 
-#if KARA_X86_WIDTH == 16
+#if KR_X86_WIDTH == 16
 typedef __m512 vf;
 typedef __m512i vi;
 #define VW 16
@@ -179,7 +179,7 @@ static float ops_dot_f32(const float *a, const float *b, int64_t n)
     return s;
 }
 
-static float ops_dot_f16_f32(const kara_fp16 *a, const float *b, int64_t n)
+static float ops_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
 {
     vf acc0 = V_ZERO(), acc1 = V_ZERO();
     int64_t i = 0;
@@ -201,7 +201,7 @@ static void ops_axpy_f32(float *y, float a, const float *x, int64_t n)
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-static void ops_axpy_f16(float *y, float a, const kara_fp16 *x, int64_t n)
+static void ops_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n)
 {
     const vf va = V_SET1(a);
     int64_t i = 0;
@@ -211,11 +211,11 @@ static void ops_axpy_f16(float *y, float a, const kara_fp16 *x, int64_t n)
 
 /* Hardware conversion rounds to nearest even exactly like the scalar one,
  * subnormals and overflow included. */
-static void ops_f32_to_f16(kara_fp16 *y, const float *x, int64_t n)
+static void ops_f32_to_f16(kr_fp16 *y, const float *x, int64_t n)
 {
     int64_t i = 0;
     for (; i + VW <= n; i += VW) V_STORE_F16(y + i, V_LOAD(x + i));
-    for (; i < n; i++) y[i] = kara_fp32_to_fp16(x[i]);
+    for (; i < n; i++) y[i] = kr_fp32_to_fp16(x[i]);
 }
 
 static void ops_from_float_f16(const float *x, void *y, int64_t n)
@@ -230,7 +230,7 @@ static void ops_from_float_f16(const float *x, void *y, int64_t n)
  * four dot products cost about one horizontal sum. */
 static inline __m128 v_sum4(vf v0, vf v1, vf v2, vf v3)
 {
-#if KARA_X86_WIDTH == 16
+#if KR_X86_WIDTH == 16
     const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(v0, v1), _mm512_unpackhi_ps(v0, v1));
     const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(v2, v3), _mm512_unpackhi_ps(v2, v3));
     const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
@@ -247,7 +247,7 @@ static inline __m128 v_sum4(vf v0, vf v1, vf v2, vf v3)
 
 /* Rows of A per block: MR x 4 accumulators plus MR + 4 loads must fit the
  * register file (32 zmm, 16 ymm). */
-#if KARA_X86_WIDTH == 16
+#if KR_X86_WIDTH == 16
 #define GEMM_MR 4
 #else
 #define GEMM_MR 2
@@ -262,7 +262,7 @@ static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t l
                                                              int64_t k, const int mr)
 {
 #define GEMM_LOAD_B(row, t)                                                                                     \
-    (b_f16 ? V_LOAD_F16((const kara_fp16 *)(b + (row) * ldb) + (t)) : V_LOAD((const float *)(b + (row) * ldb) + (t)))
+    (b_f16 ? V_LOAD_F16((const kr_fp16 *)(b + (row) * ldb) + (t)) : V_LOAD((const float *)(b + (row) * ldb) + (t)))
     vf acc[GEMM_MR][4];
     for (int i = 0; i < mr; i++) {
         for (int j = 0; j < 4; j++) acc[i][j] = V_ZERO();
@@ -287,7 +287,7 @@ static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t l
                 const char *bj = b + (size_t)j * ldb;
                 float s = 0.0f;
                 for (int64_t u = t; u < k; u++) {
-                    const float bv = b_f16 ? _cvtsh_ss(((const kara_fp16 *)bj)[u]) : ((const float *)bj)[u];
+                    const float bv = b_f16 ? _cvtsh_ss(((const kr_fp16 *)bj)[u]) : ((const float *)bj)[u];
                     s += a[i * lda + u] * bv;
                 }
                 tail[j] = s;
@@ -317,7 +317,7 @@ static inline __attribute__((always_inline)) void gemm_nt_body(float *c, int64_t
     for (; j < n; j++) {
         const char *bj = b + (size_t)j * ldb;
         for (int64_t i = 0; i < m; i++) {
-            c[i * ldc + j] = b_f16 ? ops_dot_f16_f32((const kara_fp16 *)bj, a + i * lda, k)
+            c[i * ldc + j] = b_f16 ? ops_dot_f16_f32((const kr_fp16 *)bj, a + i * lda, k)
                                    : ops_dot_f32(a + i * lda, (const float *)bj, k);
         }
     }
@@ -333,4 +333,4 @@ static void ops_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, cons
     }
 }
 
-#endif /* KARA_X86_OPS_IMPL_H */
+#endif /* KR_X86_OPS_IMPL_H */

@@ -44,13 +44,13 @@ static void template_init(kara_chat_template *t, kara_chat_family family) {
 }
 
 kara_status kara_chat_template_by_name(const char *name, kara_chat_template *out) {
-    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_chat_template_by_name: out is NULL");
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_chat_template_by_name: out is NULL");
     for (int i = 0; name && i < N_FAMILIES; i++)
         if (!strcmp(name, family_names[i])) {
             template_init(out, (kara_chat_family)i);
             return KARA_OK;
         }
-    return kara_set_error(KARA_ERR_ARG, "unknown chat template '%s' (known: chatml, qwen3, deepseek-r1, llama3, llama3.1)",
+    return kr_set_error(KARA_ERR_ARG, "unknown chat template '%s' (known: chatml, qwen3, deepseek-r1, llama3, llama3.1)",
                           name ? name : "(null)");
 }
 
@@ -130,23 +130,23 @@ bool kara_chat_template_detect(const char *jinja, kara_chat_template *out) {
 }
 
 kara_status kara_chat_template_from_model(const kara_model *model, const char *name, kara_chat_template *out) {
-    if (!model || !out) return kara_set_error(KARA_ERR_ARG, "kara_chat_template_from_model: NULL argument");
+    if (!model || !out) return kr_set_error(KARA_ERR_ARG, "kara_chat_template_from_model: NULL argument");
     if (name && name[0] && strcmp(name, "auto") != 0) return kara_chat_template_by_name(name, out);
     char probe[8];
     size_t len;
     if (!kara_model_meta_str(model, "tokenizer.chat_template", probe, sizeof probe, &len)) {
         template_init(out, KARA_CHAT_CHATML);
-        kara_log(KARA_LOG_WARN, "the model has no tokenizer.chat_template; using the chatml template "
+        kr_log(KARA_LOG_WARN, "the model has no tokenizer.chat_template; using the chatml template "
                                 "(choose another with --chat-template)");
         return KARA_OK;
     }
     char *text = malloc(len + 1);
-    if (!text) return kara_set_error(KARA_ERR_NOMEM, "out of memory reading tokenizer.chat_template");
+    if (!text) return kr_set_error(KARA_ERR_NOMEM, "out of memory reading tokenizer.chat_template");
     kara_model_meta_str(model, "tokenizer.chat_template", text, len + 1, NULL);
     bool known = kara_chat_template_detect(text, out);
     free(text);
     if (!known)
-        kara_log(KARA_LOG_WARN, "tokenizer.chat_template is not one of the known families (chatml, qwen3, "
+        kr_log(KARA_LOG_WARN, "tokenizer.chat_template is not one of the known families (chatml, qwen3, "
                                 "deepseek-r1, llama3, llama3.1); falling back to chatml");
     return KARA_OK;
 }
@@ -421,10 +421,10 @@ static void render_llama31(out_buf *o, const kara_chat_template *t, const kara_c
 kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
                             bool add_generation_prompt, bool enable_thinking, char *buf, size_t size, size_t *len) {
     if (!tmpl || (n_msgs && !msgs) || (size && !buf) || !len)
-        return kara_set_error(KARA_ERR_ARG, "kara_chat_apply: NULL argument");
+        return kr_set_error(KARA_ERR_ARG, "kara_chat_apply: NULL argument");
     for (size_t i = 0; i < n_msgs; i++)
         if (!msgs[i].role || !msgs[i].content)
-            return kara_set_error(KARA_ERR_ARG, "kara_chat_apply: message %zu has no %s", i,
+            return kr_set_error(KARA_ERR_ARG, "kara_chat_apply: message %zu has no %s", i,
                                   msgs[i].role ? "content" : "role");
     out_buf o = {buf, size, 0};
     switch (tmpl->family) {
@@ -433,7 +433,7 @@ kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_mess
     case KARA_CHAT_DEEPSEEK_R1: render_r1(&o, msgs, n_msgs, add_generation_prompt, enable_thinking); break;
     case KARA_CHAT_LLAMA3: render_llama3(&o, msgs, n_msgs, add_generation_prompt); break;
     case KARA_CHAT_LLAMA31: render_llama31(&o, tmpl, msgs, n_msgs, add_generation_prompt); break;
-    default: return kara_set_error(KARA_ERR_ARG, "kara_chat_apply: unknown template family %d", (int)tmpl->family);
+    default: return kr_set_error(KARA_ERR_ARG, "kara_chat_apply: unknown template family %d", (int)tmpl->family);
     }
     if (size) buf[o.len < size ? o.len : size - 1] = '\0';
     *len = o.len;

@@ -32,7 +32,7 @@ const char *kara_status_str(kara_status status) {
 
 const char *kara_last_error(void) { return last_error; }
 
-kara_status kara_set_error(kara_status st, const char *fmt, ...) {
+kara_status kr_set_error(kara_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
@@ -40,7 +40,7 @@ kara_status kara_set_error(kara_status st, const char *fmt, ...) {
     return st;
 }
 
-kara_status kara_error_prefix(kara_status st, const char *fmt, ...) {
+kara_status kr_error_prefix(kara_status st, const char *fmt, ...) {
     char inner[sizeof last_error];
     memcpy(inner, last_error, sizeof inner);
     va_list ap;
@@ -63,7 +63,7 @@ void kara_log_set(kara_log_fn fn, void *user) {
 
 void kara_log_set_level(kara_log_level max_level) { log_max = max_level; }
 
-void kara_log(kara_log_level level, const char *fmt, ...) {
+void kr_log(kara_log_level level, const char *fmt, ...) {
     if (!log_fn && level > log_max) return;
     char msg[1024];
     va_list ap;
@@ -88,7 +88,7 @@ const char *kara_version_string(void) {
 
 const char *kara_system_info(void) {
     static _Thread_local char info[128];
-    const kara_kernels *k = kara_kernels_get();
+    const kr_kernels *k = kr_kernels_get();
 #ifdef _OPENMP
     const char *omp = "openmp";
 #else

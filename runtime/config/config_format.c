@@ -7,8 +7,8 @@
 #include "config_impl.h"
 #include "status.h"
 
-#define keys kara_config_keys
-#define N_KEYS kara_config_n_keys
+#define keys kr_config_keys
+#define N_KEYS kr_config_n_keys
 /* ------------------------------------------------------------------------ */
 /* Rendering the whole configuration                                         */
 /* ------------------------------------------------------------------------ */
@@ -18,7 +18,7 @@ typedef struct out_buf {
     size_t size, len;
 } out_buf;
 
-static void out(out_buf *o, const char *fmt, ...) KARA_PRINTF(2, 3);
+static void out(out_buf *o, const char *fmt, ...) KR_PRINTF(2, 3);
 static void out(out_buf *o, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -67,7 +67,7 @@ size_t kara_config_format(const kara_config *c, char *buf, size_t size) {
             p = dot + 1;
         }
         char val[KARA_CONFIG_PATH_MAX + 16], text[2 * KARA_CONFIG_PATH_MAX + 64];
-        kara_config_fmt_value(&keys[i], c, val, sizeof val);
+        kr_config_fmt_value(&keys[i], c, val, sizeof val);
         if (keys[i].type == K_STRING) quote(val, text, sizeof text);
         else snprintf(text, sizeof text, "%s", val);
         int w = depth * 2 + (int)strlen(p) + 2 + (int)strlen(text);

@@ -1,8 +1,8 @@
 /* config_impl.h - what the configuration's files share: the key table
  * (config_keys.c), used by the YAML loader (config_yaml.c) and the renderer
  * (config_format.c). */
-#ifndef KARA_CONFIG_IMPL_H
-#define KARA_CONFIG_IMPL_H
+#ifndef KR_CONFIG_IMPL_H
+#define KR_CONFIG_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,7 +30,7 @@ typedef struct key_spec {
     size_t off;                   /* offset of the field in kara_config */
     size_t size;                  /* sizeof the field */
     double min, max;              /* inclusive range (list elements, N of stride:N and K/N) */
-    const kara_enum_name *names;  /* K_ENUM: the names; numbers: special words such as auto */
+    const kr_enum_name *names;  /* K_ENUM: the names; numbers: special words such as auto */
     size_t aux;                   /* K_INT_LIST: offset of the count; K_SHARD: of shard_count */
 } key_spec;
 
@@ -46,27 +46,27 @@ typedef struct value {
     int32_t shard_count;
 } value;
 
-extern const key_spec kara_config_keys[];
-extern const int kara_config_n_keys;
+extern const key_spec kr_config_keys[];
+extern const int kr_config_n_keys;
 
 /* Index of a key in the table, -1 when unknown. */
-int kara_config_find_key(const char *key);
+int kr_config_find_key(const char *key);
 /* Is path a section of the schema ("kara", "kara.score")? */
-bool kara_config_is_section(const char *path);
+bool kr_config_is_section(const char *path);
 /* "", "~" and "null" mean "none". */
-bool kara_config_is_null_text(const char *s);
+bool kr_config_is_null_text(const char *s);
 /* Parse text as key k's value into v; false with a message in err. */
-bool kara_config_parse_value(const key_spec *k, const char *s, value *v, char *err, size_t esz);
+bool kr_config_parse_value(const key_spec *k, const char *s, value *v, char *err, size_t esz);
 /* Write a parsed value into its field of c. */
-void kara_config_store(const key_spec *k, kara_config *c, const value *v);
+void kr_config_store(const key_spec *k, kara_config *c, const value *v);
 /* Key k's value in c as text that kara_config_set accepts. */
-void kara_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, size_t size);
+void kr_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, size_t size);
 
 /* One element of a list value (K_INT_LIST). */
-bool kara_config_parse_list_item(const key_spec *k, const char *s, value *v, char *err, size_t esz);
+bool kr_config_parse_list_item(const key_spec *k, const char *s, value *v, char *err, size_t esz);
 /* "an integer", "a size", ... for messages. */
-void kara_config_type_desc(const key_spec *k, char *buf, size_t size);
+void kr_config_type_desc(const key_spec *k, char *buf, size_t size);
 /* " (did you mean 'kara.retention'?)" for a key close to a real one, else "". */
-void kara_config_suggest(const char *key, char *buf, size_t size);
+void kr_config_suggest(const char *key, char *buf, size_t size);
 
 #endif

@@ -28,8 +28,8 @@
 #define FIELD(m) offsetof(kara_config, m), sizeof(((kara_config *)0)->m)
 #define KV(m) FIELD(context.kv.m)
 
-static const kara_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
-static const kara_enum_name think_names[] = {
+static const kr_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
+static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},   {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
 
@@ -37,7 +37,7 @@ static const kara_enum_name think_names[] = {
 #define MAX_TOKENS (1 << 24)  /* upper bound of token counts and positions */
 
 /* Output order: keys of one section stay together, sections nest by prefix. */
-const key_spec kara_config_keys[] = {
+const key_spec kr_config_keys[] = {
     {"model.path", K_STRING, FIELD(model_path), 0, 0, NULL, 0},
     {"model.preset", K_STRING, FIELD(preset), 0, 0, NULL, 0},
     {"model.mmap", K_BOOL, FIELD(use_mmap), 0, 0, NULL, 0},
@@ -53,15 +53,15 @@ const key_spec kara_config_keys[] = {
     {"sampling.seed", K_U64, FIELD(sampling.seed), 0, 0, NULL, 0},
     {"sampling.max_tokens", K_INT, FIELD(max_tokens), -1, MAX_TOKENS, NULL, 0},
     {"kv_cache.block_size", K_INT, KV(block_size), 1, 4096, NULL, 0},
-    {"kv_cache.dtype", K_ENUM, KV(dtype), 0, 0, kara_kv_dtype_names, 0},
+    {"kv_cache.dtype", K_ENUM, KV(dtype), 0, 0, kr_kv_dtype_names, 0},
     {"kv_cache.budget", K_SIZE, KV(budget), 0, 1125899906842624.0 /* 1 PiB */, auto_zero, 0},
     {"kv_cache.reserve_blocks", K_INT, KV(reserve_blocks), 0, MAX_SLOTS, NULL, 0},
-    {"kv_cache.method", K_ENUM, KV(method), 0, 0, kara_kv_method_names, 0},
+    {"kv_cache.method", K_ENUM, KV(method), 0, 0, kr_kv_method_names, 0},
     {"kv_cache.seq_tokens", K_INT, KV(seq_tokens), 1, MAX_TOKENS, auto_zero, 0},
-    {"kara.evict", K_ENUM, KV(evict), 0, 0, kara_kv_evict_names, 0},
+    {"kara.evict", K_ENUM, KV(evict), 0, 0, kr_kv_evict_names, 0},
     {"kara.evict_margin", K_INT, KV(evict_margin), 1, MAX_SLOTS, auto_zero, 0},
     {"kara.interval", K_INT, KV(interval), 1, MAX_SLOTS, NULL, 0},
-    {"kara.trigger", K_ENUM, KV(trigger), 0, 0, kara_kv_trigger_names, 0},
+    {"kara.trigger", K_ENUM, KV(trigger), 0, 0, kr_kv_trigger_names, 0},
     {"kara.trigger_slack", K_INT, KV(trigger_slack), 1, MAX_SLOTS, auto_zero, 0},
     {"kara.buffer", K_INT, KV(buffer), 0, MAX_SLOTS, NULL, 0},
     {"kara.retention", K_FLOAT, KV(retention), 0, 1, NULL, 0},
@@ -69,21 +69,21 @@ const key_spec kara_config_keys[] = {
     {"kara.min_compressible", K_INT, KV(min_compressible), 0, MAX_SLOTS, NULL, 0},
     {"kara.max_compress_per_step", K_INT, KV(max_compress_per_step), 0, MAX_SLOTS, auto_zero, 0},
     {"kara.max_defer", K_INT, KV(max_defer), 0, MAX_SLOTS, NULL, 0},
-    {"kara.compress_scope", K_ENUM, KV(think_only), 0, 0, kara_compress_scope_names, 0},
+    {"kara.compress_scope", K_ENUM, KV(think_only), 0, 0, kr_compress_scope_names, 0},
     {"kara.protect_token_ids", K_INT_LIST, KV(protect_token_ids), 0, INT32_MAX, NULL,
      offsetof(kara_config, context.kv.n_protect_token_ids)},
-    {"kara.query_cache_dtype", K_ENUM, KV(query_cache_dtype), 0, 0, kara_kv_dtype_names, 0},
-    {"kara.selection_scope", K_ENUM, KV(per_layer_selection), 0, 0, kara_selection_scope_names, 0},
+    {"kara.query_cache_dtype", K_ENUM, KV(query_cache_dtype), 0, 0, kr_kv_dtype_names, 0},
+    {"kara.selection_scope", K_ENUM, KV(per_layer_selection), 0, 0, kr_selection_scope_names, 0},
     {"kara.rerotate_keys", K_BOOL, KV(rerotate_keys), 0, 0, NULL, 0},
-    {"kara.on_pool_exhausted", K_ENUM, KV(on_pool_exhausted), 0, 0, kara_pool_fallback_names, 0},
-    {"kara.score.mode", K_ENUM, KV(score_mode), 0, 0, kara_score_mode_names, 0},
-    {"kara.score.softmax_over", K_ENUM, KV(softmax_over), 0, 0, kara_softmax_over_names, 0},
+    {"kara.on_pool_exhausted", K_ENUM, KV(on_pool_exhausted), 0, 0, kr_pool_fallback_names, 0},
+    {"kara.score.mode", K_ENUM, KV(score_mode), 0, 0, kr_score_mode_names, 0},
+    {"kara.score.softmax_over", K_ENUM, KV(softmax_over), 0, 0, kr_softmax_over_names, 0},
     {"kara.score.n_sink", K_INT, KV(n_sink), 0, 65536, NULL, 0},
     {"kara.score.exclude_self", K_BOOL, KV(exclude_self), 0, 0, NULL, 0},
-    {"kara.score.gqa_reduce", K_ENUM, KV(gqa_reduce), 0, 0, kara_gqa_reduce_names, 0},
-    {"kara.score.layer_reduce", K_ENUM, KV(layer_reduce), 0, 0, kara_layer_reduce_names, 0},
+    {"kara.score.gqa_reduce", K_ENUM, KV(gqa_reduce), 0, 0, kr_gqa_reduce_names, 0},
+    {"kara.score.layer_reduce", K_ENUM, KV(layer_reduce), 0, 0, kr_layer_reduce_names, 0},
     {"kara.score.layers", K_LAYERS, KV(layer_stride), 1, 4096, NULL, 0},
-    {"kara.t2c.mode", K_ENUM, KV(t2c_pooled_topk), 0, 0, kara_t2c_mode_names, 0},
+    {"kara.t2c.mode", K_ENUM, KV(t2c_pooled_topk), 0, 0, kr_t2c_mode_names, 0},
     {"kara.t2c.candidate_frac", K_FLOAT, KV(candidate_frac), 0, 1, NULL, 0},
     {"kara.t2c.max_gap", K_INT, KV(max_gap), 0, 65536, NULL, 0},
     {"kara.t2c.len_penalty", K_FLOAT, KV(len_penalty), 0, 100, NULL, 0},
@@ -91,7 +91,7 @@ const key_spec kara_config_keys[] = {
     {"baselines.streaming.n_sink", K_INT, KV(streaming_n_sink), 0, 65536, NULL, 0},
     {"baselines.snapkv.trigger_slack", K_INT, KV(snapkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
     {"baselines.snapkv.obs_window", K_INT, KV(snapkv_obs_window), 1, 65536, NULL, 0},
-    {"baselines.snapkv.pool", K_ENUM, KV(snapkv_pool), 0, 0, kara_pool_reduce_names, 0},
+    {"baselines.snapkv.pool", K_ENUM, KV(snapkv_pool), 0, 0, kr_pool_reduce_names, 0},
     {"baselines.snapkv.kernel", K_INT, KV(snapkv_kernel), 1, 255, NULL, 0},
     {"baselines.snapkv.protect_prompt", K_BOOL, KV(snapkv_protect_prompt), 0, 0, NULL, 0},
     {"baselines.h2o.heavy_frac", K_FLOAT, KV(h2o_heavy_frac), 0, 1, NULL, 0},
@@ -106,20 +106,20 @@ const key_spec kara_config_keys[] = {
     {"batch.max_concurrency", K_INT, FIELD(context.n_seq_max), 1, 4096, NULL, 0},
     {"batch.shard", K_SHARD, FIELD(shard_index), 1, 65536, NULL, offsetof(kara_config, shard_count)},
 };
-const int kara_config_n_keys = (int)(sizeof kara_config_keys / sizeof kara_config_keys[0]);
-#define N_KEYS kara_config_n_keys
-#define keys kara_config_keys
-_Static_assert(sizeof kara_config_keys / sizeof kara_config_keys[0] <= KARA_CONFIG_MAX_KEYS, "raise KARA_CONFIG_MAX_KEYS");
+const int kr_config_n_keys = (int)(sizeof kr_config_keys / sizeof kr_config_keys[0]);
+#define N_KEYS kr_config_n_keys
+#define keys kr_config_keys
+_Static_assert(sizeof kr_config_keys / sizeof kr_config_keys[0] <= KARA_CONFIG_MAX_KEYS, "raise KARA_CONFIG_MAX_KEYS");
 _Static_assert(sizeof(kara_kv_method) == sizeof(int), "enums are stored as int");
 
-int kara_config_find_key(const char *key) {
+int kr_config_find_key(const char *key) {
     for (int i = 0; i < N_KEYS; i++)
         if (!strcmp(keys[i].key, key)) return i;
     return -1;
 }
 
 /* True when `path` names a section: some key starts with "path.". */
-bool kara_config_is_section(const char *path) {
+bool kr_config_is_section(const char *path) {
     size_t n = strlen(path);
     for (int i = 0; i < N_KEYS; i++)
         if (!strncmp(keys[i].key, path, n) && keys[i].key[n] == '.') return true;
@@ -161,7 +161,7 @@ static const struct {
 };
 #define N_SIZE_UNITS (sizeof size_units / sizeof size_units[0])
 
-bool kara_config_is_null_text(const char *s) { return !*s || !strcmp(s, "~") || !strcmp(s, "null"); }
+bool kr_config_is_null_text(const char *s) { return !*s || !strcmp(s, "~") || !strcmp(s, "null"); }
 
 static bool parse_bool_text(const char *s, bool *out) {
     static const char *yes[] = {"true", "yes", "on"}, *no[] = {"false", "no", "off"};
@@ -256,7 +256,7 @@ static bool parse_size(const key_spec *k, const char *s, value *v, char *err, si
     return true;
 }
 
-void kara_config_type_desc(const key_spec *k, char *buf, size_t size) {
+void kr_config_type_desc(const key_spec *k, char *buf, size_t size) {
     switch (k->type) {
     case K_INT: snprintf(buf, size, "an integer"); break;
     case K_U64: snprintf(buf, size, "a non-negative integer"); break;
@@ -265,7 +265,7 @@ void kara_config_type_desc(const key_spec *k, char *buf, size_t size) {
     case K_BOOL: snprintf(buf, size, "true or false"); break;
     case K_ENUM: {
         char list[256];
-        kara_enum_list(k->names, list, sizeof list);
+        kr_enum_list(k->names, list, sizeof list);
         snprintf(buf, size, "one of %s", list);
         break;
     }
@@ -276,7 +276,7 @@ void kara_config_type_desc(const key_spec *k, char *buf, size_t size) {
     }
 }
 
-bool kara_config_parse_list_item(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
+bool kr_config_parse_list_item(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
     int64_t x;
     if (!parse_i64(s, &x)) {
         snprintf(err, esz, "expected an integer in the list, got '%s'", s);
@@ -319,7 +319,7 @@ static bool parse_list_text(const key_spec *k, const char *s, value *v, char *er
         char *q = p, *qe = p + strlen(p);
         while (isspace((unsigned char)*q)) q++;
         while (qe > q && isspace((unsigned char)qe[-1])) *--qe = 0;
-        if (!kara_config_parse_list_item(k, q, v, err, esz)) return false;
+        if (!kr_config_parse_list_item(k, q, v, err, esz)) return false;
         if (!comma) return true;
         p = comma + 1;
     }
@@ -327,17 +327,17 @@ static bool parse_list_text(const key_spec *k, const char *s, value *v, char *er
 
 /* Parse text as the value of key k into *v; on failure err gets the
  * problem (without location or key). */
-bool kara_config_parse_value(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
+bool kr_config_parse_value(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
     char want[300];
     memset(v, 0, sizeof *v);
     int special;
-    if (k->type != K_ENUM && k->type != K_STRING && k->names && kara_enum_from_name(k->names, s, &special)) {
+    if (k->type != K_ENUM && k->type != K_STRING && k->names && kr_enum_from_name(k->names, s, &special)) {
         v->i = special;
         v->u = (uint64_t)special;
         return true;
     }
-    if (k->type != K_STRING && k->type != K_INT_LIST && kara_config_is_null_text(s)) {
-        kara_config_type_desc(k, want, sizeof want);
+    if (k->type != K_STRING && k->type != K_INT_LIST && kr_config_is_null_text(s)) {
+        kr_config_type_desc(k, want, sizeof want);
         snprintf(err, esz, "missing value (expected %s)", want);
         return false;
     }
@@ -375,9 +375,9 @@ bool kara_config_parse_value(const key_spec *k, const char *s, value *v, char *e
     }
     case K_ENUM: {
         int e;
-        if (!kara_enum_from_name(k->names, s, &e)) {
+        if (!kr_enum_from_name(k->names, s, &e)) {
             char list[256];
-            kara_enum_list(k->names, list, sizeof list);
+            kr_enum_list(k->names, list, sizeof list);
             snprintf(err, esz, "unknown value '%s' (expected %s)", s, list);
             return false;
         }
@@ -439,7 +439,7 @@ static int64_t load_int(const void *p, size_t size) {
 
 /* Write a parsed value into its field; the string buffer is zero-filled
  * past the text so equal configs compare equal byte for byte. */
-void kara_config_store(const key_spec *k, kara_config *c, const value *v) {
+void kr_config_store(const key_spec *k, kara_config *c, const value *v) {
     char *base = (char *)c;
     void *p = base + k->off;
     switch (k->type) {
@@ -488,28 +488,28 @@ static void fmt_size(uint64_t b, char *buf, size_t size) {
 }
 
 /* Text that parse_text accepts; strings are raw (unquoted). */
-void kara_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, size_t size) {
+void kr_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, size_t size) {
     const char *base = (const char *)c;
     const void *p = base + k->off;
     const char *name;
     switch (k->type) {
     case K_INT: {
         int64_t v = load_int(p, k->size);
-        if (k->names && (name = kara_enum_to_name(k->names, (int)v))) snprintf(buf, size, "%s", name);
+        if (k->names && (name = kr_enum_to_name(k->names, (int)v))) snprintf(buf, size, "%s", name);
         else snprintf(buf, size, "%lld", (long long)v);
         break;
     }
     case K_U64: snprintf(buf, size, "%llu", (unsigned long long)*(const uint64_t *)p); break;
     case K_SIZE: {
         uint64_t v = *(const uint64_t *)p;
-        if (k->names && v == 0) snprintf(buf, size, "%s", kara_enum_to_name(k->names, 0));
+        if (k->names && v == 0) snprintf(buf, size, "%s", kr_enum_to_name(k->names, 0));
         else fmt_size(v, buf, size);
         break;
     }
     case K_FLOAT: fmt_float(*(const float *)p, buf, size); break;
     case K_BOOL: snprintf(buf, size, "%s", *(const bool *)p ? "true" : "false"); break;
     case K_ENUM:
-        name = kara_enum_to_name(k->names, (int)load_int(p, k->size));
+        name = kr_enum_to_name(k->names, (int)load_int(p, k->size));
         snprintf(buf, size, "%s", name ? name : "?");
         break;
     case K_STRING: snprintf(buf, size, "%.*s", (int)k->size, (const char *)p); break;
@@ -562,7 +562,7 @@ static int edit_distance(const char *a, const char *b) {
 /* " (did you mean 'x'?)" for the closest name: a key with the same last
  * component in another section, else a key or section within a few edits;
  * "" when nothing is close. */
-void kara_config_suggest(const char *key, char *buf, size_t size) {
+void kr_config_suggest(const char *key, char *buf, size_t size) {
     buf[0] = 0;
     const char *leaf = strrchr(key, '.');
     leaf = leaf ? leaf + 1 : key;
@@ -589,37 +589,37 @@ void kara_config_suggest(const char *key, char *buf, size_t size) {
 
 static kara_status unknown_key(const char *where, const char *key) {
     char hint[160];
-    kara_config_suggest(key, hint, sizeof hint);
-    if (kara_config_is_section(key)) return kara_set_error(KARA_ERR_CONFIG, "%s: '%s' is a section, not a key", where, key);
-    return kara_set_error(KARA_ERR_CONFIG, "%s: unknown key '%s'%s", where, key, hint);
+    kr_config_suggest(key, hint, sizeof hint);
+    if (kr_config_is_section(key)) return kr_set_error(KARA_ERR_CONFIG, "%s: '%s' is a section, not a key", where, key);
+    return kr_set_error(KARA_ERR_CONFIG, "%s: unknown key '%s'%s", where, key, hint);
 }
 
 kara_status kara_config_set(kara_config *c, const char *key, const char *text, const char *origin) {
-    if (!c || !key || !text) return kara_set_error(KARA_ERR_ARG, "kara_config_set: NULL argument");
+    if (!c || !key || !text) return kr_set_error(KARA_ERR_ARG, "kara_config_set: NULL argument");
     if (!origin) origin = "api";
-    int i = kara_config_find_key(key);
+    int i = kr_config_find_key(key);
     if (i < 0) return unknown_key(origin, key);
     value v;
     char err[512];
-    if (!kara_config_parse_value(&keys[i], text, &v, err, sizeof err))
-        return kara_set_error(KARA_ERR_CONFIG, "%s: %s: %s", origin, key, err);
-    kara_config_store(&keys[i], c, &v);
+    if (!kr_config_parse_value(&keys[i], text, &v, err, sizeof err))
+        return kr_set_error(KARA_ERR_CONFIG, "%s: %s: %s", origin, key, err);
+    kr_config_store(&keys[i], c, &v);
     snprintf(c->origin[i], KARA_CONFIG_ORIGIN_MAX, "%s", origin);
     return KARA_OK;
 }
 
 kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size) {
-    int i = kara_config_find_key(key);
+    int i = kr_config_find_key(key);
     if (i < 0) return unknown_key("kara_config_get", key);
     char tmp[KARA_CONFIG_PATH_MAX + 16];
-    kara_config_fmt_value(&keys[i], c, tmp, sizeof tmp);
-    if (strlen(tmp) >= size) return kara_set_error(KARA_ERR_ARG, "kara_config_get: buffer too small for '%s'", key);
+    kr_config_fmt_value(&keys[i], c, tmp, sizeof tmp);
+    if (strlen(tmp) >= size) return kr_set_error(KARA_ERR_ARG, "kara_config_get: buffer too small for '%s'", key);
     memcpy(buf, tmp, strlen(tmp) + 1);
     return KARA_OK;
 }
 
 const char *kara_config_origin(const kara_config *c, const char *key) {
-    int i = kara_config_find_key(key);
+    int i = kr_config_find_key(key);
     return i < 0 ? NULL : c->origin[i];
 }
 

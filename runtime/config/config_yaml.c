@@ -10,7 +10,7 @@
 #include "config_impl.h"
 #include "status.h"
 
-#define keys kara_config_keys
+#define keys kr_config_keys
 /* ------------------------------------------------------------------------ */
 /* YAML                                                                      */
 /* ------------------------------------------------------------------------ */
@@ -23,8 +23,8 @@ typedef struct loader {
 
 static kara_status at_error(const loader *ld, yaml_mark_t m, const char *key, const char *msg) {
     if (key)
-        return kara_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s: %s", ld->name, m.line + 1, m.column + 1, key, msg);
-    return kara_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s", ld->name, m.line + 1, m.column + 1, msg);
+        return kr_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s: %s", ld->name, m.line + 1, m.column + 1, key, msg);
+    return kr_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s", ld->name, m.line + 1, m.column + 1, msg);
 }
 
 /* "NAME:LINE:COL", shortening a long NAME from the left so the position
@@ -54,7 +54,7 @@ static const char *scalar_text(const yaml_node_t *n) { return (const char *)n->d
  * "" is a real empty string. */
 static bool is_null_node(const yaml_node_t *n) {
     return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-           kara_config_is_null_text(scalar_text(n));
+           kr_config_is_null_text(scalar_text(n));
 }
 
 static kara_status apply_node(loader *ld, int ki, yaml_node_t *n) {
@@ -69,19 +69,19 @@ static kara_status apply_node(loader *ld, int ki, yaml_node_t *n) {
                 snprintf(err, sizeof err, "expected an integer in the list, got %s", node_kind(e));
                 return at_error(ld, e->start_mark, k->key, err);
             }
-            if (!kara_config_parse_list_item(k, scalar_text(e), &v, err, sizeof err))
+            if (!kr_config_parse_list_item(k, scalar_text(e), &v, err, sizeof err))
                 return at_error(ld, e->start_mark, k->key, err);
         }
     } else if (n->type != YAML_SCALAR_NODE) {
         char want[300];
-        kara_config_type_desc(k, want, sizeof want);
+        kr_config_type_desc(k, want, sizeof want);
         snprintf(err, sizeof err, "expected %s, got %s", want, node_kind(n));
         return at_error(ld, n->start_mark, k->key, err);
     } else {
         const char *text = is_null_node(n) ? "" : scalar_text(n);
-        if (!kara_config_parse_value(k, text, &v, err, sizeof err)) return at_error(ld, n->start_mark, k->key, err);
+        if (!kr_config_parse_value(k, text, &v, err, sizeof err)) return at_error(ld, n->start_mark, k->key, err);
     }
-    kara_config_store(k, ld->cfg, &v);
+    kr_config_store(k, ld->cfg, &v);
     set_file_origin(ld, ki, n->start_mark);
     return KARA_OK;
 }
@@ -105,11 +105,11 @@ static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix
                 return at_error(ld, kn->start_mark, NULL, msg);
             }
         }
-        int ki = kara_config_find_key(path);
+        int ki = kr_config_find_key(path);
         kara_status st;
         if (ki >= 0) {
             st = apply_node(ld, ki, vn);
-        } else if (kara_config_is_section(path)) {
+        } else if (kr_config_is_section(path)) {
             if (vn->type == YAML_MAPPING_NODE) st = walk_mapping(ld, vn, path);
             else if (is_null_node(vn)) st = KARA_OK; /* a section with every key commented out */
             else {
@@ -119,7 +119,7 @@ static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix
             }
         } else {
             char hint[160], msg[512];
-            kara_config_suggest(path, hint, sizeof hint);
+            kr_config_suggest(path, hint, sizeof hint);
             snprintf(msg, sizeof msg, "unknown key '%s'%s", path, hint);
             st = at_error(ld, kn->start_mark, NULL, msg);
         }
@@ -132,7 +132,7 @@ static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix
  * (bad encoding) only with a byte offset, turned into line:column here. */
 static kara_status syntax_error(const loader *ld, const yaml_parser_t *p, const char *text, size_t len) {
     char msg[400];
-    if (p->error == YAML_MEMORY_ERROR) return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory reading YAML", ld->name);
+    if (p->error == YAML_MEMORY_ERROR) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory reading YAML", ld->name);
     yaml_mark_t m = p->problem_mark;
     if (p->error == YAML_READER_ERROR) {
         m.line = m.column = 0;
@@ -147,18 +147,18 @@ static kara_status syntax_error(const loader *ld, const yaml_parser_t *p, const 
 }
 
 kara_status kara_config_load_text(kara_config *c, const char *text, long len, const char *name) {
-    if (!c || !text) return kara_set_error(KARA_ERR_ARG, "kara_config_load_text: NULL argument");
+    if (!c || !text) return kr_set_error(KARA_ERR_ARG, "kara_config_load_text: NULL argument");
     if (!name) name = "<config>";
     size_t n = len < 0 ? strlen(text) : (size_t)len;
     yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser)) return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
+    if (!yaml_parser_initialize(&parser)) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, n);
 
     /* Work on a copy: a file with an error anywhere changes nothing. */
     kara_config *work = malloc(sizeof *work);
     if (!work) {
         yaml_parser_delete(&parser);
-        return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
+        return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
     }
     *work = *c;
     loader ld = {work, NULL, name};
@@ -193,21 +193,21 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
 }
 
 kara_status kara_config_load(kara_config *c, const char *path) {
-    if (!c || !path) return kara_set_error(KARA_ERR_ARG, "kara_config_load: NULL argument");
+    if (!c || !path) return kr_set_error(KARA_ERR_ARG, "kara_config_load: NULL argument");
     FILE *f = fopen(path, "rb");
-    if (!f) return kara_set_error(KARA_ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
+    if (!f) return kr_set_error(KARA_ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
     enum { MAX_CONFIG = 4 << 20 };
     char *buf = malloc(MAX_CONFIG + 1);
     if (!buf) {
         fclose(f);
-        return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory", path);
+        return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", path);
     }
     size_t n = fread(buf, 1, MAX_CONFIG + 1, f);
     bool bad = ferror(f);
     fclose(f);
     kara_status st;
-    if (bad) st = kara_set_error(KARA_ERR_IO, "%s: read error", path);
-    else if (n > MAX_CONFIG) st = kara_set_error(KARA_ERR_CONFIG, "%s: larger than %d bytes; not a config file", path, MAX_CONFIG);
+    if (bad) st = kr_set_error(KARA_ERR_IO, "%s: read error", path);
+    else if (n > MAX_CONFIG) st = kr_set_error(KARA_ERR_CONFIG, "%s: larger than %d bytes; not a config file", path, MAX_CONFIG);
     else st = kara_config_load_text(c, buf, (long)n, path);
     free(buf);
     return st;

@@ -22,7 +22,7 @@ void kara_context_params_init(kara_context_params *p) {
     kara_kv_params_init(&p->kv);
 }
 
-void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg) {
+void kr_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg) {
 #ifdef _OPENMP
     if (ctx->n_threads > 1) {
 #pragma omp parallel num_threads(ctx->n_threads)
@@ -34,12 +34,12 @@ void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, i
     fn(arg, 0, 1);
 }
 
-/* kara_parallel_run for the KV policy, which knows no context. */
+/* kr_parallel_run for the KV policy, which knows no context. */
 static void run_on_threads(void *user, void (*fn)(void *arg, int ith, int nth), void *arg) {
-    kara_parallel_run(user, fn, arg);
+    kr_parallel_run(user, fn, arg);
 }
 
-void kara_parallel_barrier(const kara_context *ctx) {
+void kr_parallel_barrier(const kara_context *ctx) {
     (void)ctx;
 #ifdef _OPENMP
 #pragma omp barrier
@@ -54,23 +54,23 @@ static void *scratch(kara_context *c, size_t n_floats) {
 /* One conversion buffer per activation format the model's weights need. */
 static bool alloc_act_bufs(kara_context *c) {
     const kara_model *m = c->model;
-    bool needed[KARA_TYPE_COUNT] = {false};
-    const kara_weight *ws[] = {&m->output};
-    needed[kara_type_get(ws[0]->type)->vec_dot_type] = true;
+    bool needed[KR_TYPE_COUNT] = {false};
+    const kr_weight *ws[] = {&m->output};
+    needed[kr_type_get(ws[0]->type)->vec_dot_type] = true;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        const kara_layer *L = &m->layers[il];
-        const kara_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) needed[kara_type_get(lw[i]->type)->vec_dot_type] = true;
+        const kr_layer *L = &m->layers[il];
+        const kr_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) needed[kr_type_get(lw[i]->type)->vec_dot_type] = true;
     }
     int64_t widest = m->hp.n_embd;
     if (m->hp.n_ff > widest) widest = m->hp.n_ff;
     if ((int64_t)m->hp.n_head * m->hp.head_dim > widest) widest = (int64_t)m->hp.n_head * m->hp.head_dim;
-    for (int t = 0; t < KARA_TYPE_COUNT; t++) {
-        if (!needed[t] || t == KARA_TYPE_F32) continue; /* f32 weights read the rows directly */
-        kara_act_buf *a = &c->act[t];
+    for (int t = 0; t < KR_TYPE_COUNT; t++) {
+        if (!needed[t] || t == KR_TYPE_F32) continue; /* f32 weights read the rows directly */
+        kr_act_buf *a = &c->act[t];
         /* round the width up to the format's block so any input fits */
-        int64_t bs = kara_type_get((uint32_t)t)->block_size;
-        a->row_bytes = kara_type_row_size((kara_type)t, (widest + bs - 1) / bs * bs);
+        int64_t bs = kr_type_get((uint32_t)t)->block_size;
+        a->row_bytes = kr_type_row_size((kr_type)t, (widest + bs - 1) / bs * bs);
         a->data = aligned_alloc(64, (a->row_bytes * (size_t)c->n_batch + 63) / 64 * 64);
         if (!a->data) return false;
         c->mem_bytes += a->row_bytes * (size_t)c->n_batch;
@@ -84,37 +84,37 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         kara_context_params_init(&defaults);
         params = &defaults;
     }
-    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_context_create: out is NULL");
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_context_create: out is NULL");
     *out = NULL;
     if (!model || model->vocab_only)
-        return kara_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
+        return kr_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
     if (params->n_batch < 1 || params->n_seq_max < 1 || params->n_ctx < 0)
-        return kara_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
+        return kr_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
     kara_context *c = calloc(1, sizeof *c);
-    if (!c) return kara_set_error(KARA_ERR_NOMEM, "out of memory creating a context");
-    const kara_hparams *hp = &model->hp;
+    if (!c) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a context");
+    const kr_hparams *hp = &model->hp;
     c->model = model;
     c->params = *params;
-    c->kernels = kara_kernels_get();
+    c->kernels = kr_kernels_get();
     c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
     c->n_batch = params->n_batch;
-    c->n_threads = params->n_threads > 0 ? params->n_threads : kara_cpu_count();
+    c->n_threads = params->n_threads > 0 ? params->n_threads : kr_cpu_count();
 
     /* the budget covers the policy's rings and scratch first, then blocks
      * (kv_plan.c owns the arithmetic) */
-    kara_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
-    kara_kv_plan plan;
-    kara_status st = kara_kv_plan_make(&plan, &params->kv, &shape, c->n_ctx, params->n_seq_max);
-    if (!st) st = kara_kv_init(&c->kv, &plan);
+    kr_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
+    kr_kv_plan plan;
+    kara_status st = kr_kv_plan_make(&plan, &params->kv, &shape, c->n_ctx, params->n_seq_max);
+    if (!st) st = kr_kv_init(&c->kv, &plan);
     if (st) {
         free(c);
         return st;
     }
-    int32_t think_end = model->vocab.kind != KARA_VOCAB_NONE ? kara_vocab_find(&model->vocab, "</think>", 8) : -1;
-    kara_kv_exec exec = {c->n_threads, run_on_threads, c};
-    st = kara_kv_policy_init(&c->policy, &plan, &c->kv, &exec, think_end);
+    int32_t think_end = model->vocab.kind != KR_VOCAB_NONE ? kr_vocab_find(&model->vocab, "</think>", 8) : -1;
+    kr_kv_exec exec = {c->n_threads, run_on_threads, c};
+    st = kr_kv_policy_init(&c->policy, &plan, &c->kv, &exec, think_end);
     if (st) {
-        kara_kv_free(&c->kv);
+        kr_kv_free(&c->kv);
         free(c);
         return st;
     }
@@ -133,7 +133,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     /* attention takes the query heads of one KV head for up to 32 / group
      * consecutive entries at once, so each key and value row is read once
      * for all of them */
-    c->att_rows = hp->n_head / hp->n_head_kv > KARA_ATT_ROWS ? hp->n_head / hp->n_head_kv : KARA_ATT_ROWS;
+    c->att_rows = hp->n_head / hp->n_head_kv > KR_ATT_ROWS ? hp->n_head / hp->n_head_kv : KR_ATT_ROWS;
     c->att_ld = (c->n_ctx + c->kv.block_size - 1) / c->kv.block_size * c->kv.block_size;
     c->att_scores = scratch(c, (size_t)c->n_threads * (size_t)c->att_rows * (size_t)c->att_ld);
     c->att_q = scratch(c, (size_t)c->n_threads * (size_t)c->att_rows * (size_t)hp->head_dim);
@@ -150,7 +150,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         !c->att_scores || !c->att_q || !c->logits || !c->slot || !c->out_rows ||
         !c->entry_pos || !c->entry_seq || !c->entry_last || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
         kara_context_free(c);
-        return kara_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
+        return kr_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
     }
     *out = c;
     return KARA_OK;
@@ -158,13 +158,13 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
 
 void kara_context_free(kara_context *c) {
     if (!c) return;
-    kara_kv_free(&c->kv);
-    kara_kv_policy_free(&c->policy);
+    kr_kv_free(&c->kv);
+    kr_kv_policy_free(&c->policy);
     free(c->entry_last);
     float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->gate, c->up, c->proj, c->rope_cs, c->att_scores, c->att_q,
                      c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    for (int t = 0; t < KARA_TYPE_COUNT; t++) free(c->act[t].data);
+    for (int t = 0; t < KR_TYPE_COUNT; t++) free(c->act[t].data);
     free(c->slot);
     free(c->out_rows);
     free(c->entry_pos);
@@ -175,10 +175,10 @@ void kara_context_free(kara_context *c) {
 }
 
 const kara_model *kara_context_model(const kara_context *c) { return c->model; }
-const kara_kv_plan *kara_context_kv_plan(const kara_context *c) { return &c->policy.plan; }
-int32_t kara_context_n_seq_max(const kara_context *c) { return c->kv.n_seq_max; }
-int32_t kara_context_blocks_free(const kara_context *c) { return c->kv.n_free; }
-int32_t kara_context_seq_blocks(const kara_context *c, int32_t seq) { return c->kv.seqs[seq].n_blocks; }
+const kr_kv_plan *kr_context_kv_plan(const kara_context *c) { return &c->policy.plan; }
+int32_t kr_context_n_seq_max(const kara_context *c) { return c->kv.n_seq_max; }
+int32_t kr_context_blocks_free(const kara_context *c) { return c->kv.n_free; }
+int32_t kr_context_seq_blocks(const kara_context *c, int32_t seq) { return c->kv.seqs[seq].n_blocks; }
 int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
 int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
 
@@ -188,9 +188,9 @@ int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
 static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     const kara_model *m = c->model;
     if (!b || b->n_tokens < 1 || !b->tokens)
-        return kara_set_error(KARA_ERR_ARG, "kara_decode: empty batch");
+        return kr_set_error(KARA_ERR_ARG, "kara_decode: empty batch");
     if (b->n_tokens > c->n_batch)
-        return kara_set_error(KARA_ERR_ARG, "kara_decode: batch of %d entries exceeds n_batch %d", b->n_tokens,
+        return kr_set_error(KARA_ERR_ARG, "kara_decode: batch of %d entries exceeds n_batch %d", b->n_tokens,
                               c->n_batch);
     int32_t n_seq = c->kv.n_seq_max;
     int32_t *counts = c->seq_counts, *next = c->seq_next;
@@ -201,22 +201,22 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     for (int32_t i = 0; i < b->n_tokens; i++) {
         int32_t seq = b->seq_id ? b->seq_id[i] : 0;
         if (b->tokens[i] < 0 || b->tokens[i] >= m->hp.n_vocab)
-            return kara_set_error(KARA_ERR_TOKEN, "kara_decode: entry %d has token %d outside [0, %d)", i,
+            return kr_set_error(KARA_ERR_TOKEN, "kara_decode: entry %d has token %d outside [0, %d)", i,
                                   b->tokens[i], m->hp.n_vocab);
         if (seq < 0 || seq >= n_seq)
-            return kara_set_error(KARA_ERR_ARG, "kara_decode: entry %d has sequence %d outside [0, %d)", i, seq,
+            return kr_set_error(KARA_ERR_ARG, "kara_decode: entry %d has sequence %d outside [0, %d)", i, seq,
                                   n_seq);
         int32_t pos = b->pos ? b->pos[i] : next[seq];
         if (pos < next[seq])
-            return kara_set_error(KARA_ERR_ARG,
+            return kr_set_error(KARA_ERR_ARG,
                                   "kara_decode: entry %d of sequence %d has position %d, expected %d or later", i,
                                   seq, pos, next[seq]);
         if (pos >= c->n_ctx)
-            return kara_set_error(KARA_ERR_CONTEXT_FULL,
+            return kr_set_error(KARA_ERR_CONTEXT_FULL,
                                   "sequence %d is full: position %d is past the context of %d positions", seq, pos,
                                   c->n_ctx);
         if (c->kv.seqs[seq].n + counts[seq] + 1 > c->n_ctx)
-            return kara_set_error(KARA_ERR_CONTEXT_FULL,
+            return kr_set_error(KARA_ERR_CONTEXT_FULL,
                                   "sequence %d is full: %d tokens do not fit the context of %d tokens", seq,
                                   c->kv.seqs[seq].n + counts[seq] + 1, c->n_ctx);
         c->entry_pos[i] = pos;
@@ -234,43 +234,43 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     int64_t need = 0;
     for (int32_t s = 0; s < n_seq; s++) {
         if (!counts[s]) continue;
-        kara_status st = kara_kv_policy_check_room(&c->policy, s, counts[s], &next[s]);
+        kara_status st = kr_kv_policy_check_room(&c->policy, s, counts[s], &next[s]);
         if (st) return st;
-        need += kara_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
+        need += kr_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
     }
     if (need > c->kv.n_free) {
         /* pool pressure: per_window and the threshold methods may free
          * blocks of other sequences (forced events, history) - the one
          * change a failing call can leave behind; on demand never does */
-        kara_status st = kara_kv_policy_relieve(&c->policy, (int32_t)need);
+        kara_status st = kr_kv_policy_relieve(&c->policy, (int32_t)need);
         if (st) return st;
         need = 0;
         for (int32_t s = 0; s < n_seq; s++)
             if (counts[s]) {
-                if ((st = kara_kv_policy_check_room(&c->policy, s, counts[s], &next[s]))) return st;
-                need += kara_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
+                if ((st = kr_kv_policy_check_room(&c->policy, s, counts[s], &next[s]))) return st;
+                need += kr_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
             }
     }
     if (need > c->kv.n_free)
-        return kara_set_error(KARA_ERR_KV_BUDGET,
+        return kr_set_error(KARA_ERR_KV_BUDGET,
                               "KV budget exhausted: this batch needs %lld more blocks (%llu bytes), %d of %d are free",
                               (long long)need, (unsigned long long)need * c->kv.bytes_per_block, c->kv.n_free,
                               c->kv.n_blocks);
     /* every check has passed: evict within the shares, take the blocks */
     for (int32_t s = 0; s < n_seq; s++)
         if (counts[s]) {
-            kara_status st = kara_kv_policy_before_append(&c->policy, s, counts[s]);
-            if (!st) st = kara_kv_reserve(&c->kv, s, counts[s]);
+            kara_status st = kr_kv_policy_before_append(&c->policy, s, counts[s]);
+            if (!st) st = kr_kv_reserve(&c->kv, s, counts[s]);
             if (st) return st; /* per_window only: its events could not make the room */
         }
     return KARA_OK;
 }
 
 kara_status kara_decode(kara_context *c, const kara_batch *b) {
-    if (!c) return kara_set_error(KARA_ERR_ARG, "kara_decode: context is NULL");
+    if (!c) return kr_set_error(KARA_ERR_ARG, "kara_decode: context is NULL");
     kara_status st = validate_and_reserve(c, b);
-    if (!st) st = kara_forward(c, b);
-    if (!st) st = kara_kv_policy_step(&c->policy);
+    if (!st) st = kr_forward(c, b);
+    if (!st) st = kr_kv_policy_step(&c->policy);
     return st;
 }
 
@@ -282,13 +282,13 @@ const float *kara_get_logits(kara_context *c, int32_t i) {
 }
 
 kara_status kara_seq_clear(kara_context *c, int32_t seq) {
-    if (!c) return kara_set_error(KARA_ERR_ARG, "kara_seq_clear: context is NULL");
+    if (!c) return kr_set_error(KARA_ERR_ARG, "kara_seq_clear: context is NULL");
     if (seq < -1 || seq >= c->kv.n_seq_max)
-        return kara_set_error(KARA_ERR_ARG, "kara_seq_clear: sequence %d outside [0, %d)", seq, c->kv.n_seq_max);
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_clear: sequence %d outside [0, %d)", seq, c->kv.n_seq_max);
     for (int32_t s = 0; s < c->kv.n_seq_max; s++)
         if (seq == -1 || s == seq) {
-            kara_kv_seq_clear(&c->kv, s);
-            kara_kv_policy_seq_clear(&c->policy, s);
+            kr_kv_seq_clear(&c->kv, s);
+            kr_kv_policy_seq_clear(&c->policy, s);
         }
     return KARA_OK;
 }
@@ -298,14 +298,14 @@ int32_t kara_seq_n_past(const kara_context *c, int32_t seq) {
     return c->kv.seqs[seq].next_pos;
 }
 
-uint64_t kara_context_kv_bytes(const kara_context *c) { return kara_kv_bytes_used(&c->kv) + c->policy.reserved_bytes; }
+uint64_t kara_context_kv_bytes(const kara_context *c) { return kr_kv_bytes_used(&c->kv) + c->policy.reserved_bytes; }
 uint64_t kara_context_kv_bytes_peak(const kara_context *c) { return c->kv.bytes_peak + c->policy.reserved_bytes; }
 
 void kara_context_kv_stats(const kara_context *c, kara_kv_stats *out) {
     *out = c->policy.stats;
     out->pool_bytes = (uint64_t)c->kv.n_blocks * c->kv.bytes_per_block;
     out->reserved_bytes = c->policy.reserved_bytes;
-    out->cache_bytes = kara_kv_bytes_used(&c->kv);
+    out->cache_bytes = kr_kv_bytes_used(&c->kv);
     out->cache_bytes_peak = c->kv.bytes_peak;
     out->seq_tokens = c->policy.plan.seq_tokens;
     out->scoring = c->policy.scoring;
@@ -315,19 +315,19 @@ void kara_context_kv_stats(const kara_context *c, kara_kv_stats *out) {
 
 kara_status kara_seq_admit(kara_context *c, int32_t seq, int32_t n_prompt, int32_t n_predict) {
     if (!c || seq < 0 || seq >= c->kv.n_seq_max || n_prompt < 0)
-        return kara_set_error(KARA_ERR_ARG, "kara_seq_admit: invalid arguments");
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_admit: invalid arguments");
     if (n_prompt > c->n_ctx)
-        return kara_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n_prompt,
+        return kr_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n_prompt,
                               c->n_ctx);
-    const kara_kv_plan *plan = &c->policy.plan;
+    const kr_kv_plan *plan = &c->policy.plan;
     char why[512];
-    if (!kara_kv_plan_holds(plan, n_prompt, n_predict, why, sizeof why))
-        return kara_set_error(KARA_ERR_KV_BUDGET, "the KV budget cannot hold this request: %s", why);
-    int64_t blocks = kara_kv_plan_blocks(plan, kara_kv_plan_peak_slots(plan, n_prompt, n_predict)) +
+    if (!kr_kv_plan_holds(plan, n_prompt, n_predict, why, sizeof why))
+        return kr_set_error(KARA_ERR_KV_BUDGET, "the KV budget cannot hold this request: %s", why);
+    int64_t blocks = kr_kv_plan_blocks(plan, kr_kv_plan_peak_slots(plan, n_prompt, n_predict)) +
                      plan->reserve_blocks;
     int64_t avail = c->kv.n_free + c->kv.seqs[seq].n_blocks;
     if (blocks > avail)
-        return kara_set_error(KARA_ERR_KV_BUDGET,
+        return kr_set_error(KARA_ERR_KV_BUDGET,
                               "the KV budget cannot hold this request now: %d prompt tokens under method %s need %lld "
                               "blocks (%llu bytes of KV, reserve_blocks included) but %lld blocks (%llu bytes) are "
                               "free; raise kv_cache.budget to at least %llu bytes",
@@ -366,7 +366,7 @@ int32_t kara_seq_positions(const kara_context *c, int32_t seq, int32_t *out, int
 
 int32_t kara_seq_layer_positions(const kara_context *c, int32_t seq, int32_t layer, int32_t *out, int32_t max) {
     if (!c || seq < 0 || seq >= c->kv.n_seq_max || layer < 0 || layer >= c->kv.n_layer) return 0;
-    const int32_t *pos = kara_kv_layer_pos(&c->kv, seq, layer);
+    const int32_t *pos = kr_kv_layer_pos(&c->kv, seq, layer);
     for (int32_t i = 0; i < c->kv.seqs[seq].n && i < max; i++) out[i] = pos[i];
     return c->kv.seqs[seq].n;
 }

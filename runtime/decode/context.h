@@ -3,8 +3,8 @@
  * pass uses (sized once for n_batch entries), and the logits of the last
  * decode. Nothing here is allocated after kara_context_create.
  */
-#ifndef KARA_CONTEXT_H
-#define KARA_CONTEXT_H
+#ifndef KR_CONTEXT_H
+#define KR_CONTEXT_H
 
 #include "kernels.h"
 #include "kv_cache.h"
@@ -13,20 +13,20 @@
 
 /* Activation rows converted to one vec_dot type (Q, K and V products whose
  * weights share that type share one conversion). */
-typedef struct kara_act_buf {
+typedef struct kr_act_buf {
     void *data;
     size_t row_bytes;        /* for rows of the widest input (n_embd, n_ff or n_head*head_dim) */
-} kara_act_buf;
+} kr_act_buf;
 
 struct kara_context {
     kara_model *model;
-    const kara_kernels *kernels;
+    const kr_kernels *kernels;
     kara_context_params params;
     int32_t n_ctx;
     int32_t n_batch;
     int32_t n_threads;
-    kara_kv_cache kv;
-    kara_kv_policy policy;
+    kr_kv_cache kv;
+    kr_kv_policy policy;
 
     /* forward-pass scratch, [n_batch][...] */
     float *x;          /* residual stream, n_embd */
@@ -49,7 +49,7 @@ struct kara_context {
     int32_t *entry_seq; /* sequence of each entry */
     int8_t *entry_last; /* entry is its sequence's last in the batch */
     int32_t *seq_counts, *seq_next; /* per sequence, batch validation scratch */
-    kara_act_buf act[KARA_TYPE_COUNT];
+    kr_act_buf act[KR_TYPE_COUNT];
 
     float *logits;     /* [n_batch][n_vocab] */
     int32_t n_logits;
@@ -58,22 +58,22 @@ struct kara_context {
 
 /* Query rows attended together by one thread (at least the heads of a KV
  * group); the per-thread score buffer holds this many rows of n_ctx. */
-#define KARA_ATT_ROWS 32
+#define KR_ATT_ROWS 32
 
 /* Run fn(arg, ith, nth) on the context's threads (OpenMP) and wait. */
-void kara_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);
+void kr_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);
 
-/* Inside fn of kara_parallel_run: wait until every thread of the region
+/* Inside fn of kr_parallel_run: wait until every thread of the region
  * gets here (nothing when single-threaded). */
-void kara_parallel_barrier(const kara_context *ctx);
+void kr_parallel_barrier(const kara_context *ctx);
 
 /* What the batch engine asks of a context (it reads no field itself). */
-const kara_kv_plan *kara_context_kv_plan(const kara_context *c);
-int32_t kara_context_n_seq_max(const kara_context *c);
-int32_t kara_context_blocks_free(const kara_context *c);
-int32_t kara_context_seq_blocks(const kara_context *c, int32_t seq); /* blocks seq holds */
+const kr_kv_plan *kr_context_kv_plan(const kara_context *c);
+int32_t kr_context_n_seq_max(const kara_context *c);
+int32_t kr_context_blocks_free(const kara_context *c);
+int32_t kr_context_seq_blocks(const kara_context *c, int32_t seq); /* blocks seq holds */
 
 /* The forward pass over a validated batch whose slots are already reserved. */
-kara_status kara_forward(kara_context *ctx, const kara_batch *batch);
+kara_status kr_forward(kara_context *ctx, const kara_batch *batch);
 
-#endif /* KARA_CONTEXT_H */
+#endif /* KR_CONTEXT_H */

@@ -28,33 +28,33 @@
 typedef struct matmul_job {
     kara_context *c;
     int n_w;
-    const kara_weight *w[MAX_PRODUCTS];
+    const kr_weight *w[MAX_PRODUCTS];
     float *y[MAX_PRODUCTS];
     const float *x;       /* input rows, n_cols floats each */
     int64_t n_cols;
     int32_t n;            /* rows */
-    kara_act_buf *conv[MAX_PRODUCTS]; /* activation buffers to fill (NULL: none) */
+    kr_act_buf *conv[MAX_PRODUCTS]; /* activation buffers to fill (NULL: none) */
 } matmul_job;
 
 static void matmul_task(void *arg, int ith, int nth) {
     const matmul_job *j = arg;
-    const kara_kernels *k = j->c->kernels;
+    const kr_kernels *k = j->c->kernels;
     bool converted = false;
     for (int t = 0; t < j->n_w; t++) {
-        kara_act_buf *a = j->conv[t];
+        kr_act_buf *a = j->conv[t];
         if (!a) continue;
-        kara_type vt = kara_type_get(j->w[t]->type)->vec_dot_type;
+        kr_type vt = kr_type_get(j->w[t]->type)->vec_dot_type;
         for (int32_t r = ith; r < j->n; r += nth)
             k->from_float[vt](j->x + (size_t)r * j->n_cols, (uint8_t *)a->data + (size_t)r * a->row_bytes, j->n_cols);
         converted = true;
     }
-    if (converted) kara_parallel_barrier(j->c);
+    if (converted) kr_parallel_barrier(j->c);
     for (int t = 0; t < j->n_w; t++) {
-        const kara_weight *w = j->w[t];
-        kara_type vt = kara_type_get(w->type)->vec_dot_type;
+        const kr_weight *w = j->w[t];
+        kr_type vt = kr_type_get(w->type)->vec_dot_type;
         const void *x = j->x;
         size_t xrb = (size_t)j->n_cols * sizeof(float);
-        if (vt != KARA_TYPE_F32) {
+        if (vt != KR_TYPE_F32) {
             x = j->c->act[vt].data;
             xrb = j->c->act[vt].row_bytes;
         }
@@ -65,22 +65,22 @@ static void matmul_task(void *arg, int ith, int nth) {
 /* y_t[n][w_t->n_rows] = x[n][n_cols] . W_t^T for each of the n_w weights
  * (all with n_cols columns). The rows of x are converted to each activation
  * format the weights need exactly once (F32 weights read x itself). */
-static void matmul_multi(kara_context *c, int n_w, const kara_weight *const *ws, const float *x, int32_t n,
+static void matmul_multi(kara_context *c, int n_w, const kr_weight *const *ws, const float *x, int32_t n,
                          float *const *ys) {
     matmul_job job = {.c = c, .n_w = n_w, .x = x, .n_cols = ws[0]->n_cols, .n = n};
     for (int t = 0; t < n_w; t++) {
         job.w[t] = ws[t];
         job.y[t] = ys[t];
         job.conv[t] = NULL;
-        kara_type vt = kara_type_get(ws[t]->type)->vec_dot_type;
-        bool first = vt != KARA_TYPE_F32;
-        for (int u = 0; u < t && first; u++) first = kara_type_get(ws[u]->type)->vec_dot_type != vt;
+        kr_type vt = kr_type_get(ws[t]->type)->vec_dot_type;
+        bool first = vt != KR_TYPE_F32;
+        for (int u = 0; u < t && first; u++) first = kr_type_get(ws[u]->type)->vec_dot_type != vt;
         if (first) job.conv[t] = &c->act[vt];
     }
-    kara_parallel_run(c, matmul_task, &job);
+    kr_parallel_run(c, matmul_task, &job);
 }
 
-static void matmul(kara_context *c, const kara_weight *w, const float *x, int32_t n, float *y) {
+static void matmul(kara_context *c, const kr_weight *w, const float *x, int32_t n, float *y) {
     matmul_multi(c, 1, &w, x, n, &y);
 }
 
@@ -89,7 +89,7 @@ static void matmul(kara_context *c, const kara_weight *w, const float *x, int32_
 /* cos/sin of each rotated pair for every entry, computed like GGML (theta
  * multiplied by base^(-2/n_dims) per pair, in float) so logits match. */
 static void rope_tables(kara_context *c, int32_t n) {
-    const kara_hparams *hp = &c->model->hp;
+    const kr_hparams *hp = &c->model->hp;
     float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->rope_dim);
     for (int32_t i = 0; i < n; i++) {
         float *cs = c->rope_cs + (size_t)i * hp->rope_dim;
@@ -102,7 +102,7 @@ static void rope_tables(kara_context *c, int32_t n) {
     }
 }
 
-static void rope_apply(const kara_hparams *hp, float *v, const float *cs) {
+static void rope_apply(const kr_hparams *hp, float *v, const float *cs) {
     int32_t half = hp->rope_dim / 2;
     for (int32_t j = 0; j < half; j++) {
         float co = cs[2 * j], si = cs[2 * j + 1];
@@ -157,9 +157,9 @@ static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1,
  * with a stride of a slot; each head's products are the same calls in the
  * same order as head by head, so the bits do not change. */
 static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, int32_t h0, int32_t h1, int ith) {
-    const kara_hparams *hp = &c->model->hp;
-    const kara_kernels *k = c->kernels;
-    const kara_kv_cache *kv = &c->kv;
+    const kr_hparams *hp = &c->model->hp;
+    const kr_kernels *k = c->kernels;
+    const kr_kv_cache *kv = &c->kv;
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, bs = kv->block_size;
     const float scale = 1.0f / sqrtf((float)hd);
     const bool f16 = kv->dtype == KARA_KV_F16;
@@ -182,10 +182,10 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
     /* whole blocks of keys, also the slots not written yet (their scores are
      * dropped): a slot's score is then computed the same way whatever the
      * batch, so a prompt fed at once or token by token gives equal bits */
-    prefetch_rows(kara_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
+    prefetch_rows(kr_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
     for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
-        const uint8_t *kp = (const uint8_t *)kara_kv_k(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
-        const void *next = s0 + bs < n_vis ? kara_kv_k(kv, layer, seq, s0 + bs) : kara_kv_v(kv, layer, seq, 0);
+        const uint8_t *kp = (const uint8_t *)kr_kv_k(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
+        const void *next = s0 + bs < n_vis ? kr_kv_k(kv, layer, seq, s0 + bs) : kr_kv_v(kv, layer, seq, 0);
         for (int32_t hh = 0; hh < nh; hh++) {
             prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
             k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd,
@@ -199,15 +199,15 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
             k->softmax(row, nv);
             for (int32_t s = nv; s < n_vis; s++) row[s] = 0.0f; /* slots after the entry's own */
             /* H2O accumulates the attention of each sequence's newest query */
-            float *h2o = c->entry_last[i] ? kara_kv_policy_h2o_row(&c->policy, seq, h) : NULL;
+            float *h2o = c->entry_last[i] ? kr_kv_policy_h2o_row(&c->policy, seq, h) : NULL;
             for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
         }
     }
     memset(qo, 0, (size_t)nh * nq * hd * sizeof(float));
     for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
         const int32_t ns = n_vis - s0 < bs ? n_vis - s0 : bs;
-        const uint8_t *vp = (const uint8_t *)kara_kv_v(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
-        const void *next = s0 + bs < n_vis ? kara_kv_v(kv, layer, seq, s0 + bs) : NULL;
+        const uint8_t *vp = (const uint8_t *)kr_kv_v(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
+        const void *next = s0 + bs < n_vis ? kr_kv_v(kv, layer, seq, s0 + bs) : NULL;
         for (int32_t hh = 0; hh < nh; hh++) {
             if (next) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
             k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld,
@@ -231,7 +231,7 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
 static void attn_task(void *arg, int ith, int nth) {
     const attn_job *j = arg;
     kara_context *c = j->c;
-    const kara_hparams *hp = &c->model->hp;
+    const kr_hparams *hp = &c->model->hp;
     const int32_t group = hp->n_head / hp->n_head_kv, max_entries = c->att_rows / group;
     int32_t n_chunks = 0;
     for (int32_t i0 = 0; i0 < j->n; n_chunks++) i0 = next_chunk(c, i0, j->n, max_entries);
@@ -253,9 +253,9 @@ static void attn_task(void *arg, int ith, int nth) {
 
 /* Per-head RMSNorm (Qwen3), RoPE, and the K/V write into each entry's slot. */
 static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
-    const kara_hparams *hp = &c->model->hp;
-    const kara_layer *L = &c->model->layers[il];
-    const kara_kernels *k = c->kernels;
+    const kr_hparams *hp = &c->model->hp;
+    const kr_layer *L = &c->model->layers[il];
+    const kr_kernels *k = c->kernels;
     const int32_t hd = hp->head_dim;
     for (int32_t i = 0; i < n; i++) {
         float *q = c->q + (size_t)i * hp->n_head * hd, *kk = c->k + (size_t)i * hp->n_head_kv * hd;
@@ -265,7 +265,7 @@ static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
             rope_apply(hp, q + h * hd, cs);
         }
         /* the KV policy scores the window with these queries later */
-        void *ring = kara_kv_policy_query_row(&c->policy, c->entry_seq[i], il, c->slot[i], c->entry_pos[i]);
+        void *ring = kr_kv_policy_query_row(&c->policy, c->entry_seq[i], il, c->slot[i], c->entry_pos[i]);
         if (ring && c->policy.p.query_cache_dtype == KARA_KV_F16)
             k->f32_to_f16(ring, q, (int64_t)hp->n_head * hd);
         else if (ring)
@@ -276,8 +276,8 @@ static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
         }
         const float *vv = c->v + (size_t)i * hp->n_head_kv * hd;
         int32_t kvd = hp->n_head_kv * hd;
-        void *kd = kara_kv_k(&c->kv, il, c->entry_seq[i], c->slot[i]);
-        void *vd = kara_kv_v(&c->kv, il, c->entry_seq[i], c->slot[i]);
+        void *kd = kr_kv_k(&c->kv, il, c->entry_seq[i], c->slot[i]);
+        void *vd = kr_kv_v(&c->kv, il, c->entry_seq[i], c->slot[i]);
         if (c->kv.dtype == KARA_KV_F16) {
             k->f32_to_f16(kd, kk, kvd);
             k->f32_to_f16(vd, vv, kvd);
@@ -298,29 +298,29 @@ static void add_residual(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-kara_status kara_forward(kara_context *c, const kara_batch *b) {
+kara_status kr_forward(kara_context *c, const kara_batch *b) {
     const kara_model *m = c->model;
-    const kara_hparams *hp = &m->hp;
-    const kara_kernels *k = c->kernels;
+    const kr_hparams *hp = &m->hp;
+    const kr_kernels *k = c->kernels;
     const int32_t n = b->n_tokens, e = hp->n_embd;
     const int32_t qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
 
     /* slots, embeddings, RoPE angles */
     for (int32_t i = 0; i < n; i++) {
         int32_t seq = c->entry_seq[i];
-        c->slot[i] = kara_kv_append(&c->kv, seq, c->entry_pos[i]);
-        kara_kv_policy_on_append(&c->policy, seq, c->slot[i], b->tokens[i], c->seq_counts[seq]);
-        kara_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, b->tokens[i], e,
+        c->slot[i] = kr_kv_append(&c->kv, seq, c->entry_pos[i]);
+        kr_kv_policy_on_append(&c->policy, seq, c->slot[i], b->tokens[i], c->seq_counts[seq]);
+        kr_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, b->tokens[i], e,
                                    c->x + (size_t)i * e);
     }
     rope_tables(c, n);
 
     for (int32_t il = 0; il < hp->n_layer; il++) {
-        const kara_layer *L = &m->layers[il];
+        const kr_layer *L = &m->layers[il];
         /* attention block */
         for (int32_t i = 0; i < n; i++)
             k->rmsnorm(c->xn + (size_t)i * e, c->x + (size_t)i * e, L->attn_norm, e, hp->rms_eps);
-        const kara_weight *qkv[] = {&L->wq, &L->wk, &L->wv};
+        const kr_weight *qkv[] = {&L->wq, &L->wk, &L->wv};
         float *qkv_out[] = {c->q, c->k, c->v};
         matmul_multi(c, 3, qkv, c->xn, n, qkv_out);
         add_bias(c->q, L->bq, n, qd);
@@ -328,14 +328,14 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
         add_bias(c->v, L->bv, n, kvd);
         qk_prepare_and_store(c, il, n);
         attn_job aj = {c, il, n};
-        kara_parallel_run(c, attn_task, &aj);
+        kr_parallel_run(c, attn_task, &aj);
         matmul(c, &L->wo, c->attn, n, c->proj);
         add_residual(c->x, c->proj, (size_t)n * e);
 
         /* feed-forward block */
         for (int32_t i = 0; i < n; i++)
             k->rmsnorm(c->xn + (size_t)i * e, c->x + (size_t)i * e, L->ffn_norm, e, hp->rms_eps);
-        const kara_weight *gate_up[] = {&L->w_gate, &L->w_up};
+        const kr_weight *gate_up[] = {&L->w_gate, &L->w_up};
         float *gate_up_out[] = {c->gate, c->up};
         matmul_multi(c, 2, gate_up, c->xn, n, gate_up_out);
         k->silu_mul(c->gate, c->gate, c->up, (int64_t)n * hp->n_ff);
@@ -354,7 +354,7 @@ kara_status kara_forward(kara_context *c, const kara_batch *b) {
     }
     c->n_logits = n_out;
     for (int32_t i = 0; i < n; i++)
-        if (c->entry_last[i]) kara_kv_policy_h2o_commit(&c->policy, c->entry_seq[i], c->kv.seqs[c->entry_seq[i]].n);
+        if (c->entry_last[i]) kr_kv_policy_h2o_commit(&c->policy, c->entry_seq[i], c->kv.seqs[c->entry_seq[i]].n);
     if (n_out) matmul(c, &m->output, c->xn, n_out, c->logits);
     return KARA_OK;
 }

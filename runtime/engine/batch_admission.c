@@ -4,28 +4,28 @@
 #include "batch_engine.h"
 #include "model.h"
 
-int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G) {
-    const kara_kv_plan *plan = kara_context_kv_plan(e->ctx);
-    return kara_kv_plan_blocks(plan, kara_kv_plan_peak_slots(plan, P, G));
+int64_t kr_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G) {
+    const kr_kv_plan *plan = kr_context_kv_plan(e->ctx);
+    return kr_kv_plan_blocks(plan, kr_kv_plan_peak_slots(plan, P, G));
 }
 
-bool kara_batch_method_holds(const kara_engine *e, int32_t P, int32_t G, char *why, size_t why_size) {
-    return kara_kv_plan_holds(kara_context_kv_plan(e->ctx), P, G, why, why_size);
+bool kr_batch_method_holds(const kara_engine *e, int32_t P, int32_t G, char *why, size_t why_size) {
+    return kr_kv_plan_holds(kr_context_kv_plan(e->ctx), P, G, why, why_size);
 }
 
 int32_t kara_engine_fit_concurrency(const kara_model *m, const kara_context_params *cp, int32_t n_prompt,
                                     int32_t n_predict) {
     if (!m || !cp || cp->n_seq_max < 1) return 0;
-    const kara_hparams *hp = &m->hp;
+    const kr_hparams *hp = &m->hp;
     if (!cp->kv.budget) return cp->n_seq_max; /* the pool is sized for every sequence */
-    kara_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
+    kr_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
     int32_t n_ctx = cp->n_ctx ? cp->n_ctx : hp->n_ctx_train;
     for (int32_t n = cp->n_seq_max; n >= 1; n--) {
-        kara_kv_plan plan;
-        if (kara_kv_plan_make(&plan, &cp->kv, &shape, n_ctx, n) != KARA_OK) continue;
-        int64_t need = kara_kv_plan_blocks(&plan, kara_kv_plan_peak_slots(&plan, n_prompt, n_predict));
+        kr_kv_plan plan;
+        if (kr_kv_plan_make(&plan, &cp->kv, &shape, n_ctx, n) != KARA_OK) continue;
+        int64_t need = kr_kv_plan_blocks(&plan, kr_kv_plan_peak_slots(&plan, n_prompt, n_predict));
         if ((int64_t)n * need + plan.reserve_blocks <= plan.n_blocks &&
-            kara_kv_plan_holds(&plan, n_prompt, n_predict, NULL, 0))
+            kr_kv_plan_holds(&plan, n_prompt, n_predict, NULL, 0))
             return n;
     }
     return 0;

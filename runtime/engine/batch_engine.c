@@ -69,25 +69,25 @@ uint64_t kara_engine_seed(uint64_t seed, uint64_t id) { return mix64(seed ^ mix6
 /* ------------------------------------------------------------------------ */
 
 kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *params, kara_engine **out) {
-    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_engine_create: out is NULL");
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_engine_create: out is NULL");
     *out = NULL;
-    if (!ctx) return kara_set_error(KARA_ERR_ARG, "kara_engine_create: ctx is NULL");
+    if (!ctx) return kr_set_error(KARA_ERR_ARG, "kara_engine_create: ctx is NULL");
     kara_engine_params defaults;
     if (!params) {
         kara_engine_params_init(&defaults);
         params = &defaults;
     }
     if (params->max_queue < 1 || params->prefill_chunk < 2 || params->max_repeat_last_n < 0)
-        return kara_set_error(KARA_ERR_ARG,
+        return kr_set_error(KARA_ERR_ARG,
                               "kara_engine_create: max_queue must be >= 1, prefill_chunk >= 2, max_repeat_last_n >= 0");
-    int32_t n_slots = kara_context_n_seq_max(ctx), n_batch = kara_context_n_batch(ctx);
+    int32_t n_slots = kr_context_n_seq_max(ctx), n_batch = kara_context_n_batch(ctx);
     if (n_batch < n_slots + 2)
-        return kara_set_error(KARA_ERR_ARG,
+        return kr_set_error(KARA_ERR_ARG,
                               "kara_engine_create: the context's n_batch (%d) must be at least n_seq_max + 2 (%d): "
                               "every running sequence decodes one token per step and a prompt chunk needs room",
                               n_batch, n_slots + 2);
     kara_engine *e = calloc(1, sizeof *e);
-    if (!e) return kara_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
+    if (!e) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
     e->ctx = ctx;
     e->model = kara_context_model(ctx);
     e->p = *params;
@@ -95,24 +95,24 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->n_ctx = kara_context_n_ctx(ctx);
     e->n_batch = n_batch;
     e->n_vocab = e->model->hp.n_vocab;
-    kara_status st = kara_gen_model_init(&e->gm, e->model);
+    kara_status st = kr_gen_model_init(&e->gm, e->model);
     e->slots = calloc((size_t)n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)params->max_queue, sizeof *e->queue);
     e->b_tok = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_pos = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_seq = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_logits = malloc((size_t)e->n_batch);
-    e->tail = malloc((size_t)e->gm.piece_cap * KARA_BATCH_TAIL_TOKENS + 1);
+    e->tail = malloc((size_t)e->gm.piece_cap * KR_BATCH_TAIL_TOKENS + 1);
     if (!st && (!e->slots || !e->queue || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->tail))
-        st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
+        st = kr_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
     kara_sampler_params sp;
     kara_sampler_params_init(&sp);
     sp.repeat_last_n = params->max_repeat_last_n;
     for (int32_t i = 0; !st && i < n_slots; i++) {
-        kara_batch_slot *s = &e->slots[i];
+        kr_batch_slot *s = &e->slots[i];
         s->tokens = malloc((size_t)e->n_ctx * sizeof(int32_t));
-        if (!s->tokens) st = kara_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
-        if (!st) st = kara_gen_seq_init(&s->out, &e->gm, &sp);
+        if (!s->tokens) st = kr_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
+        if (!st) st = kr_gen_seq_init(&s->out, &e->gm, &sp);
     }
     if (!st) kara_seq_clear(ctx, -1);
     if (st) {
@@ -129,7 +129,7 @@ void kara_engine_free(kara_engine *e) {
     if (e->slots)
         for (int32_t i = 0; i < e->n_slots; i++) {
             free(e->slots[i].tokens);
-            kara_gen_seq_free(&e->slots[i].out);
+            kr_gen_seq_free(&e->slots[i].out);
         }
     free(e->slots);
     free(e->queue);
@@ -137,7 +137,7 @@ void kara_engine_free(kara_engine *e) {
     free(e->b_pos);
     free(e->b_seq);
     free(e->b_logits);
-    kara_gen_model_free(&e->gm);
+    kr_gen_model_free(&e->gm);
     free(e->tail);
     free(e);
 }
@@ -157,30 +157,30 @@ static int32_t max_generated(const kara_engine *e, const kara_engine_request *r,
 }
 
 kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
-    if (!e || !r) return kara_set_error(KARA_ERR_ARG, "kara_engine_submit: NULL argument");
-    if (!r->prompt || r->n_prompt < 1) return kara_set_error(KARA_ERR_ARG, "the prompt is empty");
+    if (!e || !r) return kr_set_error(KARA_ERR_ARG, "kara_engine_submit: NULL argument");
+    if (!r->prompt || r->n_prompt < 1) return kr_set_error(KARA_ERR_ARG, "the prompt is empty");
     if (r->n_prompt >= e->n_ctx)
-        return kara_set_error(KARA_ERR_CONTEXT_FULL,
+        return kr_set_error(KARA_ERR_CONTEXT_FULL,
                               "the prompt has %d tokens but the context holds %d positions (room is needed for at "
                               "least one generated token)",
                               r->n_prompt, e->n_ctx);
     for (int32_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab)
-            return kara_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
+            return kr_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
                                   r->prompt[i], i, e->n_vocab);
     if (r->max_tokens < -1 || r->reasoning_budget < -1)
-        return kara_set_error(KARA_ERR_ARG, "max_tokens and reasoning_budget must be >= -1");
+        return kr_set_error(KARA_ERR_ARG, "max_tokens and reasoning_budget must be >= -1");
     if (r->n_stop < 0 || r->n_stop > KARA_MAX_STOP_STRINGS)
-        return kara_set_error(KARA_ERR_ARG, "at most %d stop strings", KARA_MAX_STOP_STRINGS);
+        return kr_set_error(KARA_ERR_ARG, "at most %d stop strings", KARA_MAX_STOP_STRINGS);
     for (int i = 0; i < r->n_stop; i++) {
         size_t n = r->stop[i] ? strlen(r->stop[i]) : 0;
-        if (n < 1 || n > KARA_STOP_MAX_LEN)
-            return kara_set_error(KARA_ERR_ARG, "stop string %d must have 1..%d bytes", i + 1, KARA_STOP_MAX_LEN);
+        if (n < 1 || n > KR_STOP_MAX_LEN)
+            return kr_set_error(KARA_ERR_ARG, "stop string %d must have 1..%d bytes", i + 1, KR_STOP_MAX_LEN);
     }
     const kara_sampler_params *sp = &r->sampling;
     if (sp->repeat_last_n < 0 || sp->repeat_last_n > e->p.max_repeat_last_n || sp->repeat_penalty <= 0 ||
         sp->top_p <= 0 || sp->min_p > 1 || isnan(sp->temperature))
-        return kara_set_error(KARA_ERR_ARG,
+        return kr_set_error(KARA_ERR_ARG,
                               "invalid sampling parameters (repeat_last_n 0..%d, repeat_penalty > 0, top_p > 0, "
                               "min_p <= 1)",
                               e->p.max_repeat_last_n);
@@ -188,12 +188,12 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
     bool capped;
     int32_t G = max_generated(e, r, &capped);
     char why[512];
-    if (!kara_batch_method_holds(e, r->n_prompt, G, why, sizeof why))
-        return kara_set_error(KARA_ERR_KV_BUDGET, "%s", why);
-    const kara_kv_plan *plan = kara_context_kv_plan(e->ctx);
-    int64_t need = kara_batch_request_blocks(e, r->n_prompt, G) + plan->reserve_blocks;
+    if (!kr_batch_method_holds(e, r->n_prompt, G, why, sizeof why))
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s", why);
+    const kr_kv_plan *plan = kr_context_kv_plan(e->ctx);
+    int64_t need = kr_batch_request_blocks(e, r->n_prompt, G) + plan->reserve_blocks;
     if (need > plan->n_blocks)
-        return kara_set_error(KARA_ERR_KV_BUDGET,
+        return kr_set_error(KARA_ERR_KV_BUDGET,
                               "the KV budget cannot hold this request: %d prompt tokens and up to %d generated ones "
                               "need %lld blocks (%llu bytes) under method %s, the pool has %d blocks (%llu bytes); "
                               "lower max_tokens or raise kv_cache.budget",
@@ -201,7 +201,7 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
                               kara_kv_method_name(plan->p.method), plan->n_blocks,
                               (unsigned long long)plan->n_blocks * plan->block_bytes);
     if (e->q_len >= e->p.max_queue)
-        return kara_set_error(KARA_ERR_ARG, "kara_engine_submit: the queue is full (%d requests); step first",
+        return kr_set_error(KARA_ERR_ARG, "kara_engine_submit: the queue is full (%d requests); step first",
                               e->p.max_queue);
     e->queue[(e->q_head + e->q_len) % e->p.max_queue] = *r;
     e->q_len++;
@@ -212,22 +212,22 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
 /* Slots                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static int32_t slot_index(const kara_engine *e, const kara_batch_slot *s) { return (int32_t)(s - e->slots); }
+static int32_t slot_index(const kara_engine *e, const kr_batch_slot *s) { return (int32_t)(s - e->slots); }
 
 /* First admission of a request into a free slot: copy what the request
  * owns, seed its sampler from (seed, id), prepare the text pipeline. */
-static kara_status slot_start(kara_engine *e, kara_batch_slot *s, const kara_engine_request *r) {
+static kara_status slot_start(kara_engine *e, kr_batch_slot *s, const kara_engine_request *r) {
     kara_sampler_params sp = r->sampling;
     sp.seed = kara_engine_seed(r->sampling.seed, r->id);
     bool capped;
     int32_t max_gen = max_generated(e, r, &capped);
-    kara_gen_request gr = {max_gen, capped ? KARA_STOP_CONTEXT_FULL : KARA_STOP_MAX_TOKENS, r->reasoning_budget,
+    kr_gen_request gr = {max_gen, capped ? KARA_STOP_CONTEXT_FULL : KARA_STOP_MAX_TOKENS, r->reasoning_budget,
                            r->ignore_eog, false, r->split_thinking};
     gr.in_think = r->think_start == KARA_THINK_START_THINK ||
                   (r->think_start == KARA_THINK_START_AUTO &&
-                   kara_prompt_opens_think(e->model, r->prompt, r->n_prompt, KARA_BATCH_TAIL_TOKENS, e->tail,
+                   kr_prompt_opens_think(e->model, r->prompt, r->n_prompt, KR_BATCH_TAIL_TOKENS, e->tail,
                                            e->gm.piece_cap));
-    kara_status st = kara_gen_seq_start(&s->out, &sp, &gr, r->stop, r->n_stop, r->prompt, r->n_prompt);
+    kara_status st = kr_gen_seq_start(&s->out, &sp, &gr, r->stop, r->n_stop, r->prompt, r->n_prompt);
     if (st) return st;
     s->req = *r;
     s->order = e->next_order++;
@@ -235,38 +235,38 @@ static kara_status slot_start(kara_engine *e, kara_batch_slot *s, const kara_eng
     s->n_tok = s->n_prompt = r->n_prompt;
     s->n_fed = s->n_fed_max = 0;
     s->max_gen = max_gen;
-    s->peak_blocks = kara_batch_request_blocks(e, r->n_prompt, s->max_gen);
+    s->peak_blocks = kr_batch_request_blocks(e, r->n_prompt, s->max_gen);
     s->n_preempted = 0;
     s->ostart = s->orel = 0;
     s->done_reported = false;
     s->error[0] = '\0';
     s->logits_row = -1;
-    s->state = KARA_SLOT_RUNNING;
+    s->state = KR_SLOT_RUNNING;
     return KARA_OK;
 }
 
 /* End a request with an error (it keeps the text it produced). */
-static void slot_fail(kara_engine *e, kara_batch_slot *s, kara_status st, const char *msg) {
+static void slot_fail(kara_engine *e, kr_batch_slot *s, kara_status st, const char *msg) {
     snprintf(s->error, sizeof s->error, "%s", msg);
     s->out.final = st; /* an error overrides a pending DONE */
     s->out.reason = KARA_STOP_NONE;
     s->orel = s->out.ts.len;
     kara_seq_clear(e->ctx, slot_index(e, s));
-    s->state = KARA_SLOT_FINISHED;
+    s->state = KR_SLOT_FINISHED;
     e->stats.requests_failed++;
 }
 
-static void slot_preempt(kara_engine *e, kara_batch_slot *s) {
+static void slot_preempt(kara_engine *e, kr_batch_slot *s) {
     kara_seq_clear(e->ctx, slot_index(e, s));
     s->n_fed = 0;
     s->n_preempted++;
-    s->state = KARA_SLOT_PREEMPTED;
+    s->state = KR_SLOT_PREEMPTED;
     e->stats.preemptions++;
 }
 
 /* Blocks a running slot may still take before its peak. */
-static int64_t slot_growth(const kara_engine *e, const kara_batch_slot *s) {
-    int64_t held = kara_context_seq_blocks(e->ctx, slot_index(e, s));
+static int64_t slot_growth(const kara_engine *e, const kr_batch_slot *s) {
+    int64_t held = kr_context_seq_blocks(e->ctx, slot_index(e, s));
     return s->peak_blocks > held ? s->peak_blocks - held : 0;
 }
 
@@ -280,31 +280,31 @@ static void admit(kara_engine *e) {
     for (;;) {
         int32_t running = 0;
         int64_t growth = 0;
-        kara_batch_slot *free_slot = NULL, *waiting = NULL;
+        kr_batch_slot *free_slot = NULL, *waiting = NULL;
         for (int32_t i = 0; i < e->n_slots; i++) {
-            kara_batch_slot *s = &e->slots[i];
-            if (s->state == KARA_SLOT_RUNNING) {
+            kr_batch_slot *s = &e->slots[i];
+            if (s->state == KR_SLOT_RUNNING) {
                 running++;
                 growth += slot_growth(e, s);
-            } else if (s->state == KARA_SLOT_FREE && !free_slot) {
+            } else if (s->state == KR_SLOT_FREE && !free_slot) {
                 free_slot = s;
-            } else if (s->state == KARA_SLOT_PREEMPTED && (!waiting || s->order < waiting->order)) {
+            } else if (s->state == KR_SLOT_PREEMPTED && (!waiting || s->order < waiting->order)) {
                 waiting = s;
             }
         }
-        kara_batch_slot *s = waiting ? waiting : free_slot;
+        kr_batch_slot *s = waiting ? waiting : free_slot;
         if (!s || (!waiting && e->q_len == 0)) return;
         const kara_engine_request *r = waiting ? &waiting->req : &e->queue[e->q_head];
         bool capped;
         int32_t G = waiting ? waiting->max_gen : max_generated(e, r, &capped);
-        int64_t need = waiting ? waiting->peak_blocks : kara_batch_request_blocks(e, r->n_prompt, G);
+        int64_t need = waiting ? waiting->peak_blocks : kr_batch_request_blocks(e, r->n_prompt, G);
         bool fits = kara_seq_admit(e->ctx, slot_index(e, s), r->n_prompt, G) == KARA_OK &&
                     (e->p.optimistic_admission ||
-                     need + growth + kara_context_kv_plan(e->ctx)->reserve_blocks <= kara_context_blocks_free(e->ctx));
+                     need + growth + kr_context_kv_plan(e->ctx)->reserve_blocks <= kr_context_blocks_free(e->ctx));
         if (!fits && running > 0) return; /* wait for running requests to finish */
         if (waiting) {
             /* fits, or nothing runs: an empty pool holds it (checked at submit) */
-            waiting->state = KARA_SLOT_RUNNING;
+            waiting->state = KR_SLOT_RUNNING;
             continue;
         }
         kara_engine_request req = *r;
@@ -326,7 +326,7 @@ static void admit(kara_engine *e) {
 
 /* How many of a slot's unfed tokens go into this step, and from where;
  * 0 when it must wait. See the feeding rules at the top. */
-static int32_t feed_count(const kara_batch_slot *s, int32_t budget) {
+static int32_t feed_count(const kr_batch_slot *s, int32_t budget) {
     int32_t left = s->n_tok - s->n_fed;
     if (left <= 0) return 0;
     if (s->n_fed < s->n_prompt) {
@@ -354,10 +354,10 @@ static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
     for (int pass = 0; pass < 2; pass++) {
         int32_t prefill_left = e->p.prefill_chunk;
         for (;;) {
-            kara_batch_slot *pick = NULL;
+            kr_batch_slot *pick = NULL;
             for (int32_t i = 0; i < e->n_slots; i++) {
-                kara_batch_slot *s = &e->slots[i];
-                if (s->state != KARA_SLOT_RUNNING || s->batch_n || s->n_fed >= s->n_tok) continue;
+                kr_batch_slot *s = &e->slots[i];
+                if (s->state != KR_SLOT_RUNNING || s->batch_n || s->n_fed >= s->n_tok) continue;
                 bool decoding = s->n_tok - s->n_fed == 1 && s->n_fed >= s->n_prompt;
                 if ((pass == 0) != decoding) continue;
                 if (!pick || s->order < pick->order) pick = s;
@@ -387,12 +387,12 @@ static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
 }
 
 /* The youngest running request: the one to preempt. */
-static kara_batch_slot *youngest(kara_engine *e, int32_t *running) {
-    kara_batch_slot *y = NULL;
+static kr_batch_slot *youngest(kara_engine *e, int32_t *running) {
+    kr_batch_slot *y = NULL;
     *running = 0;
     for (int32_t i = 0; i < e->n_slots; i++) {
-        kara_batch_slot *s = &e->slots[i];
-        if (s->state != KARA_SLOT_RUNNING) continue;
+        kr_batch_slot *s = &e->slots[i];
+        if (s->state != KR_SLOT_RUNNING) continue;
         (*running)++;
         if (!y || s->order > y->order) y = s;
     }
@@ -401,11 +401,11 @@ static kara_batch_slot *youngest(kara_engine *e, int32_t *running) {
 
 /* One new token for a slot whose tokens are all in the cache: chosen, its
  * text pushed, and the request finished when it ends (gen_seq.c). */
-static void next_token(kara_engine *e, kara_batch_slot *s) {
+static void next_token(kara_engine *e, kr_batch_slot *s) {
     int32_t tok = -1;
-    kara_gen_seq_next(&s->out, &e->gm, kara_get_logits(e->ctx, s->logits_row), s->orel, &tok);
+    kr_gen_seq_next(&s->out, &e->gm, kara_get_logits(e->ctx, s->logits_row), s->orel, &tok);
     if (s->out.final < 0) {
-        char msg[KARA_BATCH_ERROR_MAX];
+        char msg[KR_BATCH_ERROR_MAX];
         snprintf(msg, sizeof msg, "%s", kara_last_error());
         slot_fail(e, s, s->out.final, msg);
         return;
@@ -419,9 +419,9 @@ static void next_token(kara_engine *e, kara_batch_slot *s) {
 
 /* After a token: what may be handed out now. At the end everything held is
  * released (a partial tag is text), unless a stop string ended the output. */
-static void settle_text(kara_engine *e, kara_batch_slot *s) {
-    if (s->out.final > 0) kara_gen_seq_flush(&s->out, &e->gm, s->orel);
-    s->orel = kara_gen_seq_releasable(&s->out, s->orel);
+static void settle_text(kara_engine *e, kr_batch_slot *s) {
+    if (s->out.final > 0) kr_gen_seq_flush(&s->out, &e->gm, s->orel);
+    s->orel = kr_gen_seq_releasable(&s->out, s->orel);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -431,13 +431,13 @@ static void settle_text(kara_engine *e, kara_batch_slot *s) {
 /* Start of a step: release finished slots, drop the text handed out. */
 static void housekeeping(kara_engine *e) {
     for (int32_t i = 0; i < e->n_slots; i++) {
-        kara_batch_slot *s = &e->slots[i];
-        if (s->state == KARA_SLOT_FINISHED) {
-            s->state = KARA_SLOT_FREE;
+        kr_batch_slot *s = &e->slots[i];
+        if (s->state == KR_SLOT_FINISHED) {
+            s->state = KR_SLOT_FREE;
             continue;
         }
-        if (s->state == KARA_SLOT_FREE || s->orel == 0) continue;
-        kara_text_stream_drop(&s->out.ts, s->orel);
+        if (s->state == KR_SLOT_FREE || s->orel == 0) continue;
+        kr_text_stream_drop(&s->out.ts, s->orel);
         s->orel = s->ostart = 0;
     }
     e->ev_slot = 0;
@@ -459,7 +459,7 @@ static void refresh_kv_stats(kara_engine *e) {
 
 /* A slot's entries were decoded: advance it, count, and pick its next
  * token when all its tokens are in the cache. */
-static void after_decode(kara_engine *e, kara_batch_slot *s) {
+static void after_decode(kara_engine *e, kr_batch_slot *s) {
     int32_t end = s->n_fed + s->batch_n;
     int32_t redo_end = end < s->n_fed_max ? end : s->n_fed_max;
     if (redo_end > s->n_fed) e->stats.tokens_recomputed += (uint64_t)(redo_end - s->n_fed);
@@ -477,8 +477,8 @@ static void after_decode(kara_engine *e, kara_batch_slot *s) {
  * failing kara_decode, so retrying is safe. */
 static void decode_one_by_one(kara_engine *e) {
     for (int32_t i = 0; i < e->n_slots; i++) {
-        kara_batch_slot *s = &e->slots[i];
-        if (s->state != KARA_SLOT_RUNNING || s->batch_n <= 0) continue;
+        kr_batch_slot *s = &e->slots[i];
+        if (s->state != KR_SLOT_RUNNING || s->batch_n <= 0) continue;
         int32_t k = s->batch_n;
         for (int32_t j = 0; j < k; j++) {
             int32_t t = s->n_fed + j;
@@ -489,14 +489,14 @@ static void decode_one_by_one(kara_engine *e) {
         }
         s->logits_row = e->b_logits[k - 1] ? 0 : -1;
         kara_batch b = {k, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
-        double td = kara_monotonic_seconds();
+        double td = kr_monotonic_seconds();
         kara_status st = kara_decode(e->ctx, &b);
-        e->stats.decode_seconds += kara_monotonic_seconds() - td;
+        e->stats.decode_seconds += kr_monotonic_seconds() - td;
         e->stats.steps++;
         if (st == KARA_OK) {
             after_decode(e, s);
         } else {
-            char msg[KARA_BATCH_ERROR_MAX];
+            char msg[KR_BATCH_ERROR_MAX];
             snprintf(msg, sizeof msg, "%s", kara_last_error());
             slot_fail(e, s, st, msg);
         }
@@ -508,15 +508,15 @@ static void decode_one_by_one(kara_engine *e) {
  * two apart by the positions the context now holds. */
 static bool decode_appended(const kara_engine *e) {
     for (int32_t i = 0; i < e->n_slots; i++) {
-        const kara_batch_slot *s = &e->slots[i];
-        if (s->state == KARA_SLOT_RUNNING && s->batch_n > 0 && kara_seq_n_past(e->ctx, i) != s->n_fed) return true;
+        const kr_batch_slot *s = &e->slots[i];
+        if (s->state == KR_SLOT_RUNNING && s->batch_n > 0 && kara_seq_n_past(e->ctx, i) != s->n_fed) return true;
     }
     return false;
 }
 
 kara_status kara_engine_step(kara_engine *e) {
-    if (!e) return kara_set_error(KARA_ERR_ARG, "kara_engine_step: NULL engine");
-    double t0 = kara_monotonic_seconds();
+    if (!e) return kr_set_error(KARA_ERR_ARG, "kara_engine_step: NULL engine");
+    double t0 = kr_monotonic_seconds();
     housekeeping(e);
     admit(e);
     kara_context *c = e->ctx;
@@ -526,13 +526,13 @@ kara_status kara_engine_step(kara_engine *e) {
         n = build_batch(e, &rows);
         if (n == 0) break;
         kara_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
-        double td = kara_monotonic_seconds();
+        double td = kr_monotonic_seconds();
         st = kara_decode(c, &b);
-        e->stats.decode_seconds += kara_monotonic_seconds() - td;
+        e->stats.decode_seconds += kr_monotonic_seconds() - td;
         if (st && decode_appended(e)) {
             /* the forward pass ran and the KV policy failed after it: the
              * tokens are in the cache and the logits are valid, so go on */
-            kara_log(KARA_LOG_WARN, "batch engine: %s (after the step was decoded; continuing)",
+            kr_log(KARA_LOG_WARN, "batch engine: %s (after the step was decoded; continuing)",
                      kara_last_error());
             st = KARA_OK;
         }
@@ -540,12 +540,12 @@ kara_status kara_engine_step(kara_engine *e) {
         /* pool pressure the policy could not relieve (docs/KARA_METHOD.md
          * section 9) */
         int32_t running;
-        kara_batch_slot *y = youngest(e, &running);
+        kr_batch_slot *y = youngest(e, &running);
         if (!y) break;
-        if (kara_context_kv_plan(c)->p.on_pool_exhausted == KARA_POOL_PREEMPT && running > 1) {
+        if (kr_context_kv_plan(c)->p.on_pool_exhausted == KARA_POOL_PREEMPT && running > 1) {
             slot_preempt(e, y);
         } else {
-            char msg[KARA_BATCH_ERROR_MAX];
+            char msg[KR_BATCH_ERROR_MAX];
             snprintf(msg, sizeof msg, "%s", kara_last_error());
             slot_fail(e, y, KARA_ERR_KV_BUDGET, msg);
         }
@@ -553,8 +553,8 @@ kara_status kara_engine_step(kara_engine *e) {
     if (n > 0 && st == KARA_OK) {
         e->stats.steps++;
         for (int32_t i = 0; i < e->n_slots; i++) {
-            kara_batch_slot *s = &e->slots[i];
-            if (s->state == KARA_SLOT_RUNNING && s->batch_n > 0) after_decode(e, s);
+            kr_batch_slot *s = &e->slots[i];
+            if (s->state == KR_SLOT_RUNNING && s->batch_n > 0) after_decode(e, s);
         }
     } else if (n > 0) {
         decode_one_by_one(e);
@@ -562,28 +562,28 @@ kara_status kara_engine_step(kara_engine *e) {
     /* finished requests leave the context now; their events are read next */
     int32_t running = 0, preempted = 0;
     for (int32_t i = 0; i < e->n_slots; i++) {
-        kara_batch_slot *s = &e->slots[i];
-        if (s->state == KARA_SLOT_RUNNING && s->out.final) {
+        kr_batch_slot *s = &e->slots[i];
+        if (s->state == KR_SLOT_RUNNING && s->out.final) {
             settle_text(e, s);
             kara_seq_clear(c, i);
-            s->state = KARA_SLOT_FINISHED;
+            s->state = KR_SLOT_FINISHED;
             e->stats.requests_done++;
-        } else if (s->state == KARA_SLOT_RUNNING) {
+        } else if (s->state == KR_SLOT_RUNNING) {
             settle_text(e, s);
         }
-        running += s->state == KARA_SLOT_RUNNING;
-        preempted += s->state == KARA_SLOT_PREEMPTED;
+        running += s->state == KR_SLOT_RUNNING;
+        preempted += s->state == KR_SLOT_PREEMPTED;
     }
     e->stats.running = running;
     e->stats.preempted = preempted;
     e->stats.queued = e->q_len;
     if (running > e->stats.peak_running) e->stats.peak_running = running;
     refresh_kv_stats(e);
-    e->stats.step_seconds += kara_monotonic_seconds() - t0;
+    e->stats.step_seconds += kr_monotonic_seconds() - t0;
     bool events = false;
     for (int32_t i = 0; i < e->n_slots && !events; i++) {
-        const kara_batch_slot *s = &e->slots[i];
-        events = s->state == KARA_SLOT_FINISHED || (s->state != KARA_SLOT_FREE && s->orel > s->ostart);
+        const kr_batch_slot *s = &e->slots[i];
+        events = s->state == KR_SLOT_FINISHED || (s->state != KR_SLOT_FREE && s->orel > s->ostart);
     }
     if (n == 0 && !events && running == 0 && preempted == 0 && e->q_len == 0) return KARA_DONE;
     return KARA_OK;
@@ -592,8 +592,8 @@ kara_status kara_engine_step(kara_engine *e) {
 bool kara_engine_next_event(kara_engine *e, kara_engine_event *ev) {
     if (!e || !ev) return false;
     for (; e->ev_slot < e->n_slots; e->ev_slot++) {
-        kara_batch_slot *s = &e->slots[e->ev_slot];
-        if (s->state == KARA_SLOT_FREE) continue;
+        kr_batch_slot *s = &e->slots[e->ev_slot];
+        if (s->state == KR_SLOT_FREE) continue;
         memset(ev, 0, sizeof *ev);
         ev->id = s->req.id;
         ev->user = s->req.user;
@@ -608,7 +608,7 @@ bool kara_engine_next_event(kara_engine *e, kara_engine_event *ev) {
             s->ostart = i;
             return true;
         }
-        if (s->state == KARA_SLOT_FINISHED && !s->done_reported) {
+        if (s->state == KR_SLOT_FINISHED && !s->done_reported) {
             s->done_reported = true;
             ev->kind = KARA_ENGINE_DONE;
             ev->status = s->out.final;
@@ -632,7 +632,7 @@ void kara_engine_get_stats(const kara_engine *e, kara_engine_stats *out) {
     const kara_context *c = e->ctx;
     kara_kv_stats ks;
     kara_context_kv_stats(c, &ks);
-    const kara_kv_plan *plan = kara_context_kv_plan(c);
+    const kr_kv_plan *plan = kr_context_kv_plan(c);
     out->kv_budget = plan->p.budget ? plan->p.budget : ks.pool_bytes + ks.reserved_bytes;
     out->kv_blocks_total = ks.blocks_total;
     out->kv_blocks_free = ks.blocks_free;

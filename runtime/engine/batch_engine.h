@@ -2,13 +2,13 @@
  * batch_engine.h - internals of the continuous-batching engine (the public
  * API is the "Batch engine" section of kara.h), shared by its two files:
  *   batch_engine.c     slots, admission, one step, events; each slot's
- *                      tokens and text come from a kara_gen_seq
+ *                      tokens and text come from a kr_gen_seq
  *                      (generate/gen_seq.h), as the generator's do;
  *   batch_admission.c  how many KV blocks a request needs at its peak, and
  *                      how many sequences a budget holds (the KV plan).
  */
-#ifndef KARA_BATCH_ENGINE_H
-#define KARA_BATCH_ENGINE_H
+#ifndef KR_BATCH_ENGINE_H
+#define KR_BATCH_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,19 +18,19 @@
 #include "kara.h"
 #include "gen_seq.h"
 
-#define KARA_BATCH_TAIL_TOKENS 8
-#define KARA_BATCH_ERROR_MAX 320
+#define KR_BATCH_TAIL_TOKENS 8
+#define KR_BATCH_ERROR_MAX 320
 
-typedef enum kara_batch_slot_state {
-    KARA_SLOT_FREE = 0,
-    KARA_SLOT_RUNNING,
-    KARA_SLOT_PREEMPTED,
-    KARA_SLOT_FINISHED
-} kara_batch_slot_state;
+typedef enum kr_batch_slot_state {
+    KR_SLOT_FREE = 0,
+    KR_SLOT_RUNNING,
+    KR_SLOT_PREEMPTED,
+    KR_SLOT_FINISHED
+} kr_batch_slot_state;
 
 /* One running (or preempted, or just finished) request. */
-typedef struct kara_batch_slot {
-    kara_batch_slot_state state;
+typedef struct kr_batch_slot {
+    kr_batch_slot_state state;
     kara_engine_request req;   /* as submitted (prompt and stop pointers are the caller's) */
     uint64_t order;            /* first admission: smaller is older */
     int32_t *tokens;           /* prompt + generated (the last one may be pending), n_ctx */
@@ -39,20 +39,20 @@ typedef struct kara_batch_slot {
     int32_t max_gen;           /* generated tokens allowed (request, then the context size) */
     int64_t peak_blocks;       /* admission estimate of its largest footprint */
     int32_t n_preempted;
-    kara_gen_seq out;          /* sampler, forced close, text stream, counters, how it ended */
+    kr_gen_seq out;          /* sampler, forced close, text stream, counters, how it ended */
     size_t ostart, orel;        /* next byte of out.ts.buf to hand out; end of what may be handed out */
     bool done_reported;
-    char error[KARA_BATCH_ERROR_MAX];
+    char error[KR_BATCH_ERROR_MAX];
     int32_t logits_row;         /* row of its logits in the last decode, -1 */
     int32_t batch_n;            /* entries it has in the batch being built */
-} kara_batch_slot;
+} kr_batch_slot;
 
 struct kara_engine {
     kara_context *ctx;
     const kara_model *model;
     kara_engine_params p;
     int32_t n_slots, n_ctx, n_batch, n_vocab;
-    kara_batch_slot *slots;
+    kr_batch_slot *slots;
     uint64_t next_order;
 
     /* queue of submitted requests (ring) */
@@ -63,7 +63,7 @@ struct kara_engine {
     int32_t *b_tok, *b_pos, *b_seq;
     int8_t *b_logits;
 
-    kara_gen_model gm;         /* forced-close tokens and piece scratch, for every slot */
+    kr_gen_model gm;         /* forced-close tokens and piece scratch, for every slot */
     char *tail;                /* rendered tail of a prompt */
 
     /* events of the last step */
@@ -76,9 +76,9 @@ struct kara_engine {
 
 /* Blocks a request of P prompt and G generated tokens holds at its peak
  * under the engine's context (reserve_blocks not included). */
-int64_t kara_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G);
-/* Can the context's KV plan run the request at all (kara_kv_plan_holds)?
+int64_t kr_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G);
+/* Can the context's KV plan run the request at all (kr_kv_plan_holds)?
  * The reason, when not, goes to why. */
-bool kara_batch_method_holds(const kara_engine *e, int32_t P, int32_t G, char *why, size_t why_size);
+bool kr_batch_method_holds(const kara_engine *e, int32_t P, int32_t G, char *why, size_t why_size);
 
-#endif /* KARA_BATCH_ENGINE_H */
+#endif /* KR_BATCH_ENGINE_H */

@@ -40,11 +40,11 @@ struct kara_generator {
     int32_t *batch_pos, *batch_seq;
     int8_t *batch_logits;
 
-    kara_gen_model gm;       /* forced-close tokens, piece scratch */
-    kara_gen_seq out;        /* token choice and text of the current start (gen_seq.h) */
+    kr_gen_model gm;       /* forced-close tokens, piece scratch */
+    kr_gen_seq out;        /* token choice and text of the current start (gen_seq.h) */
     char *tail;              /* rendered tail of the prompt */
     size_t ostart;           /* next byte of out.ts.buf to hand out */
-    kara_stop_text stops[KARA_MAX_STOP_STRINGS]; /* the stop strings, copied at create */
+    kr_stop_text stops[KARA_MAX_STOP_STRINGS]; /* the stop strings, copied at create */
 
     bool started;
     kara_generator_stats stats;
@@ -64,30 +64,30 @@ void kara_generator_params_init(kara_generator_params *p) {
 /* ------------------------------------------------------------------------ */
 
 kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out) {
-    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_generator_create: out is NULL");
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_generator_create: out is NULL");
     *out = NULL;
-    if (!ctx) return kara_set_error(KARA_ERR_ARG, "kara_generator_create: ctx is NULL");
+    if (!ctx) return kr_set_error(KARA_ERR_ARG, "kara_generator_create: ctx is NULL");
     kara_generator_params defaults;
     if (!p) {
         kara_generator_params_init(&defaults);
         p = &defaults;
     }
     if (p->n_stop < 0 || p->n_stop > KARA_MAX_STOP_STRINGS)
-        return kara_set_error(KARA_ERR_ARG, "kara_generator_create: n_stop %d outside [0, %d]", p->n_stop,
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_create: n_stop %d outside [0, %d]", p->n_stop,
                               KARA_MAX_STOP_STRINGS);
     for (int i = 0; i < p->n_stop; i++) {
         size_t n = p->stop[i] ? strlen(p->stop[i]) : 0;
-        if (n < 1 || n > KARA_STOP_MAX_LEN)
-            return kara_set_error(KARA_ERR_ARG, "kara_generator_create: stop string %d must have 1..%d bytes", i,
-                                  KARA_STOP_MAX_LEN);
+        if (n < 1 || n > KR_STOP_MAX_LEN)
+            return kr_set_error(KARA_ERR_ARG, "kara_generator_create: stop string %d must have 1..%d bytes", i,
+                                  KR_STOP_MAX_LEN);
     }
     if (p->max_tokens < -1 || p->reasoning_budget < -1)
-        return kara_set_error(KARA_ERR_ARG, "kara_generator_create: max_tokens and reasoning_budget must be >= -1");
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_create: max_tokens and reasoning_budget must be >= -1");
     if ((int)p->think_start < 0 || p->think_start > KARA_THINK_START_THINK)
-        return kara_set_error(KARA_ERR_ARG, "kara_generator_create: bad think_start %d", (int)p->think_start);
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_create: bad think_start %d", (int)p->think_start);
 
     kara_generator *g = calloc(1, sizeof *g);
-    if (!g) return kara_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
+    if (!g) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
     g->ctx = ctx;
     g->model = kara_context_model(ctx);
     g->p = *p;
@@ -99,15 +99,15 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
         snprintf(g->stops[i], sizeof g->stops[i], "%s", p->stop[i]);
         g->p.stop[i] = g->stops[i];
     }
-    kara_status st = kara_gen_model_init(&g->gm, g->model);
-    if (!st) st = kara_gen_seq_init(&g->out, &g->gm, &p->sampling);
+    kara_status st = kr_gen_model_init(&g->gm, g->model);
+    if (!st) st = kr_gen_seq_init(&g->out, &g->gm, &p->sampling);
     g->hist = malloc((size_t)g->n_ctx * sizeof *g->hist);
     g->batch_pos = malloc((size_t)g->n_batch * sizeof *g->batch_pos);
     g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
     g->batch_logits = malloc((size_t)g->n_batch);
     g->tail = malloc((size_t)g->gm.piece_cap * TAIL_TOKENS + 1);
     if (!st && (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->tail))
-        st = kara_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
+        st = kr_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
     if (st) {
         kara_generator_free(g);
         return st;
@@ -118,8 +118,8 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
 
 void kara_generator_free(kara_generator *g) {
     if (!g) return;
-    kara_gen_seq_free(&g->out);
-    kara_gen_model_free(&g->gm);
+    kr_gen_seq_free(&g->out);
+    kr_gen_model_free(&g->gm);
     free(g->hist);
     free(g->batch_pos);
     free(g->batch_seq);
@@ -160,9 +160,9 @@ void kara_generator_get_stats(const kara_generator *g, kara_generator_stats *out
 
 /* The next run of one channel that may be released, or false. */
 static bool take_run(kara_generator *g, kara_piece *out) {
-    size_t end = kara_gen_seq_releasable(&g->out, g->ostart);
+    size_t end = kr_gen_seq_releasable(&g->out, g->ostart);
     if (end <= g->ostart) return false;
-    const kara_text_stream *ts = &g->out.ts;
+    const kr_text_stream *ts = &g->out.ts;
     size_t i = g->ostart;
     uint8_t ch = ts->chan[i];
     while (i < end && ts->chan[i] == ch) i++;
@@ -178,7 +178,7 @@ static bool take_run(kara_generator *g, kara_piece *out) {
  * returned pointer stayed valid). */
 static void compact(kara_generator *g) {
     if (g->ostart == 0) return;
-    kara_text_stream_drop(&g->out.ts, g->ostart);
+    kr_text_stream_drop(&g->out.ts, g->ostart);
     g->ostart = 0;
 }
 
@@ -193,7 +193,7 @@ static bool aborted(kara_generator *g) { return g->p.abort && g->p.abort(g->p.ab
 static kara_status decode_prompt(kara_generator *g, const int32_t *tokens, int32_t from, int32_t n) {
     int32_t i = from;
     while (i < n) {
-        if (aborted(g)) return kara_set_error(KARA_ERR_ABORTED, "generation aborted while decoding the prompt");
+        if (aborted(g)) return kr_set_error(KARA_ERR_ABORTED, "generation aborted while decoding the prompt");
         int32_t k = n - i < g->n_batch ? n - i : g->n_batch;
         for (int32_t j = 0; j < k; j++) {
             g->batch_pos[j] = g->pos + j;
@@ -212,18 +212,18 @@ static kara_status decode_prompt(kara_generator *g, const int32_t *tokens, int32
 }
 
 kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_t *tokens, int32_t n) {
-    if (!g || (n > 0 && !tokens)) return kara_set_error(KARA_ERR_ARG, "kara_generator_start: NULL argument");
+    if (!g || (n > 0 && !tokens)) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: NULL argument");
     g->started = false;
-    if (n < 1) return kara_set_error(KARA_ERR_ARG, "kara_generator_start: the prompt is empty");
-    if (seq_id < 0) return kara_set_error(KARA_ERR_ARG, "kara_generator_start: sequence %d is negative", seq_id);
+    if (n < 1) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: the prompt is empty");
+    if (seq_id < 0) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: sequence %d is negative", seq_id);
     if (n > g->n_ctx)
-        return kara_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n,
+        return kr_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n,
                               g->n_ctx);
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= g->n_vocab)
-            return kara_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
+            return kr_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
                                   tokens[i], i, g->n_vocab);
-    double t0 = kara_monotonic_seconds();
+    double t0 = kr_monotonic_seconds();
     memset(&g->stats, 0, sizeof g->stats);
     g->stats.n_prompt = n;
 
@@ -247,16 +247,16 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
         return st;
     }
     g->stats.n_prompt_decoded = n - from;
-    g->stats.t_prompt_s = kara_monotonic_seconds() - t0;
+    g->stats.t_prompt_s = kr_monotonic_seconds() - t0;
 
     /* the sampler keeps its random state: a repeated prompt (a regenerated
      * reply) must get a new draw */
-    kara_gen_request req = {g->p.max_tokens, KARA_STOP_MAX_TOKENS, g->p.reasoning_budget, g->p.ignore_eog, false,
+    kr_gen_request req = {g->p.max_tokens, KARA_STOP_MAX_TOKENS, g->p.reasoning_budget, g->p.ignore_eog, false,
                             g->p.split_thinking};
     req.in_think = g->p.think_start == KARA_THINK_START_THINK ||
                    (g->p.think_start == KARA_THINK_START_AUTO &&
-                    kara_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->gm.piece_cap));
-    st = kara_gen_seq_start(&g->out, NULL, &req, (const char *const *)g->p.stop, g->p.n_stop, tokens, n);
+                    kr_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->gm.piece_cap));
+    st = kr_gen_seq_start(&g->out, NULL, &req, (const char *const *)g->p.stop, g->p.n_stop, tokens, n);
     if (st) return st;
     g->ostart = 0;
     g->started = true;
@@ -270,11 +270,11 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
 /* Choose one token (gen_seq.c) and decode it. */
 static kara_status step(kara_generator *g) {
     if (aborted(g)) {
-        kara_gen_seq_finish(&g->out, KARA_STOPPED, KARA_STOP_ABORT);
+        kr_gen_seq_finish(&g->out, KARA_STOPPED, KARA_STOP_ABORT);
         return KARA_OK;
     }
     int32_t tok;
-    if (!kara_gen_seq_next(&g->out, &g->gm, kara_get_logits(g->ctx, -1), g->ostart, &tok))
+    if (!kr_gen_seq_next(&g->out, &g->gm, kara_get_logits(g->ctx, -1), g->ostart, &tok))
         return g->out.final < 0 ? g->out.final : KARA_OK;
     g->batch_pos[0] = g->pos;
     g->batch_seq[0] = g->seq;
@@ -282,7 +282,7 @@ static kara_status step(kara_generator *g) {
     kara_batch b = {1, &tok, g->batch_pos, g->batch_seq, g->batch_logits};
     kara_status st = kara_decode(g->ctx, &b);
     if (st == KARA_ERR_CONTEXT_FULL) {
-        kara_gen_seq_finish(&g->out, KARA_DONE, KARA_STOP_CONTEXT_FULL);
+        kr_gen_seq_finish(&g->out, KARA_DONE, KARA_STOP_CONTEXT_FULL);
         return KARA_OK;
     }
     if (st) return st;
@@ -292,16 +292,16 @@ static kara_status step(kara_generator *g) {
 }
 
 kara_status kara_generator_next(kara_generator *g, kara_piece *out) {
-    if (!g || !out) return kara_set_error(KARA_ERR_ARG, "kara_generator_next: NULL argument");
+    if (!g || !out) return kr_set_error(KARA_ERR_ARG, "kara_generator_next: NULL argument");
     memset(out, 0, sizeof *out);
-    if (!g->started) return kara_set_error(KARA_ERR_ARG, "kara_generator_next: call kara_generator_start first");
-    double t0 = kara_monotonic_seconds();
+    if (!g->started) return kr_set_error(KARA_ERR_ARG, "kara_generator_next: call kara_generator_start first");
+    double t0 = kr_monotonic_seconds();
     compact(g);
     kara_status result;
     for (;;) {
         /* at the end, held bytes join the output before any more of it is
          * released, so a stop string they complete is still found */
-        if (g->out.final > 0) kara_gen_seq_flush(&g->out, &g->gm, g->ostart);
+        if (g->out.final > 0) kr_gen_seq_flush(&g->out, &g->gm, g->ostart);
         if (take_run(g, out)) {
             result = KARA_OK;
             break;
@@ -312,12 +312,12 @@ kara_status kara_generator_next(kara_generator *g, kara_piece *out) {
         }
         kara_status st = step(g);
         if (st < 0) {
-            kara_gen_seq_finish(&g->out, st, KARA_STOP_NONE);
+            kr_gen_seq_finish(&g->out, st, KARA_STOP_NONE);
             g->out.flushed = true;
             result = st;
             break;
         }
     }
-    g->stats.t_generate_s += kara_monotonic_seconds() - t0;
+    g->stats.t_generate_s += kr_monotonic_seconds() - t0;
     return result;
 }

@@ -38,15 +38,15 @@ kara_status kara_sampler_create(const kara_sampler_params *p, int32_t n_vocab, k
         kara_sampler_params_init(&d);
         p = &d;
     }
-    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_sampler_create: out is NULL");
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_sampler_create: out is NULL");
     *out = NULL;
-    if (n_vocab < 1) return kara_set_error(KARA_ERR_ARG, "kara_sampler_create: n_vocab %d < 1", n_vocab);
+    if (n_vocab < 1) return kr_set_error(KARA_ERR_ARG, "kara_sampler_create: n_vocab %d < 1", n_vocab);
     if (p->repeat_last_n < 0 || p->repeat_penalty <= 0 || p->top_p <= 0 || p->min_p > 1 || isnan(p->temperature))
-        return kara_set_error(KARA_ERR_ARG,
+        return kr_set_error(KARA_ERR_ARG,
                               "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
                               "min_p <= 1)");
     kara_sampler *s = calloc(1, sizeof *s);
-    if (!s) return kara_set_error(KARA_ERR_NOMEM, "out of memory");
+    if (!s) return kr_set_error(KARA_ERR_NOMEM, "out of memory");
     s->p = *p;
     s->hist_cap = p->repeat_last_n ? p->repeat_last_n : 1;
     s->history = calloc((size_t)s->hist_cap, sizeof(int32_t));
@@ -54,7 +54,7 @@ kara_status kara_sampler_create(const kara_sampler_params *p, int32_t n_vocab, k
     s->cap = n_vocab;
     if (!s->history || !s->cand) {
         kara_sampler_free(s);
-        return kara_set_error(KARA_ERR_NOMEM, "out of memory for a sampler over %d tokens", n_vocab);
+        return kr_set_error(KARA_ERR_NOMEM, "out of memory for a sampler over %d tokens", n_vocab);
     }
     kara_sampler_reset(s);
     *out = s;
@@ -77,14 +77,14 @@ void kara_sampler_reset(kara_sampler *s) {
 /* The batch engine reuses one sampler per slot for request after request
  * (sampler_internal.h): new parameters and seed, empty history, no
  * allocation as long as the history fits what create allocated. */
-kara_status kara_sampler_reconfigure(kara_sampler *s, const kara_sampler_params *p) {
-    if (!s || !p) return kara_set_error(KARA_ERR_ARG, "kara_sampler_reconfigure: NULL argument");
+kara_status kr_sampler_reconfigure(kara_sampler *s, const kara_sampler_params *p) {
+    if (!s || !p) return kr_set_error(KARA_ERR_ARG, "kr_sampler_reconfigure: NULL argument");
     if (p->repeat_last_n < 0 || p->repeat_penalty <= 0 || p->top_p <= 0 || p->min_p > 1 || isnan(p->temperature))
-        return kara_set_error(KARA_ERR_ARG,
+        return kr_set_error(KARA_ERR_ARG,
                               "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
                               "min_p <= 1)");
     if (p->repeat_last_n > s->hist_cap)
-        return kara_set_error(KARA_ERR_ARG, "sampler: repeat_last_n %d exceeds the %d this sampler was created for",
+        return kr_set_error(KARA_ERR_ARG, "sampler: repeat_last_n %d exceeds the %d this sampler was created for",
                               p->repeat_last_n, s->hist_cap);
     s->p = *p;
     kara_sampler_reset(s);
@@ -141,7 +141,7 @@ static int32_t keep_top_k(candidate *c, int32_t n, int32_t k) {
 }
 
 kara_status kara_sampler_sample(kara_sampler *s, const float *logits, int32_t *token) {
-    if (!s || !logits || !token) return kara_set_error(KARA_ERR_ARG, "kara_sampler_sample: NULL argument");
+    if (!s || !logits || !token) return kr_set_error(KARA_ERR_ARG, "kara_sampler_sample: NULL argument");
     const int32_t n_vocab = s->cap;
     candidate *c = s->cand;
     for (int32_t i = 0; i < n_vocab; i++) {

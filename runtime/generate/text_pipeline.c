@@ -6,7 +6,7 @@
 #include "status.h"
 #include "think_splitter.h"
 
-size_t kara_utf8_complete(const char *s, size_t n) {
+size_t kr_utf8_complete(const char *s, size_t n) {
     for (size_t back = 1; back <= 4 && back <= n; back++) {
         unsigned char c = (unsigned char)s[n - back];
         if ((c & 0xc0) == 0x80) continue; /* continuation byte */
@@ -16,7 +16,7 @@ size_t kara_utf8_complete(const char *s, size_t n) {
     return n;
 }
 
-long kara_stop_find(const kara_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
+long kr_stop_find(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
                     size_t from) {
     long best = -1;
     for (int i = 0; i < n_stop; i++) {
@@ -32,7 +32,7 @@ long kara_stop_find(const kara_stop_text *text, const size_t *text_len, int n_st
     return best;
 }
 
-size_t kara_stop_holdback(const kara_stop_text *text, const size_t *text_len, int n_stop, const char *buf,
+size_t kr_stop_holdback(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf,
                           size_t len, size_t start) {
     size_t avail = len - start, best = 0;
     for (int i = 0; i < n_stop; i++) {
@@ -46,7 +46,7 @@ size_t kara_stop_holdback(const kara_stop_text *text, const size_t *text_len, in
     return best;
 }
 
-bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
+bool kr_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
                              int32_t piece_cap) {
     size_t len = 0;
     for (int32_t i = n > tail_tokens ? n - tail_tokens : 0; i < n; i++) {
@@ -55,28 +55,28 @@ bool kara_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t
     }
     while (len > 0 && (tail[len - 1] == ' ' || tail[len - 1] == '\n' || tail[len - 1] == '\t' || tail[len - 1] == '\r'))
         len--;
-    size_t tl = strlen(KARA_THINK_OPEN);
-    return len >= tl && !memcmp(tail + len - tl, KARA_THINK_OPEN, tl);
+    size_t tl = strlen(KR_THINK_OPEN);
+    return len >= tl && !memcmp(tail + len - tl, KR_THINK_OPEN, tl);
 }
 
 static kara_status tokenize_close(const kara_model *m, const char *text, int32_t *ids, int32_t *n) {
     int32_t k = 0;
     *n = 0;
     if (!kara_model_has_tokenizer(m)) return KARA_OK; /* the budget is inert */
-    if (kara_tokenize(m, text, -1, ids, KARA_THINK_CLOSE_MAX_TOKENS, false, true, &k) != KARA_OK)
-        return kara_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\" in %d tokens", text,
-                              KARA_THINK_CLOSE_MAX_TOKENS);
+    if (kara_tokenize(m, text, -1, ids, KR_THINK_CLOSE_MAX_TOKENS, false, true, &k) != KARA_OK)
+        return kr_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\" in %d tokens", text,
+                              KR_THINK_CLOSE_MAX_TOKENS);
     *n = k;
     return KARA_OK;
 }
 
-kara_status kara_think_close_init(kara_think_close *c, const kara_model *m) {
-    kara_status st = tokenize_close(m, "\n" KARA_THINK_CLOSE "\n\n", c->nl, &c->n_nl);
-    if (!st) st = tokenize_close(m, KARA_THINK_CLOSE "\n\n", c->plain, &c->n_plain);
+kara_status kr_think_close_init(kr_think_close *c, const kara_model *m) {
+    kara_status st = tokenize_close(m, "\n" KR_THINK_CLOSE "\n\n", c->nl, &c->n_nl);
+    if (!st) st = tokenize_close(m, KR_THINK_CLOSE "\n\n", c->plain, &c->n_plain);
     return st;
 }
 
-bool kara_think_force_next(kara_think_force *f, const kara_think_close *c, bool in_think, bool ends_nl,
+bool kr_think_force_next(kr_think_force *f, const kr_think_close *c, bool in_think, bool ends_nl,
                            int32_t n_think, int32_t budget, int32_t *tok) {
     if (f->left == 0 && in_think && budget >= 0 && n_think >= budget) {
         f->next = ends_nl ? c->plain : c->nl;
@@ -88,7 +88,7 @@ bool kara_think_force_next(kara_think_force *f, const kara_think_close *c, bool 
     return true;
 }
 
-void kara_text_stream_set_stops(kara_text_stream *ts, const char *const *stop, int n_stop) {
+void kr_text_stream_set_stops(kr_text_stream *ts, const char *const *stop, int n_stop) {
     ts->n_stop = n_stop;
     ts->stop_max = 0;
     for (int i = 0; i < n_stop; i++) {
@@ -98,8 +98,8 @@ void kara_text_stream_set_stops(kara_text_stream *ts, const char *const *stop, i
     }
 }
 
-void kara_text_stream_reset(kara_text_stream *ts, bool in_think, bool split_thinking) {
-    kara_think_splitter_init(&ts->split, in_think, !split_thinking);
+void kr_text_stream_reset(kr_text_stream *ts, bool in_think, bool split_thinking) {
+    kr_think_splitter_init(&ts->split, in_think, !split_thinking);
     ts->answer_only = !split_thinking;
     ts->think_ends_nl = in_think; /* a pre-filled block ends "<think>\n" */
     ts->n_utf8 = 0;
@@ -110,7 +110,7 @@ void kara_text_stream_reset(kara_text_stream *ts, bool in_think, bool split_thin
 /* Splitter output lands in the buffer with one channel byte per text byte,
  * so runs of one channel can be handed out later. */
 static void on_split(void *user, kara_channel channel, const char *text, size_t len) {
-    kara_text_stream *ts = user;
+    kr_text_stream *ts = user;
     if (channel == KARA_CHANNEL_THINK) ts->think_ends_nl = text[len - 1] == '\n';
     if (ts->answer_only) channel = KARA_CHANNEL_ANSWER;
     if (ts->len + len > ts->cap) { /* cannot happen: cap covers a token, the holds and a stop suffix */
@@ -122,35 +122,35 @@ static void on_split(void *user, kara_channel channel, const char *text, size_t 
     ts->len += len;
 }
 
-long kara_text_stream_push(kara_text_stream *ts, char *scratch, const char *text, size_t len, bool end_of_stream,
+long kr_text_stream_push(kr_text_stream *ts, char *scratch, const char *text, size_t len, bool end_of_stream,
                            size_t from) {
     size_t before = ts->len;
     memmove(scratch + ts->n_utf8, text, len);
     memcpy(scratch, ts->utf8, (size_t)ts->n_utf8);
     size_t n = (size_t)ts->n_utf8 + len;
-    size_t ok = end_of_stream ? n : kara_utf8_complete(scratch, n);
+    size_t ok = end_of_stream ? n : kr_utf8_complete(scratch, n);
     ts->n_utf8 = (int)(n - ok);
     memcpy(ts->utf8, scratch + ok, (size_t)ts->n_utf8);
-    kara_think_splitter_feed(&ts->split, scratch, ok, on_split, ts);
-    if (end_of_stream) kara_think_splitter_flush(&ts->split, on_split, ts);
+    kr_think_splitter_feed(&ts->split, scratch, ok, on_split, ts);
+    if (end_of_stream) kr_think_splitter_flush(&ts->split, on_split, ts);
     if (ts->n_stop == 0 || ts->len == before) return -1;
     if (before > ts->stop_max - 1 + from) from = before - (ts->stop_max - 1);
-    long at = kara_stop_find(ts->stop, ts->stop_len, ts->n_stop, ts->buf, ts->len, from);
+    long at = kr_stop_find(ts->stop, ts->stop_len, ts->n_stop, ts->buf, ts->len, from);
     if (at >= 0) ts->len = (size_t)at;
     return at;
 }
 
-size_t kara_text_stream_holdback(const kara_text_stream *ts, size_t start) {
-    return kara_stop_holdback(ts->stop, ts->stop_len, ts->n_stop, ts->buf, ts->len, start);
+size_t kr_text_stream_holdback(const kr_text_stream *ts, size_t start) {
+    return kr_stop_holdback(ts->stop, ts->stop_len, ts->n_stop, ts->buf, ts->len, start);
 }
 
-void kara_text_stream_drop(kara_text_stream *ts, size_t n) {
+void kr_text_stream_drop(kr_text_stream *ts, size_t n) {
     memmove(ts->buf, ts->buf + n, ts->len - n);
     memmove(ts->chan, ts->chan + n, ts->len - n);
     ts->len -= n;
 }
 
-int32_t kara_longest_piece(const kara_model *m) {
+int32_t kr_longest_piece(const kara_model *m) {
     int32_t longest = 1, n_vocab = kara_model_n_vocab(m);
     for (int32_t t = 0; t < n_vocab; t++) {
         int32_t n = 0;

@@ -5,24 +5,24 @@
 
 #include <string.h>
 
-void kara_think_splitter_init(kara_think_splitter *s, bool start_in_think, bool keep_tags) {
+void kr_think_splitter_init(kr_think_splitter *s, bool start_in_think, bool keep_tags) {
     memset(s, 0, sizeof *s);
     s->in_think = start_in_think;
     s->keep_tags = keep_tags;
 }
 
-static const char *wanted_tag(const kara_think_splitter *s) { return s->in_think ? KARA_THINK_CLOSE : KARA_THINK_OPEN; }
+static const char *wanted_tag(const kr_think_splitter *s) { return s->in_think ? KR_THINK_CLOSE : KR_THINK_OPEN; }
 
-static kara_channel channel_of(const kara_think_splitter *s) {
+static kara_channel channel_of(const kr_think_splitter *s) {
     return s->in_think ? KARA_CHANNEL_THINK : KARA_CHANNEL_ANSWER;
 }
 
-static void emit_held(kara_think_splitter *s, kara_think_emit_fn emit, void *user) {
+static void emit_held(kr_think_splitter *s, kr_think_emit_fn emit, void *user) {
     if (s->n_held > 0) emit(user, channel_of(s), s->held, (size_t)s->n_held);
     s->n_held = 0;
 }
 
-void kara_think_splitter_feed(kara_think_splitter *s, const char *text, size_t len, kara_think_emit_fn emit,
+void kr_think_splitter_feed(kr_think_splitter *s, const char *text, size_t len, kr_think_emit_fn emit,
                               void *user) {
     size_t run = 0; /* start of the bytes passed through unchanged, not yet emitted */
     for (size_t i = 0; i < len; i++) {
@@ -55,6 +55,6 @@ void kara_think_splitter_feed(kara_think_splitter *s, const char *text, size_t l
     if (s->n_held == 0 && len > run) emit(user, channel_of(s), text + run, len - run);
 }
 
-void kara_think_splitter_flush(kara_think_splitter *s, kara_think_emit_fn emit, void *user) {
+void kr_think_splitter_flush(kr_think_splitter *s, kr_think_emit_fn emit, void *user) {
     emit_held(s, emit, user);
 }

@@ -4,7 +4,7 @@
  * the image, and every count is checked against the bytes that remain
  * before anything is allocated for it, so a hostile header cannot make us
  * allocate gigabytes or read past the mapping. Errors carry the byte offset
- * where the bad field starts and are reported through kara_set_error. */
+ * where the bad field starts and are reported through kr_set_error. */
 #include "gguf.h"
 
 #include <stdarg.h>
@@ -60,7 +60,7 @@ static kara_status fail(uint64_t offset, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return kara_set_error(KARA_ERR_FORMAT, "%s at byte offset %llu", msg, (unsigned long long)offset);
+    return kr_set_error(KARA_ERR_FORMAT, "%s at byte offset %llu", msg, (unsigned long long)offset);
 }
 
 static bool have(const cursor *c, uint64_t n) { return n <= c->size - c->pos; }
@@ -239,7 +239,7 @@ static kara_status read_tensor_infos(kara_gguf *g, cursor *c) {
         at = c->pos;
         st = read_u32(c, &t->type, "tensor type");
         if (st) return st;
-        const kara_type_info *ti = kara_type_get(t->type);
+        const kr_type_info *ti = kr_type_get(t->type);
         if (!ti || ti->internal) return fail(at, "tensor '%.*s' has unknown type id %u", nl, t->name.ptr, t->type);
         if (t->ne[0] % ti->block_size != 0)
             return fail(at, "tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nl,
@@ -296,11 +296,11 @@ static kara_status place_tensors(kara_gguf *g, cursor *c) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out) {
+kara_status kr_gguf_parse(const void *data, size_t size, kara_gguf **out) {
     *out = NULL;
     cursor c = {data, size, 0};
     kara_gguf *g = calloc(1, sizeof *g);
-    if (!g) return kara_set_error(KARA_ERR_NOMEM, "out of memory while parsing GGUF");
+    if (!g) return kr_set_error(KARA_ERR_NOMEM, "out of memory while parsing GGUF");
     g->base = data;
     g->size = size;
     char magic[4];
@@ -327,7 +327,7 @@ kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out) {
     if (!st) st = read_tensor_infos(g, &c);
     if (!st) st = place_tensors(g, &c);
     if (st) {
-        if (st == KARA_ERR_NOMEM) kara_set_error(st, "out of memory while parsing GGUF");
+        if (st == KARA_ERR_NOMEM) kr_set_error(st, "out of memory while parsing GGUF");
         kara_gguf_close(g);
         return st;
     }
@@ -336,24 +336,24 @@ kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out) {
 }
 
 kara_status kara_gguf_open(const char *path, kara_gguf **out) {
-    return kara_gguf_open_mode(path, false, out);
+    return kr_gguf_open_mode(path, false, out);
 }
 
-kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out) {
-    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_gguf_open: out is NULL");
+kara_status kr_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out) {
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_gguf_open: out is NULL");
     *out = NULL;
-    if (!path) return kara_set_error(KARA_ERR_ARG, "kara_gguf_open: path is NULL");
-    kara_file_map *m = calloc(1, sizeof *m);
-    if (!m) return kara_set_error(KARA_ERR_NOMEM, "%s: out of memory while parsing GGUF", path);
-    int e = in_ram ? kara_file_read_anon(path, m) : kara_file_map_open(path, m);
+    if (!path) return kr_set_error(KARA_ERR_ARG, "kara_gguf_open: path is NULL");
+    kr_file_map *m = calloc(1, sizeof *m);
+    if (!m) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory while parsing GGUF", path);
+    int e = in_ram ? kr_file_read_anon(path, m) : kr_file_map_open(path, m);
     if (e) {
         free(m);
-        return kara_set_error(KARA_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+        return kr_set_error(KARA_ERR_IO, "cannot open '%s': %s", path, strerror(e));
     }
-    kara_status st = kara_gguf_parse(m->data, m->size, out);
+    kara_status st = kr_gguf_parse(m->data, m->size, out);
     if (st) {
-        kara_error_prefix(st, "%s", path);
-        kara_file_map_close(m);
+        kr_error_prefix(st, "%s", path);
+        kr_file_map_close(m);
         free(m);
         return st;
     }
@@ -361,15 +361,15 @@ kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out) 
     return KARA_OK;
 }
 
-bool kara_gguf_set_writable(kara_gguf *g, bool writable) {
-    return g && g->map && kara_file_map_set_writable(g->map, writable) == 0;
+bool kr_gguf_set_writable(kara_gguf *g, bool writable) {
+    return g && g->map && kr_file_map_set_writable(g->map, writable) == 0;
 }
 
 void kara_gguf_close(kara_gguf *g) {
     if (!g) return;
     arena_free(g);
     if (g->map) {
-        kara_file_map_close(g->map);
+        kr_file_map_close(g->map);
         free(g->map);
     }
     free(g);
@@ -488,6 +488,6 @@ const char *kara_gguf_vtype_name(kara_gguf_vtype t) {
 }
 
 const char *kara_gguf_type_name(uint32_t type) {
-    const kara_type_info *ti = kara_type_get(type);
+    const kr_type_info *ti = kr_type_get(type);
     return ti && !ti->internal ? ti->name : "?";
 }

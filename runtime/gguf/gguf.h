@@ -7,14 +7,14 @@
  * for the repacking at load.
  *
  * The whole file is mapped read-only (platform/file_map.h); strings, arrays
- * and tensor data point into the mapping. kara_gguf_parse checks every
+ * and tensor data point into the mapping. kr_gguf_parse checks every
  * length, count, offset and size against the file before anything uses it,
  * so a malformed or truncated file yields KARA_ERR_FORMAT and a message
  * (kara_last_error) with the byte offset of the problem, never an
  * out-of-bounds read.
  */
-#ifndef KARA_GGUF_H
-#define KARA_GGUF_H
+#ifndef KR_GGUF_H
+#define KR_GGUF_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,18 +32,18 @@ struct kara_gguf {
     kara_gguf_tensor *tensors;
     uint64_t alignment;
     uint64_t data_offset;     /* start of the tensor data section */
-    void *map;                /* platform mapping, NULL for kara_gguf_parse */
+    void *map;                /* platform mapping, NULL for kr_gguf_parse */
     void *arena;              /* parser allocations */
 };
 
 /* kara_gguf_open, with the file read into (huge-page) memory when in_ram
- * instead of mapped (kara_file_read_anon). Errors as kara_gguf_open. */
-kara_status kara_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out);
+ * instead of mapped (kr_file_read_anon). Errors as kara_gguf_open. */
+kara_status kr_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out);
 /* Parse an image already in memory (not copied; must outlive the result).
  * Errors as kara_gguf_open, without the file name. */
-kara_status kara_gguf_parse(const void *data, size_t size, kara_gguf **out);
+kara_status kr_gguf_parse(const void *data, size_t size, kara_gguf **out);
 /* Make the tensor data of a file read into memory (in_ram) writable, or
  * read-only again: false if it cannot be (a mapped file). */
-bool kara_gguf_set_writable(kara_gguf *g, bool writable);
+bool kr_gguf_set_writable(kara_gguf *g, bool writable);
 
-#endif /* KARA_GGUF_H */
+#endif /* KR_GGUF_H */

@@ -7,28 +7,28 @@
 #include "kv_plan.h"
 #include "status.h"
 
-bool kara_kv_params_per_layer(const kara_kv_params *p) {
+bool kr_kv_params_per_layer(const kara_kv_params *p) {
     return p->per_layer_selection && (p->method == KARA_KV_METHOD_KARA || p->method == KARA_KV_METHOD_CHUNKKV);
 }
 
-int32_t kara_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer) {
+int32_t kr_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer) {
     int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
-    if (!kara_kv_params_per_layer(p) || stride > n_layer) return n_layer > 0 ? n_layer : 1;
+    if (!kr_kv_params_per_layer(p) || stride > n_layer) return n_layer > 0 ? n_layer : 1;
     return stride;
 }
 
-int32_t kara_kv_n_groups(const kara_kv_params *p, int32_t n_layer) {
-    int32_t lpg = kara_kv_layers_per_group(p, n_layer);
+int32_t kr_kv_n_groups(const kara_kv_params *p, int32_t n_layer) {
+    int32_t lpg = kr_kv_layers_per_group(p, n_layer);
     return n_layer > 0 ? (n_layer + lpg - 1) / lpg : 1;
 }
 
-kara_status kara_kv_init(kara_kv_cache *kv, const kara_kv_plan *plan) {
+kara_status kr_kv_init(kr_kv_cache *kv, const kr_kv_plan *plan) {
     memset(kv, 0, sizeof *kv);
     const kara_kv_params *p = &plan->p;
     const int32_t n_layer = plan->shape.n_layer, n_head_kv = plan->shape.n_head_kv, head_dim = plan->shape.head_dim;
     const int32_t n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     if (p->block_size < 1 || p->block_size > 4096)
-        return kara_set_error(KARA_ERR_CONFIG, "kv_cache.block_size %d is out of range (1..4096)", p->block_size);
+        return kr_set_error(KARA_ERR_CONFIG, "kv_cache.block_size %d is out of range (1..4096)", p->block_size);
     kv->n_layer = n_layer;
     kv->n_head_kv = n_head_kv;
     kv->head_dim = head_dim;
@@ -40,11 +40,11 @@ kara_status kara_kv_init(kara_kv_cache *kv, const kara_kv_plan *plan) {
     kv->n_seq_max = n_seq_max;
     kv->max_slots = max_slots;
     kv->max_blocks_per_seq = (max_slots + kv->block_size - 1) / kv->block_size;
-    kv->layers_per_group = kara_kv_layers_per_group(p, n_layer);
-    kv->n_groups = kara_kv_n_groups(p, n_layer);
+    kv->layers_per_group = kr_kv_layers_per_group(p, n_layer);
+    kv->n_groups = kr_kv_n_groups(p, n_layer);
 
     if (plan->n_blocks < 1)
-        return kara_set_error(KARA_ERR_KV_BUDGET,
+        return kr_set_error(KARA_ERR_KV_BUDGET,
                               "KV budget of %llu bytes cannot hold one block of %d slots (%zu bytes)",
                               (unsigned long long)p->budget, kv->block_size, kv->bytes_per_block);
     kv->n_blocks = plan->n_blocks;
@@ -52,10 +52,10 @@ kara_status kara_kv_init(kara_kv_cache *kv, const kara_kv_plan *plan) {
 
     kv->pool = calloc((size_t)kv->n_blocks, kv->bytes_per_block);
     kv->free_list = malloc((size_t)kv->n_blocks * sizeof(int32_t));
-    kv->seqs = calloc((size_t)n_seq_max, sizeof(kara_kv_seq));
+    kv->seqs = calloc((size_t)n_seq_max, sizeof(kr_kv_seq));
     if (!kv->pool || !kv->free_list || !kv->seqs) {
-        kara_kv_free(kv);
-        return kara_set_error(KARA_ERR_NOMEM, "cannot allocate a KV pool of %llu bytes",
+        kr_kv_free(kv);
+        return kr_set_error(KARA_ERR_NOMEM, "cannot allocate a KV pool of %llu bytes",
                               (unsigned long long)kv->budget);
     }
     /* blocks are handed out lowest id first */
@@ -65,14 +65,14 @@ kara_status kara_kv_init(kara_kv_cache *kv, const kara_kv_plan *plan) {
         kv->seqs[s].table = malloc((size_t)kv->max_blocks_per_seq * sizeof(int32_t));
         kv->seqs[s].pos = malloc((size_t)kv->n_groups * (size_t)max_slots * sizeof(int32_t));
         if (!kv->seqs[s].table || !kv->seqs[s].pos) {
-            kara_kv_free(kv);
-            return kara_set_error(KARA_ERR_NOMEM, "cannot allocate KV block tables");
+            kr_kv_free(kv);
+            return kr_set_error(KARA_ERR_NOMEM, "cannot allocate KV block tables");
         }
     }
     return KARA_OK;
 }
 
-void kara_kv_free(kara_kv_cache *kv) {
+void kr_kv_free(kr_kv_cache *kv) {
     if (kv->seqs)
         for (int32_t s = 0; s < kv->n_seq_max; s++) {
             free(kv->seqs[s].table);
@@ -84,50 +84,50 @@ void kara_kv_free(kara_kv_cache *kv) {
     memset(kv, 0, sizeof *kv);
 }
 
-int32_t kara_kv_blocks_for(const kara_kv_cache *kv, int32_t n_slots) {
+int32_t kr_kv_blocks_for(const kr_kv_cache *kv, int32_t n_slots) {
     return (n_slots + kv->block_size - 1) / kv->block_size;
 }
 
-uint64_t kara_kv_bytes_used(const kara_kv_cache *kv) {
+uint64_t kr_kv_bytes_used(const kr_kv_cache *kv) {
     return (uint64_t)(kv->n_blocks - kv->n_free) * kv->bytes_per_block;
 }
 
-kara_status kara_kv_reserve(kara_kv_cache *kv, int32_t seq, int32_t n_new) {
-    kara_kv_seq *s = &kv->seqs[seq];
+kara_status kr_kv_reserve(kr_kv_cache *kv, int32_t seq, int32_t n_new) {
+    kr_kv_seq *s = &kv->seqs[seq];
     int32_t n = s->n + n_new;
     if (n > kv->max_slots)
-        return kara_set_error(KARA_ERR_CONTEXT_FULL, "sequence %d would hold %d slots, the context holds %d", seq, n,
+        return kr_set_error(KARA_ERR_CONTEXT_FULL, "sequence %d would hold %d slots, the context holds %d", seq, n,
                               kv->max_slots);
-    int32_t need = kara_kv_blocks_for(kv, n) - s->n_blocks;
+    int32_t need = kr_kv_blocks_for(kv, n) - s->n_blocks;
     if (need <= 0) return KARA_OK;
     if (need > kv->n_free)
-        return kara_set_error(KARA_ERR_KV_BUDGET,
+        return kr_set_error(KARA_ERR_KV_BUDGET,
                               "KV budget exhausted: sequence %d needs %d more blocks of %zu bytes, %d free of %d",
                               seq, need, kv->bytes_per_block, kv->n_free, kv->n_blocks);
     while (need-- > 0) s->table[s->n_blocks++] = kv->free_list[--kv->n_free];
     s->active = true;
-    uint64_t used = kara_kv_bytes_used(kv);
+    uint64_t used = kr_kv_bytes_used(kv);
     if (used > kv->bytes_peak) kv->bytes_peak = used;
     return KARA_OK;
 }
 
-int32_t kara_kv_append(kara_kv_cache *kv, int32_t seq, int32_t pos) {
-    kara_kv_seq *s = &kv->seqs[seq];
+int32_t kr_kv_append(kr_kv_cache *kv, int32_t seq, int32_t pos) {
+    kr_kv_seq *s = &kv->seqs[seq];
     int32_t slot = s->n++;
     for (int32_t g = 0; g < kv->n_groups; g++) s->pos[(size_t)g * kv->max_slots + slot] = pos;
     s->next_pos = pos + 1;
     return slot;
 }
 
-void kara_kv_truncate(kara_kv_cache *kv, int32_t seq, int32_t n_keep) {
-    kara_kv_seq *s = &kv->seqs[seq];
+void kr_kv_truncate(kr_kv_cache *kv, int32_t seq, int32_t n_keep) {
+    kr_kv_seq *s = &kv->seqs[seq];
     if (n_keep < s->n) s->n = n_keep < 0 ? 0 : n_keep;
-    int32_t keep_blocks = kara_kv_blocks_for(kv, s->n);
+    int32_t keep_blocks = kr_kv_blocks_for(kv, s->n);
     while (s->n_blocks > keep_blocks) kv->free_list[kv->n_free++] = s->table[--s->n_blocks];
 }
 
-void kara_kv_seq_clear(kara_kv_cache *kv, int32_t seq) {
-    kara_kv_truncate(kv, seq, 0);
+void kr_kv_seq_clear(kr_kv_cache *kv, int32_t seq) {
+    kr_kv_truncate(kv, seq, 0);
     kv->seqs[seq].next_pos = 0;
     kv->seqs[seq].active = false;
 }

@@ -4,12 +4,12 @@
  * One pool of fixed-size blocks is sized once from the byte budget. A block
  * holds K and V of every layer for block_size slots; each sequence has a
  * block table (slot s -> table[s / B], offset s % B) and the original
- * position of every slot. Attention reads through kara_kv_k / kara_kv_v, so
+ * position of every slot. Attention reads through kr_kv_k / kr_kv_v, so
  * compaction and eviction change the storage without touching the forward
  * pass. Keys are stored after RoPE at their original positions.
  */
-#ifndef KARA_KV_CACHE_H
-#define KARA_KV_CACHE_H
+#ifndef KR_KV_CACHE_H
+#define KR_KV_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,16 +17,16 @@
 
 #include "kara.h"
 
-typedef struct kara_kv_seq {
+typedef struct kr_kv_seq {
     bool active;
     int32_t n;            /* slots in use */
     int32_t next_pos;     /* position the next token takes (tokens ever fed) */
     int32_t n_blocks;     /* entries of table in use */
     int32_t *table;       /* block ids, capacity max_blocks_per_seq */
     int32_t *pos;         /* original position of each slot: n_groups rows of max_slots */
-} kara_kv_seq;
+} kr_kv_seq;
 
-typedef struct kara_kv_cache {
+typedef struct kr_kv_cache {
     int32_t n_layer, n_head_kv, head_dim, block_size;
     kara_kv_dtype dtype;
     size_t elem_size;
@@ -41,10 +41,10 @@ typedef struct kara_kv_cache {
     int32_t max_blocks_per_seq;
     int32_t n_groups;         /* selection groups: 1, or one per scored layer (per_layer) */
     int32_t layers_per_group; /* layer l belongs to group l / layers_per_group */
-    kara_kv_seq *seqs;
+    kr_kv_seq *seqs;
     uint64_t budget;          /* bytes the pool may hold */
     uint64_t bytes_peak;
-} kara_kv_cache;
+} kr_kv_cache;
 
 /* Selection groups (docs/KARA_METHOD.md section 7.3). With
  * kara.selection_scope: per_layer every scored layer and the unscored
@@ -53,51 +53,51 @@ typedef struct kara_kv_cache {
  * because every group keeps the same number of slots at every event.
  * Shared scope is one group of all layers. Only the methods that score a
  * window select per layer (kara, chunkkv); the others ignore the key. */
-bool kara_kv_params_per_layer(const kara_kv_params *p);
+bool kr_kv_params_per_layer(const kara_kv_params *p);
 /* Layers per group (n_layer for shared scope) and the number of groups. */
-int32_t kara_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer);
-int32_t kara_kv_n_groups(const kara_kv_params *p, int32_t n_layer);
+int32_t kr_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer);
+int32_t kr_kv_n_groups(const kara_kv_params *p, int32_t n_layer);
 
 /* The pool of plan->n_blocks blocks (kv_plan.h sizes it from the budget)
  * and the tables of plan->n_seq_max sequences of plan->n_ctx slots. Fails
  * with KARA_ERR_KV_BUDGET when the plan holds no block. */
-struct kara_kv_plan;
-kara_status kara_kv_init(kara_kv_cache *kv, const struct kara_kv_plan *plan);
-void kara_kv_free(kara_kv_cache *kv);
+struct kr_kv_plan;
+kara_status kr_kv_init(kr_kv_cache *kv, const struct kr_kv_plan *plan);
+void kr_kv_free(kr_kv_cache *kv);
 
 /* Blocks a sequence needs to hold n slots. */
-int32_t kara_kv_blocks_for(const kara_kv_cache *kv, int32_t n_slots);
+int32_t kr_kv_blocks_for(const kr_kv_cache *kv, int32_t n_slots);
 /* Make room for n_new more slots in seq (takes blocks from the pool); fails
  * with KARA_ERR_KV_BUDGET, changing nothing, when the pool is short. */
-kara_status kara_kv_reserve(kara_kv_cache *kv, int32_t seq, int32_t n_new);
-/* Append a slot at position pos (after kara_kv_reserve; every group's
+kara_status kr_kv_reserve(kr_kv_cache *kv, int32_t seq, int32_t n_new);
+/* Append a slot at position pos (after kr_kv_reserve; every group's
  * row); returns its index. */
-int32_t kara_kv_append(kara_kv_cache *kv, int32_t seq, int32_t pos);
+int32_t kr_kv_append(kr_kv_cache *kv, int32_t seq, int32_t pos);
 /* Drop slots >= n_keep of seq and release blocks no longer needed. */
-void kara_kv_truncate(kara_kv_cache *kv, int32_t seq, int32_t n_keep);
-void kara_kv_seq_clear(kara_kv_cache *kv, int32_t seq);
+void kr_kv_truncate(kr_kv_cache *kv, int32_t seq, int32_t n_keep);
+void kr_kv_seq_clear(kr_kv_cache *kv, int32_t seq);
 
 /* Original positions of seq's slots as layer `layer` holds them (its
  * group's row; shared scope: the one row). */
-static inline int32_t *kara_kv_layer_pos(const kara_kv_cache *kv, int32_t seq, int32_t layer) {
+static inline int32_t *kr_kv_layer_pos(const kr_kv_cache *kv, int32_t seq, int32_t layer) {
     return kv->seqs[seq].pos + (size_t)(layer / kv->layers_per_group) * (size_t)kv->max_slots;
 }
 
 /* Bytes of blocks currently in use (and the peak since init). */
-uint64_t kara_kv_bytes_used(const kara_kv_cache *kv);
+uint64_t kr_kv_bytes_used(const kr_kv_cache *kv);
 
-static inline void *kara_kv_k(const kara_kv_cache *kv, int32_t layer, int32_t seq, int32_t slot) {
-    const kara_kv_seq *s = &kv->seqs[seq];
+static inline void *kr_kv_k(const kr_kv_cache *kv, int32_t layer, int32_t seq, int32_t slot) {
+    const kr_kv_seq *s = &kv->seqs[seq];
     int32_t blk = s->table[slot / kv->block_size], off = slot % kv->block_size;
     return kv->pool + (size_t)blk * kv->bytes_per_block +
            ((size_t)layer * 2 * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
 }
 
-static inline void *kara_kv_v(const kara_kv_cache *kv, int32_t layer, int32_t seq, int32_t slot) {
-    const kara_kv_seq *s = &kv->seqs[seq];
+static inline void *kr_kv_v(const kr_kv_cache *kv, int32_t layer, int32_t seq, int32_t slot) {
+    const kr_kv_seq *s = &kv->seqs[seq];
     int32_t blk = s->table[slot / kv->block_size], off = slot % kv->block_size;
     return kv->pool + (size_t)blk * kv->bytes_per_block +
            (((size_t)layer * 2 + 1) * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
 }
 
-#endif /* KARA_KV_CACHE_H */
+#endif /* KR_KV_CACHE_H */

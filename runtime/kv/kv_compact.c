@@ -8,27 +8,27 @@
 
 #include "status.h"
 
-kara_status kara_kv_compact_plan_make(kara_kv_compact_plan *plan, int32_t frontier, int32_t n, int32_t n_buf,
-                                      const int32_t *keep, int32_t k, kara_kv_move *moves) {
-    if (!plan) return kara_set_error(KARA_ERR_ARG, "compact: NULL plan");
+kara_status kr_kv_compact_plan_make(kr_kv_compact_plan *plan, int32_t frontier, int32_t n, int32_t n_buf,
+                                      const int32_t *keep, int32_t k, kr_kv_move *moves) {
+    if (!plan) return kr_set_error(KARA_ERR_ARG, "compact: NULL plan");
     if (frontier < 0 || n_buf < 0 || frontier + n_buf > n)
-        return kara_set_error(KARA_ERR_ARG, "compact: frontier %d, buffer %d, n %d", frontier, n_buf, n);
+        return kr_set_error(KARA_ERR_ARG, "compact: frontier %d, buffer %d, n %d", frontier, n_buf, n);
     const int32_t n_c = n - frontier - n_buf;
     if (k < 0 || k > n_c || (k > 0 && !keep) || (k + n_buf > 0 && !moves))
-        return kara_set_error(KARA_ERR_ARG, "compact: keep %d of %d compressible slots", k, n_c);
+        return kr_set_error(KARA_ERR_ARG, "compact: keep %d of %d compressible slots", k, n_c);
     for (int32_t t = 0; t < k; t++) {
         if (keep[t] < 0 || keep[t] >= n_c || (t > 0 && keep[t] <= keep[t - 1]))
-            return kara_set_error(KARA_ERR_ARG,
+            return kr_set_error(KARA_ERR_ARG,
                                   "compact: keep[%d] = %d is not strictly increasing within [0, %d)", t, keep[t], n_c);
     }
     int32_t c = 0;
     for (int32_t t = 0; t < k; t++) {
         int32_t src = frontier + keep[t], dst = frontier + t;
-        if (src != dst) moves[c++] = (kara_kv_move){src, dst};
+        if (src != dst) moves[c++] = (kr_kv_move){src, dst};
     }
     for (int32_t u = 0; u < n_buf; u++) {
         int32_t src = n - n_buf + u, dst = frontier + k + u;
-        if (src != dst) moves[c++] = (kara_kv_move){src, dst};
+        if (src != dst) moves[c++] = (kr_kv_move){src, dst};
     }
     plan->frontier = frontier;
     plan->n = n;
@@ -39,29 +39,29 @@ kara_status kara_kv_compact_plan_make(kara_kv_compact_plan *plan, int32_t fronti
     return KARA_OK;
 }
 
-void kara_kv_compact_apply(const kara_kv_compact_plan *plan, kara_kv_move_fn fn, void *user) {
+void kr_kv_compact_apply(const kr_kv_compact_plan *plan, kr_kv_move_fn fn, void *user) {
     for (int32_t t = 0; t < plan->n_moves; t++) fn(user, plan->moves[t].src, plan->moves[t].dst);
 }
 
-void kara_kv_compact_apply_array(const kara_kv_compact_plan *plan, void *base, size_t elem_bytes) {
+void kr_kv_compact_apply_array(const kr_kv_compact_plan *plan, void *base, size_t elem_bytes) {
     uint8_t *b = (uint8_t *)base;
     for (int32_t t = 0; t < plan->n_moves; t++)
         memcpy(b + (size_t)plan->moves[t].dst * elem_bytes, b + (size_t)plan->moves[t].src * elem_bytes, elem_bytes);
 }
 
-void kara_kv_compact_store_scores(const kara_kv_compact_plan *plan, const int32_t *keep, const float *s,
+void kr_kv_compact_store_scores(const kr_kv_compact_plan *plan, const int32_t *keep, const float *s,
                                   float *store) {
     int32_t k = plan->new_frontier - plan->frontier;
     for (int32_t t = 0; t < k; t++) store[plan->frontier + t] = s[keep[t]];
 }
 
-int32_t kara_kv_ring_first_after(int32_t first, int32_t cap, int32_t n_c) {
+int32_t kr_kv_ring_first_after(int32_t first, int32_t cap, int32_t n_c) {
     if (cap <= 0) return 0;
     int64_t f = ((int64_t)first + n_c) % cap;
     return (int32_t)(f < 0 ? f + cap : f);
 }
 
-static kara_status violation(char *msg, size_t size, const char *fmt, ...) KARA_PRINTF(3, 4);
+static kara_status violation(char *msg, size_t size, const char *fmt, ...) KR_PRINTF(3, 4);
 static kara_status violation(char *msg, size_t size, const char *fmt, ...) {
     char buf[256];
     va_list ap;
@@ -69,10 +69,10 @@ static kara_status violation(char *msg, size_t size, const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (msg && size) snprintf(msg, size, "%s", buf);
-    return kara_set_error(KARA_ERR_INTERNAL, "%s", buf);
+    return kr_set_error(KARA_ERR_INTERNAL, "%s", buf);
 }
 
-kara_status kara_kv_check_invariants(const kara_kv_invariants *inv, char *msg, size_t msg_size) {
+kara_status kr_kv_check_invariants(const kr_kv_invariants *inv, char *msg, size_t msg_size) {
     if (msg && msg_size) msg[0] = 0;
     if (!inv || inv->n < 0 || (inv->n > 0 && !inv->pos) || inv->n_prompt < 0)
         return violation(msg, msg_size, "kv invariants: bad arguments");

@@ -9,13 +9,13 @@
 #include "kv_select.h"
 #include "status.h"
 
-kara_status kara_kvp_score_window(kara_kv_policy *pol, int32_t seq) {
-    kara_kv_cache *kv = pol->kv;
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_cache *kv = pol->kv;
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     int32_t F = q->frontier, n = kv->seqs[seq].n, b = p->buffer;
     /* as it stood when due: `interval` compressible slots and the buffer;
-     * a window closed early (kara_kv_policy_before_append) is what there is */
+     * a window closed early (kr_kv_policy_before_append) is what there is */
     int32_t n_c = n - F - b < p->interval ? n - F - b : p->interval, n_w = n_c + b;
     if (n_c < 1) return KARA_OK;
     const int32_t q_first_pos = kv->seqs[seq].pos[F], n_groups = kv->n_groups;
@@ -23,7 +23,7 @@ kara_status kara_kvp_score_window(kara_kv_policy *pol, int32_t seq) {
         float *store = q->scores + (size_t)g * (size_t)kv->max_slots + F;
         if (pol->needs_scores) {
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            kara_status st = kara_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode,
+            kara_status st = kr_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode,
                                                  p->exclude_self, l0, l1);
             if (st) return st;
             memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
@@ -39,8 +39,8 @@ kara_status kara_kvp_score_window(kara_kv_policy *pol, int32_t seq) {
     return KARA_OK;
 }
 
-int32_t kara_kvp_evictable(const kara_kv_policy *pol, int32_t seq) {
-    const kara_kv_policy_seq *q = &pol->seqs[seq];
+int32_t kr_kvp_evictable(const kr_kv_policy *pol, int32_t seq) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t n = 0;
     if (!q->win) return 0;
     for (int32_t i = q->n_prompt; i < q->frontier; i++) n += q->win[i] >= 0;
@@ -71,8 +71,8 @@ static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_w
 /* Build pol->keep (relative to P) for selection group g: every slot of
  * [P, F) kept whole, and the win_keep[w] best slots of each window w by
  * the method's selection on the group's stored scores. Returns the count. */
-static kara_status select_group(kara_kv_policy *pol, int32_t seq, int32_t g, const int32_t *win_keep, int32_t *k_out) {
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+static kara_status select_group(kr_kv_policy *pol, int32_t seq, int32_t g, const int32_t *win_keep, int32_t *k_out) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     const float *scores = q->scores + (size_t)g * (size_t)pol->max_slots;
     int32_t P = q->n_prompt, F = q->frontier, k = 0;
     for (int32_t i = P; i < F;) {
@@ -85,7 +85,7 @@ static kara_status select_group(kara_kv_policy *pol, int32_t seq, int32_t g, con
             memcpy(pol->gather, scores + i, (size_t)held * sizeof(float));
             memcpy(pol->gather_tokens, q->tokens + i, (size_t)held * sizeof(int32_t));
             uint64_t seed = ((uint64_t)q->evictions << 32) ^ (uint64_t)w;
-            kara_status st = kara_kv_select_window_k(&pol->p, pol->gather, pol->gather_tokens, held, win_keep[w], seed,
+            kara_status st = kr_kv_select_window_k(&pol->p, pol->gather, pol->gather_tokens, held, win_keep[w], seed,
                                                      pol->gather_keep, pol->select_scratch, pol->select_scratch_bytes);
             if (st) return st;
             for (int32_t t = 0; t < win_keep[w]; t++) pol->keep[k++] = i - P + pol->gather_keep[t];
@@ -96,9 +96,9 @@ static kara_status select_group(kara_kv_policy *pol, int32_t seq, int32_t g, con
     return KARA_OK;
 }
 
-kara_status kara_kvp_evict_even(kara_kv_policy *pol, int32_t seq, int32_t drop) {
-    kara_kv_cache *kv = pol->kv;
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
+    kr_kv_cache *kv = pol->kv;
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t P = q->n_prompt, F = q->frontier, n = kv->seqs[seq].n;
     if (drop <= 0 || q->n_win == 0) return KARA_OK;
     /* held slots per window, then what each keeps */
@@ -120,13 +120,13 @@ kara_status kara_kvp_evict_even(kara_kv_policy *pol, int32_t seq, int32_t drop) 
         int32_t k_g = 0;
         st = select_group(pol, seq, g, win_keep, &k_g);
         if (!st && k >= 0 && k_g != k)
-            st = kara_set_error(KARA_ERR_INTERNAL, "kv eviction: group %d keeps %d slots, group %d kept %d", g, k_g,
+            st = kr_set_error(KARA_ERR_INTERNAL, "kv eviction: group %d keeps %d slots, group %d kept %d", g, k_g,
                                 g + 1, k);
         k = k_g;
-        if (!st) st = kara_kvp_compact_group(pol, kv, seq, P, n - F, k, NULL, g);
+        if (!st) st = kr_kvp_compact_group(pol, kv, seq, P, n - F, k, NULL, g);
     }
     if (st) return st;
-    kara_kvp_compact_release(pol, kv, seq, P + k + (n - F));
+    kr_kvp_compact_release(pol, kv, seq, P + k + (n - F));
     q->frontier = P + k;
     q->evictions++;
     return KARA_OK;

@@ -7,57 +7,57 @@
 
 #include "status.h"
 
-const kara_enum_name kara_kv_method_names[] = {
+const kr_enum_name kr_kv_method_names[] = {
     {"full", KARA_KV_METHOD_FULL},       {"streaming", KARA_KV_METHOD_STREAMING},
     {"snapkv", KARA_KV_METHOD_SNAPKV},   {"h2o", KARA_KV_METHOD_H2O},
     {"chunkkv", KARA_KV_METHOD_CHUNKKV}, {"random", KARA_KV_METHOD_RANDOM},
     {"recent", KARA_KV_METHOD_RECENT},   {"kara", KARA_KV_METHOD_KARA},
     {NULL, 0}};
 
-const kara_enum_name kara_kv_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
+const kr_enum_name kr_kv_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
 
-const kara_enum_name kara_score_mode_names[] = {
+const kr_enum_name kr_score_mode_names[] = {
     {"bidirectional", KARA_SCORE_BIDIRECTIONAL}, {"two_sided", KARA_SCORE_TWO_SIDED},
     {"causal", KARA_SCORE_CAUSAL},               {"buffer_only", KARA_SCORE_BUFFER_ONLY},
     {NULL, 0}};
 
-const kara_enum_name kara_softmax_over_names[] = {
+const kr_enum_name kr_softmax_over_names[] = {
     {"window", KARA_SOFTMAX_WINDOW},
     {"compressible", KARA_SOFTMAX_COMPRESSIBLE},
     {"window_plus_sinks", KARA_SOFTMAX_WINDOW_PLUS_SINKS},
     {NULL, 0}};
 
-const kara_enum_name kara_gqa_reduce_names[] = {{"mean", KARA_REDUCE_MEAN}, {"max", KARA_REDUCE_MAX}, {NULL, 0}};
+const kr_enum_name kr_gqa_reduce_names[] = {{"mean", KARA_REDUCE_MEAN}, {"max", KARA_REDUCE_MAX}, {NULL, 0}};
 
-const kara_enum_name kara_layer_reduce_names[] = {
+const kr_enum_name kr_layer_reduce_names[] = {
     {"mean", KARA_REDUCE_MEAN}, {"normalized_mean", KARA_REDUCE_NORMALIZED_MEAN}, {NULL, 0}};
 
 /* SnapKV pools scores over neighbouring slots; "avg" is accepted as the
  * name its reference code uses. */
-const kara_enum_name kara_pool_reduce_names[] = {
+const kr_enum_name kr_pool_reduce_names[] = {
     {"max", KARA_REDUCE_MAX}, {"mean", KARA_REDUCE_MEAN}, {"avg", KARA_REDUCE_MEAN}, {NULL, 0}};
 
-const kara_enum_name kara_pool_fallback_names[] = {
+const kr_enum_name kr_pool_fallback_names[] = {
     {"preempt", KARA_POOL_PREEMPT}, {"recompress_history", KARA_POOL_RECOMPRESS_HISTORY},
     {"fail", KARA_POOL_FAIL}, {NULL, 0}};
 
-const kara_enum_name kara_kv_trigger_names[] = {
+const kr_enum_name kr_kv_trigger_names[] = {
     {"periodic", KARA_KV_TRIGGER_PERIODIC}, {"threshold", KARA_KV_TRIGGER_THRESHOLD}, {NULL, 0}};
 
-const kara_enum_name kara_kv_evict_names[] = {
+const kr_enum_name kr_kv_evict_names[] = {
     {"on_demand", KARA_KV_EVICT_ON_DEMAND}, {"per_window", KARA_KV_EVICT_PER_WINDOW}, {NULL, 0}};
 
-const kara_enum_name kara_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
-const kara_enum_name kara_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
-const kara_enum_name kara_t2c_mode_names[] = {{"chunks", 0}, {"pooled_topk", 1}, {NULL, 0}};
+const kr_enum_name kr_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
+const kr_enum_name kr_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
+const kr_enum_name kr_t2c_mode_names[] = {{"chunks", 0}, {"pooled_topk", 1}, {NULL, 0}};
 
-const char *kara_enum_to_name(const kara_enum_name *names, int value) {
+const char *kr_enum_to_name(const kr_enum_name *names, int value) {
     for (; names->name; names++)
         if (names->value == value) return names->name;
     return NULL;
 }
 
-bool kara_enum_from_name(const kara_enum_name *names, const char *name, int *value) {
+bool kr_enum_from_name(const kr_enum_name *names, const char *name, int *value) {
     for (; names->name; names++) {
         if (!strcmp(names->name, name)) {
             *value = names->value;
@@ -68,11 +68,11 @@ bool kara_enum_from_name(const kara_enum_name *names, const char *name, int *val
 }
 
 /* Lists only canonical names: an alias repeats an earlier value. */
-void kara_enum_list(const kara_enum_name *names, char *buf, size_t size) {
+void kr_enum_list(const kr_enum_name *names, char *buf, size_t size) {
     size_t len = 0;
     if (size) buf[0] = 0;
-    for (const kara_enum_name *n = names; n->name; n++) {
-        if (kara_enum_to_name(names, n->value) != n->name) continue;
+    for (const kr_enum_name *n = names; n->name; n++) {
+        if (kr_enum_to_name(names, n->value) != n->name) continue;
         int w = snprintf(buf + len, size - len, "%s%s", len ? " | " : "", n->name);
         if (w < 0 || (size_t)w >= size - len) return;
         len += (size_t)w;
@@ -132,45 +132,45 @@ void kara_kv_params_init(kara_kv_params *p) {
 }
 
 /* Shared by the *_parse functions: the message lists every accepted name. */
-static kara_status parse_enum(const kara_enum_name *names, const char *what, const char *name, int *out) {
-    if (name && kara_enum_from_name(names, name, out)) return KARA_OK;
+static kara_status parse_enum(const kr_enum_name *names, const char *what, const char *name, int *out) {
+    if (name && kr_enum_from_name(names, name, out)) return KARA_OK;
     char list[256];
-    kara_enum_list(names, list, sizeof list);
-    return kara_set_error(KARA_ERR_ARG, "unknown %s '%s' (expected %s)", what, name ? name : "(null)", list);
+    kr_enum_list(names, list, sizeof list);
+    return kr_set_error(KARA_ERR_ARG, "unknown %s '%s' (expected %s)", what, name ? name : "(null)", list);
 }
 
 const char *kara_kv_method_name(kara_kv_method m) {
-    const char *n = kara_enum_to_name(kara_kv_method_names, (int)m);
+    const char *n = kr_enum_to_name(kr_kv_method_names, (int)m);
     return n ? n : "?";
 }
 
 kara_status kara_kv_method_parse(const char *name, kara_kv_method *out) {
     int v;
-    kara_status st = parse_enum(kara_kv_method_names, "KV method", name, &v);
+    kara_status st = parse_enum(kr_kv_method_names, "KV method", name, &v);
     if (st == KARA_OK) *out = (kara_kv_method)v;
     return st;
 }
 
 const char *kara_kv_dtype_name(kara_kv_dtype t) {
-    const char *n = kara_enum_to_name(kara_kv_dtype_names, (int)t);
+    const char *n = kr_enum_to_name(kr_kv_dtype_names, (int)t);
     return n ? n : "?";
 }
 
 kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out) {
     int v;
-    kara_status st = parse_enum(kara_kv_dtype_names, "KV dtype", name, &v);
+    kara_status st = parse_enum(kr_kv_dtype_names, "KV dtype", name, &v);
     if (st == KARA_OK) *out = (kara_kv_dtype)v;
     return st;
 }
 
 const char *kara_score_mode_name(kara_score_mode m) {
-    const char *n = kara_enum_to_name(kara_score_mode_names, (int)m);
+    const char *n = kr_enum_to_name(kr_score_mode_names, (int)m);
     return n ? n : "?";
 }
 
 kara_status kara_score_mode_parse(const char *name, kara_score_mode *out) {
     int v;
-    kara_status st = parse_enum(kara_score_mode_names, "score mode", name, &v);
+    kara_status st = parse_enum(kr_score_mode_names, "score mode", name, &v);
     if (st == KARA_OK) *out = (kara_score_mode)v;
     return st;
 }

@@ -1,9 +1,9 @@
 /* kv_params.h - the name <-> value tables of the KV enums (internal).
  *
- * One table per enum, shared by kara_kv_*_name/parse and the YAML schema in
+ * One table per enum, shared by kr_kv_*_name/parse and the YAML schema in
  * config/config_keys.c, so every spelling lives in exactly one place. */
-#ifndef KARA_KV_PARAMS_H
-#define KARA_KV_PARAMS_H
+#ifndef KR_KV_PARAMS_H
+#define KR_KV_PARAMS_H
 
 #include <stdbool.h>
 
@@ -11,30 +11,30 @@
 
 /* A name for an enum value. Tables end with {NULL, 0}; when a value has
  * several names (aliases), the first one is canonical (used for output). */
-typedef struct kara_enum_name {
+typedef struct kr_enum_name {
     const char *name;
     int value;
-} kara_enum_name;
+} kr_enum_name;
 
-extern const kara_enum_name kara_kv_method_names[];
-extern const kara_enum_name kara_kv_dtype_names[];
-extern const kara_enum_name kara_score_mode_names[];
-extern const kara_enum_name kara_softmax_over_names[];
-extern const kara_enum_name kara_gqa_reduce_names[];   /* mean | max */
-extern const kara_enum_name kara_layer_reduce_names[]; /* mean | normalized_mean */
-extern const kara_enum_name kara_pool_reduce_names[];  /* max | mean (snapkv pooling) */
-extern const kara_enum_name kara_pool_fallback_names[];
-extern const kara_enum_name kara_kv_trigger_names[];    /* periodic | threshold */
-extern const kara_enum_name kara_kv_evict_names[];      /* on_demand | per_window */
-extern const kara_enum_name kara_compress_scope_names[]; /* all | think_only -> bool */
-extern const kara_enum_name kara_selection_scope_names[]; /* shared | per_layer -> bool */
-extern const kara_enum_name kara_t2c_mode_names[];        /* chunks | pooled_topk -> bool */
+extern const kr_enum_name kr_kv_method_names[];
+extern const kr_enum_name kr_kv_dtype_names[];
+extern const kr_enum_name kr_score_mode_names[];
+extern const kr_enum_name kr_softmax_over_names[];
+extern const kr_enum_name kr_gqa_reduce_names[];   /* mean | max */
+extern const kr_enum_name kr_layer_reduce_names[]; /* mean | normalized_mean */
+extern const kr_enum_name kr_pool_reduce_names[];  /* max | mean (snapkv pooling) */
+extern const kr_enum_name kr_pool_fallback_names[];
+extern const kr_enum_name kr_kv_trigger_names[];    /* periodic | threshold */
+extern const kr_enum_name kr_kv_evict_names[];      /* on_demand | per_window */
+extern const kr_enum_name kr_compress_scope_names[]; /* all | think_only -> bool */
+extern const kr_enum_name kr_selection_scope_names[]; /* shared | per_layer -> bool */
+extern const kr_enum_name kr_t2c_mode_names[];        /* chunks | pooled_topk -> bool */
 
 /* Canonical name of value, or NULL when the table has none. */
-const char *kara_enum_to_name(const kara_enum_name *names, int value);
+const char *kr_enum_to_name(const kr_enum_name *names, int value);
 /* Exact, case-sensitive match; returns false when name is not in the table. */
-bool kara_enum_from_name(const kara_enum_name *names, const char *name, int *value);
+bool kr_enum_from_name(const kr_enum_name *names, const char *name, int *value);
 /* Write the canonical names as "a | b | c" into buf (for error messages). */
-void kara_enum_list(const kara_enum_name *names, char *buf, size_t size);
+void kr_enum_list(const kr_enum_name *names, char *buf, size_t size);
 
 #endif

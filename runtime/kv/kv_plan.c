@@ -17,7 +17,7 @@ static bool threshold_trigger(const kara_kv_params *p) {
     return p->method == KARA_KV_METHOD_KARA && p->trigger == KARA_KV_TRIGGER_THRESHOLD;
 }
 
-bool kara_kv_params_periodic(const kara_kv_params *p) {
+bool kr_kv_params_periodic(const kara_kv_params *p) {
     switch (p->method) {
     case KARA_KV_METHOD_KARA: return !threshold_trigger(p);
     case KARA_KV_METHOD_CHUNKKV: case KARA_KV_METHOD_RECENT: case KARA_KV_METHOD_RANDOM: return true;
@@ -25,24 +25,24 @@ bool kara_kv_params_periodic(const kara_kv_params *p) {
     }
 }
 
-int32_t kara_kv_trigger_slack(const kara_kv_params *p) {
+int32_t kr_kv_trigger_slack(const kara_kv_params *p) {
     if (p->method == KARA_KV_METHOD_SNAPKV) return p->snapkv_trigger_slack;
     if (threshold_trigger(p)) return p->trigger_slack > 0 ? p->trigger_slack : p->interval;
     return 1;
 }
 
-int32_t kara_kv_window_slots(const kara_kv_params *p) { return p->interval + p->buffer + p->max_defer + 1; }
+int32_t kr_kv_window_slots(const kara_kv_params *p) { return p->interval + p->buffer + p->max_defer + 1; }
 
-bool kara_kv_plan_window_method(const kara_kv_plan *plan) { return kara_kv_params_periodic(&plan->p); }
+bool kr_kv_plan_window_method(const kr_kv_plan *plan) { return kr_kv_params_periodic(&plan->p); }
 
-uint64_t kara_kv_block_bytes(const kara_kv_params *p, const kara_kv_shape *shape) {
+uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape) {
     return (uint64_t)shape->n_layer * 2 * (uint64_t)(p->block_size > 0 ? p->block_size : 1) *
            (uint64_t)shape->n_head_kv * (uint64_t)shape->head_dim * (p->dtype == KARA_KV_F32 ? 4 : 2);
 }
 
 /* ---- the policy's reservations ---- */
 
-void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     memset(s, 0, sizeof *s);
     int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
     if (threshold_trigger(p)) {
@@ -51,7 +51,7 @@ void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int3
          * generated since, at most slack + buffer of them at a steady
          * one-token-per-step pace */
         s->needs_scores = true;
-        s->ring_cap = kara_kv_trigger_slack(p) + p->buffer + 1;
+        s->ring_cap = kr_kv_trigger_slack(p) + p->buffer + 1;
         s->score_n = max_slots;
         s->score_q = s->ring_cap;
         s->n_scored = (n_layer + stride - 1) / stride;
@@ -62,14 +62,14 @@ void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int3
     case KARA_KV_METHOD_KARA:
     case KARA_KV_METHOD_CHUNKKV:
         s->window_method = s->needs_scores = true;
-        s->ring_cap = kara_kv_window_slots(p);
+        s->ring_cap = kr_kv_window_slots(p);
         s->score_n = s->ring_cap;
         s->n_scored = (n_layer + stride - 1) / stride;
         break;
     case KARA_KV_METHOD_RECENT:
     case KARA_KV_METHOD_RANDOM:
         s->window_method = true;
-        s->score_n = kara_kv_window_slots(p);
+        s->score_n = kr_kv_window_slots(p);
         break;
     case KARA_KV_METHOD_SNAPKV:
         /* keys over the whole cache, but only the observation window asks
@@ -95,14 +95,14 @@ void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int3
 
 static size_t qsize(const kara_kv_params *p) { return p->query_cache_dtype == KARA_KV_F32 ? 4 : 2; }
 
-void kara_kv_reserve_sizes(kara_kv_reservation *s, const kara_kv_params *p, const kara_kv_shape *shape,
+void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape,
                            int32_t n_seq_max, int32_t max_slots) {
-    kara_kv_reserve_shape(s, p, shape->n_layer, max_slots);
+    kr_kv_reserve_shape(s, p, shape->n_layer, max_slots);
     if (p->method == KARA_KV_METHOD_FULL) return;
     /* per_layer: every group after the first holds its own positions
      * (kv_cache.c) and stored scores; the scores, selection and moves of an
      * event are reused group after group */
-    s->per_layer = (size_t)n_seq_max * (size_t)(kara_kv_n_groups(p, shape->n_layer) - 1) * (size_t)max_slots *
+    s->per_layer = (size_t)n_seq_max * (size_t)(kr_kv_n_groups(p, shape->n_layer) - 1) * (size_t)max_slots *
                    (sizeof(int32_t) + sizeof(float));
     s->ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap * (size_t)shape->n_head *
               (size_t)shape->head_dim * qsize(p);
@@ -110,28 +110,28 @@ void kara_kv_reserve_sizes(kara_kv_reservation *s, const kara_kv_params *p, cons
     if (s->needs_scores) {
         int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window : p->buffer;
         if (n_buf >= s->score_n) n_buf = s->score_n - 1;
-        kara_kv_score_shape sh = {s->score_n, n_buf, shape->n_head, shape->n_head_kv, shape->head_dim, p->n_sink};
-        s->score_scratch = kara_kv_score_scratch_bytes_q(&sh, s->score_q, KARA_KV_SCORE_WORKERS);
+        kr_kv_score_shape sh = {s->score_n, n_buf, shape->n_head, shape->n_head_kv, shape->head_dim, p->n_sink};
+        s->score_scratch = kr_kv_score_scratch_bytes_q(&sh, s->score_q, KR_KV_SCORE_WORKERS);
     }
-    s->select_scratch = kara_kv_select_scratch_bytes(max_slots);
+    s->select_scratch = kr_kv_select_scratch_bytes(max_slots);
     /* layer and aggregated scores, and a window's scores gathered at an eviction */
     s->floats = 3 * (size_t)max_slots * sizeof(float);
     /* the kept slots; a window's token ids and selection, and every
      * window's count, at an eviction */
     s->keep = 4 * (size_t)max_slots * sizeof(int32_t);
-    s->moves = (size_t)max_slots * sizeof(kara_kv_move);
+    s->moves = (size_t)max_slots * sizeof(kr_kv_move);
 }
 
-uint64_t kara_kv_reserve_total(const kara_kv_reservation *s) {
+uint64_t kr_kv_reserve_total(const kr_kv_reservation *s) {
     return s->ring + s->h2o + s->score_scratch + s->select_scratch + s->floats + s->keep + s->moves + s->per_layer;
 }
 
-uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
+uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
                               int32_t head_dim, int32_t n_seq_max, int32_t max_slots) {
-    kara_kv_shape shape = {n_layer, n_head, n_head_kv, head_dim};
-    kara_kv_reservation s;
-    kara_kv_reserve_sizes(&s, p, &shape, n_seq_max, max_slots);
-    return kara_kv_reserve_total(&s);
+    kr_kv_shape shape = {n_layer, n_head, n_head_kv, head_dim};
+    kr_kv_reservation s;
+    kr_kv_reserve_sizes(&s, p, &shape, n_seq_max, max_slots);
+    return kr_kv_reserve_total(&s);
 }
 
 /* ---- the plan ---- */
@@ -144,17 +144,17 @@ static int32_t auto_margin(const kara_kv_params *p) {
     return m > B ? m : B;
 }
 
-kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const kara_kv_shape *shape,
+kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_kv_shape *shape,
                               int32_t n_ctx, int32_t n_seq_max) {
     memset(plan, 0, sizeof *plan);
     if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1)
-        return kara_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
+        return kr_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
     if (p->rerotate_keys)
-        return kara_set_error(KARA_ERR_UNSUPPORTED,
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
                               "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "
                               "docs/KARA_METHOD.md); set it to false");
     if (p->method == KARA_KV_METHOD_KARA && !p->t2c_pooled_topk && (!(p->candidate_frac > 0) || p->max_gap < 1))
-        return kara_set_error(KARA_ERR_CONFIG,
+        return kr_set_error(KARA_ERR_CONFIG,
                               "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
                               "%d)",
                               (double)p->candidate_frac, p->max_gap);
@@ -163,9 +163,9 @@ kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const
     plan->n_ctx = n_ctx;
     plan->n_seq_max = n_seq_max;
     const int32_t B = p->block_size;
-    plan->block_bytes = kara_kv_block_bytes(p, shape);
+    plan->block_bytes = kr_kv_block_bytes(p, shape);
     plan->blocks_per_seq = (n_ctx + B - 1) / B;
-    bool window = kara_kv_params_periodic(p), on_demand = window && p->evict == KARA_KV_EVICT_ON_DEMAND;
+    bool window = kr_kv_params_periodic(p), on_demand = window && p->evict == KARA_KV_EVICT_ON_DEMAND;
     /* admission keeps reserve_blocks free only where a request's peak is an
      * estimate (per_window); elsewhere the share or the request's length
      * bounds it exactly */
@@ -175,13 +175,13 @@ kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const
     bool whole_fits = !p->budget || p->budget / plan->block_bytes >= (uint64_t)whole;
     bool share_whole = p->seq_tokens <= 0 || p->seq_tokens >= n_ctx;
     plan->scoring = p->method != KARA_KV_METHOD_FULL && !(on_demand && whole_fits && share_whole);
-    plan->reserved_bytes = plan->scoring ? kara_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv,
+    plan->reserved_bytes = plan->scoring ? kr_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv,
                                                                 shape->head_dim, n_seq_max, n_ctx)
                                          : 0;
     int64_t blocks = whole;
     if (p->budget) {
         if (p->budget < plan->reserved_bytes + plan->block_bytes)
-            return kara_set_error(KARA_ERR_KV_BUDGET,
+            return kr_set_error(KARA_ERR_KV_BUDGET,
                                   "KV budget of %llu bytes is too small: method %s reserves %llu bytes for query "
                                   "rings and scoring scratch and one block of %d slots needs %llu bytes",
                                   (unsigned long long)p->budget, kara_kv_method_name(p->method),
@@ -200,19 +200,19 @@ kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const
     else if (window && !on_demand) share = n_ctx;
     if (share > n_ctx || (on_demand && !plan->scoring)) share = n_ctx;
     plan->seq_tokens = (int32_t)share;
-    int32_t slack = kara_kv_trigger_slack(p);
+    int32_t slack = kr_kv_trigger_slack(p);
     plan->budget_tokens = p->budget_tokens > 0 ? p->budget_tokens
                                                : (plan->seq_tokens - slack > 8 ? plan->seq_tokens - slack : 8);
     plan->margin = p->evict_margin > 0 ? p->evict_margin : auto_margin(p);
     return KARA_OK;
 }
 
-int64_t kara_kv_plan_blocks(const kara_kv_plan *plan, int64_t slots) {
+int64_t kr_kv_plan_blocks(const kr_kv_plan *plan, int64_t slots) {
     int32_t B = plan->p.block_size;
     return (slots + B - 1) / B;
 }
 
-static int64_t request_total(const kara_kv_plan *plan, int32_t n_prompt, int32_t n_predict) {
+static int64_t request_total(const kr_kv_plan *plan, int32_t n_prompt, int32_t n_predict) {
     int64_t total = n_predict < 0 ? (int64_t)plan->n_ctx : (int64_t)n_prompt + n_predict;
     return total < plan->n_ctx ? total : plan->n_ctx;
 }
@@ -221,7 +221,7 @@ static int64_t request_total(const kara_kv_plan *plan, int32_t n_prompt, int32_t
  * every event so far, and the largest window. */
 static int64_t per_window_peak(const kara_kv_params *p, int32_t n_prompt, int64_t generated) {
     int64_t front = n_prompt > p->n_sink ? n_prompt : p->n_sink;
-    int64_t window = kara_kv_window_slots(p);
+    int64_t window = kr_kv_window_slots(p);
     int64_t events = generated > p->buffer ? (generated - p->buffer) / p->interval : 0;
     int64_t keep = lround(p->retention * p->interval);
     if (keep < p->min_keep) keep = p->min_keep;
@@ -229,29 +229,29 @@ static int64_t per_window_peak(const kara_kv_params *p, int32_t n_prompt, int64_
     return front + events * keep + (generated < window ? generated : window);
 }
 
-int64_t kara_kv_plan_peak_slots(const kara_kv_plan *plan, int32_t n_prompt, int32_t n_predict) {
+int64_t kr_kv_plan_peak_slots(const kr_kv_plan *plan, int32_t n_prompt, int32_t n_predict) {
     const kara_kv_params *p = &plan->p;
     int64_t total = request_total(plan, n_prompt, n_predict);
     int64_t peak = total;
-    if (kara_kv_params_periodic(p)) {
+    if (kr_kv_params_periodic(p)) {
         peak = plan->seq_tokens;
         if (p->evict == KARA_KV_EVICT_PER_WINDOW) {
             int64_t eager = per_window_peak(p, n_prompt, total - n_prompt);
             if (eager < peak) peak = eager;
         }
     } else if (p->method != KARA_KV_METHOD_FULL) {
-        int64_t b = (int64_t)plan->budget_tokens + kara_kv_trigger_slack(p);
+        int64_t b = (int64_t)plan->budget_tokens + kr_kv_trigger_slack(p);
         peak = n_prompt + 1 > b ? n_prompt + 1 : b;
     }
     return peak < total ? peak : total;
 }
 
-bool kara_kv_plan_holds(const kara_kv_plan *plan, int32_t P, int32_t n_predict, char *why, size_t why_size) {
+bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t P, int32_t n_predict, char *why, size_t why_size) {
     const kara_kv_params *p = &plan->p;
     int64_t total = request_total(plan, P, n_predict);
     int32_t front = P > p->n_sink ? P : p->n_sink, budget = plan->budget_tokens;
     if (why_size) why[0] = 0;
-    if (kara_kv_params_periodic(p)) {
+    if (kr_kv_params_periodic(p)) {
         /* at its share a sequence keeps its prompt, the buffer (the open
          * window is scored early when history runs short) and the eviction
          * margin; only scored history can go */
@@ -279,7 +279,7 @@ bool kara_kv_plan_holds(const kara_kv_plan *plan, int32_t P, int32_t n_predict, 
         break;
     case KARA_KV_METHOD_KARA: /* trigger threshold keeps the prompt and the buffer */
         protect = front + p->buffer;
-        ok = total < (int64_t)budget + kara_kv_trigger_slack(p) || budget >= protect;
+        ok = total < (int64_t)budget + kr_kv_trigger_slack(p) || budget >= protect;
         break;
     default: break;
     }

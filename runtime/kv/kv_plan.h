@@ -14,8 +14,8 @@
  * its own tokens and the configuration (docs/KV_COMPRESSION.md,
  * "Determinism").
  */
-#ifndef KARA_KV_PLAN_H
-#define KARA_KV_PLAN_H
+#ifndef KR_KV_PLAN_H
+#define KR_KV_PLAN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,13 +24,13 @@
 #include "kara.h"
 
 /* The model dimensions the KV cache depends on. */
-typedef struct kara_kv_shape {
+typedef struct kr_kv_shape {
     int32_t n_layer, n_head, n_head_kv, head_dim;
-} kara_kv_shape;
+} kr_kv_shape;
 
-typedef struct kara_kv_plan {
+typedef struct kr_kv_plan {
     kara_kv_params p;          /* as configured */
-    kara_kv_shape shape;
+    kr_kv_shape shape;
     int32_t n_ctx, n_seq_max;
     uint64_t block_bytes;      /* K and V of every layer for block_size slots */
     int32_t blocks_per_seq;    /* blocks that hold n_ctx slots */
@@ -46,30 +46,30 @@ typedef struct kara_kv_plan {
                                 * it; per_window ones only when kv_cache.seq_tokens is set */
     int32_t budget_tokens;     /* streaming, snapkv, h2o, kara threshold: slots an event keeps */
     int32_t margin;            /* on-demand eviction frees this many slots below seq_tokens */
-} kara_kv_plan;
+} kr_kv_plan;
 
 /* True when p compresses by periodic window events: kara with trigger
  * periodic, chunkkv, recent, random. False for full and for the methods
  * that fire when a cache reaches its token budget (streaming, snapkv, h2o,
  * kara with trigger threshold). */
-bool kara_kv_params_periodic(const kara_kv_params *p);
+bool kr_kv_params_periodic(const kara_kv_params *p);
 /* How far past budget_tokens a threshold method's cache grows before its
  * event: snapkv's trigger_slack, kara's trigger_slack (auto = interval)
  * with trigger threshold, 1 otherwise (streaming and h2o fire on the first
  * slot over). */
-int32_t kara_kv_trigger_slack(const kara_kv_params *p);
+int32_t kr_kv_trigger_slack(const kara_kv_params *p);
 
 /* Threads that score a window at most (the rest of the context's threads
  * wait): the scorer's scratch, reserved in the budget, holds one tile per
  * worker, so with a fixed count the reservation, and every sequence's share
  * with it, is the same whatever runtime.threads says. Scoring is a small
  * part of decode time (docs/PERFORMANCE.md). */
-#define KARA_KV_SCORE_WORKERS 4
+#define KR_KV_SCORE_WORKERS 4
 
 /* What a scoring policy reserves beside the pool, buffer by buffer, in one
  * place so the policy's allocation and the budget arithmetic cannot
  * disagree. */
-typedef struct kara_kv_reservation {
+typedef struct kr_kv_reservation {
     bool window_method, needs_scores, needs_h2o;
     int32_t ring_cap;       /* queries kept per sequence and scored layer */
     int32_t n_scored;       /* scored layers */
@@ -77,44 +77,44 @@ typedef struct kara_kv_reservation {
     int32_t score_q;        /* most query rows an event scores with (<= score_n) */
     size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
     size_t per_layer;       /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
-} kara_kv_reservation;
+} kr_kv_reservation;
 
-void kara_kv_reserve_shape(kara_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots);
-void kara_kv_reserve_sizes(kara_kv_reservation *s, const kara_kv_params *p, const kara_kv_shape *shape,
+void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots);
+void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape,
                            int32_t n_seq_max, int32_t max_slots);
-uint64_t kara_kv_reserve_total(const kara_kv_reservation *s);
+uint64_t kr_kv_reserve_total(const kr_kv_reservation *s);
 /* Bytes a scoring policy reserves besides the block pool (rings, scratch). */
-uint64_t kara_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
+uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
                               int32_t head_dim, int32_t n_seq_max, int32_t max_slots);
 
 /* Bytes of one block of block_size slots (K and V of every layer). */
-uint64_t kara_kv_block_bytes(const kara_kv_params *p, const kara_kv_shape *shape);
+uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape);
 
 /* The plan of a context. KARA_ERR_KV_BUDGET (message naming the bytes)
  * when kv_cache.budget cannot hold the reservations and one block;
  * KARA_ERR_CONFIG for inconsistent KV settings. */
-kara_status kara_kv_plan_make(kara_kv_plan *plan, const kara_kv_params *p, const kara_kv_shape *shape,
+kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_kv_shape *shape,
                               int32_t n_ctx, int32_t n_seq_max);
 
 /* Window methods (periodic events over a window: kara with trigger periodic,
  * chunkkv, recent, random) evict by windows. */
-bool kara_kv_plan_window_method(const kara_kv_plan *plan);
+bool kr_kv_plan_window_method(const kr_kv_plan *plan);
 
 /* Slots the newest, not yet scored part of a window method's cache can
  * reach (interval + buffer + max_defer + 1): the query ring's rows. */
-int32_t kara_kv_window_slots(const kara_kv_params *p);
+int32_t kr_kv_window_slots(const kara_kv_params *p);
 
 /* Blocks that hold n slots. */
-int64_t kara_kv_plan_blocks(const kara_kv_plan *plan, int64_t slots);
+int64_t kr_kv_plan_blocks(const kr_kv_plan *plan, int64_t slots);
 
 /* The most slots a request of n_prompt tokens and up to n_predict generated
  * ones (-1: up to the context) holds at any moment under the plan. */
-int64_t kara_kv_plan_peak_slots(const kara_kv_plan *plan, int32_t n_prompt, int32_t n_predict);
+int64_t kr_kv_plan_peak_slots(const kr_kv_plan *plan, int32_t n_prompt, int32_t n_predict);
 
 /* Can the plan run such a request at all? False, with the reason in why,
  * when its protected slots (the prompt, the unscored window, the eviction
  * margin; the baselines' prompt or sinks) exceed what one sequence may
  * keep. */
-bool kara_kv_plan_holds(const kara_kv_plan *plan, int32_t n_prompt, int32_t n_predict, char *why, size_t why_size);
+bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t n_prompt, int32_t n_predict, char *why, size_t why_size);
 
-#endif /* KARA_KV_PLAN_H */
+#endif /* KR_KV_PLAN_H */

@@ -21,28 +21,28 @@ static bool threshold_trigger(const kara_kv_params *p) {
     return p->method == KARA_KV_METHOD_KARA && p->trigger == KARA_KV_TRIGGER_THRESHOLD;
 }
 
-static bool on_demand(const kara_kv_policy *pol) { return pol->p.evict == KARA_KV_EVICT_ON_DEMAND; }
+static bool on_demand(const kr_kv_policy *pol) { return pol->p.evict == KARA_KV_EVICT_ON_DEMAND; }
 
-kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, kara_kv_cache *kv, const kara_kv_exec *exec,
+kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
                                 int32_t think_end_token) {
     memset(pol, 0, sizeof *pol);
     pol->kv = kv;
     pol->exec = *exec;
     const kara_kv_params *p = &plan->p;
-    if (kara_kv_params_per_layer(p) && threshold_trigger(p))
-        return kara_set_error(KARA_ERR_CONFIG,
+    if (kr_kv_params_per_layer(p) && threshold_trigger(p))
+        return kr_set_error(KARA_ERR_CONFIG,
                               "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
                               "(ablation A8 rescores the whole cache with one shared selection); use one of them");
     if (p->interval < 1 || p->buffer < 0 || p->max_defer < 0)
-        return kara_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
+        return kr_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
     if (p->trigger != KARA_KV_TRIGGER_PERIODIC && p->trigger != KARA_KV_TRIGGER_THRESHOLD)
-        return kara_set_error(KARA_ERR_CONFIG, "kara.trigger: unknown value %d (expected periodic | threshold)",
+        return kr_set_error(KARA_ERR_CONFIG, "kara.trigger: unknown value %d (expected periodic | threshold)",
                               (int)p->trigger);
     if (p->evict != KARA_KV_EVICT_ON_DEMAND && p->evict != KARA_KV_EVICT_PER_WINDOW)
-        return kara_set_error(KARA_ERR_CONFIG, "kara.evict: unknown value %d (expected on_demand | per_window)",
+        return kr_set_error(KARA_ERR_CONFIG, "kara.evict: unknown value %d (expected on_demand | per_window)",
                               (int)p->evict);
     if (p->trigger_slack < 0)
-        return kara_set_error(KARA_ERR_CONFIG, "kara.trigger_slack must be >= 1, or 0 for auto (got %d)",
+        return kr_set_error(KARA_ERR_CONFIG, "kara.trigger_slack must be >= 1, or 0 for auto (got %d)",
                               p->trigger_slack);
     const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     pol->p = *p;
@@ -58,17 +58,17 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, k
     pol->scoring = plan->scoring;
     pol->q_row_bytes = (size_t)pol->n_head * (size_t)pol->head_dim * (p->query_cache_dtype == KARA_KV_F32 ? 4 : 2);
     pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
-    if (!pol->seqs) return kara_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
+    if (!pol->seqs) return kr_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
     if (!plan->scoring) return KARA_OK; /* full, or a share that holds the whole context */
 
-    kara_kv_reservation z;
-    kara_kv_reserve_sizes(&z, p, &plan->shape, n_seq_max, max_slots);
+    kr_kv_reservation z;
+    kr_kv_reserve_sizes(&z, p, &plan->shape, n_seq_max, max_slots);
     pol->window_method = z.window_method;
     pol->needs_scores = z.needs_scores;
     pol->needs_h2o = z.needs_h2o;
     pol->ring_cap = z.ring_cap;
     pol->n_scored_layers = z.n_scored;
-    pol->reserved_bytes = kara_kv_reserve_total(&z);
+    pol->reserved_bytes = kr_kv_reserve_total(&z);
     pol->ring = z.ring ? calloc(1, z.ring) : NULL;
     pol->h2o_probs = z.h2o ? calloc(1, z.h2o) : NULL;
     pol->score_scratch_bytes = z.score_scratch;
@@ -83,27 +83,27 @@ kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, k
     pol->gather_tokens = calloc(nf, sizeof(int32_t));
     pol->gather_keep = calloc(nf, sizeof(int32_t));
     pol->win_keep = calloc(nf, sizeof(int32_t));
-    pol->moves = calloc(nf, sizeof(kara_kv_move));
+    pol->moves = calloc(nf, sizeof(kr_kv_move));
     bool ok = (!z.ring || pol->ring) && (!z.h2o || pol->h2o_probs) && (!z.score_scratch || pol->score_scratch) &&
               pol->select_scratch && pol->layer_scores && pol->scores && pol->gather && pol->keep &&
               pol->gather_tokens && pol->gather_keep && pol->win_keep && pol->moves;
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
-        kara_kv_policy_seq *q = &pol->seqs[i];
+        kr_kv_policy_seq *q = &pol->seqs[i];
         q->tokens = calloc(nf, sizeof(int32_t));
-        q->scores = calloc((size_t)kara_kv_n_groups(p, n_layer) * nf, sizeof(float));
+        q->scores = calloc((size_t)kr_kv_n_groups(p, n_layer) * nf, sizeof(float));
         q->win = calloc(nf, sizeof(int32_t));
         q->win_size = calloc(nf, sizeof(int32_t));
         q->h2o_acc = z.needs_h2o ? calloc(nf, sizeof(float)) : NULL;
         ok = q->tokens && q->scores && q->win && q->win_size && (!z.needs_h2o || q->h2o_acc);
     }
     if (!ok) {
-        kara_kv_policy_free(pol);
-        return kara_set_error(KARA_ERR_NOMEM, "out of memory for KV policy buffers");
+        kr_kv_policy_free(pol);
+        return kr_set_error(KARA_ERR_NOMEM, "out of memory for KV policy buffers");
     }
     return KARA_OK;
 }
 
-void kara_kv_policy_free(kara_kv_policy *pol) {
+void kr_kv_policy_free(kr_kv_policy *pol) {
     if (pol->seqs)
         for (int32_t i = 0; i < pol->n_seq_max; i++) {
             free(pol->seqs[i].tokens);
@@ -128,8 +128,8 @@ void kara_kv_policy_free(kara_kv_policy *pol) {
     memset(pol, 0, sizeof *pol);
 }
 
-void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq) {
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     q->prompt_marked = false;
     q->n_prompt = q->frontier = q->due_steps = q->n_win = 0;
     q->events = 0;
@@ -140,8 +140,8 @@ void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq) {
 
 /* ---- hooks for the forward pass ---- */
 
-void kara_kv_policy_on_append(kara_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new) {
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     if (q->tokens) q->tokens[slot] = token;
     if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
     if (!q->prompt_marked && n_new == 1 && slot > 0) {
@@ -153,7 +153,7 @@ void kara_kv_policy_on_append(kara_kv_policy *pol, int32_t seq, int32_t slot, in
     }
     if (q->prompt_marked && n_new > 1 && pol->window_method && slot >= q->frontier) {
         /* a later turn's text (the next chat message): kept whole, outside
-         * every window, like the prompt (kara_kv_policy_before_append closed
+         * every window, like the prompt (kr_kv_policy_before_append closed
          * the window before it) */
         q->win[slot] = -1;
         q->frontier = slot + 1;
@@ -161,9 +161,9 @@ void kara_kv_policy_on_append(kara_kv_policy *pol, int32_t seq, int32_t slot, in
     if (q->prompt_marked && token == pol->think_end_token && pol->think_end_token >= 0) q->think_done = true;
 }
 
-void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
+void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
     if (!pol->ring) return NULL;
-    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t stride = pol->p.layer_stride > 0 ? pol->p.layer_stride : 1;
     if (!q->prompt_marked || layer % stride || slot < q->frontier) return NULL;
     if (pol->p.think_only && q->think_done) return NULL; /* no longer compressed */
@@ -172,17 +172,17 @@ void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, 
     return pol->ring + (((size_t)seq * pol->n_scored_layers + lay) * pol->ring_cap + row) * pol->q_row_bytes;
 }
 
-float *kara_kv_policy_h2o_row(kara_kv_policy *pol, int32_t seq, int32_t head) {
+float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t head) {
     if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked) return NULL;
     return pol->h2o_probs + ((size_t)seq * pol->n_head + head) * pol->max_slots;
 }
 
-void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots) {
+void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots) {
     if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked) return;
     float *acc = pol->seqs[seq].h2o_acc;
     for (int32_t h = 0; h < pol->n_head; h++) {
         float *row = pol->h2o_probs + ((size_t)seq * pol->n_head + h) * pol->max_slots;
-        kara_kv_h2o_accumulate(acc, row, n_slots);
+        kr_kv_h2o_accumulate(acc, row, n_slots);
         memset(row, 0, (size_t)n_slots * sizeof(float));
     }
 }
@@ -190,7 +190,7 @@ void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots
 /* ---- compaction ---- */
 
 typedef struct move_ctx {
-    kara_kv_cache *kv;
+    kr_kv_cache *kv;
     int32_t seq;
     int32_t l0, l1; /* layers [l0, l1) move */
 } move_ctx;
@@ -198,96 +198,96 @@ typedef struct move_ctx {
 static void move_slot(void *user, int32_t src, int32_t dst) {
     move_ctx *m = user;
     for (int32_t l = m->l0; l < m->l1; l++) {
-        memcpy(kara_kv_k(m->kv, l, m->seq, dst), kara_kv_k(m->kv, l, m->seq, src), m->kv->slot_bytes);
-        memcpy(kara_kv_v(m->kv, l, m->seq, dst), kara_kv_v(m->kv, l, m->seq, src), m->kv->slot_bytes);
+        memcpy(kr_kv_k(m->kv, l, m->seq, dst), kr_kv_k(m->kv, l, m->seq, src), m->kv->slot_bytes);
+        memcpy(kr_kv_v(m->kv, l, m->seq, dst), kr_kv_v(m->kv, l, m->seq, src), m->kv->slot_bytes);
     }
 }
 
-kara_status kara_kvp_compact_group(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier,
+kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier,
                                  int32_t n_buf, int32_t k, const float *keep_scores, int32_t group) {
-    kara_kv_seq *s = &kv->seqs[seq];
-    kara_kv_policy_seq *q = &pol->seqs[seq];
-    kara_kv_compact_plan plan;
-    kara_status st = kara_kv_compact_plan_make(&plan, frontier, s->n, n_buf, pol->keep, k, pol->moves);
+    kr_kv_seq *s = &kv->seqs[seq];
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    kr_kv_compact_plan plan;
+    kara_status st = kr_kv_compact_plan_make(&plan, frontier, s->n, n_buf, pol->keep, k, pol->moves);
     if (st) return st;
     int32_t g0 = group < 0 ? 0 : group, g1 = group < 0 ? kv->n_groups : group + 1;
     int32_t l1 = g1 * kv->layers_per_group;
     move_ctx mc = {kv, seq, g0 * kv->layers_per_group, l1 < kv->n_layer ? l1 : kv->n_layer};
-    kara_kv_compact_apply(&plan, move_slot, &mc);
+    kr_kv_compact_apply(&plan, move_slot, &mc);
     for (int32_t g = g0; g < g1; g++) {
         size_t row = (size_t)g * (size_t)kv->max_slots;
-        kara_kv_compact_apply_array(&plan, s->pos + row, sizeof(int32_t));
-        kara_kv_compact_apply_array(&plan, q->scores + row, sizeof(float));
-        if (keep_scores) kara_kv_compact_store_scores(&plan, pol->keep, keep_scores, q->scores + row);
+        kr_kv_compact_apply_array(&plan, s->pos + row, sizeof(int32_t));
+        kr_kv_compact_apply_array(&plan, q->scores + row, sizeof(float));
+        if (keep_scores) kr_kv_compact_store_scores(&plan, pol->keep, keep_scores, q->scores + row);
     }
     if (g0 == 0) {
-        kara_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
-        kara_kv_compact_apply_array(&plan, q->win, sizeof(int32_t));
-        if (q->h2o_acc) kara_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
+        kr_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
+        kr_kv_compact_apply_array(&plan, q->win, sizeof(int32_t));
+        if (q->h2o_acc) kr_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
     }
     return KARA_OK;
 }
 
-void kara_kvp_compact_release(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t new_n) {
+void kr_kvp_compact_release(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t new_n) {
     pol->stats.slots_evicted += (uint64_t)(kv->seqs[seq].n - new_n);
-    kara_kv_truncate(kv, seq, new_n);
+    kr_kv_truncate(kv, seq, new_n);
 }
 
 /* One selection for every layer (shared scope and the baselines). */
-static kara_status compact(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
+static kara_status compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
                            int32_t k, const float *keep_scores) {
-    kara_status st = kara_kvp_compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
-    if (!st) kara_kvp_compact_release(pol, kv, seq, frontier + k + n_buf);
+    kara_status st = kr_kvp_compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
+    if (!st) kr_kvp_compact_release(pol, kv, seq, frontier + k + n_buf);
     return st;
 }
 
 /* ---- scoring ---- */
 
 typedef struct score_task {
-    const kara_kv_score_job *job;
+    const kr_kv_score_job *job;
 } score_task;
 
-/* At most KARA_KV_SCORE_WORKERS of the context's threads score. */
+/* At most KR_KV_SCORE_WORKERS of the context's threads score. */
 static void score_compute(void *arg, int ith, int nth) {
     const score_task *t = arg;
-    int workers = nth < KARA_KV_SCORE_WORKERS ? nth : KARA_KV_SCORE_WORKERS;
-    if (ith < workers) kara_kv_score_compute(t->job, ith, workers);
+    int workers = nth < KR_KV_SCORE_WORKERS ? nth : KR_KV_SCORE_WORKERS;
+    if (ith < workers) kr_kv_score_compute(t->job, ith, workers);
 }
 
-kara_status kara_kvp_score_span(kara_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
+kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
                               int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
                               int32_t l_begin, int32_t l_end) {
-    kara_kv_cache *kv = pol->kv;
+    kr_kv_cache *kv = pol->kv;
     const kara_kv_params *p = &pol->p;
     int32_t n_c = n_w - n_buf, stride = p->layer_stride > 0 ? p->layer_stride : 1;
-    kara_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, p->n_sink};
-    kara_kv_score_opts opts;
-    kara_kv_score_opts_from_params(&opts, p);
+    kr_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, p->n_sink};
+    kr_kv_score_opts opts;
+    kr_kv_score_opts_from_params(&opts, p);
     opts.mode = mode;
     opts.exclude_self = exclude_self;
-    kara_kv_score_acc acc;
-    kara_status st = kara_kv_score_acc_init(&acc, pol->scores, n_c, p->layer_reduce);
+    kr_kv_score_acc acc;
+    kara_status st = kr_kv_score_acc_init(&acc, pol->scores, n_c, p->layer_reduce);
     for (int32_t l = l_begin; !st && l < l_end; l += stride) {
-        kara_kv_rows qr = {p->query_cache_dtype,
+        kr_kv_rows qr = {p->query_cache_dtype,
                            pol->ring + ((size_t)seq * pol->n_scored_layers + (size_t)(l / stride)) *
                                            (size_t)pol->ring_cap * pol->q_row_bytes,
                            pol->q_row_bytes, 0, q_first_pos, pol->ring_cap, NULL, 0, 0};
         const uint8_t *k_base = kv->pool + (size_t)l * 2 * (size_t)kv->block_size * kv->slot_bytes;
-        kara_kv_rows kr = {kv->dtype, k_base, kv->slot_bytes, 0, first, 0, kv->seqs[seq].table, kv->block_size,
+        kr_kv_rows kr = {kv->dtype, k_base, kv->slot_bytes, 0, first, 0, kv->seqs[seq].table, kv->block_size,
                            kv->bytes_per_block};
-        kara_kv_rows sink = kr;
+        kr_kv_rows sink = kr;
         sink.first = 0;
-        kara_kv_score_job job;
-        st = kara_kv_score_prepare_q(&job, &sh, n_q, &opts, &qr, &kr, &sink, pol->score_scratch,
+        kr_kv_score_job job;
+        st = kr_kv_score_prepare_q(&job, &sh, n_q, &opts, &qr, &kr, &sink, pol->score_scratch,
                                      pol->score_scratch_bytes,
-                                     pol->exec.n_threads < KARA_KV_SCORE_WORKERS ? pol->exec.n_threads
-                                                                                  : KARA_KV_SCORE_WORKERS);
+                                     pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads
+                                                                                  : KR_KV_SCORE_WORKERS);
         if (st) break;
         score_task t = {&job};
         pol->exec.run(pol->exec.user, score_compute, &t);
-        kara_kv_score_finish(&job, pol->layer_scores, &acc);
+        kr_kv_score_finish(&job, pol->layer_scores, &acc);
     }
-    if (!st) kara_kv_score_acc_finalize(&acc, pol->scores);
+    if (!st) kr_kv_score_acc_finalize(&acc, pol->scores);
     return st;
 }
 
@@ -302,9 +302,9 @@ kara_status kara_kvp_score_span(kara_kv_policy *pol, int32_t seq, int32_t first,
  * plan the token ids follow, moves last and every selection reads the
  * window's token ids unmoved. Whatever can fail (shapes, scratch sizes)
  * fails for the first group, before anything has moved. */
-static kara_status window_event(kara_kv_policy *pol, int32_t seq, int32_t min_compressible) {
-    kara_kv_cache *kv = pol->kv;
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_compressible) {
+    kr_kv_cache *kv = pol->kv;
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     int32_t n = kv->seqs[seq].n, F = q->frontier, b = p->buffer, n_w = n - F, n_c = n_w - b;
     if (n_c < min_compressible || n_c < 1) return KARA_OK;
@@ -316,22 +316,22 @@ static kara_status window_event(kara_kv_policy *pol, int32_t seq, int32_t min_co
         if (pol->needs_scores) {
             /* shared: mean over every scored layer; per group: its scored layer */
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            st = kara_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
+            st = kr_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
         } else {
             memset(pol->scores, 0, (size_t)n_c * sizeof(float));
         }
         int32_t k_g = 0;
         if (!st)
-            st = kara_kv_select_window(p, pol->scores, q->tokens + F, n_c, q->events, pol->keep, &k_g,
+            st = kr_kv_select_window(p, pol->scores, q->tokens + F, n_c, q->events, pol->keep, &k_g,
                                        pol->select_scratch, pol->select_scratch_bytes);
         if (!st && k >= 0 && k_g != k)
-            st = kara_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g,
+            st = kr_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g,
                                 g + 1, k);
         k = k_g;
-        if (!st) st = kara_kvp_compact_group(pol, kv, seq, F, b, k, pol->scores, g);
+        if (!st) st = kr_kvp_compact_group(pol, kv, seq, F, b, k, pol->scores, g);
     }
     if (!st) {
-        kara_kvp_compact_release(pol, kv, seq, F + k + b);
+        kr_kvp_compact_release(pol, kv, seq, F + k + b);
         /* the survivors form a window of their own for later evictions */
         for (int32_t i = F; i < F + k; i++) q->win[i] = q->n_win;
         q->win_size[q->n_win++] = n_c;
@@ -351,9 +351,9 @@ static kara_status window_event(kara_kv_policy *pol, int32_t seq, int32_t min_co
  * most ring_cap): normally the previous event's buffer and every slot
  * generated since; older slots are judged as keys only. The frontier stays
  * at P: every event rescores everything generated. */
-static kara_status threshold_event(kara_kv_policy *pol, int32_t seq) {
-    kara_kv_cache *kv = pol->kv;
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_cache *kv = pol->kv;
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     const int32_t *pos = kv->seqs[seq].pos;
     int32_t n = kv->seqs[seq].n, P = q->n_prompt, n_w = n - P;
@@ -362,17 +362,17 @@ static kara_status threshold_event(kara_kv_policy *pol, int32_t seq) {
     if (k < 0) {
         /* the budget cannot hold the prompt and the buffer: keep everything
          * (the block pool still bounds memory), as snapkv does */
-        kara_log(KARA_LOG_DEBUG, "kara (trigger threshold): budget of %d tokens below the prompt (%d) and buffer (%d) "
+        kr_log(KARA_LOG_DEBUG, "kara (trigger threshold): budget of %d tokens below the prompt (%d) and buffer (%d) "
                  "of sequence %d", pol->budget_tokens, P, b, seq);
         return KARA_OK;
     }
     if (k >= n_c) return KARA_OK;
     int32_t n_q = 1;
     while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
-    kara_status st = kara_kvp_score_span(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
+    kara_status st = kr_kvp_score_span(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
                                 pol->n_layer);
     if (!st)
-        st = kara_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep,
+        st = kr_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep,
                                      pol->select_scratch, pol->select_scratch_bytes);
     if (!st) st = compact(pol, kv, seq, P, b, k, pol->scores);
     if (!st) q->events++;
@@ -381,18 +381,18 @@ static kara_status threshold_event(kara_kv_policy *pol, int32_t seq) {
 
 /* The decode-time baselines compress the whole cache when it overflows
  * their per-sequence token budget (docs/KARA_METHOD.md section 11). */
-static kara_status cache_event(kara_kv_policy *pol, int32_t seq) {
-    kara_kv_cache *kv = pol->kv;
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_cache *kv = pol->kv;
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
     int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, k = 0;
     kara_status st = KARA_OK;
     switch (p->method) {
     case KARA_KV_METHOD_STREAMING:
-        st = kara_kv_select_streaming(n, p->streaming_n_sink, budget, pol->keep, &k);
+        st = kr_kv_select_streaming(n, p->streaming_n_sink, budget, pol->keep, &k);
         break;
     case KARA_KV_METHOD_H2O:
-        st = kara_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, p->h2o_heavy_frac, pol->keep, &k,
+        st = kr_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, p->h2o_heavy_frac, pol->keep, &k,
                                 pol->select_scratch, pol->select_scratch_bytes);
         break;
     case KARA_KV_METHOD_SNAPKV: {
@@ -401,11 +401,11 @@ static kara_status cache_event(kara_kv_policy *pol, int32_t seq) {
         if (n_w <= obs) return KARA_OK;
         const int32_t *pos = kv->seqs[seq].pos;
         /* the observation window's queries: the newest obs positions */
-        st = kara_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
+        st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
                         pol->n_layer);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
-        st = kara_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget,
+        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget,
                                    pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
         break;
     }
@@ -416,7 +416,7 @@ static kara_status cache_event(kara_kv_policy *pol, int32_t seq) {
         /* the token budget cannot even hold the protected prompt (and
          * observation window): keep everything; the block pool still bounds
          * memory, and kara_decode keeps its no-partial-failure promise */
-        kara_log(KARA_LOG_DEBUG, "%s: budget of %d tokens below the protected prefix of sequence %d",
+        kr_log(KARA_LOG_DEBUG, "%s: budget of %d tokens below the protected prefix of sequence %d",
                  kara_kv_method_name(p->method), budget, seq);
         return KARA_OK;
     }
@@ -428,28 +428,28 @@ static kara_status cache_event(kara_kv_policy *pol, int32_t seq) {
     return st;
 }
 
-static bool cache_overflows(const kara_kv_policy *pol, int32_t seq, int32_t n) {
+static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
     switch (pol->p.method) {
     case KARA_KV_METHOD_STREAMING: case KARA_KV_METHOD_H2O: return n > pol->budget_tokens;
     case KARA_KV_METHOD_SNAPKV: return n >= pol->budget_tokens + pol->p.snapkv_trigger_slack;
     case KARA_KV_METHOD_KARA: /* trigger: threshold; think_only stops it as it stops the periodic events */
         return !(pol->p.think_only && pol->seqs[seq].think_done) &&
-               n >= pol->budget_tokens + kara_kv_trigger_slack(&pol->p);
+               n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
     default: return false;
     }
 }
 
-bool kara_kvp_window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq) {
-    const kara_kv_policy_seq *q = &pol->seqs[seq];
+bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!kv->seqs[seq].active || !q->prompt_marked || (pol->p.think_only && q->think_done)) return false;
     int32_t n_c = kv->seqs[seq].n - q->frontier - pol->p.buffer;
     return n_c >= pol->p.interval && n_c >= pol->p.min_compressible;
 }
 
 /* The window event of seq: on-demand scoring, or a per_window event. */
-static kara_status run_window_event(kara_kv_policy *pol, int32_t seq) {
+static kara_status run_window_event(kr_kv_policy *pol, int32_t seq) {
     pol->stats.events++;
-    return on_demand(pol) ? kara_kvp_score_window(pol, seq) : window_event(pol, seq, pol->p.min_compressible);
+    return on_demand(pol) ? kr_kvp_score_window(pol, seq) : window_event(pol, seq, pol->p.min_compressible);
 }
 
 /* Window methods after a step. A per_window event changes what later
@@ -459,13 +459,13 @@ static kara_status run_window_event(kara_kv_policy *pol, int32_t seq) {
  * at most max_compress_per_step sequences per step, the longest-waiting
  * first, and one that waited max_defer steps goes regardless (it spreads
  * the scoring of sequences that became due together over several steps). */
-static kara_status window_step(kara_kv_policy *pol) {
-    kara_kv_cache *kv = pol->kv;
+static kara_status window_step(kr_kv_policy *pol) {
+    kr_kv_cache *kv = pol->kv;
     kara_status st = KARA_OK;
     int32_t running = 0, due = 0;
     for (int32_t s = 0; s < pol->n_seq_max; s++) {
         running += kv->seqs[s].active;
-        due += kara_kvp_window_due(pol, kv, s);
+        due += kr_kvp_window_due(pol, kv, s);
     }
     int32_t cap = pol->p.max_compress_per_step > 0 ? pol->p.max_compress_per_step
                                                    : (running + pol->p.interval - 1) / pol->p.interval;
@@ -474,7 +474,7 @@ static kara_status window_step(kara_kv_policy *pol) {
     for (int32_t served = 0; due > 0 && !st;) {
         int32_t pick = -1;
         for (int32_t s = 0; s < pol->n_seq_max; s++)
-            if (kara_kvp_window_due(pol, kv, s) && (pick < 0 || pol->seqs[s].due_steps > pol->seqs[pick].due_steps))
+            if (kr_kvp_window_due(pol, kv, s) && (pick < 0 || pol->seqs[s].due_steps > pol->seqs[pick].due_steps))
                 pick = s;
         if (pick < 0) break;
         if (served >= cap && pol->seqs[pick].due_steps < pol->p.max_defer) break;
@@ -483,15 +483,15 @@ static kara_status window_step(kara_kv_policy *pol) {
         due--;
     }
     for (int32_t s = 0; s < pol->n_seq_max; s++)
-        if (kara_kvp_window_due(pol, kv, s)) pol->seqs[s].due_steps++;
+        if (kr_kvp_window_due(pol, kv, s)) pol->seqs[s].due_steps++;
     return st;
 }
 
-kara_status kara_kv_policy_step(kara_kv_policy *pol) {
-    kara_kv_cache *kv = pol->kv;
+kara_status kr_kv_policy_step(kr_kv_policy *pol) {
+    kr_kv_cache *kv = pol->kv;
     if (!pol->scoring) return KARA_OK;
     pol->step++;
-    double t0 = kara_monotonic_seconds();
+    double t0 = kr_monotonic_seconds();
     uint64_t events0 = pol->stats.events;
     kara_status st = KARA_OK;
     if (!pol->window_method) {
@@ -503,7 +503,7 @@ kara_status kara_kv_policy_step(kara_kv_policy *pol) {
     } else {
         st = window_step(pol);
     }
-    if (pol->stats.events > events0) pol->stats.event_seconds += kara_monotonic_seconds() - t0;
+    if (pol->stats.events > events0) pol->stats.event_seconds += kr_monotonic_seconds() - t0;
     return st;
 }
 
@@ -511,16 +511,16 @@ kara_status kara_kv_policy_step(kara_kv_policy *pol) {
 
 /* Are the queries of seq's open window [F, n) all in the ring (or not
  * needed by the method)? */
-static bool queries_kept(const kara_kv_policy *pol, int32_t seq, int32_t n) {
+static bool queries_kept(const kr_kv_policy *pol, int32_t seq, int32_t n) {
     return !pol->needs_scores || n - pol->seqs[seq].frontier <= pol->ring_cap;
 }
 
 /* Score every window of seq that is due now (on-demand scoring that was
  * deferred must run before anything is evicted, so that what is evicted
  * never depends on the deferral). */
-static kara_status score_due(kara_kv_policy *pol, int32_t seq) {
+static kara_status score_due(kr_kv_policy *pol, int32_t seq) {
     kara_status st = KARA_OK;
-    while (!st && kara_kvp_window_due(pol, pol->kv, seq)) st = run_window_event(pol, seq);
+    while (!st && kr_kvp_window_due(pol, pol->kv, seq)) st = run_window_event(pol, seq);
     return st;
 }
 
@@ -528,13 +528,13 @@ static kara_status score_due(kara_kv_policy *pol, int32_t seq) {
  * they stood when due, then the rest) when the queries are at hand: the
  * first step of a chat turn, and of an eviction that finds too little
  * scored history. On demand only; changes no slot. */
-static kara_status score_open(kara_kv_policy *pol, int32_t seq) {
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+static kara_status score_open(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     kara_status st = score_due(pol, seq);
     int32_t n = pol->kv->seqs[seq].n;
     if (!st && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
         !(pol->p.think_only && q->think_done)) {
-        st = kara_kvp_score_window(pol, seq);
+        st = kr_kvp_score_window(pol, seq);
         pol->stats.events++;
     }
     return st;
@@ -545,19 +545,19 @@ static kara_status score_open(kara_kv_policy *pol, int32_t seq) {
  * within its share (0: none), and whether the open window must be scored
  * first (a chat turn always closes it; an eviction when scored history
  * alone is too short). KARA_ERR_KV_BUDGET when even that is not enough. */
-static kara_status on_demand_plan(const kara_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
+static kara_status on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
                                   bool *score_first) {
-    const kara_kv_policy_seq *q = &pol->seqs[seq];
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens, open = n - q->frontier - pol->p.buffer;
     bool scorable = open >= 1 && queries_kept(pol, seq, n) && !(pol->p.think_only && q->think_done);
-    int32_t need = n + n_new - share, evictable = kara_kvp_evictable(pol, seq);
+    int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
     *drop = 0;
     *score_first = n_new > 1;
     if (need <= 0) return KARA_OK;
     if (evictable < need) *score_first = true;
     if (*score_first && scorable) evictable += open;
     if (evictable < need)
-        return kara_set_error(KARA_ERR_KV_BUDGET,
+        return kr_set_error(KARA_ERR_KV_BUDGET,
                               "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
                               "needs %d more, and only %d of its %d slots are scored history that may be evicted "
                               "(the prompt, text kept whole and the buffer hold the rest)",
@@ -566,8 +566,8 @@ static kara_status on_demand_plan(const kara_kv_policy *pol, int32_t seq, int32_
     return KARA_OK;
 }
 
-kara_status kara_kv_policy_check_room(const kara_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *n_after) {
-    const kara_kv_policy_seq *q = &pol->seqs[seq];
+kara_status kr_kv_policy_check_room(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *n_after) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens;
     *n_after = n;
     if (!pol->scoring || !pol->window_method || !q->prompt_marked || n + n_new <= share) return KARA_OK;
@@ -585,33 +585,33 @@ kara_status kara_kv_policy_check_room(const kara_kv_policy *pol, int32_t seq, in
 
 /* per_window: the share evicts evenly across the windows compressed so far;
  * too little of them, and the open window's event runs early. */
-static kara_status per_window_room(kara_kv_policy *pol, int32_t seq, int32_t n_new) {
-    kara_kv_cache *kv = pol->kv;
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new) {
+    kr_kv_cache *kv = pol->kv;
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t share = pol->plan.seq_tokens, n = kv->seqs[seq].n;
     if (n + n_new <= share) return KARA_OK;
     kara_status st = score_due(pol, seq);
     n = kv->seqs[seq].n;
-    int32_t need = n + n_new - share, evictable = kara_kvp_evictable(pol, seq);
+    int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
     if (!st && need > 0 && evictable < need && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
         !(pol->p.think_only && q->think_done)) {
         pol->stats.events++;
         st = window_event(pol, seq, 1);
         n = kv->seqs[seq].n;
         need = n + n_new - share;
-        evictable = kara_kvp_evictable(pol, seq);
+        evictable = kr_kvp_evictable(pol, seq);
     }
     if (st || need <= 0) return st;
     if (evictable < need)
-        return kara_set_error(KARA_ERR_KV_BUDGET,
+        return kr_set_error(KARA_ERR_KV_BUDGET,
                               "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
                               "needs %d more, and only %d of its %d slots are compressed history that may be evicted",
                               seq, share, need, evictable, n);
-    return kara_kvp_evict_even(pol, seq, need);
+    return kr_kvp_evict_even(pol, seq, need);
 }
 
-kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32_t n_new) {
-    kara_kv_policy_seq *q = &pol->seqs[seq];
+kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n_new) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;
     kara_status st = KARA_OK;
     if (!on_demand(pol)) {
@@ -631,7 +631,7 @@ kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32
         for (int32_t i = q->frontier; i < pol->kv->seqs[seq].n; i++) q->win[i] = -1;
         q->frontier = pol->kv->seqs[seq].n;
     }
-    if (!st && drop > 0) st = kara_kvp_evict_even(pol, seq, drop);
+    if (!st && drop > 0) st = kr_kvp_evict_even(pol, seq, drop);
     return st;
 }
 
@@ -641,8 +641,8 @@ kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32
  * the compressible region of a per_window method (at least
  * min_compressible, its queries all still in the ring), or, for ablation
  * A8, the slots beyond the token budget. */
-static int32_t forced_event_gain(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t s) {
-    const kara_kv_policy_seq *q = &pol->seqs[s];
+static int32_t forced_event_gain(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t s) {
+    const kr_kv_policy_seq *q = &pol->seqs[s];
     if (!kv->seqs[s].active || !q->prompt_marked || (pol->p.think_only && q->think_done)) return 0;
     if (threshold_trigger(&pol->p)) {
         int32_t over = kv->seqs[s].n - pol->budget_tokens;
@@ -654,8 +654,8 @@ static int32_t forced_event_gain(const kara_kv_policy *pol, const kara_kv_cache 
     return n_c > 0 ? n_c : 0;
 }
 
-kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need) {
-    kara_kv_cache *kv = pol->kv;
+kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
+    kr_kv_cache *kv = pol->kv;
     bool per_window = pol->scoring && !on_demand(pol);
     /* Only on_pool_exhausted: recompress_history takes from one sequence
      * for another: (a) force events, each on the sequence with the most to
@@ -689,7 +689,7 @@ kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need) {
         while (need > kv->n_free) {
             int32_t pick = -1, best = 0;
             for (int32_t s = 0; s < pol->n_seq_max; s++) {
-                int32_t e = kv->seqs[s].active && pol->seqs[s].prompt_marked ? kara_kvp_evictable(pol, s) : 0;
+                int32_t e = kv->seqs[s].active && pol->seqs[s].prompt_marked ? kr_kvp_evictable(pol, s) : 0;
                 if (e > best) {
                     best = e;
                     pick = s;
@@ -697,13 +697,13 @@ kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need) {
             }
             if (pick < 0) break;
             int32_t drop = (need - kv->n_free) * kv->block_size;
-            kara_status st = kara_kvp_evict_even(pol, pick, drop < best ? drop : best);
+            kara_status st = kr_kvp_evict_even(pol, pick, drop < best ? drop : best);
             pol->stats.recompress_events++;
             if (st) return st;
         }
         if (need <= kv->n_free) return KARA_OK;
     }
-    return kara_set_error(KARA_ERR_KV_BUDGET,
+    return kr_set_error(KARA_ERR_KV_BUDGET,
                           "KV budget exhausted: %d more blocks of %zu bytes needed, %d of %d free "
                           "(on_pool_exhausted: %s)",
                           need, kv->bytes_per_block, kv->n_free, kv->n_blocks,

@@ -1,9 +1,9 @@
 /*
  * kv_policy.h - what decides which KV slots a sequence keeps
  * (docs/KV_COMPRESSION.md). The forward pass knows none of the methods: it
- * hands the policy each fresh query (kara_kv_policy_query_row) and, for
- * H2O, attention probabilities; before a decode kara_kv_policy_before_append
- * makes room within a sequence's share, and after it kara_kv_policy_step
+ * hands the policy each fresh query (kr_kv_policy_query_row) and, for
+ * H2O, attention probabilities; before a decode kr_kv_policy_before_append
+ * makes room within a sequence's share, and after it kr_kv_policy_step
  * runs the events that are due.
  *
  * Regions of a sequence: prompt [0, P) is never compressed; scored history
@@ -38,8 +38,8 @@
  *
  * Everything is reserved at init; no event allocates.
  */
-#ifndef KARA_KV_POLICY_H
-#define KARA_KV_POLICY_H
+#ifndef KR_KV_POLICY_H
+#define KR_KV_POLICY_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,13 +51,13 @@
 /* How the policy runs its scoring on the context's threads: run(user, fn,
  * arg) calls fn(arg, ith, nth) on n_threads threads and returns when all
  * are done. */
-typedef struct kara_kv_exec {
+typedef struct kr_kv_exec {
     int32_t n_threads;
     void (*run)(void *user, void (*fn)(void *arg, int ith, int nth), void *arg);
     void *user;
-} kara_kv_exec;
+} kr_kv_exec;
 
-typedef struct kara_kv_policy_seq {
+typedef struct kr_kv_policy_seq {
     bool prompt_marked;    /* generation has started: P is known */
     int32_t n_prompt;      /* P */
     int32_t frontier;      /* F */
@@ -71,13 +71,13 @@ typedef struct kara_kv_policy_seq {
     int32_t *win_size;     /* slots each window had when it was scored */
     int32_t n_win;
     float *h2o_acc;        /* H2O: accumulated attention of each slot */
-} kara_kv_policy_seq;
+} kr_kv_policy_seq;
 
-typedef struct kara_kv_policy {
+typedef struct kr_kv_policy {
     kara_kv_params p;
-    kara_kv_plan plan;
-    kara_kv_cache *kv;     /* the cache it governs */
-    kara_kv_exec exec;
+    kr_kv_plan plan;
+    kr_kv_cache *kv;     /* the cache it governs */
+    kr_kv_exec exec;
     int32_t n_layer, n_head, n_head_kv, head_dim;
     int32_t n_seq_max, max_slots;
     int32_t think_end_token; /* -1 when the vocabulary has none */
@@ -105,52 +105,52 @@ typedef struct kara_kv_policy {
     void *moves;
     uint64_t reserved_bytes; /* rings + scratch, counted in the budget */
 
-    kara_kv_policy_seq *seqs;
+    kr_kv_policy_seq *seqs;
     kara_kv_stats stats;
     uint64_t step;
-} kara_kv_policy;
+} kr_kv_policy;
 
 /* A policy for kv under the plan; exec runs its scoring in parallel. */
-kara_status kara_kv_policy_init(kara_kv_policy *pol, const kara_kv_plan *plan, kara_kv_cache *kv, const kara_kv_exec *exec,
+kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
                                 int32_t think_end_token);
-void kara_kv_policy_free(kara_kv_policy *pol);
-void kara_kv_policy_seq_clear(kara_kv_policy *pol, int32_t seq);
+void kr_kv_policy_free(kr_kv_policy *pol);
+void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq);
 
 /* Would appending n_new slots to seq keep it within its share? KARA_OK
- * with *n_after = the slots it holds once kara_kv_policy_before_append
+ * with *n_after = the slots it holds once kr_kv_policy_before_append
  * has evicted what it must (exact on demand; an upper bound per_window),
  * or KARA_ERR_KV_BUDGET (with a message). Changes nothing: kara_decode
  * checks every sequence of a batch with it before changing any. */
-kara_status kara_kv_policy_check_room(const kara_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *n_after);
+kara_status kr_kv_policy_check_room(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *n_after);
 
 /* Before a decode that appends n_new slots to seq: a multi-token append
  * after generation started closes the window (scored now on demand; the
  * new slots are kept whole), and a window method that would pass the
- * sequence's share evicts scored history (kara_kv_policy_check_room says
+ * sequence's share evicts scored history (kr_kv_policy_check_room says
  * how much). KARA_ERR_KV_BUDGET when even its whole scored history cannot
  * make the room (never after check_room said yes, on demand). */
-kara_status kara_kv_policy_before_append(kara_kv_policy *pol, int32_t seq, int32_t n_new);
+kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n_new);
 
 /* Called for each appended slot before the forward pass runs; n_new is how
  * many entries this decode brings to the sequence (1 marks generation). */
-void kara_kv_policy_on_append(kara_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new);
+void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new);
 /* Where the forward pass stores the post-RoPE query of (layer, position),
  * or NULL when the policy does not need it. */
-void *kara_kv_policy_query_row(kara_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos);
+void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos);
 /* H2O: the probability row of one head for the sequence's newest query, or
- * NULL when not collected; kara_kv_policy_h2o_commit folds them into the
+ * NULL when not collected; kr_kv_policy_h2o_commit folds them into the
  * accumulators after the forward pass. */
-float *kara_kv_policy_h2o_row(kara_kv_policy *pol, int32_t seq, int32_t head);
-void kara_kv_policy_h2o_commit(kara_kv_policy *pol, int32_t seq, int32_t n_slots);
+float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t head);
+void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots);
 
 /* Run the events that are due after a decode step. */
-kara_status kara_kv_policy_step(kara_kv_policy *pol);
+kara_status kr_kv_policy_step(kr_kv_policy *pol);
 /* Pool pressure: free blocks for `need` more blocks. Only with
  * on_pool_exhausted: recompress_history, and only for per_window and the
  * threshold methods, does it take from other sequences (forced events,
  * then history), which makes their answers depend on what runs beside
  * them; otherwise it reports the shortage (KARA_ERR_KV_BUDGET) and the
  * caller preempts (the batch engine) or fails. */
-kara_status kara_kv_policy_relieve(kara_kv_policy *pol, int32_t need);
+kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need);
 
-#endif /* KARA_KV_POLICY_H */
+#endif /* KR_KV_POLICY_H */

@@ -3,8 +3,8 @@
  * kv_policy.c, kv_evict.c): scoring a span of a sequence, compacting a
  * sequence after a selection, and the on-demand windows.
  */
-#ifndef KARA_KV_POLICY_IMPL_H
-#define KARA_KV_POLICY_IMPL_H
+#ifndef KR_KV_POLICY_IMPL_H
+#define KR_KV_POLICY_IMPL_H
 
 #include "kv_policy.h"
 
@@ -13,7 +13,7 @@
  * layers: the shared aggregation; one scored layer: per_layer selection).
  * The last n_q rows have queries, read from the ring at positions
  * q_first_pos + row. */
-kara_status kara_kvp_score_span(kara_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
+kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
                                 int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
                                 int32_t l_begin, int32_t l_end);
 
@@ -23,26 +23,26 @@ kara_status kara_kvp_score_span(kara_kv_policy *pol, int32_t seq, int32_t first,
  * the survivors and the buffer down. The per-slot arrays that have one row
  * (token ids, windows, H2O accumulators) follow group 0. keep_scores, when
  * given, become the stored scores of the kept slots. Blocks are released by
- * kara_kvp_compact_release once every group has moved: until then the
+ * kr_kvp_compact_release once every group has moved: until then the
  * slots above the new n still hold the other groups' sources. */
-kara_status kara_kvp_compact_group(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t frontier,
+kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier,
                                    int32_t n_buf, int32_t k, const float *keep_scores, int32_t group);
 /* After an event's compact_group calls: the sequence now holds new_n slots. */
-void kara_kvp_compact_release(kara_kv_policy *pol, kara_kv_cache *kv, int32_t seq, int32_t new_n);
+void kr_kvp_compact_release(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t new_n);
 
 /* Is seq's window due (its compressible part has reached the interval)? */
-bool kara_kvp_window_due(const kara_kv_policy *pol, const kara_kv_cache *kv, int32_t seq);
+bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq);
 
 /* kv_evict.c: on-demand eviction. Score the window of seq as it stood when
  * it became due (exactly `interval` compressible slots, whatever was
  * generated since), store the scores, tag the slots with a new window and
  * move the frontier past them; nothing is evicted. */
-kara_status kara_kvp_score_window(kara_kv_policy *pol, int32_t seq);
+kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq);
 /* Drop `drop` slots of seq's scored history, evenly across its windows
  * (each keeps the same fraction of the slots it had when scored), by the
  * method's selection on the stored scores. */
-kara_status kara_kvp_evict_even(kara_kv_policy *pol, int32_t seq, int32_t drop);
+kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop);
 /* Slots of seq's scored history that eviction may drop. */
-int32_t kara_kvp_evictable(const kara_kv_policy *pol, int32_t seq);
+int32_t kr_kvp_evictable(const kr_kv_policy *pol, int32_t seq);
 
-#endif /* KARA_KV_POLICY_IMPL_H */
+#endif /* KR_KV_POLICY_IMPL_H */

@@ -12,8 +12,8 @@
 
 static size_t round_floats(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
 
-kara_kv_rows kara_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride) {
-    kara_kv_rows r;
+kr_kv_rows kr_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride) {
+    kr_kv_rows r;
     memset(&r, 0, sizeof r);
     r.type = type;
     r.base = base;
@@ -21,14 +21,14 @@ kara_kv_rows kara_kv_rows_plain(kara_kv_dtype type, const void *base, size_t str
     return r;
 }
 
-void kara_kv_score_opts_init(kara_kv_score_opts *o) {
+void kr_kv_score_opts_init(kr_kv_score_opts *o) {
     o->mode = KARA_SCORE_BIDIRECTIONAL;
     o->softmax_over = KARA_SOFTMAX_WINDOW;
     o->exclude_self = true;
     o->gqa_reduce = KARA_REDUCE_MEAN;
 }
 
-void kara_kv_score_opts_from_params(kara_kv_score_opts *o, const kara_kv_params *p) {
+void kr_kv_score_opts_from_params(kr_kv_score_opts *o, const kara_kv_params *p) {
     o->mode = p->score_mode;
     o->softmax_over = p->softmax_over;
     o->exclude_self = p->exclude_self;
@@ -39,7 +39,7 @@ void kara_kv_score_opts_from_params(kara_kv_score_opts *o, const kara_kv_params 
 /* Scratch layout                                                            */
 /* ------------------------------------------------------------------------ */
 
-static bool shape_ok(const kara_kv_score_shape *s) {
+static bool shape_ok(const kr_kv_score_shape *s) {
     return s && s->n_w >= 1 && s->n_buf >= 0 && s->n_buf < s->n_w && s->n_head >= 1 && s->n_head_kv >= 1 &&
            s->n_head % s->n_head_kv == 0 && s->head_dim >= 1 && s->n_sink >= 0;
 }
@@ -47,74 +47,74 @@ static bool shape_ok(const kara_kv_score_shape *s) {
 /* Floats of one thread's area: a tile of f32 queries, the tile's logit
  * rows (sinks first, then the window) and one spare row (two_sided's
  * non-causal softmax). */
-static size_t thread_floats(const kara_kv_score_shape *s) {
+static size_t thread_floats(const kr_kv_score_shape *s) {
     size_t d = (size_t)s->head_dim, zs = (size_t)s->n_sink + (size_t)s->n_w;
-    return round_floats(KARA_KV_SCORE_TILE * d) + round_floats((size_t)KARA_KV_SCORE_TILE * zs) + round_floats(zs);
+    return round_floats(KR_KV_SCORE_TILE * d) + round_floats((size_t)KR_KV_SCORE_TILE * zs) + round_floats(zs);
 }
 
 /* Tiles are laid over all n_q rows that may hold queries (the buffer_only
  * job uses fewer); the scratch size then does not depend on the mode. */
-static size_t partial_floats(const kara_kv_score_shape *s, int32_t n_q) {
+static size_t partial_floats(const kr_kv_score_shape *s, int32_t n_q) {
     size_t n_c = (size_t)(s->n_w - s->n_buf);
-    size_t tiles = ((size_t)n_q + KARA_KV_SCORE_TILE - 1) / KARA_KV_SCORE_TILE;
+    size_t tiles = ((size_t)n_q + KR_KV_SCORE_TILE - 1) / KR_KV_SCORE_TILE;
     return round_floats((size_t)s->n_head * tiles * n_c);
 }
 
-size_t kara_kv_score_scratch_bytes_q(const kara_kv_score_shape *shape, int32_t n_q, int32_t n_threads) {
+size_t kr_kv_score_scratch_bytes_q(const kr_kv_score_shape *shape, int32_t n_q, int32_t n_threads) {
     if (!shape_ok(shape) || n_threads < 1 || n_q < 1 || n_q > shape->n_w) return 0;
     size_t n_c = (size_t)(shape->n_w - shape->n_buf);
     size_t floats = partial_floats(shape, n_q) + round_floats(n_c) + (size_t)n_threads * thread_floats(shape);
     return floats * sizeof(float) + 64;
 }
 
-size_t kara_kv_score_scratch_bytes(const kara_kv_score_shape *shape, int32_t n_threads) {
-    return shape ? kara_kv_score_scratch_bytes_q(shape, shape->n_w, n_threads) : 0;
+size_t kr_kv_score_scratch_bytes(const kr_kv_score_shape *shape, int32_t n_threads) {
+    return shape ? kr_kv_score_scratch_bytes_q(shape, shape->n_w, n_threads) : 0;
 }
 
-static bool rows_ok(const kara_kv_rows *r) {
+static bool rows_ok(const kr_kv_rows *r) {
     if (!r || !r->base || (r->type != KARA_KV_F16 && r->type != KARA_KV_F32)) return false;
     if (r->table && r->block_rows < 1) return false;
     if (!r->table && r->ring_cap < 0) return false;
     return true;
 }
 
-kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_shape *shape,
-                                  const kara_kv_score_opts *opts, const kara_kv_rows *q,
-                                  const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
+kara_status kr_kv_score_prepare(kr_kv_score_job *job, const kr_kv_score_shape *shape,
+                                  const kr_kv_score_opts *opts, const kr_kv_rows *q,
+                                  const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
                                   size_t scratch_bytes, int32_t n_threads) {
-    return kara_kv_score_prepare_q(job, shape, shape ? shape->n_w : 0, opts, q, k, sink, scratch, scratch_bytes,
+    return kr_kv_score_prepare_q(job, shape, shape ? shape->n_w : 0, opts, q, k, sink, scratch, scratch_bytes,
                                    n_threads);
 }
 
-kara_status kara_kv_score_prepare_q(kara_kv_score_job *job, const kara_kv_score_shape *shape, int32_t n_q,
-                                    const kara_kv_score_opts *opts, const kara_kv_rows *q,
-                                    const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
+kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape *shape, int32_t n_q,
+                                    const kr_kv_score_opts *opts, const kr_kv_rows *q,
+                                    const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
                                     size_t scratch_bytes, int32_t n_threads) {
-    if (!job || !opts) return kara_set_error(KARA_ERR_ARG, "kv_score: NULL job or options");
+    if (!job || !opts) return kr_set_error(KARA_ERR_ARG, "kv_score: NULL job or options");
     if (!shape_ok(shape))
-        return kara_set_error(KARA_ERR_ARG,
+        return kr_set_error(KARA_ERR_ARG,
                               "kv_score: bad shape (n_w %d, n_buf %d, n_head %d, n_head_kv %d, head_dim %d, n_sink %d)",
                               shape ? shape->n_w : 0, shape ? shape->n_buf : 0, shape ? shape->n_head : 0,
                               shape ? shape->n_head_kv : 0, shape ? shape->head_dim : 0, shape ? shape->n_sink : 0);
     if (n_q < 1 || n_q > shape->n_w)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: %d query rows for a window of %d", n_q, shape->n_w);
+        return kr_set_error(KARA_ERR_ARG, "kv_score: %d query rows for a window of %d", n_q, shape->n_w);
     if ((unsigned)opts->mode > KARA_SCORE_BUFFER_ONLY)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: unknown score mode %d", (int)opts->mode);
+        return kr_set_error(KARA_ERR_ARG, "kv_score: unknown score mode %d", (int)opts->mode);
     if ((unsigned)opts->softmax_over > KARA_SOFTMAX_WINDOW_PLUS_SINKS)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: unknown softmax_over %d", (int)opts->softmax_over);
+        return kr_set_error(KARA_ERR_ARG, "kv_score: unknown softmax_over %d", (int)opts->softmax_over);
     if (opts->gqa_reduce != KARA_REDUCE_MEAN && opts->gqa_reduce != KARA_REDUCE_MAX)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: gqa_reduce must be mean or max (got %d)", (int)opts->gqa_reduce);
+        return kr_set_error(KARA_ERR_ARG, "kv_score: gqa_reduce must be mean or max (got %d)", (int)opts->gqa_reduce);
     if (opts->mode == KARA_SCORE_BUFFER_ONLY && shape->n_buf < 1)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: mode buffer_only needs a buffer (n_buf is 0)");
+        return kr_set_error(KARA_ERR_ARG, "kv_score: mode buffer_only needs a buffer (n_buf is 0)");
     if (!rows_ok(q) || !rows_ok(k))
-        return kara_set_error(KARA_ERR_ARG, "kv_score: bad %s rows (NULL base, dtype or block geometry)",
+        return kr_set_error(KARA_ERR_ARG, "kv_score: bad %s rows (NULL base, dtype or block geometry)",
                               rows_ok(q) ? "key" : "query");
     bool sinks = opts->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && shape->n_sink > 0;
-    if (sinks && !rows_ok(sink)) return kara_set_error(KARA_ERR_ARG, "kv_score: window_plus_sinks needs sink rows");
-    if (n_threads < 1) return kara_set_error(KARA_ERR_ARG, "kv_score: n_threads %d < 1", n_threads);
-    size_t need = kara_kv_score_scratch_bytes_q(shape, n_q, n_threads);
+    if (sinks && !rows_ok(sink)) return kr_set_error(KARA_ERR_ARG, "kv_score: window_plus_sinks needs sink rows");
+    if (n_threads < 1) return kr_set_error(KARA_ERR_ARG, "kv_score: n_threads %d < 1", n_threads);
+    size_t need = kr_kv_score_scratch_bytes_q(shape, n_q, n_threads);
     if (!scratch || scratch_bytes < need)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: scratch of %zu bytes, need %zu", scratch ? scratch_bytes : 0,
+        return kr_set_error(KARA_ERR_ARG, "kv_score: scratch of %zu bytes, need %zu", scratch ? scratch_bytes : 0,
                               need);
 
     memset(job, 0, sizeof *job);
@@ -127,10 +127,10 @@ kara_status kara_kv_score_prepare_q(kara_kv_score_job *job, const kara_kv_score_
     job->n_c = shape->n_w - shape->n_buf;
     job->q_lo = opts->mode == KARA_SCORE_BUFFER_ONLY ? job->n_c : 0;
     if (job->q_lo < shape->n_w - n_q) job->q_lo = shape->n_w - n_q;
-    job->n_tiles = (shape->n_w - job->q_lo + KARA_KV_SCORE_TILE - 1) / KARA_KV_SCORE_TILE;
+    job->n_tiles = (shape->n_w - job->q_lo + KR_KV_SCORE_TILE - 1) / KR_KV_SCORE_TILE;
     job->n_units = shape->n_head * job->n_tiles;
     job->n_threads = n_threads;
-    job->kernels = kara_kernels_get();
+    job->kernels = kr_kernels_get();
 
     uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
     job->partial = (float *)p;
@@ -144,7 +144,7 @@ kara_status kara_kv_score_prepare_q(kara_kv_score_job *job, const kara_kv_score_
 /* Compute                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static const uint8_t *row_ptr(const kara_kv_rows *r, int64_t i) {
+static const uint8_t *row_ptr(const kr_kv_rows *r, int64_t i) {
     int64_t idx = r->first + i;
     const uint8_t *b = (const uint8_t *)r->base;
     if (r->table)
@@ -157,8 +157,8 @@ static const uint8_t *row_ptr(const kara_kv_rows *r, int64_t i) {
     return b + (size_t)idx * r->stride;
 }
 
-static const uint8_t *head_ptr(const kara_kv_rows *r, int64_t i, int32_t e, int32_t d) {
-    size_t esz = r->type == KARA_KV_F32 ? sizeof(float) : sizeof(kara_fp16);
+static const uint8_t *head_ptr(const kr_kv_rows *r, int64_t i, int32_t e, int32_t d) {
+    size_t esz = r->type == KARA_KV_F32 ? sizeof(float) : sizeof(kr_fp16);
     return row_ptr(r, i) + (size_t)e * (r->head_stride ? r->head_stride : (size_t)d * esz);
 }
 
@@ -166,20 +166,20 @@ static const uint8_t *head_ptr(const kara_kv_rows *r, int64_t i, int32_t e, int3
  * scale (the tile's queries, converted once per unit). The conversion goes
  * through the kernel table's axpy (SIMD per ISA): y = 0 + scale * x rounds
  * once, exactly as x * scale would. */
-static void load_heads(const kara_kernels *kt, const kara_kv_rows *r, int64_t i0, int32_t n, int32_t e, int32_t d,
+static void load_heads(const kr_kernels *kt, const kr_kv_rows *r, int64_t i0, int32_t n, int32_t e, int32_t d,
                        float scale, float *out) {
     memset(out, 0, (size_t)n * (size_t)d * sizeof(float));
     for (int32_t i = 0; i < n; i++) {
         const uint8_t *p = head_ptr(r, i0 + i, e, d);
         float *y = out + (size_t)i * d;
         if (r->type == KARA_KV_F32) kt->axpy_f32(y, scale, (const float *)p, d);
-        else kt->axpy_f16(y, scale, (const kara_fp16 *)p, d);
+        else kt->axpy_f16(y, scale, (const kr_fp16 *)p, d);
     }
 }
 
 /* Rows of `r` from i on that lie at a fixed stride (up to max): to the end
  * of the block when paged, to the wrap when a ring. */
-static int32_t run_len(const kara_kv_rows *r, int64_t i, int32_t max) {
+static int32_t run_len(const kr_kv_rows *r, int64_t i, int32_t max) {
     int64_t idx = r->first + i, left = max;
     if (r->table) {
         left = r->block_rows - idx % r->block_rows;
@@ -196,7 +196,7 @@ static int32_t run_len(const kara_kv_rows *r, int64_t i, int32_t max) {
  * the kernel table's register-blocked product. The runs follow the block
  * and ring geometry, which the thread count never changes, so neither
  * does any entry's arithmetic. */
-static void logits(const kara_kernels *kt, const kara_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
+static void logits(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
                    const float *qf, int32_t n_rows, float *z, size_t zs, int32_t o) {
     const bool f16 = keys->type == KARA_KV_F16;
     for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
@@ -210,7 +210,7 @@ static void logits(const kara_kernels *kt, const kara_kv_rows *keys, int32_t e, 
  * max-subtracted softmax, the skipped entry entering as -inf (its
  * probability is then 0, or ~1e-38 where the SIMD exp clamps). Returns
  * false when the set is empty. */
-static bool softmax_row(const kara_kernels *kt, float *zr, int32_t n, int32_t skip) {
+static bool softmax_row(const kr_kernels *kt, float *zr, int32_t n, int32_t skip) {
     if (n - (skip >= 0 && skip < n) < 1) return false;
     if (skip >= 0 && skip < n) zr[skip] = -INFINITY;
     kt->softmax(zr, n);
@@ -225,8 +225,8 @@ static void add_probs(float *part, const float *p, int32_t n, int32_t skip) {
 }
 
 /* One unit: query head a, rows [r0, r1) of the window; adds into part (n_c). */
-static void score_unit(const kara_kv_score_job *job, int32_t a, int32_t r0, int32_t r1, float *part, uint8_t *area) {
-    const kara_kv_score_shape *s = &job->shape;
+static void score_unit(const kr_kv_score_job *job, int32_t a, int32_t r0, int32_t r1, float *part, uint8_t *area) {
+    const kr_kv_score_shape *s = &job->shape;
     const int32_t d = s->head_dim, ns = s->n_sink, n_c = job->n_c, nr = r1 - r0;
     const int32_t h = a / (s->n_head / s->n_head_kv);
     const kara_score_mode mode = job->opts.mode;
@@ -234,11 +234,11 @@ static void score_unit(const kara_kv_score_job *job, int32_t a, int32_t r0, int3
     const bool causal_only = mode == KARA_SCORE_CAUSAL || mode == KARA_SCORE_BUFFER_ONLY;
     const int32_t key_hi = job->opts.softmax_over == KARA_SOFTMAX_COMPRESSIBLE ? n_c : s->n_w;
     const size_t zs = (size_t)ns + (size_t)s->n_w;
-    const kara_kernels *kt = (const kara_kernels *)job->kernels;
+    const kr_kernels *kt = (const kr_kernels *)job->kernels;
 
     float *qf = (float *)area;
-    float *z = qf + round_floats((size_t)KARA_KV_SCORE_TILE * d);
-    float *tmp = z + round_floats((size_t)KARA_KV_SCORE_TILE * zs);
+    float *z = qf + round_floats((size_t)KR_KV_SCORE_TILE * d);
+    float *tmp = z + round_floats((size_t)KR_KV_SCORE_TILE * zs);
 
     load_heads(kt, &job->q, r0, nr, a, d, 1.0f / sqrtf((float)d), qf);
     /* a causal row i needs keys below i + 1 only */
@@ -277,17 +277,17 @@ static void score_unit(const kara_kv_score_job *job, int32_t a, int32_t r0, int3
     }
 }
 
-kara_status kara_kv_score_compute(const kara_kv_score_job *job, int32_t ith, int32_t nth) {
+kara_status kr_kv_score_compute(const kr_kv_score_job *job, int32_t ith, int32_t nth) {
     if (!job || nth < 1 || ith < 0 || ith >= nth || nth > job->n_threads)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: thread %d of %d, scratch prepared for %d", ith, nth,
+        return kr_set_error(KARA_ERR_ARG, "kv_score: thread %d of %d, scratch prepared for %d", ith, nth,
                               job ? job->n_threads : 0);
     const int64_t u0 = (int64_t)job->n_units * ith / nth, u1 = (int64_t)job->n_units * (ith + 1) / nth;
     uint8_t *area = job->thread_base + (size_t)ith * job->thread_bytes;
     const int32_t n_active = job->shape.n_w - job->q_lo;
     for (int64_t u = u0; u < u1; u++) {
         int32_t a = (int32_t)(u / job->n_tiles), t = (int32_t)(u % job->n_tiles);
-        int32_t r0 = job->q_lo + t * KARA_KV_SCORE_TILE;
-        int32_t r1 = r0 + KARA_KV_SCORE_TILE;
+        int32_t r0 = job->q_lo + t * KR_KV_SCORE_TILE;
+        int32_t r1 = r0 + KR_KV_SCORE_TILE;
         if (r1 > job->q_lo + n_active) r1 = job->q_lo + n_active;
         float *part = job->partial + (size_t)u * job->n_c;
         memset(part, 0, (size_t)job->n_c * sizeof(float));
@@ -300,7 +300,7 @@ kara_status kara_kv_score_compute(const kara_kv_score_job *job, int32_t ith, int
 /* Reduction and aggregation                                                 */
 /* ------------------------------------------------------------------------ */
 
-void kara_kv_score_finish(const kara_kv_score_job *job, float *layer_out, kara_kv_score_acc *acc) {
+void kr_kv_score_finish(const kr_kv_score_job *job, float *layer_out, kr_kv_score_acc *acc) {
     const int32_t n_c = job->n_c, hkv = job->shape.n_head_kv, g = job->shape.n_head / hkv, nt = job->n_tiles;
     const bool use_max = job->opts.gqa_reduce == KARA_REDUCE_MAX;
     float *out = layer_out ? layer_out : job->layer;
@@ -318,19 +318,19 @@ void kara_kv_score_finish(const kara_kv_score_job *job, float *layer_out, kara_k
         }
         out[j] = total / (float)hkv;
     }
-    if (acc) kara_kv_score_acc_add(acc, out);
+    if (acc) kr_kv_score_acc_add(acc, out);
 }
 
-void kara_kv_score_run(const kara_kv_score_job *job, float *layer_out, kara_kv_score_acc *acc) {
-    kara_kv_score_compute(job, 0, 1);
-    kara_kv_score_finish(job, layer_out, acc);
+void kr_kv_score_run(const kr_kv_score_job *job, float *layer_out, kr_kv_score_acc *acc) {
+    kr_kv_score_compute(job, 0, 1);
+    kr_kv_score_finish(job, layer_out, acc);
 }
 
-kara_status kara_kv_score_acc_init(kara_kv_score_acc *acc, float *buf, int32_t n_c, kara_reduce layer_reduce) {
+kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, kara_reduce layer_reduce) {
     if (!acc || n_c < 0 || (n_c > 0 && !buf))
-        return kara_set_error(KARA_ERR_ARG, "kv_score: bad accumulator (n_c %d)", n_c);
+        return kr_set_error(KARA_ERR_ARG, "kv_score: bad accumulator (n_c %d)", n_c);
     if (layer_reduce != KARA_REDUCE_MEAN && layer_reduce != KARA_REDUCE_NORMALIZED_MEAN)
-        return kara_set_error(KARA_ERR_ARG, "kv_score: layer_reduce must be mean or normalized_mean (got %d)",
+        return kr_set_error(KARA_ERR_ARG, "kv_score: layer_reduce must be mean or normalized_mean (got %d)",
                               (int)layer_reduce);
     acc->sum = buf;
     acc->n_c = n_c;
@@ -340,7 +340,7 @@ kara_status kara_kv_score_acc_init(kara_kv_score_acc *acc, float *buf, int32_t n
     return KARA_OK;
 }
 
-void kara_kv_score_acc_add(kara_kv_score_acc *acc, const float *layer) {
+void kr_kv_score_acc_add(kr_kv_score_acc *acc, const float *layer) {
     float w = 1.0f;
     if (acc->layer_reduce == KARA_REDUCE_NORMALIZED_MEAN) {
         float tot = 0.0f;
@@ -351,7 +351,7 @@ void kara_kv_score_acc_add(kara_kv_score_acc *acc, const float *layer) {
     acc->n_layers++;
 }
 
-void kara_kv_score_acc_finalize(const kara_kv_score_acc *acc, float *out) {
+void kr_kv_score_acc_finalize(const kr_kv_score_acc *acc, float *out) {
     float inv = acc->n_layers > 0 ? 1.0f / (float)acc->n_layers : 0.0f;
     for (int32_t j = 0; j < acc->n_c; j++) out[j] = acc->sum[j] * inv;
 }

@@ -19,7 +19,7 @@
  * entry: in the denominators and, except for two_sided's strict sums, in
  * the scores.
  * GQA: the G head scores of a group are reduced by mean or max; the layer
- * vector is the mean over KV heads. Across layers, kara_kv_score_acc sums
+ * vector is the mean over KV heads. Across layers, kr_kv_score_acc sums
  * layer vectors (mean, or normalized_mean: each divided by its sum over C).
  *
  * Numerics: f32 throughout, max-subtracted softmax; the logits of a tile
@@ -27,7 +27,7 @@
  * (runs of a block or ring), and the conversions, the products and the
  * softmax come from the kernel table (so results may differ in the last
  * bits between ISAs, never between thread counts). Work is split into units (query head, tile of 32 query rows)
- * whose partial column sums land in disjoint buffers; kara_kv_score_finish
+ * whose partial column sums land in disjoint buffers; kr_kv_score_finish
  * adds them in a fixed order, so results are bit-identical for any thread
  * count.
  *
@@ -36,16 +36,16 @@
  * exclude_self false and gqa_reduce mean.
  *
  * Usage:
- *   size_t bytes = kara_kv_score_scratch_bytes(&shape, n_threads);   // once, budgeted
- *   kara_kv_score_acc_init(&acc, acc_buf, n_c, KARA_REDUCE_MEAN);
+ *   size_t bytes = kr_kv_score_scratch_bytes(&shape, n_threads);   // once, budgeted
+ *   kr_kv_score_acc_init(&acc, acc_buf, n_c, KARA_REDUCE_MEAN);
  *   for each scored layer:
- *       kara_kv_score_prepare(&job, &shape, &opts, &q, &k, &sinks, scratch, bytes, n_threads);
- *       in each thread ith < nth: kara_kv_score_compute(&job, ith, nth);
- *       after the barrier:        kara_kv_score_finish(&job, NULL, &acc);
- *   kara_kv_score_acc_finalize(&acc, s);   // s: n_c scores for selection
+ *       kr_kv_score_prepare(&job, &shape, &opts, &q, &k, &sinks, scratch, bytes, n_threads);
+ *       in each thread ith < nth: kr_kv_score_compute(&job, ith, nth);
+ *       after the barrier:        kr_kv_score_finish(&job, NULL, &acc);
+ *   kr_kv_score_acc_finalize(&acc, s);   // s: n_c scores for selection
  */
-#ifndef KARA_KV_SCORE_H
-#define KARA_KV_SCORE_H
+#ifndef KR_KV_SCORE_H
+#define KR_KV_SCORE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,11 +53,11 @@
 
 #include "kara.h"
 
-struct kara_kernels;
+struct kr_kernels;
 
 /* Query rows per work unit. Fixed: it sets the summation order, so it
  * never depends on the thread count. */
-#define KARA_KV_SCORE_TILE 32
+#define KR_KV_SCORE_TILE 32
 
 /* Where the rows of a tensor live. Row i (a query row of the window, a key
  * slot, a sink) holds n_heads vectors of head_dim elements of `type`, head
@@ -68,7 +68,7 @@ struct kara_kernels;
  *   plain:  base + idx * stride
  * `first` may be negative for a ring (rows below the first read row are
  * never touched). */
-typedef struct kara_kv_rows {
+typedef struct kr_kv_rows {
     kara_kv_dtype type;
     const void *base;
     size_t stride;          /* bytes between consecutive rows */
@@ -78,39 +78,39 @@ typedef struct kara_kv_rows {
     const int32_t *table;   /* non-NULL: paged (block ids) */
     int32_t block_rows;     /* rows per block when paged */
     size_t block_bytes;     /* bytes per block when paged */
-} kara_kv_rows;
+} kr_kv_rows;
 
 /* Plain contiguous rows: row i at base + i * stride, heads packed. */
-kara_kv_rows kara_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride);
+kr_kv_rows kr_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride);
 
 /* Geometry of one scoring call. */
-typedef struct kara_kv_score_shape {
+typedef struct kr_kv_score_shape {
     int32_t n_w;        /* window slots (queries and keys), >= 1 */
     int32_t n_buf;      /* protected buffer at the end of the window, 0 <= n_buf < n_w */
     int32_t n_head;     /* Hq */
     int32_t n_head_kv;  /* Hkv, divides Hq */
     int32_t head_dim;   /* d */
     int32_t n_sink;     /* sink keys (used with window_plus_sinks), >= 0 */
-} kara_kv_score_shape;
+} kr_kv_score_shape;
 
-typedef struct kara_kv_score_opts {
+typedef struct kr_kv_score_opts {
     kara_score_mode mode;           /* bidirectional */
     kara_softmax_over softmax_over; /* window */
     bool exclude_self;              /* true */
     kara_reduce gqa_reduce;         /* KARA_REDUCE_MEAN or KARA_REDUCE_MAX */
-} kara_kv_score_opts;
+} kr_kv_score_opts;
 
 /* The defaults (bidirectional, window, exclude_self, mean;
  * docs/KARA_METHOD.md sections 5 and 12). */
-void kara_kv_score_opts_init(kara_kv_score_opts *o);
+void kr_kv_score_opts_init(kr_kv_score_opts *o);
 /* The options of kara_kv_params (score_mode, softmax_over, exclude_self, gqa_reduce). */
-void kara_kv_score_opts_from_params(kara_kv_score_opts *o, const kara_kv_params *p);
+void kr_kv_score_opts_from_params(kr_kv_score_opts *o, const kara_kv_params *p);
 
-/* One layer's scoring job; filled by kara_kv_score_prepare. */
-typedef struct kara_kv_score_job {
-    kara_kv_score_shape shape;
-    kara_kv_score_opts opts;
-    kara_kv_rows q, k, sink;
+/* One layer's scoring job; filled by kr_kv_score_prepare. */
+typedef struct kr_kv_score_job {
+    kr_kv_score_shape shape;
+    kr_kv_score_opts opts;
+    kr_kv_rows q, k, sink;
     int32_t n_c;          /* compressible slots: scores are over [0, n_c) */
     int32_t q_lo;         /* first query row read (n_c for buffer_only, else 0; at least n_w - n_q) */
     int32_t n_tiles;      /* query-row tiles per head */
@@ -120,22 +120,22 @@ typedef struct kara_kv_score_job {
     float *layer;         /* n_c: the layer vector when finish gets no output buffer */
     uint8_t *thread_base; /* per-thread areas, thread_bytes apart */
     size_t thread_bytes;
-    const struct kara_kernels *kernels; /* dot products (kara_kernels_get) */
-} kara_kv_score_job;
+    const struct kr_kernels *kernels; /* dot products (kr_kernels_get) */
+} kr_kv_score_job;
 
 /* Scratch bytes a job of this shape needs with up to n_threads threads
  * (includes 64 bytes of alignment slack). 0 when the shape is invalid. */
-size_t kara_kv_score_scratch_bytes(const kara_kv_score_shape *shape, int32_t n_threads);
+size_t kr_kv_score_scratch_bytes(const kr_kv_score_shape *shape, int32_t n_threads);
 
 /* Check the shape and options and lay out the scratch. q rows are window
  * rows (n_head heads), k rows window slots (n_head_kv heads), sink rows the
  * sink keys (ignored unless softmax_over is window_plus_sinks; may then be
  * NULL when n_sink is 0). Does not read q or k. Fails with KARA_ERR_ARG (and
  * a message) on a bad shape, option, or a scratch smaller than
- * kara_kv_score_scratch_bytes. */
-kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_shape *shape,
-                                  const kara_kv_score_opts *opts, const kara_kv_rows *q,
-                                  const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
+ * kr_kv_score_scratch_bytes. */
+kara_status kr_kv_score_prepare(kr_kv_score_job *job, const kr_kv_score_shape *shape,
+                                  const kr_kv_score_opts *opts, const kr_kv_rows *q,
+                                  const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
                                   size_t scratch_bytes, int32_t n_threads);
 
 /* Scoring with queries for only part of the window: rows [n_w - n_q, n_w)
@@ -144,44 +144,44 @@ kara_status kara_kv_score_prepare(kara_kv_score_job *job, const kara_kv_score_sh
  * buffer rows among them); two_sided's anti-causal half exists only for
  * slots with a query. Kara's threshold trigger (ablation A8) scores the
  * whole generated cache this way with the queries its ring still holds.
- * With n_q = n_w these are kara_kv_score_scratch_bytes / _prepare; the
+ * With n_q = n_w these are kr_kv_score_scratch_bytes / _prepare; the
  * scratch needed shrinks with n_q (tiles over n_q rows only). */
-size_t kara_kv_score_scratch_bytes_q(const kara_kv_score_shape *shape, int32_t n_q, int32_t n_threads);
-kara_status kara_kv_score_prepare_q(kara_kv_score_job *job, const kara_kv_score_shape *shape, int32_t n_q,
-                                    const kara_kv_score_opts *opts, const kara_kv_rows *q,
-                                    const kara_kv_rows *k, const kara_kv_rows *sink, void *scratch,
+size_t kr_kv_score_scratch_bytes_q(const kr_kv_score_shape *shape, int32_t n_q, int32_t n_threads);
+kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape *shape, int32_t n_q,
+                                    const kr_kv_score_opts *opts, const kr_kv_rows *q,
+                                    const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
                                     size_t scratch_bytes, int32_t n_threads);
 
 /* Compute this thread's share of the units (contiguous range ith of nth).
- * Every ith in [0, nth) must run before kara_kv_score_finish; nth must not
+ * Every ith in [0, nth) must run before kr_kv_score_finish; nth must not
  * exceed the prepared n_threads (KARA_ERR_ARG otherwise, doing nothing). */
-kara_status kara_kv_score_compute(const kara_kv_score_job *job, int32_t ith, int32_t nth);
+kara_status kr_kv_score_compute(const kr_kv_score_job *job, int32_t ith, int32_t nth);
 
 /* Reduce the partial sums in a fixed order: per head over tiles, per group
  * (mean/max), mean over KV heads. Writes the layer vector (n_c floats) to
  * layer_out (NULL: into the job's scratch) and adds it to acc when non-NULL. */
-struct kara_kv_score_acc;
-void kara_kv_score_finish(const kara_kv_score_job *job, float *layer_out, struct kara_kv_score_acc *acc);
+struct kr_kv_score_acc;
+void kr_kv_score_finish(const kr_kv_score_job *job, float *layer_out, struct kr_kv_score_acc *acc);
 
 /* Single-threaded convenience: compute(0, 1) then finish. */
-void kara_kv_score_run(const kara_kv_score_job *job, float *layer_out, struct kara_kv_score_acc *acc);
+void kr_kv_score_run(const kr_kv_score_job *job, float *layer_out, struct kr_kv_score_acc *acc);
 
 /* Aggregation of layer vectors over scored layers (docs/KARA_METHOD.md
  * section 5, "Heads and layers"). */
-typedef struct kara_kv_score_acc {
+typedef struct kr_kv_score_acc {
     float *sum;             /* n_c, caller memory */
     int32_t n_c;
     int32_t n_layers;       /* layer vectors added so far */
     kara_reduce layer_reduce; /* KARA_REDUCE_MEAN or KARA_REDUCE_NORMALIZED_MEAN */
-} kara_kv_score_acc;
+} kr_kv_score_acc;
 
 /* Zero buf (n_c floats) and start an aggregation. Fails with KARA_ERR_ARG on
  * a reduce other than mean / normalized_mean or n_c < 0. */
-kara_status kara_kv_score_acc_init(kara_kv_score_acc *acc, float *buf, int32_t n_c, kara_reduce layer_reduce);
+kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, kara_reduce layer_reduce);
 /* Add one layer vector. normalized_mean divides it by its sum over C first
  * (a layer whose sum is not positive adds nothing but still counts). */
-void kara_kv_score_acc_add(kara_kv_score_acc *acc, const float *layer);
+void kr_kv_score_acc_add(kr_kv_score_acc *acc, const float *layer);
 /* out[j] = sum[j] / n_layers (out may be acc->sum; zeros when no layer). */
-void kara_kv_score_acc_finalize(const kara_kv_score_acc *acc, float *out);
+void kr_kv_score_acc_finalize(const kr_kv_score_acc *acc, float *out);
 
-#endif /* KARA_KV_SCORE_H */
+#endif /* KR_KV_SCORE_H */

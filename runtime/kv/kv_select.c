@@ -31,16 +31,16 @@ typedef struct select_scratch {
 
 static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 
-size_t kara_kv_select_scratch_bytes(int32_t n) {
+size_t kr_kv_select_scratch_bytes(int32_t n) {
     size_t m = n > 0 ? (size_t)n : 1;
     return 64 + align64(m * sizeof(rank_entry)) + align64(m * sizeof(chunk_entry)) + align64(m * sizeof(float)) +
            align64(m);
 }
 
 static kara_status scratch_split(const char *who, int32_t n, void *scratch, size_t bytes, select_scratch *out) {
-    size_t need = kara_kv_select_scratch_bytes(n);
+    size_t need = kr_kv_select_scratch_bytes(n);
     if (!scratch || bytes < need)
-        return kara_set_error(KARA_ERR_ARG, "%s: scratch of %zu bytes, need %zu for %d slots", who,
+        return kr_set_error(KARA_ERR_ARG, "%s: scratch of %zu bytes, need %zu for %d slots", who,
                               scratch ? bytes : 0, need, n);
     size_t m = n > 0 ? (size_t)n : 1;
     uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -55,7 +55,7 @@ static kara_status scratch_split(const char *who, int32_t n, void *scratch, size
     return KARA_OK;
 }
 
-int32_t kara_kv_keep_count(int32_t n_c, float retention, int32_t min_keep) {
+int32_t kr_kv_keep_count(int32_t n_c, float retention, int32_t min_keep) {
     if (n_c <= 0) return 0;
     double k = round((double)retention * (double)n_c);
     if (!(k >= 0)) k = 0; /* NaN or negative retention */
@@ -64,7 +64,7 @@ int32_t kara_kv_keep_count(int32_t n_c, float retention, int32_t min_keep) {
     return (int32_t)k;
 }
 
-int32_t kara_kv_candidate_count(int32_t k, float candidate_frac) {
+int32_t kr_kv_candidate_count(int32_t k, float candidate_frac) {
     double m = round((double)candidate_frac * (double)k);
     if (!(m >= 2)) m = 2;
     if (m > k) m = k;
@@ -105,7 +105,7 @@ static int32_t take_ranked(const rank_entry *r, int32_t n, uint8_t *flag, int32_
     return got;
 }
 
-static bool is_protected(const kara_kv_protect *pr, int32_t j) {
+static bool is_protected(const kr_kv_protect *pr, int32_t j) {
     if (!pr || !pr->tokens || pr->n_ids <= 0) return false;
     for (int32_t t = 0; t < pr->n_ids; t++)
         if (pr->tokens[j] == pr->ids[t]) return true;
@@ -114,7 +114,7 @@ static bool is_protected(const kara_kv_protect *pr, int32_t j) {
 
 /* Flag the protected slots, at most k of them: by rank when a ranking is
  * given, else the most recent. Returns the count flagged. */
-static int32_t flag_protected(const kara_kv_protect *pr, int32_t n, int32_t k, const rank_entry *r, uint8_t *flag) {
+static int32_t flag_protected(const kr_kv_protect *pr, int32_t n, int32_t k, const rank_entry *r, uint8_t *flag) {
     int32_t got = 0;
     if (r) {
         for (int32_t t = 0; t < n && got < k; t++)
@@ -142,15 +142,15 @@ static int32_t emit(const uint8_t *flag, int32_t n, int32_t *keep) {
 
 static kara_status check_window(const char *who, int32_t n_c, int32_t k, const int32_t *keep) {
     if (n_c < 0 || k < 0 || k > n_c)
-        return kara_set_error(KARA_ERR_ARG, "%s: keep %d of %d slots", who, k, n_c);
-    if (!keep && k > 0) return kara_set_error(KARA_ERR_ARG, "%s: NULL output", who);
+        return kr_set_error(KARA_ERR_ARG, "%s: keep %d of %d slots", who, k, n_c);
+    if (!keep && k > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL output", who);
     return KARA_OK;
 }
 
 /* Emit and verify the count: a mismatch is a bug in this file. */
 static kara_status finish_window(const char *who, const uint8_t *flag, int32_t n_c, int32_t k, int32_t *keep) {
     int32_t c = emit(flag, n_c, keep);
-    if (c != k) return kara_set_error(KARA_ERR_INTERNAL, "%s: selected %d slots instead of %d", who, c, k);
+    if (c != k) return kr_set_error(KARA_ERR_INTERNAL, "%s: selected %d slots instead of %d", who, c, k);
     return KARA_OK;
 }
 
@@ -167,15 +167,15 @@ static int cmp_chunk_t2c(const void *pa, const void *pb) {
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
-kara_status kara_kv_select_t2c(const float *s, int32_t n_c, const kara_kv_t2c_params *p,
-                               const kara_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params *p,
+                               const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "token2chunk";
-    if (!p || (!s && n_c > 0)) return kara_set_error(KARA_ERR_ARG, "%s: NULL scores or parameters", who);
+    if (!p || (!s && n_c > 0)) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores or parameters", who);
     kara_status st = check_window(who, n_c, p->k, keep);
     if (st != KARA_OK) return st;
     if (!(p->candidate_frac > 0.0f && p->candidate_frac <= 1.0f) || p->max_gap < 1 || !(p->len_penalty >= 0.0f) ||
         isinf(p->len_penalty))
-        return kara_set_error(KARA_ERR_ARG, "%s: candidate_frac %g (0, 1], max_gap %d (>= 1), len_penalty %g (>= 0)",
+        return kr_set_error(KARA_ERR_ARG, "%s: candidate_frac %g (0, 1], max_gap %d (>= 1), len_penalty %g (>= 0)",
                               who, (double)p->candidate_frac, p->max_gap, (double)p->len_penalty);
     select_scratch w;
     if ((st = scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
@@ -184,7 +184,7 @@ kara_status kara_kv_select_t2c(const float *s, int32_t n_c, const kara_kv_t2c_pa
 
     rank_by(s, n_c, w.rank);
     int32_t n_prot = flag_protected(protect, n_c, k, w.rank, w.flag);
-    int32_t m = kara_kv_candidate_count(k, p->candidate_frac);
+    int32_t m = kr_kv_candidate_count(k, p->candidate_frac);
     if (m < n_prot) m = n_prot;
     m = n_prot + take_ranked(w.rank, n_c, w.flag, m - n_prot);
 
@@ -243,14 +243,14 @@ static void pool_scores(const float *s, int32_t n, int32_t kernel, kara_reduce h
     }
 }
 
-kara_status kara_kv_select_pooled_topk(const float *s, int32_t n_c, int32_t k, int32_t kernel,
-                                       const kara_kv_protect *protect, int32_t *keep, void *scratch,
+kara_status kr_kv_select_pooled_topk(const float *s, int32_t n_c, int32_t k, int32_t kernel,
+                                       const kr_kv_protect *protect, int32_t *keep, void *scratch,
                                        size_t scratch_bytes) {
     const char *who = "pooled top-k";
     kara_status st = check_window(who, n_c, k, keep);
     if (st != KARA_OK) return st;
-    if (!s && n_c > 0) return kara_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
-    if (kernel < 1 || kernel % 2 == 0) return kara_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1", who, kernel);
+    if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
+    if (kernel < 1 || kernel % 2 == 0) return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1", who, kernel);
     select_scratch w;
     if ((st = scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
     if (k == 0) return KARA_OK;
@@ -269,13 +269,13 @@ static int cmp_chunk_mean(const void *pa, const void *pb) {
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
-kara_status kara_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len,
-                                  const kara_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len,
+                                  const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "chunkkv";
     kara_status st = check_window(who, n_c, k, keep);
     if (st != KARA_OK) return st;
-    if (!s && n_c > 0) return kara_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
-    if (chunk_len < 1) return kara_set_error(KARA_ERR_ARG, "%s: chunk_len %d < 1", who, chunk_len);
+    if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
+    if (chunk_len < 1) return kr_set_error(KARA_ERR_ARG, "%s: chunk_len %d < 1", who, chunk_len);
     select_scratch w;
     if ((st = scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
     if (k == 0) return KARA_OK;
@@ -305,7 +305,7 @@ kara_status kara_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_
     return finish_window(who, w.flag, n_c, k, keep);
 }
 
-kara_status kara_kv_select_recent(int32_t n_c, int32_t k, const kara_kv_protect *protect, int32_t *keep,
+kara_status kr_kv_select_recent(int32_t n_c, int32_t k, const kr_kv_protect *protect, int32_t *keep,
                                   void *scratch, size_t scratch_bytes) {
     const char *who = "recent";
     kara_status st = check_window(who, n_c, k, keep);
@@ -338,7 +338,7 @@ static uint64_t uniform_below(uint64_t *state, uint64_t range) {
     return x % range;
 }
 
-kara_status kara_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kara_kv_protect *protect,
+kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_kv_protect *protect,
                                   int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "random";
     kara_status st = check_window(who, n_c, k, keep);
@@ -361,42 +361,42 @@ kara_status kara_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const k
     return finish_window(who, w.flag, n_c, k, keep);
 }
 
-kara_status kara_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
+kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
                                   uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch,
                                   size_t scratch_bytes) {
-    if (!p || !n_keep) return kara_set_error(KARA_ERR_ARG, "select: NULL parameters or count");
-    int32_t k = kara_kv_keep_count(n_c, p->retention, p->min_keep);
-    kara_status st = kara_kv_select_window_k(p, s, tokens, n_c, k, seed, keep, scratch, scratch_bytes);
+    if (!p || !n_keep) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters or count");
+    int32_t k = kr_kv_keep_count(n_c, p->retention, p->min_keep);
+    kara_status st = kr_kv_select_window_k(p, s, tokens, n_c, k, seed, keep, scratch, scratch_bytes);
     *n_keep = st == KARA_OK ? k : 0;
     return st;
 }
 
-kara_status kara_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
+kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
                                     int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes) {
-    if (!p) return kara_set_error(KARA_ERR_ARG, "select: NULL parameters");
-    kara_kv_protect pr = {tokens, p->protect_token_ids, p->n_protect_token_ids};
+    if (!p) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters");
+    kr_kv_protect pr = {tokens, p->protect_token_ids, p->n_protect_token_ids};
     kara_status st;
     switch (p->method) {
     case KARA_KV_METHOD_KARA: {
         if (p->t2c_pooled_topk) { /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
-            st = kara_kv_select_pooled_topk(s, n_c, k, 7, &pr, keep, scratch, scratch_bytes);
+            st = kr_kv_select_pooled_topk(s, n_c, k, 7, &pr, keep, scratch, scratch_bytes);
             break;
         }
-        kara_kv_t2c_params t = {k, p->candidate_frac, p->max_gap, p->len_penalty};
-        st = kara_kv_select_t2c(s, n_c, &t, &pr, keep, scratch, scratch_bytes);
+        kr_kv_t2c_params t = {k, p->candidate_frac, p->max_gap, p->len_penalty};
+        st = kr_kv_select_t2c(s, n_c, &t, &pr, keep, scratch, scratch_bytes);
         break;
     }
     case KARA_KV_METHOD_CHUNKKV:
-        st = kara_kv_select_chunks(s, n_c, k, p->chunkkv_chunk_len, &pr, keep, scratch, scratch_bytes);
+        st = kr_kv_select_chunks(s, n_c, k, p->chunkkv_chunk_len, &pr, keep, scratch, scratch_bytes);
         break;
-    case KARA_KV_METHOD_RECENT: st = kara_kv_select_recent(n_c, k, &pr, keep, scratch, scratch_bytes); break;
+    case KARA_KV_METHOD_RECENT: st = kr_kv_select_recent(n_c, k, &pr, keep, scratch, scratch_bytes); break;
     case KARA_KV_METHOD_RANDOM: {
         uint64_t mix = p->random_seed ^ (seed * 0x9E3779B97F4A7C15ull);
-        st = kara_kv_select_random(n_c, k, mix, &pr, keep, scratch, scratch_bytes);
+        st = kr_kv_select_random(n_c, k, mix, &pr, keep, scratch, scratch_bytes);
         break;
     }
     default:
-        return kara_set_error(KARA_ERR_ARG, "select: method %d is not a window method", (int)p->method);
+        return kr_set_error(KARA_ERR_ARG, "select: method %d is not a window method", (int)p->method);
     }
     return st;
 }
@@ -410,15 +410,15 @@ static int32_t keep_all(int32_t n, int32_t *keep) {
     return n;
 }
 
-kara_status kara_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, int32_t *keep, int32_t *n_keep) {
+kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, int32_t *keep, int32_t *n_keep) {
     if (n < 0 || n_sink < 0 || budget < 1 || !keep || !n_keep)
-        return kara_set_error(KARA_ERR_ARG, "streaming: n %d, n_sink %d, budget %d", n, n_sink, budget);
+        return kr_set_error(KARA_ERR_ARG, "streaming: n %d, n_sink %d, budget %d", n, n_sink, budget);
     if (n <= budget) {
         *n_keep = keep_all(n, keep);
         return KARA_OK;
     }
     if (budget < n_sink)
-        return kara_set_error(KARA_ERR_KV_BUDGET, "streaming: budget of %d slots is below its %d sink slots", budget,
+        return kr_set_error(KARA_ERR_KV_BUDGET, "streaming: budget of %d slots is below its %d sink slots", budget,
                               n_sink);
     int32_t c = 0;
     for (int32_t j = 0; j < n_sink; j++) keep[c++] = j;
@@ -427,21 +427,21 @@ kara_status kara_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, 
     return KARA_OK;
 }
 
-kara_status kara_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
+kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
                                   kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
                                   size_t scratch_bytes) {
     const char *who = "snapkv";
     if (n < 0 || n_front < 0 || obs_window < 0 || budget < 1 || !keep || !n_keep || (!s && n > 0))
-        return kara_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front,
+        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front,
                               obs_window, budget);
     if (kernel < 1 || kernel % 2 == 0 || (pool != KARA_REDUCE_MAX && pool != KARA_REDUCE_MEAN))
-        return kara_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1, pool max or mean", who, kernel);
+        return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1, pool max or mean", who, kernel);
     if (n <= budget) {
         *n_keep = keep_all(n, keep);
         return KARA_OK;
     }
     if (budget < n_front + obs_window)
-        return kara_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots cannot hold %d protected + %d observed", who,
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots cannot hold %d protected + %d observed", who,
                               budget, n_front, obs_window);
     select_scratch w;
     kara_status st = scratch_split(who, n, scratch, scratch_bytes, &w);
@@ -459,19 +459,19 @@ kara_status kara_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, in
     return KARA_OK;
 }
 
-kara_status kara_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32_t budget, float heavy_frac,
+kara_status kr_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32_t budget, float heavy_frac,
                                int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes) {
     const char *who = "h2o";
     if (n < 0 || n_front < 0 || budget < 1 || !keep || !n_keep || (!acc && n > 0) ||
         !(heavy_frac >= 0.0f && heavy_frac <= 1.0f))
-        return kara_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, budget %d, heavy_frac %g", who, n, n_front, budget,
+        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, budget %d, heavy_frac %g", who, n, n_front, budget,
                               (double)heavy_frac);
     if (n <= budget) {
         *n_keep = keep_all(n, keep);
         return KARA_OK;
     }
     if (budget < n_front)
-        return kara_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots is below its %d protected slots", who, budget,
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots is below its %d protected slots", who, budget,
                               n_front);
     select_scratch w;
     kara_status st = scratch_split(who, n, scratch, scratch_bytes, &w);
@@ -490,6 +490,6 @@ kara_status kara_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int
     return KARA_OK;
 }
 
-void kara_kv_h2o_accumulate(float *acc, const float *probs, int32_t n) {
+void kr_kv_h2o_accumulate(float *acc, const float *probs, int32_t n) {
     for (int32_t j = 0; j < n; j++) acc[j] += probs[j];
 }

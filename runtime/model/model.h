@@ -2,8 +2,8 @@
  * model.h - a loaded model: hyper-parameters, weights (pointing into the
  * mapped GGUF), and the vocabulary. Immutable after kara_model_load.
  */
-#ifndef KARA_MODEL_H
-#define KARA_MODEL_H
+#ifndef KR_MODEL_H
+#define KR_MODEL_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,11 +13,11 @@
 #include "kernels.h"
 #include "vocab.h"
 
-typedef enum kara_arch { KARA_ARCH_LLAMA = 0, KARA_ARCH_QWEN2, KARA_ARCH_QWEN3 } kara_arch;
+typedef enum kr_arch { KR_ARCH_LLAMA = 0, KR_ARCH_QWEN2, KR_ARCH_QWEN3 } kr_arch;
 
 /* What distinguishes the architectures in the forward pass. */
-typedef struct kara_hparams {
-    kara_arch arch;
+typedef struct kr_hparams {
+    kr_arch arch;
     int32_t n_vocab;
     int32_t n_ctx_train;
     int32_t n_embd;
@@ -33,35 +33,35 @@ typedef struct kara_hparams {
     bool rope_neox;        /* rotate pairs (i, i + rope_dim/2) instead of (2i, 2i+1) */
     bool qkv_bias;         /* qwen2 */
     bool qk_norm;          /* qwen3: RMSNorm per head on Q and K before RoPE */
-} kara_hparams;
+} kr_hparams;
 
 /* A 2-D weight matrix: n_rows rows of n_cols elements (GGUF ne[1] x ne[0]). */
-typedef struct kara_weight {
+typedef struct kr_weight {
     const void *data;
-    kara_type type;
+    kr_type type;
     int64_t n_cols;
     int64_t n_rows;
     size_t row_bytes;
-} kara_weight;
+} kr_weight;
 
-typedef struct kara_layer {
+typedef struct kr_layer {
     const float *attn_norm;
-    kara_weight wq, wk, wv, wo;
+    kr_weight wq, wk, wv, wo;
     const float *bq, *bk, *bv;        /* qwen2, else NULL */
     const float *q_norm, *k_norm;     /* qwen3, else NULL (head_dim floats) */
     const float *ffn_norm;
-    kara_weight w_gate, w_up, w_down;
-} kara_layer;
+    kr_weight w_gate, w_up, w_down;
+} kr_layer;
 
 struct kara_model {
     kara_gguf *gguf;
-    kara_hparams hp;
-    kara_vocab vocab;
+    kr_hparams hp;
+    kr_vocab vocab;
     bool vocab_only;
-    kara_weight tok_embd;
-    kara_weight output;       /* = tok_embd when tied */
+    kr_weight tok_embd;
+    kr_weight output;       /* = tok_embd when tied */
     const float *output_norm;
-    kara_layer *layers;
+    kr_layer *layers;
     float *f32_store;         /* norms and biases converted to f32 at load */
     char arch_name[16];
     char desc[128];
@@ -70,4 +70,4 @@ struct kara_model {
     uint64_t repacked_bytes;  /* weights rewritten into a kernel layout at load */
 };
 
-#endif /* KARA_MODEL_H */
+#endif /* KR_MODEL_H */

@@ -67,23 +67,23 @@ bool kara_model_meta_str(const kara_model *m, const char *key, char *buf, size_t
 
 int32_t kara_token_bos(const kara_model *m) { return m->vocab.bos; }
 int32_t kara_token_eos(const kara_model *m) { return m->vocab.eos; }
-bool kara_token_is_eog(const kara_model *m, int32_t token) { return kara_vocab_is_eog(&m->vocab, token); }
+bool kara_token_is_eog(const kara_model *m, int32_t token) { return kr_vocab_is_eog(&m->vocab, token); }
 bool kara_vocab_add_bos(const kara_model *m) { return m->vocab.add_bos; }
-bool kara_model_has_tokenizer(const kara_model *m) { return m->vocab.kind != KARA_VOCAB_NONE; }
+bool kara_model_has_tokenizer(const kara_model *m) { return m->vocab.kind != KR_VOCAB_NONE; }
 
 kara_status kara_tokenize(const kara_model *m, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
                           bool add_special, bool parse_special, int32_t *n_tokens) {
     if (n_tokens) *n_tokens = 0;
     if (!m || !text || !n_tokens || max_tokens < 0 || (max_tokens > 0 && !tokens))
-        return kara_set_error(KARA_ERR_ARG, "kara_tokenize: a NULL argument or a negative max_tokens");
-    if (m->vocab.kind == KARA_VOCAB_NONE)
-        return kara_set_error(KARA_ERR_UNSUPPORTED, "this model has no tokenizer; pass token ids instead");
+        return kr_set_error(KARA_ERR_ARG, "kara_tokenize: a NULL argument or a negative max_tokens");
+    if (m->vocab.kind == KR_VOCAB_NONE)
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "this model has no tokenizer; pass token ids instead");
     size_t n = len < 0 ? strlen(text) : (size_t)len;
-    int32_t r = kara_vocab_tokenize(&m->vocab, text, n, tokens, max_tokens, add_special, parse_special);
-    if (r == INT32_MIN) return kara_set_error(KARA_ERR_NOMEM, "kara_tokenize: out of memory tokenizing %zu bytes", n);
+    int32_t r = kr_vocab_tokenize(&m->vocab, text, n, tokens, max_tokens, add_special, parse_special);
+    if (r == INT32_MIN) return kr_set_error(KARA_ERR_NOMEM, "kara_tokenize: out of memory tokenizing %zu bytes", n);
     *n_tokens = r < 0 ? -r : r;
     if (r < 0)
-        return kara_set_error(KARA_ERR_ARG, "kara_tokenize: room for %d tokens, the text needs %d", max_tokens, -r);
+        return kr_set_error(KARA_ERR_ARG, "kara_tokenize: room for %d tokens, the text needs %d", max_tokens, -r);
     return KARA_OK;
 }
 
@@ -91,13 +91,13 @@ kara_status kara_token_to_piece(const kara_model *m, int32_t token, char *buf, i
                                 int32_t *len) {
     if (len) *len = 0;
     if (!m || !len || size < 0 || (size > 0 && !buf))
-        return kara_set_error(KARA_ERR_ARG, "kara_token_to_piece: a NULL argument or a negative size");
+        return kr_set_error(KARA_ERR_ARG, "kara_token_to_piece: a NULL argument or a negative size");
     if (token < 0 || token >= m->vocab.n_tokens)
-        return kara_set_error(KARA_ERR_TOKEN, "token %d is outside the vocabulary of %d", token, m->vocab.n_tokens);
-    int32_t r = kara_vocab_token_to_piece(&m->vocab, token, buf, size, special);
+        return kr_set_error(KARA_ERR_TOKEN, "token %d is outside the vocabulary of %d", token, m->vocab.n_tokens);
+    int32_t r = kr_vocab_token_to_piece(&m->vocab, token, buf, size, special);
     *len = r < 0 ? -r : r;
     if (r < 0)
-        return kara_set_error(KARA_ERR_ARG, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size, token,
+        return kr_set_error(KARA_ERR_ARG, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size, token,
                               -r);
     return KARA_OK;
 }

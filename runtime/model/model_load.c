@@ -12,7 +12,7 @@
 
 typedef struct arch_desc {
     const char *name;
-    kara_arch arch;
+    kr_arch arch;
     bool rope_neox;
     bool qkv_bias;
     bool qk_norm;
@@ -21,9 +21,9 @@ typedef struct arch_desc {
 /* The RoPE style each architecture uses in GGUF: llama files carry Q/K rows
  * permuted for interleaved pairs; Qwen files keep HF's half-split (NeoX). */
 static const arch_desc archs[] = {
-    {"llama", KARA_ARCH_LLAMA, false, false, false},
-    {"qwen2", KARA_ARCH_QWEN2, true, true, false},
-    {"qwen3", KARA_ARCH_QWEN3, true, false, true},
+    {"llama", KR_ARCH_LLAMA, false, false, false},
+    {"qwen2", KR_ARCH_QWEN2, true, true, false},
+    {"qwen3", KR_ARCH_QWEN3, true, false, true},
 };
 
 typedef struct loader {
@@ -39,12 +39,12 @@ static kara_status get_u32(loader *ld, const char *suffix, int32_t *out, bool re
     if (!kara_gguf_get_u64(ld->m->gguf, key, &v)) {
         if (!kara_gguf_find(ld->m->gguf, key)) {
             if (!required) return KARA_OK;
-            return kara_set_error(KARA_ERR_FORMAT, "%s: required metadata key '%s' is missing", ld->path, key);
+            return kr_set_error(KARA_ERR_FORMAT, "%s: required metadata key '%s' is missing", ld->path, key);
         }
-        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' must be a non-negative integer", ld->path, key);
+        return kr_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' must be a non-negative integer", ld->path, key);
     }
     if (v == 0 || v > (1u << 30))
-        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' = %llu is out of range", ld->path, key,
+        return kr_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' = %llu is out of range", ld->path, key,
                               (unsigned long long)v);
     *out = (int32_t)v;
     return KARA_OK;
@@ -56,22 +56,22 @@ static kara_status get_f32(loader *ld, const char *suffix, float *out) {
     double v;
     if (!kara_gguf_find(ld->m->gguf, key)) return KARA_OK;
     if (!kara_gguf_get_f64(ld->m->gguf, key, &v) || !isfinite(v) || v <= 0)
-        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' must be a positive number", ld->path, key);
+        return kr_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' must be a positive number", ld->path, key);
     *out = (float)v;
     return KARA_OK;
 }
 
 static kara_status read_hparams(loader *ld) {
     kara_model *m = ld->m;
-    kara_hparams *hp = &m->hp;
+    kr_hparams *hp = &m->hp;
     kara_gguf_str arch;
     if (!kara_gguf_get_str(m->gguf, "general.architecture", &arch))
-        return kara_set_error(KARA_ERR_FORMAT, "%s: metadata key 'general.architecture' is missing", ld->path);
+        return kr_set_error(KARA_ERR_FORMAT, "%s: metadata key 'general.architecture' is missing", ld->path);
     const arch_desc *ad = NULL;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (kara_gguf_str_eq(arch, archs[i].name)) ad = &archs[i];
     if (!ad)
-        return kara_set_error(KARA_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (llama, qwen2, qwen3)",
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (llama, qwen2, qwen3)",
                               ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     snprintf(m->arch_name, sizeof m->arch_name, "%s", ad->name);
     hp->arch = ad->arch;
@@ -89,19 +89,19 @@ static kara_status read_hparams(loader *ld) {
     hp->n_head_kv = hp->n_head;
     if ((st = get_u32(ld, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
     if (hp->n_head % hp->n_head_kv != 0)
-        return kara_set_error(KARA_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d", ld->path,
+        return kr_set_error(KARA_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d", ld->path,
                               hp->n_head, hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((st = get_u32(ld, "attention.key_length", &hp->head_dim, false))) return st;
     hp->head_dim_v = hp->head_dim;
     if ((st = get_u32(ld, "attention.value_length", &hp->head_dim_v, false))) return st;
     if (hp->head_dim_v != hp->head_dim)
-        return kara_set_error(KARA_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d is not supported",
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d is not supported",
                               ld->path, hp->head_dim, hp->head_dim_v);
     hp->rope_dim = hp->head_dim;
     if ((st = get_u32(ld, "rope.dimension_count", &hp->rope_dim, false))) return st;
     if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
-        return kara_set_error(KARA_ERR_FORMAT, "%s: rope.dimension_count %d is invalid for head dim %d", ld->path,
+        return kr_set_error(KARA_ERR_FORMAT, "%s: rope.dimension_count %d is invalid for head dim %d", ld->path,
                               hp->rope_dim, hp->head_dim);
     hp->rope_freq_base = 10000.0f;
     if ((st = get_f32(ld, "rope.freq_base", &hp->rope_freq_base))) return st;
@@ -118,18 +118,18 @@ static kara_status find_tensor(loader *ld, const char *name, int64_t ne0, int64_
     const kara_gguf_tensor *t = kara_gguf_find_tensor(ld->m->gguf, name);
     if (!t) {
         if (!required) return KARA_OK;
-        return kara_set_error(KARA_ERR_FORMAT, "%s: tensor '%s' is missing", ld->path, name);
+        return kr_set_error(KARA_ERR_FORMAT, "%s: tensor '%s' is missing", ld->path, name);
     }
-    const kara_type_info *ti = kara_type_get(t->type);
+    const kr_type_info *ti = kr_type_get(t->type);
     if (!ti->supported)
-        return kara_set_error(KARA_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which Kara does not support",
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which Kara does not support",
                               ld->path, name, ti->name);
     uint32_t want_dims = ne1 ? 2 : 1;
     bool ok = t->ne[0] == ne0 && (ne1 ? t->ne[1] == ne1 : true) && t->ne[2] == 1 && t->ne[3] == 1 &&
               (t->n_dims == want_dims || (t->n_dims > want_dims && t->ne[want_dims] == 1));
     if (!ne1) ok = ok && t->ne[1] == 1;
     if (!ok)
-        return kara_set_error(KARA_ERR_FORMAT,
+        return kr_set_error(KARA_ERR_FORMAT,
                               "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", ld->path,
                               name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                               (long long)t->ne[3], (long long)ne0, (long long)(ne1 ? ne1 : 1));
@@ -138,15 +138,15 @@ static kara_status find_tensor(loader *ld, const char *name, int64_t ne0, int64_
 }
 
 static kara_status load_matrix(loader *ld, const char *name, int64_t n_cols, int64_t n_rows, bool required,
-                               kara_weight *w) {
+                               kr_weight *w) {
     const kara_gguf_tensor *t;
     kara_status st = find_tensor(ld, name, n_cols, n_rows, required, &t);
     if (st || !t) return st;
     w->data = t->data;
-    w->type = (kara_type)t->type;
+    w->type = (kr_type)t->type;
     w->n_cols = n_cols;
     w->n_rows = n_rows;
-    w->row_bytes = kara_type_row_size(w->type, n_cols);
+    w->row_bytes = kr_type_row_size(w->type, n_cols);
     ld->m->n_params += (uint64_t)(n_cols * n_rows);
     ld->m->weight_bytes += t->nbytes;
     return KARA_OK;
@@ -161,7 +161,7 @@ static kara_status load_vector(loader *ld, const char *name, int64_t n, bool req
     if (st || !t) return st;
     float *dst = ld->store;
     ld->store += n;
-    kara_dequantize_row((kara_type)t->type, t->data, dst, n);
+    kr_dequantize_row((kr_type)t->type, t->data, dst, n);
     ld->m->n_params += (uint64_t)n;
     ld->m->weight_bytes += t->nbytes;
     *out = dst;
@@ -170,19 +170,19 @@ static kara_status load_vector(loader *ld, const char *name, int64_t n, bool req
 
 static kara_status load_weights(loader *ld) {
     kara_model *m = ld->m;
-    const kara_hparams *hp = &m->hp;
+    const kr_hparams *hp = &m->hp;
     const kara_gguf_tensor *emb = kara_gguf_find_tensor(m->gguf, "token_embd.weight");
-    if (!emb) return kara_set_error(KARA_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing", ld->path);
+    if (!emb) return kr_set_error(KARA_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing", ld->path);
     if (emb->ne[1] < 1 || emb->ne[1] > (1 << 24))
-        return kara_set_error(KARA_ERR_FORMAT, "%s: token_embd.weight has %lld rows", ld->path, (long long)emb->ne[1]);
+        return kr_set_error(KARA_ERR_FORMAT, "%s: token_embd.weight has %lld rows", ld->path, (long long)emb->ne[1]);
     m->hp.n_vocab = (int32_t)emb->ne[1];
     int64_t e = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
 
     size_t floats = (size_t)e * (1 + 2 * (size_t)hp->n_layer) + (size_t)hp->n_layer * (size_t)(qd + 2 * kvd) +
                     (size_t)hp->n_layer * 2 * (size_t)hp->head_dim;
     m->f32_store = malloc(floats * sizeof(float));
-    m->layers = calloc((size_t)hp->n_layer, sizeof(kara_layer));
-    if (!m->f32_store || !m->layers) return kara_set_error(KARA_ERR_NOMEM, "out of memory loading %s", ld->path);
+    m->layers = calloc((size_t)hp->n_layer, sizeof(kr_layer));
+    if (!m->f32_store || !m->layers) return kr_set_error(KARA_ERR_NOMEM, "out of memory loading %s", ld->path);
     ld->store = m->f32_store;
 
     kara_status st;
@@ -192,7 +192,7 @@ static kara_status load_weights(loader *ld) {
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
 
     for (int il = 0; il < hp->n_layer; il++) {
-        kara_layer *L = &m->layers[il];
+        kr_layer *L = &m->layers[il];
         char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
         if ((st = load_vector(ld, NAME("attn_norm.weight"), e, true, &L->attn_norm))) return st;
@@ -220,43 +220,43 @@ static kara_status load_weights(loader *ld) {
 
 /* The matrices of layer il (il == n_layer: the output matrix, which may be
  * the token embeddings). Returns how many. */
-static int layer_matrices(kara_model *m, int il, kara_weight **ws) {
+static int layer_matrices(kara_model *m, int il, kr_weight **ws) {
     if (il == m->hp.n_layer) {
         ws[0] = &m->output;
         return 1;
     }
-    kara_layer *L = &m->layers[il];
-    kara_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    kr_layer *L = &m->layers[il];
+    kr_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     memcpy(ws, lw, sizeof lw);
     return 7;
 }
 
 /* Rewrite the matrices whose type the kernel table reads faster in another
- * layout (kara_kernels.repack), in place: the file image is writable only
+ * layout (kr_kernels.repack), in place: the file image is writable only
  * for this step. An output matrix tied to the token embeddings is rewritten
- * too (the lookup reads rows through kara_dequantize_matrix_row); untied
+ * too (the lookup reads rows through kr_dequantize_matrix_row); untied
  * token embeddings are only looked up and keep the file's layout, as does a
  * matrix whose shape the layout cannot take. */
 static void repack_weights(kara_model *m) {
-    const kara_kernels *k = kara_kernels_get();
-    if (!kara_gguf_set_writable(m->gguf, true)) return;
+    const kr_kernels *k = kr_kernels_get();
+    if (!kr_gguf_set_writable(m->gguf, true)) return;
     for (int il = 0; il <= m->hp.n_layer; il++) {
-        kara_weight *ws[7];
+        kr_weight *ws[7];
         const int n = layer_matrices(m, il, ws);
         for (int i = 0; i < n; i++) {
-            kara_weight *w = ws[i];
-            const kara_type to = k->repack[w->type];
-            if (to && kara_repack_matrix(&w->type, to, (void *)w->data, w->n_rows, w->n_cols))
+            kr_weight *w = ws[i];
+            const kr_type to = k->repack[w->type];
+            if (to && kr_repack_matrix(&w->type, to, (void *)w->data, w->n_rows, w->n_cols))
                 m->repacked_bytes += w->row_bytes * (uint64_t)w->n_rows;
             if (w == &m->output && m->output.data == m->tok_embd.data) m->tok_embd.type = m->output.type;
         }
     }
-    (void)kara_gguf_set_writable(m->gguf, false);
+    (void)kr_gguf_set_writable(m->gguf, false);
 }
 
 static const char *file_type_name(const kara_model *m) {
     /* name the model by its dominant weight type, like "Q4_K" */
-    return kara_type_get(m->layers ? m->layers[0].w_gate.type : m->tok_embd.type)->name;
+    return kr_type_get(m->layers ? m->layers[0].w_gate.type : m->tok_embd.type)->name;
 }
 
 void kara_model_params_init(kara_model_params *p) {
@@ -269,12 +269,12 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
         kara_model_params_init(&defaults);
         params = &defaults;
     }
-    if (!out) return kara_set_error(KARA_ERR_ARG, "kara_model_load: out is NULL");
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_model_load: out is NULL");
     *out = NULL;
-    if (!path) return kara_set_error(KARA_ERR_ARG, "kara_model_load: path is NULL");
+    if (!path) return kr_set_error(KARA_ERR_ARG, "kara_model_load: path is NULL");
     kara_model *m = calloc(1, sizeof *m);
-    if (!m) return kara_set_error(KARA_ERR_NOMEM, "out of memory loading %s", path);
-    kara_status st = kara_gguf_open_mode(path, !params->use_mmap && !params->vocab_only, &m->gguf);
+    if (!m) return kr_set_error(KARA_ERR_NOMEM, "out of memory loading %s", path);
+    kara_status st = kr_gguf_open_mode(path, !params->use_mmap && !params->vocab_only, &m->gguf);
     if (st) {
         free(m);
         return st;
@@ -290,17 +290,17 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
             snprintf(m->arch_name, sizeof m->arch_name, "%.*s", (int)(arch.len > 15 ? 15 : arch.len), arch.ptr);
     }
     if (!st) {
-        st = kara_vocab_load(&m->vocab, m->gguf);
-        if (st) kara_error_prefix(st, "%s", path);
+        st = kr_vocab_load(&m->vocab, m->gguf);
+        if (st) kr_error_prefix(st, "%s", path);
     }
     m->vocab_only = params->vocab_only;
     if (!st && !params->vocab_only) st = load_weights(&ld);
-    if (!st && !params->vocab_only && m->vocab.kind != KARA_VOCAB_NONE && m->vocab.n_tokens != m->hp.n_vocab)
-        st = kara_set_error(KARA_ERR_FORMAT, "%s: vocabulary has %d tokens but token_embd.weight has %d rows", path,
+    if (!st && !params->vocab_only && m->vocab.kind != KR_VOCAB_NONE && m->vocab.n_tokens != m->hp.n_vocab)
+        st = kr_set_error(KARA_ERR_FORMAT, "%s: vocabulary has %d tokens but token_embd.weight has %d rows", path,
                             m->vocab.n_tokens, m->hp.n_vocab);
     if (!st && params->vocab_only) m->hp.n_vocab = m->vocab.n_tokens;
     if (!st && params->progress && !params->progress(1.0f, params->progress_user))
-        st = kara_set_error(KARA_ERR_ABORTED, "%s: load cancelled by the progress callback", path);
+        st = kr_set_error(KARA_ERR_ABORTED, "%s: load cancelled by the progress callback", path);
     if (st) {
         kara_model_free(m);
         return st;
@@ -317,7 +317,7 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
 
 void kara_model_free(kara_model *m) {
     if (!m) return;
-    kara_vocab_free(&m->vocab);
+    kr_vocab_free(&m->vocab);
     kara_gguf_close(m->gguf);
     free(m->f32_store);
     free(m->layers);

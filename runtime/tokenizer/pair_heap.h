@@ -1,15 +1,15 @@
 /* pair_heap.h - a binary heap over a caller's array, generated for one
  * element type and one order. Both tokenizers merge the best adjacent pair
  * first (BPE by merge rank, SPM by score) and queue candidate pairs here. */
-#ifndef KARA_PAIR_HEAP_H
-#define KARA_PAIR_HEAP_H
+#ifndef KR_PAIR_HEAP_H
+#define KR_PAIR_HEAP_H
 
 #include <stddef.h>
 
 /* Defines `static void NAME_push(T *h, size_t *n, T item)` and
  * `static T NAME_pop(T *h, size_t *n)` (n > 0), where before(&a, &b) is true
  * when a must come out first. */
-#define KARA_DEFINE_PAIR_HEAP(NAME, T, before)                                                                         \
+#define KR_DEFINE_PAIR_HEAP(NAME, T, before)                                                                         \
     static void NAME##_push(T *h, size_t *n, T item) {                                                               \
         size_t i = (*n)++;                                                                                           \
         while (i > 0) {                                                                                              \
@@ -36,4 +36,4 @@
         return top;                                                                                                  \
     }
 
-#endif /* KARA_PAIR_HEAP_H */
+#endif /* KR_PAIR_HEAP_H */

@@ -21,11 +21,11 @@
 
 #include "unicode.h"
 
-#define WS KARA_UCLASS_WHITESPACE
-#define LETTER KARA_UCLASS_LETTER
-#define NUMBER KARA_UCLASS_NUMBER
-#define MARK KARA_UCLASS_MARK
-#define PUNCT KARA_UCLASS_PUNCT
+#define WS KR_UCLASS_WHITESPACE
+#define LETTER KR_UCLASS_LETTER
+#define NUMBER KR_UCLASS_NUMBER
+#define MARK KR_UCLASS_MARK
+#define PUNCT KR_UCLASS_PUNCT
 
 /* The segment a pass is working on. */
 typedef struct seg {
@@ -302,12 +302,12 @@ typedef struct rule {
 } rule;
 
 static const rule rules[] = {
-    [KARA_PRETOK_DEFAULT] = {"default", 4, {m_default_punct, m_gpt2, m_numbers, m_three_digits}},
-    [KARA_PRETOK_GPT2] = {"gpt-2", 1, {m_gpt2}},
-    [KARA_PRETOK_LLAMA3] = {"llama3", 1, {m_llama3}},
-    [KARA_PRETOK_QWEN2] = {"qwen2", 1, {m_qwen2}},
-    [KARA_PRETOK_QWEN35] = {"qwen35", 1, {m_qwen35}},
-    [KARA_PRETOK_DEEPSEEK_LLM] = {"deepseek-llm", 6,
+    [KR_PRETOK_DEFAULT] = {"default", 4, {m_default_punct, m_gpt2, m_numbers, m_three_digits}},
+    [KR_PRETOK_GPT2] = {"gpt-2", 1, {m_gpt2}},
+    [KR_PRETOK_LLAMA3] = {"llama3", 1, {m_llama3}},
+    [KR_PRETOK_QWEN2] = {"qwen2", 1, {m_qwen2}},
+    [KR_PRETOK_QWEN35] = {"qwen35", 1, {m_qwen35}},
+    [KR_PRETOK_DEEPSEEK_LLM] = {"deepseek-llm", 6,
                                   {m_newline, m_deepseek_letters, m_deepseek_punct, m_space_at_end, m_cjk,
                                    m_numbers}},
     [KARA_PRETOK_DEEPSEEK_CODER] = {"deepseek-coder", 5,
@@ -339,7 +339,7 @@ static size_t split_pass(matcher match, const uint32_t *cpt, const uint8_t *cls,
     return n_out;
 }
 
-size_t kara_pretokenize(kara_pretok kind, const uint32_t *cpts, const uint8_t *cls, size_t n, uint32_t *ends,
+size_t kr_pretokenize(kr_pretok kind, const uint32_t *cpts, const uint8_t *cls, size_t n, uint32_t *ends,
                         uint32_t *tmp) {
     if (n == 0) return 0;
     const rule *r = &rules[kind];
@@ -359,33 +359,33 @@ size_t kara_pretokenize(kara_pretok kind, const uint32_t *cpts, const uint8_t *c
  * them. */
 typedef struct pre_name {
     const char *name;
-    kara_pretok kind;
+    kr_pretok kind;
     bool ignore_merges;
     bool add_bos;
 } pre_name;
 
 static const pre_name pre_names[] = {
-    {"default", KARA_PRETOK_DEFAULT, false, false},
-    {"gpt-2", KARA_PRETOK_GPT2, false, false},
-    {"phi-2", KARA_PRETOK_GPT2, false, false},
-    {"mpt", KARA_PRETOK_GPT2, false, false},
-    {"olmo", KARA_PRETOK_GPT2, false, false},
-    {"jais", KARA_PRETOK_GPT2, false, false},
-    {"llama3", KARA_PRETOK_LLAMA3, true, true},
-    {"llama-v3", KARA_PRETOK_LLAMA3, true, true},
-    {"llama-bpe", KARA_PRETOK_LLAMA3, true, true},
-    {"falcon3", KARA_PRETOK_LLAMA3, true, true},
-    {"dbrx", KARA_PRETOK_LLAMA3, false, false},
-    {"smaug-bpe", KARA_PRETOK_LLAMA3, false, false},
-    {"qwen2", KARA_PRETOK_QWEN2, false, false},
-    {"deepseek-r1-qwen", KARA_PRETOK_QWEN2, false, false},
-    {"stablelm2", KARA_PRETOK_QWEN2, false, false},
-    {"qwen35", KARA_PRETOK_QWEN35, false, false},
-    {"deepseek-llm", KARA_PRETOK_DEEPSEEK_LLM, false, false},
+    {"default", KR_PRETOK_DEFAULT, false, false},
+    {"gpt-2", KR_PRETOK_GPT2, false, false},
+    {"phi-2", KR_PRETOK_GPT2, false, false},
+    {"mpt", KR_PRETOK_GPT2, false, false},
+    {"olmo", KR_PRETOK_GPT2, false, false},
+    {"jais", KR_PRETOK_GPT2, false, false},
+    {"llama3", KR_PRETOK_LLAMA3, true, true},
+    {"llama-v3", KR_PRETOK_LLAMA3, true, true},
+    {"llama-bpe", KR_PRETOK_LLAMA3, true, true},
+    {"falcon3", KR_PRETOK_LLAMA3, true, true},
+    {"dbrx", KR_PRETOK_LLAMA3, false, false},
+    {"smaug-bpe", KR_PRETOK_LLAMA3, false, false},
+    {"qwen2", KR_PRETOK_QWEN2, false, false},
+    {"deepseek-r1-qwen", KR_PRETOK_QWEN2, false, false},
+    {"stablelm2", KR_PRETOK_QWEN2, false, false},
+    {"qwen35", KR_PRETOK_QWEN35, false, false},
+    {"deepseek-llm", KR_PRETOK_DEEPSEEK_LLM, false, false},
     {"deepseek-coder", KARA_PRETOK_DEEPSEEK_CODER, false, false},
 };
 
-bool kara_pretok_lookup(const char *name, size_t len, kara_pretok_info *out) {
+bool kr_pretok_lookup(const char *name, size_t len, kr_pretok_info *out) {
     for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++) {
         const pre_name *p = &pre_names[i];
         if (strlen(p->name) == len && memcmp(p->name, name, len) == 0) {
@@ -398,6 +398,6 @@ bool kara_pretok_lookup(const char *name, size_t len, kara_pretok_info *out) {
     return false;
 }
 
-const char *kara_pretok_name(kara_pretok kind) {
+const char *kr_pretok_name(kr_pretok kind) {
     return rules[kind].name;
 }

@@ -8,40 +8,40 @@
  * regexes split, including the order of alternatives, greedy backtracking
  * and the pieces left between matches.
  */
-#ifndef KARA_PRETOKENIZE_H
-#define KARA_PRETOKENIZE_H
+#ifndef KR_PRETOKENIZE_H
+#define KR_PRETOKENIZE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum kara_pretok {
-    KARA_PRETOK_DEFAULT = 0,    /* "default" or no tokenizer.ggml.pre */
-    KARA_PRETOK_GPT2,           /* gpt-2 and friends */
-    KARA_PRETOK_LLAMA3,         /* llama-bpe (Llama 3, R1-Distill-Llama) */
-    KARA_PRETOK_QWEN2,          /* qwen2 (Qwen2, Qwen3), deepseek-r1-qwen */
-    KARA_PRETOK_QWEN35,         /* qwen35: qwen2 with combining marks kept in words */
-    KARA_PRETOK_DEEPSEEK_LLM,   /* deepseek-llm */
+typedef enum kr_pretok {
+    KR_PRETOK_DEFAULT = 0,    /* "default" or no tokenizer.ggml.pre */
+    KR_PRETOK_GPT2,           /* gpt-2 and friends */
+    KR_PRETOK_LLAMA3,         /* llama-bpe (Llama 3, R1-Distill-Llama) */
+    KR_PRETOK_QWEN2,          /* qwen2 (Qwen2, Qwen3), deepseek-r1-qwen */
+    KR_PRETOK_QWEN35,         /* qwen35: qwen2 with combining marks kept in words */
+    KR_PRETOK_DEEPSEEK_LLM,   /* deepseek-llm */
     KARA_PRETOK_DEEPSEEK_CODER  /* deepseek-coder */
-} kara_pretok;
+} kr_pretok;
 
 /* What a tokenizer.ggml.pre name selects, with the vocabulary defaults that
  * llama.cpp ties to it. */
-typedef struct kara_pretok_info {
-    kara_pretok kind;
+typedef struct kr_pretok_info {
+    kr_pretok kind;
     bool ignore_merges;   /* a word that is itself a token is taken whole */
     bool add_bos;         /* default of tokenizer.ggml.add_bos_token */
-} kara_pretok_info;
+} kr_pretok_info;
 
 /* Look up a pre-tokenizer name (len bytes, not NUL-terminated). False when
  * the name is unknown. */
-bool kara_pretok_lookup(const char *name, size_t len, kara_pretok_info *out);
-const char *kara_pretok_name(kara_pretok kind);
+bool kr_pretok_lookup(const char *name, size_t len, kr_pretok_info *out);
+const char *kr_pretok_name(kr_pretok kind);
 
-/* Split cpts[0..n) into words. cls[i] holds kara_unicode_class(cpts[i]).
+/* Split cpts[0..n) into words. cls[i] holds kr_unicode_class(cpts[i]).
  * Word i spans [ends[i-1], ends[i]) (ends[-1] = 0). ends and tmp must each
  * hold n entries. Returns the number of words (0 when n is 0). */
-size_t kara_pretokenize(kara_pretok kind, const uint32_t *cpts, const uint8_t *cls, size_t n, uint32_t *ends,
+size_t kr_pretokenize(kr_pretok kind, const uint32_t *cpts, const uint8_t *cls, size_t n, uint32_t *ends,
                         uint32_t *tmp);
 
-#endif /* KARA_PRETOKENIZE_H */
+#endif /* KR_PRETOKENIZE_H */

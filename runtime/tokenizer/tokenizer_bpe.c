@@ -25,14 +25,14 @@
 
 /* Printable bytes stand for themselves; the 68 others (controls, space, DEL,
  * 0x80-0xA0, soft hyphen) map in byte order to U+0100..U+0143. */
-uint32_t kara_bpe_byte_to_cpt(uint8_t b) {
+uint32_t kr_bpe_byte_to_cpt(uint8_t b) {
     if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return b;
     if (b <= 0x20) return 0x100u + b;
     if (b <= 0xA0) return 0x100u + 33 + (b - 0x7Fu);
     return 0x100u + 67; /* 0xAD */
 }
 
-int kara_bpe_cpt_to_byte(uint32_t c) {
+int kr_bpe_cpt_to_byte(uint32_t c) {
     if ((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF)) return (int)c;
     if (c >= 0x100 && c <= 0x120) return (int)(c - 0x100);
     if (c >= 0x121 && c <= 0x142) return (int)(c - 0x121 + 0x7F);
@@ -54,7 +54,7 @@ static uint32_t pair_slot(uint64_t key, uint32_t mask) {
 }
 
 /* Rank and result of merging symbols (left, right); false when no merge. */
-static bool find_merge(const kara_vocab_impl *im, uint32_t left, uint32_t right, uint32_t *rank, uint32_t *result) {
+static bool find_merge(const kr_vocab_impl *im, uint32_t left, uint32_t right, uint32_t *rank, uint32_t *result) {
     if (!im->merge_keys) return false;
     uint64_t key = pair_key(left, right);
     for (uint32_t i = pair_slot(key, im->merge_mask);; i = (i + 1) & im->merge_mask) {
@@ -67,15 +67,15 @@ static bool find_merge(const kara_vocab_impl *im, uint32_t left, uint32_t right,
     }
 }
 
-static int32_t find_or_add(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
-    int32_t id = kara_vocab_sym_find2(im, a, alen, b, blen);
-    return id >= 0 ? id : kara_vocab_sym_add(im, a, alen, b, blen);
+static int32_t find_or_add(kr_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
+    int32_t id = kr_vocab_sym_find2(im, a, alen, b, blen);
+    return id >= 0 ? id : kr_vocab_sym_add(im, a, alen, b, blen);
 }
 
-kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges) {
-    kara_vocab_impl *im = v->impl;
+kara_status kr_bpe_build(kr_vocab *v, const kara_gguf_array *merges) {
+    kr_vocab_impl *im = v->impl;
     if (merges->n > UINT32_MAX / 4)
-        return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.merges: %llu merges is too many",
+        return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.merges: %llu merges is too many",
                               (unsigned long long)merges->n);
     uint32_t n = (uint32_t)merges->n;
     uint64_t cap = 16;
@@ -108,15 +108,15 @@ kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges) {
 
     for (int b = 0; b < 256; b++) {
         uint8_t enc[4];
-        size_t k = kara_utf8_encode(kara_bpe_byte_to_cpt((uint8_t)b), enc);
-        int32_t id = kara_vocab_sym_find(im, (const char *)enc, k);
+        size_t k = kr_utf8_encode(kr_bpe_byte_to_cpt((uint8_t)b), enc);
+        int32_t id = kr_vocab_sym_find(im, (const char *)enc, k);
         im->byte_sym[b] = id;
         im->byte_token[b] = id < v->n_tokens ? id : -1;
     }
     return KARA_OK;
 
 nomem:
-    return kara_set_error(KARA_ERR_NOMEM, "out of memory for tokenizer.ggml.merges");
+    return kr_set_error(KARA_ERR_NOMEM, "out of memory for tokenizer.ggml.merges");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -142,9 +142,9 @@ static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
     return a->left < b->left;
 }
 
-KARA_DEFINE_PAIR_HEAP(heap, bpe_pair, pair_before)
+KR_DEFINE_PAIR_HEAP(heap, bpe_pair, pair_before)
 
-static void try_pair(const kara_vocab_impl *im, bpe_sym *sym, bpe_pair *heap, size_t *n_heap, int32_t left,
+static void try_pair(const kr_vocab_impl *im, bpe_sym *sym, bpe_pair *heap, size_t *n_heap, int32_t left,
                      int32_t right) {
     if (left < 0 || right < 0 || sym[left].id < 0 || sym[right].id < 0) return;
     uint32_t rank, result;
@@ -153,21 +153,21 @@ static void try_pair(const kara_vocab_impl *im, bpe_sym *sym, bpe_pair *heap, si
 }
 
 /* Tokens of one word given as raw bytes. */
-static kara_status bpe_word(const kara_vocab *v, kara_tok_work *w, const uint8_t *word, size_t n, kara_tok_out *out) {
-    const kara_vocab_impl *im = v->impl;
+static kara_status bpe_word(const kr_vocab *v, kr_tok_work *w, const uint8_t *word, size_t n, kr_tok_out *out) {
+    const kr_vocab_impl *im = v->impl;
     if (im->pre.ignore_merges) {
         /* a word that is itself a token is taken whole (Llama 3) */
-        if (!kara_work_reserve((void **)&w->text2, &w->cap_text2, 2 * n, 1)) return KARA_ERR_NOMEM;
+        if (!kr_work_reserve((void **)&w->text2, &w->cap_text2, 2 * n, 1)) return KARA_ERR_NOMEM;
         size_t k = 0;
-        for (size_t i = 0; i < n; i++) k += kara_utf8_encode(kara_bpe_byte_to_cpt(word[i]), (uint8_t *)w->text2 + k);
-        int32_t id = kara_vocab_sym_find(im, w->text2, k);
+        for (size_t i = 0; i < n; i++) k += kr_utf8_encode(kr_bpe_byte_to_cpt(word[i]), (uint8_t *)w->text2 + k);
+        int32_t id = kr_vocab_sym_find(im, w->text2, k);
         if (id >= 0 && id < v->n_tokens) {
-            kara_tok_emit(out, id);
+            kr_tok_emit(out, id);
             return KARA_OK;
         }
     }
-    if (!kara_work_reserve(&w->syms, &w->cap_syms, n, sizeof(bpe_sym)) ||
-        !kara_work_reserve(&w->heap, &w->cap_heap, 3 * n + 1, sizeof(bpe_pair)))
+    if (!kr_work_reserve(&w->syms, &w->cap_syms, n, sizeof(bpe_sym)) ||
+        !kr_work_reserve(&w->heap, &w->cap_heap, 3 * n + 1, sizeof(bpe_pair)))
         return KARA_ERR_NOMEM;
     bpe_sym *sym = w->syms;
     bpe_pair *heap = w->heap;
@@ -191,19 +191,19 @@ static kara_status bpe_word(const kara_vocab *v, kara_tok_work *w, const uint8_t
 
     for (int32_t i = 0; i != -1; i = sym[i].next) {
         if (sym[i].id >= 0 && sym[i].id < v->n_tokens) {
-            kara_tok_emit(out, sym[i].id);
+            kr_tok_emit(out, sym[i].id);
             continue;
         }
         /* a string that is not a token: its bytes one by one */
         for (uint32_t j = 0; j < sym[i].len; j++) {
             int32_t t = im->byte_token[word[sym[i].start + j]];
-            if (t >= 0) kara_tok_emit(out, t);
+            if (t >= 0) kr_tok_emit(out, t);
         }
     }
     return KARA_OK;
 }
 
-kara_status kara_bpe_tokenize(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out) {
+kara_status kr_bpe_tokenize(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, kr_tok_out *out) {
     if (!len) return KARA_OK;
     if (len > (size_t)INT32_MAX / 4) return KARA_ERR_ARG;
     if (len > w->cap_cpts) {
@@ -223,22 +223,22 @@ kara_status kara_bpe_tokenize(const kara_vocab *v, kara_tok_work *w, const char 
     size_t n = 0;
     for (size_t i = 0; i < len;) {
         size_t k;
-        uint32_t c = kara_utf8_decode(p + i, len - i, &k);
+        uint32_t c = kr_utf8_decode(p + i, len - i, &k);
         w->cpts[n] = c;
-        w->cls[n] = kara_unicode_class(c);
+        w->cls[n] = kr_unicode_class(c);
         n++;
         i += k;
     }
-    size_t n_words = kara_pretokenize(v->impl->pre.kind, w->cpts, w->cls, n, w->ends, w->tmp);
+    size_t n_words = kr_pretokenize(v->impl->pre.kind, w->cpts, w->cls, n, w->ends, w->tmp);
 
     size_t start = 0;
     for (size_t wi = 0; wi < n_words; wi++) {
         size_t end = w->ends[wi];
         /* the word's bytes, re-encoded from code points (malformed input
          * became U+FFFD, as in llama.cpp) */
-        if (!kara_work_reserve((void **)&w->text, &w->cap_text, 4 * (end - start), 1)) return KARA_ERR_NOMEM;
+        if (!kr_work_reserve((void **)&w->text, &w->cap_text, 4 * (end - start), 1)) return KARA_ERR_NOMEM;
         size_t nb = 0;
-        for (size_t i = start; i < end; i++) nb += kara_utf8_encode(w->cpts[i], (uint8_t *)w->text + nb);
+        for (size_t i = start; i < end; i++) nb += kr_utf8_encode(w->cpts[i], (uint8_t *)w->text + nb);
         kara_status st = bpe_word(v, w, (const uint8_t *)w->text, nb, out);
         if (st) return st;
         start = end;

@@ -30,10 +30,10 @@ static bool pair_before(const spm_pair *a, const spm_pair *b) {
     return a->left < b->left;
 }
 
-KARA_DEFINE_PAIR_HEAP(heap, spm_pair, pair_before)
+KR_DEFINE_PAIR_HEAP(heap, spm_pair, pair_before)
 
 typedef struct spm_state {
-    const kara_vocab *v;
+    const kr_vocab *v;
     const char *text;
     spm_sym *sym;
     spm_pair *heap;
@@ -45,7 +45,7 @@ static void try_pair(spm_state *s, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const spm_sym *l = &s->sym[left], *r = &s->sym[right];
     uint32_t size = l->len + r->len;
-    int32_t id = kara_vocab_sym_find(s->v->impl, s->text + l->start, size);
+    int32_t id = kr_vocab_sym_find(s->v->impl, s->text + l->start, size);
     if (id < 0 || id >= s->v->n_tokens) return;
     float score = s->v->impl->scores ? s->v->impl->scores[id] : 0.0f;
     heap_push(s->heap, &s->n_heap, (spm_pair){score, left, right, size});
@@ -62,11 +62,11 @@ static bool esc_space_at(const char *s, size_t len, size_t i) {
  * that follows another character is such a point, and each word can be
  * merged on its own with the same result: a much smaller queue, which keeps
  * long texts fast. */
-void kara_spm_prepare(kara_vocab *v) {
-    kara_vocab_impl *im = v->impl;
+void kr_spm_prepare(kr_vocab *v) {
+    kr_vocab_impl *im = v->impl;
     im->spm_word_split = true;
     for (int32_t id = 0; id < v->n_tokens && im->spm_word_split; id++) {
-        const kara_strref *s = &im->strs[id];
+        const kr_strref *s = &im->strs[id];
         for (size_t i = 1; i + 3 <= s->len; i++) {
             if (esc_space_at(s->ptr, s->len, i) && !(i >= 3 && esc_space_at(s->ptr, s->len, i - 3))) {
                 im->spm_word_split = false;
@@ -76,9 +76,9 @@ void kara_spm_prepare(kara_vocab *v) {
     }
 }
 
-static kara_status spm_merge(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out);
+static kara_status spm_merge(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, kr_tok_out *out);
 
-kara_status kara_spm_tokenize(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out) {
+kara_status kr_spm_tokenize(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, kr_tok_out *out) {
     if (!len) return KARA_OK;
     if (len > (size_t)INT32_MAX / 4) return KARA_ERR_ARG;
     if (!v->impl->spm_word_split) return spm_merge(v, w, text, len, out);
@@ -94,19 +94,19 @@ kara_status kara_spm_tokenize(const kara_vocab *v, kara_tok_work *w, const char 
 }
 
 /* The merge loop over one piece of text. */
-static kara_status spm_merge(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out) {
-    const kara_vocab_impl *im = v->impl;
+static kara_status spm_merge(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, kr_tok_out *out) {
+    const kr_vocab_impl *im = v->impl;
 
     size_t n = 0;
-    for (size_t i = 0; i < len; i += kara_utf8_seq_len((uint8_t)text[i])) n++;
-    if (!kara_work_reserve(&w->syms, &w->cap_syms, n, sizeof(spm_sym)) ||
-        !kara_work_reserve(&w->heap, &w->cap_heap, 3 * n + 1, sizeof(spm_pair)))
+    for (size_t i = 0; i < len; i += kr_utf8_seq_len((uint8_t)text[i])) n++;
+    if (!kr_work_reserve(&w->syms, &w->cap_syms, n, sizeof(spm_sym)) ||
+        !kr_work_reserve(&w->heap, &w->cap_heap, 3 * n + 1, sizeof(spm_pair)))
         return KARA_ERR_NOMEM;
 
     spm_state s = {v, text, w->syms, w->heap, 0};
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t k = kara_utf8_seq_len((uint8_t)text[off]);
+        size_t k = kr_utf8_seq_len((uint8_t)text[off]);
         if (k > len - off) k = len - off;
         s.sym[i] = (spm_sym){(int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1, (uint32_t)off, (uint32_t)k};
         off += k;
@@ -127,16 +127,16 @@ static kara_status spm_merge(const kara_vocab *v, kara_tok_work *w, const char *
 
     for (int32_t i = 0; i != -1; i = s.sym[i].next) {
         const spm_sym *sy = &s.sym[i];
-        int32_t id = kara_vocab_sym_find(im, text + sy->start, sy->len);
+        int32_t id = kr_vocab_sym_find(im, text + sy->start, sy->len);
         if (id >= 0 && id < v->n_tokens) {
-            kara_tok_emit(out, id);
+            kr_tok_emit(out, id);
             continue;
         }
         /* not a token: byte fallback, unk where the vocabulary lacks a byte */
         for (uint32_t j = 0; j < sy->len; j++) {
             int32_t b = im->byte_token[(uint8_t)text[sy->start + j]];
             if (b < 0) b = v->unk;
-            if (b >= 0) kara_tok_emit(out, b);
+            if (b >= 0) kr_tok_emit(out, b);
         }
     }
     return KARA_OK;

@@ -20,37 +20,37 @@
 
 static uint8_t props_of(uint32_t cpt) {
     if (cpt >= 0x110000u) return 0;
-    unsigned shift = kara_unicode_block_shift;
-    uint32_t block = kara_unicode_stage1[cpt >> shift];
-    return kara_unicode_stage2[(block << shift) | (cpt & ((1u << shift) - 1))];
+    unsigned shift = kr_unicode_block_shift;
+    uint32_t block = kr_unicode_stage1[cpt >> shift];
+    return kr_unicode_stage2[(block << shift) | (cpt & ((1u << shift) - 1))];
 }
 
-kara_ucat kara_unicode_category(uint32_t cpt) {
-    return (kara_ucat)(props_of(cpt) & PROP_CATEGORY_MASK);
+kr_ucat kr_unicode_category(uint32_t cpt) {
+    return (kr_ucat)(props_of(cpt) & PROP_CATEGORY_MASK);
 }
 
 /* The regex class each general category belongs to. */
-static const uint8_t category_class[KARA_UCAT_COUNT] = {
-    [KARA_UCAT_Cn] = KARA_UCLASS_OTHER,
-    [KARA_UCAT_Lu] = KARA_UCLASS_LETTER, [KARA_UCAT_Ll] = KARA_UCLASS_LETTER, [KARA_UCAT_Lt] = KARA_UCLASS_LETTER,
-    [KARA_UCAT_Lm] = KARA_UCLASS_LETTER, [KARA_UCAT_Lo] = KARA_UCLASS_LETTER,
-    [KARA_UCAT_Mn] = KARA_UCLASS_MARK, [KARA_UCAT_Mc] = KARA_UCLASS_MARK, [KARA_UCAT_Me] = KARA_UCLASS_MARK,
-    [KARA_UCAT_Nd] = KARA_UCLASS_NUMBER, [KARA_UCAT_Nl] = KARA_UCLASS_NUMBER, [KARA_UCAT_No] = KARA_UCLASS_NUMBER,
-    [KARA_UCAT_Pc] = KARA_UCLASS_PUNCT, [KARA_UCAT_Pd] = KARA_UCLASS_PUNCT, [KARA_UCAT_Ps] = KARA_UCLASS_PUNCT,
-    [KARA_UCAT_Pe] = KARA_UCLASS_PUNCT, [KARA_UCAT_Pi] = KARA_UCLASS_PUNCT, [KARA_UCAT_Pf] = KARA_UCLASS_PUNCT,
-    [KARA_UCAT_Po] = KARA_UCLASS_PUNCT,
-    [KARA_UCAT_Sm] = KARA_UCLASS_SYMBOL, [KARA_UCAT_Sc] = KARA_UCLASS_SYMBOL, [KARA_UCAT_Sk] = KARA_UCLASS_SYMBOL,
-    [KARA_UCAT_So] = KARA_UCLASS_SYMBOL,
-    [KARA_UCAT_Zs] = KARA_UCLASS_SEPARATOR, [KARA_UCAT_Zl] = KARA_UCLASS_SEPARATOR,
-    [KARA_UCAT_Zp] = KARA_UCLASS_SEPARATOR,
-    [KARA_UCAT_Cc] = KARA_UCLASS_OTHER, [KARA_UCAT_Cf] = KARA_UCLASS_OTHER, [KARA_UCAT_Cs] = KARA_UCLASS_OTHER,
-    [KARA_UCAT_Co] = KARA_UCLASS_OTHER,
+static const uint8_t category_class[KR_UCAT_COUNT] = {
+    [KR_UCAT_Cn] = KR_UCLASS_OTHER,
+    [KR_UCAT_Lu] = KR_UCLASS_LETTER, [KR_UCAT_Ll] = KR_UCLASS_LETTER, [KR_UCAT_Lt] = KR_UCLASS_LETTER,
+    [KR_UCAT_Lm] = KR_UCLASS_LETTER, [KR_UCAT_Lo] = KR_UCLASS_LETTER,
+    [KR_UCAT_Mn] = KR_UCLASS_MARK, [KR_UCAT_Mc] = KR_UCLASS_MARK, [KR_UCAT_Me] = KR_UCLASS_MARK,
+    [KR_UCAT_Nd] = KR_UCLASS_NUMBER, [KR_UCAT_Nl] = KR_UCLASS_NUMBER, [KR_UCAT_No] = KR_UCLASS_NUMBER,
+    [KR_UCAT_Pc] = KR_UCLASS_PUNCT, [KR_UCAT_Pd] = KR_UCLASS_PUNCT, [KR_UCAT_Ps] = KR_UCLASS_PUNCT,
+    [KR_UCAT_Pe] = KR_UCLASS_PUNCT, [KR_UCAT_Pi] = KR_UCLASS_PUNCT, [KR_UCAT_Pf] = KR_UCLASS_PUNCT,
+    [KR_UCAT_Po] = KR_UCLASS_PUNCT,
+    [KR_UCAT_Sm] = KR_UCLASS_SYMBOL, [KR_UCAT_Sc] = KR_UCLASS_SYMBOL, [KR_UCAT_Sk] = KR_UCLASS_SYMBOL,
+    [KR_UCAT_So] = KR_UCLASS_SYMBOL,
+    [KR_UCAT_Zs] = KR_UCLASS_SEPARATOR, [KR_UCAT_Zl] = KR_UCLASS_SEPARATOR,
+    [KR_UCAT_Zp] = KR_UCLASS_SEPARATOR,
+    [KR_UCAT_Cc] = KR_UCLASS_OTHER, [KR_UCAT_Cf] = KR_UCLASS_OTHER, [KR_UCAT_Cs] = KR_UCLASS_OTHER,
+    [KR_UCAT_Co] = KR_UCLASS_OTHER,
 };
 
-uint8_t kara_unicode_class(uint32_t cpt) {
+uint8_t kr_unicode_class(uint32_t cpt) {
     uint8_t p = props_of(cpt);
     uint8_t cls = category_class[p & PROP_CATEGORY_MASK];
-    return (p & PROP_WHITESPACE) ? (uint8_t)(cls | KARA_UCLASS_WHITESPACE) : cls;
+    return (p & PROP_WHITESPACE) ? (uint8_t)(cls | KR_UCLASS_WHITESPACE) : cls;
 }
 
 /* Binary search in a sorted {from, to} table; cpt itself when absent. */
@@ -64,17 +64,17 @@ static uint32_t map_lookup(const uint32_t (*table)[2], size_t n, uint32_t cpt) {
     return (lo < n && table[lo][0] == cpt) ? table[lo][1] : cpt;
 }
 
-uint32_t kara_unicode_tolower(uint32_t cpt) {
+uint32_t kr_unicode_tolower(uint32_t cpt) {
     if (cpt < 0x80) return (cpt >= 'A' && cpt <= 'Z') ? cpt + 32 : cpt;
-    return map_lookup(kara_unicode_lower, kara_unicode_lower_count, cpt);
+    return map_lookup(kr_unicode_lower, kr_unicode_lower_count, cpt);
 }
 
-uint32_t kara_unicode_toupper(uint32_t cpt) {
+uint32_t kr_unicode_toupper(uint32_t cpt) {
     if (cpt < 0x80) return (cpt >= 'a' && cpt <= 'z') ? cpt - 32 : cpt;
-    return map_lookup(kara_unicode_upper, kara_unicode_upper_count, cpt);
+    return map_lookup(kr_unicode_upper, kr_unicode_upper_count, cpt);
 }
 
-size_t kara_unicode_nfd(uint32_t cpt, uint32_t out[KARA_UNICODE_MAX_DECOMP]) {
+size_t kr_unicode_nfd(uint32_t cpt, uint32_t out[KARA_UNICODE_MAX_DECOMP]) {
     if (cpt >= HANGUL_S_BASE && cpt < HANGUL_S_BASE + HANGUL_S_COUNT) {
         uint32_t s = cpt - HANGUL_S_BASE;
         out[0] = HANGUL_L_BASE + s / HANGUL_N_COUNT;
@@ -84,22 +84,22 @@ size_t kara_unicode_nfd(uint32_t cpt, uint32_t out[KARA_UNICODE_MAX_DECOMP]) {
         out[2] = HANGUL_T_BASE + t;
         return 3;
     }
-    size_t lo = 0, hi = kara_unicode_nfd_index_count;
+    size_t lo = 0, hi = kr_unicode_nfd_index_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (kara_unicode_nfd_index[mid][0] < cpt) lo = mid + 1;
+        if (kr_unicode_nfd_index[mid][0] < cpt) lo = mid + 1;
         else hi = mid;
     }
-    if (lo < kara_unicode_nfd_index_count && kara_unicode_nfd_index[lo][0] == cpt) {
-        uint32_t first = kara_unicode_nfd_index[lo][1], n = kara_unicode_nfd_index[lo][2];
-        for (uint32_t i = 0; i < n; i++) out[i] = kara_unicode_nfd_data[first + i];
+    if (lo < kr_unicode_nfd_index_count && kr_unicode_nfd_index[lo][0] == cpt) {
+        uint32_t first = kr_unicode_nfd_index[lo][1], n = kr_unicode_nfd_index[lo][2];
+        for (uint32_t i = 0; i < n; i++) out[i] = kr_unicode_nfd_data[first + i];
         return n;
     }
     out[0] = cpt;
     return 1;
 }
 
-size_t kara_utf8_seq_len(uint8_t lead) {
+size_t kr_utf8_seq_len(uint8_t lead) {
     static const uint8_t len_by_high_nibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return len_by_high_nibble[lead >> 4];
 }
@@ -107,7 +107,7 @@ size_t kara_utf8_seq_len(uint8_t lead) {
 /* Follows llama.cpp's unicode_cpts_from_utf8 so token ids agree with it on
  * malformed input; values past U+10FFFF (which llama.cpp cannot re-encode)
  * count as malformed too. */
-uint32_t kara_utf8_decode(const uint8_t *s, size_t len, size_t *n) {
+uint32_t kr_utf8_decode(const uint8_t *s, size_t len, size_t *n) {
     uint8_t b = s[0];
     *n = 1;
     if (b < 0x80) return b;
@@ -132,7 +132,7 @@ uint32_t kara_utf8_decode(const uint8_t *s, size_t len, size_t *n) {
     return 0xFFFD; /* continuation byte or 0xF8..0xFF as a lead */
 }
 
-size_t kara_utf8_encode(uint32_t cpt, uint8_t out[4]) {
+size_t kr_utf8_encode(uint32_t cpt, uint8_t out[4]) {
     if (cpt < 0x80) {
         out[0] = (uint8_t)cpt;
         return 1;

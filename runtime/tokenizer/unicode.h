@@ -7,72 +7,72 @@
  * tools/gen_unicode_tables.py from the Unicode Character Database; the
  * lookups here are hand-written.
  */
-#ifndef KARA_UNICODE_H
-#define KARA_UNICODE_H
+#ifndef KR_UNICODE_H
+#define KR_UNICODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* General categories; Cn (unassigned) is 0. Order fixed by the generator. */
-typedef enum kara_ucat {
-    KARA_UCAT_Cn = 0,
-    KARA_UCAT_Lu, KARA_UCAT_Ll, KARA_UCAT_Lt, KARA_UCAT_Lm, KARA_UCAT_Lo,
-    KARA_UCAT_Mn, KARA_UCAT_Mc, KARA_UCAT_Me,
-    KARA_UCAT_Nd, KARA_UCAT_Nl, KARA_UCAT_No,
-    KARA_UCAT_Pc, KARA_UCAT_Pd, KARA_UCAT_Ps, KARA_UCAT_Pe, KARA_UCAT_Pi, KARA_UCAT_Pf, KARA_UCAT_Po,
-    KARA_UCAT_Sm, KARA_UCAT_Sc, KARA_UCAT_Sk, KARA_UCAT_So,
-    KARA_UCAT_Zs, KARA_UCAT_Zl, KARA_UCAT_Zp,
-    KARA_UCAT_Cc, KARA_UCAT_Cf, KARA_UCAT_Cs, KARA_UCAT_Co,
-    KARA_UCAT_COUNT
-} kara_ucat;
+typedef enum kr_ucat {
+    KR_UCAT_Cn = 0,
+    KR_UCAT_Lu, KR_UCAT_Ll, KR_UCAT_Lt, KR_UCAT_Lm, KR_UCAT_Lo,
+    KR_UCAT_Mn, KR_UCAT_Mc, KR_UCAT_Me,
+    KR_UCAT_Nd, KR_UCAT_Nl, KR_UCAT_No,
+    KR_UCAT_Pc, KR_UCAT_Pd, KR_UCAT_Ps, KR_UCAT_Pe, KR_UCAT_Pi, KR_UCAT_Pf, KR_UCAT_Po,
+    KR_UCAT_Sm, KR_UCAT_Sc, KR_UCAT_Sk, KR_UCAT_So,
+    KR_UCAT_Zs, KR_UCAT_Zl, KR_UCAT_Zp,
+    KR_UCAT_Cc, KR_UCAT_Cf, KR_UCAT_Cs, KR_UCAT_Co,
+    KR_UCAT_COUNT
+} kr_ucat;
 
 /* Class bits: the regex classes the pre-tokenizers test. */
-#define KARA_UCLASS_LETTER     0x01u  /* \p{L} */
-#define KARA_UCLASS_NUMBER     0x02u  /* \p{N} */
-#define KARA_UCLASS_MARK       0x04u  /* \p{M} */
-#define KARA_UCLASS_PUNCT      0x08u  /* \p{P} */
-#define KARA_UCLASS_SYMBOL     0x10u  /* \p{S} */
-#define KARA_UCLASS_SEPARATOR  0x20u  /* \p{Z} */
-#define KARA_UCLASS_OTHER      0x40u  /* \p{C}, including unassigned */
-#define KARA_UCLASS_WHITESPACE 0x80u  /* \s = the White_Space property */
+#define KR_UCLASS_LETTER     0x01u  /* \p{L} */
+#define KR_UCLASS_NUMBER     0x02u  /* \p{N} */
+#define KR_UCLASS_MARK       0x04u  /* \p{M} */
+#define KR_UCLASS_PUNCT      0x08u  /* \p{P} */
+#define KR_UCLASS_SYMBOL     0x10u  /* \p{S} */
+#define KR_UCLASS_SEPARATOR  0x20u  /* \p{Z} */
+#define KR_UCLASS_OTHER      0x40u  /* \p{C}, including unassigned */
+#define KR_UCLASS_WHITESPACE 0x80u  /* \s = the White_Space property */
 
 /* Longest full canonical decomposition of one code point. */
 #define KARA_UNICODE_MAX_DECOMP 4
 
 /* Version of the Unicode data the tables were generated from ("15.0.0"). */
-extern const char kara_unicode_version[];
+extern const char kr_unicode_version[];
 
-kara_ucat kara_unicode_category(uint32_t cpt);
+kr_ucat kr_unicode_category(uint32_t cpt);
 /* KARA_UCLASS_* bits of a code point (one category bit, plus WHITESPACE). */
-uint8_t kara_unicode_class(uint32_t cpt);
-uint32_t kara_unicode_tolower(uint32_t cpt);
-uint32_t kara_unicode_toupper(uint32_t cpt);
+uint8_t kr_unicode_class(uint32_t cpt);
+uint32_t kr_unicode_tolower(uint32_t cpt);
+uint32_t kr_unicode_toupper(uint32_t cpt);
 /* Full canonical decomposition (NFD of one code point, Hangul included);
  * returns its length (1 and the code point itself when it has none). */
-size_t kara_unicode_nfd(uint32_t cpt, uint32_t out[KARA_UNICODE_MAX_DECOMP]);
+size_t kr_unicode_nfd(uint32_t cpt, uint32_t out[KARA_UNICODE_MAX_DECOMP]);
 
 /* Decode one code point at s[0..len) (len >= 1) the way llama.cpp does, so
  * that tokenization matches it: a malformed or truncated sequence, or a value
  * above U+10FFFF, yields U+FFFD and consumes one byte. Overlong forms and
  * surrogates are decoded as their value. *n gets the bytes consumed. */
-uint32_t kara_utf8_decode(const uint8_t *s, size_t len, size_t *n);
+uint32_t kr_utf8_decode(const uint8_t *s, size_t len, size_t *n);
 /* Encode cpt (<= 0x10FFFF) into out; returns the byte count (1..4). */
-size_t kara_utf8_encode(uint32_t cpt, uint8_t out[4]);
+size_t kr_utf8_encode(uint32_t cpt, uint8_t out[4]);
 /* Length of the UTF-8 sequence a lead byte announces (1 for continuation
  * and invalid bytes), as SentencePiece-style symbol splitting uses it. */
-size_t kara_utf8_seq_len(uint8_t lead);
+size_t kr_utf8_seq_len(uint8_t lead);
 
 /* The generated tables (unicode_tables.c); use the functions above. */
-extern const unsigned kara_unicode_block_shift;
-extern const uint16_t kara_unicode_stage1[];
-extern const uint8_t kara_unicode_stage2[];
-extern const uint32_t kara_unicode_lower[][2];
-extern const size_t kara_unicode_lower_count;
-extern const uint32_t kara_unicode_upper[][2];
-extern const size_t kara_unicode_upper_count;
-extern const uint32_t kara_unicode_nfd_index[][3];
-extern const size_t kara_unicode_nfd_index_count;
-extern const uint32_t kara_unicode_nfd_data[];
+extern const unsigned kr_unicode_block_shift;
+extern const uint16_t kr_unicode_stage1[];
+extern const uint8_t kr_unicode_stage2[];
+extern const uint32_t kr_unicode_lower[][2];
+extern const size_t kr_unicode_lower_count;
+extern const uint32_t kr_unicode_upper[][2];
+extern const size_t kr_unicode_upper_count;
+extern const uint32_t kr_unicode_nfd_index[][3];
+extern const size_t kr_unicode_nfd_index_count;
+extern const uint32_t kr_unicode_nfd_data[];
 
-#endif /* KARA_UNICODE_H */
+#endif /* KR_UNICODE_H */

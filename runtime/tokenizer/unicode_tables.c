@@ -5,13 +5,13 @@
  */
 #include "unicode.h"
 
-const char kara_unicode_version[] = "15.0.0";
+const char kr_unicode_version[] = "15.0.0";
 
 /* props(c) = stage2[stage1[c >> 8] * 256 + (c & 255)]: bits 0-4 general
- * category (enum kara_ucat), bit 5 White_Space. */
-const unsigned kara_unicode_block_shift = 8;
+ * category (enum kr_ucat), bit 5 White_Space. */
+const unsigned kr_unicode_block_shift = 8;
 
-const uint16_t kara_unicode_stage1[4352] = {
+const uint16_t kr_unicode_stage1[4352] = {
 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,17,21,22,23,24,25,26,27,28,29,30,
 31,32,33,34,35,36,37,38,39,40,33,41,42,43,44,45,46,47,48,39,17,17,17,17,17,17,17,17,17,17,17,17,
 17,17,17,17,17,17,17,17,17,17,17,17,17,49,17,17,17,17,17,17,17,17,17,17,17,17,17,17,17,17,17,17,
@@ -150,7 +150,7 @@ const uint16_t kara_unicode_stage1[4352] = {
 60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,60,155,
 };
 
-const uint8_t kara_unicode_stage2[39936] = {
+const uint8_t kr_unicode_stage2[39936] = {
 26,26,26,26,26,26,26,26,26,58,58,58,58,58,26,26,26,26,26,26,26,26,26,26,26,26,26,26,26,26,26,26,55,18,18,18,20,18,18,18,
 14,15,18,19,18,13,18,18,9,9,9,9,9,9,9,9,9,9,18,18,19,19,19,18,18,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
 1,1,1,1,1,1,1,1,1,1,1,14,18,15,21,12,21,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,
@@ -1152,7 +1152,7 @@ const uint8_t kara_unicode_stage2[39936] = {
 29,29,29,29,29,29,29,29,29,29,29,29,29,29,0,0,
 };
 
-const uint32_t kara_unicode_lower[1433][2] = {
+const uint32_t kr_unicode_lower[1433][2] = {
     {0x00041, 0x00061}, {0x00042, 0x00062}, {0x00043, 0x00063}, {0x00044, 0x00064},
     {0x00045, 0x00065}, {0x00046, 0x00066}, {0x00047, 0x00067}, {0x00048, 0x00068},
     {0x00049, 0x00069}, {0x0004A, 0x0006A}, {0x0004B, 0x0006B}, {0x0004C, 0x0006C},
@@ -1513,9 +1513,9 @@ const uint32_t kara_unicode_lower[1433][2] = {
     {0x1E91D, 0x1E93F}, {0x1E91E, 0x1E940}, {0x1E91F, 0x1E941}, {0x1E920, 0x1E942},
     {0x1E921, 0x1E943},
 };
-const size_t kara_unicode_lower_count = 1433;
+const size_t kr_unicode_lower_count = 1433;
 
-const uint32_t kara_unicode_upper[1450][2] = {
+const uint32_t kr_unicode_upper[1450][2] = {
     {0x00061, 0x00041}, {0x00062, 0x00042}, {0x00063, 0x00043}, {0x00064, 0x00044},
     {0x00065, 0x00045}, {0x00066, 0x00046}, {0x00067, 0x00047}, {0x00068, 0x00048},
     {0x00069, 0x00049}, {0x0006A, 0x0004A}, {0x0006B, 0x0004B}, {0x0006C, 0x0004C},
@@ -1880,11 +1880,11 @@ const uint32_t kara_unicode_upper[1450][2] = {
     {0x1E93E, 0x1E91C}, {0x1E93F, 0x1E91D}, {0x1E940, 0x1E91E}, {0x1E941, 0x1E91F},
     {0x1E942, 0x1E920}, {0x1E943, 0x1E921},
 };
-const size_t kara_unicode_upper_count = 1450;
+const size_t kr_unicode_upper_count = 1450;
 
 /* Full canonical decompositions (Hangul syllables are computed, not listed):
- * {code point, first index into kara_unicode_nfd_data, length}. */
-const uint32_t kara_unicode_nfd_index[2061][3] = {
+ * {code point, first index into kr_unicode_nfd_data, length}. */
+const uint32_t kr_unicode_nfd_index[2061][3] = {
     {0x000C0, 0, 2}, {0x000C1, 2, 2}, {0x000C2, 4, 2}, {0x000C3, 6, 2},
     {0x000C4, 8, 2}, {0x000C5, 10, 2}, {0x000C7, 12, 2}, {0x000C8, 14, 2},
     {0x000C9, 16, 2}, {0x000CA, 18, 2}, {0x000CB, 20, 2}, {0x000CC, 22, 2},
@@ -2402,9 +2402,9 @@ const uint32_t kara_unicode_nfd_index[2061][3] = {
     {0x2FA19, 3401, 1}, {0x2FA1A, 3402, 1}, {0x2FA1B, 3403, 1}, {0x2FA1C, 3404, 1},
     {0x2FA1D, 3405, 1},
 };
-const size_t kara_unicode_nfd_index_count = 2061;
+const size_t kr_unicode_nfd_index_count = 2061;
 
-const uint32_t kara_unicode_nfd_data[3406] = {
+const uint32_t kr_unicode_nfd_data[3406] = {
 0x00041,0x00300,0x00041,0x00301,0x00041,0x00302,0x00041,0x00303,
 0x00041,0x00308,0x00041,0x0030A,0x00043,0x00327,0x00045,0x00300,
 0x00045,0x00301,0x00045,0x00302,0x00045,0x00308,0x00049,0x00300,

@@ -31,7 +31,7 @@ static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return KARA_OK;
     if (!is_int_type(kv->value.type))
-        return kara_set_error(KARA_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
+        return kr_set_error(KARA_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
                               kara_gguf_vtype_name(kv->value.type));
     if (is_signed_type(kv->value.type) && kv->value.v.i64 < 0) {
         *id = -1;
@@ -43,7 +43,7 @@ static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens
         return KARA_OK;
     }
     if (u >= (uint64_t)n_tokens)
-        return kara_set_error(KARA_ERR_FORMAT, "%s = %llu is outside the vocabulary of %d tokens", key,
+        return kr_set_error(KARA_ERR_FORMAT, "%s = %llu is outside the vocabulary of %d tokens", key,
                               (unsigned long long)u, n_tokens);
     *id = (int32_t)u;
     return KARA_OK;
@@ -53,7 +53,7 @@ static kara_status read_bool(const kara_gguf *g, const char *key, bool *out) {
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return KARA_OK;
     if (kv->value.type != KARA_GGUF_BOOL)
-        return kara_set_error(KARA_ERR_FORMAT, "%s: expected a bool, got %s", key,
+        return kr_set_error(KARA_ERR_FORMAT, "%s: expected a bool, got %s", key,
                               kara_gguf_vtype_name(kv->value.type));
     *out = kv->value.v.u64 != 0;
     return KARA_OK;
@@ -66,7 +66,7 @@ static const kara_gguf_array *read_array(const kara_gguf *g, const char *key, co
     *st = KARA_OK;
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) {
-        if (required) *st = kara_set_error(KARA_ERR_FORMAT, "%s: missing", key);
+        if (required) *st = kr_set_error(KARA_ERR_FORMAT, "%s: missing", key);
         return NULL;
     }
     const kara_gguf_array *a = &kv->value.v.arr;
@@ -75,14 +75,14 @@ static const kara_gguf_array *read_array(const kara_gguf *g, const char *key, co
     if (ok && !strcmp(kind, "integers")) ok = is_int_type(a->type);
     if (ok && !strcmp(kind, "floats")) ok = a->type == KARA_GGUF_FLOAT32 || a->type == KARA_GGUF_FLOAT64;
     if (!ok) {
-        *st = kara_set_error(KARA_ERR_FORMAT, "%s: expected an array of %s, got %s%s%s", key, kind,
+        *st = kr_set_error(KARA_ERR_FORMAT, "%s: expected an array of %s, got %s%s%s", key, kind,
                              kv->value.type == KARA_GGUF_ARRAY ? "an array of " : "",
                              kara_gguf_vtype_name(kv->value.type == KARA_GGUF_ARRAY ? a->type : kv->value.type),
                              kv->value.type == KARA_GGUF_ARRAY ? " values" : "");
         return NULL;
     }
     if (n != UINT64_MAX && a->n != n) {
-        *st = kara_set_error(KARA_ERR_FORMAT, "%s: has %llu entries but tokenizer.ggml.tokens has %llu", key,
+        *st = kr_set_error(KARA_ERR_FORMAT, "%s: has %llu entries but tokenizer.ggml.tokens has %llu", key,
                              (unsigned long long)a->n, (unsigned long long)n);
         return NULL;
     }
@@ -120,20 +120,20 @@ static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "
                                         "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
                                         "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", NULL};
 
-static int32_t find_cstr(const kara_vocab *v, const char *s) {
-    return kara_vocab_find(v, s, strlen(s));
+static int32_t find_cstr(const kr_vocab *v, const char *s) {
+    return kr_vocab_find(v, s, strlen(s));
 }
 
-static void force_control(kara_vocab *v, int32_t id) {
+static void force_control(kr_vocab *v, int32_t id) {
     uint8_t *t = &v->impl->types[id];
-    if (*t != KARA_TOKEN_CONTROL) {
-        kara_log(KARA_LOG_DEBUG, "token %d '%.*s' looks like a control token; treating it as one", id,
+    if (*t != KR_TOKEN_CONTROL) {
+        kr_log(KARA_LOG_DEBUG, "token %d '%.*s' looks like a control token; treating it as one", id,
                  (int)v->impl->strs[id].len, v->impl->strs[id].ptr);
-        *t = KARA_TOKEN_CONTROL;
+        *t = KR_TOKEN_CONTROL;
     }
 }
 
-static int32_t detect(kara_vocab *v, int32_t id, const char *const *texts) {
+static int32_t detect(kr_vocab *v, int32_t id, const char *const *texts) {
     if (id >= 0) return id;
     for (size_t i = 0; texts[i]; i++) {
         int32_t t = find_cstr(v, texts[i]);
@@ -145,40 +145,40 @@ static int32_t detect(kara_vocab *v, int32_t id, const char *const *texts) {
     return -1;
 }
 
-static void mark_eog(kara_vocab *v, int32_t id) {
-    if (id >= 0) v->impl->attrs[id] |= KARA_TOKEN_ATTR_EOG;
+static void mark_eog(kr_vocab *v, int32_t id) {
+    if (id >= 0) v->impl->attrs[id] |= KR_TOKEN_ATTR_EOG;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Load                                                                      */
 /* ------------------------------------------------------------------------ */
 
-static void reset_ids(kara_vocab *v) {
+static void reset_ids(kr_vocab *v) {
     v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = v->sep = v->nl = -1;
 }
 
 /* The SPM byte token: "<0xXX>", else the byte as a one-character token. */
-static void find_byte_tokens_spm(kara_vocab *v) {
+static void find_byte_tokens_spm(kr_vocab *v) {
     static const char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; b++) {
         char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
-        int32_t id = kara_vocab_find(v, buf, 6);
+        int32_t id = kr_vocab_find(v, buf, 6);
         if (id < 0) {
             char c = (char)b;
-            id = kara_vocab_find(v, &c, 1);
+            id = kr_vocab_find(v, &c, 1);
         }
         v->impl->byte_token[b] = id;
     }
 }
 
-static kara_status load_tokens(kara_vocab *v, const kara_gguf *g) {
-    kara_vocab_impl *im = v->impl;
+static kara_status load_tokens(kr_vocab *v, const kara_gguf *g) {
+    kr_vocab_impl *im = v->impl;
     kara_status st;
     const kara_gguf_array *toks = read_array(g, "tokenizer.ggml.tokens", "strings", true, UINT64_MAX, &st);
     if (!toks) return st;
-    if (toks->n == 0) return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: the vocabulary is empty");
+    if (toks->n == 0) return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: the vocabulary is empty");
     if (toks->n > (uint64_t)INT32_MAX / 2)
-        return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is too many",
+        return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is too many",
                               (unsigned long long)toks->n);
     uint32_t n = (uint32_t)toks->n;
     v->n_tokens = (int32_t)n;
@@ -193,36 +193,36 @@ static kara_status load_tokens(kara_vocab *v, const kara_gguf *g) {
     im->types = malloc(n);
     im->attrs = calloc(n, 1);
     if (scores) im->scores = malloc((size_t)n * sizeof *im->scores);
-    if (!im->strs || !im->types || !im->attrs || (scores && !im->scores) || !kara_vocab_table_reserve(im, n))
-        return kara_set_error(KARA_ERR_NOMEM, "out of memory for a vocabulary of %u tokens", n);
+    if (!im->strs || !im->types || !im->attrs || (scores && !im->scores) || !kr_vocab_table_reserve(im, n))
+        return kr_set_error(KARA_ERR_NOMEM, "out of memory for a vocabulary of %u tokens", n);
 
     for (uint32_t i = 0; i < n; i++) {
         kara_gguf_str s = toks->strs[i];
         if (s.len > UINT32_MAX)
-            return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u is too long", i);
-        kara_strref r = {s.ptr, (uint32_t)s.len};
+            return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u is too long", i);
+        kr_strref r = {s.ptr, (uint32_t)s.len};
         if (s.len == 0) { /* llama.cpp renames empty tokens so that lookups stay unique */
             char name[32];
             int k = snprintf(name, sizeof name, "[EMPTY_%u]", i);
-            r.ptr = kara_vocab_arena_copy(im, name, (size_t)k, "", 0);
+            r.ptr = kr_vocab_arena_copy(im, name, (size_t)k, "", 0);
             r.len = (uint32_t)k;
-            if (!r.ptr) return kara_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary");
+            if (!r.ptr) return kr_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary");
         }
-        int32_t dup = kara_vocab_sym_find(im, r.ptr, r.len);
+        int32_t dup = kr_vocab_sym_find(im, r.ptr, r.len);
         if (dup >= 0)
-            return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u '%.*s' repeats token %d", i,
+            return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u '%.*s' repeats token %d", i,
                                   (int)(r.len > 64 ? 64 : r.len), r.ptr, dup);
         im->strs[i] = r;
         im->n_strs = i + 1;
-        kara_vocab_sym_insert(im, i);
-        int64_t t = types ? kara_gguf_arr_int(types, i) : KARA_TOKEN_NORMAL;
-        im->types[i] = (t >= KARA_TOKEN_UNDEFINED && t <= KARA_TOKEN_BYTE) ? (uint8_t)t : KARA_TOKEN_UNDEFINED;
+        kr_vocab_sym_insert(im, i);
+        int64_t t = types ? kara_gguf_arr_int(types, i) : KR_TOKEN_NORMAL;
+        im->types[i] = (t >= KR_TOKEN_UNDEFINED && t <= KR_TOKEN_BYTE) ? (uint8_t)t : KR_TOKEN_UNDEFINED;
         if (scores) im->scores[i] = (float)kara_gguf_arr_float(scores, i);
     }
     return KARA_OK;
 }
 
-static kara_status load_special_ids(kara_vocab *v, const kara_gguf *g) {
+static kara_status load_special_ids(kr_vocab *v, const kara_gguf *g) {
     int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, mask = -1;
     struct {
         const char *key;
@@ -270,7 +270,7 @@ static kara_status load_special_ids(kara_vocab *v, const kara_gguf *g) {
 
 /* Phi-3 vocabularies drop the white space after their special tokens when
  * matching them in text (llama.cpp keys this on the model name). */
-static void apply_name_rules(kara_vocab *v, const kara_gguf *g) {
+static void apply_name_rules(kr_vocab *v, const kara_gguf *g) {
     kara_gguf_str name;
     if (!kara_gguf_get_str(g, "general.name", &name)) return;
     char lower[256];
@@ -281,56 +281,56 @@ static void apply_name_rules(kara_vocab *v, const kara_gguf *g) {
     }
     lower[n] = 0;
     if (!strstr(lower, "phi-3") && !strstr(lower, "phi3")) return;
-    kara_vocab_impl *im = v->impl;
-    for (uint32_t i = 0; i < im->n_special; i++) im->attrs[im->special[i]] |= KARA_TOKEN_ATTR_RSTRIP;
+    kr_vocab_impl *im = v->impl;
+    for (uint32_t i = 0; i < im->n_special; i++) im->attrs[im->special[i]] |= KR_TOKEN_ATTR_RSTRIP;
     int32_t t = find_cstr(v, "</s>");
-    if (t >= 0) im->attrs[t] |= KARA_TOKEN_ATTR_RSTRIP;
+    if (t >= 0) im->attrs[t] |= KR_TOKEN_ATTR_RSTRIP;
     const char *keep[] = {"<unk>", "<s>", "<|endoftext|>"};
     for (size_t i = 0; i < 3; i++)
-        if ((t = find_cstr(v, keep[i])) >= 0) im->attrs[t] &= (uint8_t)~KARA_TOKEN_ATTR_RSTRIP;
+        if ((t = find_cstr(v, keep[i])) >= 0) im->attrs[t] &= (uint8_t)~KR_TOKEN_ATTR_RSTRIP;
 }
 
-kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g) {
+kara_status kr_vocab_load(kr_vocab *v, const kara_gguf *g) {
     memset(v, 0, sizeof *v);
     reset_ids(v);
 
     const kara_gguf_kv *model_kv = kara_gguf_find(g, "tokenizer.ggml.model");
     if (!model_kv) return KARA_OK; /* ids only */
     if (model_kv->value.type != KARA_GGUF_STRING)
-        return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.model: expected a string, got %s",
+        return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.model: expected a string, got %s",
                               kara_gguf_vtype_name(model_kv->value.type));
     kara_gguf_str model = model_kv->value.v.str;
     if (kara_gguf_str_eq(model, "no_vocab") || kara_gguf_str_eq(model, "none")) return KARA_OK;
 
-    kara_vocab_kind kind;
-    if (kara_gguf_str_eq(model, "llama")) kind = KARA_VOCAB_SPM;
-    else if (kara_gguf_str_eq(model, "gpt2")) kind = KARA_VOCAB_BPE;
+    kr_vocab_kind kind;
+    if (kara_gguf_str_eq(model, "llama")) kind = KR_VOCAB_SPM;
+    else if (kara_gguf_str_eq(model, "gpt2")) kind = KR_VOCAB_BPE;
     else
-        return kara_set_error(KARA_ERR_UNSUPPORTED,
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
                               "tokenizer.ggml.model: unsupported tokenizer '%.*s' (supported: llama, gpt2)",
                               (int)(model.len > 64 ? 64 : model.len), model.ptr);
 
     const kara_gguf_kv *pre_kv = kara_gguf_find(g, "tokenizer.ggml.pre");
     if (pre_kv) {
         if (pre_kv->value.type != KARA_GGUF_STRING)
-            return kara_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.pre: expected a string, got %s",
+            return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.pre: expected a string, got %s",
                                   kara_gguf_vtype_name(pre_kv->value.type));
         kara_gguf_str pre = pre_kv->value.v.str;
         if (pre.len >= sizeof v->pre)
-            return kara_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'",
+            return kr_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'",
                                   (int)(sizeof v->pre), pre.ptr);
         memcpy(v->pre, pre.ptr, pre.len);
         v->pre[pre.len] = 0;
     }
 
-    kara_vocab_impl *im = calloc(1, sizeof *im);
-    if (!im) return kara_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary");
+    kr_vocab_impl *im = calloc(1, sizeof *im);
+    if (!im) return kr_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary");
     v->impl = im;
     v->kind = kind;
     kara_status st = KARA_OK;
 
     /* llama.cpp's defaults for each tokenizer model */
-    if (kind == KARA_VOCAB_SPM) {
+    if (kind == KR_VOCAB_SPM) {
         v->bos = 1;
         v->eos = 2;
         v->unk = 0;
@@ -338,11 +338,11 @@ kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g) {
         v->add_space_prefix = true;
     } else {
         if (!v->pre[0]) {
-            kara_log(KARA_LOG_WARN, "tokenizer.ggml.pre is missing: using the 'default' pre-tokenizer, which "
+            kr_log(KARA_LOG_WARN, "tokenizer.ggml.pre is missing: using the 'default' pre-tokenizer, which "
                                     "may not match the model");
-            im->pre.kind = KARA_PRETOK_DEFAULT;
-        } else if (!kara_pretok_lookup(v->pre, strlen(v->pre), &im->pre)) {
-            st = kara_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", v->pre);
+            im->pre.kind = KR_PRETOK_DEFAULT;
+        } else if (!kr_pretok_lookup(v->pre, strlen(v->pre), &im->pre)) {
+            st = kr_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", v->pre);
             goto done;
         }
         v->bos = 11;
@@ -357,36 +357,36 @@ kara_status kara_vocab_load(kara_vocab *v, const kara_gguf *g) {
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
 
-    if (kind == KARA_VOCAB_BPE) {
+    if (kind == KR_VOCAB_BPE) {
         const kara_gguf_array *merges = read_array(g, "tokenizer.ggml.merges", "strings", true, UINT64_MAX, &st);
         if (!merges) goto done;
-        if ((st = kara_bpe_build(v, merges))) goto done;
+        if ((st = kr_bpe_build(v, merges))) goto done;
     } else {
         find_byte_tokens_spm(v);
-        kara_spm_prepare(v);
+        kr_spm_prepare(v);
     }
-    if ((st = kara_vocab_special_build(v))) goto done;
+    if ((st = kr_vocab_special_build(v))) goto done;
     apply_name_rules(v, g);
 
     /* the newline token */
-    if (kind == KARA_VOCAB_SPM) {
+    if (kind == KR_VOCAB_SPM) {
         v->nl = im->byte_token['\n'] >= 0 ? im->byte_token['\n'] : v->pad;
     } else {
         int32_t ids[8];
-        int32_t n = kara_vocab_tokenize(v, "\n", 1, ids, 8, false, false);
+        int32_t n = kr_vocab_tokenize(v, "\n", 1, ids, 8, false, false);
         v->nl = n >= 1 ? ids[0] : v->pad;
     }
 
 done:
-    if (st) kara_vocab_free(v);
+    if (st) kr_vocab_free(v);
     return st;
 }
 
-void kara_vocab_free(kara_vocab *v) {
+void kr_vocab_free(kr_vocab *v) {
     if (!v) return;
-    kara_vocab_impl *im = v->impl;
+    kr_vocab_impl *im = v->impl;
     if (im) {
-        kara_vocab_arena_free(im);
+        kr_vocab_arena_free(im);
         free(im->strs);
         free(im->slots);
         free(im->scores);

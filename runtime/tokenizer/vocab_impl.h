@@ -3,8 +3,8 @@
  * lookups, pieces), vocab_special.c (special-token partition) and the two
  * tokenizers (tokenizer_spm.c, tokenizer_bpe.c).
  */
-#ifndef KARA_VOCAB_IMPL_H
-#define KARA_VOCAB_IMPL_H
+#ifndef KR_VOCAB_IMPL_H
+#define KR_VOCAB_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,30 +14,30 @@
 #include "vocab.h"
 
 /* Per-token attribute bits (besides the token type). */
-#define KARA_TOKEN_ATTR_EOG    0x01u  /* ends generation */
-#define KARA_TOKEN_ATTR_RSTRIP 0x02u  /* white space after it is dropped when it is matched in text */
+#define KR_TOKEN_ATTR_EOG    0x01u  /* ends generation */
+#define KR_TOKEN_ATTR_RSTRIP 0x02u  /* white space after it is dropped when it is matched in text */
 
 /* A string that is not NUL-terminated. */
-typedef struct kara_strref {
+typedef struct kr_strref {
     const char *ptr;
     uint32_t len;
-} kara_strref;
+} kr_strref;
 
 /* A bump allocator for the few strings the vocabulary owns. */
-typedef struct kara_str_arena_block kara_str_arena_block;
+typedef struct kr_str_arena_block kr_str_arena_block;
 
-struct kara_vocab_impl {
+struct kr_vocab_impl {
     /* strs[0..n_tokens) are the token texts; strs[n_tokens..n_strs) are
      * strings that appear in BPE merges without being tokens. The string
      * table maps any of them to its index (its "symbol id"). */
-    kara_strref *strs;
+    kr_strref *strs;
     uint32_t n_strs, cap_strs;
     uint32_t *slots;          /* open addressing: index + 1, 0 = empty */
     uint32_t slot_mask;
-    kara_str_arena_block *arena;
+    kr_str_arena_block *arena;
 
     float *scores;            /* tokenizer.ggml.scores, NULL when absent (all 0) */
-    uint8_t *types;           /* kara_token_type per token */
+    uint8_t *types;           /* kr_token_type per token */
     uint8_t *attrs;           /* KARA_TOKEN_ATTR_* per token */
 
     /* The token of each byte: SPM "<0xXX>" (else the one-byte text, else
@@ -48,7 +48,7 @@ struct kara_vocab_impl {
      * UNKNOWN types), longest text first, and a trie over their texts. */
     int32_t *special;
     uint32_t n_special;
-    struct kara_special_trie *trie;
+    struct kr_special_trie *trie;
     uint32_t n_trie;
     uint8_t special_first_byte[256];   /* 1 when some special text starts with it */
 
@@ -57,7 +57,7 @@ struct kara_vocab_impl {
     bool spm_word_split;
 
     /* byte-level BPE */
-    kara_pretok_info pre;
+    kr_pretok_info pre;
     int32_t byte_sym[256];    /* symbol id of each byte's GPT-2 character, -1 if none */
     uint64_t *merge_keys;     /* (left << 32 | right) + 1, 0 = empty */
     uint32_t *merge_rank;
@@ -66,57 +66,57 @@ struct kara_vocab_impl {
     uint32_t n_merges;
 };
 
-typedef struct kara_special_trie {
+typedef struct kr_special_trie {
     int32_t first_child, next_sibling;
     int32_t special;          /* index into impl->special ending here, -1 */
     uint8_t byte;
-} kara_special_trie;
+} kr_special_trie;
 
 /* ------------------------------------------------------------------------ */
 /* String table (vocab_strings.c)                                                    */
 /* ------------------------------------------------------------------------ */
 
 /* Make room for n_strs strings (the table stays at most half full). */
-bool kara_vocab_table_reserve(kara_vocab_impl *im, uint32_t n_strs);
+bool kr_vocab_table_reserve(kr_vocab_impl *im, uint32_t n_strs);
 /* Enter strs[id] into the table (its text must not be there yet). */
-void kara_vocab_sym_insert(kara_vocab_impl *im, uint32_t id);
+void kr_vocab_sym_insert(kr_vocab_impl *im, uint32_t id);
 /* Copy a+b into the vocabulary's arena (NULL when out of memory). */
-char *kara_vocab_arena_copy(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen);
-void kara_vocab_arena_free(kara_vocab_impl *im);
+char *kr_vocab_arena_copy(kr_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen);
+void kr_vocab_arena_free(kr_vocab_impl *im);
 /* Symbol id of a string, -1 if absent. */
-int32_t kara_vocab_sym_find(const kara_vocab_impl *im, const char *s, size_t len);
+int32_t kr_vocab_sym_find(const kr_vocab_impl *im, const char *s, size_t len);
 /* Symbol id of the concatenation a+b without building it, -1 if absent. */
-int32_t kara_vocab_sym_find2(const kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen);
+int32_t kr_vocab_sym_find2(const kr_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen);
 /* Add a string that is not a token (copied into the vocab's arena); returns
  * its symbol id, or -1 when out of memory. */
-int32_t kara_vocab_sym_add(kara_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen);
+int32_t kr_vocab_sym_add(kr_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen);
 
 /* ------------------------------------------------------------------------ */
 /* Tokenization scratch and output                                           */
 /* ------------------------------------------------------------------------ */
 
 /* Where token ids go: written while they fit, always counted. */
-typedef struct kara_tok_out {
+typedef struct kr_tok_out {
     int32_t *ids;
     int64_t max;
     int64_t n;
-} kara_tok_out;
+} kr_tok_out;
 
-static inline void kara_tok_emit(kara_tok_out *o, int32_t id) {
+static inline void kr_tok_emit(kr_tok_out *o, int32_t id) {
     if (o->n < o->max) o->ids[o->n] = id;
     o->n++;
 }
 
 /* A piece of the input after special-token matching: raw text, or a token. */
-typedef struct kara_fragment {
+typedef struct kr_fragment {
     size_t off, len;
     int32_t token;            /* -1 for raw text */
-} kara_fragment;
+} kr_fragment;
 
 /* One tokenize call's scratch memory; grows as needed, freed at the end of
  * the call (the vocabulary itself is read-only and shared across threads). */
-typedef struct kara_tok_work {
-    kara_fragment *frags, *frags2;
+typedef struct kr_tok_work {
+    kr_fragment *frags, *frags2;
     size_t cap_frags, cap_frags2;
     uint8_t *found;           /* which special tokens occur in the text */
     char *text;               /* SPM: escaped fragment; BPE: word bytes */
@@ -130,31 +130,31 @@ typedef struct kara_tok_work {
     size_t cap_syms;
     void *heap;               /* tokenizer merge queue */
     size_t cap_heap;
-} kara_tok_work;
+} kr_tok_work;
 
 /* Make *p hold at least n elements of elem bytes (contents kept). */
-bool kara_work_reserve(void **p, size_t *cap, size_t n, size_t elem);
-void kara_work_free(kara_tok_work *w);
+bool kr_work_reserve(void **p, size_t *cap, size_t n, size_t elem);
+void kr_work_free(kr_tok_work *w);
 
 /* vocab_special.c: build the matcher at load time (errors, here and in
- * kara_bpe_build, through kara_set_error), and split text into fragments
+ * kr_bpe_build, through kr_set_error), and split text into fragments
  * (control and unknown tokens only when parse_special; user-defined ones
  * always, as Hugging Face and llama.cpp do). */
-kara_status kara_vocab_special_build(kara_vocab *v);
-kara_status kara_vocab_partition(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len,
+kara_status kr_vocab_special_build(kr_vocab *v);
+kara_status kr_vocab_partition(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len,
                                  bool parse_special, size_t *n_frags);
 
 /* tokenizer_spm.c: load-time checks, and one raw fragment (already escaped:
  * spaces as U+2581). */
-void kara_spm_prepare(kara_vocab *v);
-kara_status kara_spm_tokenize(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out);
+void kr_spm_prepare(kr_vocab *v);
+kara_status kr_spm_tokenize(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, kr_tok_out *out);
 
 /* tokenizer_bpe.c */
-kara_status kara_bpe_build(kara_vocab *v, const kara_gguf_array *merges);
-kara_status kara_bpe_tokenize(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len, kara_tok_out *out);
+kara_status kr_bpe_build(kr_vocab *v, const kara_gguf_array *merges);
+kara_status kr_bpe_tokenize(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, kr_tok_out *out);
 /* GPT-2's reversible byte <-> printable-character mapping. */
-uint32_t kara_bpe_byte_to_cpt(uint8_t b);
+uint32_t kr_bpe_byte_to_cpt(uint8_t b);
 /* The byte of a mapped character, -1 for characters outside the mapping. */
-int kara_bpe_cpt_to_byte(uint32_t cpt);
+int kr_bpe_cpt_to_byte(uint32_t cpt);
 
-#endif /* KARA_VOCAB_IMPL_H */
+#endif /* KR_VOCAB_IMPL_H */

@@ -33,19 +33,19 @@ static int by_length_desc(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static int32_t trie_child(const kara_vocab_impl *im, int32_t node, uint8_t byte) {
+static int32_t trie_child(const kr_vocab_impl *im, int32_t node, uint8_t byte) {
     for (int32_t c = im->trie[node].first_child; c >= 0; c = im->trie[c].next_sibling)
         if (im->trie[c].byte == byte) return c;
     return -1;
 }
 
-kara_status kara_vocab_special_build(kara_vocab *v) {
-    kara_vocab_impl *im = v->impl;
+kara_status kr_vocab_special_build(kr_vocab *v) {
+    kr_vocab_impl *im = v->impl;
     uint32_t n = 0;
     size_t total = 1;
     for (int32_t i = 0; i < v->n_tokens; i++) {
         uint8_t t = im->types[i];
-        if (t == KARA_TOKEN_CONTROL || t == KARA_TOKEN_USER_DEFINED || t == KARA_TOKEN_UNKNOWN) {
+        if (t == KR_TOKEN_CONTROL || t == KR_TOKEN_USER_DEFINED || t == KR_TOKEN_UNKNOWN) {
             n++;
             total += im->strs[i].len;
         }
@@ -58,30 +58,30 @@ kara_status kara_vocab_special_build(kara_vocab *v) {
     im->trie = malloc(total * sizeof *im->trie);
     if (!order || !im->special || !im->trie) {
         free(order);
-        return kara_set_error(KARA_ERR_NOMEM, "out of memory for the special-token table");
+        return kr_set_error(KARA_ERR_NOMEM, "out of memory for the special-token table");
     }
     uint32_t k = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {
         uint8_t t = im->types[i];
-        if (t == KARA_TOKEN_CONTROL || t == KARA_TOKEN_USER_DEFINED || t == KARA_TOKEN_UNKNOWN)
+        if (t == KR_TOKEN_CONTROL || t == KR_TOKEN_USER_DEFINED || t == KR_TOKEN_UNKNOWN)
             order[k++] = (len_id){im->strs[i].len, i};
     }
     qsort(order, n, sizeof *order, by_length_desc);
 
-    im->trie[0] = (kara_special_trie){-1, -1, -1, 0};
+    im->trie[0] = (kr_special_trie){-1, -1, -1, 0};
     im->n_trie = 1;
     memset(im->special_first_byte, 0, sizeof im->special_first_byte);
     for (uint32_t s = 0; s < n; s++) {
         int32_t id = order[s].id;
         im->special[s] = id;
-        const kara_strref *text = &im->strs[id];
+        const kr_strref *text = &im->strs[id];
         int32_t node = 0;
         for (uint32_t j = 0; j < text->len; j++) {
             uint8_t b = (uint8_t)text->ptr[j];
             int32_t c = trie_child(im, node, b);
             if (c < 0) {
                 c = (int32_t)im->n_trie++;
-                im->trie[c] = (kara_special_trie){-1, im->trie[node].first_child, -1, b};
+                im->trie[c] = (kr_special_trie){-1, im->trie[node].first_child, -1, b};
                 im->trie[node].first_child = c;
             }
             node = c;
@@ -97,19 +97,19 @@ static bool is_c_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-static bool push_frag(kara_tok_work *w, size_t *n, size_t off, size_t len, int32_t token) {
-    if (!kara_work_reserve((void **)&w->frags2, &w->cap_frags2, *n + 1, sizeof *w->frags2)) return false;
-    w->frags2[(*n)++] = (kara_fragment){off, len, token};
+static bool push_frag(kr_tok_work *w, size_t *n, size_t off, size_t len, int32_t token) {
+    if (!kr_work_reserve((void **)&w->frags2, &w->cap_frags2, *n + 1, sizeof *w->frags2)) return false;
+    w->frags2[(*n)++] = (kr_fragment){off, len, token};
     return true;
 }
 
 /* Cut every occurrence of one special token out of the raw fragments. */
-static bool split_on(const kara_vocab *v, kara_tok_work *w, const char *text, size_t *n_frags, int32_t id) {
-    const kara_strref *tok = &v->impl->strs[id];
-    bool rstrip = (v->impl->attrs[id] & KARA_TOKEN_ATTR_RSTRIP) != 0;
+static bool split_on(const kr_vocab *v, kr_tok_work *w, const char *text, size_t *n_frags, int32_t id) {
+    const kr_strref *tok = &v->impl->strs[id];
+    bool rstrip = (v->impl->attrs[id] & KR_TOKEN_ATTR_RSTRIP) != 0;
     size_t n = 0;
     for (size_t i = 0; i < *n_frags; i++) {
-        kara_fragment f = w->frags[i];
+        kr_fragment f = w->frags[i];
         if (f.token >= 0) {
             if (!push_frag(w, &n, f.off, f.len, f.token)) return false;
             continue;
@@ -127,7 +127,7 @@ static bool split_on(const kara_vocab *v, kara_tok_work *w, const char *text, si
         }
         if (pos < end && !push_frag(w, &n, pos, end - pos, -1)) return false;
     }
-    kara_fragment *t = w->frags;
+    kr_fragment *t = w->frags;
     size_t c = w->cap_frags;
     w->frags = w->frags2;
     w->cap_frags = w->cap_frags2;
@@ -137,13 +137,13 @@ static bool split_on(const kara_vocab *v, kara_tok_work *w, const char *text, si
     return true;
 }
 
-kara_status kara_vocab_partition(const kara_vocab *v, kara_tok_work *w, const char *text, size_t len,
+kara_status kr_vocab_partition(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len,
                                  bool parse_special, size_t *n_frags) {
-    const kara_vocab_impl *im = v->impl;
+    const kr_vocab_impl *im = v->impl;
     *n_frags = 0;
     if (!len) return KARA_OK;
-    if (!kara_work_reserve((void **)&w->frags, &w->cap_frags, 1, sizeof *w->frags)) return KARA_ERR_NOMEM;
-    w->frags[0] = (kara_fragment){0, len, -1};
+    if (!kr_work_reserve((void **)&w->frags, &w->cap_frags, 1, sizeof *w->frags)) return KARA_ERR_NOMEM;
+    w->frags[0] = (kr_fragment){0, len, -1};
     *n_frags = 1;
     if (!im->n_special) return KARA_OK;
 
@@ -168,7 +168,7 @@ kara_status kara_vocab_partition(const kara_vocab *v, kara_tok_work *w, const ch
         if (!w->found[s]) continue;
         int32_t id = im->special[s];
         uint8_t type = im->types[id];
-        if (!parse_special && (type == KARA_TOKEN_CONTROL || type == KARA_TOKEN_UNKNOWN)) continue;
+        if (!parse_special && (type == KR_TOKEN_CONTROL || type == KR_TOKEN_UNKNOWN)) continue;
         if (!split_on(v, w, text, n_frags, id)) return KARA_ERR_NOMEM;
     }
     return KARA_OK;

@@ -15,8 +15,8 @@ trap 'rm -f "$tmp"' EXIT
 python3 "$SRC/tools/gen_unicode_tables.py" --ucd "$UCD" >"$tmp" || { echo "FAIL: generator failed"; exit 1; }
 if ! cmp -s "$tmp" "$SRC/runtime/tokenizer/unicode_tables.c"; then
     # a different Unicode version is not an error of the tables, only stale output is
-    ver=$(sed -n 's/^const char kara_unicode_version\[\] = "\(.*\)";/\1/p' "$tmp")
-    old=$(sed -n 's/^const char kara_unicode_version\[\] = "\(.*\)";/\1/p' "$SRC/runtime/tokenizer/unicode_tables.c")
+    ver=$(sed -n 's/^const char kr_unicode_version\[\] = "\(.*\)";/\1/p' "$tmp")
+    old=$(sed -n 's/^const char kr_unicode_version\[\] = "\(.*\)";/\1/p' "$SRC/runtime/tokenizer/unicode_tables.c")
     if [ "$ver" != "$old" ]; then
         echo "SKIPPED: installed Unicode data is $ver, the committed tables are $old"
         exit 77

@@ -17,7 +17,7 @@ static const char *find_value(const char *json, const char *key) {
     return p;
 }
 
-bool kara_ref_number(const char *json, const char *key, double *out) {
+bool kr_ref_number(const char *json, const char *key, double *out) {
     const char *p = find_value(json, key);
     if (!p) return false;
     char *end;
@@ -27,7 +27,7 @@ bool kara_ref_number(const char *json, const char *key, double *out) {
     return true;
 }
 
-int kara_ref_array(const char *json, const char *key, double **out) {
+int kr_ref_array(const char *json, const char *key, double **out) {
     *out = NULL;
     const char *p = find_value(json, key);
     if (!p) return -1;

@@ -8,7 +8,7 @@ static bool array_eq(const kara_gguf_array *a, const kara_gguf_array *b) {
         if (a->type == KARA_GGUF_STRING) {
             if (a->strs[i].len != b->strs[i].len || memcmp(a->strs[i].ptr, b->strs[i].ptr, a->strs[i].len)) return false;
         } else if (a->type == KARA_GGUF_ARRAY) {
-            if (!kara_test_gguf_value_eq(&a->items[i], &b->items[i])) return false;
+            if (!kr_test_gguf_value_eq(&a->items[i], &b->items[i])) return false;
         }
     }
     if (a->type != KARA_GGUF_STRING && a->type != KARA_GGUF_ARRAY && a->n) {
@@ -18,7 +18,7 @@ static bool array_eq(const kara_gguf_array *a, const kara_gguf_array *b) {
     return true;
 }
 
-bool kara_test_gguf_value_eq(const kara_gguf_value *a, const kara_gguf_value *b) {
+bool kr_test_gguf_value_eq(const kara_gguf_value *a, const kara_gguf_value *b) {
     if (a->type != b->type) return false;
     switch (a->type) {
     case KARA_GGUF_STRING: return a->v.str.len == b->v.str.len && !memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len);

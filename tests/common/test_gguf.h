@@ -2,8 +2,8 @@
  * test_gguf.h - comparing GGUF metadata values in tests (a copied or
  * rewritten file must keep every value).
  */
-#ifndef KARA_TEST_GGUF_H
-#define KARA_TEST_GGUF_H
+#ifndef KR_TEST_GGUF_H
+#define KR_TEST_GGUF_H
 
 #include <stdbool.h>
 
@@ -11,6 +11,6 @@
 
 /* Same type and same contents, arrays compared element by element and
  * nested arrays deeply; floats compared by their bits. */
-bool kara_test_gguf_value_eq(const kara_gguf_value *a, const kara_gguf_value *b);
+bool kr_test_gguf_value_eq(const kara_gguf_value *a, const kara_gguf_value *b);
 
 #endif

@@ -7,17 +7,17 @@
 #include "synth_model.h"
 #include "test_util.h"
 
-kara_model *kara_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
+kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
                                   const char *file) {
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
-    kara_synth_preset(&sp, preset);
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
+    kr_synth_preset(&sp, preset);
     snprintf(sp.arch, sizeof sp.arch, "%s", arch);
     sp.seed = seed;
     sp.n_ctx = n_ctx;
     char path[512], err[256];
-    snprintf(path, sizeof path, "%s/%s", kara_test_tmpdir(), file);
-    if (kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
+    snprintf(path, sizeof path, "%s/%s", kr_test_tmpdir(), file);
+    if (kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
         fprintf(stderr, "synth: %s\n", err);
         return NULL;
     }
@@ -26,7 +26,7 @@ kara_model *kara_test_synth_model(const char *preset, const char *arch, uint64_t
     return m;
 }
 
-kara_context *kara_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx) {
+kara_context *kr_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx) {
     kara_context_params cp;
     kara_context_params_init(&cp);
     cp.n_ctx = n_ctx;
@@ -38,28 +38,28 @@ kara_context *kara_test_kv_context(kara_model *m, const kara_kv_params *kv, int 
     return c;
 }
 
-int kara_test_argmax(const float *x, int n) {
+int kr_test_argmax(const float *x, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return b;
 }
 
-size_t kara_test_kv_prefix_bytes(const kara_context *c, int n_slots) {
+size_t kr_test_kv_prefix_bytes(const kara_context *c, int n_slots) {
     return (size_t)c->kv.n_layer * (size_t)n_slots * 2 * c->kv.slot_bytes;
 }
 
-void kara_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out) {
+void kr_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out) {
     size_t sb = c->kv.slot_bytes;
     for (int l = 0; l < c->kv.n_layer; l++)
         for (int s = 0; s < n_slots; s++) {
-            memcpy(out, kara_kv_k(&c->kv, l, seq, s), sb);
-            memcpy(out + sb, kara_kv_v(&c->kv, l, seq, s), sb);
+            memcpy(out, kr_kv_k(&c->kv, l, seq, s), sb);
+            memcpy(out + sb, kr_kv_v(&c->kv, l, seq, s), sb);
             out += 2 * sb;
         }
 }
 
-void kara_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
+void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
                           int32_t *toks, int32_t *pos, int32_t *seq) {
     int V = kara_model_n_vocab(c->model);
     for (int s = 0; s < n_seq; s++) {
@@ -69,7 +69,7 @@ void kara_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, in
         CHECK_EQ_INT(kara_seq_admit(c, s, n, n_predict), KARA_OK);
         kara_batch b = kara_batch_one_sequence(p, n, 0, s);
         CHECK(kara_decode(c, &b) == KARA_OK);
-        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
+        toks[s] = kr_test_argmax(kara_get_logits(c, -1), V);
         pos[s] = n;
         seq[s] = s;
     }

@@ -4,8 +4,8 @@
  * context with given KV parameters). Separate from test_util.h, which the
  * kernels-only (NEON cross) build compiles without the runtime.
  */
-#ifndef KARA_TEST_MODELS_H
-#define KARA_TEST_MODELS_H
+#ifndef KR_TEST_MODELS_H
+#define KR_TEST_MODELS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -14,22 +14,22 @@
 
 /* A context for KV-policy tests: n_seq sequences of n_ctx slots with the
  * given KV parameters; NULL, with the reason on stderr, on failure. */
-kara_context *kara_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx);
+kara_context *kr_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx);
 /* Index of the largest of x[0..n) (the first on ties): greedy decoding. */
-int kara_test_argmax(const float *x, int n);
+int kr_test_argmax(const float *x, int n);
 /* Bytes of K and V of every layer for n_slots slots, and a copy of them
  * for slots [0, n_slots) of seq packed into out (layer by layer, K then V
  * per slot): to check that compression never touches the prompt. */
-size_t kara_test_kv_prefix_bytes(const kara_context *c, int n_slots);
-void kara_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out);
+size_t kr_test_kv_prefix_bytes(const kara_context *c, int n_slots);
+void kr_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t *out);
 /* Admit and prefill sequences 0..n_seq-1 of c, one at a time: sequence s
  * gets a prompt of len0 + len_step * s tokens ((s * mul + 7 j) mod vocab,
  * at most 16) and room for n_predict more; toks/pos/seq receive each
  * sequence's greedy next token, next position and id, ready for a decode
  * batch of all of them. */
-void kara_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
+void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
                           int32_t *toks, int32_t *pos, int32_t *seq);
-kara_model *kara_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
+kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
                                   const char *file);
 
 #endif

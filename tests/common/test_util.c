@@ -10,25 +10,25 @@
 
 #include "status.h"
 
-int kara_test_passed = 0;
-int kara_test_failed = 0;
+int kr_test_passed = 0;
+int kr_test_failed = 0;
 
-bool kara_test_check(bool ok, const char *expr, const char *file, int line) {
+bool kr_test_check(bool ok, const char *expr, const char *file, int line) {
     if (ok) {
-        kara_test_passed++;
+        kr_test_passed++;
     } else {
-        kara_test_failed++;
+        kr_test_failed++;
         fprintf(stderr, "FAIL %s:%d: %s\n", file, line, expr);
     }
     return ok;
 }
 
-bool kara_test_checkf(bool ok, const char *file, int line, const char *fmt, ...) {
+bool kr_test_checkf(bool ok, const char *file, int line, const char *fmt, ...) {
     if (ok) {
-        kara_test_passed++;
+        kr_test_passed++;
         return true;
     }
-    kara_test_failed++;
+    kr_test_failed++;
     fprintf(stderr, "FAIL %s:%d: ", file, line);
     va_list ap;
     va_start(ap, fmt);
@@ -38,18 +38,18 @@ bool kara_test_checkf(bool ok, const char *file, int line, const char *fmt, ...)
     return false;
 }
 
-bool kara_test_check_eq_int(long long a, long long b, const char *ea, const char *eb, const char *file, int line) {
-    return kara_test_checkf(a == b, file, line, "%s == %s (%lld vs %lld)", ea, eb, a, b);
+bool kr_test_check_eq_int(long long a, long long b, const char *ea, const char *eb, const char *file, int line) {
+    return kr_test_checkf(a == b, file, line, "%s == %s (%lld vs %lld)", ea, eb, a, b);
 }
 
-bool kara_test_check_near(double a, double b, double tol, const char *ea, const char *eb, const char *file, int line) {
+bool kr_test_check_near(double a, double b, double tol, const char *ea, const char *eb, const char *file, int line) {
     bool ok = fabs(a - b) <= tol && !isnan(a) && !isnan(b);
-    return kara_test_checkf(ok, file, line, "|%s - %s| <= %g (%.9g vs %.9g)", ea, eb, tol, a, b);
+    return kr_test_checkf(ok, file, line, "|%s - %s| <= %g (%.9g vs %.9g)", ea, eb, tol, a, b);
 }
 
-int kara_test_finish(void) {
-    printf("%d passed, %d failed\n", kara_test_passed, kara_test_failed);
-    return kara_test_failed == 0 ? 0 : 1;
+int kr_test_finish(void) {
+    printf("%d passed, %d failed\n", kr_test_passed, kr_test_failed);
+    return kr_test_failed == 0 ? 0 : 1;
 }
 
 static bool is_dir(const char *p) {
@@ -57,9 +57,9 @@ static bool is_dir(const char *p) {
     return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void kara_test_clear_error(void) { kara_set_error(KARA_OK, "%s", ""); }
+void kr_test_clear_error(void) { kr_set_error(KARA_OK, "%s", ""); }
 
-const char *kara_test_shared_dir(void) {
+const char *kr_test_shared_dir(void) {
     static char buf[4096];
     const char *env = getenv("KARA_SHARED");
     if (env && is_dir(env)) return env;
@@ -68,8 +68,8 @@ const char *kara_test_shared_dir(void) {
     return NULL;
 }
 
-const char *kara_test_require_shared(const char *test_name) {
-    const char *d = kara_test_shared_dir();
+const char *kr_test_require_shared(const char *test_name) {
+    const char *d = kr_test_shared_dir();
     if (!d) {
         printf("SKIPPED %s: ../shared (or $KARA_SHARED) not found; this test needs its models/reference data\n",
                test_name);
@@ -78,7 +78,7 @@ const char *kara_test_require_shared(const char *test_name) {
     return d;
 }
 
-const char *kara_test_path(const char *dir, const char *name) {
+const char *kr_test_path(const char *dir, const char *name) {
     static char bufs[8][4096];
     static int next = 0;
     char *b = bufs[next];
@@ -87,7 +87,7 @@ const char *kara_test_path(const char *dir, const char *name) {
     return b;
 }
 
-char *kara_test_read_file(const char *path, size_t *size) {
+char *kr_test_read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -119,7 +119,7 @@ static void remove_tmpdir(void) {
     if (tmp_dir[0] && !getenv("KARA_TEST_KEEP")) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-const char *kara_test_tmpdir(void) {
+const char *kr_test_tmpdir(void) {
     if (!tmp_dir[0]) {
         snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kara-test-%d", (int)getpid());
         mkdir(tmp_dir, 0700);

@@ -3,45 +3,45 @@
  * count failures and keep going, a closing "N passed, N failed" line, and the
  * lookup of ../shared (or $KARA_SHARED) with an explicit skip (exit 77).
  */
-#ifndef KARA_TEST_UTIL_H
-#define KARA_TEST_UTIL_H
+#ifndef KR_TEST_UTIL_H
+#define KR_TEST_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
-extern int kara_test_passed;
-extern int kara_test_failed;
+extern int kr_test_passed;
+extern int kr_test_failed;
 
-#define CHECK(cond) kara_test_check((cond), #cond, __FILE__, __LINE__)
-#define CHECK_MSG(cond, ...) kara_test_checkf((cond), __FILE__, __LINE__, __VA_ARGS__)
-#define CHECK_EQ_INT(a, b) kara_test_check_eq_int((long long)(a), (long long)(b), #a, #b, __FILE__, __LINE__)
-#define CHECK_NEAR(a, b, tol) kara_test_check_near((double)(a), (double)(b), (double)(tol), #a, #b, __FILE__, __LINE__)
+#define CHECK(cond) kr_test_check((cond), #cond, __FILE__, __LINE__)
+#define CHECK_MSG(cond, ...) kr_test_checkf((cond), __FILE__, __LINE__, __VA_ARGS__)
+#define CHECK_EQ_INT(a, b) kr_test_check_eq_int((long long)(a), (long long)(b), #a, #b, __FILE__, __LINE__)
+#define CHECK_NEAR(a, b, tol) kr_test_check_near((double)(a), (double)(b), (double)(tol), #a, #b, __FILE__, __LINE__)
 
-bool kara_test_check(bool ok, const char *expr, const char *file, int line);
-bool kara_test_checkf(bool ok, const char *file, int line, const char *fmt, ...);
-bool kara_test_check_eq_int(long long a, long long b, const char *ea, const char *eb, const char *file, int line);
-bool kara_test_check_near(double a, double b, double tol, const char *ea, const char *eb, const char *file, int line);
+bool kr_test_check(bool ok, const char *expr, const char *file, int line);
+bool kr_test_checkf(bool ok, const char *file, int line, const char *fmt, ...);
+bool kr_test_check_eq_int(long long a, long long b, const char *ea, const char *eb, const char *file, int line);
+bool kr_test_check_near(double a, double b, double tol, const char *ea, const char *eb, const char *file, int line);
 
 /* Print "N passed, N failed" and return the exit code (0 when none failed). */
-int kara_test_finish(void);
+int kr_test_finish(void);
 
 /* Empty this thread's kara_last_error(), so that a test can tell a call
  * set the message it then reads. */
-void kara_test_clear_error(void);
+void kr_test_clear_error(void);
 
 /* Path of the shared folder (../shared beside the checkout, or $KARA_SHARED),
  * or NULL when absent. */
-const char *kara_test_shared_dir(void);
-/* Like kara_test_shared_dir, but when absent prints why and exits 77 (skip). */
-const char *kara_test_require_shared(const char *test_name);
+const char *kr_test_shared_dir(void);
+/* Like kr_test_shared_dir, but when absent prints why and exits 77 (skip). */
+const char *kr_test_require_shared(const char *test_name);
 /* Join dir and name into a static buffer (rotating, 8 slots). */
-const char *kara_test_path(const char *dir, const char *name);
+const char *kr_test_path(const char *dir, const char *name);
 /* Read a whole file; *size gets its length. Returns malloc'd bytes (NUL-
  * terminated) or NULL. */
-char *kara_test_read_file(const char *path, size_t *size);
+char *kr_test_read_file(const char *path, size_t *size);
 /* A scratch directory for this test process (created once, under /tmp). */
-const char *kara_test_tmpdir(void);
+const char *kr_test_tmpdir(void);
 /* Write the synthetic model of tools/common/synth_model.c (preset "tiny" and
  * so on, with the given arch, seed and context length) to FILE in the test's
  * temporary folder and load it; NULL, with the reason on stderr, on failure. */

@@ -129,22 +129,22 @@ static void run_case(const char *shared, const ref_case *rc) {
     snprintf(path, sizeof path, "%s/models/%s", shared, rc->model);
     snprintf(json_path, sizeof json_path, "%s/reference/%s.json", shared, rc->name);
     snprintf(logits_path, sizeof logits_path, "%s/reference/%s.logits.f32", shared, rc->name);
-    char *json = kara_test_read_file(json_path, NULL);
+    char *json = kr_test_read_file(json_path, NULL);
     size_t ref_size = 0;
-    float *ref = (float *)kara_test_read_file(logits_path, &ref_size);
+    float *ref = (float *)kr_test_read_file(logits_path, &ref_size);
     if (!CHECK_MSG(json && ref, "%s: reference files missing", rc->name)) return;
 
     kara_model *m;
     if (!CHECK_MSG(kara_model_load(path, NULL, &m) == KARA_OK, "%s: %s", rc->name, kara_last_error())) return;
     double T_d = 0, V_d = 0;
-    kara_ref_number(json, "T", &T_d);
-    kara_ref_number(json, "n_vocab", &V_d);
+    kr_ref_number(json, "T", &T_d);
+    kr_ref_number(json, "n_vocab", &V_d);
     int T = (int)T_d, V = (int)V_d;
     CHECK_EQ_INT(kara_model_n_vocab(m), V);
     CHECK_EQ_INT(ref_size, (size_t)T * (size_t)V * sizeof(float));
     double *toks, *margins;
-    int nt = kara_ref_array(json, "teacher_forced_tokens", &toks);
-    kara_ref_array(json, "teacher_forced_top1_margin", &margins);
+    int nt = kr_ref_array(json, "teacher_forced_tokens", &toks);
+    kr_ref_array(json, "teacher_forced_top1_margin", &margins);
     CHECK_EQ_INT(nt, T);
 
     float *got1 = teacher_forced(m, toks, T, 1);
@@ -180,11 +180,11 @@ static void run_case(const char *shared, const ref_case *rc) {
     }
 
     double *prompt, *gids, *gmargin, G_d = 0;
-    int P = kara_ref_array(json, "prompt_ids", &prompt);
-    kara_ref_number(json, "G", &G_d);
+    int P = kr_ref_array(json, "prompt_ids", &prompt);
+    kr_ref_number(json, "G", &G_d);
     int G = (int)G_d;
-    kara_ref_array(json, "greedy_ids", &gids);
-    kara_ref_array(json, "greedy_top1_margin", &gmargin);
+    kr_ref_array(json, "greedy_ids", &gids);
+    kr_ref_array(json, "greedy_top1_margin", &gmargin);
     int32_t *gen = greedy(m, prompt, P, G);
     if (CHECK_MSG(gen != NULL, "%s: greedy generation failed: %s", rc->name, kara_last_error())) {
         int agree = 0;
@@ -213,7 +213,7 @@ static void run_case(const char *shared, const ref_case *rc) {
 }
 
 int main(void) {
-    const char *shared = kara_test_require_shared("test_reference_logits");
+    const char *shared = kr_test_require_shared("test_reference_logits");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(shared, &cases[i]);
-    return kara_test_finish();
+    return kr_test_finish();
 }

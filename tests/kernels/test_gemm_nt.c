@@ -35,7 +35,7 @@ static const shape shapes[] = {{1, 1, 1}, {3, 5, 7}, {4, 4, 16}, {32, 16, 128}, 
                                {2, 3, 200}, {7, 9, 31}, {32, 64, 64}};
 
 /* One shape for one table, B as f16 or f32. */
-static void check_shape(const kara_kernels *k, shape s, bool f16)
+static void check_shape(const kr_kernels *k, shape s, bool f16)
 {
     const int lda = s.k + 3, ldc = s.n + 5;
     const size_t ldb = (size_t)(s.k + 2) * (f16 ? 2 : 4); /* padded rows, in bytes */
@@ -49,9 +49,9 @@ static void check_shape(const kara_kernels *k, shape s, bool f16)
         for (int t = 0; t < s.k; t++) {
             float v = rng_float();
             if (f16) {
-                kara_fp16 h = kara_fp32_to_fp16(v);
+                kr_fp16 h = kr_fp32_to_fp16(v);
                 memcpy(b + (size_t)j * ldb + (size_t)t * 2, &h, 2);
-                v = kara_fp16_to_fp32(h);
+                v = kr_fp16_to_fp32(h);
             } else {
                 memcpy(b + (size_t)j * ldb + (size_t)t * 4, &v, 4);
             }
@@ -101,8 +101,8 @@ static void check_shape(const kara_kernels *k, shape s, bool f16)
 int main(void)
 {
     int tables = 0;
-    for (int i = 0; i < KARA_ISA_COUNT; i++) {
-        const kara_kernels *k = kara_kernels_for_isa((kara_isa)i);
+    for (int i = 0; i < KR_ISA_COUNT; i++) {
+        const kr_kernels *k = kr_kernels_for_isa((kr_isa)i);
         if (!k) continue;
         tables++;
         if (!CHECK_MSG(k->gemm_nt != NULL, "%s: no gemm_nt", k->name)) continue;
@@ -112,5 +112,5 @@ int main(void)
         }
     }
     CHECK(tables >= 1);
-    return kara_test_finish();
+    return kr_test_finish();
 }

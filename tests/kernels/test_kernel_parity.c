@@ -62,29 +62,29 @@ static void fill_data(float *x, int64_t n, float scale)
     }
 }
 
-static const kara_type weight_types[] = {
-    KARA_TYPE_F32, KARA_TYPE_F16, KARA_TYPE_BF16, KARA_TYPE_Q4_0, KARA_TYPE_Q4_1, KARA_TYPE_Q5_0,
-    KARA_TYPE_Q5_1, KARA_TYPE_Q8_0, KARA_TYPE_Q4_K, KARA_TYPE_Q5_K, KARA_TYPE_Q6_K,
+static const kr_type weight_types[] = {
+    KR_TYPE_F32, KR_TYPE_F16, KR_TYPE_BF16, KR_TYPE_Q4_0, KR_TYPE_Q4_1, KR_TYPE_Q5_0,
+    KR_TYPE_Q5_1, KR_TYPE_Q8_0, KR_TYPE_Q4_K, KR_TYPE_Q5_K, KR_TYPE_Q6_K,
 };
 #define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
 
-static const kara_type act_types[] = {
-    KARA_TYPE_F32, KARA_TYPE_F16, KARA_TYPE_BF16, KARA_TYPE_Q8_0, KARA_TYPE_Q8_1, KARA_TYPE_Q8_K,
+static const kr_type act_types[] = {
+    KR_TYPE_F32, KR_TYPE_F16, KR_TYPE_BF16, KR_TYPE_Q8_0, KR_TYPE_Q8_1, KR_TYPE_Q8_K,
 };
 #define N_ACT_TYPES (sizeof(act_types) / sizeof(act_types[0]))
 
 enum { MAX_N = 4096 + 256 };
 
-static const char *tname(kara_type t)
+static const char *tname(kr_type t)
 {
-    return kara_type_get(t)->name;
+    return kr_type_get(t)->name;
 }
 
 /* Lengths to try for a type: tails for the plain float types, several
  * block counts for the block formats. */
-static int lengths_for(kara_type t, int64_t *out)
+static int lengths_for(kr_type t, int64_t *out)
 {
-    const int bs = kara_type_get(t)->block_size;
+    const int bs = kr_type_get(t)->block_size;
     if (bs == 1) {
         static const int64_t ls[] = { 1, 7, 16, 33, 100, 255, 1024, 4099 };
         memcpy(out, ls, sizeof(ls));
@@ -112,17 +112,17 @@ static double abs_dot(const float *w, const float *x, int64_t n)
 
 /* Extra slack for *_1 formats: their dot uses the Q8_1 block sum s rounded
  * to fp16 instead of d * sum(qs). */
-static double q8_1_slack(kara_type wt, const void *qw, const void *qx, int64_t n)
+static double q8_1_slack(kr_type wt, const void *qw, const void *qx, int64_t n)
 {
-    if (wt != KARA_TYPE_Q4_1 && wt != KARA_TYPE_Q5_1) {
+    if (wt != KR_TYPE_Q4_1 && wt != KR_TYPE_Q5_1) {
         return 0.0;
     }
-    const kara_block_q8_1 *x = qx;
+    const kr_block_q8_1 *x = qx;
     double slack = 0;
     for (int64_t i = 0; i < n / 32; i++) {
-        const float m = wt == KARA_TYPE_Q4_1 ? kara_fp16_to_fp32(((const kara_block_q4_1 *)qw)[i].m)
-                                             : kara_fp16_to_fp32(((const kara_block_q5_1 *)qw)[i].m);
-        slack += fabs(m) * fabs(kara_fp16_to_fp32(x[i].s)) / 2048.0;
+        const float m = wt == KR_TYPE_Q4_1 ? kr_fp16_to_fp32(((const kr_block_q4_1 *)qw)[i].m)
+                                             : kr_fp16_to_fp32(((const kr_block_q5_1 *)qw)[i].m);
+        slack += fabs(m) * fabs(kr_fp16_to_fp32(x[i].s)) / 2048.0;
     }
     return slack;
 }
@@ -131,21 +131,21 @@ static float wf[MAX_N], xf[MAX_N], wd[MAX_N], xd[MAX_N];
 static unsigned char qw[MAX_N * 4], qx[MAX_N * 4], qx2[MAX_N * 4];
 
 /* Scalar quantized dot == double dot of the dequantized operands. */
-static void test_scalar_vs_dequant(const kara_kernels *ref)
+static void test_scalar_vs_dequant(const kr_kernels *ref)
 {
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
-        const kara_type wt = weight_types[t];
-        const kara_type vt = kara_type_get(wt)->vec_dot_type;
+        const kr_type wt = weight_types[t];
+        const kr_type vt = kr_type_get(wt)->vec_dot_type;
         int64_t lens[8];
         const int nl = lengths_for(wt, lens);
         for (int li = 0; li < nl; li++) {
             const int64_t n = lens[li];
             fill_data(wf, n, 0.05f);
             fill_data(xf, n, 1.0f);
-            CHECK(kara_quantize_row(wt, wf, qw, n));
+            CHECK(kr_quantize_row(wt, wf, qw, n));
             ref->from_float[vt](xf, qx, n);
-            kara_dequantize_row(wt, qw, wd, n);
-            kara_dequantize_row(vt, qx, xd, n);
+            kr_dequantize_row(wt, qw, wd, n);
+            kr_dequantize_row(vt, qx, xd, n);
             double exact = 0;
             for (int64_t i = 0; i < n; i++) exact += (double)wd[i] * xd[i];
             const double tol = 1e-5 * abs_dot(wd, xd, n) + q8_1_slack(wt, qw, qx, n) + 1e-30;
@@ -158,11 +158,11 @@ static void test_scalar_vs_dequant(const kara_kernels *ref)
 }
 
 /* SIMD vec_dot == scalar vec_dot on the same (scalar-converted) inputs. */
-static void test_vec_dot(const kara_kernels *k, const kara_kernels *ref)
+static void test_vec_dot(const kr_kernels *k, const kr_kernels *ref)
 {
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
-        const kara_type wt = weight_types[t];
-        const kara_type vt = kara_type_get(wt)->vec_dot_type;
+        const kr_type wt = weight_types[t];
+        const kr_type vt = kr_type_get(wt)->vec_dot_type;
         if (!CHECK_MSG(k->vec_dot[wt] != NULL, "%s: no vec_dot for %s", k->name, tname(wt))) {
             continue;
         }
@@ -172,10 +172,10 @@ static void test_vec_dot(const kara_kernels *k, const kara_kernels *ref)
             const int64_t n = lens[li];
             fill_data(wf, n, 0.05f);
             fill_data(xf, n, 1.0f);
-            kara_quantize_row(wt, wf, qw, n);
+            kr_quantize_row(wt, wf, qw, n);
             ref->from_float[vt](xf, qx, n);
-            kara_dequantize_row(wt, qw, wd, n);
-            kara_dequantize_row(vt, qx, xd, n);
+            kr_dequantize_row(wt, qw, wd, n);
+            kr_dequantize_row(vt, qx, xd, n);
             float want = NAN, got = NAN;
             ref->vec_dot[wt](n, &want, qw, qx);
             k->vec_dot[wt](n, &got, qw, qx);
@@ -187,10 +187,10 @@ static void test_vec_dot(const kara_kernels *k, const kara_kernels *ref)
 }
 
 /* SIMD activation conversion vs the scalar one. */
-static void test_from_float(const kara_kernels *k, const kara_kernels *ref)
+static void test_from_float(const kr_kernels *k, const kr_kernels *ref)
 {
     for (size_t a = 0; a < N_ACT_TYPES; a++) {
-        const kara_type at = act_types[a];
+        const kr_type at = act_types[a];
         if (!CHECK_MSG(k->from_float[at] != NULL, "%s: no from_float for %s", k->name, tname(at))) {
             continue;
         }
@@ -202,40 +202,40 @@ static void test_from_float(const kara_kernels *k, const kara_kernels *ref)
             if (li == 0) {
                 memset(xf, 0, (size_t)n * sizeof(float)); /* all-zero blocks */
             }
-            const size_t bytes = kara_type_row_size(at, n);
+            const size_t bytes = kr_type_row_size(at, n);
             ref->from_float[at](xf, qx, n);
             k->from_float[at](xf, qx2, n);
-            if (at == KARA_TYPE_F32 || at == KARA_TYPE_F16 || at == KARA_TYPE_BF16) {
+            if (at == KR_TYPE_F32 || at == KR_TYPE_F16 || at == KR_TYPE_BF16) {
                 CHECK_MSG(memcmp(qx, qx2, bytes) == 0, "%s from_float %s n=%lld differs from scalar", k->name,
                           tname(at), (long long)n);
                 continue;
             }
-            kara_dequantize_row(at, qx, xd, n);
-            kara_dequantize_row(at, qx2, wd, n);
-            const int bs = kara_type_get(at)->block_size;
+            kr_dequantize_row(at, qx, xd, n);
+            kr_dequantize_row(at, qx2, wd, n);
+            const int bs = kr_type_get(at)->block_size;
             int off_step = 0, off_far = 0, bad_scale = 0, bad_sums = 0;
             for (int64_t b = 0; b < n / bs; b++) {
                 float d_ref, d_got;
-                if (at == KARA_TYPE_Q8_K) {
-                    const kara_block_q8_K *blk = (const kara_block_q8_K *)qx2 + b;
-                    d_ref = ((const kara_block_q8_K *)qx)[b].d;
+                if (at == KR_TYPE_Q8_K) {
+                    const kr_block_q8_K *blk = (const kr_block_q8_K *)qx2 + b;
+                    d_ref = ((const kr_block_q8_K *)qx)[b].d;
                     d_got = blk->d;
                     for (int j = 0; j < 16; j++) {
                         int s = 0;
                         for (int l = 0; l < 16; l++) s += blk->qs[16 * j + l];
                         bad_sums += s != blk->bsums[j];
                     }
-                } else if (at == KARA_TYPE_Q8_1) {
-                    const kara_block_q8_1 *blk = (const kara_block_q8_1 *)qx2 + b;
-                    d_ref = kara_fp16_to_fp32(((const kara_block_q8_1 *)qx)[b].d);
-                    d_got = kara_fp16_to_fp32(blk->d);
+                } else if (at == KR_TYPE_Q8_1) {
+                    const kr_block_q8_1 *blk = (const kr_block_q8_1 *)qx2 + b;
+                    d_ref = kr_fp16_to_fp32(((const kr_block_q8_1 *)qx)[b].d);
+                    d_got = kr_fp16_to_fp32(blk->d);
                     int s = 0;
                     for (int l = 0; l < 32; l++) s += blk->qs[l];
-                    const float sd = s * d_got, ss = kara_fp16_to_fp32(blk->s);
+                    const float sd = s * d_got, ss = kr_fp16_to_fp32(blk->s);
                     bad_sums += fabsf(ss - sd) > fabsf(sd) / 1024 + 1e-30f;
                 } else {
-                    d_ref = kara_fp16_to_fp32(((const kara_block_q8_0 *)qx)[b].d);
-                    d_got = kara_fp16_to_fp32(((const kara_block_q8_0 *)qx2)[b].d);
+                    d_ref = kr_fp16_to_fp32(((const kr_block_q8_0 *)qx)[b].d);
+                    d_got = kr_fp16_to_fp32(((const kr_block_q8_0 *)qx2)[b].d);
                 }
                 bad_scale += fabsf(d_ref - d_got) > fabsf(d_ref) / 1024;
                 for (int j = 0; j < bs; j++) {
@@ -257,7 +257,7 @@ static void test_from_float(const kara_kernels *k, const kara_kernels *ref)
 /* matmul: every (row, batch) cell equals the scalar vec_dot; each (ith, nth)
  * slice writes only its rows; padding beyond n_rows in each Y row is left
  * alone. */
-static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
+static void test_matmul(const kr_kernels *k, const kr_kernels *ref)
 {
     enum { ROWS = 37, MAXB = 64, LDY = ROWS + 3 };
     /* both sides of every ISA's switches: avx512 one-row gemv (1), few-row
@@ -275,22 +275,22 @@ static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
     float *tol = malloc(sizeof(float) * MAXB * LDY);
     float *got = malloc(sizeof(float) * MAXB * LDY);
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
-        const kara_type wt = weight_types[t];
-        const kara_type vt = kara_type_get(wt)->vec_dot_type;
+        const kr_type wt = weight_types[t];
+        const kr_type vt = kr_type_get(wt)->vec_dot_type;
         /* 608 = 19 blocks of 32: the 8-block steps of the gemv kernels plus a
          * tail of 3 blocks (a partial group of 4 for Q4_0) */
-        const int64_t bs = kara_type_get(wt)->block_size;
-        const int64_t cols = bs == KARA_QK_K ? (wt == KARA_TYPE_Q4_K ? 1024 : 512) : 608;
-        const size_t wrow = kara_type_row_size(wt, cols), xrow = kara_type_row_size(vt, cols);
+        const int64_t bs = kr_type_get(wt)->block_size;
+        const int64_t cols = bs == KR_QK_K ? (wt == KR_TYPE_Q4_K ? 1024 : 512) : 608;
+        const size_t wrow = kr_type_row_size(wt, cols), xrow = kr_type_row_size(vt, cols);
         fill_data(w, ROWS * cols, 0.05f);
         fill_data(x, MAXB * cols, 1.0f);
         for (int r = 0; r < ROWS; r++) {
-            kara_quantize_row(wt, w + r * cols, wq + r * wrow, cols);
-            kara_dequantize_row(wt, wq + r * wrow, wdq + r * cols, cols);
+            kr_quantize_row(wt, w + r * cols, wq + r * wrow, cols);
+            kr_dequantize_row(wt, wq + r * wrow, wdq + r * cols, cols);
         }
         for (int b = 0; b < MAXB; b++) {
             ref->from_float[vt](x + b * cols, xq + b * xrow, cols);
-            kara_dequantize_row(vt, xq + b * xrow, xdq + b * cols, cols);
+            kr_dequantize_row(vt, xq + b * xrow, xdq + b * cols, cols);
         }
         for (int b = 0; b < MAXB; b++) {
             for (int r = 0; r < ROWS; r++) {
@@ -303,7 +303,7 @@ static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
             batches[n_batches++] = base_batches[bi];
         }
 #if defined(__x86_64__) || defined(_M_X64)
-        const int64_t min_gemm = kara_avx512_gemm_min_batch(wt); /* INT64_MAX: no panel GEMM for the type */
+        const int64_t min_gemm = kr_avx512_gemm_min_batch(wt); /* INT64_MAX: no panel GEMM for the type */
         if (min_gemm <= MAXB + 1)
             for (int64_t m = min_gemm - 1; m <= min_gemm + 1 && m <= MAXB; m++) batches[n_batches++] = (int)m;
 #endif
@@ -357,22 +357,22 @@ static void test_matmul(const kara_kernels *k, const kara_kernels *ref)
 /* gemm_nn_acc (attention: probabilities times value rows, added to the
  * output): every ISA against the scalar reference, f16 and f32 value rows
  * with padded strides, widths with and without a tail of columns. */
-static void test_gemm_nn_acc(const kara_kernels *k, const kara_kernels *ref)
+static void test_gemm_nn_acc(const kr_kernels *k, const kr_kernels *ref)
 {
     enum { MAXM = 5, MAXN = 17, MAXK = 136, LD = MAXK + 5 };
     static const int64_t ks[] = { 8, 100, 128, 136 };
     float *a = malloc(sizeof(float) * MAXM * MAXN), *bf = malloc(sizeof(float) * MAXN * LD);
-    kara_fp16 *bh = malloc(sizeof(kara_fp16) * MAXN * LD);
+    kr_fp16 *bh = malloc(sizeof(kr_fp16) * MAXN * LD);
     float *c0 = malloc(sizeof(float) * MAXM * LD), *want = malloc(sizeof(float) * MAXM * LD),
           *got = malloc(sizeof(float) * MAXM * LD);
     fill_data(a, MAXM * MAXN, 1.0f);
     fill_data(bf, MAXN * LD, 1.0f);
     fill_data(c0, MAXM * LD, 1.0f);
-    for (int i = 0; i < MAXN * LD; i++) bh[i] = kara_fp32_to_fp16(bf[i]);
+    for (int i = 0; i < MAXN * LD; i++) bh[i] = kr_fp32_to_fp16(bf[i]);
     int bad = 0;
     for (int f16 = 0; f16 < 2; f16++) {
         const void *b = f16 ? (const void *)bh : (const void *)bf;
-        const size_t ldb = f16 ? LD * sizeof(kara_fp16) : LD * sizeof(float);
+        const size_t ldb = f16 ? LD * sizeof(kr_fp16) : LD * sizeof(float);
         for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
             for (int64_t m = 1; m <= MAXM; m++) {
                 for (int64_t n = 1; n <= MAXN; n += 4) {
@@ -411,17 +411,17 @@ static int count_far(const float *a, const float *b, int64_t n, float rel, float
     return bad;
 }
 
-static void test_elementwise(const kara_kernels *k, const kara_kernels *ref)
+static void test_elementwise(const kr_kernels *k, const kr_kernels *ref)
 {
     static const int64_t sizes[] = { 1, 3, 8, 15, 16, 17, 31, 32, 33, 64, 100, 257, 1000, 4099 };
     static float a[MAX_N], b[MAX_N], c[MAX_N], y1[MAX_N], y2[MAX_N];
-    static kara_fp16 h[MAX_N], h1[MAX_N], h2[MAX_N];
+    static kr_fp16 h[MAX_N], h1[MAX_N], h2[MAX_N];
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
         const int64_t n = sizes[si];
         fill_data(a, n, 1.0f);
         fill_data(b, n, 1.0f);
         fill_data(c, n, 3.0f);
-        for (int64_t i = 0; i < n; i++) h[i] = kara_fp32_to_fp16(c[i]);
+        for (int64_t i = 0; i < n; i++) h[i] = kr_fp32_to_fp16(c[i]);
 
         ref->rmsnorm(y1, a, b, n, 1e-6f);
         k->rmsnorm(y2, a, b, n, 1e-6f);
@@ -448,7 +448,7 @@ static void test_elementwise(const kara_kernels *k, const kara_kernels *ref)
         double sabs = 0, sabs16 = 0;
         for (int64_t i = 0; i < n; i++) {
             sabs += fabs((double)a[i] * b[i]);
-            sabs16 += fabs((double)kara_fp16_to_fp32(h[i]) * b[i]);
+            sabs16 += fabs((double)kr_fp16_to_fp32(h[i]) * b[i]);
         }
         const float d1 = ref->dot_f32(a, b, n), d2 = k->dot_f32(a, b, n);
         CHECK_MSG(fabs(d1 - d2) <= 1e-5 * sabs, "%s dot_f32 n=%lld: %.9g vs %.9g", k->name, (long long)n, d2, d1);
@@ -469,7 +469,7 @@ static void test_elementwise(const kara_kernels *k, const kara_kernels *ref)
         k->axpy_f16(y2, -1.25f, h, n);
         bad = 0;
         for (int64_t i = 0; i < n; i++) {
-            bad += !(fabsf(y1[i] - y2[i]) <= 1e-6f * (fabsf(a[i]) + fabsf(1.25f * kara_fp16_to_fp32(h[i]))));
+            bad += !(fabsf(y1[i] - y2[i]) <= 1e-6f * (fabsf(a[i]) + fabsf(1.25f * kr_fp16_to_fp32(h[i]))));
         }
         CHECK_MSG(bad == 0, "%s axpy_f16 n=%lld: %d values", k->name, (long long)n, bad);
 
@@ -484,7 +484,7 @@ static void test_elementwise(const kara_kernels *k, const kara_kernels *ref)
         }
         ref->f32_to_f16(h1, y1, n);
         k->f32_to_f16(h2, y1, n);
-        CHECK_MSG(memcmp(h1, h2, sizeof(kara_fp16) * n) == 0, "%s f32_to_f16 n=%lld not bit-exact", k->name,
+        CHECK_MSG(memcmp(h1, h2, sizeof(kr_fp16) * n) == 0, "%s f32_to_f16 n=%lld not bit-exact", k->name,
                   (long long)n);
     }
 }
@@ -496,33 +496,33 @@ static void test_elementwise(const kara_kernels *k, const kara_kernels *ref)
  * buffer holds 64 KiB of activations), both with tail blocks. */
 static void test_batch_invariance(void)
 {
-    const kara_kernels *k = kara_kernels_for_isa(KARA_ISA_AVX512);
+    const kr_kernels *k = kr_kernels_for_isa(KR_ISA_AVX512);
     if (k == NULL) {
         printf("  batch invariance: SKIPPED, this CPU lacks AVX-512 VNNI/BF16 (no avx512 table)\n");
         return;
     }
 #if defined(__x86_64__) || defined(_M_X64)
     enum { ROWS = 29, LDY = ROWS + 2 };
-    static const kara_type types[] = { KARA_TYPE_Q8_0, KARA_TYPE_Q4_0, KARA_TYPE_Q4_K, KARA_TYPE_Q6_K };
+    static const kr_type types[] = { KR_TYPE_Q8_0, KR_TYPE_Q4_0, KR_TYPE_Q4_K, KR_TYPE_Q6_K };
     static const int nths[] = { 1, 3 };
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-        const kara_type wt = types[t];
-        const kara_type vt = kara_type_get(wt)->vec_dot_type;
-        const int64_t min_batch = kara_avx512_gemm_min_batch(wt);
+        const kr_type wt = types[t];
+        const kr_type vt = kr_type_get(wt)->vec_dot_type;
+        const int64_t min_batch = kr_avx512_gemm_min_batch(wt);
         const int64_t maxr = min_batch - 1 < 64 ? min_batch - 1 : 64;
-        const bool kquant = kara_type_get(wt)->block_size == KARA_QK_K;
+        const bool kquant = kr_type_get(wt)->block_size == KR_QK_K;
         /* 19 or 259 blocks of 32 (tails of 3 blocks after the 8-block steps),
          * or 5 and 35 blocks of 256; the wide rows hold 7-8 rows per group */
         const int64_t widths[2] = { kquant ? 1280 : 608, kquant ? 8960 : 8288 };
         for (int wi = 0; wi < 2; wi++) {
             const int64_t cols = widths[wi];
-            const size_t wrow = kara_type_row_size(wt, cols), xrow = kara_type_row_size(vt, cols);
+            const size_t wrow = kr_type_row_size(wt, cols), xrow = kr_type_row_size(vt, cols);
             float *f = malloc(sizeof(float) * (size_t)cols);
             unsigned char *wq = malloc(wrow * ROWS), *xq = malloc(xrow * (size_t)maxr);
             float *one = malloc(sizeof(float) * (size_t)maxr * LDY), *got = malloc(sizeof(float) * (size_t)maxr * LDY);
             for (int r = 0; r < ROWS; r++) {
                 fill_data(f, cols, 0.05f);
-                kara_quantize_row(wt, f, wq + r * wrow, cols);
+                kr_quantize_row(wt, f, wq + r * wrow, cols);
             }
             for (int64_t b = 0; b < maxr; b++) {
                 fill_data(f, cols, 1.0f);
@@ -534,7 +534,7 @@ static void test_batch_invariance(void)
             /* Q6_K: the one-row product is that of the 256-bit block kernel
              * (the table's vec_dot), whatever path computes it */
             int bad_one = 0;
-            for (int64_t b = 0; wt == KARA_TYPE_Q6_K && b < maxr; b++) {
+            for (int64_t b = 0; wt == KR_TYPE_Q6_K && b < maxr; b++) {
                 for (int r = 0; r < ROWS; r++) {
                     float v = NAN;
                     k->vec_dot[wt](cols, &v, wq + r * wrow, xq + b * xrow);
@@ -575,20 +575,20 @@ static void test_dispatch(void)
 {
     /* the cap is read once, at the first call */
     setenv("KARA_CPU_ISA", "avx2", 1);
-    const kara_kernels *k = kara_kernels_get();
+    const kr_kernels *k = kr_kernels_get();
     CHECK(k != NULL);
-    const kara_isa expect = kara_kernels_for_isa(KARA_ISA_AVX2) ? KARA_ISA_AVX2 : KARA_ISA_SCALAR;
+    const kr_isa expect = kr_kernels_for_isa(KR_ISA_AVX2) ? KR_ISA_AVX2 : KR_ISA_SCALAR;
     CHECK_MSG(k->isa == expect, "KARA_CPU_ISA=avx2 chose %s", k->name);
-    CHECK(kara_kernels_get() == k);
-    CHECK(kara_kernels_for_isa(KARA_ISA_SCALAR) != NULL);
-    CHECK(kara_kernels_for_isa(KARA_ISA_COUNT) == NULL);
-    CHECK(strcmp(kara_isa_name(KARA_ISA_AVX512), "avx512") == 0);
-    CHECK(strcmp(kara_isa_name(KARA_ISA_SCALAR), "scalar") == 0);
-    for (int i = 0; i < KARA_ISA_COUNT; i++) {
-        const kara_kernels *t = kara_kernels_for_isa((kara_isa)i);
+    CHECK(kr_kernels_get() == k);
+    CHECK(kr_kernels_for_isa(KR_ISA_SCALAR) != NULL);
+    CHECK(kr_kernels_for_isa(KR_ISA_COUNT) == NULL);
+    CHECK(strcmp(kr_isa_name(KR_ISA_AVX512), "avx512") == 0);
+    CHECK(strcmp(kr_isa_name(KR_ISA_SCALAR), "scalar") == 0);
+    for (int i = 0; i < KR_ISA_COUNT; i++) {
+        const kr_kernels *t = kr_kernels_for_isa((kr_isa)i);
         if (t) {
             CHECK_EQ_INT(t->isa, i);
-            CHECK(strcmp(t->name, kara_isa_name((kara_isa)i)) == 0);
+            CHECK(strcmp(t->name, kr_isa_name((kr_isa)i)) == 0);
         }
     }
 }
@@ -596,12 +596,12 @@ static void test_dispatch(void)
 int main(void)
 {
     test_dispatch();
-    const kara_kernels *ref = kara_kernels_for_isa(KARA_ISA_SCALAR);
+    const kr_kernels *ref = kr_kernels_for_isa(KR_ISA_SCALAR);
     test_scalar_vs_dequant(ref);
-    for (int i = 0; i < KARA_ISA_COUNT; i++) {
-        const kara_kernels *k = kara_kernels_for_isa((kara_isa)i);
+    for (int i = 0; i < KR_ISA_COUNT; i++) {
+        const kr_kernels *k = kr_kernels_for_isa((kr_isa)i);
         if (k == NULL) {
-            printf("  %s: not available on this machine/build\n", kara_isa_name((kara_isa)i));
+            printf("  %s: not available on this machine/build\n", kr_isa_name((kr_isa)i));
             continue;
         }
         printf("  testing %s\n", k->name);
@@ -612,5 +612,5 @@ int main(void)
         test_elementwise(k, ref);
     }
     test_batch_invariance();
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -41,28 +41,28 @@ static float rng_gauss(void)
 /* ---- type table ---- */
 static void test_type_table(void)
 {
-    CHECK(kara_type_get(KARA_TYPE_Q4_K) != NULL);
-    CHECK(strcmp(kara_type_get(KARA_TYPE_Q4_K)->name, "Q4_K") == 0);
-    CHECK(kara_type_get(4) == NULL); /* removed Q4_2 */
-    CHECK(kara_type_get(16) == NULL); /* IQ types are unknown to Kara */
-    CHECK(kara_type_get(1000) == NULL);
-    CHECK(kara_type_get(KARA_TYPE_Q2_K) != NULL && !kara_type_get(KARA_TYPE_Q2_K)->supported);
-    CHECK(kara_type_get(KARA_TYPE_Q3_K) != NULL && !kara_type_get(KARA_TYPE_Q3_K)->supported);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_F32, 10), 40);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_F16, 10), 20);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_BF16, 10), 20);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q4_0, 64), 36);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q8_0, 1024), 32 * 34);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q2_K, 256), 84);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q3_K, 256), 110);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q4_K, 512), 288);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q5_K, 256), 176);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q6_K, 256), 210);
-    CHECK_EQ_INT(kara_type_row_size(KARA_TYPE_Q8_K, 256), 292);
-    CHECK_EQ_INT(kara_type_get(KARA_TYPE_Q4_K)->vec_dot_type, KARA_TYPE_Q8_K);
-    CHECK_EQ_INT(kara_type_get(KARA_TYPE_Q4_1)->vec_dot_type, KARA_TYPE_Q8_1);
-    CHECK_EQ_INT(kara_type_get(KARA_TYPE_Q5_0)->vec_dot_type, KARA_TYPE_Q8_0);
-    CHECK_EQ_INT(kara_type_get(KARA_TYPE_F16)->vec_dot_type, KARA_TYPE_F16);
+    CHECK(kr_type_get(KR_TYPE_Q4_K) != NULL);
+    CHECK(strcmp(kr_type_get(KR_TYPE_Q4_K)->name, "Q4_K") == 0);
+    CHECK(kr_type_get(4) == NULL); /* removed Q4_2 */
+    CHECK(kr_type_get(16) == NULL); /* IQ types are unknown to Kara */
+    CHECK(kr_type_get(1000) == NULL);
+    CHECK(kr_type_get(KR_TYPE_Q2_K) != NULL && !kr_type_get(KR_TYPE_Q2_K)->supported);
+    CHECK(kr_type_get(KR_TYPE_Q3_K) != NULL && !kr_type_get(KR_TYPE_Q3_K)->supported);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_F32, 10), 40);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_F16, 10), 20);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_BF16, 10), 20);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q4_0, 64), 36);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q8_0, 1024), 32 * 34);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q2_K, 256), 84);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q3_K, 256), 110);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q4_K, 512), 288);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q5_K, 256), 176);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q6_K, 256), 210);
+    CHECK_EQ_INT(kr_type_row_size(KR_TYPE_Q8_K, 256), 292);
+    CHECK_EQ_INT(kr_type_get(KR_TYPE_Q4_K)->vec_dot_type, KR_TYPE_Q8_K);
+    CHECK_EQ_INT(kr_type_get(KR_TYPE_Q4_1)->vec_dot_type, KR_TYPE_Q8_1);
+    CHECK_EQ_INT(kr_type_get(KR_TYPE_Q5_0)->vec_dot_type, KR_TYPE_Q8_0);
+    CHECK_EQ_INT(kr_type_get(KR_TYPE_F16)->vec_dot_type, KR_TYPE_F16);
 }
 
 /* ---- fp16 / bf16 ---- */
@@ -89,16 +89,16 @@ static void test_fp16_known_values(void)
         { 1.0009765625f, 0x3c01 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        const uint16_t h = kara_fp32_to_fp16(cases[i].f);
+        const uint16_t h = kr_fp32_to_fp16(cases[i].f);
         CHECK_MSG(h == cases[i].h, "fp16(%.9g) = 0x%04x, want 0x%04x", cases[i].f, h, cases[i].h);
     }
-    CHECK_EQ_INT(kara_fp32_to_fp16(INFINITY), 0x7c00);
-    CHECK_EQ_INT(kara_fp32_to_fp16(-INFINITY), 0xfc00);
-    CHECK(isnan(kara_fp16_to_fp32(kara_fp32_to_fp16(NAN))));
-    CHECK(kara_fp16_to_fp32(0x7c00) == INFINITY);
-    CHECK(kara_fp16_to_fp32(0x0001) == 5.9604644775390625e-08f);
-    CHECK(kara_fp16_to_fp32(0x03ff) == 6.097555160522461e-05f);
-    CHECK(kara_fp16_to_fp32(0xc000) == -2.0f);
+    CHECK_EQ_INT(kr_fp32_to_fp16(INFINITY), 0x7c00);
+    CHECK_EQ_INT(kr_fp32_to_fp16(-INFINITY), 0xfc00);
+    CHECK(isnan(kr_fp16_to_fp32(kr_fp32_to_fp16(NAN))));
+    CHECK(kr_fp16_to_fp32(0x7c00) == INFINITY);
+    CHECK(kr_fp16_to_fp32(0x0001) == 5.9604644775390625e-08f);
+    CHECK(kr_fp16_to_fp32(0x03ff) == 6.097555160522461e-05f);
+    CHECK(kr_fp16_to_fp32(0xc000) == -2.0f);
 }
 
 /* Every finite half converts to f32 and back to itself, and each midpoint
@@ -109,17 +109,17 @@ static void test_fp16_exhaustive(void)
     for (uint32_t h = 0; h < 0x7c00; h++) {
         for (uint32_t s = 0; s <= 0x8000; s += 0x8000) {
             const uint16_t hs = (uint16_t)(h | s);
-            const float f = kara_fp16_to_fp32(hs);
-            if (kara_fp32_to_fp16(f) != hs) bad_roundtrip++;
+            const float f = kr_fp16_to_fp32(hs);
+            if (kr_fp32_to_fp16(f) != hs) bad_roundtrip++;
             if (h + 1 < 0x7c00) {
-                const float g = kara_fp16_to_fp32((uint16_t)((h + 1) | s));
+                const float g = kr_fp16_to_fp32((uint16_t)((h + 1) | s));
                 const float mid = (f + g) * 0.5f; /* exact: one more bit than half */
                 const uint16_t want = (uint16_t)(((h & 1) ? h + 1 : h) | s);
-                if (kara_fp32_to_fp16(mid) != want) bad_tie++;
+                if (kr_fp32_to_fp16(mid) != want) bad_tie++;
                 /* just inside the midpoint rounds to the nearer neighbour */
                 uint32_t mb;
                 memcpy(&mb, &mid, 4);
-                if (kara_fp32_to_fp16(f32_from_bits(mb - 1)) != hs && mid != 0) bad_inside++;
+                if (kr_fp32_to_fp16(f32_from_bits(mb - 1)) != hs && mid != 0) bad_inside++;
             }
         }
     }
@@ -130,42 +130,42 @@ static void test_fp16_exhaustive(void)
 
 static void test_bf16(void)
 {
-    CHECK_EQ_INT(kara_fp32_to_bf16(1.0f), 0x3f80);
-    CHECK_EQ_INT(kara_fp32_to_bf16(-2.0f), 0xc000);
-    CHECK_EQ_INT(kara_fp32_to_bf16(1.00390625f), 0x3f80);  /* 1 + 2^-8: tie -> even */
-    CHECK_EQ_INT(kara_fp32_to_bf16(1.01171875f), 0x3f82);  /* 1 + 3*2^-8: tie -> even */
-    CHECK_EQ_INT(kara_fp32_to_bf16(1.0078125f), 0x3f81);
-    CHECK_EQ_INT(kara_fp32_to_bf16(3.4e38f), 0x7f80);     /* rounds up to infinity */
-    CHECK(isnan(kara_bf16_to_fp32(kara_fp32_to_bf16(NAN))));
-    CHECK(kara_bf16_to_fp32(0x3fc0) == 1.5f);
+    CHECK_EQ_INT(kr_fp32_to_bf16(1.0f), 0x3f80);
+    CHECK_EQ_INT(kr_fp32_to_bf16(-2.0f), 0xc000);
+    CHECK_EQ_INT(kr_fp32_to_bf16(1.00390625f), 0x3f80);  /* 1 + 2^-8: tie -> even */
+    CHECK_EQ_INT(kr_fp32_to_bf16(1.01171875f), 0x3f82);  /* 1 + 3*2^-8: tie -> even */
+    CHECK_EQ_INT(kr_fp32_to_bf16(1.0078125f), 0x3f81);
+    CHECK_EQ_INT(kr_fp32_to_bf16(3.4e38f), 0x7f80);     /* rounds up to infinity */
+    CHECK(isnan(kr_bf16_to_fp32(kr_fp32_to_bf16(NAN))));
+    CHECK(kr_bf16_to_fp32(0x3fc0) == 1.5f);
     int bad = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {
         if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) continue; /* NaNs */
-        if (kara_fp32_to_bf16(kara_bf16_to_fp32((uint16_t)h)) != h) bad++;
+        if (kr_fp32_to_bf16(kr_bf16_to_fp32((uint16_t)h)) != h) bad++;
     }
     CHECK_MSG(bad == 0, "%d bf16 values do not round-trip", bad);
 }
 
 /* ---- quantize -> dequantize ---- */
 typedef struct {
-    kara_type type;
+    kr_type type;
     double gauss_bound;   /* relative RMSE bound on Gaussian data */
     double cos_bound;     /* relative RMSE bound on 0.1 + 2cos(i) */
 } quant_case;
 
 static const quant_case quant_cases[] = {
-    { KARA_TYPE_F16, 0.00026, 0.00025 },
-    { KARA_TYPE_BF16, 0.002, 0.002 },
-    { KARA_TYPE_Q8_0, 0.0066, 0.004 },
-    { KARA_TYPE_Q8_1, 0.0066, 0.004 },
-    { KARA_TYPE_Q8_K, 0.0085, 0.004 },
-    { KARA_TYPE_Q6_K, 0.0215, 0.0142 },
-    { KARA_TYPE_Q5_0, 0.052, 0.032 },
-    { KARA_TYPE_Q5_1, 0.046, 0.031 },
-    { KARA_TYPE_Q5_K, 0.044, 0.029 },
-    { KARA_TYPE_Q4_0, 0.103, 0.061 },
-    { KARA_TYPE_Q4_1, 0.095, 0.062 },
-    { KARA_TYPE_Q4_K, 0.086, 0.053 },
+    { KR_TYPE_F16, 0.00026, 0.00025 },
+    { KR_TYPE_BF16, 0.002, 0.002 },
+    { KR_TYPE_Q8_0, 0.0066, 0.004 },
+    { KR_TYPE_Q8_1, 0.0066, 0.004 },
+    { KR_TYPE_Q8_K, 0.0085, 0.004 },
+    { KR_TYPE_Q6_K, 0.0215, 0.0142 },
+    { KR_TYPE_Q5_0, 0.052, 0.032 },
+    { KR_TYPE_Q5_1, 0.046, 0.031 },
+    { KR_TYPE_Q5_K, 0.044, 0.029 },
+    { KR_TYPE_Q4_0, 0.103, 0.061 },
+    { KR_TYPE_Q4_1, 0.095, 0.062 },
+    { KR_TYPE_Q4_K, 0.086, 0.053 },
 };
 #define N_QUANT_CASES (sizeof(quant_cases) / sizeof(quant_cases[0]))
 
@@ -181,12 +181,12 @@ static double rel_rmse(const float *x, const float *y, int64_t n)
     return sqrt(se / sx);
 }
 
-static double roundtrip_error(kara_type type, const float *x, float *y, void *buf)
+static double roundtrip_error(kr_type type, const float *x, float *y, void *buf)
 {
-    if (!kara_quantize_row(type, x, buf, N_ELEMS)) {
+    if (!kr_quantize_row(type, x, buf, N_ELEMS)) {
         return INFINITY;
     }
-    kara_dequantize_row(type, buf, y, N_ELEMS);
+    kr_dequantize_row(type, buf, y, N_ELEMS);
     return rel_rmse(x, y, N_ELEMS);
 }
 
@@ -200,10 +200,10 @@ static void test_roundtrip_errors(void)
         gauss[i] = rng_gauss();
         wave[i] = 0.1f + 2.0f * cosf((float)i + 0.5f);
     }
-    double err_g[KARA_TYPE_COUNT] = { 0 };
+    double err_g[KR_TYPE_COUNT] = { 0 };
     for (size_t c = 0; c < N_QUANT_CASES; c++) {
         const quant_case *qc = &quant_cases[c];
-        const char *name = kara_type_get(qc->type)->name;
+        const char *name = kr_type_get(qc->type)->name;
         const double eg = roundtrip_error(qc->type, gauss, y, buf);
         const double ew = roundtrip_error(qc->type, wave, y, buf);
         err_g[qc->type] = eg;
@@ -213,12 +213,12 @@ static void test_roundtrip_errors(void)
     }
     /* more bits, less error; the searched K-quant scales beat plain
      * round-to-nearest blocks of about the same size */
-    CHECK(err_g[KARA_TYPE_Q8_0] < err_g[KARA_TYPE_Q6_K]);
-    CHECK(err_g[KARA_TYPE_Q6_K] < err_g[KARA_TYPE_Q5_K]);
-    CHECK(err_g[KARA_TYPE_Q5_K] < err_g[KARA_TYPE_Q4_K]);
-    CHECK(err_g[KARA_TYPE_Q5_0] < err_g[KARA_TYPE_Q4_0]);
-    CHECK(err_g[KARA_TYPE_Q4_K] < err_g[KARA_TYPE_Q4_0]);
-    CHECK(err_g[KARA_TYPE_Q5_K] < err_g[KARA_TYPE_Q5_0]);
+    CHECK(err_g[KR_TYPE_Q8_0] < err_g[KR_TYPE_Q6_K]);
+    CHECK(err_g[KR_TYPE_Q6_K] < err_g[KR_TYPE_Q5_K]);
+    CHECK(err_g[KR_TYPE_Q5_K] < err_g[KR_TYPE_Q4_K]);
+    CHECK(err_g[KR_TYPE_Q5_0] < err_g[KR_TYPE_Q4_0]);
+    CHECK(err_g[KR_TYPE_Q4_K] < err_g[KR_TYPE_Q4_0]);
+    CHECK(err_g[KR_TYPE_Q5_K] < err_g[KR_TYPE_Q5_0]);
     free(gauss);
     free(wave);
     free(y);
@@ -232,30 +232,30 @@ static void test_block_error_bounds(void)
 {
     enum { N = 32 * 50 };
     float x[N], y[N];
-    kara_block_q8_0 q8[N / 32];
-    kara_block_q4_0 q4[N / 32];
-    kara_block_q5_1 q51[N / 32];
+    kr_block_q8_0 q8[N / 32];
+    kr_block_q4_0 q4[N / 32];
+    kr_block_q5_1 q51[N / 32];
     for (int i = 0; i < N; i++) {
         x[i] = rng_gauss() * (1.0f + (float)(i / 32)); /* blocks of growing scale */
     }
     int bad8 = 0, bad4 = 0, bad51 = 0;
-    kara_quantize_row(KARA_TYPE_Q8_0, x, q8, N);
-    kara_dequantize_row(KARA_TYPE_Q8_0, q8, y, N);
+    kr_quantize_row(KR_TYPE_Q8_0, x, q8, N);
+    kr_dequantize_row(KR_TYPE_Q8_0, q8, y, N);
     for (int i = 0; i < N; i++) {
-        const float d = fabsf(kara_fp16_to_fp32(q8[i / 32].d));
+        const float d = fabsf(kr_fp16_to_fp32(q8[i / 32].d));
         if (fabsf(x[i] - y[i]) > 0.5f * d + 127 * d / 1024) bad8++;
     }
-    kara_quantize_row(KARA_TYPE_Q4_0, x, q4, N);
-    kara_dequantize_row(KARA_TYPE_Q4_0, q4, y, N);
+    kr_quantize_row(KR_TYPE_Q4_0, x, q4, N);
+    kr_dequantize_row(KR_TYPE_Q4_0, q4, y, N);
     for (int i = 0; i < N; i++) {
-        const float d = fabsf(kara_fp16_to_fp32(q4[i / 32].d));
+        const float d = fabsf(kr_fp16_to_fp32(q4[i / 32].d));
         if (fabsf(x[i] - y[i]) > d * (1.0f + 8.0f / 1024)) bad4++;
     }
-    kara_quantize_row(KARA_TYPE_Q5_1, x, q51, N);
-    kara_dequantize_row(KARA_TYPE_Q5_1, q51, y, N);
+    kr_quantize_row(KR_TYPE_Q5_1, x, q51, N);
+    kr_dequantize_row(KR_TYPE_Q5_1, q51, y, N);
     for (int i = 0; i < N; i++) {
-        const float d = kara_fp16_to_fp32(q51[i / 32].d);
-        const float m = kara_fp16_to_fp32(q51[i / 32].m);
+        const float d = kr_fp16_to_fp32(q51[i / 32].d);
+        const float m = kr_fp16_to_fp32(q51[i / 32].m);
         if (fabsf(x[i] - y[i]) > 0.5f * d + 31 * d / 1024 + fabsf(m) / 1024) bad51++;
     }
     CHECK_MSG(bad8 == 0, "%d Q8_0 values off by more than half a step", bad8);
@@ -271,17 +271,17 @@ static void test_degenerate_blocks(void)
     float x[N], y[N];
     unsigned char buf[N * 4];
     for (size_t c = 0; c < N_QUANT_CASES; c++) {
-        const kara_type t = quant_cases[c].type;
-        const char *name = kara_type_get(t)->name;
+        const kr_type t = quant_cases[c].type;
+        const char *name = kr_type_get(t)->name;
         memset(x, 0, sizeof(x));
-        kara_quantize_row(t, x, buf, N);
-        kara_dequantize_row(t, buf, y, N);
+        kr_quantize_row(t, x, buf, N);
+        kr_dequantize_row(t, buf, y, N);
         int bad = 0;
         for (int i = 0; i < N; i++) bad += (y[i] != 0.0f);
         CHECK_MSG(bad == 0, "%s: zeros do not come back as zeros (%d)", name, bad);
         for (int i = 0; i < N; i++) x[i] = 0.75f;
-        kara_quantize_row(t, x, buf, N);
-        kara_dequantize_row(t, buf, y, N);
+        kr_quantize_row(t, x, buf, N);
+        kr_dequantize_row(t, buf, y, N);
         bad = 0;
         for (int i = 0; i < N; i++) bad += !(fabsf(y[i] - 0.75f) <= 0.75f * 0.02f);
         CHECK_MSG(bad == 0, "%s: constant 0.75 comes back wrong (%d values, e.g. %g)", name, bad, y[0]);
@@ -292,11 +292,11 @@ static void test_quantize_rejects(void)
 {
     float x[256] = { 0 };
     unsigned char buf[1024];
-    CHECK(!kara_quantize_row(KARA_TYPE_Q2_K, x, buf, 256));
-    CHECK(!kara_quantize_row(KARA_TYPE_Q3_K, x, buf, 256));
-    CHECK(!kara_quantize_row(KARA_TYPE_Q4_0, x, buf, 33));
-    CHECK(!kara_quantize_row(KARA_TYPE_Q4_K, x, buf, 128));
-    CHECK(!kara_quantize_row((kara_type)5, x, buf, 32));
+    CHECK(!kr_quantize_row(KR_TYPE_Q2_K, x, buf, 256));
+    CHECK(!kr_quantize_row(KR_TYPE_Q3_K, x, buf, 256));
+    CHECK(!kr_quantize_row(KR_TYPE_Q4_0, x, buf, 33));
+    CHECK(!kr_quantize_row(KR_TYPE_Q4_K, x, buf, 128));
+    CHECK(!kr_quantize_row((kr_type)5, x, buf, 32));
 }
 
 int main(void)
@@ -309,5 +309,5 @@ int main(void)
     test_block_error_bounds();
     test_degenerate_blocks();
     test_quantize_rejects();
-    return kara_test_finish();
+    return kr_test_finish();
 }

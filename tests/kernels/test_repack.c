@@ -35,18 +35,18 @@ static float rng_gauss(void)
 }
 
 /* Every layout and the file type it holds. */
-static const kara_type layouts[][2] = {
-    {KARA_TYPE_Q4_K_X16, KARA_TYPE_Q4_K},
-    {KARA_TYPE_Q6_K_X16, KARA_TYPE_Q6_K},
-    {KARA_TYPE_Q4_0_X16, KARA_TYPE_Q4_0},
-    {KARA_TYPE_F32_X16, KARA_TYPE_F32},
+static const kr_type layouts[][2] = {
+    {KR_TYPE_Q4_K_X16, KR_TYPE_Q4_K},
+    {KR_TYPE_Q6_K_X16, KR_TYPE_Q6_K},
+    {KR_TYPE_Q4_0_X16, KR_TYPE_Q4_0},
+    {KR_TYPE_F32_X16, KR_TYPE_F32},
 };
 #define N_LAYOUTS (sizeof layouts / sizeof layouts[0])
 
 enum { ROWS = 48, MAXB = 64, LDY = ROWS + 3 };
 
 typedef struct matrix {
-    kara_type src, lt;
+    kr_type src, lt;
     int64_t cols;
     size_t wrow, xrow;
     uint8_t *orig, *packed, *x;
@@ -54,15 +54,15 @@ typedef struct matrix {
     float *want, *tol;
 } matrix;
 
-static bool make_matrix(matrix *m, kara_type lt, kara_type src, int64_t cols)
+static bool make_matrix(matrix *m, kr_type lt, kr_type src, int64_t cols)
 {
-    const kara_kernels *ref = kara_kernels_for_isa(KARA_ISA_SCALAR);
-    const kara_type vt = kara_type_get(src)->vec_dot_type;
+    const kr_kernels *ref = kr_kernels_for_isa(KR_ISA_SCALAR);
+    const kr_type vt = kr_type_get(src)->vec_dot_type;
     m->src = src;
     m->lt = lt;
     m->cols = cols;
-    m->wrow = kara_type_row_size(src, cols);
-    m->xrow = kara_type_row_size(vt, cols);
+    m->wrow = kr_type_row_size(src, cols);
+    m->xrow = kr_type_row_size(vt, cols);
     m->orig = malloc(m->wrow * ROWS);
     m->packed_mem = aligned_alloc(64, (m->wrow * ROWS + 127) / 64 * 64);
     m->packed = m->packed_mem + 32;
@@ -73,13 +73,13 @@ static bool make_matrix(matrix *m, kara_type lt, kara_type src, int64_t cols)
     float *xd = malloc(sizeof(float) * (size_t)cols);
     for (int r = 0; r < ROWS; r++) {
         for (int64_t c = 0; c < cols; c++) f[c] = 0.05f * rng_gauss();
-        kara_quantize_row(src, f, m->orig + m->wrow * r, cols);
-        kara_dequantize_row(src, m->orig + m->wrow * r, wd + cols * r, cols);
+        kr_quantize_row(src, f, m->orig + m->wrow * r, cols);
+        kr_dequantize_row(src, m->orig + m->wrow * r, wd + cols * r, cols);
     }
     for (int b = 0; b < MAXB; b++) {
         for (int64_t c = 0; c < cols; c++) f[c] = rng_gauss();
         ref->from_float[vt](f, m->x + m->xrow * b, cols);
-        kara_dequantize_row(vt, m->x + m->xrow * b, xd, cols);
+        kr_dequantize_row(vt, m->x + m->xrow * b, xd, cols);
         for (int r = 0; r < ROWS; r++) {
             ref->vec_dot[src](cols, &m->want[b * ROWS + r], m->orig + m->wrow * r, m->x + m->xrow * b);
             double s = 0;
@@ -91,8 +91,8 @@ static bool make_matrix(matrix *m, kara_type lt, kara_type src, int64_t cols)
     free(wd);
     free(xd);
     memcpy(m->packed, m->orig, m->wrow * ROWS);
-    kara_type t = src;
-    return kara_repack_matrix(&t, lt, m->packed, ROWS, cols) && t == lt;
+    kr_type t = src;
+    return kr_repack_matrix(&t, lt, m->packed, ROWS, cols) && t == lt;
 }
 
 static void free_matrix(matrix *m)
@@ -107,19 +107,19 @@ static void free_matrix(matrix *m)
 /* Rows copied back equal the file's blocks; bad shapes are refused. */
 static void test_round_trip(const matrix *m)
 {
-    const char *name = kara_type_get(m->lt)->name;
-    CHECK(kara_layout_source(m->lt) == m->src);
-    CHECK(kara_layout_source(m->src) == m->src);
+    const char *name = kr_type_get(m->lt)->name;
+    CHECK(kr_layout_source(m->lt) == m->src);
+    CHECK(kr_layout_source(m->src) == m->src);
     CHECK_MSG(memcmp(m->packed, m->orig, m->wrow * ROWS) != 0, "%s: repacking changed nothing", name);
-    const int64_t nblk = m->cols / kara_type_get(m->src)->block_size;
+    const int64_t nblk = m->cols / kr_type_get(m->src)->block_size;
     uint8_t *row = malloc(m->wrow);
     int bad = 0;
     for (int r = 0; r < ROWS; r++) {
-        kara_repacked_blocks(m->lt, m->packed, m->wrow, r, 0, nblk, row);
+        kr_repacked_blocks(m->lt, m->packed, m->wrow, r, 0, nblk, row);
         bad += memcmp(row, m->orig + m->wrow * r, m->wrow) != 0;
         /* a sub-range of blocks too */
-        kara_repacked_blocks(m->lt, m->packed, m->wrow, r, 1, nblk - 1, row);
-        const size_t bs = (size_t)kara_type_get(m->src)->type_size;
+        kr_repacked_blocks(m->lt, m->packed, m->wrow, r, 1, nblk - 1, row);
+        const size_t bs = (size_t)kr_type_get(m->src)->type_size;
         bad += memcmp(row, m->orig + m->wrow * r + bs, m->wrow - bs) != 0;
     }
     CHECK_MSG(bad == 0, "%s cols=%lld: %d rows differ after the way back", name, (long long)m->cols, bad);
@@ -127,18 +127,18 @@ static void test_round_trip(const matrix *m)
 
     uint8_t *copy = malloc(m->wrow * ROWS);
     memcpy(copy, m->orig, m->wrow * ROWS);
-    kara_type t = m->src;
-    CHECK_MSG(!kara_repack_matrix(&t, m->lt, copy, ROWS - 1, m->cols) && t == m->src &&
+    kr_type t = m->src;
+    CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS - 1, m->cols) && t == m->src &&
                   memcmp(copy, m->orig, m->wrow * ROWS) == 0,
               "%s: %d rows (not a multiple of 16) must be refused untouched", name, ROWS - 1);
-    t = KARA_TYPE_Q8_0;
-    CHECK_MSG(!kara_repack_matrix(&t, m->lt, copy, ROWS, m->cols) && t == KARA_TYPE_Q8_0,
+    t = KR_TYPE_Q8_0;
+    CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS, m->cols) && t == KR_TYPE_Q8_0,
               "%s: a matrix of another type must be refused", name);
     t = m->src;
-    CHECK_MSG(!kara_repack_matrix(&t, m->src, copy, ROWS, m->cols) && t == m->src,
+    CHECK_MSG(!kr_repack_matrix(&t, m->src, copy, ROWS, m->cols) && t == m->src,
               "%s: a file type is not a layout", name);
-    if (m->src == KARA_TYPE_F32) { /* F32 packs 16 columns at a time */
-        CHECK_MSG(!kara_repack_matrix(&t, m->lt, copy, ROWS, 1000) && t == m->src &&
+    if (m->src == KR_TYPE_F32) { /* F32 packs 16 columns at a time */
+        CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS, 1000) && t == m->src &&
                       memcmp(copy, m->orig, m->wrow * ROWS) == 0,
                   "%s: 1000 columns (not a multiple of 16) must be refused untouched", name);
     }
@@ -147,7 +147,7 @@ static void test_round_trip(const matrix *m)
 
 /* One ISA's matmul on the repacked matrix: values, padding, and bits
  * independent of batch size and thread split. */
-static void test_matmul(const kara_kernels *k, const matrix *m)
+static void test_matmul(const kr_kernels *k, const matrix *m)
 {
     static const int nths[] = {1, 2, 3, 5};
     float *got = malloc(sizeof(float) * MAXB * LDY), *one = malloc(sizeof(float) * MAXB * LDY);
@@ -171,14 +171,14 @@ static void test_matmul(const kara_kernels *k, const matrix *m)
                     if (!(fabsf(g - m->want[b * ROWS + r]) <= m->tol[b * ROWS + r] + 1e-30f)) {
                         if (bad++ < 3)
                             fprintf(stderr, "  %s %s b=%d r=%d nb=%d nth=%d: %.9g vs %.9g\n", k->name,
-                                    kara_type_get(m->lt)->name, b, r, nb, nths[ni], g, m->want[b * ROWS + r]);
+                                    kr_type_get(m->lt)->name, b, r, nb, nths[ni], g, m->want[b * ROWS + r]);
                     }
                     bad_bits += memcmp(&g, &one[b * LDY + r], sizeof g) != 0;
                 }
             }
         }
     }
-    const char *name = kara_type_get(m->lt)->name;
+    const char *name = kr_type_get(m->lt)->name;
     CHECK_MSG(bad == 0, "%s matmul %s cols=%lld: %d cells differ from the scalar dot of the file rows", k->name,
               name, (long long)m->cols, bad);
     CHECK_MSG(bad_pad == 0, "%s matmul %s: %d cells written beyond n_rows or n_batch", k->name, name, bad_pad);
@@ -190,36 +190,36 @@ static void test_matmul(const kara_kernels *k, const matrix *m)
 
 int main(void)
 {
-    const kara_kernels *best = kara_kernels_get();
+    const kr_kernels *best = kr_kernels_get();
     printf("  best table %s: Q4_K -> %s\n", best->name,
-           best->repack[KARA_TYPE_Q4_K] ? kara_type_get(best->repack[KARA_TYPE_Q4_K])->name : "(file layout)");
-    for (int i = 0; i < KARA_ISA_COUNT; i++) {
-        const kara_kernels *k = kara_kernels_for_isa((kara_isa)i);
-        for (int t = 0; k && t < KARA_TYPE_COUNT; t++) {
+           best->repack[KR_TYPE_Q4_K] ? kr_type_get(best->repack[KR_TYPE_Q4_K])->name : "(file layout)");
+    for (int i = 0; i < KR_ISA_COUNT; i++) {
+        const kr_kernels *k = kr_kernels_for_isa((kr_isa)i);
+        for (int t = 0; k && t < KR_TYPE_COUNT; t++) {
             if (k->repack[t]) {
-                CHECK_MSG(kara_layout_source(k->repack[t]) == (kara_type)t, "%s: repack[%s] holds another type",
-                          k->name, kara_type_get((uint32_t)t)->name);
+                CHECK_MSG(kr_layout_source(k->repack[t]) == (kr_type)t, "%s: repack[%s] holds another type",
+                          k->name, kr_type_get((uint32_t)t)->name);
             }
         }
     }
     for (size_t l = 0; l < N_LAYOUTS; l++) {
         /* 4 blocks, and 9 (one past a multiple of 8) */
-        const int64_t bs = kara_type_get(layouts[l][1])->block_size;
+        const int64_t bs = kr_type_get(layouts[l][1])->block_size;
         const int64_t widths[2] = {4 * bs < 1024 ? 1024 : 4 * bs, 9 * (bs < 256 ? 256 : bs)};
         for (int wi = 0; wi < 2; wi++) {
             matrix m;
             if (!CHECK_MSG(make_matrix(&m, layouts[l][0], layouts[l][1], widths[wi]), "repack %s failed",
-                           kara_type_get(layouts[l][0])->name)) {
+                           kr_type_get(layouts[l][0])->name)) {
                 free_matrix(&m);
                 continue;
             }
             test_round_trip(&m);
-            for (int i = 0; i < KARA_ISA_COUNT; i++) {
-                const kara_kernels *k = kara_kernels_for_isa((kara_isa)i);
+            for (int i = 0; i < KR_ISA_COUNT; i++) {
+                const kr_kernels *k = kr_kernels_for_isa((kr_isa)i);
                 if (k) test_matmul(k, &m);
             }
             free_matrix(&m);
         }
     }
-    return kara_test_finish();
+    return kr_test_finish();
 }

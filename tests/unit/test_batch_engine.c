@@ -504,14 +504,14 @@ static void test_fit_concurrency(void) {
 
 int main(void) {
     char path[512];
-    snprintf(path, sizeof path, "%s/batch-engine-tiny.gguf", kara_test_tmpdir());
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
-    kara_synth_preset(&sp, "tiny");
+    snprintf(path, sizeof path, "%s/batch-engine-tiny.gguf", kr_test_tmpdir());
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
+    kr_synth_preset(&sp, "tiny");
     snprintf(sp.arch, sizeof sp.arch, "qwen3");
     char err[256];
-    if (kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
-        fprintf(stderr, "kara_synth_write: %s\n", err);
+    if (kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
+        fprintf(stderr, "kr_synth_write: %s\n", err);
         return 1;
     }
     if (kara_model_load(path, NULL, &g_model) != KARA_OK) {
@@ -526,5 +526,5 @@ int main(void) {
     test_stop_and_refusals();
     test_fit_concurrency();
     kara_model_free(g_model);
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -294,7 +294,7 @@ static void capture_log(kara_log_level level, const char *msg, void *user) {
 /* Rewrite a same-length part of a file in place (keeps the GGUF valid). */
 static bool patch_file(const char *path, const char *from, const char *to) {
     size_t size = 0;
-    char *data = kara_test_read_file(path, &size);
+    char *data = kr_test_read_file(path, &size);
     if (!data) return false;
     size_t n = strlen(from), hits = 0;
     for (size_t i = 0; i + n <= size; i++)
@@ -310,12 +310,12 @@ static bool patch_file(const char *path, const char *from, const char *to) {
 }
 
 static kara_model *load_synth(const char *name, const char *patch_from, const char *patch_to) {
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
     char err[512];
-    const char *path = kara_test_path(kara_test_tmpdir(), name);
-    if (kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
-        CHECK_MSG(false, "kara_synth_write: %s", err);
+    const char *path = kr_test_path(kr_test_tmpdir(), name);
+    if (kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
+        CHECK_MSG(false, "kr_synth_write: %s", err);
         return NULL;
     }
     if (patch_from) CHECK(patch_file(path, patch_from, patch_to));
@@ -372,5 +372,5 @@ int main(void) {
     test_default_system();
     test_names_and_errors();
     test_from_model();
-    return kara_test_finish();
+    return kr_test_finish();
 }

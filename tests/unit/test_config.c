@@ -12,7 +12,7 @@
 #include "test_util.h"
 
 static const char *write_tmp(const char *name, const char *text) {
-    const char *path = kara_test_path(kara_test_tmpdir(), name);
+    const char *path = kr_test_path(kr_test_tmpdir(), name);
     FILE *f = fopen(path, "wb");
     if (!f) return path;
     fputs(text, f);
@@ -160,13 +160,13 @@ static void test_shipped_configs(void) {
         if (len < 6 || strcmp(e->d_name + len - 5, ".yaml")) continue;
         /* Kubernetes manifests shipped beside the configurations (examples
          * for spreading a batch job) are not Kara configurations */
-        char *text = kara_test_read_file(kara_test_path(dir, e->d_name), NULL);
+        char *text = kr_test_read_file(kr_test_path(dir, e->d_name), NULL);
         bool manifest = text && strstr(text, "\napiVersion:") != NULL;
         free(text);
         if (manifest) continue;
         kara_config c;
         kara_config_init(&c);
-        kara_status st = kara_config_load(&c, kara_test_path(dir, e->d_name));
+        kara_status st = kara_config_load(&c, kr_test_path(dir, e->d_name));
         CHECK_MSG(st == KARA_OK, "%s: %s", e->d_name, kara_last_error());
         n++;
     }
@@ -177,7 +177,7 @@ static void test_shipped_configs(void) {
     kara_config def, c;
     kara_config_init(&def);
     kara_config_init(&c);
-    const char *path = kara_test_path(dir, "default.yaml");
+    const char *path = kr_test_path(dir, "default.yaml");
     CHECK_EQ_INT(kara_config_load(&c, path), KARA_OK);
     CHECK(same_values(&def, &c));
     for (int i = 0; kara_config_key(i); i++) {
@@ -187,7 +187,7 @@ static void test_shipped_configs(void) {
     }
 
     /* the schema document lists every key */
-    char *readme = kara_test_read_file(kara_test_path(dir, "README.md"), NULL);
+    char *readme = kr_test_read_file(kr_test_path(dir, "README.md"), NULL);
     CHECK(readme != NULL);
     for (int i = 0; readme && kara_config_key(i); i++) {
         char quoted[128];
@@ -198,7 +198,7 @@ static void test_shipped_configs(void) {
 
     /* presets carry the model cards' sampling settings */
     kara_config_init(&c);
-    path = kara_test_path(dir, "qwen3-thinking.yaml");
+    path = kr_test_path(dir, "qwen3-thinking.yaml");
     CHECK_EQ_INT(kara_config_load(&c, path), KARA_OK);
     CHECK_NEAR(c.sampling.temperature, 0.6, 1e-7);
     CHECK_NEAR(c.sampling.top_p, 0.95, 1e-7);
@@ -212,7 +212,7 @@ static void test_shipped_configs(void) {
     CHECK(!strcmp(kara_config_origin(&c, "sampling.repeat_last_n"), "default"));
 
     kara_config_init(&c);
-    CHECK_EQ_INT(kara_config_load(&c, kara_test_path(dir, "qwen3-nothink.yaml")), KARA_OK);
+    CHECK_EQ_INT(kara_config_load(&c, kr_test_path(dir, "qwen3-nothink.yaml")), KARA_OK);
     CHECK_NEAR(c.sampling.temperature, 0.7, 1e-7);
     CHECK_NEAR(c.sampling.top_p, 0.8, 1e-7);
     CHECK_EQ_INT(c.sampling.top_k, 20);
@@ -220,12 +220,12 @@ static void test_shipped_configs(void) {
     CHECK_EQ_INT(c.think, KARA_THINK_OFF);
 
     kara_config_init(&c);
-    CHECK_EQ_INT(kara_config_load(&c, kara_test_path(dir, "deepseek-r1.yaml")), KARA_OK);
+    CHECK_EQ_INT(kara_config_load(&c, kr_test_path(dir, "deepseek-r1.yaml")), KARA_OK);
     CHECK_NEAR(c.sampling.temperature, 0.6, 1e-7);
     CHECK_NEAR(c.sampling.top_p, 0.95, 1e-7);
 
     /* layering: a KV file on top of a preset keeps the preset's sampling */
-    CHECK_EQ_INT(kara_config_load(&c, kara_test_path(dir, "kv-kara-20.yaml")), KARA_OK);
+    CHECK_EQ_INT(kara_config_load(&c, kr_test_path(dir, "kv-kara-20.yaml")), KARA_OK);
     CHECK_NEAR(c.sampling.temperature, 0.6, 1e-7);
     CHECK_EQ_INT(c.context.kv.method, KARA_KV_METHOD_KARA);
     CHECK_NEAR(c.context.kv.retention, 0.2, 1e-7);
@@ -324,7 +324,7 @@ static void test_errors(void) {
                  "3:10: sampling.top_k: -3 is out of range [0, 16777216]");
 
     /* a missing file is an I/O error, not a config error */
-    const char *missing = kara_test_path(kara_test_tmpdir(), "does-not-exist.yaml");
+    const char *missing = kr_test_path(kr_test_tmpdir(), "does-not-exist.yaml");
     CHECK_EQ_INT(kara_config_load(&c, missing), KARA_ERR_IO);
     CHECK(strstr(kara_last_error(), missing) != NULL);
 
@@ -561,12 +561,12 @@ static void test_trigger(void) {
 
     /* the shared flag; flags win over files */
     char *argv[] = {"kara", "--config", (char *)path, "--kv-trigger", "periodic", NULL};
-    kara_cli_parsed cli;
-    CHECK_EQ_INT(kara_cli_parse("run", 5, argv, NULL, 0, &c, &cli), -1);
+    kr_cli_parsed cli;
+    CHECK_EQ_INT(kr_cli_parse("run", 5, argv, NULL, 0, &c, &cli), -1);
     CHECK_EQ_INT(c.context.kv.trigger, KARA_KV_TRIGGER_PERIODIC);
     CHECK_EQ_INT(c.context.kv.trigger_slack, 64);
     CHECK(!strcmp(kara_config_origin(&c, "kara.trigger"), "--kv-trigger"));
-    kara_cli_parsed_free(&cli);
+    kr_cli_parsed_free(&cli);
     round_trip(&c, "rt_trigger.yaml");
 }
 
@@ -578,5 +578,5 @@ int main(void) {
     test_set();
     test_format();
     test_trigger();
-    return kara_test_finish();
+    return kr_test_finish();
 }

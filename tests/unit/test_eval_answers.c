@@ -9,7 +9,7 @@
 #include "test_util.h"
 
 static const char *write_file(const char *name, const char *text) {
-    const char *path = kara_test_path(kara_test_tmpdir(), name);
+    const char *path = kr_test_path(kr_test_tmpdir(), name);
     FILE *f = fopen(path, "w");
     fputs(text, f);
     fclose(f);
@@ -18,46 +18,46 @@ static const char *write_file(const char *name, const char *text) {
 
 int main(void) {
     char out[64];
-    kara_eval_extract_answer("so the answer is \\boxed{\\frac{1}{2}} hmm \\boxed{42}.", out, sizeof out);
+    kr_eval_extract_answer("so the answer is \\boxed{\\frac{1}{2}} hmm \\boxed{42}.", out, sizeof out);
     CHECK(!strcmp(out, "42"));
-    kara_eval_extract_answer("\\boxed{\\frac{1}{2}}", out, sizeof out);
+    kr_eval_extract_answer("\\boxed{\\frac{1}{2}}", out, sizeof out);
     CHECK(!strcmp(out, "\\frac{1}{2}"));
-    kara_eval_extract_answer("  8976.\n", out, sizeof out);
+    kr_eval_extract_answer("  8976.\n", out, sizeof out);
     CHECK(!strcmp(out, "8976"));
 
-    CHECK(kara_eval_answer_matches("8976", "8976"));
-    CHECK(kara_eval_answer_matches(" 12,430 ", "12430"));
-    CHECK(kara_eval_answer_matches("The result: \\boxed{12430.0}", "12430"));
-    CHECK(!kara_eval_answer_matches("8977", "8976"));
-    CHECK(!kara_eval_answer_matches("", "0"));
-    CHECK(kara_eval_answer_matches("\\boxed{x+1}", "x+1"));
-    CHECK(!kara_eval_answer_matches("89761", "8976"));
+    CHECK(kr_eval_answer_matches("8976", "8976"));
+    CHECK(kr_eval_answer_matches(" 12,430 ", "12430"));
+    CHECK(kr_eval_answer_matches("The result: \\boxed{12430.0}", "12430"));
+    CHECK(!kr_eval_answer_matches("8977", "8976"));
+    CHECK(!kr_eval_answer_matches("", "0"));
+    CHECK(kr_eval_answer_matches("\\boxed{x+1}", "x+1"));
+    CHECK(!kr_eval_answer_matches("89761", "8976"));
 
     const char *good = write_file("good.jsonl",
                                   "{\"id\": \"a\", \"prompt\": \"Compute 2*3.\", \"answer\": \"6\"}\n"
                                   "\n"
                                   "{\"problem\": \"What is 1+1?\", \"answer\": 2}\n");
-    kara_eval_tasks t;
+    kr_eval_tasks t;
     const char *files[] = {good};
-    CHECK(kara_eval_tasks_load(&t, files, 1, 0));
+    CHECK(kr_eval_tasks_load(&t, files, 1, 0));
     CHECK_EQ_INT(t.n, 2);
     if (t.n == 2) {
         CHECK(!strcmp(t.items[0].prompt, "Compute 2*3.") && !strcmp(t.items[0].answer, "6"));
         CHECK(!strcmp(t.items[1].prompt, "What is 1+1?") && !strcmp(t.items[1].answer, "2"));
         CHECK(strstr(t.items[1].where, "good.jsonl:3") != NULL);
     }
-    kara_eval_tasks_free(&t);
-    CHECK(kara_eval_tasks_load(&t, files, 1, 1));
+    kr_eval_tasks_free(&t);
+    CHECK(kr_eval_tasks_load(&t, files, 1, 1));
     CHECK_EQ_INT(t.n, 1);
-    kara_eval_tasks_free(&t);
+    kr_eval_tasks_free(&t);
 
     /* a bad line fails the load (its FILE:LINE goes to stderr) */
     const char *bad = write_file("bad.jsonl", "{\"prompt\": \"x\", \"answer\": \"1\"}\n{\"prompt\": \"y\"}\n");
     files[0] = bad;
-    CHECK(!kara_eval_tasks_load(&t, files, 1, 0));
+    CHECK(!kr_eval_tasks_load(&t, files, 1, 0));
     const char *broken = write_file("broken.jsonl", "{\"prompt\": \"x\", \"answer\": \"1\"\n");
     files[0] = broken;
-    CHECK(!kara_eval_tasks_load(&t, files, 1, 0));
+    CHECK(!kr_eval_tasks_load(&t, files, 1, 0));
 
     /* every shipped held-out set loads, with numeric answers */
     const char *sets[] = {"reasoning-tier1.jsonl", "reasoning-tier2.jsonl", "reasoning-tier3.jsonl",
@@ -66,11 +66,11 @@ int main(void) {
         char path[1024];
         snprintf(path, sizeof path, "%s/tests/data/%s", KARA_SOURCE_DIR, sets[i]);
         files[0] = path;
-        if (CHECK_MSG(kara_eval_tasks_load(&t, files, 1, 0), "%s", path)) {
+        if (CHECK_MSG(kr_eval_tasks_load(&t, files, 1, 0), "%s", path)) {
             CHECK(t.n >= 50);
-            CHECK(kara_eval_answer_matches(t.items[0].answer, t.items[0].answer));
+            CHECK(kr_eval_answer_matches(t.items[0].answer, t.items[0].answer));
         }
-        kara_eval_tasks_free(&t);
+        kr_eval_tasks_free(&t);
     }
-    return kara_test_finish();
+    return kr_test_finish();
 }

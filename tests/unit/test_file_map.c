@@ -15,7 +15,7 @@
 #include "synth_model.h"
 #include "test_util.h"
 
-typedef int (*open_fn)(const char *path, kara_file_map *m);
+typedef int (*open_fn)(const char *path, kr_file_map *m);
 
 static void write_bytes(const char *path, const uint8_t *b, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -26,7 +26,7 @@ static void write_bytes(const char *path, const uint8_t *b, size_t n) {
 
 /* Contents, sizes and errors, for both openers. */
 static void test_open(const char *name, open_fn open) {
-    const char *dir = kara_test_tmpdir();
+    const char *dir = kr_test_tmpdir();
     char path[512];
     /* a size that is not a multiple of a page or of a huge page */
     const size_t n = (3u << 20) + 12345;
@@ -34,17 +34,17 @@ static void test_open(const char *name, open_fn open) {
     for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 2654435761u >> 13);
     snprintf(path, sizeof path, "%s/data.bin", dir);
     write_bytes(path, b, n);
-    kara_file_map m;
+    kr_file_map m;
     CHECK_MSG(open(path, &m) == 0, "%s: open", name);
     CHECK_MSG(m.size == n, "%s: size %zu, want %zu", name, m.size, n);
     CHECK_MSG(m.data && memcmp(m.data, b, n) == 0, "%s: bytes differ from the file", name);
-    kara_file_map_close(&m);
+    kr_file_map_close(&m);
     CHECK_MSG(m.data == NULL && m.size == 0, "%s: close resets the view", name);
 
     snprintf(path, sizeof path, "%s/empty.bin", dir);
     write_bytes(path, b, 0);
     CHECK_MSG(open(path, &m) == 0 && m.size == 0 && m.data != NULL, "%s: empty file is a valid empty view", name);
-    kara_file_map_close(&m);
+    kr_file_map_close(&m);
 
     CHECK_EQ_INT(open("/nonexistent/kara/file.gguf", &m), ENOENT);
     CHECK_EQ_INT(open(dir, &m), EISDIR);
@@ -80,12 +80,12 @@ static void logits_of(const char *path, bool use_mmap, float *out, int32_t n_voc
 
 static void test_model_both_ways(void) {
     char path[512];
-    snprintf(path, sizeof path, "%s/tiny.gguf", kara_test_tmpdir());
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
-    kara_synth_preset(&sp, "tiny");
+    snprintf(path, sizeof path, "%s/tiny.gguf", kr_test_tmpdir());
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
+    kr_synth_preset(&sp, "tiny");
     char err[256];
-    if (!CHECK_MSG(kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "synth: %s", err)) return;
+    if (!CHECK_MSG(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "synth: %s", err)) return;
     kara_model *m = NULL;
     if (!CHECK(kara_model_load(path, NULL, &m) == KARA_OK)) return;
     const int32_t n_vocab = kara_model_n_vocab(m);
@@ -99,8 +99,8 @@ static void test_model_both_ways(void) {
 }
 
 int main(void) {
-    test_open("kara_file_map_open", kara_file_map_open);
-    test_open("kara_file_read_anon", kara_file_read_anon);
+    test_open("kr_file_map_open", kr_file_map_open);
+    test_open("kr_file_read_anon", kr_file_read_anon);
     test_model_both_ways();
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -26,17 +26,17 @@ enum { T = 24 };
 
 /* ---- the double-precision reference ---- */
 
-static double *weight_f64(const kara_weight *w) {
+static double *weight_f64(const kr_weight *w) {
     double *out = malloc((size_t)(w->n_rows * w->n_cols) * sizeof *out);
     float *row = malloc((size_t)w->n_cols * sizeof *row);
-    const kara_type st = kara_layout_source(w->type);
-    uint8_t *blk = malloc(kara_type_row_size(st, w->n_cols));
+    const kr_type st = kr_layout_source(w->type);
+    uint8_t *blk = malloc(kr_type_row_size(st, w->n_cols));
     for (int64_t r = 0; r < w->n_rows; r++) {
         if (st != w->type) { /* repacked at load: the row back to file blocks */
-            kara_repacked_blocks(w->type, w->data, w->row_bytes, r, 0, w->n_cols / kara_type_get(st)->block_size, blk);
-            kara_dequantize_row(st, blk, row, w->n_cols);
+            kr_repacked_blocks(w->type, w->data, w->row_bytes, r, 0, w->n_cols / kr_type_get(st)->block_size, blk);
+            kr_dequantize_row(st, blk, row, w->n_cols);
         } else {
-            kara_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
+            kr_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
         }
         for (int64_t c = 0; c < w->n_cols; c++) out[r * w->n_cols + c] = row[c];
     }
@@ -45,7 +45,7 @@ static double *weight_f64(const kara_weight *w) {
     return out;
 }
 
-static void matvec(const kara_weight *w, const double *x, double *y) {
+static void matvec(const kr_weight *w, const double *x, double *y) {
     double *W = weight_f64(w);
     for (int64_t r = 0; r < w->n_rows; r++) {
         double s = 0;
@@ -62,7 +62,7 @@ static void rmsnorm(double *y, const double *x, const float *w, int n, double ep
     for (int i = 0; i < n; i++) y[i] = x[i] * sc * w[i];
 }
 
-static void rope(double *v, int pos, const kara_hparams *hp) {
+static void rope(double *v, int pos, const kr_hparams *hp) {
     int half = hp->rope_dim / 2;
     for (int j = 0; j < half; j++) {
         double theta = pos * pow(hp->rope_freq_base, -2.0 * j / hp->rope_dim);
@@ -75,7 +75,7 @@ static void rope(double *v, int pos, const kara_hparams *hp) {
 
 /* Logits [T][V] for tokens at positions 0..T-1 of one sequence. */
 static double *reference_forward(const kara_model *m, const int32_t *toks) {
-    const kara_hparams *hp = &m->hp;
+    const kr_hparams *hp = &m->hp;
     int E = hp->n_embd, HD = hp->head_dim, QD = hp->n_head * HD, KVD = hp->n_head_kv * HD, V = hp->n_vocab;
     double *x = calloc((size_t)T * E, sizeof *x), *xn = malloc((size_t)E * sizeof *xn);
     double *K = malloc((size_t)T * KVD * sizeof *K), *Vv = malloc((size_t)T * KVD * sizeof *Vv);
@@ -85,11 +85,11 @@ static double *reference_forward(const kara_model *m, const int32_t *toks) {
     double *logits = malloc((size_t)T * V * sizeof *logits);
     float *row = malloc((size_t)E * sizeof *row);
     for (int t = 0; t < T; t++) {
-        kara_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, toks[t], E, row);
+        kr_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, toks[t], E, row);
         for (int i = 0; i < E; i++) x[t * E + i] = row[i];
     }
     for (int il = 0; il < hp->n_layer; il++) {
-        const kara_layer *L = &m->layers[il];
+        const kr_layer *L = &m->layers[il];
         for (int t = 0; t < T; t++) {
             rmsnorm(xn, x + t * E, L->attn_norm, E, hp->rms_eps);
             matvec(&L->wq, xn, q + t * QD);
@@ -187,28 +187,28 @@ static void logits_with_threads(kara_model *m, const int32_t *toks, int n_thread
 static int n_tied_interleaved; /* cases whose tied embeddings were interleaved */
 static bool g_tied;             /* models written with tied embeddings (one matrix for lookup and output) */
 
-static void check_case(const char *arch, kara_ftype ftype, const char *tname, double tol) {
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
-    bool k_quant = ftype == KARA_FTYPE_MOSTLY_Q4_K_M || ftype == KARA_FTYPE_MOSTLY_Q5_K_M || ftype == KARA_FTYPE_MOSTLY_Q6_K;
-    kara_synth_preset(&sp, k_quant ? "tiny-k" : "tiny"); /* K-quant rows need 256 columns */
+static void check_case(const char *arch, kr_ftype ftype, const char *tname, double tol) {
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
+    bool k_quant = ftype == KR_FTYPE_MOSTLY_Q4_K_M || ftype == KR_FTYPE_MOSTLY_Q5_K_M || ftype == KR_FTYPE_MOSTLY_Q6_K;
+    kr_synth_preset(&sp, k_quant ? "tiny-k" : "tiny"); /* K-quant rows need 256 columns */
     snprintf(sp.arch, sizeof sp.arch, "%s", arch);
     sp.ftype = ftype;
     sp.tied = g_tied;
     sp.seed = 7;
     char path[512], err[256];
-    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", kara_test_tmpdir(), arch, tname, g_tied ? "-tied" : "");
-    if (!CHECK_MSG(kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "write: %s", err)) return;
+    snprintf(path, sizeof path, "%s/%s-%s%s.gguf", kr_test_tmpdir(), arch, tname, g_tied ? "-tied" : "");
+    if (!CHECK_MSG(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "write: %s", err)) return;
     kara_model *m;
     if (!CHECK_MSG(kara_model_load(path, NULL, &m) == KARA_OK, "load: %s", kara_last_error())) return;
     /* on AVX-512 the Q4_K matrices are interleaved at load: this case then
      * checks the interleaved kernels against the reference */
-    if (ftype == KARA_FTYPE_MOSTLY_Q4_K_M && kara_kernels_get()->repack[KARA_TYPE_Q4_K])
+    if (ftype == KR_FTYPE_MOSTLY_Q4_K_M && kr_kernels_get()->repack[KR_TYPE_Q4_K])
         CHECK_MSG(m->repacked_bytes > 0, "%s Q4_K_M: no matrix was interleaved at load", arch);
     /* a tied output matrix is interleaved too; the embedding lookup then reads its rows back */
-    if (m->output.data == m->tok_embd.data && kara_kernels_get()->repack[kara_layout_source(m->tok_embd.type)] &&
-        m->hp.n_vocab % KARA_X16_ROWS == 0) {
-        CHECK_MSG(m->tok_embd.type != kara_layout_source(m->tok_embd.type) && m->tok_embd.type == m->output.type,
+    if (m->output.data == m->tok_embd.data && kr_kernels_get()->repack[kr_layout_source(m->tok_embd.type)] &&
+        m->hp.n_vocab % KR_X16_ROWS == 0) {
+        CHECK_MSG(m->tok_embd.type != kr_layout_source(m->tok_embd.type) && m->tok_embd.type == m->output.type,
                   "%s %s: tied embeddings were not interleaved", arch, tname);
         n_tied_interleaved++;
     }
@@ -255,7 +255,7 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
      * type's tolerance, since the SIMD kernels for one row and for many sum
      * in different orders and a last-bit change can move an activation
      * across an 8-bit rounding boundary. */
-    const float inc_tol = ftype == KARA_FTYPE_ALL_F32 || ftype == KARA_FTYPE_MOSTLY_F16 ? 0.0f : (float)tol;
+    const float inc_tol = ftype == KR_FTYPE_ALL_F32 || ftype == KR_FTYPE_MOSTLY_F16 ? 0.0f : (float)tol;
     bool same = true;
     for (int t = 0; t < T; t++) {
         kara_batch one = {1, &toks[t], &pos[t], (int32_t[]){1}, NULL};
@@ -321,24 +321,24 @@ static void check_case(const char *arch, kara_ftype ftype, const char *tname, do
 /* A weight of a type Kara cannot compute (Q2_K) is refused at load with a
  * message naming the tensor and the type. */
 static void check_unsupported_type(void) {
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
-    kara_synth_preset(&sp, "tiny-k");
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
+    kr_synth_preset(&sp, "tiny-k");
     char path[512], err[256];
-    snprintf(path, sizeof path, "%s/q2k.gguf", kara_test_tmpdir());
-    if (!CHECK(kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK)) return;
+    snprintf(path, sizeof path, "%s/q2k.gguf", kr_test_tmpdir());
+    if (!CHECK(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK)) return;
     /* rewrite blk.1.ffn_up.weight's type id in the tensor table: Q2_K is 10,
      * and its blocks (84 bytes per 256) are smaller than F32's, so the data
      * still lies inside the file */
     size_t size = 0;
-    char *img = kara_test_read_file(path, &size);
+    char *img = kr_test_read_file(path, &size);
     kara_gguf *g = NULL;
-    if (!CHECK(img && kara_gguf_parse(img, size, &g) == KARA_OK)) return;
+    if (!CHECK(img && kr_gguf_parse(img, size, &g) == KARA_OK)) return;
     const kara_gguf_tensor *t = kara_gguf_find_tensor(g, "blk.1.ffn_up.weight");
     /* the type field follows the name, the rank and the dims */
     size_t type_off = (size_t)t->info_offset + 8 + t->name.len + 4 + 8 * (size_t)t->n_dims;
     kara_gguf_close(g);
-    uint32_t q2k = KARA_TYPE_Q2_K;
+    uint32_t q2k = KR_TYPE_Q2_K;
     memcpy(img + type_off, &q2k, 4);
     FILE *f = fopen(path, "wb");
     fwrite(img, 1, size, f);
@@ -354,29 +354,29 @@ static void check_unsupported_type(void) {
 int main(void) {
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) {
-        check_case(archs[a], KARA_FTYPE_ALL_F32, "F32", 2e-4);
-        check_case(archs[a], KARA_FTYPE_MOSTLY_F16, "F16", 5e-2);
-        check_case(archs[a], KARA_FTYPE_MOSTLY_Q8_0, "Q8_0", 0.15);
-        check_case(archs[a], KARA_FTYPE_MOSTLY_Q4_K_M, "Q4_K_M", 0.3);
+        check_case(archs[a], KR_FTYPE_ALL_F32, "F32", 2e-4);
+        check_case(archs[a], KR_FTYPE_MOSTLY_F16, "F16", 5e-2);
+        check_case(archs[a], KR_FTYPE_MOSTLY_Q8_0, "Q8_0", 0.15);
+        check_case(archs[a], KR_FTYPE_MOSTLY_Q4_K_M, "Q4_K_M", 0.3);
     }
     /* every other weight type once, on qwen3 (BF16 activations are rounded
      * to bf16 like GGML: 8 bits of mantissa, hence its bound) */
-    check_case("qwen3", KARA_FTYPE_MOSTLY_BF16, "BF16", 0.1);
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_0, "Q4_0", 0.3);
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_1, "Q4_1", 0.3);
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_0, "Q5_0", 0.3);
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_1, "Q5_1", 0.3);
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q5_K_M, "Q5_K_M", 0.3);
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q6_K, "Q6_K", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_BF16, "BF16", 0.1);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q4_0, "Q4_0", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q4_1, "Q4_1", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q5_0, "Q5_0", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q5_1, "Q5_1", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q5_K_M, "Q5_K_M", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q6_K, "Q6_K", 0.3);
     /* tied embeddings: the output matrix is also looked up by row, and on
      * AVX-512 it is interleaved at load like the others */
     g_tied = true;
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_K_M, "Q4_K_M", 0.3);
-    check_case("qwen3", KARA_FTYPE_MOSTLY_Q4_0, "Q4_0", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q4_K_M, "Q4_K_M", 0.3);
+    check_case("qwen3", KR_FTYPE_MOSTLY_Q4_0, "Q4_0", 0.3);
     g_tied = false;
-    if (kara_kernels_get()->repack[KARA_TYPE_Q6_K]) /* Q4_K_M's tied matrix is Q6_K */
+    if (kr_kernels_get()->repack[KR_TYPE_Q6_K]) /* Q4_K_M's tied matrix is Q6_K */
         CHECK_MSG(n_tied_interleaved >= 1, "no tied embedding matrix was interleaved");
     check_unsupported_type();
     printf("tied embeddings interleaved at load in %d cases\n", n_tied_interleaved);
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -180,10 +180,10 @@ static void test_matches_reference(void) {
     drain(g, &o);
     static gen_out split;
     memset(&split, 0, sizeof split);
-    kara_think_splitter sp;
-    kara_think_splitter_init(&sp, false, false);
-    kara_think_splitter_feed(&sp, ref, ref_len, collect_split, &split);
-    kara_think_splitter_flush(&sp, collect_split, &split);
+    kr_think_splitter sp;
+    kr_think_splitter_init(&sp, false, false);
+    kr_think_splitter_feed(&sp, ref, ref_len, collect_split, &split);
+    kr_think_splitter_flush(&sp, collect_split, &split);
     CHECK_MSG(o.n_answer == split.n_answer && !memcmp(o.answer, split.answer, o.n_answer),
               "answer channel differs from the splitter applied to the reference");
     CHECK_MSG(o.n_think == split.n_think && !memcmp(o.think, split.think, o.n_think),
@@ -200,9 +200,9 @@ static void test_matches_reference(void) {
     CHECK(kara_generator_start(g, 0, prompt, n) == KARA_OK);
     drain(g, &o);
     memset(&split, 0, sizeof split);
-    kara_think_splitter_init(&sp, true, false);
-    kara_think_splitter_feed(&sp, ref, ref_len, collect_split, &split);
-    kara_think_splitter_flush(&sp, collect_split, &split);
+    kr_think_splitter_init(&sp, true, false);
+    kr_think_splitter_feed(&sp, ref, ref_len, collect_split, &split);
+    kr_think_splitter_flush(&sp, collect_split, &split);
     CHECK_MSG(o.n_think > 0, "a pre-filled think block starts as thinking");
     CHECK_MSG(o.n_answer == split.n_answer && !memcmp(o.answer, split.answer, o.n_answer) &&
                   o.n_think == split.n_think && !memcmp(o.think, split.think, o.n_think),
@@ -425,13 +425,13 @@ static void test_no_allocation_per_token(void) {
 }
 
 int main(void) {
-    kara_synth_params sp;
-    kara_synth_params_init(&sp);
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
     snprintf(sp.arch, sizeof sp.arch, "qwen3");
     char err[512];
-    const char *path = kara_test_path(kara_test_tmpdir(), "gen-qwen3.gguf");
-    if (kara_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
-        fprintf(stderr, "kara_synth_write: %s\n", err);
+    const char *path = kr_test_path(kr_test_tmpdir(), "gen-qwen3.gguf");
+    if (kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
+        fprintf(stderr, "kr_synth_write: %s\n", err);
         return 1;
     }
     if (kara_model_load(path, NULL, &model) != KARA_OK) {
@@ -445,5 +445,5 @@ int main(void) {
     test_prefix_reuse();
     test_no_allocation_per_token();
     kara_model_free(model);
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -36,8 +36,8 @@ static uint32_t rnd(void) {
 static kara_status parse_exact(const uint8_t *bytes, size_t size, kara_gguf **g, char *err, size_t err_size) {
     uint8_t *copy = malloc(size ? size : 1);
     if (size) memcpy(copy, bytes, size);
-    kara_test_clear_error();
-    kara_status st = kara_gguf_parse(copy, size, g);
+    kr_test_clear_error();
+    kara_status st = kr_gguf_parse(copy, size, g);
     snprintf(err, err_size, "%s", kara_last_error());
     if (st != KARA_OK) {
         free(copy);
@@ -99,7 +99,7 @@ static bool result_sane(const kara_gguf *g, const char **why) {
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const kara_gguf_tensor *t = &g->tensors[i];
-        const kara_type_info *ti = kara_type_get(t->type);
+        const kr_type_info *ti = kr_type_get(t->type);
         if (!ti) return *why = "tensor type", false;
         if (t->n_dims < 1 || t->n_dims > 4) return *why = "tensor rank", false;
         int64_t nel = 1;
@@ -124,38 +124,38 @@ static bool has_offset(const char *err) { return strstr(err, "offset") != NULL; 
 /* ------------------------------------------------------------------------ */
 
 static uint8_t *make_valid(size_t *size) {
-    kara_gguf_writer *w;
-    kara_gguf_writer_create(&w);
+    kr_gguf_writer *w;
+    kr_gguf_writer_create(&w);
     const char *toks[] = {"a", "bb", "<|im_end|>"};
     int32_t types[] = {1, 1, 3};
-    kara_gguf_writer_set_str(w, "general.architecture", "llama");
-    kara_gguf_writer_set_u32(w, "llama.block_count", 1);
-    kara_gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f);
-    kara_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
-    kara_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", KARA_GGUF_INT32, types, 3);
-    kara_gguf_writer_arr_begin(w, "test.nested", KARA_GGUF_ARRAY, 2);
+    kr_gguf_writer_set_str(w, "general.architecture", "llama");
+    kr_gguf_writer_set_u32(w, "llama.block_count", 1);
+    kr_gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    kr_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
+    kr_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", KARA_GGUF_INT32, types, 3);
+    kr_gguf_writer_arr_begin(w, "test.nested", KARA_GGUF_ARRAY, 2);
     for (int k = 0; k < 2; k++) {
-        kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_UINT16, 2);
+        kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_UINT16, 2);
         uint16_t v = (uint16_t)(k + 1);
-        kara_gguf_writer_arr_push(w, &v);
-        kara_gguf_writer_arr_push(w, &v);
-        kara_gguf_writer_arr_end(w);
+        kr_gguf_writer_arr_push(w, &v);
+        kr_gguf_writer_arr_push(w, &v);
+        kr_gguf_writer_arr_end(w);
     }
-    kara_gguf_writer_arr_end(w);
-    kara_gguf_writer_set_u32(w, "general.alignment", 32);
+    kr_gguf_writer_arr_end(w);
+    kr_gguf_writer_set_u32(w, "general.alignment", 32);
     static float embd[64 * 16];
     static uint8_t q[2 * 34 * 4];
     static float norm[64];
     for (size_t i = 0; i < sizeof embd / sizeof embd[0]; i++) embd[i] = (float)i;
     for (size_t i = 0; i < sizeof q; i++) q[i] = (uint8_t)i;
     int64_t ne_e[2] = {64, 16}, ne_q[2] = {64, 4}, ne_n[1] = {64};
-    kara_gguf_writer_add_tensor(w, "token_embd.weight", KARA_TYPE_F32, 2, ne_e, embd);
-    kara_gguf_writer_add_tensor(w, "blk.0.attn_q.weight", KARA_TYPE_Q8_0, 2, ne_q, q);
-    kara_gguf_writer_add_tensor(w, "output_norm.weight", KARA_TYPE_F32, 1, ne_n, norm);
-    const char *path = kara_test_path(kara_test_tmpdir(), "valid.gguf");
-    CHECK_MSG(kara_gguf_writer_save(w, path) == KARA_OK, "writing the valid file: %s", kara_gguf_writer_error(w));
-    kara_gguf_writer_free(w);
-    return (uint8_t *)kara_test_read_file(path, size);
+    kr_gguf_writer_add_tensor(w, "token_embd.weight", KR_TYPE_F32, 2, ne_e, embd);
+    kr_gguf_writer_add_tensor(w, "blk.0.attn_q.weight", KR_TYPE_Q8_0, 2, ne_q, q);
+    kr_gguf_writer_add_tensor(w, "output_norm.weight", KR_TYPE_F32, 1, ne_n, norm);
+    const char *path = kr_test_path(kr_test_tmpdir(), "valid.gguf");
+    CHECK_MSG(kr_gguf_writer_save(w, path) == KARA_OK, "writing the valid file: %s", kr_gguf_writer_error(w));
+    kr_gguf_writer_free(w);
+    return (uint8_t *)kr_test_read_file(path, size);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -326,7 +326,7 @@ static void minimal(rb *b, uint32_t version) {
     str(b, "llama");
     kv_u32(b, "llama.block_count", 1);
     const uint64_t ne[2] = {32, 2};
-    tensor_info(b, "t", 2, ne, KARA_TYPE_F32, 0);
+    tensor_info(b, "t", 2, ne, KR_TYPE_F32, 0);
     pad_and_data(b, 32, 256);
 }
 
@@ -466,7 +466,7 @@ static void test_hostile(void) {
         if (al[i].type == KARA_GGUF_UINT64) u64(&b, al[i].v);
         else u32(&b, (uint32_t)al[i].v);
         const uint64_t ne[1] = {8};
-        tensor_info(&b, "t", 1, ne, KARA_TYPE_F32, 0);
+        tensor_info(&b, "t", 1, ne, KR_TYPE_F32, 0);
         pad_and_data(&b, 64, 32);
         expect_reject(&b, al[i].what, "alignment", 24);
     }
@@ -474,66 +474,66 @@ static void test_hostile(void) {
     /* tensor infos: the tensor info starts at byte 24 (no metadata) */
     const uint64_t ne2[2] = {32, 2};
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 256);
     expect_accept(&b, "single tensor");
 
     const uint64_t ne5[5] = {32, 1, 1, 1, 1};
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 5, ne5, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 5, ne5, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 128);
     expect_reject(&b, "rank 5", "rank 5", 33);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 0, ne5, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 0, ne5, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 128);
     expect_reject(&b, "rank 0", "rank 0", 33);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, (const uint64_t[]){1ull << 32, 1ull << 32}, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 2, (const uint64_t[]){1ull << 32, 1ull << 32}, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 128);
     expect_reject(&b, "dims 2^32 x 2^32 (element count overflows int64)", "overflow", 45);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 4, (const uint64_t[]){1ull << 20, 1ull << 20, 1ull << 20, 1ull << 4}, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 4, (const uint64_t[]){1ull << 20, 1ull << 20, 1ull << 20, 1ull << 4}, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 128);
     expect_reject(&b, "4 dims multiplying past int64", "overflow", 61);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 1, (const uint64_t[]){1ull << 63}, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 1, (const uint64_t[]){1ull << 63}, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 128);
     expect_reject(&b, "dimension 2^63", NULL, 37);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, (const uint64_t[]){1ull << 61, 1}, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 2, (const uint64_t[]){1ull << 61, 1}, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 128);
     expect_reject(&b, "2^61 F32 elements (bytes overflow or exceed file)", NULL, -1);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, (const uint64_t[]){32, 0}, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 2, (const uint64_t[]){32, 0}, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 128);
     expect_reject(&b, "a zero dimension", NULL, 45);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 1ull << 40);
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 1ull << 40);
     pad_and_data(&b, 32, 256);
     expect_reject(&b, "offset 2^40", "past the end", 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, UINT64_MAX - 31);   /* aligned, offset + size wraps */
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, UINT64_MAX - 31);   /* aligned, offset + size wraps */
     pad_and_data(&b, 32, 256);
     expect_reject(&b, "offset 2^64-32", NULL, 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 32);   /* aligned, 32 bytes short */
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 32);   /* aligned, 32 bytes short */
     pad_and_data(&b, 32, 256);
     expect_reject(&b, "data ending past the file", "past the end", 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 4);
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 4);
     pad_and_data(&b, 32, 512);
     expect_reject(&b, "misaligned offset 4", "aligned", 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 0);
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 0);
     pad_and_data(&b, 32, 100);
     expect_reject(&b, "data section truncated", NULL, 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 0);   /* header ends mid-padding */
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 0);   /* header ends mid-padding */
     b.n -= 2;
     expect_reject(&b, "file ending inside the tensor info", NULL, -1);
 
-    /* 40: Kara's own load-time layout (KARA_TYPE_Q4_K_X16), never a file type */
-    static const uint32_t bad_types[] = {4, 5, KARA_TYPE_Q4_K_X16, 99, 0xFFFFFFFFu};
+    /* 40: Kara's own load-time layout (KR_TYPE_Q4_K_X16), never a file type */
+    static const uint32_t bad_types[] = {4, 5, KR_TYPE_Q4_K_X16, 99, 0xFFFFFFFFu};
     for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++) {
         header(&b, 3, 1, 0);
         tensor_info(&b, "t", 2, ne2, bad_types[i], 0);
@@ -543,13 +543,13 @@ static void test_hostile(void) {
         expect_reject(&b, what, "type", 53);
     }
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, (const uint64_t[]){33, 2}, KARA_TYPE_Q8_0, 0);
+    tensor_info(&b, "t", 2, (const uint64_t[]){33, 2}, KR_TYPE_Q8_0, 0);
     pad_and_data(&b, 32, 256);
     expect_reject(&b, "Q8_0 row of 33", "block", 53);
 
     header(&b, 3, 2, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 0);
-    tensor_info(&b, "t", 2, ne2, KARA_TYPE_F32, 256);
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 0);
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 256);
     pad_and_data(&b, 32, 512);
     expect_reject(&b, "duplicate tensor name", "duplicate", 65);
     header(&b, 3, 1, 0);
@@ -570,24 +570,24 @@ static void test_hostile(void) {
 static void test_open(const uint8_t *file, size_t size) {
     const char *err = kara_last_error();
     kara_gguf *g = NULL;
-    kara_test_clear_error();
+    kr_test_clear_error();
     CHECK(kara_gguf_open("/nonexistent/model.gguf", &g) == KARA_ERR_IO);
     CHECK_MSG(strstr(err, "/nonexistent/model.gguf") != NULL, "message '%s' should name the path", err);
     CHECK(g == NULL);
 
-    const char *path = kara_test_path(kara_test_tmpdir(), "cut.gguf");
+    const char *path = kr_test_path(kr_test_tmpdir(), "cut.gguf");
     FILE *f = fopen(path, "wb");
     fwrite(file, 1, size / 2, f);
     fclose(f);
-    kara_test_clear_error();
+    kr_test_clear_error();
     kara_status st = kara_gguf_open(path, &g);
     CHECK(st == KARA_ERR_FORMAT);
     CHECK_MSG(strstr(err, path) && has_offset(err), "message '%s' should name the file and an offset", err);
 
-    path = kara_test_path(kara_test_tmpdir(), "zero.gguf");
+    path = kr_test_path(kr_test_tmpdir(), "zero.gguf");
     f = fopen(path, "wb");
     fclose(f);
-    kara_test_clear_error();
+    kr_test_clear_error();
     st = kara_gguf_open(path, &g);
     CHECK_MSG(st != KARA_OK && err[0], "a 0-byte file: status %d, '%s'", (int)st, err);
     CHECK(g == NULL);
@@ -596,11 +596,11 @@ static void test_open(const uint8_t *file, size_t size) {
 int main(void) {
     size_t size = 0;
     uint8_t *file = make_valid(&size);
-    if (!file) return kara_test_finish();
+    if (!file) return kr_test_finish();
     char err[512];
     kara_gguf *g = NULL;
     CHECK_MSG(parse_exact(file, size, &g, err, sizeof err) == KARA_OK, "the valid file: %s", err);
-    if (!g) return kara_test_finish();
+    if (!g) return kr_test_finish();
     uint64_t data_offset = g->data_offset, data_end = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++)
         if (g->tensors[i].offset + g->tensors[i].nbytes > data_end) data_end = g->tensors[i].offset + g->tensors[i].nbytes;
@@ -612,5 +612,5 @@ int main(void) {
     test_hostile();
     test_open(file, size);
     free(file);
-    return kara_test_finish();
+    return kr_test_finish();
 }

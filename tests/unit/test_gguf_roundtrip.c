@@ -37,74 +37,74 @@ static const double a_f64[] = {1.0 / 3.0, -2.5e300};
 static const uint8_t a_bool[] = {1, 0, 1, 1};
 static const char *const a_str[] = {"alpha", "", "\xc4\xa0the", "<|im_end|>"};
 
-static void write_metadata(kara_gguf_writer *w) {
-    CHECK(kara_gguf_writer_set_str(w, "general.architecture", "test") == KARA_OK);
-    CHECK(kara_gguf_writer_set_u8(w, "t.u8", 200) == KARA_OK);
-    CHECK(kara_gguf_writer_set_i8(w, "t.i8", -100) == KARA_OK);
-    CHECK(kara_gguf_writer_set_u16(w, "t.u16", 60000) == KARA_OK);
-    CHECK(kara_gguf_writer_set_i16(w, "t.i16", -30000) == KARA_OK);
-    CHECK(kara_gguf_writer_set_u32(w, "t.u32", 4000000000u) == KARA_OK);
-    CHECK(kara_gguf_writer_set_i32(w, "t.i32", -2000000000) == KARA_OK);
-    CHECK(kara_gguf_writer_set_u64(w, "t.u64", (1ull << 60) + 5) == KARA_OK);
-    CHECK(kara_gguf_writer_set_i64(w, "t.i64", -(1ll << 60)) == KARA_OK);
-    CHECK(kara_gguf_writer_set_f32(w, "t.f32", 0.1f) == KARA_OK);
-    CHECK(kara_gguf_writer_set_f64(w, "t.f64", -1.0 / 3.0) == KARA_OK);
-    CHECK(kara_gguf_writer_set_bool(w, "t.true", true) == KARA_OK);
-    CHECK(kara_gguf_writer_set_bool(w, "t.false", false) == KARA_OK);
-    CHECK(kara_gguf_writer_set_str(w, "t.str", "hello, world") == KARA_OK);
-    CHECK(kara_gguf_writer_set_str(w, "t.empty", "") == KARA_OK);
-    CHECK(kara_gguf_writer_set_strn(w, "t.nul", "a\0b", 3) == KARA_OK);
+static void write_metadata(kr_gguf_writer *w) {
+    CHECK(kr_gguf_writer_set_str(w, "general.architecture", "test") == KARA_OK);
+    CHECK(kr_gguf_writer_set_u8(w, "t.u8", 200) == KARA_OK);
+    CHECK(kr_gguf_writer_set_i8(w, "t.i8", -100) == KARA_OK);
+    CHECK(kr_gguf_writer_set_u16(w, "t.u16", 60000) == KARA_OK);
+    CHECK(kr_gguf_writer_set_i16(w, "t.i16", -30000) == KARA_OK);
+    CHECK(kr_gguf_writer_set_u32(w, "t.u32", 4000000000u) == KARA_OK);
+    CHECK(kr_gguf_writer_set_i32(w, "t.i32", -2000000000) == KARA_OK);
+    CHECK(kr_gguf_writer_set_u64(w, "t.u64", (1ull << 60) + 5) == KARA_OK);
+    CHECK(kr_gguf_writer_set_i64(w, "t.i64", -(1ll << 60)) == KARA_OK);
+    CHECK(kr_gguf_writer_set_f32(w, "t.f32", 0.1f) == KARA_OK);
+    CHECK(kr_gguf_writer_set_f64(w, "t.f64", -1.0 / 3.0) == KARA_OK);
+    CHECK(kr_gguf_writer_set_bool(w, "t.true", true) == KARA_OK);
+    CHECK(kr_gguf_writer_set_bool(w, "t.false", false) == KARA_OK);
+    CHECK(kr_gguf_writer_set_str(w, "t.str", "hello, world") == KARA_OK);
+    CHECK(kr_gguf_writer_set_str(w, "t.empty", "") == KARA_OK);
+    CHECK(kr_gguf_writer_set_strn(w, "t.nul", "a\0b", 3) == KARA_OK);
     /* replaced in place: keeps its position, takes the new value and type */
-    CHECK(kara_gguf_writer_set_u32(w, "t.replaced", 1) == KARA_OK);
-    CHECK(kara_gguf_writer_set_str(w, "t.removed", "gone") == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.u8", KARA_GGUF_UINT8, a_u8, 3) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.i8", KARA_GGUF_INT8, a_i8, 3) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.u16", KARA_GGUF_UINT16, a_u16, 3) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.i16", KARA_GGUF_INT16, a_i16, 2) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.u32", KARA_GGUF_UINT32, a_u32, 3) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.i32", KARA_GGUF_INT32, a_i32, 3) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.u64", KARA_GGUF_UINT64, a_u64, 2) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.i64", KARA_GGUF_INT64, a_i64, 3) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.f32", KARA_GGUF_FLOAT32, a_f32, 3) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.f64", KARA_GGUF_FLOAT64, a_f64, 2) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.bool", KARA_GGUF_BOOL, a_bool, 4) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr(w, "a.empty", KARA_GGUF_INT32, NULL, 0) == KARA_OK);
-    CHECK(kara_gguf_writer_set_arr_str(w, "a.str", a_str, 4) == KARA_OK);
-    CHECK(kara_gguf_writer_set_str(w, "t.replaced", "second") == KARA_OK);
-    CHECK(kara_gguf_writer_remove(w, "t.removed") == KARA_OK);
-    CHECK(kara_gguf_writer_remove(w, "t.not-there") == KARA_OK);
+    CHECK(kr_gguf_writer_set_u32(w, "t.replaced", 1) == KARA_OK);
+    CHECK(kr_gguf_writer_set_str(w, "t.removed", "gone") == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.u8", KARA_GGUF_UINT8, a_u8, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.i8", KARA_GGUF_INT8, a_i8, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.u16", KARA_GGUF_UINT16, a_u16, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.i16", KARA_GGUF_INT16, a_i16, 2) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.u32", KARA_GGUF_UINT32, a_u32, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.i32", KARA_GGUF_INT32, a_i32, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.u64", KARA_GGUF_UINT64, a_u64, 2) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.i64", KARA_GGUF_INT64, a_i64, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.f32", KARA_GGUF_FLOAT32, a_f32, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.f64", KARA_GGUF_FLOAT64, a_f64, 2) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.bool", KARA_GGUF_BOOL, a_bool, 4) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr(w, "a.empty", KARA_GGUF_INT32, NULL, 0) == KARA_OK);
+    CHECK(kr_gguf_writer_set_arr_str(w, "a.str", a_str, 4) == KARA_OK);
+    CHECK(kr_gguf_writer_set_str(w, "t.replaced", "second") == KARA_OK);
+    CHECK(kr_gguf_writer_remove(w, "t.removed") == KARA_OK);
+    CHECK(kr_gguf_writer_remove(w, "t.not-there") == KARA_OK);
 
     /* nested: [[1,2,3], [], [-7]] of int32 */
-    CHECK(kara_gguf_writer_arr_begin(w, "n.ints", KARA_GGUF_ARRAY, 3) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, "n.ints", KARA_GGUF_ARRAY, 3) == KARA_OK);
     int32_t v;
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_INT32, 3) == KARA_OK);
-    for (v = 1; v <= 3; v++) CHECK(kara_gguf_writer_arr_push(w, &v) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_INT32, 0) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_INT32, 1) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_INT32, 3) == KARA_OK);
+    for (v = 1; v <= 3; v++) CHECK(kr_gguf_writer_arr_push(w, &v) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_INT32, 0) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_INT32, 1) == KARA_OK);
     v = -7;
-    CHECK(kara_gguf_writer_arr_push(w, &v) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_push(w, &v) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
     /* nested strings and three levels: [[["x"], ["", "yz"]], [[3.0 as f64]]] */
-    CHECK(kara_gguf_writer_arr_begin(w, "n.deep", KARA_GGUF_ARRAY, 2) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_ARRAY, 2) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_STRING, 1) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_push_str(w, "x", 1) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_STRING, 2) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_push_str(w, "", 0) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_push_str(w, "yz", 2) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_ARRAY, 1) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_begin(w, NULL, KARA_GGUF_FLOAT64, 1) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, "n.deep", KARA_GGUF_ARRAY, 2) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_ARRAY, 2) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_STRING, 1) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_push_str(w, "x", 1) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_STRING, 2) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_push_str(w, "", 0) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_push_str(w, "yz", 2) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_ARRAY, 1) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_begin(w, NULL, KARA_GGUF_FLOAT64, 1) == KARA_OK);
     double three = 3.0;
-    CHECK(kara_gguf_writer_arr_push(w, &three) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_push(w, &three) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_end(w) == KARA_OK);
 }
 
 static bool key_is(const kara_gguf *g, uint64_t i, const char *key) {
@@ -206,7 +206,7 @@ static void check_metadata(const kara_gguf *g) {
 
 typedef struct tspec {
     const char *name;
-    kara_type type;
+    kr_type type;
     int n_dims;
     int64_t ne[4];
     uint8_t *data;
@@ -214,38 +214,38 @@ typedef struct tspec {
 } tspec;
 
 static tspec k_tensors[] = {
-    {"odd.f32", KARA_TYPE_F32, 2, {5, 3, 1, 1}, NULL, 0},
-    {"vec.f16", KARA_TYPE_F16, 1, {7, 1, 1, 1}, NULL, 0},
-    {"m.bf16", KARA_TYPE_BF16, 2, {32, 2, 1, 1}, NULL, 0},
-    {"blk.0.attn_q.weight", KARA_TYPE_Q8_0, 2, {64, 3, 1, 1}, NULL, 0},
-    {"q4_0.3d", KARA_TYPE_Q4_0, 3, {32, 1, 2, 1}, NULL, 0},
-    {"q4_1", KARA_TYPE_Q4_1, 2, {64, 2, 1, 1}, NULL, 0},
-    {"q5_0", KARA_TYPE_Q5_0, 2, {32, 3, 1, 1}, NULL, 0},
-    {"q5_1", KARA_TYPE_Q5_1, 1, {96, 1, 1, 1}, NULL, 0},
-    {"q4_k", KARA_TYPE_Q4_K, 2, {256, 2, 1, 1}, NULL, 0},
-    {"q5_k", KARA_TYPE_Q5_K, 2, {512, 1, 1, 1}, NULL, 0},
-    {"q6_k", KARA_TYPE_Q6_K, 1, {256, 1, 1, 1}, NULL, 0},
-    {"four.d", KARA_TYPE_F32, 4, {2, 3, 4, 5}, NULL, 0},
+    {"odd.f32", KR_TYPE_F32, 2, {5, 3, 1, 1}, NULL, 0},
+    {"vec.f16", KR_TYPE_F16, 1, {7, 1, 1, 1}, NULL, 0},
+    {"m.bf16", KR_TYPE_BF16, 2, {32, 2, 1, 1}, NULL, 0},
+    {"blk.0.attn_q.weight", KR_TYPE_Q8_0, 2, {64, 3, 1, 1}, NULL, 0},
+    {"q4_0.3d", KR_TYPE_Q4_0, 3, {32, 1, 2, 1}, NULL, 0},
+    {"q4_1", KR_TYPE_Q4_1, 2, {64, 2, 1, 1}, NULL, 0},
+    {"q5_0", KR_TYPE_Q5_0, 2, {32, 3, 1, 1}, NULL, 0},
+    {"q5_1", KR_TYPE_Q5_1, 1, {96, 1, 1, 1}, NULL, 0},
+    {"q4_k", KR_TYPE_Q4_K, 2, {256, 2, 1, 1}, NULL, 0},
+    {"q5_k", KR_TYPE_Q5_K, 2, {512, 1, 1, 1}, NULL, 0},
+    {"q6_k", KR_TYPE_Q6_K, 1, {256, 1, 1, 1}, NULL, 0},
+    {"four.d", KR_TYPE_F32, 4, {2, 3, 4, 5}, NULL, 0},
 };
 #define N_TENSORS (sizeof k_tensors / sizeof k_tensors[0])
 
 static void make_tensor_data(void) {
     for (size_t i = 0; i < N_TENSORS; i++) {
         tspec *t = &k_tensors[i];
-        const kara_type_info *ti = kara_type_get(t->type);
+        const kr_type_info *ti = kr_type_get(t->type);
         t->nbytes = (size_t)(t->ne[0] / ti->block_size) * (size_t)ti->type_size * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
         t->data = malloc(t->nbytes);
         for (size_t b = 0; b < t->nbytes; b++) t->data[b] = rnd8();
     }
 }
 
-static void add_tensors(kara_gguf_writer *w, bool with_data) {
+static void add_tensors(kr_gguf_writer *w, bool with_data) {
     for (size_t i = 0; i < N_TENSORS; i++) {
         tspec *t = &k_tensors[i];
-        CHECK_MSG(kara_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, with_data ? t->data : NULL) ==
+        CHECK_MSG(kr_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, with_data ? t->data : NULL) ==
                       KARA_OK,
-                  "add %s: %s", t->name, kara_gguf_writer_error(w));
-        CHECK_EQ_INT(kara_gguf_writer_tensor_nbytes(w, i), t->nbytes);
+                  "add %s: %s", t->name, kr_gguf_writer_error(w));
+        CHECK_EQ_INT(kr_gguf_writer_tensor_nbytes(w, i), t->nbytes);
     }
 }
 
@@ -289,8 +289,8 @@ static void check_public_api(const kara_gguf *g) {
     CHECK(kara_gguf_kv_at(g, g->n_kv) == NULL && kara_gguf_kv_at(g, UINT64_MAX) == NULL);
     CHECK(kara_gguf_tensor_at(g, g->n_tensors) == NULL && kara_gguf_tensor_at(g, UINT64_MAX) == NULL);
     CHECK(kara_gguf_find(g, "t.missing") == NULL && kara_gguf_find_tensor(g, "missing") == NULL);
-    CHECK(!strcmp(kara_gguf_type_name(KARA_TYPE_Q4_K), "Q4_K") && !strcmp(kara_gguf_type_name(KARA_TYPE_F32), "F32"));
-    CHECK(!strcmp(kara_gguf_type_name(KARA_TYPE_Q4_K_X16), "?") && !strcmp(kara_gguf_type_name(1000), "?"));
+    CHECK(!strcmp(kara_gguf_type_name(KR_TYPE_Q4_K), "Q4_K") && !strcmp(kara_gguf_type_name(KR_TYPE_F32), "F32"));
+    CHECK(!strcmp(kara_gguf_type_name(KR_TYPE_Q4_K_X16), "?") && !strcmp(kara_gguf_type_name(1000), "?"));
     CHECK(!strcmp(kara_gguf_vtype_name(KARA_GGUF_FLOAT64), "float64") &&
           !strcmp(kara_gguf_vtype_name(KARA_GGUF_VTYPE_COUNT), "unknown"));
     uint64_t u = 77;
@@ -308,16 +308,16 @@ static void check_public_api(const kara_gguf *g) {
 }
 
 static char *write_file(const char *name, uint32_t alignment, bool streamed, size_t piece, size_t *size) {
-    const char *path = kara_test_path(kara_test_tmpdir(), name);
-    kara_gguf_writer *w;
-    CHECK(kara_gguf_writer_create(&w) == KARA_OK);
+    const char *path = kr_test_path(kr_test_tmpdir(), name);
+    kr_gguf_writer *w;
+    CHECK(kr_gguf_writer_create(&w) == KARA_OK);
     write_metadata(w);
-    if (alignment) CHECK(kara_gguf_writer_set_u32(w, "general.alignment", alignment) == KARA_OK);
+    if (alignment) CHECK(kr_gguf_writer_set_u32(w, "general.alignment", alignment) == KARA_OK);
     add_tensors(w, !streamed);
     if (!streamed) {
-        CHECK_MSG(kara_gguf_writer_save(w, path) == KARA_OK, "save: %s", kara_gguf_writer_error(w));
+        CHECK_MSG(kr_gguf_writer_save(w, path) == KARA_OK, "save: %s", kr_gguf_writer_error(w));
     } else {
-        CHECK(kara_gguf_writer_begin(w, path) == KARA_OK);
+        CHECK(kr_gguf_writer_begin(w, path) == KARA_OK);
         /* all tensors' bytes back to back, in pieces that straddle tensors */
         size_t total = 0;
         for (size_t i = 0; i < N_TENSORS; i++) total += k_tensors[i].nbytes;
@@ -329,13 +329,13 @@ static char *write_file(const char *name, uint32_t alignment, bool streamed, siz
         }
         for (size_t o = 0; o < total; o += piece) {
             size_t k = total - o < piece ? total - o : piece;
-            CHECK(kara_gguf_writer_write(w, all + o, k) == KARA_OK);
+            CHECK(kr_gguf_writer_write(w, all + o, k) == KARA_OK);
         }
         free(all);
-        CHECK_MSG(kara_gguf_writer_end(w) == KARA_OK, "end: %s", kara_gguf_writer_error(w));
+        CHECK_MSG(kr_gguf_writer_end(w) == KARA_OK, "end: %s", kr_gguf_writer_error(w));
     }
-    kara_gguf_writer_free(w);
-    char *bytes = kara_test_read_file(path, size);
+    kr_gguf_writer_free(w);
+    char *bytes = kr_test_read_file(path, size);
     CHECK_MSG(bytes != NULL, "cannot read back %s", path);
     return bytes;
 }
@@ -349,17 +349,17 @@ static void test_roundtrip(void) {
     CHECK_MSG(n1 == n2 && memcmp(one_shot, streamed, n1) == 0, "streamed and one-shot files differ");
 
     kara_gguf *g = NULL;
-    CHECK_MSG(kara_gguf_parse(one_shot, n1, &g) == KARA_OK, "parse: %s", kara_last_error());
+    CHECK_MSG(kr_gguf_parse(one_shot, n1, &g) == KARA_OK, "parse: %s", kara_last_error());
     if (g) {
         CHECK_EQ_INT(g->version, 3);
         check_metadata(g);
-        check_tensors(g, KARA_GGUF_DEFAULT_ALIGNMENT);
+        check_tensors(g, KR_GGUF_DEFAULT_ALIGNMENT);
         CHECK(kara_gguf_find(g, "general.alignment") == NULL);
     }
 
     /* the same through the file mapping, with alignment 64 */
     kara_gguf *g64 = NULL;
-    CHECK_MSG(kara_gguf_open(kara_test_path(kara_test_tmpdir(), "rt-align64.gguf"), &g64) == KARA_OK, "open: %s",
+    CHECK_MSG(kara_gguf_open(kr_test_path(kr_test_tmpdir(), "rt-align64.gguf"), &g64) == KARA_OK, "open: %s",
               kara_last_error());
     if (g64) {
         check_metadata(g64);
@@ -370,26 +370,26 @@ static void test_roundtrip(void) {
     /* copy every value from the parsed file into a new writer: the second
      * file holds identical metadata (type for type, byte for byte) */
     if (g) {
-        kara_gguf_writer *w;
-        CHECK(kara_gguf_writer_create(&w) == KARA_OK);
+        kr_gguf_writer *w;
+        CHECK(kr_gguf_writer_create(&w) == KARA_OK);
         for (uint64_t i = 0; i < g->n_kv; i++) {
             char key[256];
             snprintf(key, sizeof key, "%.*s", (int)g->kv[i].key.len, g->kv[i].key.ptr);
-            CHECK_MSG(kara_gguf_writer_set_value(w, key, &g->kv[i].value) == KARA_OK, "set_value %s: %s", key,
-                      kara_gguf_writer_error(w));
+            CHECK_MSG(kr_gguf_writer_set_value(w, key, &g->kv[i].value) == KARA_OK, "set_value %s: %s", key,
+                      kr_gguf_writer_error(w));
         }
         add_tensors(w, true);
-        const char *path = kara_test_path(kara_test_tmpdir(), "rt-copy.gguf");
-        CHECK(kara_gguf_writer_save(w, path) == KARA_OK);
-        kara_gguf_writer_free(w);
+        const char *path = kr_test_path(kr_test_tmpdir(), "rt-copy.gguf");
+        CHECK(kr_gguf_writer_save(w, path) == KARA_OK);
+        kr_gguf_writer_free(w);
         size_t nc = 0;
-        char *copy = kara_test_read_file(path, &nc);
+        char *copy = kr_test_read_file(path, &nc);
         CHECK_MSG(copy && nc == n1 && memcmp(copy, one_shot, n1) == 0, "copied file differs from the original");
         kara_gguf *gc = NULL;
-        if (copy && kara_gguf_parse(copy, nc, &gc) == KARA_OK) {
+        if (copy && kr_gguf_parse(copy, nc, &gc) == KARA_OK) {
             CHECK_EQ_INT(gc->n_kv, g->n_kv);
             for (uint64_t i = 0; i < g->n_kv && i < gc->n_kv; i++)
-                CHECK_MSG(kara_test_gguf_value_eq(&g->kv[i].value, &gc->kv[i].value), "value %llu differs after copy",
+                CHECK_MSG(kr_test_gguf_value_eq(&g->kv[i].value, &gc->kv[i].value), "value %llu differs after copy",
                           (unsigned long long)i);
             kara_gguf_close(gc);
         } else {
@@ -407,11 +407,11 @@ static void test_roundtrip(void) {
 /* A file with no tensors and no metadata is valid; so is one with large
  * alignment. */
 static void test_edge_files(void) {
-    kara_gguf_writer *w;
-    CHECK(kara_gguf_writer_create(&w) == KARA_OK);
-    const char *path = kara_test_path(kara_test_tmpdir(), "empty.gguf");
-    CHECK(kara_gguf_writer_save(w, path) == KARA_OK);
-    kara_gguf_writer_free(w);
+    kr_gguf_writer *w;
+    CHECK(kr_gguf_writer_create(&w) == KARA_OK);
+    const char *path = kr_test_path(kr_test_tmpdir(), "empty.gguf");
+    CHECK(kr_gguf_writer_save(w, path) == KARA_OK);
+    kr_gguf_writer_free(w);
     kara_gguf *g = NULL;
     CHECK_MSG(kara_gguf_open(path, &g) == KARA_OK, "empty file: %s", kara_last_error());
     if (g) {
@@ -421,15 +421,15 @@ static void test_edge_files(void) {
         kara_gguf_close(g);
     }
 
-    CHECK(kara_gguf_writer_create(&w) == KARA_OK);
-    CHECK(kara_gguf_writer_set_u32(w, "general.alignment", 4096) == KARA_OK);
+    CHECK(kr_gguf_writer_create(&w) == KARA_OK);
+    CHECK(kr_gguf_writer_set_u32(w, "general.alignment", 4096) == KARA_OK);
     float x[3] = {1, 2, 3};
     int64_t ne[1] = {3};
-    CHECK(kara_gguf_writer_add_tensor(w, "a", KARA_TYPE_F32, 1, ne, x) == KARA_OK);
-    CHECK(kara_gguf_writer_add_tensor(w, "b", KARA_TYPE_F32, 1, ne, x) == KARA_OK);
-    path = kara_test_path(kara_test_tmpdir(), "page.gguf");
-    CHECK(kara_gguf_writer_save(w, path) == KARA_OK);
-    kara_gguf_writer_free(w);
+    CHECK(kr_gguf_writer_add_tensor(w, "a", KR_TYPE_F32, 1, ne, x) == KARA_OK);
+    CHECK(kr_gguf_writer_add_tensor(w, "b", KR_TYPE_F32, 1, ne, x) == KARA_OK);
+    path = kr_test_path(kr_test_tmpdir(), "page.gguf");
+    CHECK(kr_gguf_writer_save(w, path) == KARA_OK);
+    kr_gguf_writer_free(w);
     g = NULL;
     CHECK_MSG(kara_gguf_open(path, &g) == KARA_OK, "page-aligned file: %s", kara_last_error());
     if (g) {
@@ -442,103 +442,103 @@ static void test_edge_files(void) {
 }
 
 /* Misuse is refused with a status and a message, never a bad file. */
-static void expect_fail(kara_gguf_writer *w, kara_status st, const char *what) {
+static void expect_fail(kr_gguf_writer *w, kara_status st, const char *what) {
     CHECK_MSG(st != KARA_OK, "%s was accepted", what);
-    CHECK_MSG(kara_gguf_writer_error(w)[0] != 0, "%s: empty error message", what);
+    CHECK_MSG(kr_gguf_writer_error(w)[0] != 0, "%s: empty error message", what);
 }
 
 static void test_writer_errors(void) {
-    kara_gguf_writer *w;
+    kr_gguf_writer *w;
     int32_t i32 = 1;
     int64_t ne[2] = {33, 2};
 
-#define FRESH() (kara_gguf_writer_free(w), kara_gguf_writer_create(&w))
-    kara_gguf_writer_create(&w);
-    CHECK(kara_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 2) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_push(w, &i32) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_arr_end(w), "arr_end after 1 of 2 elements");
+#define FRESH() (kr_gguf_writer_free(w), kr_gguf_writer_create(&w))
+    kr_gguf_writer_create(&w);
+    CHECK(kr_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 2) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_push(w, &i32) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_arr_end(w), "arr_end after 1 of 2 elements");
 
     FRESH();
-    CHECK(kara_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 1) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_arr_push_str(w, "x", 1), "a string pushed into an int32 array");
+    CHECK(kr_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 1) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_arr_push_str(w, "x", 1), "a string pushed into an int32 array");
 
     FRESH();
-    CHECK(kara_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 1) == KARA_OK);
-    CHECK(kara_gguf_writer_arr_push(w, &i32) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_arr_push(w, &i32), "more elements than declared");
+    CHECK(kr_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 1) == KARA_OK);
+    CHECK(kr_gguf_writer_arr_push(w, &i32) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_arr_push(w, &i32), "more elements than declared");
 
     FRESH();
-    CHECK(kara_gguf_writer_arr_begin(w, "k", KARA_GGUF_ARRAY, 1) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_arr_begin(w, "nested", KARA_GGUF_INT32, 1), "a key on a nested array");
+    CHECK(kr_gguf_writer_arr_begin(w, "k", KARA_GGUF_ARRAY, 1) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_arr_begin(w, "nested", KARA_GGUF_INT32, 1), "a key on a nested array");
 
     FRESH();
-    CHECK(kara_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 1) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_set_u32(w, "other", 1), "a key set while an array is open");
+    CHECK(kr_gguf_writer_arr_begin(w, "k", KARA_GGUF_INT32, 1) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_set_u32(w, "other", 1), "a key set while an array is open");
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_set_arr(w, "k", KARA_GGUF_STRING, a_str, 1), "set_arr of strings");
+    expect_fail(w, kr_gguf_writer_set_arr(w, "k", KARA_GGUF_STRING, a_str, 1), "set_arr of strings");
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_set_u32(w, "", 1), "an empty key");
+    expect_fail(w, kr_gguf_writer_set_u32(w, "", 1), "an empty key");
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_set_u32(w, "general.alignment", 48), "alignment 48");
+    expect_fail(w, kr_gguf_writer_set_u32(w, "general.alignment", 48), "alignment 48");
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_set_u64(w, "general.alignment", 64), "a uint64 alignment");
+    expect_fail(w, kr_gguf_writer_set_u64(w, "general.alignment", 64), "a uint64 alignment");
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_Q8_0, 2, ne, NULL), "a Q8_0 row of 33");
+    expect_fail(w, kr_gguf_writer_add_tensor(w, "t", KR_TYPE_Q8_0, 2, ne, NULL), "a Q8_0 row of 33");
 
     FRESH();
     ne[0] = 32;
-    CHECK(kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_Q8_0, 2, ne, NULL) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 2, ne, NULL), "a duplicate tensor name");
+    CHECK(kr_gguf_writer_add_tensor(w, "t", KR_TYPE_Q8_0, 2, ne, NULL) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 2, ne, NULL), "a duplicate tensor name");
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 5, ne, NULL), "5 dims");
+    expect_fail(w, kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 5, ne, NULL), "5 dims");
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_add_tensor(w, "t", (kara_type)4, 2, ne, NULL), "type id 4");
+    expect_fail(w, kr_gguf_writer_add_tensor(w, "t", (kr_type)4, 2, ne, NULL), "type id 4");
 
     FRESH();
     ne[0] = 0;
-    expect_fail(w, kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 2, ne, NULL), "a zero dimension");
+    expect_fail(w, kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 2, ne, NULL), "a zero dimension");
     ne[0] = 32;
 
     FRESH();
     ne[0] = INT64_MAX / 2;
     ne[1] = INT64_MAX / 2;
-    expect_fail(w, kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 2, ne, NULL), "an overflowing size");
+    expect_fail(w, kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 2, ne, NULL), "an overflowing size");
     ne[0] = 32;
     ne[1] = 2;
 
     FRESH();
-    expect_fail(w, kara_gguf_writer_save(w, "/nonexistent-dir/x.gguf"), "an uncreatable path");
+    expect_fail(w, kr_gguf_writer_save(w, "/nonexistent-dir/x.gguf"), "an uncreatable path");
 
     /* data: too much, too little, before begin, metadata after begin */
-    const char *path = kara_test_path(kara_test_tmpdir(), "misuse.gguf");
+    const char *path = kr_test_path(kr_test_tmpdir(), "misuse.gguf");
     uint8_t buf[300] = {0};
     FRESH();
-    CHECK(kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 1, ne, NULL) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_write(w, buf, 4), "data before begin");
+    CHECK(kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 1, ne, NULL) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_write(w, buf, 4), "data before begin");
     FRESH();
-    CHECK(kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 1, ne, NULL) == KARA_OK);
-    CHECK(kara_gguf_writer_begin(w, path) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_write(w, buf, 129), "129 bytes for a 128-byte tensor");
+    CHECK(kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 1, ne, NULL) == KARA_OK);
+    CHECK(kr_gguf_writer_begin(w, path) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_write(w, buf, 129), "129 bytes for a 128-byte tensor");
     FRESH();
-    CHECK(kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 1, ne, NULL) == KARA_OK);
-    CHECK(kara_gguf_writer_begin(w, path) == KARA_OK);
-    CHECK(kara_gguf_writer_write(w, buf, 100) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_end(w), "end after 100 of 128 bytes");
+    CHECK(kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 1, ne, NULL) == KARA_OK);
+    CHECK(kr_gguf_writer_begin(w, path) == KARA_OK);
+    CHECK(kr_gguf_writer_write(w, buf, 100) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_end(w), "end after 100 of 128 bytes");
     FRESH();
-    CHECK(kara_gguf_writer_begin(w, path) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_set_u32(w, "late", 1), "metadata after begin");
+    CHECK(kr_gguf_writer_begin(w, path) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_set_u32(w, "late", 1), "metadata after begin");
     FRESH();
-    CHECK(kara_gguf_writer_add_tensor(w, "t", KARA_TYPE_F32, 1, ne, NULL) == KARA_OK);
-    expect_fail(w, kara_gguf_writer_save(w, path), "save without tensor data");
+    CHECK(kr_gguf_writer_add_tensor(w, "t", KR_TYPE_F32, 1, ne, NULL) == KARA_OK);
+    expect_fail(w, kr_gguf_writer_save(w, path), "save without tensor data");
 #undef FRESH
-    kara_gguf_writer_free(w);
+    kr_gguf_writer_free(w);
 }
 
 int main(void) {
@@ -547,5 +547,5 @@ int main(void) {
     test_edge_files();
     test_writer_errors();
     for (size_t i = 0; i < N_TENSORS; i++) free(k_tensors[i].data);
-    return kara_test_finish();
+    return kr_test_finish();
 }

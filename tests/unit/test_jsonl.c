@@ -11,12 +11,12 @@
 #include "json.h"
 #include "test_util.h"
 
-static kara_json_doc doc;
+static kr_json_doc doc;
 static char err[512];
 
 static bool parse(const char *text, int line0) {
-    kara_json_doc_free(&doc);
-    return kara_json_parse(text, strlen(text), line0, &doc, err, sizeof err);
+    kr_json_doc_free(&doc);
+    return kr_json_parse(text, strlen(text), line0, &doc, err, sizeof err);
 }
 
 /* The parse fails and the message starts with want_prefix and contains want. */
@@ -31,17 +31,17 @@ static void expect_error(const char *text, int line0, const char *want_prefix, c
 
 static void test_values(void) {
     CHECK(parse("{\"a\": [1, -2.5e3, true, false, null], \"b\": {\"c\": \"x\\ty\"}, \"d\": 0}", 1));
-    const kara_json *a = kara_json_get(doc.root, "a");
-    CHECK(a && a->type == KARA_JSON_ARRAY && a->len == 5);
-    CHECK(a->first->type == KARA_JSON_NUMBER && a->first->number == 1 && a->first->integer);
+    const kr_json *a = kr_json_get(doc.root, "a");
+    CHECK(a && a->type == KR_JSON_ARRAY && a->len == 5);
+    CHECK(a->first->type == KR_JSON_NUMBER && a->first->number == 1 && a->first->integer);
     CHECK(a->first->next->number == -2500 && !a->first->next->integer);
-    CHECK(a->first->next->next->type == KARA_JSON_BOOL && a->first->next->next->boolean);
-    CHECK(a->first->next->next->next->type == KARA_JSON_BOOL && !a->first->next->next->next->boolean);
-    CHECK(a->first->next->next->next->next->type == KARA_JSON_NULL);
-    const kara_json *c = kara_json_get(kara_json_get(doc.root, "b"), "c");
-    CHECK(c && c->type == KARA_JSON_STRING && c->len == 3 && !strcmp(c->str, "x\ty"));
-    CHECK(kara_json_get(doc.root, "missing") == NULL);
-    CHECK(kara_json_get(a, "a") == NULL); /* not an object */
+    CHECK(a->first->next->next->type == KR_JSON_BOOL && a->first->next->next->boolean);
+    CHECK(a->first->next->next->next->type == KR_JSON_BOOL && !a->first->next->next->next->boolean);
+    CHECK(a->first->next->next->next->next->type == KR_JSON_NULL);
+    const kr_json *c = kr_json_get(kr_json_get(doc.root, "b"), "c");
+    CHECK(c && c->type == KR_JSON_STRING && c->len == 3 && !strcmp(c->str, "x\ty"));
+    CHECK(kr_json_get(doc.root, "missing") == NULL);
+    CHECK(kr_json_get(a, "a") == NULL); /* not an object */
     CHECK_EQ_INT(c->line, 1);
     CHECK_EQ_INT(c->col, 50);
 
@@ -54,9 +54,9 @@ static void test_values(void) {
     CHECK_EQ_INT(doc.root->first->next->col, 8);
     /* positions on later lines of a multi-line document, and line0 */
     CHECK(parse("{\n  \"k\":\n     7}", 10));
-    CHECK_EQ_INT(kara_json_get(doc.root, "k")->line, 11 + 1);
-    CHECK_EQ_INT(kara_json_get(doc.root, "k")->col, 6);
-    CHECK(parse("  \t[]  ", 1) && doc.root->type == KARA_JSON_ARRAY && doc.root->len == 0);
+    CHECK_EQ_INT(kr_json_get(doc.root, "k")->line, 11 + 1);
+    CHECK_EQ_INT(kr_json_get(doc.root, "k")->col, 6);
+    CHECK(parse("  \t[]  ", 1) && doc.root->type == KR_JSON_ARRAY && doc.root->len == 0);
     CHECK(parse("1E+2", 1) && doc.root->number == 100);
 }
 
@@ -96,45 +96,45 @@ static void test_errors(void) {
 }
 
 static void test_writer(void) {
-    kara_jbuf b = {0};
-    kara_jbuf_str(&b, "a\"b\\c\n\t\x01\x7f", 9);
+    kr_jbuf b = {0};
+    kr_jbuf_str(&b, "a\"b\\c\n\t\x01\x7f", 9);
     CHECK_MSG(!strcmp(b.p, "\"a\\\"b\\\\c\\n\\t\\u0001\\u007f\""), "escaped: %s", b.p);
     /* invalid UTF-8 becomes U+FFFD, valid characters stay */
-    kara_jbuf_reset(&b);
-    kara_jbuf_str(&b, "\xc3\xa9\xff\xe2\x82", 5);
+    kr_jbuf_reset(&b);
+    kr_jbuf_str(&b, "\xc3\xa9\xff\xe2\x82", 5);
     CHECK_MSG(!strcmp(b.p, "\"\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""), "replaced: %s", b.p);
     CHECK(parse(b.p, 1));
     /* arbitrary bytes always give a string that parses back */
     char bytes[256];
     for (int i = 0; i < 256; i++) bytes[i] = (char)(255 - i);
-    kara_jbuf_reset(&b);
-    kara_jbuf_str(&b, bytes, 256);
-    CHECK(parse(b.p, 1) && doc.root->type == KARA_JSON_STRING);
+    kr_jbuf_reset(&b);
+    kr_jbuf_str(&b, bytes, 256);
+    CHECK(parse(b.p, 1) && doc.root->type == KR_JSON_STRING);
     /* a value written back and parsed again is the same */
     const char *src = "{\"x\":[1,2.5,\"\\u00e9\",{\"y\":null}],\"z\":true,\"big\":123456789012}";
     CHECK(parse(src, 1));
-    kara_jbuf_reset(&b);
-    kara_jbuf_value(&b, doc.root);
+    kr_jbuf_reset(&b);
+    kr_jbuf_value(&b, doc.root);
     CHECK_MSG(!strcmp(b.p, "{\"x\":[1,2.5,\"\xc3\xa9\",{\"y\":null}],\"z\":true,\"big\":123456789012}"), "round trip: %s",
               b.p);
-    kara_jbuf_reset(&b);
-    kara_jbuf_printf(&b, "%s-%d", "long", 7);
-    for (int i = 0; i < 100; i++) kara_jbuf_printf(&b, "%0300d", i);
+    kr_jbuf_reset(&b);
+    kr_jbuf_printf(&b, "%s-%d", "long", 7);
+    for (int i = 0; i < 100; i++) kr_jbuf_printf(&b, "%0300d", i);
     CHECK_EQ_INT(b.len, 6 + 100 * 300);
-    kara_jbuf_free(&b);
-    CHECK_EQ_INT(kara_utf8_valid_prefix("ab\xc3\xa9\xc3", 5), 4);
+    kr_jbuf_free(&b);
+    CHECK_EQ_INT(kr_utf8_valid_prefix("ab\xc3\xa9\xc3", 5), 4);
 }
 
 static void test_requests(void) {
-    kara_json_doc_free(&doc);
-    kara_batch_request r;
+    kr_json_doc_free(&doc);
+    kr_batch_request r;
     const char *code = NULL;
     const char *line = "{\"custom_id\":\"q1\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"m\","
                        "\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
                        "[{\"type\":\"text\",\"text\":\"Hi \"},{\"type\":\"text\",\"text\":\"there\"}]}],"
                        "\"max_tokens\":64,\"temperature\":0.6,\"top_p\":0.95,\"seed\":-1,\"stop\":[\"\\n\\n\",\"END\"],"
                        "\"logprobs\":false,\"chat_template_kwargs\":{\"enable_thinking\":false}}}";
-    CHECK_MSG(kara_batch_request_parse(line, strlen(line), 3, &doc, &r, err, sizeof err, &code), "%s", err);
+    CHECK_MSG(kr_batch_request_parse(line, strlen(line), 3, &doc, &r, err, sizeof err, &code), "%s", err);
     CHECK(!strcmp(r.custom_id, "q1") && r.chat && r.n_msgs == 2);
     CHECK(!strcmp(r.msgs[0].role, "system") && !strcmp(r.msgs[0].content, "Be brief."));
     CHECK(!strcmp(r.msgs[1].role, "user") && !strcmp(r.msgs[1].content, "Hi there"));
@@ -143,62 +143,62 @@ static void test_requests(void) {
     CHECK(r.has_seed && r.seed == UINT64_MAX);
     CHECK(r.n_stop == 2 && !strcmp(r.stop[0], "\n\n") && !strcmp(r.stop[1], "END"));
     CHECK(r.think == 0 && r.model && !strcmp(r.model, "m"));
-    kara_batch_request_free(&r);
-    kara_json_doc_free(&doc);
+    kr_batch_request_free(&r);
+    kr_json_doc_free(&doc);
 
     /* plain form: one user message, sampling keys beside it */
     line = "{\"id\":\"p7\",\"prompt\":\"Why?\",\"max_tokens\":5,\"top_k\":20}";
-    CHECK_MSG(kara_batch_request_parse(line, strlen(line), 1, &doc, &r, err, sizeof err, &code), "%s", err);
+    CHECK_MSG(kr_batch_request_parse(line, strlen(line), 1, &doc, &r, err, sizeof err, &code), "%s", err);
     CHECK(!strcmp(r.custom_id, "p7") && r.chat && r.n_msgs == 1 && !strcmp(r.msgs[0].content, "Why?"));
     CHECK(r.max_tokens == 5 && r.has_top_k && r.top_k == 20 && r.think == -1);
-    kara_batch_request_free(&r);
-    kara_json_doc_free(&doc);
+    kr_batch_request_free(&r);
+    kr_json_doc_free(&doc);
 
     /* completions: raw prompt */
     line = "{\"custom_id\":\"c\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"Once\",\"max_completion_tokens\":3}}";
-    CHECK_MSG(kara_batch_request_parse(line, strlen(line), 1, &doc, &r, err, sizeof err, &code), "%s", err);
+    CHECK_MSG(kr_batch_request_parse(line, strlen(line), 1, &doc, &r, err, sizeof err, &code), "%s", err);
     CHECK(!r.chat && !strcmp(r.prompt, "Once") && r.max_tokens == 3);
-    kara_batch_request_free(&r);
-    kara_json_doc_free(&doc);
+    kr_batch_request_free(&r);
+    kr_json_doc_free(&doc);
 
     struct {
         const char *line, *code, *msg, *custom_id;
     } bad[] = {
-        {"{\"custom_id\":\"a\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]", KARA_BATCH_ERR_JSON,
+        {"{\"custom_id\":\"a\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]", KR_BATCH_ERR_JSON,
          "input line 9, column 68: expected ',' or '}' in an object, got end of input", NULL},
-        {"[1]", KARA_BATCH_ERR_REQUEST, "input line 9, column 1: a request must be a JSON object", NULL},
-        {"{\"body\":{}}", KARA_BATCH_ERR_REQUEST, "input line 9: missing \"custom_id\"", NULL},
-        {"{\"custom_id\":5,\"body\":{}}", KARA_BATCH_ERR_REQUEST, "column 14: custom_id must be a non-empty string",
+        {"[1]", KR_BATCH_ERR_REQUEST, "input line 9, column 1: a request must be a JSON object", NULL},
+        {"{\"body\":{}}", KR_BATCH_ERR_REQUEST, "input line 9: missing \"custom_id\"", NULL},
+        {"{\"custom_id\":5,\"body\":{}}", KR_BATCH_ERR_REQUEST, "column 14: custom_id must be a non-empty string",
          NULL},
-        {"{\"custom_id\":\"u\",\"url\":\"/v1/embeddings\",\"body\":{}}", KARA_BATCH_ERR_REQUEST,
+        {"{\"custom_id\":\"u\",\"url\":\"/v1/embeddings\",\"body\":{}}", KR_BATCH_ERR_REQUEST,
          "unsupported url \"/v1/embeddings\"", "u"},
-        {"{\"custom_id\":\"m\",\"method\":\"GET\",\"body\":{}}", KARA_BATCH_ERR_REQUEST, "method must be \"POST\"", "m"},
-        {"{\"custom_id\":\"b\"}", KARA_BATCH_ERR_REQUEST, "missing \"body\"", "b"},
-        {"{\"custom_id\":\"b\",\"body\":{}}", KARA_BATCH_ERR_REQUEST, "missing body.messages", "b"},
-        {"{\"custom_id\":\"e\",\"body\":{\"messages\":[]}}", KARA_BATCH_ERR_REQUEST, "messages must be a non-empty array",
+        {"{\"custom_id\":\"m\",\"method\":\"GET\",\"body\":{}}", KR_BATCH_ERR_REQUEST, "method must be \"POST\"", "m"},
+        {"{\"custom_id\":\"b\"}", KR_BATCH_ERR_REQUEST, "missing \"body\"", "b"},
+        {"{\"custom_id\":\"b\",\"body\":{}}", KR_BATCH_ERR_REQUEST, "missing body.messages", "b"},
+        {"{\"custom_id\":\"e\",\"body\":{\"messages\":[]}}", KR_BATCH_ERR_REQUEST, "messages must be a non-empty array",
          "e"},
-        {"{\"custom_id\":\"r\",\"body\":{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}}", KARA_BATCH_ERR_REQUEST,
+        {"{\"custom_id\":\"r\",\"body\":{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}}", KR_BATCH_ERR_REQUEST,
          "unknown role \"robot\"", "r"},
         {"{\"custom_id\":\"c\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}}",
-         KARA_BATCH_ERR_REQUEST, "only content parts of type \"text\"", "c"},
+         KR_BATCH_ERR_REQUEST, "only content parts of type \"text\"", "c"},
         {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}}",
-         KARA_BATCH_ERR_REQUEST, "column 82: max_tokens must be an integer", "t"},
+         KR_BATCH_ERR_REQUEST, "column 82: max_tokens must be an integer", "t"},
         {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":-1}}",
-         KARA_BATCH_ERR_REQUEST, "temperature -1 is out of range", "t"},
+         KR_BATCH_ERR_REQUEST, "temperature -1 is out of range", "t"},
         {"{\"custom_id\":\"n\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}}",
-         KARA_BATCH_ERR_REQUEST, "only n = 1", "n"},
+         KR_BATCH_ERR_REQUEST, "only n = 1", "n"},
         {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}}",
-         KARA_BATCH_ERR_REQUEST, "stream must be false", "s"},
+         KR_BATCH_ERR_REQUEST, "stream must be false", "s"},
         {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\","
          "\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]}}",
-         KARA_BATCH_ERR_REQUEST, "at most 8 stop strings", "s"},
+         KR_BATCH_ERR_REQUEST, "at most 8 stop strings", "s"},
         {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"\"]}}",
-         KARA_BATCH_ERR_REQUEST, "1 to 255 bytes", "s"},
-        {"{\"id\":\"p\",\"prompt\":3}", KARA_BATCH_ERR_REQUEST, "prompt must be a string", "p"},
+         KR_BATCH_ERR_REQUEST, "1 to 255 bytes", "s"},
+        {"{\"id\":\"p\",\"prompt\":3}", KR_BATCH_ERR_REQUEST, "prompt must be a string", "p"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         code = NULL;
-        bool ok = kara_batch_request_parse(bad[i].line, strlen(bad[i].line), 9, &doc, &r, err, sizeof err, &code);
+        bool ok = kr_batch_request_parse(bad[i].line, strlen(bad[i].line), 9, &doc, &r, err, sizeof err, &code);
         CHECK_MSG(!ok, "bad request %zu parsed", i);
         CHECK_MSG(code && !strcmp(code, bad[i].code), "bad request %zu: code %s, want %s", i, code ? code : "(none)",
                   bad[i].code);
@@ -206,20 +206,20 @@ static void test_requests(void) {
         CHECK_MSG(!strncmp(err, "input line 9", 12), "bad request %zu names the line: %s", i, err);
         if (bad[i].custom_id) CHECK_MSG(r.custom_id && !strcmp(r.custom_id, bad[i].custom_id), "bad request %zu keeps its custom_id", i);
         else CHECK(r.custom_id == NULL);
-        kara_batch_request_free(&r);
-        kara_json_doc_free(&doc);
+        kr_batch_request_free(&r);
+        kr_json_doc_free(&doc);
     }
 
     const char *id;
-    CHECK_EQ_INT(kara_batch_request_id("  \r", 3, 1, &doc, &id), -1);
-    kara_json_doc_free(&doc);
-    CHECK_EQ_INT(kara_batch_request_id("{oops", 5, 1, &doc, &id), 0);
-    kara_json_doc_free(&doc);
-    CHECK_EQ_INT(kara_batch_request_id("{\"id\":\"x\"}", 10, 1, &doc, &id), 0); /* id counts only in the plain form */
-    kara_json_doc_free(&doc);
-    CHECK_EQ_INT(kara_batch_request_id("{\"custom_id\":\"k\"}", 17, 1, &doc, &id), 1);
+    CHECK_EQ_INT(kr_batch_request_id("  \r", 3, 1, &doc, &id), -1);
+    kr_json_doc_free(&doc);
+    CHECK_EQ_INT(kr_batch_request_id("{oops", 5, 1, &doc, &id), 0);
+    kr_json_doc_free(&doc);
+    CHECK_EQ_INT(kr_batch_request_id("{\"id\":\"x\"}", 10, 1, &doc, &id), 0); /* id counts only in the plain form */
+    kr_json_doc_free(&doc);
+    CHECK_EQ_INT(kr_batch_request_id("{\"custom_id\":\"k\"}", 17, 1, &doc, &id), 1);
     CHECK(!strcmp(id, "k"));
-    kara_json_doc_free(&doc);
+    kr_json_doc_free(&doc);
 }
 
 typedef struct seen {
@@ -239,48 +239,48 @@ static void on_result(void *user, const char *custom_id, int input_line, bool fa
 }
 
 static void test_results_and_scan(void) {
-    kara_jbuf b = {0};
-    kara_batch_result ok = {"q\"1", 4, "tiny", "The \xff answer", 12, "thinking\n", 9, "stop", 10, 5, 1700000000};
-    kara_batch_write_ok(&b, &ok);
+    kr_jbuf b = {0};
+    kr_batch_result ok = {"q\"1", 4, "tiny", "The \xff answer", 12, "thinking\n", 9, "stop", 10, 5, 1700000000};
+    kr_batch_write_ok(&b, &ok);
     CHECK(b.len > 0 && b.p[b.len - 1] == '\n' && !memchr(b.p, '\n', b.len - 1));
     CHECK(parse(b.p, 1));
-    const kara_json *resp = kara_json_get(doc.root, "response");
-    const kara_json *body = kara_json_get(resp, "body");
-    const kara_json *choice = kara_json_get(body, "choices")->first;
-    const kara_json *msg = kara_json_get(choice, "message");
-    CHECK(!strcmp(kara_json_get(doc.root, "custom_id")->str, "q\"1"));
-    CHECK(!strncmp(kara_json_get(doc.root, "id")->str, "batch_req_", 10));
-    CHECK(kara_json_get(doc.root, "error")->type == KARA_JSON_NULL);
-    CHECK_EQ_INT(kara_json_get(resp, "status_code")->number, 200);
-    CHECK(!strcmp(kara_json_get(body, "object")->str, "chat.completion"));
-    CHECK(!strcmp(kara_json_get(msg, "content")->str, "The \xef\xbf\xbd answer"));
-    CHECK(!strcmp(kara_json_get(msg, "reasoning_content")->str, "thinking\n"));
-    CHECK(!strcmp(kara_json_get(choice, "finish_reason")->str, "stop"));
-    CHECK_EQ_INT(kara_json_get(kara_json_get(body, "usage"), "total_tokens")->number, 15);
+    const kr_json *resp = kr_json_get(doc.root, "response");
+    const kr_json *body = kr_json_get(resp, "body");
+    const kr_json *choice = kr_json_get(body, "choices")->first;
+    const kr_json *msg = kr_json_get(choice, "message");
+    CHECK(!strcmp(kr_json_get(doc.root, "custom_id")->str, "q\"1"));
+    CHECK(!strncmp(kr_json_get(doc.root, "id")->str, "batch_req_", 10));
+    CHECK(kr_json_get(doc.root, "error")->type == KR_JSON_NULL);
+    CHECK_EQ_INT(kr_json_get(resp, "status_code")->number, 200);
+    CHECK(!strcmp(kr_json_get(body, "object")->str, "chat.completion"));
+    CHECK(!strcmp(kr_json_get(msg, "content")->str, "The \xef\xbf\xbd answer"));
+    CHECK(!strcmp(kr_json_get(msg, "reasoning_content")->str, "thinking\n"));
+    CHECK(!strcmp(kr_json_get(choice, "finish_reason")->str, "stop"));
+    CHECK_EQ_INT(kr_json_get(kr_json_get(body, "usage"), "total_tokens")->number, 15);
     char id1[64], id2[64];
-    kara_batch_make_id(id1, sizeof id1, "batch_req_", "q\"1", 4);
-    kara_batch_make_id(id2, sizeof id2, "batch_req_", "q\"1", 99);
-    CHECK(!strcmp(id1, kara_json_get(doc.root, "id")->str) && !strcmp(id1, id2)); /* stable per custom_id */
+    kr_batch_make_id(id1, sizeof id1, "batch_req_", "q\"1", 4);
+    kr_batch_make_id(id2, sizeof id2, "batch_req_", "q\"1", 99);
+    CHECK(!strcmp(id1, kr_json_get(doc.root, "id")->str) && !strcmp(id1, id2)); /* stable per custom_id */
     ok.reasoning_len = 0;
-    kara_jbuf_reset(&b);
-    kara_batch_write_ok(&b, &ok);
+    kr_jbuf_reset(&b);
+    kr_batch_write_ok(&b, &ok);
     CHECK(parse(b.p, 1));
-    msg = kara_json_get(kara_json_get(kara_json_get(kara_json_get(doc.root, "response"), "body"), "choices")->first,
+    msg = kr_json_get(kr_json_get(kr_json_get(kr_json_get(doc.root, "response"), "body"), "choices")->first,
                         "message");
-    CHECK(kara_json_get(msg, "reasoning_content")->type == KARA_JSON_NULL);
+    CHECK(kr_json_get(msg, "reasoning_content")->type == KR_JSON_NULL);
 
     /* an output file: ok, error with id, error without id, then a torn line */
-    kara_jbuf out = {0};
-    kara_jbuf_reset(&b);
+    kr_jbuf out = {0};
+    kr_jbuf_reset(&b);
     ok.custom_id = "a";
-    kara_batch_write_ok(&out, &ok);
-    kara_batch_write_error(&out, "b", 2, KARA_BATCH_ERR_CONTEXT, "input line 2: too long");
-    kara_batch_write_error(&out, NULL, 3, KARA_BATCH_ERR_JSON, "input line 3, column 1: bad");
+    kr_batch_write_ok(&out, &ok);
+    kr_batch_write_error(&out, "b", 2, KR_BATCH_ERR_CONTEXT, "input line 2: too long");
+    kr_batch_write_error(&out, NULL, 3, KR_BATCH_ERR_JSON, "input line 3, column 1: bad");
     size_t whole = out.len;
-    kara_batch_write_ok(&out, &ok);
+    kr_batch_write_ok(&out, &ok);
     out.len -= 7; /* a write cut short */
     seen s = {0};
-    long keep = kara_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err);
+    long keep = kr_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err);
     CHECK_EQ_INT(keep, (long)whole);
     CHECK_EQ_INT(s.n, 3);
     CHECK(!strcmp(s.ids[0], "a") && !s.failed[0]);
@@ -288,20 +288,20 @@ static void test_results_and_scan(void) {
     CHECK(!strcmp(s.ids[2], "(null)") && s.failed[2] && s.lines[2] == 3);
     /* a complete but broken last line (a crash left garbage) is dropped too */
     out.len = whole;
-    kara_jbuf_cstr(&out, "{\"custom_id\":\"zz\",\"resp\n");
+    kr_jbuf_cstr(&out, "{\"custom_id\":\"zz\",\"resp\n");
     s.n = 0;
-    CHECK_EQ_INT(kara_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err), (long)whole);
+    CHECK_EQ_INT(kr_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err), (long)whole);
     CHECK_EQ_INT(s.n, 3);
     /* a broken line in the middle is not crash damage */
-    kara_batch_write_error(&out, "c", 5, KARA_BATCH_ERR_JSON, "x");
+    kr_batch_write_error(&out, "c", 5, KR_BATCH_ERR_JSON, "x");
     s.n = 0;
-    CHECK_EQ_INT(kara_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err), -1);
+    CHECK_EQ_INT(kr_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err), -1);
     CHECK_MSG(strstr(err, "output line 4") != NULL, "names the output line: %s", err);
     /* empty output */
     s.n = 0;
-    CHECK_EQ_INT(kara_batch_scan_output("", 0, on_result, &s, err, sizeof err), 0);
-    kara_jbuf_free(&out);
-    kara_jbuf_free(&b);
+    CHECK_EQ_INT(kr_batch_scan_output("", 0, on_result, &s, err, sizeof err), 0);
+    kr_jbuf_free(&out);
+    kr_jbuf_free(&b);
 }
 
 int main(void) {
@@ -310,6 +310,6 @@ int main(void) {
     test_writer();
     test_requests();
     test_results_and_scan();
-    kara_json_doc_free(&doc);
-    return kara_test_finish();
+    kr_json_doc_free(&doc);
+    return kr_test_finish();
 }

@@ -54,9 +54,9 @@ static void test_plan_random(void) {
         int k = n_c ? irand(n_c + 1) : 0;
         int32_t *keep = malloc(sizeof(int32_t) * (k + 1));
         random_keep(n_c, k, keep);
-        kara_kv_move *moves = malloc(sizeof(kara_kv_move) * (k + b + 1));
-        kara_kv_compact_plan plan;
-        CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, F, n, b, keep, k, moves), KARA_OK);
+        kr_kv_move *moves = malloc(sizeof(kr_kv_move) * (k + b + 1));
+        kr_kv_compact_plan plan;
+        CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, F, n, b, keep, k, moves), KARA_OK);
         CHECK(plan.new_frontier == F + k && plan.new_n == F + k + b && plan.n_moves <= k + b);
         for (int t = 0; t < plan.n_moves; t++) {
             bool ok = moves[t].dst < moves[t].src && moves[t].dst >= F;
@@ -69,8 +69,8 @@ static void test_plan_random(void) {
         bool *written = calloc((size_t)n + 1, 1);
         for (int s = 0; s < n; s++) rows[s][0] = s, rows[s][1] = 1000 + s, rows[s][2] = -s, pos[s] = 3 * s + 1;
         payload pl = {rows, written, false, 0};
-        kara_kv_compact_apply(&plan, move_payload, &pl);
-        kara_kv_compact_apply_array(&plan, pos, sizeof(int32_t));
+        kr_kv_compact_apply(&plan, move_payload, &pl);
+        kr_kv_compact_apply_array(&plan, pos, sizeof(int32_t));
         clobbers += pl.clobbered;
         CHECK_EQ_INT(pl.calls, plan.n_moves);
         bool ok = true;
@@ -94,53 +94,53 @@ static void test_plan_random(void) {
 static void test_plan_example(void) {
     /* F 4, n 14, b 3: C = slots 4..10 (7), keep {0, 2, 3, 6} -> slots 4, 6, 7, 10 */
     int32_t keep[4] = {0, 2, 3, 6};
-    kara_kv_move moves[7];
-    kara_kv_compact_plan plan;
-    CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, 4, 14, 3, keep, 4, moves), KARA_OK);
+    kr_kv_move moves[7];
+    kr_kv_compact_plan plan;
+    CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, 4, 14, 3, keep, 4, moves), KARA_OK);
     /* 4->4 skipped; 6->5, 7->6, 10->7; buffer 11->8, 12->9, 13->10 */
-    kara_kv_move expect[6] = {{6, 5}, {7, 6}, {10, 7}, {11, 8}, {12, 9}, {13, 10}};
+    kr_kv_move expect[6] = {{6, 5}, {7, 6}, {10, 7}, {11, 8}, {12, 9}, {13, 10}};
     CHECK_EQ_INT(plan.n_moves, 6);
     CHECK(!memcmp(moves, expect, sizeof expect));
     CHECK(plan.new_frontier == 8 && plan.new_n == 11);
     /* stored scores of the new frozen slots */
     float s[7] = {0.5f, 0.1f, 0.7f, 0.6f, 0.2f, 0.3f, 0.9f}, store[14] = {0};
-    kara_kv_compact_store_scores(&plan, keep, s, store);
+    kr_kv_compact_store_scores(&plan, keep, s, store);
     CHECK(store[4] == 0.5f && store[5] == 0.7f && store[6] == 0.6f && store[7] == 0.9f && store[8] == 0.0f);
     /* keep everything: no moves at all */
     int32_t all[7] = {0, 1, 2, 3, 4, 5, 6};
-    CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, 4, 14, 3, all, 7, moves), KARA_OK);
+    CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, 4, 14, 3, all, 7, moves), KARA_OK);
     CHECK_EQ_INT(plan.n_moves, 0);
     CHECK_EQ_INT(plan.new_n, 14);
     /* decode-time use: F 0, b 0, keep over the whole cache */
     int32_t sk[5] = {0, 1, 7, 8, 9};
-    CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, 0, 10, 0, sk, 5, moves), KARA_OK);
+    CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, 0, 10, 0, sk, 5, moves), KARA_OK);
     CHECK(plan.n_moves == 3 && moves[0].src == 7 && moves[0].dst == 2 && plan.new_n == 5);
 }
 
 static void test_plan_errors(void) {
-    kara_kv_move moves[8];
-    kara_kv_compact_plan plan;
+    kr_kv_move moves[8];
+    kr_kv_compact_plan plan;
     int32_t unsorted[3] = {0, 3, 2};
-    CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, 2, 12, 2, unsorted, 3, moves), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, 2, 12, 2, unsorted, 3, moves), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "keep[2] = 2") != NULL, "message: %s", kara_last_error());
     int32_t outside[2] = {1, 8}; /* n_c = 8: slot 8 is the buffer */
-    CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, 2, 12, 2, outside, 2, moves), KARA_ERR_ARG);
-    CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, 2, 12, 11, outside, 0, moves), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, 2, 12, 2, outside, 2, moves), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, 2, 12, 11, outside, 0, moves), KARA_ERR_ARG);
     int32_t many[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
-    CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, 2, 12, 2, many, 9, moves), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, 2, 12, 2, many, 9, moves), KARA_ERR_ARG);
 }
 
 static void test_ring(void) {
     /* cap 200, window at ring[150..], n_c 128: the buffer's entries at
      * ring[(150 + 128 + u) % 200] become the new window's first rows */
-    CHECK_EQ_INT(kara_kv_ring_first_after(150, 200, 128), 78);
-    CHECK_EQ_INT(kara_kv_ring_first_after(0, 200, 0), 0);
-    CHECK_EQ_INT(kara_kv_ring_first_after(199, 200, 1), 0);
+    CHECK_EQ_INT(kr_kv_ring_first_after(150, 200, 128), 78);
+    CHECK_EQ_INT(kr_kv_ring_first_after(0, 200, 0), 0);
+    CHECK_EQ_INT(kr_kv_ring_first_after(199, 200, 1), 0);
     /* simulated: ring entries tagged by window slot */
     int32_t ring[40];
     int first = 33, cap = 40, n_w = 20, b = 6, n_c = n_w - b;
     for (int i = 0; i < n_w; i++) ring[(first + i) % cap] = 500 + i;
-    int nf = kara_kv_ring_first_after(first, cap, n_c);
+    int nf = kr_kv_ring_first_after(first, cap, n_c);
     for (int u = 0; u < b; u++) CHECK_EQ_INT(ring[(nf + u) % cap], 500 + n_c + u);
 }
 
@@ -153,10 +153,10 @@ static void test_sequence_events(void) {
     enum { P = 23, B = 16, INTERVAL = 40, BUF = 8, MAXN = 2048 };
     int32_t *pos = malloc(sizeof(int32_t) * MAXN), *data = malloc(sizeof(int32_t) * MAXN);
     int32_t prompt_ref[P];
-    kara_kv_move moves[INTERVAL + BUF];
+    kr_kv_move moves[INTERVAL + BUF];
     int32_t keep[INTERVAL];
     float s[INTERVAL];
-    size_t bytes = kara_kv_select_scratch_bytes(INTERVAL);
+    size_t bytes = kr_kv_select_scratch_bytes(INTERVAL);
     void *scr = malloc(bytes);
     int n = 0, F = P, next_pos = 0, pool_total = 400;
     for (; n < P; n++) pos[n] = next_pos, data[n] = 7 * next_pos + 3, next_pos++;
@@ -168,20 +168,20 @@ static void test_sequence_events(void) {
         if (n - F - BUF < INTERVAL) continue;
         int n_c = n - F - BUF;
         for (int j = 0; j < n_c; j++) s[j] = (float)(rng_next() % 1000);
-        int k = kara_kv_keep_count(n_c, 0.2f, 4);
-        kara_kv_t2c_params tp = {k, 0.5f, 16, 1.0f};
-        CHECK_EQ_INT(kara_kv_select_t2c(s, n_c, &tp, NULL, keep, scr, bytes), KARA_OK);
-        kara_kv_compact_plan plan;
-        CHECK_EQ_INT(kara_kv_compact_plan_make(&plan, F, n, BUF, keep, k, moves), KARA_OK);
-        kara_kv_compact_apply_array(&plan, pos, sizeof(int32_t));
-        kara_kv_compact_apply_array(&plan, data, sizeof(int32_t));
+        int k = kr_kv_keep_count(n_c, 0.2f, 4);
+        kr_kv_t2c_params tp = {k, 0.5f, 16, 1.0f};
+        CHECK_EQ_INT(kr_kv_select_t2c(s, n_c, &tp, NULL, keep, scr, bytes), KARA_OK);
+        kr_kv_compact_plan plan;
+        CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, F, n, BUF, keep, k, moves), KARA_OK);
+        kr_kv_compact_apply_array(&plan, pos, sizeof(int32_t));
+        kr_kv_compact_apply_array(&plan, data, sizeof(int32_t));
         F = plan.new_frontier, n = plan.new_n;
         events++;
         int held = (n + B - 1) / B;
-        kara_kv_invariants inv = {pos, n, P, F, data, prompt_ref, sizeof prompt_ref, B, held,
+        kr_kv_invariants inv = {pos, n, P, F, data, prompt_ref, sizeof prompt_ref, B, held,
                                   pool_total - held, held, pool_total};
         char msg[256];
-        kara_status st = kara_kv_check_invariants(&inv, msg, sizeof msg);
+        kara_status st = kr_kv_check_invariants(&inv, msg, sizeof msg);
         if (st != KARA_OK) {
             CHECK_MSG(false, "event %d: %s", events, msg);
             all_ok = false;
@@ -204,50 +204,50 @@ static void test_invariant_violations(void) {
     uint8_t prompt[8] = {1, 2, 3, 4, 5, 6, 7, 8}, ref[8];
     memcpy(ref, prompt, 8);
     char msg[256];
-    kara_kv_invariants good = {pos, 10, 4, 6, prompt, ref, 8, 4, 3, 5, 3, 8};
-    CHECK_EQ_INT(kara_kv_check_invariants(&good, msg, sizeof msg), KARA_OK);
+    kr_kv_invariants good = {pos, 10, 4, 6, prompt, ref, 8, 4, 3, 5, 3, 8};
+    CHECK_EQ_INT(kr_kv_check_invariants(&good, msg, sizeof msg), KARA_OK);
     CHECK_EQ_INT(msg[0], 0);
 
-    kara_kv_invariants v = good;
+    kr_kv_invariants v = good;
     int32_t p2[10];
     memcpy(p2, pos, sizeof pos);
     p2[6] = 9; /* repeats 9 */
     v.pos = p2;
-    CHECK_EQ_INT(kara_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
+    CHECK_EQ_INT(kr_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
     CHECK_MSG(strstr(msg, "not strictly increasing at slot 6") != NULL, "message: %s", msg);
     CHECK_MSG(strstr(kara_last_error(), "slot 6") != NULL, "last error: %s", kara_last_error());
 
     memcpy(p2, pos, sizeof pos);
     p2[2] = 5, p2[3] = 6; /* increasing, but the prompt moved */
     v.pos = p2;
-    CHECK_EQ_INT(kara_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
+    CHECK_EQ_INT(kr_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
     CHECK_MSG(strstr(msg, "prompt slot 2 holds position 5") != NULL, "message: %s", msg);
 
     v = good;
     prompt[5] ^= 1;
-    CHECK_EQ_INT(kara_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
+    CHECK_EQ_INT(kr_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
     CHECK_MSG(strstr(msg, "prompt bytes changed at offset 5") != NULL, "message: %s", msg);
     prompt[5] ^= 1;
 
     v = good;
     v.blocks_held = 4; /* 10 slots of 4 need 3 */
-    CHECK_EQ_INT(kara_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
+    CHECK_EQ_INT(kr_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
     CHECK_MSG(strstr(msg, "4 blocks held for 10 slots") != NULL, "message: %s", msg);
 
     v = good;
     v.pool_free = 4;
-    CHECK_EQ_INT(kara_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
+    CHECK_EQ_INT(kr_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
     CHECK_MSG(strstr(msg, "free 4 + used 3 blocks != pool 8") != NULL, "message: %s", msg);
 
     v = good;
     v.frontier = 2; /* below the prompt */
-    CHECK_EQ_INT(kara_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
+    CHECK_EQ_INT(kr_kv_check_invariants(&v, msg, sizeof msg), KARA_ERR_INTERNAL);
     CHECK_MSG(strstr(msg, "frontier 2") != NULL, "message: %s", msg);
 
     /* skipped checks stay skipped */
     v = good;
     v.blocks_held = 99, v.block_size = 0, v.pool_total = -1, v.pool_free = 99, v.prompt_ref = NULL, v.frontier = -1;
-    CHECK_EQ_INT(kara_kv_check_invariants(&v, msg, sizeof msg), KARA_OK);
+    CHECK_EQ_INT(kr_kv_check_invariants(&v, msg, sizeof msg), KARA_OK);
 }
 
 int main(void) {
@@ -257,5 +257,5 @@ int main(void) {
     test_ring();
     test_sequence_events();
     test_invariant_violations();
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -31,7 +31,7 @@
 static const int32_t prompt[P] = {1, 17, 33, 49, 65, 81};
 
 static kara_model *tiny_model(void) {
-    return kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-on-demand.gguf");
+    return kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-on-demand.gguf");
 }
 
 /* Small windows so that a few hundred steps see many of them. */
@@ -47,7 +47,7 @@ static void small_window(kara_kv_params *kv, kara_kv_method method, int32_t shar
 
 /* Slots each scored window of seq holds now. */
 static void window_counts(const kara_context *c, int seq, int32_t *held) {
-    const kara_kv_policy_seq *q = &c->policy.seqs[seq];
+    const kr_kv_policy_seq *q = &c->policy.seqs[seq];
     memset(held, 0, N_CTX * sizeof *held);
     for (int i = q->n_prompt; i < q->frontier; i++)
         if (q->win[i] >= 0) held[q->win[i]]++;
@@ -59,7 +59,7 @@ static void window_counts(const kara_context *c, int seq, int32_t *held) {
  * larger share than they do (water-filling: windows already below the
  * common share stay as they are). */
 static bool even_across_windows(const kara_context *c, int seq, const int32_t *before, const char *what, int step) {
-    const kara_kv_policy_seq *q = &c->policy.seqs[seq];
+    const kr_kv_policy_seq *q = &c->policy.seqs[seq];
     int32_t held[N_CTX];
     window_counts(c, seq, held);
     double lo = 2, hi = -1, lo_tol = 0, hi_tol = 0;
@@ -95,12 +95,12 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
     r->first_evict = -1;
     int V = kara_model_n_vocab(m);
     r->logits = malloc((size_t)n_steps * V * sizeof(float));
-    kara_context *c = kara_test_kv_context(m, kv, 1, threads, N_CTX);
+    kara_context *c = kr_test_kv_context(m, kv, 1, threads, N_CTX);
     if (!CHECK(c != NULL)) return;
     kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
     kara_status st = kara_decode(c, &b);
-    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P)), *now = malloc(kara_test_kv_prefix_bytes(c, P));
-    kara_test_kv_copy_prefix(c, 0, P, ref);
+    uint8_t *ref = malloc(kr_test_kv_prefix_bytes(c, P)), *now = malloc(kr_test_kv_prefix_bytes(c, P));
+    kr_test_kv_copy_prefix(c, 0, P, ref);
     const int32_t share = c->policy.plan.seq_tokens, margin = c->policy.plan.margin;
     bool share_ok = true, margin_ok = true, inv_ok = true, even_ok = true;
     uint64_t evicted = 0;
@@ -109,11 +109,11 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
         window_counts(c, 0, before);
         const float *l = kara_get_logits(c, -1);
         memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        r->toks[i] = kara_test_argmax(l, V);
+        r->toks[i] = kr_test_argmax(l, V);
         kara_batch nb = kara_batch_one_sequence(&r->toks[i], 1, P + i, 0);
         st = kara_decode(c, &nb);
         r->steps = i + 1;
-        const kara_kv_seq *s = &c->kv.seqs[0];
+        const kr_kv_seq *s = &c->kv.seqs[0];
         if (s->n > share) share_ok = CHECK_MSG(false, "%s step %d: %d slots over the share of %d", what, i, s->n, share);
         if (c->policy.stats.slots_evicted != evicted) {
             if (r->first_evict < 0) r->first_evict = i;
@@ -122,13 +122,13 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
             if (kv->evict == KARA_KV_EVICT_ON_DEMAND && s->n > share - margin + 1)
                 margin_ok = CHECK_MSG(false, "%s step %d: %d slots after an eviction, share %d margin %d", what, i,
                                       s->n, share, margin);
-            kara_test_kv_copy_prefix(c, 0, P, now);
-            const kara_kv_policy_seq *q = &c->policy.seqs[0];
-            kara_kv_invariants inv = {s->pos, s->n, q->n_prompt, q->frontier, now, ref, kara_test_kv_prefix_bytes(c, P),
+            kr_test_kv_copy_prefix(c, 0, P, now);
+            const kr_kv_policy_seq *q = &c->policy.seqs[0];
+            kr_kv_invariants inv = {s->pos, s->n, q->n_prompt, q->frontier, now, ref, kr_test_kv_prefix_bytes(c, P),
                                       c->kv.block_size, s->n_blocks, c->kv.n_free, c->kv.n_blocks - c->kv.n_free,
                                       c->kv.n_blocks};
             char msg[256];
-            if (kara_kv_check_invariants(&inv, msg, sizeof msg) != KARA_OK)
+            if (kr_kv_check_invariants(&inv, msg, sizeof msg) != KARA_OK)
                 inv_ok = CHECK_MSG(false, "%s step %d: %s", what, i, msg);
             if (kv->evict == KARA_KV_EVICT_ON_DEMAND && even_ok) even_ok = even_across_windows(c, 0, before, what, i);
         }
@@ -149,7 +149,7 @@ static void test_defaults_are_full(kara_model *m) {
     full.method = KARA_KV_METHOD_FULL;
     CHECK_EQ_INT(def.method, KARA_KV_METHOD_KARA);
     CHECK_EQ_INT(def.evict, KARA_KV_EVICT_ON_DEMAND);
-    kara_context *c = kara_test_kv_context(m, &def, 1, 2, N_CTX);
+    kara_context *c = kr_test_kv_context(m, &def, 1, 2, N_CTX);
     if (CHECK(c != NULL)) {
         kara_kv_stats ks;
         kara_context_kv_stats(c, &ks);
@@ -217,14 +217,14 @@ static void test_small_share(kara_model *m) {
 static void test_turn_kept_whole(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 200);
-    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, N_CTX);
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     int V = kara_model_n_vocab(m), pos = 0;
     kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
     bool ok = CHECK(kara_decode(c, &b) == KARA_OK);
     pos = P;
     for (int i = 0; i < 70 && ok; i++, pos++) {
-        int32_t t = kara_test_argmax(kara_get_logits(c, -1), V);
+        int32_t t = kr_test_argmax(kara_get_logits(c, -1), V);
         b = kara_batch_one_sequence(&t, 1, pos, 0);
         ok = CHECK(kara_decode(c, &b) == KARA_OK);
     }
@@ -235,7 +235,7 @@ static void test_turn_kept_whole(kara_model *m) {
     ok = ok && CHECK_MSG(kara_decode(c, &b) == KARA_OK, "turn: %s", kara_last_error());
     pos += 40;
     for (int i = 0; i < 300 && ok; i++, pos++) {
-        int32_t t = kara_test_argmax(kara_get_logits(c, -1), V);
+        int32_t t = kr_test_argmax(kara_get_logits(c, -1), V);
         b = kara_batch_one_sequence(&t, 1, pos, 0);
         ok = CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", i, kara_last_error());
     }
@@ -268,7 +268,7 @@ static void test_per_window_share(kara_model *m) {
 static void test_admission(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 40);
-    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, N_CTX);
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     /* 20 prompt tokens + the buffer (8) + the margin (16) + 2 > 40 */
     CHECK_EQ_INT(kara_seq_admit(c, 0, 20, 100), KARA_ERR_KV_BUDGET);
@@ -285,12 +285,12 @@ static void test_admission(kara_model *m) {
 static void test_share_ignores_threads(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 0);
-    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 2, N_CTX) + 21 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
+    kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 2, N_CTX) + 21 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
     int32_t share[3];
     uint64_t reserved[3];
     const int threads[3] = {1, 2, 7};
     for (int i = 0; i < 3; i++) {
-        kara_context *c = kara_test_kv_context(m, &kv, 2, threads[i], N_CTX);
+        kara_context *c = kr_test_kv_context(m, &kv, 2, threads[i], N_CTX);
         if (!CHECK(c != NULL)) return;
         kara_kv_stats ks;
         kara_context_kv_stats(c, &ks);
@@ -314,8 +314,8 @@ typedef struct snapshot {
 static void take(const kara_context *c, snapshot *sn) {
     sn->n_free = c->kv.n_free;
     for (int s = 0; s < 3; s++) {
-        const kara_kv_seq *q = &c->kv.seqs[s];
-        const kara_kv_policy_seq *ps = &c->policy.seqs[s];
+        const kr_kv_seq *q = &c->kv.seqs[s];
+        const kr_kv_policy_seq *ps = &c->policy.seqs[s];
         sn->n[s] = q->n;
         sn->next_pos[s] = q->next_pos;
         sn->frontier[s] = ps->frontier;
@@ -324,8 +324,8 @@ static void take(const kara_context *c, snapshot *sn) {
         memcpy(sn->win[s], ps->win, N_CTX * sizeof(int32_t));
         memcpy(sn->scores[s], ps->scores, N_CTX * sizeof(float));
         free(sn->kv[s]);
-        sn->kv[s] = malloc(kara_test_kv_prefix_bytes(c, q->n) + 1);
-        kara_test_kv_copy_prefix(c, s, q->n, sn->kv[s]);
+        sn->kv[s] = malloc(kr_test_kv_prefix_bytes(c, q->n) + 1);
+        kr_test_kv_copy_prefix(c, s, q->n, sn->kv[s]);
     }
 }
 
@@ -337,7 +337,7 @@ static bool same(const kara_context *c, const snapshot *a, const char *what) {
         ok = ok && a->n[s] == b.n[s] && a->next_pos[s] == b.next_pos[s] && a->frontier[s] == b.frontier[s] &&
              a->n_win[s] == b.n_win[s] && !memcmp(a->pos[s], b.pos[s], sizeof a->pos[s]) &&
              !memcmp(a->win[s], b.win[s], sizeof a->win[s]) && !memcmp(a->scores[s], b.scores[s], sizeof a->scores[s]) &&
-             !memcmp(a->kv[s], b.kv[s], kara_test_kv_prefix_bytes(c, a->n[s]));
+             !memcmp(a->kv[s], b.kv[s], kr_test_kv_prefix_bytes(c, a->n[s]));
     for (int s = 0; s < 3; s++) free(b.kv[s]);
     return CHECK_MSG(ok, "%s: a failed kara_decode changed the context", what);
 }
@@ -351,13 +351,13 @@ static bool same(const kara_context *c, const snapshot *a, const char *what) {
 static void test_decode_atomic(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 200);
-    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, N_CTX) + 30 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
-    kara_context *c = kara_test_kv_context(m, &kv, 3, 1, N_CTX);
+    kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, N_CTX) + 30 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
+    kara_context *c = kr_test_kv_context(m, &kv, 3, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 30);
     int V = kara_model_n_vocab(m);
     int32_t toks[3], pos[3], seq[3];
-    kara_test_start_seqs(c, 3, 6, 3, 5, 1000, toks, pos, seq);
+    kr_test_start_seqs(c, 3, 6, 3, 5, 1000, toks, pos, seq);
     snapshot before = {0};
     int failures = 0, steps = 0, evictions = 0, chat_checked = 0;
     for (int step = 0; step < 400 && failures < 3; step++) {
@@ -371,7 +371,7 @@ static void test_decode_atomic(kara_model *m) {
             steps++;
             evictions += c->policy.stats.slots_evicted != ev;
             for (int s = 0; s < 3; s++) {
-                toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+                toks[s] = kr_test_argmax(kara_get_logits(c, s), V);
                 pos[s]++;
             }
             continue;
@@ -411,7 +411,7 @@ static void test_decode_atomic(kara_model *m) {
 
 int main(void) {
     kara_model *m = tiny_model();
-    if (!CHECK(m != NULL)) return kara_test_finish();
+    if (!CHECK(m != NULL)) return kr_test_finish();
     test_defaults_are_full(m);
     test_share(m);
     test_small_share(m);
@@ -421,5 +421,5 @@ int main(void) {
     test_share_ignores_threads(m);
     test_decode_atomic(m);
     kara_model_free(m);
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -14,7 +14,7 @@
  *     every event, window positions equal across layers, unscored layers
  *     following their scored layer (stride 2);
  *   - KV bytes within the budget at every step over long generations, the
- *     per-layer rows counted in kara_kv_policy_bytes;
+ *     per-layer rows counted in kr_kv_policy_bytes;
  *   - 1 and 2 threads give identical tokens, logits and positions;
  *   - retention 1.0 with per_layer is bit-identical to `full`;
  *   - pool pressure with on_pool_exhausted: recompress_history drops, in
@@ -56,22 +56,22 @@ static void a5_params(kara_kv_params *kv, bool per_layer) {
  * bytes (every layer) against prompt_ref, blocks held and pool accounting;
  * and the window [F, n) at the same positions in every layer. */
 static bool layers_hold(const kara_context *c, int seq, const uint8_t *prompt_ref, const char *what) {
-    const kara_kv_seq *s = &c->kv.seqs[seq];
-    const kara_kv_policy_seq *q = &c->policy.seqs[seq];
+    const kr_kv_seq *s = &c->kv.seqs[seq];
+    const kr_kv_policy_seq *q = &c->policy.seqs[seq];
     int protect = q->prompt_marked ? q->n_prompt : 0, frontier = q->prompt_marked ? q->frontier : -1;
     if (protect > s->n) protect = s->n;
     if (frontier > s->n) frontier = s->n;
-    uint8_t *now = prompt_ref ? malloc(kara_test_kv_prefix_bytes(c, protect)) : NULL;
-    if (now) kara_test_kv_copy_prefix(c, seq, protect, now);
+    uint8_t *now = prompt_ref ? malloc(kr_test_kv_prefix_bytes(c, protect)) : NULL;
+    if (now) kr_test_kv_copy_prefix(c, seq, protect, now);
     bool ok = true;
-    const int32_t *pos0 = kara_kv_layer_pos(&c->kv, seq, 0);
+    const int32_t *pos0 = kr_kv_layer_pos(&c->kv, seq, 0);
     for (int l = 0; l < c->kv.n_layer && ok; l++) {
-        const int32_t *pos = kara_kv_layer_pos(&c->kv, seq, l);
-        kara_kv_invariants inv = {pos, s->n, protect, frontier, l ? NULL : now, l ? NULL : prompt_ref,
-                                  kara_test_kv_prefix_bytes(c, protect), c->kv.block_size, s->n_blocks, c->kv.n_free,
+        const int32_t *pos = kr_kv_layer_pos(&c->kv, seq, l);
+        kr_kv_invariants inv = {pos, s->n, protect, frontier, l ? NULL : now, l ? NULL : prompt_ref,
+                                  kr_test_kv_prefix_bytes(c, protect), c->kv.block_size, s->n_blocks, c->kv.n_free,
                                   c->kv.n_blocks - c->kv.n_free, c->kv.n_blocks};
         char msg[256];
-        ok = CHECK_MSG(kara_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s, layer %d: %s", what, l, msg);
+        ok = CHECK_MSG(kr_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s, layer %d: %s", what, l, msg);
         for (int j = frontier < 0 ? s->n : frontier; j < s->n && ok; j++)
             ok = CHECK_MSG(pos[j] == pos0[j], "%s: window slot %d at position %d in layer %d, %d in layer 0", what, j,
                            pos[j], l, pos0[j]);
@@ -103,7 +103,7 @@ static void gen_out_free(gen_out *o) {
 static bool generate(kara_model *m, const kara_kv_params *kv, int threads, int n_steps, const int32_t *forced,
                      gen_out *out, const char *what) {
     memset(out, 0, sizeof *out);
-    kara_context *c = kara_test_kv_context(m, kv, 1, threads, N_CTX);
+    kara_context *c = kr_test_kv_context(m, kv, 1, threads, N_CTX);
     if (!CHECK_MSG(c != NULL, "%s: context", what)) return false;
     int V = kara_model_n_vocab(m);
     out->tokens = malloc((size_t)n_steps * sizeof(int32_t));
@@ -111,14 +111,14 @@ static bool generate(kara_model *m, const kara_kv_params *kv, int threads, int n
     out->pos = calloc((size_t)N_LAYER * N_CTX, sizeof(int32_t));
     kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
     kara_status st = kara_decode(c, &pb);
-    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
-    kara_test_kv_copy_prefix(c, 0, P, ref);
+    uint8_t *ref = malloc(kr_test_kv_prefix_bytes(c, P));
+    kr_test_kv_copy_prefix(c, 0, P, ref);
     bool inv_ok = true, budget_ok = true;
     uint64_t events = 0;
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
         const float *l = kara_get_logits(c, -1);
         memcpy(out->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        out->tokens[i] = forced ? forced[i] : kara_test_argmax(l, V);
+        out->tokens[i] = forced ? forced[i] : kr_test_argmax(l, V);
         kara_batch nb = kara_batch_one_sequence(&out->tokens[i], 1, P + i, 0);
         st = kara_decode(c, &nb);
         if (kv->budget && kara_context_kv_bytes(c) > kv->budget) budget_ok = false;
@@ -135,8 +135,8 @@ static bool generate(kara_model *m, const kara_kv_params *kv, int threads, int n
     out->n = c->kv.seqs[0].n;
     for (int l = 0; l < N_LAYER; l++)
         CHECK_EQ_INT(kara_seq_layer_positions(c, 0, l, out->pos + (size_t)l * N_CTX, N_CTX), out->n);
-    out->kv_bytes = malloc(kara_test_kv_prefix_bytes(c, out->n));
-    kara_test_kv_copy_prefix(c, 0, out->n, out->kv_bytes);
+    out->kv_bytes = malloc(kr_test_kv_prefix_bytes(c, out->n));
+    kr_test_kv_copy_prefix(c, 0, out->n, out->kv_bytes);
     out->events = c->policy.stats.events;
     out->evicted = c->policy.stats.slots_evicted;
     free(ref);
@@ -151,9 +151,9 @@ static bool same_rows(const int32_t *a, const int32_t *b, int n) { return !memcm
  * so every layer computes the same queries and keys. Per-layer selection
  * must then equal shared selection bit for bit. */
 static void test_identical_layers(void) {
-    kara_model *m = kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-a5-same.gguf");
+    kara_model *m = kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-a5-same.gguf");
     if (!CHECK(m != NULL)) return;
-    const kara_layer *L0 = &m->layers[0];
+    const kr_layer *L0 = &m->layers[0];
     void *wo = calloc((size_t)L0->wo.n_rows, L0->wo.row_bytes);
     void *wd = calloc((size_t)L0->w_down.n_rows, L0->w_down.row_bytes);
     for (int l = 0; l < m->hp.n_layer; l++) {
@@ -203,10 +203,10 @@ static void test_identical_layers(void) {
 static void plant(kara_context *c, int layer, int F, int n, int hi, int lo) {
     const int hd = c->kv.head_dim, qn = c->policy.n_head * hd, kn = c->kv.n_head_kv * hd;
     for (int slot = F; slot < n; slot++) {
-        float *q = kara_kv_policy_query_row(&c->policy, 0, layer, slot, c->kv.seqs[0].pos[slot]);
+        float *q = kr_kv_policy_query_row(&c->policy, 0, layer, slot, c->kv.seqs[0].pos[slot]);
         if (!CHECK_MSG(q != NULL, "no ring row for slot %d", slot)) return;
         for (int e = 0; e < qn; e++) q[e] = 1.0f;
-        float *k = kara_kv_k(&c->kv, layer, 0, slot);
+        float *k = kr_kv_k(&c->kv, layer, 0, slot);
         float v = slot == hi ? 1.0f : slot == lo ? -1.0f : slot < F + 32 ? 0.5f - 0.01f * (float)(F + 31 - slot) : 0.0f;
         for (int e = 0; e < kn; e++) k[e] = v;
     }
@@ -231,7 +231,7 @@ static void test_planted(kara_model *m) {
     kv.candidate_frac = 1.0f; /* Top-K: the shunned slot cannot ride in a chunk */
     kv.n_protect_token_ids = 1;
     kv.protect_token_ids[0] = 7;
-    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, N_CTX);
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_groups, N_LAYER);
     kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
@@ -254,14 +254,14 @@ static void test_planted(kara_model *m) {
     const int32_t pa = c->kv.seqs[0].pos[a], pb_ = c->kv.seqs[0].pos[b], pp = c->kv.seqs[0].pos[prot];
     plant(c, 0, F, n, a, b);
     plant(c, 1, F, n, b, a);
-    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
-    kara_test_kv_copy_prefix(c, 0, P, ref);
-    CHECK(kara_kv_policy_step(&c->policy) == KARA_OK);
+    uint8_t *ref = malloc(kr_test_kv_prefix_bytes(c, P));
+    kr_test_kv_copy_prefix(c, 0, P, ref);
+    CHECK(kr_kv_policy_step(&c->policy) == KARA_OK);
     CHECK_EQ_INT(c->policy.stats.events, 1);
-    const int k = kara_kv_keep_count(32, kv.retention, kv.min_keep), n_new = F + k + kv.buffer;
+    const int k = kr_kv_keep_count(32, kv.retention, kv.min_keep), n_new = F + k + kv.buffer;
     CHECK_EQ_INT(c->kv.seqs[0].n, n_new);
     CHECK_EQ_INT(c->policy.seqs[0].frontier, F + k);
-    const int32_t *pos0 = kara_kv_layer_pos(&c->kv, 0, 0), *pos1 = kara_kv_layer_pos(&c->kv, 0, 1);
+    const int32_t *pos0 = kr_kv_layer_pos(&c->kv, 0, 0), *pos1 = kr_kv_layer_pos(&c->kv, 0, 1);
     int a0 = slot_of(pos0, n_new, pa), b0 = slot_of(pos0, n_new, pb_);
     int a1 = slot_of(pos1, n_new, pa), b1 = slot_of(pos1, n_new, pb_);
     CHECK_MSG(a0 >= 0 && b0 < 0, "layer 0 should keep position %d (slot %d) and drop %d (slot %d)", pa, a0, pb_, b0);
@@ -278,14 +278,14 @@ static void test_planted(kara_model *m) {
     /* the planted keys moved with their positions, in their own layer */
     const int kn = c->kv.n_head_kv * c->kv.head_dim;
     if (a0 >= 0 && b1 >= 0) {
-        const float *k0 = kara_kv_k(&c->kv, 0, 0, a0), *k1 = kara_kv_k(&c->kv, 1, 0, b1);
+        const float *k0 = kr_kv_k(&c->kv, 0, 0, a0), *k1 = kr_kv_k(&c->kv, 1, 0, b1);
         bool moved = true;
         for (int e = 0; e < kn; e++) moved &= k0[e] == 1.0f && k1[e] == 1.0f;
         CHECK_MSG(moved, "the attended keys did not move with their positions (layer 0 slot %d, layer 1 slot %d)", a0,
                   b1);
     }
     for (int l = 0; l < N_LAYER; l++)
-        CHECK_MSG(slot_of(kara_kv_layer_pos(&c->kv, 0, l), n_new, pp) >= 0,
+        CHECK_MSG(slot_of(kr_kv_layer_pos(&c->kv, 0, l), n_new, pp) >= 0,
                   "layer %d dropped the protected token at position %d", l, pp);
     layers_hold(c, 0, ref, "planted");
     /* the public accessors agree */
@@ -299,7 +299,7 @@ static void test_planted(kara_model *m) {
     uint64_t events = c->policy.stats.events;
     int V = kara_model_n_vocab(m);
     for (int i = 0; i < 200 && ok; i++) {
-        int32_t tok = kara_test_argmax(kara_get_logits(c, -1), V);
+        int32_t tok = kr_test_argmax(kara_get_logits(c, -1), V);
         kara_batch one = kara_batch_one_sequence(&tok, 1, P + 40 + i, 0);
         ok = CHECK_MSG(kara_decode(c, &one) == KARA_OK, "step %d: %s", i, kara_last_error());
         if (c->policy.stats.events != events) {
@@ -330,10 +330,10 @@ static void test_budget_threads(kara_model *m) {
             shared.layer_stride = stride;
             int groups = (N_LAYER + stride - 1) / stride;
             /* the extra groups' positions and stored scores are reserved in the budget */
-            uint64_t extra = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) -
-                             kara_kv_policy_bytes(&shared, N_LAYER, 4, 2, 32, 1, N_CTX);
+            uint64_t extra = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) -
+                             kr_kv_policy_bytes(&shared, N_LAYER, 4, 2, 32, 1, N_CTX);
             CHECK_EQ_INT(extra, (uint64_t)(groups - 1) * N_CTX * 8);
-            kv.budget = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 10 * (uint64_t)BLOCK_BYTES;
+            kv.budget = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 10 * (uint64_t)BLOCK_BYTES;
             char what[64];
             snprintf(what, sizeof what, "%s per_layer stride %d", kara_kv_method_name(kv.method), stride);
             gen_out o1, o2;
@@ -396,34 +396,34 @@ static void test_recompress_history(kara_model *m) {
     kv.min_compressible = 32;
     kv.retention = 0.5f; /* 16 slots of history per event: pressure after a few events, then at every one */
     kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
-    kv.budget = kara_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 6 * (uint64_t)BLOCK_BYTES;
-    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, N_CTX);
+    kv.budget = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 6 * (uint64_t)BLOCK_BYTES;
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 6);
     int V = kara_model_n_vocab(m);
     kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
     bool ok = CHECK(kara_decode(c, &pb) == KARA_OK);
-    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P));
-    kara_test_kv_copy_prefix(c, 0, P, ref);
+    uint8_t *ref = malloc(kr_test_kv_prefix_bytes(c, P));
+    kr_test_kv_copy_prefix(c, 0, P, ref);
     /* before each step: every layer's positions and stored scores, the windows */
     int32_t *pos_before = malloc((size_t)N_LAYER * N_CTX * sizeof(int32_t));
     float *sc_before = malloc((size_t)N_LAYER * N_CTX * sizeof(float));
     int32_t *win_before = malloc(N_CTX * sizeof(int32_t)), *size_before = malloc(N_CTX * sizeof(int32_t));
     int32_t *held = calloc(N_CTX, sizeof(int32_t)), *kept = calloc(N_CTX, sizeof(int32_t));
     int32_t *sel = malloc(N_CTX * sizeof(int32_t));
-    size_t scratch_bytes = kara_kv_select_scratch_bytes(N_CTX);
+    size_t scratch_bytes = kr_kv_select_scratch_bytes(N_CTX);
     void *scratch = aligned_alloc(64, (scratch_bytes + 63) / 64 * 64);
     int checked = 0;
     bool differ = false;
     for (int i = 0; i < 400 && ok; i++) {
-        const kara_kv_policy_seq *q = &c->policy.seqs[0];
+        const kr_kv_policy_seq *q = &c->policy.seqs[0];
         int F0 = q->frontier, n_win = q->n_win;
         memcpy(pos_before, c->kv.seqs[0].pos, (size_t)N_LAYER * N_CTX * sizeof(int32_t));
         memcpy(sc_before, q->scores, (size_t)N_LAYER * N_CTX * sizeof(float));
         memcpy(win_before, q->win, N_CTX * sizeof(int32_t));
         memcpy(size_before, q->win_size, N_CTX * sizeof(int32_t));
         uint64_t rec = c->policy.stats.recompress_events, ev = c->policy.stats.events;
-        int32_t tok = kara_test_argmax(kara_get_logits(c, -1), V);
+        int32_t tok = kr_test_argmax(kara_get_logits(c, -1), V);
         kara_batch one = kara_batch_one_sequence(&tok, 1, P + i, 0);
         ok = CHECK_MSG(kara_decode(c, &one) == KARA_OK, "step %d: %s", i, kara_last_error());
         if (c->policy.stats.events != ev || c->policy.stats.recompress_events != rec)
@@ -463,7 +463,7 @@ static void test_recompress_history(kara_model *m) {
         for (int l = 0; l < N_LAYER && ok; l++) {
             const int32_t *pb4 = pos_before + (size_t)l * N_CTX;
             const float *s4 = sc_before + (size_t)l * N_CTX;
-            const int32_t *pos = kara_kv_layer_pos(&c->kv, 0, l);
+            const int32_t *pos = kr_kv_layer_pos(&c->kv, 0, l);
             int t = 0;
             for (int x = P; x < F0 && ok;) {
                 int w = win_before[x], y = x;
@@ -472,7 +472,7 @@ static void test_recompress_history(kara_model *m) {
                 if (k == y - x) {
                     for (int z = 0; z < k; z++) sel[z] = z;
                 } else {
-                    ok &= CHECK(kara_kv_select_window_k(&c->policy.p, s4 + x, NULL, y - x, k, 0, sel, scratch,
+                    ok &= CHECK(kr_kv_select_window_k(&c->policy.p, s4 + x, NULL, y - x, k, 0, sel, scratch,
                                                          scratch_bytes) == KARA_OK);
                 }
                 for (int z = 0; z < k && ok; z++, t++) {
@@ -525,34 +525,34 @@ static void test_params(kara_model *m) {
         a5_params(&a, true);
         a5_params(&b, false);
         a.method = b.method = ignore[i];
-        CHECK(!kara_kv_params_per_layer(&a));
-        CHECK_EQ_INT(kara_kv_n_groups(&a, N_LAYER), 1);
-        CHECK_EQ_INT(kara_kv_policy_bytes(&a, N_LAYER, 4, 2, 32, 1, N_CTX),
-                     kara_kv_policy_bytes(&b, N_LAYER, 4, 2, 32, 1, N_CTX));
+        CHECK(!kr_kv_params_per_layer(&a));
+        CHECK_EQ_INT(kr_kv_n_groups(&a, N_LAYER), 1);
+        CHECK_EQ_INT(kr_kv_policy_bytes(&a, N_LAYER, 4, 2, 32, 1, N_CTX),
+                     kr_kv_policy_bytes(&b, N_LAYER, 4, 2, 32, 1, N_CTX));
     }
     /* groups: one per scored layer; a stride beyond the layers leaves one */
     a5_params(&kv, true);
-    CHECK_EQ_INT(kara_kv_n_groups(&kv, N_LAYER), 4);
+    CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 4);
     kv.layer_stride = 3;
-    CHECK_EQ_INT(kara_kv_n_groups(&kv, N_LAYER), 2);
-    CHECK_EQ_INT(kara_kv_layers_per_group(&kv, N_LAYER), 3);
+    CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 2);
+    CHECK_EQ_INT(kr_kv_layers_per_group(&kv, N_LAYER), 3);
     kv.layer_stride = 5;
-    CHECK_EQ_INT(kara_kv_n_groups(&kv, N_LAYER), 1);
+    CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 1);
     kv.per_layer_selection = false;
     kv.layer_stride = 1;
-    CHECK_EQ_INT(kara_kv_n_groups(&kv, N_LAYER), 1);
-    CHECK_EQ_INT(kara_kv_layers_per_group(&kv, N_LAYER), N_LAYER);
+    CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 1);
+    CHECK_EQ_INT(kr_kv_layers_per_group(&kv, N_LAYER), N_LAYER);
 }
 
 int main(void) {
     test_identical_layers();
-    kara_model *m = kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-a5.gguf");
-    if (!CHECK(m != NULL)) return kara_test_finish();
+    kara_model *m = kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-a5.gguf");
+    if (!CHECK(m != NULL)) return kr_test_finish();
     test_planted(m);
     test_budget_threads(m);
     test_retention_one(m);
     test_recompress_history(m);
     test_params(m);
     kara_model_free(m);
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -28,7 +28,7 @@ static const kara_kv_method all_methods[] = {
 #define N_METHODS (int)(sizeof all_methods / sizeof all_methods[0])
 
 static kara_model *tiny_model(void) {
-    return kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3.gguf");
+    return kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3.gguf");
 }
 
 /* Small windows so that a few hundred steps see many events; the window
@@ -48,8 +48,8 @@ static void small_window(kara_kv_params *kv, kara_kv_method method) {
 /* Check the invariants of docs/KARA_METHOD.md section 8 for one sequence,
  * and the pool's bookkeeping. */
 static bool invariants_hold(const kara_context *c, int seq, const char *what) {
-    const kara_kv_seq *s = &c->kv.seqs[seq];
-    const kara_kv_policy_seq *q = &c->policy.seqs[seq];
+    const kr_kv_seq *s = &c->kv.seqs[seq];
+    const kr_kv_policy_seq *q = &c->policy.seqs[seq];
     int used = c->kv.n_blocks - c->kv.n_free;
     /* the prefix every method must leave untouched: the prompt (the first
      * n_sink generated tokens stand in for a shorter one), except that
@@ -62,18 +62,18 @@ static bool invariants_hold(const kara_context *c, int seq, const char *what) {
     /* until the sequence reaches n_sink slots its frontier sits beyond n:
      * the window is simply empty */
     int frontier = q->prompt_marked ? (q->frontier < s->n ? q->frontier : s->n) : -1;
-    kara_kv_invariants inv = {s->pos, s->n, protect,
+    kr_kv_invariants inv = {s->pos, s->n, protect,
                               frontier, NULL, NULL, 0, c->kv.block_size, s->n_blocks,
                               c->kv.n_free, used, c->kv.n_blocks};
     char msg[256];
-    return CHECK_MSG(kara_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s: %s", what, msg);
+    return CHECK_MSG(kr_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s: %s", what, msg);
 }
 
 /* Greedy generation of n_steps from a short prompt; returns the tokens and
  * (optionally) every step's logits. Checks the invariants after each event
  * and that the KV bytes never exceed the budget. */
 static int32_t *generate(kara_model *m, const kara_kv_params *kv, int threads, int n_steps, float **logits_out) {
-    kara_context *c = kara_test_kv_context(m, kv, 1, threads, 1024);
+    kara_context *c = kr_test_kv_context(m, kv, 1, threads, 1024);
     if (!CHECK(c != NULL)) return NULL;
     int V = kara_model_n_vocab(m);
     int32_t prompt[6] = {1, 17, 33, 49, 65, 81};
@@ -86,7 +86,7 @@ static int32_t *generate(kara_model *m, const kara_kv_params *kv, int threads, i
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
         const float *l = kara_get_logits(c, -1);
         if (logits) memcpy(logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        toks[i] = kara_test_argmax(l, V);
+        toks[i] = kr_test_argmax(l, V);
         kara_batch nb = kara_batch_one_sequence(&toks[i], 1, 6 + i, 0);
         st = kara_decode(c, &nb);
         if (kv->budget && kara_context_kv_bytes(c) > kv->budget) budget_ok = false;
@@ -131,7 +131,7 @@ static void test_methods_budget_threads(kara_model *m) {
         small_window(&kv, all_methods[i]);
         /* a budget that holds the policy's reservations and about 10 blocks
          * besides: every method must live inside it for 400 steps (about ten events each) */
-        uint64_t reserved = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024);
+        uint64_t reserved = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024);
         uint64_t block = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
         kv.budget = reserved + 10 * block;
         if (all_methods[i] == KARA_KV_METHOD_FULL) kv.budget = 0; /* full keeps everything */
@@ -154,7 +154,7 @@ static void test_interleaved_accounting(kara_model *m) {
     kara_kv_params_init(&kv);
     small_window(&kv, KARA_KV_METHOD_KARA);
     kv.budget = 0;
-    kara_context *c = kara_test_kv_context(m, &kv, 8, 2, 512);
+    kara_context *c = kr_test_kv_context(m, &kv, 8, 2, 512);
     if (!CHECK(c != NULL)) return;
     int V = kara_model_n_vocab(m);
     int32_t toks[8], pos[8], seq[8];
@@ -165,7 +165,7 @@ static void test_interleaved_accounting(kara_model *m) {
         for (int j = 0; j < 4 + s; j++) p[j] = (s * 31 + j * 7) % V;
         kara_batch b = kara_batch_one_sequence(p, 4 + s, 0, s);
         CHECK(kara_decode(c, &b) == KARA_OK);
-        toks[s] = kara_test_argmax(kara_get_logits(c, -1), V);
+        toks[s] = kr_test_argmax(kara_get_logits(c, -1), V);
         pos[s] = 4 + s;
         seq[s] = s;
         want[s] = 1;
@@ -178,7 +178,7 @@ static void test_interleaved_accounting(kara_model *m) {
         for (int s = 0; s < 8; s++) {
             ok &= invariants_hold(c, s, "interleaved");
             held += c->kv.seqs[s].n_blocks;
-            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            toks[s] = kr_test_argmax(kara_get_logits(c, s), V);
             pos[s]++;
         }
         ok &= CHECK_EQ_INT(held + c->kv.n_free, c->kv.n_blocks);
@@ -206,14 +206,14 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     kv.reserve_blocks = 0;
     kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
     const uint64_t block_bytes = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
-    kv.budget = kara_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024) + 16 * block_bytes;
-    kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
+    kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024) + 16 * block_bytes;
+    kara_context *c = kr_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 16);
     int V = kara_model_n_vocab(m);
     int32_t toks[3], pos[3], seq[3];
     int8_t want[3] = {1, 1, 1};
-    kara_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
+    kr_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
     bool ok = true;
     for (int step = 0; step < 200 && ok; step++) {
         kara_batch b = {3, toks, pos, seq, want};
@@ -222,7 +222,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
         for (int s = 0; s < 3; s++) {
             ok &= invariants_hold(c, s, "pool pressure");
             held += c->kv.seqs[s].n_blocks;
-            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            toks[s] = kr_test_argmax(kara_get_logits(c, s), V);
             pos[s]++;
         }
         ok &= CHECK_EQ_INT(held + c->kv.n_free, c->kv.n_blocks);
@@ -233,9 +233,9 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     kara_context_free(c);
 
     kv.on_pool_exhausted = KARA_POOL_PREEMPT;
-    c = kara_test_kv_context(m, &kv, 3, 2, 1024);
+    c = kr_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
-    kara_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
+    kr_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
     kara_status st = KARA_OK;
     int step = 0;
     for (; step < 200 && st == KARA_OK; step++) {
@@ -248,7 +248,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
             break;
         }
         for (int s = 0; s < 3; s++) {
-            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            toks[s] = kr_test_argmax(kara_get_logits(c, s), V);
             pos[s]++;
         }
     }
@@ -276,7 +276,7 @@ static void test_budget_errors(kara_model *m) {
      * generating 200 can (8 + 6 events x 6 slots kept + the 49-slot window:
      * 6 blocks, plus the 8 reserved) */
     cp.n_threads = 1;
-    cp.kv.budget = kara_kv_policy_bytes(&cp.kv, 4, 4, 2, 32, 1, 1024) + 20 * 16384;
+    cp.kv.budget = kr_kv_policy_bytes(&cp.kv, 4, 4, 2, 32, 1, 1024) + 20 * 16384;
     CHECK(kara_context_create(m, &cp, &c) == KARA_OK);
     if (!c) return;
     CHECK_EQ_INT(c->kv.n_blocks, 20);
@@ -296,14 +296,14 @@ static void test_budget_errors(kara_model *m) {
 /* compress_scope: think_only. Events stop at the end-of-thinking token and
  * the sequence goes on decoding far past the query ring's capacity. */
 static void test_think_only(kara_model *m) {
-    int32_t end_think = kara_vocab_find(&m->vocab, "</think>", 8);
+    int32_t end_think = kr_vocab_find(&m->vocab, "</think>", 8);
     if (!CHECK_MSG(end_think >= 0, "the synthetic vocabulary has </think>")) return;
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     small_window(&kv, KARA_KV_METHOD_KARA);
     kv.think_only = true;
     kv.budget = 0;
-    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, 1024);
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, 1024);
     if (!CHECK(c != NULL)) return;
     int32_t prompt[4] = {1, 2, 3, 4};
     kara_batch b = kara_batch_one_sequence(prompt, 4, 0, 0);
@@ -323,7 +323,7 @@ static void test_think_only(kara_model *m) {
 
 int main(void) {
     kara_model *m = tiny_model();
-    if (!CHECK(m != NULL)) return kara_test_finish();
+    if (!CHECK(m != NULL)) return kr_test_finish();
     test_retention_one_is_full(m);
     test_methods_budget_threads(m);
     test_interleaved_accounting(m);
@@ -331,5 +331,5 @@ int main(void) {
     test_budget_errors(m);
     test_think_only(m);
     kara_model_free(m);
-    return kara_test_finish();
+    return kr_test_finish();
 }

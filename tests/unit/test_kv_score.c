@@ -34,15 +34,15 @@ static double nrand(void) {
 /* ---- a test case: dense f32 tensors (values already representable in the
  * storage dtype, so the reference and the scorer see the same numbers) ---- */
 typedef struct tcase {
-    kara_kv_score_shape sh;
+    kr_kv_score_shape sh;
     float *q;    /* n_w x Hq x d */
     float *k;    /* n_w x Hkv x d */
     float *sink; /* n_sink x Hkv x d */
 } tcase;
 
-static float round_f16(float x) { return kara_fp16_to_fp32(kara_fp32_to_fp16(x)); }
+static float round_f16(float x) { return kr_fp16_to_fp32(kr_fp32_to_fp16(x)); }
 
-static void tcase_random(tcase *c, kara_kv_score_shape sh, double amp, bool f16_q, bool f16_k) {
+static void tcase_random(tcase *c, kr_kv_score_shape sh, double amp, bool f16_q, bool f16_k) {
     c->sh = sh;
     size_t nq = (size_t)sh.n_w * sh.n_head * sh.head_dim, nk = (size_t)sh.n_w * sh.n_head_kv * sh.head_dim;
     size_t ns = (size_t)sh.n_sink * sh.n_head_kv * sh.head_dim;
@@ -75,7 +75,7 @@ static double ref_dot(const float *a, const float *b, int d) {
 }
 
 /* Is window key j in the softmax set of query row i? */
-static bool ref_in_set(const kara_kv_score_opts *o, int n_w, int n_c, int i, int j, bool causal) {
+static bool ref_in_set(const kr_kv_score_opts *o, int n_w, int n_c, int i, int j, bool causal) {
     int key_hi = o->softmax_over == KARA_SOFTMAX_COMPRESSIBLE ? n_c : n_w;
     if (j >= key_hi) return false;
     if (o->exclude_self && j == i) return false;
@@ -85,8 +85,8 @@ static bool ref_in_set(const kara_kv_score_opts *o, int n_w, int n_c, int i, int
 
 /* p[j] for window keys (0 outside the set) of row i over the set; sinks
  * join the denominator. Returns false when the set is empty. */
-static bool ref_softmax(const tcase *c, const kara_kv_score_opts *o, int a, int i, bool causal, double *p) {
-    const kara_kv_score_shape *s = &c->sh;
+static bool ref_softmax(const tcase *c, const kr_kv_score_opts *o, int a, int i, bool causal, double *p) {
+    const kr_kv_score_shape *s = &c->sh;
     int d = s->head_dim, n_c = s->n_w - s->n_buf, h = a / (s->n_head / s->n_head_kv);
     const float *qi = c->q + ((size_t)i * s->n_head + a) * d;
     double scale = 1.0 / sqrt((double)d), zmax = -INFINITY;
@@ -118,8 +118,8 @@ static bool ref_softmax(const tcase *c, const kara_kv_score_opts *o, int a, int 
 }
 
 /* Scores with queries for rows [q_lo, n_w) only (0: every row). */
-static void ref_score_q(const tcase *c, const kara_kv_score_opts *o, int q_lo, double *out) {
-    const kara_kv_score_shape *s = &c->sh;
+static void ref_score_q(const tcase *c, const kr_kv_score_opts *o, int q_lo, double *out) {
+    const kr_kv_score_shape *s = &c->sh;
     int n_w = s->n_w, n_c = n_w - s->n_buf, G = s->n_head / s->n_head_kv;
     double *p = malloc(sizeof(double) * n_w), *sa = malloc(sizeof(double) * n_c * s->n_head);
     for (int a = 0; a < s->n_head; a++) {
@@ -164,11 +164,11 @@ static void ref_score_q(const tcase *c, const kara_kv_score_opts *o, int q_lo, d
     free(sa);
 }
 
-static void ref_score(const tcase *c, const kara_kv_score_opts *o, double *out) { ref_score_q(c, o, 0, out); }
+static void ref_score(const tcase *c, const kr_kv_score_opts *o, double *out) { ref_score_q(c, o, 0, out); }
 
 /* ---- storage layouts the scorer reads ---- */
 typedef struct stored {
-    kara_kv_rows q, k, sink;
+    kr_kv_rows q, k, sink;
     void *qbuf, *kbuf, *sbuf;
     int32_t *table;
 } stored;
@@ -177,7 +177,7 @@ typedef struct stored {
  * layout 0: plain f32; 1: plain f16; 2: q f32 ring wrapping with a negative
  * `first`, k f16 paged through a shuffled block table with padded heads. */
 static void store_rows(const float *src, int n_rows, int heads, int d, bool f16, int layout, bool is_q,
-                       kara_kv_rows *r, void **buf, int32_t **table) {
+                       kr_kv_rows *r, void **buf, int32_t **table) {
     size_t esz = f16 ? 2 : 4, hs = (size_t)d * esz, stride;
     memset(r, 0, sizeof *r);
     r->type = f16 ? KARA_KV_F16 : KARA_KV_F32;
@@ -218,7 +218,7 @@ static void store_rows(const float *src, int n_rows, int heads, int d, bool f16,
             uint8_t *dst = row + (size_t)e * (r->head_stride ? r->head_stride : hs);
             for (int t = 0; t < d; t++) {
                 if (f16) {
-                    kara_fp16 hv = kara_fp32_to_fp16(x[t]);
+                    kr_fp16 hv = kr_fp32_to_fp16(x[t]);
                     memcpy(dst + t * 2, &hv, 2);
                 } else {
                     memcpy(dst + t * 4, &x[t], 4);
@@ -230,7 +230,7 @@ static void store_rows(const float *src, int n_rows, int heads, int d, bool f16,
 
 static void stored_make(stored *st, const tcase *c, int layout) {
     memset(st, 0, sizeof *st);
-    const kara_kv_score_shape *s = &c->sh;
+    const kr_kv_score_shape *s = &c->sh;
     bool qf16 = layout == 1, kf16 = layout >= 1;
     int32_t *unused = NULL;
     store_rows(c->q, s->n_w, s->n_head, s->head_dim, qf16, layout, true, &st->q, &st->qbuf, &unused);
@@ -249,22 +249,22 @@ static void stored_free(stored *st) {
 
 /* Run the scorer with the units split over nth slices run one after the
  * other (ith = nth-1 down to 0, so slices do not run in index order). */
-static kara_status run_scorer_q(const tcase *c, const kara_kv_score_opts *o, int layout, int nth, int n_q,
+static kara_status run_scorer_q(const tcase *c, const kr_kv_score_opts *o, int layout, int nth, int n_q,
                                 float *out) {
     stored st;
     stored_make(&st, c, layout);
-    size_t bytes = n_q == c->sh.n_w ? kara_kv_score_scratch_bytes(&c->sh, nth)
-                                    : kara_kv_score_scratch_bytes_q(&c->sh, n_q, nth);
+    size_t bytes = n_q == c->sh.n_w ? kr_kv_score_scratch_bytes(&c->sh, nth)
+                                    : kr_kv_score_scratch_bytes_q(&c->sh, n_q, nth);
     uint8_t *scratch = malloc(bytes + 64);
     memset(scratch, 0xA5, bytes + 64);
-    kara_kv_score_job job;
+    kr_kv_score_job job;
     kara_status rc =
         n_q == c->sh.n_w
-            ? kara_kv_score_prepare(&job, &c->sh, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth)
-            : kara_kv_score_prepare_q(&job, &c->sh, n_q, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth);
+            ? kr_kv_score_prepare(&job, &c->sh, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth)
+            : kr_kv_score_prepare_q(&job, &c->sh, n_q, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth);
     if (rc == KARA_OK) {
-        for (int ith = nth - 1; ith >= 0; ith--) CHECK_EQ_INT(kara_kv_score_compute(&job, ith, nth), KARA_OK);
-        kara_kv_score_finish(&job, out, NULL);
+        for (int ith = nth - 1; ith >= 0; ith--) CHECK_EQ_INT(kr_kv_score_compute(&job, ith, nth), KARA_OK);
+        kr_kv_score_finish(&job, out, NULL);
         /* nothing written past the declared scratch */
         bool guard_ok = true;
         for (size_t b = bytes + 1; b < bytes + 64; b++) guard_ok &= scratch[b] == 0xA5;
@@ -275,7 +275,7 @@ static kara_status run_scorer_q(const tcase *c, const kara_kv_score_opts *o, int
     return rc;
 }
 
-static kara_status run_scorer(const tcase *c, const kara_kv_score_opts *o, int layout, int nth, float *out) {
+static kara_status run_scorer(const tcase *c, const kr_kv_score_opts *o, int layout, int nth, float *out) {
     return run_scorer_q(c, o, layout, nth, c->sh.n_w, out);
 }
 
@@ -288,7 +288,7 @@ static const char *mode_name(kara_score_mode m) {
  * reference. Tolerance: |got - ref| <= 2e-5 * (1 + |ref|) for f32 math on
  * scores that are sums of up to n_w probabilities. */
 static void test_reference_all_options(void) {
-    kara_kv_score_shape sh = {45, 9, 4, 2, 20, 3}; /* 2 tiles, d not a multiple of 8 */
+    kr_kv_score_shape sh = {45, 9, 4, 2, 20, 3}; /* 2 tiles, d not a multiple of 8 */
     double worst = 0;
     int cases = 0;
     for (int layout = 0; layout < 3; layout++) {
@@ -299,7 +299,7 @@ static void test_reference_all_options(void) {
             for (int so = 0; so < 3; so++)
                 for (int ex = 0; ex < 2; ex++)
                     for (int gq = 0; gq < 2; gq++) {
-                        kara_kv_score_opts o = {(kara_score_mode)mode, (kara_softmax_over)so, ex == 1,
+                        kr_kv_score_opts o = {(kara_score_mode)mode, (kara_softmax_over)so, ex == 1,
                                                 gq ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN};
                         int n_c = sh.n_w - sh.n_buf;
                         float got[64];
@@ -325,7 +325,7 @@ static void test_reference_all_options(void) {
  * shorter than the buffer, a single row and the whole window; bitwise equal
  * over thread counts; a smaller scratch than the full window's; bad n_q. */
 static void test_reference_query_suffix(void) {
-    kara_kv_score_shape sh = {45, 9, 4, 2, 20, 3};
+    kr_kv_score_shape sh = {45, 9, 4, 2, 20, 3};
     const int n_qs[] = {37, 5, 1, 45};
     int cases = 0;
     for (int layout = 0; layout < 3; layout++) {
@@ -335,7 +335,7 @@ static void test_reference_query_suffix(void) {
         for (int qi = 0; qi < 4; qi++)
             for (int mode = 0; mode < 4; mode++) {
                 int n_q = n_qs[qi], n_c = sh.n_w - sh.n_buf;
-                kara_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN};
+                kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN};
                 float got[64], got3[64];
                 double ref[64];
                 if (!CHECK_EQ_INT(run_scorer_q(&c, &o, layout, 1, n_q, got), KARA_OK)) continue;
@@ -356,26 +356,26 @@ static void test_reference_query_suffix(void) {
         tcase_free(&c);
     }
     CHECK_EQ_INT(cases, 48);
-    CHECK(kara_kv_score_scratch_bytes_q(&sh, 5, 2) < kara_kv_score_scratch_bytes(&sh, 2));
-    CHECK(kara_kv_score_scratch_bytes_q(&sh, 45, 2) == kara_kv_score_scratch_bytes(&sh, 2));
-    CHECK(kara_kv_score_scratch_bytes_q(&sh, 0, 2) == 0 && kara_kv_score_scratch_bytes_q(&sh, 46, 2) == 0);
-    kara_kv_score_opts o;
-    kara_kv_score_opts_init(&o);
-    kara_kv_score_job job;
+    CHECK(kr_kv_score_scratch_bytes_q(&sh, 5, 2) < kr_kv_score_scratch_bytes(&sh, 2));
+    CHECK(kr_kv_score_scratch_bytes_q(&sh, 45, 2) == kr_kv_score_scratch_bytes(&sh, 2));
+    CHECK(kr_kv_score_scratch_bytes_q(&sh, 0, 2) == 0 && kr_kv_score_scratch_bytes_q(&sh, 46, 2) == 0);
+    kr_kv_score_opts o;
+    kr_kv_score_opts_init(&o);
+    kr_kv_score_job job;
     float buf[4] = {0};
-    kara_kv_rows r = kara_kv_rows_plain(KARA_KV_F32, buf, 16);
-    CHECK_EQ_INT(kara_kv_score_prepare_q(&job, &sh, 0, &o, &r, &r, &r, buf, sizeof buf, 1), KARA_ERR_ARG);
+    kr_kv_rows r = kr_kv_rows_plain(KARA_KV_F32, buf, 16);
+    CHECK_EQ_INT(kr_kv_score_prepare_q(&job, &sh, 0, &o, &r, &r, &r, buf, sizeof buf, 1), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "0 query rows for a window of 45") != NULL, "message: %s", kara_last_error());
 }
 
 /* The default configuration at a realistic window (interval 128 + buffer 32). */
 static void test_reference_default_large(void) {
-    kara_kv_score_shape sh = {160, 32, 8, 2, 64, 4};
+    kr_kv_score_shape sh = {160, 32, 8, 2, 64, 4};
     tcase c;
     rng_state = 7;
     tcase_random(&c, sh, 1.0, true, true);
-    kara_kv_score_opts o;
-    kara_kv_score_opts_init(&o);
+    kr_kv_score_opts o;
+    kr_kv_score_opts_init(&o);
     float got[128];
     double ref[128];
     CHECK_EQ_INT(run_scorer(&c, &o, 1, 1, got), KARA_OK);
@@ -396,11 +396,11 @@ static void test_reference_default_large(void) {
  * window, the last 8 queries, causal, self included, mean over the group;
  * keys paged. */
 static void test_reference_snapkv_shape(void) {
-    kara_kv_score_shape sh = {300, 8, 4, 2, 32, 0};
+    kr_kv_score_shape sh = {300, 8, 4, 2, 32, 0};
     tcase c;
     rng_state = 8;
     tcase_random(&c, sh, 1.0, false, true);
-    kara_kv_score_opts o = {KARA_SCORE_BUFFER_ONLY, KARA_SOFTMAX_WINDOW, false, KARA_REDUCE_MEAN};
+    kr_kv_score_opts o = {KARA_SCORE_BUFFER_ONLY, KARA_SOFTMAX_WINDOW, false, KARA_REDUCE_MEAN};
     float got[292];
     double ref[292], err = 0, sum = 0;
     CHECK_EQ_INT(run_scorer(&c, &o, 2, 2, got), KARA_OK);
@@ -417,22 +417,22 @@ static void test_reference_snapkv_shape(void) {
 
 /* Same bits for 1, 2, 3 and 5 slices, and for two real threads. */
 typedef struct thr_arg {
-    const kara_kv_score_job *job;
+    const kr_kv_score_job *job;
     int ith, nth;
 } thr_arg;
 static void *thr_main(void *p) {
     thr_arg *a = p;
-    kara_kv_score_compute(a->job, a->ith, a->nth);
+    kr_kv_score_compute(a->job, a->ith, a->nth);
     return NULL;
 }
 
 static void test_thread_invariance(void) {
-    kara_kv_score_shape sh = {100, 20, 6, 3, 24, 2};
+    kr_kv_score_shape sh = {100, 20, 6, 3, 24, 2};
     tcase c;
     rng_state = 11;
     tcase_random(&c, sh, 1.2, false, true);
     for (int mode = 0; mode < 4; mode++) {
-        kara_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN};
+        kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN};
         float r1[80], r2[80], r3[80], r5[80];
         run_scorer(&c, &o, 2, 1, r1);
         run_scorer(&c, &o, 2, 2, r2);
@@ -444,22 +444,22 @@ static void test_thread_invariance(void) {
     /* two concurrent threads */
     stored st;
     stored_make(&st, &c, 0);
-    kara_kv_score_opts o;
-    kara_kv_score_opts_init(&o);
-    size_t bytes = kara_kv_score_scratch_bytes(&sh, 2);
+    kr_kv_score_opts o;
+    kr_kv_score_opts_init(&o);
+    size_t bytes = kr_kv_score_scratch_bytes(&sh, 2);
     void *scratch = malloc(bytes);
-    kara_kv_score_job job;
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, &st.sink, scratch, bytes, 2), KARA_OK);
+    kr_kv_score_job job;
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, &st.sink, scratch, bytes, 2), KARA_OK);
     pthread_t t[2];
     thr_arg args[2] = {{&job, 0, 2}, {&job, 1, 2}};
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, thr_main, &args[i]);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     /* finish() feeding an accumulator: one layer's mean is the layer itself */
     float par[80], ser[80], accbuf[80];
-    kara_kv_score_acc acc;
-    kara_kv_score_acc_init(&acc, accbuf, 80, KARA_REDUCE_MEAN);
-    kara_kv_score_finish(&job, NULL, &acc);
-    kara_kv_score_acc_finalize(&acc, par);
+    kr_kv_score_acc acc;
+    kr_kv_score_acc_init(&acc, accbuf, 80, KARA_REDUCE_MEAN);
+    kr_kv_score_finish(&job, NULL, &acc);
+    kr_kv_score_acc_finalize(&acc, par);
     run_scorer(&c, &o, 0, 1, ser);
     CHECK_MSG(!memcmp(par, ser, sizeof par), "two pthreads differ from one thread");
     free(scratch);
@@ -469,25 +469,25 @@ static void test_thread_invariance(void) {
 
 /* Layer aggregation: mean and normalized_mean over three layers vs double. */
 static void test_layer_reduce(void) {
-    kara_kv_score_shape sh = {40, 8, 4, 2, 16, 0};
+    kr_kv_score_shape sh = {40, 8, 4, 2, 16, 0};
     const int n_c = 32, L = 3;
     float layer[3][32];
     for (int l = 0; l < L; l++) {
         tcase c;
         rng_state = 200 + l;
         tcase_random(&c, sh, 1.0 + l, false, false);
-        kara_kv_score_opts o;
-        kara_kv_score_opts_init(&o);
+        kr_kv_score_opts o;
+        kr_kv_score_opts_init(&o);
         run_scorer(&c, &o, 0, 1, layer[l]);
         tcase_free(&c);
     }
     for (int norm = 0; norm < 2; norm++) {
         float buf[32], out[32];
-        kara_kv_score_acc acc;
-        CHECK_EQ_INT(kara_kv_score_acc_init(&acc, buf, n_c, norm ? KARA_REDUCE_NORMALIZED_MEAN : KARA_REDUCE_MEAN),
+        kr_kv_score_acc acc;
+        CHECK_EQ_INT(kr_kv_score_acc_init(&acc, buf, n_c, norm ? KARA_REDUCE_NORMALIZED_MEAN : KARA_REDUCE_MEAN),
                      KARA_OK);
-        for (int l = 0; l < L; l++) kara_kv_score_acc_add(&acc, layer[l]);
-        kara_kv_score_acc_finalize(&acc, out);
+        for (int l = 0; l < L; l++) kr_kv_score_acc_add(&acc, layer[l]);
+        kr_kv_score_acc_finalize(&acc, out);
         double tot = 0;
         for (int j = 0; j < n_c; j++) {
             double ref = 0;
@@ -506,52 +506,52 @@ static void test_layer_reduce(void) {
         if (norm) CHECK_NEAR(tot, 1.0, 1e-5); /* each normalised layer sums to 1 */
     }
     float buf[32];
-    kara_kv_score_acc acc;
-    CHECK_EQ_INT(kara_kv_score_acc_init(&acc, buf, n_c, KARA_REDUCE_MAX), KARA_ERR_ARG);
+    kr_kv_score_acc acc;
+    CHECK_EQ_INT(kr_kv_score_acc_init(&acc, buf, n_c, KARA_REDUCE_MAX), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "layer_reduce") != NULL, "message: %s", kara_last_error());
 }
 
 static void test_errors(void) {
-    kara_kv_score_shape sh = {40, 8, 4, 2, 16, 0};
+    kr_kv_score_shape sh = {40, 8, 4, 2, 16, 0};
     tcase c;
     rng_state = 3;
     tcase_random(&c, sh, 1.0, false, false);
     stored st;
     stored_make(&st, &c, 0);
-    kara_kv_score_opts o;
-    kara_kv_score_opts_init(&o);
-    size_t bytes = kara_kv_score_scratch_bytes(&sh, 1);
+    kr_kv_score_opts o;
+    kr_kv_score_opts_init(&o);
+    size_t bytes = kr_kv_score_scratch_bytes(&sh, 1);
     void *scratch = malloc(bytes);
-    kara_kv_score_job job;
+    kr_kv_score_job job;
     CHECK(bytes > 0);
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes - 65, 1), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes - 65, 1), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "scratch") != NULL, "message: %s", kara_last_error());
-    kara_kv_score_shape bad = sh;
+    kr_kv_score_shape bad = sh;
     bad.n_head_kv = 3;
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "n_head_kv 3") != NULL, "message: %s", kara_last_error());
-    CHECK_EQ_INT(kara_kv_score_scratch_bytes(&bad, 1), 0);
+    CHECK_EQ_INT(kr_kv_score_scratch_bytes(&bad, 1), 0);
     bad = sh;
     bad.n_buf = 40;
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
     bad = sh;
     bad.n_buf = 0;
     o.mode = KARA_SCORE_BUFFER_ONLY;
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "buffer_only") != NULL, "message: %s", kara_last_error());
-    kara_kv_score_opts_init(&o);
+    kr_kv_score_opts_init(&o);
     o.gqa_reduce = KARA_REDUCE_NORMALIZED_MEAN;
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
-    kara_kv_score_opts_init(&o);
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
+    kr_kv_score_opts_init(&o);
     o.softmax_over = KARA_SOFTMAX_WINDOW_PLUS_SINKS;
     sh.n_sink = 2;
-    bytes = kara_kv_score_scratch_bytes(&sh, 1);
+    bytes = kr_kv_score_scratch_bytes(&sh, 1);
     free(scratch);
     scratch = malloc(bytes);
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
-    kara_kv_score_opts_init(&o);
-    CHECK_EQ_INT(kara_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_OK);
-    CHECK_EQ_INT(kara_kv_score_compute(&job, 0, 2), KARA_ERR_ARG); /* scratch for one thread only */
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
+    kr_kv_score_opts_init(&o);
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_OK);
+    CHECK_EQ_INT(kr_kv_score_compute(&job, 0, 2), KARA_ERR_ARG); /* scratch for one thread only */
     free(scratch);
     stored_free(&st);
     tcase_free(&c);
@@ -562,7 +562,7 @@ static void test_errors(void) {
 
 /* A window whose keys are small noise, queries noise plus a shared
  * direction v in every head. */
-static void planted_case(tcase *c, kara_kv_score_shape sh, uint64_t seed, double q_along_v, double *v) {
+static void planted_case(tcase *c, kr_kv_score_shape sh, uint64_t seed, double q_along_v, double *v) {
     rng_state = seed;
     tcase_random(c, sh, 0.5, false, false);
     int d = sh.head_dim;
@@ -586,11 +586,11 @@ static void set_key(tcase *c, int j, const double *v, double along) {
 static void select_default(const float *s, int n_c, float kappa, int32_t *keep, int32_t *k) {
     kara_kv_params p;
     kara_kv_params_init(&p);
-    *k = kara_kv_keep_count(n_c, p.retention, p.min_keep);
-    kara_kv_t2c_params t = {*k, kappa, p.max_gap, p.len_penalty};
-    size_t bytes = kara_kv_select_scratch_bytes(n_c);
+    *k = kr_kv_keep_count(n_c, p.retention, p.min_keep);
+    kr_kv_t2c_params t = {*k, kappa, p.max_gap, p.len_penalty};
+    size_t bytes = kr_kv_select_scratch_bytes(n_c);
     void *scratch = malloc(bytes);
-    CHECK_EQ_INT(kara_kv_select_t2c(s, n_c, &t, NULL, keep, scratch, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_t2c(s, n_c, &t, NULL, keep, scratch, bytes), KARA_OK);
     free(scratch);
 }
 
@@ -601,7 +601,7 @@ static bool in_keep(const int32_t *keep, int k, int j) {
 }
 
 static void test_planted_heavy_key(void) {
-    kara_kv_score_shape sh = {160, 32, 4, 2, 32, 0};
+    kr_kv_score_shape sh = {160, 32, 4, 2, 32, 0};
     for (int trial = 0; trial < 4; trial++) {
         tcase c;
         double v[32];
@@ -614,8 +614,8 @@ static void test_planted_heavy_key(void) {
                 for (int t = 0; t < 32; t++) c.q[((size_t)i * sh.n_head + a) * 32 + t] += (float)(3.0 * v[t]);
         }
         set_key(&c, star, v, 3.0);
-        kara_kv_score_opts o;
-        kara_kv_score_opts_init(&o);
+        kr_kv_score_opts o;
+        kr_kv_score_opts_init(&o);
         float s[128];
         run_scorer(&c, &o, 0, 1, s);
         int best = 0;
@@ -632,7 +632,7 @@ static void test_planted_heavy_key(void) {
  * slots between point away. Token2Chunk keeps all four, pure Top-K (kappa 1)
  * keeps the endpoints and drops the interior. */
 static void test_planted_span(void) {
-    kara_kv_score_shape sh = {160, 32, 4, 2, 32, 0};
+    kr_kv_score_shape sh = {160, 32, 4, 2, 32, 0};
     for (int trial = 0; trial < 4; trial++) {
         tcase c;
         double v[32];
@@ -642,8 +642,8 @@ static void test_planted_span(void) {
         set_key(&c, a + 1, v, -4.0);
         set_key(&c, a + 2, v, -4.0);
         set_key(&c, a + 3, v, 4.0);
-        kara_kv_score_opts o;
-        kara_kv_score_opts_init(&o);
+        kr_kv_score_opts o;
+        kr_kv_score_opts_init(&o);
         float s[128];
         run_scorer(&c, &o, 0, 1, s);
         int32_t keep[128], k;
@@ -664,7 +664,7 @@ static void test_planted_span(void) {
  * random windows: mean score of the oldest quarter of C over the newest
  * quarter, and the share of kept slots in the older half. */
 static void test_causal_bias(void) {
-    kara_kv_score_shape sh = {160, 32, 4, 2, 32, 0};
+    kr_kv_score_shape sh = {160, 32, 4, 2, 32, 0};
     double ratio[2] = {0, 0}, old_share[2] = {0, 0};
     const int trials = 6;
     for (int trial = 0; trial < trials; trial++) {
@@ -672,8 +672,8 @@ static void test_causal_bias(void) {
         rng_state = 500 + trial;
         tcase_random(&c, sh, 1.0, false, false);
         for (int m = 0; m < 2; m++) {
-            kara_kv_score_opts o;
-            kara_kv_score_opts_init(&o);
+            kr_kv_score_opts o;
+            kr_kv_score_opts_init(&o);
             if (m) o.mode = KARA_SCORE_CAUSAL;
             float s[128];
             run_scorer(&c, &o, 0, 1, s);
@@ -709,5 +709,5 @@ int main(void) {
     test_planted_heavy_key();
     test_planted_span();
     test_causal_bias();
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -24,7 +24,7 @@ static double urand(void) { return (double)(rng_next() >> 11) / 9007199254740992
 static int irand(int n) { return (int)(urand() * n); }
 
 static void *scratch_for(int n, size_t *bytes) {
-    *bytes = kara_kv_select_scratch_bytes(n);
+    *bytes = kr_kv_select_scratch_bytes(n);
     return malloc(*bytes);
 }
 
@@ -157,15 +157,15 @@ static void test_t2c_vs_reference(void) {
         double r = (double)(float)(0.05 + 0.5 * urand());
         int min_keep = irand(8);
         int K = ref_keep_count(n, r, min_keep);
-        CHECK_EQ_INT(kara_kv_keep_count(n, (float)r, min_keep), K);
+        CHECK_EQ_INT(kr_kv_keep_count(n, (float)r, min_keep), K);
         float kappa = it % 7 == 0 ? 1.0f : (float)(0.1 + 0.9 * urand());
         int max_gap = 1 + irand(20);
         float beta = it % 5 == 0 ? 0.0f : (float)(urand() * 2.5); /* beta 0: phi ties across gaps */
-        kara_kv_t2c_params p = {K, kappa, max_gap, beta};
-        kara_kv_protect pr = {tok, ids, use_prot ? 3 : 0};
+        kr_kv_t2c_params p = {K, kappa, max_gap, beta};
+        kr_kv_protect pr = {tok, ids, use_prot ? 3 : 0};
         size_t bytes;
         void *scr = scratch_for(n, &bytes);
-        kara_status st = kara_kv_select_t2c(s, n, &p, &pr, keep, scr, bytes);
+        kara_status st = kr_kv_select_t2c(s, n, &p, &pr, keep, scr, bytes);
         CHECK_EQ_INT(st, KARA_OK);
         int rk = ref_t2c(s, n, K, kappa, max_gap, beta, prot, rkeep);
         CHECK_EQ_INT(rk, K);
@@ -199,16 +199,16 @@ static void test_t2c_vs_reference(void) {
 }
 
 static void test_counts(void) {
-    CHECK_EQ_INT(kara_kv_keep_count(128, 0.2f, 4), 26); /* round(25.6) */
-    CHECK_EQ_INT(kara_kv_keep_count(10, 0.2f, 4), 4);   /* min_keep */
-    CHECK_EQ_INT(kara_kv_keep_count(3, 0.2f, 4), 3);    /* never above n_c */
-    CHECK_EQ_INT(kara_kv_keep_count(5, 0.5f, 1), 3);    /* 2.5 rounds away from zero */
-    CHECK_EQ_INT(kara_kv_keep_count(0, 0.2f, 4), 0);
-    CHECK_EQ_INT(kara_kv_keep_count(128, 1.0f, 4), 128);
-    CHECK_EQ_INT(kara_kv_candidate_count(26, 0.5f), 13);
-    CHECK_EQ_INT(kara_kv_candidate_count(26, 1.0f), 26);
-    CHECK_EQ_INT(kara_kv_candidate_count(4, 0.25f), 2);  /* at least 2 */
-    CHECK_EQ_INT(kara_kv_candidate_count(1, 0.5f), 1);   /* at most K */
+    CHECK_EQ_INT(kr_kv_keep_count(128, 0.2f, 4), 26); /* round(25.6) */
+    CHECK_EQ_INT(kr_kv_keep_count(10, 0.2f, 4), 4);   /* min_keep */
+    CHECK_EQ_INT(kr_kv_keep_count(3, 0.2f, 4), 3);    /* never above n_c */
+    CHECK_EQ_INT(kr_kv_keep_count(5, 0.5f, 1), 3);    /* 2.5 rounds away from zero */
+    CHECK_EQ_INT(kr_kv_keep_count(0, 0.2f, 4), 0);
+    CHECK_EQ_INT(kr_kv_keep_count(128, 1.0f, 4), 128);
+    CHECK_EQ_INT(kr_kv_candidate_count(26, 0.5f), 13);
+    CHECK_EQ_INT(kr_kv_candidate_count(26, 1.0f), 26);
+    CHECK_EQ_INT(kr_kv_candidate_count(4, 0.25f), 2);  /* at least 2 */
+    CHECK_EQ_INT(kr_kv_candidate_count(1, 0.5f), 1);   /* at most K */
 }
 
 /* kappa = 1 is pure Top-K: the K highest scores, ties to the lower slot. */
@@ -217,12 +217,12 @@ static void test_pure_topk(void) {
     int32_t keep[12];
     size_t bytes;
     void *scr = scratch_for(12, &bytes);
-    kara_kv_t2c_params p = {5, 1.0f, 16, 1.0f};
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 12, &p, NULL, keep, scr, bytes), KARA_OK);
+    kr_kv_t2c_params p = {5, 1.0f, 16, 1.0f};
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 12, &p, NULL, keep, scr, bytes), KARA_OK);
     int32_t expect[5] = {1, 3, 5, 6, 9}; /* 0.9 0.9 0.7 0.7 0.7 */
     CHECK(!memcmp(keep, expect, sizeof expect));
     p.k = 4; /* the third 0.7 (slot 9) loses the tie to the lower slots */
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 12, &p, NULL, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 12, &p, NULL, keep, scr, bytes), KARA_OK);
     CHECK(keep[0] == 1 && keep[1] == 3 && keep[2] == 5 && keep[3] == 6);
     free(scr);
 }
@@ -239,14 +239,14 @@ static void test_worked_example(void) {
     int32_t keep[20];
     size_t bytes;
     void *scr = scratch_for(20, &bytes);
-    kara_kv_t2c_params p = {6, 0.5f, 16, 1.0f};
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 20, &p, NULL, keep, scr, bytes), KARA_OK);
+    kr_kv_t2c_params p = {6, 0.5f, 16, 1.0f};
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 20, &p, NULL, keep, scr, bytes), KARA_OK);
     int32_t expect[6] = {2, 3, 4, 5, 10, 15};
     CHECK_MSG(!memcmp(keep, expect, sizeof expect), "got %d %d %d %d %d %d", keep[0], keep[1], keep[2], keep[3],
               keep[4], keep[5]);
     /* max_gap 1 forbids the 2-gap chunk: Top-K fills instead */
     p.max_gap = 1;
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 20, &p, NULL, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 20, &p, NULL, keep, scr, bytes), KARA_OK);
     /* R 3 -> 10 (0.5), then the 0.1 ties go to the lowest slots 0 and 1 */
     int32_t e2[6] = {0, 1, 2, 5, 10, 15};
     CHECK_MSG(!memcmp(keep, e2, sizeof e2), "max_gap 1: got %d %d %d %d %d %d", keep[0], keep[1], keep[2], keep[3],
@@ -267,13 +267,13 @@ static void test_planted_span_scores(void) {
         int32_t keep[128];
         size_t bytes;
         void *scr = scratch_for(128, &bytes);
-        kara_kv_t2c_params p = {kara_kv_keep_count(128, 0.2f, 4), 0.5f, 16, 1.0f};
-        CHECK_EQ_INT(kara_kv_select_t2c(s, 128, &p, NULL, keep, scr, bytes), KARA_OK);
+        kr_kv_t2c_params p = {kr_kv_keep_count(128, 0.2f, 4), 0.5f, 16, 1.0f};
+        CHECK_EQ_INT(kr_kv_select_t2c(s, 128, &p, NULL, keep, scr, bytes), KARA_OK);
         int whole = 0;
         for (int t = 0; t < p.k; t++) whole += keep[t] >= a && keep[t] <= a + 3;
         CHECK_MSG(whole == 4, "trial %d: span at %d kept %d of 4 with Token2Chunk", trial, a, whole);
         p.candidate_frac = 1.0f;
-        CHECK_EQ_INT(kara_kv_select_t2c(s, 128, &p, NULL, keep, scr, bytes), KARA_OK);
+        CHECK_EQ_INT(kr_kv_select_t2c(s, 128, &p, NULL, keep, scr, bytes), KARA_OK);
         int ends = 0, inner = 0;
         for (int t = 0; t < p.k; t++) {
             ends += keep[t] == a || keep[t] == a + 3;
@@ -290,29 +290,29 @@ static void test_protect(void) {
     for (int j = 0; j < 30; j++) s[j] = (float)(30 - j), tok[j] = 1;
     tok[25] = 99, tok[28] = 99, tok[29] = 77; /* low scores */
     int32_t ids[2] = {99, 77};
-    kara_kv_protect pr = {tok, ids, 2};
+    kr_kv_protect pr = {tok, ids, 2};
     size_t bytes;
     void *scr = scratch_for(30, &bytes);
     /* Token2Chunk, kappa 0.5: K 6 -> m 3 = the three protected slots, R 3 */
-    kara_kv_t2c_params p = {6, 0.5f, 2, 1.0f};
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 30, &p, &pr, keep, scr, bytes), KARA_OK);
+    kr_kv_t2c_params p = {6, 0.5f, 2, 1.0f};
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 30, &p, &pr, keep, scr, bytes), KARA_OK);
     /* chunks: (25,28) gap 2 and (28,29) gap 0 -> only (25,28) counts; takes 26, 27; then the best: 0 */
     int32_t e1[6] = {0, 25, 26, 27, 28, 29};
     CHECK_MSG(!memcmp(keep, e1, sizeof e1), "protected t2c: %d %d %d %d %d %d", keep[0], keep[1], keep[2], keep[3],
               keep[4], keep[5]);
     /* more protected than K: the best-scoring protected win */
     p.k = 2;
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 30, &p, &pr, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 30, &p, &pr, keep, scr, bytes), KARA_OK);
     CHECK(keep[0] == 25 && keep[1] == 28);
     /* every window method keeps them and stays at exactly K */
-    CHECK_EQ_INT(kara_kv_select_recent(30, 5, &pr, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_recent(30, 5, &pr, keep, scr, bytes), KARA_OK);
     int32_t e2[5] = {25, 26, 27, 28, 29};
     CHECK(!memcmp(keep, e2, sizeof e2));
-    CHECK_EQ_INT(kara_kv_select_chunks(s, 30, 5, 10, &pr, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_chunks(s, 30, 5, 10, &pr, keep, scr, bytes), KARA_OK);
     CHECK(keep[2] == 25 && keep[3] == 28 && keep[4] == 29 && keep[0] == 0 && keep[1] == 1);
-    CHECK_EQ_INT(kara_kv_select_pooled_topk(s, 30, 5, 7, &pr, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_pooled_topk(s, 30, 5, 7, &pr, keep, scr, bytes), KARA_OK);
     CHECK(keep[2] == 25 && keep[3] == 28 && keep[4] == 29);
-    CHECK_EQ_INT(kara_kv_select_random(30, 5, 1234, &pr, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_random(30, 5, 1234, &pr, keep, scr, bytes), KARA_OK);
     CHECK(sorted_unique(keep, 5, 30));
     int prot_kept = 0;
     for (int t = 0; t < 5; t++) prot_kept += tok[keep[t]] != 1;
@@ -335,7 +335,7 @@ static void test_pooled_topk(void) {
         }
         size_t bytes;
         void *scr = scratch_for(n, &bytes);
-        CHECK_EQ_INT(kara_kv_select_pooled_topk(s, n, k, 7, NULL, keep, scr, bytes), KARA_OK);
+        CHECK_EQ_INT(kr_kv_select_pooled_topk(s, n, k, 7, NULL, keep, scr, bytes), KARA_OK);
         bool taken[150] = {false}, ok = sorted_unique(keep, k, n);
         for (int t = 0; t < k; t++) taken[keep[t]] = true;
         /* every kept slot beats (or ties from a lower slot) every dropped one */
@@ -357,7 +357,7 @@ static void test_chunks(void) {
     int32_t keep[25];
     size_t bytes;
     void *scr = scratch_for(25, &bytes);
-    CHECK_EQ_INT(kara_kv_select_chunks(s, 25, 17, 10, NULL, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_chunks(s, 25, 17, 10, NULL, keep, scr, bytes), KARA_OK);
     /* chunk 1 (10) fits, chunk 0 (10) does not fit in 7, chunk 2 (5) fits, then 2 best left: 3, then 0 */
     int32_t e[17] = {0, 3, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24};
     CHECK_MSG(!memcmp(keep, e, sizeof e), "chunkkv example");
@@ -369,7 +369,7 @@ static void test_chunks(void) {
         int32_t *kp = malloc(sizeof(int32_t) * n);
         random_scores(r, n, it % 4);
         void *sc = scratch_for(n, &bytes);
-        CHECK_EQ_INT(kara_kv_select_chunks(r, n, k, 1 + irand(12), NULL, kp, sc, bytes), KARA_OK);
+        CHECK_EQ_INT(kr_kv_select_chunks(r, n, k, 1 + irand(12), NULL, kp, sc, bytes), KARA_OK);
         CHECK(sorted_unique(kp, k, n));
         free(r);
         free(kp);
@@ -381,18 +381,18 @@ static void test_recent_random(void) {
     int32_t keep[100], keep2[100];
     size_t bytes;
     void *scr = scratch_for(100, &bytes);
-    CHECK_EQ_INT(kara_kv_select_recent(100, 20, NULL, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_recent(100, 20, NULL, keep, scr, bytes), KARA_OK);
     CHECK(keep[0] == 80 && keep[19] == 99 && sorted_unique(keep, 20, 100));
-    CHECK_EQ_INT(kara_kv_select_random(100, 20, 99, NULL, keep, scr, bytes), KARA_OK);
-    CHECK_EQ_INT(kara_kv_select_random(100, 20, 99, NULL, keep2, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_random(100, 20, 99, NULL, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_random(100, 20, 99, NULL, keep2, scr, bytes), KARA_OK);
     CHECK(sorted_unique(keep, 20, 100) && !memcmp(keep, keep2, sizeof(int32_t) * 20));
-    CHECK_EQ_INT(kara_kv_select_random(100, 20, 100, NULL, keep2, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_random(100, 20, 100, NULL, keep2, scr, bytes), KARA_OK);
     CHECK(memcmp(keep, keep2, sizeof(int32_t) * 20) != 0);
     /* uniform: 4000 draws of 20 of 100 -> each slot expected 800 times;
      * binomial sd ~25, so all within 800 +- 150 */
     int count[100] = {0};
     for (int it = 0; it < 4000; it++) {
-        kara_kv_select_random(100, 20, (uint64_t)it * 7919u, NULL, keep, scr, bytes);
+        kr_kv_select_random(100, 20, (uint64_t)it * 7919u, NULL, keep, scr, bytes);
         for (int t = 0; t < 20; t++) count[keep[t]]++;
     }
     int lo = 1 << 30, hi = 0;
@@ -401,7 +401,7 @@ static void test_recent_random(void) {
     free(scr);
 }
 
-/* kara_kv_select_window dispatches on the method with the params' defaults. */
+/* kr_kv_select_window dispatches on the method with the params' defaults. */
 static void test_window_dispatch(void) {
     kara_kv_params p;
     kara_kv_params_init(&p);
@@ -412,33 +412,33 @@ static void test_window_dispatch(void) {
     size_t bytes;
     void *scr = scratch_for(128, &bytes);
     p.method = KARA_KV_METHOD_KARA;
-    CHECK_EQ_INT(kara_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK_EQ_INT(n_keep, 26);
     bool none[128] = {false};
     ref_t2c(s, 128, 26, p.candidate_frac, p.max_gap, p.len_penalty, none, (int *)rkeep);
     CHECK(!memcmp(keep, rkeep, sizeof(int32_t) * 26));
     p.method = KARA_KV_METHOD_RECENT;
-    CHECK_EQ_INT(kara_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 26 && keep[0] == 102);
     p.method = KARA_KV_METHOD_CHUNKKV;
-    CHECK_EQ_INT(kara_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 26 && sorted_unique(keep, 26, 128));
     p.method = KARA_KV_METHOD_RANDOM;
-    CHECK_EQ_INT(kara_kv_select_window(&p, s, NULL, 128, 1, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 1, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 26 && sorted_unique(keep, 26, 128));
     p.method = KARA_KV_METHOD_SNAPKV;
-    CHECK_EQ_INT(kara_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
     free(scr);
 }
 
 static void test_streaming(void) {
     int32_t keep[20], n_keep;
-    CHECK_EQ_INT(kara_kv_select_streaming(20, 4, 10, keep, &n_keep), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_streaming(20, 4, 10, keep, &n_keep), KARA_OK);
     int32_t e[10] = {0, 1, 2, 3, 14, 15, 16, 17, 18, 19};
     CHECK(n_keep == 10 && !memcmp(keep, e, sizeof e));
-    CHECK_EQ_INT(kara_kv_select_streaming(8, 4, 10, keep, &n_keep), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_streaming(8, 4, 10, keep, &n_keep), KARA_OK);
     CHECK(n_keep == 8 && keep[7] == 7);
-    CHECK_EQ_INT(kara_kv_select_streaming(20, 12, 10, keep, &n_keep), KARA_ERR_KV_BUDGET);
+    CHECK_EQ_INT(kr_kv_select_streaming(20, 12, 10, keep, &n_keep), KARA_ERR_KV_BUDGET);
     CHECK_MSG(strstr(kara_last_error(), "sink") != NULL, "message: %s", kara_last_error());
 }
 
@@ -454,7 +454,7 @@ static void test_snapkv(void) {
     int32_t keep[40], n_keep;
     size_t bytes;
     void *scr = scratch_for(40, &bytes);
-    CHECK_EQ_INT(kara_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK_EQ_INT(n_keep, 20);
     /* middle: 11 12 13 19 20 21 + best of the rest: pooled 0.02 at slots
      * whose window holds a j%3==2 slot -> lowest such slot in [5,32) is 5 */
@@ -463,12 +463,12 @@ static void test_snapkv(void) {
     CHECK(sorted_unique(keep, n_keep, 40));
     /* mean pooling spreads the 1.0 peak as about 0.343 over 11..13, above
      * the 0.8 peak's 0.27: the 2 middle slots come from 11..13 */
-    CHECK_EQ_INT(kara_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MEAN, 15, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MEAN, 15, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 15 && keep[5] >= 11 && keep[6] <= 13 && keep[4] == 4 && keep[7] == 32);
-    CHECK_EQ_INT(kara_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MAX, 12, keep, &n_keep, scr, bytes),
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MAX, 12, keep, &n_keep, scr, bytes),
                  KARA_ERR_KV_BUDGET);
-    CHECK_EQ_INT(kara_kv_select_snapkv(s, 40, 5, 8, 4, KARA_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
-    CHECK_EQ_INT(kara_kv_select_snapkv(s, 30, 5, 8, 3, KARA_REDUCE_MAX, 30, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 4, KARA_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 30, 5, 8, 3, KARA_REDUCE_MAX, 30, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK_EQ_INT(n_keep, 30);
     free(scr);
 }
@@ -477,21 +477,21 @@ static void test_h2o(void) {
     float acc[30] = {0};
     float probs[30];
     for (int j = 0; j < 30; j++) probs[j] = (j == 4 || j == 9) ? 0.5f : 0.01f * (float)(30 - j);
-    kara_kv_h2o_accumulate(acc, probs, 30);
-    kara_kv_h2o_accumulate(acc, probs, 30);
+    kr_kv_h2o_accumulate(acc, probs, 30);
+    kr_kv_h2o_accumulate(acc, probs, 30);
     CHECK_NEAR(acc[4], 1.0, 1e-6);
     int32_t keep[30], n_keep;
     size_t bytes;
     void *scr = scratch_for(30, &bytes);
     /* budget 10, front 0, heavy 0.5 -> 5 heavy from [0, 25), 5 recent */
-    CHECK_EQ_INT(kara_kv_select_h2o(acc, 30, 0, 10, 0.5f, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_h2o(acc, 30, 0, 10, 0.5f, keep, &n_keep, scr, bytes), KARA_OK);
     int32_t e[10] = {0, 1, 2, 4, 9, 25, 26, 27, 28, 29};
     CHECK_MSG(n_keep == 10 && !memcmp(keep, e, sizeof e), "h2o example");
     /* with 2 front slots: 8 left -> 4 heavy from [2, 26), 4 recent */
-    CHECK_EQ_INT(kara_kv_select_h2o(acc, 30, 2, 10, 0.5f, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_h2o(acc, 30, 2, 10, 0.5f, keep, &n_keep, scr, bytes), KARA_OK);
     int32_t e2[10] = {0, 1, 2, 3, 4, 9, 26, 27, 28, 29};
     CHECK_MSG(n_keep == 10 && !memcmp(keep, e2, sizeof e2), "h2o front example");
-    CHECK_EQ_INT(kara_kv_select_h2o(acc, 30, 12, 10, 0.5f, keep, &n_keep, scr, bytes), KARA_ERR_KV_BUDGET);
+    CHECK_EQ_INT(kr_kv_select_h2o(acc, 30, 12, 10, 0.5f, keep, &n_keep, scr, bytes), KARA_ERR_KV_BUDGET);
     free(scr);
 }
 
@@ -500,20 +500,20 @@ static void test_errors(void) {
     int32_t keep[10];
     size_t bytes;
     void *scr = scratch_for(10, &bytes);
-    kara_kv_t2c_params p = {11, 0.5f, 16, 1.0f};
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes), KARA_ERR_ARG);
+    kr_kv_t2c_params p = {11, 0.5f, 16, 1.0f};
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "keep 11 of 10") != NULL, "message: %s", kara_last_error());
     p.k = 5;
     p.candidate_frac = 0.0f;
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes), KARA_ERR_ARG);
     p.candidate_frac = 0.5f;
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes - 100), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes - 100), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "scratch") != NULL, "message: %s", kara_last_error());
-    CHECK_EQ_INT(kara_kv_select_pooled_topk(s, 10, 3, 6, NULL, keep, scr, bytes), KARA_ERR_ARG);
-    CHECK_EQ_INT(kara_kv_select_chunks(s, 10, 3, 0, NULL, keep, scr, bytes), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_pooled_topk(s, 10, 3, 6, NULL, keep, scr, bytes), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_chunks(s, 10, 3, 0, NULL, keep, scr, bytes), KARA_ERR_ARG);
     /* all-equal and NaN scores still give exactly K sorted slots */
     s[3] = NAN;
-    CHECK_EQ_INT(kara_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes), KARA_OK);
     CHECK(sorted_unique(keep, 5, 10));
     bool has3 = false;
     for (int t = 0; t < 5; t++) has3 |= keep[t] == 3;
@@ -535,11 +535,11 @@ static void test_ablation_a4(void) {
     static uint8_t scratch[1 << 16];
     int32_t a[64], b[64], c[64], na = 0, nc = 0;
     p.t2c_pooled_topk = true;
-    CHECK(kara_kv_select_window(&p, s, NULL, 64, 0, a, &na, scratch, sizeof scratch) == KARA_OK);
-    CHECK(kara_kv_select_pooled_topk(s, 64, na, 7, NULL, b, scratch, sizeof scratch) == KARA_OK);
+    CHECK(kr_kv_select_window(&p, s, NULL, 64, 0, a, &na, scratch, sizeof scratch) == KARA_OK);
+    CHECK(kr_kv_select_pooled_topk(s, 64, na, 7, NULL, b, scratch, sizeof scratch) == KARA_OK);
     CHECK(memcmp(a, b, (size_t)na * sizeof(int32_t)) == 0);
     p.t2c_pooled_topk = false;
-    CHECK(kara_kv_select_window(&p, s, NULL, 64, 0, c, &nc, scratch, sizeof scratch) == KARA_OK);
+    CHECK(kr_kv_select_window(&p, s, NULL, 64, 0, c, &nc, scratch, sizeof scratch) == KARA_OK);
     CHECK_EQ_INT(na, nc);
     CHECK(memcmp(a, c, (size_t)na * sizeof(int32_t)) != 0);
 }
@@ -560,5 +560,5 @@ int main(void) {
     test_h2o();
     test_errors();
     test_ablation_a4();
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -30,7 +30,7 @@
 #define BLOCK_BYTES (4 * 2 * 16 * 2 * 32 * 2) /* layers x K,V x slots x KV heads x dim x f16 */
 
 static kara_model *tiny_model(void) {
-    return kara_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-trigger.gguf");
+    return kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3-trigger.gguf");
 }
 
 /* Ablation A8 at the small scale of test_kv_policy.c: 32 slots generated
@@ -42,7 +42,7 @@ static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int 
     kv->interval = 32;
     kv->buffer = 8;
     kv->budget_tokens = budget_tokens;
-    kv->budget = kara_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024) + (uint64_t)pool_blocks * BLOCK_BYTES;
+    kv->budget = kr_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024) + (uint64_t)pool_blocks * BLOCK_BYTES;
 }
 
 /* The invariants of docs/KARA_METHOD.md section 8 for one sequence:
@@ -50,24 +50,24 @@ static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int 
  * was decoded, blocks held, pool accounting. */
 static bool invariants_hold(const kara_context *c, int seq, const uint8_t *prompt_ref, uint8_t *prompt_now,
                             const char *what) {
-    const kara_kv_seq *s = &c->kv.seqs[seq];
-    const kara_kv_policy_seq *q = &c->policy.seqs[seq];
+    const kr_kv_seq *s = &c->kv.seqs[seq];
+    const kr_kv_policy_seq *q = &c->policy.seqs[seq];
     int P = q->n_prompt;
-    kara_test_kv_copy_prefix(c, seq, P, prompt_now);
-    kara_kv_invariants inv = {s->pos, s->n, P, q->frontier, prompt_now, prompt_ref, kara_test_kv_prefix_bytes(c, P),
+    kr_test_kv_copy_prefix(c, seq, P, prompt_now);
+    kr_kv_invariants inv = {s->pos, s->n, P, q->frontier, prompt_now, prompt_ref, kr_test_kv_prefix_bytes(c, P),
                               c->kv.block_size, s->n_blocks, c->kv.n_free, c->kv.n_blocks - c->kv.n_free,
                               c->kv.n_blocks};
     char msg[256];
-    return CHECK_MSG(kara_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s: %s", what, msg);
+    return CHECK_MSG(kr_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s: %s", what, msg);
 }
 
 /* Greedy decoding of one sequence from a 6-token prompt with every check of
  * the file's header at every step. Returns the tokens (and logits). */
 static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, int n_steps, int32_t want_budget,
                         float **logits_out, const char *what) {
-    kara_context *c = kara_test_kv_context(m, kv, 1, threads, 1024);
+    kara_context *c = kr_test_kv_context(m, kv, 1, threads, 1024);
     if (!CHECK_MSG(c != NULL, "%s: context", what)) return NULL;
-    const int32_t T = c->policy.budget_tokens, S = kara_kv_trigger_slack(&c->policy.p), b = kv->buffer;
+    const int32_t T = c->policy.budget_tokens, S = kr_kv_trigger_slack(&c->policy.p), b = kv->buffer;
     CHECK_MSG(T == want_budget, "%s: budget_tokens %d, want %d", what, T, want_budget);
     CHECK_EQ_INT(c->policy.window_method, 0);
     CHECK_EQ_INT(c->policy.ring_cap, S + b + 1);
@@ -78,22 +78,22 @@ static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, in
     int32_t *kept = malloc(1024 * sizeof(int32_t)); /* generated non-buffer positions kept by the last event */
     int n_kept = 0;
     float *logits = logits_out ? malloc((size_t)n_steps * V * sizeof(float)) : NULL;
-    uint8_t *ref = malloc(kara_test_kv_prefix_bytes(c, P)), *now = malloc(kara_test_kv_prefix_bytes(c, P));
+    uint8_t *ref = malloc(kr_test_kv_prefix_bytes(c, P)), *now = malloc(kr_test_kv_prefix_bytes(c, P));
     kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
     kara_status st = kara_decode(c, &pb);
-    kara_test_kv_copy_prefix(c, 0, P, ref);
+    kr_test_kv_copy_prefix(c, 0, P, ref);
     bool trigger_ok = true, after_ok = true, below_ok = true, inv_ok = true, budget_ok = true, rescored = false;
     int n_events = 0, first_event_step = -1;
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
         const float *l = kara_get_logits(c, -1);
         if (logits) memcpy(logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        toks[i] = kara_test_argmax(l, V);
+        toks[i] = kr_test_argmax(l, V);
         int32_t n_before = c->kv.seqs[0].n;
         uint64_t ev0 = c->policy.stats.events;
         kara_batch nb = kara_batch_one_sequence(&toks[i], 1, P + i, 0);
         st = kara_decode(c, &nb);
         bool event = c->policy.stats.events != ev0, due = n_before + 1 >= T + S;
-        const kara_kv_seq *s = &c->kv.seqs[0];
+        const kr_kv_seq *s = &c->kv.seqs[0];
         if (event != due && trigger_ok)
             trigger_ok = CHECK_MSG(false, "%s step %d: %d slots after the append, event %d (threshold %d + %d)", what,
                                    i, n_before + 1, event, T, S);
@@ -131,7 +131,7 @@ static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, in
     CHECK_MSG(n_events >= 3, "%s: %d events in %d steps", what, n_events, n_steps);
     CHECK_MSG(rescored, "%s: no event ever dropped a slot an earlier event kept", what);
     /* admission sees the same peak: budget_tokens + slack */
-    CHECK_EQ_INT(kara_kv_plan_blocks(&c->policy.plan, kara_kv_plan_peak_slots(&c->policy.plan, P, 10000)),
+    CHECK_EQ_INT(kr_kv_plan_blocks(&c->policy.plan, kr_kv_plan_peak_slots(&c->policy.plan, P, 10000)),
                  (T + S + 15) / 16);
     kara_context_free(c);
     free(kept);
@@ -172,24 +172,24 @@ static void test_threshold_auto_and_slack(kara_model *m) {
 static void test_threshold_shared_pool(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 0, 3, 30);
-    kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
+    kara_context *c = kr_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->policy.budget_tokens, 128);
     int V = kara_model_n_vocab(m);
     int32_t toks[3], pos[3], seq[3];
     int8_t want[3] = {1, 1, 1};
-    kara_test_start_seqs(c, 3, 5, 2, 31, 300, toks, pos, seq);
+    kr_test_start_seqs(c, 3, 5, 2, 31, 300, toks, pos, seq);
     bool ok = true;
     for (int step = 0; step < 300 && ok; step++) {
         kara_batch b = {3, toks, pos, seq, want};
         ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
         int held = 0;
         for (int s = 0; s < 3; s++) {
-            const kara_kv_seq *q = &c->kv.seqs[s];
+            const kr_kv_seq *q = &c->kv.seqs[s];
             held += q->n_blocks;
             ok &= CHECK_MSG(q->n < 128 + 32, "step %d: sequence %d holds %d slots", step, s, q->n);
             for (int j = 1; j < q->n; j++) ok &= q->pos[j] > q->pos[j - 1];
-            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            toks[s] = kr_test_argmax(kara_get_logits(c, s), V);
             pos[s]++;
         }
         ok &= CHECK_EQ_INT(held + c->kv.n_free, c->kv.n_blocks);
@@ -211,13 +211,13 @@ static void test_threshold_pool_pressure(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 64, 3, 16);
     kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY; /* forced events take from one sequence for another */
-    kara_context *c = kara_test_kv_context(m, &kv, 3, 2, 1024);
+    kara_context *c = kr_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 16);
     int V = kara_model_n_vocab(m);
     int32_t toks[3], pos[3], seq[3];
     int8_t want[3] = {1, 1, 1};
-    kara_test_start_seqs(c, 3, 6, 2, 17, 200, toks, pos, seq);
+    kr_test_start_seqs(c, 3, 6, 2, 17, 200, toks, pos, seq);
     bool ok = true;
     int32_t most = 0;
     for (int step = 0; step < 200 && ok; step++) {
@@ -228,7 +228,7 @@ static void test_threshold_pool_pressure(kara_model *m) {
         ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
         int held = 0;
         for (int s = 0; s < 3; s++) {
-            const kara_kv_seq *q = &c->kv.seqs[s];
+            const kr_kv_seq *q = &c->kv.seqs[s];
             held += q->n_blocks;
             if (q->n > most) most = q->n;
             /* a forced event trims to the budget before this step's token is
@@ -236,7 +236,7 @@ static void test_threshold_pool_pressure(kara_model *m) {
             if (q->n < n_before[s])
                 ok &= CHECK_MSG(q->n == 65 || q->n == 64, "step %d: sequence %d trimmed to %d slots", step, s, q->n);
             for (int j = 1; j < q->n; j++) ok &= q->pos[j] > q->pos[j - 1];
-            toks[s] = kara_test_argmax(kara_get_logits(c, s), V);
+            toks[s] = kr_test_argmax(kara_get_logits(c, s), V);
             pos[s]++;
         }
         ok &= CHECK(c->policy.stats.forced_events >= forced0);
@@ -255,29 +255,29 @@ static void test_params(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 96, 1, 10);
     kv.trigger = (kara_kv_trigger)7;
-    CHECK(kara_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
+    CHECK(kr_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "kara.trigger: unknown value 7") != NULL, "message: %s", kara_last_error());
     a8_params(&kv, 96, 1, 10);
     kv.trigger_slack = -1;
-    CHECK(kara_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
+    CHECK(kr_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "kara.trigger_slack") != NULL, "message: %s", kara_last_error());
 
     /* the slack: auto is the interval, snapkv keeps its own, the others fire on the first slot over */
     a8_params(&kv, 96, 1, 10);
-    CHECK_EQ_INT(kara_kv_trigger_slack(&kv), 32);
+    CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 32);
     kv.trigger_slack = 5;
-    CHECK_EQ_INT(kara_kv_trigger_slack(&kv), 5);
-    CHECK(!kara_kv_params_periodic(&kv));
+    CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 5);
+    CHECK(!kr_kv_params_periodic(&kv));
     kv.trigger = KARA_KV_TRIGGER_PERIODIC;
-    CHECK(kara_kv_params_periodic(&kv));
-    CHECK_EQ_INT(kara_kv_trigger_slack(&kv), 1);
+    CHECK(kr_kv_params_periodic(&kv));
+    CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 1);
 
     /* only kara reads the trigger: chunkkv stays a periodic window method */
     a8_params(&kv, 96, 1, 10);
     kv.method = KARA_KV_METHOD_CHUNKKV;
     kv.evict = KARA_KV_EVICT_PER_WINDOW;
     kv.budget = 0;
-    kara_context *c = kara_test_kv_context(m, &kv, 1, 1, 1024);
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, 1024);
     if (CHECK(c != NULL)) {
         CHECK(c->policy.window_method);
         kara_context_free(c);
@@ -286,12 +286,12 @@ static void test_params(kara_model *m) {
 
 int main(void) {
     kara_model *m = tiny_model();
-    if (!CHECK(m != NULL)) return kara_test_finish();
+    if (!CHECK(m != NULL)) return kr_test_finish();
     test_threshold_one_sequence(m);
     test_threshold_auto_and_slack(m);
     test_threshold_shared_pool(m);
     test_threshold_pool_pressure(m);
     test_params(m);
     kara_model_free(m);
-    return kara_test_finish();
+    return kr_test_finish();
 }

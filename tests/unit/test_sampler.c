@@ -126,5 +126,5 @@ int main(void) {
     CHECK(kara_sampler_create(NULL, 0, &bad) == KARA_ERR_ARG); /* no vocabulary */
     int32_t t;
     CHECK(kara_sampler_sample(NULL, logits, &t) == KARA_ERR_ARG);
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -14,8 +14,8 @@
 #include "test_util.h"
 
 /* A small shape whose rows all fit 256-element K-quant blocks. */
-static void small_shape(kara_synth_params *p, const char *arch, kara_ftype ftype, bool pure) {
-    kara_synth_params_init(p);
+static void small_shape(kr_synth_params *p, const char *arch, kr_ftype ftype, bool pure) {
+    kr_synth_params_init(p);
     snprintf(p->arch, sizeof p->arch, "%s", arch);
     p->n_layer = 2;
     p->n_embd = 256;
@@ -30,10 +30,10 @@ static void small_shape(kara_synth_params *p, const char *arch, kara_ftype ftype
     p->seed = 42;
 }
 
-static kara_gguf *write_and_open(const kara_synth_params *p, const char *name) {
+static kara_gguf *write_and_open(const kr_synth_params *p, const char *name) {
     char err[600];
-    const char *path = kara_test_path(kara_test_tmpdir(), name);
-    kara_status st = kara_synth_write(p, path, NULL, NULL, err, sizeof err);
+    const char *path = kr_test_path(kr_test_tmpdir(), name);
+    kara_status st = kr_synth_write(p, path, NULL, NULL, err, sizeof err);
     CHECK_MSG(st == KARA_OK, "%s: %s", name, err);
     if (st != KARA_OK) return NULL;
     kara_gguf *g = NULL;
@@ -66,7 +66,7 @@ typedef struct expect_tensor {
     bool matrix;
 } expect_tensor;
 
-static int expected_tensors(const kara_synth_params *p, expect_tensor *out) {
+static int expected_tensors(const kr_synth_params *p, expect_tensor *out) {
     int n = 0;
     const int64_t d = p->n_embd, hd = p->head_dim, q = p->n_head * hd, kv = p->n_head_kv * hd;
 #define T(nd, a, b, m, ...) do { snprintf(out[n].name, 64, __VA_ARGS__); out[n].n_dims = nd; out[n].ne0 = a; \
@@ -103,26 +103,26 @@ static int expected_tensors(const kara_synth_params *p, expect_tensor *out) {
  * about step/sqrt(12): 4-bit types ~7-9% of the RMS, 5-bit ~4%, 6-bit ~2%,
  * 8-bit ~0.5%; F16 keeps 11 mantissa bits, BF16 8. The bounds leave ~1.5x
  * headroom over what the reference quantizers measure here. */
-static double max_rel_rmse(kara_type t) {
+static double max_rel_rmse(kr_type t) {
     switch (t) {
-    case KARA_TYPE_F32: return 0.0;
-    case KARA_TYPE_F16: return 3e-4;
-    case KARA_TYPE_BF16: return 3e-3;
-    case KARA_TYPE_Q8_0: return 0.008;
-    case KARA_TYPE_Q6_K: return 0.03;
-    case KARA_TYPE_Q5_0: case KARA_TYPE_Q5_1: case KARA_TYPE_Q5_K: return 0.06;
-    case KARA_TYPE_Q4_0: case KARA_TYPE_Q4_1: case KARA_TYPE_Q4_K: return 0.12;
+    case KR_TYPE_F32: return 0.0;
+    case KR_TYPE_F16: return 3e-4;
+    case KR_TYPE_BF16: return 3e-3;
+    case KR_TYPE_Q8_0: return 0.008;
+    case KR_TYPE_Q6_K: return 0.03;
+    case KR_TYPE_Q5_0: case KR_TYPE_Q5_1: case KR_TYPE_Q5_K: return 0.06;
+    case KR_TYPE_Q4_0: case KR_TYPE_Q4_1: case KR_TYPE_Q4_K: return 0.12;
     default: return -1;
     }
 }
 
-static double worst_rel[KARA_TYPE_COUNT];
+static double worst_rel[KR_TYPE_COUNT];
 
 /* Check every tensor of a written model: present with the right shape and
  * type, values within the type's error of the generator's F32 values, bytes
  * equal to the reference quantizer's output. */
-static void check_tensors(const kara_gguf *g, const kara_synth_params *p, const char *label,
-                          kara_type (*want_type)(const kara_synth_params *, const char *, bool)) {
+static void check_tensors(const kara_gguf *g, const kr_synth_params *p, const char *label,
+                          kr_type (*want_type)(const kr_synth_params *, const char *, bool)) {
     static expect_tensor ex[512];
     int n = expected_tensors(p, ex);
     CHECK_MSG(g->n_tensors == (uint64_t)n, "%s: %llu tensors, expected %d", label, (unsigned long long)g->n_tensors, n);
@@ -133,21 +133,21 @@ static void check_tensors(const kara_gguf *g, const kara_synth_params *p, const 
         CHECK_MSG(t->n_dims == (uint32_t)ex[i].n_dims && t->ne[0] == ex[i].ne0 && t->ne[1] == ex[i].ne1,
                   "%s: %s has shape [%lld, %lld] (rank %u), expected [%lld, %lld]", label, ex[i].name,
                   (long long)t->ne[0], (long long)t->ne[1], t->n_dims, (long long)ex[i].ne0, (long long)ex[i].ne1);
-        kara_type want = want_type(p, ex[i].name, ex[i].matrix);
+        kr_type want = want_type(p, ex[i].name, ex[i].matrix);
         CHECK_MSG(t->type == (uint32_t)want, "%s: %s has type %s, expected %s", label, ex[i].name,
-                  kara_type_get(t->type)->name, kara_type_get(want)->name);
+                  kr_type_get(t->type)->name, kr_type_get(want)->name);
         if (t->type != (uint32_t)want || t->ne[0] != ex[i].ne0 || t->ne[1] != ex[i].ne1) continue;
 
         int64_t ne = t->ne[0] * t->ne[1];
         float *x = malloc((size_t)ne * sizeof *x), *y = malloc((size_t)ne * sizeof *y);
-        size_t row = kara_type_row_size(want, t->ne[0]);
+        size_t row = kr_type_row_size(want, t->ne[0]);
         uint8_t *q = malloc(row * (size_t)t->ne[1]);
-        CHECK(kara_synth_tensor_values(p, ex[i].name, x, ne));
+        CHECK(kr_synth_tensor_values(p, ex[i].name, x, ne));
         bool same_bytes = true;
         for (int64_t r = 0; r < t->ne[1]; r++) {
-            CHECK(kara_quantize_row(want, x + r * t->ne[0], q + (size_t)r * row, t->ne[0]));
-            if (want == KARA_TYPE_F32) memcpy(y + r * t->ne[0], (const uint8_t *)t->data + (size_t)r * row, row);
-            else kara_dequantize_row(want, (const uint8_t *)t->data + (size_t)r * row, y + r * t->ne[0], t->ne[0]);
+            CHECK(kr_quantize_row(want, x + r * t->ne[0], q + (size_t)r * row, t->ne[0]));
+            if (want == KR_TYPE_F32) memcpy(y + r * t->ne[0], (const uint8_t *)t->data + (size_t)r * row, row);
+            else kr_dequantize_row(want, (const uint8_t *)t->data + (size_t)r * row, y + r * t->ne[0], t->ne[0]);
         }
         same_bytes = memcmp(q, t->data, row * (size_t)t->ne[1]) == 0;
         CHECK_MSG(same_bytes, "%s: %s bytes differ from the reference quantizer's", label, ex[i].name);
@@ -159,7 +159,7 @@ static void check_tensors(const kara_gguf *g, const kara_synth_params *p, const 
         double rel = sqrt(se / sx);
         if (rel > worst_rel[want]) worst_rel[want] = rel;
         CHECK_MSG(rel <= max_rel_rmse(want), "%s: %s (%s) relative RMS error %.5f > %.5f", label, ex[i].name,
-                  kara_type_get(want)->name, rel, max_rel_rmse(want));
+                  kr_type_get(want)->name, rel, max_rel_rmse(want));
         free(x);
         free(y);
         free(q);
@@ -168,37 +168,37 @@ static void check_tensors(const kara_gguf *g, const kara_synth_params *p, const 
 
 static void print_worst(void) {
     printf("largest relative RMS error per type:");
-    for (int t = 0; t < KARA_TYPE_COUNT; t++)
-        if (worst_rel[t] > 0) printf(" %s %.4f (bound %.4f)", kara_type_get((uint32_t)t)->name, worst_rel[t], max_rel_rmse((kara_type)t));
+    for (int t = 0; t < KR_TYPE_COUNT; t++)
+        if (worst_rel[t] > 0) printf(" %s %.4f (bound %.4f)", kr_type_get((uint32_t)t)->name, worst_rel[t], max_rel_rmse((kr_type)t));
     printf("\n");
 }
 
-static kara_type type_pure(const kara_synth_params *p, const char *name, bool matrix) {
+static kr_type type_pure(const kr_synth_params *p, const char *name, bool matrix) {
     (void)name;
-    return matrix ? kara_ftype_base_type(p->ftype) : KARA_TYPE_F32;
+    return matrix ? kr_ftype_base_type(p->ftype) : KR_TYPE_F32;
 }
 
 /* Q4_K_M / Q5_K_M with 2 layers: llama.cpp's "more bits" layers are those
  * with i >= 7n/8 = 1, so layer 1's attn_v and ffn_down are Q6_K; the output
  * matrix is Q6_K (and token_embd too when it doubles as the output). */
-static kara_type type_km(const kara_synth_params *p, const char *name, bool matrix) {
-    if (!matrix) return KARA_TYPE_F32;
-    if (!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight"))) return KARA_TYPE_Q6_K;
-    if (!strcmp(name, "blk.1.attn_v.weight") || !strcmp(name, "blk.1.ffn_down.weight")) return KARA_TYPE_Q6_K;
-    return kara_ftype_base_type(p->ftype);
+static kr_type type_km(const kr_synth_params *p, const char *name, bool matrix) {
+    if (!matrix) return KR_TYPE_F32;
+    if (!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight"))) return KR_TYPE_Q6_K;
+    if (!strcmp(name, "blk.1.attn_v.weight") || !strcmp(name, "blk.1.ffn_down.weight")) return KR_TYPE_Q6_K;
+    return kr_ftype_base_type(p->ftype);
 }
 
 /* Q8_0 / Q4_0 ...: the output matrix becomes Q6_K except for Q8_0 files. */
-static kara_type type_legacy(const kara_synth_params *p, const char *name, bool matrix) {
-    if (!matrix) return KARA_TYPE_F32;
-    kara_type base = kara_ftype_base_type(p->ftype);
+static kr_type type_legacy(const kr_synth_params *p, const char *name, bool matrix) {
+    if (!matrix) return KR_TYPE_F32;
+    kr_type base = kr_ftype_base_type(p->ftype);
     if ((!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight"))) &&
-        base != KARA_TYPE_Q8_0 && base != KARA_TYPE_F32 && base != KARA_TYPE_F16 && base != KARA_TYPE_BF16)
-        return KARA_TYPE_Q6_K;
+        base != KR_TYPE_Q8_0 && base != KR_TYPE_F32 && base != KR_TYPE_F16 && base != KR_TYPE_BF16)
+        return KR_TYPE_Q6_K;
     return base;
 }
 
-static void check_metadata(const kara_gguf *g, const kara_synth_params *p, const char *label) {
+static void check_metadata(const kara_gguf *g, const kr_synth_params *p, const char *label) {
     const char *a = p->arch;
     kara_gguf_str s;
     CHECK_MSG(kara_gguf_get_str(g, "general.architecture", &s) && kara_gguf_str_eq(s, a), "%s: architecture", label);
@@ -300,7 +300,7 @@ static void check_vocab(const kara_gguf *g, int32_t n_vocab) {
 static void check_distribution(const kara_gguf *g) {
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const kara_gguf_tensor *t = &g->tensors[i];
-        if (t->type != KARA_TYPE_F32) continue;
+        if (t->type != KR_TYPE_F32) continue;
         int64_t n = t->ne[0] * t->ne[1];
         const float *x = t->data;
         double s = 0, ss = 0;
@@ -323,7 +323,7 @@ static void check_distribution(const kara_gguf *g) {
 
 static void test_models(void) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3"};
-    static const struct { const char *type; bool pure; kara_type (*want)(const kara_synth_params *, const char *, bool); } types[] = {
+    static const struct { const char *type; bool pure; kr_type (*want)(const kr_synth_params *, const char *, bool); } types[] = {
         {"F32", false, type_pure},   {"F16", false, type_pure},  {"BF16", false, type_pure},
         {"Q8_0", false, type_legacy}, {"Q4_0", false, type_legacy}, {"Q4_1", true, type_pure},
         {"Q5_0", true, type_pure},   {"Q5_1", true, type_pure},  {"Q4_K", true, type_pure},
@@ -336,9 +336,9 @@ static void test_models(void) {
             if (strcmp(archs[a], "qwen3") && strcmp(types[t].type, "F32") && strcmp(types[t].type, "Q8_0") &&
                 strcmp(types[t].type, "Q4_K_M"))
                 continue;
-            kara_ftype ft;
-            CHECK(kara_ftype_parse(types[t].type, &ft));
-            kara_synth_params p;
+            kr_ftype ft;
+            CHECK(kr_ftype_parse(types[t].type, &ft));
+            kr_synth_params p;
             small_shape(&p, archs[a], ft, types[t].pure);
             char label[64];
             snprintf(label, sizeof label, "%s-%s%s", archs[a], types[t].type, types[t].pure ? "-pure" : "");
@@ -348,14 +348,14 @@ static void test_models(void) {
             if (!g) continue;
             check_metadata(g, &p, label);
             check_tensors(g, &p, label, types[t].want);
-            if (ft == KARA_FTYPE_ALL_F32) check_distribution(g);
+            if (ft == KR_FTYPE_ALL_F32) check_distribution(g);
             if (a == 2 && t == 0) check_vocab(g, p.n_vocab);
             kara_gguf_close(g);
         }
     }
     /* tied embeddings: no output.weight; in Q4_K_M token_embd becomes Q6_K */
-    kara_synth_params p;
-    small_shape(&p, "qwen3", KARA_FTYPE_MOSTLY_Q4_K_M, false);
+    kr_synth_params p;
+    small_shape(&p, "qwen3", KR_FTYPE_MOSTLY_Q4_K_M, false);
     p.tied = true;
     kara_gguf *g = write_and_open(&p, "tied-q4km.gguf");
     if (g) {
@@ -368,39 +368,39 @@ static void test_models(void) {
 /* The full-size vocabulary of a real shape, and the tiny preset in Q4_K_M
  * whose 128-wide rows fall back from Q4_K the way llama.cpp does. */
 static void test_presets(void) {
-    kara_synth_params p;
-    kara_synth_params_init(&p);
-    CHECK(kara_synth_preset(&p, "qwen3-0.6b"));
+    kr_synth_params p;
+    kr_synth_params_init(&p);
+    CHECK(kr_synth_preset(&p, "qwen3-0.6b"));
     CHECK(p.n_layer == 28 && p.n_embd == 1024 && p.n_head == 16 && p.n_head_kv == 8 && p.head_dim == 128 &&
           p.n_ff == 3072 && p.n_vocab == 151936 && p.tied && p.rope_freq_base == 1000000.0f && p.n_ctx == 40960);
-    CHECK(kara_synth_preset(&p, "qwen3-1.7b"));
+    CHECK(kr_synth_preset(&p, "qwen3-1.7b"));
     CHECK(p.n_layer == 28 && p.n_embd == 2048 && p.n_ff == 6144 && p.n_head == 16 && p.n_head_kv == 8 &&
           p.head_dim == 128 && p.tied);
-    CHECK(!kara_synth_preset(&p, "qwen3-70b"));
+    CHECK(!kr_synth_preset(&p, "qwen3-70b"));
 
-    kara_synth_params_init(&p);
-    CHECK(kara_synth_preset(&p, "tiny"));
+    kr_synth_params_init(&p);
+    CHECK(kr_synth_preset(&p, "tiny"));
     CHECK(p.n_layer == 4 && p.n_embd == 128 && p.n_head == 4 && p.n_head_kv == 2 && p.head_dim == 32 &&
           p.n_ff == 256 && p.n_vocab == 512 && p.n_ctx == 1024);
     snprintf(p.arch, sizeof p.arch, "qwen3");
-    p.ftype = KARA_FTYPE_MOSTLY_Q4_K_M;
+    p.ftype = KR_FTYPE_MOSTLY_Q4_K_M;
     kara_gguf *g = write_and_open(&p, "tiny-q4km.gguf");
     if (g) {
-        static const struct { const char *name; kara_type type; } want[] = {
-            {"token_embd.weight", KARA_TYPE_Q5_0},    /* Q4_K needs rows of 256: falls back to Q5_0 */
-            {"output.weight", KARA_TYPE_Q8_0},        /* output rule, rows not a multiple of 256 */
-            {"blk.0.attn_q.weight", KARA_TYPE_Q5_0},
-            {"blk.0.attn_v.weight", KARA_TYPE_Q5_0},
-            {"blk.2.attn_v.weight", KARA_TYPE_Q8_0},  /* Q6_K layer (4 layers: 2 and 3), falls back */
-            {"blk.0.ffn_down.weight", KARA_TYPE_Q4_K}, /* rows of 256 fit */
-            {"blk.2.ffn_down.weight", KARA_TYPE_Q6_K},
-            {"blk.3.ffn_down.weight", KARA_TYPE_Q6_K},
-            {"blk.1.attn_q_norm.weight", KARA_TYPE_F32},
+        static const struct { const char *name; kr_type type; } want[] = {
+            {"token_embd.weight", KR_TYPE_Q5_0},    /* Q4_K needs rows of 256: falls back to Q5_0 */
+            {"output.weight", KR_TYPE_Q8_0},        /* output rule, rows not a multiple of 256 */
+            {"blk.0.attn_q.weight", KR_TYPE_Q5_0},
+            {"blk.0.attn_v.weight", KR_TYPE_Q5_0},
+            {"blk.2.attn_v.weight", KR_TYPE_Q8_0},  /* Q6_K layer (4 layers: 2 and 3), falls back */
+            {"blk.0.ffn_down.weight", KR_TYPE_Q4_K}, /* rows of 256 fit */
+            {"blk.2.ffn_down.weight", KR_TYPE_Q6_K},
+            {"blk.3.ffn_down.weight", KR_TYPE_Q6_K},
+            {"blk.1.attn_q_norm.weight", KR_TYPE_F32},
         };
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
             const kara_gguf_tensor *t = kara_gguf_find_tensor(g, want[i].name);
             CHECK_MSG(t && t->type == (uint32_t)want[i].type, "tiny Q4_K_M: %s is %s, expected %s", want[i].name,
-                      t ? kara_type_get(t->type)->name : "missing", kara_type_get(want[i].type)->name);
+                      t ? kr_type_get(t->type)->name : "missing", kr_type_get(want[i].type)->name);
         }
         const kara_gguf_array *tok = kara_gguf_get_arr(g, "tokenizer.ggml.tokens");
         CHECK(tok && tok->n == 512);
@@ -417,76 +417,76 @@ static void test_mix_rule(void) {
         for (size_t k = 0; k < sizeof more / sizeof more[0]; k++) m |= more[k] == il;
         char name[64];
         snprintf(name, sizeof name, "blk.%d.attn_v.weight", il);
-        CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, name, 2, 1024, 28, true),
-                     m ? KARA_TYPE_Q6_K : KARA_TYPE_Q4_K);
-        CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q5_K_M, false, name, 2, 1024, 28, true),
-                     m ? KARA_TYPE_Q6_K : KARA_TYPE_Q5_K);
-        CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_S, false, name, 2, 1024, 28, true),
-                     il < 4 ? KARA_TYPE_Q5_K : KARA_TYPE_Q4_K);
+        CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, name, 2, 1024, 28, true),
+                     m ? KR_TYPE_Q6_K : KR_TYPE_Q4_K);
+        CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q5_K_M, false, name, 2, 1024, 28, true),
+                     m ? KR_TYPE_Q6_K : KR_TYPE_Q5_K);
+        CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_S, false, name, 2, 1024, 28, true),
+                     il < 4 ? KR_TYPE_Q5_K : KR_TYPE_Q4_K);
         snprintf(name, sizeof name, "blk.%d.ffn_down.weight", il);
-        CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, name, 2, 3072, 28, true),
-                     m ? KARA_TYPE_Q6_K : KARA_TYPE_Q4_K);
-        CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_S, false, name, 2, 3072, 28, true),
-                     il < 3 ? KARA_TYPE_Q5_K : KARA_TYPE_Q4_K);
-        CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, true, name, 2, 3072, 28, true), KARA_TYPE_Q4_K);
+        CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, name, 2, 3072, 28, true),
+                     m ? KR_TYPE_Q6_K : KR_TYPE_Q4_K);
+        CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_S, false, name, 2, 3072, 28, true),
+                     il < 3 ? KR_TYPE_Q5_K : KR_TYPE_Q4_K);
+        CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, true, name, 2, 3072, 28, true), KR_TYPE_Q4_K);
         snprintf(name, sizeof name, "blk.%d.attn_q.weight", il);
-        CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, name, 2, 1024, 28, true), KARA_TYPE_Q4_K);
+        CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, name, 2, 1024, 28, true), KR_TYPE_Q4_K);
     }
     /* tied token_embd doubles as the output: Q6_K for Q4_K_M and Q4_0, Q8_0 stays */
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, "token_embd.weight", 2, 1024, 28, true),
-                 KARA_TYPE_Q6_K);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, "token_embd.weight", 2, 1024, 28, false),
-                 KARA_TYPE_Q4_K);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_0, false, "token_embd.weight", 2, 1024, 28, true),
-                 KARA_TYPE_Q6_K);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q8_0, false, "output.weight", 2, 1024, 28, false),
-                 KARA_TYPE_Q8_0);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_0, true, "token_embd.weight", 2, 1024, 28, true),
-                 KARA_TYPE_Q4_0);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, "token_embd.weight", 2, 1024, 28, true),
+                 KR_TYPE_Q6_K);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, "token_embd.weight", 2, 1024, 28, false),
+                 KR_TYPE_Q4_K);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_0, false, "token_embd.weight", 2, 1024, 28, true),
+                 KR_TYPE_Q6_K);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q8_0, false, "output.weight", 2, 1024, 28, false),
+                 KR_TYPE_Q8_0);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_0, true, "token_embd.weight", 2, 1024, 28, true),
+                 KR_TYPE_Q4_0);
     /* shape fallbacks (stories260K: ffn_down rows of 172) */
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q8_0, false, "blk.0.ffn_down.weight", 2, 172, 5, false),
-                 KARA_TYPE_F16);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, "blk.0.ffn_gate.weight", 2, 64, 5, false),
-                 KARA_TYPE_Q5_0);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q5_K_M, false, "blk.0.ffn_gate.weight", 2, 64, 5, false),
-                 KARA_TYPE_Q5_1);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q6_K, false, "blk.0.ffn_gate.weight", 2, 160, 5, false),
-                 KARA_TYPE_Q8_0);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, "blk.0.ffn_down.weight", 2, 172, 5, false),
-                 KARA_TYPE_F16);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q8_0, false, "blk.0.ffn_down.weight", 2, 172, 5, false),
+                 KR_TYPE_F16);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, "blk.0.ffn_gate.weight", 2, 64, 5, false),
+                 KR_TYPE_Q5_0);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q5_K_M, false, "blk.0.ffn_gate.weight", 2, 64, 5, false),
+                 KR_TYPE_Q5_1);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q6_K, false, "blk.0.ffn_gate.weight", 2, 160, 5, false),
+                 KR_TYPE_Q8_0);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, "blk.0.ffn_down.weight", 2, 172, 5, false),
+                 KR_TYPE_F16);
     /* norms, biases and 1-D tensors are F32 whatever the file type */
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q4_K_M, false, "blk.0.attn_norm.weight", 1, 1024, 28, true),
-                 KARA_TYPE_F32);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_Q8_0, false, "blk.0.attn_q.bias", 1, 1024, 28, true),
-                 KARA_TYPE_F32);
-    CHECK_EQ_INT(kara_ftype_tensor_type(KARA_FTYPE_MOSTLY_F16, false, "blk.0.attn_q.weight", 2, 100, 28, true),
-                 KARA_TYPE_F16);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_K_M, false, "blk.0.attn_norm.weight", 1, 1024, 28, true),
+                 KR_TYPE_F32);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q8_0, false, "blk.0.attn_q.bias", 1, 1024, 28, true),
+                 KR_TYPE_F32);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_F16, false, "blk.0.attn_q.weight", 2, 100, 28, true),
+                 KR_TYPE_F16);
     /* names */
-    kara_ftype f;
-    CHECK(kara_ftype_parse("q4_k_m", &f) && f == KARA_FTYPE_MOSTLY_Q4_K_M);
-    CHECK(kara_ftype_parse("Q4_K", &f) && f == KARA_FTYPE_MOSTLY_Q4_K_M);
-    CHECK(kara_ftype_parse("bf16", &f) && f == KARA_FTYPE_MOSTLY_BF16 && f == 32);
-    CHECK(!kara_ftype_parse("Q3_K_M", &f));
-    CHECK(!strcmp(kara_ftype_name(KARA_FTYPE_MOSTLY_Q5_K_M), "Q5_K_M"));
-    CHECK_EQ_INT(kara_ftype_layer_of("blk.17.ffn_up.weight"), 17);
-    CHECK_EQ_INT(kara_ftype_layer_of("output.weight"), -1);
-    CHECK_EQ_INT(kara_ftype_layer_of("blk.x.ffn_up.weight"), -1);
+    kr_ftype f;
+    CHECK(kr_ftype_parse("q4_k_m", &f) && f == KR_FTYPE_MOSTLY_Q4_K_M);
+    CHECK(kr_ftype_parse("Q4_K", &f) && f == KR_FTYPE_MOSTLY_Q4_K_M);
+    CHECK(kr_ftype_parse("bf16", &f) && f == KR_FTYPE_MOSTLY_BF16 && f == 32);
+    CHECK(!kr_ftype_parse("Q3_K_M", &f));
+    CHECK(!strcmp(kr_ftype_name(KR_FTYPE_MOSTLY_Q5_K_M), "Q5_K_M"));
+    CHECK_EQ_INT(kr_ftype_layer_of("blk.17.ffn_up.weight"), 17);
+    CHECK_EQ_INT(kr_ftype_layer_of("output.weight"), -1);
+    CHECK_EQ_INT(kr_ftype_layer_of("blk.x.ffn_up.weight"), -1);
 }
 
 /* Same seed, same bytes; another seed, other weights. */
 static void test_determinism(void) {
-    kara_synth_params p;
-    small_shape(&p, "qwen2", KARA_FTYPE_MOSTLY_Q4_K_M, false);
+    kr_synth_params p;
+    small_shape(&p, "qwen2", KR_FTYPE_MOSTLY_Q4_K_M, false);
     char err[512];
-    const char *a = kara_test_path(kara_test_tmpdir(), "det-a.gguf");
-    const char *b = kara_test_path(kara_test_tmpdir(), "det-b.gguf");
-    const char *c = kara_test_path(kara_test_tmpdir(), "det-c.gguf");
-    CHECK(kara_synth_write(&p, a, NULL, NULL, err, sizeof err) == KARA_OK);
-    CHECK(kara_synth_write(&p, b, NULL, NULL, err, sizeof err) == KARA_OK);
+    const char *a = kr_test_path(kr_test_tmpdir(), "det-a.gguf");
+    const char *b = kr_test_path(kr_test_tmpdir(), "det-b.gguf");
+    const char *c = kr_test_path(kr_test_tmpdir(), "det-c.gguf");
+    CHECK(kr_synth_write(&p, a, NULL, NULL, err, sizeof err) == KARA_OK);
+    CHECK(kr_synth_write(&p, b, NULL, NULL, err, sizeof err) == KARA_OK);
     p.seed = 43;
-    CHECK(kara_synth_write(&p, c, NULL, NULL, err, sizeof err) == KARA_OK);
+    CHECK(kr_synth_write(&p, c, NULL, NULL, err, sizeof err) == KARA_OK);
     size_t na = 0, nb = 0, nc = 0;
-    char *da = kara_test_read_file(a, &na), *db = kara_test_read_file(b, &nb), *dc = kara_test_read_file(c, &nc);
+    char *da = kr_test_read_file(a, &na), *db = kr_test_read_file(b, &nb), *dc = kr_test_read_file(c, &nc);
     CHECK(da && db && dc);
     if (da && db && dc) {
         CHECK_MSG(na == nb && !memcmp(da, db, na), "two files from seed 42 differ");
@@ -498,21 +498,21 @@ static void test_determinism(void) {
 }
 
 static void test_validation(void) {
-    kara_synth_params p;
+    kr_synth_params p;
     char err[256];
-    small_shape(&p, "gpt9", KARA_FTYPE_ALL_F32, false);
-    CHECK(kara_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "gpt9"));
-    small_shape(&p, "llama", KARA_FTYPE_ALL_F32, false);
+    small_shape(&p, "gpt9", KR_FTYPE_ALL_F32, false);
+    CHECK(kr_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "gpt9"));
+    small_shape(&p, "llama", KR_FTYPE_ALL_F32, false);
     p.n_head_kv = 3;
-    CHECK(kara_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "kv-heads"));
-    small_shape(&p, "llama", KARA_FTYPE_ALL_F32, false);
+    CHECK(kr_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "kv-heads"));
+    small_shape(&p, "llama", KR_FTYPE_ALL_F32, false);
     p.n_vocab = 100;
-    CHECK(kara_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "vocab"));
-    small_shape(&p, "llama", KARA_FTYPE_ALL_F32, false);
+    CHECK(kr_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "vocab"));
+    small_shape(&p, "llama", KR_FTYPE_ALL_F32, false);
     p.head_dim = 33;
-    CHECK(kara_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "even"));
-    small_shape(&p, "llama", KARA_FTYPE_ALL_F32, false);
-    CHECK(kara_synth_write(&p, "/nonexistent-dir/m.gguf", NULL, NULL, err, sizeof err) == KARA_ERR_IO);
+    CHECK(kr_synth_validate(&p, err, sizeof err) == KARA_ERR_ARG && strstr(err, "even"));
+    small_shape(&p, "llama", KR_FTYPE_ALL_F32, false);
+    CHECK(kr_synth_write(&p, "/nonexistent-dir/m.gguf", NULL, NULL, err, sizeof err) == KARA_ERR_IO);
     CHECK_MSG(strstr(err, "/nonexistent-dir/m.gguf") != NULL, "message '%s' should name the path", err);
 }
 
@@ -523,5 +523,5 @@ int main(void) {
     test_determinism();
     test_validation();
     print_worst();
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -48,17 +48,17 @@ static void describe(const collected *c, char *out, size_t size) {
 /* Feed input cut at the given offsets (ascending), then flush. */
 static void run_split(const char *input, const size_t *cuts, int n_cuts, bool start_in_think, bool keep_tags,
                       char *out, size_t size, collected *c) {
-    kara_think_splitter s;
-    kara_think_splitter_init(&s, start_in_think, keep_tags);
+    kr_think_splitter s;
+    kr_think_splitter_init(&s, start_in_think, keep_tags);
     memset(c, 0, sizeof *c);
     size_t len = strlen(input), prev = 0;
     for (int i = 0; i <= n_cuts; i++) {
         size_t end = i < n_cuts ? cuts[i] : len;
-        kara_think_splitter_feed(&s, input + prev, end - prev, collect, c);
+        kr_think_splitter_feed(&s, input + prev, end - prev, collect, c);
         CHECK(s.n_held >= 0 && s.n_held < 8);
         prev = end;
     }
-    kara_think_splitter_flush(&s, collect, c);
+    kr_think_splitter_flush(&s, collect, c);
     CHECK(s.n_held == 0);
     describe(c, out, size);
 }
@@ -158,20 +158,20 @@ static void test_random_splits(void) {
 
 /* Nothing that could still be a tag leaves before the next bytes decide. */
 static void test_hold_back(void) {
-    kara_think_splitter s;
+    kr_think_splitter s;
     collected c = {0};
     char got[256];
-    kara_think_splitter_init(&s, false, false);
-    kara_think_splitter_feed(&s, "abc<thi", 7, collect, &c);
+    kr_think_splitter_init(&s, false, false);
+    kr_think_splitter_feed(&s, "abc<thi", 7, collect, &c);
     describe(&c, got, sizeof got);
     CHECK_MSG(!strcmp(got, "A:abc"), "held back: got '%s'", got);
     CHECK_EQ_INT(s.n_held, 4);
-    kara_think_splitter_feed(&s, "nk>", 3, collect, &c);
+    kr_think_splitter_feed(&s, "nk>", 3, collect, &c);
     CHECK(s.in_think);
-    kara_think_splitter_feed(&s, "hm</th", 6, collect, &c);
+    kr_think_splitter_feed(&s, "hm</th", 6, collect, &c);
     describe(&c, got, sizeof got);
     CHECK_MSG(!strcmp(got, "A:abc|T:hm"), "got '%s'", got);
-    kara_think_splitter_feed(&s, "ank", 3, collect, &c); /* "</tha": not a tag */
+    kr_think_splitter_feed(&s, "ank", 3, collect, &c); /* "</tha": not a tag */
     describe(&c, got, sizeof got);
     CHECK_MSG(!strcmp(got, "A:abc|T:hm</thank"), "got '%s'", got);
     CHECK(s.in_think);
@@ -182,5 +182,5 @@ int main(void) {
     test_every_split();
     test_random_splits();
     test_hold_back();
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -112,12 +112,12 @@ static image finish(const image *body) {
 
 /* Parse an image and load its vocabulary; returns the status, with the
  * message of a failure in kara_last_error(). */
-static kara_status load(const image *body, kara_gguf **g, image *file, kara_vocab *v) {
+static kara_status load(const image *body, kara_gguf **g, image *file, kr_vocab *v) {
     *file = finish(body);
-    kara_test_clear_error();
-    kara_status st = kara_gguf_parse(file->data, file->len, g);
+    kr_test_clear_error();
+    kara_status st = kr_gguf_parse(file->data, file->len, g);
     if (st) return st;
-    return kara_vocab_load(v, *g);
+    return kr_vocab_load(v, *g);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -185,10 +185,10 @@ static void bpe_body(image *im, const char *pre, bool with_merges, bool add_bos)
 }
 
 /* Tokenize and compare with the expected ids. */
-static void expect_ids(const kara_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
+static void expect_ids(const kr_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
                        const int32_t *want, int32_t n_want, const char *what) {
     int32_t got[256];
-    int32_t n = kara_vocab_tokenize(v, text, len, got, 256, add_special, parse_special);
+    int32_t n = kr_vocab_tokenize(v, text, len, got, 256, add_special, parse_special);
     bool same = n == n_want && (n == 0 || memcmp(got, want, (size_t)n * sizeof *got) == 0);
     char desc[2048];
     int k = 0;
@@ -207,12 +207,12 @@ static void expect_ids(const kara_vocab *v, const char *text, size_t len, bool a
 static void test_bpe(void) {
     image body = {0}, file;
     kara_gguf *g = NULL;
-    kara_vocab v;
+    kr_vocab v;
     bpe_body(&body, "qwen2", true, false);
     kara_status st = load(&body, &g, &file, &v);
     CHECK_MSG(st == KARA_OK, "BPE vocab loads: %s", kara_last_error());
     if (st) return;
-    CHECK_EQ_INT(v.kind, KARA_VOCAB_BPE);
+    CHECK_EQ_INT(v.kind, KR_VOCAB_BPE);
     CHECK_EQ_INT(v.n_tokens, BPE_N);
     CHECK_EQ_INT(v.eos, BPE_EOT);
     CHECK(!v.add_bos && !v.add_space_prefix);
@@ -243,29 +243,29 @@ static void test_bpe(void) {
 
     /* undersized output: -(needed) */
     int32_t one[1];
-    CHECK_EQ_INT(kara_vocab_tokenize(&v, " in the", 7, one, 1, false, false), -3);
-    CHECK_EQ_INT(kara_vocab_tokenize(&v, "", 0, one, 1, false, false), 0);
+    CHECK_EQ_INT(kr_vocab_tokenize(&v, " in the", 7, one, 1, false, false), -3);
+    CHECK_EQ_INT(kr_vocab_tokenize(&v, "", 0, one, 1, false, false), 0);
 
     /* pieces */
     char buf[64];
-    int32_t n = kara_vocab_token_to_piece(&v, BPE_SPACE_THE, buf, sizeof buf, false);
+    int32_t n = kr_vocab_token_to_piece(&v, BPE_SPACE_THE, buf, sizeof buf, false);
     CHECK(n == 4 && memcmp(buf, " the", 4) == 0);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, BPE_SPACE_THE, buf, 2, false), -4);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, '\n', buf, sizeof buf, false), 1);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, BPE_SPACE_THE, buf, 2, false), -4);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, '\n', buf, sizeof buf, false), 1);
     CHECK(buf[0] == '\n');
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, 0xAD, buf, sizeof buf, false), 1);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, 0xAD, buf, sizeof buf, false), 1);
     CHECK((unsigned char)buf[0] == 0xAD);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, BPE_EOT, buf, sizeof buf, false), 0);
-    n = kara_vocab_token_to_piece(&v, BPE_EOT, buf, sizeof buf, true);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, BPE_EOT, buf, sizeof buf, false), 0);
+    n = kr_vocab_token_to_piece(&v, BPE_EOT, buf, sizeof buf, true);
     CHECK(n == 13 && memcmp(buf, "<|endoftext|>", 13) == 0);
-    n = kara_vocab_token_to_piece(&v, BPE_THINK, buf, sizeof buf, false);
+    n = kr_vocab_token_to_piece(&v, BPE_THINK, buf, sizeof buf, false);
     CHECK(n == 7 && memcmp(buf, "<think>", 7) == 0);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, BPE_N, buf, sizeof buf, true), 0);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, -1, buf, sizeof buf, true), 0);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, BPE_N, buf, sizeof buf, true), 0);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, -1, buf, sizeof buf, true), 0);
 
     /* every byte round-trips through its token */
     for (int b = 0; b < 256; b++) {
-        n = kara_vocab_token_to_piece(&v, b, buf, sizeof buf, false);
+        n = kr_vocab_token_to_piece(&v, b, buf, sizeof buf, false);
         if (n != 1 || (unsigned char)buf[0] != b) {
             CHECK_MSG(false, "byte token %d gives %d bytes", b, n);
             break;
@@ -275,24 +275,24 @@ static void test_bpe(void) {
     /* detokenize(tokenize(s)) == s, also for text with the special tokens */
     const char *text = "he said \"2024\"\n\tthe <think>in\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd <|im_start|>";
     int32_t ids[256];
-    n = kara_vocab_tokenize(&v, text, strlen(text), ids, 256, false, true);
+    n = kr_vocab_tokenize(&v, text, strlen(text), ids, 256, false, true);
     CHECK(n > 0);
     char back[256];
-    int32_t m = kara_vocab_detokenize(&v, ids, n, back, sizeof back, true);
+    int32_t m = kr_vocab_detokenize(&v, ids, n, back, sizeof back, true);
     CHECK(m == (int32_t)strlen(text) && memcmp(back, text, (size_t)m) == 0);
-    CHECK_EQ_INT(kara_vocab_detokenize(&v, ids, n, back, 3, true), -(int32_t)strlen(text));
+    CHECK_EQ_INT(kr_vocab_detokenize(&v, ids, n, back, 3, true), -(int32_t)strlen(text));
 
     /* end of generation, types, lookups */
-    CHECK(kara_vocab_is_eog(&v, BPE_EOT));
-    CHECK(!kara_vocab_is_eog(&v, BPE_IM_START));
-    CHECK(!kara_vocab_is_eog(&v, BPE_N));
-    CHECK_EQ_INT(kara_vocab_token_type(&v, BPE_THINK), KARA_TOKEN_USER_DEFINED);
-    CHECK_EQ_INT(kara_vocab_find(&v, "he", 2), BPE_HE);
-    CHECK_EQ_INT(kara_vocab_find(&v, "hex", 3), -1);
-    kara_gguf_str t = kara_vocab_token_text(&v, BPE_SPACE_THE);
+    CHECK(kr_vocab_is_eog(&v, BPE_EOT));
+    CHECK(!kr_vocab_is_eog(&v, BPE_IM_START));
+    CHECK(!kr_vocab_is_eog(&v, BPE_N));
+    CHECK_EQ_INT(kr_vocab_token_type(&v, BPE_THINK), KR_TOKEN_USER_DEFINED);
+    CHECK_EQ_INT(kr_vocab_find(&v, "he", 2), BPE_HE);
+    CHECK_EQ_INT(kr_vocab_find(&v, "hex", 3), -1);
+    kara_gguf_str t = kr_vocab_token_text(&v, BPE_SPACE_THE);
     CHECK(t.len == 5 && memcmp(t.ptr, "\xc4\xa0the", 5) == 0);
 
-    kara_vocab_free(&v);
+    kr_vocab_free(&v);
     kara_gguf_close(g);
     free(file.data);
     free(body.data);
@@ -305,7 +305,7 @@ static void test_bpe(void) {
     if (!st) {
         EXPECT(&v, "he", true, false, BPE_EOT, BPE_HE);
         EXPECT(&v, "he", false, false, BPE_HE);
-        kara_vocab_free(&v);
+        kr_vocab_free(&v);
     }
     kara_gguf_close(g);
     free(file.data);
@@ -319,7 +319,7 @@ static void test_bpe(void) {
         CHECK(v.add_bos);
         /* llama3 keeps digits in groups of three (no merges for them here) */
         EXPECT(&v, "12345", true, false, BPE_EOT, '1', '2', '3', '4', '5');
-        kara_vocab_free(&v);
+        kr_vocab_free(&v);
     }
     kara_gguf_close(g);
     free(file.data);
@@ -378,19 +378,19 @@ static void spm_body(image *im, const char *name) {
 static void test_spm(void) {
     image body = {0}, file;
     kara_gguf *g = NULL;
-    kara_vocab v;
+    kr_vocab v;
     spm_body(&body, NULL);
     kara_status st = load(&body, &g, &file, &v);
     CHECK_MSG(st == KARA_OK, "SPM vocab loads: %s", kara_last_error());
     if (st) return;
     /* llama.cpp's SPM defaults when the keys are absent */
-    CHECK_EQ_INT(v.kind, KARA_VOCAB_SPM);
+    CHECK_EQ_INT(v.kind, KR_VOCAB_SPM);
     CHECK_EQ_INT(v.bos, 1);
     CHECK_EQ_INT(v.eos, 2);
     CHECK_EQ_INT(v.unk, 0);
     CHECK(v.add_bos && !v.add_eos && v.add_space_prefix);
     CHECK_EQ_INT(v.nl, SPM_BYTE('\n'));
-    CHECK(kara_vocab_is_eog(&v, SPM_EOS));
+    CHECK(kr_vocab_is_eog(&v, SPM_EOS));
 
     EXPECT(&v, "hello", false, false, SPM_SPACE_HELLO);
     EXPECT(&v, "hello", true, false, SPM_BOS, SPM_SPACE_HELLO);
@@ -406,23 +406,23 @@ static void test_spm(void) {
     EXPECT(&v, "", true, false, SPM_BOS);
 
     char buf[64];
-    int32_t n = kara_vocab_token_to_piece(&v, SPM_SPACE_HELLO, buf, sizeof buf, false);
+    int32_t n = kr_vocab_token_to_piece(&v, SPM_SPACE_HELLO, buf, sizeof buf, false);
     CHECK(n == 6 && memcmp(buf, " hello", 6) == 0);
-    n = kara_vocab_token_to_piece(&v, SPM_BYTE(0xC3), buf, sizeof buf, false);
+    n = kr_vocab_token_to_piece(&v, SPM_BYTE(0xC3), buf, sizeof buf, false);
     CHECK(n == 1 && (unsigned char)buf[0] == 0xC3);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, SPM_BOS, buf, sizeof buf, false), 0);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, SPM_UNK, buf, sizeof buf, true), 5);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, SPM_BOS, buf, sizeof buf, false), 0);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, SPM_UNK, buf, sizeof buf, true), 5);
 
     /* detokenize drops the prefix space only */
     const char *text = " hello\n\xc3\xa9hex  ";
     int32_t ids[128];
-    n = kara_vocab_tokenize(&v, text, strlen(text), ids, 128, true, false);
+    n = kr_vocab_tokenize(&v, text, strlen(text), ids, 128, true, false);
     CHECK(n > 1 && ids[0] == SPM_BOS);
     char back[128];
-    int32_t m = kara_vocab_detokenize(&v, ids + 1, n - 1, back, sizeof back, false);
+    int32_t m = kr_vocab_detokenize(&v, ids + 1, n - 1, back, sizeof back, false);
     CHECK(m == (int32_t)strlen(text) && memcmp(back, text, (size_t)m) == 0);
 
-    kara_vocab_free(&v);
+    kr_vocab_free(&v);
     kara_gguf_close(g);
     free(file.data);
     free(body.data);
@@ -434,7 +434,7 @@ static void test_spm(void) {
     CHECK_MSG(st == KARA_OK, "%s", kara_last_error());
     if (!st) {
         EXPECT(&v, "</s>  \nhello", false, true, SPM_EOS, SPM_SPACE_HELLO);
-        kara_vocab_free(&v);
+        kr_vocab_free(&v);
     }
     kara_gguf_close(g);
     free(file.data);
@@ -449,13 +449,13 @@ static void test_spm(void) {
 static void expect_error(const image *body, kara_status want, const char *needle, const char *needle2) {
     image file;
     kara_gguf *g = NULL;
-    kara_vocab v;
+    kr_vocab v;
     kara_status st = load(body, &g, &file, &v);
     const char *err = kara_last_error();
     CHECK_MSG(st == want, "expected status %d, got %d (%s)", want, st, err);
     CHECK_MSG(strstr(err, needle) != NULL, "error '%s' names '%s'", err, needle);
     if (needle2) CHECK_MSG(strstr(err, needle2) != NULL, "error '%s' names '%s'", err, needle2);
-    if (!st) kara_vocab_free(&v);
+    if (!st) kr_vocab_free(&v);
     kara_gguf_close(g);
     free(file.data);
 }
@@ -523,16 +523,16 @@ static void test_errors(void) {
     kv_str(&body, "general.architecture", "llama");
     image file;
     kara_gguf *g = NULL;
-    kara_vocab v;
+    kr_vocab v;
     char err[256];
     kara_status st = load(&body, &g, &file, &v);
     CHECK_EQ_INT(st, KARA_OK);
-    CHECK_EQ_INT(v.kind, KARA_VOCAB_NONE);
+    CHECK_EQ_INT(v.kind, KR_VOCAB_NONE);
     CHECK_EQ_INT(v.bos, -1);
     int32_t ids[4];
-    CHECK_EQ_INT(kara_vocab_tokenize(&v, "abc", 3, ids, 4, true, false), INT32_MIN);
-    CHECK_EQ_INT(kara_vocab_token_to_piece(&v, 0, err, sizeof err, true), 0);
-    kara_vocab_free(&v);
+    CHECK_EQ_INT(kr_vocab_tokenize(&v, "abc", 3, ids, 4, true, false), INT32_MIN);
+    CHECK_EQ_INT(kr_vocab_token_to_piece(&v, 0, err, sizeof err, true), 0);
+    kr_vocab_free(&v);
     kara_gguf_close(g);
     free(file.data);
     free(body.data);
@@ -542,5 +542,5 @@ int main(void) {
     test_bpe();
     test_spm();
     test_errors();
-    return kara_test_finish();
+    return kr_test_finish();
 }

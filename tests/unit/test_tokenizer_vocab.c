@@ -31,19 +31,19 @@ static const char *const vocab_names[] = {"qwen2",        "qwen35",         "lla
 
 typedef struct loaded {
     kara_gguf *g;
-    kara_vocab v;
+    kr_vocab v;
 } loaded;
 
 static bool open_vocab(const char *path, loaded *l) {
     kara_status st = kara_gguf_open(path, &l->g);
-    if (!st) st = kara_vocab_load(&l->v, l->g);
+    if (!st) st = kr_vocab_load(&l->v, l->g);
     CHECK_MSG(st == KARA_OK, "load %s: %s", path, kara_last_error());
     if (st) kara_gguf_close(l->g);
     return st == KARA_OK;
 }
 
 static void close_vocab(loaded *l) {
-    kara_vocab_free(&l->v);
+    kr_vocab_free(&l->v);
     kara_gguf_close(l->g);
 }
 
@@ -54,17 +54,17 @@ static double now(void) {
 }
 
 /* Tokenize into a malloc'd array; returns the count (or the error). */
-static int32_t tokenize(const kara_vocab *v, const char *text, size_t len, bool add, bool parse, int32_t **ids) {
+static int32_t tokenize(const kr_vocab *v, const char *text, size_t len, bool add, bool parse, int32_t **ids) {
     int32_t cap = (int32_t)len + 16;
     *ids = malloc((size_t)cap * sizeof **ids);
-    return kara_vocab_tokenize(v, text, len, *ids, cap, add, parse);
+    return kr_vocab_tokenize(v, text, len, *ids, cap, add, parse);
 }
 
 /* detokenize(ids) == want? */
-static bool round_trips(const kara_vocab *v, const int32_t *ids, int32_t n, const char *want, size_t len) {
+static bool round_trips(const kr_vocab *v, const int32_t *ids, int32_t n, const char *want, size_t len) {
     size_t cap = len * 2 + 64;
     char *back = malloc(cap);
-    int32_t m = kara_vocab_detokenize(v, ids, n, back, (int32_t)cap, true);
+    int32_t m = kr_vocab_detokenize(v, ids, n, back, (int32_t)cap, true);
     bool ok = m >= 0 && (size_t)m == len && memcmp(back, want, len) == 0;
     free(back);
     return ok;
@@ -74,13 +74,13 @@ static bool round_trips(const kara_vocab *v, const int32_t *ids, int32_t n, cons
 /* Test vectors                                                              */
 /* ------------------------------------------------------------------------ */
 
-static void test_vectors(const char *name, const kara_vocab *v) {
+static void test_vectors(const char *name, const kr_vocab *v) {
     char rel[256];
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", name);
     size_t n_inp, n_out;
-    char *inp = kara_test_read_file(kara_test_path(shared, rel), &n_inp);
+    char *inp = kr_test_read_file(kr_test_path(shared, rel), &n_inp);
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.out", name);
-    char *out = kara_test_read_file(kara_test_path(shared, rel), &n_out);
+    char *out = kr_test_read_file(kr_test_path(shared, rel), &n_out);
     CHECK_MSG(inp && out, "%s: test vectors readable", name);
     if (!inp || !out) {
         free(inp);
@@ -212,7 +212,7 @@ static size_t sanitize(const unsigned char *s, size_t n, char *o) {
     return k;
 }
 
-static void test_random(const char *name, const kara_vocab *v) {
+static void test_random(const char *name, const kr_vocab *v) {
     int bad_trip = 0, bad_invalid = 0;
     char text[4096], clean[8192];
     for (int iter = 0; iter < 150; iter++) {
@@ -234,7 +234,7 @@ static void test_random(const char *name, const kara_vocab *v) {
             free(ids);
             continue;
         }
-        if (v->kind == KARA_VOCAB_SPM) {
+        if (v->kind == KR_VOCAB_SPM) {
             int32_t skip = v->add_bos ? 1 : 0;
             if (!round_trips(v, ids + skip, n - skip, text, len) && !bad_invalid++)
                 CHECK_MSG(false, "%s: bytes %d do not round-trip", name, iter);
@@ -260,17 +260,17 @@ static void test_random(const char *name, const kara_vocab *v) {
 
 /* ids(text) == concatenation of the given parts, each a token text to find
  * (special) or plain text to tokenize on its own. */
-static void expect_parts(const kara_vocab *v, const char *text, const char *const *parts, const bool *is_special,
+static void expect_parts(const kr_vocab *v, const char *text, const char *const *parts, const bool *is_special,
                          size_t n_parts) {
     int32_t want[512];
     int32_t n_want = 0;
     for (size_t i = 0; i < n_parts; i++) {
         if (is_special[i]) {
-            int32_t id = kara_vocab_find(v, parts[i], strlen(parts[i]));
+            int32_t id = kr_vocab_find(v, parts[i], strlen(parts[i]));
             CHECK_MSG(id >= 0, "token '%s' exists", parts[i]);
             want[n_want++] = id;
         } else {
-            int32_t n = kara_vocab_tokenize(v, parts[i], strlen(parts[i]), want + n_want, 512 - n_want, false, false);
+            int32_t n = kr_vocab_tokenize(v, parts[i], strlen(parts[i]), want + n_want, 512 - n_want, false, false);
             CHECK(n >= 0);
             if (n > 0) n_want += n;
         }
@@ -287,7 +287,7 @@ static bool contains(const int32_t *ids, int32_t n, int32_t id) {
     return false;
 }
 
-static void test_special(const char *name, const kara_vocab *v) {
+static void test_special(const char *name, const kr_vocab *v) {
     if (!strcmp(name, "qwen2")) {
         const char *parts[] = {"<|im_start|>", "user\nHello", "<|im_end|>", "\n"};
         const bool sp[] = {true, false, true, false};
@@ -298,20 +298,20 @@ static void test_special(const char *name, const kara_vocab *v) {
         CHECK(n > 2 && !contains(ids, n, 151644) && !contains(ids, n, 151645));
         CHECK(round_trips(v, ids, n, t, strlen(t)));
         free(ids);
-        CHECK(kara_vocab_is_eog(v, 151643) && kara_vocab_is_eog(v, 151645) && !kara_vocab_is_eog(v, 151644));
+        CHECK(kr_vocab_is_eog(v, 151643) && kr_vocab_is_eog(v, 151645) && !kr_vocab_is_eog(v, 151644));
         CHECK_EQ_INT(v->eot, 151645);
     } else if (!strcmp(name, "llama-bpe")) {
         const char *parts[] = {"<|begin_of_text|>", "<|start_header_id|>", "user", "<|end_header_id|>",
                                "\n\nHi",           "<|eot_id|>"};
         const bool sp[] = {true, true, false, true, false, true};
         expect_parts(v, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", parts, sp, 6);
-        CHECK(kara_vocab_is_eog(v, 128001) && kara_vocab_is_eog(v, 128009) && !kara_vocab_is_eog(v, 128000));
+        CHECK(kr_vocab_is_eog(v, 128001) && kr_vocab_is_eog(v, 128009) && !kr_vocab_is_eog(v, 128000));
         CHECK(v->add_bos && v->bos == 128000);
     } else if (!strcmp(name, "deepseek-coder")) {
         /* a user-defined FIM token that llama.cpp turns into a control one */
         const char *hole = "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>";
-        int32_t id = kara_vocab_find(v, hole, strlen(hole));
-        CHECK(id == 32015 && kara_vocab_token_type(v, id) == KARA_TOKEN_CONTROL);
+        int32_t id = kr_vocab_find(v, hole, strlen(hole));
+        CHECK(id == 32015 && kr_vocab_token_type(v, id) == KR_TOKEN_CONTROL);
         char t[128];
         snprintf(t, sizeof t, "x%sy", hole);
         int32_t *ids;
@@ -322,8 +322,8 @@ static void test_special(const char *name, const kara_vocab *v) {
         CHECK(n > 0 && contains(ids, n, id));
         free(ids);
         /* user-defined single characters are matched even without parse_special */
-        int32_t oslash = kara_vocab_find(v, "\xc3\xb8", 2);
-        CHECK(oslash >= 32000 && kara_vocab_token_type(v, oslash) == KARA_TOKEN_USER_DEFINED);
+        int32_t oslash = kr_vocab_find(v, "\xc3\xb8", 2);
+        CHECK(oslash >= 32000 && kr_vocab_token_type(v, oslash) == KR_TOKEN_USER_DEFINED);
         n = tokenize(v, "a\xc3\xb8" "b", 4, false, false, &ids);
         CHECK(n == 3 && ids[1] == oslash);
         free(ids);
@@ -332,16 +332,16 @@ static void test_special(const char *name, const kara_vocab *v) {
         const bool sp[] = {true, false, true, false};
         /* Phi-3 drops the white space after its special tokens */
         expect_parts(v, "<|user|>\nhello<|end|> \n hi", parts, sp, 4);
-        CHECK(kara_vocab_is_eog(v, 32000) && kara_vocab_is_eog(v, 32007));
+        CHECK(kr_vocab_is_eog(v, 32000) && kr_vocab_is_eog(v, 32007));
     } else if (!strcmp(name, "llama-spm")) {
-        CHECK(kara_vocab_is_eog(v, 2) && !kara_vocab_is_eog(v, 1));
+        CHECK(kr_vocab_is_eog(v, 2) && !kr_vocab_is_eog(v, 1));
         CHECK_EQ_INT(v->nl, 13);
     }
 }
 
 /* SPM: merging word by word must equal merging the whole text. */
-static void test_spm_word_split(const char *name, const kara_vocab *v, const char *text, size_t len) {
-    if (v->kind != KARA_VOCAB_SPM) return;
+static void test_spm_word_split(const char *name, const kr_vocab *v, const char *text, size_t len) {
+    if (v->kind != KR_VOCAB_SPM) return;
     CHECK_MSG(v->impl->spm_word_split, "%s merges word by word", name);
     int32_t *a, *b;
     int32_t na = tokenize(v, text, len, true, false, &a);
@@ -395,17 +395,17 @@ static char *json_string(const char *json, const char *key, size_t *len) {
 
 static void test_reference(const char *json_name) {
     size_t n;
-    char *json = kara_test_read_file(kara_test_path(shared, json_name), &n);
+    char *json = kr_test_read_file(kr_test_path(shared, json_name), &n);
     if (!json) return;
     size_t len;
     char *model = json_string(json, "model_file", &len);
     char rel[256];
     snprintf(rel, sizeof rel, "models/%s", model);
-    const char *path = kara_test_path(shared, rel);
+    const char *path = kr_test_path(shared, rel);
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(rel, sizeof rel, "models/synth/%s", model);
-        path = kara_test_path(shared, rel);
+        path = kr_test_path(shared, rel);
     } else {
         fclose(f);
     }
@@ -417,7 +417,7 @@ static void test_reference(const char *json_name) {
     }
     char *prompt = json_string(json, "prompt", &len);
     double *want = NULL;
-    int n_want = kara_ref_array(json, "prompt_ids", &want);
+    int n_want = kr_ref_array(json, "prompt_ids", &want);
     int32_t *ids;
     int32_t m = tokenize(&l.v, prompt, len, true, false, &ids);
     bool same = m == n_want;
@@ -428,19 +428,19 @@ static void test_reference(const char *json_name) {
 
     /* greedy text = concatenated pieces (special = false) */
     double *greedy = NULL;
-    int n_greedy = kara_ref_array(json, "greedy_ids", &greedy);
+    int n_greedy = kr_ref_array(json, "greedy_ids", &greedy);
     size_t hex_len;
     char *hex = json_string(json, "greedy_text_hex", &hex_len);
     char *text = malloc(hex_len / 2 + 1), *got = malloc(hex_len / 2 + 4096);
     for (size_t i = 0; i + 1 < hex_len; i += 2) text[i / 2] = (char)strtoul((char[3]){hex[i], hex[i + 1], 0}, NULL, 16);
     size_t k = 0;
     for (int i = 0; i < n_greedy; i++) {
-        int32_t r = kara_vocab_token_to_piece(&l.v, (int32_t)greedy[i], got + k, 4096, false);
+        int32_t r = kr_vocab_token_to_piece(&l.v, (int32_t)greedy[i], got + k, 4096, false);
         if (r > 0) k += (size_t)r;
     }
     CHECK_MSG(k == hex_len / 2 && memcmp(got, text, k) == 0, "%s: greedy text from pieces", json_name);
     double bos;
-    if (kara_ref_number(json, "bos_id", &bos)) CHECK_EQ_INT(l.v.bos, (int)bos);
+    if (kr_ref_number(json, "bos_id", &bos)) CHECK_EQ_INT(l.v.bos, (int)bos);
     free(text);
     free(got);
     free(hex);
@@ -464,7 +464,7 @@ static char *mixed_text(size_t *len) {
     char rel[256];
     for (size_t i = 0; i < N_VOCABS; i++) {
         snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", vocab_names[i]);
-        inputs[i] = kara_test_read_file(kara_test_path(shared, rel), &in_len[i]);
+        inputs[i] = kr_test_read_file(kr_test_path(shared, rel), &in_len[i]);
     }
     static const char *snippets[] = {
         "The quick brown fox jumps over the lazy dog. It's 3:45pm and we've got 1,234,567 reasons! ",
@@ -494,11 +494,11 @@ static char *mixed_text(size_t *len) {
     return t;
 }
 
-static void test_speed(const kara_vocab *qwen2, const char *text, size_t len) {
+static void test_speed(const kr_vocab *qwen2, const char *text, size_t len) {
     size_t cap = (len > (1u << 20) ? len : (1u << 20)) + 16;
     int32_t *ids = malloc(cap * sizeof *ids);
     double t0 = now();
-    int32_t n = kara_vocab_tokenize(qwen2, text, len, ids, (int32_t)cap, false, false);
+    int32_t n = kr_vocab_tokenize(qwen2, text, len, ids, (int32_t)cap, false, false);
     double dt = now() - t0;
     printf("qwen2: %zu bytes of mixed text -> %d tokens in %.3f s (%.1f MB/s)\n", len, n, dt, (double)len / dt / 1e6);
     CHECK(n > 0 && round_trips(qwen2, ids, n, text, len));
@@ -508,7 +508,7 @@ static void test_speed(const kara_vocab *qwen2, const char *text, size_t len) {
     char *digits = malloc(1u << 20);
     for (size_t i = 0; i < (1u << 20); i++) digits[i] = (char)('0' + i % 10);
     t0 = now();
-    n = kara_vocab_tokenize(qwen2, digits, 1u << 20, ids, (int32_t)cap, false, false);
+    n = kr_vocab_tokenize(qwen2, digits, 1u << 20, ids, (int32_t)cap, false, false);
     dt = now() - t0;
     printf("qwen2: 1 MB of digits -> %d tokens in %.3f s\n", n, dt);
     CHECK_EQ_INT(n, 1 << 20);
@@ -518,7 +518,7 @@ static void test_speed(const kara_vocab *qwen2, const char *text, size_t len) {
 }
 
 int main(void) {
-    shared = kara_test_require_shared("test_tokenizer_vocab");
+    shared = kr_test_require_shared("test_tokenizer_vocab");
     size_t mixed_len;
     char *mixed = mixed_text(&mixed_len);
 
@@ -527,7 +527,7 @@ int main(void) {
         snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", vocab_names[i]);
         loaded l;
         double t0 = now();
-        if (!open_vocab(kara_test_path(shared, rel), &l)) continue;
+        if (!open_vocab(kr_test_path(shared, rel), &l)) continue;
         printf("%-15s loaded in %.3f s (%d tokens, pre '%s')\n", vocab_names[i], now() - t0, l.v.n_tokens, l.v.pre);
         test_vectors(vocab_names[i], &l.v);
         test_random(vocab_names[i], &l.v);
@@ -545,5 +545,5 @@ int main(void) {
         test_reference(rel);
     }
     free(mixed);
-    return kara_test_finish();
+    return kr_test_finish();
 }

@@ -19,26 +19,26 @@
 static void test_categories(void) {
     /* Totals from DerivedGeneralCategory-15.0.0.txt */
     static const struct {
-        kara_ucat cat;
+        kr_ucat cat;
         long count;
     } totals[] = {
-        {KARA_UCAT_Cn, 825345}, {KARA_UCAT_Lu, 1831}, {KARA_UCAT_Ll, 2233}, {KARA_UCAT_Lt, 31},
-        {KARA_UCAT_Lm, 397},    {KARA_UCAT_Lo, 131612}, {KARA_UCAT_Mn, 1985}, {KARA_UCAT_Me, 13},
-        {KARA_UCAT_Mc, 452},    {KARA_UCAT_Nd, 680},  {KARA_UCAT_Nl, 236},  {KARA_UCAT_No, 915},
-        {KARA_UCAT_Zs, 17},     {KARA_UCAT_Zl, 1},    {KARA_UCAT_Zp, 1},    {KARA_UCAT_Cc, 65},
-        {KARA_UCAT_Cf, 170},    {KARA_UCAT_Co, 137468}, {KARA_UCAT_Cs, 2048}, {KARA_UCAT_Pd, 26},
-        {KARA_UCAT_Ps, 79},     {KARA_UCAT_Pe, 77},   {KARA_UCAT_Pc, 10},   {KARA_UCAT_Po, 628},
-        {KARA_UCAT_Sm, 948},    {KARA_UCAT_Sc, 63},   {KARA_UCAT_Sk, 125},  {KARA_UCAT_So, 6634},
-        {KARA_UCAT_Pi, 12},     {KARA_UCAT_Pf, 10},
+        {KR_UCAT_Cn, 825345}, {KR_UCAT_Lu, 1831}, {KR_UCAT_Ll, 2233}, {KR_UCAT_Lt, 31},
+        {KR_UCAT_Lm, 397},    {KR_UCAT_Lo, 131612}, {KR_UCAT_Mn, 1985}, {KR_UCAT_Me, 13},
+        {KR_UCAT_Mc, 452},    {KR_UCAT_Nd, 680},  {KR_UCAT_Nl, 236},  {KR_UCAT_No, 915},
+        {KR_UCAT_Zs, 17},     {KR_UCAT_Zl, 1},    {KR_UCAT_Zp, 1},    {KR_UCAT_Cc, 65},
+        {KR_UCAT_Cf, 170},    {KR_UCAT_Co, 137468}, {KR_UCAT_Cs, 2048}, {KR_UCAT_Pd, 26},
+        {KR_UCAT_Ps, 79},     {KR_UCAT_Pe, 77},   {KR_UCAT_Pc, 10},   {KR_UCAT_Po, 628},
+        {KR_UCAT_Sm, 948},    {KR_UCAT_Sc, 63},   {KR_UCAT_Sk, 125},  {KR_UCAT_So, 6634},
+        {KR_UCAT_Pi, 12},     {KR_UCAT_Pf, 10},
     };
-    long count[KARA_UCAT_COUNT] = {0};
+    long count[KR_UCAT_COUNT] = {0};
     long ws = 0, letters = 0;
     for (uint32_t c = 0; c < 0x110000; c++) {
-        kara_ucat cat = kara_unicode_category(c);
-        if ((unsigned)cat < KARA_UCAT_COUNT) count[cat]++;
-        uint8_t cls = kara_unicode_class(c);
-        if (cls & KARA_UCLASS_WHITESPACE) ws++;
-        if (cls & KARA_UCLASS_LETTER) letters++;
+        kr_ucat cat = kr_unicode_category(c);
+        if ((unsigned)cat < KR_UCAT_COUNT) count[cat]++;
+        uint8_t cls = kr_unicode_class(c);
+        if (cls & KR_UCLASS_WHITESPACE) ws++;
+        if (cls & KR_UCLASS_LETTER) letters++;
     }
     for (size_t i = 0; i < sizeof totals / sizeof totals[0]; i++)
         CHECK_MSG(count[totals[i].cat] == totals[i].count, "category %d has %ld code points, Unicode says %ld",
@@ -49,55 +49,55 @@ static void test_categories(void) {
     static const uint32_t white[] = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x200A, 0x2028,
                                      0x2029, 0x202F, 0x205F, 0x3000};
     for (size_t i = 0; i < sizeof white / sizeof white[0]; i++)
-        CHECK_MSG(kara_unicode_class(white[i]) & KARA_UCLASS_WHITESPACE, "U+%04X is white space", white[i]);
-    CHECK(!(kara_unicode_class(0x200B) & KARA_UCLASS_WHITESPACE)); /* zero width space is Cf */
-    CHECK(!(kara_unicode_class(0x1C) & KARA_UCLASS_WHITESPACE));
+        CHECK_MSG(kr_unicode_class(white[i]) & KR_UCLASS_WHITESPACE, "U+%04X is white space", white[i]);
+    CHECK(!(kr_unicode_class(0x200B) & KR_UCLASS_WHITESPACE)); /* zero width space is Cf */
+    CHECK(!(kr_unicode_class(0x1C) & KR_UCLASS_WHITESPACE));
 
-    CHECK_EQ_INT(kara_unicode_category('A'), KARA_UCAT_Lu);
-    CHECK_EQ_INT(kara_unicode_category('z'), KARA_UCAT_Ll);
-    CHECK_EQ_INT(kara_unicode_category('7'), KARA_UCAT_Nd);
-    CHECK_EQ_INT(kara_unicode_category('$'), KARA_UCAT_Sc);
-    CHECK_EQ_INT(kara_unicode_category('_'), KARA_UCAT_Pc);
-    CHECK_EQ_INT(kara_unicode_category(0x0301), KARA_UCAT_Mn);
-    CHECK_EQ_INT(kara_unicode_category(0x4E00), KARA_UCAT_Lo);   /* inside a First/Last range */
-    CHECK_EQ_INT(kara_unicode_category(0xD7A3), KARA_UCAT_Lo);   /* last Hangul syllable */
-    CHECK_EQ_INT(kara_unicode_category(0x1F600), KARA_UCAT_So);
-    CHECK_EQ_INT(kara_unicode_category(0x0378), KARA_UCAT_Cn);
-    CHECK_EQ_INT(kara_unicode_category(0x110000), KARA_UCAT_Cn);
-    CHECK_EQ_INT(kara_unicode_class(0x00BD), KARA_UCLASS_NUMBER); /* ½ is No */
-    CHECK_EQ_INT(kara_unicode_class(0x3002), KARA_UCLASS_PUNCT);
-    CHECK_EQ_INT(kara_unicode_class(0x3000), KARA_UCLASS_SEPARATOR | KARA_UCLASS_WHITESPACE);
-    CHECK_EQ_INT(kara_unicode_class(0xFFFD), KARA_UCLASS_SYMBOL);
+    CHECK_EQ_INT(kr_unicode_category('A'), KR_UCAT_Lu);
+    CHECK_EQ_INT(kr_unicode_category('z'), KR_UCAT_Ll);
+    CHECK_EQ_INT(kr_unicode_category('7'), KR_UCAT_Nd);
+    CHECK_EQ_INT(kr_unicode_category('$'), KR_UCAT_Sc);
+    CHECK_EQ_INT(kr_unicode_category('_'), KR_UCAT_Pc);
+    CHECK_EQ_INT(kr_unicode_category(0x0301), KR_UCAT_Mn);
+    CHECK_EQ_INT(kr_unicode_category(0x4E00), KR_UCAT_Lo);   /* inside a First/Last range */
+    CHECK_EQ_INT(kr_unicode_category(0xD7A3), KR_UCAT_Lo);   /* last Hangul syllable */
+    CHECK_EQ_INT(kr_unicode_category(0x1F600), KR_UCAT_So);
+    CHECK_EQ_INT(kr_unicode_category(0x0378), KR_UCAT_Cn);
+    CHECK_EQ_INT(kr_unicode_category(0x110000), KR_UCAT_Cn);
+    CHECK_EQ_INT(kr_unicode_class(0x00BD), KR_UCLASS_NUMBER); /* ½ is No */
+    CHECK_EQ_INT(kr_unicode_class(0x3002), KR_UCLASS_PUNCT);
+    CHECK_EQ_INT(kr_unicode_class(0x3000), KR_UCLASS_SEPARATOR | KR_UCLASS_WHITESPACE);
+    CHECK_EQ_INT(kr_unicode_class(0xFFFD), KR_UCLASS_SYMBOL);
 }
 
 static void test_case_and_nfd(void) {
-    CHECK_EQ_INT(kara_unicode_tolower('A'), 'a');
-    CHECK_EQ_INT(kara_unicode_tolower('a'), 'a');
-    CHECK_EQ_INT(kara_unicode_tolower(0xC9), 0xE9);
-    CHECK_EQ_INT(kara_unicode_tolower(0x130), 'i');
-    CHECK_EQ_INT(kara_unicode_tolower(0x212A), 'k');  /* Kelvin sign */
-    CHECK_EQ_INT(kara_unicode_toupper(0xFF), 0x178);
-    CHECK_EQ_INT(kara_unicode_toupper(0x1C6), 0x1C4);
-    CHECK_EQ_INT(kara_unicode_toupper(0x10428), 0x10400);
-    CHECK_EQ_INT(kara_unicode_toupper('!'), '!');
+    CHECK_EQ_INT(kr_unicode_tolower('A'), 'a');
+    CHECK_EQ_INT(kr_unicode_tolower('a'), 'a');
+    CHECK_EQ_INT(kr_unicode_tolower(0xC9), 0xE9);
+    CHECK_EQ_INT(kr_unicode_tolower(0x130), 'i');
+    CHECK_EQ_INT(kr_unicode_tolower(0x212A), 'k');  /* Kelvin sign */
+    CHECK_EQ_INT(kr_unicode_toupper(0xFF), 0x178);
+    CHECK_EQ_INT(kr_unicode_toupper(0x1C6), 0x1C4);
+    CHECK_EQ_INT(kr_unicode_toupper(0x10428), 0x10400);
+    CHECK_EQ_INT(kr_unicode_toupper('!'), '!');
 
     uint32_t d[KARA_UNICODE_MAX_DECOMP];
-    CHECK(kara_unicode_nfd(0xE9, d) == 2 && d[0] == 'e' && d[1] == 0x301);
-    CHECK(kara_unicode_nfd(0x212B, d) == 2 && d[0] == 'A' && d[1] == 0x30A);
-    CHECK(kara_unicode_nfd(0x1F87, d) == 4 && d[0] == 0x3B1 && d[1] == 0x314 && d[2] == 0x342 && d[3] == 0x345);
-    CHECK(kara_unicode_nfd(0xAC00, d) == 2 && d[0] == 0x1100 && d[1] == 0x1161);
-    CHECK(kara_unicode_nfd(0xAC01, d) == 3 && d[0] == 0x1100 && d[1] == 0x1161 && d[2] == 0x11A8);
-    CHECK(kara_unicode_nfd('A', d) == 1 && d[0] == 'A');
+    CHECK(kr_unicode_nfd(0xE9, d) == 2 && d[0] == 'e' && d[1] == 0x301);
+    CHECK(kr_unicode_nfd(0x212B, d) == 2 && d[0] == 'A' && d[1] == 0x30A);
+    CHECK(kr_unicode_nfd(0x1F87, d) == 4 && d[0] == 0x3B1 && d[1] == 0x314 && d[2] == 0x342 && d[3] == 0x345);
+    CHECK(kr_unicode_nfd(0xAC00, d) == 2 && d[0] == 0x1100 && d[1] == 0x1161);
+    CHECK(kr_unicode_nfd(0xAC01, d) == 3 && d[0] == 0x1100 && d[1] == 0x1161 && d[2] == 0x11A8);
+    CHECK(kr_unicode_nfd('A', d) == 1 && d[0] == 'A');
 
     /* every decomposition is complete: its parts do not decompose further */
     long n_decomposed = 0, not_full = 0;
     for (uint32_t c = 0; c < 0x110000; c++) {
-        size_t n = kara_unicode_nfd(c, d);
+        size_t n = kr_unicode_nfd(c, d);
         if (n == 1 && d[0] == c) continue;
         n_decomposed++;
         for (size_t i = 0; i < n; i++) {
             uint32_t e[KARA_UNICODE_MAX_DECOMP];
-            if (kara_unicode_nfd(d[i], e) != 1 || e[0] != d[i]) not_full++;
+            if (kr_unicode_nfd(d[i], e) != 1 || e[0] != d[i]) not_full++;
         }
     }
     /* 2061 listed canonical decompositions + 11172 Hangul syllables */
@@ -107,27 +107,27 @@ static void test_case_and_nfd(void) {
 
 static void test_utf8(void) {
     size_t n;
-    CHECK(kara_utf8_decode((const uint8_t *)"\xC3\xA9", 2, &n) == 0xE9 && n == 2);
-    CHECK(kara_utf8_decode((const uint8_t *)"\xF0\x9F\x98\x80", 4, &n) == 0x1F600 && n == 4);
-    CHECK(kara_utf8_decode((const uint8_t *)"\xC3", 1, &n) == 0xFFFD && n == 1);         /* truncated */
-    CHECK(kara_utf8_decode((const uint8_t *)"\xE4\xBD" "A", 3, &n) == 0xFFFD && n == 1);  /* bad continuation */
-    CHECK(kara_utf8_decode((const uint8_t *)"\x80", 1, &n) == 0xFFFD && n == 1);         /* lone continuation */
-    CHECK(kara_utf8_decode((const uint8_t *)"\xFF", 1, &n) == 0xFFFD && n == 1);
-    CHECK(kara_utf8_decode((const uint8_t *)"\xF4\x90\x80\x80", 4, &n) == 0xFFFD && n == 1); /* > U+10FFFF */
+    CHECK(kr_utf8_decode((const uint8_t *)"\xC3\xA9", 2, &n) == 0xE9 && n == 2);
+    CHECK(kr_utf8_decode((const uint8_t *)"\xF0\x9F\x98\x80", 4, &n) == 0x1F600 && n == 4);
+    CHECK(kr_utf8_decode((const uint8_t *)"\xC3", 1, &n) == 0xFFFD && n == 1);         /* truncated */
+    CHECK(kr_utf8_decode((const uint8_t *)"\xE4\xBD" "A", 3, &n) == 0xFFFD && n == 1);  /* bad continuation */
+    CHECK(kr_utf8_decode((const uint8_t *)"\x80", 1, &n) == 0xFFFD && n == 1);         /* lone continuation */
+    CHECK(kr_utf8_decode((const uint8_t *)"\xFF", 1, &n) == 0xFFFD && n == 1);
+    CHECK(kr_utf8_decode((const uint8_t *)"\xF4\x90\x80\x80", 4, &n) == 0xFFFD && n == 1); /* > U+10FFFF */
     /* as in llama.cpp: overlong forms and surrogates decode to their value */
-    CHECK(kara_utf8_decode((const uint8_t *)"\xC0\x80", 2, &n) == 0 && n == 2);
-    CHECK(kara_utf8_decode((const uint8_t *)"\xED\xA0\x80", 3, &n) == 0xD800 && n == 3);
-    CHECK_EQ_INT(kara_utf8_seq_len(0x41), 1);
-    CHECK_EQ_INT(kara_utf8_seq_len(0x80), 1);
-    CHECK_EQ_INT(kara_utf8_seq_len(0xC3), 2);
-    CHECK_EQ_INT(kara_utf8_seq_len(0xE2), 3);
-    CHECK_EQ_INT(kara_utf8_seq_len(0xF0), 4);
+    CHECK(kr_utf8_decode((const uint8_t *)"\xC0\x80", 2, &n) == 0 && n == 2);
+    CHECK(kr_utf8_decode((const uint8_t *)"\xED\xA0\x80", 3, &n) == 0xD800 && n == 3);
+    CHECK_EQ_INT(kr_utf8_seq_len(0x41), 1);
+    CHECK_EQ_INT(kr_utf8_seq_len(0x80), 1);
+    CHECK_EQ_INT(kr_utf8_seq_len(0xC3), 2);
+    CHECK_EQ_INT(kr_utf8_seq_len(0xE2), 3);
+    CHECK_EQ_INT(kr_utf8_seq_len(0xF0), 4);
 
     long bad = 0;
     for (uint32_t c = 0; c < 0x110000; c++) {
         uint8_t buf[4];
-        size_t k = kara_utf8_encode(c, buf);
-        if (kara_utf8_decode(buf, k, &n) != c || n != k) bad++;
+        size_t k = kr_utf8_encode(c, buf);
+        if (kr_utf8_decode(buf, k, &n) != c || n != k) bad++;
     }
     CHECK_EQ_INT(bad, 0);
 }
@@ -136,27 +136,27 @@ static void test_gpt2_bytes(void) {
     bool seen[0x144] = {false};
     int above = 0, bad = 0;
     for (int b = 0; b < 256; b++) {
-        uint32_t c = kara_bpe_byte_to_cpt((uint8_t)b);
+        uint32_t c = kr_bpe_byte_to_cpt((uint8_t)b);
         if (c < 0x21 || c > 0x143 || seen[c]) bad++;
         else seen[c] = true;
-        if (kara_bpe_cpt_to_byte(c) != b) bad++;
+        if (kr_bpe_cpt_to_byte(c) != b) bad++;
         if (c >= 0x100) above++;
         bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         if (printable && c != (uint32_t)b) bad++;
     }
     CHECK_EQ_INT(bad, 0);
     CHECK_EQ_INT(above, 68);
-    CHECK_EQ_INT(kara_bpe_byte_to_cpt(' '), 0x120);   /* 'Ġ' */
-    CHECK_EQ_INT(kara_bpe_byte_to_cpt('\n'), 0x10A);  /* 'Ċ' */
-    CHECK_EQ_INT(kara_bpe_cpt_to_byte(0x144), -1);
-    CHECK_EQ_INT(kara_bpe_cpt_to_byte(0x20), -1);
+    CHECK_EQ_INT(kr_bpe_byte_to_cpt(' '), 0x120);   /* 'Ġ' */
+    CHECK_EQ_INT(kr_bpe_byte_to_cpt('\n'), 0x10A);  /* 'Ċ' */
+    CHECK_EQ_INT(kr_bpe_cpt_to_byte(0x144), -1);
+    CHECK_EQ_INT(kr_bpe_cpt_to_byte(0x20), -1);
 }
 
 int main(void) {
-    printf("Unicode tables: version %s\n", kara_unicode_version);
+    printf("Unicode tables: version %s\n", kr_unicode_version);
     test_categories();
     test_case_and_nfd();
     test_utf8();
     test_gpt2_bytes();
-    return kara_test_finish();
+    return kr_test_finish();
 }

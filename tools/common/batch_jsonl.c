@@ -11,7 +11,7 @@
 #include "strset.h"
 
 /* "input line N[, column C]: message" - column only when a value is named. */
-static bool req_error(char *err, size_t size, const char **code, const char *which, int line, const kara_json *at,
+static bool req_error(char *err, size_t size, const char **code, const char *which, int line, const kr_json *at,
                       const char *fmt, ...) {
     *code = which;
     int w = at ? snprintf(err, size, "input line %d, column %d: ", line, at->col)
@@ -31,19 +31,19 @@ static bool blank(const char *s, size_t n) {
     return true;
 }
 
-int kara_batch_request_id(const char *text, size_t len, int line_no, kara_json_doc *doc, const char **id) {
+int kr_batch_request_id(const char *text, size_t len, int line_no, kr_json_doc *doc, const char **id) {
     *id = NULL;
     if (blank(text, len)) return -1;
     char err[8];
-    if (!kara_json_parse(text, len, line_no, doc, err, sizeof err)) return 0;
-    const kara_json *v = kara_json_get(doc->root, "custom_id");
-    if (!v && kara_json_get(doc->root, "prompt")) v = kara_json_get(doc->root, "id");
-    if (!v || v->type != KARA_JSON_STRING || v->len == 0 || strlen(v->str) != v->len) return 0;
+    if (!kr_json_parse(text, len, line_no, doc, err, sizeof err)) return 0;
+    const kr_json *v = kr_json_get(doc->root, "custom_id");
+    if (!v && kr_json_get(doc->root, "prompt")) v = kr_json_get(doc->root, "id");
+    if (!v || v->type != KR_JSON_STRING || v->len == 0 || strlen(v->str) != v->len) return 0;
     *id = v->str;
     return 1;
 }
 
-void kara_batch_request_free(kara_batch_request *r) {
+void kr_batch_request_free(kr_batch_request *r) {
     free(r->msgs);
     free(r->text_store);
     r->msgs = NULL;
@@ -51,16 +51,16 @@ void kara_batch_request_free(kara_batch_request *r) {
 }
 
 /* A number in [lo, hi] into *out. */
-static bool get_number(const kara_json *obj, const char *key, double lo, double hi, bool integer, bool *has,
+static bool get_number(const kr_json *obj, const char *key, double lo, double hi, bool integer, bool *has,
                        double *out, int line, char *err, size_t size, const char **code) {
-    const kara_json *v = kara_json_get(obj, key);
+    const kr_json *v = kr_json_get(obj, key);
     *has = false;
-    if (!v || v->type == KARA_JSON_NULL) return true;
-    if (v->type != KARA_JSON_NUMBER || (integer && v->number != floor(v->number)))
-        return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, v, "%s must be %s, got %s", key,
-                         integer ? "an integer" : "a number", kara_json_type_name(v->type));
+    if (!v || v->type == KR_JSON_NULL) return true;
+    if (v->type != KR_JSON_NUMBER || (integer && v->number != floor(v->number)))
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, v, "%s must be %s, got %s", key,
+                         integer ? "an integer" : "a number", kr_json_type_name(v->type));
     if (v->number < lo || v->number > hi)
-        return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, v, "%s %g is out of range [%g, %g]", key,
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, v, "%s %g is out of range [%g, %g]", key,
                          v->number, lo, hi);
     *has = true;
     *out = v->number;
@@ -69,29 +69,29 @@ static bool get_number(const kara_json *obj, const char *key, double lo, double 
 
 /* The text of a message's content: a string, or an array of parts of which
  * the {"type":"text","text":...} ones are joined. */
-static bool content_text(kara_batch_request *r, const kara_json *c, size_t *store_used, size_t store_cap,
+static bool content_text(kr_batch_request *r, const kr_json *c, size_t *store_used, size_t store_cap,
                          const char **out, int line, char *err, size_t size, const char **code) {
-    if (c->type == KARA_JSON_STRING) {
+    if (c->type == KR_JSON_STRING) {
         if (strlen(c->str) != c->len)
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, c, "content holds a NUL character");
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, c, "content holds a NUL character");
         *out = c->str;
         return true;
     }
-    if (c->type != KARA_JSON_ARRAY)
-        return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, c,
-                         "content must be a string or an array of parts, got %s", kara_json_type_name(c->type));
+    if (c->type != KR_JSON_ARRAY)
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, c,
+                         "content must be a string or an array of parts, got %s", kr_json_type_name(c->type));
     char *dst = r->text_store + *store_used;
     size_t n = 0;
-    for (const kara_json *part = c->first; part; part = part->next) {
-        const kara_json *type = kara_json_get(part, "type");
-        const kara_json *text = kara_json_get(part, "text");
-        if (!type || type->type != KARA_JSON_STRING || strcmp(type->str, "text"))
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, part,
+    for (const kr_json *part = c->first; part; part = part->next) {
+        const kr_json *type = kr_json_get(part, "type");
+        const kr_json *text = kr_json_get(part, "text");
+        if (!type || type->type != KR_JSON_STRING || strcmp(type->str, "text"))
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, part,
                              "only content parts of type \"text\" are supported");
-        if (!text || text->type != KARA_JSON_STRING || strlen(text->str) != text->len)
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, part, "a text part needs a \"text\" string");
+        if (!text || text->type != KR_JSON_STRING || strlen(text->str) != text->len)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, part, "a text part needs a \"text\" string");
         if (*store_used + n + text->len + 1 > store_cap)
-            return req_error(err, size, code, KARA_BATCH_ERR_INTERNAL, line, part, "content parts too large");
+            return req_error(err, size, code, KR_BATCH_ERR_INTERNAL, line, part, "content parts too large");
         memcpy(dst + n, text->str, text->len);
         n += text->len;
     }
@@ -101,29 +101,29 @@ static bool content_text(kara_batch_request *r, const kara_json *c, size_t *stor
     return true;
 }
 
-static bool parse_messages(kara_batch_request *r, const kara_json *msgs, size_t line_len, int line, char *err,
+static bool parse_messages(kr_batch_request *r, const kr_json *msgs, size_t line_len, int line, char *err,
                            size_t size, const char **code) {
-    if (msgs->type != KARA_JSON_ARRAY || msgs->len == 0)
-        return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, msgs, "messages must be a non-empty array");
+    if (msgs->type != KR_JSON_ARRAY || msgs->len == 0)
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, msgs, "messages must be a non-empty array");
     r->msgs = calloc(msgs->len, sizeof *r->msgs);
     /* joined content parts are never longer than the line itself */
     r->text_store = malloc(line_len + msgs->len + 1);
-    if (!r->msgs || !r->text_store) return req_error(err, size, code, KARA_BATCH_ERR_INTERNAL, line, NULL, "out of memory");
+    if (!r->msgs || !r->text_store) return req_error(err, size, code, KR_BATCH_ERR_INTERNAL, line, NULL, "out of memory");
     size_t used = 0;
     static const char *roles[] = {"system", "user", "assistant", "tool", "developer"};
-    for (const kara_json *m = msgs->first; m; m = m->next) {
-        if (m->type != KARA_JSON_OBJECT)
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, m, "each message must be an object");
-        const kara_json *role = kara_json_get(m, "role"), *content = kara_json_get(m, "content");
-        if (!role || role->type != KARA_JSON_STRING)
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, m, "a message needs a \"role\" string");
+    for (const kr_json *m = msgs->first; m; m = m->next) {
+        if (m->type != KR_JSON_OBJECT)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, m, "each message must be an object");
+        const kr_json *role = kr_json_get(m, "role"), *content = kr_json_get(m, "content");
+        if (!role || role->type != KR_JSON_STRING)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, m, "a message needs a \"role\" string");
         size_t k = 0;
         while (k < sizeof roles / sizeof roles[0] && strcmp(roles[k], role->str)) k++;
         if (k == sizeof roles / sizeof roles[0])
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, role,
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, role,
                              "unknown role \"%s\" (system, user, assistant, tool, developer)", role->str);
-        if (!content || content->type == KARA_JSON_NULL)
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, m, "a message needs \"content\"");
+        if (!content || content->type == KR_JSON_NULL)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, m, "a message needs \"content\"");
         kara_chat_message *out = &r->msgs[r->n_msgs++];
         out->role = k == 4 ? "system" : roles[k]; /* OpenAI's developer role is the system prompt */
         if (!content_text(r, content, &used, line_len + msgs->len + 1, &out->content, line, err, size, code))
@@ -133,11 +133,11 @@ static bool parse_messages(kara_batch_request *r, const kara_json *msgs, size_t 
 }
 
 /* The sampling keys, the same in a body and in the plain form. */
-static bool parse_sampling(kara_batch_request *r, const kara_json *o, int line, char *err, size_t size,
+static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char *err, size_t size,
                            const char **code) {
     double x;
     bool has;
-    const char *mt = kara_json_get(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    const char *mt = kr_json_get(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (!get_number(o, mt, 1, 16777216, true, &has, &x, line, err, size, code)) return false;
     r->max_tokens = has ? (int32_t)x : -1;
     if (!get_number(o, "temperature", 0, 100, false, &r->has_temperature, &x, line, err, size, code)) return false;
@@ -145,7 +145,7 @@ static bool parse_sampling(kara_batch_request *r, const kara_json *o, int line, 
     if (!get_number(o, "top_p", 0, 1, false, &r->has_top_p, &x, line, err, size, code)) return false;
     r->top_p = (float)x;
     if (r->has_top_p && r->top_p <= 0)
-        return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, kara_json_get(o, "top_p"),
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, kr_json_get(o, "top_p"),
                          "top_p must be above 0");
     if (!get_number(o, "top_k", -1, 16777216, true, &r->has_top_k, &x, line, err, size, code)) return false;
     r->top_k = x < 0 ? 0 : (int32_t)x;
@@ -162,169 +162,169 @@ static bool parse_sampling(kara_batch_request *r, const kara_json *o, int line, 
         snprintf(err, size, "input line %d: only n = 1 is supported", line);
         return false;
     }
-    const kara_json *stream = kara_json_get(o, "stream");
-    if (stream && !(stream->type == KARA_JSON_NULL || (stream->type == KARA_JSON_BOOL && !stream->boolean)))
-        return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, stream, "stream must be false in a batch");
-    const kara_json *stop = kara_json_get(o, "stop");
-    if (stop && stop->type != KARA_JSON_NULL) {
-        const kara_json *items = stop->type == KARA_JSON_ARRAY ? stop->first : stop;
-        if (stop->type != KARA_JSON_ARRAY && stop->type != KARA_JSON_STRING)
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, stop,
+    const kr_json *stream = kr_json_get(o, "stream");
+    if (stream && !(stream->type == KR_JSON_NULL || (stream->type == KR_JSON_BOOL && !stream->boolean)))
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, stream, "stream must be false in a batch");
+    const kr_json *stop = kr_json_get(o, "stop");
+    if (stop && stop->type != KR_JSON_NULL) {
+        const kr_json *items = stop->type == KR_JSON_ARRAY ? stop->first : stop;
+        if (stop->type != KR_JSON_ARRAY && stop->type != KR_JSON_STRING)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, stop,
                              "stop must be a string or an array of strings");
-        for (const kara_json *s = items; s; s = stop->type == KARA_JSON_ARRAY ? s->next : NULL) {
-            if (s->type != KARA_JSON_STRING || s->len < 1 || s->len > 255 || strlen(s->str) != s->len)
-                return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, s,
+        for (const kr_json *s = items; s; s = stop->type == KR_JSON_ARRAY ? s->next : NULL) {
+            if (s->type != KR_JSON_STRING || s->len < 1 || s->len > 255 || strlen(s->str) != s->len)
+                return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, s,
                                  "each stop string must have 1 to 255 bytes");
-            if (r->n_stop == KARA_BATCH_MAX_STOP)
-                return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, s, "at most %d stop strings",
-                                 KARA_BATCH_MAX_STOP);
+            if (r->n_stop == KR_BATCH_MAX_STOP)
+                return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, s, "at most %d stop strings",
+                                 KR_BATCH_MAX_STOP);
             r->stop[r->n_stop++] = s->str;
         }
     }
-    const kara_json *kw = kara_json_get(o, "chat_template_kwargs");
-    const kara_json *et = kara_json_get(kw, "enable_thinking");
+    const kr_json *kw = kr_json_get(o, "chat_template_kwargs");
+    const kr_json *et = kr_json_get(kw, "enable_thinking");
     r->think = -1;
     if (et) {
-        if (et->type != KARA_JSON_BOOL)
-            return req_error(err, size, code, KARA_BATCH_ERR_REQUEST, line, et, "enable_thinking must be true or false");
+        if (et->type != KR_JSON_BOOL)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, et, "enable_thinking must be true or false");
         r->think = et->boolean;
     }
-    const kara_json *model = kara_json_get(o, "model");
-    if (model && model->type == KARA_JSON_STRING) r->model = model->str;
+    const kr_json *model = kr_json_get(o, "model");
+    if (model && model->type == KR_JSON_STRING) r->model = model->str;
     return true;
 }
 
-bool kara_batch_request_parse(const char *text, size_t len, int line_no, kara_json_doc *doc,
-                              kara_batch_request *out, char *err, size_t err_size, const char **code) {
+bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_doc *doc,
+                              kr_batch_request *out, char *err, size_t err_size, const char **code) {
     memset(out, 0, sizeof *out);
     out->line = line_no;
     out->max_tokens = -1;
     out->think = -1;
     char jerr[256];
-    if (!kara_json_parse(text, len, line_no, doc, jerr, sizeof jerr)) {
-        *code = KARA_BATCH_ERR_JSON;
+    if (!kr_json_parse(text, len, line_no, doc, jerr, sizeof jerr)) {
+        *code = KR_BATCH_ERR_JSON;
         snprintf(err, err_size, "input %s", jerr);
         return false;
     }
-    const kara_json *root = doc->root;
-    if (root->type != KARA_JSON_OBJECT)
-        return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, root,
-                         "a request must be a JSON object, got %s", kara_json_type_name(root->type));
-    const kara_json *cid = kara_json_get(root, "custom_id");
-    bool plain = !cid && kara_json_get(root, "prompt");
-    if (plain) cid = kara_json_get(root, "id");
-    if (cid && cid->type == KARA_JSON_STRING && cid->len > 0 && strlen(cid->str) == cid->len) out->custom_id = cid->str;
+    const kr_json *root = doc->root;
+    if (root->type != KR_JSON_OBJECT)
+        return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, root,
+                         "a request must be a JSON object, got %s", kr_json_type_name(root->type));
+    const kr_json *cid = kr_json_get(root, "custom_id");
+    bool plain = !cid && kr_json_get(root, "prompt");
+    if (plain) cid = kr_json_get(root, "id");
+    if (cid && cid->type == KR_JSON_STRING && cid->len > 0 && strlen(cid->str) == cid->len) out->custom_id = cid->str;
     if (!out->custom_id)
-        return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, cid,
+        return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, cid,
                          cid ? "%s must be a non-empty string" : "missing \"%s\"", plain ? "id" : "custom_id");
     if (plain) {
-        const kara_json *prompt = kara_json_get(root, "prompt");
-        if (prompt->type != KARA_JSON_STRING || strlen(prompt->str) != prompt->len)
-            return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, prompt, "prompt must be a string");
+        const kr_json *prompt = kr_json_get(root, "prompt");
+        if (prompt->type != KR_JSON_STRING || strlen(prompt->str) != prompt->len)
+            return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, prompt, "prompt must be a string");
         out->chat = true;
         out->msgs = calloc(2, sizeof *out->msgs);
-        if (!out->msgs) return req_error(err, err_size, code, KARA_BATCH_ERR_INTERNAL, line_no, NULL, "out of memory");
-        const kara_json *sys = kara_json_get(root, "system");
-        if (sys && sys->type == KARA_JSON_STRING) out->msgs[out->n_msgs++] = (kara_chat_message){"system", sys->str};
+        if (!out->msgs) return req_error(err, err_size, code, KR_BATCH_ERR_INTERNAL, line_no, NULL, "out of memory");
+        const kr_json *sys = kr_json_get(root, "system");
+        if (sys && sys->type == KR_JSON_STRING) out->msgs[out->n_msgs++] = (kara_chat_message){"system", sys->str};
         out->msgs[out->n_msgs++] = (kara_chat_message){"user", prompt->str};
         return parse_sampling(out, root, line_no, err, err_size, code);
     }
-    const kara_json *method = kara_json_get(root, "method");
-    if (method && (method->type != KARA_JSON_STRING || strcmp(method->str, "POST")))
-        return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, method, "method must be \"POST\"");
-    const kara_json *url = kara_json_get(root, "url");
+    const kr_json *method = kr_json_get(root, "method");
+    if (method && (method->type != KR_JSON_STRING || strcmp(method->str, "POST")))
+        return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, method, "method must be \"POST\"");
+    const kr_json *url = kr_json_get(root, "url");
     bool completions = false;
     if (url) {
-        if (url->type != KARA_JSON_STRING ||
+        if (url->type != KR_JSON_STRING ||
             (strcmp(url->str, "/v1/chat/completions") && strcmp(url->str, "/v1/completions")))
-            return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, url,
+            return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, url,
                              "unsupported url %s%s%s (supported: /v1/chat/completions, /v1/completions)",
-                             url->type == KARA_JSON_STRING ? "\"" : "",
-                             url->type == KARA_JSON_STRING ? url->str : kara_json_type_name(url->type),
-                             url->type == KARA_JSON_STRING ? "\"" : "");
+                             url->type == KR_JSON_STRING ? "\"" : "",
+                             url->type == KR_JSON_STRING ? url->str : kr_json_type_name(url->type),
+                             url->type == KR_JSON_STRING ? "\"" : "");
         completions = !strcmp(url->str, "/v1/completions");
     }
-    const kara_json *body = kara_json_get(root, "body");
-    if (!body || body->type != KARA_JSON_OBJECT)
-        return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, body,
+    const kr_json *body = kr_json_get(root, "body");
+    if (!body || body->type != KR_JSON_OBJECT)
+        return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, body,
                          body ? "body must be an object" : "missing \"body\"");
     if (completions) {
-        const kara_json *prompt = kara_json_get(body, "prompt");
-        if (!prompt || prompt->type != KARA_JSON_STRING || strlen(prompt->str) != prompt->len)
-            return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, prompt ? prompt : body,
+        const kr_json *prompt = kr_json_get(body, "prompt");
+        if (!prompt || prompt->type != KR_JSON_STRING || strlen(prompt->str) != prompt->len)
+            return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, prompt ? prompt : body,
                              "/v1/completions needs body.prompt as a string");
         out->prompt = prompt->str;
     } else {
-        const kara_json *msgs = kara_json_get(body, "messages");
-        if (!msgs) return req_error(err, err_size, code, KARA_BATCH_ERR_REQUEST, line_no, body, "missing body.messages");
+        const kr_json *msgs = kr_json_get(body, "messages");
+        if (!msgs) return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, body, "missing body.messages");
         out->chat = true;
         if (!parse_messages(out, msgs, len, line_no, err, err_size, code)) return false;
     }
     return parse_sampling(out, body, line_no, err, err_size, code);
 }
 
-void kara_batch_make_id(char *buf, size_t size, const char *prefix, const char *custom_id, int line) {
-    uint64_t h = custom_id ? kara_fnv1a(custom_id, strlen(custom_id)) : (uint64_t)line * 0x9e3779b97f4a7c15ull;
-    h ^= kara_fnv1a(prefix, strlen(prefix));
+void kr_batch_make_id(char *buf, size_t size, const char *prefix, const char *custom_id, int line) {
+    uint64_t h = custom_id ? kr_fnv1a(custom_id, strlen(custom_id)) : (uint64_t)line * 0x9e3779b97f4a7c15ull;
+    h ^= kr_fnv1a(prefix, strlen(prefix));
     h = kara_engine_seed(h, 0x6b617261);
     snprintf(buf, size, "%s%016llx", prefix, (unsigned long long)h);
 }
 
-static void write_custom_id(kara_jbuf *b, const char *custom_id) {
-    if (custom_id) kara_jbuf_str(b, custom_id, strlen(custom_id));
-    else kara_jbuf_cstr(b, "null");
+static void write_custom_id(kr_jbuf *b, const char *custom_id) {
+    if (custom_id) kr_jbuf_str(b, custom_id, strlen(custom_id));
+    else kr_jbuf_cstr(b, "null");
 }
 
-void kara_batch_write_ok(kara_jbuf *b, const kara_batch_result *r) {
+void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r) {
     char id[64];
-    kara_batch_make_id(id, sizeof id, "batch_req_", r->custom_id, r->line);
-    kara_jbuf_printf(b, "{\"id\":\"%s\",\"custom_id\":", id);
+    kr_batch_make_id(id, sizeof id, "batch_req_", r->custom_id, r->line);
+    kr_jbuf_printf(b, "{\"id\":\"%s\",\"custom_id\":", id);
     write_custom_id(b, r->custom_id);
-    kara_batch_make_id(id, sizeof id, "req_", r->custom_id, r->line);
-    kara_jbuf_printf(b, ",\"response\":{\"status_code\":200,\"request_id\":\"%s\",\"body\":{", id);
-    kara_batch_make_id(id, sizeof id, "chatcmpl-", r->custom_id, r->line);
-    kara_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id,
+    kr_batch_make_id(id, sizeof id, "req_", r->custom_id, r->line);
+    kr_jbuf_printf(b, ",\"response\":{\"status_code\":200,\"request_id\":\"%s\",\"body\":{", id);
+    kr_batch_make_id(id, sizeof id, "chatcmpl-", r->custom_id, r->line);
+    kr_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id,
                      (long long)r->created);
-    kara_jbuf_str(b, r->model ? r->model : "", r->model ? strlen(r->model) : 0);
-    kara_jbuf_cstr(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
-    kara_jbuf_str(b, r->content ? r->content : "", r->content ? r->content_len : 0);
-    kara_jbuf_cstr(b, ",\"reasoning_content\":");
-    if (r->reasoning && r->reasoning_len) kara_jbuf_str(b, r->reasoning, r->reasoning_len);
-    else kara_jbuf_cstr(b, "null");
-    kara_jbuf_printf(b,
+    kr_jbuf_str(b, r->model ? r->model : "", r->model ? strlen(r->model) : 0);
+    kr_jbuf_cstr(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+    kr_jbuf_str(b, r->content ? r->content : "", r->content ? r->content_len : 0);
+    kr_jbuf_cstr(b, ",\"reasoning_content\":");
+    if (r->reasoning && r->reasoning_len) kr_jbuf_str(b, r->reasoning, r->reasoning_len);
+    else kr_jbuf_cstr(b, "null");
+    kr_jbuf_printf(b,
                      "},\"logprobs\":null,\"finish_reason\":\"%s\"}],\"usage\":{\"prompt_tokens\":%d,"
                      "\"completion_tokens\":%d,\"total_tokens\":%d}}},\"error\":null}\n",
                      r->finish_reason, r->prompt_tokens, r->completion_tokens,
                      r->prompt_tokens + r->completion_tokens);
 }
 
-void kara_batch_write_error(kara_jbuf *b, const char *custom_id, int line, const char *code, const char *message) {
+void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const char *code, const char *message) {
     char id[64];
-    kara_batch_make_id(id, sizeof id, "batch_req_", custom_id, line);
-    kara_jbuf_printf(b, "{\"id\":\"%s\",\"custom_id\":", id);
+    kr_batch_make_id(id, sizeof id, "batch_req_", custom_id, line);
+    kr_jbuf_printf(b, "{\"id\":\"%s\",\"custom_id\":", id);
     write_custom_id(b, custom_id);
-    kara_jbuf_printf(b, ",\"response\":null,\"error\":{\"code\":\"%s\",\"message\":", code);
-    kara_jbuf_str(b, message, strlen(message));
-    kara_jbuf_printf(b, ",\"line\":%d}}\n", line);
+    kr_jbuf_printf(b, ",\"response\":null,\"error\":{\"code\":\"%s\",\"message\":", code);
+    kr_jbuf_str(b, message, strlen(message));
+    kr_jbuf_printf(b, ",\"line\":%d}}\n", line);
 }
 
 /* Is this parsed line one of our results? */
-static bool read_result(const kara_json *root, const char **custom_id, int *line, bool *failed) {
-    if (!root || root->type != KARA_JSON_OBJECT) return false;
-    const kara_json *cid = kara_json_get(root, "custom_id");
-    const kara_json *resp = kara_json_get(root, "response");
-    const kara_json *error = kara_json_get(root, "error");
+static bool read_result(const kr_json *root, const char **custom_id, int *line, bool *failed) {
+    if (!root || root->type != KR_JSON_OBJECT) return false;
+    const kr_json *cid = kr_json_get(root, "custom_id");
+    const kr_json *resp = kr_json_get(root, "response");
+    const kr_json *error = kr_json_get(root, "error");
     if (!cid || !resp || !error) return false;
-    if (cid->type != KARA_JSON_STRING && cid->type != KARA_JSON_NULL) return false;
-    *custom_id = cid->type == KARA_JSON_STRING ? cid->str : NULL;
-    *failed = error->type == KARA_JSON_OBJECT;
-    const kara_json *l = kara_json_get(error, "line");
-    *line = l && l->type == KARA_JSON_NUMBER ? (int)l->number : 0;
+    if (cid->type != KR_JSON_STRING && cid->type != KR_JSON_NULL) return false;
+    *custom_id = cid->type == KR_JSON_STRING ? cid->str : NULL;
+    *failed = error->type == KR_JSON_OBJECT;
+    const kr_json *l = kr_json_get(error, "line");
+    *line = l && l->type == KR_JSON_NUMBER ? (int)l->number : 0;
     if (!*custom_id && !*line) return false;
-    return *failed || resp->type == KARA_JSON_OBJECT;
+    return *failed || resp->type == KR_JSON_OBJECT;
 }
 
-long kara_batch_scan_output(const char *data, size_t len,
+long kr_batch_scan_output(const char *data, size_t len,
                             void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
                             char *err, size_t err_size) {
     size_t start = 0, good = 0;
@@ -335,23 +335,23 @@ long kara_batch_scan_output(const char *data, size_t len,
         size_t end = (size_t)(nl - data);
         out_line++;
         if (!blank(data + start, end - start)) {
-            kara_json_doc doc;
+            kr_json_doc doc;
             char jerr[160];
-            bool parsed = kara_json_parse(data + start, end - start, out_line, &doc, jerr, sizeof jerr);
+            bool parsed = kr_json_parse(data + start, end - start, out_line, &doc, jerr, sizeof jerr);
             const char *cid = NULL;
             int line = 0;
             bool failed = false;
             bool ok = parsed && read_result(doc.root, &cid, &line, &failed);
             if (!ok) {
                 bool last = !memchr(nl + 1, '\n', len - end - 1);
-                kara_json_doc_free(&doc);
+                kr_json_doc_free(&doc);
                 if (last) break; /* the last line is damage from a crash: redo it */
                 snprintf(err, err_size, "output line %d is not a batch result (%s)", out_line,
                          parsed ? "no custom_id, response and error" : jerr);
                 return -1;
             }
             fn(user, cid, line, failed);
-            kara_json_doc_free(&doc);
+            kr_json_doc_free(&doc);
         }
         start = end + 1;
         good = start;

@@ -22,8 +22,8 @@
  * custom_id is null for a line whose custom_id could not be read; "line"
  * (the input line number) then identifies it.
  */
-#ifndef KARA_BATCH_JSONL_H
-#define KARA_BATCH_JSONL_H
+#ifndef KR_BATCH_JSONL_H
+#define KR_BATCH_JSONL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,16 +32,16 @@
 #include "json.h"
 #include "kara.h"
 
-#define KARA_BATCH_MAX_STOP 8
+#define KR_BATCH_MAX_STOP 8
 
 /* Error codes written in error lines. */
-#define KARA_BATCH_ERR_JSON "invalid_json"
-#define KARA_BATCH_ERR_REQUEST "invalid_request"
-#define KARA_BATCH_ERR_CONTEXT "context_length_exceeded"
-#define KARA_BATCH_ERR_BUDGET "kv_budget_exceeded"
-#define KARA_BATCH_ERR_INTERNAL "internal_error"
+#define KR_BATCH_ERR_JSON "invalid_json"
+#define KR_BATCH_ERR_REQUEST "invalid_request"
+#define KR_BATCH_ERR_CONTEXT "context_length_exceeded"
+#define KR_BATCH_ERR_BUDGET "kv_budget_exceeded"
+#define KR_BATCH_ERR_INTERNAL "internal_error"
 
-typedef struct kara_batch_request {
+typedef struct kr_batch_request {
     int line;                    /* input line number (1-based) */
     const char *custom_id;       /* NULL when missing or not readable */
     bool chat;                   /* messages through the chat template; false: raw prompt */
@@ -56,29 +56,29 @@ typedef struct kara_batch_request {
     uint64_t seed;
     int think;                   /* -1: not given, 0 off, 1 on (chat_template_kwargs.enable_thinking) */
     int n_stop;
-    const char *stop[KARA_BATCH_MAX_STOP];
+    const char *stop[KR_BATCH_MAX_STOP];
     char *text_store;            /* malloc'd: concatenated content parts */
-} kara_batch_request;
+} kr_batch_request;
 
 /* Parse line line_no (text[0..len), no newline) into *out; strings point
  * into *doc, which the caller frees after using them. On failure returns
  * false with err = "input line N[, column C]: problem" and *code one of the
  * KARA_BATCH_ERR_* codes; out->custom_id is set when it could be read, so
- * the error line can carry it. kara_batch_request_free either way. */
-bool kara_batch_request_parse(const char *text, size_t len, int line_no, kara_json_doc *doc,
-                              kara_batch_request *out, char *err, size_t err_size, const char **code);
-void kara_batch_request_free(kara_batch_request *r);
+ * the error line can carry it. kr_batch_request_free either way. */
+bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_doc *doc,
+                              kr_batch_request *out, char *err, size_t err_size, const char **code);
+void kr_batch_request_free(kr_batch_request *r);
 
 /* Only the custom_id of a line (duplicate detection before any work):
  * 1 = found (*id points into doc), 0 = none (the line will become an error
  * line), -1 = blank line. */
-int kara_batch_request_id(const char *text, size_t len, int line_no, kara_json_doc *doc, const char **id);
+int kr_batch_request_id(const char *text, size_t len, int line_no, kr_json_doc *doc, const char **id);
 
 /* Stable ids derived from a custom_id (or the line number): "batch_req_",
  * "req_" and "chatcmpl-" followed by 16 hex digits. */
-void kara_batch_make_id(char *buf, size_t size, const char *prefix, const char *custom_id, int line);
+void kr_batch_make_id(char *buf, size_t size, const char *prefix, const char *custom_id, int line);
 
-typedef struct kara_batch_result {
+typedef struct kr_batch_result {
     const char *custom_id;
     int line;
     const char *model;
@@ -89,11 +89,11 @@ typedef struct kara_batch_result {
     const char *finish_reason;   /* "stop" or "length" */
     int32_t prompt_tokens, completion_tokens;
     int64_t created;             /* unix seconds */
-} kara_batch_result;
+} kr_batch_result;
 
 /* Append one whole result line (with its '\n') to b. */
-void kara_batch_write_ok(kara_jbuf *b, const kara_batch_result *r);
-void kara_batch_write_error(kara_jbuf *b, const char *custom_id, int line, const char *code, const char *message);
+void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r);
+void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const char *code, const char *message);
 
 /* Scan an existing output (data[0..len)) for answered requests: fn gets the
  * custom_id (NULL for a line without one), the input line recorded in its
@@ -103,7 +103,7 @@ void kara_batch_write_error(kara_jbuf *b, const char *custom_id, int line, const
  * is left out so the caller can truncate it away and redo that request.
  * A broken line before the last is not crash damage: returns -1 with err
  * naming the output line. */
-long kara_batch_scan_output(const char *data, size_t len,
+long kr_batch_scan_output(const char *data, size_t len,
                             void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
                             char *err, size_t err_size);
 

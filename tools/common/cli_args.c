@@ -8,7 +8,7 @@
 
 #include "exit_codes.h"
 
-bool kara_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out) {
+bool kr_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out) {
     if (!value) {
         fprintf(stderr, "kara %s: %s needs a value\n", cmd, flag);
         return false;
@@ -28,7 +28,7 @@ bool kara_arg_int(const char *cmd, const char *flag, const char *value, long lon
     return true;
 }
 
-bool kara_arg_float(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out) {
+bool kr_arg_float(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out) {
     if (!value) {
         fprintf(stderr, "kara %s: %s needs a value\n", cmd, flag);
         return false;
@@ -48,7 +48,7 @@ bool kara_arg_float(const char *cmd, const char *flag, const char *value, double
     return true;
 }
 
-int32_t kara_arg_id_list(const char *cmd, const char *flag, const char *value, int32_t **out) {
+int32_t kr_arg_id_list(const char *cmd, const char *flag, const char *value, int32_t **out) {
     *out = NULL;
     if (!value) {
         fprintf(stderr, "kara %s: %s needs a value\n", cmd, flag);
@@ -76,7 +76,7 @@ int32_t kara_arg_id_list(const char *cmd, const char *flag, const char *value, i
     return n;
 }
 
-char *kara_read_text_file(const char *cmd, const char *path, size_t *len) {
+char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "kara %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
@@ -110,12 +110,12 @@ char *kara_read_text_file(const char *cmd, const char *path, size_t *len) {
     return buf;
 }
 
-int kara_exit_for_status(kara_status st) {
+int kr_exit_for_status(kara_status st) {
     switch (st) {
-    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
+    case KARA_ERR_IO: return KR_EXIT_NOINPUT;
     case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: case KARA_ERR_TOKEN: case KARA_ERR_CONTEXT_FULL:
-    case KARA_ERR_KV_BUDGET: return KARA_EXIT_DATAERR;
-    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KARA_EXIT_CONFIG;
-    default: return KARA_EXIT_SOFTWARE;
+    case KARA_ERR_KV_BUDGET: return KR_EXIT_DATAERR;
+    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KR_EXIT_CONFIG;
+    default: return KR_EXIT_SOFTWARE;
     }
 }

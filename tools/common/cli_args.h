@@ -1,7 +1,7 @@
 /* cli_args.h - strict parsing of numeric command-line values, so a typo
  * such as `-n 12x` is a usage error instead of a silent 12. */
-#ifndef KARA_CLI_ARGS_H
-#define KARA_CLI_ARGS_H
+#ifndef KR_CLI_ARGS_H
+#define KR_CLI_ARGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,16 +11,16 @@
 
 /* Each returns false (after printing "kara <cmd>: <flag>: ..." to stderr)
  * when the value is missing, malformed or out of [lo, hi]. */
-bool kara_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out);
-bool kara_arg_float(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
+bool kr_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out);
+bool kr_arg_float(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
 /* Parse "1,2,3" into ids (malloc'd); returns the count or -1 on error. */
-int32_t kara_arg_id_list(const char *cmd, const char *flag, const char *value, int32_t **out);
+int32_t kr_arg_id_list(const char *cmd, const char *flag, const char *value, int32_t **out);
 /* The exit code for a library status (see exit_codes.h): a missing file is
  * 66, bad input data (format, tokens, context or KV budget too small for the
  * request) 65, bad settings 78, anything else 70. */
-int kara_exit_for_status(kara_status st);
+int kr_exit_for_status(kara_status st);
 /* Read a whole file into a NUL-terminated malloc'd buffer, or NULL with a
  * message on stderr. */
-char *kara_read_text_file(const char *cmd, const char *path, size_t *len);
+char *kr_read_text_file(const char *cmd, const char *path, size_t *len);
 
 #endif

@@ -54,25 +54,25 @@ static bool names_match(const char *names, const char *name) {
     return false;
 }
 
-bool kara_cli_flag_is(const kara_cli_flag *f, const char *name) { return f && names_match(f->names, name); }
+bool kr_cli_flag_is(const kr_cli_flag *f, const char *name) { return f && names_match(f->names, name); }
 
-int kara_cli_parse(const char *cmd, int argc, char **argv, const kara_cli_flag *own, int n_own, kara_config *cfg,
-                   kara_cli_parsed *out) {
+int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own, int n_own, kara_config *cfg,
+                   kr_cli_parsed *out) {
     memset(out, 0, sizeof *out);
     out->args = calloc((size_t)argc + 1, sizeof *out->args);
-    if (!out->args) return KARA_EXIT_SOFTWARE;
+    if (!out->args) return KR_EXIT_SOFTWARE;
     kara_config_init(cfg);
     /* pass 1: configuration files, in order */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config")) continue;
         if (i + 1 >= argc) {
             fprintf(stderr, "kara %s: --config needs a file\n", cmd);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
         kara_status st = kara_config_load(cfg, argv[++i]);
         if (st) {
             fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
-            return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_CONFIG;
+            return st == KARA_ERR_IO ? KR_EXIT_NOINPUT : KR_EXIT_CONFIG;
         }
     }
     /* pass 2: flags over the files */
@@ -96,15 +96,15 @@ int kara_cli_parse(const char *cmd, int argc, char **argv, const kara_cli_flag *
         if (sf) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "kara %s: %s needs a value\n", cmd, a);
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
             if (kara_config_set(cfg, sf->key, argv[++i], a) != KARA_OK) {
                 fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
             continue;
         }
-        const kara_cli_flag *of = NULL;
+        const kr_cli_flag *of = NULL;
         for (int k = 0; k < n_own && !of; k++)
             if (names_match(own[k].names, a)) of = &own[k];
         if (of) {
@@ -112,23 +112,23 @@ int kara_cli_parse(const char *cmd, int argc, char **argv, const kara_cli_flag *
             if (of->has_value) {
                 if (i + 1 >= argc) {
                     fprintf(stderr, "kara %s: %s needs a value\n", cmd, a);
-                    return KARA_EXIT_USAGE;
+                    return KR_EXIT_USAGE;
                 }
                 v = argv[++i];
             }
-            out->args[out->n_args++] = (kara_cli_arg){of, v};
+            out->args[out->n_args++] = (kr_cli_arg){of, v};
             continue;
         }
         if (a[0] == '-' && a[1]) {
             fprintf(stderr, "kara %s: unknown option '%s' (see kara %s --help)\n", cmd, a, cmd);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
-        out->args[out->n_args++] = (kara_cli_arg){NULL, a};
+        out->args[out->n_args++] = (kr_cli_arg){NULL, a};
     }
     return -1;
 }
 
-void kara_cli_parsed_free(kara_cli_parsed *p) {
+void kr_cli_parsed_free(kr_cli_parsed *p) {
     free(p->args);
     p->args = NULL;
 }
@@ -141,7 +141,7 @@ static void print_flag(FILE *f, const char *names, bool has_value, const char *h
     fprintf(f, "  %-30s %s\n", buf, help);
 }
 
-void kara_cli_usage(FILE *f, const kara_cli_flag *own, int n_own) {
+void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own) {
     for (int k = 0; k < n_own; k++)
         if (own[k].help) print_flag(f, own[k].names, own[k].has_value, own[k].help);
     fprintf(f, "\nshared options (each also a key of the YAML configuration, see configs/README.md):\n");
@@ -154,7 +154,7 @@ void kara_cli_usage(FILE *f, const kara_cli_flag *own, int n_own) {
     print_flag(f, "--print-config", false, "print the resolved configuration and where each value came from");
 }
 
-void kara_cli_print_config(FILE *f, const kara_config *cfg) {
+void kr_cli_print_config(FILE *f, const kara_config *cfg) {
     size_t n = kara_config_format(cfg, NULL, 0);
     char *buf = malloc(n + 1);
     if (!buf) return;
@@ -163,25 +163,25 @@ void kara_cli_print_config(FILE *f, const kara_config *cfg) {
     free(buf);
 }
 
-int kara_cli_finish(const char *cmd, const char *synopsis, const kara_cli_flag *own, int n_own,
-                    const kara_config *cfg, kara_cli_parsed *cli, int rc) {
+int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own,
+                    const kara_config *cfg, kr_cli_parsed *cli, int rc) {
     if (rc < 0 && cli->help) {
         fputs(synopsis, stdout);
-        kara_cli_usage(stdout, own, n_own);
-        rc = KARA_EXIT_OK;
+        kr_cli_usage(stdout, own, n_own);
+        rc = KR_EXIT_OK;
     } else if (rc < 0 && cli->print_config) {
-        kara_cli_print_config(stdout, cfg);
-        rc = KARA_EXIT_OK;
+        kr_cli_print_config(stdout, cfg);
+        rc = KR_EXIT_OK;
     }
-    kara_cli_parsed_free(cli);
+    kr_cli_parsed_free(cli);
     if (rc < 0 && !cfg->model_path[0]) {
         fprintf(stderr, "kara %s: no model given (-m MODEL.gguf or model.path in --config)\n", cmd);
-        rc = KARA_EXIT_USAGE;
+        rc = KR_EXIT_USAGE;
     }
     return rc;
 }
 
-kara_status kara_cli_load_model(const kara_config *cfg, kara_model **out) {
+kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out) {
     kara_model_params mp;
     kara_model_params_init(&mp);
     mp.use_mmap = cfg->use_mmap;

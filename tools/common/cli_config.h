@@ -3,8 +3,8 @@
  * flag and a YAML key are checked by the same code. Precedence: flags over
  * --config files (in the order given) over defaults, whatever the order on
  * the command line. */
-#ifndef KARA_CLI_CONFIG_H
-#define KARA_CLI_CONFIG_H
+#ifndef KR_CLI_CONFIG_H
+#define KR_CLI_CONFIG_H
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,44 +12,44 @@
 #include "kara.h"
 
 /* A command's own flag. */
-typedef struct kara_cli_flag {
+typedef struct kr_cli_flag {
     const char *names;   /* "-p|--prompt" */
     bool has_value;
     const char *help;    /* one line; NULL hides it from usage */
-} kara_cli_flag;
+} kr_cli_flag;
 
 /* One of the command's own flags as found on the command line. */
-typedef struct kara_cli_arg {
-    const kara_cli_flag *flag;   /* NULL for a positional argument */
+typedef struct kr_cli_arg {
+    const kr_cli_flag *flag;   /* NULL for a positional argument */
     const char *value;
-} kara_cli_arg;
+} kr_cli_arg;
 
-typedef struct kara_cli_parsed {
-    kara_cli_arg *args;  /* the command's own flags and positionals, in order */
+typedef struct kr_cli_parsed {
+    kr_cli_arg *args;  /* the command's own flags and positionals, in order */
     int n_args;
     bool print_config;
     bool help;
-} kara_cli_parsed;
+} kr_cli_parsed;
 
 /* Parse argv (argv[0] = command name) into cfg and out. Returns -1 on
  * success, else an exit code (usage/config error already printed). */
-int kara_cli_parse(const char *cmd, int argc, char **argv, const kara_cli_flag *own, int n_own, kara_config *cfg,
-                   kara_cli_parsed *out);
-void kara_cli_parsed_free(kara_cli_parsed *p);
+int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own, int n_own, kara_config *cfg,
+                   kr_cli_parsed *out);
+void kr_cli_parsed_free(kr_cli_parsed *p);
 /* True when name is one of the "|"-separated names of f. */
-bool kara_cli_flag_is(const kara_cli_flag *f, const char *name);
+bool kr_cli_flag_is(const kr_cli_flag *f, const char *name);
 /* Print the shared flags, then the command's own. */
-void kara_cli_usage(FILE *f, const kara_cli_flag *own, int n_own);
+void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own);
 /* Print the resolved configuration (--print-config) to f. */
-void kara_cli_print_config(FILE *f, const kara_config *cfg);
+void kr_cli_print_config(FILE *f, const kara_config *cfg);
 /* Load cfg's model (model.path) with its model.* options. */
-kara_status kara_cli_load_model(const kara_config *cfg, kara_model **out);
+kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out);
 /* The end of every command's flag parsing: with rc < 0 (go on), --help
  * prints the synopsis and the options and --print-config the resolved
  * configuration (both then exit 0), and a missing model path is a usage
  * error. Frees the parsed flags. Returns the exit code to stop with, or -1
  * to go on. */
-int kara_cli_finish(const char *cmd, const char *synopsis, const kara_cli_flag *own, int n_own,
-                    const kara_config *cfg, kara_cli_parsed *cli, int rc);
+int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own,
+                    const kara_config *cfg, kr_cli_parsed *cli, int rc);
 
 #endif

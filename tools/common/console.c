@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-bool kara_console_fancy(void) {
+bool kr_console_fancy(void) {
     const char *term = getenv("TERM");
     return isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && term && term[0] && strcmp(term, "dumb") != 0;
 }
 
-void kara_line_reader_init(kara_line_reader *r, int fd) {
+void kr_line_reader_init(kr_line_reader *r, int fd) {
     memset(r, 0, sizeof *r);
     r->fd = fd;
 }
@@ -31,29 +31,29 @@ static bool grow(char **line, size_t *cap, size_t need) {
 /* Bytes accumulate in *line until a '\n', so a line of any length comes
  * back whole; after an interruption the partial line stays in *line
  * (r->partial bytes) and the next call goes on from there. */
-kara_line_status kara_read_line(kara_line_reader *r, char **line, size_t *cap) {
+kr_line_status kr_read_line(kr_line_reader *r, char **line, size_t *cap) {
     for (;;) {
         while (r->pos < r->len) {
             char c = r->buf[r->pos++];
-            if (!grow(line, cap, r->partial + 2)) return KARA_LINE_ERROR;
+            if (!grow(line, cap, r->partial + 2)) return KR_LINE_ERROR;
             if (c == '\n') {
                 size_t n = r->partial;
                 if (n > 0 && (*line)[n - 1] == '\r') n--;
                 (*line)[n] = '\0';
                 r->partial = 0;
-                return KARA_LINE_OK;
+                return KR_LINE_OK;
             }
             (*line)[r->partial++] = c;
         }
         if (r->eof) {
-            if (r->partial == 0) return KARA_LINE_EOF;
+            if (r->partial == 0) return KR_LINE_EOF;
             (*line)[r->partial] = '\0';
             r->partial = 0;
-            return KARA_LINE_OK;
+            return KR_LINE_OK;
         }
         ssize_t got = read(r->fd, r->buf, sizeof r->buf);
         r->pos = r->len = 0;
-        if (got < 0) return errno == EINTR ? KARA_LINE_INTERRUPTED : KARA_LINE_ERROR;
+        if (got < 0) return errno == EINTR ? KR_LINE_INTERRUPTED : KR_LINE_ERROR;
         if (got == 0) r->eof = true;
         else r->len = (size_t)got;
     }

@@ -6,14 +6,14 @@
 
 #include "eval_tasks.h"
 
-static double accuracy(const kara_task_row *r) { return r->n ? (double)r->correct / r->n : 0.0; }
+static double accuracy(const kr_task_row *r) { return r->n ? (double)r->correct / r->n : 0.0; }
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-bool kara_eval_write_results(const char *path, const kara_task_row *rows, int n) {
+bool kr_eval_write_results(const char *path, const kr_task_row *rows, int n) {
     FILE *f = fopen(path, "w");
     if (!f) {
         perror(path);
@@ -27,7 +27,7 @@ bool kara_eval_write_results(const char *path, const kara_task_row *rows, int n)
     else
         fprintf(f, "[\n");
     for (int i = 0; i < n; i++) {
-        const kara_task_row *r = &rows[i];
+        const kr_task_row *r = &rows[i];
         const char *evict = r->evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window";
         if (csv)
             fprintf(f, "%s,%s,%s,%s,%.3f,%d,%d,%d,%d,%.4f,%d,%d,%.1f,%.1f,%d,%llu,%llu,%.1f,%llu,%llu\n", r->label,
@@ -51,7 +51,7 @@ bool kara_eval_write_results(const char *path, const kara_task_row *rows, int n)
     return fclose(f) == 0;
 }
 
-bool kara_eval_write_svg(const char *path, const kara_task_row *rows, int n) {
+bool kr_eval_write_svg(const char *path, const kr_task_row *rows, int n) {
     FILE *f = fopen(path, "w");
     if (!f) {
         perror(path);

@@ -9,12 +9,12 @@
 
 #include "json.h"
 
-static char *dup_json_text(const kara_json *v) {
+static char *dup_json_text(const kr_json *v) {
     char buf[64];
     const char *s = NULL;
-    if (v && v->type == KARA_JSON_STRING) {
+    if (v && v->type == KR_JSON_STRING) {
         s = v->str;
-    } else if (v && v->type == KARA_JSON_NUMBER) {
+    } else if (v && v->type == KR_JSON_NUMBER) {
         if (v->integer) snprintf(buf, sizeof buf, "%.0f", v->number);
         else snprintf(buf, sizeof buf, "%.17g", v->number);
         s = buf;
@@ -22,32 +22,32 @@ static char *dup_json_text(const kara_json *v) {
     return s ? strdup(s) : NULL;
 }
 
-static bool add_task(kara_eval_tasks *t, int *cap, const kara_json *root, const char *where) {
-    const kara_json *prompt = kara_json_get(root, "prompt");
-    if (!prompt) prompt = kara_json_get(root, "problem");
-    const kara_json *answer = kara_json_get(root, "answer");
-    const kara_json *id = kara_json_get(root, "id");
-    if (!prompt || prompt->type != KARA_JSON_STRING) {
+static bool add_task(kr_eval_tasks *t, int *cap, const kr_json *root, const char *where) {
+    const kr_json *prompt = kr_json_get(root, "prompt");
+    if (!prompt) prompt = kr_json_get(root, "problem");
+    const kr_json *answer = kr_json_get(root, "answer");
+    const kr_json *id = kr_json_get(root, "id");
+    if (!prompt || prompt->type != KR_JSON_STRING) {
         fprintf(stderr, "kara eval: %s: needs a string \"prompt\" (or \"problem\")\n", where);
         return false;
     }
-    if (!answer || (answer->type != KARA_JSON_STRING && answer->type != KARA_JSON_NUMBER)) {
+    if (!answer || (answer->type != KR_JSON_STRING && answer->type != KR_JSON_NUMBER)) {
         fprintf(stderr, "kara eval: %s: needs an \"answer\" (string or number)\n", where);
         return false;
     }
     if (t->n == *cap) {
         *cap = *cap ? 2 * *cap : 64;
-        kara_eval_task *items = realloc(t->items, (size_t)*cap * sizeof *items);
+        kr_eval_task *items = realloc(t->items, (size_t)*cap * sizeof *items);
         if (!items) return false;
         t->items = items;
     }
-    kara_eval_task *task = &t->items[t->n];
+    kr_eval_task *task = &t->items[t->n];
     memset(task, 0, sizeof *task);
     task->prompt = strdup(prompt->str);
     task->answer = dup_json_text(answer);
     task->id = id ? dup_json_text(id) : strdup(where);
-    const kara_json *think = kara_json_get(root, "think_tokens");
-    if (think && think->type == KARA_JSON_NUMBER && think->number > 0 && think->number < 1e8)
+    const kr_json *think = kr_json_get(root, "think_tokens");
+    if (think && think->type == KR_JSON_NUMBER && think->number > 0 && think->number < 1e8)
         task->think_tokens = (int32_t)think->number;
     snprintf(task->where, sizeof task->where, "%s", where);
     if (!task->prompt || !task->answer || !task->id) return false;
@@ -55,14 +55,14 @@ static bool add_task(kara_eval_tasks *t, int *cap, const kara_json *root, const 
     return true;
 }
 
-bool kara_eval_tasks_load(kara_eval_tasks *t, const char *const *files, int n_files, int limit) {
+bool kr_eval_tasks_load(kr_eval_tasks *t, const char *const *files, int n_files, int limit) {
     memset(t, 0, sizeof *t);
     int cap = 0;
     for (int f = 0; f < n_files; f++) {
         FILE *fp = fopen(files[f], "r");
         if (!fp) {
             fprintf(stderr, "kara eval: cannot open '%s': %s\n", files[f], strerror(errno));
-            kara_eval_tasks_free(t);
+            kr_eval_tasks_free(t);
             return false;
         }
         char *line = NULL;
@@ -78,23 +78,23 @@ bool kara_eval_tasks_load(kara_eval_tasks *t, const char *const *files, int n_fi
             if (i == (size_t)len) continue; /* blank line */
             char where[160], err[200];
             snprintf(where, sizeof where, "%s:%d", files[f], lineno);
-            kara_json_doc doc;
-            if (!kara_json_parse(line, (size_t)len, lineno, &doc, err, sizeof err)) {
+            kr_json_doc doc;
+            if (!kr_json_parse(line, (size_t)len, lineno, &doc, err, sizeof err)) {
                 fprintf(stderr, "kara eval: %s: %s\n", files[f], err);
                 ok = false;
-            } else if (!doc.root || doc.root->type != KARA_JSON_OBJECT) {
+            } else if (!doc.root || doc.root->type != KR_JSON_OBJECT) {
                 fprintf(stderr, "kara eval: %s: a line must be a JSON object\n", where);
                 ok = false;
             } else {
                 ok = add_task(t, &cap, doc.root, where);
                 taken++;
             }
-            kara_json_doc_free(&doc);
+            kr_json_doc_free(&doc);
         }
         free(line);
         fclose(fp);
         if (!ok) {
-            kara_eval_tasks_free(t);
+            kr_eval_tasks_free(t);
             return false;
         }
     }
@@ -102,7 +102,7 @@ bool kara_eval_tasks_load(kara_eval_tasks *t, const char *const *files, int n_fi
     return t->n > 0;
 }
 
-void kara_eval_tasks_free(kara_eval_tasks *t) {
+void kr_eval_tasks_free(kr_eval_tasks *t) {
     for (int i = 0; i < t->n; i++) {
         free(t->items[i].id);
         free(t->items[i].prompt);
@@ -120,7 +120,7 @@ static void trim_into(const char *s, size_t n, char *out, size_t size) {
     out[n] = 0;
 }
 
-void kara_eval_extract_answer(const char *text, char *out, size_t size) {
+void kr_eval_extract_answer(const char *text, char *out, size_t size) {
     const char *box = NULL;
     for (const char *p = strstr(text, "\\boxed{"); p; p = strstr(p + 1, "\\boxed{")) box = p;
     if (!box) {
@@ -149,10 +149,10 @@ static bool as_number(const char *s, double *v) {
     return n && !*end && !errno;
 }
 
-bool kara_eval_answer_matches(const char *generated, const char *reference) {
+bool kr_eval_answer_matches(const char *generated, const char *reference) {
     char got[256], want[256];
-    kara_eval_extract_answer(generated, got, sizeof got);
-    kara_eval_extract_answer(reference, want, sizeof want);
+    kr_eval_extract_answer(generated, got, sizeof got);
+    kr_eval_extract_answer(reference, want, sizeof want);
     double a, b;
     if (as_number(got, &a) && as_number(want, &b)) return a == b;
     return strcmp(got, want) == 0;

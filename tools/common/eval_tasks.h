@@ -1,41 +1,41 @@
 /* eval_tasks.h - the problems `kara eval` reads (JSONL), answer matching,
  * and the result files it writes (CSV, JSON, an SVG plot). */
-#ifndef KARA_EVAL_TASKS_H
-#define KARA_EVAL_TASKS_H
+#ifndef KR_EVAL_TASKS_H
+#define KR_EVAL_TASKS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "kara.h"
 
-typedef struct kara_eval_task {
+typedef struct kr_eval_task {
     char *id;
     char *prompt;     /* "prompt", or MATH-500's "problem" */
     char *answer;     /* reference answer, as text */
     int32_t think_tokens; /* "think_tokens": the reference solution's thinking length, 0 if not given */
     char where[160];  /* "FILE:LINE", for messages */
-} kara_eval_task;
+} kr_eval_task;
 
-typedef struct kara_eval_tasks {
-    kara_eval_task *items;
+typedef struct kr_eval_tasks {
+    kr_eval_task *items;
     int n;
-} kara_eval_tasks;
+} kr_eval_tasks;
 
 /* Read problems from JSONL files (at most limit per file when > 0). A bad
  * line is reported as FILE:LINE: problem on stderr and fails the load. */
-bool kara_eval_tasks_load(kara_eval_tasks *t, const char *const *files, int n_files, int limit);
-void kara_eval_tasks_free(kara_eval_tasks *t);
+bool kr_eval_tasks_load(kr_eval_tasks *t, const char *const *files, int n_files, int limit);
+void kr_eval_tasks_free(kr_eval_tasks *t);
 
 /* The final answer in generated answer text: the content of the last
  * \boxed{...} when there is one, else the text itself, trimmed (a trailing
  * period dropped). */
-void kara_eval_extract_answer(const char *text, char *out, size_t size);
+void kr_eval_extract_answer(const char *text, char *out, size_t size);
 /* True when the generated text's answer equals the reference: as numbers
  * when both are numbers, else as trimmed text. */
-bool kara_eval_answer_matches(const char *generated, const char *reference);
+bool kr_eval_answer_matches(const char *generated, const char *reference);
 
 /* One configuration's results. */
-typedef struct kara_task_row {
+typedef struct kr_task_row {
     char label[56];           /* "full", "default (kara)", "kara", "kara/per_window", "snapkv", ... */
     kara_kv_method method;
     kara_kv_evict evict;
@@ -54,12 +54,12 @@ typedef struct kara_task_row {
     uint64_t reserved;        /* bytes reserved for scoring */
     double tok_s;
     uint64_t events, evicted; /* scoring/compression events, slots evicted */
-} kara_task_row;
+} kr_task_row;
 
 /* CSV when path ends in .csv, else JSON. */
-bool kara_eval_write_results(const char *path, const kara_task_row *rows, int n);
+bool kr_eval_write_results(const char *path, const kr_task_row *rows, int n);
 /* Accuracy against the KV share of full's peak (or the retention), one line
  * per label (full as a level line). */
-bool kara_eval_write_svg(const char *path, const kara_task_row *rows, int n);
+bool kr_eval_write_svg(const char *path, const kr_task_row *rows, int n);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * gguf_writer.c - GGUF v3 writer: metadata is encoded into one byte buffer
- * per key as it is set; tensor infos are kept until kara_gguf_writer_begin
+ * per key as it is set; tensor infos are kept until kr_gguf_writer_begin
  * lays out the file; tensor data is streamed straight to the file.
  */
 #include "gguf_writer.h"
@@ -99,7 +99,7 @@ typedef struct kv_entry {
 
 typedef struct tensor_entry {
     char *name;
-    kara_type type;
+    kr_type type;
     int n_dims;
     int64_t ne[4];
     const void *data;
@@ -112,7 +112,7 @@ typedef struct nest_level {
     uint64_t n, pushed;
 } nest_level;
 
-struct kara_gguf_writer {
+struct kr_gguf_writer {
     kv_entry *kv;
     size_t n_kv, cap_kv;
     tensor_entry *t;
@@ -137,7 +137,7 @@ struct kara_gguf_writer {
     char err[512];
 };
 
-static kara_status fail(kara_gguf_writer *w, kara_status st, const char *fmt, ...) {
+static kara_status fail(kr_gguf_writer *w, kara_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(w->err, sizeof w->err, fmt, ap);
@@ -153,15 +153,15 @@ static char *dup_str(const char *s) {
     return d;
 }
 
-kara_status kara_gguf_writer_create(kara_gguf_writer **out) {
+kara_status kr_gguf_writer_create(kr_gguf_writer **out) {
     if (!out) return KARA_ERR_ARG;
     *out = calloc(1, sizeof **out);
     if (!*out) return KARA_ERR_NOMEM;
-    (*out)->alignment = KARA_GGUF_DEFAULT_ALIGNMENT;
+    (*out)->alignment = KR_GGUF_DEFAULT_ALIGNMENT;
     return KARA_OK;
 }
 
-void kara_gguf_writer_free(kara_gguf_writer *w) {
+void kr_gguf_writer_free(kr_gguf_writer *w) {
     if (!w) return;
     for (size_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
@@ -177,22 +177,22 @@ void kara_gguf_writer_free(kara_gguf_writer *w) {
     free(w);
 }
 
-const char *kara_gguf_writer_error(const kara_gguf_writer *w) {
+const char *kr_gguf_writer_error(const kr_gguf_writer *w) {
     return w ? w->err : "no writer";
 }
 
-uint64_t kara_gguf_writer_n_kv(const kara_gguf_writer *w) { return w ? w->n_kv : 0; }
-uint64_t kara_gguf_writer_n_tensors(const kara_gguf_writer *w) { return w ? w->n_t : 0; }
+uint64_t kr_gguf_writer_n_kv(const kr_gguf_writer *w) { return w ? w->n_kv : 0; }
+uint64_t kr_gguf_writer_n_tensors(const kr_gguf_writer *w) { return w ? w->n_t : 0; }
 
-uint64_t kara_gguf_writer_tensor_nbytes(const kara_gguf_writer *w, uint64_t i) {
+uint64_t kr_gguf_writer_tensor_nbytes(const kr_gguf_writer *w, uint64_t i) {
     return (w && i < w->n_t) ? w->t[i].nbytes : 0;
 }
 
 /* Common checks before any metadata change. */
-static kara_status check_meta(kara_gguf_writer *w, const char *key, bool nested_ok) {
+static kara_status check_meta(kr_gguf_writer *w, const char *key, bool nested_ok) {
     if (!w) return KARA_ERR_ARG;
     if (w->failed) return KARA_ERR_ARG;
-    if (w->f) return fail(w, KARA_ERR_ARG, "metadata cannot change after kara_gguf_writer_begin");
+    if (w->f) return fail(w, KARA_ERR_ARG, "metadata cannot change after kr_gguf_writer_begin");
     if (!nested_ok && w->depth > 0)
         return fail(w, KARA_ERR_ARG, "array '%s' is still open", w->pending_key ? w->pending_key : "?");
     if (key) {
@@ -202,7 +202,7 @@ static kara_status check_meta(kara_gguf_writer *w, const char *key, bool nested_
     return KARA_OK;
 }
 
-static ptrdiff_t find_kv(const kara_gguf_writer *w, const char *key) {
+static ptrdiff_t find_kv(const kr_gguf_writer *w, const char *key) {
     for (size_t i = 0; i < w->n_kv; i++)
         if (!strcmp(w->kv[i].key, key)) return (ptrdiff_t)i;
     return -1;
@@ -210,7 +210,7 @@ static ptrdiff_t find_kv(const kara_gguf_writer *w, const char *key) {
 
 /* Read general.alignment back from its encoded value so the layout follows
  * whatever was set last. */
-static kara_status note_alignment(kara_gguf_writer *w, const char *key, const bytebuf *blob) {
+static kara_status note_alignment(kr_gguf_writer *w, const char *key, const bytebuf *blob) {
     if (strcmp(key, "general.alignment") != 0) return KARA_OK;
     size_t at = 8 + strlen(key);   /* past the key's length and bytes */
     uint32_t type = 0, v = 0;
@@ -226,7 +226,7 @@ static kara_status note_alignment(kara_gguf_writer *w, const char *key, const by
 }
 
 /* Store an encoded key/value: replace the key's value in place, or append. */
-static kara_status commit_kv(kara_gguf_writer *w, const char *key, bytebuf *blob) {
+static kara_status commit_kv(kr_gguf_writer *w, const char *key, bytebuf *blob) {
     if (blob->oom) {
         free(blob->p);
         return fail(w, KARA_ERR_NOMEM, "out of memory encoding '%s'", key);
@@ -268,7 +268,7 @@ static void start_kv(bytebuf *b, const char *key, kara_gguf_vtype type) {
     bb_put_u32(b, (uint32_t)type);
 }
 
-static kara_status set_scalar(kara_gguf_writer *w, const char *key, kara_gguf_vtype type, const void *v) {
+static kara_status set_scalar(kr_gguf_writer *w, const char *key, kara_gguf_vtype type, const void *v) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
     if (!key) return fail(w, KARA_ERR_ARG, "NULL metadata key");
@@ -278,23 +278,23 @@ static kara_status set_scalar(kara_gguf_writer *w, const char *key, kara_gguf_vt
     return commit_kv(w, key, &b);
 }
 
-kara_status kara_gguf_writer_set_u8(kara_gguf_writer *w, const char *key, uint8_t v) { return set_scalar(w, key, KARA_GGUF_UINT8, &v); }
-kara_status kara_gguf_writer_set_i8(kara_gguf_writer *w, const char *key, int8_t v) { return set_scalar(w, key, KARA_GGUF_INT8, &v); }
-kara_status kara_gguf_writer_set_u16(kara_gguf_writer *w, const char *key, uint16_t v) { return set_scalar(w, key, KARA_GGUF_UINT16, &v); }
-kara_status kara_gguf_writer_set_i16(kara_gguf_writer *w, const char *key, int16_t v) { return set_scalar(w, key, KARA_GGUF_INT16, &v); }
-kara_status kara_gguf_writer_set_u32(kara_gguf_writer *w, const char *key, uint32_t v) { return set_scalar(w, key, KARA_GGUF_UINT32, &v); }
-kara_status kara_gguf_writer_set_i32(kara_gguf_writer *w, const char *key, int32_t v) { return set_scalar(w, key, KARA_GGUF_INT32, &v); }
-kara_status kara_gguf_writer_set_u64(kara_gguf_writer *w, const char *key, uint64_t v) { return set_scalar(w, key, KARA_GGUF_UINT64, &v); }
-kara_status kara_gguf_writer_set_i64(kara_gguf_writer *w, const char *key, int64_t v) { return set_scalar(w, key, KARA_GGUF_INT64, &v); }
-kara_status kara_gguf_writer_set_f32(kara_gguf_writer *w, const char *key, float v) { return set_scalar(w, key, KARA_GGUF_FLOAT32, &v); }
-kara_status kara_gguf_writer_set_f64(kara_gguf_writer *w, const char *key, double v) { return set_scalar(w, key, KARA_GGUF_FLOAT64, &v); }
+kara_status kr_gguf_writer_set_u8(kr_gguf_writer *w, const char *key, uint8_t v) { return set_scalar(w, key, KARA_GGUF_UINT8, &v); }
+kara_status kr_gguf_writer_set_i8(kr_gguf_writer *w, const char *key, int8_t v) { return set_scalar(w, key, KARA_GGUF_INT8, &v); }
+kara_status kr_gguf_writer_set_u16(kr_gguf_writer *w, const char *key, uint16_t v) { return set_scalar(w, key, KARA_GGUF_UINT16, &v); }
+kara_status kr_gguf_writer_set_i16(kr_gguf_writer *w, const char *key, int16_t v) { return set_scalar(w, key, KARA_GGUF_INT16, &v); }
+kara_status kr_gguf_writer_set_u32(kr_gguf_writer *w, const char *key, uint32_t v) { return set_scalar(w, key, KARA_GGUF_UINT32, &v); }
+kara_status kr_gguf_writer_set_i32(kr_gguf_writer *w, const char *key, int32_t v) { return set_scalar(w, key, KARA_GGUF_INT32, &v); }
+kara_status kr_gguf_writer_set_u64(kr_gguf_writer *w, const char *key, uint64_t v) { return set_scalar(w, key, KARA_GGUF_UINT64, &v); }
+kara_status kr_gguf_writer_set_i64(kr_gguf_writer *w, const char *key, int64_t v) { return set_scalar(w, key, KARA_GGUF_INT64, &v); }
+kara_status kr_gguf_writer_set_f32(kr_gguf_writer *w, const char *key, float v) { return set_scalar(w, key, KARA_GGUF_FLOAT32, &v); }
+kara_status kr_gguf_writer_set_f64(kr_gguf_writer *w, const char *key, double v) { return set_scalar(w, key, KARA_GGUF_FLOAT64, &v); }
 
-kara_status kara_gguf_writer_set_bool(kara_gguf_writer *w, const char *key, bool v) {
+kara_status kr_gguf_writer_set_bool(kr_gguf_writer *w, const char *key, bool v) {
     uint8_t b = v ? 1 : 0;
     return set_scalar(w, key, KARA_GGUF_BOOL, &b);
 }
 
-kara_status kara_gguf_writer_set_strn(kara_gguf_writer *w, const char *key, const char *s, uint64_t len) {
+kara_status kr_gguf_writer_set_strn(kr_gguf_writer *w, const char *key, const char *s, uint64_t len) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
     if (!key || (!s && len)) return fail(w, KARA_ERR_ARG, "NULL key or string");
@@ -304,12 +304,12 @@ kara_status kara_gguf_writer_set_strn(kara_gguf_writer *w, const char *key, cons
     return commit_kv(w, key, &b);
 }
 
-kara_status kara_gguf_writer_set_str(kara_gguf_writer *w, const char *key, const char *s) {
-    if (!s) return kara_gguf_writer_set_strn(w, key, NULL, 1);   /* reports the NULL */
-    return kara_gguf_writer_set_strn(w, key, s, strlen(s));
+kara_status kr_gguf_writer_set_str(kr_gguf_writer *w, const char *key, const char *s) {
+    if (!s) return kr_gguf_writer_set_strn(w, key, NULL, 1);   /* reports the NULL */
+    return kr_gguf_writer_set_strn(w, key, s, strlen(s));
 }
 
-kara_status kara_gguf_writer_set_arr(kara_gguf_writer *w, const char *key, kara_gguf_vtype elem,
+kara_status kr_gguf_writer_set_arr(kr_gguf_writer *w, const char *key, kara_gguf_vtype elem,
                                      const void *data, uint64_t n) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
@@ -326,7 +326,7 @@ kara_status kara_gguf_writer_set_arr(kara_gguf_writer *w, const char *key, kara_
     return commit_kv(w, key, &b);
 }
 
-kara_status kara_gguf_writer_set_arr_str(kara_gguf_writer *w, const char *key, const char *const *strs,
+kara_status kr_gguf_writer_set_arr_str(kr_gguf_writer *w, const char *key, const char *const *strs,
                                          uint64_t n) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
@@ -349,7 +349,7 @@ kara_status kara_gguf_writer_set_arr_str(kara_gguf_writer *w, const char *key, c
 /* ---- arrays element by element ---- */
 
 /* Count one element pushed into the innermost open array, checking its type. */
-static kara_status count_push(kara_gguf_writer *w, kara_gguf_vtype type) {
+static kara_status count_push(kr_gguf_writer *w, kara_gguf_vtype type) {
     if (w->depth == 0) return fail(w, KARA_ERR_ARG, "no array is open");
     nest_level *lv = &w->nest[w->depth - 1];
     if (lv->elem != type)
@@ -362,7 +362,7 @@ static kara_status count_push(kara_gguf_writer *w, kara_gguf_vtype type) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_arr_begin(kara_gguf_writer *w, const char *key, kara_gguf_vtype elem, uint64_t n) {
+kara_status kr_gguf_writer_arr_begin(kr_gguf_writer *w, const char *key, kara_gguf_vtype elem, uint64_t n) {
     kara_status st = check_meta(w, NULL, true);
     if (st != KARA_OK) return st;
     if ((int)elem < 0 || elem >= KARA_GGUF_VTYPE_COUNT) return fail(w, KARA_ERR_ARG, "unknown element type %d", (int)elem);
@@ -389,7 +389,7 @@ kara_status kara_gguf_writer_arr_begin(kara_gguf_writer *w, const char *key, kar
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_arr_push(kara_gguf_writer *w, const void *elem) {
+kara_status kr_gguf_writer_arr_push(kr_gguf_writer *w, const void *elem) {
     kara_status st = check_meta(w, NULL, true);
     if (st != KARA_OK) return st;
     if (w->depth == 0) return fail(w, KARA_ERR_ARG, "no array is open");
@@ -403,7 +403,7 @@ kara_status kara_gguf_writer_arr_push(kara_gguf_writer *w, const void *elem) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_arr_push_str(kara_gguf_writer *w, const char *s, uint64_t len) {
+kara_status kr_gguf_writer_arr_push_str(kr_gguf_writer *w, const char *s, uint64_t len) {
     kara_status st = check_meta(w, NULL, true);
     if (st != KARA_OK) return st;
     if (!s && len) return fail(w, KARA_ERR_ARG, "NULL string");
@@ -413,7 +413,7 @@ kara_status kara_gguf_writer_arr_push_str(kara_gguf_writer *w, const char *s, ui
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_arr_end(kara_gguf_writer *w) {
+kara_status kr_gguf_writer_arr_end(kr_gguf_writer *w) {
     kara_status st = check_meta(w, NULL, true);
     if (st != KARA_OK) return st;
     if (w->depth == 0) return fail(w, KARA_ERR_ARG, "arr_end without an open array");
@@ -453,7 +453,7 @@ static bool enc_array(bytebuf *b, const kara_gguf_array *a, int depth) {
     return true;
 }
 
-kara_status kara_gguf_writer_set_value(kara_gguf_writer *w, const char *key, const kara_gguf_value *v) {
+kara_status kr_gguf_writer_set_value(kr_gguf_writer *w, const char *key, const kara_gguf_value *v) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
     if (!key || !v) return fail(w, KARA_ERR_ARG, "NULL key or value");
@@ -496,7 +496,7 @@ kara_status kara_gguf_writer_set_value(kara_gguf_writer *w, const char *key, con
     return commit_kv(w, key, &b);
 }
 
-kara_status kara_gguf_writer_remove(kara_gguf_writer *w, const char *key) {
+kara_status kr_gguf_writer_remove(kr_gguf_writer *w, const char *key) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
     if (!key) return fail(w, KARA_ERR_ARG, "NULL metadata key");
@@ -506,7 +506,7 @@ kara_status kara_gguf_writer_remove(kara_gguf_writer *w, const char *key) {
     free(w->kv[i].blob.p);
     memmove(&w->kv[i], &w->kv[i + 1], (w->n_kv - (size_t)i - 1) * sizeof *w->kv);
     w->n_kv--;
-    if (!strcmp(key, "general.alignment")) w->alignment = KARA_GGUF_DEFAULT_ALIGNMENT;
+    if (!strcmp(key, "general.alignment")) w->alignment = KR_GGUF_DEFAULT_ALIGNMENT;
     return KARA_OK;
 }
 
@@ -514,13 +514,13 @@ kara_status kara_gguf_writer_remove(kara_gguf_writer *w, const char *key) {
 /* Tensors and the file                                                      */
 /* ------------------------------------------------------------------------ */
 
-kara_status kara_gguf_writer_add_tensor(kara_gguf_writer *w, const char *name, kara_type type, int n_dims,
+kara_status kr_gguf_writer_add_tensor(kr_gguf_writer *w, const char *name, kr_type type, int n_dims,
                                         const int64_t *ne, const void *data) {
     kara_status st = check_meta(w, NULL, false);
     if (st != KARA_OK) return st;
     if (!name || !*name || strlen(name) > 65535) return fail(w, KARA_ERR_ARG, "bad tensor name");
     if (n_dims < 1 || n_dims > 4 || !ne) return fail(w, KARA_ERR_ARG, "tensor '%s': %d dims", name, n_dims);
-    const kara_type_info *ti = kara_type_get((uint32_t)type);
+    const kr_type_info *ti = kr_type_get((uint32_t)type);
     if (!ti || ti->internal) return fail(w, KARA_ERR_ARG, "tensor '%s': unknown type %d", name, (int)type);
     for (size_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name)) return fail(w, KARA_ERR_ARG, "duplicate tensor '%s'", name);
@@ -560,7 +560,7 @@ kara_status kara_gguf_writer_add_tensor(kara_gguf_writer *w, const char *name, k
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-static kara_status write_bytes(kara_gguf_writer *w, const void *p, size_t n) {
+static kara_status write_bytes(kr_gguf_writer *w, const void *p, size_t n) {
     if (n && fwrite(p, 1, n, w->f) != n)
         return fail(w, KARA_ERR_IO, "%s: write failed at byte %llu: %s", w->path, (unsigned long long)w->pos,
                     strerror(errno));
@@ -568,7 +568,7 @@ static kara_status write_bytes(kara_gguf_writer *w, const void *p, size_t n) {
     return KARA_OK;
 }
 
-static kara_status write_zeros(kara_gguf_writer *w, uint64_t n) {
+static kara_status write_zeros(kr_gguf_writer *w, uint64_t n) {
     static const uint8_t zeros[256];
     while (n > 0) {
         size_t k = n < sizeof zeros ? (size_t)n : sizeof zeros;
@@ -579,7 +579,7 @@ static kara_status write_zeros(kara_gguf_writer *w, uint64_t n) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_begin(kara_gguf_writer *w, const char *path) {
+kara_status kr_gguf_writer_begin(kr_gguf_writer *w, const char *path) {
     kara_status st = check_meta(w, NULL, false);
     if (st != KARA_OK) return st;
     if (!path) return fail(w, KARA_ERR_ARG, "NULL path");
@@ -626,9 +626,9 @@ kara_status kara_gguf_writer_begin(kara_gguf_writer *w, const char *path) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_write(kara_gguf_writer *w, const void *data, size_t n) {
+kara_status kr_gguf_writer_write(kr_gguf_writer *w, const void *data, size_t n) {
     if (!w || w->failed) return KARA_ERR_ARG;
-    if (!w->f) return fail(w, KARA_ERR_ARG, "kara_gguf_writer_write before kara_gguf_writer_begin");
+    if (!w->f) return fail(w, KARA_ERR_ARG, "kr_gguf_writer_write before kr_gguf_writer_begin");
     const uint8_t *p = data;
     while (n > 0) {
         if (w->cur >= w->n_t) return fail(w, KARA_ERR_ARG, "%s: more tensor data than declared", w->path);
@@ -650,9 +650,9 @@ kara_status kara_gguf_writer_write(kara_gguf_writer *w, const void *data, size_t
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_end(kara_gguf_writer *w) {
+kara_status kr_gguf_writer_end(kr_gguf_writer *w) {
     if (!w || w->failed) return KARA_ERR_ARG;
-    if (!w->f) return fail(w, KARA_ERR_ARG, "kara_gguf_writer_end before kara_gguf_writer_begin");
+    if (!w->f) return fail(w, KARA_ERR_ARG, "kr_gguf_writer_end before kr_gguf_writer_begin");
     /* tensors of zero bytes cannot exist (every ne >= 1), so cur counts all */
     if (w->cur < w->n_t)
         return fail(w, KARA_ERR_ARG, "%s: tensor '%s' got %llu of %llu bytes", w->path, w->t[w->cur].name,
@@ -667,12 +667,12 @@ kara_status kara_gguf_writer_end(kara_gguf_writer *w) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_writer_save(kara_gguf_writer *w, const char *path) {
+kara_status kr_gguf_writer_save(kr_gguf_writer *w, const char *path) {
     if (!w || w->failed) return KARA_ERR_ARG;
     for (size_t i = 0; i < w->n_t; i++)
         if (!w->t[i].data) return fail(w, KARA_ERR_ARG, "tensor '%s' has no data", w->t[i].name);
-    kara_status st = kara_gguf_writer_begin(w, path);
-    for (size_t i = 0; i < w->n_t && st == KARA_OK; i++) st = kara_gguf_writer_write(w, w->t[i].data, w->t[i].nbytes);
-    if (st == KARA_OK) st = kara_gguf_writer_end(w);
+    kara_status st = kr_gguf_writer_begin(w, path);
+    for (size_t i = 0; i < w->n_t && st == KARA_OK; i++) st = kr_gguf_writer_write(w, w->t[i].data, w->t[i].nbytes);
+    if (st == KARA_OK) st = kr_gguf_writer_end(w);
     return st;
 }

@@ -21,8 +21,8 @@ typedef struct arena_block {
 } arena_block;
 
 /* Bump allocation from blocks of at least 16 KiB; everything is released at
- * once by kara_json_doc_free, so a document costs a few mallocs. */
-static void *arena_alloc(kara_json_doc *doc, size_t n) {
+ * once by kr_json_doc_free, so a document costs a few mallocs. */
+static void *arena_alloc(kr_json_doc *doc, size_t n) {
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     arena_block *b = doc->arena;
     if (!b || b->cap - b->used < n) {
@@ -40,7 +40,7 @@ static void *arena_alloc(kara_json_doc *doc, size_t n) {
     return p;
 }
 
-void kara_json_doc_free(kara_json_doc *doc) {
+void kr_json_doc_free(kr_json_doc *doc) {
     if (!doc) return;
     arena_block *b = doc->arena;
     while (b) {
@@ -86,7 +86,7 @@ static int utf8_char_len(const unsigned char *s, size_t n) {
     return len;
 }
 
-size_t kara_utf8_valid_prefix(const char *s, size_t n) {
+size_t kr_utf8_valid_prefix(const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         int k = utf8_char_len((const unsigned char *)s + i, n - i);
@@ -128,7 +128,7 @@ typedef struct parser {
     size_t n, i;
     int line;            /* line of s[line_start] */
     size_t line_start;   /* offset where the current line begins */
-    kara_json_doc *doc;
+    kr_json_doc *doc;
     char *err;
     size_t err_size;
     bool failed;
@@ -186,8 +186,8 @@ static void skip_ws(parser *p) {
     }
 }
 
-static kara_json *new_node(parser *p, kara_json_type t, size_t at) {
-    kara_json *v = arena_alloc(p->doc, sizeof *v);
+static kr_json *new_node(parser *p, kr_json_type t, size_t at) {
+    kr_json *v = arena_alloc(p->doc, sizeof *v);
     if (!v) {
         fail_at(p, at, "out of memory");
         return NULL;
@@ -267,7 +267,7 @@ static bool parse_string(parser *p, const char **out, size_t *out_len) {
     return true;
 }
 
-static bool parse_number(parser *p, kara_json *v) {
+static bool parse_number(parser *p, kr_json *v) {
     size_t start = p->i, k = p->i;
     bool integer = true;
     if (k < p->n && p->s[k] == '-') k++;
@@ -311,7 +311,7 @@ static bool parse_number(parser *p, kara_json *v) {
     return true;
 }
 
-static kara_json *parse_value(parser *p, int depth);
+static kr_json *parse_value(parser *p, int depth);
 
 static bool expect_literal(parser *p, const char *word) {
     size_t n = strlen(word);
@@ -320,16 +320,16 @@ static bool expect_literal(parser *p, const char *word) {
     return true;
 }
 
-static kara_json *parse_array(parser *p, kara_json *v, int depth) {
+static kr_json *parse_array(parser *p, kr_json *v, int depth) {
     p->i++; /* [ */
-    kara_json **tail = &v->first;
+    kr_json **tail = &v->first;
     skip_ws(p);
     if (p->i < p->n && p->s[p->i] == ']') {
         p->i++;
         return v;
     }
     for (;;) {
-        kara_json *item = parse_value(p, depth + 1);
+        kr_json *item = parse_value(p, depth + 1);
         if (!item) return NULL;
         *tail = item;
         tail = &item->next;
@@ -354,9 +354,9 @@ static kara_json *parse_array(parser *p, kara_json *v, int depth) {
     }
 }
 
-static kara_json *parse_object(parser *p, kara_json *v, int depth) {
+static kr_json *parse_object(parser *p, kr_json *v, int depth) {
     p->i++; /* { */
-    kara_json **tail = &v->first;
+    kr_json **tail = &v->first;
     skip_ws(p);
     if (p->i < p->n && p->s[p->i] == '}') {
         p->i++;
@@ -374,7 +374,7 @@ static kara_json *parse_object(parser *p, kara_json *v, int depth) {
         const char *key;
         size_t key_len;
         if (!parse_string(p, &key, &key_len)) return NULL;
-        for (const kara_json *m = v->first; m; m = m->next)
+        for (const kr_json *m = v->first; m; m = m->next)
             if (m->key_len == key_len && !memcmp(m->key, key, key_len)) {
                 fail_at(p, key_at, "duplicate key \"%s\" in an object (first at line %d, column %d)", key, m->line,
                         m->col);
@@ -386,7 +386,7 @@ static kara_json *parse_object(parser *p, kara_json *v, int depth) {
             return NULL;
         }
         p->i++;
-        kara_json *item = parse_value(p, depth + 1);
+        kr_json *item = parse_value(p, depth + 1);
         if (!item) return NULL;
         item->key = key;
         item->key_len = key_len;
@@ -407,7 +407,7 @@ static kara_json *parse_object(parser *p, kara_json *v, int depth) {
     }
 }
 
-static kara_json *parse_value(parser *p, int depth) {
+static kr_json *parse_value(parser *p, int depth) {
     skip_ws(p);
     char buf[16];
     if (p->i >= p->n) {
@@ -420,19 +420,19 @@ static kara_json *parse_value(parser *p, int depth) {
     }
     size_t at = p->i;
     char c = p->s[p->i];
-    kara_json *v;
+    kr_json *v;
     switch (c) {
     case '{':
-        v = new_node(p, KARA_JSON_OBJECT, at);
+        v = new_node(p, KR_JSON_OBJECT, at);
         return v ? parse_object(p, v, depth) : NULL;
     case '[':
-        v = new_node(p, KARA_JSON_ARRAY, at);
+        v = new_node(p, KR_JSON_ARRAY, at);
         return v ? parse_array(p, v, depth) : NULL;
     case '"':
-        v = new_node(p, KARA_JSON_STRING, at);
+        v = new_node(p, KR_JSON_STRING, at);
         return v && parse_string(p, &v->str, &v->len) ? v : NULL;
     case 't': case 'f': case 'n':
-        v = new_node(p, c == 'n' ? KARA_JSON_NULL : KARA_JSON_BOOL, at);
+        v = new_node(p, c == 'n' ? KR_JSON_NULL : KR_JSON_BOOL, at);
         if (!v) return NULL;
         if (expect_literal(p, c == 't' ? "true" : c == 'f' ? "false" : "null")) {
             v->boolean = c == 't';
@@ -441,7 +441,7 @@ static kara_json *parse_value(parser *p, int depth) {
         break;
     default:
         if (c == '-' || (c >= '0' && c <= '9')) {
-            v = new_node(p, KARA_JSON_NUMBER, at);
+            v = new_node(p, KR_JSON_NUMBER, at);
             return v && parse_number(p, v) ? v : NULL;
         }
         break;
@@ -450,12 +450,12 @@ static kara_json *parse_value(parser *p, int depth) {
     return NULL;
 }
 
-bool kara_json_parse(const char *text, size_t len, int line0, kara_json_doc *doc, char *err, size_t err_size) {
+bool kr_json_parse(const char *text, size_t len, int line0, kr_json_doc *doc, char *err, size_t err_size) {
     doc->root = NULL;
     doc->arena = NULL;
     if (err_size) err[0] = '\0';
     parser p = {text, len, 0, line0 > 0 ? line0 : 1, 0, doc, err, err_size, false, 0, 0, 0};
-    kara_json *root = parse_value(&p, 0);
+    kr_json *root = parse_value(&p, 0);
     if (root) {
         skip_ws(&p);
         if (p.i < p.n) {
@@ -468,15 +468,15 @@ bool kara_json_parse(const char *text, size_t len, int line0, kara_json_doc *doc
     return root != NULL;
 }
 
-const kara_json *kara_json_get(const kara_json *v, const char *key) {
-    if (!v || v->type != KARA_JSON_OBJECT) return NULL;
+const kr_json *kr_json_get(const kr_json *v, const char *key) {
+    if (!v || v->type != KR_JSON_OBJECT) return NULL;
     size_t n = strlen(key);
-    for (const kara_json *m = v->first; m; m = m->next)
+    for (const kr_json *m = v->first; m; m = m->next)
         if (m->key_len == n && !memcmp(m->key, key, n)) return m;
     return NULL;
 }
 
-const char *kara_json_type_name(kara_json_type t) {
+const char *kr_json_type_name(kr_json_type t) {
     static const char *names[] = {"null", "boolean", "number", "string", "array", "object"};
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
@@ -485,7 +485,7 @@ const char *kara_json_type_name(kara_json_type t) {
 /* Writer                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static bool jbuf_grow(kara_jbuf *b, size_t extra) {
+static bool jbuf_grow(kr_jbuf *b, size_t extra) {
     if (b->failed) return false;
     if (b->len + extra + 1 <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 256;
@@ -500,29 +500,29 @@ static bool jbuf_grow(kara_jbuf *b, size_t extra) {
     return true;
 }
 
-bool kara_jbuf_reserve(kara_jbuf *b, size_t n) { return jbuf_grow(b, n); }
+bool kr_jbuf_reserve(kr_jbuf *b, size_t n) { return jbuf_grow(b, n); }
 
-void kara_jbuf_reset(kara_jbuf *b) {
+void kr_jbuf_reset(kr_jbuf *b) {
     b->len = 0;
     b->failed = false;
     if (b->p) b->p[0] = '\0';
 }
 
-void kara_jbuf_free(kara_jbuf *b) {
+void kr_jbuf_free(kr_jbuf *b) {
     free(b->p);
     memset(b, 0, sizeof *b);
 }
 
-void kara_jbuf_raw(kara_jbuf *b, const char *s, size_t n) {
+void kr_jbuf_raw(kr_jbuf *b, const char *s, size_t n) {
     if (!jbuf_grow(b, n)) return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
 }
 
-void kara_jbuf_cstr(kara_jbuf *b, const char *s) { kara_jbuf_raw(b, s, strlen(s)); }
+void kr_jbuf_cstr(kr_jbuf *b, const char *s) { kr_jbuf_raw(b, s, strlen(s)); }
 
-void kara_jbuf_printf(kara_jbuf *b, const char *fmt, ...) {
+void kr_jbuf_printf(kr_jbuf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     char small[256];
@@ -530,7 +530,7 @@ void kara_jbuf_printf(kara_jbuf *b, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) return;
     if ((size_t)n < sizeof small) {
-        kara_jbuf_raw(b, small, (size_t)n);
+        kr_jbuf_raw(b, small, (size_t)n);
         return;
     }
     if (!jbuf_grow(b, (size_t)n)) return;
@@ -540,7 +540,7 @@ void kara_jbuf_printf(kara_jbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-void kara_jbuf_str(kara_jbuf *b, const char *s, size_t n) {
+void kr_jbuf_str(kr_jbuf *b, const char *s, size_t n) {
     /* worst case: every byte becomes \u00XX (6) or U+FFFD (3 bytes) */
     if (!jbuf_grow(b, 6 * n + 2)) return;
     char *o = b->p + b->len;
@@ -580,28 +580,28 @@ void kara_jbuf_str(kara_jbuf *b, const char *s, size_t n) {
     b->len = (size_t)(o - b->p);
 }
 
-void kara_jbuf_value(kara_jbuf *b, const kara_json *v) {
+void kr_jbuf_value(kr_jbuf *b, const kr_json *v) {
     switch (v->type) {
-    case KARA_JSON_NULL: kara_jbuf_cstr(b, "null"); break;
-    case KARA_JSON_BOOL: kara_jbuf_cstr(b, v->boolean ? "true" : "false"); break;
-    case KARA_JSON_NUMBER:
-        if (v->integer && fabs(v->number) < 9007199254740992.0) kara_jbuf_printf(b, "%.0f", v->number);
-        else kara_jbuf_printf(b, "%.17g", v->number);
+    case KR_JSON_NULL: kr_jbuf_cstr(b, "null"); break;
+    case KR_JSON_BOOL: kr_jbuf_cstr(b, v->boolean ? "true" : "false"); break;
+    case KR_JSON_NUMBER:
+        if (v->integer && fabs(v->number) < 9007199254740992.0) kr_jbuf_printf(b, "%.0f", v->number);
+        else kr_jbuf_printf(b, "%.17g", v->number);
         break;
-    case KARA_JSON_STRING: kara_jbuf_str(b, v->str, v->len); break;
-    case KARA_JSON_ARRAY:
-    case KARA_JSON_OBJECT: {
-        bool obj = v->type == KARA_JSON_OBJECT;
-        kara_jbuf_raw(b, obj ? "{" : "[", 1);
-        for (const kara_json *m = v->first; m; m = m->next) {
-            if (m != v->first) kara_jbuf_raw(b, ",", 1);
+    case KR_JSON_STRING: kr_jbuf_str(b, v->str, v->len); break;
+    case KR_JSON_ARRAY:
+    case KR_JSON_OBJECT: {
+        bool obj = v->type == KR_JSON_OBJECT;
+        kr_jbuf_raw(b, obj ? "{" : "[", 1);
+        for (const kr_json *m = v->first; m; m = m->next) {
+            if (m != v->first) kr_jbuf_raw(b, ",", 1);
             if (obj) {
-                kara_jbuf_str(b, m->key, m->key_len);
-                kara_jbuf_raw(b, ":", 1);
+                kr_jbuf_str(b, m->key, m->key_len);
+                kr_jbuf_raw(b, ":", 1);
             }
-            kara_jbuf_value(b, m);
+            kr_jbuf_value(b, m);
         }
-        kara_jbuf_raw(b, obj ? "}" : "]", 1);
+        kr_jbuf_raw(b, obj ? "}" : "]", 1);
         break;
     }
     }

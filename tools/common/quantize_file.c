@@ -34,7 +34,7 @@ static int count_layers(const kara_gguf *g) {
         kara_gguf_str tn = kara_gguf_tensor_at(g, i)->name;
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(tn.len < 255 ? tn.len : 255), tn.ptr);
-        int il = kara_ftype_layer_of(name);
+        int il = kr_ftype_layer_of(name);
         if (il + 1 > n) n = il + 1;
     }
     return n;
@@ -42,11 +42,11 @@ static int count_layers(const kara_gguf *g) {
 
 /* Convert one tensor: rows of ne[0] elements, a chunk of rows at a time;
  * the rows of a chunk are converted on all threads. */
-static kara_status convert_tensor(kara_gguf_writer *w, const kara_gguf_tensor *t, kara_type dst, float *xbuf,
+static kara_status convert_tensor(kr_gguf_writer *w, const kara_gguf_tensor *t, kr_type dst, float *xbuf,
                                   uint8_t *ybuf, int64_t chunk_elems, char *err, size_t err_size) {
-    const kara_type src = (kara_type)t->type;
+    const kr_type src = (kr_type)t->type;
     const int64_t ne0 = t->ne[0], nrows = t->ne[1] * t->ne[2] * t->ne[3];
-    const size_t src_row = kara_type_row_size(src, ne0), dst_row = kara_type_row_size(dst, ne0);
+    const size_t src_row = kr_type_row_size(src, ne0), dst_row = kr_type_row_size(dst, ne0);
     int64_t per_chunk = chunk_elems / ne0;
     if (per_chunk < 1) per_chunk = 1;
     for (int64_t r0 = 0; r0 < nrows; r0 += per_chunk) {
@@ -58,26 +58,26 @@ static kara_status convert_tensor(kara_gguf_writer *w, const kara_gguf_tensor *t
 #endif
         for (int64_t i = 0; i < nr; i++) {
             float *x = xbuf + i * ne0;
-            if (src == KARA_TYPE_F32) memcpy(x, in + (size_t)i * src_row, (size_t)ne0 * sizeof(float));
-            else kara_dequantize_row(src, in + (size_t)i * src_row, x, ne0);
-            ok = kara_quantize_row(dst, x, ybuf + (size_t)i * dst_row, ne0) && ok;
+            if (src == KR_TYPE_F32) memcpy(x, in + (size_t)i * src_row, (size_t)ne0 * sizeof(float));
+            else kr_dequantize_row(src, in + (size_t)i * src_row, x, ne0);
+            ok = kr_quantize_row(dst, x, ybuf + (size_t)i * dst_row, ne0) && ok;
         }
         if (!ok)
             return seterr(err, err_size, KARA_ERR_UNSUPPORTED, "tensor '%.*s': no quantizer for %s", (int)t->name.len,
-                          t->name.ptr, kara_type_get(dst)->name);
-        if (kara_gguf_writer_write(w, ybuf, (size_t)nr * dst_row) != KARA_OK)
-            return seterr(err, err_size, KARA_ERR_IO, "%s", kara_gguf_writer_error(w));
+                          t->name.ptr, kr_type_get(dst)->name);
+        if (kr_gguf_writer_write(w, ybuf, (size_t)nr * dst_row) != KARA_OK)
+            return seterr(err, err_size, KARA_ERR_IO, "%s", kr_gguf_writer_error(w));
     }
     return KARA_OK;
 }
 
-kara_status kara_quantize_file(const char *in_path, const char *out_path, const kara_quantize_params *p,
-                               kara_quantize_result *result, char *err, size_t err_size) {
-    kara_quantize_result dummy;
-    kara_quantize_result *r = result ? result : &dummy;
+kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr_quantize_params *p,
+                               kr_quantize_result *result, char *err, size_t err_size) {
+    kr_quantize_result dummy;
+    kr_quantize_result *r = result ? result : &dummy;
     memset(r, 0, sizeof *r);
     if (!in_path || !out_path || !p) return seterr(err, err_size, KARA_ERR_ARG, "NULL argument");
-    if (!strcmp(kara_ftype_name(p->ftype), "?"))
+    if (!strcmp(kr_ftype_name(p->ftype), "?"))
         return seterr(err, err_size, KARA_ERR_ARG, "unknown file type %d", (int)p->ftype);
     if (!strcmp(in_path, out_path))
         return seterr(err, err_size, KARA_ERR_ARG, "input and output are the same file (%s)", in_path);
@@ -85,8 +85,8 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
     kara_gguf *g = NULL;
     kara_status st = kara_gguf_open(in_path, &g);
     if (st != KARA_OK) return seterr(err, err_size, st, "%s", kara_last_error());
-    kara_gguf_writer *w = NULL;
-    kara_type *types = NULL;
+    kr_gguf_writer *w = NULL;
+    kr_type *types = NULL;
     float *xbuf = NULL;
     uint8_t *ybuf = NULL;
     bool begun = false;
@@ -94,7 +94,7 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
     const bool tied = kara_gguf_find_tensor(g, "output.weight") == NULL;
     const uint64_t n_kv = kara_gguf_n_kv(g), n_tensors = kara_gguf_n_tensors(g);
 
-    if (kara_gguf_writer_create(&w) != KARA_OK || !(types = calloc(n_tensors + 1, sizeof *types))) {
+    if (kr_gguf_writer_create(&w) != KARA_OK || !(types = calloc(n_tensors + 1, sizeof *types))) {
         st = seterr(err, err_size, KARA_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -108,10 +108,10 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
             goto done;
         }
         snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
-        st = kara_gguf_writer_set_value(w, key, &kv->value);
+        st = kr_gguf_writer_set_value(w, key, &kv->value);
     }
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.quantization_version", 2);
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype);
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype);
     int64_t max_row = 0;
     for (uint64_t i = 0; i < n_tensors && st == KARA_OK; i++) {
         const kara_gguf_tensor *t = kara_gguf_tensor_at(g, i);
@@ -122,20 +122,20 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
             goto done;
         }
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        const kara_type_info *ti = kara_type_get(t->type);
+        const kr_type_info *ti = kr_type_get(t->type);
         if (!ti || !ti->supported) {
             st = seterr(err, err_size, KARA_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which cannot be dequantized",
                         in_path, name, ti ? ti->name : "?");
             goto done;
         }
-        types[i] = kara_ftype_tensor_type(p->ftype, p->pure, name, (int)t->n_dims, t->ne[0], n_layer, tied);
+        types[i] = kr_ftype_tensor_type(p->ftype, p->pure, name, (int)t->n_dims, t->ne[0], n_layer, tied);
         if (t->ne[0] > max_row) max_row = t->ne[0];
-        st = kara_gguf_writer_add_tensor(w, name, types[i], (int)t->n_dims, t->ne, NULL);
+        st = kr_gguf_writer_add_tensor(w, name, types[i], (int)t->n_dims, t->ne, NULL);
         r->in_bytes += t->nbytes;
-        r->out_bytes += kara_gguf_writer_tensor_nbytes(w, i);
+        r->out_bytes += kr_gguf_writer_tensor_nbytes(w, i);
     }
     if (st != KARA_OK) {
-        seterr(err, err_size, st, "%s", kara_gguf_writer_error(w));
+        seterr(err, err_size, st, "%s", kr_gguf_writer_error(w));
         goto done;
     }
     int64_t chunk = max_row > (1 << 20) ? max_row : (1 << 20);
@@ -145,11 +145,11 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
         st = seterr(err, err_size, KARA_ERR_NOMEM, "out of memory");
         goto done;
     }
-    st = kara_gguf_writer_begin(w, out_path);
+    st = kr_gguf_writer_begin(w, out_path);
     begun = st == KARA_OK;
     if (st != KARA_OK) {
         r->output_failed = true;
-        seterr(err, err_size, st, "%s", kara_gguf_writer_error(w));
+        seterr(err, err_size, st, "%s", kr_gguf_writer_error(w));
         goto done;
     }
     for (uint64_t i = 0; i < n_tensors && st == KARA_OK; i++) {
@@ -159,14 +159,14 @@ kara_status kara_quantize_file(const char *in_path, const char *out_path, const 
         if (st == KARA_ERR_IO) r->output_failed = true;
     }
     if (st == KARA_OK) {
-        st = kara_gguf_writer_end(w);
+        st = kr_gguf_writer_end(w);
         if (st != KARA_OK) {
             r->output_failed = true;
-            seterr(err, err_size, st, "%s", kara_gguf_writer_error(w));
+            seterr(err, err_size, st, "%s", kr_gguf_writer_error(w));
         }
     }
 done:
-    kara_gguf_writer_free(w);   /* closes the output before it is removed */
+    kr_gguf_writer_free(w);   /* closes the output before it is removed */
     if (st != KARA_OK && begun) remove(out_path);   /* no half-written model */
     free(types);
     free(xbuf);

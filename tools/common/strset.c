@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t kara_fnv1a(const char *s, size_t n) {
+uint64_t kr_fnv1a(const char *s, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) {
         h ^= (unsigned char)s[i];
@@ -14,13 +14,13 @@ uint64_t kara_fnv1a(const char *s, size_t n) {
 }
 
 static size_t find_slot(char *const *keys, size_t cap, const char *key) {
-    size_t i = (size_t)kara_fnv1a(key, strlen(key)) & (cap - 1);
+    size_t i = (size_t)kr_fnv1a(key, strlen(key)) & (cap - 1);
     while (keys[i] && strcmp(keys[i], key)) i = (i + 1) & (cap - 1);
     return i;
 }
 
 /* Double the table (load stays below 1/2, so probes stay short). */
-static bool grow(kara_strset *set) {
+static bool grow(kr_strset *set) {
     size_t cap = set->cap ? set->cap * 2 : 64;
     char **keys = calloc(cap, sizeof *keys);
     int *values = calloc(cap, sizeof *values);
@@ -43,7 +43,7 @@ static bool grow(kara_strset *set) {
     return true;
 }
 
-int kara_strset_add(kara_strset *set, const char *key, int value, int *old) {
+int kr_strset_add(kr_strset *set, const char *key, int value, int *old) {
     if ((set->n + 1) * 2 > set->cap && !grow(set)) return -1;
     size_t i = find_slot(set->keys, set->cap, key);
     if (set->keys[i]) {
@@ -60,7 +60,7 @@ int kara_strset_add(kara_strset *set, const char *key, int value, int *old) {
     return 1;
 }
 
-bool kara_strset_get(const kara_strset *set, const char *key, int *value) {
+bool kr_strset_get(const kr_strset *set, const char *key, int *value) {
     if (!set->cap) return false;
     size_t i = find_slot(set->keys, set->cap, key);
     if (!set->keys[i]) return false;
@@ -68,7 +68,7 @@ bool kara_strset_get(const kara_strset *set, const char *key, int *value) {
     return true;
 }
 
-void kara_strset_free(kara_strset *set) {
+void kr_strset_free(kr_strset *set) {
     for (size_t i = 0; i < set->cap; i++) free(set->keys[i]);
     free(set->keys);
     free(set->values);

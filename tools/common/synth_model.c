@@ -35,16 +35,16 @@ static const preset k_presets[] = {
 };
 #define N_PRESETS (sizeof k_presets / sizeof k_presets[0])
 
-void kara_synth_params_init(kara_synth_params *p) {
+void kr_synth_params_init(kr_synth_params *p) {
     memset(p, 0, sizeof *p);
     snprintf(p->arch, sizeof p->arch, "llama");
-    kara_synth_preset(p, "tiny");
-    p->ftype = KARA_FTYPE_ALL_F32;
+    kr_synth_preset(p, "tiny");
+    p->ftype = KR_FTYPE_ALL_F32;
     p->seed = 1;
     p->alignment = 32;
 }
 
-bool kara_synth_preset(kara_synth_params *p, const char *name) {
+bool kr_synth_preset(kr_synth_params *p, const char *name) {
     for (size_t i = 0; i < N_PRESETS; i++) {
         const preset *s = &k_presets[i];
         if (strcmp(s->name, name) != 0) continue;
@@ -64,13 +64,13 @@ bool kara_synth_preset(kara_synth_params *p, const char *name) {
     return false;
 }
 
-const char *kara_synth_preset_names(void) { return "tiny, tiny-k, qwen3-0.6b, qwen3-1.7b"; }
+const char *kr_synth_preset_names(void) { return "tiny, tiny-k, qwen3-0.6b, qwen3-1.7b"; }
 
-static int32_t head_dim_of(const kara_synth_params *p) {
+static int32_t head_dim_of(const kr_synth_params *p) {
     return p->head_dim > 0 ? p->head_dim : (p->n_head > 0 ? p->n_embd / p->n_head : 0);
 }
 
-static float eps_of(const kara_synth_params *p) {
+static float eps_of(const kr_synth_params *p) {
     if (p->rms_eps > 0) return p->rms_eps;
     return strcmp(p->arch, "llama") == 0 ? 1e-5f : 1e-6f;
 }
@@ -85,7 +85,7 @@ static bool seterr(char *err, size_t size, const char *fmt, ...) {
     return false;
 }
 
-kara_status kara_synth_validate(const kara_synth_params *p, char *err, size_t err_size) {
+kara_status kr_synth_validate(const kr_synth_params *p, char *err, size_t err_size) {
     if (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2") && strcmp(p->arch, "qwen3")) {
         seterr(err, err_size, "unknown architecture '%s' (llama, qwen2, qwen3)", p->arch);
         return KARA_ERR_ARG;
@@ -94,7 +94,7 @@ kara_status kara_synth_validate(const kara_synth_params *p, char *err, size_t er
         {"layers", p->n_layer, 1, 4096},       {"hidden", p->n_embd, 1, 1 << 20},
         {"heads", p->n_head, 1, 4096},         {"kv-heads", p->n_head_kv, 1, 4096},
         {"head-dim", head_dim_of(p), 2, 1 << 16}, {"ffn", p->n_ff, 1, 1 << 22},
-        {"vocab", p->n_vocab, kara_synth_min_vocab(), 1 << 24}, {"ctx", p->n_ctx, 1, 1 << 30},
+        {"vocab", p->n_vocab, kr_synth_min_vocab(), 1 << 24}, {"ctx", p->n_ctx, 1, 1 << 30},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (f[i].v < f[i].lo || f[i].v > f[i].hi) {
@@ -119,7 +119,7 @@ kara_status kara_synth_validate(const kara_synth_params *p, char *err, size_t er
         seterr(err, err_size, "rope base must be positive");
         return KARA_ERR_ARG;
     }
-    if (!strcmp(kara_ftype_name(p->ftype), "?")) {
+    if (!strcmp(kr_ftype_name(p->ftype), "?")) {
         seterr(err, err_size, "unknown file type %d", (int)p->ftype);
         return KARA_ERR_ARG;
     }
@@ -144,17 +144,17 @@ static const char *const k_merges[][2] = {
 #define N_MERGES ((int32_t)(sizeof k_merges / sizeof k_merges[0]))
 
 static const struct { const char *text; int type; } k_specials[] = {
-    {KARA_SYNTH_TOK_ENDOFTEXT, 3},   /* CONTROL */
-    {KARA_SYNTH_TOK_IM_START, 3},
-    {KARA_SYNTH_TOK_IM_END, 3},
-    {KARA_SYNTH_TOK_THINK, 4},       /* USER_DEFINED */
-    {KARA_SYNTH_TOK_THINK_END, 4},
+    {KR_SYNTH_TOK_ENDOFTEXT, 3},   /* CONTROL */
+    {KR_SYNTH_TOK_IM_START, 3},
+    {KR_SYNTH_TOK_IM_END, 3},
+    {KR_SYNTH_TOK_THINK, 4},       /* USER_DEFINED */
+    {KR_SYNTH_TOK_THINK_END, 4},
 };
 #define N_SPECIALS ((int32_t)(sizeof k_specials / sizeof k_specials[0]))
 #define TOKEN_NORMAL 1
 #define TOKEN_UNUSED 5
 
-int32_t kara_synth_min_vocab(void) { return 256 + N_MERGES + N_SPECIALS; }
+int32_t kr_synth_min_vocab(void) { return 256 + N_MERGES + N_SPECIALS; }
 
 /* GPT-2 maps every byte to a printable code point: printable Latin-1 bytes
  * map to themselves, the other 68 to U+0100.. in byte order. */
@@ -236,8 +236,8 @@ static bool vocab_build(vocab *v, int32_t n_vocab) {
     for (int32_t s = 0; s < N_SPECIALS; s++, id++) {
         v->tokens[id] = strdup(k_specials[s].text);
         v->types[id] = k_specials[s].type;
-        if (!strcmp(k_specials[s].text, KARA_SYNTH_TOK_ENDOFTEXT)) v->id_endoftext = id;
-        if (!strcmp(k_specials[s].text, KARA_SYNTH_TOK_IM_END)) v->id_im_end = id;
+        if (!strcmp(k_specials[s].text, KR_SYNTH_TOK_ENDOFTEXT)) v->id_endoftext = id;
+        if (!strcmp(k_specials[s].text, KR_SYNTH_TOK_IM_END)) v->id_im_end = id;
     }
     for (int32_t k = 0; id < n_vocab; id++, k++) {
         snprintf(buf, sizeof buf, "<|pad_%d|>", k);
@@ -266,7 +266,7 @@ typedef struct tensor_spec {
     int n_dims;
     int64_t ne[2];
     tensor_kind kind;
-    kara_type type;
+    kr_type type;
 } tensor_spec;
 
 typedef struct tensor_list {
@@ -292,7 +292,7 @@ static bool add_spec(tensor_list *l, const char *name, int n_dims, int64_t ne0, 
 }
 
 /* The tensors of a model in file order, with the type each one gets. */
-static bool build_tensor_list(const kara_synth_params *p, tensor_list *l) {
+static bool build_tensor_list(const kr_synth_params *p, tensor_list *l) {
     memset(l, 0, sizeof *l);
     const int64_t d = p->n_embd, hd = head_dim_of(p), nq = (int64_t)p->n_head * hd, nkv = (int64_t)p->n_head_kv * hd;
     const bool qwen2 = !strcmp(p->arch, "qwen2"), qwen3 = !strcmp(p->arch, "qwen3");
@@ -329,7 +329,7 @@ static bool build_tensor_list(const kara_synth_params *p, tensor_list *l) {
     }
     for (int i = 0; i < l->n; i++) {
         tensor_spec *s = &l->t[i];
-        s->type = kara_ftype_tensor_type(p->ftype, p->pure, s->name, s->n_dims, s->ne[0], p->n_layer, p->tied);
+        s->type = kr_ftype_tensor_type(p->ftype, p->pure, s->name, s->n_dims, s->ne[0], p->n_layer, p->tied);
     }
     return true;
 }
@@ -383,7 +383,7 @@ static void gen_values(const tensor_spec *s, rng *r, float *out, int64_t n) {
     }
 }
 
-bool kara_synth_tensor_values(const kara_synth_params *p, const char *name, float *out, int64_t n) {
+bool kr_synth_tensor_values(const kr_synth_params *p, const char *name, float *out, int64_t n) {
     tensor_list l;
     if (!build_tensor_list(p, &l)) return false;
     bool found = false;
@@ -402,57 +402,57 @@ bool kara_synth_tensor_values(const kara_synth_params *p, const char *name, floa
 /* Writing                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static kara_status set_metadata(kara_gguf_writer *w, const kara_synth_params *p, const vocab *v) {
+static kara_status set_metadata(kr_gguf_writer *w, const kr_synth_params *p, const vocab *v) {
     char k[128];
     const char *a = p->arch;
     char name[80];
     if (p->name[0]) snprintf(name, sizeof name, "%s", p->name);
     else snprintf(name, sizeof name, "kara-synth-%s", a);
-    kara_status st = kara_gguf_writer_set_str(w, "general.architecture", a);
+    kara_status st = kr_gguf_writer_set_str(w, "general.architecture", a);
 #define SET(fn, suffix, val) \
     if (st == KARA_OK) { snprintf(k, sizeof k, "%s." suffix, a); st = fn(w, k, val); }
-    if (st == KARA_OK) st = kara_gguf_writer_set_str(w, "general.name", name);
+    if (st == KARA_OK) st = kr_gguf_writer_set_str(w, "general.name", name);
     /* in the order llama-quantize adds them */
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.quantization_version", 2);
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype);
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "general.alignment", p->alignment);
-    SET(kara_gguf_writer_set_u32, "context_length", (uint32_t)p->n_ctx);
-    SET(kara_gguf_writer_set_u32, "embedding_length", (uint32_t)p->n_embd);
-    SET(kara_gguf_writer_set_u32, "block_count", (uint32_t)p->n_layer);
-    SET(kara_gguf_writer_set_u32, "feed_forward_length", (uint32_t)p->n_ff);
-    SET(kara_gguf_writer_set_u32, "attention.head_count", (uint32_t)p->n_head);
-    SET(kara_gguf_writer_set_u32, "attention.head_count_kv", (uint32_t)p->n_head_kv);
-    SET(kara_gguf_writer_set_f32, "attention.layer_norm_rms_epsilon", eps_of(p));
-    SET(kara_gguf_writer_set_f32, "rope.freq_base", p->rope_freq_base);
-    SET(kara_gguf_writer_set_u32, "rope.dimension_count", (uint32_t)head_dim_of(p));
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "general.file_type", (uint32_t)p->ftype);
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "general.alignment", p->alignment);
+    SET(kr_gguf_writer_set_u32, "context_length", (uint32_t)p->n_ctx);
+    SET(kr_gguf_writer_set_u32, "embedding_length", (uint32_t)p->n_embd);
+    SET(kr_gguf_writer_set_u32, "block_count", (uint32_t)p->n_layer);
+    SET(kr_gguf_writer_set_u32, "feed_forward_length", (uint32_t)p->n_ff);
+    SET(kr_gguf_writer_set_u32, "attention.head_count", (uint32_t)p->n_head);
+    SET(kr_gguf_writer_set_u32, "attention.head_count_kv", (uint32_t)p->n_head_kv);
+    SET(kr_gguf_writer_set_f32, "attention.layer_norm_rms_epsilon", eps_of(p));
+    SET(kr_gguf_writer_set_f32, "rope.freq_base", p->rope_freq_base);
+    SET(kr_gguf_writer_set_u32, "rope.dimension_count", (uint32_t)head_dim_of(p));
     if (!strcmp(a, "qwen3") || head_dim_of(p) * p->n_head != p->n_embd) {
-        SET(kara_gguf_writer_set_u32, "attention.key_length", (uint32_t)head_dim_of(p));
-        SET(kara_gguf_writer_set_u32, "attention.value_length", (uint32_t)head_dim_of(p));
+        SET(kr_gguf_writer_set_u32, "attention.key_length", (uint32_t)head_dim_of(p));
+        SET(kr_gguf_writer_set_u32, "attention.value_length", (uint32_t)head_dim_of(p));
     }
 #undef SET
-    if (st == KARA_OK) st = kara_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    if (st == KARA_OK) st = kara_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
+    if (st == KARA_OK) st = kr_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (st == KARA_OK) st = kr_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
     if (st == KARA_OK)
-        st = kara_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
+        st = kr_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
     if (st == KARA_OK)
-        st = kara_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", KARA_GGUF_INT32, v->types, (uint64_t)v->n);
+        st = kr_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", KARA_GGUF_INT32, v->types, (uint64_t)v->n);
     if (st == KARA_OK)
-        st = kara_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, N_MERGES);
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->id_endoftext);
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->id_im_end);
-    if (st == KARA_OK) st = kara_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->id_endoftext);
-    if (st == KARA_OK) st = kara_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false);
-    if (st == KARA_OK) st = kara_gguf_writer_set_str(w, "tokenizer.chat_template", k_chat_template);
+        st = kr_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, N_MERGES);
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->id_endoftext);
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->id_im_end);
+    if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->id_endoftext);
+    if (st == KARA_OK) st = kr_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false);
+    if (st == KARA_OK) st = kr_gguf_writer_set_str(w, "tokenizer.chat_template", k_chat_template);
     return st;
 }
 
 /* Generate, convert and write one tensor a chunk of rows at a time. The
  * values are drawn sequentially (one stream per tensor); the conversion of
  * the rows of a chunk, the slow part for K-quants, runs on all threads. */
-static kara_status write_tensor(kara_gguf_writer *w, const kara_synth_params *p, const tensor_spec *s,
+static kara_status write_tensor(kr_gguf_writer *w, const kr_synth_params *p, const tensor_spec *s,
                                 float *xbuf, uint8_t *ybuf, int64_t chunk_elems, char *err, size_t err_size) {
     const int64_t ne0 = s->ne[0], nrows = s->ne[1];
-    const size_t row_bytes = kara_type_row_size(s->type, ne0);
+    const size_t row_bytes = kr_type_row_size(s->type, ne0);
     int64_t rows_per_chunk = chunk_elems / ne0;
     if (rows_per_chunk < 1) rows_per_chunk = 1;
     rng r = rng_for(p->seed, s->name);
@@ -464,34 +464,34 @@ static kara_status write_tensor(kara_gguf_writer *w, const kara_synth_params *p,
 #pragma omp parallel for schedule(static) reduction(&& : ok)
 #endif
         for (int64_t i = 0; i < nr; i++)
-            ok = kara_quantize_row(s->type, xbuf + i * ne0, ybuf + (size_t)i * row_bytes, ne0) && ok;
+            ok = kr_quantize_row(s->type, xbuf + i * ne0, ybuf + (size_t)i * row_bytes, ne0) && ok;
         if (!ok) {
-            seterr(err, err_size, "tensor '%s': no quantizer for type %s", s->name, kara_type_get(s->type)->name);
+            seterr(err, err_size, "tensor '%s': no quantizer for type %s", s->name, kr_type_get(s->type)->name);
             return KARA_ERR_UNSUPPORTED;
         }
-        kara_status st = kara_gguf_writer_write(w, ybuf, (size_t)nr * row_bytes);
+        kara_status st = kr_gguf_writer_write(w, ybuf, (size_t)nr * row_bytes);
         if (st != KARA_OK) {
-            seterr(err, err_size, "%s", kara_gguf_writer_error(w));
+            seterr(err, err_size, "%s", kr_gguf_writer_error(w));
             return st;
         }
     }
     return KARA_OK;
 }
 
-kara_status kara_synth_write(const kara_synth_params *p, const char *path,
+kara_status kr_synth_write(const kr_synth_params *p, const char *path,
                              void (*progress)(float frac, void *user), void *user, char *err, size_t err_size) {
-    kara_status st = kara_synth_validate(p, err, err_size);
+    kara_status st = kr_synth_validate(p, err, err_size);
     if (st != KARA_OK) return st;
     vocab v;
     tensor_list l = {0};
-    kara_gguf_writer *w = NULL;
+    kr_gguf_writer *w = NULL;
     float *xbuf = NULL;
     uint8_t *ybuf = NULL;
     const int64_t chunk_elems = 1 << 20;
     int64_t max_row = 0;
     bool created = false;
 
-    if (!vocab_build(&v, p->n_vocab) || !build_tensor_list(p, &l) || kara_gguf_writer_create(&w) != KARA_OK) {
+    if (!vocab_build(&v, p->n_vocab) || !build_tensor_list(p, &l) || kr_gguf_writer_create(&w) != KARA_OK) {
         seterr(err, err_size, "out of memory");
         st = KARA_ERR_NOMEM;
         goto done;
@@ -500,11 +500,11 @@ kara_status kara_synth_write(const kara_synth_params *p, const char *path,
     uint64_t total = 0, written = 0;
     for (int i = 0; i < l.n && st == KARA_OK; i++) {
         if (l.t[i].ne[0] > max_row) max_row = l.t[i].ne[0];
-        st = kara_gguf_writer_add_tensor(w, l.t[i].name, l.t[i].type, l.t[i].n_dims, l.t[i].ne, NULL);
-        total += kara_gguf_writer_tensor_nbytes(w, (uint64_t)i);
+        st = kr_gguf_writer_add_tensor(w, l.t[i].name, l.t[i].type, l.t[i].n_dims, l.t[i].ne, NULL);
+        total += kr_gguf_writer_tensor_nbytes(w, (uint64_t)i);
     }
     if (st != KARA_OK) {
-        seterr(err, err_size, "%s", kara_gguf_writer_error(w));
+        seterr(err, err_size, "%s", kr_gguf_writer_error(w));
         goto done;
     }
     /* buffers for a chunk: at least one row, F32 being the widest type */
@@ -516,25 +516,25 @@ kara_status kara_synth_write(const kara_synth_params *p, const char *path,
         st = KARA_ERR_NOMEM;
         goto done;
     }
-    st = kara_gguf_writer_begin(w, path);
+    st = kr_gguf_writer_begin(w, path);
     created = st == KARA_OK;
     if (st != KARA_OK) {
-        seterr(err, err_size, "%s", kara_gguf_writer_error(w));
+        seterr(err, err_size, "%s", kr_gguf_writer_error(w));
         goto done;
     }
     for (int i = 0; i < l.n && st == KARA_OK; i++) {
         st = write_tensor(w, p, &l.t[i], xbuf, ybuf, elems, err, err_size);
-        written += kara_gguf_writer_tensor_nbytes(w, (uint64_t)i);
+        written += kr_gguf_writer_tensor_nbytes(w, (uint64_t)i);
         if (progress && st == KARA_OK) progress(total ? (float)written / (float)total : 1.0f, user);
     }
     if (st == KARA_OK) {
-        st = kara_gguf_writer_end(w);
-        if (st != KARA_OK) seterr(err, err_size, "%s", kara_gguf_writer_error(w));
+        st = kr_gguf_writer_end(w);
+        if (st != KARA_OK) seterr(err, err_size, "%s", kr_gguf_writer_error(w));
     }
 done:
     free(xbuf);
     free(ybuf);
-    kara_gguf_writer_free(w);
+    kr_gguf_writer_free(w);
     free(l.t);
     vocab_free(&v);
     if (st != KARA_OK && created) remove(path);   /* no half-written model */

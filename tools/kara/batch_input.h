@@ -1,32 +1,32 @@
 /* batch_input.h - the requests file of `kara batch`, read whole: its lines
  * (numbered from 1, a trailing \r dropped) and each line's custom_id, with
  * duplicate custom_ids refused before any work is done. */
-#ifndef KARA_BATCH_INPUT_H
-#define KARA_BATCH_INPUT_H
+#ifndef KR_BATCH_INPUT_H
+#define KR_BATCH_INPUT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef struct kara_batch_line {
+typedef struct kr_batch_line {
     size_t off, len;
     int no;               /* 1-based */
     char *custom_id;      /* copy, NULL when it cannot be read (the line becomes an error line) */
-} kara_batch_line;
+} kr_batch_line;
 
-typedef struct kara_batch_input {
+typedef struct kr_batch_input {
     char *data;
     size_t size;
-    kara_batch_line *lines;
+    kr_batch_line *lines;
     int n_lines;
-} kara_batch_input;
+} kr_batch_input;
 
 /* Read path and index it. Returns -1 on success, else an exit code after
  * printing the problem to stderr: 66 when the file cannot be opened, 74 on
  * a read error, 65 (with every duplicate named "FILE:LINE") when two lines
  * share a custom_id. */
-int kara_batch_input_load(kara_batch_input *in, const char *path);
-void kara_batch_input_free(kara_batch_input *in);
+int kr_batch_input_load(kr_batch_input *in, const char *path);
+void kr_batch_input_free(kr_batch_input *in);
 /* Only white space: not a request. */
-bool kara_batch_line_blank(const kara_batch_input *in, const kara_batch_line *l);
+bool kr_batch_line_blank(const kr_batch_input *in, const kr_batch_line *l);
 
 #endif

@@ -15,13 +15,13 @@
 #include "exit_codes.h"
 
 static void on_result(void *user, const char *custom_id, int input_line, bool failed) {
-    kara_batch_output *o = user;
+    kr_batch_output *o = user;
     if (custom_id) {
-        kara_strset_add(&o->answered, custom_id, input_line, NULL);
+        kr_strset_add(&o->answered, custom_id, input_line, NULL);
     } else {
         char key[24];
         snprintf(key, sizeof key, "%d", input_line);
-        kara_strset_add(&o->answered_lines, key, input_line, NULL);
+        kr_strset_add(&o->answered_lines, key, input_line, NULL);
     }
     if (failed) o->n_failed++;
     else o->n_ok++;
@@ -62,35 +62,35 @@ static char *read_all(int fd, size_t *len) {
     return buf;
 }
 
-int kara_batch_output_open(kara_batch_output *o, const char *path, bool resume) {
+int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
     memset(o, 0, sizeof *o);
     o->path = path;
     o->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (o->fd < 0) {
         fprintf(stderr, "kara batch: cannot create the output %s: %s\n", path, strerror(errno));
-        return KARA_EXIT_CANTCREAT;
+        return KR_EXIT_CANTCREAT;
     }
     if (flock(o->fd, LOCK_EX | LOCK_NB) != 0) {
         fprintf(stderr, "kara batch: the output %s is being written by another job (%s)\n", path,
                 errno == EWOULDBLOCK ? "locked" : strerror(errno));
         close(o->fd);
         o->fd = -1;
-        return KARA_EXIT_CANTCREAT;
+        return KR_EXIT_CANTCREAT;
     }
     size_t len = 0;
     char *data = read_all(o->fd, &len);
     if (!data) {
         fprintf(stderr, "kara batch: cannot read the output %s: %s\n", path, strerror(errno));
-        return KARA_EXIT_IOERR;
+        return KR_EXIT_IOERR;
     }
     long keep = 0;
     if (resume) {
         char err[256];
-        keep = kara_batch_scan_output(data, len, on_result, o, err, sizeof err);
+        keep = kr_batch_scan_output(data, len, on_result, o, err, sizeof err);
         if (keep < 0) {
             fprintf(stderr, "kara batch: %s: %s; fix or move the file, or start over with --no-resume\n", path, err);
             free(data);
-            return KARA_EXIT_DATAERR;
+            return KR_EXIT_DATAERR;
         }
     } else if (len > 0) {
         fprintf(stderr, "kara batch: starting over: emptied %s (resume is off)\n", path);
@@ -100,20 +100,20 @@ int kara_batch_output_open(kara_batch_output *o, const char *path, bool resume) 
         if (resume) o->truncated = (long)len - keep; /* a torn last line; else the file was emptied on purpose */
         if (ftruncate(o->fd, keep) != 0 || fsync(o->fd) != 0) {
             fprintf(stderr, "kara batch: cannot cut the output %s: %s\n", path, strerror(errno));
-            return KARA_EXIT_IOERR;
+            return KR_EXIT_IOERR;
         }
     }
     return -1;
 }
 
-bool kara_batch_output_has(const kara_batch_output *o, const char *custom_id, int line) {
-    if (custom_id) return kara_strset_get(&o->answered, custom_id, NULL);
+bool kr_batch_output_has(const kr_batch_output *o, const char *custom_id, int line) {
+    if (custom_id) return kr_strset_get(&o->answered, custom_id, NULL);
     char key[24];
     snprintf(key, sizeof key, "%d", line);
-    return kara_strset_get(&o->answered_lines, key, NULL);
+    return kr_strset_get(&o->answered_lines, key, NULL);
 }
 
-int kara_batch_output_append(kara_batch_output *o, const char *line, size_t len) {
+int kr_batch_output_append(kr_batch_output *o, const char *line, size_t len) {
     size_t done = 0;
     while (done < len) {
         ssize_t k = write(o->fd, line + done, len - done);
@@ -125,9 +125,9 @@ int kara_batch_output_append(kara_batch_output *o, const char *line, size_t len)
     return 0;
 }
 
-void kara_batch_output_close(kara_batch_output *o) {
+void kr_batch_output_close(kr_batch_output *o) {
     if (o->fd >= 0) close(o->fd);
     o->fd = -1;
-    kara_strset_free(&o->answered);
-    kara_strset_free(&o->answered_lines);
+    kr_strset_free(&o->answered);
+    kr_strset_free(&o->answered_lines);
 }

@@ -10,31 +10,31 @@
  * runs again, so every request ends up answered exactly once. fdatasync
  * makes each line survive a power loss too, at the cost of one disk flush
  * per finished request (small beside the seconds a request takes). */
-#ifndef KARA_BATCH_OUTPUT_H
-#define KARA_BATCH_OUTPUT_H
+#ifndef KR_BATCH_OUTPUT_H
+#define KR_BATCH_OUTPUT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "strset.h"
 
-typedef struct kara_batch_output {
+typedef struct kr_batch_output {
     int fd;
     const char *path;
-    kara_strset answered;        /* custom_ids with a result line */
-    kara_strset answered_lines;  /* input line numbers (decimal) of error lines without custom_id */
+    kr_strset answered;        /* custom_ids with a result line */
+    kr_strset answered_lines;  /* input line numbers (decimal) of error lines without custom_id */
     int n_ok, n_failed;          /* result lines found when opening */
     long truncated;              /* bytes of a torn last line that were cut off */
-} kara_batch_output;
+} kr_batch_output;
 
 /* Open (creating it) for appending. resume: read the results already there
  * and cut off a torn last line; otherwise empty the file. Returns -1 on
  * success, else an exit code after printing "kara batch: ..." to stderr. */
-int kara_batch_output_open(kara_batch_output *o, const char *path, bool resume);
+int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume);
 /* Is this request already answered? */
-bool kara_batch_output_has(const kara_batch_output *o, const char *custom_id, int line);
+bool kr_batch_output_has(const kr_batch_output *o, const char *custom_id, int line);
 /* Append one line (with its '\n') durably; 0 or an errno value. */
-int kara_batch_output_append(kara_batch_output *o, const char *line, size_t len);
-void kara_batch_output_close(kara_batch_output *o);
+int kr_batch_output_append(kr_batch_output *o, const char *line, size_t len);
+void kr_batch_output_close(kr_batch_output *o);
 
 #endif

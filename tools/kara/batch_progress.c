@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
- void kara_batch_progress_init(kara_batch_progress *p, bool enabled, int total, int done_before) {
+ void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int done_before) {
     p->enabled = enabled;
     const char *term = getenv("TERM");
     p->tty = isatty(STDERR_FILENO) != 0 && !(term && !strcmp(term, "dumb"));
     p->interval = p->tty ? 0.25 : 5.0;
-    p->t_start = p->t_last = kara_monotonic_seconds();
+    p->t_start = p->t_last = kr_monotonic_seconds();
     p->total = total;
     p->done_before = done_before;
     p->done = p->failed = 0;
@@ -26,9 +26,9 @@ static void format_eta(char *buf, size_t size, double s) {
     else snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
 }
 
-void kara_batch_progress_update(kara_batch_progress *p, const kara_engine_stats *s, bool force) {
+void kr_batch_progress_update(kr_batch_progress *p, const kara_engine_stats *s, bool force) {
     if (!p->enabled) return;
-    double now = kara_monotonic_seconds();
+    double now = kr_monotonic_seconds();
     if (!force && now - p->t_last < p->interval) return;
     p->t_last = now;
     double el = now - p->t_start;
@@ -53,7 +53,7 @@ void kara_batch_progress_update(kara_batch_progress *p, const kara_engine_stats 
     fflush(stderr);
 }
 
-void kara_batch_progress_end(kara_batch_progress *p) {
+void kr_batch_progress_end(kr_batch_progress *p) {
     if (p->line_open) {
         fputc('\n', stderr);
         p->line_open = false;

@@ -2,15 +2,15 @@
  * on a terminal one line rewritten in place (\r) a few times a second;
  * otherwise (a log file, a Slurm or Kubernetes job) one plain line every
  * few seconds. Both say done/total, failed, output tokens/s, ETA and KV use. */
-#ifndef KARA_BATCH_PROGRESS_H
-#define KARA_BATCH_PROGRESS_H
+#ifndef KR_BATCH_PROGRESS_H
+#define KR_BATCH_PROGRESS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "kara.h"
 
-typedef struct kara_batch_progress {
+typedef struct kr_batch_progress {
     bool enabled, tty;
     double interval;      /* seconds between updates */
     double t_start, t_last;
@@ -18,12 +18,12 @@ typedef struct kara_batch_progress {
     int done_before;      /* answered in an earlier run */
     int done, failed;     /* this run */
     bool line_open;       /* a \r line is on screen */
-} kara_batch_progress;
+} kr_batch_progress;
 
-void kara_batch_progress_init(kara_batch_progress *p, bool enabled, int total, int done_before);
+void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int done_before);
 /* Print if the interval has passed (force: now). */
-void kara_batch_progress_update(kara_batch_progress *p, const kara_engine_stats *s, bool force);
+void kr_batch_progress_update(kr_batch_progress *p, const kara_engine_stats *s, bool force);
 /* End the \r line before other output. */
-void kara_batch_progress_end(kara_batch_progress *p);
+void kr_batch_progress_end(kr_batch_progress *p);
 
 #endif

@@ -31,7 +31,7 @@ static void thread_ids(int *ith, int *nth) {
 #endif
 }
 
-int kara_bench_membw(int threads) {
+int kr_bench_membw(int threads) {
     const size_t bytes = (size_t)1 << 30;
     const size_t n = bytes / sizeof(uint64_t);
     uint64_t *buf = malloc(bytes);
@@ -43,11 +43,11 @@ int kara_bench_membw(int threads) {
     double best = 1e30;
     uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = kara_monotonic_seconds();
+        double t0 = kr_monotonic_seconds();
         uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
         for (size_t i = 0; i < n; i++) total += buf[i];
-        double dt = kara_monotonic_seconds() - t0;
+        double dt = kr_monotonic_seconds() - t0;
         sink += total;
         if (dt < best) best = dt;
     }
@@ -64,11 +64,11 @@ typedef struct shape {
 
 /* One weight type on one shape: quantize random rows once, then time the
  * product with 1 activation row (decode) and with n_batch rows (prefill). */
-static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int threads, int n_batch, bool file_layout) {
-    const kara_type_info *ti = kara_type_get(t);
+static void bench_one(const kr_kernels *k, kr_type t, const shape *s, int threads, int n_batch, bool file_layout) {
+    const kr_type_info *ti = kr_type_get(t);
     if (s->cols % ti->block_size != 0) return; /* e.g. K-quant blocks of 256 on the 128-column shapes */
-    const kara_type vt = ti->vec_dot_type;
-    const size_t wrb = kara_type_row_size(t, s->cols), xrb = kara_type_row_size(vt, s->cols);
+    const kr_type vt = ti->vec_dot_type;
+    const size_t wrb = kr_type_row_size(t, s->cols), xrb = kr_type_row_size(vt, s->cols);
     uint8_t *w = malloc(wrb * (size_t)s->rows);
     uint8_t *x = malloc(xrb * (size_t)n_batch);
     float *row = malloc(sizeof(float) * (size_t)s->cols);
@@ -77,15 +77,15 @@ static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int th
     uint32_t seed = 7;
     for (int64_t r = 0; r < s->rows; r++) {
         for (int64_t c = 0; c < s->cols; c++) row[c] = frand(&seed);
-        kara_quantize_row(t, row, w + (size_t)r * wrb, s->cols);
+        kr_quantize_row(t, row, w + (size_t)r * wrb, s->cols);
     }
     for (int b = 0; b < n_batch; b++) {
         for (int64_t c = 0; c < s->cols; c++) row[c] = frand(&seed);
         k->from_float[vt](row, x + (size_t)b * xrb, s->cols);
     }
-    /* the layout the loader would give these weights (kara_kernels.repack) */
-    kara_type lt = t;
-    if (k->repack[t] && !file_layout) (void)kara_repack_matrix(&lt, k->repack[t], w, s->rows, s->cols);
+    /* the layout the loader would give these weights (kr_kernels.repack) */
+    kr_type lt = t;
+    if (k->repack[t] && !file_layout) (void)kr_repack_matrix(&lt, k->repack[t], w, s->rows, s->cols);
     const size_t wbytes = wrb * (size_t)s->rows;
     for (int pass = 0; pass < 2; pass++) {
         const int nb = pass == 0 ? 1 : n_batch;
@@ -94,20 +94,20 @@ static void bench_one(const kara_kernels *k, kara_type t, const shape *s, int th
         if (reps < 3) reps = 3;
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
-            double t0 = kara_monotonic_seconds();
+            double t0 = kr_monotonic_seconds();
 #pragma omp parallel num_threads(threads)
             {
                 int ith, nt;
                 thread_ids(&ith, &nt);
                 k->matmul(k, lt, w, wrb, s->rows, s->cols, x, xrb, nb, y, s->rows, ith, nt);
             }
-            double dt = kara_monotonic_seconds() - t0;
+            double dt = kr_monotonic_seconds() - t0;
             if (dt < best) best = dt;
         }
         const double gops = 2.0 * (double)s->rows * (double)s->cols * nb / best * 1e-9;
         printf("{\"test\":\"kernel\",\"isa\":\"%s\",\"type\":\"%s\",\"layout\":\"%s\",\"shape\":\"%s\",\"rows\":%lld,"
                "\"cols\":%lld,\"batch\":%d,\"threads\":%d,\"us\":%.1f,\"weight_gb_s\":%.2f,\"gop_s\":%.1f}\n",
-               k->name, ti->name, kara_type_get(lt)->name, s->name, (long long)s->rows, (long long)s->cols, nb, threads, best * 1e6,
+               k->name, ti->name, kr_type_get(lt)->name, s->name, (long long)s->rows, (long long)s->cols, nb, threads, best * 1e6,
                (double)wbytes / best * 1e-9, gops);
         fflush(stdout);
     }
@@ -118,8 +118,8 @@ done:
     free(y);
 }
 
-int kara_bench_kernels(int threads, const char *types, int n_batch, bool file_layout) {
-    const kara_kernels *k = kara_kernels_get();
+int kr_bench_kernels(int threads, const char *types, int n_batch, bool file_layout) {
+    const kr_kernels *k = kr_kernels_get();
     static const shape shapes[] = {
         {"ffn_up_0.6b", 3072, 1024},
         {"ffn_down_0.6b", 1024, 3072},
@@ -130,9 +130,9 @@ int kara_bench_kernels(int threads, const char *types, int n_batch, bool file_la
         {"ffn_up_kr1m", 384, 128},
         {"ffn_down_kr1m", 128, 384},
     };
-    static const kara_type all[] = {KARA_TYPE_Q4_0, KARA_TYPE_Q8_0, KARA_TYPE_Q4_K, KARA_TYPE_Q6_K, KARA_TYPE_F16, KARA_TYPE_F32};
+    static const kr_type all[] = {KR_TYPE_Q4_0, KR_TYPE_Q8_0, KR_TYPE_Q4_K, KR_TYPE_Q6_K, KR_TYPE_F16, KR_TYPE_F32};
     for (size_t ti = 0; ti < sizeof all / sizeof all[0]; ti++) {
-        const char *name = kara_type_get(all[ti])->name;
+        const char *name = kr_type_get(all[ti])->name;
         if (types && !strstr(types, name)) continue;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) bench_one(k, all[ti], &shapes[si], threads, n_batch, file_layout);
     }

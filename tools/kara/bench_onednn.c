@@ -68,10 +68,10 @@ static double time_matmul(dnnl_engine_t eng, dnnl_stream_t st, dnnl_data_type_t 
     const int nargs = 3;
     double best = 1e30;
     for (int r = -1; r < reps; r++) {
-        double t0 = kara_monotonic_seconds();
+        double t0 = kr_monotonic_seconds();
         DNNL_OK(dnnl_primitive_execute(prim, st, nargs, args));
         DNNL_OK(dnnl_stream_wait(st));
-        double dt = kara_monotonic_seconds() - t0;
+        double dt = kr_monotonic_seconds() - t0;
         if (r >= 0 && dt < best) best = dt;
     }
     dnnl_memory_destroy(A);
@@ -84,7 +84,7 @@ static double time_matmul(dnnl_engine_t eng, dnnl_stream_t st, dnnl_data_type_t 
     return best;
 }
 
-int kara_bench_onednn(int threads, int m) {
+int kr_bench_onednn(int threads, int m) {
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
@@ -121,7 +121,7 @@ int kara_bench_onednn(int threads, int m) {
     return 0;
 }
 #else
-int kara_bench_onednn(int threads, int m) {
+int kr_bench_onednn(int threads, int m) {
     (void)threads;
     (void)m;
     fprintf(stderr, "kara bench --onednn: this build has no oneDNN (install libdnnl-dev and reconfigure)\n");

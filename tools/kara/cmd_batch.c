@@ -39,7 +39,7 @@ typedef struct batch_opts {
     int32_t prefill_chunk;
 } batch_opts;
 
-static const kara_cli_flag batch_flags[] = {
+static const kr_cli_flag batch_flags[] = {
     {"-i|--input", true, "requests, JSONL (OpenAI Batch API or {\"id\",\"prompt\"}) [batch.input]"},
     {"-o|--output", true, "results, JSONL, appended one line per request [batch.output]"},
     {"-j|--max-concurrency", true, "requests decoded together [batch.max_concurrency]"},
@@ -66,7 +66,7 @@ static void on_signal(int sig) { g_signal = sig; }
 static int set_key(kara_config *cfg, const char *key, const char *value, const char *origin) {
     if (kara_config_set(cfg, key, value, origin) == KARA_OK) return -1;
     fprintf(stderr, "kara batch: %s\n", kara_last_error());
-    return KARA_EXIT_USAGE;
+    return KR_EXIT_USAGE;
 }
 
 /* The shard from a scheduler when no --shard flag gave one: Slurm job
@@ -81,33 +81,33 @@ static int shard_from_env(kara_config *cfg) {
     if (slurm && *slurm) {
         const char *c = getenv("SLURM_ARRAY_TASK_COUNT"), *mn = getenv("SLURM_ARRAY_TASK_MIN"),
                    *st = getenv("SLURM_ARRAY_TASK_STEP");
-        if (!c || !kara_arg_int("batch", "SLURM_ARRAY_TASK_COUNT", c, 1, 65536, &count) ||
-            !kara_arg_int("batch", "SLURM_ARRAY_TASK_ID", slurm, 0, 1 << 30, &idx) ||
-            (mn && !kara_arg_int("batch", "SLURM_ARRAY_TASK_MIN", mn, 0, 1 << 30, &min)) ||
-            (st && !kara_arg_int("batch", "SLURM_ARRAY_TASK_STEP", st, 1, 1 << 30, &step))) {
+        if (!c || !kr_arg_int("batch", "SLURM_ARRAY_TASK_COUNT", c, 1, 65536, &count) ||
+            !kr_arg_int("batch", "SLURM_ARRAY_TASK_ID", slurm, 0, 1 << 30, &idx) ||
+            (mn && !kr_arg_int("batch", "SLURM_ARRAY_TASK_MIN", mn, 0, 1 << 30, &min)) ||
+            (st && !kr_arg_int("batch", "SLURM_ARRAY_TASK_STEP", st, 1, 1 << 30, &step))) {
             fprintf(stderr, "kara batch: a Slurm array task needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT\n");
-            return KARA_EXIT_CONFIG;
+            return KR_EXIT_CONFIG;
         }
         if (idx < min || (idx - min) % step || (idx - min) / step >= count) {
             fprintf(stderr, "kara batch: SLURM_ARRAY_TASK_ID %lld does not fit the array (min %lld, step %lld, count %lld)\n",
                     idx, min, step, count);
-            return KARA_EXIT_CONFIG;
+            return KR_EXIT_CONFIG;
         }
         snprintf(value, sizeof value, "%lld/%lld", (idx - min) / step + 1, count);
-        return kara_config_set(cfg, "batch.shard", value, "SLURM_ARRAY_TASK_ID") == KARA_OK ? -1 : KARA_EXIT_CONFIG;
+        return kara_config_set(cfg, "batch.shard", value, "SLURM_ARRAY_TASK_ID") == KARA_OK ? -1 : KR_EXIT_CONFIG;
     }
     if (k8s && *k8s) {
         const char *c = getenv("KARA_SHARD_COUNT");
         if (!c) {
             fprintf(stderr, "kara batch: JOB_COMPLETION_INDEX is set but KARA_SHARD_COUNT is not: set it to the Job's "
                             "completions (see configs/k8s-indexed-job.yaml)\n");
-            return KARA_EXIT_CONFIG;
+            return KR_EXIT_CONFIG;
         }
-        if (!kara_arg_int("batch", "KARA_SHARD_COUNT", c, 1, 65536, &count) ||
-            !kara_arg_int("batch", "JOB_COMPLETION_INDEX", k8s, 0, count - 1, &idx))
-            return KARA_EXIT_CONFIG;
+        if (!kr_arg_int("batch", "KARA_SHARD_COUNT", c, 1, 65536, &count) ||
+            !kr_arg_int("batch", "JOB_COMPLETION_INDEX", k8s, 0, count - 1, &idx))
+            return KR_EXIT_CONFIG;
         snprintf(value, sizeof value, "%lld/%lld", idx + 1, count);
-        return kara_config_set(cfg, "batch.shard", value, "JOB_COMPLETION_INDEX") == KARA_OK ? -1 : KARA_EXIT_CONFIG;
+        return kara_config_set(cfg, "batch.shard", value, "JOB_COMPLETION_INDEX") == KARA_OK ? -1 : KR_EXIT_CONFIG;
     }
     return -1;
 }
@@ -121,27 +121,27 @@ static void usage(void) {
            "exit status: 0 all answered, 1 some requests failed (error lines), 64 usage, 65 bad input\n"
            "(duplicate custom_ids, broken output), 66 missing input or model, 73 cannot create the output,\n"
            "74 I/O error, 78 configuration, 130/143 interrupted (run again to resume)\n\n");
-    kara_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
+    kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
 }
 
 /* Parse: a positional JOB.yaml is loaded like --config before every other
  * file, so flags still win over it. Returns -1 to go on, else the code. */
 static int parse(int argc, char **argv, batch_opts *o) {
-    kara_cli_parsed cli;
-    int rc = kara_cli_parse("batch", argc, argv, batch_flags, N_BATCH_FLAGS, &o->cfg, &cli);
+    kr_cli_parsed cli;
+    int rc = kr_cli_parse("batch", argc, argv, batch_flags, N_BATCH_FLAGS, &o->cfg, &cli);
     const char *job = NULL;
     for (int i = 0; rc < 0 && i < cli.n_args; i++)
         if (!cli.args[i].flag) {
             if (job) {
                 fprintf(stderr, "kara batch: more than one job file ('%s' and '%s')\n", job, cli.args[i].value);
-                rc = KARA_EXIT_USAGE;
+                rc = KR_EXIT_USAGE;
             }
             job = cli.args[i].value;
         }
     if (rc < 0 && job) {
-        kara_cli_parsed_free(&cli);
+        kr_cli_parsed_free(&cli);
         char **argv2 = malloc(((size_t)argc + 2) * sizeof *argv2);
-        if (!argv2) return KARA_EXIT_SOFTWARE;
+        if (!argv2) return KR_EXIT_SOFTWARE;
         int n = 0;
         argv2[n++] = argv[0];
         argv2[n++] = "--config";
@@ -149,42 +149,42 @@ static int parse(int argc, char **argv, batch_opts *o) {
         for (int i = 1; i < argc; i++)
             if (argv[i] != job) argv2[n++] = argv[i];
         argv2[n] = NULL;
-        rc = kara_cli_parse("batch", n, argv2, batch_flags, N_BATCH_FLAGS, &o->cfg, &cli);
+        rc = kr_cli_parse("batch", n, argv2, batch_flags, N_BATCH_FLAGS, &o->cfg, &cli);
         free(argv2);
     }
     o->resume = -1;
     o->prefill_chunk = 256;
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
-        const kara_cli_arg *a = &cli.args[i];
+        const kr_cli_arg *a = &cli.args[i];
         long long v;
         if (!a->flag) continue;
-        if (kara_cli_flag_is(a->flag, "-i")) rc = set_key(&o->cfg, "batch.input", a->value, "--input");
-        else if (kara_cli_flag_is(a->flag, "-o")) rc = set_key(&o->cfg, "batch.output", a->value, "--output");
-        else if (kara_cli_flag_is(a->flag, "-j"))
+        if (kr_cli_flag_is(a->flag, "-i")) rc = set_key(&o->cfg, "batch.input", a->value, "--input");
+        else if (kr_cli_flag_is(a->flag, "-o")) rc = set_key(&o->cfg, "batch.output", a->value, "--output");
+        else if (kr_cli_flag_is(a->flag, "-j"))
             rc = set_key(&o->cfg, "batch.max_concurrency", a->value, "--max-concurrency");
-        else if (kara_cli_flag_is(a->flag, "--shard")) rc = set_key(&o->cfg, "batch.shard", a->value, "--shard");
-        else if (kara_cli_flag_is(a->flag, "--think")) rc = set_key(&o->cfg, "chat.think", a->value, "--think");
-        else if (kara_cli_flag_is(a->flag, "--resume")) o->resume = 1;
-        else if (kara_cli_flag_is(a->flag, "--no-resume")) o->resume = 0;
-        else if (kara_cli_flag_is(a->flag, "--no-progress")) o->no_progress = true;
-        else if (kara_cli_flag_is(a->flag, "--stats-json")) o->stats_json = a->value;
-        else if (kara_cli_flag_is(a->flag, "--ignore-eos")) o->ignore_eos = true;
-        else if (kara_cli_flag_is(a->flag, "--no-fit")) o->no_fit = true;
-        else if (kara_cli_flag_is(a->flag, "--optimistic")) o->optimistic = true;
-        else if (kara_cli_flag_is(a->flag, "--prefill-chunk")) {
-            if (!kara_arg_int("batch", "--prefill-chunk", a->value, 2, 1 << 20, &v)) rc = KARA_EXIT_USAGE;
+        else if (kr_cli_flag_is(a->flag, "--shard")) rc = set_key(&o->cfg, "batch.shard", a->value, "--shard");
+        else if (kr_cli_flag_is(a->flag, "--think")) rc = set_key(&o->cfg, "chat.think", a->value, "--think");
+        else if (kr_cli_flag_is(a->flag, "--resume")) o->resume = 1;
+        else if (kr_cli_flag_is(a->flag, "--no-resume")) o->resume = 0;
+        else if (kr_cli_flag_is(a->flag, "--no-progress")) o->no_progress = true;
+        else if (kr_cli_flag_is(a->flag, "--stats-json")) o->stats_json = a->value;
+        else if (kr_cli_flag_is(a->flag, "--ignore-eos")) o->ignore_eos = true;
+        else if (kr_cli_flag_is(a->flag, "--no-fit")) o->no_fit = true;
+        else if (kr_cli_flag_is(a->flag, "--optimistic")) o->optimistic = true;
+        else if (kr_cli_flag_is(a->flag, "--prefill-chunk")) {
+            if (!kr_arg_int("batch", "--prefill-chunk", a->value, 2, 1 << 20, &v)) rc = KR_EXIT_USAGE;
             else o->prefill_chunk = (int32_t)v;
         }
     }
     if (rc < 0) rc = shard_from_env(&o->cfg);
     if (rc < 0 && cli.help) {
         usage();
-        rc = KARA_EXIT_OK;
+        rc = KR_EXIT_OK;
     } else if (rc < 0 && cli.print_config) {
-        kara_cli_print_config(stdout, &o->cfg);
-        rc = KARA_EXIT_OK;
+        kr_cli_print_config(stdout, &o->cfg);
+        rc = KR_EXIT_OK;
     }
-    kara_cli_parsed_free(&cli);
+    kr_cli_parsed_free(&cli);
     if (rc >= 0) return rc;
     if (o->resume < 0) {
         /* a resume key set in a file decides; the built-in default is "auto" */
@@ -197,7 +197,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
                                                     : NULL;
     if (missing) {
         fprintf(stderr, "kara batch: %s; see kara batch --help\n", missing);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     return -1;
 }
@@ -215,9 +215,9 @@ typedef struct pending {
     char *model_name;
     int32_t *tokens;
     int32_t n_tokens;
-    char *stops[KARA_BATCH_MAX_STOP];
+    char *stops[KR_BATCH_MAX_STOP];
     int n_stop;
-    kara_jbuf content, reasoning;
+    kr_jbuf content, reasoning;
 } pending;
 
 static void pending_free(pending *p) {
@@ -226,15 +226,15 @@ static void pending_free(pending *p) {
     free(p->model_name);
     free(p->tokens);
     for (int i = 0; i < p->n_stop; i++) free(p->stops[i]);
-    kara_jbuf_free(&p->content);
-    kara_jbuf_free(&p->reasoning);
+    kr_jbuf_free(&p->content);
+    kr_jbuf_free(&p->reasoning);
     free(p);
 }
 
 struct job {
     batch_opts *o;
-    kara_batch_input in;
-    kara_batch_output out;
+    kr_batch_input in;
+    kr_batch_output out;
     kara_model *model;
     kara_context *ctx;
     kara_engine *eng;
@@ -243,8 +243,8 @@ struct job {
     int *todo;               /* indexes of input lines to run */
     int *shard, n_shard;     /* indexes of this shard's lines, answered or not */
     int n_todo, next;
-    kara_jbuf line, prompt;
-    kara_batch_progress prog;
+    kr_jbuf line, prompt;
+    kr_batch_progress prog;
     int ok, failed;          /* this run */
     int32_t n_seq;           /* sequences of the context (max_concurrency after fitting) */
     pending *live;           /* requests submitted and not finished */
@@ -256,14 +256,14 @@ static int write_line(job *j) {
         j->io_error = ENOMEM;
         return -1;
     }
-    int e = kara_batch_output_append(&j->out, j->line.p, j->line.len);
+    int e = kr_batch_output_append(&j->out, j->line.p, j->line.len);
     if (e) j->io_error = e;
     return e ? -1 : 0;
 }
 
 static void write_error(job *j, const char *custom_id, int line, const char *code, const char *msg) {
-    kara_jbuf_reset(&j->line);
-    kara_batch_write_error(&j->line, custom_id, line, code, msg);
+    kr_jbuf_reset(&j->line);
+    kr_batch_write_error(&j->line, custom_id, line, code, msg);
     write_line(j);
     j->failed++;
     j->prog.failed++;
@@ -272,15 +272,15 @@ static void write_error(job *j, const char *custom_id, int line, const char *cod
 
 static const char *status_code(kara_status st) {
     switch (st) {
-    case KARA_ERR_CONTEXT_FULL: return KARA_BATCH_ERR_CONTEXT;
-    case KARA_ERR_KV_BUDGET: return KARA_BATCH_ERR_BUDGET;
-    case KARA_ERR_ARG: case KARA_ERR_TOKEN: return KARA_BATCH_ERR_REQUEST;
-    default: return KARA_BATCH_ERR_INTERNAL;
+    case KARA_ERR_CONTEXT_FULL: return KR_BATCH_ERR_CONTEXT;
+    case KARA_ERR_KV_BUDGET: return KR_BATCH_ERR_BUDGET;
+    case KARA_ERR_ARG: case KARA_ERR_TOKEN: return KR_BATCH_ERR_REQUEST;
+    default: return KR_BATCH_ERR_INTERNAL;
     }
 }
 
 /* Render a request's prompt and tokenize it into p->tokens. */
-static kara_status tokenize_request(job *j, const kara_batch_request *r, pending *p) {
+static kara_status tokenize_request(job *j, const kr_batch_request *r, pending *p) {
     const char *text;
     size_t len;
     bool special;
@@ -288,7 +288,7 @@ static kara_status tokenize_request(job *j, const kara_batch_request *r, pending
         bool think = r->think >= 0 ? r->think == 1 : j->o->cfg.think != KARA_THINK_OFF;
         kara_status st = kara_chat_apply(&j->tmpl, r->msgs, r->n_msgs, true, think, NULL, 0, &len);
         if (st) return st;
-        if (!kara_jbuf_reserve(&j->prompt, len + 1)) return KARA_ERR_NOMEM;
+        if (!kr_jbuf_reserve(&j->prompt, len + 1)) return KARA_ERR_NOMEM;
         kara_chat_apply(&j->tmpl, r->msgs, r->n_msgs, true, think, j->prompt.p, j->prompt.cap, &len);
         text = j->prompt.p;
         special = true;
@@ -315,18 +315,18 @@ static kara_status tokenize_request(job *j, const kara_batch_request *r, pending
 }
 
 /* Parse, tokenize and submit one input line; failures become error lines. */
-static void submit_line(job *j, const kara_batch_line *l) {
-    kara_json_doc doc;
-    kara_batch_request r;
+static void submit_line(job *j, const kr_batch_line *l) {
+    kr_json_doc doc;
+    kr_batch_request r;
     char err[512];
-    const char *code = KARA_BATCH_ERR_REQUEST;
-    bool ok = kara_batch_request_parse(j->in.data + l->off, l->len, l->no, &doc, &r, err, sizeof err, &code);
+    const char *code = KR_BATCH_ERR_REQUEST;
+    bool ok = kr_batch_request_parse(j->in.data + l->off, l->len, l->no, &doc, &r, err, sizeof err, &code);
     pending *p = NULL;
     if (ok) {
         p = calloc(1, sizeof *p);
         if (!p) {
             snprintf(err, sizeof err, "input line %d: out of memory", l->no);
-            code = KARA_BATCH_ERR_INTERNAL;
+            code = KR_BATCH_ERR_INTERNAL;
             ok = false;
         }
     }
@@ -337,7 +337,7 @@ static void submit_line(job *j, const kara_batch_line *l) {
         kara_status st = tokenize_request(j, &r, p);
         if (st) {
             snprintf(err, sizeof err, "input line %d: cannot build the prompt: %s", l->no, kara_last_error());
-            code = KARA_BATCH_ERR_REQUEST;
+            code = KR_BATCH_ERR_REQUEST;
             ok = false;
         }
     }
@@ -345,7 +345,7 @@ static void submit_line(job *j, const kara_batch_line *l) {
         const kara_config *cfg = &j->o->cfg;
         kara_engine_request er;
         kara_engine_request_init(&er);
-        er.id = kara_fnv1a(r.custom_id, strlen(r.custom_id));
+        er.id = kr_fnv1a(r.custom_id, strlen(r.custom_id));
         er.user = p;
         er.prompt = p->tokens;
         er.n_prompt = p->n_tokens;
@@ -379,8 +379,8 @@ static void submit_line(job *j, const kara_batch_line *l) {
         write_error(j, r.custom_id ? r.custom_id : l->custom_id, l->no, code, err);
         pending_free(p);
     }
-    kara_batch_request_free(&r);
-    kara_json_doc_free(&doc);
+    kr_batch_request_free(&r);
+    kr_json_doc_free(&doc);
 }
 
 static void finish_request(job *j, const kara_engine_event *ev) {
@@ -393,7 +393,7 @@ static void finish_request(job *j, const kara_engine_event *ev) {
         snprintf(msg, sizeof msg, "input line %d: %s", p->line, ev->error ? ev->error : kara_status_str(ev->status));
         write_error(j, p->custom_id, p->line, status_code(ev->status), msg);
     } else {
-        kara_batch_result res = {
+        kr_batch_result res = {
             p->custom_id,
             p->line,
             p->model_name ? p->model_name : j->model_name,
@@ -406,13 +406,13 @@ static void finish_request(job *j, const kara_engine_event *ev) {
             ev->n_generated,
             (int64_t)time(NULL),
         };
-        kara_jbuf_reset(&j->line);
-        kara_batch_write_ok(&j->line, &res);
+        kr_jbuf_reset(&j->line);
+        kr_batch_write_ok(&j->line, &res);
         if (p->content.failed || p->reasoning.failed) {
-            kara_jbuf_reset(&j->line);
+            kr_jbuf_reset(&j->line);
             char msg[128];
             snprintf(msg, sizeof msg, "input line %d: out of memory collecting the answer", p->line);
-            kara_batch_write_error(&j->line, p->custom_id, p->line, KARA_BATCH_ERR_INTERNAL, msg);
+            kr_batch_write_error(&j->line, p->custom_id, p->line, KR_BATCH_ERR_INTERNAL, msg);
             j->failed++;
             j->prog.failed++;
         } else {
@@ -430,10 +430,10 @@ static void finish_request(job *j, const kara_engine_event *ev) {
 
 static int status_exit(kara_status st) {
     switch (st) {
-    case KARA_ERR_IO: return KARA_EXIT_NOINPUT;
-    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: return KARA_EXIT_DATAERR;
-    case KARA_ERR_CONFIG: case KARA_ERR_ARG: case KARA_ERR_KV_BUDGET: return KARA_EXIT_CONFIG;
-    default: return KARA_EXIT_SOFTWARE;
+    case KARA_ERR_IO: return KR_EXIT_NOINPUT;
+    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: return KR_EXIT_DATAERR;
+    case KARA_ERR_CONFIG: case KARA_ERR_ARG: case KARA_ERR_KV_BUDGET: return KR_EXIT_CONFIG;
+    default: return KR_EXIT_SOFTWARE;
     }
 }
 
@@ -444,12 +444,12 @@ static int status_exit(kara_status st) {
 static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
     int64_t sum_p = 0, sum_g = 0, n = 0;
     for (int i = 0; i < j->n_shard && n < 64; i++) {
-        const kara_batch_line *l = &j->in.lines[j->shard[i]];
-        kara_json_doc doc;
-        kara_batch_request r;
+        const kr_batch_line *l = &j->in.lines[j->shard[i]];
+        kr_json_doc doc;
+        kr_batch_request r;
         char err[256];
         const char *code;
-        if (kara_batch_request_parse(j->in.data + l->off, l->len, l->no, &doc, &r, err, sizeof err, &code)) {
+        if (kr_batch_request_parse(j->in.data + l->off, l->len, l->no, &doc, &r, err, sizeof err, &code)) {
             pending p = {0};
             if (tokenize_request(j, &r, &p) == KARA_OK) {
                 sum_p += p.n_tokens;
@@ -458,8 +458,8 @@ static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
             }
             free(p.tokens);
         }
-        kara_batch_request_free(&r);
-        kara_json_doc_free(&doc);
+        kr_batch_request_free(&r);
+        kr_json_doc_free(&doc);
     }
     *n_prompt = n ? (int32_t)(sum_p / n) : 1;
     *n_predict = n ? (int32_t)(sum_g / n) : j->o->cfg.max_tokens;
@@ -468,7 +468,7 @@ static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
 
 static int setup_engine(job *j) {
     const kara_config *cfg = &j->o->cfg;
-    kara_status st = kara_cli_load_model(cfg, &j->model);
+    kara_status st = kr_cli_load_model(cfg, &j->model);
     if (st) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
         return status_exit(st);
@@ -480,7 +480,7 @@ static int setup_engine(job *j) {
     st = kara_chat_template_from_model(j->model, cfg->chat_template, &j->tmpl);
     if (st) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
-        return KARA_EXIT_CONFIG;
+        return KR_EXIT_CONFIG;
     }
     kara_context_params cp = cfg->context;
     int32_t want = cp.n_seq_max;
@@ -571,10 +571,10 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
 
 static int run(job *j) {
     kara_config *cfg = &j->o->cfg;
-    int rc = kara_batch_input_load(&j->in, cfg->batch_input);
+    int rc = kr_batch_input_load(&j->in, cfg->batch_input);
     if (rc >= 0) return rc;
     bool resume = j->o->resume != 0;
-    rc = kara_batch_output_open(&j->out, cfg->batch_output, resume);
+    rc = kr_batch_output_open(&j->out, cfg->batch_output, resume);
     if (rc >= 0) return rc;
     if (j->out.truncated)
         fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
@@ -582,14 +582,14 @@ static int run(job *j) {
     /* this shard's requests that are not answered yet */
     j->todo = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->todo);
     j->shard = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->shard);
-    if (!j->todo || !j->shard) return KARA_EXIT_SOFTWARE;
+    if (!j->todo || !j->shard) return KR_EXIT_SOFTWARE;
     int total = 0, answered = 0;
     for (int i = 0; i < j->in.n_lines; i++) {
-        const kara_batch_line *l = &j->in.lines[i];
-        if ((l->no - 1) % cfg->shard_count != cfg->shard_index || kara_batch_line_blank(&j->in, l)) continue;
+        const kr_batch_line *l = &j->in.lines[i];
+        if ((l->no - 1) % cfg->shard_count != cfg->shard_index || kr_batch_line_blank(&j->in, l)) continue;
         total++;
         j->shard[j->n_shard++] = i;
-        if (kara_batch_output_has(&j->out, l->custom_id, l->no)) answered++;
+        if (kr_batch_output_has(&j->out, l->custom_id, l->no)) answered++;
         else j->todo[j->n_todo++] = i;
     }
     if (answered)
@@ -597,8 +597,8 @@ static int run(job *j) {
                 cfg->batch_output);
     rc = setup_engine(j);
     if (rc >= 0) return rc;
-    kara_batch_progress_init(&j->prog, !j->o->no_progress, total, answered);
-    double t0 = kara_monotonic_seconds(), cpu0 = cpu_seconds();
+    kr_batch_progress_init(&j->prog, !j->o->no_progress, total, answered);
+    double t0 = kr_monotonic_seconds(), cpu0 = cpu_seconds();
     kara_engine_stats stats;
     memset(&stats, 0, sizeof stats);
     for (;;) {
@@ -607,29 +607,29 @@ static int run(job *j) {
         if (j->io_error || g_signal) break;
         kara_status st = kara_engine_step(j->eng);
         if (st < 0) {
-            kara_batch_progress_end(&j->prog);
+            kr_batch_progress_end(&j->prog);
             fprintf(stderr, "kara batch: the engine failed: %s\n", kara_last_error());
-            return KARA_EXIT_SOFTWARE;
+            return KR_EXIT_SOFTWARE;
         }
         kara_engine_event ev;
         while (kara_engine_next_event(j->eng, &ev)) {
             pending *p = ev.user;
             if (ev.kind == KARA_ENGINE_TEXT)
-                kara_jbuf_raw(ev.channel == KARA_CHANNEL_THINK ? &p->reasoning : &p->content, ev.text, (size_t)ev.len);
+                kr_jbuf_raw(ev.channel == KARA_CHANNEL_THINK ? &p->reasoning : &p->content, ev.text, (size_t)ev.len);
             else
                 finish_request(j, &ev);
         }
         kara_engine_get_stats(j->eng, &stats);
-        kara_batch_progress_update(&j->prog, &stats, false);
+        kr_batch_progress_update(&j->prog, &stats, false);
         if (st == KARA_DONE && j->next >= j->n_todo) break;
     }
-    double seconds = kara_monotonic_seconds() - t0, cpu = cpu_seconds() - cpu0;
+    double seconds = kr_monotonic_seconds() - t0, cpu = cpu_seconds() - cpu0;
     kara_engine_get_stats(j->eng, &stats);
-    kara_batch_progress_update(&j->prog, &stats, true);
-    kara_batch_progress_end(&j->prog);
+    kr_batch_progress_update(&j->prog, &stats, true);
+    kr_batch_progress_end(&j->prog);
     if (j->io_error) {
         fprintf(stderr, "kara batch: cannot write %s: %s\n", cfg->batch_output, strerror(j->io_error));
-        return KARA_EXIT_IOERR;
+        return KR_EXIT_IOERR;
     }
     int failed_total = j->failed + j->out.n_failed;
     fprintf(stderr,
@@ -645,7 +645,7 @@ static int run(job *j) {
             (unsigned long long)stats.kv_cache_bytes_peak, (unsigned long long)stats.kv_reserved_bytes);
     if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
     if (g_signal) return 128 + (int)g_signal;
-    return failed_total ? KARA_EXIT_PARTIAL : KARA_EXIT_OK;
+    return failed_total ? KR_EXIT_PARTIAL : KR_EXIT_OK;
 }
 
 static int batch_main(int argc, char **argv) {
@@ -672,13 +672,13 @@ static int batch_main(int argc, char **argv) {
     }
     kara_context_free(j.ctx);
     kara_model_free(j.model);
-    kara_batch_output_close(&j.out);
-    kara_batch_input_free(&j.in);
+    kr_batch_output_close(&j.out);
+    kr_batch_input_free(&j.in);
     free(j.todo);
     free(j.shard);
-    kara_jbuf_free(&j.line);
-    kara_jbuf_free(&j.prompt);
+    kr_jbuf_free(&j.line);
+    kr_jbuf_free(&j.prompt);
     return rc;
 }
 
-const kara_command kara_cmd_batch = {"batch", "run a JSONL file of requests with continuous batching", batch_main};
+const kr_command kr_cmd_batch = {"batch", "run a JSONL file of requests with continuous batching", batch_main};

@@ -81,27 +81,27 @@ static int parse(int argc, char **argv, bench_opts *o) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return KARA_EXIT_OK;
+            return KR_EXIT_OK;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!v) {
                 fprintf(stderr, "kara bench: %s needs a value\n", a);
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
             o->model = v;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            ok = kara_arg_int("bench", a, v, 1, 1024, &o->threads);
+            ok = kr_arg_int("bench", a, v, 1, 1024, &o->threads);
         } else if (!strcmp(a, "-p")) {
-            ok = kara_arg_int("bench", a, v, 0, 1 << 20, &o->n_prompt);
+            ok = kr_arg_int("bench", a, v, 0, 1 << 20, &o->n_prompt);
             prompt_set = true;
         } else if (!strcmp(a, "-n")) {
-            ok = kara_arg_int("bench", a, v, 0, 1 << 20, &o->n_gen);
+            ok = kr_arg_int("bench", a, v, 0, 1 << 20, &o->n_gen);
         } else if (!strcmp(a, "-d")) {
-            ok = kara_arg_int("bench", a, v, 0, 1 << 20, &o->depth);
+            ok = kr_arg_int("bench", a, v, 0, 1 << 20, &o->depth);
         } else if (!strcmp(a, "-r")) {
-            ok = kara_arg_int("bench", a, v, 1, 100, &o->reps);
+            ok = kr_arg_int("bench", a, v, 1, 100, &o->reps);
         } else if (!strcmp(a, "--membw")) {
             o->membw = true;
             continue;
@@ -124,24 +124,24 @@ static int parse(int argc, char **argv, bench_opts *o) {
         } else if (!strcmp(a, "--kv-type")) {
             if (!v || kara_kv_dtype_parse(v, &o->kv_dtype) != KARA_OK) {
                 fprintf(stderr, "kara bench: --kv-type: %s\n", v ? kara_last_error() : "needs a value");
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
         } else {
             fprintf(stderr, "kara bench: unknown option '%s'\n", a);
             usage(stderr);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
-        if (!ok) return KARA_EXIT_USAGE;
+        if (!ok) return KR_EXIT_USAGE;
         i++;
     }
-    if (o->membw) return kara_bench_membw((int)o->threads);
-    if (o->onednn) return kara_bench_onednn((int)o->threads, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 512);
+    if (o->membw) return kr_bench_membw((int)o->threads);
+    if (o->onednn) return kr_bench_onednn((int)o->threads, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 512);
     if (o->kernels)
-        return kara_bench_kernels((int)o->threads, o->kernel_types, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 64,
+        return kr_bench_kernels((int)o->threads, o->kernel_types, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 64,
                                   o->no_repack);
     if (!o->model) {
         usage(stderr);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     return -1;
 }
@@ -179,7 +179,7 @@ static int bench_main(int argc, char **argv) {
     if (rc >= 0) return rc;
     srand(1234);
 
-    double t0 = kara_monotonic_seconds();
+    double t0 = kr_monotonic_seconds();
     kara_model *model = NULL;
     kara_model_params mp;
     kara_model_params_init(&mp);
@@ -187,7 +187,7 @@ static int bench_main(int argc, char **argv) {
     mp.no_repack = o.no_repack;
     if (kara_model_load(o.model, &mp, &model) != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
-        return KARA_EXIT_NOINPUT;
+        return KR_EXIT_NOINPUT;
     }
     const int32_t n_batch = 512;
     kara_context_params cp;
@@ -203,9 +203,9 @@ static int bench_main(int argc, char **argv) {
     if (kara_context_create(model, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
         kara_model_free(model);
-        return KARA_EXIT_SOFTWARE;
+        return KR_EXIT_SOFTWARE;
     }
-    const double load_s = kara_monotonic_seconds() - t0;
+    const double load_s = kr_monotonic_seconds() - t0;
     fprintf(stderr, "kara bench: %s, %s, %d threads\n", kara_model_desc(model), kara_system_info(), (int)o.threads);
 
     const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
@@ -219,9 +219,9 @@ static int bench_main(int argc, char **argv) {
     if (st == KARA_OK && o.n_prompt > 0) {
         for (int r = -1; r < o.reps && st == KARA_OK; r++) { /* r = -1 warms up */
             kara_seq_clear(ctx, -1);
-            double ts = kara_monotonic_seconds();
+            double ts = kr_monotonic_seconds();
             st = feed(ctx, n_vocab, 0, (int32_t)o.n_prompt, n_batch, tok, tpos, seq);
-            double dt = kara_monotonic_seconds() - ts;
+            double dt = kr_monotonic_seconds() - ts;
             if (r >= 0) tps[r] = (double)o.n_prompt / dt;
         }
         snprintf(name, sizeof name, "pp%lld", o.n_prompt);
@@ -232,9 +232,9 @@ static int bench_main(int argc, char **argv) {
             kara_seq_clear(ctx, -1);
             if (o.depth > 0) st = feed(ctx, n_vocab, 0, (int32_t)o.depth, n_batch, tok, tpos, seq);
             if (st != KARA_OK) break;
-            double ts = kara_monotonic_seconds();
+            double ts = kr_monotonic_seconds();
             st = feed(ctx, n_vocab, (int32_t)o.depth, (int32_t)o.n_gen, 1, tok, tpos, seq);
-            double dt = kara_monotonic_seconds() - ts;
+            double dt = kr_monotonic_seconds() - ts;
             if (r >= 0) tps[r] = (double)o.n_gen / dt;
         }
         snprintf(name, sizeof name, "tg%lld", o.n_gen);
@@ -254,8 +254,8 @@ static int bench_main(int argc, char **argv) {
     free(seq);
     kara_context_free(ctx);
     kara_model_free(model);
-    return st == KARA_OK ? KARA_EXIT_OK : KARA_EXIT_SOFTWARE;
+    return st == KARA_OK ? KR_EXIT_OK : KR_EXIT_SOFTWARE;
 }
 
-const kara_command kara_cmd_bench = {"bench", "time prefill and decode (JSON lines, llamacpp-ref's shape)",
+const kr_command kr_cmd_bench = {"bench", "time prefill and decode (JSON lines, llamacpp-ref's shape)",
                                      bench_main};

@@ -37,7 +37,7 @@ typedef struct chat_opts {
     bool ignore_eos;
 } chat_opts;
 
-static const kara_cli_flag chat_flags[] = {
+static const kr_cli_flag chat_flags[] = {
     {"-sys|--system", true, "system prompt"},
     {"--think", true, "auto|on|off: thinking for templates that switch it (as /set think, /set nothink)"},
     {"--reasoning-format", true, "deepseek (thinking apart, default) | none (raw text with the tags)"},
@@ -51,36 +51,36 @@ static const kara_cli_flag chat_flags[] = {
 
 /* Parse flags; returns -1 to go on, else the exit code. */
 static int parse(int argc, char **argv, chat_opts *o) {
-    kara_cli_parsed cli;
-    int rc = kara_cli_parse("chat", argc, argv, chat_flags, N_CHAT_FLAGS, &o->cfg, &cli);
+    kr_cli_parsed cli;
+    int rc = kr_cli_parse("chat", argc, argv, chat_flags, N_CHAT_FLAGS, &o->cfg, &cli);
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
-        const kara_cli_arg *a = &cli.args[i];
+        const kr_cli_arg *a = &cli.args[i];
         if (!a->flag) {
             fprintf(stderr, "kara chat: unexpected argument '%s'\n", a->value);
-            rc = KARA_EXIT_USAGE;
-        } else if (kara_cli_flag_is(a->flag, "--system")) {
+            rc = KR_EXIT_USAGE;
+        } else if (kr_cli_flag_is(a->flag, "--system")) {
             o->system = a->value;
-        } else if (kara_cli_flag_is(a->flag, "--think")) {
+        } else if (kr_cli_flag_is(a->flag, "--think")) {
             if (kara_config_set(&o->cfg, "chat.think", a->value, "--think") != KARA_OK) {
                 fprintf(stderr, "kara chat: %s\n", kara_last_error());
-                rc = KARA_EXIT_USAGE;
+                rc = KR_EXIT_USAGE;
             }
-        } else if (kara_cli_flag_is(a->flag, "--reasoning-format")) {
+        } else if (kr_cli_flag_is(a->flag, "--reasoning-format")) {
             if (!strcmp(a->value, "none")) o->raw_reasoning = true;
             else if (!strcmp(a->value, "deepseek") || !strcmp(a->value, "auto")) o->raw_reasoning = false;
             else {
                 fprintf(stderr, "kara chat: --reasoning-format: expected none or deepseek, got '%s'\n", a->value);
-                rc = KARA_EXIT_USAGE;
+                rc = KR_EXIT_USAGE;
             }
-        } else if (kara_cli_flag_is(a->flag, "--hide-thinking")) {
+        } else if (kr_cli_flag_is(a->flag, "--hide-thinking")) {
             o->hide_thinking = true;
-        } else if (kara_cli_flag_is(a->flag, "--ignore-eos")) {
+        } else if (kr_cli_flag_is(a->flag, "--ignore-eos")) {
             o->ignore_eos = true;
-        } else if (kara_cli_flag_is(a->flag, "--simple-io")) {
+        } else if (kr_cli_flag_is(a->flag, "--simple-io")) {
             o->simple_io = true;
-        } else if (kara_cli_flag_is(a->flag, "--verbose")) {
+        } else if (kr_cli_flag_is(a->flag, "--verbose")) {
             o->verbose = true;
-        } else if (kara_cli_flag_is(a->flag, "--verbose-prompt")) {
+        } else if (kr_cli_flag_is(a->flag, "--verbose-prompt")) {
             o->verbose_prompt = true;
         }
     }
@@ -102,7 +102,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
                "plain text). The context defaults to %d tokens (the model's, if smaller).\n\n"
                "commands: /exit or /bye, /clear, /regen, /read FILE, /set think, /set nothink, /stats, /help\n\n",
                CHAT_DEFAULT_CTX);
-    return kara_cli_finish("chat", synopsis, chat_flags, N_CHAT_FLAGS, &o->cfg, &cli, rc);
+    return kr_cli_finish("chat", synopsis, chat_flags, N_CHAT_FLAGS, &o->cfg, &cli, rc);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -137,10 +137,10 @@ static void on_sigint(int sig) {
     }
     g_exit = 1;
     if (g_generating) {
-        static const char reset[] = KARA_ANSI_RESET "\n";
+        static const char reset[] = KR_ANSI_RESET "\n";
         if (g_fancy) (void)!write(STDOUT_FILENO, reset, sizeof reset - 1);
         else (void)!write(STDOUT_FILENO, "\n", 1);
-        _exit(KARA_EXIT_SIGINT);
+        _exit(KR_EXIT_SIGINT);
     }
 }
 
@@ -287,7 +287,7 @@ static void close_think(reply_view *v, bool answer_follows) {
         if (s->fancy) out_str(v, "\r\033[K"); /* erase the placeholder */
         v->last = 0;
     } else if (s->fancy) {
-        out_str(v, KARA_ANSI_RESET);
+        out_str(v, KR_ANSI_RESET);
         if (answer_follows) out_str(v, v->last == '\n' ? "\n" : "\n\n");
     } else {
         out_str(v, v->last == '\n' ? "[End thinking]\n" : "\n[End thinking]\n");
@@ -302,8 +302,8 @@ static void show_piece(reply_view *v, const kara_piece *p) {
     bool think = p->channel == KARA_CHANNEL_THINK;
     if (!v->started || think != v->in_think) {
         if (think) {
-            if (!s->o->hide_thinking) out_str(v, s->fancy ? KARA_ANSI_DIM : "[Start thinking]\n");
-            else if (s->fancy) out_str(v, KARA_ANSI_DIM "thinking..." KARA_ANSI_RESET);
+            if (!s->o->hide_thinking) out_str(v, s->fancy ? KR_ANSI_DIM : "[Start thinking]\n");
+            else if (s->fancy) out_str(v, KR_ANSI_DIM "thinking..." KR_ANSI_RESET);
         } else if (v->started) {
             close_think(v, true);
         }
@@ -331,9 +331,9 @@ static void end_reply(reply_view *v) {
 static void note(const chat_session *s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    if (s->fancy) fputs(KARA_ANSI_DIM, stderr);
+    if (s->fancy) fputs(KR_ANSI_DIM, stderr);
     vfprintf(stderr, fmt, ap);
-    if (s->fancy) fputs(KARA_ANSI_RESET, stderr);
+    if (s->fancy) fputs(KR_ANSI_RESET, stderr);
     fputc('\n', stderr);
     va_end(ap);
 }
@@ -471,7 +471,7 @@ static cmd_result command(chat_session *s, const char *line) {
             return CMD_DONE;
         }
         size_t len = 0;
-        char *text = kara_read_text_file("chat", arg, &len);
+        char *text = kr_read_text_file("chat", arg, &len);
         if (!text) {
             s->failed = true;
             return CMD_DONE;
@@ -499,38 +499,38 @@ static cmd_result command(chat_session *s, const char *line) {
 static void print_prompt(const chat_session *s, bool continuation) {
     if (!s->tty_in) return;
     FILE *f = isatty(STDOUT_FILENO) ? stdout : stderr;
-    if (s->fancy) fputs(KARA_ANSI_BOLD, f);
+    if (s->fancy) fputs(KR_ANSI_BOLD, f);
     fputs(continuation ? "... " : "> ", f);
-    if (s->fancy) fputs(KARA_ANSI_RESET, f);
+    if (s->fancy) fputs(KR_ANSI_RESET, f);
     fflush(f);
 }
 
 /* The read-eval loop; returns the exit code. */
 static int chat_loop(chat_session *s) {
-    kara_line_reader r;
-    kara_line_reader_init(&r, STDIN_FILENO);
+    kr_line_reader r;
+    kr_line_reader_init(&r, STDIN_FILENO);
     char *line = NULL;
     size_t cap = 0;
     text_buf msg = {0};
-    int rc = KARA_EXIT_OK;
+    int rc = KR_EXIT_OK;
     bool continuation = false;
     print_prompt(s, false);
     for (;;) {
-        kara_line_status ls = kara_read_line(&r, &line, &cap);
-        if (ls == KARA_LINE_INTERRUPTED) {
+        kr_line_status ls = kr_read_line(&r, &line, &cap);
+        if (ls == KR_LINE_INTERRUPTED) {
             if (g_exit) {
                 if (s->tty_in) fputc('\n', stdout);
-                rc = KARA_EXIT_SIGINT;
+                rc = KR_EXIT_SIGINT;
                 break;
             }
             continue;
         }
-        if (ls == KARA_LINE_ERROR) {
+        if (ls == KR_LINE_ERROR) {
             fprintf(stderr, "kara chat: cannot read the input: %s\n", strerror(errno));
-            rc = KARA_EXIT_IOERR;
+            rc = KR_EXIT_IOERR;
             break;
         }
-        if (ls == KARA_LINE_EOF) {
+        if (ls == KR_LINE_EOF) {
             if (s->tty_in) fputc('\n', stdout);
             if (msg.len) user_turn(s, msg.p, msg.len); /* a last line ended by "\" */
             break;
@@ -555,14 +555,14 @@ static int chat_loop(chat_session *s) {
         if (c == CMD_NONE) user_turn(s, msg.p, msg.len);
         msg.len = 0;
         if (g_exit) {
-            rc = KARA_EXIT_SIGINT;
+            rc = KR_EXIT_SIGINT;
             break;
         }
         print_prompt(s, continuation);
     }
     free(line);
     free(msg.p);
-    if (rc == KARA_EXIT_OK && s->failed && !s->tty_in) rc = KARA_EXIT_DATAERR;
+    if (rc == KR_EXIT_OK && s->failed && !s->tty_in) rc = KR_EXIT_DATAERR;
     return rc;
 }
 
@@ -577,14 +577,14 @@ static int chat_main(int argc, char **argv) {
     if (rc >= 0) return rc;
     chat_session s = {0};
     s.o = &o;
-    s.fancy = kara_console_fancy() && !o.simple_io;
+    s.fancy = kr_console_fancy() && !o.simple_io;
     s.tty_in = isatty(STDIN_FILENO);
     g_fancy = s.fancy;
 
-    kara_status st = kara_cli_load_model(&o.cfg, &s.model);
+    kara_status st = kr_cli_load_model(&o.cfg, &s.model);
     if (st) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
-        return kara_exit_for_status(st);
+        return kr_exit_for_status(st);
     }
     kara_config *c = &o.cfg;
     const char *ctx_origin = kara_config_origin(c, "context.size");
@@ -593,16 +593,16 @@ static int chat_main(int argc, char **argv) {
         if (train > 0 && train < c->context.n_ctx) c->context.n_ctx = train;
     }
     c->context.n_seq_max = 1;
-    rc = KARA_EXIT_OK;
+    rc = KR_EXIT_OK;
     if ((st = kara_chat_template_from_model(s.model, c->chat_template, &s.tmpl))) {
         fprintf(stderr, "kara chat: --chat-template: %s\n", kara_last_error());
-        rc = KARA_EXIT_USAGE;
+        rc = KR_EXIT_USAGE;
         goto done;
     }
     s.think = c->think != KARA_THINK_OFF && c->reasoning_budget != 0;
     if ((st = kara_context_create(s.model, &c->context, &s.ctx))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
-        rc = kara_exit_for_status(st);
+        rc = kr_exit_for_status(st);
         goto done;
     }
     kara_generator_params gp;
@@ -615,14 +615,14 @@ static int chat_main(int argc, char **argv) {
     gp.ignore_eog = o.ignore_eos;
     if ((st = kara_generator_create(s.ctx, &gp, &s.gen))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
-        rc = kara_exit_for_status(st);
+        rc = kr_exit_for_status(st);
         goto done;
     }
     s.cap_ids = kara_context_n_ctx(s.ctx) + 1;
     s.ids = malloc((size_t)s.cap_ids * sizeof *s.ids);
     if (!s.ids || (o.system && !push_msg(&s, "system", o.system, strlen(o.system)))) {
         fprintf(stderr, "kara chat: out of memory\n");
-        rc = KARA_EXIT_SOFTWARE;
+        rc = KR_EXIT_SOFTWARE;
         goto done;
     }
     if (o.verbose) {
@@ -664,4 +664,4 @@ done:
     return rc;
 }
 
-const kara_command kara_cmd_chat = {"chat", "talk to a model (thinking shown apart)", chat_main};
+const kr_command kr_cmd_chat = {"chat", "talk to a model (thinking shown apart)", chat_main};

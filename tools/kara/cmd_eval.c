@@ -57,7 +57,7 @@ typedef struct eval_opts {
     const char *plot;
 } eval_opts;
 
-static const kara_cli_flag eval_flags[] = {
+static const kr_cli_flag eval_flags[] = {
     {"--tasks", true, "JSONL problems: {id, prompt, answer[, think_tokens]} or MATH-500 style {problem, answer} "
                       "(repeatable)"},
     {"--methods", true, "comma-separated KV methods, a window method optionally as NAME/per_window, and "
@@ -79,7 +79,7 @@ static int parse_list(const char *what, const char *v, int (*item)(eval_opts *, 
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
         if (!item(o, t)) {
             fprintf(stderr, "kara eval: %s: bad item '%s'\n", what, t);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
     return -1;
 }
@@ -121,44 +121,44 @@ static int add_budget(eval_opts *o, const char *t) { return !strcmp(t, "none") |
 static int add_retention(eval_opts *o, const char *t) { return add_fraction(o->retentions, &o->n_retentions, t); }
 
 static int parse(int argc, char **argv, eval_opts *o) {
-    kara_cli_parsed cli;
-    int rc = kara_cli_parse("eval", argc, argv, eval_flags, N_EVAL_FLAGS, &o->cfg, &cli);
+    kr_cli_parsed cli;
+    int rc = kr_cli_parse("eval", argc, argv, eval_flags, N_EVAL_FLAGS, &o->cfg, &cli);
     bool budgets_given = false;
     o->cap_factor = 2.0;
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
-        const kara_cli_arg *a = &cli.args[i];
+        const kr_cli_arg *a = &cli.args[i];
         if (!a->flag) {
             fprintf(stderr, "kara eval: unexpected argument '%s'\n", a->value);
-            rc = KARA_EXIT_USAGE;
-        } else if (kara_cli_flag_is(a->flag, "--tasks")) {
+            rc = KR_EXIT_USAGE;
+        } else if (kr_cli_flag_is(a->flag, "--tasks")) {
             if (o->n_tasks_files < 16) o->tasks[o->n_tasks_files++] = a->value;
-        } else if (kara_cli_flag_is(a->flag, "--methods")) {
+        } else if (kr_cli_flag_is(a->flag, "--methods")) {
             rc = parse_list("--methods", a->value, add_method, o);
-        } else if (kara_cli_flag_is(a->flag, "--budgets")) {
+        } else if (kr_cli_flag_is(a->flag, "--budgets")) {
             budgets_given = true;
             rc = parse_list("--budgets", a->value, add_budget, o);
-        } else if (kara_cli_flag_is(a->flag, "--retentions")) {
+        } else if (kr_cli_flag_is(a->flag, "--retentions")) {
             rc = parse_list("--retentions", a->value, add_retention, o);
-        } else if (kara_cli_flag_is(a->flag, "--cap-factor")) {
+        } else if (kr_cli_flag_is(a->flag, "--cap-factor")) {
             char *end;
             o->cap_factor = strtod(a->value, &end);
             if (*end || !(o->cap_factor >= 1 && o->cap_factor <= 100)) {
                 fprintf(stderr, "kara eval: --cap-factor must be a number in [1, 100]\n");
-                rc = KARA_EXIT_USAGE;
+                rc = KR_EXIT_USAGE;
             }
-        } else if (kara_cli_flag_is(a->flag, "--limit")) {
+        } else if (kr_cli_flag_is(a->flag, "--limit")) {
             o->limit = atoi(a->value);
             if (o->limit < 1) {
                 fprintf(stderr, "kara eval: --limit must be >= 1\n");
-                rc = KARA_EXIT_USAGE;
+                rc = KR_EXIT_USAGE;
             }
-        } else if (kara_cli_flag_is(a->flag, "--out")) {
+        } else if (kr_cli_flag_is(a->flag, "--out")) {
             o->out = a->value;
-        } else if (kara_cli_flag_is(a->flag, "--plot")) {
+        } else if (kr_cli_flag_is(a->flag, "--plot")) {
             o->plot = a->value;
         }
     }
-    rc = kara_cli_finish("eval",
+    rc = kr_cli_finish("eval",
                          "usage: kara eval -m MODEL --tasks FILE.jsonl [options]\n\n"
                          "Accuracy, thinking length, KV memory and speed: full KV, the configuration as given,\n"
                          "then every method under KV shares of full's peak. Greedy unless --temp is given.\n\n",
@@ -166,7 +166,7 @@ static int parse(int argc, char **argv, eval_opts *o) {
     if (rc >= 0) return rc;
     if (!o->n_tasks_files) {
         fprintf(stderr, "kara eval: give at least one --tasks file\n");
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     if (!o->n_methods)
         parse_list("--methods", "full,default,kara,kara/per_window,snapkv,streaming,h2o,chunkkv,recent,random",
@@ -181,19 +181,19 @@ static int parse(int argc, char **argv, eval_opts *o) {
 
 /* The token cap of a problem: cap_factor x its reference thinking length
  * plus room for the answer, or the configured -n. */
-static int32_t token_cap(const eval_opts *o, const kara_eval_task *t) {
+static int32_t token_cap(const eval_opts *o, const kr_eval_task *t) {
     if (t->think_tokens > 0) return (int32_t)lround(o->cap_factor * t->think_tokens) + 64;
     return o->cfg.max_tokens;
 }
 
-static int run_config(const eval_opts *o, kara_model *m, const kara_chat_template *tmpl, const kara_eval_tasks *tasks,
-                      const kara_context_params *cp_in, kara_task_row *row) {
+static int run_config(const eval_opts *o, kara_model *m, const kara_chat_template *tmpl, const kr_eval_tasks *tasks,
+                      const kara_context_params *cp_in, kr_task_row *row) {
     kara_context_params cp = *cp_in;
     cp.n_seq_max = 1;
     kara_context *ctx;
     if (kara_context_create(m, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara eval: %s: %s\n", row->label, kara_last_error());
-        return KARA_EXIT_CONFIG;
+        return KR_EXIT_CONFIG;
     }
     kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
@@ -205,21 +205,21 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
     if (kara_generator_create(ctx, &gp, &gen) != KARA_OK) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
         kara_context_free(ctx);
-        return KARA_EXIT_CONFIG;
+        return KR_EXIT_CONFIG;
     }
     size_t cap = 1 << 16;
     char *prompt = malloc(cap), *answer = malloc(cap);
     int32_t *ids = malloc(cap * sizeof *ids);
     double think = 0, cached = 0, t_gen = 0;
     long steps = 0, generated = 0;
-    int rc = prompt && answer && ids ? KARA_EXIT_OK : KARA_EXIT_SOFTWARE;
-    for (int i = 0; i < tasks->n && rc == KARA_EXIT_OK; i++) {
-        const kara_eval_task *t = &tasks->items[i];
+    int rc = prompt && answer && ids ? KR_EXIT_OK : KR_EXIT_SOFTWARE;
+    for (int i = 0; i < tasks->n && rc == KR_EXIT_OK; i++) {
+        const kr_eval_task *t = &tasks->items[i];
         kara_chat_message msg = {"user", t->prompt};
         size_t len = 0;
         if (kara_chat_apply(tmpl, &msg, 1, true, true, prompt, cap, &len) != KARA_OK) {
             fprintf(stderr, "kara eval: %s: %s\n", t->where, kara_last_error());
-            rc = KARA_EXIT_DATAERR;
+            rc = KR_EXIT_DATAERR;
             break;
         }
         int32_t n = 0;
@@ -237,7 +237,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
         }
         size_t alen = 0;
         kara_piece piece;
-        double t0 = kara_monotonic_seconds();
+        double t0 = kr_monotonic_seconds();
         while ((st = kara_generator_next(gen, &piece)) == KARA_OK) {
             if (piece.channel == KARA_CHANNEL_ANSWER && alen + (size_t)piece.len < cap) {
                 memcpy(answer + alen, piece.text, (size_t)piece.len);
@@ -248,7 +248,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
             cached += held;
             steps++;
         }
-        t_gen += kara_monotonic_seconds() - t0;
+        t_gen += kr_monotonic_seconds() - t0;
         if (st < 0) {
             if (!row->failed++)
                 fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
@@ -260,7 +260,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
         think += gs.n_think;
         generated += gs.n_generated;
         row->capped += kara_generator_stop_reason(gen) == KARA_STOP_MAX_TOKENS;
-        row->correct += kara_eval_answer_matches(answer, t->answer);
+        row->correct += kr_eval_answer_matches(answer, t->answer);
     }
     row->think_tokens = row->n ? think / row->n : 0;
     row->cached_slots = steps ? cached / (double)steps : 0;
@@ -284,7 +284,7 @@ static void print_header(FILE *f) {
             "evicted");
 }
 
-static void print_row(FILE *f, const kara_task_row *r) {
+static void print_row(FILE *f, const kr_task_row *r) {
     char kv[16];
     if (!strcmp(r->axis, "-")) snprintf(kv, sizeof kv, "-");
     else snprintf(kv, sizeof kv, "%s%.2f", !strcmp(r->axis, "budget") ? "" : "r=", r->x);
@@ -304,13 +304,13 @@ typedef struct eval_run {
     const eval_opts *o;
     kara_model *m;
     const kara_chat_template *tmpl;
-    const kara_eval_tasks *tasks;
-    kara_task_row rows[MAX_ROWS];
+    const kr_eval_tasks *tasks;
+    kr_task_row rows[MAX_ROWS];
     int n_rows;
 } eval_run;
 
 static int run_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {
-    kara_task_row *r = &e->rows[e->n_rows++];
+    kr_task_row *r = &e->rows[e->n_rows++];
     memset(r, 0, sizeof *r);
     snprintf(r->label, sizeof r->label, "%s", label);
     r->method = cp->kv.method;
@@ -319,7 +319,7 @@ static int run_row(eval_run *e, const kara_context_params *cp, const char *label
     r->x = x;
     r->budget_tokens = cp->kv.budget_tokens;
     int rc = run_config(e->o, e->m, e->tmpl, e->tasks, cp, r);
-    if (rc == KARA_EXIT_OK) print_row(stdout, r);
+    if (rc == KR_EXIT_OK) print_row(stdout, r);
     return rc;
 }
 
@@ -359,20 +359,20 @@ static int run_all(eval_run *e) {
         }
     for (int ri = 0; ri < o->n_retentions && !rc; ri++) {
         /* Kara first: its mean footprint is the threshold baselines' budget */
-        int32_t kara_slots = 0;
+        int32_t kr_slots = 0;
         for (int pass = 0; pass < 2 && !rc; pass++)
             for (int i = 0; i < o->n_methods && !rc; i++) {
                 const method_spec *ms = &o->methods[i];
-                bool kara_first = ms->method == KARA_KV_METHOD_KARA && ms->evict == KARA_KV_EVICT_PER_WINDOW;
-                if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL || kara_first != (pass == 0)) continue;
+                bool kr_first = ms->method == KARA_KV_METHOD_KARA && ms->evict == KARA_KV_EVICT_PER_WINDOW;
+                if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL || kr_first != (pass == 0)) continue;
                 if (ms->evict == KARA_KV_EVICT_ON_DEMAND && !threshold_method(ms->method)) continue;
                 cp = o->cfg.context;
                 cp.kv.method = ms->method;
                 cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
                 cp.kv.retention = o->retentions[ri];
-                if (threshold_method(ms->method) && kara_slots > 0) cp.kv.budget_tokens = kara_slots;
+                if (threshold_method(ms->method) && kr_slots > 0) cp.kv.budget_tokens = kr_slots;
                 rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri]);
-                if (kara_first && !rc) kara_slots = (int32_t)lround(e->rows[e->n_rows - 1].cached_slots);
+                if (kr_first && !rc) kr_slots = (int32_t)lround(e->rows[e->n_rows - 1].cached_slots);
             }
     }
     return rc;
@@ -383,21 +383,21 @@ static int eval_main(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    kara_eval_tasks tasks;
-    if (!kara_eval_tasks_load(&tasks, o.tasks, o.n_tasks_files, o.limit)) return KARA_EXIT_DATAERR;
+    kr_eval_tasks tasks;
+    if (!kr_eval_tasks_load(&tasks, o.tasks, o.n_tasks_files, o.limit)) return KR_EXIT_DATAERR;
     kara_model *m;
-    kara_status st = kara_cli_load_model(&o.cfg, &m);
+    kara_status st = kr_cli_load_model(&o.cfg, &m);
     if (st) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
-        kara_eval_tasks_free(&tasks);
-        return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
+        kr_eval_tasks_free(&tasks);
+        return st == KARA_ERR_IO ? KR_EXIT_NOINPUT : KR_EXIT_DATAERR;
     }
     kara_chat_template tmpl;
     if (kara_chat_template_from_model(m, o.cfg.chat_template, &tmpl) != KARA_OK) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
         kara_model_free(m);
-        kara_eval_tasks_free(&tasks);
-        return KARA_EXIT_CONFIG;
+        kr_eval_tasks_free(&tasks);
+        return KR_EXIT_CONFIG;
     }
     static eval_run e;
     memset(&e, 0, sizeof e);
@@ -407,12 +407,12 @@ static int eval_main(int argc, char **argv) {
     e.tasks = &tasks;
     print_header(stdout);
     rc = run_all(&e);
-    if (rc == KARA_EXIT_OK && o.out && !kara_eval_write_results(o.out, e.rows, e.n_rows)) rc = KARA_EXIT_CANTCREAT;
-    if (rc == KARA_EXIT_OK && o.plot && !kara_eval_write_svg(o.plot, e.rows, e.n_rows)) rc = KARA_EXIT_CANTCREAT;
+    if (rc == KR_EXIT_OK && o.out && !kr_eval_write_results(o.out, e.rows, e.n_rows)) rc = KR_EXIT_CANTCREAT;
+    if (rc == KR_EXIT_OK && o.plot && !kr_eval_write_svg(o.plot, e.rows, e.n_rows)) rc = KR_EXIT_CANTCREAT;
     kara_model_free(m);
-    kara_eval_tasks_free(&tasks);
+    kr_eval_tasks_free(&tasks);
     return rc;
 }
 
-const kara_command kara_cmd_eval = {"eval", "accuracy on JSONL problems for each KV method under KV budgets",
+const kr_command kr_cmd_eval = {"eval", "accuracy on JSONL problems for each KV method under KV budgets",
                                     eval_main};

@@ -63,10 +63,10 @@ typedef struct eval_opts {
     long long prompt_tokens, max_tokens, free_tokens, region, noise_threads;
     bool equal_mean;     /* --budget-match equal-mean */
     int n_depths;
-    float depths[KARA_EVAL_MAX_DEPTHS];
+    float depths[KR_EVAL_MAX_DEPTHS];
 } eval_opts;
 
-static const kara_cli_flag eval_flags[] = {
+static const kr_cli_flag eval_flags[] = {
     {"-f|--file", true, "text replayed as if generated (default: a built-in short story)"},
     {"--methods", true, "comma-separated methods (default: all; full is always the reference)"},
     {"--retention", true, "comma-separated retentions (default: kara.retention, i.e. --kv-retention)"},
@@ -110,7 +110,7 @@ static int parse_floats(const char *flag, const char *list, double lo, double hi
     int n = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         double v;
-        if (!kara_arg_float("eval-kv", flag, tok, lo, hi, &v)) return -1;
+        if (!kr_arg_float("eval-kv", flag, tok, lo, hi, &v)) return -1;
         if (n == max) {
             fprintf(stderr, "kara eval-kv: %s: at most %d values\n", flag, max);
             return -1;
@@ -130,50 +130,50 @@ static int parse(int argc, char **argv, eval_opts *o) {
     for (int i = 0; i < 5; i++) o->depths[i] = 0.1f + 0.2f * (float)i;
     for (int i = 0; i < MAX_METHODS; i++) o->methods[i] = (kara_kv_method)i;
     o->n_methods = MAX_METHODS;
-    kara_cli_parsed cli;
-    int rc = kara_cli_parse("eval-kv", argc, argv, eval_flags, N_EVAL_FLAGS, &o->cfg, &cli);
+    kr_cli_parsed cli;
+    int rc = kr_cli_parse("eval-kv", argc, argv, eval_flags, N_EVAL_FLAGS, &o->cfg, &cli);
     o->retentions[0] = o->cfg.context.kv.retention;
     o->n_retentions = 1;
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
-        const kara_cli_arg *a = &cli.args[i];
-        const kara_cli_flag *f = a->flag;
+        const kr_cli_arg *a = &cli.args[i];
+        const kr_cli_flag *f = a->flag;
         bool ok = true;
         if (!f) {
             fprintf(stderr, "kara eval-kv: unexpected argument '%s'\n", a->value);
             ok = false;
-        } else if (kara_cli_flag_is(f, "-f")) {
+        } else if (kr_cli_flag_is(f, "-f")) {
             o->text_path = a->value;
-        } else if (kara_cli_flag_is(f, "--out")) {
+        } else if (kr_cli_flag_is(f, "--out")) {
             o->out_path = a->value;
-        } else if (kara_cli_flag_is(f, "--methods")) {
+        } else if (kr_cli_flag_is(f, "--methods")) {
             ok = parse_methods(a->value, o);
-        } else if (kara_cli_flag_is(f, "--retention")) {
+        } else if (kr_cli_flag_is(f, "--retention")) {
             o->n_retentions = parse_floats("--retention", a->value, 0.0, 1.0, o->retentions, MAX_RETENTIONS);
             ok = o->n_retentions > 0;
-        } else if (kara_cli_flag_is(f, "--needle-depths")) {
+        } else if (kr_cli_flag_is(f, "--needle-depths")) {
             if (!strcmp(a->value, "none")) o->n_depths = 0;
             else ok = (o->n_depths = parse_floats("--needle-depths", a->value, 0.0, 1.0, o->depths,
-                                                  KARA_EVAL_MAX_DEPTHS)) > 0;
-        } else if (kara_cli_flag_is(f, "--prompt-tokens")) {
-            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 20, &o->prompt_tokens);
-        } else if (kara_cli_flag_is(f, "--max-tokens")) {
-            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 2, 1 << 24, &o->max_tokens);
-        } else if (kara_cli_flag_is(f, "--free-tokens")) {
-            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 24, &o->free_tokens);
-        } else if (kara_cli_flag_is(f, "--region")) {
-            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 20, &o->region);
-        } else if (kara_cli_flag_is(f, "--budget-match")) {
+                                                  KR_EVAL_MAX_DEPTHS)) > 0;
+        } else if (kr_cli_flag_is(f, "--prompt-tokens")) {
+            ok = kr_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 20, &o->prompt_tokens);
+        } else if (kr_cli_flag_is(f, "--max-tokens")) {
+            ok = kr_arg_int("eval-kv", a->flag->names, a->value, 2, 1 << 24, &o->max_tokens);
+        } else if (kr_cli_flag_is(f, "--free-tokens")) {
+            ok = kr_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 24, &o->free_tokens);
+        } else if (kr_cli_flag_is(f, "--region")) {
+            ok = kr_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 20, &o->region);
+        } else if (kr_cli_flag_is(f, "--budget-match")) {
             o->equal_mean = !strcmp(a->value, "equal-mean");
             if (!o->equal_mean && strcmp(a->value, "kara-mean")) {
                 fprintf(stderr, "kara eval-kv: --budget-match: expected kara-mean or equal-mean, got '%s'\n", a->value);
                 ok = false;
             }
-        } else if (kara_cli_flag_is(f, "--noise-threads")) {
-            ok = kara_arg_int("eval-kv", a->flag->names, a->value, 1, 4096, &o->noise_threads);
+        } else if (kr_cli_flag_is(f, "--noise-threads")) {
+            ok = kr_arg_int("eval-kv", a->flag->names, a->value, 1, 4096, &o->noise_threads);
         }
-        if (!ok) rc = KARA_EXIT_USAGE;
+        if (!ok) rc = KR_EXIT_USAGE;
     }
-    return kara_cli_finish("eval-kv",
+    return kr_cli_finish("eval-kv",
                            "usage: kara eval-kv -m MODEL [-f TEXT] [--methods full,kara,...] [--retention R[,R...]] "
                            "[--out FILE.csv|FILE.json] [options]\n\n"
                            "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
@@ -232,28 +232,28 @@ static int32_t equal_mean_budget(kara_kv_method m, double target, int32_t n_prom
 
 typedef struct eval_job {
     const eval_opts *o;
-    const kara_eval_setup *s;
-    kara_eval_ref ref;
-    kara_eval_row *rows;
+    const kr_eval_setup *s;
+    kr_eval_ref ref;
+    kr_eval_row *rows;
     int n_rows;
     int32_t threads;
 } eval_job;
 
 static kara_status run_row(eval_job *j, const kara_context_params *cp, const char *label, float retention,
                            bool make_ref) {
-    kara_eval_row *r = &j->rows[j->n_rows];
+    kr_eval_row *r = &j->rows[j->n_rows];
     memset(r, 0, sizeof *r);
     snprintf(r->label, sizeof r->label, "%s", label);
     r->method = cp->kv.method;
     r->retention = retention;
     r->budget_tokens = is_budget_method(cp->kv.method) ? cp->kv.budget_tokens : 0;
-    r->threads = cp->n_threads > 0 ? cp->n_threads : kara_cpu_count();
+    r->threads = cp->n_threads > 0 ? cp->n_threads : kr_cpu_count();
     fprintf(stderr, "eval-kv: %s", label);
     if (retention >= 0) fprintf(stderr, " r=%.2f", retention);
     if (r->budget_tokens) fprintf(stderr, " budget=%d", r->budget_tokens);
     fprintf(stderr, " ...\n");
     char err[512];
-    kara_status st = kara_eval_method(j->s, cp, &j->ref, make_ref, r, err, sizeof err);
+    kara_status st = kr_eval_method(j->s, cp, &j->ref, make_ref, r, err, sizeof err);
     if (st) {
         fprintf(stderr, "kara eval-kv: %s: %s\n", label, err);
         return st;
@@ -288,14 +288,14 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
     for (int ri = 0; ri < o->n_retentions; ri++) {
         float r = o->retentions[ri];
         int32_t budget = base->kv.budget_tokens;
-        double kara_mean = 0;
+        double kr_mean = 0;
         if (want_kara || (want_budget && auto_budget)) {
             cp = *base;
             cp.kv.method = KARA_KV_METHOD_KARA;
             cp.kv.retention = r;
             if ((st = run_row(j, &cp, "kara", r, false))) return st;
-            kara_mean = j->rows[j->n_rows - 1].mean_slots;
-            if (auto_budget) budget = (int32_t)lround(kara_mean);
+            kr_mean = j->rows[j->n_rows - 1].mean_slots;
+            if (auto_budget) budget = (int32_t)lround(kr_mean);
         }
         for (int i = 0; i < o->n_methods; i++) {
             kara_kv_method m = o->methods[i];
@@ -304,7 +304,7 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
             cp.kv.method = m;
             cp.kv.retention = r;
             if (is_budget_method(m) && auto_budget && o->equal_mean && j->n_rows > 0)
-                budget = equal_mean_budget(m, kara_mean, j->s->n_prompt, j->s->n_text - 1,
+                budget = equal_mean_budget(m, kr_mean, j->s->n_prompt, j->s->n_text - 1,
                                            base->kv.snapkv_trigger_slack, base->kv.snapkv_obs_window);
             if (is_budget_method(m)) cp.kv.budget_tokens = budget > 0 ? budget : 1;
             if ((st = run_row(j, &cp, kara_kv_method_name(m), r, false))) return st;
@@ -317,7 +317,7 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
  * context. Returns false (message printed) when the text is too short. */
 static bool make_setup(const eval_opts *o, kara_model *m, const int32_t *toks, int32_t n_toks, int32_t n_ctx,
                        int32_t interval, int32_t *needle, int32_t n_needle, int32_t *question, int32_t n_question,
-                       kara_eval_setup *s) {
+                       kr_eval_setup *s) {
     memset(s, 0, sizeof *s);
     s->model = m;
     s->n_vocab = kara_model_n_vocab(m);
@@ -360,16 +360,16 @@ static int eval_main(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     kara_model *m;
-    kara_status st = kara_cli_load_model(&o.cfg, &m);
+    kara_status st = kr_cli_load_model(&o.cfg, &m);
     if (st) {
         fprintf(stderr, "kara eval-kv: %s\n", kara_last_error());
-        return kara_exit_for_status(st);
+        return kr_exit_for_status(st);
     }
     size_t len = strlen(k_builtin_text);
     char *file_text = NULL;
-    if (o.text_path && !(file_text = kara_read_text_file("eval-kv", o.text_path, &len))) {
+    if (o.text_path && !(file_text = kr_read_text_file("eval-kv", o.text_path, &len))) {
         kara_model_free(m);
-        return KARA_EXIT_NOINPUT;
+        return KR_EXIT_NOINPUT;
     }
     const char *text = file_text ? file_text : k_builtin_text;
     int32_t cap = (int32_t)len + 8, needle[64], question[64];
@@ -382,32 +382,32 @@ static int eval_main(int argc, char **argv) {
     kara_context_params base = o.cfg.context;
     int32_t n_ctx = base.n_ctx ? base.n_ctx : kara_model_n_ctx_train(m);
     base.n_ctx = n_ctx;
-    kara_eval_setup s;
-    eval_job job = {&o, &s, {0}, NULL, 0, base.n_threads > 0 ? base.n_threads : kara_cpu_count()};
-    rc = KARA_EXIT_OK;
+    kr_eval_setup s;
+    eval_job job = {&o, &s, {0}, NULL, 0, base.n_threads > 0 ? base.n_threads : kr_cpu_count()};
+    rc = KR_EXIT_OK;
     if (n_toks < 0 || n_needle < 0 || n_question < 0) {
         fprintf(stderr, "kara eval-kv: cannot tokenize the text: %s\n", kara_last_error());
-        rc = KARA_EXIT_DATAERR;
+        rc = KR_EXIT_DATAERR;
     } else if (!make_setup(&o, m, toks, n_toks, n_ctx, base.kv.interval, needle, n_needle, question, n_question,
                            &s)) {
-        rc = KARA_EXIT_DATAERR;
+        rc = KR_EXIT_DATAERR;
     } else {
         job.rows = calloc((size_t)(2 + o.n_retentions * (MAX_METHODS + 1)), sizeof *job.rows);
-        if (!job.rows) rc = KARA_EXIT_SOFTWARE;
-        else if ((st = run_all(&job, &base))) rc = kara_exit_for_status(st);
+        if (!job.rows) rc = KR_EXIT_SOFTWARE;
+        else if ((st = run_all(&job, &base))) rc = kr_exit_for_status(st);
     }
     if (!rc) {
-        kara_eval_meta meta = {o.cfg.model_path, kara_model_desc(m), o.text_path ? o.text_path : "(built-in)", n_ctx,
+        kr_eval_meta meta = {o.cfg.model_path, kara_model_desc(m), o.text_path ? o.text_path : "(built-in)", n_ctx,
                                &base.kv};
-        kara_eval_print_table(stdout, &s, &meta, job.rows, job.n_rows);
-        if (o.out_path && !kara_eval_write(o.out_path, &s, &meta, job.rows, job.n_rows)) rc = KARA_EXIT_CANTCREAT;
+        kr_eval_print_table(stdout, &s, &meta, job.rows, job.n_rows);
+        if (o.out_path && !kr_eval_write(o.out_path, &s, &meta, job.rows, job.n_rows)) rc = KR_EXIT_CANTCREAT;
     }
-    kara_eval_ref_free(&job.ref);
+    kr_eval_ref_free(&job.ref);
     free(job.rows);
     free(toks);
     kara_model_free(m);
     return rc;
 }
 
-const kara_command kara_cmd_eval_kv = {"eval-kv", "measure KV methods against full (KL, needle, memory, cost)",
+const kr_command kr_cmd_eval_kv = {"eval-kv", "measure KV methods against full (KL, needle, memory, cost)",
                                        eval_main};

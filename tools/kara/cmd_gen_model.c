@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  --alignment A     general.alignment, a power of two [32]\n"
             "  --name S          general.name\n"
             "  -o, --output F    output file\n",
-            kara_synth_preset_names(), kara_ftype_names());
+            kr_synth_preset_names(), kr_ftype_names());
 }
 
 /* A percentage on one \r line, on a terminal only and only when it moves. */
@@ -45,19 +45,19 @@ static void show_progress(float frac, void *user) {
 
 static int gen_model_main(int argc, char **argv) {
     static const char *cmd = "gen-model";
-    kara_synth_params p;
-    kara_synth_params_init(&p);
+    kr_synth_params p;
+    kr_synth_params_init(&p);
     /* the preset first, so explicit shape flags override it in any order */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
-            return KARA_EXIT_OK;
+            return KR_EXIT_OK;
         }
         if (!strcmp(argv[i], "--preset")) {
-            if (i + 1 >= argc || !kara_synth_preset(&p, argv[i + 1])) {
+            if (i + 1 >= argc || !kr_synth_preset(&p, argv[i + 1])) {
                 fprintf(stderr, "kara %s: --preset: unknown preset '%s' (%s)\n", cmd, i + 1 < argc ? argv[i + 1] : "",
-                        kara_synth_preset_names());
-                return KARA_EXIT_USAGE;
+                        kr_synth_preset_names());
+                return KR_EXIT_USAGE;
             }
         }
     }
@@ -76,7 +76,7 @@ static int gen_model_main(int argc, char **argv) {
         bool matched = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
             if (strcmp(a, ints[k].flag) != 0) continue;
-            if (!kara_arg_int(cmd, a, val, ints[k].lo, ints[k].hi, &v)) return KARA_EXIT_USAGE;
+            if (!kr_arg_int(cmd, a, val, ints[k].lo, ints[k].hi, &v)) return KR_EXIT_USAGE;
             *ints[k].dst = (int32_t)v;
             i++;
             matched = true;
@@ -87,16 +87,16 @@ static int gen_model_main(int argc, char **argv) {
         } else if (!strcmp(a, "--arch")) {
             if (!val || (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3"))) {
                 fprintf(stderr, "kara %s: --arch: '%s' is not llama, qwen2 or qwen3\n", cmd, val ? val : "");
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
             snprintf(p.arch, sizeof p.arch, "%s", val);
             i++;
         } else if (!strcmp(a, "--rope-base")) {
-            if (!kara_arg_float(cmd, a, val, 1e-3, 1e12, &d)) return KARA_EXIT_USAGE;
+            if (!kr_arg_float(cmd, a, val, 1e-3, 1e12, &d)) return KR_EXIT_USAGE;
             p.rope_freq_base = (float)d;
             i++;
         } else if (!strcmp(a, "--eps")) {
-            if (!kara_arg_float(cmd, a, val, 1e-12, 1.0, &d)) return KARA_EXIT_USAGE;
+            if (!kr_arg_float(cmd, a, val, 1e-12, 1.0, &d)) return KR_EXIT_USAGE;
             p.rms_eps = (float)d;
             i++;
         } else if (!strcmp(a, "--tied")) {
@@ -104,64 +104,64 @@ static int gen_model_main(int argc, char **argv) {
         } else if (!strcmp(a, "--untied")) {
             p.tied = false;
         } else if (!strcmp(a, "--type")) {
-            if (!val || !kara_ftype_parse(val, &p.ftype)) {
-                fprintf(stderr, "kara %s: --type: unknown type '%s' (%s)\n", cmd, val ? val : "", kara_ftype_names());
-                return KARA_EXIT_USAGE;
+            if (!val || !kr_ftype_parse(val, &p.ftype)) {
+                fprintf(stderr, "kara %s: --type: unknown type '%s' (%s)\n", cmd, val ? val : "", kr_ftype_names());
+                return KR_EXIT_USAGE;
             }
             i++;
         } else if (!strcmp(a, "--pure")) {
             p.pure = true;
         } else if (!strcmp(a, "--seed")) {
-            if (!kara_arg_int(cmd, a, val, 0, (long long)(~0ull >> 1), &v)) return KARA_EXIT_USAGE;
+            if (!kr_arg_int(cmd, a, val, 0, (long long)(~0ull >> 1), &v)) return KR_EXIT_USAGE;
             p.seed = (uint64_t)v;
             i++;
         } else if (!strcmp(a, "--alignment")) {
-            if (!kara_arg_int(cmd, a, val, 1, 1 << 20, &v)) return KARA_EXIT_USAGE;
+            if (!kr_arg_int(cmd, a, val, 1, 1 << 20, &v)) return KR_EXIT_USAGE;
             p.alignment = (uint32_t)v;
             i++;
         } else if (!strcmp(a, "--name")) {
             if (!val) {
                 fprintf(stderr, "kara %s: --name needs a value\n", cmd);
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
             snprintf(p.name, sizeof p.name, "%s", val);
             i++;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!val) {
                 fprintf(stderr, "kara %s: %s needs a file name\n", cmd, a);
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
             out = val;
             i++;
         } else {
             fprintf(stderr, "kara %s: unknown option '%s' (see --help)\n", cmd, a);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
     }
     if (!out) {
         fprintf(stderr, "kara %s: no output file (-o FILE.gguf)\n", cmd);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     char err[512];
-    if (kara_synth_validate(&p, err, sizeof err) != KARA_OK) {
+    if (kr_synth_validate(&p, err, sizeof err) != KARA_OK) {
         fprintf(stderr, "kara %s: %s\n", cmd, err);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
-    double t0 = kara_monotonic_seconds();
+    double t0 = kr_monotonic_seconds();
     int last_pct = -1;
     bool tty = isatty(fileno(stderr));
-    kara_status st = kara_synth_write(&p, out, tty ? show_progress : NULL, &last_pct, err, sizeof err);
+    kara_status st = kr_synth_write(&p, out, tty ? show_progress : NULL, &last_pct, err, sizeof err);
     if (tty) fputc('\n', stderr);
     if (st != KARA_OK) {
         fprintf(stderr, "kara %s: %s\n", cmd, err);
-        return st == KARA_ERR_IO ? KARA_EXIT_CANTCREAT : KARA_EXIT_SOFTWARE;
+        return st == KARA_ERR_IO ? KR_EXIT_CANTCREAT : KR_EXIT_SOFTWARE;
     }
-    double seconds = kara_monotonic_seconds() - t0;
+    double seconds = kr_monotonic_seconds() - t0;
     fprintf(stderr, "kara %s: wrote %s: %s %dL d%d %d/%d heads of %d, ffn %d, vocab %d, %s%s%s, seed %llu (%.1f s)\n",
             cmd, out, p.arch, p.n_layer, p.n_embd, p.n_head, p.n_head_kv, p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head,
-            p.n_ff, p.n_vocab, kara_ftype_name(p.ftype), p.pure ? " pure" : "", p.tied ? ", tied" : "",
+            p.n_ff, p.n_vocab, kr_ftype_name(p.ftype), p.pure ? " pure" : "", p.tied ? ", tied" : "",
             (unsigned long long)p.seed, seconds);
-    return KARA_EXIT_OK;
+    return KR_EXIT_OK;
 }
 
-const kara_command kara_cmd_gen_model = {"gen-model", "write a random-weight model (tests, speed runs)", gen_model_main};
+const kr_command kr_cmd_gen_model = {"gen-model", "write a random-weight model (tests, speed runs)", gen_model_main};

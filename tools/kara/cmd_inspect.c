@@ -59,28 +59,28 @@ static int inspect_main(int argc, char **argv) {
             printf("usage: kara inspect [--full] MODEL.gguf\n\n"
                    "Prints the GGUF header, every metadata key with its type and value (long arrays and strings\n"
                    "shortened unless --full), and the tensor table: name, type, shape, bytes, data offset.\n");
-            return KARA_EXIT_OK;
+            return KR_EXIT_OK;
         } else if (!strcmp(argv[i], "--full")) {
             full = true;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "kara inspect: unknown option '%s'\n", argv[i]);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         } else if (!path) {
             path = argv[i];
         } else {
             fprintf(stderr, "kara inspect: give one file\n");
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
     }
     if (!path) {
         fprintf(stderr, "usage: kara inspect [--full] MODEL.gguf\n");
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     kara_gguf *g;
     kara_status st = kara_gguf_open(path, &g);
     if (st) {
         fprintf(stderr, "kara inspect: %s\n", kara_last_error());
-        return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
+        return st == KARA_ERR_IO ? KR_EXIT_NOINPUT : KR_EXIT_DATAERR;
     }
     printf("file: %s\nGGUF version %u, %" PRIu64 " bytes, alignment %" PRIu64 ", data at offset %" PRIu64 "\n\n", path,
            kara_gguf_version(g), kara_gguf_size(g), kara_gguf_alignment(g), kara_gguf_data_offset(g));
@@ -110,7 +110,7 @@ static int inspect_main(int argc, char **argv) {
     printf("\ntotal: %" PRIu64 " elements, %" PRIu64 " bytes (%.2f MiB), %.2f bits per weight\n", elems, total,
            total / 1048576.0, elems ? 8.0 * (double)total / (double)elems : 0.0);
     kara_gguf_close(g);
-    return KARA_EXIT_OK;
+    return KR_EXIT_OK;
 }
 
-const kara_command kara_cmd_inspect = {"inspect", "show a GGUF file's metadata and tensors", inspect_main};
+const kr_command kr_cmd_inspect = {"inspect", "show a GGUF file's metadata and tensors", inspect_main};

@@ -22,11 +22,11 @@ static void usage(FILE *f) {
             "and other 1-D tensors are stored as F32. Metadata is copied; general.file_type is set.\n"
             "  --pure   every weight matrix in the base type (llama-quantize --pure)\n"
             "  -q       no per-tensor lines\n",
-            kara_ftype_names());
+            kr_ftype_names());
 }
 
 /* One line per tensor on stderr, like llama-quantize. */
-static void show_tensor(uint64_t i, uint64_t n, const kara_gguf_tensor *t, kara_type to, void *user) {
+static void show_tensor(uint64_t i, uint64_t n, const kara_gguf_tensor *t, kr_type to, void *user) {
     (void)user;
     char shape[64];
     int k = snprintf(shape, sizeof shape, "[");
@@ -34,61 +34,61 @@ static void show_tensor(uint64_t i, uint64_t n, const kara_gguf_tensor *t, kara_
         k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%" PRId64, d ? ", " : "", t->ne[d]);
     snprintf(shape + k, sizeof shape - (size_t)k, "]");
     fprintf(stderr, "[%4" PRIu64 "/%4" PRIu64 "] %-36.*s %-22s %5s -> %s\n", i + 1, n, (int)t->name.len, t->name.ptr,
-            shape, kara_gguf_type_name(t->type), kara_type_get(to)->name);
+            shape, kara_gguf_type_name(t->type), kr_type_get(to)->name);
 }
 
 static int quantize_main(int argc, char **argv) {
     const char *pos[3];
     int npos = 0;
-    kara_quantize_params p = {0};
+    kr_quantize_params p = {0};
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
-            return KARA_EXIT_OK;
+            return KR_EXIT_OK;
         } else if (!strcmp(argv[i], "--pure")) {
             p.pure = true;
         } else if (!strcmp(argv[i], "-q")) {
             quiet = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "kara %s: unknown option '%s'\n", cmd, argv[i]);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         } else if (npos < 3) {
             pos[npos++] = argv[i];
         } else {
             fprintf(stderr, "kara %s: too many arguments\n", cmd);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
     }
     if (npos != 3) {
         usage(stderr);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
-    if (!kara_ftype_parse(pos[2], &p.ftype)) {
-        fprintf(stderr, "kara %s: unknown type '%s' (%s)\n", cmd, pos[2], kara_ftype_names());
-        return KARA_EXIT_USAGE;
+    if (!kr_ftype_parse(pos[2], &p.ftype)) {
+        fprintf(stderr, "kara %s: unknown type '%s' (%s)\n", cmd, pos[2], kr_ftype_names());
+        return KR_EXIT_USAGE;
     }
     if (!quiet) p.on_tensor = show_tensor;
 
-    double t0 = kara_monotonic_seconds();
+    double t0 = kr_monotonic_seconds();
     char err[700];
-    kara_quantize_result r;
-    kara_status st = kara_quantize_file(pos[0], pos[1], &p, &r, err, sizeof err);
+    kr_quantize_result r;
+    kara_status st = kr_quantize_file(pos[0], pos[1], &p, &r, err, sizeof err);
     if (st != KARA_OK) {
         fprintf(stderr, "kara %s: %s\n", cmd, err);
         switch (st) {
-        case KARA_ERR_ARG: return KARA_EXIT_USAGE;
-        case KARA_ERR_IO: return r.output_failed ? KARA_EXIT_CANTCREAT : KARA_EXIT_NOINPUT;
-        case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: return KARA_EXIT_DATAERR;
-        default: return KARA_EXIT_SOFTWARE;
+        case KARA_ERR_ARG: return KR_EXIT_USAGE;
+        case KARA_ERR_IO: return r.output_failed ? KR_EXIT_CANTCREAT : KR_EXIT_NOINPUT;
+        case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: return KR_EXIT_DATAERR;
+        default: return KR_EXIT_SOFTWARE;
         }
     }
-    double seconds = kara_monotonic_seconds() - t0;
+    double seconds = kr_monotonic_seconds() - t0;
     fprintf(stderr, "kara %s: %s -> %s (%s%s): %.2f MiB -> %.2f MiB of tensor data in %.1f s\n", cmd, pos[0], pos[1],
-            kara_ftype_name(p.ftype), p.pure ? ", pure" : "", r.in_bytes / 1048576.0, r.out_bytes / 1048576.0,
+            kr_ftype_name(p.ftype), p.pure ? ", pure" : "", r.in_bytes / 1048576.0, r.out_bytes / 1048576.0,
             seconds);
-    return KARA_EXIT_OK;
+    return KR_EXIT_OK;
 }
 
-const kara_command kara_cmd_quantize = {"quantize", "convert a GGUF model to another weight type or mix",
+const kr_command kr_cmd_quantize = {"quantize", "convert a GGUF model to another weight type or mix",
                                         quantize_main};

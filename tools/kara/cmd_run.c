@@ -19,7 +19,7 @@ typedef struct run_opts {
     bool ignore_eos;
 } run_opts;
 
-static const kara_cli_flag run_flags[] = {
+static const kr_cli_flag run_flags[] = {
     {"-p|--prompt", true, "prompt text (default: empty, i.e. generate from BOS)"},
     {"-f|--file", true, "read the prompt from a file"},
     {"--prompt-ids", true, "prompt as comma-separated token ids (no BOS added)"},
@@ -29,31 +29,31 @@ static const kara_cli_flag run_flags[] = {
 
 /* Parse flags; returns -1 to go on, else the exit code. */
 static int parse(int argc, char **argv, run_opts *o) {
-    kara_cli_parsed cli;
-    int rc = kara_cli_parse("run", argc, argv, run_flags, N_RUN_FLAGS, &o->cfg, &cli);
+    kr_cli_parsed cli;
+    int rc = kr_cli_parse("run", argc, argv, run_flags, N_RUN_FLAGS, &o->cfg, &cli);
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
-        const kara_cli_arg *a = &cli.args[i];
+        const kr_cli_arg *a = &cli.args[i];
         if (!a->flag) {
             fprintf(stderr, "kara run: unexpected argument '%s'\n", a->value);
-            rc = KARA_EXIT_USAGE;
-        } else if (kara_cli_flag_is(a->flag, "-p")) {
+            rc = KR_EXIT_USAGE;
+        } else if (kr_cli_flag_is(a->flag, "-p")) {
             o->prompt = a->value;
-        } else if (kara_cli_flag_is(a->flag, "-f")) {
+        } else if (kr_cli_flag_is(a->flag, "-f")) {
             o->prompt_file = a->value;
-        } else if (kara_cli_flag_is(a->flag, "--prompt-ids")) {
+        } else if (kr_cli_flag_is(a->flag, "--prompt-ids")) {
             o->prompt_ids = a->value;
-        } else if (kara_cli_flag_is(a->flag, "--ignore-eos")) {
+        } else if (kr_cli_flag_is(a->flag, "--ignore-eos")) {
             o->ignore_eos = true;
         }
     }
-    rc = kara_cli_finish("run",
+    rc = kr_cli_finish("run",
                          "usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n\n"
                          "Streams the continuation of the prompt to stdout; speeds and memory go to stderr.\n\n",
                          run_flags, N_RUN_FLAGS, &o->cfg, &cli, rc);
     if (rc >= 0) return rc;
     if (!!o->prompt + !!o->prompt_file + !!o->prompt_ids > 1) {
         fprintf(stderr, "kara run: give only one of -p, -f and --prompt-ids\n");
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     return -1;
 }
@@ -62,12 +62,12 @@ static int parse(int argc, char **argv, run_opts *o) {
  * rules), or raw ids. */
 static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **out) {
     *out = NULL;
-    if (o->prompt_ids) return kara_arg_id_list("run", "--prompt-ids", o->prompt_ids, out);
+    if (o->prompt_ids) return kr_arg_id_list("run", "--prompt-ids", o->prompt_ids, out);
     char *file_text = NULL;
     const char *text = o->prompt ? o->prompt : "";
     size_t len = strlen(text);
     if (o->prompt_file) {
-        file_text = kara_read_text_file("run", o->prompt_file, &len);
+        file_text = kr_read_text_file("run", o->prompt_file, &len);
         if (!file_text) return -1;
         text = file_text;
     }
@@ -102,7 +102,7 @@ static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt,
     kara_status st = kara_generator_create(ctx, &gp, &gen);
     if (st) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
-        return kara_exit_for_status(st);
+        return kr_exit_for_status(st);
     }
     st = kara_generator_start(gen, 0, prompt, n_prompt);
     kara_piece piece;
@@ -116,7 +116,7 @@ static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt,
     kara_generator_free(gen);
     if (st < 0) {
         fprintf(stderr, "\nkara run: %s\n", kara_last_error());
-        return kara_exit_for_status(st);
+        return kr_exit_for_status(st);
     }
     if (why == KARA_STOP_CONTEXT_FULL)
         fprintf(stderr, "\nkara run: context of %d tokens is full, stopping\n", kara_context_n_ctx(ctx));
@@ -136,7 +136,7 @@ static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt,
     if (ks.events)
         fprintf(stderr, "kv compression: %llu events, %llu slots evicted, %.2f ms per event\n",
                 (unsigned long long)ks.events, (unsigned long long)ks.slots_evicted, 1e3 * ks.event_seconds / ks.events);
-    return KARA_EXIT_OK;
+    return KR_EXIT_OK;
 }
 
 static int run_main(int argc, char **argv) {
@@ -144,22 +144,22 @@ static int run_main(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     kara_model *m;
-    kara_status st = kara_cli_load_model(&o.cfg, &m);
+    kara_status st = kr_cli_load_model(&o.cfg, &m);
     if (st) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
-        return kara_exit_for_status(st);
+        return kr_exit_for_status(st);
     }
     int32_t *prompt = NULL;
     int32_t n_prompt = prompt_tokens(&o, m, &prompt);
     if (n_prompt < 0) {
         kara_model_free(m);
-        return o.prompt_ids ? KARA_EXIT_USAGE : KARA_EXIT_DATAERR;
+        return o.prompt_ids ? KR_EXIT_USAGE : KR_EXIT_DATAERR;
     }
     if (n_prompt == 0) {
         fprintf(stderr, "kara run: the prompt is empty and the model adds no BOS token; give a prompt\n");
         kara_model_free(m);
         free(prompt);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     for (int32_t i = 0; i < n_prompt; i++)
         if (prompt[i] >= kara_model_n_vocab(m)) {
@@ -167,7 +167,7 @@ static int run_main(int argc, char **argv) {
                     kara_model_n_vocab(m));
             kara_model_free(m);
             free(prompt);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
     kara_context_params cp = o.cfg.context;
     int32_t n_ctx = cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(m);
@@ -175,7 +175,7 @@ static int run_main(int argc, char **argv) {
         fprintf(stderr, "kara run: the prompt has %d tokens but the context holds %d (raise -c)\n", n_prompt, n_ctx);
         kara_model_free(m);
         free(prompt);
-        return KARA_EXIT_DATAERR;
+        return KR_EXIT_DATAERR;
     }
     kara_context *ctx;
     st = kara_context_create(m, &cp, &ctx);
@@ -183,7 +183,7 @@ static int run_main(int argc, char **argv) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
         kara_model_free(m);
         free(prompt);
-        return kara_exit_for_status(st);
+        return kr_exit_for_status(st);
     }
     st = kara_seq_admit(ctx, 0, n_prompt, o.cfg.max_tokens);
     if (st) {
@@ -191,7 +191,7 @@ static int run_main(int argc, char **argv) {
         kara_context_free(ctx);
         kara_model_free(m);
         free(prompt);
-        return kara_exit_for_status(st);
+        return kr_exit_for_status(st);
     }
     if (o.prompt) fputs(o.prompt, stdout);
     rc = generate(&o, ctx, prompt, n_prompt);
@@ -201,4 +201,4 @@ static int run_main(int argc, char **argv) {
     return rc;
 }
 
-const kara_command kara_cmd_run = {"run", "generate text from a prompt", run_main};
+const kr_command kr_cmd_run = {"run", "generate text from a prompt", run_main};

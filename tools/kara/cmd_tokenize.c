@@ -93,14 +93,14 @@ static int tokenize_main(int argc, char **argv) {
         bool has_value = i + 1 < argc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return KARA_EXIT_OK;
+            return KR_EXIT_OK;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_value) {
             model = argv[++i];
         } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file")) &&
                    has_value) {
             if (n_inputs == MAX_INPUTS) {
                 fprintf(stderr, "kara tokenize: at most %d inputs\n", MAX_INPUTS);
-                return KARA_EXIT_USAGE;
+                return KR_EXIT_USAGE;
             }
             is_file[n_inputs] = a[1] == 'f' || !strcmp(a, "--file");
             inputs[n_inputs++] = argv[++i];
@@ -118,20 +118,20 @@ static int tokenize_main(int argc, char **argv) {
             fprintf(stderr, "kara tokenize: %s '%s'\n", a[0] == '-' ? "unknown option or missing value for" :
                                                                         "unexpected argument", a);
             usage(stderr);
-            return KARA_EXIT_USAGE;
+            return KR_EXIT_USAGE;
         }
     }
     if (!model || !n_inputs) {
         fprintf(stderr, "kara tokenize: %s\n", !model ? "-m MODEL is required" : "give -p TEXT or -f FILE");
         usage(stderr);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     if (pieces && ids_only) {
         fprintf(stderr, "kara tokenize: --pieces and --ids-only exclude each other\n");
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
 
-    double t0 = kara_monotonic_seconds();
+    double t0 = kr_monotonic_seconds();
     kara_model_params mp;
     kara_model_params_init(&mp);
     mp.vocab_only = true;
@@ -139,27 +139,27 @@ static int tokenize_main(int argc, char **argv) {
     kara_status st = kara_model_load(model, &mp, &mdl);
     if (st) { /* the message names the file ("cannot open 'M': ...", "M: ... at byte offset N", "M: key: ...") */
         fprintf(stderr, "kara tokenize: %s\n", kara_last_error());
-        return st == KARA_ERR_IO ? KARA_EXIT_NOINPUT : KARA_EXIT_DATAERR;
+        return st == KARA_ERR_IO ? KR_EXIT_NOINPUT : KR_EXIT_DATAERR;
     }
     if (!kara_model_has_tokenizer(mdl)) {
         fprintf(stderr, "kara tokenize: %s: the file has no tokenizer (no tokenizer.ggml.model)\n", model);
         kara_model_free(mdl);
-        return KARA_EXIT_DATAERR;
+        return KR_EXIT_DATAERR;
     }
     if (stats)
         fprintf(stderr, "kara tokenize: loaded %d tokens in %.3f s\n", kara_model_n_vocab(mdl),
-                kara_monotonic_seconds() - t0);
+                kr_monotonic_seconds() - t0);
 
-    int rc = KARA_EXIT_OK;
+    int rc = KR_EXIT_OK;
     char piece[256];
-    for (int k = 0; k < n_inputs && rc == KARA_EXIT_OK; k++) {
+    for (int k = 0; k < n_inputs && rc == KR_EXIT_OK; k++) {
         size_t len = 0;
         char *owned = NULL;
         const char *text = inputs[k];
         if (is_file[k]) {
-            owned = !strcmp(inputs[k], "-") ? read_stdin(&len) : kara_read_text_file("tokenize", inputs[k], &len);
+            owned = !strcmp(inputs[k], "-") ? read_stdin(&len) : kr_read_text_file("tokenize", inputs[k], &len);
             if (!owned) {
-                rc = KARA_EXIT_NOINPUT;
+                rc = KR_EXIT_NOINPUT;
                 break;
             }
             text = owned;
@@ -169,21 +169,21 @@ static int tokenize_main(int argc, char **argv) {
         if (len > (size_t)INT32_MAX / 2) {
             fprintf(stderr, "kara tokenize: input %d is too long\n", k + 1);
             free(owned);
-            rc = KARA_EXIT_DATAERR;
+            rc = KR_EXIT_DATAERR;
             break;
         }
         int32_t cap = (int32_t)len + 16;
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
-        double t1 = kara_monotonic_seconds();
+        double t1 = kr_monotonic_seconds();
         int32_t n = 0;
         kara_status st = ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special, &n)
                              : KARA_ERR_NOMEM;
-        double dt = kara_monotonic_seconds() - t1;
+        double dt = kr_monotonic_seconds() - t1;
         if (st) {
             fprintf(stderr, "kara tokenize: input %d: %s\n", k + 1, ids ? kara_last_error() : "out of memory");
             free(ids);
             free(owned);
-            rc = kara_exit_for_status(st);
+            rc = kr_exit_for_status(st);
             break;
         }
         if (!ids_only) printf("%d tokens:", n);
@@ -207,9 +207,9 @@ static int tokenize_main(int argc, char **argv) {
         free(ids);
         free(owned);
     }
-    if (fflush(stdout) != 0 && rc == KARA_EXIT_OK) rc = KARA_EXIT_IOERR;
+    if (fflush(stdout) != 0 && rc == KR_EXIT_OK) rc = KR_EXIT_IOERR;
     kara_model_free(mdl);
     return rc;
 }
 
-const kara_command kara_cmd_tokenize = {"tokenize", "print the token ids of a text", tokenize_main};
+const kr_command kr_cmd_tokenize = {"tokenize", "print the token ids of a text", tokenize_main};

@@ -1,8 +1,8 @@
 /* eval_kv.h - the pieces of `kara eval-kv` (cmd_eval_kv.c): measuring one
  * KV method against the `full` reference (eval_kv_run.c) and writing the
  * results as a table, CSV or JSON (eval_kv_report.c). */
-#ifndef KARA_EVAL_KV_H
-#define KARA_EVAL_KV_H
+#ifndef KR_EVAL_KV_H
+#define KR_EVAL_KV_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,11 +10,11 @@
 
 #include "kara.h"
 
-#define KARA_EVAL_MAX_DEPTHS 9
-#define KARA_EVAL_MAX_REGIONS 512
+#define KR_EVAL_MAX_DEPTHS 9
+#define KR_EVAL_MAX_REGIONS 512
 
 /* What every method is measured on: the same tokens and caps. */
-typedef struct kara_eval_setup {
+typedef struct kr_eval_setup {
     kara_model *model;
     int32_t n_vocab;
     const int32_t *prompt;   /* the short prompt (BOS first when the vocab adds one) */
@@ -33,18 +33,18 @@ typedef struct kara_eval_setup {
     int32_t n_answer;
     const char *code;        /* what the answer must start with, e.g. "48213" */
     int32_t n_depths;
-    float depths[KARA_EVAL_MAX_DEPTHS];
-} kara_eval_setup;
+    float depths[KR_EVAL_MAX_DEPTHS];
+} kr_eval_setup;
 
 /* The reference (`full`) run: every step's logits and its greedy stream. */
-typedef struct kara_eval_ref {
+typedef struct kr_eval_ref {
     float *logits;           /* n_text x n_vocab */
     int32_t *greedy;         /* n_free tokens */
     double nll_mean;
-} kara_eval_ref;
+} kr_eval_ref;
 
 /* One method's results (one row of the report). */
-typedef struct kara_eval_row {
+typedef struct kr_eval_row {
     char label[40];          /* "kara", "full(t=2)", ... */
     kara_kv_method method;
     float retention;         /* < 0: not applicable */
@@ -63,43 +63,43 @@ typedef struct kara_eval_row {
     int32_t first_div;       /* index of the first greedy token differing from full; n_free when none */
     /* needle */
     int32_t n_depths;
-    bool needle_hit[KARA_EVAL_MAX_DEPTHS];
-    int32_t needle_digits[KARA_EVAL_MAX_DEPTHS]; /* leading characters of the code reproduced */
-    float needle_kept[KARA_EVAL_MAX_DEPTHS];     /* fraction of needle tokens still cached at the question */
+    bool needle_hit[KR_EVAL_MAX_DEPTHS];
+    int32_t needle_digits[KR_EVAL_MAX_DEPTHS]; /* leading characters of the code reproduced */
+    float needle_kept[KR_EVAL_MAX_DEPTHS];     /* fraction of needle tokens still cached at the question */
     /* retention per region of the replay */
     int32_t n_regions;
-    float region_kept[KARA_EVAL_MAX_REGIONS];
+    float region_kept[KR_EVAL_MAX_REGIONS];
     float region_min;
     /* systems (replay only) */
     uint64_t events, slots_evicted;
     double event_s, decode_s;
-} kara_eval_row;
+} kr_eval_row;
 
 /* Run every measurement of one method (the context parameters say which).
  * make_ref: this is the reference run; fills *ref (allocates its arrays)
  * and compares against itself. On failure returns the status and writes a
  * message into err. */
-kara_status kara_eval_method(const kara_eval_setup *s, const kara_context_params *cp, kara_eval_ref *ref,
-                             bool make_ref, kara_eval_row *row, char *err, size_t err_size);
-void kara_eval_ref_free(kara_eval_ref *ref);
+kara_status kr_eval_method(const kr_eval_setup *s, const kara_context_params *cp, kr_eval_ref *ref,
+                             bool make_ref, kr_eval_row *row, char *err, size_t err_size);
+void kr_eval_ref_free(kr_eval_ref *ref);
 
 /* Header facts for the report. */
-typedef struct kara_eval_meta {
+typedef struct kr_eval_meta {
     const char *model_path;
     const char *model_desc;
     const char *text_path;   /* "(built-in)" when none */
     int32_t n_ctx;
     const kara_kv_params *kv; /* the base settings (interval, buffer, ...) */
-} kara_eval_meta;
+} kr_eval_meta;
 
-void kara_eval_print_table(FILE *f, const kara_eval_setup *s, const kara_eval_meta *meta, const kara_eval_row *rows,
+void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *meta, const kr_eval_row *rows,
                            int n_rows);
 /* Write CSV (one row per method; lists joined by ';') or JSON, by the
  * file's extension (.json: JSON, anything else: CSV). Returns false after
  * printing a message when the file cannot be written. */
-bool kara_eval_write(const char *path, const kara_eval_setup *s, const kara_eval_meta *meta,
-                     const kara_eval_row *rows, int n_rows);
+bool kr_eval_write(const char *path, const kr_eval_setup *s, const kr_eval_meta *meta,
+                     const kr_eval_row *rows, int n_rows);
 /* The CSV column names, comma-separated (the header line). */
-const char *kara_eval_csv_header(void);
+const char *kr_eval_csv_header(void);
 
 #endif

@@ -12,9 +12,9 @@ static const char k_csv_header[] =
     "needle_hits,needle_trials,needle_digits,needle_kept,region_size,region_min,region_kept,events,"
     "slots_evicted,event_ms_mean,event_share,decode_tok_s";
 
-const char *kara_eval_csv_header(void) { return k_csv_header; }
+const char *kr_eval_csv_header(void) { return k_csv_header; }
 
-static int needle_hits(const kara_eval_row *r) {
+static int needle_hits(const kr_eval_row *r) {
     int n = 0;
     for (int i = 0; i < r->n_depths; i++) n += r->needle_hit[i];
     return n;
@@ -26,11 +26,11 @@ static double mean_f(const float *x, int n) {
     return n ? s / n : 0.0;
 }
 
-static double event_ms(const kara_eval_row *r) { return r->events ? 1e3 * r->event_s / (double)r->events : 0.0; }
-static double event_share(const kara_eval_row *r) { return r->decode_s > 0 ? r->event_s / r->decode_s : 0.0; }
-static double tok_s(const kara_eval_row *r) { return r->decode_s > 0 ? (r->steps - 1) / r->decode_s : 0.0; }
+static double event_ms(const kr_eval_row *r) { return r->events ? 1e3 * r->event_s / (double)r->events : 0.0; }
+static double event_share(const kr_eval_row *r) { return r->decode_s > 0 ? r->event_s / r->decode_s : 0.0; }
+static double tok_s(const kr_eval_row *r) { return r->decode_s > 0 ? (r->steps - 1) / r->decode_s : 0.0; }
 
-void kara_eval_print_table(FILE *f, const kara_eval_setup *s, const kara_eval_meta *m, const kara_eval_row *rows,
+void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
                            int n_rows) {
     fprintf(f, "model %s (%s), text %s\n", m->model_path, m->model_desc, m->text_path);
     fprintf(f, "prompt %d tokens, replay %d steps, free-running cap %d, needle %d depths x %d-token filler, "
@@ -44,7 +44,7 @@ void kara_eval_print_table(FILE *f, const kara_eval_setup *s, const kara_eval_me
             "slots", "peak_KiB", "KL_mean", "KL_cmp", "KL_max", "top1", "ppl_x", "1stdiv", "needle", "kept", "regmin",
             "events", "ms/event", "ev_shr");
     for (int i = 0; i < n_rows; i++) {
-        const kara_eval_row *r = &rows[i];
+        const kr_eval_row *r = &rows[i];
         char ret[16] = "-", bud[16] = "-", div[16], nd[16];
         if (r->retention >= 0) snprintf(ret, sizeof ret, "%.2f", r->retention);
         if (r->budget_tokens > 0) snprintf(bud, sizeof bud, "%d", r->budget_tokens);
@@ -64,7 +64,7 @@ void kara_eval_print_table(FILE *f, const kara_eval_setup *s, const kara_eval_me
 
 /* ---- CSV ---- */
 
-static void csv_row(FILE *f, const kara_eval_setup *s, const kara_eval_row *r) {
+static void csv_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r) {
     fprintf(f, "%s,%s,", kara_kv_method_name(r->method), r->label);
     if (r->retention >= 0) fprintf(f, "%.4g", r->retention);
     fprintf(f, ",%d,%d,%d,%.3f,%llu,%.9g,%.9g,%d,%.9g,%.6f,%.9g,%.9g,%d,%d,%d,%d,", r->budget_tokens, r->threads,
@@ -93,7 +93,7 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static void json_row(FILE *f, const kara_eval_setup *s, const kara_eval_row *r, bool last) {
+static void json_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r, bool last) {
     fprintf(f, "    {\"method\": \"%s\", \"label\": ", kara_kv_method_name(r->method));
     json_str(f, r->label);
     if (r->retention >= 0) fprintf(f, ", \"retention\": %.4g", r->retention);
@@ -116,7 +116,7 @@ static void json_row(FILE *f, const kara_eval_setup *s, const kara_eval_row *r, 
             event_share(r), tok_s(r), last ? "" : ",");
 }
 
-static void json_all(FILE *f, const kara_eval_setup *s, const kara_eval_meta *m, const kara_eval_row *rows,
+static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
                      int n_rows) {
     fprintf(f, "{\n  \"model\": ");
     json_str(f, m->model_path);
@@ -138,7 +138,7 @@ static void json_all(FILE *f, const kara_eval_setup *s, const kara_eval_meta *m,
     fprintf(f, "  ]\n}\n");
 }
 
-bool kara_eval_write(const char *path, const kara_eval_setup *s, const kara_eval_meta *m, const kara_eval_row *rows,
+bool kr_eval_write(const char *path, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
                      int n_rows) {
     FILE *f = fopen(path, "w");
     if (!f) {

@@ -33,7 +33,7 @@ static void log_softmax(const float *x, int32_t n, double *out) {
 }
 
 typedef struct run_state {
-    const kara_eval_setup *s;
+    const kr_eval_setup *s;
     kara_context *ctx;
     char *err;
     size_t err_size;
@@ -59,17 +59,17 @@ static kara_status start(run_state *r, int32_t n_batch) {
 
 static kara_status feed(run_state *r, int32_t tok, int32_t pos) {
     kara_batch b = kara_batch_one_sequence(&tok, 1, pos, 0);
-    double t0 = kara_monotonic_seconds();
+    double t0 = kr_monotonic_seconds();
     kara_status st = kara_decode(r->ctx, &b);
-    r->decode_s += kara_monotonic_seconds() - t0;
+    r->decode_s += kr_monotonic_seconds() - t0;
     return st ? fail(r, st, "decode") : KARA_OK;
 }
 
 /* Teacher-forced replay of the text: per step KL against the reference,
  * top-1 agreement, NLL, slots held; then the retention per region. */
-static kara_status replay(run_state *r, const kara_context_params *cp, kara_eval_ref *ref, bool make_ref,
-                          kara_eval_row *row, double *lp_ref, double *lp) {
-    const kara_eval_setup *s = r->s;
+static kara_status replay(run_state *r, const kara_context_params *cp, kr_eval_ref *ref, bool make_ref,
+                          kr_eval_row *row, double *lp_ref, double *lp) {
+    const kr_eval_setup *s = r->s;
     const int32_t V = s->n_vocab;
     kara_status st = start(r, cp->n_batch);
     if (st) return st;
@@ -126,8 +126,8 @@ static kara_status replay(run_state *r, const kara_context_params *cp, kara_eval
     if (!pos) return fail(r, KARA_ERR_NOMEM, "positions");
     int32_t lo = s->n_prompt, hi = s->n_prompt + s->n_text - 1; /* positions fed after the prompt */
     int32_t n_reg = (hi - lo + s->region - 1) / s->region;
-    if (n_reg > KARA_EVAL_MAX_REGIONS) n_reg = KARA_EVAL_MAX_REGIONS;
-    int32_t kept[KARA_EVAL_MAX_REGIONS] = {0};
+    if (n_reg > KR_EVAL_MAX_REGIONS) n_reg = KR_EVAL_MAX_REGIONS;
+    int32_t kept[KR_EVAL_MAX_REGIONS] = {0};
     for (int32_t l = 0; l < n_layer; l++) {
         int32_t held = kara_seq_layer_positions(r->ctx, 0, l, pos, n_ctx);
         for (int32_t i = 0; i < held && i < n_ctx; i++)
@@ -147,9 +147,9 @@ static kara_status replay(run_state *r, const kara_context_params *cp, kara_eval
 
 /* Greedy generation from the prompt until the first token that differs
  * from the reference's greedy stream (capped at n_free). */
-static kara_status free_run(run_state *r, const kara_context_params *cp, kara_eval_ref *ref, bool make_ref,
-                            kara_eval_row *row) {
-    const kara_eval_setup *s = r->s;
+static kara_status free_run(run_state *r, const kara_context_params *cp, kr_eval_ref *ref, bool make_ref,
+                            kr_eval_row *row) {
+    const kr_eval_setup *s = r->s;
     kara_status st = start(r, cp->n_batch);
     if (st) return st;
     row->first_div = s->n_free;
@@ -171,7 +171,7 @@ static kara_status free_run(run_state *r, const kara_context_params *cp, kara_ev
  * does the greedy answer start with the code? */
 static kara_status needle_run(run_state *r, const kara_context_params *cp, float depth, bool *hit, int32_t *digits,
                               float *kept) {
-    const kara_eval_setup *s = r->s;
+    const kr_eval_setup *s = r->s;
     kara_status st = start(r, cp->n_batch);
     if (st) return st;
     int32_t at = (int32_t)lroundf(depth * (float)s->n_filler), pos = s->n_prompt;
@@ -217,8 +217,8 @@ static kara_status needle_run(run_state *r, const kara_context_params *cp, float
     return KARA_OK;
 }
 
-kara_status kara_eval_method(const kara_eval_setup *s, const kara_context_params *cp, kara_eval_ref *ref,
-                             bool make_ref, kara_eval_row *row, char *err, size_t err_size) {
+kara_status kr_eval_method(const kr_eval_setup *s, const kara_context_params *cp, kr_eval_ref *ref,
+                             bool make_ref, kr_eval_row *row, char *err, size_t err_size) {
     run_state r = {s, NULL, err, err_size, 0.0};
     if (make_ref) {
         memset(ref, 0, sizeof *ref);
@@ -251,7 +251,7 @@ kara_status kara_eval_method(const kara_eval_setup *s, const kara_context_params
     return st;
 }
 
-void kara_eval_ref_free(kara_eval_ref *ref) {
+void kr_eval_ref_free(kr_eval_ref *ref) {
     free(ref->logits);
     free(ref->greedy);
     memset(ref, 0, sizeof *ref);

@@ -6,17 +6,17 @@
 #include "exit_codes.h"
 #include "kara.h"
 
-static const kara_command *const commands[] = {
-    &kara_cmd_run,
-    &kara_cmd_chat,
-    &kara_cmd_batch,
-    &kara_cmd_inspect,
-    &kara_cmd_tokenize,
-    &kara_cmd_gen_model,
-    &kara_cmd_quantize,
-    &kara_cmd_bench,
-    &kara_cmd_eval,
-    &kara_cmd_eval_kv,
+static const kr_command *const commands[] = {
+    &kr_cmd_run,
+    &kr_cmd_chat,
+    &kr_cmd_batch,
+    &kr_cmd_inspect,
+    &kr_cmd_tokenize,
+    &kr_cmd_gen_model,
+    &kr_cmd_quantize,
+    &kr_cmd_bench,
+    &kr_cmd_eval,
+    &kr_cmd_eval_kv,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -29,19 +29,19 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
-        return KARA_EXIT_USAGE;
+        return KR_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return KARA_EXIT_OK;
+        return KR_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("kara %s (%s)\n", kara_version_string(), kara_system_info());
-        return KARA_EXIT_OK;
+        return KR_EXIT_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i]->name)) return commands[i]->main(argc - 1, argv + 1);
     fprintf(stderr, "kara: unknown command '%s'\n", argv[1]);
     usage(stderr);
-    return KARA_EXIT_USAGE;
+    return KR_EXIT_USAGE;
 }
