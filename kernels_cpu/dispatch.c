@@ -19,10 +19,9 @@ static bool table_ok[KR_ISA_COUNT];
 static kr_isa best_isa = KR_ISA_SCALAR;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-static const char *const isa_names[KR_ISA_COUNT] = { "scalar", "avx2", "avx512", "neon" };
+static const char *const isa_names[KR_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 
-const char *kr_isa_name(kr_isa isa)
-{
+const char *kr_isa_name(kr_isa isa) {
     if ((unsigned)isa >= KR_ISA_COUNT) {
         return "unknown";
     }
@@ -31,8 +30,7 @@ const char *kr_isa_name(kr_isa isa)
 
 /* KARA_CPU_ISA caps the choice; "generic" is accepted for scalar. An unset or
  * unrecognised value means no cap (the library never prints). */
-static bool isa_cap_from_env(kr_isa *cap)
-{
+static bool isa_cap_from_env(kr_isa *cap) {
     const char *v = getenv("KARA_CPU_ISA");
     if (v == NULL || *v == '\0') {
         return false;
@@ -52,16 +50,14 @@ static bool isa_cap_from_env(kr_isa *cap)
 
 /* Whether isa may run under a cap: scalar always; an x86 ISA under an equal
  * or wider x86 cap; NEON only under the NEON cap. */
-static bool isa_within_cap(kr_isa isa, kr_isa cap)
-{
+static bool isa_within_cap(kr_isa isa, kr_isa cap) {
     if (isa == KR_ISA_SCALAR || isa == cap) {
         return true;
     }
     return isa == KR_ISA_AVX2 && cap == KR_ISA_AVX512;
 }
 
-static void build_tables(void)
-{
+static void build_tables(void) {
     kr_cpu_features f;
     kr_cpu_detect(&f);
     (void)f;
@@ -76,8 +72,8 @@ static void build_tables(void)
     }
 #endif
 #if defined(KARA_HAVE_AVX512)
-    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16 && f.avx2 &&
-        f.fma && f.f16c) {
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16 && f.avx2 && f.fma &&
+        f.f16c) {
         kr_kernels_init_avx512(&tables[KR_ISA_AVX512]);
         table_ok[KR_ISA_AVX512] = true;
     }
@@ -90,7 +86,7 @@ static void build_tables(void)
 #endif
 
     /* Best available: AVX-512 > AVX2 > scalar on x86, NEON > scalar on ARM. */
-    static const kr_isa preference[] = { KR_ISA_AVX512, KR_ISA_AVX2, KR_ISA_NEON, KR_ISA_SCALAR };
+    static const kr_isa preference[] = {KR_ISA_AVX512, KR_ISA_AVX2, KR_ISA_NEON, KR_ISA_SCALAR};
     kr_isa cap;
     const bool capped = isa_cap_from_env(&cap);
     for (size_t i = 0; i < sizeof(preference) / sizeof(preference[0]); i++) {
@@ -106,14 +102,12 @@ static void build_tables(void)
     }
 }
 
-const kr_kernels *kr_kernels_get(void)
-{
+const kr_kernels *kr_kernels_get(void) {
     pthread_once(&tables_once, build_tables);
     return &tables[best_isa];
 }
 
-const kr_kernels *kr_kernels_for_isa(kr_isa isa)
-{
+const kr_kernels *kr_kernels_for_isa(kr_isa isa) {
     if ((unsigned)isa >= KR_ISA_COUNT) {
         return NULL;
     }

@@ -55,25 +55,63 @@ typedef uint16_t kr_fp16;
 typedef uint16_t kr_bf16;
 
 /* Block layouts, byte-identical to GGUF/GGML. */
-typedef struct { kr_fp16 d; uint8_t qs[KR_QK4_0 / 2]; } kr_block_q4_0;
-typedef struct { kr_fp16 d, m; uint8_t qs[KR_QK4_1 / 2]; } kr_block_q4_1;
-typedef struct { kr_fp16 d; uint8_t qh[4]; uint8_t qs[KR_QK5_0 / 2]; } kr_block_q5_0;
-typedef struct { kr_fp16 d, m; uint8_t qh[4]; uint8_t qs[KR_QK5_1 / 2]; } kr_block_q5_1;
-typedef struct { kr_fp16 d; int8_t qs[KR_QK8_0]; } kr_block_q8_0;
-typedef struct { kr_fp16 d, s; int8_t qs[KR_QK8_1]; } kr_block_q8_1;   /* s = d * sum(qs) */
-typedef struct { kr_fp16 d, dmin; uint8_t scales[KR_K_SCALE_SIZE]; uint8_t qs[KR_QK_K / 2]; } kr_block_q4_K;
-typedef struct { kr_fp16 d, dmin; uint8_t scales[KR_K_SCALE_SIZE]; uint8_t qh[KR_QK_K / 8]; uint8_t qs[KR_QK_K / 2]; } kr_block_q5_K;
-typedef struct { uint8_t ql[KR_QK_K / 2]; uint8_t qh[KR_QK_K / 4]; int8_t scales[KR_QK_K / 16]; kr_fp16 d; } kr_block_q6_K;
-typedef struct { float d; int8_t qs[KR_QK_K]; int16_t bsums[KR_QK_K / 16]; } kr_block_q8_K;
+typedef struct {
+    kr_fp16 d;
+    uint8_t qs[KR_QK4_0 / 2];
+} kr_block_q4_0;
+typedef struct {
+    kr_fp16 d, m;
+    uint8_t qs[KR_QK4_1 / 2];
+} kr_block_q4_1;
+typedef struct {
+    kr_fp16 d;
+    uint8_t qh[4];
+    uint8_t qs[KR_QK5_0 / 2];
+} kr_block_q5_0;
+typedef struct {
+    kr_fp16 d, m;
+    uint8_t qh[4];
+    uint8_t qs[KR_QK5_1 / 2];
+} kr_block_q5_1;
+typedef struct {
+    kr_fp16 d;
+    int8_t qs[KR_QK8_0];
+} kr_block_q8_0;
+typedef struct {
+    kr_fp16 d, s;
+    int8_t qs[KR_QK8_1];
+} kr_block_q8_1; /* s = d * sum(qs) */
+typedef struct {
+    kr_fp16 d, dmin;
+    uint8_t scales[KR_K_SCALE_SIZE];
+    uint8_t qs[KR_QK_K / 2];
+} kr_block_q4_K;
+typedef struct {
+    kr_fp16 d, dmin;
+    uint8_t scales[KR_K_SCALE_SIZE];
+    uint8_t qh[KR_QK_K / 8];
+    uint8_t qs[KR_QK_K / 2];
+} kr_block_q5_K;
+typedef struct {
+    uint8_t ql[KR_QK_K / 2];
+    uint8_t qh[KR_QK_K / 4];
+    int8_t scales[KR_QK_K / 16];
+    kr_fp16 d;
+} kr_block_q6_K;
+typedef struct {
+    float d;
+    int8_t qs[KR_QK_K];
+    int16_t bsums[KR_QK_K / 16];
+} kr_block_q8_K;
 
 /* ---- type traits ---- */
 typedef struct kr_type_info {
-    const char *name;        /* "F32", "Q4_K", ... */
-    int32_t block_size;      /* elements per block (1 for F32/F16/BF16) */
-    int32_t type_size;       /* bytes per block */
-    bool supported;          /* weights of this type can be used */
-    kr_type vec_dot_type;  /* format activations are converted to for vec_dot */
-    bool internal;           /* a load-time layout of Kara's own, not a GGUF type */
+    const char *name;     /* "F32", "Q4_K", ... */
+    int32_t block_size;   /* elements per block (1 for F32/F16/BF16) */
+    int32_t type_size;    /* bytes per block */
+    bool supported;       /* weights of this type can be used */
+    kr_type vec_dot_type; /* format activations are converted to for vec_dot */
+    bool internal;        /* a load-time layout of Kara's own, not a GGUF type */
 } kr_type_info;
 
 /* Traits of a type id, or NULL for an id GGML does not define or that Kara
@@ -84,9 +122,9 @@ size_t kr_type_row_size(kr_type type, int64_t n);
 
 /* ---- scalar conversions (generic/, always available) ---- */
 float kr_fp16_to_fp32(kr_fp16 h);
-kr_fp16 kr_fp32_to_fp16(float f);      /* round to nearest even */
+kr_fp16 kr_fp32_to_fp16(float f); /* round to nearest even */
 float kr_bf16_to_fp32(kr_bf16 h);
-kr_bf16 kr_fp32_to_bf16(float f);      /* round to nearest even */
+kr_bf16 kr_fp32_to_bf16(float f); /* round to nearest even */
 
 /* Dequantize n elements (a multiple of the block size) of a row. Supported
  * for every type with info->supported and for Q8_0/Q8_1/Q8_K. */
@@ -123,8 +161,7 @@ bool kr_quantize_row(kr_type type, const float *x, void *y, int64_t n);
 kr_type kr_layout_source(kr_type t);
 /* Copy blocks [b0, b0 + nblk) of row r of a matrix in layout t back to
  * file blocks of its source type at out. */
-void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk,
-                          void *out);
+void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk, void *out);
 /* Row r of a matrix of type t (a file type or a layout), n_cols values,
  * dequantized to f32: what a row lookup (token embeddings) reads. */
 void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out);
@@ -135,13 +172,7 @@ void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_
 bool kr_repack_matrix(kr_type *type, kr_type to, void *data, int64_t n_rows, int64_t n_cols);
 
 /* ---- the kernel table ---- */
-typedef enum kr_isa {
-    KR_ISA_SCALAR = 0,
-    KR_ISA_AVX2 = 1,
-    KR_ISA_AVX512 = 2,
-    KR_ISA_NEON = 3,
-    KR_ISA_COUNT = 4
-} kr_isa;
+typedef enum kr_isa { KR_ISA_SCALAR = 0, KR_ISA_AVX2 = 1, KR_ISA_AVX512 = 2, KR_ISA_NEON = 3, KR_ISA_COUNT = 4 } kr_isa;
 
 /* out = dot(w_row, x) over n elements; w_row in the weight type, x already
  * converted to that type's vec_dot_type. */
@@ -152,7 +183,7 @@ typedef void (*kr_from_float_fn)(const float *x, void *y, int64_t n);
 
 typedef struct kr_kernels {
     kr_isa isa;
-    const char *name;                               /* "scalar", "avx2", ... */
+    const char *name;                           /* "scalar", "avx2", ... */
     kr_vec_dot_fn vec_dot[KR_TYPE_COUNT];       /* indexed by weight type */
     kr_from_float_fn from_float[KR_TYPE_COUNT]; /* indexed by activation type */
 
@@ -162,9 +193,9 @@ typedef struct kr_kernels {
      * w_row_bytes; X holds n_batch activation rows already converted to the
      * weight type's vec_dot_type, x_row_bytes apart; Y rows are ldy floats
      * apart. */
-    void (*matmul)(const struct kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes,
-                   int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
-                   float *y, int64_t ldy, int ith, int nth);
+    void (*matmul)(const struct kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                   int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, int ith,
+                   int nth);
 
     /* y = x / sqrt(mean(x^2) + eps) * w  (y may alias x) */
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
@@ -191,8 +222,8 @@ typedef struct kr_kernels {
      * rows lda floats apart, B rows of f16 (b_f16) or f32 ldb bytes apart,
      * C rows ldc floats apart; j runs in order for every element. Attention
      * uses it for probabilities times values over a block of cache slots. */
-    void (*gemm_nn_acc)(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
-                        bool b_f16, int64_t m, int64_t n, int64_t k);
+    void (*gemm_nn_acc)(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
+                        int64_t m, int64_t n, int64_t k);
     /* The load-time layout this table's matmul is fastest on for each weight
      * type (KR_TYPE_Q4_K -> KR_TYPE_Q4_K_X16 on AVX-512), or 0 (F32):
      * keep the file's layout. Every table's matmul accepts every layout. */
@@ -209,8 +240,8 @@ const char *kr_isa_name(kr_isa isa);
 
 /* Per-ISA table builders (dispatch.c calls them; each lives with its ISA). */
 void kr_kernels_init_scalar(kr_kernels *k);
-void kr_kernels_init_avx2(kr_kernels *k);    /* x86 builds only */
-void kr_kernels_init_avx512(kr_kernels *k);  /* x86 builds only */
-void kr_kernels_init_neon(kr_kernels *k);    /* arm builds only */
+void kr_kernels_init_avx2(kr_kernels *k);   /* x86 builds only */
+void kr_kernels_init_avx512(kr_kernels *k); /* x86 builds only */
+void kr_kernels_init_neon(kr_kernels *k);   /* arm builds only */
 
 #endif /* KR_KERNELS_H */

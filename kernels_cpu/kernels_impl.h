@@ -12,23 +12,20 @@
 #include <string.h>
 
 /* ---- bit casts and half-precision conversions ---- */
-static inline uint32_t kr_f32_bits(float f)
-{
+static inline uint32_t kr_f32_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof(u));
     return u;
 }
 
-static inline float kr_bits_f32(uint32_t u)
-{
+static inline float kr_bits_f32(uint32_t u) {
     float f;
     memcpy(&f, &u, sizeof(f));
     return f;
 }
 
 /* IEEE binary16 -> binary32, exact for every input (subnormals included). */
-static inline float kr_half_to_float(kr_fp16 h)
-{
+static inline float kr_half_to_float(kr_fp16 h) {
     const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     const uint32_t exp = (h >> 10) & 0x1f;
     uint32_t mant = h & 0x3ff;
@@ -46,15 +43,11 @@ static inline float kr_half_to_float(kr_fp16 h)
     return kr_bits_f32(sign | kr_f32_bits(v));
 }
 
-static inline float kr_bf16_bits_to_float(kr_bf16 h)
-{
-    return kr_bits_f32((uint32_t)h << 16);
-}
+static inline float kr_bf16_bits_to_float(kr_bf16 h) { return kr_bits_f32((uint32_t)h << 16); }
 
 /* GGML's nearest_int: round half to even for |x| < 2^22 (the default FP
  * rounding mode), without a libm call. */
-static inline int kr_nearest_int(float fval)
-{
+static inline int kr_nearest_int(float fval) {
     float val = fval + 12582912.0f;
     int i;
     memcpy(&i, &val, sizeof(i));
@@ -62,8 +55,7 @@ static inline int kr_nearest_int(float fval)
 }
 
 /* ---- K-quant 6-bit scale/min unpacking (Q4_K, Q5_K) ---- */
-static inline void kr_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
+static inline void kr_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     if (j < 4) {
         *d = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -74,8 +66,7 @@ static inline void kr_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint
 }
 
 /* Unpack all 8 scales and 8 mins of a Q4_K/Q5_K block. */
-static inline void kr_unpack_scales_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8])
-{
+static inline void kr_unpack_scales_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
     for (int j = 0; j < 8; j++) {
         kr_get_scale_min_k4(j, q, &sc[j], &mn[j]);
     }
@@ -83,8 +74,7 @@ static inline void kr_unpack_scales_k4(const uint8_t *q, uint8_t sc[8], uint8_t 
 
 /* The same, packed as 8 bytes each (scale j / min j in byte j), with
  * 32-bit operations: what the SIMD kernels widen into their scale vectors. */
-static inline void kr_unpack_k4_scales_packed(const uint8_t *s, uint64_t *sc, uint64_t *mn)
-{
+static inline void kr_unpack_k4_scales_packed(const uint8_t *s, uint64_t *sc, uint64_t *mn) {
     uint32_t u0, u1, u2;
     memcpy(&u0, s, 4);
     memcpy(&u1, s + 4, 4);
@@ -100,8 +90,7 @@ static inline void kr_unpack_k4_scales_packed(const uint8_t *s, uint64_t *sc, ui
 /* The first of x[0..n) whose magnitude is amax (the block's largest): the
  * SIMD quantizers find amax with vector max and take its sign from here, as
  * the scalar reference picks it. */
-static inline float kr_first_with_magnitude(const float *x, int n, float amax)
-{
+static inline float kr_first_with_magnitude(const float *x, int n, float amax) {
     for (int j = 0; j < n; j++) {
         if (x[j] == amax || x[j] == -amax) return x[j];
     }
@@ -111,17 +100,24 @@ static inline float kr_first_with_magnitude(const float *x, int n, float amax)
 /* ---- interleaved layouts (kernels.h): byte offsets in one group's block,
  * for the packer (generic/repack.c) and the kernels that read them ---- */
 enum {
-    KR_X16_Q4K_D = 0, KR_X16_Q4K_DMIN = 32, KR_X16_Q4K_U0 = 64, KR_X16_Q4K_QS = 256,
+    KR_X16_Q4K_D = 0,
+    KR_X16_Q4K_DMIN = 32,
+    KR_X16_Q4K_U0 = 64,
+    KR_X16_Q4K_QS = 256,
     KR_X16_Q4K_BLOCK = KR_X16_ROWS * 144,
     /* Q6_K: from KR_X16_Q6K_Q, 16 chunk triples of 192 bytes (kernels.h) */
-    KR_X16_Q6K_D = 0, KR_X16_Q6K_SC = 32, KR_X16_Q6K_Q = 288, KR_X16_Q6K_BLOCK = KR_X16_ROWS * 210,
-    KR_X16_Q40_D = 0, KR_X16_Q40_QS = 32, KR_X16_Q40_BLOCK = KR_X16_ROWS * 18,
+    KR_X16_Q6K_D = 0,
+    KR_X16_Q6K_SC = 32,
+    KR_X16_Q6K_Q = 288,
+    KR_X16_Q6K_BLOCK = KR_X16_ROWS * 210,
+    KR_X16_Q40_D = 0,
+    KR_X16_Q40_QS = 32,
+    KR_X16_Q40_BLOCK = KR_X16_ROWS * 18,
 };
 
 /* ---- work split ---- */
 /* Rows [*r0, *r1) of thread ith among nth, in even contiguous slices. */
-static inline void kr_split_rows(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1)
-{
+static inline void kr_split_rows(int64_t n_rows, int ith, int nth, int64_t *r0, int64_t *r1) {
     if (nth < 1) {
         nth = 1;
     }
@@ -167,9 +163,9 @@ void kr_quantize_row_q4_K_ref(const float *x, kr_block_q4_K *y, int64_t n);
 void kr_quantize_row_q5_K_ref(const float *x, kr_block_q5_K *y, int64_t n);
 void kr_quantize_row_q6_K_ref(const float *x, kr_block_q6_K *y, int64_t n);
 
-void kr_scalar_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes,
-                        int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
-                        float *y, int64_t ldy, int ith, int nth);
+void kr_scalar_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                      int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
+                      int ith, int nth);
 void kr_scalar_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void kr_scalar_softmax(float *x, int64_t n);
 void kr_scalar_silu_mul(float *out, const float *gate, const float *up, int64_t n);
@@ -178,9 +174,9 @@ float kr_scalar_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n);
 void kr_scalar_axpy_f32(float *y, float a, const float *x, int64_t n);
 void kr_scalar_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n);
 void kr_scalar_f32_to_f16(kr_fp16 *y, const float *x, int64_t n);
-void kr_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
-                             bool b_f16, int64_t m, int64_t n, int64_t k);
+void kr_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
+                           int64_t m, int64_t n, int64_t k);
 void kr_scalar_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
-                         int64_t m, int64_t n, int64_t k);
+                       int64_t m, int64_t n, int64_t k);
 
 #endif /* KR_KERNELS_IMPL_H */

@@ -20,15 +20,13 @@
 
 #if KR_CPU_X86
 /* XGETBV through its opcode bytes, so this file needs no -mxsave flag. */
-static unsigned long long read_xcr0(void)
-{
+static unsigned long long read_xcr0(void) {
     unsigned int eax, edx;
     __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((unsigned long long)edx << 32) | eax;
 }
 
-static void detect_x86(kr_cpu_features *f)
-{
+static void detect_x86(kr_cpu_features *f) {
     unsigned int eax, ebx, ecx, edx;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
         return;
@@ -83,8 +81,7 @@ static void detect_x86(kr_cpu_features *f)
 #define KR_HWCAP_ASIMDDP (1UL << 20)
 #define KR_HWCAP2_I8MM (1UL << 13)
 
-static void detect_arm(kr_cpu_features *f)
-{
+static void detect_arm(kr_cpu_features *f) {
     const unsigned long hw = getauxval(AT_HWCAP);
     const unsigned long hw2 = getauxval(AT_HWCAP2);
     f->asimd = (hw & KR_HWCAP_ASIMD) != 0;
@@ -95,8 +92,7 @@ static void detect_arm(kr_cpu_features *f)
 }
 #endif
 
-void kr_cpu_detect(kr_cpu_features *f)
-{
+void kr_cpu_detect(kr_cpu_features *f) {
     memset(f, 0, sizeof(*f));
 #if KR_CPU_X86
     detect_x86(f);
@@ -107,8 +103,7 @@ void kr_cpu_detect(kr_cpu_features *f)
 #endif
 }
 
-int kr_cpu_count(void)
-{
+int kr_cpu_count(void) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int n = online > 0 ? (int)online : 1;
 #if defined(__linux__) && defined(CPU_COUNT)

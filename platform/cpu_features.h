@@ -24,13 +24,13 @@ typedef struct kr_cpu_features {
     bool avx512dq;
     bool avx512vnni;
     bool avx512bf16;
-    bool avx_vnni;      /* 256-bit VEX VNNI (Alder Lake and later) */
+    bool avx_vnni; /* 256-bit VEX VNNI (Alder Lake and later) */
     /* aarch64 */
-    bool asimd;         /* NEON */
-    bool asimddp;       /* SDOT/UDOT (dotprod) */
-    bool fphp;          /* half-precision scalar arithmetic */
-    bool asimdhp;       /* half-precision vector arithmetic */
-    bool i8mm;          /* int8 matrix multiply (SMMLA) */
+    bool asimd;   /* NEON */
+    bool asimddp; /* SDOT/UDOT (dotprod) */
+    bool fphp;    /* half-precision scalar arithmetic */
+    bool asimdhp; /* half-precision vector arithmetic */
+    bool i8mm;    /* int8 matrix multiply (SMMLA) */
 } kr_cpu_features;
 
 /* Probe the CPU; cheap enough to call more than once, but callers usually

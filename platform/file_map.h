@@ -9,8 +9,8 @@
 typedef struct kr_file_map {
     const uint8_t *data;
     size_t size;
-    size_t map_len;  /* bytes to unmap (0: nothing to unmap) */
-    bool anon;       /* read into private memory (kr_file_read_anon) */
+    size_t map_len; /* bytes to unmap (0: nothing to unmap) */
+    bool anon;      /* read into private memory (kr_file_read_anon) */
 } kr_file_map;
 
 /* Map path read-only. Returns 0, or an errno value (message via strerror). */

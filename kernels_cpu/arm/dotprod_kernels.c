@@ -10,8 +10,7 @@
 
 #include "neon_kernels.h"
 
-void kr_kernels_neon_dotprod(kr_kernels *k)
-{
+void kr_kernels_neon_dotprod(kr_kernels *k) {
     k->vec_dot[KR_TYPE_Q8_0] = dotprod_vec_dot_q8_0;
     k->vec_dot[KR_TYPE_Q4_0] = dotprod_vec_dot_q4_0;
     k->vec_dot[KR_TYPE_Q4_K] = dotprod_vec_dot_q4_K;

@@ -17,30 +17,22 @@
 #include "kernels_impl.h"
 
 #if KR_NEON_DOTPROD
-static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b)
-{
-    return vdotq_s32(acc, a, b);
-}
+static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 #else
 /* |a*b| <= 128*128, so a pair of products fits int16 before the pairwise
  * widening add. */
-static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b)
-{
+static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
     const int16x8_t p0 = vmull_s8(vget_low_s8(a), vget_low_s8(b));
     const int16x8_t p1 = vmull_high_s8(a, b);
     return vpadalq_s16(vpadalq_s16(acc, p0), p1);
 }
 #endif
 
-static inline float f16_to_f32(kr_fp16 h)
-{
-    return kr_half_to_float(h);
-}
+static inline float f16_to_f32(kr_fp16 h) { return kr_half_to_float(h); }
 
 /* Q8_0 x Q8_0: two 16-byte halves per block into one int32x4, scaled by the
  * product of the two block scales. */
-static void NEON_FN(vec_dot_q8_0)(int64_t n, float *out, const void *vw, const void *vx)
-{
+static void NEON_FN(vec_dot_q8_0)(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q8_0 *w = vw, *x = vx;
     const int64_t nb = n / KR_QK8_0;
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
@@ -62,8 +54,7 @@ static void NEON_FN(vec_dot_q8_0)(int64_t n, float *out, const void *vw, const v
 }
 
 /* Q4_0 x Q8_0: low nibbles are elements 0-15, high nibbles 16-31, minus 8. */
-static void NEON_FN(vec_dot_q4_0)(int64_t n, float *out, const void *vw, const void *vx)
-{
+static void NEON_FN(vec_dot_q4_0)(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q4_0 *w = vw;
     const kr_block_q8_0 *x = vx;
     const int64_t nb = n / KR_QK4_0;
@@ -84,8 +75,7 @@ static void NEON_FN(vec_dot_q4_0)(int64_t n, float *out, const void *vw, const v
 /* Q4_K x Q8_K: per 64 elements, 32 bytes of nibbles (low: sub-block 2j,
  * high: 2j+1), each sub-block's integer sum times its 6-bit scale; the mins
  * come from the activation bsums. */
-static void NEON_FN(vec_dot_q4_K)(int64_t n, float *out, const void *vw, const void *vx)
-{
+static void NEON_FN(vec_dot_q4_K)(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q4_K *w = vw;
     const kr_block_q8_K *x = vx;
     const int64_t nb = n / KR_QK_K;
@@ -115,8 +105,7 @@ static void NEON_FN(vec_dot_q4_K)(int64_t n, float *out, const void *vw, const v
 
 /* Q6_K x Q8_K: values 0..63 stored as 4 low bits (ql) and 2 high bits (qh),
  * minus 32; one int8 scale per 16 elements (element e uses scales[e / 16]). */
-static void NEON_FN(vec_dot_q6_K)(int64_t n, float *out, const void *vw, const void *vx)
-{
+static void NEON_FN(vec_dot_q6_K)(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q6_K *w = vw;
     const kr_block_q8_K *x = vx;
     const int64_t nb = n / KR_QK_K;

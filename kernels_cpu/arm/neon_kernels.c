@@ -17,8 +17,7 @@
 
 /* ---- float formats ---- */
 
-static float neon_dot_f32(const float *a, const float *b, int64_t n)
-{
+static float neon_dot_f32(const float *a, const float *b, int64_t n) {
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -30,13 +29,9 @@ static float neon_dot_f32(const float *a, const float *b, int64_t n)
     return s;
 }
 
-static inline float32x4_t load_f16x4(const kr_fp16 *p)
-{
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-}
+static inline float32x4_t load_f16x4(const kr_fp16 *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 
-static float neon_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
-{
+static float neon_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n) {
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -48,13 +43,9 @@ static float neon_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
     return s;
 }
 
-static void neon_vec_dot_f32(int64_t n, float *out, const void *w, const void *x)
-{
-    *out = neon_dot_f32(w, x, n);
-}
+static void neon_vec_dot_f32(int64_t n, float *out, const void *w, const void *x) { *out = neon_dot_f32(w, x, n); }
 
-static void neon_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx)
-{
+static void neon_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_fp16 *w = vw, *x = vx;
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     int64_t i = 0;
@@ -67,15 +58,13 @@ static void neon_vec_dot_f16(int64_t n, float *out, const void *vw, const void *
     *out = s;
 }
 
-static void neon_axpy_f32(float *y, float a, const float *x, int64_t n)
-{
+static void neon_axpy_f32(float *y, float a, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-static void neon_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n)
-{
+static void neon_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), load_f16x4(x + i), a));
     for (; i < n; i++) y[i] += a * kr_half_to_float(x[i]);
@@ -83,23 +72,18 @@ static void neon_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n)
 
 /* f32 -> f16 with the FPCR's default round-to-nearest-even, as the scalar
  * kr_fp32_to_fp16 rounds (subnormal halves are kept: FZ16 is off). */
-static void neon_f32_to_f16(kr_fp16 *y, const float *x, int64_t n)
-{
+static void neon_f32_to_f16(kr_fp16 *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
     for (; i < n; i++) y[i] = kr_fp32_to_fp16(x[i]);
 }
 
-static void neon_from_float_f16(const float *x, void *y, int64_t n)
-{
-    neon_f32_to_f16(y, x, n);
-}
+static void neon_from_float_f16(const float *x, void *y, int64_t n) { neon_f32_to_f16(y, x, n); }
 
 /* C[i] += sum_j A[i][j] * B row j, 16 columns per pass in 4 accumulators,
  * j in order (the scalar reference's order per element). */
-static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *vb, size_t ldb,
-                             bool b_f16, int64_t m, int64_t n, int64_t k)
-{
+static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *vb, size_t ldb, bool b_f16,
+                             int64_t m, int64_t n, int64_t k) {
     const char *b = vb;
     const int64_t k16 = k / 16 * 16;
     for (int64_t i = 0; i < m; i++) {
@@ -131,8 +115,7 @@ static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda,
 
 /* ---- row ops ---- */
 
-static void neon_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
-{
+static void neon_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     const float ss = neon_dot_f32(x, x, n);
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
     int64_t i = 0;
@@ -142,8 +125,7 @@ static void neon_rmsnorm(float *y, const float *x, const float *w, int64_t n, fl
 
 /* The exponentials are libm's expf (as the scalar version) so results match
  * it closely; NEON does the max, the sum and the scaling. */
-static void neon_softmax(float *x, int64_t n)
-{
+static void neon_softmax(float *x, int64_t n) {
     if (n <= 0) return;
     float32x4_t vmax = vdupq_n_f32(-INFINITY);
     int64_t i = 0;
@@ -160,8 +142,7 @@ static void neon_softmax(float *x, int64_t n)
     for (; i < n; i++) x[i] *= inv;
 }
 
-static void neon_silu_mul(float *out, const float *gate, const float *up, int64_t n)
-{
+static void neon_silu_mul(float *out, const float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
@@ -172,8 +153,7 @@ static void neon_silu_mul(float *out, const float *gate, const float *up, int64_
 
 /* Q8_0: d = amax / 127, values rounded half away from zero (roundf), as the
  * scalar reference. */
-static void neon_from_float_q8_0(const float *x, void *vy, int64_t n)
-{
+static void neon_from_float_q8_0(const float *x, void *vy, int64_t n) {
     kr_block_q8_0 *y = vy;
     const int64_t nb = n / KR_QK8_0;
     for (int64_t i = 0; i < nb; i++, x += KR_QK8_0) {
@@ -199,8 +179,7 @@ static void neon_from_float_q8_0(const float *x, void *vy, int64_t n)
 /* Q8_K: the scale maps the signed value of largest magnitude (the first one)
  * to -127; values round to nearest even (kr_nearest_int), capped at 127;
  * bsums are the sums of 16 values. */
-static void neon_from_float_q8_K(const float *x, void *vy, int64_t n)
-{
+static void neon_from_float_q8_K(const float *x, void *vy, int64_t n) {
     kr_block_q8_K *y = vy;
     const int64_t nb = n / KR_QK_K;
     for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
@@ -215,10 +194,10 @@ static void neon_from_float_q8_K(const float *x, void *vy, int64_t n)
         for (int j = 0; j < KR_QK_K; j += 16) {
             int16x8_t h[2];
             for (int k = 0; k < 2; k++) {
-                const int32x4_t a = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 8 * k), iscale)),
-                                              vdupq_n_s32(127));
-                const int32x4_t b = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 8 * k + 4), iscale)),
-                                              vdupq_n_s32(127));
+                const int32x4_t a =
+                    vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 8 * k), iscale)), vdupq_n_s32(127));
+                const int32x4_t b =
+                    vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 8 * k + 4), iscale)), vdupq_n_s32(127));
                 h[k] = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
             }
             const int8x16_t q = vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1]));
@@ -229,8 +208,7 @@ static void neon_from_float_q8_K(const float *x, void *vy, int64_t n)
     }
 }
 
-void kr_kernels_init_neon(kr_kernels *k)
-{
+void kr_kernels_init_neon(kr_kernels *k) {
     kr_kernels_init_scalar(k);
     k->isa = KR_ISA_NEON;
     k->name = "neon";

@@ -5,9 +5,8 @@
  */
 #include "kernels_impl.h"
 
-void kr_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb,
-                             bool b_f16, int64_t m, int64_t n, int64_t k)
-{
+void kr_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
+                           int64_t m, int64_t n, int64_t k) {
     const char *bc = b;
     for (int64_t i = 0; i < m; i++) {
         float *ci = c + i * ldc;

@@ -4,8 +4,7 @@
  */
 #include "kernels_impl.h"
 
-static void dequant_q4_0(const kr_block_q4_0 *x, float *y, int64_t nb)
-{
+static void dequant_q4_0(const kr_block_q4_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK4_0) {
         const float d = kr_half_to_float(x[i].d);
         for (int j = 0; j < KR_QK4_0 / 2; j++) {
@@ -15,8 +14,7 @@ static void dequant_q4_0(const kr_block_q4_0 *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q4_1(const kr_block_q4_1 *x, float *y, int64_t nb)
-{
+static void dequant_q4_1(const kr_block_q4_1 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK4_1) {
         const float d = kr_half_to_float(x[i].d);
         const float m = kr_half_to_float(x[i].m);
@@ -27,8 +25,7 @@ static void dequant_q4_1(const kr_block_q4_1 *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q5_0(const kr_block_q5_0 *x, float *y, int64_t nb)
-{
+static void dequant_q5_0(const kr_block_q5_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK5_0) {
         const float d = kr_half_to_float(x[i].d);
         uint32_t qh;
@@ -42,8 +39,7 @@ static void dequant_q5_0(const kr_block_q5_0 *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q5_1(const kr_block_q5_1 *x, float *y, int64_t nb)
-{
+static void dequant_q5_1(const kr_block_q5_1 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK5_1) {
         const float d = kr_half_to_float(x[i].d);
         const float m = kr_half_to_float(x[i].m);
@@ -58,8 +54,7 @@ static void dequant_q5_1(const kr_block_q5_1 *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q8_0(const kr_block_q8_0 *x, float *y, int64_t nb)
-{
+static void dequant_q8_0(const kr_block_q8_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK8_0) {
         const float d = kr_half_to_float(x[i].d);
         for (int j = 0; j < KR_QK8_0; j++) {
@@ -68,8 +63,7 @@ static void dequant_q8_0(const kr_block_q8_0 *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q8_1(const kr_block_q8_1 *x, float *y, int64_t nb)
-{
+static void dequant_q8_1(const kr_block_q8_1 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK8_1) {
         const float d = kr_half_to_float(x[i].d);
         for (int j = 0; j < KR_QK8_1; j++) {
@@ -78,8 +72,7 @@ static void dequant_q8_1(const kr_block_q8_1 *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q8_K(const kr_block_q8_K *x, float *y, int64_t nb)
-{
+static void dequant_q8_K(const kr_block_q8_K *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK_K) {
         for (int j = 0; j < KR_QK_K; j++) {
             y[j] = x[i].qs[j] * x[i].d;
@@ -87,8 +80,7 @@ static void dequant_q8_K(const kr_block_q8_K *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q4_K(const kr_block_q4_K *x, float *y, int64_t nb)
-{
+static void dequant_q4_K(const kr_block_q4_K *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         const float d = kr_half_to_float(x[i].d);
         const float dmin = kr_half_to_float(x[i].dmin);
@@ -108,8 +100,7 @@ static void dequant_q4_K(const kr_block_q4_K *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q5_K(const kr_block_q5_K *x, float *y, int64_t nb)
-{
+static void dequant_q5_K(const kr_block_q5_K *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         const float d = kr_half_to_float(x[i].d);
         const float dmin = kr_half_to_float(x[i].dmin);
@@ -132,8 +123,7 @@ static void dequant_q5_K(const kr_block_q5_K *x, float *y, int64_t nb)
     }
 }
 
-static void dequant_q6_K(const kr_block_q6_K *x, float *y, int64_t nb)
-{
+static void dequant_q6_K(const kr_block_q6_K *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         const float d = kr_half_to_float(x[i].d);
         const uint8_t *ql = x[i].ql;
@@ -159,8 +149,7 @@ static void dequant_q6_K(const kr_block_q6_K *x, float *y, int64_t nb)
     }
 }
 
-void kr_dequantize_row(kr_type type, const void *x, float *y, int64_t n)
-{
+void kr_dequantize_row(kr_type type, const void *x, float *y, int64_t n) {
     const kr_type_info *info = kr_type_get((uint32_t)type);
     if (info == NULL || n <= 0) {
         return;

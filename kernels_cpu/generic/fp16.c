@@ -5,13 +5,9 @@
  */
 #include "kernels_impl.h"
 
-float kr_fp16_to_fp32(kr_fp16 h)
-{
-    return kr_half_to_float(h);
-}
+float kr_fp16_to_fp32(kr_fp16 h) { return kr_half_to_float(h); }
 
-kr_fp16 kr_fp32_to_fp16(float f)
-{
+kr_fp16 kr_fp32_to_fp16(float f) {
     uint32_t x = kr_f32_bits(f);
     const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
     x &= 0x7fffffff;
@@ -48,13 +44,9 @@ kr_fp16 kr_fp32_to_fp16(float f)
     return (kr_fp16)(sign | h);
 }
 
-float kr_bf16_to_fp32(kr_bf16 h)
-{
-    return kr_bf16_bits_to_float(h);
-}
+float kr_bf16_to_fp32(kr_bf16 h) { return kr_bf16_bits_to_float(h); }
 
-kr_bf16 kr_fp32_to_bf16(float f)
-{
+kr_bf16 kr_fp32_to_bf16(float f) {
     uint32_t x = kr_f32_bits(f);
     if ((x & 0x7fffffff) > 0x7f800000) { /* NaN: keep it a quiet NaN */
         return (kr_bf16)((x >> 16) | 0x40);

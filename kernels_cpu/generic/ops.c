@@ -11,10 +11,9 @@
  * chunk at a time, and dotted with the table's kernel for the source type.
  * Tables whose matmul has no faster way (scalar, AVX2, NEON) run repacked
  * weights so. */
-static void matmul_repacked(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes,
-                            int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
-                            float *y, int64_t ldy, int ith, int nth)
-{
+static void matmul_repacked(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                            int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
+                            int ith, int nth) {
     enum { CHUNK_BYTES = 8192 };
     _Alignas(64) uint8_t row[CHUNK_BYTES];
     const kr_type st = kr_layout_source(wtype);
@@ -43,10 +42,9 @@ static void matmul_repacked(const kr_kernels *k, kr_type wtype, const void *w, s
 
 /* Each weight row is read once and dotted with every batch row while it is
  * still in cache. */
-void kr_scalar_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes,
-                        int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
-                        float *y, int64_t ldy, int ith, int nth)
-{
+void kr_scalar_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                      int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
+                      int ith, int nth) {
     if (kr_layout_source(wtype) != wtype) {
         matmul_repacked(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         return;
@@ -66,8 +64,7 @@ void kr_scalar_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t 
     }
 }
 
-void kr_scalar_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
-{
+void kr_scalar_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double ss = 0.0;
     for (int64_t i = 0; i < n; i++) {
         ss += (double)x[i] * x[i];
@@ -78,8 +75,7 @@ void kr_scalar_rmsnorm(float *y, const float *x, const float *w, int64_t n, floa
     }
 }
 
-void kr_scalar_softmax(float *x, int64_t n)
-{
+void kr_scalar_softmax(float *x, int64_t n) {
     if (n <= 0) {
         return;
     }
@@ -98,16 +94,14 @@ void kr_scalar_softmax(float *x, int64_t n)
     }
 }
 
-void kr_scalar_silu_mul(float *out, const float *gate, const float *up, int64_t n)
-{
+void kr_scalar_silu_mul(float *out, const float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
 }
 
-float kr_scalar_dot_f32(const float *a, const float *b, int64_t n)
-{
+float kr_scalar_dot_f32(const float *a, const float *b, int64_t n) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
         sum += (double)a[i] * b[i];
@@ -115,8 +109,7 @@ float kr_scalar_dot_f32(const float *a, const float *b, int64_t n)
     return (float)sum;
 }
 
-float kr_scalar_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
-{
+float kr_scalar_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
         sum += (double)kr_half_to_float(a[i]) * b[i];
@@ -124,30 +117,26 @@ float kr_scalar_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
     return (float)sum;
 }
 
-void kr_scalar_axpy_f32(float *y, float a, const float *x, int64_t n)
-{
+void kr_scalar_axpy_f32(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         y[i] += a * x[i];
     }
 }
 
-void kr_scalar_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n)
-{
+void kr_scalar_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         y[i] += a * kr_half_to_float(x[i]);
     }
 }
 
-void kr_scalar_f32_to_f16(kr_fp16 *y, const float *x, int64_t n)
-{
+void kr_scalar_f32_to_f16(kr_fp16 *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         y[i] = kr_fp32_to_fp16(x[i]);
     }
 }
 
 void kr_scalar_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
-                         int64_t m, int64_t n, int64_t k)
-{
+                       int64_t m, int64_t n, int64_t k) {
     for (int64_t j = 0; j < n; j++) {
         const char *bj = (const char *)b + (size_t)j * ldb;
         for (int64_t i = 0; i < m; i++) {
@@ -157,8 +146,7 @@ void kr_scalar_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const
     }
 }
 
-void kr_kernels_init_scalar(kr_kernels *k)
-{
+void kr_kernels_init_scalar(kr_kernels *k) {
     memset(k, 0, sizeof(*k));
     k->isa = KR_ISA_SCALAR;
     k->name = "scalar";

@@ -14,10 +14,7 @@
 
 #define GROUP_MAX_EPS 1e-15f
 
-static inline int clampi(int v, int lo, int hi)
-{
-    return v < lo ? lo : (v > hi ? hi : v);
-}
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 /*
  * Asymmetric fit x ~ scale*L + min with L in [0, nmax] and min <= 0, over n
@@ -26,9 +23,8 @@ static inline int clampi(int v, int lo, int hi)
  * range) and keeps the least-squares (scale, min) of whichever grid gives the
  * lowest weighted error. Returns the scale; *neg_min gets -min (>= 0).
  */
-static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L,
-                           float *neg_min, uint8_t *Laux, float rmin, float rdelta, int nstep)
-{
+static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *Laux,
+                           float rmin, float rdelta, int nstep) {
     float lo = x[0], hi = x[0];
     float sum_w = w[0], sum_x = w[0] * x[0];
     for (int i = 1; i < n; i++) {
@@ -94,8 +90,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
  * Tries 18 grids around nmax/max and keeps the one maximising
  * (sum w x l)^2 / (sum w l^2), i.e. the least weighted squared error.
  */
-static float fit_scale_symmetric(int n, int nmax, const float *x, int8_t *L)
-{
+static float fit_scale_symmetric(int n, int nmax, const float *x, int8_t *L) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
@@ -145,10 +140,8 @@ static float fit_scale_symmetric(int n, int nmax, const float *x, int8_t *L)
 /* Fit the 8 sub-blocks of 32 of one Q4_K/Q5_K super-block, quantize their
  * scales and mins to 6 bits (packed into scales[12]) and requantize every
  * element against the final rounded scales. L gets levels 0..nmax. */
-static void quantize_k4_superblock(const float *x, int nmax, float rmin, float rdelta, int nstep,
-                                   uint8_t L[KR_QK_K], uint8_t packed[KR_K_SCALE_SIZE],
-                                   kr_fp16 *d_out, kr_fp16 *dmin_out)
-{
+static void quantize_k4_superblock(const float *x, int nmax, float rmin, float rdelta, int nstep, uint8_t L[KR_QK_K],
+                                   uint8_t packed[KR_K_SCALE_SIZE], kr_fp16 *d_out, kr_fp16 *dmin_out) {
     float scales[8], mins[8], w[32];
     uint8_t Laux[32];
     float max_scale = 0, max_min = 0;
@@ -201,8 +194,7 @@ static void quantize_k4_superblock(const float *x, int nmax, float rmin, float r
     }
 }
 
-void kr_quantize_row_q4_K_ref(const float *x, kr_block_q4_K *y, int64_t n)
-{
+void kr_quantize_row_q4_K_ref(const float *x, kr_block_q4_K *y, int64_t n) {
     const int64_t nb = n / KR_QK_K;
     uint8_t L[KR_QK_K];
     for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
@@ -219,8 +211,7 @@ void kr_quantize_row_q4_K_ref(const float *x, kr_block_q4_K *y, int64_t n)
     }
 }
 
-void kr_quantize_row_q5_K_ref(const float *x, kr_block_q5_K *y, int64_t n)
-{
+void kr_quantize_row_q5_K_ref(const float *x, kr_block_q5_K *y, int64_t n) {
     const int64_t nb = n / KR_QK_K;
     uint8_t L[KR_QK_K];
     for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
@@ -252,8 +243,7 @@ void kr_quantize_row_q5_K_ref(const float *x, kr_block_q5_K *y, int64_t n)
     }
 }
 
-void kr_quantize_row_q6_K_ref(const float *x, kr_block_q6_K *y, int64_t n)
-{
+void kr_quantize_row_q6_K_ref(const float *x, kr_block_q6_K *y, int64_t n) {
     const int64_t nb = n / KR_QK_K;
     int8_t L[KR_QK_K];
     float scales[KR_QK_K / 16];
@@ -301,8 +291,8 @@ void kr_quantize_row_q6_K_ref(const float *x, kr_block_q6_K *y, int64_t n)
                 const int q4 = L[j + l + 96] & 0xF;
                 ql[l] = (uint8_t)(q1 | (q3 << 4));
                 ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
-                qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
-                                  ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+                qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                  ((L[j + l + 96] >> 4) << 6));
             }
             ql += 64;
             qh += 32;

@@ -14,8 +14,7 @@
 
 /* Largest-magnitude element with its sign: the symmetric formats map it to
  * the most negative level, which gives one more level of resolution. */
-static float signed_absmax(const float *x, int n, float *amax_out)
-{
+static float signed_absmax(const float *x, int n, float *amax_out) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < n; j++) {
         if (amax < fabsf(x[j])) {
@@ -29,8 +28,7 @@ static float signed_absmax(const float *x, int n, float *amax_out)
     return max;
 }
 
-static void min_max(const float *x, int n, float *mn, float *mx)
-{
+static void min_max(const float *x, int n, float *mn, float *mx) {
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int j = 0; j < n; j++) {
         if (x[j] < lo) lo = x[j];
@@ -40,8 +38,7 @@ static void min_max(const float *x, int n, float *mn, float *mx)
     *mx = hi;
 }
 
-void kr_quantize_row_q4_0_ref(const float *x, kr_block_q4_0 *y, int64_t n)
-{
+void kr_quantize_row_q4_0_ref(const float *x, kr_block_q4_0 *y, int64_t n) {
     const int64_t nb = n / KR_QK4_0;
     for (int64_t i = 0; i < nb; i++, x += KR_QK4_0) {
         const float max = signed_absmax(x, KR_QK4_0, NULL);
@@ -58,8 +55,7 @@ void kr_quantize_row_q4_0_ref(const float *x, kr_block_q4_0 *y, int64_t n)
     }
 }
 
-void kr_quantize_row_q4_1_ref(const float *x, kr_block_q4_1 *y, int64_t n)
-{
+void kr_quantize_row_q4_1_ref(const float *x, kr_block_q4_1 *y, int64_t n) {
     const int64_t nb = n / KR_QK4_1;
     for (int64_t i = 0; i < nb; i++, x += KR_QK4_1) {
         float mn, mx;
@@ -78,8 +74,7 @@ void kr_quantize_row_q4_1_ref(const float *x, kr_block_q4_1 *y, int64_t n)
     }
 }
 
-void kr_quantize_row_q5_0_ref(const float *x, kr_block_q5_0 *y, int64_t n)
-{
+void kr_quantize_row_q5_0_ref(const float *x, kr_block_q5_0 *y, int64_t n) {
     const int64_t nb = n / KR_QK5_0;
     for (int64_t i = 0; i < nb; i++, x += KR_QK5_0) {
         const float max = signed_absmax(x, KR_QK5_0, NULL);
@@ -100,8 +95,7 @@ void kr_quantize_row_q5_0_ref(const float *x, kr_block_q5_0 *y, int64_t n)
     }
 }
 
-void kr_quantize_row_q5_1_ref(const float *x, kr_block_q5_1 *y, int64_t n)
-{
+void kr_quantize_row_q5_1_ref(const float *x, kr_block_q5_1 *y, int64_t n) {
     const int64_t nb = n / KR_QK5_1;
     for (int64_t i = 0; i < nb; i++, x += KR_QK5_1) {
         float mn, mx;
@@ -126,8 +120,7 @@ void kr_quantize_row_q5_1_ref(const float *x, kr_block_q5_1 *y, int64_t n)
 
 /* ---- activation formats (also the scalar from_float kernels) ---- */
 
-void kr_scalar_from_float_q8_0(const float *x, void *vy, int64_t n)
-{
+void kr_scalar_from_float_q8_0(const float *x, void *vy, int64_t n) {
     kr_block_q8_0 *y = vy;
     const int64_t nb = n / KR_QK8_0;
     for (int64_t i = 0; i < nb; i++, x += KR_QK8_0) {
@@ -142,8 +135,7 @@ void kr_scalar_from_float_q8_0(const float *x, void *vy, int64_t n)
     }
 }
 
-void kr_scalar_from_float_q8_1(const float *x, void *vy, int64_t n)
-{
+void kr_scalar_from_float_q8_1(const float *x, void *vy, int64_t n) {
     kr_block_q8_1 *y = vy;
     const int64_t nb = n / KR_QK8_1;
     for (int64_t i = 0; i < nb; i++, x += KR_QK8_1) {
@@ -165,8 +157,7 @@ void kr_scalar_from_float_q8_1(const float *x, void *vy, int64_t n)
  * can apply their sub-block minimums without touching the 8-bit values. The
  * scale maps the largest magnitude to -127 (not -128) so SIMD sign tricks
  * never meet -128. */
-void kr_scalar_from_float_q8_K(const float *x, void *vy, int64_t n)
-{
+void kr_scalar_from_float_q8_K(const float *x, void *vy, int64_t n) {
     kr_block_q8_K *y = vy;
     const int64_t nb = n / KR_QK_K;
     for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
@@ -194,29 +185,23 @@ void kr_scalar_from_float_q8_K(const float *x, void *vy, int64_t n)
     }
 }
 
-void kr_scalar_from_float_f32(const float *x, void *y, int64_t n)
-{
-    memcpy(y, x, (size_t)n * sizeof(float));
-}
+void kr_scalar_from_float_f32(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
 
-void kr_scalar_from_float_f16(const float *x, void *vy, int64_t n)
-{
+void kr_scalar_from_float_f16(const float *x, void *vy, int64_t n) {
     kr_fp16 *y = vy;
     for (int64_t i = 0; i < n; i++) {
         y[i] = kr_fp32_to_fp16(x[i]);
     }
 }
 
-void kr_scalar_from_float_bf16(const float *x, void *vy, int64_t n)
-{
+void kr_scalar_from_float_bf16(const float *x, void *vy, int64_t n) {
     kr_bf16 *y = vy;
     for (int64_t i = 0; i < n; i++) {
         y[i] = kr_fp32_to_bf16(x[i]);
     }
 }
 
-bool kr_quantize_row(kr_type type, const float *x, void *y, int64_t n)
-{
+bool kr_quantize_row(kr_type type, const float *x, void *y, int64_t n) {
     const kr_type_info *info = kr_type_get((uint32_t)type);
     if (info == NULL || n < 0 || n % info->block_size != 0) {
         return false;

@@ -35,8 +35,7 @@ typedef struct x16_layout {
 
 /* ---- Q4_K: d[16], dmin[16] | u0[16] u1[16] u2[16] | qs chunks ---- */
 
-static void pack_q4_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
-{
+static void pack_q4_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
     for (int r = 0; r < KR_X16_ROWS; r++) {
         const kr_block_q4_K *blk = (const kr_block_q4_K *)src[r];
         memcpy(o + KR_X16_Q4K_D + 2 * r, &blk->d, 2);
@@ -46,8 +45,7 @@ static void pack_q4_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
     }
 }
 
-static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst)
-{
+static void unpack_q4_K(const uint8_t *o, int r, uint8_t *dst) {
     kr_block_q4_K *blk = (kr_block_q4_K *)dst;
     memcpy(&blk->d, o + KR_X16_Q4K_D + 2 * r, 2);
     memcpy(&blk->dmin, o + KR_X16_Q4K_DMIN + 2 * r, 2);
@@ -74,8 +72,7 @@ static size_t q6_qh_at(int i) /* qh bytes 4i..4i+3 */
     return KR_X16_Q6K_Q + 192 * (size_t)i + 128;
 }
 
-static void pack_q6_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
-{
+static void pack_q6_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
     for (int r = 0; r < KR_X16_ROWS; r++) {
         const kr_block_q6_K *blk = (const kr_block_q6_K *)src[r];
         memcpy(o + KR_X16_Q6K_D + 2 * r, &blk->d, 2);
@@ -85,8 +82,7 @@ static void pack_q6_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
     }
 }
 
-static void unpack_q6_K(const uint8_t *o, int r, uint8_t *dst)
-{
+static void unpack_q6_K(const uint8_t *o, int r, uint8_t *dst) {
     kr_block_q6_K *blk = (kr_block_q6_K *)dst;
     memcpy(&blk->d, o + KR_X16_Q6K_D + 2 * r, 2);
     for (int t = 0; t < 8; t++) memcpy(blk->scales + 2 * t, o + KR_X16_Q6K_SC + 32 * t + 2 * r, 2);
@@ -95,8 +91,7 @@ static void unpack_q6_K(const uint8_t *o, int r, uint8_t *dst)
 }
 
 /* ---- Q4_0: d[16] | 4 qs chunks ---- */
-static void pack_q4_0(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
-{
+static void pack_q4_0(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
     for (int r = 0; r < KR_X16_ROWS; r++) {
         const kr_block_q4_0 *blk = (const kr_block_q4_0 *)src[r];
         memcpy(o + KR_X16_Q40_D + 2 * r, &blk->d, 2);
@@ -104,8 +99,7 @@ static void pack_q4_0(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
     }
 }
 
-static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst)
-{
+static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst) {
     kr_block_q4_0 *blk = (kr_block_q4_0 *)dst;
     memcpy(&blk->d, o + KR_X16_Q40_D + 2 * r, 2);
     for (int c = 0; c < 4; c++) memcpy(blk->qs + 4 * c, o + KR_X16_Q40_QS + 64 * c + 4 * r, 4);
@@ -116,17 +110,13 @@ static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst)
  * F32 matrix). */
 enum { F32_UNIT = 16 };
 
-static void pack_f32(const uint8_t *const src[KR_X16_ROWS], uint8_t *o)
-{
+static void pack_f32(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
     for (int r = 0; r < KR_X16_ROWS; r++) {
         for (int c = 0; c < F32_UNIT; c++) memcpy(o + 64 * c + 4 * r, src[r] + 4 * c, 4);
     }
 }
 
-static void unpack_f32(const uint8_t *o, int r, uint8_t *dst)
-{
-    memcpy(dst, o + 4 * r, 4);
-}
+static void unpack_f32(const uint8_t *o, int r, uint8_t *dst) { memcpy(dst, o + 4 * r, 4); }
 
 static const x16_layout layouts[] = {
     {KR_TYPE_Q4_K_X16, KR_TYPE_Q4_K, 1, pack_q4_K, unpack_q4_K},
@@ -135,8 +125,7 @@ static const x16_layout layouts[] = {
     {KR_TYPE_F32_X16, KR_TYPE_F32, F32_UNIT, pack_f32, unpack_f32},
 };
 
-static const x16_layout *layout_of(kr_type t)
-{
+static const x16_layout *layout_of(kr_type t) {
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         if (layouts[i].type == t) {
             return &layouts[i];
@@ -145,14 +134,12 @@ static const x16_layout *layout_of(kr_type t)
     return NULL;
 }
 
-kr_type kr_layout_source(kr_type t)
-{
+kr_type kr_layout_source(kr_type t) {
     const x16_layout *l = layout_of(t);
     return l ? l->source : t;
 }
 
-void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk, void *out)
-{
+void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk, void *out) {
     const x16_layout *l = layout_of(t);
     if (l == NULL) {
         return;
@@ -164,8 +151,7 @@ void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, i
     }
 }
 
-void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out)
-{
+void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out) {
     const kr_type st = kr_layout_source(t);
     if (st == t) {
         kr_dequantize_row(t, (const uint8_t *)w + row_bytes * (size_t)r, out, n_cols);
@@ -181,8 +167,7 @@ void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_
     }
 }
 
-bool kr_repack_matrix(kr_type *type, kr_type to, void *data, int64_t n_rows, int64_t n_cols)
-{
+bool kr_repack_matrix(kr_type *type, kr_type to, void *data, int64_t n_rows, int64_t n_cols) {
     const x16_layout *l = layout_of(to);
     if (l == NULL || *type != l->source || n_rows <= 0 || n_rows % KR_X16_ROWS != 0) {
         return false;

@@ -4,7 +4,7 @@
  */
 #include "kernels_impl.h"
 
-#define ENTRY(id, nm, bs, ts, sup, vdt) [id] = { nm, bs, ts, sup, vdt, false }
+#define ENTRY(id, nm, bs, ts, sup, vdt) [id] = {nm, bs, ts, sup, vdt, false}
 
 static const kr_type_info type_table[KR_TYPE_COUNT] = {
     ENTRY(KR_TYPE_F32, "F32", 1, 4, true, KR_TYPE_F32),
@@ -25,10 +25,10 @@ static const kr_type_info type_table[KR_TYPE_COUNT] = {
     ENTRY(KR_TYPE_Q5_K, "Q5_K", KR_QK_K, sizeof(kr_block_q5_K), true, KR_TYPE_Q8_K),
     ENTRY(KR_TYPE_Q6_K, "Q6_K", KR_QK_K, sizeof(kr_block_q6_K), true, KR_TYPE_Q8_K),
     /* load-time layouts (kernels.h): rejected in files by the GGUF reader */
-    [KR_TYPE_Q4_K_X16] = { "Q4_K_X16", KR_QK_K, sizeof(kr_block_q4_K), true, KR_TYPE_Q8_K, true },
-    [KR_TYPE_Q6_K_X16] = { "Q6_K_X16", KR_QK_K, sizeof(kr_block_q6_K), true, KR_TYPE_Q8_K, true },
-    [KR_TYPE_Q4_0_X16] = { "Q4_0_X16", KR_QK4_0, sizeof(kr_block_q4_0), true, KR_TYPE_Q8_0, true },
-    [KR_TYPE_F32_X16] = { "F32_X16", 1, 4, true, KR_TYPE_F32, true },
+    [KR_TYPE_Q4_K_X16] = {"Q4_K_X16", KR_QK_K, sizeof(kr_block_q4_K), true, KR_TYPE_Q8_K, true},
+    [KR_TYPE_Q6_K_X16] = {"Q6_K_X16", KR_QK_K, sizeof(kr_block_q6_K), true, KR_TYPE_Q8_K, true},
+    [KR_TYPE_Q4_0_X16] = {"Q4_0_X16", KR_QK4_0, sizeof(kr_block_q4_0), true, KR_TYPE_Q8_0, true},
+    [KR_TYPE_F32_X16] = {"F32_X16", 1, 4, true, KR_TYPE_F32, true},
 };
 
 /* The block structs must match GGUF byte for byte. */
@@ -43,16 +43,14 @@ _Static_assert(sizeof(kr_block_q5_K) == 176, "q5_K block");
 _Static_assert(sizeof(kr_block_q6_K) == 210, "q6_K block");
 _Static_assert(sizeof(kr_block_q8_K) == 292, "q8_K block");
 
-const kr_type_info *kr_type_get(uint32_t type)
-{
+const kr_type_info *kr_type_get(uint32_t type) {
     if (type >= KR_TYPE_COUNT || type_table[type].name == NULL) {
         return NULL;
     }
     return &type_table[type];
 }
 
-size_t kr_type_row_size(kr_type type, int64_t n)
-{
+size_t kr_type_row_size(kr_type type, int64_t n) {
     const kr_type_info *info = kr_type_get((uint32_t)type);
     if (info == NULL || n < 0) {
         return 0;

@@ -8,8 +8,7 @@
  */
 #include "kernels_impl.h"
 
-void kr_scalar_vec_dot_f32(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_f32(int64_t n, float *out, const void *vw, const void *vx) {
     const float *w = vw, *x = vx;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -18,8 +17,7 @@ void kr_scalar_vec_dot_f32(int64_t n, float *out, const void *vw, const void *vx
     *out = (float)sum;
 }
 
-void kr_scalar_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_fp16 *w = vw, *x = vx;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -28,8 +26,7 @@ void kr_scalar_vec_dot_f16(int64_t n, float *out, const void *vw, const void *vx
     *out = (float)sum;
 }
 
-void kr_scalar_vec_dot_bf16(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_bf16(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_bf16 *w = vw, *x = vx;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -38,8 +35,7 @@ void kr_scalar_vec_dot_bf16(int64_t n, float *out, const void *vw, const void *v
     *out = (float)sum;
 }
 
-void kr_scalar_vec_dot_q4_0(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q4_0(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q4_0 *w = vw;
     const kr_block_q8_0 *x = vx;
     const int64_t nb = n / KR_QK8_0;
@@ -55,8 +51,7 @@ void kr_scalar_vec_dot_q4_0(int64_t n, float *out, const void *vw, const void *v
     *out = sum;
 }
 
-void kr_scalar_vec_dot_q4_1(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q4_1(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q4_1 *w = vw;
     const kr_block_q8_1 *x = vx;
     const int64_t nb = n / KR_QK8_1;
@@ -69,13 +64,12 @@ void kr_scalar_vec_dot_q4_1(int64_t n, float *out, const void *vw, const void *v
         }
         /* sum((q*d + m) * qx*dx) = d*dx*sum(q*qx) + m * (dx*sum(qx)) */
         sum += sumi * kr_half_to_float(w[i].d) * kr_half_to_float(x[i].d) +
-               kr_half_to_float(w[i].m) * kr_half_to_float(x[i].s);
+            kr_half_to_float(w[i].m) * kr_half_to_float(x[i].s);
     }
     *out = sum;
 }
 
-void kr_scalar_vec_dot_q5_0(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q5_0(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q5_0 *w = vw;
     const kr_block_q8_0 *x = vx;
     const int64_t nb = n / KR_QK8_0;
@@ -95,8 +89,7 @@ void kr_scalar_vec_dot_q5_0(int64_t n, float *out, const void *vw, const void *v
     *out = sum;
 }
 
-void kr_scalar_vec_dot_q5_1(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q5_1(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q5_1 *w = vw;
     const kr_block_q8_1 *x = vx;
     const int64_t nb = n / KR_QK8_1;
@@ -112,13 +105,12 @@ void kr_scalar_vec_dot_q5_1(int64_t n, float *out, const void *vw, const void *v
             sumi += ((w[i].qs[j] >> 4) | h1) * x[i].qs[j + KR_QK8_1 / 2];
         }
         sum += sumi * kr_half_to_float(w[i].d) * kr_half_to_float(x[i].d) +
-               kr_half_to_float(w[i].m) * kr_half_to_float(x[i].s);
+            kr_half_to_float(w[i].m) * kr_half_to_float(x[i].s);
     }
     *out = sum;
 }
 
-void kr_scalar_vec_dot_q8_0(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q8_0(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q8_0 *w = vw;
     const kr_block_q8_0 *x = vx;
     const int64_t nb = n / KR_QK8_0;
@@ -135,8 +127,7 @@ void kr_scalar_vec_dot_q8_0(int64_t n, float *out, const void *vw, const void *v
 
 /* Q4_K: per super-block, d*dx*sum_j(sc_j * sum(q*qx)) - dmin*dx*sum_j(m_j *
  * sum(qx over sub-block j)); the second sum comes from the Q8_K bsums. */
-void kr_scalar_vec_dot_q4_K(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q4_K(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q4_K *w = vw;
     const kr_block_q8_K *x = vx;
     const int64_t nb = n / KR_QK_K;
@@ -165,8 +156,7 @@ void kr_scalar_vec_dot_q4_K(int64_t n, float *out, const void *vw, const void *v
     *out = sum;
 }
 
-void kr_scalar_vec_dot_q5_K(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q5_K(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q5_K *w = vw;
     const kr_block_q8_K *x = vx;
     const int64_t nb = n / KR_QK_K;
@@ -198,8 +188,7 @@ void kr_scalar_vec_dot_q5_K(int64_t n, float *out, const void *vw, const void *v
     *out = sum;
 }
 
-void kr_scalar_vec_dot_q6_K(int64_t n, float *out, const void *vw, const void *vx)
-{
+void kr_scalar_vec_dot_q6_K(int64_t n, float *out, const void *vw, const void *vx) {
     const kr_block_q6_K *w = vw;
     const kr_block_q8_K *x = vx;
     const int64_t nb = n / KR_QK_K;
@@ -211,7 +200,7 @@ void kr_scalar_vec_dot_q6_K(int64_t n, float *out, const void *vw, const void *v
         const int8_t *qx = x[i].qs;
         int sumi = 0;
         for (int h = 0; h < KR_QK_K; h += 128) {
-            int s[8] = { 0 };
+            int s[8] = {0};
             for (int l = 0; l < 32; l++) {
                 const int is = l / 16;
                 const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;

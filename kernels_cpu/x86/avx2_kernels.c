@@ -14,14 +14,12 @@ static kr_x86_dotn_fn avx2_dotn[KR_TYPE_COUNT];
 
 static void avx2_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                         int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
-                        int ith, int nth)
-{
+                        int ith, int nth) {
     x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx2_dotn);
 }
 
 /* bf16 stores: round to nearest even on the bit pattern, NaN kept quiet. */
-static void avx2_from_float_bf16(const float *x, void *vy, int64_t n)
-{
+static void avx2_from_float_bf16(const float *x, void *vy, int64_t n) {
     kr_bf16 *y = vy;
     int64_t i = 0;
     const __m256i bias = _mm256_set1_epi32(0x7fff);
@@ -43,8 +41,7 @@ static void avx2_from_float_bf16(const float *x, void *vy, int64_t n)
     for (; i < n; i++) y[i] = kr_fp32_to_bf16(x[i]);
 }
 
-void kr_kernels_init_avx2(kr_kernels *k)
-{
+void kr_kernels_init_avx2(kr_kernels *k) {
     kr_kernels_init_scalar(k);
     k->isa = KR_ISA_AVX2;
     k->name = "avx2";

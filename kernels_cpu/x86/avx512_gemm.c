@@ -29,14 +29,14 @@
 
 #include "kernels_impl.h"
 
-#define PR 16          /* lanes of a panel: 15 weight rows and the ones row */
-#define PW (PR - 1)    /* weight rows per panel */
-#define KC 1024        /* columns unpacked at a time (a multiple of 256): the panel stays in L1 */
-#define NB 8           /* activation rows per step of the micro-kernel */
+#define PR 16       /* lanes of a panel: 15 weight rows and the ones row */
+#define PW (PR - 1) /* weight rows per panel */
+#define KC 1024     /* columns unpacked at a time (a multiple of 256): the panel stays in L1 */
+#define NB 8        /* activation rows per step of the micro-kernel */
 
 typedef struct panel {
-    _Alignas(64) uint8_t u[KC * PR];       /* k-interleaved by 4 */
-    _Alignas(64) float a[KC / 16][PR];     /* per group (at most KC/16 groups) */
+    _Alignas(64) uint8_t u[KC * PR];   /* k-interleaved by 4 */
+    _Alignas(64) float a[KC / 16][PR]; /* per group (at most KC/16 groups) */
     _Alignas(64) float c[KC / 16][PR];
 } panel;
 
@@ -52,8 +52,7 @@ typedef struct xgeom {
 /* ---- unpacking one row segment [k0, k0 + kc) to bytes and group terms ---- */
 
 /* tmp receives kc bytes; a and c one value per group of G. */
-static int unpack_row(kr_type t, const uint8_t *row, int64_t k0, int kc, uint8_t *tmp, float *a, float *c)
-{
+static int unpack_row(kr_type t, const uint8_t *row, int64_t k0, int kc, uint8_t *tmp, float *a, float *c) {
     switch (t) {
     case KR_TYPE_Q8_0: {
         const kr_block_q8_0 *b = (const kr_block_q8_0 *)row + k0 / 32;
@@ -119,16 +118,14 @@ static int unpack_row(kr_type t, const uint8_t *row, int64_t k0, int kc, uint8_t
         }
         return 16;
     }
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
 /* Unpack rows [r0, r0 + nr) (nr <= PW) of columns [k0, k0 + kc) into a
  * panel; missing rows are zero, lane 15 is the ones row. Returns G. */
 static int pack_panel(kr_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int nr, int64_t k0, int kc,
-                      panel *p)
-{
+                      panel *p) {
     _Alignas(64) uint8_t tmp[KC];
     float a[KC / 16], c[KC / 16];
     uint32_t *dst = (uint32_t *)p->u;
@@ -163,8 +160,7 @@ static int pack_panel(kr_type t, const uint8_t *w, size_t w_row_bytes, int64_t r
 
 /* ---- the micro-kernel: one panel x NBV activation rows over kc columns ---- */
 
-static inline float x_scale(const uint8_t *blk, bool f16)
-{
+static inline float x_scale(const uint8_t *blk, bool f16) {
     if (f16) {
         uint16_t h;
         memcpy(&h, blk, 2);
@@ -177,8 +173,7 @@ static inline float x_scale(const uint8_t *blk, bool f16)
 
 static inline __attribute__((always_inline)) void micro(const panel *p, int G, int kc, int64_t k0,
                                                         const uint8_t *const *xrow, const xgeom *xg, __m512 *acc,
-                                                        const int NBV)
-{
+                                                        const int NBV) {
     const __m512i lane15 = _mm512_set1_epi32(15);
     const int ng = kc / G;
     for (int gi = 0; gi < ng; gi++) {
@@ -212,8 +207,7 @@ static inline __attribute__((always_inline)) void micro(const panel *p, int G, i
 }
 
 static void micro_dispatch(const panel *p, int G, int kc, int64_t k0, const uint8_t *const *xrow, const xgeom *xg,
-                           __m512 *acc, int nbv)
-{
+                           __m512 *acc, int nbv) {
     switch (nbv) {
     case 1: micro(p, G, kc, k0, xrow, xg, acc, 1); break;
     case 2: micro(p, G, kc, k0, xrow, xg, acc, 2); break;
@@ -226,8 +220,7 @@ static void micro_dispatch(const panel *p, int G, int kc, int64_t k0, const uint
     }
 }
 
-int64_t kr_avx512_gemm_min_batch(kr_type wtype)
-{
+int64_t kr_avx512_gemm_min_batch(kr_type wtype) {
     switch (wtype) {
     case KR_TYPE_Q8_0: return 16;
     case KR_TYPE_Q4_0: return 40;
@@ -238,23 +231,17 @@ int64_t kr_avx512_gemm_min_batch(kr_type wtype)
 }
 
 bool kr_avx512_gemm(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
-                      const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
-{
+                    const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
     xgeom xg;
     switch (wtype) {
     case KR_TYPE_Q8_0:
     case KR_TYPE_Q4_0:
-    case KR_TYPE_Q4_0_X16:
-        xg = (xgeom){sizeof(kr_block_q8_0), 5, 2, true};
-        break;
+    case KR_TYPE_Q4_0_X16: xg = (xgeom){sizeof(kr_block_q8_0), 5, 2, true}; break;
     case KR_TYPE_Q4_K:
     case KR_TYPE_Q4_K_X16:
     case KR_TYPE_Q6_K:
-    case KR_TYPE_Q6_K_X16:
-        xg = (xgeom){sizeof(kr_block_q8_K), 8, 4, false};
-        break;
-    default:
-        return false;
+    case KR_TYPE_Q6_K_X16: xg = (xgeom){sizeof(kr_block_q8_K), 8, 4, false}; break;
+    default: return false;
     }
     if (n_cols % KR_QK_K != 0 && kr_type_get(wtype)->block_size == KR_QK_K) return false;
     if (n_cols % 32 != 0) return false;

@@ -25,6 +25,6 @@ int64_t kr_avx512_gemm_min_batch(kr_type wtype);
  * false (writing nothing) for other types; the caller then uses the block
  * kernels. */
 bool kr_avx512_gemm(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
-                      const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+                    const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
 
 #endif

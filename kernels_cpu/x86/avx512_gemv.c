@@ -37,8 +37,7 @@ typedef struct gemv_x {
  * against the prepared activations, unreduced: the scaled sums folded to
  * 256 bits (*acc) and the offset correction (*corr_out). */
 static inline __attribute__((always_inline)) void acc_q8_0(const uint8_t *row, int64_t nb8, const gemv_x *px,
-                                                           __m256 *acc, __m256 *corr_out)
-{
+                                                           __m256 *acc, __m256 *corr_out) {
     enum { STRIDE = 34 };
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     /* lane -> scale index within a pair of blocks: blocks 2p, 2p+1 */
@@ -75,8 +74,7 @@ static inline __attribute__((always_inline)) void acc_q8_0(const uint8_t *row, i
 }
 
 /* One Q8_0 weight row against the prepared activations. */
-static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
-{
+static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px) {
     const int64_t nb8 = nb & ~(int64_t)7;
     __m256 acc, corr;
     acc_q8_0(row, nb8, px, &acc, &corr);
@@ -97,8 +95,7 @@ static float row_q8_0(const uint8_t *row, int64_t nb, const gemv_x *px)
 
 /* The 8-block steps of one Q4_0 weight row, unreduced (as acc_q8_0). */
 static inline __attribute__((always_inline)) void acc_q4_0(const uint8_t *row, int64_t nb8, const gemv_x *px,
-                                                           __m256 *acc, __m256 *corr_out)
-{
+                                                           __m256 *acc, __m256 *corr_out) {
     enum { STRIDE = 18 };
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* lane -> scale index: four lanes per block, blocks 4h..4h+3 */
@@ -133,8 +130,7 @@ static inline __attribute__((always_inline)) void acc_q4_0(const uint8_t *row, i
 }
 
 /* One Q4_0 weight row against the prepared activations. */
-static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
-{
+static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px) {
     const int64_t nb8 = nb & ~(int64_t)7;
     __m256 acc, corr;
     acc_q4_0(row, nb8, px, &acc, &corr);
@@ -155,8 +151,7 @@ static float row_q4_0(const uint8_t *row, int64_t nb, const gemv_x *px)
  * where rows have no tail blocks (same bits as one at a time). */
 static inline __attribute__((always_inline)) void gemv_rows(const bool q8, const uint8_t *wb, size_t w_row_bytes,
                                                             int64_t r0, int64_t r1, int64_t nb, const gemv_x *px,
-                                                            float *y)
-{
+                                                            float *y) {
     int64_t r = r0;
     for (; nb % 8 == 0 && r + 8 <= r1; r += 8) {
         __m256 acc[8], corr[8];
@@ -177,8 +172,7 @@ static inline __attribute__((always_inline)) void gemv_rows(const bool q8, const
 }
 
 bool kr_avx512_gemv(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
-                      const void *x, float *y)
-{
+                    const void *x, float *y) {
     if (wtype == KR_TYPE_Q4_K) {
         return kr_avx512_gemv_k(wtype, w, w_row_bytes, r0, r1, n_cols, x, y);
     }

@@ -19,11 +19,11 @@
  * weight type's vec_dot_type. Returns false (writing nothing) for a type or
  * width this path does not handle; the caller then uses the block kernels. */
 bool kr_avx512_gemv(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
-                      const void *x, float *y);
+                    const void *x, float *y);
 
 /* The same for Q4_K weights (avx512_gemv_k.c); x is one Q8_K row. */
 bool kr_avx512_gemv_k(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
-                        const void *x, float *y);
+                      const void *x, float *y);
 
 /* Y[b][r] for the rows of 16-row groups [g0, g1) of a matrix in an
  * interleaved layout (KARA_TYPE_*_X16, kernels.h) and n_batch activation
@@ -31,14 +31,14 @@ bool kr_avx512_gemv_k(kr_type wtype, const void *w, size_t w_row_bytes, int64_t 
  * prefill (avx512_gemv_x16_{q4k,q6k,q40,f32}.c). A row's products have the same
  * bits whatever n_batch. Use up to 64 KiB of stack. Return false (writing
  * nothing) for a width over KR_GEMV_MAX_COLS. */
-bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
-bool kr_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
-bool kr_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
-bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                              const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                             size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kr_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                             size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kr_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                             size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                            size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
 
 /* Y[b][r] = dot(W row r, X[b]) for r in [r0, r1) and b < n_batch (y[b * ldy
  * + r]), for Q8_0, Q4_0, Q4_K and Q6_K weights, activations in the
@@ -49,8 +49,8 @@ bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64
  * n_batch or the thread split. Uses 80 KiB of stack for the rearranged
  * activations. Returns false (writing nothing) for another type or a width
  * the one-row path does not take either (over KR_GEMV_MAX_COLS). */
-bool kr_avx512_gemv_multi(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                            int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
+bool kr_avx512_gemv_multi(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
+                          const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
 
 /* Smallest batch the AVX-512 matmul gives to kr_avx512_gemv_multi: 2,
  * except Q6_K, whose block kernel (same bits, see above) is as fast up to 3

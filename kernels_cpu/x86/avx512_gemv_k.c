@@ -35,9 +35,8 @@ typedef struct gemv_xk {
 
 /* Order per block: elements 0-31, 64-95 | 32-63, 96-127 | 128-159, 192-223 |
  * 160-191, 224-255: the lanes of the low/high nibbles of each 64-byte load. */
-static void prepare_x_q4_K(const kr_block_q8_K *x, int64_t nb, gemv_xk *px)
-{
-    static const int src[8] = { 0, 64, 32, 96, 128, 192, 160, 224 };
+static void prepare_x_q4_K(const kr_block_q8_K *x, int64_t nb, gemv_xk *px) {
+    static const int src[8] = {0, 64, 32, 96, 128, 192, 160, 224};
     for (int64_t b = 0; b < nb; b++) {
         int8_t *dst = px->q + KR_QK_K * b;
         for (int c = 0; c < 8; c++) memcpy(dst + 32 * c, x[b].qs + src[c], 32);
@@ -50,14 +49,13 @@ static void prepare_x_q4_K(const kr_block_q8_K *x, int64_t nb, gemv_xk *px)
  * left unreduced: the scaled sums folded to 256 bits (*acc) and the min
  * terms (*accm); the row's product is hsum256(*acc) - hsum128(*accm). */
 static inline __attribute__((always_inline)) void acc_q4_K(const uint8_t *row, int64_t nb, const gemv_xk *px,
-                                                           __m256 *acc, __m128 *accm_out)
-{
+                                                           __m256 *acc, __m128 *accm_out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* byte shuffles that spread int16 scale j over a 256-bit half: every
      * 128-bit lane holds all eight scales, lanes 0-1 take sub-block a, 2-3 b */
 #define SPREAD(a, b) _mm512_set_epi64(S64(b), S64(b), S64(b), S64(b), S64(a), S64(a), S64(a), S64(a))
 #define S64(j) (long long)(0x0101010101010101ULL * (uint64_t)(2 * (j)) + 0x0100010001000100ULL)
-    const __m512i idx[4] = { SPREAD(0, 2), SPREAD(1, 3), SPREAD(4, 6), SPREAD(5, 7) };
+    const __m512i idx[4] = {SPREAD(0, 2), SPREAD(1, 3), SPREAD(4, 6), SPREAD(5, 7)};
 #undef SPREAD
 #undef S64
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -95,8 +93,7 @@ static inline __attribute__((always_inline)) void acc_q4_K(const uint8_t *row, i
 }
 
 bool kr_avx512_gemv_k(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
-                        const void *x, float *y)
-{
+                      const void *x, float *y) {
     if (wtype != KR_TYPE_Q4_K || n_cols > KR_GEMV_MAX_COLS || n_cols % KR_QK_K != 0) {
         return false;
     }

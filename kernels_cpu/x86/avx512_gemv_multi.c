@@ -34,8 +34,8 @@
 #include "kernels_impl.h"
 
 #define XBUF (80 * 1024) /* stack buffer for the rearranged activation rows */
-#define NR 4              /* Q8_0, Q4_0: activation rows per register chunk */
-#define NRK 8             /* Q4_K, Q6_K: the same */
+#define NR 4             /* Q8_0, Q4_0: activation rows per register chunk */
+#define NRK 8            /* Q4_K, Q6_K: the same */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* Q8_0/Q4_0: the rows of one register chunk, each in its own layout. */
@@ -47,8 +47,7 @@ typedef struct xrows {
 /* ================= Q8_0 ================= */
 
 /* One Q8_0 weight row against NRV activation rows; y[j * ldy] for row j. */
-ALWAYS_INLINE void rows_q8_0(const uint8_t *row, int64_t nb, const xrows *x, float *y, int64_t ldy, const int NRV)
-{
+ALWAYS_INLINE void rows_q8_0(const uint8_t *row, int64_t nb, const xrows *x, float *y, int64_t ldy, const int NRV) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     const __m512i pair_idx[4] = {
         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
@@ -105,8 +104,7 @@ ALWAYS_INLINE void rows_q8_0(const uint8_t *row, int64_t nb, const xrows *x, flo
 
 /* ================= Q4_0 ================= */
 
-ALWAYS_INLINE void rows_q4_0(const uint8_t *row, int64_t nb, const xrows *x, float *y, int64_t ldy, const int NRV)
-{
+ALWAYS_INLINE void rows_q4_0(const uint8_t *row, int64_t nb, const xrows *x, float *y, int64_t ldy, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i quad_idx[2] = {
         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
@@ -189,9 +187,8 @@ ALWAYS_INLINE void rows_q4_0(const uint8_t *row, int64_t nb, const xrows *x, flo
 /* Q4_K order per block: elements 0-31, 64-95 | 32-63, 96-127 | 128-159,
  * 192-223 | 160-191, 224-255, the lanes of the low/high nibbles of each
  * 64-byte load (as avx512_gemv_k.c); the min terms use sums of 32. */
-static void prep_q4_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb, uint8_t *rec)
-{
-    static const int src[8] = { 0, 64, 32, 96, 128, 192, 160, 224 };
+static void prep_q4_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb, uint8_t *rec) {
+    static const int src[8] = {0, 64, 32, 96, 128, 192, 160, 224};
     const size_t rs = K4_REC(nrv);
     memset(rec, 0, rs * (size_t)nb);
     for (int j = 0; j < nrv; j++) {
@@ -209,8 +206,7 @@ static void prep_q4_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb,
 }
 
 /* Q6_K: values in their natural order. */
-static void prep_q6_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb, uint8_t *rec)
-{
+static void prep_q6_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb, uint8_t *rec) {
     const size_t rs = K6_REC(nrv);
     memset(rec, 0, rs * (size_t)nb);
     for (int j = 0; j < nrv; j++) {
@@ -238,8 +234,7 @@ static void prep_q6_K(const uint8_t *x, size_t x_row_bytes, int nrv, int64_t nb,
  * bit select, off the multiply ports) and one VPMADDWD/VPDPWSSD multiplies
  * both by their scales: the same integers with 6 instead of 8 multiply
  * instructions per block and row, which is what bounds this loop. */
-ALWAYS_INLINE void block_q4_K(const uint8_t *blk, const uint8_t *rec, __m512 *acc, const int NRV)
-{
+ALWAYS_INLINE void block_q4_K(const uint8_t *blk, const uint8_t *rec, __m512 *acc, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i z = _mm512_setzero_si512();
     uint64_t sc8, mn8;
@@ -247,8 +242,10 @@ ALWAYS_INLINE void block_q4_K(const uint8_t *blk, const uint8_t *rec, __m512 *ac
     /* int16 scales; dword p holds scales 2p, 2p+1: lanes 0-7 of vectors 0
      * and 1 take sub-blocks 0 and 1, lanes 8-15 sub-blocks 2 and 3 */
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    const __m512i scA = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), sc16);
-    const __m512i scB = _mm512_permutexvar_epi32(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), sc16);
+    const __m512i scA =
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), sc16);
+    const __m512i scB =
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), sc16);
     const __m512i w0 = _mm512_loadu_si512((const void *)(blk + 16));
     const __m512i w1 = _mm512_loadu_si512((const void *)(blk + 80));
     const __m512i n0 = _mm512_and_si512(w0, m4), n1 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4);
@@ -275,8 +272,7 @@ ALWAYS_INLINE void block_q4_K(const uint8_t *blk, const uint8_t *rec, __m512 *ac
  * accm; these three chains are independent, so they run one after another
  * here (fewer live registers): the min terms of 4 rows at a time (128-bit
  * lane j of accm[q] is row 4q + j), then the even blocks, then the odd. */
-ALWAYS_INLINE void rows_q4_K(const uint8_t *row, int64_t nb, const uint8_t *x, float *y, int64_t ldy, const int NRV)
-{
+ALWAYS_INLINE void rows_q4_K(const uint8_t *row, int64_t nb, const uint8_t *x, float *y, int64_t ldy, const int NRV) {
     const size_t bsz = sizeof(kr_block_q4_K), rs = K4_REC(NRV);
     __m512 accm[QUADS(NRK)];
     for (int q = 0; q < QUADS(NRV); q++) accm[q] = _mm512_setzero_ps();
@@ -310,11 +306,17 @@ ALWAYS_INLINE void rows_q4_K(const uint8_t *row, int64_t nb, const uint8_t *x, f
  * block: vector k = 2h + (g >= 2) holds groups g, g + 1 of half h in its
  * two 256-bit halves, so 128-bit lane L of vector k uses scale 4k + L. */
 static const uint16_t q6_scale_idx[4][32] = {
-#define Q6I(k) { 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), \
-                 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, \
-                 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, \
-                 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3 }
-    Q6I(0), Q6I(1), Q6I(2), Q6I(3),
+#define Q6I(k)                                                                                                         \
+    {                                                                                                                  \
+        4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, \
+            4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 1, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2,    \
+            4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 2, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3,    \
+            4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3, 4 * (k) + 3                                            \
+    }
+    Q6I(0),
+    Q6I(1),
+    Q6I(2),
+    Q6I(3),
 #undef Q6I
 };
 
@@ -327,8 +329,7 @@ static const uint16_t q6_scale_idx[4][32] = {
  * term is the same. (The VPDPBUSD merging of block_q4_K does not pay here:
  * 6-bit sums of 4 need the activations biased to fit an int16, and so a
  * per-block correction.) */
-ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, float *y, int64_t ldy, const int NRV)
-{
+ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, float *y, int64_t ldy, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i m30 = _mm512_set1_epi8(0x30);
     /* the high 2 bits of group g are bits 2g, 2g+1 of qh: to bits 4-5 */
@@ -342,7 +343,8 @@ ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, f
     for (int64_t i = 0; i < nb; i++) {
         const kr_block_q6_K *blk = (const kr_block_q6_K *)row + i;
         const uint8_t *rec = x + rs * (size_t)i;
-        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk->scales)));
+        const __m512i sc16 =
+            _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk->scales)));
         const __m512i sc_all = _mm512_shuffle_i64x2(sc16, sc16, 0x44); /* all 16 scales in each half */
         __m512i q[4], s[4];
         for (int h = 0; h < 2; h++) {
@@ -365,13 +367,17 @@ ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, f
                 }
                 const uint8_t *xq = rec + 256 * j;
                 __m512i z0 = _mm512_madd_epi16(_mm512_maddubs_epi16(q[0], _mm512_load_si512((const void *)xq)), s[0]);
-                __m512i z1 = _mm512_madd_epi16(_mm512_maddubs_epi16(q[1], _mm512_load_si512((const void *)(xq + 64))), s[1]);
-                z0 = _mm512_dpwssd_epi32(z0, _mm512_maddubs_epi16(q[2], _mm512_load_si512((const void *)(xq + 128))), s[2]);
-                z1 = _mm512_dpwssd_epi32(z1, _mm512_maddubs_epi16(q[3], _mm512_load_si512((const void *)(xq + 192))), s[3]);
+                __m512i z1 =
+                    _mm512_madd_epi16(_mm512_maddubs_epi16(q[1], _mm512_load_si512((const void *)(xq + 64))), s[1]);
+                z0 = _mm512_dpwssd_epi32(z0, _mm512_maddubs_epi16(q[2], _mm512_load_si512((const void *)(xq + 128))),
+                                         s[2]);
+                z1 = _mm512_dpwssd_epi32(z1, _mm512_maddubs_epi16(q[3], _mm512_load_si512((const void *)(xq + 192))),
+                                         s[3]);
                 v[t] = _mm512_add_epi32(z0, z1);
             }
             /* rows 2p, 2p+1 in the two halves: lane n plus lane 8 + n */
-            __m512i si = _mm512_add_epi32(_mm512_shuffle_i64x2(v[0], v[1], 0x44), _mm512_shuffle_i64x2(v[0], v[1], 0xEE));
+            __m512i si =
+                _mm512_add_epi32(_mm512_shuffle_i64x2(v[0], v[1], 0x44), _mm512_shuffle_i64x2(v[0], v[1], 0xEE));
             const __m512i corr = _mm512_madd_epi16(sc_all, _mm512_load_si512((const void *)(rec + K6_BS(NRV, p))));
             si = _mm512_sub_epi32(si, _mm512_slli_epi32(corr, 5));
             const __m512 dx = _mm512_mul_ps(d, _mm512_load_ps((const float *)(rec + K6_DX8(NRV, p))));
@@ -387,8 +393,7 @@ ALWAYS_INLINE void rows_q6_K(const uint8_t *row, int64_t nb, const uint8_t *x, f
 /* ================= driver ================= */
 
 #define PF_ROWS 4
-static inline void prefetch_row(const uint8_t *p, size_t n)
-{
+static inline void prefetch_row(const uint8_t *p, size_t n) {
     for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
 
@@ -398,40 +403,35 @@ static inline void prefetch_row(const uint8_t *p, size_t n)
  * come from memory once per call, whatever the number of chunks; the first
  * pass over a tile prefetches rows PF_ROWS ahead. */
 #define TILE_BYTES (192 * 1024)
-static int64_t tile_rows(size_t w_row_bytes)
-{
+static int64_t tile_rows(size_t w_row_bytes) {
     const int64_t t = (int64_t)(TILE_BYTES / w_row_bytes);
     return t > 0 ? t : 1;
 }
 
-#define ROWS_SWITCH(T, X, ...)                                                                                    \
-    static void rows_##T##_n(const uint8_t *row, int64_t nb, const X *x, float *y, int64_t ldy, int nrv)         \
-    {                                                                                                             \
-        switch (nrv) {                                                                                            \
-            __VA_ARGS__                                                                                           \
-        }                                                                                                         \
+#define ROWS_SWITCH(T, X, ...)                                                                                         \
+    static void rows_##T##_n(const uint8_t *row, int64_t nb, const X *x, float *y, int64_t ldy, int nrv) {             \
+        switch (nrv) { __VA_ARGS__ }                                                                                   \
     }
-#define CASE(T, n) case n: rows_##T(row, nb, x, y, ldy, n); break;
-ROWS_SWITCH(q8_0, xrows, CASE(q8_0, 1) CASE(q8_0, 2) CASE(q8_0, 3) default: rows_q8_0(row, nb, x, y, ldy, 4);)
-ROWS_SWITCH(q4_0, xrows, CASE(q4_0, 1) CASE(q4_0, 2) CASE(q4_0, 3) default: rows_q4_0(row, nb, x, y, ldy, 4);)
-ROWS_SWITCH(q4_K, uint8_t, CASE(q4_K, 1) CASE(q4_K, 2) CASE(q4_K, 3) CASE(q4_K, 4) CASE(q4_K, 5) CASE(q4_K, 6)
-                               CASE(q4_K, 7) default: rows_q4_K(row, nb, x, y, ldy, 8);)
-ROWS_SWITCH(q6_K, uint8_t, CASE(q6_K, 1) CASE(q6_K, 2) CASE(q6_K, 3) CASE(q6_K, 4) CASE(q6_K, 5) CASE(q6_K, 6)
-                               CASE(q6_K, 7) default: rows_q6_K(row, nb, x, y, ldy, 8);)
+#define CASE(T, n)                                                                                                     \
+    case n: rows_##T(row, nb, x, y, ldy, n); break;
+ROWS_SWITCH(q8_0, xrows, CASE(q8_0, 1) CASE(q8_0, 2) CASE(q8_0, 3) default : rows_q8_0(row, nb, x, y, ldy, 4);)
+ROWS_SWITCH(q4_0, xrows, CASE(q4_0, 1) CASE(q4_0, 2) CASE(q4_0, 3) default : rows_q4_0(row, nb, x, y, ldy, 4);)
+ROWS_SWITCH(q4_K, uint8_t,
+            CASE(q4_K, 1) CASE(q4_K, 2) CASE(q4_K, 3) CASE(q4_K, 4) CASE(q4_K, 5) CASE(q4_K, 6) CASE(q4_K, 7) default
+            : rows_q4_K(row, nb, x, y, ldy, 8);)
+ROWS_SWITCH(q6_K, uint8_t,
+            CASE(q6_K, 1) CASE(q6_K, 2) CASE(q6_K, 3) CASE(q6_K, 4) CASE(q6_K, 5) CASE(q6_K, 6) CASE(q6_K, 7) default
+            : rows_q6_K(row, nb, x, y, ldy, 8);)
 #undef CASE
 
-static size_t kq_rec(kr_type t, int nrv)
-{
-    return t == KR_TYPE_Q4_K ? K4_REC(nrv) : K6_REC(nrv);
-}
+static size_t kq_rec(kr_type t, int nrv) { return t == KR_TYPE_Q4_K ? K4_REC(nrv) : K6_REC(nrv); }
 
 /* Q4_K, Q6_K: groups of chunks of up to NRK rows, as many as the buffer
  * holds (smaller chunks for very wide rows; a chunk may spill from L1 to
  * L2: that is still faster than smaller chunks). False when one row does
  * not fit. */
 static bool gemv_multi_kq(kr_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t nb,
-                          const uint8_t *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, uint8_t *buf)
-{
+                          const uint8_t *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, uint8_t *buf) {
     int kc = n_batch < NRK ? (int)n_batch : NRK;
     while (kc > 1 && kq_rec(t, kc) * (size_t)nb > XBUF) kc--;
     const size_t chunk_bytes = kq_rec(t, kc) * (size_t)nb;
@@ -443,8 +443,10 @@ static bool gemv_multi_kq(kr_type t, const uint8_t *w, size_t w_row_bytes, int64
         for (int64_t c0 = 0; c0 < ng; c0 += kc) {
             const int nrv = (int)(ng - c0 < kc ? ng - c0 : kc);
             uint8_t *rec = buf + chunk_bytes * (size_t)(c0 / kc);
-            if (t == KR_TYPE_Q4_K) prep_q4_K(x + (size_t)(g0 + c0) * x_row_bytes, x_row_bytes, nrv, nb, rec);
-            else prep_q6_K(x + (size_t)(g0 + c0) * x_row_bytes, x_row_bytes, nrv, nb, rec);
+            if (t == KR_TYPE_Q4_K)
+                prep_q4_K(x + (size_t)(g0 + c0) * x_row_bytes, x_row_bytes, nrv, nb, rec);
+            else
+                prep_q6_K(x + (size_t)(g0 + c0) * x_row_bytes, x_row_bytes, nrv, nb, rec);
         }
         for (int64_t t0 = r0; t0 < r1; t0 += tile) {
             const int64_t t1 = t0 + tile < r1 ? t0 + tile : r1;
@@ -455,8 +457,10 @@ static bool gemv_multi_kq(kr_type t, const uint8_t *w, size_t w_row_bytes, int64
                     const uint8_t *row = w + (size_t)r * w_row_bytes;
                     float *yc = y + (g0 + c0) * ldy + r;
                     if (c0 == 0 && r + PF_ROWS < t1) prefetch_row(row + PF_ROWS * w_row_bytes, w_row_bytes);
-                    if (t == KR_TYPE_Q4_K) rows_q4_K_n(row, nb, rec, yc, ldy, nrv);
-                    else rows_q6_K_n(row, nb, rec, yc, ldy, nrv);
+                    if (t == KR_TYPE_Q4_K)
+                        rows_q4_K_n(row, nb, rec, yc, ldy, nrv);
+                    else
+                        rows_q6_K_n(row, nb, rec, yc, ldy, nrv);
                 }
             }
         }
@@ -468,8 +472,7 @@ static bool gemv_multi_kq(kr_type t, const uint8_t *w, size_t w_row_bytes, int64
  * (values at a stride of whole 64- or 128-byte groups, then the block
  * scales and corrections). */
 static bool gemv_multi_q0(kr_type t, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t nb,
-                          const uint8_t *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, uint8_t *buf)
-{
+                          const uint8_t *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy, uint8_t *buf) {
     const int64_t stride = t == KR_TYPE_Q4_0 ? (32 * nb + 127) & ~(int64_t)127 : (32 * nb + 63) & ~(int64_t)63;
     const int64_t nbp = (nb + 15) & ~(int64_t)15; /* block terms per row, whole cache lines */
     const int64_t row_bytes = stride + 8 * nbp;
@@ -482,8 +485,10 @@ static bool gemv_multi_q0(kr_type t, const uint8_t *w, size_t w_row_bytes, int64
         float *d = (float *)(buf + stride * ng), *corr = d + nbp * ng;
         for (int64_t j = 0; j < ng; j++) {
             const void *xr = x + (size_t)(g0 + j) * x_row_bytes;
-            if (t == KR_TYPE_Q8_0) prep_x_q8_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
-            else prep_x_q4_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
+            if (t == KR_TYPE_Q8_0)
+                prep_x_q8_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
+            else
+                prep_x_q4_0(xr, nb, q + j * stride, d + j * nbp, corr + j * nbp);
         }
         for (int64_t t0 = r0; t0 < r1; t0 += tile) { /* as gemv_multi_kq */
             const int64_t t1 = t0 + tile < r1 ? t0 + tile : r1;
@@ -499,8 +504,10 @@ static bool gemv_multi_q0(kr_type t, const uint8_t *w, size_t w_row_bytes, int64
                     const uint8_t *row = w + (size_t)r * w_row_bytes;
                     float *yc = y + (g0 + c0) * ldy + r;
                     if (c0 == 0 && r + PF_ROWS < t1) prefetch_row(row + PF_ROWS * w_row_bytes, w_row_bytes);
-                    if (t == KR_TYPE_Q8_0) rows_q8_0_n(row, nb, &xr, yc, ldy, nrv);
-                    else rows_q4_0_n(row, nb, &xr, yc, ldy, nrv);
+                    if (t == KR_TYPE_Q8_0)
+                        rows_q8_0_n(row, nb, &xr, yc, ldy, nrv);
+                    else
+                        rows_q4_0_n(row, nb, &xr, yc, ldy, nrv);
                 }
             }
         }
@@ -508,14 +515,10 @@ static bool gemv_multi_q0(kr_type t, const uint8_t *w, size_t w_row_bytes, int64
     return true;
 }
 
-int64_t kr_avx512_gemv_multi_min_batch(kr_type wtype)
-{
-    return wtype == KR_TYPE_Q6_K ? 4 : 2;
-}
+int64_t kr_avx512_gemv_multi_min_batch(kr_type wtype) { return wtype == KR_TYPE_Q6_K ? 4 : 2; }
 
-bool kr_avx512_gemv_multi(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                            int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
-{
+bool kr_avx512_gemv_multi(kr_type wtype, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols,
+                          const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
     _Alignas(64) uint8_t buf[XBUF];
     /* wider rows go to the block kernels, as the one-row gemv does */
     if (n_batch < 1 || n_cols > KR_GEMV_MAX_COLS) return false;
@@ -528,7 +531,6 @@ bool kr_avx512_gemv_multi(kr_type wtype, const void *w, size_t w_row_bytes, int6
     case KR_TYPE_Q6_K:
         if (n_cols % KR_QK_K != 0) return false;
         return gemv_multi_kq(wtype, w, w_row_bytes, r0, r1, n_cols / KR_QK_K, x, x_row_bytes, n_batch, y, ldy, buf);
-    default:
-        return false;
+    default: return false;
     }
 }

@@ -22,10 +22,9 @@
 
 /* G (1 or 2) groups of 16 weight rows, gf floats apart, against NRV
  * activation rows xs floats apart; y[j * ldy + 16 * h + lane]. */
-static inline __attribute__((always_inline)) void groups_f32(const float *g, size_t gf, int64_t n_cols,
-                                                             const float *x, size_t xs, float *y, int64_t ldy,
-                                                             const int G, const int NRV)
-{
+static inline __attribute__((always_inline)) void groups_f32(const float *g, size_t gf, int64_t n_cols, const float *x,
+                                                             size_t xs, float *y, int64_t ldy, const int G,
+                                                             const int NRV) {
     __m512 acc[2][X16_NRX][2];
     for (int h = 0; h < G; h++) {
         for (int j = 0; j < NRV; j++) acc[h][j][0] = acc[h][j][1] = _mm512_setzero_ps();
@@ -53,9 +52,8 @@ static inline __attribute__((always_inline)) void groups_f32(const float *g, siz
     }
 }
 
-bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                              const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
-{
+bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                            size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
     if (n_cols % KR_X16_ROWS != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) {
         return false;
     }
@@ -69,18 +67,18 @@ bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64
                 const float *xj = (const float *)x + xs * (size_t)(c0 + j0);
                 float *yj = y + (c0 + j0) * ldy + KR_X16_ROWS * gi;
                 const int64_t nrv = nc - j0 < X16_NRX ? nc - j0 : X16_NRX;
-#define CASE(n)                                                                \
-    case n:                                                                    \
-        if (pair)                                                              \
-            groups_f32(g, gf, n_cols, xj, xs, yj, ldy, 2, n);                  \
-        else                                                                   \
-            groups_f32(g, gf, n_cols, xj, xs, yj, ldy, 1, n);                  \
+#define CASE(n)                                                                                                        \
+    case n:                                                                                                            \
+        if (pair)                                                                                                      \
+            groups_f32(g, gf, n_cols, xj, xs, yj, ldy, 2, n);                                                          \
+        else                                                                                                           \
+            groups_f32(g, gf, n_cols, xj, xs, yj, ldy, 1, n);                                                          \
         break;
                 switch (nrv) {
                     CASE(1)
                     CASE(2)
                     CASE(3)
-                    default: CASE(4)
+                default: CASE(4)
                 }
 #undef CASE
             }

@@ -17,8 +17,7 @@
 #define X16_NRX 4    /* activation rows per pass over a weight group */
 #define X16_SWEEP 32 /* activation rows per sweep over a thread's groups */
 
-static inline __m512i x16_bcast4(const void *p)
-{
+static inline __m512i x16_bcast4(const void *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
@@ -32,10 +31,10 @@ static inline __m512i x16_bcast4(const void *p)
  * the kernels' design choices").
  * always_inline: as a plain inline function GCC 12 dropped the prefetches
  * from the kernels altogether. */
-static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf, int64_t b, int block_bytes)
-{
+static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf, int64_t b, int block_bytes) {
     if (pf == NULL) return;
-    for (int l = 0; l < block_bytes; l += 64) _mm_prefetch((const char *)(pf + (size_t)block_bytes * b + l), _MM_HINT_T1);
+    for (int l = 0; l < block_bytes; l += 64)
+        _mm_prefetch((const char *)(pf + (size_t)block_bytes * b + l), _MM_HINT_T1);
 }
 
 /* For each group gi in [g0, g1) of a matrix with gbytes per group, and each
@@ -43,19 +42,19 @@ static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf
  * runs CALL(NRV) with g (the group), yg (its first output, in the sweep
  * starting at output row c0), j0 and pf (the next group on the first of
  * several passes, else NULL) in scope. */
-#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                          \
-    for (int64_t gi = (g0); gi < (g1); gi++) {                                                          \
-        const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                        \
-        float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                            \
-        const uint8_t *pf = (nc) > X16_NRX && gi + 1 < (g1) ? g + (gbytes) : NULL;                      \
-        for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX, pf = NULL) {                                     \
-            switch ((nc) - j0 < X16_NRX ? (nc) - j0 : X16_NRX) {                                        \
-            case 1: CALL(1); break;                                                                     \
-            case 2: CALL(2); break;                                                                     \
-            case 3: CALL(3); break;                                                                     \
-            default: CALL(4); break;                                                                    \
-            }                                                                                           \
-        }                                                                                               \
+#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                                        \
+    for (int64_t gi = (g0); gi < (g1); gi++) {                                                                         \
+        const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                                       \
+        float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                                             \
+        const uint8_t *pf = (nc) > X16_NRX && gi + 1 < (g1) ? g + (gbytes) : NULL;                                     \
+        for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX, pf = NULL) {                                                    \
+            switch ((nc)-j0 < X16_NRX ? (nc)-j0 : X16_NRX) {                                                           \
+            case 1: CALL(1); break;                                                                                    \
+            case 2: CALL(2); break;                                                                                    \
+            case 3: CALL(3); break;                                                                                    \
+            default: CALL(4); break;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 #endif /* KR_AVX512_GEMV_X16_IMPL_H */

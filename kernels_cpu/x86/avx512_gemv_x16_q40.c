@@ -26,9 +26,8 @@
 /* One group of 16 weight rows against NRV activation rows; xs[j][b] is the
  * sum of activation row j0 + j's block b. */
 static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, int64_t nb, const uint8_t *x,
-                                                            size_t x_row_bytes, const int16_t (*xs)[MAX_NB],
-                                                            int64_t j0, float *y, int64_t ldy, const uint8_t *pf, const int NRV)
-{
+                                                            size_t x_row_bytes, const int16_t (*xs)[MAX_NB], int64_t j0,
+                                                            float *y, int64_t ldy, const uint8_t *pf, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const kr_block_q8_0 *xr[X16_NRX];
     __m512 acc[X16_NRX];
@@ -60,9 +59,8 @@ static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, in
     for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
 }
 
-bool kr_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
-{
+bool kr_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                             size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
     if (n_cols % KR_QK4_0 != 0 || n_cols > KR_GEMV_MAX_COLS || n_batch < 1) {
         return false;
     }

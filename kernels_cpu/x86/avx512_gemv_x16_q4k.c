@@ -39,8 +39,7 @@ typedef struct x16_pairs {
     int32_t p[X16_SWEEP][MAX_NB][4];
 } x16_pairs;
 
-static void prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch, int64_t nb, x16_pairs *xp)
-{
+static void prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch, int64_t nb, x16_pairs *xp) {
     for (int64_t j = 0; j < n_batch; j++) {
         const kr_block_q8_K *xr = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes);
         for (int64_t b = 0; b < nb; b++) {
@@ -58,8 +57,7 @@ static void prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch,
  * for the group's rows l < 16; pf: the next group to prefetch, or NULL. */
 static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                             size_t x_row_bytes, const x16_pairs *xp, int64_t j0,
-                                                            float *y, int64_t ldy, const uint8_t *pf, const int NRV)
-{
+                                                            float *y, int64_t ldy, const uint8_t *pf, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     const __m512i mff = _mm512_set1_epi32(0xFF), m00ff = _mm512_set1_epi32(0x00FF00FF);
     const kr_block_q8_K *xr[X16_NRX];
@@ -103,8 +101,8 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
         }
         const __m512i u1 = _mm512_loadu_si512((const void *)(o + KR_X16_Q4K_U0 + 64));
         const __m512i mnlo = _mm512_and_si512(u1, m3f);
-        const __m512i mnhi =
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
+        const __m512i mnhi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+                                             _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
         const __m512i m02 = _mm512_and_si512(mnlo, m00ff), m13 = _mm512_and_si512(_mm512_srli_epi32(mnlo, 8), m00ff);
         const __m512i m46 = _mm512_and_si512(mnhi, m00ff), m57 = _mm512_and_si512(_mm512_srli_epi32(mnhi, 8), m00ff);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + KR_X16_Q4K_D)));
@@ -123,9 +121,8 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
     for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
 }
 
-bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
-{
+bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                             size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
     if (n_cols % KR_QK_K != 0 || n_cols > KR_GEMV_MAX_COLS || n_batch < 1) {
         return false;
     }

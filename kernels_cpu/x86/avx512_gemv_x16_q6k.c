@@ -30,8 +30,7 @@
 /* One group of 16 weight rows against NRV activation rows. */
 static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                            size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
-                                                           const uint8_t *pf, const int NRV)
-{
+                                                           const uint8_t *pf, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const kr_block_q8_K *xr[X16_NRX];
     __m512 acc[X16_NRX];
@@ -73,22 +72,23 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
                             const __m512i lo =
                                 k < 2 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
                             const __m512i hi = k == 0 ? _mm512_slli_epi16(qh, 4)
-                                               : k == 1 ? _mm512_slli_epi16(qh, 2)
-                                               : k == 2 ? qh
-                                                        : _mm512_srli_epi16(qh, 2);
+                                : k == 1              ? _mm512_slli_epi16(qh, 2)
+                                : k == 2              ? qh
+                                                      : _mm512_srli_epi16(qh, 2);
                             const __m512i v = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
                             for (int j = 0; j < NRV; j++)
                                 a[j][kk] = _mm512_dpbusd_epi32(a[j][kk], v,
                                                                x16_bcast4(xr[j][b].qs + 128 * h + 4 * c + 32 * k));
                         }
                     }
-                    for (int kk = 0; kk < KS; kk++) { /* times the 16 rows' scales of the sub-block, int32 */
+                    for (int kk = 0; kk < KS; kk++) {  /* times the 16 rows' scales of the sub-block, int32 */
                         const int t = 4 * h + k0 + kk; /* the scale pair (sc[2t], sc[2t+1]) */
                         const __m512i pr =
                             _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(o + KR_X16_Q6K_SC + 32 * t)));
                         const __m512i sc =
                             half ? _mm512_srai_epi32(pr, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
-                        for (int j = 0; j < NRV; j++) isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a[j][kk], sc));
+                        for (int j = 0; j < NRV; j++)
+                            isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a[j][kk], sc));
                         if (half == 0) /* the pair's offset term, once */
                             for (int j = 0; j < NRV; j++)
                                 off[j] = _mm512_dpwssd_epi32(off[j], pr, x16_bcast4(xr[j][b].bsums + 2 * t));
@@ -105,9 +105,8 @@ static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int
     for (int j = 0; j < NRV; j++) _mm512_storeu_ps(y + (j0 + j) * ldy, acc[j]);
 }
 
-bool kr_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                               const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
-{
+bool kr_avx512_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
+                             size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
     if (n_cols % KR_QK_K != 0 || n_cols > KR_GEMV_MAX_COLS || n_batch < 1) {
         return false;
     }

@@ -18,66 +18,53 @@
 
 static kr_x86_dotn_fn avx512_dotn[KR_TYPE_COUNT];
 
-static inline __mmask16 tail_mask16(int64_t left)
-{
+static inline __mmask16 tail_mask16(int64_t left) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
 }
 
-static inline __mmask32 tail_mask32(int64_t left)
-{
+static inline __mmask32 tail_mask32(int64_t left) {
     return left >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << left) - 1);
 }
 
-static inline __m512 load_f32_masked(const float *p, __mmask16 m)
-{
-    return _mm512_maskz_loadu_ps(m, p);
-}
+static inline __m512 load_f32_masked(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 
-static inline __m512 load_f16_masked(const kr_fp16 *p, __mmask16 m)
-{
+static inline __m512 load_f16_masked(const kr_fp16 *p, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
 /* 32 elements per step in two zmm accumulators per activation row; the
  * tail is a masked step, so no scalar loop. */
-#define FLOAT_BODY512(NAME, T, LOADM)                                                                            \
-    KR_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,           \
-                          const int NX)                                                                         \
-    {                                                                                                           \
-        const T *w = vw;                                                                                        \
-        __m512 acc[MAXNX][2];                                                                                   \
-        for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();                               \
-        int64_t i = 0;                                                                                          \
-        for (; i + 32 <= n; i += 32) {                                                                          \
-            const __m512 w0 = LOADM(w + i, 0xFFFF), w1 = LOADM(w + i + 16, 0xFFFF);                             \
-            for (int b = 0; b < NX; b++) {                                                                      \
-                const T *xb = (const T *)(x + b * xs);                                                          \
-                acc[b][0] = _mm512_fmadd_ps(w0, LOADM(xb + i, 0xFFFF), acc[b][0]);                              \
-                acc[b][1] = _mm512_fmadd_ps(w1, LOADM(xb + i + 16, 0xFFFF), acc[b][1]);                         \
-            }                                                                                                   \
-        }                                                                                                       \
-        for (; i < n; i += 16) {                                                                                \
-            const __mmask16 m = tail_mask16(n - i);                                                             \
-            const __m512 w0 = LOADM(w + i, m);                                                                  \
-            for (int b = 0; b < NX; b++) {                                                                      \
-                const T *xb = (const T *)(x + b * xs);                                                          \
-                acc[b][0] = _mm512_fmadd_ps(w0, LOADM(xb + i, m), acc[b][0]);                                   \
-            }                                                                                                   \
-        }                                                                                                       \
-        for (int b = 0; b < NX; b++) y[b * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[b][0], acc[b][1]));    \
+#define FLOAT_BODY512(NAME, T, LOADM)                                                                                  \
+    KR_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {    \
+        const T *w = vw;                                                                                               \
+        __m512 acc[MAXNX][2];                                                                                          \
+        for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();                                      \
+        int64_t i = 0;                                                                                                 \
+        for (; i + 32 <= n; i += 32) {                                                                                 \
+            const __m512 w0 = LOADM(w + i, 0xFFFF), w1 = LOADM(w + i + 16, 0xFFFF);                                    \
+            for (int b = 0; b < NX; b++) {                                                                             \
+                const T *xb = (const T *)(x + b * xs);                                                                 \
+                acc[b][0] = _mm512_fmadd_ps(w0, LOADM(xb + i, 0xFFFF), acc[b][0]);                                     \
+                acc[b][1] = _mm512_fmadd_ps(w1, LOADM(xb + i + 16, 0xFFFF), acc[b][1]);                                \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (; i < n; i += 16) {                                                                                       \
+            const __mmask16 m = tail_mask16(n - i);                                                                    \
+            const __m512 w0 = LOADM(w + i, m);                                                                         \
+            for (int b = 0; b < NX; b++) {                                                                             \
+                const T *xb = (const T *)(x + b * xs);                                                                 \
+                acc[b][0] = _mm512_fmadd_ps(w0, LOADM(xb + i, m), acc[b][0]);                                          \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int b = 0; b < NX; b++) y[b * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[b][0], acc[b][1]));           \
     }
 
 FLOAT_BODY512(body512_f32, float, load_f32_masked)
 FLOAT_BODY512(body512_f16, kr_fp16, load_f16_masked)
 
-static inline __m512bh load_bf16x32(const kr_bf16 *p, __mmask32 m)
-{
-    return (__m512bh)_mm512_maskz_loadu_epi16(m, p);
-}
+static inline __m512bh load_bf16x32(const kr_bf16 *p, __mmask32 m) { return (__m512bh)_mm512_maskz_loadu_epi16(m, p); }
 
-KR_INLINE void body512_bf16(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,
-                              const int NX)
-{
+KR_INLINE void body512_bf16(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {
     const kr_bf16 *w = vw;
     __m512 acc[MAXNX][2];
     for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
@@ -114,8 +101,7 @@ DEFINE_DOT(bf16_512, body512_bf16)
  * rows matters (docs/PERFORMANCE.md, "Figures behind the kernels' design
  * choices"). */
 static void gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void *x,
-                      float *y)
-{
+                      float *y) {
     const char *wb = w;
     int64_t r = r0;
     for (; r + 8 <= r1; r += 8) {
@@ -132,21 +118,23 @@ static void gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
 
 /* The kernel of an interleaved layout (kernels.h). */
 static bool gemv_x16(kr_type wtype, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
-                     const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy)
-{
+                     const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
     switch (wtype) {
-    case KR_TYPE_Q4_K_X16: return kr_avx512_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
-    case KR_TYPE_Q6_K_X16: return kr_avx512_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
-    case KR_TYPE_Q4_0_X16: return kr_avx512_gemv_x16_q4_0(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
-    case KR_TYPE_F32_X16: return kr_avx512_gemv_x16_f32(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q4_K_X16:
+        return kr_avx512_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q6_K_X16:
+        return kr_avx512_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q4_0_X16:
+        return kr_avx512_gemv_x16_q4_0(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_F32_X16:
+        return kr_avx512_gemv_x16_f32(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     default: return false;
     }
 }
 
-static void avx512_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes,
-                          int64_t n_rows, int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch,
-                          float *y, int64_t ldy, int ith, int nth)
-{
+static void avx512_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                          int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
+                          int ith, int nth) {
     int64_t r0, r1;
     if (kr_layout_source(wtype) != wtype) {
         /* interleaved layouts (kernels.h): threads take whole 16-row groups;
@@ -158,8 +146,8 @@ static void avx512_matmul(const kr_kernels *k, kr_type wtype, const void *w, siz
         int64_t g0, g1;
         kr_split_rows(n_rows / KR_X16_ROWS, ith, nth, &g0, &g1);
         if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;
-        if (kr_avx512_gemm(wtype, w, w_row_bytes, g0 * KR_X16_ROWS, g1 * KR_X16_ROWS, n_cols, x, x_row_bytes,
-                             n_batch, y, ldy))
+        if (kr_avx512_gemm(wtype, w, w_row_bytes, g0 * KR_X16_ROWS, g1 * KR_X16_ROWS, n_cols, x, x_row_bytes, n_batch,
+                           y, ldy))
             return;
         kr_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         return;
@@ -178,16 +166,14 @@ static void avx512_matmul(const kr_kernels *k, kr_type wtype, const void *w, siz
     if (n_batch >= kr_avx512_gemv_multi_min_batch(wtype) && n_batch < min_gemm &&
         kr_avx512_gemv_multi(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
         return;
-    if (n_batch >= min_gemm &&
-        kr_avx512_gemm(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
+    if (n_batch >= min_gemm && kr_avx512_gemm(wtype, w, w_row_bytes, r0, r1, n_cols, x, x_row_bytes, n_batch, y, ldy))
         return;
     x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx512_dotn);
 }
 
 /* bf16 stores: round to nearest even on the bit pattern (VCVTNEPS2BF16
  * would flush subnormals, so it is not used), NaN kept quiet. */
-static void avx512_from_float_bf16(const float *x, void *vy, int64_t n)
-{
+static void avx512_from_float_bf16(const float *x, void *vy, int64_t n) {
     kr_bf16 *y = vy;
     const __m512i bias = _mm512_set1_epi32(0x7fff);
     const __m512i one = _mm512_set1_epi32(1);
@@ -203,8 +189,7 @@ static void avx512_from_float_bf16(const float *x, void *vy, int64_t n)
     }
 }
 
-void kr_kernels_init_avx512(kr_kernels *k)
-{
+void kr_kernels_init_avx512(kr_kernels *k) {
     kr_kernels_init_scalar(k);
     k->isa = KR_ISA_AVX512;
     k->name = "avx512";

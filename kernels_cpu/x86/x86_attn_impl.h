@@ -13,8 +13,7 @@
 
 #include "kernels_impl.h"
 
-static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, int64_t d, const bool f16)
-{
+static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, int64_t d, const bool f16) {
     if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const kr_fp16 *)row + d)));
     return _mm256_loadu_ps((const float *)row + d);
 }
@@ -24,34 +23,32 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
  * row's 4 vectors are converted once and applied to the NR rows. Every
  * element gets the same FMAs in the same order at either width, so the
  * two give the same bits. */
-#define ATTN_PV_TILE(NAME, VT, W, LOADV, SET1, FMA, LOADU, STOREU)                                                  \
-    static inline __attribute__((always_inline)) void NAME(float *c, int64_t ldc, const float *a, int64_t lda,      \
-                                                           const char *b, size_t ldb, const bool f16, int64_t n,    \
-                                                           int64_t d0, const int NR)                                \
-    {                                                                                                               \
-        VT acc[4][4];                                                                                               \
-        for (int r = 0; r < NR; r++) {                                                                              \
-            for (int q = 0; q < 4; q++) acc[r][q] = LOADU(c + r * ldc + d0 + W * q);                                \
-        }                                                                                                           \
-        for (int64_t j = 0; j < n; j++) {                                                                           \
-            const char *bj = b + (size_t)j * ldb;                                                                   \
-            VT v[4];                                                                                                \
-            for (int q = 0; q < 4; q++) v[q] = LOADV(bj, d0 + W * q, f16);                                          \
-            for (int r = 0; r < NR; r++) {                                                                          \
-                const VT p = SET1(a[r * lda + j]);                                                                  \
-                for (int q = 0; q < 4; q++) acc[r][q] = FMA(p, v[q], acc[r][q]);                                    \
-            }                                                                                                       \
-        }                                                                                                           \
-        for (int r = 0; r < NR; r++) {                                                                              \
-            for (int q = 0; q < 4; q++) STOREU(c + r * ldc + d0 + W * q, acc[r][q]);                                \
-        }                                                                                                           \
+#define ATTN_PV_TILE(NAME, VT, W, LOADV, SET1, FMA, LOADU, STOREU)                                                     \
+    static inline __attribute__((always_inline)) void NAME(float *c, int64_t ldc, const float *a, int64_t lda,         \
+                                                           const char *b, size_t ldb, const bool f16, int64_t n,       \
+                                                           int64_t d0, const int NR) {                                 \
+        VT acc[4][4];                                                                                                  \
+        for (int r = 0; r < NR; r++) {                                                                                 \
+            for (int q = 0; q < 4; q++) acc[r][q] = LOADU(c + r * ldc + d0 + W * q);                                   \
+        }                                                                                                              \
+        for (int64_t j = 0; j < n; j++) {                                                                              \
+            const char *bj = b + (size_t)j * ldb;                                                                      \
+            VT v[4];                                                                                                   \
+            for (int q = 0; q < 4; q++) v[q] = LOADV(bj, d0 + W * q, f16);                                             \
+            for (int r = 0; r < NR; r++) {                                                                             \
+                const VT p = SET1(a[r * lda + j]);                                                                     \
+                for (int q = 0; q < 4; q++) acc[r][q] = FMA(p, v[q], acc[r][q]);                                       \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int r = 0; r < NR; r++) {                                                                                 \
+            for (int q = 0; q < 4; q++) STOREU(c + r * ldc + d0 + W * q, acc[r][q]);                                   \
+        }                                                                                                              \
     }
 
 ATTN_PV_TILE(attn_pv_tile, __m256, 8, attn_load8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps)
 
 #if KR_X86_WIDTH == 16
-static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const bool f16)
-{
+static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const bool f16) {
     if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const kr_fp16 *)row + d)));
     return _mm512_loadu_ps((const float *)row + d);
 }
@@ -64,8 +61,7 @@ ATTN_PV_TILE(attn_pv_tile64, __m512, 16, attn_load16, _mm512_set1_ps, _mm512_fma
  * the reference loop for the last k % 32. */
 static inline __attribute__((always_inline)) void attn_pv_rows(float *c, int64_t ldc, const float *a, int64_t lda,
                                                                const char *b, size_t ldb, const bool f16, int64_t n,
-                                                               int64_t k, const int NR)
-{
+                                                               int64_t k, const int NR) {
     int64_t d0 = 0;
 #if KR_X86_WIDTH == 16
     for (; d0 + 64 <= k; d0 += 64) attn_pv_tile64(c, ldc, a, lda, b, ldb, f16, n, d0, NR);
@@ -92,8 +88,7 @@ static inline __attribute__((always_inline)) void attn_pv_rows(float *c, int64_t
 
 static inline __attribute__((always_inline)) void attn_pv_body(float *c, int64_t ldc, const float *a, int64_t lda,
                                                                const char *b, size_t ldb, const bool f16, int64_t m,
-                                                               int64_t n, int64_t k)
-{
+                                                               int64_t n, int64_t k) {
     int64_t i = 0;
 #if KR_X86_WIDTH == 16
     for (; i + 4 <= m; i += 4) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 4);
@@ -103,8 +98,7 @@ static inline __attribute__((always_inline)) void attn_pv_body(float *c, int64_t
 }
 
 static void x86_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
-                            int64_t m, int64_t n, int64_t k)
-{
+                            int64_t m, int64_t n, int64_t k) {
     if (b_f16)
         attn_pv_body(c, ldc, a, lda, b, ldb, true, m, n, k);
     else

@@ -35,7 +35,7 @@
 #define DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #else
 #define DPWSSD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
-#define DPBUSD(acc, u, s) \
+#define DPBUSD(acc, u, s)                                                                                              \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
 #endif
 
@@ -50,13 +50,11 @@
 #define KCH 1
 #endif
 
-typedef void (*kr_x86_dotn_fn)(int64_t n, const void *w, const void *x, size_t xs, int nx, float *y,
-                                 int64_t ldy);
+typedef void (*kr_x86_dotn_fn)(int64_t n, const void *w, const void *x, size_t xs, int nx, float *y, int64_t ldy);
 
 /* ------------------------------------------------------------------ */
 /* Q8_0 x Q8_0: |w| * (x with w's sign) keeps the u8*s8 instructions exact. */
-KR_INLINE void body_q8_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
-{
+KR_INLINE void body_q8_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {
     const kr_block_q8_0 *w = vw;
     const int64_t nb = n / KR_QK8_0;
     __m256 acc[MAXNX][2];
@@ -77,8 +75,7 @@ KR_INLINE void body_q8_0(int64_t n, const void *vw, const char *x, size_t xs, fl
 
 /* Q4_0 x Q8_0: nibbles to bytes (low nibbles are elements 0-15, high 16-31),
  * minus 8, then the signed trick as for Q8_0. */
-KR_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
-{
+KR_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {
     const kr_block_q4_0 *w = vw;
     const int64_t nb = n / KR_QK4_0;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -101,13 +98,11 @@ KR_INLINE void body_q4_0(int64_t n, const void *vw, const char *x, size_t xs, fl
     for (int b = 0; b < NX; b++) y[b * ldy] = hsum256(_mm256_add_ps(acc[b][0], acc[b][1]));
 }
 
-
 /* pshufb controls that broadcast int16 element e of each 128-bit lane */
 #define BCAST16(e) _mm256_set1_epi16((short)((2 * (e)) | ((2 * (e) + 1) << 8)))
 
 /* sum_j mins_j * (bsums_{2j} + bsums_{2j+1}) as 4 int32 lanes */
-KR_INLINE __m128i k4_min_dot(__m128i mins16, const int16_t *bsums)
-{
+KR_INLINE __m128i k4_min_dot(__m128i mins16, const int16_t *bsums) {
     const __m128i b0 = _mm_loadu_si128((const __m128i *)bsums);
     const __m128i b1 = _mm_loadu_si128((const __m128i *)(bsums + 8));
     return _mm_madd_epi16(mins16, _mm_hadd_epi16(b0, b1));
@@ -116,8 +111,7 @@ KR_INLINE __m128i k4_min_dot(__m128i mins16, const int16_t *bsums)
 /* Q4_K x Q8_K: per 64 elements, 32 bytes of nibbles: low nibbles are
  * sub-block 2k, high nibbles 2k+1. Scales multiply the int16 pair sums,
  * mins come from the activation bsums. */
-KR_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
-{
+KR_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {
     const kr_block_q4_K *w = vw;
     const int64_t nb = n / KR_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -167,8 +161,7 @@ KR_INLINE void body_q4_K(int64_t n, const void *vw, const char *x, size_t xs, fl
 
 /* Q5_K x Q8_K: Q4_K plus a fifth bit per element: bit 2k of qh[l] for the
  * low nibble of byte l in pair k, bit 2k+1 for the high nibble. */
-KR_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
-{
+KR_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {
     const kr_block_q5_K *w = vw;
     const int64_t nb = n / KR_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -195,8 +188,8 @@ KR_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, fl
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+            const __m256i lo =
+                _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                                _mm256_slli_epi16(_mm256_and_si256(hb, two), 3));
             hb = _mm256_srli_epi16(hb, 2);
@@ -225,8 +218,7 @@ KR_INLINE void body_q5_K(int64_t n, const void *vw, const char *x, size_t xs, fl
 /* Q6_K x Q8_K: 6-bit values 0..63 (stored minus 32) times int8 scales per
  * 16 elements; the -32 offset is applied once per block through the bsums:
  * sum sc*(q-32)*x = sum sc*q*x - 32 * sum_j sc_j * bsum_j. */
-KR_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, __m256 *acc, const int NX)
-{
+KR_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, __m256 *acc, const int NX) {
     const kr_block_q6_K *w = vw;
     const int64_t nb = n / KR_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -284,46 +276,39 @@ KR_INLINE void acc_q6_K(int64_t n, const void *vw, const char *x, size_t xs, __m
 
 /* Rows end in hsum256 of acc_q6_K's accumulators (the AVX-512 table's
  * one-row Q6_K loop reduces eight rows' at once, with the same bits). */
-KR_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX)
-{
+KR_INLINE void body_q6_K(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {
     __m256 acc[MAXNX];
     acc_q6_K(n, vw, x, xs, acc, NX);
     for (int b = 0; b < NX; b++) y[b * ldy] = hsum256(acc[b]);
 }
 
 /* ---- float formats: weights and activations in the same type ---- */
-KR_INLINE __m256 load_f16x8(const kr_fp16 *p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
+KR_INLINE __m256 load_f16x8(const kr_fp16 *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
-KR_INLINE __m256 load_bf16x8(const kr_bf16 *p)
-{
+KR_INLINE __m256 load_bf16x8(const kr_bf16 *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-#define FLOAT_BODY(NAME, T, LOAD, SCALAR)                                                                        \
-    KR_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy,           \
-                          const int NX)                                                                         \
-    {                                                                                                           \
-        const T *w = vw;                                                                                        \
-        __m256 acc[MAXNX][2];                                                                                   \
-        for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm256_setzero_ps();                               \
-        int64_t i = 0;                                                                                          \
-        for (; i + 16 <= n; i += 16) {                                                                          \
-            const __m256 w0 = LOAD(w + i), w1 = LOAD(w + i + 8);                                                \
-            for (int b = 0; b < NX; b++) {                                                                      \
-                const T *xb = (const T *)(x + b * xs);                                                          \
-                acc[b][0] = _mm256_fmadd_ps(w0, LOAD(xb + i), acc[b][0]);                                       \
-                acc[b][1] = _mm256_fmadd_ps(w1, LOAD(xb + i + 8), acc[b][1]);                                   \
-            }                                                                                                   \
-        }                                                                                                       \
-        for (int b = 0; b < NX; b++) {                                                                          \
-            const T *xb = (const T *)(x + b * xs);                                                              \
-            float s = hsum256(_mm256_add_ps(acc[b][0], acc[b][1]));                                             \
-            for (int64_t j = i; j < n; j++) s += SCALAR(w[j]) * SCALAR(xb[j]);                                  \
-            y[b * ldy] = s;                                                                                     \
-        }                                                                                                       \
+#define FLOAT_BODY(NAME, T, LOAD, SCALAR)                                                                              \
+    KR_INLINE void NAME(int64_t n, const void *vw, const char *x, size_t xs, float *y, int64_t ldy, const int NX) {    \
+        const T *w = vw;                                                                                               \
+        __m256 acc[MAXNX][2];                                                                                          \
+        for (int b = 0; b < NX; b++) acc[b][0] = acc[b][1] = _mm256_setzero_ps();                                      \
+        int64_t i = 0;                                                                                                 \
+        for (; i + 16 <= n; i += 16) {                                                                                 \
+            const __m256 w0 = LOAD(w + i), w1 = LOAD(w + i + 8);                                                       \
+            for (int b = 0; b < NX; b++) {                                                                             \
+                const T *xb = (const T *)(x + b * xs);                                                                 \
+                acc[b][0] = _mm256_fmadd_ps(w0, LOAD(xb + i), acc[b][0]);                                              \
+                acc[b][1] = _mm256_fmadd_ps(w1, LOAD(xb + i + 8), acc[b][1]);                                          \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int b = 0; b < NX; b++) {                                                                                 \
+            const T *xb = (const T *)(x + b * xs);                                                                     \
+            float s = hsum256(_mm256_add_ps(acc[b][0], acc[b][1]));                                                    \
+            for (int64_t j = i; j < n; j++) s += SCALAR(w[j]) * SCALAR(xb[j]);                                         \
+            y[b * ldy] = s;                                                                                            \
+        }                                                                                                              \
     }
 
 #define F32_ID(v) (v)
@@ -333,21 +318,19 @@ FLOAT_BODY(body_f16, kr_fp16, load_f16x8, F16)
 FLOAT_BODY(body_bf16, kr_bf16, load_bf16x8, BF16_SCALAR)
 
 /* ---- wrappers: vec_dot (one row) and the NX-row variants ---- */
-#define DEFINE_DOT(SUFFIX, BODY)                                                                                  \
-    __attribute__((unused)) static void vec_dot_##SUFFIX(int64_t n, float *out, const void *w, const void *x)                         \
-    {                                                                                                           \
-        BODY(n, w, (const char *)x, 0, out, 0, 1);                                                              \
-    }                                                                                                           \
-    __attribute__((unused)) static void dotn_##SUFFIX(int64_t n, const void *w, const void *x, size_t xs, int nx, \
-                                                      float *y, int64_t ldy)                                    \
-    {                                                                                                           \
-        const char *xc = x;                                                                                     \
-        switch (nx) {                                                                                           \
-        case 1: BODY(n, w, xc, xs, y, ldy, 1); break;                                                           \
-        case 2: BODY(n, w, xc, xs, y, ldy, 2); break;                                                           \
-        case 3: BODY(n, w, xc, xs, y, ldy, 3); break;                                                           \
-        default: BODY(n, w, xc, xs, y, ldy, 4); break;                                                          \
-        }                                                                                                       \
+#define DEFINE_DOT(SUFFIX, BODY)                                                                                       \
+    __attribute__((unused)) static void vec_dot_##SUFFIX(int64_t n, float *out, const void *w, const void *x) {        \
+        BODY(n, w, (const char *)x, 0, out, 0, 1);                                                                     \
+    }                                                                                                                  \
+    __attribute__((unused)) static void dotn_##SUFFIX(int64_t n, const void *w, const void *x, size_t xs, int nx,      \
+                                                      float *y, int64_t ldy) {                                         \
+        const char *xc = x;                                                                                            \
+        switch (nx) {                                                                                                  \
+        case 1: BODY(n, w, xc, xs, y, ldy, 1); break;                                                                  \
+        case 2: BODY(n, w, xc, xs, y, ldy, 2); break;                                                                  \
+        case 3: BODY(n, w, xc, xs, y, ldy, 3); break;                                                                  \
+        default: BODY(n, w, xc, xs, y, ldy, 4); break;                                                                 \
+        }                                                                                                              \
     }
 
 DEFINE_DOT(q8_0, body_q8_0)
@@ -362,21 +345,16 @@ DEFINE_DOT(bf16, body_bf16)
 /* ---- activation quantizers ---- */
 
 /* 32 int32 lanes (four vectors) to 32 int8 in element order. */
-KR_INLINE __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d)
-{
+KR_INLINE __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     const __m256i ab = _mm256_packs_epi32(a, b); /* a0-3 b0-3 | a4-7 b4-7 */
     const __m256i cd = _mm256_packs_epi32(c, d);
     const __m256i abcd = _mm256_packs_epi16(ab, cd); /* a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7 */
     return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-KR_INLINE __m256 abs_ps(__m256 v)
-{
-    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-}
+KR_INLINE __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
-static void from_float_q8_0(const float *x, void *vy, int64_t n)
-{
+static void from_float_q8_0(const float *x, void *vy, int64_t n) {
     kr_block_q8_0 *y = vy;
     const int64_t nb = n / KR_QK8_0;
     for (int64_t i = 0; i < nb; i++, x += 32) {
@@ -400,8 +378,7 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n)
 /* Q8_K: the scale maps the largest magnitude to -127 (see the scalar
  * version); values round to nearest even like kr_nearest_int, and bsums
  * are summed from the packed bytes. */
-static void from_float_q8_K(const float *x, void *vy, int64_t n)
-{
+static void from_float_q8_K(const float *x, void *vy, int64_t n) {
     kr_block_q8_K *y = vy;
     const int64_t nb = n / KR_QK_K;
     for (int64_t i = 0; i < nb; i++, x += KR_QK_K) {
@@ -420,8 +397,8 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n)
         const __m256i ones = _mm256_set1_epi8(1);
         for (int j = 0; j < KR_QK_K; j += 32) {
             __m256i q[4];
-    #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
                 q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vs));
             }
             const __m256i q8 = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
@@ -450,8 +427,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n)
 
 static void x86_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                        int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
-                       int ith, int nth, const kr_x86_dotn_fn *dotn)
-{
+                       int ith, int nth, const kr_x86_dotn_fn *dotn) {
     if ((uint32_t)wtype >= KR_TYPE_COUNT) {
         return;
     }

@@ -13,16 +13,14 @@
 #include <immintrin.h>
 
 /* (v0 + v2) + (v1 + v3) */
-static inline float hsum128(__m128 v)
-{
+static inline float hsum128(__m128 v) {
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     v = _mm_add_ss(v, _mm_movehdup_ps(v));
     return _mm_cvtss_f32(v);
 }
 
 /* lanes i + i+4, then hsum128 */
-static inline float hsum256(__m256 v)
-{
+static inline float hsum256(__m256 v) {
     return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
 }
 
@@ -31,8 +29,7 @@ static inline float hsum256(__m256 v)
  * has the same bits whether it is reduced alone or in a group of eight.
  * Why: with 1024-column rows (4 K-quant blocks) a row's own reductions cost
  * as much as a block; the shuffles here are shared by eight rows. */
-static inline __m256 hsum256_x8(const __m256 a[8])
-{
+static inline __m256 hsum256_x8(const __m256 a[8]) {
     __m256 e[4];
     for (int k = 0; k < 4; k++) { /* [row 2k | row 2k+1], lanes i + i+4 */
         e[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x20),
@@ -47,8 +44,7 @@ static inline __m256 hsum256_x8(const __m256 a[8])
 }
 
 /* hsum128 of eight vectors at once, in hsum128's order ((0 + 2) + (1 + 3)). */
-static inline __m256 hsum128_x8(const __m128 v[8])
-{
+static inline __m256 hsum128_x8(const __m128 v[8]) {
     __m256 s[4];
     for (int k = 0; k < 4; k++) s[k] = _mm256_set_m128(v[k + 4], v[k]); /* [row k | row k+4] */
     const __m256 s01 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], 0x44), _mm256_shuffle_ps(s[0], s[1], 0xEE));

@@ -37,7 +37,7 @@ typedef __m512i vi;
 #define VI_SET1(i) _mm512_set1_epi32(i)
 #define VI_AS_F(v) _mm512_castsi512_ps(v)
 #define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define V_STORE_F16(p, v) \
+#define V_STORE_F16(p, v)                                                                                              \
     _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #else
 typedef __m256 vf;
@@ -66,8 +66,7 @@ typedef __m256i vi;
 #define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define V_STORE_F16(p, v) _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 
-static inline float hmax256(__m256 v)
-{
+static inline float hmax256(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
@@ -79,8 +78,7 @@ static inline float hmax256(__m256 v)
  * for e^r (Cephes' expf coefficients), 2^n put in the exponent. Inputs are
  * clamped to [-87.3, 88] (n stays within [-126, 127]), so very negative x
  * give ~1e-38 instead of 0 and x > 88 gives e^88. */
-static inline vf v_exp(vf x)
-{
+static inline vf v_exp(vf x) {
     x = V_MIN(V_MAX(x, V_SET1(-87.33654f)), V_SET1(88.0f));
     const vf n = V_ROUND(V_MUL(x, V_SET1(1.44269504088896341f)));
     vf r = V_FNMA(n, V_SET1(0.693359375f), x);
@@ -96,8 +94,7 @@ static inline vf v_exp(vf x)
     return V_MUL(p, VI_AS_F(pow2n));
 }
 
-static void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
-{
+static void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     vf acc0 = V_ZERO(), acc1 = V_ZERO();
     int64_t i = 0;
     for (; i + 2 * VW <= n; i += 2 * VW) {
@@ -117,8 +114,7 @@ static void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, flo
     for (; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
-static void ops_softmax(float *x, int64_t n)
-{
+static void ops_softmax(float *x, int64_t n) {
     if (n <= 0) {
         return;
     }
@@ -148,8 +144,7 @@ static void ops_softmax(float *x, int64_t n)
     for (; i < n; i++) x[i] *= inv;
 }
 
-static void ops_silu_mul(float *out, const float *gate, const float *up, int64_t n)
-{
+static void ops_silu_mul(float *out, const float *gate, const float *up, int64_t n) {
     int64_t i = 0;
     const vf one = V_SET1(1.0f);
     for (; i + VW <= n; i += VW) {
@@ -163,8 +158,7 @@ static void ops_silu_mul(float *out, const float *gate, const float *up, int64_t
     }
 }
 
-static float ops_dot_f32(const float *a, const float *b, int64_t n)
-{
+static float ops_dot_f32(const float *a, const float *b, int64_t n) {
     vf acc0 = V_ZERO(), acc1 = V_ZERO(), acc2 = V_ZERO(), acc3 = V_ZERO();
     int64_t i = 0;
     for (; i + 4 * VW <= n; i += 4 * VW) {
@@ -179,8 +173,7 @@ static float ops_dot_f32(const float *a, const float *b, int64_t n)
     return s;
 }
 
-static float ops_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
-{
+static float ops_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n) {
     vf acc0 = V_ZERO(), acc1 = V_ZERO();
     int64_t i = 0;
     for (; i + 2 * VW <= n; i += 2 * VW) {
@@ -193,16 +186,14 @@ static float ops_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n)
     return s;
 }
 
-static void ops_axpy_f32(float *y, float a, const float *x, int64_t n)
-{
+static void ops_axpy_f32(float *y, float a, const float *x, int64_t n) {
     const vf va = V_SET1(a);
     int64_t i = 0;
     for (; i + VW <= n; i += VW) V_STORE(y + i, V_FMA(va, V_LOAD(x + i), V_LOAD(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-static void ops_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n)
-{
+static void ops_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n) {
     const vf va = V_SET1(a);
     int64_t i = 0;
     for (; i + VW <= n; i += VW) V_STORE(y + i, V_FMA(va, V_LOAD_F16(x + i), V_LOAD(y + i)));
@@ -211,25 +202,20 @@ static void ops_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n)
 
 /* Hardware conversion rounds to nearest even exactly like the scalar one,
  * subnormals and overflow included. */
-static void ops_f32_to_f16(kr_fp16 *y, const float *x, int64_t n)
-{
+static void ops_f32_to_f16(kr_fp16 *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VW <= n; i += VW) V_STORE_F16(y + i, V_LOAD(x + i));
     for (; i < n; i++) y[i] = kr_fp32_to_fp16(x[i]);
 }
 
-static void ops_from_float_f16(const float *x, void *y, int64_t n)
-{
-    ops_f32_to_f16(y, x, n);
-}
+static void ops_from_float_f16(const float *x, void *y, int64_t n) { ops_f32_to_f16(y, x, n); }
 
 /* ---- small dense product C = A B^T (the KV scorer's q.k logits) ---- */
 
 /* The four lane sums of v0..v3 as one 128-bit vector: pairs are summed
  * within each 128-bit lane by unpack/shuffle, then the lanes are added, so
  * four dot products cost about one horizontal sum. */
-static inline __m128 v_sum4(vf v0, vf v1, vf v2, vf v3)
-{
+static inline __m128 v_sum4(vf v0, vf v1, vf v2, vf v3) {
 #if KR_X86_WIDTH == 16
     const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(v0, v1), _mm512_unpackhi_ps(v0, v1));
     const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(v2, v3), _mm512_unpackhi_ps(v2, v3));
@@ -258,11 +244,10 @@ static inline __m128 v_sum4(vf v0, vf v1, vf v2, vf v3)
  * v_sum4, a k tail added in scalar. Always inlined so that mr and b_f16 are
  * constants in each copy. */
 static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t ldc, const float *a, int64_t lda,
-                                                             const char *b, size_t ldb, const bool b_f16,
-                                                             int64_t k, const int mr)
-{
-#define GEMM_LOAD_B(row, t)                                                                                     \
-    (b_f16 ? V_LOAD_F16((const kr_fp16 *)(b + (row) * ldb) + (t)) : V_LOAD((const float *)(b + (row) * ldb) + (t)))
+                                                             const char *b, size_t ldb, const bool b_f16, int64_t k,
+                                                             const int mr) {
+#define GEMM_LOAD_B(row, t)                                                                                            \
+    (b_f16 ? V_LOAD_F16((const kr_fp16 *)(b + (row)*ldb) + (t)) : V_LOAD((const float *)(b + (row)*ldb) + (t)))
     vf acc[GEMM_MR][4];
     for (int i = 0; i < mr; i++) {
         for (int j = 0; j < 4; j++) acc[i][j] = V_ZERO();
@@ -301,9 +286,8 @@ static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t l
 /* Blocks of 4 B rows (kept in L1) against all A rows, GEMM_MR at a time;
  * the last n % 4 columns as single dot products. */
 static inline __attribute__((always_inline)) void gemm_nt_body(float *c, int64_t ldc, const float *a, int64_t lda,
-                                                               const char *b, size_t ldb, const bool b_f16,
-                                                               int64_t m, int64_t n, int64_t k)
-{
+                                                               const char *b, size_t ldb, const bool b_f16, int64_t m,
+                                                               int64_t n, int64_t k) {
     int64_t j = 0;
     for (; j + 4 <= n; j += 4) {
         int64_t i = 0;
@@ -324,8 +308,7 @@ static inline __attribute__((always_inline)) void gemm_nt_body(float *c, int64_t
 }
 
 static void ops_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
-                        int64_t m, int64_t n, int64_t k)
-{
+                        int64_t m, int64_t n, int64_t k) {
     if (b_f16) {
         gemm_nt_body(c, ldc, a, lda, b, ldb, true, m, n, k);
     } else {

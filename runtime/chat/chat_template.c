@@ -21,14 +21,28 @@
 static const char *const family_names[] = {"chatml", "qwen3", "deepseek-r1", "llama3", "llama3.1"};
 #define N_FAMILIES ((int)(sizeof family_names / sizeof family_names[0]))
 
-#define R1_BOS "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"   /* <｜begin▁of▁sentence｜> */
-#define R1_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"     /* <｜end▁of▁sentence｜> */
-#define R1_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>"                                         /* <｜User｜> */
-#define R1_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"                            /* <｜Assistant｜> */
-#define R1_TOOL_OUTPUTS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define R1_TOOL_OUTPUTS_END "<\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81" "end\xef\xbd\x9c>"
-#define R1_TOOL_OUTPUT_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define R1_TOOL_OUTPUT_END "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define R1_BOS                                                                                                         \
+    "<\xef\xbd\x9c"                                                                                                    \
+    "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>" /* <｜begin▁of▁sentence｜> */
+#define R1_EOS                                                                                                         \
+    "<\xef\xbd\x9c"                                                                                                    \
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>" /* <｜end▁of▁sentence｜> */
+#define R1_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>"         /* <｜User｜> */
+#define R1_ASSISTANT                                                                                                   \
+    "<\xef\xbd\x9c"                                                                                                    \
+    "Assistant\xef\xbd\x9c>" /* <｜Assistant｜> */
+#define R1_TOOL_OUTPUTS_BEGIN                                                                                          \
+    "<\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81"                                                                 \
+    "begin\xef\xbd\x9c>"
+#define R1_TOOL_OUTPUTS_END                                                                                            \
+    "<\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81"                                                                 \
+    "end\xef\xbd\x9c>"
+#define R1_TOOL_OUTPUT_BEGIN                                                                                           \
+    "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81"                                                                  \
+    "begin\xef\xbd\x9c>"
+#define R1_TOOL_OUTPUT_END                                                                                             \
+    "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81"                                                                  \
+    "end\xef\xbd\x9c>"
 
 #define LLAMA3_DEFAULT_DATE "26 Jul 2024"
 
@@ -50,8 +64,9 @@ kara_status kara_chat_template_by_name(const char *name, kara_chat_template *out
             template_init(out, (kara_chat_family)i);
             return KARA_OK;
         }
-    return kr_set_error(KARA_ERR_ARG, "unknown chat template '%s' (known: chatml, qwen3, deepseek-r1, llama3, llama3.1)",
-                          name ? name : "(null)");
+    return kr_set_error(KARA_ERR_ARG,
+                        "unknown chat template '%s' (known: chatml, qwen3, deepseek-r1, llama3, llama3.1)",
+                        name ? name : "(null)");
 }
 
 /* Llama 3.2's template stamps today's date ("%d %b %Y") when the renderer
@@ -78,9 +93,12 @@ static void find_default_system(const char *jinja, char *out, size_t size) {
     const char *p = strstr(jinja, "<|im_start|>system");
     if (!p) return;
     p += strlen("<|im_start|>system");
-    if (*p == '\n') p++;
-    else if (p[0] == '\\' && p[1] == 'n') p += 2;
-    else return;
+    if (*p == '\n')
+        p++;
+    else if (p[0] == '\\' && p[1] == 'n')
+        p += 2;
+    else
+        return;
     const char *end = strstr(p, "<|im_end|>");
     if (!end) return;
     size_t o = 0;
@@ -136,8 +154,9 @@ kara_status kara_chat_template_from_model(const kara_model *model, const char *n
     size_t len;
     if (!kara_model_meta_str(model, "tokenizer.chat_template", probe, sizeof probe, &len)) {
         template_init(out, KARA_CHAT_CHATML);
-        kr_log(KARA_LOG_WARN, "the model has no tokenizer.chat_template; using the chatml template "
-                                "(choose another with --chat-template)");
+        kr_log(KARA_LOG_WARN,
+               "the model has no tokenizer.chat_template; using the chatml template "
+               "(choose another with --chat-template)");
         return KARA_OK;
     }
     char *text = malloc(len + 1);
@@ -146,8 +165,9 @@ kara_status kara_chat_template_from_model(const kara_model *model, const char *n
     bool known = kara_chat_template_detect(text, out);
     free(text);
     if (!known)
-        kr_log(KARA_LOG_WARN, "tokenizer.chat_template is not one of the known families (chatml, qwen3, "
-                                "deepseek-r1, llama3, llama3.1); falling back to chatml");
+        kr_log(KARA_LOG_WARN,
+               "tokenizer.chat_template is not one of the known families (chatml, qwen3, "
+               "deepseek-r1, llama3, llama3.1); falling back to chatml");
     return KARA_OK;
 }
 
@@ -197,11 +217,11 @@ static str_view rstrip_nl(str_view v) {
 static size_t space_at(const unsigned char *p, size_t n) {
     if (n >= 1 && ((p[0] >= 0x09 && p[0] <= 0x0d) || (p[0] >= 0x1c && p[0] <= 0x20))) return 1;
     if (n >= 2 && p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) return 2;
-    if (n >= 3 && p[0] == 0xe1 && p[1] == 0x9a && p[2] == 0x80) return 3;           /* U+1680 */
-    if (n >= 3 && p[0] == 0xe2 && p[1] == 0x80 &&
-        (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf)) return 3;    /* U+2000..200A, 2028, 2029, 202F */
-    if (n >= 3 && p[0] == 0xe2 && p[1] == 0x81 && p[2] == 0x9f) return 3;           /* U+205F */
-    if (n >= 3 && p[0] == 0xe3 && p[1] == 0x80 && p[2] == 0x80) return 3;           /* U+3000 */
+    if (n >= 3 && p[0] == 0xe1 && p[1] == 0x9a && p[2] == 0x80) return 3; /* U+1680 */
+    if (n >= 3 && p[0] == 0xe2 && p[1] == 0x80 && (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf))
+        return 3;                                                         /* U+2000..200A, 2028, 2029, 202F */
+    if (n >= 3 && p[0] == 0xe2 && p[1] == 0x81 && p[2] == 0x9f) return 3; /* U+205F */
+    if (n >= 3 && p[0] == 0xe3 && p[1] == 0x80 && p[2] == 0x80) return 3; /* U+3000 */
     return 0;
 }
 
@@ -280,7 +300,7 @@ static bool is_tool_response(const char *s) {
     size_t n = strlen(s);
     static const char open[] = "<tool_response>", close[] = "</tool_response>";
     return n >= sizeof open - 1 && n >= sizeof close - 1 && !strncmp(s, open, sizeof open - 1) &&
-           !strcmp(s + n - (sizeof close - 1), close);
+        !strcmp(s + n - (sizeof close - 1), close);
 }
 
 /* Qwen3 (Qwen3-8B's tokenizer_config.json, no tools): assistant turns up to
@@ -333,8 +353,10 @@ static void render_qwen3(out_buf *o, const kara_chat_template *t, const kara_cha
     }
     if (gen) {
         put(o, "<|im_start|>assistant\n");
-        if (t->prefill_think) put(o, think ? "<think>\n" : "<think>\n\n</think>\n\n");
-        else if (!think) put(o, "<think>\n\n</think>\n\n");
+        if (t->prefill_think)
+            put(o, think ? "<think>\n" : "<think>\n\n</think>\n\n");
+        else if (!think)
+            put(o, "<think>\n\n</think>\n\n");
     }
 }
 
@@ -425,7 +447,7 @@ kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_mess
     for (size_t i = 0; i < n_msgs; i++)
         if (!msgs[i].role || !msgs[i].content)
             return kr_set_error(KARA_ERR_ARG, "kara_chat_apply: message %zu has no %s", i,
-                                  msgs[i].role ? "content" : "role");
+                                msgs[i].role ? "content" : "role");
     out_buf o = {buf, size, 0};
     switch (tmpl->family) {
     case KARA_CHAT_CHATML: render_chatml(&o, tmpl, msgs, n_msgs, add_generation_prompt); break;

@@ -47,8 +47,7 @@ kara_status kr_error_prefix(kara_status st, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof last_error)
-        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", inner);
+    if (n >= 0 && (size_t)n < sizeof last_error) snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", inner);
     return st;
 }
 

@@ -36,9 +36,12 @@ static void quote(const char *s, char *buf, size_t size) {
     buf[n++] = '"';
     for (; *s && n + 6 < size; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') n += (size_t)snprintf(buf + n, size - n, "\\%c", ch);
-        else if (ch < 0x20 || ch == 0x7f) n += (size_t)snprintf(buf + n, size - n, "\\x%02x", ch);
-        else buf[n++] = (char)ch;
+        if (ch == '"' || ch == '\\')
+            n += (size_t)snprintf(buf + n, size - n, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", ch);
+        else
+            buf[n++] = (char)ch;
     }
     buf[n++] = '"';
     buf[n] = 0;
@@ -68,8 +71,10 @@ size_t kara_config_format(const kara_config *c, char *buf, size_t size) {
         }
         char val[KARA_CONFIG_PATH_MAX + 16], text[2 * KARA_CONFIG_PATH_MAX + 64];
         kr_config_fmt_value(&keys[i], c, val, sizeof val);
-        if (keys[i].type == K_STRING) quote(val, text, sizeof text);
-        else snprintf(text, sizeof text, "%s", val);
+        if (keys[i].type == K_STRING)
+            quote(val, text, sizeof text);
+        else
+            snprintf(text, sizeof text, "%s", val);
         int w = depth * 2 + (int)strlen(p) + 2 + (int)strlen(text);
         out(&o, "%*s%s: %s%*s  # %s\n", depth * 2, "", p, text, w < 40 ? 40 - w : 0, "", c->origin[i]);
         prev = key;

@@ -27,11 +27,11 @@ typedef enum key_type {
 typedef struct key_spec {
     const char *key;
     key_type type;
-    size_t off;                   /* offset of the field in kara_config */
-    size_t size;                  /* sizeof the field */
-    double min, max;              /* inclusive range (list elements, N of stride:N and K/N) */
-    const kr_enum_name *names;  /* K_ENUM: the names; numbers: special words such as auto */
-    size_t aux;                   /* K_INT_LIST: offset of the count; K_SHARD: of shard_count */
+    size_t off;                /* offset of the field in kara_config */
+    size_t size;               /* sizeof the field */
+    double min, max;           /* inclusive range (list elements, N of stride:N and K/N) */
+    const kr_enum_name *names; /* K_ENUM: the names; numbers: special words such as auto */
+    size_t aux;                /* K_INT_LIST: offset of the count; K_SHARD: of shard_count */
 } key_spec;
 
 /* A parsed value, held until the whole value is known to be good, so a bad

@@ -16,7 +16,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 #include "config_impl.h"
 #include "kv_params.h"
 #include "status.h"
@@ -30,11 +29,11 @@
 
 static const kr_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
 static const kr_enum_name think_names[] = {
-    {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},   {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
+    {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
 
-#define MAX_SLOTS (1 << 20)   /* upper bound of slot and step counts */
-#define MAX_TOKENS (1 << 24)  /* upper bound of token counts and positions */
+#define MAX_SLOTS (1 << 20)  /* upper bound of slot and step counts */
+#define MAX_TOKENS (1 << 24) /* upper bound of token counts and positions */
 
 /* Output order: keys of one section stay together, sections nest by prefix. */
 const key_spec kr_config_keys[] = {
@@ -155,9 +154,12 @@ static const struct {
     uint64_t mult;
 } size_units[] = {
     {"B", 1},
-    {"KB", 1000ULL},       {"KiB", 1ULL << 10},
-    {"MB", 1000000ULL},    {"MiB", 1ULL << 20},
-    {"GB", 1000000000ULL}, {"GiB", 1ULL << 30},
+    {"KB", 1000ULL},
+    {"KiB", 1ULL << 10},
+    {"MB", 1000000ULL},
+    {"MiB", 1ULL << 20},
+    {"GB", 1000000000ULL},
+    {"GiB", 1ULL << 30},
 };
 #define N_SIZE_UNITS (sizeof size_units / sizeof size_units[0])
 
@@ -195,8 +197,10 @@ static bool parse_u64(const char *s, uint64_t *out) {
 }
 
 static void fmt_bound(const key_spec *k, double v, char *buf, size_t size) {
-    if (k->type == K_FLOAT) snprintf(buf, size, "%g", v);
-    else snprintf(buf, size, "%.0f", v);
+    if (k->type == K_FLOAT)
+        snprintf(buf, size, "%g", v);
+    else
+        snprintf(buf, size, "%.0f", v);
 }
 
 static bool out_of_range(const key_spec *k, double v, const char *text, char *err, size_t esz) {
@@ -428,8 +432,10 @@ bool kr_config_parse_value(const key_spec *k, const char *s, value *v, char *err
 }
 
 static void store_int(void *p, size_t size, int64_t v) {
-    if (size == sizeof(bool)) *(bool *)p = v != 0;
-    else *(int32_t *)p = (int32_t)v;
+    if (size == sizeof(bool))
+        *(bool *)p = v != 0;
+    else
+        *(int32_t *)p = (int32_t)v;
 }
 
 static int64_t load_int(const void *p, size_t size) {
@@ -495,15 +501,19 @@ void kr_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, siz
     switch (k->type) {
     case K_INT: {
         int64_t v = load_int(p, k->size);
-        if (k->names && (name = kr_enum_to_name(k->names, (int)v))) snprintf(buf, size, "%s", name);
-        else snprintf(buf, size, "%lld", (long long)v);
+        if (k->names && (name = kr_enum_to_name(k->names, (int)v)))
+            snprintf(buf, size, "%s", name);
+        else
+            snprintf(buf, size, "%lld", (long long)v);
         break;
     }
     case K_U64: snprintf(buf, size, "%llu", (unsigned long long)*(const uint64_t *)p); break;
     case K_SIZE: {
         uint64_t v = *(const uint64_t *)p;
-        if (k->names && v == 0) snprintf(buf, size, "%s", kr_enum_to_name(k->names, 0));
-        else fmt_size(v, buf, size);
+        if (k->names && v == 0)
+            snprintf(buf, size, "%s", kr_enum_to_name(k->names, 0));
+        else
+            fmt_size(v, buf, size);
         break;
     }
     case K_FLOAT: fmt_float(*(const float *)p, buf, size); break;
@@ -524,13 +534,13 @@ void kr_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, siz
     }
     case K_LAYERS: {
         int32_t v = *(const int32_t *)p;
-        if (v <= 1) snprintf(buf, size, "all");
-        else snprintf(buf, size, "stride:%d", v);
+        if (v <= 1)
+            snprintf(buf, size, "all");
+        else
+            snprintf(buf, size, "stride:%d", v);
         break;
     }
-    case K_SHARD:
-        snprintf(buf, size, "%d/%d", *(const int32_t *)p + 1, *(const int32_t *)(base + k->aux));
-        break;
+    case K_SHARD: snprintf(buf, size, "%d/%d", *(const int32_t *)p + 1, *(const int32_t *)(base + k->aux)); break;
     }
 }
 
@@ -622,4 +632,3 @@ const char *kara_config_origin(const kara_config *c, const char *key) {
     int i = kr_config_find_key(key);
     return i < 0 ? NULL : c->origin[i];
 }
-

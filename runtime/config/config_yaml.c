@@ -22,8 +22,7 @@ typedef struct loader {
 } loader;
 
 static kara_status at_error(const loader *ld, yaml_mark_t m, const char *key, const char *msg) {
-    if (key)
-        return kr_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s: %s", ld->name, m.line + 1, m.column + 1, key, msg);
+    if (key) return kr_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s: %s", ld->name, m.line + 1, m.column + 1, key, msg);
     return kr_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: %s", ld->name, m.line + 1, m.column + 1, msg);
 }
 
@@ -54,7 +53,7 @@ static const char *scalar_text(const yaml_node_t *n) { return (const char *)n->d
  * "" is a real empty string. */
 static bool is_null_node(const yaml_node_t *n) {
     return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-           kr_config_is_null_text(scalar_text(n));
+        kr_config_is_null_text(scalar_text(n));
 }
 
 static kara_status apply_node(loader *ld, int ki, yaml_node_t *n) {
@@ -110,8 +109,10 @@ static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix
         if (ki >= 0) {
             st = apply_node(ld, ki, vn);
         } else if (kr_config_is_section(path)) {
-            if (vn->type == YAML_MAPPING_NODE) st = walk_mapping(ld, vn, path);
-            else if (is_null_node(vn)) st = KARA_OK; /* a section with every key commented out */
+            if (vn->type == YAML_MAPPING_NODE)
+                st = walk_mapping(ld, vn, path);
+            else if (is_null_node(vn))
+                st = KARA_OK; /* a section with every key commented out */
             else {
                 char msg[400];
                 snprintf(msg, sizeof msg, "'%s' is a section and needs keys below it, got %s", path, node_kind(vn));
@@ -137,12 +138,14 @@ static kara_status syntax_error(const loader *ld, const yaml_parser_t *p, const 
     if (p->error == YAML_READER_ERROR) {
         m.line = m.column = 0;
         for (size_t i = 0; i < p->problem_offset && i < len; i++) {
-            if (text[i] == '\n') m.line++, m.column = 0;
-            else m.column++;
+            if (text[i] == '\n')
+                m.line++, m.column = 0;
+            else
+                m.column++;
         }
     }
-    snprintf(msg, sizeof msg, "invalid YAML: %s%s%s", p->problem ? p->problem : "syntax error",
-             p->context ? " " : "", p->context ? p->context : "");
+    snprintf(msg, sizeof msg, "invalid YAML: %s%s%s", p->problem ? p->problem : "syntax error", p->context ? " " : "",
+             p->context ? p->context : "");
     return at_error(ld, m, NULL, msg);
 }
 
@@ -169,10 +172,13 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
     } else {
         ld.doc = &doc;
         yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if (!root || is_null_node(root)) st = KARA_OK; /* empty file: nothing to change */
+        if (!root || is_null_node(root))
+            st = KARA_OK; /* empty file: nothing to change */
         else if (root->type != YAML_MAPPING_NODE)
-            st = at_error(&ld, root->start_mark, NULL, "the top level must be a mapping of sections (model:, sampling:, ...)");
-        else st = walk_mapping(&ld, root, "");
+            st = at_error(&ld, root->start_mark, NULL,
+                          "the top level must be a mapping of sections (model:, sampling:, ...)");
+        else
+            st = walk_mapping(&ld, root, "");
         if (st == KARA_OK) {
             /* A second document ("---") would be silently ignored: refuse it. */
             yaml_document_t next;
@@ -206,10 +212,12 @@ kara_status kara_config_load(kara_config *c, const char *path) {
     bool bad = ferror(f);
     fclose(f);
     kara_status st;
-    if (bad) st = kr_set_error(KARA_ERR_IO, "%s: read error", path);
-    else if (n > MAX_CONFIG) st = kr_set_error(KARA_ERR_CONFIG, "%s: larger than %d bytes; not a config file", path, MAX_CONFIG);
-    else st = kara_config_load_text(c, buf, (long)n, path);
+    if (bad)
+        st = kr_set_error(KARA_ERR_IO, "%s: read error", path);
+    else if (n > MAX_CONFIG)
+        st = kr_set_error(KARA_ERR_CONFIG, "%s: larger than %d bytes; not a config file", path, MAX_CONFIG);
+    else
+        st = kara_config_load_text(c, buf, (long)n, path);
     free(buf);
     return st;
 }
-

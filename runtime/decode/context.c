@@ -147,8 +147,8 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->seq_next = calloc((size_t)params->n_seq_max, sizeof(int32_t));
     c->mem_bytes += c->kv.budget;
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->gate || !c->up || !c->proj || !c->rope_cs ||
-        !c->att_scores || !c->att_q || !c->logits || !c->slot || !c->out_rows ||
-        !c->entry_pos || !c->entry_seq || !c->entry_last || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
+        !c->att_scores || !c->att_q || !c->logits || !c->slot || !c->out_rows || !c->entry_pos || !c->entry_seq ||
+        !c->entry_last || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
         kara_context_free(c);
         return kr_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
     }
@@ -161,8 +161,8 @@ void kara_context_free(kara_context *c) {
     kr_kv_free(&c->kv);
     kr_kv_policy_free(&c->policy);
     free(c->entry_last);
-    float *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->attn, c->gate, c->up, c->proj, c->rope_cs, c->att_scores, c->att_q,
-                     c->logits};
+    float *bufs[] = {c->x,  c->xn,   c->q,       c->k,          c->v,     c->attn,  c->gate,
+                     c->up, c->proj, c->rope_cs, c->att_scores, c->att_q, c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < KR_TYPE_COUNT; t++) free(c->act[t].data);
     free(c->slot);
@@ -182,16 +182,14 @@ int32_t kr_context_seq_blocks(const kara_context *c, int32_t seq) { return c->kv
 int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
 int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
 
-
 /* Check every entry and make room for all of them before any work, so a
  * failing call leaves every sequence exactly as it was. */
 static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     const kara_model *m = c->model;
-    if (!b || b->n_tokens < 1 || !b->tokens)
-        return kr_set_error(KARA_ERR_ARG, "kara_decode: empty batch");
+    if (!b || b->n_tokens < 1 || !b->tokens) return kr_set_error(KARA_ERR_ARG, "kara_decode: empty batch");
     if (b->n_tokens > c->n_batch)
         return kr_set_error(KARA_ERR_ARG, "kara_decode: batch of %d entries exceeds n_batch %d", b->n_tokens,
-                              c->n_batch);
+                            c->n_batch);
     int32_t n_seq = c->kv.n_seq_max;
     int32_t *counts = c->seq_counts, *next = c->seq_next;
     for (int32_t s = 0; s < n_seq; s++) {
@@ -201,24 +199,23 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     for (int32_t i = 0; i < b->n_tokens; i++) {
         int32_t seq = b->seq_id ? b->seq_id[i] : 0;
         if (b->tokens[i] < 0 || b->tokens[i] >= m->hp.n_vocab)
-            return kr_set_error(KARA_ERR_TOKEN, "kara_decode: entry %d has token %d outside [0, %d)", i,
-                                  b->tokens[i], m->hp.n_vocab);
+            return kr_set_error(KARA_ERR_TOKEN, "kara_decode: entry %d has token %d outside [0, %d)", i, b->tokens[i],
+                                m->hp.n_vocab);
         if (seq < 0 || seq >= n_seq)
-            return kr_set_error(KARA_ERR_ARG, "kara_decode: entry %d has sequence %d outside [0, %d)", i, seq,
-                                  n_seq);
+            return kr_set_error(KARA_ERR_ARG, "kara_decode: entry %d has sequence %d outside [0, %d)", i, seq, n_seq);
         int32_t pos = b->pos ? b->pos[i] : next[seq];
         if (pos < next[seq])
             return kr_set_error(KARA_ERR_ARG,
-                                  "kara_decode: entry %d of sequence %d has position %d, expected %d or later", i,
-                                  seq, pos, next[seq]);
+                                "kara_decode: entry %d of sequence %d has position %d, expected %d or later", i, seq,
+                                pos, next[seq]);
         if (pos >= c->n_ctx)
             return kr_set_error(KARA_ERR_CONTEXT_FULL,
-                                  "sequence %d is full: position %d is past the context of %d positions", seq, pos,
-                                  c->n_ctx);
+                                "sequence %d is full: position %d is past the context of %d positions", seq, pos,
+                                c->n_ctx);
         if (c->kv.seqs[seq].n + counts[seq] + 1 > c->n_ctx)
             return kr_set_error(KARA_ERR_CONTEXT_FULL,
-                                  "sequence %d is full: %d tokens do not fit the context of %d tokens", seq,
-                                  c->kv.seqs[seq].n + counts[seq] + 1, c->n_ctx);
+                                "sequence %d is full: %d tokens do not fit the context of %d tokens", seq,
+                                c->kv.seqs[seq].n + counts[seq] + 1, c->n_ctx);
         c->entry_pos[i] = pos;
         c->entry_seq[i] = seq;
         next[seq] = pos + 1;
@@ -253,9 +250,9 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
     }
     if (need > c->kv.n_free)
         return kr_set_error(KARA_ERR_KV_BUDGET,
-                              "KV budget exhausted: this batch needs %lld more blocks (%llu bytes), %d of %d are free",
-                              (long long)need, (unsigned long long)need * c->kv.bytes_per_block, c->kv.n_free,
-                              c->kv.n_blocks);
+                            "KV budget exhausted: this batch needs %lld more blocks (%llu bytes), %d of %d are free",
+                            (long long)need, (unsigned long long)need * c->kv.bytes_per_block, c->kv.n_free,
+                            c->kv.n_blocks);
     /* every check has passed: evict within the shares, take the blocks */
     for (int32_t s = 0; s < n_seq; s++)
         if (counts[s]) {
@@ -318,24 +315,23 @@ kara_status kara_seq_admit(kara_context *c, int32_t seq, int32_t n_prompt, int32
         return kr_set_error(KARA_ERR_ARG, "kara_seq_admit: invalid arguments");
     if (n_prompt > c->n_ctx)
         return kr_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n_prompt,
-                              c->n_ctx);
+                            c->n_ctx);
     const kr_kv_plan *plan = &c->policy.plan;
     char why[512];
     if (!kr_kv_plan_holds(plan, n_prompt, n_predict, why, sizeof why))
         return kr_set_error(KARA_ERR_KV_BUDGET, "the KV budget cannot hold this request: %s", why);
-    int64_t blocks = kr_kv_plan_blocks(plan, kr_kv_plan_peak_slots(plan, n_prompt, n_predict)) +
-                     plan->reserve_blocks;
+    int64_t blocks = kr_kv_plan_blocks(plan, kr_kv_plan_peak_slots(plan, n_prompt, n_predict)) + plan->reserve_blocks;
     int64_t avail = c->kv.n_free + c->kv.seqs[seq].n_blocks;
     if (blocks > avail)
-        return kr_set_error(KARA_ERR_KV_BUDGET,
-                              "the KV budget cannot hold this request now: %d prompt tokens under method %s need %lld "
-                              "blocks (%llu bytes of KV, reserve_blocks included) but %lld blocks (%llu bytes) are "
-                              "free; raise kv_cache.budget to at least %llu bytes",
-                              n_prompt, kara_kv_method_name(plan->p.method), (long long)blocks,
-                              (unsigned long long)blocks * c->kv.bytes_per_block, (long long)avail,
-                              (unsigned long long)avail * c->kv.bytes_per_block,
-                              (unsigned long long)(blocks * (int64_t)c->kv.bytes_per_block +
-                                                   (int64_t)c->policy.reserved_bytes));
+        return kr_set_error(
+            KARA_ERR_KV_BUDGET,
+            "the KV budget cannot hold this request now: %d prompt tokens under method %s need %lld "
+            "blocks (%llu bytes of KV, reserve_blocks included) but %lld blocks (%llu bytes) are "
+            "free; raise kv_cache.budget to at least %llu bytes",
+            n_prompt, kara_kv_method_name(plan->p.method), (long long)blocks,
+            (unsigned long long)blocks * c->kv.bytes_per_block, (long long)avail,
+            (unsigned long long)avail * c->kv.bytes_per_block,
+            (unsigned long long)(blocks * (int64_t)c->kv.bytes_per_block + (int64_t)c->policy.reserved_bytes));
     return KARA_OK;
 }
 

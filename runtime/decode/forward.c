@@ -30,9 +30,9 @@ typedef struct matmul_job {
     int n_w;
     const kr_weight *w[MAX_PRODUCTS];
     float *y[MAX_PRODUCTS];
-    const float *x;       /* input rows, n_cols floats each */
+    const float *x; /* input rows, n_cols floats each */
     int64_t n_cols;
-    int32_t n;            /* rows */
+    int32_t n;                      /* rows */
     kr_act_buf *conv[MAX_PRODUCTS]; /* activation buffers to fill (NULL: none) */
 } matmul_job;
 
@@ -138,8 +138,8 @@ static int32_t next_chunk(const kara_context *c, int32_t from, int32_t n, int32_
  * for Qwen3-0.6B) fills the miss queues and stalls the loop, and into L1
  * it evicts the block being read (docs/PERFORMANCE.md, session 5, "Decode
  * at depth, step by step"). */
-static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1, size_t head_bytes,
-                                 size_t slot_bytes, int32_t n_rows) {
+static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1, size_t head_bytes, size_t slot_bytes,
+                                 int32_t n_rows) {
     const uint8_t *p = (const uint8_t *)block_base + (size_t)h0 * head_bytes;
     const size_t span = (size_t)(h1 - h0) * head_bytes;
     for (int32_t r = 0; r < n_rows; r++, p += slot_bytes)
@@ -311,7 +311,7 @@ kara_status kr_forward(kara_context *c, const kara_batch *b) {
         c->slot[i] = kr_kv_append(&c->kv, seq, c->entry_pos[i]);
         kr_kv_policy_on_append(&c->policy, seq, c->slot[i], b->tokens[i], c->seq_counts[seq]);
         kr_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, b->tokens[i], e,
-                                   c->x + (size_t)i * e);
+                                 c->x + (size_t)i * e);
     }
     rope_tables(c, n);
 

@@ -79,13 +79,13 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     }
     if (params->max_queue < 1 || params->prefill_chunk < 2 || params->max_repeat_last_n < 0)
         return kr_set_error(KARA_ERR_ARG,
-                              "kara_engine_create: max_queue must be >= 1, prefill_chunk >= 2, max_repeat_last_n >= 0");
+                            "kara_engine_create: max_queue must be >= 1, prefill_chunk >= 2, max_repeat_last_n >= 0");
     int32_t n_slots = kr_context_n_seq_max(ctx), n_batch = kara_context_n_batch(ctx);
     if (n_batch < n_slots + 2)
         return kr_set_error(KARA_ERR_ARG,
-                              "kara_engine_create: the context's n_batch (%d) must be at least n_seq_max + 2 (%d): "
-                              "every running sequence decodes one token per step and a prompt chunk needs room",
-                              n_batch, n_slots + 2);
+                            "kara_engine_create: the context's n_batch (%d) must be at least n_seq_max + 2 (%d): "
+                            "every running sequence decodes one token per step and a prompt chunk needs room",
+                            n_batch, n_slots + 2);
     kara_engine *e = calloc(1, sizeof *e);
     if (!e) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
     e->ctx = ctx;
@@ -161,13 +161,13 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
     if (!r->prompt || r->n_prompt < 1) return kr_set_error(KARA_ERR_ARG, "the prompt is empty");
     if (r->n_prompt >= e->n_ctx)
         return kr_set_error(KARA_ERR_CONTEXT_FULL,
-                              "the prompt has %d tokens but the context holds %d positions (room is needed for at "
-                              "least one generated token)",
-                              r->n_prompt, e->n_ctx);
+                            "the prompt has %d tokens but the context holds %d positions (room is needed for at "
+                            "least one generated token)",
+                            r->n_prompt, e->n_ctx);
     for (int32_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab)
-            return kr_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
-                                  r->prompt[i], i, e->n_vocab);
+            return kr_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d", r->prompt[i],
+                                i, e->n_vocab);
     if (r->max_tokens < -1 || r->reasoning_budget < -1)
         return kr_set_error(KARA_ERR_ARG, "max_tokens and reasoning_budget must be >= -1");
     if (r->n_stop < 0 || r->n_stop > KARA_MAX_STOP_STRINGS)
@@ -181,28 +181,27 @@ kara_status kara_engine_submit(kara_engine *e, const kara_engine_request *r) {
     if (sp->repeat_last_n < 0 || sp->repeat_last_n > e->p.max_repeat_last_n || sp->repeat_penalty <= 0 ||
         sp->top_p <= 0 || sp->min_p > 1 || isnan(sp->temperature))
         return kr_set_error(KARA_ERR_ARG,
-                              "invalid sampling parameters (repeat_last_n 0..%d, repeat_penalty > 0, top_p > 0, "
-                              "min_p <= 1)",
-                              e->p.max_repeat_last_n);
+                            "invalid sampling parameters (repeat_last_n 0..%d, repeat_penalty > 0, top_p > 0, "
+                            "min_p <= 1)",
+                            e->p.max_repeat_last_n);
     /* a request that cannot fit even in an empty pool fails now */
     bool capped;
     int32_t G = max_generated(e, r, &capped);
     char why[512];
-    if (!kr_batch_method_holds(e, r->n_prompt, G, why, sizeof why))
-        return kr_set_error(KARA_ERR_KV_BUDGET, "%s", why);
+    if (!kr_batch_method_holds(e, r->n_prompt, G, why, sizeof why)) return kr_set_error(KARA_ERR_KV_BUDGET, "%s", why);
     const kr_kv_plan *plan = kr_context_kv_plan(e->ctx);
     int64_t need = kr_batch_request_blocks(e, r->n_prompt, G) + plan->reserve_blocks;
     if (need > plan->n_blocks)
         return kr_set_error(KARA_ERR_KV_BUDGET,
-                              "the KV budget cannot hold this request: %d prompt tokens and up to %d generated ones "
-                              "need %lld blocks (%llu bytes) under method %s, the pool has %d blocks (%llu bytes); "
-                              "lower max_tokens or raise kv_cache.budget",
-                              r->n_prompt, G, (long long)need, (unsigned long long)(need * (int64_t)plan->block_bytes),
-                              kara_kv_method_name(plan->p.method), plan->n_blocks,
-                              (unsigned long long)plan->n_blocks * plan->block_bytes);
+                            "the KV budget cannot hold this request: %d prompt tokens and up to %d generated ones "
+                            "need %lld blocks (%llu bytes) under method %s, the pool has %d blocks (%llu bytes); "
+                            "lower max_tokens or raise kv_cache.budget",
+                            r->n_prompt, G, (long long)need, (unsigned long long)(need * (int64_t)plan->block_bytes),
+                            kara_kv_method_name(plan->p.method), plan->n_blocks,
+                            (unsigned long long)plan->n_blocks * plan->block_bytes);
     if (e->q_len >= e->p.max_queue)
         return kr_set_error(KARA_ERR_ARG, "kara_engine_submit: the queue is full (%d requests); step first",
-                              e->p.max_queue);
+                            e->p.max_queue);
     e->queue[(e->q_head + e->q_len) % e->p.max_queue] = *r;
     e->q_len++;
     return KARA_OK;
@@ -221,12 +220,15 @@ static kara_status slot_start(kara_engine *e, kr_batch_slot *s, const kara_engin
     sp.seed = kara_engine_seed(r->sampling.seed, r->id);
     bool capped;
     int32_t max_gen = max_generated(e, r, &capped);
-    kr_gen_request gr = {max_gen, capped ? KARA_STOP_CONTEXT_FULL : KARA_STOP_MAX_TOKENS, r->reasoning_budget,
-                           r->ignore_eog, false, r->split_thinking};
+    kr_gen_request gr = {max_gen,
+                         capped ? KARA_STOP_CONTEXT_FULL : KARA_STOP_MAX_TOKENS,
+                         r->reasoning_budget,
+                         r->ignore_eog,
+                         false,
+                         r->split_thinking};
     gr.in_think = r->think_start == KARA_THINK_START_THINK ||
-                  (r->think_start == KARA_THINK_START_AUTO &&
-                   kr_prompt_opens_think(e->model, r->prompt, r->n_prompt, KR_BATCH_TAIL_TOKENS, e->tail,
-                                           e->gm.piece_cap));
+        (r->think_start == KARA_THINK_START_AUTO &&
+         kr_prompt_opens_think(e->model, r->prompt, r->n_prompt, KR_BATCH_TAIL_TOKENS, e->tail, e->gm.piece_cap));
     kara_status st = kr_gen_seq_start(&s->out, &sp, &gr, r->stop, r->n_stop, r->prompt, r->n_prompt);
     if (st) return st;
     s->req = *r;
@@ -299,8 +301,8 @@ static void admit(kara_engine *e) {
         int32_t G = waiting ? waiting->max_gen : max_generated(e, r, &capped);
         int64_t need = waiting ? waiting->peak_blocks : kr_batch_request_blocks(e, r->n_prompt, G);
         bool fits = kara_seq_admit(e->ctx, slot_index(e, s), r->n_prompt, G) == KARA_OK &&
-                    (e->p.optimistic_admission ||
-                     need + growth + kr_context_kv_plan(e->ctx)->reserve_blocks <= kr_context_blocks_free(e->ctx));
+            (e->p.optimistic_admission ||
+             need + growth + kr_context_kv_plan(e->ctx)->reserve_blocks <= kr_context_blocks_free(e->ctx));
         if (!fits && running > 0) return; /* wait for running requests to finish */
         if (waiting) {
             /* fits, or nothing runs: an empty pool holds it (checked at submit) */
@@ -532,8 +534,7 @@ kara_status kara_engine_step(kara_engine *e) {
         if (st && decode_appended(e)) {
             /* the forward pass ran and the KV policy failed after it: the
              * tokens are in the cache and the logits are valid, so go on */
-            kr_log(KARA_LOG_WARN, "batch engine: %s (after the step was decoded; continuing)",
-                     kara_last_error());
+            kr_log(KARA_LOG_WARN, "batch engine: %s (after the step was decoded; continuing)", kara_last_error());
             st = KARA_OK;
         }
         if (st != KARA_ERR_KV_BUDGET) break;

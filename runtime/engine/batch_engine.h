@@ -31,20 +31,20 @@ typedef enum kr_batch_slot_state {
 /* One running (or preempted, or just finished) request. */
 typedef struct kr_batch_slot {
     kr_batch_slot_state state;
-    kara_engine_request req;   /* as submitted (prompt and stop pointers are the caller's) */
-    uint64_t order;            /* first admission: smaller is older */
-    int32_t *tokens;           /* prompt + generated (the last one may be pending), n_ctx */
+    kara_engine_request req; /* as submitted (prompt and stop pointers are the caller's) */
+    uint64_t order;          /* first admission: smaller is older */
+    int32_t *tokens;         /* prompt + generated (the last one may be pending), n_ctx */
     int32_t n_tok, n_prompt, n_fed;
-    int32_t n_fed_max;         /* most ever fed: tokens below it are recomputed */
-    int32_t max_gen;           /* generated tokens allowed (request, then the context size) */
-    int64_t peak_blocks;       /* admission estimate of its largest footprint */
+    int32_t n_fed_max;   /* most ever fed: tokens below it are recomputed */
+    int32_t max_gen;     /* generated tokens allowed (request, then the context size) */
+    int64_t peak_blocks; /* admission estimate of its largest footprint */
     int32_t n_preempted;
-    kr_gen_seq out;          /* sampler, forced close, text stream, counters, how it ended */
-    size_t ostart, orel;        /* next byte of out.ts.buf to hand out; end of what may be handed out */
+    kr_gen_seq out;      /* sampler, forced close, text stream, counters, how it ended */
+    size_t ostart, orel; /* next byte of out.ts.buf to hand out; end of what may be handed out */
     bool done_reported;
     char error[KR_BATCH_ERROR_MAX];
-    int32_t logits_row;         /* row of its logits in the last decode, -1 */
-    int32_t batch_n;            /* entries it has in the batch being built */
+    int32_t logits_row; /* row of its logits in the last decode, -1 */
+    int32_t batch_n;    /* entries it has in the batch being built */
 } kr_batch_slot;
 
 struct kara_engine {
@@ -63,8 +63,8 @@ struct kara_engine {
     int32_t *b_tok, *b_pos, *b_seq;
     int8_t *b_logits;
 
-    kr_gen_model gm;         /* forced-close tokens and piece scratch, for every slot */
-    char *tail;                /* rendered tail of a prompt */
+    kr_gen_model gm; /* forced-close tokens and piece scratch, for every slot */
+    char *tail;      /* rendered tail of a prompt */
 
     /* events of the last step */
     int32_t ev_slot;

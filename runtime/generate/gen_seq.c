@@ -15,8 +15,8 @@ kara_status kr_gen_model_init(kr_gen_model *gm, const kara_model *m) {
     gm->piece_cap = kr_longest_piece(m);
     gm->bos = kara_token_bos(m);
     char kind[16];
-    gm->strip_bos_space = kara_model_meta_str(m, "tokenizer.ggml.model", kind, sizeof kind, NULL) &&
-                          !strcmp(kind, "llama");
+    gm->strip_bos_space =
+        kara_model_meta_str(m, "tokenizer.ggml.model", kind, sizeof kind, NULL) && !strcmp(kind, "llama");
     gm->piece = malloc((size_t)gm->piece_cap + 8);
     if (!gm->piece) return kr_set_error(KARA_ERR_NOMEM, "out of memory for token text");
     kara_status st = kr_think_close_init(&gm->close, m);
@@ -48,7 +48,7 @@ void kr_gen_seq_free(kr_gen_seq *s) {
 }
 
 kara_status kr_gen_seq_start(kr_gen_seq *s, const kara_sampler_params *sp, const kr_gen_request *req,
-                               const char *const *stop, int n_stop, const int32_t *prompt, int32_t n_prompt) {
+                             const char *const *stop, int n_stop, const int32_t *prompt, int32_t n_prompt) {
     if (sp) {
         kara_status st = kr_sampler_reconfigure(s->smp, sp);
         if (st) return st;
@@ -89,7 +89,7 @@ bool kr_gen_seq_next(kr_gen_seq *s, kr_gen_model *gm, const float *logits, size_
     }
     bool was_thinking = s->ts.split.in_think;
     bool forced = kr_think_force_next(&s->force, &gm->close, s->ts.split.in_think, s->ts.think_ends_nl, s->n_think,
-                                        s->req.reasoning_budget, tok);
+                                      s->req.reasoning_budget, tok);
     if (forced) {
         kara_sampler_accept(s->smp, *tok);
     } else if (kara_sampler_sample(s->smp, logits, tok) != KARA_OK) {
@@ -114,8 +114,7 @@ bool kr_gen_seq_next(kr_gen_seq *s, kr_gen_model *gm, const float *logits, size_
     s->prev = *tok;
     if (len > 0) push_text(s, gm, text, (size_t)len, false, from);
     if (s->ts.overflow) {
-        kr_gen_seq_finish(s, kr_set_error(KARA_ERR_INTERNAL, "generation output buffer overflow"),
-                            KARA_STOP_NONE);
+        kr_gen_seq_finish(s, kr_set_error(KARA_ERR_INTERNAL, "generation output buffer overflow"), KARA_STOP_NONE);
         return false;
     }
     if (s->final) return false; /* a stop string: the token need not be decoded */

@@ -24,10 +24,10 @@
 typedef struct kr_gen_model {
     const kara_model *model;
     int32_t n_vocab;
-    int32_t piece_cap;        /* longest token text */
-    char *piece;              /* [UTF-8 hold (<= 3)][token text], piece_cap + 8 bytes */
+    int32_t piece_cap; /* longest token text */
+    char *piece;       /* [UTF-8 hold (<= 3)][token text], piece_cap + 8 bytes */
     int32_t bos;
-    bool strip_bos_space;     /* SentencePiece vocabularies: the word after BOS loses its space prefix */
+    bool strip_bos_space; /* SentencePiece vocabularies: the word after BOS loses its space prefix */
     kr_think_close close;
 } kr_gen_model;
 
@@ -37,11 +37,11 @@ void kr_gen_model_free(kr_gen_model *gm);
 /* What one generation is asked for (kara_generator_params and
  * kara_engine_request both map onto it). */
 typedef struct kr_gen_request {
-    int32_t max_tokens;            /* -1: no limit */
-    kara_stop_reason at_max;       /* reason reported when max_tokens is reached */
-    int32_t reasoning_budget;      /* -1: unlimited */
+    int32_t max_tokens;       /* -1: no limit */
+    kara_stop_reason at_max;  /* reason reported when max_tokens is reached */
+    int32_t reasoning_budget; /* -1: unlimited */
     bool ignore_eog;
-    bool in_think;                 /* output starts inside a think block */
+    bool in_think; /* output starts inside a think block */
     bool split_thinking;
 } kr_gen_request;
 
@@ -50,9 +50,9 @@ typedef struct kr_gen_seq {
     kr_think_force force;
     kr_text_stream ts;
     kr_gen_request req;
-    int32_t prev;                  /* the last token fed or chosen */
+    int32_t prev; /* the last token fed or chosen */
     int32_t n_generated, n_think, n_forced;
-    kara_status final;             /* KARA_OK while running; DONE, STOPPED or an error */
+    kara_status final; /* KARA_OK while running; DONE, STOPPED or an error */
     kara_stop_reason reason;
     bool flushed;
 } kr_gen_seq;
@@ -67,7 +67,7 @@ void kr_gen_seq_free(kr_gen_seq *s);
  * else keeps its random state; the prompt goes into its repetition
  * history. Stop strings are checked by the caller (1..KR_STOP_MAX_LEN). */
 kara_status kr_gen_seq_start(kr_gen_seq *s, const kara_sampler_params *sp, const kr_gen_request *req,
-                               const char *const *stop, int n_stop, const int32_t *prompt, int32_t n_prompt);
+                             const char *const *stop, int n_stop, const int32_t *prompt, int32_t n_prompt);
 
 /* The next token from logits: true with *tok set when it is to be decoded;
  * false when the generation has ended (s->final and s->reason say why: an

@@ -23,7 +23,7 @@
 #include "text_pipeline.h"
 #include "monotonic_clock.h"
 
-#define TAIL_TOKENS 8        /* prompt tokens examined to see whether it ends inside <think> */
+#define TAIL_TOKENS 8 /* prompt tokens examined to see whether it ends inside <think> */
 
 struct kara_generator {
     kara_context *ctx;
@@ -34,16 +34,16 @@ struct kara_generator {
     /* what this generator has put into a sequence, to reuse a common prefix */
     int32_t *hist;
     int32_t n_hist;
-    int32_t hist_seq;        /* -1: nothing known */
-    int32_t seq;             /* sequence of the current start */
-    int32_t pos;             /* next position in it */
+    int32_t hist_seq; /* -1: nothing known */
+    int32_t seq;      /* sequence of the current start */
+    int32_t pos;      /* next position in it */
     int32_t *batch_pos, *batch_seq;
     int8_t *batch_logits;
 
-    kr_gen_model gm;       /* forced-close tokens, piece scratch */
-    kr_gen_seq out;        /* token choice and text of the current start (gen_seq.h) */
-    char *tail;              /* rendered tail of the prompt */
-    size_t ostart;           /* next byte of out.ts.buf to hand out */
+    kr_gen_model gm;                           /* forced-close tokens, piece scratch */
+    kr_gen_seq out;                            /* token choice and text of the current start (gen_seq.h) */
+    char *tail;                                /* rendered tail of the prompt */
+    size_t ostart;                             /* next byte of out.ts.buf to hand out */
     kr_stop_text stops[KARA_MAX_STOP_STRINGS]; /* the stop strings, copied at create */
 
     bool started;
@@ -74,12 +74,12 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     }
     if (p->n_stop < 0 || p->n_stop > KARA_MAX_STOP_STRINGS)
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: n_stop %d outside [0, %d]", p->n_stop,
-                              KARA_MAX_STOP_STRINGS);
+                            KARA_MAX_STOP_STRINGS);
     for (int i = 0; i < p->n_stop; i++) {
         size_t n = p->stop[i] ? strlen(p->stop[i]) : 0;
         if (n < 1 || n > KR_STOP_MAX_LEN)
             return kr_set_error(KARA_ERR_ARG, "kara_generator_create: stop string %d must have 1..%d bytes", i,
-                                  KR_STOP_MAX_LEN);
+                                KR_STOP_MAX_LEN);
     }
     if (p->max_tokens < -1 || p->reasoning_budget < -1)
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: max_tokens and reasoning_budget must be >= -1");
@@ -217,19 +217,18 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     if (n < 1) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: the prompt is empty");
     if (seq_id < 0) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: sequence %d is negative", seq_id);
     if (n > g->n_ctx)
-        return kr_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n,
-                              g->n_ctx);
+        return kr_set_error(KARA_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d", n, g->n_ctx);
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= g->n_vocab)
-            return kr_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d",
-                                  tokens[i], i, g->n_vocab);
+            return kr_set_error(KARA_ERR_TOKEN, "prompt token %d (at %d) is outside the vocabulary of %d", tokens[i], i,
+                                g->n_vocab);
     double t0 = kr_monotonic_seconds();
     memset(&g->stats, 0, sizeof g->stats);
     g->stats.n_prompt = n;
 
     /* reuse what the sequence already holds when it is a prefix of the prompt */
     bool reuse = g->hist_seq == seq_id && g->n_hist < n && kara_seq_n_past(g->ctx, seq_id) == g->n_hist &&
-                 !memcmp(g->hist, tokens, (size_t)g->n_hist * sizeof *tokens);
+        !memcmp(g->hist, tokens, (size_t)g->n_hist * sizeof *tokens);
     g->seq = seq_id;
     if (!reuse) {
         kara_status st = kara_seq_clear(g->ctx, seq_id);
@@ -251,11 +250,11 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
 
     /* the sampler keeps its random state: a repeated prompt (a regenerated
      * reply) must get a new draw */
-    kr_gen_request req = {g->p.max_tokens, KARA_STOP_MAX_TOKENS, g->p.reasoning_budget, g->p.ignore_eog, false,
-                            g->p.split_thinking};
+    kr_gen_request req = {g->p.max_tokens, KARA_STOP_MAX_TOKENS, g->p.reasoning_budget, g->p.ignore_eog,
+                          false,           g->p.split_thinking};
     req.in_think = g->p.think_start == KARA_THINK_START_THINK ||
-                   (g->p.think_start == KARA_THINK_START_AUTO &&
-                    kr_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->gm.piece_cap));
+        (g->p.think_start == KARA_THINK_START_AUTO &&
+         kr_prompt_opens_think(g->model, tokens, n, TAIL_TOKENS, g->tail, g->gm.piece_cap));
     st = kr_gen_seq_start(&g->out, NULL, &req, (const char *const *)g->p.stop, g->p.n_stop, tokens, n);
     if (st) return st;
     g->ostart = 0;

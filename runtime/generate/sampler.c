@@ -15,11 +15,11 @@ typedef struct candidate {
 struct kara_sampler {
     kara_sampler_params p;
     uint64_t rng;
-    candidate *cand;      /* one candidate per token of the vocabulary */
-    int32_t cap;          /* n_vocab */
-    int32_t *history;     /* ring of the last repeat_last_n tokens */
+    candidate *cand;  /* one candidate per token of the vocabulary */
+    int32_t cap;      /* n_vocab */
+    int32_t *history; /* ring of the last repeat_last_n tokens */
     int32_t hist_n, hist_head;
-    int32_t hist_cap;     /* entries allocated for history */
+    int32_t hist_cap; /* entries allocated for history */
 };
 
 void kara_sampler_params_init(kara_sampler_params *p) {
@@ -43,8 +43,8 @@ kara_status kara_sampler_create(const kara_sampler_params *p, int32_t n_vocab, k
     if (n_vocab < 1) return kr_set_error(KARA_ERR_ARG, "kara_sampler_create: n_vocab %d < 1", n_vocab);
     if (p->repeat_last_n < 0 || p->repeat_penalty <= 0 || p->top_p <= 0 || p->min_p > 1 || isnan(p->temperature))
         return kr_set_error(KARA_ERR_ARG,
-                              "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
-                              "min_p <= 1)");
+                            "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
+                            "min_p <= 1)");
     kara_sampler *s = calloc(1, sizeof *s);
     if (!s) return kr_set_error(KARA_ERR_NOMEM, "out of memory");
     s->p = *p;
@@ -81,11 +81,11 @@ kara_status kr_sampler_reconfigure(kara_sampler *s, const kara_sampler_params *p
     if (!s || !p) return kr_set_error(KARA_ERR_ARG, "kr_sampler_reconfigure: NULL argument");
     if (p->repeat_last_n < 0 || p->repeat_penalty <= 0 || p->top_p <= 0 || p->min_p > 1 || isnan(p->temperature))
         return kr_set_error(KARA_ERR_ARG,
-                              "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
-                              "min_p <= 1)");
+                            "sampler: invalid parameters (repeat_last_n >= 0, repeat_penalty > 0, top_p > 0, "
+                            "min_p <= 1)");
     if (p->repeat_last_n > s->hist_cap)
         return kr_set_error(KARA_ERR_ARG, "sampler: repeat_last_n %d exceeds the %d this sampler was created for",
-                              p->repeat_last_n, s->hist_cap);
+                            p->repeat_last_n, s->hist_cap);
     s->p = *p;
     kara_sampler_reset(s);
     return KARA_OK;
@@ -146,7 +146,8 @@ kara_status kara_sampler_sample(kara_sampler *s, const float *logits, int32_t *t
     candidate *c = s->cand;
     for (int32_t i = 0; i < n_vocab; i++) {
         float l = logits[i];
-        if (s->p.repeat_penalty != 1.0f && penalised(s, i)) l = l > 0 ? l / s->p.repeat_penalty : l * s->p.repeat_penalty;
+        if (s->p.repeat_penalty != 1.0f && penalised(s, i))
+            l = l > 0 ? l / s->p.repeat_penalty : l * s->p.repeat_penalty;
         c[i].id = i;
         c[i].logit = l;
     }

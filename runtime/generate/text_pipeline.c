@@ -17,7 +17,7 @@ size_t kr_utf8_complete(const char *s, size_t n) {
 }
 
 long kr_stop_find(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
-                    size_t from) {
+                  size_t from) {
     long best = -1;
     for (int i = 0; i < n_stop; i++) {
         size_t m = text_len[i];
@@ -32,8 +32,8 @@ long kr_stop_find(const kr_stop_text *text, const size_t *text_len, int n_stop, 
     return best;
 }
 
-size_t kr_stop_holdback(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf,
-                          size_t len, size_t start) {
+size_t kr_stop_holdback(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
+                        size_t start) {
     size_t avail = len - start, best = 0;
     for (int i = 0; i < n_stop; i++) {
         size_t m = text_len[i];
@@ -47,7 +47,7 @@ size_t kr_stop_holdback(const kr_stop_text *text, const size_t *text_len, int n_
 }
 
 bool kr_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
-                             int32_t piece_cap) {
+                           int32_t piece_cap) {
     size_t len = 0;
     for (int32_t i = n > tail_tokens ? n - tail_tokens : 0; i < n; i++) {
         int32_t k = 0;
@@ -64,8 +64,7 @@ static kara_status tokenize_close(const kara_model *m, const char *text, int32_t
     *n = 0;
     if (!kara_model_has_tokenizer(m)) return KARA_OK; /* the budget is inert */
     if (kara_tokenize(m, text, -1, ids, KR_THINK_CLOSE_MAX_TOKENS, false, true, &k) != KARA_OK)
-        return kr_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\" in %d tokens", text,
-                              KR_THINK_CLOSE_MAX_TOKENS);
+        return kr_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\" in %d tokens", text, KR_THINK_CLOSE_MAX_TOKENS);
     *n = k;
     return KARA_OK;
 }
@@ -76,8 +75,8 @@ kara_status kr_think_close_init(kr_think_close *c, const kara_model *m) {
     return st;
 }
 
-bool kr_think_force_next(kr_think_force *f, const kr_think_close *c, bool in_think, bool ends_nl,
-                           int32_t n_think, int32_t budget, int32_t *tok) {
+bool kr_think_force_next(kr_think_force *f, const kr_think_close *c, bool in_think, bool ends_nl, int32_t n_think,
+                         int32_t budget, int32_t *tok) {
     if (f->left == 0 && in_think && budget >= 0 && n_think >= budget) {
         f->next = ends_nl ? c->plain : c->nl;
         f->left = ends_nl ? c->n_plain : c->n_nl;
@@ -123,7 +122,7 @@ static void on_split(void *user, kara_channel channel, const char *text, size_t 
 }
 
 long kr_text_stream_push(kr_text_stream *ts, char *scratch, const char *text, size_t len, bool end_of_stream,
-                           size_t from) {
+                         size_t from) {
     size_t before = ts->len;
     memmove(scratch + ts->n_utf8, text, len);
     memcpy(scratch, ts->utf8, (size_t)ts->n_utf8);

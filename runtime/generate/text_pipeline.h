@@ -22,16 +22,16 @@ typedef char kr_stop_text[KR_STOP_MAX_LEN + 1];
 size_t kr_utf8_complete(const char *s, size_t n);
 /* Offset of the earliest complete stop string in buf[from..len), or -1. */
 long kr_stop_find(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
-                    size_t from);
+                  size_t from);
 /* Length of the longest suffix of buf[start..len) that is a proper prefix
  * of a stop string: it must wait for the next bytes. */
-size_t kr_stop_holdback(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf,
-                          size_t len, size_t start);
+size_t kr_stop_holdback(const kr_stop_text *text, const size_t *text_len, int n_stop, const char *buf, size_t len,
+                        size_t start);
 /* Does the prompt end inside a think block ("<think>" then only white
  * space)? Decided on the text of its last tail_tokens tokens, rendered into
  * tail (room for tail_tokens * piece_cap bytes). */
 bool kr_prompt_opens_think(const kara_model *m, const int32_t *tokens, int32_t n, int32_t tail_tokens, char *tail,
-                             int32_t piece_cap);
+                           int32_t piece_cap);
 
 /* The text of one generation on its way out: token bytes wait for whole
  * UTF-8 characters, the think splitter tags each byte thinking or answer,
@@ -42,16 +42,16 @@ typedef struct kr_text_stream {
     kr_stop_text stop[KARA_MAX_STOP_STRINGS];
     size_t stop_len[KARA_MAX_STOP_STRINGS];
     int n_stop;
-    size_t stop_max;          /* longest stop string */
+    size_t stop_max; /* longest stop string */
     kr_think_splitter split;
-    bool answer_only;         /* thinking is not split off: every byte is answer */
-    bool think_ends_nl;       /* the thinking text so far ends with '\n' */
-    char utf8[4];             /* an incomplete UTF-8 character held back */
+    bool answer_only;   /* thinking is not split off: every byte is answer */
+    bool think_ends_nl; /* the thinking text so far ends with '\n' */
+    char utf8[4];       /* an incomplete UTF-8 character held back */
     int n_utf8;
     char *buf;
     uint8_t *chan;
     size_t cap, len;
-    bool overflow;            /* more than cap bytes (a sizing bug, reported by the owner) */
+    bool overflow; /* more than cap bytes (a sizing bug, reported by the owner) */
 } kr_text_stream;
 
 /* Copy the stop strings (each 1..KR_STOP_MAX_LEN bytes, checked by the
@@ -66,7 +66,7 @@ void kr_text_stream_reset(kr_text_stream *ts, bool in_think, bool split_thinking
  * longest stop + 1); returns the offset of one found (the buffer is cut
  * there) or -1. */
 long kr_text_stream_push(kr_text_stream *ts, char *scratch, const char *text, size_t len, bool end_of_stream,
-                           size_t from);
+                         size_t from);
 /* Bytes at the end of buf[start..len) that could still become a stop
  * string and must wait. */
 size_t kr_text_stream_holdback(const kr_text_stream *ts, size_t start);
@@ -98,7 +98,7 @@ typedef struct kr_think_force {
  * way, or the sequence is thinking (in_think) and n_think has reached a
  * budget >= 0, which starts one (ends_nl: the thinking so far ends with
  * '\n'). False when the token is to be sampled. */
-bool kr_think_force_next(kr_think_force *f, const kr_think_close *c, bool in_think, bool ends_nl,
-                           int32_t n_think, int32_t budget, int32_t *tok);
+bool kr_think_force_next(kr_think_force *f, const kr_think_close *c, bool in_think, bool ends_nl, int32_t n_think,
+                         int32_t budget, int32_t *tok);
 
 #endif

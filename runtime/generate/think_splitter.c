@@ -22,8 +22,7 @@ static void emit_held(kr_think_splitter *s, kr_think_emit_fn emit, void *user) {
     s->n_held = 0;
 }
 
-void kr_think_splitter_feed(kr_think_splitter *s, const char *text, size_t len, kr_think_emit_fn emit,
-                              void *user) {
+void kr_think_splitter_feed(kr_think_splitter *s, const char *text, size_t len, kr_think_emit_fn emit, void *user) {
     size_t run = 0; /* start of the bytes passed through unchanged, not yet emitted */
     for (size_t i = 0; i < len; i++) {
         const char *tag = wanted_tag(s);
@@ -55,6 +54,4 @@ void kr_think_splitter_feed(kr_think_splitter *s, const char *text, size_t len, 
     if (s->n_held == 0 && len > run) emit(user, channel_of(s), text + run, len - run);
 }
 
-void kr_think_splitter_flush(kr_think_splitter *s, kr_think_emit_fn emit, void *user) {
-    emit_held(s, emit, user);
-}
+void kr_think_splitter_flush(kr_think_splitter *s, kr_think_emit_fn emit, void *user) { emit_held(s, emit, user); }

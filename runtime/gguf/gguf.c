@@ -54,7 +54,8 @@ typedef struct cursor {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static kara_status fail(uint64_t offset, const char *fmt, ...) {
+static kara_status
+fail(uint64_t offset, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -92,10 +93,17 @@ static kara_status read_str(cursor *c, kara_gguf_str *s, const char *what) {
 
 static uint64_t fixed_size(kara_gguf_vtype t) {
     switch (t) {
-    case KARA_GGUF_UINT8: case KARA_GGUF_INT8: case KARA_GGUF_BOOL: return 1;
-    case KARA_GGUF_UINT16: case KARA_GGUF_INT16: return 2;
-    case KARA_GGUF_UINT32: case KARA_GGUF_INT32: case KARA_GGUF_FLOAT32: return 4;
-    case KARA_GGUF_UINT64: case KARA_GGUF_INT64: case KARA_GGUF_FLOAT64: return 8;
+    case KARA_GGUF_UINT8:
+    case KARA_GGUF_INT8:
+    case KARA_GGUF_BOOL: return 1;
+    case KARA_GGUF_UINT16:
+    case KARA_GGUF_INT16: return 2;
+    case KARA_GGUF_UINT32:
+    case KARA_GGUF_INT32:
+    case KARA_GGUF_FLOAT32: return 4;
+    case KARA_GGUF_UINT64:
+    case KARA_GGUF_INT64:
+    case KARA_GGUF_FLOAT64: return 8;
     default: return 0;
     }
 }
@@ -107,14 +115,54 @@ static void decode_scalar(kara_gguf_vtype t, const uint8_t *p, kara_gguf_value *
     case KARA_GGUF_UINT8: v->v.u64 = p[0]; break;
     case KARA_GGUF_BOOL: v->v.u64 = p[0] != 0; break;
     case KARA_GGUF_INT8: v->v.i64 = (int8_t)p[0]; break;
-    case KARA_GGUF_UINT16: { uint16_t x; memcpy(&x, p, 2); v->v.u64 = x; break; }
-    case KARA_GGUF_INT16: { int16_t x; memcpy(&x, p, 2); v->v.i64 = x; break; }
-    case KARA_GGUF_UINT32: { uint32_t x; memcpy(&x, p, 4); v->v.u64 = x; break; }
-    case KARA_GGUF_INT32: { int32_t x; memcpy(&x, p, 4); v->v.i64 = x; break; }
-    case KARA_GGUF_FLOAT32: { float x; memcpy(&x, p, 4); v->v.f64 = x; break; }
-    case KARA_GGUF_UINT64: { uint64_t x; memcpy(&x, p, 8); v->v.u64 = x; break; }
-    case KARA_GGUF_INT64: { int64_t x; memcpy(&x, p, 8); v->v.i64 = x; break; }
-    case KARA_GGUF_FLOAT64: { double x; memcpy(&x, p, 8); v->v.f64 = x; break; }
+    case KARA_GGUF_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        v->v.u64 = x;
+        break;
+    }
+    case KARA_GGUF_INT16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        v->v.i64 = x;
+        break;
+    }
+    case KARA_GGUF_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        v->v.u64 = x;
+        break;
+    }
+    case KARA_GGUF_INT32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        v->v.i64 = x;
+        break;
+    }
+    case KARA_GGUF_FLOAT32: {
+        float x;
+        memcpy(&x, p, 4);
+        v->v.f64 = x;
+        break;
+    }
+    case KARA_GGUF_UINT64: {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        v->v.u64 = x;
+        break;
+    }
+    case KARA_GGUF_INT64: {
+        int64_t x;
+        memcpy(&x, p, 8);
+        v->v.i64 = x;
+        break;
+    }
+    case KARA_GGUF_FLOAT64: {
+        double x;
+        memcpy(&x, p, 8);
+        v->v.f64 = x;
+        break;
+    }
     default: break;
     }
 }
@@ -136,8 +184,8 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
     uint64_t es = fixed_size(a->type);
     if (es) {
         if (n > left / es)
-            return fail(at, "array of %llu %s elements exceeds the %llu bytes left in the file",
-                        (unsigned long long)n, kara_gguf_vtype_name(a->type), (unsigned long long)left);
+            return fail(at, "array of %llu %s elements exceeds the %llu bytes left in the file", (unsigned long long)n,
+                        kara_gguf_vtype_name(a->type), (unsigned long long)left);
         a->data = c->base + c->pos;
         c->pos += n * es;
         return KARA_OK;
@@ -184,9 +232,7 @@ static kara_status read_value(kara_gguf *g, cursor *c, kara_gguf_vtype t, kara_g
     return read_array(g, c, &v->v.arr, depth);
 }
 
-static bool str_eq_str(kara_gguf_str a, kara_gguf_str b) {
-    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
-}
+static bool str_eq_str(kara_gguf_str a, kara_gguf_str b) { return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0; }
 
 static kara_status read_kvs(kara_gguf *g, cursor *c) {
     for (uint64_t i = 0; i < g->n_kv; i++) {
@@ -242,8 +288,8 @@ static kara_status read_tensor_infos(kara_gguf *g, cursor *c) {
         const kr_type_info *ti = kr_type_get(t->type);
         if (!ti || ti->internal) return fail(at, "tensor '%.*s' has unknown type id %u", nl, t->name.ptr, t->type);
         if (t->ne[0] % ti->block_size != 0)
-            return fail(at, "tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nl,
-                        t->name.ptr, (long long)t->ne[0], ti->name, ti->block_size);
+            return fail(at, "tensor '%.*s' row length %lld is not a multiple of the %s block size %d", nl, t->name.ptr,
+                        (long long)t->ne[0], ti->name, ti->block_size);
         uint64_t nblocks = nelem / (uint64_t)ti->block_size;
         if (nblocks > UINT64_MAX / (uint64_t)ti->type_size)
             return fail(at, "tensor '%.*s' byte size overflows", nl, t->name.ptr);
@@ -335,9 +381,7 @@ kara_status kr_gguf_parse(const void *data, size_t size, kara_gguf **out) {
     return KARA_OK;
 }
 
-kara_status kara_gguf_open(const char *path, kara_gguf **out) {
-    return kr_gguf_open_mode(path, false, out);
-}
+kara_status kara_gguf_open(const char *path, kara_gguf **out) { return kr_gguf_open_mode(path, false, out); }
 
 kara_status kr_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out) {
     if (!out) return kr_set_error(KARA_ERR_ARG, "kara_gguf_open: out is NULL");
@@ -382,9 +426,7 @@ uint64_t kara_gguf_data_offset(const kara_gguf *g) { return g->data_offset; }
 uint64_t kara_gguf_n_kv(const kara_gguf *g) { return g->n_kv; }
 uint64_t kara_gguf_n_tensors(const kara_gguf *g) { return g->n_tensors; }
 
-const kara_gguf_kv *kara_gguf_kv_at(const kara_gguf *g, uint64_t i) {
-    return i < g->n_kv ? &g->kv[i] : NULL;
-}
+const kara_gguf_kv *kara_gguf_kv_at(const kara_gguf *g, uint64_t i) { return i < g->n_kv ? &g->kv[i] : NULL; }
 
 const kara_gguf_tensor *kara_gguf_tensor_at(const kara_gguf *g, uint64_t i) {
     return i < g->n_tensors ? &g->tensors[i] : NULL;
@@ -409,7 +451,7 @@ const kara_gguf_tensor *kara_gguf_find_tensor(const kara_gguf *g, const char *na
 
 static bool is_unsigned(kara_gguf_vtype t) {
     return t == KARA_GGUF_UINT8 || t == KARA_GGUF_UINT16 || t == KARA_GGUF_UINT32 || t == KARA_GGUF_UINT64 ||
-           t == KARA_GGUF_BOOL;
+        t == KARA_GGUF_BOOL;
 }
 static bool is_signed(kara_gguf_vtype t) {
     return t == KARA_GGUF_INT8 || t == KARA_GGUF_INT16 || t == KARA_GGUF_INT32 || t == KARA_GGUF_INT64;
@@ -418,15 +460,24 @@ static bool is_signed(kara_gguf_vtype t) {
 bool kara_gguf_get_u64(const kara_gguf *g, const char *key, uint64_t *out) {
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return false;
-    if (is_unsigned(kv->value.type)) { *out = kv->value.v.u64; return true; }
-    if (is_signed(kv->value.type) && kv->value.v.i64 >= 0) { *out = (uint64_t)kv->value.v.i64; return true; }
+    if (is_unsigned(kv->value.type)) {
+        *out = kv->value.v.u64;
+        return true;
+    }
+    if (is_signed(kv->value.type) && kv->value.v.i64 >= 0) {
+        *out = (uint64_t)kv->value.v.i64;
+        return true;
+    }
     return false;
 }
 
 bool kara_gguf_get_i64(const kara_gguf *g, const char *key, int64_t *out) {
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return false;
-    if (is_signed(kv->value.type)) { *out = kv->value.v.i64; return true; }
+    if (is_signed(kv->value.type)) {
+        *out = kv->value.v.i64;
+        return true;
+    }
     if (is_unsigned(kv->value.type) && kv->value.v.u64 <= (uint64_t)INT64_MAX) {
         *out = (int64_t)kv->value.v.u64;
         return true;
@@ -438,10 +489,17 @@ bool kara_gguf_get_f64(const kara_gguf *g, const char *key, double *out) {
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return false;
     switch (kv->value.type) {
-    case KARA_GGUF_FLOAT32: case KARA_GGUF_FLOAT64: *out = kv->value.v.f64; return true;
+    case KARA_GGUF_FLOAT32:
+    case KARA_GGUF_FLOAT64: *out = kv->value.v.f64; return true;
     default:
-        if (is_unsigned(kv->value.type)) { *out = (double)kv->value.v.u64; return true; }
-        if (is_signed(kv->value.type)) { *out = (double)kv->value.v.i64; return true; }
+        if (is_unsigned(kv->value.type)) {
+            *out = (double)kv->value.v.u64;
+            return true;
+        }
+        if (is_signed(kv->value.type)) {
+            *out = (double)kv->value.v.i64;
+            return true;
+        }
         return false;
     }
 }
@@ -482,8 +540,8 @@ double kara_gguf_arr_float(const kara_gguf_array *arr, uint64_t i) {
 }
 
 const char *kara_gguf_vtype_name(kara_gguf_vtype t) {
-    static const char *names[] = {"uint8", "int8",   "uint16", "int16", "uint32", "int32",  "float32",
-                                  "bool",  "string", "array",  "uint64", "int64", "float64"};
+    static const char *names[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+                                  "bool",  "string", "array",  "uint64", "int64",  "float64"};
     return (unsigned)t < KARA_GGUF_VTYPE_COUNT ? names[t] : "unknown";
 }
 

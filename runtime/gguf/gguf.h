@@ -23,7 +23,7 @@
 #include "kara.h"
 
 struct kara_gguf {
-    const uint8_t *base;      /* start of the file image */
+    const uint8_t *base; /* start of the file image */
     uint64_t size;
     uint32_t version;
     uint64_t n_kv;
@@ -31,9 +31,9 @@ struct kara_gguf {
     uint64_t n_tensors;
     kara_gguf_tensor *tensors;
     uint64_t alignment;
-    uint64_t data_offset;     /* start of the tensor data section */
-    void *map;                /* platform mapping, NULL for kr_gguf_parse */
-    void *arena;              /* parser allocations */
+    uint64_t data_offset; /* start of the tensor data section */
+    void *map;            /* platform mapping, NULL for kr_gguf_parse */
+    void *arena;          /* parser allocations */
 };
 
 /* kara_gguf_open, with the file read into (huge-page) memory when in_ram

@@ -73,24 +73,24 @@ extern "C" {
  * resources (-20..-29), configuration (-30..-39), internal (-40..). */
 typedef enum kara_status {
     KARA_OK = 0,
-    KARA_DONE = 1,            /* generation ended (end-of-generation token, limit) */
-    KARA_STOPPED = 2,         /* stopped by a stop string or the abort callback */
+    KARA_DONE = 1,    /* generation ended (end-of-generation token, limit) */
+    KARA_STOPPED = 2, /* stopped by a stop string or the abort callback */
 
-    KARA_ERR_ARG = -1,        /* invalid argument */
-    KARA_ERR_ABORTED = -2,    /* cancelled by a progress/abort callback */
+    KARA_ERR_ARG = -1,     /* invalid argument */
+    KARA_ERR_ABORTED = -2, /* cancelled by a progress/abort callback */
 
-    KARA_ERR_IO = -10,        /* file cannot be opened, read or written */
-    KARA_ERR_FORMAT = -11,    /* malformed input (GGUF, JSON, text) */
+    KARA_ERR_IO = -10,          /* file cannot be opened, read or written */
+    KARA_ERR_FORMAT = -11,      /* malformed input (GGUF, JSON, text) */
     KARA_ERR_UNSUPPORTED = -12, /* valid input that this build does not support */
-    KARA_ERR_TOKEN = -13,     /* token id out of range */
+    KARA_ERR_TOKEN = -13,       /* token id out of range */
 
-    KARA_ERR_NOMEM = -20,     /* allocation failed */
-    KARA_ERR_KV_BUDGET = -21, /* the KV budget cannot hold the request */
+    KARA_ERR_NOMEM = -20,        /* allocation failed */
+    KARA_ERR_KV_BUDGET = -21,    /* the KV budget cannot hold the request */
     KARA_ERR_CONTEXT_FULL = -22, /* position beyond the context size */
 
-    KARA_ERR_CONFIG = -30,    /* bad configuration value */
+    KARA_ERR_CONFIG = -30, /* bad configuration value */
 
-    KARA_ERR_INTERNAL = -40   /* a bug: an internal invariant failed */
+    KARA_ERR_INTERNAL = -40 /* a bug: an internal invariant failed */
 } kara_status;
 
 /* A short constant name for a status ("ok", "bad GGUF format", ...). */
@@ -105,7 +105,7 @@ const char *kara_last_error(void);
 /* Version, system, logging                                                  */
 /* ------------------------------------------------------------------------ */
 
-int kara_version_number(void);      /* KARA_VERSION_NUMBER of the library */
+int kara_version_number(void); /* KARA_VERSION_NUMBER of the library */
 const char *kara_version_string(void);
 /* One line describing the build and the CPU kernels chosen ("isa=avx512 ..."). */
 const char *kara_system_info(void);
@@ -133,7 +133,7 @@ typedef struct kara_context kara_context; /* KV cache and scratch; one thread at
 typedef bool (*kara_progress_fn)(float progress, void *user);
 
 typedef struct kara_model_params {
-    bool vocab_only;            /* load metadata and tokenizer, no weights */
+    bool vocab_only; /* load metadata and tokenizer, no weights */
     /* false (default): read the file into memory advised for transparent
      * huge pages (decode is 12-15% faster: fewer TLB misses while streaming
      * the weights; the load copies the file once). true: map the file
@@ -145,7 +145,7 @@ typedef struct kara_model_params {
      * a time on AVX-512: decode about 1.3x faster on those weights). Never
      * with use_mmap. true: keep the file's layout. */
     bool no_repack;
-    kara_progress_fn progress;  /* optional */
+    kara_progress_fn progress; /* optional */
     void *progress_user;
 } kara_model_params;
 
@@ -157,8 +157,8 @@ void kara_model_params_init(kara_model_params *p);
 kara_status kara_model_load(const char *path, const kara_model_params *p, kara_model **out);
 void kara_model_free(kara_model *model);
 
-const char *kara_model_arch(const kara_model *model);   /* "llama", "qwen2", "qwen3" */
-const char *kara_model_desc(const kara_model *model);   /* e.g. "qwen3 28L 1024d Q4_K_M" */
+const char *kara_model_arch(const kara_model *model); /* "llama", "qwen2", "qwen3" */
+const char *kara_model_desc(const kara_model *model); /* e.g. "qwen3 28L 1024d Q4_K_M" */
 int32_t kara_model_n_vocab(const kara_model *model);
 int32_t kara_model_n_ctx_train(const kara_model *model);
 int32_t kara_model_n_embd(const kara_model *model);
@@ -181,7 +181,7 @@ bool kara_model_meta_str(const kara_model *model, const char *key, char *buf, si
 /* Tokenizer                                                                 */
 /* ------------------------------------------------------------------------ */
 
-int32_t kara_token_bos(const kara_model *model);  /* -1 when the vocab has none */
+int32_t kara_token_bos(const kara_model *model); /* -1 when the vocab has none */
 int32_t kara_token_eos(const kara_model *model);
 bool kara_token_is_eog(const kara_model *model, int32_t token); /* end of generation */
 bool kara_vocab_add_bos(const kara_model *model);
@@ -274,22 +274,22 @@ typedef struct kara_gguf_value kara_gguf_value;
  * nested arrays are items[0..n), each of type KARA_GGUF_ARRAY. The other
  * two pointers are NULL. */
 typedef struct kara_gguf_array {
-    kara_gguf_vtype type;           /* of the elements */
+    kara_gguf_vtype type; /* of the elements */
     uint64_t n;
-    const uint8_t *data;            /* numbers and bools */
-    const kara_gguf_str *strs;      /* type == KARA_GGUF_STRING */
-    const kara_gguf_value *items;   /* type == KARA_GGUF_ARRAY */
+    const uint8_t *data;          /* numbers and bools */
+    const kara_gguf_str *strs;    /* type == KARA_GGUF_STRING */
+    const kara_gguf_value *items; /* type == KARA_GGUF_ARRAY */
 } kara_gguf_array;
 
 /* A metadata value, decoded: the member of v that type selects. */
 struct kara_gguf_value {
     kara_gguf_vtype type;
     union {
-        uint64_t u64;               /* UINT8, UINT16, UINT32, UINT64; BOOL as 0 or 1 */
-        int64_t i64;                /* INT8, INT16, INT32, INT64 */
-        double f64;                 /* FLOAT32, FLOAT64 */
-        kara_gguf_str str;          /* STRING */
-        kara_gguf_array arr;        /* ARRAY */
+        uint64_t u64;        /* UINT8, UINT16, UINT32, UINT64; BOOL as 0 or 1 */
+        int64_t i64;         /* INT8, INT16, INT32, INT64 */
+        double f64;          /* FLOAT32, FLOAT64 */
+        kara_gguf_str str;   /* STRING */
+        kara_gguf_array arr; /* ARRAY */
     } v;
 };
 
@@ -297,21 +297,21 @@ struct kara_gguf_value {
 typedef struct kara_gguf_kv {
     kara_gguf_str key;
     kara_gguf_value value;
-    uint64_t offset;                /* byte offset of the key in the file */
+    uint64_t offset; /* byte offset of the key in the file */
 } kara_gguf_kv;
 
 /* One entry of the tensor table. Names are unique and never empty. */
 typedef struct kara_gguf_tensor {
     kara_gguf_str name;
-    uint32_t n_dims;                /* 1..4 */
-    int64_t ne[4];                  /* elements per dimension, ne[0] the row length
+    uint32_t n_dims;  /* 1..4 */
+    int64_t ne[4];    /* elements per dimension, ne[0] the row length
                                      * (innermost); 1 beyond n_dims */
-    uint32_t type;                  /* GGML type id (0 F32, 1 F16, 8 Q8_0, 12 Q4_K, ...), one this build
+    uint32_t type;    /* GGML type id (0 F32, 1 F16, 8 Q8_0, 12 Q4_K, ...), one this build
                                      * knows (kara_gguf_type_name); kara_model_load takes fewer */
-    uint64_t offset;                /* of the data, from the data section (kara_gguf_data_offset) */
-    const void *data;               /* the tensor's nbytes bytes, inside the file */
+    uint64_t offset;  /* of the data, from the data section (kara_gguf_data_offset) */
+    const void *data; /* the tensor's nbytes bytes, inside the file */
     uint64_t nbytes;
-    uint64_t info_offset;           /* byte offset of this entry in the file */
+    uint64_t info_offset; /* byte offset of this entry in the file */
 } kara_gguf_tensor;
 
 /* Map a GGUF file and check it whole. KARA_OK: *out is the file, to be
@@ -379,18 +379,31 @@ const char *kara_gguf_type_name(uint32_t type);
 typedef enum kara_kv_dtype { KARA_KV_F16 = 0, KARA_KV_F32 = 1 } kara_kv_dtype;
 
 typedef enum kara_kv_method {
-    KARA_KV_METHOD_FULL = 0, KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O,
-    KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RANDOM, KARA_KV_METHOD_RECENT, KARA_KV_METHOD_KARA
+    KARA_KV_METHOD_FULL = 0,
+    KARA_KV_METHOD_STREAMING,
+    KARA_KV_METHOD_SNAPKV,
+    KARA_KV_METHOD_H2O,
+    KARA_KV_METHOD_CHUNKKV,
+    KARA_KV_METHOD_RANDOM,
+    KARA_KV_METHOD_RECENT,
+    KARA_KV_METHOD_KARA
 } kara_kv_method;
 typedef enum kara_score_mode {
-    KARA_SCORE_BIDIRECTIONAL = 0, KARA_SCORE_TWO_SIDED, KARA_SCORE_CAUSAL, KARA_SCORE_BUFFER_ONLY
+    KARA_SCORE_BIDIRECTIONAL = 0,
+    KARA_SCORE_TWO_SIDED,
+    KARA_SCORE_CAUSAL,
+    KARA_SCORE_BUFFER_ONLY
 } kara_score_mode;
 typedef enum kara_softmax_over {
-    KARA_SOFTMAX_WINDOW = 0, KARA_SOFTMAX_COMPRESSIBLE, KARA_SOFTMAX_WINDOW_PLUS_SINKS
+    KARA_SOFTMAX_WINDOW = 0,
+    KARA_SOFTMAX_COMPRESSIBLE,
+    KARA_SOFTMAX_WINDOW_PLUS_SINKS
 } kara_softmax_over;
 typedef enum kara_reduce { KARA_REDUCE_MEAN = 0, KARA_REDUCE_MAX, KARA_REDUCE_NORMALIZED_MEAN } kara_reduce;
 typedef enum kara_pool_fallback {
-    KARA_POOL_PREEMPT = 0, KARA_POOL_RECOMPRESS_HISTORY, KARA_POOL_FAIL
+    KARA_POOL_PREEMPT = 0,
+    KARA_POOL_RECOMPRESS_HISTORY,
+    KARA_POOL_FAIL
 } kara_pool_fallback;
 /* When Kara compresses: periodic window events (spec section 4), or once a
  * sequence's cache reaches its token budget, over the whole generated cache
@@ -413,57 +426,58 @@ typedef enum kara_kv_evict { KARA_KV_EVICT_ON_DEMAND = 0, KARA_KV_EVICT_PER_WIND
  * the CLI alike. */
 typedef struct kara_kv_params {
     /* kv_cache: */
-    int32_t block_size;          /* 16 */
-    kara_kv_dtype dtype;         /* f16 */
-    uint64_t budget;             /* bytes; 0 = derived from n_ctx x n_seq_max */
-    int32_t reserve_blocks;      /* 8 */
-    kara_kv_method method;       /* kara */
-    int32_t seq_tokens;          /* most slots one sequence holds (its share); 0 = auto: the pool
+    int32_t block_size;     /* 16 */
+    kara_kv_dtype dtype;    /* f16 */
+    uint64_t budget;        /* bytes; 0 = derived from n_ctx x n_seq_max */
+    int32_t reserve_blocks; /* 8 */
+    kara_kv_method method;  /* kara */
+    int32_t seq_tokens;     /* most slots one sequence holds (its share); 0 = auto: the pool
                                   * divided by n_seq_max, at most n_ctx (the same whatever n_threads) */
     /* kara: */
-    kara_kv_evict evict;         /* on_demand */
-    int32_t evict_margin;        /* on_demand: slots freed below seq_tokens at each eviction
+    kara_kv_evict evict;           /* on_demand */
+    int32_t evict_margin;          /* on_demand: slots freed below seq_tokens at each eviction
                                   * (hysteresis); 0 = auto (interval / 4, at least one block) */
-    int32_t interval;            /* 128 */
-    int32_t buffer;              /* 32 */
-    float retention;             /* 0.2; per_window eviction only */
-    int32_t min_keep;            /* 4 */
-    int32_t min_compressible;    /* 32 */
+    int32_t interval;              /* 128 */
+    int32_t buffer;                /* 32 */
+    float retention;               /* 0.2; per_window eviction only */
+    int32_t min_keep;              /* 4 */
+    int32_t min_compressible;      /* 32 */
     int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
-    int32_t max_defer;           /* 32 */
-    bool think_only;             /* compress_scope: think_only */
+    int32_t max_defer;             /* 32 */
+    bool think_only;               /* compress_scope: think_only */
     int32_t n_protect_token_ids;
     int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
     kara_kv_dtype query_cache_dtype; /* f16 */
-    bool per_layer_selection;    /* selection_scope: per_layer (ablation A5; kara and chunkkv, not with trigger threshold) */
-    bool rerotate_keys;          /* false */
+    bool
+        per_layer_selection; /* selection_scope: per_layer (ablation A5; kara and chunkkv, not with trigger threshold) */
+    bool rerotate_keys;      /* false */
     kara_pool_fallback on_pool_exhausted; /* preempt */
-    kara_kv_trigger trigger;     /* periodic; threshold = ablation A8 (method kara only) */
-    int32_t trigger_slack;       /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
+    kara_kv_trigger trigger;              /* periodic; threshold = ablation A8 (method kara only) */
+    int32_t trigger_slack;                /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
     /* kara.score: */
-    kara_score_mode score_mode;  /* bidirectional */
+    kara_score_mode score_mode;     /* bidirectional */
     kara_softmax_over softmax_over; /* window */
-    int32_t n_sink;              /* 4 */
-    bool exclude_self;           /* true */
-    kara_reduce gqa_reduce;      /* mean | max */
-    kara_reduce layer_reduce;    /* mean | normalized_mean */
-    int32_t layer_stride;        /* 1 = all layers */
+    int32_t n_sink;                 /* 4 */
+    bool exclude_self;              /* true */
+    kara_reduce gqa_reduce;         /* mean | max */
+    kara_reduce layer_reduce;       /* mean | normalized_mean */
+    int32_t layer_stride;           /* 1 = all layers */
     /* kara.t2c: */
-    float candidate_frac;        /* 0.5 */
-    int32_t max_gap;             /* 16 */
-    float len_penalty;           /* 1.0 */
-    bool t2c_pooled_topk;        /* t2c.mode: pooled_topk = Top-K after max-pool 7 (ablation A4) */
+    float candidate_frac; /* 0.5 */
+    int32_t max_gap;      /* 16 */
+    float len_penalty;    /* 1.0 */
+    bool t2c_pooled_topk; /* t2c.mode: pooled_topk = Top-K after max-pool 7 (ablation A4) */
     /* baselines: */
-    int32_t budget_tokens;       /* 0 = auto */
-    int32_t streaming_n_sink;    /* 4 */
+    int32_t budget_tokens;        /* 0 = auto */
+    int32_t streaming_n_sink;     /* 4 */
     int32_t snapkv_trigger_slack; /* 128 */
-    int32_t snapkv_obs_window;   /* 8 */
-    kara_reduce snapkv_pool;     /* max | mean (pooling of scores over the kernel) */
-    int32_t snapkv_kernel;       /* 7 */
-    bool snapkv_protect_prompt;  /* true */
-    float h2o_heavy_frac;        /* 0.5 */
-    int32_t chunkkv_chunk_len;   /* 10 */
-    uint64_t random_seed;        /* seed of the `random` baseline */
+    int32_t snapkv_obs_window;    /* 8 */
+    kara_reduce snapkv_pool;      /* max | mean (pooling of scores over the kernel) */
+    int32_t snapkv_kernel;        /* 7 */
+    bool snapkv_protect_prompt;   /* true */
+    float h2o_heavy_frac;         /* 0.5 */
+    int32_t chunkkv_chunk_len;    /* 10 */
+    uint64_t random_seed;         /* seed of the `random` baseline */
 } kara_kv_params;
 
 /* Fill every field with the spec's default (kv_cache.budget: 1 GiB). */
@@ -484,13 +498,12 @@ kara_status kara_score_mode_parse(const char *name, kara_score_mode *out);
 /* Context and the forward pass                                              */
 /* ------------------------------------------------------------------------ */
 
-
 typedef struct kara_context_params {
-    int32_t n_ctx;          /* max positions per sequence; 0 = the model's training context */
-    int32_t n_batch;        /* max entries per kara_decode call (default 512) */
-    int32_t n_seq_max;      /* max concurrent sequences (default 1) */
-    int32_t n_threads;      /* 0 or less = number of cores */
-    kara_kv_params kv;      /* KV cache and compression; kv.budget 0 = enough for n_ctx x n_seq_max */
+    int32_t n_ctx;     /* max positions per sequence; 0 = the model's training context */
+    int32_t n_batch;   /* max entries per kara_decode call (default 512) */
+    int32_t n_seq_max; /* max concurrent sequences (default 1) */
+    int32_t n_threads; /* 0 or less = number of cores */
+    kara_kv_params kv; /* KV cache and compression; kv.budget 0 = enough for n_ctx x n_seq_max */
 } kara_context_params;
 
 void kara_context_params_init(kara_context_params *p);
@@ -510,7 +523,7 @@ typedef struct kara_batch {
     const int32_t *tokens;
     const int32_t *pos;
     const int32_t *seq_id;
-    const int8_t *logits;   /* NULL = logits for the last entry only */
+    const int8_t *logits; /* NULL = logits for the last entry only */
 } kara_batch;
 
 /* A batch of n tokens of one sequence at positions pos0.. with logits for the
@@ -556,8 +569,8 @@ typedef struct kara_kv_stats {
     uint64_t reserved_bytes;    /* query rings and scoring scratch (0 when the policy never needs to score) */
     uint64_t cache_bytes, cache_bytes_peak; /* blocks in use: the cache alone, now and at its peak */
     int32_t blocks_total, blocks_free;
-    int32_t seq_tokens;         /* a sequence's share in slots (kv_cache.seq_tokens, resolved) */
-    bool scoring;               /* the policy scores windows (false: it can never need to evict) */
+    int32_t seq_tokens; /* a sequence's share in slots (kv_cache.seq_tokens, resolved) */
+    bool scoring;       /* the policy scores windows (false: it can never need to evict) */
 } kara_kv_stats;
 void kara_context_kv_stats(const kara_context *ctx, kara_kv_stats *out);
 
@@ -591,13 +604,13 @@ uint64_t kara_context_mem_bytes(const kara_context *ctx);
 typedef struct kara_sampler kara_sampler;
 
 typedef struct kara_sampler_params {
-    float temperature;      /* <= 0: greedy (argmax, ties to the lowest id) */
-    int32_t top_k;          /* <= 0: off */
-    float top_p;            /* >= 1: off */
-    float min_p;            /* <= 0: off */
-    float repeat_penalty;   /* 1: off */
-    int32_t repeat_last_n;  /* tokens the penalty looks back over */
-    uint64_t seed;          /* fixed seed for reproducible sampling */
+    float temperature;     /* <= 0: greedy (argmax, ties to the lowest id) */
+    int32_t top_k;         /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float repeat_penalty;  /* 1: off */
+    int32_t repeat_last_n; /* tokens the penalty looks back over */
+    uint64_t seed;         /* fixed seed for reproducible sampling */
 } kara_sampler_params;
 
 /* Defaults follow llama.cpp: temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
@@ -639,38 +652,38 @@ void kara_sampler_reset(kara_sampler *s);
  * Sizes take units B, KB, KiB, MB, MiB, GB, GiB (case-insensitive;
  * KB = 1000 bytes, KiB = 1024 bytes); a bare number is bytes. */
 
-#define KARA_CONFIG_PATH_MAX 1024   /* bytes of a path, NUL included */
-#define KARA_CONFIG_NAME_MAX 64     /* bytes of a preset/template name */
-#define KARA_CONFIG_MAX_KEYS 96     /* room for every key of the schema */
-#define KARA_CONFIG_ORIGIN_MAX 160  /* bytes of one origin text */
+#define KARA_CONFIG_PATH_MAX 1024  /* bytes of a path, NUL included */
+#define KARA_CONFIG_NAME_MAX 64    /* bytes of a preset/template name */
+#define KARA_CONFIG_MAX_KEYS 96    /* room for every key of the schema */
+#define KARA_CONFIG_ORIGIN_MAX 160 /* bytes of one origin text */
 
 typedef enum kara_think_mode {
-    KARA_THINK_AUTO = 0,   /* what the chat template does by default */
+    KARA_THINK_AUTO = 0, /* what the chat template does by default */
     KARA_THINK_ON = 1,
     KARA_THINK_OFF = 2
 } kara_think_mode;
 
 typedef struct kara_config {
     /* model: */
-    char model_path[KARA_CONFIG_PATH_MAX];  /* model.path: GGUF file ("" = none given) */
-    char preset[KARA_CONFIG_NAME_MAX];      /* model.preset: name of a preset ("" = none) */
-    bool use_mmap;                          /* model.mmap: map the file (kara_model_params.use_mmap) */
+    char model_path[KARA_CONFIG_PATH_MAX]; /* model.path: GGUF file ("" = none given) */
+    char preset[KARA_CONFIG_NAME_MAX];     /* model.preset: name of a preset ("" = none) */
+    bool use_mmap;                         /* model.mmap: map the file (kara_model_params.use_mmap) */
     /* runtime.threads -> context.n_threads; context.size -> n_ctx;
      * context.batch -> n_batch; batch.max_concurrency -> n_seq_max;
      * kv_cache, kara and baselines -> context.kv */
     kara_context_params context;
-    kara_sampler_params sampling;           /* sampling.* except max_tokens */
-    int32_t max_tokens;                     /* sampling.max_tokens: -1 = until end of generation */
+    kara_sampler_params sampling; /* sampling.* except max_tokens */
+    int32_t max_tokens;           /* sampling.max_tokens: -1 = until end of generation */
     /* chat: */
     char chat_template[KARA_CONFIG_NAME_MAX]; /* chat.template: "auto" = from the GGUF metadata */
-    kara_think_mode think;                  /* chat.think: auto | on | off */
-    int32_t reasoning_budget;               /* chat.reasoning_budget: thinking tokens; -1 unlimited, 0 none */
+    kara_think_mode think;                    /* chat.think: auto | on | off */
+    int32_t reasoning_budget;                 /* chat.reasoning_budget: thinking tokens; -1 unlimited, 0 none */
     /* batch: */
     char batch_input[KARA_CONFIG_PATH_MAX];  /* batch.input: requests (JSONL) */
     char batch_output[KARA_CONFIG_PATH_MAX]; /* batch.output: results (JSONL) */
-    bool batch_resume;                      /* batch.resume: skip custom_ids already in output */
-    int32_t shard_index;                    /* batch.shard "K/N": shard_index = K-1 (0-based) */
-    int32_t shard_count;                    /*   shard_count = N; this job takes request i when i % N == K-1 */
+    bool batch_resume;                       /* batch.resume: skip custom_ids already in output */
+    int32_t shard_index;                     /* batch.shard "K/N": shard_index = K-1 (0-based) */
+    int32_t shard_count;                     /*   shard_count = N; this job takes request i when i % N == K-1 */
     /* Where each value came from, indexed like kara_config_key(i):
      * "default", "FILE:LINE:COL", or the origin given to kara_config_set. */
     char origin[KARA_CONFIG_MAX_KEYS][KARA_CONFIG_ORIGIN_MAX];
@@ -761,11 +774,11 @@ typedef struct kara_chat_message {
 
 /* The template families implemented in C (no Jinja engine). */
 typedef enum kara_chat_family {
-    KARA_CHAT_CHATML = 0,     /* "<|im_start|>role\n...<|im_end|>\n", nothing else */
-    KARA_CHAT_QWEN3,          /* ChatML + Qwen3's thinking rules (enable_thinking) */
-    KARA_CHAT_DEEPSEEK_R1,    /* DeepSeek-R1-Distill: "<｜User｜>...<｜Assistant｜>", pre-fills "<think>\n" */
-    KARA_CHAT_LLAMA3,         /* Llama 3: header blocks ending in <|eot_id|>, contents trimmed */
-    KARA_CHAT_LLAMA31         /* Llama 3.1/3.2: Llama 3 plus the "Cutting Knowledge Date" system block */
+    KARA_CHAT_CHATML = 0,  /* "<|im_start|>role\n...<|im_end|>\n", nothing else */
+    KARA_CHAT_QWEN3,       /* ChatML + Qwen3's thinking rules (enable_thinking) */
+    KARA_CHAT_DEEPSEEK_R1, /* DeepSeek-R1-Distill: "<｜User｜>...<｜Assistant｜>", pre-fills "<think>\n" */
+    KARA_CHAT_LLAMA3,      /* Llama 3: header blocks ending in <|eot_id|>, contents trimmed */
+    KARA_CHAT_LLAMA31      /* Llama 3.1/3.2: Llama 3 plus the "Cutting Knowledge Date" system block */
 } kara_chat_family;
 
 typedef struct kara_chat_template {
@@ -815,18 +828,15 @@ kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_mess
                             bool add_generation_prompt, bool enable_thinking, char *buf, size_t size, size_t *len);
 
 /* Where a byte of generated text belongs. */
-typedef enum kara_channel {
-    KARA_CHANNEL_ANSWER = 0,
-    KARA_CHANNEL_THINK = 1
-} kara_channel;
+typedef enum kara_channel { KARA_CHANNEL_ANSWER = 0, KARA_CHANNEL_THINK = 1 } kara_channel;
 
 /* A run of generated bytes of one channel. text is not NUL-terminated and
  * stays valid until the next kara_generator_next/start/free call. */
 typedef struct kara_piece {
     const char *text;
-    int32_t len;              /* > 0 */
+    int32_t len; /* > 0 */
     kara_channel channel;
-    int32_t token;            /* the latest token sampled when the run was released; -1 at the final flush */
+    int32_t token; /* the latest token sampled when the run was released; -1 at the final flush */
 } kara_piece;
 
 /* Return true to stop generation (checked before every token and between
@@ -837,22 +847,22 @@ typedef bool (*kara_abort_fn)(void *user);
 
 /* Where a piece of output starts. */
 typedef enum kara_think_start {
-    KARA_THINK_START_AUTO = 0,   /* inside thinking when the prompt ends with "<think>" + white space */
+    KARA_THINK_START_AUTO = 0, /* inside thinking when the prompt ends with "<think>" + white space */
     KARA_THINK_START_ANSWER,
     KARA_THINK_START_THINK
 } kara_think_start;
 
 typedef struct kara_generator_params {
-    kara_sampler_params sampling;   /* kara_sampler_params_init defaults */
-    int32_t max_tokens;             /* tokens per start; -1 = until end of generation or a full context */
-    int32_t reasoning_budget;       /* thinking tokens before "</think>" is forced; -1 = unlimited */
-    bool split_thinking;            /* true: "<think>"/"</think>" are removed and their content is
+    kara_sampler_params sampling;            /* kara_sampler_params_init defaults */
+    int32_t max_tokens;                      /* tokens per start; -1 = until end of generation or a full context */
+    int32_t reasoning_budget;                /* thinking tokens before "</think>" is forced; -1 = unlimited */
+    bool split_thinking;                     /* true: "<think>"/"</think>" are removed and their content is
                                      * KARA_CHANNEL_THINK; false: raw text, all KARA_CHANNEL_ANSWER */
-    kara_think_start think_start;   /* AUTO */
-    bool ignore_eog;                /* keep going past end-of-generation tokens (tests, benchmarks) */
-    int32_t n_stop;                 /* stop strings, matched on the output text (tags removed) */
+    kara_think_start think_start;            /* AUTO */
+    bool ignore_eog;                         /* keep going past end-of-generation tokens (tests, benchmarks) */
+    int32_t n_stop;                          /* stop strings, matched on the output text (tags removed) */
     const char *stop[KARA_MAX_STOP_STRINGS]; /* copied at create; each 1..255 bytes */
-    kara_abort_fn abort;            /* optional */
+    kara_abort_fn abort;                     /* optional */
     void *abort_user;
 } kara_generator_params;
 
@@ -860,12 +870,12 @@ typedef struct kara_generator kara_generator;
 
 /* Why the last kara_generator_next returned KARA_DONE or KARA_STOPPED. */
 typedef enum kara_stop_reason {
-    KARA_STOP_NONE = 0,      /* still generating */
-    KARA_STOP_EOG,           /* an end-of-generation token (not part of the output) */
-    KARA_STOP_MAX_TOKENS,    /* max_tokens reached */
-    KARA_STOP_CONTEXT_FULL,  /* the sequence filled the context */
-    KARA_STOP_STRING,        /* a stop string (not part of the output) */
-    KARA_STOP_ABORT          /* the abort callback returned true */
+    KARA_STOP_NONE = 0,     /* still generating */
+    KARA_STOP_EOG,          /* an end-of-generation token (not part of the output) */
+    KARA_STOP_MAX_TOKENS,   /* max_tokens reached */
+    KARA_STOP_CONTEXT_FULL, /* the sequence filled the context */
+    KARA_STOP_STRING,       /* a stop string (not part of the output) */
+    KARA_STOP_ABORT         /* the abort callback returned true */
 } kara_stop_reason;
 
 /* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1,
@@ -910,13 +920,13 @@ kara_stop_reason kara_generator_stop_reason(const kara_generator *gen);
 
 /* Counters of the current (or last) start. */
 typedef struct kara_generator_stats {
-    int32_t n_prompt;          /* prompt tokens given */
-    int32_t n_prompt_decoded;  /* of which decoded (the rest were already in the sequence) */
-    int32_t n_generated;       /* tokens sampled or forced */
-    int32_t n_think;           /* of which sampled inside thinking (what the budget counts) */
-    int32_t n_forced;          /* tokens forced to close thinking at the budget */
-    double t_prompt_s;         /* seconds decoding the prompt */
-    double t_generate_s;       /* seconds in kara_generator_next */
+    int32_t n_prompt;         /* prompt tokens given */
+    int32_t n_prompt_decoded; /* of which decoded (the rest were already in the sequence) */
+    int32_t n_generated;      /* tokens sampled or forced */
+    int32_t n_think;          /* of which sampled inside thinking (what the budget counts) */
+    int32_t n_forced;         /* tokens forced to close thinking at the budget */
+    double t_prompt_s;        /* seconds decoding the prompt */
+    double t_generate_s;      /* seconds in kara_generator_next */
 } kara_generator_stats;
 
 void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *out);
@@ -975,10 +985,10 @@ void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *o
 typedef struct kara_engine kara_engine;
 
 typedef struct kara_engine_params {
-    int32_t max_queue;          /* requests waiting for admission (64) */
-    int32_t prefill_chunk;      /* prompt tokens fed per step, all arrivals together (256, >= 2) */
-    int32_t max_repeat_last_n;  /* largest sampling.repeat_last_n a request may use (256) */
-    bool optimistic_admission;  /* admit on free blocks alone (vLLM-style), ignoring how much the
+    int32_t max_queue;         /* requests waiting for admission (64) */
+    int32_t prefill_chunk;     /* prompt tokens fed per step, all arrivals together (256, >= 2) */
+    int32_t max_repeat_last_n; /* largest sampling.repeat_last_n a request may use (256) */
+    bool optimistic_admission; /* admit on free blocks alone (vLLM-style), ignoring how much the
                                  * running requests may still grow: more run at once, and more are
                                  * preempted later (false) */
 } kara_engine_params;
@@ -986,17 +996,17 @@ typedef struct kara_engine_params {
 void kara_engine_params_init(kara_engine_params *p);
 
 typedef struct kara_engine_request {
-    uint64_t id;                /* returned in events; seeds the sampler with sampling.seed */
-    void *user;                 /* returned in events */
-    const int32_t *prompt;      /* caller's memory, valid until the request's DONE event */
-    int32_t n_prompt;           /* 1 .. n_ctx - 1 */
-    int32_t max_tokens;         /* -1: until end of generation or n_ctx positions */
+    uint64_t id;           /* returned in events; seeds the sampler with sampling.seed */
+    void *user;            /* returned in events */
+    const int32_t *prompt; /* caller's memory, valid until the request's DONE event */
+    int32_t n_prompt;      /* 1 .. n_ctx - 1 */
+    int32_t max_tokens;    /* -1: until end of generation or n_ctx positions */
     kara_sampler_params sampling;
-    int32_t reasoning_budget;   /* thinking tokens before "</think>" is forced; -1 unlimited */
-    bool split_thinking;        /* true: thinking comes as KARA_CHANNEL_THINK, tags removed */
+    int32_t reasoning_budget;     /* thinking tokens before "</think>" is forced; -1 unlimited */
+    bool split_thinking;          /* true: thinking comes as KARA_CHANNEL_THINK, tags removed */
     kara_think_start think_start; /* AUTO: inside thinking when the prompt ends with "<think>" */
-    bool ignore_eog;            /* keep going past end-of-generation tokens (benchmarks) */
-    int32_t n_stop;             /* stop strings, 1..255 bytes, caller's memory until DONE */
+    bool ignore_eog;              /* keep going past end-of-generation tokens (benchmarks) */
+    int32_t n_stop;               /* stop strings, 1..255 bytes, caller's memory until DONE */
     const char *stop[KARA_MAX_STOP_STRINGS];
 } kara_engine_request;
 
@@ -1005,8 +1015,8 @@ typedef struct kara_engine_request {
 void kara_engine_request_init(kara_engine_request *r);
 
 typedef enum kara_engine_event_kind {
-    KARA_ENGINE_TEXT = 0,       /* a run of output text of one channel */
-    KARA_ENGINE_DONE = 1        /* the request ended; it produces no more events */
+    KARA_ENGINE_TEXT = 0, /* a run of output text of one channel */
+    KARA_ENGINE_DONE = 1  /* the request ended; it produces no more events */
 } kara_engine_event_kind;
 
 typedef struct kara_engine_event {
@@ -1018,11 +1028,11 @@ typedef struct kara_engine_event {
     const char *text;
     int32_t len;
     /* DONE: */
-    kara_status status;         /* KARA_DONE, KARA_STOPPED (stop string), or the error that ended it */
-    kara_stop_reason reason;    /* EOG, MAX_TOKENS, CONTEXT_FULL (n_ctx positions), STRING */
-    const char *error;          /* status < 0: what went wrong; valid until the next step */
+    kara_status status;      /* KARA_DONE, KARA_STOPPED (stop string), or the error that ended it */
+    kara_stop_reason reason; /* EOG, MAX_TOKENS, CONTEXT_FULL (n_ctx positions), STRING */
+    const char *error;       /* status < 0: what went wrong; valid until the next step */
     int32_t n_prompt, n_generated, n_think;
-    int32_t n_preempted;        /* times the request was preempted and recomputed */
+    int32_t n_preempted; /* times the request was preempted and recomputed */
 } kara_engine_event;
 
 typedef struct kara_engine_stats {
@@ -1035,15 +1045,15 @@ typedef struct kara_engine_stats {
     int32_t running, preempted, queued; /* now */
     int32_t peak_running;
     uint64_t kv_events, kv_forced_events, kv_recompress_events; /* kara_context_kv_stats */
-    uint64_t kv_bytes, kv_bytes_peak;   /* kara_context_kv_bytes(_peak): cache plus reservation */
-    uint64_t kv_cache_bytes_peak;       /* the cache alone at its peak (blocks in use) */
-    uint64_t kv_reserved_bytes;         /* query rings and scoring scratch, reserved at creation */
-    uint64_t kv_slots_evicted;          /* slots dropped by the KV policy */
-    int32_t kv_seq_tokens;              /* a sequence's share in slots */
-    uint64_t kv_budget;         /* kv.budget, or what the context sized itself to when 0 */
+    uint64_t kv_bytes, kv_bytes_peak; /* kara_context_kv_bytes(_peak): cache plus reservation */
+    uint64_t kv_cache_bytes_peak;     /* the cache alone at its peak (blocks in use) */
+    uint64_t kv_reserved_bytes;       /* query rings and scoring scratch, reserved at creation */
+    uint64_t kv_slots_evicted;        /* slots dropped by the KV policy */
+    int32_t kv_seq_tokens;            /* a sequence's share in slots */
+    uint64_t kv_budget;               /* kv.budget, or what the context sized itself to when 0 */
     int32_t kv_blocks_total, kv_blocks_free;
-    double decode_seconds;      /* inside kara_decode */
-    double step_seconds;        /* inside kara_engine_step */
+    double decode_seconds; /* inside kara_decode */
+    double step_seconds;   /* inside kara_engine_step */
 } kara_engine_stats;
 
 /* An engine over ctx, whose n_seq_max is the most requests that run at

@@ -44,9 +44,8 @@ kara_status kr_kv_init(kr_kv_cache *kv, const kr_kv_plan *plan) {
     kv->n_groups = kr_kv_n_groups(p, n_layer);
 
     if (plan->n_blocks < 1)
-        return kr_set_error(KARA_ERR_KV_BUDGET,
-                              "KV budget of %llu bytes cannot hold one block of %d slots (%zu bytes)",
-                              (unsigned long long)p->budget, kv->block_size, kv->bytes_per_block);
+        return kr_set_error(KARA_ERR_KV_BUDGET, "KV budget of %llu bytes cannot hold one block of %d slots (%zu bytes)",
+                            (unsigned long long)p->budget, kv->block_size, kv->bytes_per_block);
     kv->n_blocks = plan->n_blocks;
     kv->budget = (uint64_t)kv->n_blocks * kv->bytes_per_block;
 
@@ -55,8 +54,7 @@ kara_status kr_kv_init(kr_kv_cache *kv, const kr_kv_plan *plan) {
     kv->seqs = calloc((size_t)n_seq_max, sizeof(kr_kv_seq));
     if (!kv->pool || !kv->free_list || !kv->seqs) {
         kr_kv_free(kv);
-        return kr_set_error(KARA_ERR_NOMEM, "cannot allocate a KV pool of %llu bytes",
-                              (unsigned long long)kv->budget);
+        return kr_set_error(KARA_ERR_NOMEM, "cannot allocate a KV pool of %llu bytes", (unsigned long long)kv->budget);
     }
     /* blocks are handed out lowest id first */
     for (int32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;
@@ -88,22 +86,20 @@ int32_t kr_kv_blocks_for(const kr_kv_cache *kv, int32_t n_slots) {
     return (n_slots + kv->block_size - 1) / kv->block_size;
 }
 
-uint64_t kr_kv_bytes_used(const kr_kv_cache *kv) {
-    return (uint64_t)(kv->n_blocks - kv->n_free) * kv->bytes_per_block;
-}
+uint64_t kr_kv_bytes_used(const kr_kv_cache *kv) { return (uint64_t)(kv->n_blocks - kv->n_free) * kv->bytes_per_block; }
 
 kara_status kr_kv_reserve(kr_kv_cache *kv, int32_t seq, int32_t n_new) {
     kr_kv_seq *s = &kv->seqs[seq];
     int32_t n = s->n + n_new;
     if (n > kv->max_slots)
         return kr_set_error(KARA_ERR_CONTEXT_FULL, "sequence %d would hold %d slots, the context holds %d", seq, n,
-                              kv->max_slots);
+                            kv->max_slots);
     int32_t need = kr_kv_blocks_for(kv, n) - s->n_blocks;
     if (need <= 0) return KARA_OK;
     if (need > kv->n_free)
         return kr_set_error(KARA_ERR_KV_BUDGET,
-                              "KV budget exhausted: sequence %d needs %d more blocks of %zu bytes, %d free of %d",
-                              seq, need, kv->bytes_per_block, kv->n_free, kv->n_blocks);
+                            "KV budget exhausted: sequence %d needs %d more blocks of %zu bytes, %d free of %d", seq,
+                            need, kv->bytes_per_block, kv->n_free, kv->n_blocks);
     while (need-- > 0) s->table[s->n_blocks++] = kv->free_list[--kv->n_free];
     s->active = true;
     uint64_t used = kr_kv_bytes_used(kv);

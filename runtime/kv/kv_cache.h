@@ -19,30 +19,30 @@
 
 typedef struct kr_kv_seq {
     bool active;
-    int32_t n;            /* slots in use */
-    int32_t next_pos;     /* position the next token takes (tokens ever fed) */
-    int32_t n_blocks;     /* entries of table in use */
-    int32_t *table;       /* block ids, capacity max_blocks_per_seq */
-    int32_t *pos;         /* original position of each slot: n_groups rows of max_slots */
+    int32_t n;        /* slots in use */
+    int32_t next_pos; /* position the next token takes (tokens ever fed) */
+    int32_t n_blocks; /* entries of table in use */
+    int32_t *table;   /* block ids, capacity max_blocks_per_seq */
+    int32_t *pos;     /* original position of each slot: n_groups rows of max_slots */
 } kr_kv_seq;
 
 typedef struct kr_kv_cache {
     int32_t n_layer, n_head_kv, head_dim, block_size;
     kara_kv_dtype dtype;
     size_t elem_size;
-    size_t slot_bytes;        /* one slot of K (or V) in one layer: n_head_kv * head_dim * elem */
-    size_t bytes_per_block;   /* n_layer * 2 * block_size * slot_bytes */
-    int32_t n_blocks;         /* blocks in the pool */
+    size_t slot_bytes;      /* one slot of K (or V) in one layer: n_head_kv * head_dim * elem */
+    size_t bytes_per_block; /* n_layer * 2 * block_size * slot_bytes */
+    int32_t n_blocks;       /* blocks in the pool */
     int32_t n_free;
     int32_t *free_list;
     uint8_t *pool;
     int32_t n_seq_max;
-    int32_t max_slots;        /* per sequence: the context size */
+    int32_t max_slots; /* per sequence: the context size */
     int32_t max_blocks_per_seq;
     int32_t n_groups;         /* selection groups: 1, or one per scored layer (per_layer) */
     int32_t layers_per_group; /* layer l belongs to group l / layers_per_group */
     kr_kv_seq *seqs;
-    uint64_t budget;          /* bytes the pool may hold */
+    uint64_t budget; /* bytes the pool may hold */
     uint64_t bytes_peak;
 } kr_kv_cache;
 
@@ -90,14 +90,14 @@ static inline void *kr_kv_k(const kr_kv_cache *kv, int32_t layer, int32_t seq, i
     const kr_kv_seq *s = &kv->seqs[seq];
     int32_t blk = s->table[slot / kv->block_size], off = slot % kv->block_size;
     return kv->pool + (size_t)blk * kv->bytes_per_block +
-           ((size_t)layer * 2 * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
+        ((size_t)layer * 2 * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
 }
 
 static inline void *kr_kv_v(const kr_kv_cache *kv, int32_t layer, int32_t seq, int32_t slot) {
     const kr_kv_seq *s = &kv->seqs[seq];
     int32_t blk = s->table[slot / kv->block_size], off = slot % kv->block_size;
     return kv->pool + (size_t)blk * kv->bytes_per_block +
-           (((size_t)layer * 2 + 1) * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
+        (((size_t)layer * 2 + 1) * (size_t)kv->block_size + (size_t)off) * kv->slot_bytes;
 }
 
 #endif /* KR_KV_CACHE_H */

@@ -9,7 +9,7 @@
 #include "status.h"
 
 kara_status kr_kv_compact_plan_make(kr_kv_compact_plan *plan, int32_t frontier, int32_t n, int32_t n_buf,
-                                      const int32_t *keep, int32_t k, kr_kv_move *moves) {
+                                    const int32_t *keep, int32_t k, kr_kv_move *moves) {
     if (!plan) return kr_set_error(KARA_ERR_ARG, "compact: NULL plan");
     if (frontier < 0 || n_buf < 0 || frontier + n_buf > n)
         return kr_set_error(KARA_ERR_ARG, "compact: frontier %d, buffer %d, n %d", frontier, n_buf, n);
@@ -18,8 +18,8 @@ kara_status kr_kv_compact_plan_make(kr_kv_compact_plan *plan, int32_t frontier, 
         return kr_set_error(KARA_ERR_ARG, "compact: keep %d of %d compressible slots", k, n_c);
     for (int32_t t = 0; t < k; t++) {
         if (keep[t] < 0 || keep[t] >= n_c || (t > 0 && keep[t] <= keep[t - 1]))
-            return kr_set_error(KARA_ERR_ARG,
-                                  "compact: keep[%d] = %d is not strictly increasing within [0, %d)", t, keep[t], n_c);
+            return kr_set_error(KARA_ERR_ARG, "compact: keep[%d] = %d is not strictly increasing within [0, %d)", t,
+                                keep[t], n_c);
     }
     int32_t c = 0;
     for (int32_t t = 0; t < k; t++) {
@@ -49,8 +49,7 @@ void kr_kv_compact_apply_array(const kr_kv_compact_plan *plan, void *base, size_
         memcpy(b + (size_t)plan->moves[t].dst * elem_bytes, b + (size_t)plan->moves[t].src * elem_bytes, elem_bytes);
 }
 
-void kr_kv_compact_store_scores(const kr_kv_compact_plan *plan, const int32_t *keep, const float *s,
-                                  float *store) {
+void kr_kv_compact_store_scores(const kr_kv_compact_plan *plan, const int32_t *keep, const float *s, float *store) {
     int32_t k = plan->new_frontier - plan->frontier;
     for (int32_t t = 0; t < k; t++) store[plan->frontier + t] = s[keep[t]];
 }

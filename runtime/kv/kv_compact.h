@@ -21,21 +21,21 @@
 #include "kara.h"
 
 typedef struct kr_kv_move {
-    int32_t src, dst;   /* absolute slots, dst < src */
+    int32_t src, dst; /* absolute slots, dst < src */
 } kr_kv_move;
 
 typedef struct kr_kv_compact_plan {
-    int32_t frontier, n;            /* before */
-    int32_t new_frontier, new_n;    /* after */
+    int32_t frontier, n;         /* before */
+    int32_t new_frontier, new_n; /* after */
     int32_t n_moves;
-    kr_kv_move *moves;            /* caller memory, room for k + b */
+    kr_kv_move *moves; /* caller memory, room for k + b */
 } kr_kv_compact_plan;
 
 /* Build the plan into moves (capacity k + n_buf). Fails with KARA_ERR_ARG
  * (and a message) unless 0 <= F, 0 <= n_buf <= n - F, 0 <= k <= n_c and keep
  * is strictly increasing within [0, n_c), n_c = n - F - n_buf. */
 kara_status kr_kv_compact_plan_make(kr_kv_compact_plan *plan, int32_t frontier, int32_t n, int32_t n_buf,
-                                      const int32_t *keep, int32_t k, kr_kv_move *moves);
+                                    const int32_t *keep, int32_t k, kr_kv_move *moves);
 
 /* Run every move in order through fn (e.g. copy K and V of every layer). */
 typedef void (*kr_kv_move_fn)(void *user, int32_t src, int32_t dst);
@@ -47,8 +47,7 @@ void kr_kv_compact_apply_array(const kr_kv_compact_plan *plan, void *base, size_
 
 /* Stored scores of the new frozen slots (for recompress_history):
  * store[F + t] = s[keep[t]]. */
-void kr_kv_compact_store_scores(const kr_kv_compact_plan *plan, const int32_t *keep, const float *s,
-                                  float *store);
+void kr_kv_compact_store_scores(const kr_kv_compact_plan *plan, const int32_t *keep, const float *s, float *store);
 
 /* The query ring keeps window slot i at ring[(first + i) mod cap]. After the
  * event the buffer's entries are the new window's first slots and the ring
@@ -58,14 +57,14 @@ int32_t kr_kv_ring_first_after(int32_t first, int32_t cap, int32_t n_c);
 
 /* ---- invariants (docs/KARA_METHOD.md section 8) ---- */
 typedef struct kr_kv_invariants {
-    const int32_t *pos;        /* positions of slots [0, n) */
-    int32_t n;                 /* slots in use */
-    int32_t n_prompt;          /* P: pos[s] == s for s < P */
-    int32_t frontier;          /* F (P <= F <= n); -1 skips */
-    const void *prompt_now;    /* bytes of the prompt region now, and a copy */
-    const void *prompt_ref;    /* taken before the event; NULL skips */
+    const int32_t *pos;     /* positions of slots [0, n) */
+    int32_t n;              /* slots in use */
+    int32_t n_prompt;       /* P: pos[s] == s for s < P */
+    int32_t frontier;       /* F (P <= F <= n); -1 skips */
+    const void *prompt_now; /* bytes of the prompt region now, and a copy */
+    const void *prompt_ref; /* taken before the event; NULL skips */
     size_t prompt_bytes;
-    int32_t block_size;        /* B; blocks_held == ceil(n / B); <= 0 skips */
+    int32_t block_size; /* B; blocks_held == ceil(n / B); <= 0 skips */
     int32_t blocks_held;
     int32_t pool_free, pool_used, pool_total; /* free + used == total; total < 0 skips */
 } kr_kv_invariants;

@@ -23,8 +23,8 @@ kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
         float *store = q->scores + (size_t)g * (size_t)kv->max_slots + F;
         if (pol->needs_scores) {
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            kara_status st = kr_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode,
-                                                 p->exclude_self, l0, l1);
+            kara_status st =
+                kr_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
             if (st) return st;
             memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
         } else {
@@ -62,8 +62,10 @@ static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_w
         double mid = 0.5 * (lo + hi);
         int64_t total = 0;
         for (int32_t w = 0; w < n_win; w++) total += keep_at(mid, win_keep[w], win_size[w]);
-        if (total <= target) lo = mid;
-        else hi = mid;
+        if (total <= target)
+            lo = mid;
+        else
+            hi = mid;
     }
     for (int32_t w = 0; w < n_win; w++) win_keep[w] = keep_at(lo, win_keep[w], win_size[w]);
 }
@@ -86,7 +88,7 @@ static kara_status select_group(kr_kv_policy *pol, int32_t seq, int32_t g, const
             memcpy(pol->gather_tokens, q->tokens + i, (size_t)held * sizeof(int32_t));
             uint64_t seed = ((uint64_t)q->evictions << 32) ^ (uint64_t)w;
             kara_status st = kr_kv_select_window_k(&pol->p, pol->gather, pol->gather_tokens, held, win_keep[w], seed,
-                                                     pol->gather_keep, pol->select_scratch, pol->select_scratch_bytes);
+                                                   pol->gather_keep, pol->select_scratch, pol->select_scratch_bytes);
             if (st) return st;
             for (int32_t t = 0; t < win_keep[w]; t++) pol->keep[k++] = i - P + pol->gather_keep[t];
         }
@@ -121,7 +123,7 @@ kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
         st = select_group(pol, seq, g, win_keep, &k_g);
         if (!st && k >= 0 && k_g != k)
             st = kr_set_error(KARA_ERR_INTERNAL, "kv eviction: group %d keeps %d slots, group %d kept %d", g, k_g,
-                                g + 1, k);
+                              g + 1, k);
         k = k_g;
         if (!st) st = kr_kvp_compact_group(pol, kv, seq, P, n - F, k, NULL, g);
     }

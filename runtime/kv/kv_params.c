@@ -8,24 +8,22 @@
 #include "status.h"
 
 const kr_enum_name kr_kv_method_names[] = {
-    {"full", KARA_KV_METHOD_FULL},       {"streaming", KARA_KV_METHOD_STREAMING},
-    {"snapkv", KARA_KV_METHOD_SNAPKV},   {"h2o", KARA_KV_METHOD_H2O},
-    {"chunkkv", KARA_KV_METHOD_CHUNKKV}, {"random", KARA_KV_METHOD_RANDOM},
-    {"recent", KARA_KV_METHOD_RECENT},   {"kara", KARA_KV_METHOD_KARA},
-    {NULL, 0}};
+    {"full", KARA_KV_METHOD_FULL},     {"streaming", KARA_KV_METHOD_STREAMING}, {"snapkv", KARA_KV_METHOD_SNAPKV},
+    {"h2o", KARA_KV_METHOD_H2O},       {"chunkkv", KARA_KV_METHOD_CHUNKKV},     {"random", KARA_KV_METHOD_RANDOM},
+    {"recent", KARA_KV_METHOD_RECENT}, {"kara", KARA_KV_METHOD_KARA},           {NULL, 0}};
 
 const kr_enum_name kr_kv_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
 
-const kr_enum_name kr_score_mode_names[] = {
-    {"bidirectional", KARA_SCORE_BIDIRECTIONAL}, {"two_sided", KARA_SCORE_TWO_SIDED},
-    {"causal", KARA_SCORE_CAUSAL},               {"buffer_only", KARA_SCORE_BUFFER_ONLY},
-    {NULL, 0}};
+const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KARA_SCORE_BIDIRECTIONAL},
+                                            {"two_sided", KARA_SCORE_TWO_SIDED},
+                                            {"causal", KARA_SCORE_CAUSAL},
+                                            {"buffer_only", KARA_SCORE_BUFFER_ONLY},
+                                            {NULL, 0}};
 
-const kr_enum_name kr_softmax_over_names[] = {
-    {"window", KARA_SOFTMAX_WINDOW},
-    {"compressible", KARA_SOFTMAX_COMPRESSIBLE},
-    {"window_plus_sinks", KARA_SOFTMAX_WINDOW_PLUS_SINKS},
-    {NULL, 0}};
+const kr_enum_name kr_softmax_over_names[] = {{"window", KARA_SOFTMAX_WINDOW},
+                                              {"compressible", KARA_SOFTMAX_COMPRESSIBLE},
+                                              {"window_plus_sinks", KARA_SOFTMAX_WINDOW_PLUS_SINKS},
+                                              {NULL, 0}};
 
 const kr_enum_name kr_gqa_reduce_names[] = {{"mean", KARA_REDUCE_MEAN}, {"max", KARA_REDUCE_MAX}, {NULL, 0}};
 
@@ -37,9 +35,10 @@ const kr_enum_name kr_layer_reduce_names[] = {
 const kr_enum_name kr_pool_reduce_names[] = {
     {"max", KARA_REDUCE_MAX}, {"mean", KARA_REDUCE_MEAN}, {"avg", KARA_REDUCE_MEAN}, {NULL, 0}};
 
-const kr_enum_name kr_pool_fallback_names[] = {
-    {"preempt", KARA_POOL_PREEMPT}, {"recompress_history", KARA_POOL_RECOMPRESS_HISTORY},
-    {"fail", KARA_POOL_FAIL}, {NULL, 0}};
+const kr_enum_name kr_pool_fallback_names[] = {{"preempt", KARA_POOL_PREEMPT},
+                                               {"recompress_history", KARA_POOL_RECOMPRESS_HISTORY},
+                                               {"fail", KARA_POOL_FAIL},
+                                               {NULL, 0}};
 
 const kr_enum_name kr_kv_trigger_names[] = {
     {"periodic", KARA_KV_TRIGGER_PERIODIC}, {"threshold", KARA_KV_TRIGGER_THRESHOLD}, {NULL, 0}};

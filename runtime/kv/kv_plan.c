@@ -20,7 +20,9 @@ static bool threshold_trigger(const kara_kv_params *p) {
 bool kr_kv_params_periodic(const kara_kv_params *p) {
     switch (p->method) {
     case KARA_KV_METHOD_KARA: return !threshold_trigger(p);
-    case KARA_KV_METHOD_CHUNKKV: case KARA_KV_METHOD_RECENT: case KARA_KV_METHOD_RANDOM: return true;
+    case KARA_KV_METHOD_CHUNKKV:
+    case KARA_KV_METHOD_RECENT:
+    case KARA_KV_METHOD_RANDOM: return true;
     default: return false;
     }
 }
@@ -37,7 +39,7 @@ bool kr_kv_plan_window_method(const kr_kv_plan *plan) { return kr_kv_params_peri
 
 uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape) {
     return (uint64_t)shape->n_layer * 2 * (uint64_t)(p->block_size > 0 ? p->block_size : 1) *
-           (uint64_t)shape->n_head_kv * (uint64_t)shape->head_dim * (p->dtype == KARA_KV_F32 ? 4 : 2);
+        (uint64_t)shape->n_head_kv * (uint64_t)shape->head_dim * (p->dtype == KARA_KV_F32 ? 4 : 2);
 }
 
 /* ---- the policy's reservations ---- */
@@ -84,9 +86,7 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
         s->needs_h2o = true;
         s->score_n = max_slots;
         break;
-    case KARA_KV_METHOD_STREAMING:
-        s->score_n = max_slots;
-        break;
+    case KARA_KV_METHOD_STREAMING: s->score_n = max_slots; break;
     default: break;
     }
     if (s->score_n > max_slots) s->score_n = max_slots;
@@ -95,17 +95,17 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
 
 static size_t qsize(const kara_kv_params *p) { return p->query_cache_dtype == KARA_KV_F32 ? 4 : 2; }
 
-void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape,
-                           int32_t n_seq_max, int32_t max_slots) {
+void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_seq_max,
+                         int32_t max_slots) {
     kr_kv_reserve_shape(s, p, shape->n_layer, max_slots);
     if (p->method == KARA_KV_METHOD_FULL) return;
     /* per_layer: every group after the first holds its own positions
      * (kv_cache.c) and stored scores; the scores, selection and moves of an
      * event are reused group after group */
     s->per_layer = (size_t)n_seq_max * (size_t)(kr_kv_n_groups(p, shape->n_layer) - 1) * (size_t)max_slots *
-                   (sizeof(int32_t) + sizeof(float));
+        (sizeof(int32_t) + sizeof(float));
     s->ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap * (size_t)shape->n_head *
-              (size_t)shape->head_dim * qsize(p);
+        (size_t)shape->head_dim * qsize(p);
     if (s->needs_h2o) s->h2o = (size_t)n_seq_max * (size_t)shape->n_head * (size_t)max_slots * sizeof(float);
     if (s->needs_scores) {
         int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window : p->buffer;
@@ -127,7 +127,7 @@ uint64_t kr_kv_reserve_total(const kr_kv_reservation *s) {
 }
 
 uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
-                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots) {
+                            int32_t head_dim, int32_t n_seq_max, int32_t max_slots) {
     kr_kv_shape shape = {n_layer, n_head, n_head_kv, head_dim};
     kr_kv_reservation s;
     kr_kv_reserve_sizes(&s, p, &shape, n_seq_max, max_slots);
@@ -144,20 +144,20 @@ static int32_t auto_margin(const kara_kv_params *p) {
     return m > B ? m : B;
 }
 
-kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_kv_shape *shape,
-                              int32_t n_ctx, int32_t n_seq_max) {
+kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_ctx,
+                            int32_t n_seq_max) {
     memset(plan, 0, sizeof *plan);
     if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1)
         return kr_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
     if (p->rerotate_keys)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
-                              "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "
-                              "docs/KARA_METHOD.md); set it to false");
+                            "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "
+                            "docs/KARA_METHOD.md); set it to false");
     if (p->method == KARA_KV_METHOD_KARA && !p->t2c_pooled_topk && (!(p->candidate_frac > 0) || p->max_gap < 1))
         return kr_set_error(KARA_ERR_CONFIG,
-                              "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
-                              "%d)",
-                              (double)p->candidate_frac, p->max_gap);
+                            "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
+                            "%d)",
+                            (double)p->candidate_frac, p->max_gap);
     plan->p = *p;
     plan->shape = *shape;
     plan->n_ctx = n_ctx;
@@ -175,18 +175,17 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_
     bool whole_fits = !p->budget || p->budget / plan->block_bytes >= (uint64_t)whole;
     bool share_whole = p->seq_tokens <= 0 || p->seq_tokens >= n_ctx;
     plan->scoring = p->method != KARA_KV_METHOD_FULL && !(on_demand && whole_fits && share_whole);
-    plan->reserved_bytes = plan->scoring ? kr_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv,
-                                                                shape->head_dim, n_seq_max, n_ctx)
-                                         : 0;
+    plan->reserved_bytes = plan->scoring
+        ? kr_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv, shape->head_dim, n_seq_max, n_ctx)
+        : 0;
     int64_t blocks = whole;
     if (p->budget) {
         if (p->budget < plan->reserved_bytes + plan->block_bytes)
             return kr_set_error(KARA_ERR_KV_BUDGET,
-                                  "KV budget of %llu bytes is too small: method %s reserves %llu bytes for query "
-                                  "rings and scoring scratch and one block of %d slots needs %llu bytes",
-                                  (unsigned long long)p->budget, kara_kv_method_name(p->method),
-                                  (unsigned long long)plan->reserved_bytes, B,
-                                  (unsigned long long)plan->block_bytes);
+                                "KV budget of %llu bytes is too small: method %s reserves %llu bytes for query "
+                                "rings and scoring scratch and one block of %d slots needs %llu bytes",
+                                (unsigned long long)p->budget, kara_kv_method_name(p->method),
+                                (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes);
         uint64_t fit = (p->budget - plan->reserved_bytes) / plan->block_bytes;
         if (fit < (uint64_t)blocks) blocks = (int64_t)fit;
     }
@@ -196,13 +195,15 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_
      * retention and are capped only by an explicit seq_tokens */
     int64_t share = blocks / n_seq_max * B;
     if (share < B) share = B;
-    if (p->seq_tokens > 0) share = p->seq_tokens;
-    else if (window && !on_demand) share = n_ctx;
+    if (p->seq_tokens > 0)
+        share = p->seq_tokens;
+    else if (window && !on_demand)
+        share = n_ctx;
     if (share > n_ctx || (on_demand && !plan->scoring)) share = n_ctx;
     plan->seq_tokens = (int32_t)share;
     int32_t slack = kr_kv_trigger_slack(p);
-    plan->budget_tokens = p->budget_tokens > 0 ? p->budget_tokens
-                                               : (plan->seq_tokens - slack > 8 ? plan->seq_tokens - slack : 8);
+    plan->budget_tokens =
+        p->budget_tokens > 0 ? p->budget_tokens : (plan->seq_tokens - slack > 8 ? plan->seq_tokens - slack : 8);
     plan->margin = p->evict_margin > 0 ? p->evict_margin : auto_margin(p);
     return KARA_OK;
 }

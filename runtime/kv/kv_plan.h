@@ -29,23 +29,23 @@ typedef struct kr_kv_shape {
 } kr_kv_shape;
 
 typedef struct kr_kv_plan {
-    kara_kv_params p;          /* as configured */
+    kara_kv_params p; /* as configured */
     kr_kv_shape shape;
     int32_t n_ctx, n_seq_max;
-    uint64_t block_bytes;      /* K and V of every layer for block_size slots */
-    int32_t blocks_per_seq;    /* blocks that hold n_ctx slots */
+    uint64_t block_bytes;   /* K and V of every layer for block_size slots */
+    int32_t blocks_per_seq; /* blocks that hold n_ctx slots */
     /* The policy scores (query rings, scorer scratch). False for `full`, and
      * for on-demand window methods whose shares hold the whole context:
      * they can never need to evict, so they reserve nothing. */
     bool scoring;
-    uint64_t reserved_bytes;   /* rings + scratch, counted in the budget */
-    int32_t n_blocks;          /* blocks in the pool */
-    int32_t reserve_blocks;    /* kept free at admission: kv_cache.reserve_blocks for per_window methods
+    uint64_t reserved_bytes; /* rings + scratch, counted in the budget */
+    int32_t n_blocks;        /* blocks in the pool */
+    int32_t reserve_blocks;  /* kept free at admission: kv_cache.reserve_blocks for per_window methods
                                 * (whose peaks are estimates), 0 where the share bounds a request */
-    int32_t seq_tokens;        /* a sequence's share in slots (<= n_ctx): on-demand window methods evict at
+    int32_t seq_tokens;      /* a sequence's share in slots (<= n_ctx): on-demand window methods evict at
                                 * it; per_window ones only when kv_cache.seq_tokens is set */
-    int32_t budget_tokens;     /* streaming, snapkv, h2o, kara threshold: slots an event keeps */
-    int32_t margin;            /* on-demand eviction frees this many slots below seq_tokens */
+    int32_t budget_tokens;   /* streaming, snapkv, h2o, kara threshold: slots an event keeps */
+    int32_t margin;          /* on-demand eviction frees this many slots below seq_tokens */
 } kr_kv_plan;
 
 /* True when p compresses by periodic window events: kara with trigger
@@ -71,21 +71,21 @@ int32_t kr_kv_trigger_slack(const kara_kv_params *p);
  * disagree. */
 typedef struct kr_kv_reservation {
     bool window_method, needs_scores, needs_h2o;
-    int32_t ring_cap;       /* queries kept per sequence and scored layer */
-    int32_t n_scored;       /* scored layers */
-    int32_t score_n;        /* longest span an event scores */
-    int32_t score_q;        /* most query rows an event scores with (<= score_n) */
+    int32_t ring_cap; /* queries kept per sequence and scored layer */
+    int32_t n_scored; /* scored layers */
+    int32_t score_n;  /* longest span an event scores */
+    int32_t score_q;  /* most query rows an event scores with (<= score_n) */
     size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
-    size_t per_layer;       /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
+    size_t per_layer; /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
 } kr_kv_reservation;
 
 void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots);
-void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape,
-                           int32_t n_seq_max, int32_t max_slots);
+void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_seq_max,
+                         int32_t max_slots);
 uint64_t kr_kv_reserve_total(const kr_kv_reservation *s);
 /* Bytes a scoring policy reserves besides the block pool (rings, scratch). */
 uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
-                              int32_t head_dim, int32_t n_seq_max, int32_t max_slots);
+                            int32_t head_dim, int32_t n_seq_max, int32_t max_slots);
 
 /* Bytes of one block of block_size slots (K and V of every layer). */
 uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape);
@@ -93,8 +93,8 @@ uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape);
 /* The plan of a context. KARA_ERR_KV_BUDGET (message naming the bytes)
  * when kv_cache.budget cannot hold the reservations and one block;
  * KARA_ERR_CONFIG for inconsistent KV settings. */
-kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_kv_shape *shape,
-                              int32_t n_ctx, int32_t n_seq_max);
+kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_ctx,
+                            int32_t n_seq_max);
 
 /* Window methods (periodic events over a window: kara with trigger periodic,
  * chunkkv, recent, random) evict by windows. */

@@ -24,26 +24,26 @@ static bool threshold_trigger(const kara_kv_params *p) {
 static bool on_demand(const kr_kv_policy *pol) { return pol->p.evict == KARA_KV_EVICT_ON_DEMAND; }
 
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
-                                int32_t think_end_token) {
+                              int32_t think_end_token) {
     memset(pol, 0, sizeof *pol);
     pol->kv = kv;
     pol->exec = *exec;
     const kara_kv_params *p = &plan->p;
     if (kr_kv_params_per_layer(p) && threshold_trigger(p))
         return kr_set_error(KARA_ERR_CONFIG,
-                              "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
-                              "(ablation A8 rescores the whole cache with one shared selection); use one of them");
+                            "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
+                            "(ablation A8 rescores the whole cache with one shared selection); use one of them");
     if (p->interval < 1 || p->buffer < 0 || p->max_defer < 0)
         return kr_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
     if (p->trigger != KARA_KV_TRIGGER_PERIODIC && p->trigger != KARA_KV_TRIGGER_THRESHOLD)
         return kr_set_error(KARA_ERR_CONFIG, "kara.trigger: unknown value %d (expected periodic | threshold)",
-                              (int)p->trigger);
+                            (int)p->trigger);
     if (p->evict != KARA_KV_EVICT_ON_DEMAND && p->evict != KARA_KV_EVICT_PER_WINDOW)
         return kr_set_error(KARA_ERR_CONFIG, "kara.evict: unknown value %d (expected on_demand | per_window)",
-                              (int)p->evict);
+                            (int)p->evict);
     if (p->trigger_slack < 0)
         return kr_set_error(KARA_ERR_CONFIG, "kara.trigger_slack must be >= 1, or 0 for auto (got %d)",
-                              p->trigger_slack);
+                            p->trigger_slack);
     const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     pol->p = *p;
     pol->plan = *plan;
@@ -85,8 +85,8 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->win_keep = calloc(nf, sizeof(int32_t));
     pol->moves = calloc(nf, sizeof(kr_kv_move));
     bool ok = (!z.ring || pol->ring) && (!z.h2o || pol->h2o_probs) && (!z.score_scratch || pol->score_scratch) &&
-              pol->select_scratch && pol->layer_scores && pol->scores && pol->gather && pol->keep &&
-              pol->gather_tokens && pol->gather_keep && pol->win_keep && pol->moves;
+        pol->select_scratch && pol->layer_scores && pol->scores && pol->gather && pol->keep && pol->gather_tokens &&
+        pol->gather_keep && pol->win_keep && pol->moves;
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
         kr_kv_policy_seq *q = &pol->seqs[i];
         q->tokens = calloc(nf, sizeof(int32_t));
@@ -203,8 +203,8 @@ static void move_slot(void *user, int32_t src, int32_t dst) {
     }
 }
 
-kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier,
-                                 int32_t n_buf, int32_t k, const float *keep_scores, int32_t group) {
+kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
+                                 int32_t k, const float *keep_scores, int32_t group) {
     kr_kv_seq *s = &kv->seqs[seq];
     kr_kv_policy_seq *q = &pol->seqs[seq];
     kr_kv_compact_plan plan;
@@ -234,8 +234,8 @@ void kr_kvp_compact_release(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int
 }
 
 /* One selection for every layer (shared scope and the baselines). */
-static kara_status compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
-                           int32_t k, const float *keep_scores) {
+static kara_status compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf, int32_t k,
+                           const float *keep_scores) {
     kara_status st = kr_kvp_compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
     if (!st) kr_kvp_compact_release(pol, kv, seq, frontier + k + n_buf);
     return st;
@@ -254,9 +254,9 @@ static void score_compute(void *arg, int ith, int nth) {
     if (ith < workers) kr_kv_score_compute(t->job, ith, workers);
 }
 
-kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
-                              int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
-                              int32_t l_begin, int32_t l_end) {
+kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
+                              int32_t q_first_pos, kara_score_mode mode, bool exclude_self, int32_t l_begin,
+                              int32_t l_end) {
     kr_kv_cache *kv = pol->kv;
     const kara_kv_params *p = &pol->p;
     int32_t n_c = n_w - n_buf, stride = p->layer_stride > 0 ? p->layer_stride : 1;
@@ -269,19 +269,25 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
     kara_status st = kr_kv_score_acc_init(&acc, pol->scores, n_c, p->layer_reduce);
     for (int32_t l = l_begin; !st && l < l_end; l += stride) {
         kr_kv_rows qr = {p->query_cache_dtype,
-                           pol->ring + ((size_t)seq * pol->n_scored_layers + (size_t)(l / stride)) *
-                                           (size_t)pol->ring_cap * pol->q_row_bytes,
-                           pol->q_row_bytes, 0, q_first_pos, pol->ring_cap, NULL, 0, 0};
+                         pol->ring +
+                             ((size_t)seq * pol->n_scored_layers + (size_t)(l / stride)) * (size_t)pol->ring_cap *
+                                 pol->q_row_bytes,
+                         pol->q_row_bytes,
+                         0,
+                         q_first_pos,
+                         pol->ring_cap,
+                         NULL,
+                         0,
+                         0};
         const uint8_t *k_base = kv->pool + (size_t)l * 2 * (size_t)kv->block_size * kv->slot_bytes;
-        kr_kv_rows kr = {kv->dtype, k_base, kv->slot_bytes, 0, first, 0, kv->seqs[seq].table, kv->block_size,
-                           kv->bytes_per_block};
+        kr_kv_rows kr = {kv->dtype,           k_base,         kv->slot_bytes,     0, first, 0,
+                         kv->seqs[seq].table, kv->block_size, kv->bytes_per_block};
         kr_kv_rows sink = kr;
         sink.first = 0;
         kr_kv_score_job job;
-        st = kr_kv_score_prepare_q(&job, &sh, n_q, &opts, &qr, &kr, &sink, pol->score_scratch,
-                                     pol->score_scratch_bytes,
-                                     pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads
-                                                                                  : KR_KV_SCORE_WORKERS);
+        st = kr_kv_score_prepare_q(&job, &sh, n_q, &opts, &qr, &kr, &sink, pol->score_scratch, pol->score_scratch_bytes,
+                                   pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads
+                                                                             : KR_KV_SCORE_WORKERS);
         if (st) break;
         score_task t = {&job};
         pol->exec.run(pol->exec.user, score_compute, &t);
@@ -323,10 +329,10 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
         int32_t k_g = 0;
         if (!st)
             st = kr_kv_select_window(p, pol->scores, q->tokens + F, n_c, q->events, pol->keep, &k_g,
-                                       pol->select_scratch, pol->select_scratch_bytes);
+                                     pol->select_scratch, pol->select_scratch_bytes);
         if (!st && k >= 0 && k_g != k)
-            st = kr_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g,
-                                g + 1, k);
+            st = kr_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g, g + 1,
+                              k);
         k = k_g;
         if (!st) st = kr_kvp_compact_group(pol, kv, seq, F, b, k, pol->scores, g);
     }
@@ -362,18 +368,20 @@ static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
     if (k < 0) {
         /* the budget cannot hold the prompt and the buffer: keep everything
          * (the block pool still bounds memory), as snapkv does */
-        kr_log(KARA_LOG_DEBUG, "kara (trigger threshold): budget of %d tokens below the prompt (%d) and buffer (%d) "
-                 "of sequence %d", pol->budget_tokens, P, b, seq);
+        kr_log(KARA_LOG_DEBUG,
+               "kara (trigger threshold): budget of %d tokens below the prompt (%d) and buffer (%d) "
+               "of sequence %d",
+               pol->budget_tokens, P, b, seq);
         return KARA_OK;
     }
     if (k >= n_c) return KARA_OK;
     int32_t n_q = 1;
     while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
-    kara_status st = kr_kvp_score_span(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self, 0,
-                                pol->n_layer);
+    kara_status st = kr_kvp_score_span(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self,
+                                       0, pol->n_layer);
     if (!st)
-        st = kr_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep,
-                                     pol->select_scratch, pol->select_scratch_bytes);
+        st = kr_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep, pol->select_scratch,
+                                   pol->select_scratch_bytes);
     if (!st) st = compact(pol, kv, seq, P, b, k, pol->scores);
     if (!st) q->events++;
     return st;
@@ -388,12 +396,10 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, k = 0;
     kara_status st = KARA_OK;
     switch (p->method) {
-    case KARA_KV_METHOD_STREAMING:
-        st = kr_kv_select_streaming(n, p->streaming_n_sink, budget, pol->keep, &k);
-        break;
+    case KARA_KV_METHOD_STREAMING: st = kr_kv_select_streaming(n, p->streaming_n_sink, budget, pol->keep, &k); break;
     case KARA_KV_METHOD_H2O:
-        st = kr_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, p->h2o_heavy_frac, pol->keep, &k,
-                                pol->select_scratch, pol->select_scratch_bytes);
+        st = kr_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, p->h2o_heavy_frac, pol->keep, &k, pol->select_scratch,
+                              pol->select_scratch_bytes);
         break;
     case KARA_KV_METHOD_SNAPKV: {
         int32_t front = p->snapkv_protect_prompt ? q->n_prompt : 0, obs = p->snapkv_obs_window;
@@ -402,11 +408,11 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
         const int32_t *pos = kv->seqs[seq].pos;
         /* the observation window's queries: the newest obs positions */
         st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
-                        pol->n_layer);
+                               pol->n_layer);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
-        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget,
-                                   pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget, pol->keep,
+                                 &k, pol->select_scratch, pol->select_scratch_bytes);
         break;
     }
     case KARA_KV_METHOD_KARA: return threshold_event(pol, seq);
@@ -417,7 +423,7 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
          * observation window): keep everything; the block pool still bounds
          * memory, and kara_decode keeps its no-partial-failure promise */
         kr_log(KARA_LOG_DEBUG, "%s: budget of %d tokens below the protected prefix of sequence %d",
-                 kara_kv_method_name(p->method), budget, seq);
+               kara_kv_method_name(p->method), budget, seq);
         return KARA_OK;
     }
     if (!st && k < n) st = compact(pol, kv, seq, 0, 0, k, NULL);
@@ -430,11 +436,12 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 
 static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
     switch (pol->p.method) {
-    case KARA_KV_METHOD_STREAMING: case KARA_KV_METHOD_H2O: return n > pol->budget_tokens;
+    case KARA_KV_METHOD_STREAMING:
+    case KARA_KV_METHOD_H2O: return n > pol->budget_tokens;
     case KARA_KV_METHOD_SNAPKV: return n >= pol->budget_tokens + pol->p.snapkv_trigger_slack;
     case KARA_KV_METHOD_KARA: /* trigger: threshold; think_only stops it as it stops the periodic events */
         return !(pol->p.think_only && pol->seqs[seq].think_done) &&
-               n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
+            n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
     default: return false;
     }
 }
@@ -558,10 +565,10 @@ static kara_status on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t 
     if (*score_first && scorable) evictable += open;
     if (evictable < need)
         return kr_set_error(KARA_ERR_KV_BUDGET,
-                              "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
-                              "needs %d more, and only %d of its %d slots are scored history that may be evicted "
-                              "(the prompt, text kept whole and the buffer hold the rest)",
-                              seq, share, need, evictable, n);
+                            "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
+                            "needs %d more, and only %d of its %d slots are scored history that may be evicted "
+                            "(the prompt, text kept whole and the buffer hold the rest)",
+                            seq, share, need, evictable, n);
     *drop = need + pol->plan.margin < evictable ? need + pol->plan.margin : evictable;
     return KARA_OK;
 }
@@ -604,9 +611,9 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
     if (st || need <= 0) return st;
     if (evictable < need)
         return kr_set_error(KARA_ERR_KV_BUDGET,
-                              "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
-                              "needs %d more, and only %d of its %d slots are compressed history that may be evicted",
-                              seq, share, need, evictable, n);
+                            "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
+                            "needs %d more, and only %d of its %d slots are compressed history that may be evicted",
+                            seq, share, need, evictable, n);
     return kr_kvp_evict_even(pol, seq, need);
 }
 
@@ -625,8 +632,10 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
     int32_t drop;
     bool score_first;
     if ((st = on_demand_plan(pol, seq, n_new, &drop, &score_first))) return st;
-    if (score_first) st = score_open(pol, seq);
-    else if (drop > 0) st = score_due(pol, seq);
+    if (score_first)
+        st = score_open(pol, seq);
+    else if (drop > 0)
+        st = score_due(pol, seq);
     if (!st && n_new > 1) { /* a chat turn: the buffer is kept whole with it */
         for (int32_t i = q->frontier; i < pol->kv->seqs[seq].n; i++) q->win[i] = -1;
         q->frontier = pol->kv->seqs[seq].n;
@@ -675,8 +684,8 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
         }
         if (pick < 0) break;
         uint64_t events = pol->seqs[pick].events;
-        kara_status st = threshold_trigger(&pol->p) ? threshold_event(pol, pick)
-                                                     : window_event(pol, pick, pol->p.min_compressible);
+        kara_status st =
+            threshold_trigger(&pol->p) ? threshold_event(pol, pick) : window_event(pol, pick, pol->p.min_compressible);
         if (st) return st;
         if (pol->seqs[pick].events == events) break; /* A8: the budget cannot hold its prompt and buffer */
         pol->stats.events++;
@@ -704,10 +713,10 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
         if (need <= kv->n_free) return KARA_OK;
     }
     return kr_set_error(KARA_ERR_KV_BUDGET,
-                          "KV budget exhausted: %d more blocks of %zu bytes needed, %d of %d free "
-                          "(on_pool_exhausted: %s)",
-                          need, kv->bytes_per_block, kv->n_free, kv->n_blocks,
-                          pol->p.on_pool_exhausted == KARA_POOL_PREEMPT ? "preempt - the caller must free a sequence"
-                          : pol->p.on_pool_exhausted == KARA_POOL_FAIL ? "fail"
-                                                                        : "recompress_history found nothing to drop");
+                        "KV budget exhausted: %d more blocks of %zu bytes needed, %d of %d free "
+                        "(on_pool_exhausted: %s)",
+                        need, kv->bytes_per_block, kv->n_free, kv->n_blocks,
+                        pol->p.on_pool_exhausted == KARA_POOL_PREEMPT    ? "preempt - the caller must free a sequence"
+                            : pol->p.on_pool_exhausted == KARA_POOL_FAIL ? "fail"
+                                                                         : "recompress_history found nothing to drop");
 }

@@ -58,33 +58,33 @@ typedef struct kr_kv_exec {
 } kr_kv_exec;
 
 typedef struct kr_kv_policy_seq {
-    bool prompt_marked;    /* generation has started: P is known */
-    int32_t n_prompt;      /* P */
-    int32_t frontier;      /* F */
-    int32_t due_steps;     /* steps this sequence has been due but deferred */
-    bool think_done;       /* saw the end-of-thinking token (compress_scope: think_only) */
+    bool prompt_marked; /* generation has started: P is known */
+    int32_t n_prompt;   /* P */
+    int32_t frontier;   /* F */
+    int32_t due_steps;  /* steps this sequence has been due but deferred */
+    bool think_done;    /* saw the end-of-thinking token (compress_scope: think_only) */
     uint64_t events;
-    uint32_t evictions;    /* on-demand evictions (seeds the random baseline's choice) */
-    int32_t *tokens;       /* token id of each slot (protect_token_ids) */
-    float *scores;         /* stored score of each scored slot, a row per selection group */
-    int32_t *win;          /* window of each slot of [P, F): its index, or -1 for slots kept whole */
-    int32_t *win_size;     /* slots each window had when it was scored */
+    uint32_t evictions; /* on-demand evictions (seeds the random baseline's choice) */
+    int32_t *tokens;    /* token id of each slot (protect_token_ids) */
+    float *scores;      /* stored score of each scored slot, a row per selection group */
+    int32_t *win;       /* window of each slot of [P, F): its index, or -1 for slots kept whole */
+    int32_t *win_size;  /* slots each window had when it was scored */
     int32_t n_win;
-    float *h2o_acc;        /* H2O: accumulated attention of each slot */
+    float *h2o_acc; /* H2O: accumulated attention of each slot */
 } kr_kv_policy_seq;
 
 typedef struct kr_kv_policy {
     kara_kv_params p;
     kr_kv_plan plan;
-    kr_kv_cache *kv;     /* the cache it governs */
+    kr_kv_cache *kv; /* the cache it governs */
     kr_kv_exec exec;
     int32_t n_layer, n_head, n_head_kv, head_dim;
     int32_t n_seq_max, max_slots;
     int32_t think_end_token; /* -1 when the vocabulary has none */
 
-    bool window_method;    /* kara (trigger periodic), chunkkv, recent, random: periodic events over the window */
-    bool scoring;          /* plan.scoring: false when the policy can never need to evict */
-    bool needs_scores;     /* window scoring (kara, chunkkv), snapkv, or kara with trigger threshold */
+    bool window_method; /* kara (trigger periodic), chunkkv, recent, random: periodic events over the window */
+    bool scoring;       /* plan.scoring: false when the policy can never need to evict */
+    bool needs_scores;  /* window scoring (kara, chunkkv), snapkv, or kara with trigger threshold */
     bool needs_h2o;
     int32_t budget_tokens; /* streaming / snapkv / h2o / kara with trigger threshold */
 
@@ -112,7 +112,7 @@ typedef struct kr_kv_policy {
 
 /* A policy for kv under the plan; exec runs its scoring in parallel. */
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
-                                int32_t think_end_token);
+                              int32_t think_end_token);
 void kr_kv_policy_free(kr_kv_policy *pol);
 void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq);
 

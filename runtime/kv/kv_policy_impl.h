@@ -13,9 +13,9 @@
  * layers: the shared aggregation; one scored layer: per_layer selection).
  * The last n_q rows have queries, read from the ring at positions
  * q_first_pos + row. */
-kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf,
-                                int32_t n_q, int32_t q_first_pos, kara_score_mode mode, bool exclude_self,
-                                int32_t l_begin, int32_t l_end);
+kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
+                              int32_t q_first_pos, kara_score_mode mode, bool exclude_self, int32_t l_begin,
+                              int32_t l_end);
 
 /* Keep pol->keep (k slots, relative to frontier) of [frontier, n - n_buf)
  * in selection group `group` (its layers' K and V, its pos[] and
@@ -25,8 +25,8 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
  * given, become the stored scores of the kept slots. Blocks are released by
  * kr_kvp_compact_release once every group has moved: until then the
  * slots above the new n still hold the other groups' sources. */
-kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier,
-                                   int32_t n_buf, int32_t k, const float *keep_scores, int32_t group);
+kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf,
+                                 int32_t k, const float *keep_scores, int32_t group);
 /* After an event's compact_group calls: the sequence now holds new_n slots. */
 void kr_kvp_compact_release(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t new_n);
 

@@ -41,7 +41,7 @@ void kr_kv_score_opts_from_params(kr_kv_score_opts *o, const kara_kv_params *p) 
 
 static bool shape_ok(const kr_kv_score_shape *s) {
     return s && s->n_w >= 1 && s->n_buf >= 0 && s->n_buf < s->n_w && s->n_head >= 1 && s->n_head_kv >= 1 &&
-           s->n_head % s->n_head_kv == 0 && s->head_dim >= 1 && s->n_sink >= 0;
+        s->n_head % s->n_head_kv == 0 && s->head_dim >= 1 && s->n_sink >= 0;
 }
 
 /* Floats of one thread's area: a tile of f32 queries, the tile's logit
@@ -78,24 +78,22 @@ static bool rows_ok(const kr_kv_rows *r) {
     return true;
 }
 
-kara_status kr_kv_score_prepare(kr_kv_score_job *job, const kr_kv_score_shape *shape,
-                                  const kr_kv_score_opts *opts, const kr_kv_rows *q,
-                                  const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
-                                  size_t scratch_bytes, int32_t n_threads) {
+kara_status kr_kv_score_prepare(kr_kv_score_job *job, const kr_kv_score_shape *shape, const kr_kv_score_opts *opts,
+                                const kr_kv_rows *q, const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
+                                size_t scratch_bytes, int32_t n_threads) {
     return kr_kv_score_prepare_q(job, shape, shape ? shape->n_w : 0, opts, q, k, sink, scratch, scratch_bytes,
-                                   n_threads);
+                                 n_threads);
 }
 
 kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape *shape, int32_t n_q,
-                                    const kr_kv_score_opts *opts, const kr_kv_rows *q,
-                                    const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
-                                    size_t scratch_bytes, int32_t n_threads) {
+                                  const kr_kv_score_opts *opts, const kr_kv_rows *q, const kr_kv_rows *k,
+                                  const kr_kv_rows *sink, void *scratch, size_t scratch_bytes, int32_t n_threads) {
     if (!job || !opts) return kr_set_error(KARA_ERR_ARG, "kv_score: NULL job or options");
     if (!shape_ok(shape))
         return kr_set_error(KARA_ERR_ARG,
-                              "kv_score: bad shape (n_w %d, n_buf %d, n_head %d, n_head_kv %d, head_dim %d, n_sink %d)",
-                              shape ? shape->n_w : 0, shape ? shape->n_buf : 0, shape ? shape->n_head : 0,
-                              shape ? shape->n_head_kv : 0, shape ? shape->head_dim : 0, shape ? shape->n_sink : 0);
+                            "kv_score: bad shape (n_w %d, n_buf %d, n_head %d, n_head_kv %d, head_dim %d, n_sink %d)",
+                            shape ? shape->n_w : 0, shape ? shape->n_buf : 0, shape ? shape->n_head : 0,
+                            shape ? shape->n_head_kv : 0, shape ? shape->head_dim : 0, shape ? shape->n_sink : 0);
     if (n_q < 1 || n_q > shape->n_w)
         return kr_set_error(KARA_ERR_ARG, "kv_score: %d query rows for a window of %d", n_q, shape->n_w);
     if ((unsigned)opts->mode > KARA_SCORE_BUFFER_ONLY)
@@ -108,22 +106,24 @@ kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape 
         return kr_set_error(KARA_ERR_ARG, "kv_score: mode buffer_only needs a buffer (n_buf is 0)");
     if (!rows_ok(q) || !rows_ok(k))
         return kr_set_error(KARA_ERR_ARG, "kv_score: bad %s rows (NULL base, dtype or block geometry)",
-                              rows_ok(q) ? "key" : "query");
+                            rows_ok(q) ? "key" : "query");
     bool sinks = opts->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && shape->n_sink > 0;
     if (sinks && !rows_ok(sink)) return kr_set_error(KARA_ERR_ARG, "kv_score: window_plus_sinks needs sink rows");
     if (n_threads < 1) return kr_set_error(KARA_ERR_ARG, "kv_score: n_threads %d < 1", n_threads);
     size_t need = kr_kv_score_scratch_bytes_q(shape, n_q, n_threads);
     if (!scratch || scratch_bytes < need)
         return kr_set_error(KARA_ERR_ARG, "kv_score: scratch of %zu bytes, need %zu", scratch ? scratch_bytes : 0,
-                              need);
+                            need);
 
     memset(job, 0, sizeof *job);
     job->shape = *shape;
     job->opts = *opts;
     job->q = *q;
     job->k = *k;
-    if (sinks) job->sink = *sink;
-    else job->shape.n_sink = 0;
+    if (sinks)
+        job->sink = *sink;
+    else
+        job->shape.n_sink = 0;
     job->n_c = shape->n_w - shape->n_buf;
     job->q_lo = opts->mode == KARA_SCORE_BUFFER_ONLY ? job->n_c : 0;
     if (job->q_lo < shape->n_w - n_q) job->q_lo = shape->n_w - n_q;
@@ -172,8 +172,10 @@ static void load_heads(const kr_kernels *kt, const kr_kv_rows *r, int64_t i0, in
     for (int32_t i = 0; i < n; i++) {
         const uint8_t *p = head_ptr(r, i0 + i, e, d);
         float *y = out + (size_t)i * d;
-        if (r->type == KARA_KV_F32) kt->axpy_f32(y, scale, (const float *)p, d);
-        else kt->axpy_f16(y, scale, (const kr_fp16 *)p, d);
+        if (r->type == KARA_KV_F32)
+            kt->axpy_f32(y, scale, (const float *)p, d);
+        else
+            kt->axpy_f16(y, scale, (const kr_fp16 *)p, d);
     }
 }
 
@@ -196,8 +198,8 @@ static int32_t run_len(const kr_kv_rows *r, int64_t i, int32_t max) {
  * the kernel table's register-blocked product. The runs follow the block
  * and ring geometry, which the thread count never changes, so neither
  * does any entry's arithmetic. */
-static void logits(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
-                   const float *qf, int32_t n_rows, float *z, size_t zs, int32_t o) {
+static void logits(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d, const float *qf,
+                   int32_t n_rows, float *z, size_t zs, int32_t o) {
     const bool f16 = keys->type == KARA_KV_F16;
     for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
         nk = run_len(keys, j0, n_keys - j0);
@@ -280,7 +282,7 @@ static void score_unit(const kr_kv_score_job *job, int32_t a, int32_t r0, int32_
 kara_status kr_kv_score_compute(const kr_kv_score_job *job, int32_t ith, int32_t nth) {
     if (!job || nth < 1 || ith < 0 || ith >= nth || nth > job->n_threads)
         return kr_set_error(KARA_ERR_ARG, "kv_score: thread %d of %d, scratch prepared for %d", ith, nth,
-                              job ? job->n_threads : 0);
+                            job ? job->n_threads : 0);
     const int64_t u0 = (int64_t)job->n_units * ith / nth, u1 = (int64_t)job->n_units * (ith + 1) / nth;
     uint8_t *area = job->thread_base + (size_t)ith * job->thread_bytes;
     const int32_t n_active = job->shape.n_w - job->q_lo;
@@ -331,7 +333,7 @@ kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, 
         return kr_set_error(KARA_ERR_ARG, "kv_score: bad accumulator (n_c %d)", n_c);
     if (layer_reduce != KARA_REDUCE_MEAN && layer_reduce != KARA_REDUCE_NORMALIZED_MEAN)
         return kr_set_error(KARA_ERR_ARG, "kv_score: layer_reduce must be mean or normalized_mean (got %d)",
-                              (int)layer_reduce);
+                            (int)layer_reduce);
     acc->sum = buf;
     acc->n_c = n_c;
     acc->n_layers = 0;

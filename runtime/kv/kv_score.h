@@ -71,13 +71,13 @@ struct kr_kernels;
 typedef struct kr_kv_rows {
     kara_kv_dtype type;
     const void *base;
-    size_t stride;          /* bytes between consecutive rows */
-    size_t head_stride;     /* bytes between heads of a row; 0 = packed */
+    size_t stride;      /* bytes between consecutive rows */
+    size_t head_stride; /* bytes between heads of a row; 0 = packed */
     int64_t first;
-    int32_t ring_cap;       /* > 0: ring of that many rows */
-    const int32_t *table;   /* non-NULL: paged (block ids) */
-    int32_t block_rows;     /* rows per block when paged */
-    size_t block_bytes;     /* bytes per block when paged */
+    int32_t ring_cap;     /* > 0: ring of that many rows */
+    const int32_t *table; /* non-NULL: paged (block ids) */
+    int32_t block_rows;   /* rows per block when paged */
+    size_t block_bytes;   /* bytes per block when paged */
 } kr_kv_rows;
 
 /* Plain contiguous rows: row i at base + i * stride, heads packed. */
@@ -85,12 +85,12 @@ kr_kv_rows kr_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride)
 
 /* Geometry of one scoring call. */
 typedef struct kr_kv_score_shape {
-    int32_t n_w;        /* window slots (queries and keys), >= 1 */
-    int32_t n_buf;      /* protected buffer at the end of the window, 0 <= n_buf < n_w */
-    int32_t n_head;     /* Hq */
-    int32_t n_head_kv;  /* Hkv, divides Hq */
-    int32_t head_dim;   /* d */
-    int32_t n_sink;     /* sink keys (used with window_plus_sinks), >= 0 */
+    int32_t n_w;       /* window slots (queries and keys), >= 1 */
+    int32_t n_buf;     /* protected buffer at the end of the window, 0 <= n_buf < n_w */
+    int32_t n_head;    /* Hq */
+    int32_t n_head_kv; /* Hkv, divides Hq */
+    int32_t head_dim;  /* d */
+    int32_t n_sink;    /* sink keys (used with window_plus_sinks), >= 0 */
 } kr_kv_score_shape;
 
 typedef struct kr_kv_score_opts {
@@ -133,10 +133,9 @@ size_t kr_kv_score_scratch_bytes(const kr_kv_score_shape *shape, int32_t n_threa
  * NULL when n_sink is 0). Does not read q or k. Fails with KARA_ERR_ARG (and
  * a message) on a bad shape, option, or a scratch smaller than
  * kr_kv_score_scratch_bytes. */
-kara_status kr_kv_score_prepare(kr_kv_score_job *job, const kr_kv_score_shape *shape,
-                                  const kr_kv_score_opts *opts, const kr_kv_rows *q,
-                                  const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
-                                  size_t scratch_bytes, int32_t n_threads);
+kara_status kr_kv_score_prepare(kr_kv_score_job *job, const kr_kv_score_shape *shape, const kr_kv_score_opts *opts,
+                                const kr_kv_rows *q, const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
+                                size_t scratch_bytes, int32_t n_threads);
 
 /* Scoring with queries for only part of the window: rows [n_w - n_q, n_w)
  * hold queries (1 <= n_q <= n_w), the older rows are keys only. Each mode
@@ -148,9 +147,8 @@ kara_status kr_kv_score_prepare(kr_kv_score_job *job, const kr_kv_score_shape *s
  * scratch needed shrinks with n_q (tiles over n_q rows only). */
 size_t kr_kv_score_scratch_bytes_q(const kr_kv_score_shape *shape, int32_t n_q, int32_t n_threads);
 kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape *shape, int32_t n_q,
-                                    const kr_kv_score_opts *opts, const kr_kv_rows *q,
-                                    const kr_kv_rows *k, const kr_kv_rows *sink, void *scratch,
-                                    size_t scratch_bytes, int32_t n_threads);
+                                  const kr_kv_score_opts *opts, const kr_kv_rows *q, const kr_kv_rows *k,
+                                  const kr_kv_rows *sink, void *scratch, size_t scratch_bytes, int32_t n_threads);
 
 /* Compute this thread's share of the units (contiguous range ith of nth).
  * Every ith in [0, nth) must run before kr_kv_score_finish; nth must not
@@ -169,9 +167,9 @@ void kr_kv_score_run(const kr_kv_score_job *job, float *layer_out, struct kr_kv_
 /* Aggregation of layer vectors over scored layers (docs/KARA_METHOD.md
  * section 5, "Heads and layers"). */
 typedef struct kr_kv_score_acc {
-    float *sum;             /* n_c, caller memory */
+    float *sum; /* n_c, caller memory */
     int32_t n_c;
-    int32_t n_layers;       /* layer vectors added so far */
+    int32_t n_layers;         /* layer vectors added so far */
     kara_reduce layer_reduce; /* KARA_REDUCE_MEAN or KARA_REDUCE_NORMALIZED_MEAN */
 } kr_kv_score_acc;
 

@@ -34,14 +34,14 @@ static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 size_t kr_kv_select_scratch_bytes(int32_t n) {
     size_t m = n > 0 ? (size_t)n : 1;
     return 64 + align64(m * sizeof(rank_entry)) + align64(m * sizeof(chunk_entry)) + align64(m * sizeof(float)) +
-           align64(m);
+        align64(m);
 }
 
 static kara_status scratch_split(const char *who, int32_t n, void *scratch, size_t bytes, select_scratch *out) {
     size_t need = kr_kv_select_scratch_bytes(n);
     if (!scratch || bytes < need)
-        return kr_set_error(KARA_ERR_ARG, "%s: scratch of %zu bytes, need %zu for %d slots", who,
-                              scratch ? bytes : 0, need, n);
+        return kr_set_error(KARA_ERR_ARG, "%s: scratch of %zu bytes, need %zu for %d slots", who, scratch ? bytes : 0,
+                            need, n);
     size_t m = n > 0 ? (size_t)n : 1;
     uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     out->rank = (rank_entry *)p;
@@ -141,8 +141,7 @@ static int32_t emit(const uint8_t *flag, int32_t n, int32_t *keep) {
 }
 
 static kara_status check_window(const char *who, int32_t n_c, int32_t k, const int32_t *keep) {
-    if (n_c < 0 || k < 0 || k > n_c)
-        return kr_set_error(KARA_ERR_ARG, "%s: keep %d of %d slots", who, k, n_c);
+    if (n_c < 0 || k < 0 || k > n_c) return kr_set_error(KARA_ERR_ARG, "%s: keep %d of %d slots", who, k, n_c);
     if (!keep && k > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL output", who);
     return KARA_OK;
 }
@@ -167,16 +166,16 @@ static int cmp_chunk_t2c(const void *pa, const void *pb) {
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
-kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params *p,
-                               const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params *p, const kr_kv_protect *protect,
+                             int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "token2chunk";
     if (!p || (!s && n_c > 0)) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores or parameters", who);
     kara_status st = check_window(who, n_c, p->k, keep);
     if (st != KARA_OK) return st;
     if (!(p->candidate_frac > 0.0f && p->candidate_frac <= 1.0f) || p->max_gap < 1 || !(p->len_penalty >= 0.0f) ||
         isinf(p->len_penalty))
-        return kr_set_error(KARA_ERR_ARG, "%s: candidate_frac %g (0, 1], max_gap %d (>= 1), len_penalty %g (>= 0)",
-                              who, (double)p->candidate_frac, p->max_gap, (double)p->len_penalty);
+        return kr_set_error(KARA_ERR_ARG, "%s: candidate_frac %g (0, 1], max_gap %d (>= 1), len_penalty %g (>= 0)", who,
+                            (double)p->candidate_frac, p->max_gap, (double)p->len_penalty);
     select_scratch w;
     if ((st = scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
     const int32_t k = p->k;
@@ -244,13 +243,13 @@ static void pool_scores(const float *s, int32_t n, int32_t kernel, kara_reduce h
 }
 
 kara_status kr_kv_select_pooled_topk(const float *s, int32_t n_c, int32_t k, int32_t kernel,
-                                       const kr_kv_protect *protect, int32_t *keep, void *scratch,
-                                       size_t scratch_bytes) {
+                                     const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "pooled top-k";
     kara_status st = check_window(who, n_c, k, keep);
     if (st != KARA_OK) return st;
     if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
-    if (kernel < 1 || kernel % 2 == 0) return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1", who, kernel);
+    if (kernel < 1 || kernel % 2 == 0)
+        return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1", who, kernel);
     select_scratch w;
     if ((st = scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
     if (k == 0) return KARA_OK;
@@ -269,8 +268,8 @@ static int cmp_chunk_mean(const void *pa, const void *pb) {
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
-kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len,
-                                  const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len, const kr_kv_protect *protect,
+                                int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "chunkkv";
     kara_status st = check_window(who, n_c, k, keep);
     if (st != KARA_OK) return st;
@@ -305,8 +304,8 @@ kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t 
     return finish_window(who, w.flag, n_c, k, keep);
 }
 
-kara_status kr_kv_select_recent(int32_t n_c, int32_t k, const kr_kv_protect *protect, int32_t *keep,
-                                  void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_recent(int32_t n_c, int32_t k, const kr_kv_protect *protect, int32_t *keep, void *scratch,
+                                size_t scratch_bytes) {
     const char *who = "recent";
     kara_status st = check_window(who, n_c, k, keep);
     if (st != KARA_OK) return st;
@@ -338,8 +337,8 @@ static uint64_t uniform_below(uint64_t *state, uint64_t range) {
     return x % range;
 }
 
-kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_kv_protect *protect,
-                                  int32_t *keep, void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_kv_protect *protect, int32_t *keep,
+                                void *scratch, size_t scratch_bytes) {
     const char *who = "random";
     kara_status st = check_window(who, n_c, k, keep);
     if (st != KARA_OK) return st;
@@ -362,8 +361,7 @@ kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_
 }
 
 kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                  uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch,
-                                  size_t scratch_bytes) {
+                                uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes) {
     if (!p || !n_keep) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters or count");
     int32_t k = kr_kv_keep_count(n_c, p->retention, p->min_keep);
     kara_status st = kr_kv_select_window_k(p, s, tokens, n_c, k, seed, keep, scratch, scratch_bytes);
@@ -372,7 +370,7 @@ kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const i
 }
 
 kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                    int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes) {
+                                  int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes) {
     if (!p) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters");
     kr_kv_protect pr = {tokens, p->protect_token_ids, p->n_protect_token_ids};
     kara_status st;
@@ -395,8 +393,7 @@ kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const
         st = kr_kv_select_random(n_c, k, mix, &pr, keep, scratch, scratch_bytes);
         break;
     }
-    default:
-        return kr_set_error(KARA_ERR_ARG, "select: method %d is not a window method", (int)p->method);
+    default: return kr_set_error(KARA_ERR_ARG, "select: method %d is not a window method", (int)p->method);
     }
     return st;
 }
@@ -419,7 +416,7 @@ kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, in
     }
     if (budget < n_sink)
         return kr_set_error(KARA_ERR_KV_BUDGET, "streaming: budget of %d slots is below its %d sink slots", budget,
-                              n_sink);
+                            n_sink);
     int32_t c = 0;
     for (int32_t j = 0; j < n_sink; j++) keep[c++] = j;
     for (int32_t j = n - (budget - n_sink); j < n; j++) keep[c++] = j;
@@ -428,12 +425,12 @@ kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, in
 }
 
 kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
-                                  kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
-                                  size_t scratch_bytes) {
+                                kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                size_t scratch_bytes) {
     const char *who = "snapkv";
     if (n < 0 || n_front < 0 || obs_window < 0 || budget < 1 || !keep || !n_keep || (!s && n > 0))
-        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front,
-                              obs_window, budget);
+        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front, obs_window,
+                            budget);
     if (kernel < 1 || kernel % 2 == 0 || (pool != KARA_REDUCE_MAX && pool != KARA_REDUCE_MEAN))
         return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1, pool max or mean", who, kernel);
     if (n <= budget) {
@@ -442,7 +439,7 @@ kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int3
     }
     if (budget < n_front + obs_window)
         return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots cannot hold %d protected + %d observed", who,
-                              budget, n_front, obs_window);
+                            budget, n_front, obs_window);
     select_scratch w;
     kara_status st = scratch_split(who, n, scratch, scratch_bytes, &w);
     if (st != KARA_OK) return st;
@@ -460,19 +457,19 @@ kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int3
 }
 
 kara_status kr_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32_t budget, float heavy_frac,
-                               int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes) {
+                             int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes) {
     const char *who = "h2o";
     if (n < 0 || n_front < 0 || budget < 1 || !keep || !n_keep || (!acc && n > 0) ||
         !(heavy_frac >= 0.0f && heavy_frac <= 1.0f))
         return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, budget %d, heavy_frac %g", who, n, n_front, budget,
-                              (double)heavy_frac);
+                            (double)heavy_frac);
     if (n <= budget) {
         *n_keep = keep_all(n, keep);
         return KARA_OK;
     }
     if (budget < n_front)
         return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots is below its %d protected slots", who, budget,
-                              n_front);
+                            n_front);
     select_scratch w;
     kara_status st = scratch_split(who, n, scratch, scratch_bytes, &w);
     if (st != KARA_OK) return st;

@@ -34,8 +34,8 @@ int32_t kr_kv_candidate_count(int32_t k, float candidate_frac);
 
 /* Token ids of the slots of C and the ids that force a slot to be kept. */
 typedef struct kr_kv_protect {
-    const int32_t *tokens;  /* token id of each slot of C; NULL = nothing protected */
-    const int32_t *ids;     /* protect_token_ids */
+    const int32_t *tokens; /* token id of each slot of C; NULL = nothing protected */
+    const int32_t *ids;    /* protect_token_ids */
     int32_t n_ids;
 } kr_kv_protect;
 
@@ -43,10 +43,10 @@ typedef struct kr_kv_protect {
 size_t kr_kv_select_scratch_bytes(int32_t n);
 
 typedef struct kr_kv_t2c_params {
-    int32_t k;             /* slots to keep, 0 <= k <= n_c */
-    float candidate_frac;  /* kappa in (0, 1]; 1 = pure Top-K (A3) */
-    int32_t max_gap;       /* longest chunk interior, >= 1 */
-    float len_penalty;     /* beta >= 0 */
+    int32_t k;            /* slots to keep, 0 <= k <= n_c */
+    float candidate_frac; /* kappa in (0, 1]; 1 = pure Top-K (A3) */
+    int32_t max_gap;      /* longest chunk interior, >= 1 */
+    float len_penalty;    /* beta >= 0 */
 } kr_kv_t2c_params;
 
 /* Kara's selection (docs/KARA_METHOD.md section 6): the m highest-score
@@ -56,43 +56,41 @@ typedef struct kr_kv_t2c_params {
  * (u = 0 when max s <= 0), taken greedily by phi (ties: smaller gap, then
  * lower slot) while the gap fits the remaining budget, then the highest-score
  * remaining slots. keep gets exactly k sorted slots. */
-kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params *p,
-                               const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes);
+kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params *p, const kr_kv_protect *protect,
+                             int32_t *keep, void *scratch, size_t scratch_bytes);
 
 /* A4: Top-k of the scores max-pooled over `kernel` neighbours (odd, >= 1;
  * the window is clipped at the ends of C). */
 kara_status kr_kv_select_pooled_topk(const float *s, int32_t n_c, int32_t k, int32_t kernel,
-                                       const kr_kv_protect *protect, int32_t *keep, void *scratch,
-                                       size_t scratch_bytes);
+                                     const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes);
 
 /* chunkkv: C cut into chunks of chunk_len from slot 0 (the last may be
  * shorter), ranked by mean score (ties to the lower chunk); whole chunks are
  * taken while their unkept slots fit, then the highest-score remaining slots
  * fill to exactly k. */
-kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len,
-                                  const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes);
+kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len, const kr_kv_protect *protect,
+                                int32_t *keep, void *scratch, size_t scratch_bytes);
 
 /* recent: the last k slots of C (after the protected ones). s may be NULL. */
-kara_status kr_kv_select_recent(int32_t n_c, int32_t k, const kr_kv_protect *protect, int32_t *keep,
-                                  void *scratch, size_t scratch_bytes);
+kara_status kr_kv_select_recent(int32_t n_c, int32_t k, const kr_kv_protect *protect, int32_t *keep, void *scratch,
+                                size_t scratch_bytes);
 
 /* random: k slots drawn uniformly without replacement, reproducible from
  * seed (splitmix64). */
-kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_kv_protect *protect,
-                                  int32_t *keep, void *scratch, size_t scratch_bytes);
+kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_kv_protect *protect, int32_t *keep,
+                                void *scratch, size_t scratch_bytes);
 
 /* The window selection of method p->method (kara, chunkkv, recent, random)
  * with p's retention, min_keep, t2c and chunk settings; tokens (may be NULL)
  * give the protect_token_ids check. *n_keep = k. */
 kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                  uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch,
-                                  size_t scratch_bytes);
+                                uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes);
 
 /* The same selection with k given (0 <= k <= n_c) instead of derived from
  * retention: Kara's threshold trigger (ablation A8) keeps what its token
  * budget leaves room for. */
 kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                    int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes);
+                                  int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes);
 
 /* ---- decode-time baselines over a whole cache [0, n) ---- */
 /* In all three, budget counts every kept slot; when n <= budget every slot
@@ -108,14 +106,14 @@ kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, in
  * middle region). s has n entries (only the middle ones are read).
  * KARA_ERR_KV_BUDGET when budget < n_front + obs_window. */
 kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
-                                  kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
-                                  size_t scratch_bytes);
+                                kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                size_t scratch_bytes);
 
 /* h2o: slots [0, n_front) kept; of the rest, n_heavy = round(heavy_frac *
  * (budget - n_front)) by accumulated score acc and the most recent
  * budget - n_front - n_heavy. KARA_ERR_KV_BUDGET when budget < n_front. */
 kara_status kr_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32_t budget, float heavy_frac,
-                               int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes);
+                             int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes);
 
 /* H2O's accumulator: acc[j] += probs[j] for j < n (one decode query's
  * attention, already summed over heads and layers by the caller). */

@@ -23,11 +23,16 @@ uint64_t kara_model_repacked_bytes(const kara_model *m) { return m->repacked_byt
 /* Render one metadata value; arrays show their type, length and first items. */
 static int format_value(const kara_gguf_value *v, char *buf, size_t size) {
     switch (v->type) {
-    case KARA_GGUF_UINT8: case KARA_GGUF_UINT16: case KARA_GGUF_UINT32: case KARA_GGUF_UINT64:
-        return snprintf(buf, size, "%" PRIu64, v->v.u64);
-    case KARA_GGUF_INT8: case KARA_GGUF_INT16: case KARA_GGUF_INT32: case KARA_GGUF_INT64:
-        return snprintf(buf, size, "%" PRId64, v->v.i64);
-    case KARA_GGUF_FLOAT32: case KARA_GGUF_FLOAT64: return snprintf(buf, size, "%g", v->v.f64);
+    case KARA_GGUF_UINT8:
+    case KARA_GGUF_UINT16:
+    case KARA_GGUF_UINT32:
+    case KARA_GGUF_UINT64: return snprintf(buf, size, "%" PRIu64, v->v.u64);
+    case KARA_GGUF_INT8:
+    case KARA_GGUF_INT16:
+    case KARA_GGUF_INT32:
+    case KARA_GGUF_INT64: return snprintf(buf, size, "%" PRId64, v->v.i64);
+    case KARA_GGUF_FLOAT32:
+    case KARA_GGUF_FLOAT64: return snprintf(buf, size, "%g", v->v.f64);
     case KARA_GGUF_BOOL: return snprintf(buf, size, "%s", v->v.u64 ? "true" : "false");
     case KARA_GGUF_STRING: return snprintf(buf, size, "%.*s", (int)v->v.str.len, v->v.str.ptr);
     case KARA_GGUF_ARRAY: {
@@ -98,6 +103,6 @@ kara_status kara_token_to_piece(const kara_model *m, int32_t token, char *buf, i
     *len = r < 0 ? -r : r;
     if (r < 0)
         return kr_set_error(KARA_ERR_ARG, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size, token,
-                              -r);
+                            -r);
     return KARA_OK;
 }

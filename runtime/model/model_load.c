@@ -29,7 +29,7 @@ static const arch_desc archs[] = {
 typedef struct loader {
     kara_model *m;
     const char *path;
-    float *store;       /* next free float in m->f32_store */
+    float *store; /* next free float in m->f32_store */
 } loader;
 
 static kara_status get_u32(loader *ld, const char *suffix, int32_t *out, bool required) {
@@ -45,7 +45,7 @@ static kara_status get_u32(loader *ld, const char *suffix, int32_t *out, bool re
     }
     if (v == 0 || v > (1u << 30))
         return kr_set_error(KARA_ERR_FORMAT, "%s: metadata key '%s' = %llu is out of range", ld->path, key,
-                              (unsigned long long)v);
+                            (unsigned long long)v);
     *out = (int32_t)v;
     return KARA_OK;
 }
@@ -72,7 +72,7 @@ static kara_status read_hparams(loader *ld) {
         if (kara_gguf_str_eq(arch, archs[i].name)) ad = &archs[i];
     if (!ad)
         return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (llama, qwen2, qwen3)",
-                              ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+                            ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     snprintf(m->arch_name, sizeof m->arch_name, "%s", ad->name);
     hp->arch = ad->arch;
     hp->rope_neox = ad->rope_neox;
@@ -90,19 +90,19 @@ static kara_status read_hparams(loader *ld) {
     if ((st = get_u32(ld, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
     if (hp->n_head % hp->n_head_kv != 0)
         return kr_set_error(KARA_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d", ld->path,
-                              hp->n_head, hp->n_head_kv);
+                            hp->n_head, hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((st = get_u32(ld, "attention.key_length", &hp->head_dim, false))) return st;
     hp->head_dim_v = hp->head_dim;
     if ((st = get_u32(ld, "attention.value_length", &hp->head_dim_v, false))) return st;
     if (hp->head_dim_v != hp->head_dim)
-        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d is not supported",
-                              ld->path, hp->head_dim, hp->head_dim_v);
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d is not supported", ld->path,
+                            hp->head_dim, hp->head_dim_v);
     hp->rope_dim = hp->head_dim;
     if ((st = get_u32(ld, "rope.dimension_count", &hp->rope_dim, false))) return st;
     if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
         return kr_set_error(KARA_ERR_FORMAT, "%s: rope.dimension_count %d is invalid for head dim %d", ld->path,
-                              hp->rope_dim, hp->head_dim);
+                            hp->rope_dim, hp->head_dim);
     hp->rope_freq_base = 10000.0f;
     if ((st = get_f32(ld, "rope.freq_base", &hp->rope_freq_base))) return st;
     hp->rms_eps = 1e-5f;
@@ -122,17 +122,17 @@ static kara_status find_tensor(loader *ld, const char *name, int64_t ne0, int64_
     }
     const kr_type_info *ti = kr_type_get(t->type);
     if (!ti->supported)
-        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which Kara does not support",
-                              ld->path, name, ti->name);
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which Kara does not support", ld->path,
+                            name, ti->name);
     uint32_t want_dims = ne1 ? 2 : 1;
     bool ok = t->ne[0] == ne0 && (ne1 ? t->ne[1] == ne1 : true) && t->ne[2] == 1 && t->ne[3] == 1 &&
-              (t->n_dims == want_dims || (t->n_dims > want_dims && t->ne[want_dims] == 1));
+        (t->n_dims == want_dims || (t->n_dims > want_dims && t->ne[want_dims] == 1));
     if (!ne1) ok = ok && t->ne[1] == 1;
     if (!ok)
         return kr_set_error(KARA_ERR_FORMAT,
-                              "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", ld->path,
-                              name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                              (long long)t->ne[3], (long long)ne0, (long long)(ne1 ? ne1 : 1));
+                            "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", ld->path, name,
+                            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                            (long long)ne0, (long long)(ne1 ? ne1 : 1));
     *out = t;
     return KARA_OK;
 }
@@ -179,7 +179,7 @@ static kara_status load_weights(loader *ld) {
     int64_t e = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
 
     size_t floats = (size_t)e * (1 + 2 * (size_t)hp->n_layer) + (size_t)hp->n_layer * (size_t)(qd + 2 * kvd) +
-                    (size_t)hp->n_layer * 2 * (size_t)hp->head_dim;
+        (size_t)hp->n_layer * 2 * (size_t)hp->head_dim;
     m->f32_store = malloc(floats * sizeof(float));
     m->layers = calloc((size_t)hp->n_layer, sizeof(kr_layer));
     if (!m->f32_store || !m->layers) return kr_set_error(KARA_ERR_NOMEM, "out of memory loading %s", ld->path);
@@ -259,9 +259,7 @@ static const char *file_type_name(const kara_model *m) {
     return kr_type_get(m->layers ? m->layers[0].w_gate.type : m->tok_embd.type)->name;
 }
 
-void kara_model_params_init(kara_model_params *p) {
-    memset(p, 0, sizeof *p);
-}
+void kara_model_params_init(kara_model_params *p) { memset(p, 0, sizeof *p); }
 
 kara_status kara_model_load(const char *path, const kara_model_params *params, kara_model **out) {
     kara_model_params defaults;
@@ -297,7 +295,7 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
     if (!st && !params->vocab_only) st = load_weights(&ld);
     if (!st && !params->vocab_only && m->vocab.kind != KR_VOCAB_NONE && m->vocab.n_tokens != m->hp.n_vocab)
         st = kr_set_error(KARA_ERR_FORMAT, "%s: vocabulary has %d tokens but token_embd.weight has %d rows", path,
-                            m->vocab.n_tokens, m->hp.n_vocab);
+                          m->vocab.n_tokens, m->hp.n_vocab);
     if (!st && params->vocab_only) m->hp.n_vocab = m->vocab.n_tokens;
     if (!st && params->progress && !params->progress(1.0f, params->progress_user))
         st = kr_set_error(KARA_ERR_ABORTED, "%s: load cancelled by the progress callback", path);

@@ -31,8 +31,8 @@
 typedef struct seg {
     const uint32_t *cpt;
     const uint8_t *cls;
-    size_t end;              /* end of the segment (exclusive) */
-    size_t ws_from, ws_to;   /* cached white-space run, for `\s+$` */
+    size_t end;            /* end of the segment (exclusive) */
+    size_t ws_from, ws_to; /* cached white-space run, for `\s+$` */
 } seg;
 
 typedef size_t (*matcher)(seg *s, size_t pos);
@@ -41,22 +41,14 @@ typedef size_t (*matcher)(seg *s, size_t pos);
 /* Class tests                                                               */
 /* ------------------------------------------------------------------------ */
 
-static inline bool any_of(const seg *s, size_t p, uint8_t bits) {
-    return p < s->end && (s->cls[p] & bits);
-}
+static inline bool any_of(const seg *s, size_t p, uint8_t bits) { return p < s->end && (s->cls[p] & bits); }
 
 /* In range and in none of the classes: [^...] over classes. */
-static inline bool none_of(const seg *s, size_t p, uint8_t bits) {
-    return p < s->end && !(s->cls[p] & bits);
-}
+static inline bool none_of(const seg *s, size_t p, uint8_t bits) { return p < s->end && !(s->cls[p] & bits); }
 
-static inline bool is_cpt(const seg *s, size_t p, uint32_t c) {
-    return p < s->end && s->cpt[p] == c;
-}
+static inline bool is_cpt(const seg *s, size_t p, uint32_t c) { return p < s->end && s->cpt[p] == c; }
 
-static inline bool is_newline(const seg *s, size_t p) {
-    return p < s->end && (s->cpt[p] == '\r' || s->cpt[p] == '\n');
-}
+static inline bool is_newline(const seg *s, size_t p) { return p < s->end && (s->cpt[p] == '\r' || s->cpt[p] == '\n'); }
 
 static size_t run_any(const seg *s, size_t p, uint8_t bits) {
     size_t q = p;
@@ -70,9 +62,7 @@ static size_t run_none(const seg *s, size_t p, uint8_t bits) {
     return q - p;
 }
 
-static inline uint32_t ascii_lower(uint32_t c) {
-    return (c >= 'A' && c <= 'Z') ? c + 32 : c;
-}
+static inline uint32_t ascii_lower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
 /* The code point a pattern with literal ranges sees (see the file comment). */
 static inline uint32_t literal_cpt(const seg *s, size_t p) {
@@ -88,8 +78,10 @@ static bool in_ranges(uint32_t c, const cpt_range *r, size_t n) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (r[mid].last < c) lo = mid + 1;
-        else hi = mid;
+        if (r[mid].last < c)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < n && r[lo].first <= c;
 }
@@ -227,13 +219,14 @@ static const cpt_range deepseek_letters[] = {
 
 /* deepseek-llm's punctuation: [!-/:-~！-／：-～‘-‟　-。] (sorted). */
 static const cpt_range deepseek_punct[] = {
-    {0x00021, 0x0002F}, {0x0003A, 0x0007E}, {0x02018, 0x0201F}, {0x03000, 0x03002},
-    {0x0FF01, 0x0FF0F}, {0x0FF1A, 0x0FF5E},
+    {0x00021, 0x0002F}, {0x0003A, 0x0007E}, {0x02018, 0x0201F},
+    {0x03000, 0x03002}, {0x0FF01, 0x0FF0F}, {0x0FF1A, 0x0FF5E},
 };
 
 /* deepseek's CJK runs: [一-龥ࠀ-一가-퟿] (sorted, overlapping at U+4E00). */
 static const cpt_range deepseek_cjk[] = {
-    {0x00800, 0x09FA5}, {0x0AC00, 0x0D7FF},
+    {0x00800, 0x09FA5},
+    {0x0AC00, 0x0D7FF},
 };
 
 #define N_RANGES(r) (sizeof(r) / sizeof((r)[0]))
@@ -307,11 +300,10 @@ static const rule rules[] = {
     [KR_PRETOK_LLAMA3] = {"llama3", 1, {m_llama3}},
     [KR_PRETOK_QWEN2] = {"qwen2", 1, {m_qwen2}},
     [KR_PRETOK_QWEN35] = {"qwen35", 1, {m_qwen35}},
-    [KR_PRETOK_DEEPSEEK_LLM] = {"deepseek-llm", 6,
-                                  {m_newline, m_deepseek_letters, m_deepseek_punct, m_space_at_end, m_cjk,
-                                   m_numbers}},
-    [KARA_PRETOK_DEEPSEEK_CODER] = {"deepseek-coder", 5,
-                                    {m_newline, m_space_letters, m_space_punct, m_cjk, m_number}},
+    [KR_PRETOK_DEEPSEEK_LLM] = {"deepseek-llm",
+                                6,
+                                {m_newline, m_deepseek_letters, m_deepseek_punct, m_space_at_end, m_cjk, m_numbers}},
+    [KARA_PRETOK_DEEPSEEK_CODER] = {"deepseek-coder", 5, {m_newline, m_space_letters, m_space_punct, m_cjk, m_number}},
 };
 
 /* One pass over every segment of `in`; returns the number of words written
@@ -340,7 +332,7 @@ static size_t split_pass(matcher match, const uint32_t *cpt, const uint8_t *cls,
 }
 
 size_t kr_pretokenize(kr_pretok kind, const uint32_t *cpts, const uint8_t *cls, size_t n, uint32_t *ends,
-                        uint32_t *tmp) {
+                      uint32_t *tmp) {
     if (n == 0) return 0;
     const rule *r = &rules[kind];
     uint32_t whole = (uint32_t)n;
@@ -398,6 +390,4 @@ bool kr_pretok_lookup(const char *name, size_t len, kr_pretok_info *out) {
     return false;
 }
 
-const char *kr_pretok_name(kr_pretok kind) {
-    return rules[kind].name;
-}
+const char *kr_pretok_name(kr_pretok kind) { return rules[kind].name; }

@@ -76,7 +76,7 @@ kara_status kr_bpe_build(kr_vocab *v, const kara_gguf_array *merges) {
     kr_vocab_impl *im = v->impl;
     if (merges->n > UINT32_MAX / 4)
         return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.merges: %llu merges is too many",
-                              (unsigned long long)merges->n);
+                            (unsigned long long)merges->n);
     uint32_t n = (uint32_t)merges->n;
     uint64_t cap = 16;
     while (cap < 2ULL * n) cap <<= 1;
@@ -125,14 +125,14 @@ nomem:
 
 typedef struct bpe_sym {
     int32_t prev, next;
-    int32_t id;            /* symbol id, -1 when the byte has no symbol */
-    uint32_t start, len;   /* bytes of the word; len 0 = merged away */
+    int32_t id;          /* symbol id, -1 when the byte has no symbol */
+    uint32_t start, len; /* bytes of the word; len 0 = merged away */
 } bpe_sym;
 
 typedef struct bpe_pair {
     uint32_t rank;
     int32_t left, right;
-    uint32_t left_len, right_len;  /* lengths when queued, to spot stale pairs */
+    uint32_t left_len, right_len; /* lengths when queued, to spot stale pairs */
     uint32_t result;
 } bpe_pair;
 

@@ -15,13 +15,13 @@
 
 typedef struct spm_sym {
     int32_t prev, next;
-    uint32_t start, len;   /* bytes of the text; len 0 = merged away */
+    uint32_t start, len; /* bytes of the text; len 0 = merged away */
 } spm_sym;
 
 typedef struct spm_pair {
     float score;
     int32_t left, right;
-    uint32_t size;         /* left.len + right.len when queued */
+    uint32_t size; /* left.len + right.len when queued */
 } spm_pair;
 
 /* Queue order: higher score first, then the leftmost pair. */

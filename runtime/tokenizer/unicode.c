@@ -25,26 +25,20 @@ static uint8_t props_of(uint32_t cpt) {
     return kr_unicode_stage2[(block << shift) | (cpt & ((1u << shift) - 1))];
 }
 
-kr_ucat kr_unicode_category(uint32_t cpt) {
-    return (kr_ucat)(props_of(cpt) & PROP_CATEGORY_MASK);
-}
+kr_ucat kr_unicode_category(uint32_t cpt) { return (kr_ucat)(props_of(cpt) & PROP_CATEGORY_MASK); }
 
 /* The regex class each general category belongs to. */
 static const uint8_t category_class[KR_UCAT_COUNT] = {
-    [KR_UCAT_Cn] = KR_UCLASS_OTHER,
-    [KR_UCAT_Lu] = KR_UCLASS_LETTER, [KR_UCAT_Ll] = KR_UCLASS_LETTER, [KR_UCAT_Lt] = KR_UCLASS_LETTER,
-    [KR_UCAT_Lm] = KR_UCLASS_LETTER, [KR_UCAT_Lo] = KR_UCLASS_LETTER,
-    [KR_UCAT_Mn] = KR_UCLASS_MARK, [KR_UCAT_Mc] = KR_UCLASS_MARK, [KR_UCAT_Me] = KR_UCLASS_MARK,
-    [KR_UCAT_Nd] = KR_UCLASS_NUMBER, [KR_UCAT_Nl] = KR_UCLASS_NUMBER, [KR_UCAT_No] = KR_UCLASS_NUMBER,
-    [KR_UCAT_Pc] = KR_UCLASS_PUNCT, [KR_UCAT_Pd] = KR_UCLASS_PUNCT, [KR_UCAT_Ps] = KR_UCLASS_PUNCT,
-    [KR_UCAT_Pe] = KR_UCLASS_PUNCT, [KR_UCAT_Pi] = KR_UCLASS_PUNCT, [KR_UCAT_Pf] = KR_UCLASS_PUNCT,
-    [KR_UCAT_Po] = KR_UCLASS_PUNCT,
-    [KR_UCAT_Sm] = KR_UCLASS_SYMBOL, [KR_UCAT_Sc] = KR_UCLASS_SYMBOL, [KR_UCAT_Sk] = KR_UCLASS_SYMBOL,
-    [KR_UCAT_So] = KR_UCLASS_SYMBOL,
-    [KR_UCAT_Zs] = KR_UCLASS_SEPARATOR, [KR_UCAT_Zl] = KR_UCLASS_SEPARATOR,
-    [KR_UCAT_Zp] = KR_UCLASS_SEPARATOR,
-    [KR_UCAT_Cc] = KR_UCLASS_OTHER, [KR_UCAT_Cf] = KR_UCLASS_OTHER, [KR_UCAT_Cs] = KR_UCLASS_OTHER,
-    [KR_UCAT_Co] = KR_UCLASS_OTHER,
+    [KR_UCAT_Cn] = KR_UCLASS_OTHER,     [KR_UCAT_Lu] = KR_UCLASS_LETTER,    [KR_UCAT_Ll] = KR_UCLASS_LETTER,
+    [KR_UCAT_Lt] = KR_UCLASS_LETTER,    [KR_UCAT_Lm] = KR_UCLASS_LETTER,    [KR_UCAT_Lo] = KR_UCLASS_LETTER,
+    [KR_UCAT_Mn] = KR_UCLASS_MARK,      [KR_UCAT_Mc] = KR_UCLASS_MARK,      [KR_UCAT_Me] = KR_UCLASS_MARK,
+    [KR_UCAT_Nd] = KR_UCLASS_NUMBER,    [KR_UCAT_Nl] = KR_UCLASS_NUMBER,    [KR_UCAT_No] = KR_UCLASS_NUMBER,
+    [KR_UCAT_Pc] = KR_UCLASS_PUNCT,     [KR_UCAT_Pd] = KR_UCLASS_PUNCT,     [KR_UCAT_Ps] = KR_UCLASS_PUNCT,
+    [KR_UCAT_Pe] = KR_UCLASS_PUNCT,     [KR_UCAT_Pi] = KR_UCLASS_PUNCT,     [KR_UCAT_Pf] = KR_UCLASS_PUNCT,
+    [KR_UCAT_Po] = KR_UCLASS_PUNCT,     [KR_UCAT_Sm] = KR_UCLASS_SYMBOL,    [KR_UCAT_Sc] = KR_UCLASS_SYMBOL,
+    [KR_UCAT_Sk] = KR_UCLASS_SYMBOL,    [KR_UCAT_So] = KR_UCLASS_SYMBOL,    [KR_UCAT_Zs] = KR_UCLASS_SEPARATOR,
+    [KR_UCAT_Zl] = KR_UCLASS_SEPARATOR, [KR_UCAT_Zp] = KR_UCLASS_SEPARATOR, [KR_UCAT_Cc] = KR_UCLASS_OTHER,
+    [KR_UCAT_Cf] = KR_UCLASS_OTHER,     [KR_UCAT_Cs] = KR_UCLASS_OTHER,     [KR_UCAT_Co] = KR_UCLASS_OTHER,
 };
 
 uint8_t kr_unicode_class(uint32_t cpt) {
@@ -58,8 +52,10 @@ static uint32_t map_lookup(const uint32_t (*table)[2], size_t n, uint32_t cpt) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (table[mid][0] < cpt) lo = mid + 1;
-        else hi = mid;
+        if (table[mid][0] < cpt)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return (lo < n && table[lo][0] == cpt) ? table[lo][1] : cpt;
 }
@@ -87,8 +83,10 @@ size_t kr_unicode_nfd(uint32_t cpt, uint32_t out[KARA_UNICODE_MAX_DECOMP]) {
     size_t lo = 0, hi = kr_unicode_nfd_index_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (kr_unicode_nfd_index[mid][0] < cpt) lo = mid + 1;
-        else hi = mid;
+        if (kr_unicode_nfd_index[mid][0] < cpt)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo < kr_unicode_nfd_index_count && kr_unicode_nfd_index[lo][0] == cpt) {
         uint32_t first = kr_unicode_nfd_index[lo][1], n = kr_unicode_nfd_index[lo][2];
@@ -123,8 +121,8 @@ uint32_t kr_utf8_decode(const uint8_t *s, size_t len, size_t *n) {
     }
     if ((b & 0xF8) == 0xF0) {
         if (len < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0xFFFD;
-        uint32_t c = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-                     ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3Fu);
+        uint32_t c = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
+            (s[3] & 0x3Fu);
         if (c > 0x10FFFF) return 0xFFFD;
         *n = 4;
         return c;

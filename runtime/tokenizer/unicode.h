@@ -17,25 +17,47 @@
 /* General categories; Cn (unassigned) is 0. Order fixed by the generator. */
 typedef enum kr_ucat {
     KR_UCAT_Cn = 0,
-    KR_UCAT_Lu, KR_UCAT_Ll, KR_UCAT_Lt, KR_UCAT_Lm, KR_UCAT_Lo,
-    KR_UCAT_Mn, KR_UCAT_Mc, KR_UCAT_Me,
-    KR_UCAT_Nd, KR_UCAT_Nl, KR_UCAT_No,
-    KR_UCAT_Pc, KR_UCAT_Pd, KR_UCAT_Ps, KR_UCAT_Pe, KR_UCAT_Pi, KR_UCAT_Pf, KR_UCAT_Po,
-    KR_UCAT_Sm, KR_UCAT_Sc, KR_UCAT_Sk, KR_UCAT_So,
-    KR_UCAT_Zs, KR_UCAT_Zl, KR_UCAT_Zp,
-    KR_UCAT_Cc, KR_UCAT_Cf, KR_UCAT_Cs, KR_UCAT_Co,
+    KR_UCAT_Lu,
+    KR_UCAT_Ll,
+    KR_UCAT_Lt,
+    KR_UCAT_Lm,
+    KR_UCAT_Lo,
+    KR_UCAT_Mn,
+    KR_UCAT_Mc,
+    KR_UCAT_Me,
+    KR_UCAT_Nd,
+    KR_UCAT_Nl,
+    KR_UCAT_No,
+    KR_UCAT_Pc,
+    KR_UCAT_Pd,
+    KR_UCAT_Ps,
+    KR_UCAT_Pe,
+    KR_UCAT_Pi,
+    KR_UCAT_Pf,
+    KR_UCAT_Po,
+    KR_UCAT_Sm,
+    KR_UCAT_Sc,
+    KR_UCAT_Sk,
+    KR_UCAT_So,
+    KR_UCAT_Zs,
+    KR_UCAT_Zl,
+    KR_UCAT_Zp,
+    KR_UCAT_Cc,
+    KR_UCAT_Cf,
+    KR_UCAT_Cs,
+    KR_UCAT_Co,
     KR_UCAT_COUNT
 } kr_ucat;
 
 /* Class bits: the regex classes the pre-tokenizers test. */
-#define KR_UCLASS_LETTER     0x01u  /* \p{L} */
-#define KR_UCLASS_NUMBER     0x02u  /* \p{N} */
-#define KR_UCLASS_MARK       0x04u  /* \p{M} */
-#define KR_UCLASS_PUNCT      0x08u  /* \p{P} */
-#define KR_UCLASS_SYMBOL     0x10u  /* \p{S} */
-#define KR_UCLASS_SEPARATOR  0x20u  /* \p{Z} */
-#define KR_UCLASS_OTHER      0x40u  /* \p{C}, including unassigned */
-#define KR_UCLASS_WHITESPACE 0x80u  /* \s = the White_Space property */
+#define KR_UCLASS_LETTER 0x01u     /* \p{L} */
+#define KR_UCLASS_NUMBER 0x02u     /* \p{N} */
+#define KR_UCLASS_MARK 0x04u       /* \p{M} */
+#define KR_UCLASS_PUNCT 0x08u      /* \p{P} */
+#define KR_UCLASS_SYMBOL 0x10u     /* \p{S} */
+#define KR_UCLASS_SEPARATOR 0x20u  /* \p{Z} */
+#define KR_UCLASS_OTHER 0x40u      /* \p{C}, including unassigned */
+#define KR_UCLASS_WHITESPACE 0x80u /* \s = the White_Space property */
 
 /* Longest full canonical decomposition of one code point. */
 #define KARA_UNICODE_MAX_DECOMP 4

@@ -18,7 +18,7 @@
 
 static bool is_int_type(kara_gguf_vtype t) {
     return t == KARA_GGUF_UINT8 || t == KARA_GGUF_INT8 || t == KARA_GGUF_UINT16 || t == KARA_GGUF_INT16 ||
-           t == KARA_GGUF_UINT32 || t == KARA_GGUF_INT32 || t == KARA_GGUF_UINT64 || t == KARA_GGUF_INT64;
+        t == KARA_GGUF_UINT32 || t == KARA_GGUF_INT32 || t == KARA_GGUF_UINT64 || t == KARA_GGUF_INT64;
 }
 
 static bool is_signed_type(kara_gguf_vtype t) {
@@ -32,7 +32,7 @@ static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens
     if (!kv) return KARA_OK;
     if (!is_int_type(kv->value.type))
         return kr_set_error(KARA_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
-                              kara_gguf_vtype_name(kv->value.type));
+                            kara_gguf_vtype_name(kv->value.type));
     if (is_signed_type(kv->value.type) && kv->value.v.i64 < 0) {
         *id = -1;
         return KARA_OK;
@@ -44,7 +44,7 @@ static kara_status read_id(const kara_gguf *g, const char *key, int32_t n_tokens
     }
     if (u >= (uint64_t)n_tokens)
         return kr_set_error(KARA_ERR_FORMAT, "%s = %llu is outside the vocabulary of %d tokens", key,
-                              (unsigned long long)u, n_tokens);
+                            (unsigned long long)u, n_tokens);
     *id = (int32_t)u;
     return KARA_OK;
 }
@@ -53,8 +53,7 @@ static kara_status read_bool(const kara_gguf *g, const char *key, bool *out) {
     const kara_gguf_kv *kv = kara_gguf_find(g, key);
     if (!kv) return KARA_OK;
     if (kv->value.type != KARA_GGUF_BOOL)
-        return kr_set_error(KARA_ERR_FORMAT, "%s: expected a bool, got %s", key,
-                              kara_gguf_vtype_name(kv->value.type));
+        return kr_set_error(KARA_ERR_FORMAT, "%s: expected a bool, got %s", key, kara_gguf_vtype_name(kv->value.type));
     *out = kv->value.v.u64 != 0;
     return KARA_OK;
 }
@@ -76,14 +75,14 @@ static const kara_gguf_array *read_array(const kara_gguf *g, const char *key, co
     if (ok && !strcmp(kind, "floats")) ok = a->type == KARA_GGUF_FLOAT32 || a->type == KARA_GGUF_FLOAT64;
     if (!ok) {
         *st = kr_set_error(KARA_ERR_FORMAT, "%s: expected an array of %s, got %s%s%s", key, kind,
-                             kv->value.type == KARA_GGUF_ARRAY ? "an array of " : "",
-                             kara_gguf_vtype_name(kv->value.type == KARA_GGUF_ARRAY ? a->type : kv->value.type),
-                             kv->value.type == KARA_GGUF_ARRAY ? " values" : "");
+                           kv->value.type == KARA_GGUF_ARRAY ? "an array of " : "",
+                           kara_gguf_vtype_name(kv->value.type == KARA_GGUF_ARRAY ? a->type : kv->value.type),
+                           kv->value.type == KARA_GGUF_ARRAY ? " values" : "");
         return NULL;
     }
     if (n != UINT64_MAX && a->n != n) {
         *st = kr_set_error(KARA_ERR_FORMAT, "%s: has %llu entries but tokenizer.ggml.tokens has %llu", key,
-                             (unsigned long long)a->n, (unsigned long long)n);
+                           (unsigned long long)a->n, (unsigned long long)n);
         return NULL;
     }
     return a;
@@ -96,39 +95,78 @@ static const kara_gguf_array *read_array(const kara_gguf *g, const char *key, co
 /* When a metadata id is absent, llama.cpp finds these tokens by their text
  * and treats them as control tokens; the first text of each list present in
  * the vocabulary wins. */
-static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                        "<|end_of_text|>", "<EOT>", "_<EOT>",
-                                        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-                                        "<end_of_utterance>", NULL};
+static const char *const eot_texts[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "<|end_of_text|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "<\xef\xbd\x9c"
+                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        "<end_of_utterance>",
+                                        NULL};
 static const char *const eom_texts[] = {"<|eom_id|>", NULL};
-static const char *const fim_pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-                                            "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>",
-                                            "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
-static const char *const fim_suf_texts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                                            "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>",
-                                            "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
-static const char *const fim_mid_texts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                                            "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>",
-                                            "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
-static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
-static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+static const char *const fim_pre_texts[] = {"<|fim_prefix|>",
+                                            "<fim-prefix>",
+                                            "<fim_prefix>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81"
+                                            "begin\xef\xbd\x9c>",
+                                            "<PRE>",
+                                            "\xe2\x96\x81<PRE>",
+                                            "<|code_prefix|>",
+                                            "<|prefix|>",
                                             NULL};
+static const char *const fim_suf_texts[] = {"<|fim_suffix|>",
+                                            "<fim-suffix>",
+                                            "<fim_suffix>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+                                            "<SUF>",
+                                            "\xe2\x96\x81<SUF>",
+                                            "<|code_suffix|>",
+                                            "<|suffix|>",
+                                            NULL};
+static const char *const fim_mid_texts[] = {"<|fim_middle|>",
+                                            "<fim-middle>",
+                                            "<fim_middle>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81"
+                                            "end\xef\xbd\x9c>",
+                                            "<MID>",
+                                            "\xe2\x96\x81<MID>",
+                                            "<|code_middle|>",
+                                            "<|middle|>",
+                                            NULL};
+static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
+static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                            "<REPO>",       "<reponame>",    NULL};
 static const char *const fim_sep_texts[] = {"<|file_sep|>", NULL};
 
 /* Tokens that end generation whatever their metadata says. */
-static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                        "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-                                        "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", NULL};
+static const char *const eog_texts[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "<|eom_id|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "<|end_of_text|>",
+                                        "<end_of_utterance>",
+                                        "<\xef\xbd\x9c"
+                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        NULL};
 
-static int32_t find_cstr(const kr_vocab *v, const char *s) {
-    return kr_vocab_find(v, s, strlen(s));
-}
+static int32_t find_cstr(const kr_vocab *v, const char *s) { return kr_vocab_find(v, s, strlen(s)); }
 
 static void force_control(kr_vocab *v, int32_t id) {
     uint8_t *t = &v->impl->types[id];
     if (*t != KR_TOKEN_CONTROL) {
         kr_log(KARA_LOG_DEBUG, "token %d '%.*s' looks like a control token; treating it as one", id,
-                 (int)v->impl->strs[id].len, v->impl->strs[id].ptr);
+               (int)v->impl->strs[id].len, v->impl->strs[id].ptr);
         *t = KR_TOKEN_CONTROL;
     }
 }
@@ -153,9 +191,7 @@ static void mark_eog(kr_vocab *v, int32_t id) {
 /* Load                                                                      */
 /* ------------------------------------------------------------------------ */
 
-static void reset_ids(kr_vocab *v) {
-    v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = v->sep = v->nl = -1;
-}
+static void reset_ids(kr_vocab *v) { v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = v->sep = v->nl = -1; }
 
 /* The SPM byte token: "<0xXX>", else the byte as a one-character token. */
 static void find_byte_tokens_spm(kr_vocab *v) {
@@ -179,7 +215,7 @@ static kara_status load_tokens(kr_vocab *v, const kara_gguf *g) {
     if (toks->n == 0) return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: the vocabulary is empty");
     if (toks->n > (uint64_t)INT32_MAX / 2)
         return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is too many",
-                              (unsigned long long)toks->n);
+                            (unsigned long long)toks->n);
     uint32_t n = (uint32_t)toks->n;
     v->n_tokens = (int32_t)n;
 
@@ -198,8 +234,7 @@ static kara_status load_tokens(kr_vocab *v, const kara_gguf *g) {
 
     for (uint32_t i = 0; i < n; i++) {
         kara_gguf_str s = toks->strs[i];
-        if (s.len > UINT32_MAX)
-            return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u is too long", i);
+        if (s.len > UINT32_MAX) return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u is too long", i);
         kr_strref r = {s.ptr, (uint32_t)s.len};
         if (s.len == 0) { /* llama.cpp renames empty tokens so that lookups stay unique */
             char name[32];
@@ -211,7 +246,7 @@ static kara_status load_tokens(kr_vocab *v, const kara_gguf *g) {
         int32_t dup = kr_vocab_sym_find(im, r.ptr, r.len);
         if (dup >= 0)
             return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.tokens: token %u '%.*s' repeats token %d", i,
-                                  (int)(r.len > 64 ? 64 : r.len), r.ptr, dup);
+                                (int)(r.len > 64 ? 64 : r.len), r.ptr, dup);
         im->strs[i] = r;
         im->n_strs = i + 1;
         kr_vocab_sym_insert(im, i);
@@ -228,13 +263,13 @@ static kara_status load_special_ids(kr_vocab *v, const kara_gguf *g) {
         const char *key;
         int32_t *id;
     } keys[] = {
-        {"tokenizer.ggml.bos_token_id", &v->bos},       {"tokenizer.ggml.eos_token_id", &v->eos},
-        {"tokenizer.ggml.eot_token_id", &v->eot},       {"tokenizer.ggml.eom_token_id", &v->eom},
-        {"tokenizer.ggml.unknown_token_id", &v->unk},   {"tokenizer.ggml.seperator_token_id", &v->sep},
-        {"tokenizer.ggml.padding_token_id", &v->pad},   {"tokenizer.ggml.mask_token_id", &mask},
-        {"tokenizer.ggml.fim_pre_token_id", &fim_pre},  {"tokenizer.ggml.fim_suf_token_id", &fim_suf},
-        {"tokenizer.ggml.fim_mid_token_id", &fim_mid},  {"tokenizer.ggml.fim_pad_token_id", &fim_pad},
-        {"tokenizer.ggml.fim_rep_token_id", &fim_rep},  {"tokenizer.ggml.fim_sep_token_id", &fim_sep},
+        {"tokenizer.ggml.bos_token_id", &v->bos},      {"tokenizer.ggml.eos_token_id", &v->eos},
+        {"tokenizer.ggml.eot_token_id", &v->eot},      {"tokenizer.ggml.eom_token_id", &v->eom},
+        {"tokenizer.ggml.unknown_token_id", &v->unk},  {"tokenizer.ggml.seperator_token_id", &v->sep},
+        {"tokenizer.ggml.padding_token_id", &v->pad},  {"tokenizer.ggml.mask_token_id", &mask},
+        {"tokenizer.ggml.fim_pre_token_id", &fim_pre}, {"tokenizer.ggml.fim_suf_token_id", &fim_suf},
+        {"tokenizer.ggml.fim_mid_token_id", &fim_mid}, {"tokenizer.ggml.fim_pad_token_id", &fim_pad},
+        {"tokenizer.ggml.fim_rep_token_id", &fim_rep}, {"tokenizer.ggml.fim_sep_token_id", &fim_sep},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         /* a default outside a small vocabulary just means "none" */
@@ -298,27 +333,29 @@ kara_status kr_vocab_load(kr_vocab *v, const kara_gguf *g) {
     if (!model_kv) return KARA_OK; /* ids only */
     if (model_kv->value.type != KARA_GGUF_STRING)
         return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.model: expected a string, got %s",
-                              kara_gguf_vtype_name(model_kv->value.type));
+                            kara_gguf_vtype_name(model_kv->value.type));
     kara_gguf_str model = model_kv->value.v.str;
     if (kara_gguf_str_eq(model, "no_vocab") || kara_gguf_str_eq(model, "none")) return KARA_OK;
 
     kr_vocab_kind kind;
-    if (kara_gguf_str_eq(model, "llama")) kind = KR_VOCAB_SPM;
-    else if (kara_gguf_str_eq(model, "gpt2")) kind = KR_VOCAB_BPE;
+    if (kara_gguf_str_eq(model, "llama"))
+        kind = KR_VOCAB_SPM;
+    else if (kara_gguf_str_eq(model, "gpt2"))
+        kind = KR_VOCAB_BPE;
     else
         return kr_set_error(KARA_ERR_UNSUPPORTED,
-                              "tokenizer.ggml.model: unsupported tokenizer '%.*s' (supported: llama, gpt2)",
-                              (int)(model.len > 64 ? 64 : model.len), model.ptr);
+                            "tokenizer.ggml.model: unsupported tokenizer '%.*s' (supported: llama, gpt2)",
+                            (int)(model.len > 64 ? 64 : model.len), model.ptr);
 
     const kara_gguf_kv *pre_kv = kara_gguf_find(g, "tokenizer.ggml.pre");
     if (pre_kv) {
         if (pre_kv->value.type != KARA_GGUF_STRING)
             return kr_set_error(KARA_ERR_FORMAT, "tokenizer.ggml.pre: expected a string, got %s",
-                                  kara_gguf_vtype_name(pre_kv->value.type));
+                                kara_gguf_vtype_name(pre_kv->value.type));
         kara_gguf_str pre = pre_kv->value.v.str;
         if (pre.len >= sizeof v->pre)
             return kr_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'",
-                                  (int)(sizeof v->pre), pre.ptr);
+                                (int)(sizeof v->pre), pre.ptr);
         memcpy(v->pre, pre.ptr, pre.len);
         v->pre[pre.len] = 0;
     }
@@ -338,8 +375,9 @@ kara_status kr_vocab_load(kr_vocab *v, const kara_gguf *g) {
         v->add_space_prefix = true;
     } else {
         if (!v->pre[0]) {
-            kr_log(KARA_LOG_WARN, "tokenizer.ggml.pre is missing: using the 'default' pre-tokenizer, which "
-                                    "may not match the model");
+            kr_log(KARA_LOG_WARN,
+                   "tokenizer.ggml.pre is missing: using the 'default' pre-tokenizer, which "
+                   "may not match the model");
             im->pre.kind = KR_PRETOK_DEFAULT;
         } else if (!kr_pretok_lookup(v->pre, strlen(v->pre), &im->pre)) {
             st = kr_set_error(KARA_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", v->pre);

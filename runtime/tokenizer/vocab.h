@@ -15,9 +15,9 @@
 #include "kara.h"
 
 typedef enum kr_vocab_kind {
-    KR_VOCAB_NONE = 0,   /* no tokenizer in the file: ids only */
-    KR_VOCAB_SPM = 1,    /* tokenizer.ggml.model = "llama" */
-    KR_VOCAB_BPE = 2     /* tokenizer.ggml.model = "gpt2" */
+    KR_VOCAB_NONE = 0, /* no tokenizer in the file: ids only */
+    KR_VOCAB_SPM = 1,  /* tokenizer.ggml.model = "llama" */
+    KR_VOCAB_BPE = 2   /* tokenizer.ggml.model = "gpt2" */
 } kr_vocab_kind;
 
 /* GGUF token types (tokenizer.ggml.token_type). */
@@ -36,11 +36,11 @@ typedef struct kr_vocab_impl kr_vocab_impl;
 typedef struct kr_vocab {
     kr_vocab_kind kind;
     int32_t n_tokens;
-    char pre[64];              /* tokenizer.ggml.pre ("" when absent) */
+    char pre[64]; /* tokenizer.ggml.pre ("" when absent) */
     /* special ids, -1 when absent */
     int32_t bos, eos, eot, eom, unk, pad, sep, nl;
     bool add_bos, add_eos, add_space_prefix;
-    kr_vocab_impl *impl;     /* tokenizer-private tables */
+    kr_vocab_impl *impl; /* tokenizer-private tables */
 } kr_vocab;
 
 /* Read tokenizer.* from a parsed GGUF and build the lookup tables. The GGUF
@@ -57,15 +57,15 @@ void kr_vocab_free(kr_vocab *v);
  * do). Returns the count, -(needed) when max_tokens is too small (the ids
  * that fit are written), INT32_MIN when the vocabulary has no tokenizer or
  * memory runs out. Thread-safe: the vocabulary is only read. */
-int32_t kr_vocab_tokenize(const kr_vocab *v, const char *text, size_t len, int32_t *tokens,
-                            int32_t max_tokens, bool add_special, bool parse_special);
+int32_t kr_vocab_tokenize(const kr_vocab *v, const char *text, size_t len, int32_t *tokens, int32_t max_tokens,
+                          bool add_special, bool parse_special);
 /* See kara_token_to_piece in kara.h; 0 for an id outside the vocabulary. */
 int32_t kr_vocab_token_to_piece(const kr_vocab *v, int32_t token, char *buf, int32_t size, bool special);
 /* The text of a token sequence: the pieces concatenated, without the space
  * the SPM rules put in front of the text (add_space_prefix). Returns the
  * length, -(needed) when size is too small (buf untouched beyond size). */
 int32_t kr_vocab_detokenize(const kr_vocab *v, const int32_t *tokens, int32_t n_tokens, char *buf, int32_t size,
-                              bool special);
+                            bool special);
 bool kr_vocab_is_eog(const kr_vocab *v, int32_t token);
 kr_token_type kr_vocab_token_type(const kr_vocab *v, int32_t token);
 /* The raw token text as stored in the vocabulary (not NUL-terminated). */

@@ -14,8 +14,8 @@
 #include "vocab.h"
 
 /* Per-token attribute bits (besides the token type). */
-#define KR_TOKEN_ATTR_EOG    0x01u  /* ends generation */
-#define KR_TOKEN_ATTR_RSTRIP 0x02u  /* white space after it is dropped when it is matched in text */
+#define KR_TOKEN_ATTR_EOG 0x01u    /* ends generation */
+#define KR_TOKEN_ATTR_RSTRIP 0x02u /* white space after it is dropped when it is matched in text */
 
 /* A string that is not NUL-terminated. */
 typedef struct kr_strref {
@@ -32,13 +32,13 @@ struct kr_vocab_impl {
      * table maps any of them to its index (its "symbol id"). */
     kr_strref *strs;
     uint32_t n_strs, cap_strs;
-    uint32_t *slots;          /* open addressing: index + 1, 0 = empty */
+    uint32_t *slots; /* open addressing: index + 1, 0 = empty */
     uint32_t slot_mask;
     kr_str_arena_block *arena;
 
-    float *scores;            /* tokenizer.ggml.scores, NULL when absent (all 0) */
-    uint8_t *types;           /* kr_token_type per token */
-    uint8_t *attrs;           /* KARA_TOKEN_ATTR_* per token */
+    float *scores;  /* tokenizer.ggml.scores, NULL when absent (all 0) */
+    uint8_t *types; /* kr_token_type per token */
+    uint8_t *attrs; /* KARA_TOKEN_ATTR_* per token */
 
     /* The token of each byte: SPM "<0xXX>" (else the one-byte text, else
      * unk), BPE the byte's GPT-2 character; -1 when the vocabulary has none. */
@@ -50,7 +50,7 @@ struct kr_vocab_impl {
     uint32_t n_special;
     struct kr_special_trie *trie;
     uint32_t n_trie;
-    uint8_t special_first_byte[256];   /* 1 when some special text starts with it */
+    uint8_t special_first_byte[256]; /* 1 when some special text starts with it */
 
     /* SPM: true when no token has a U+2581 right after another character
      * than U+2581, so text can be merged word by word (tokenizer_spm.c) */
@@ -58,17 +58,17 @@ struct kr_vocab_impl {
 
     /* byte-level BPE */
     kr_pretok_info pre;
-    int32_t byte_sym[256];    /* symbol id of each byte's GPT-2 character, -1 if none */
-    uint64_t *merge_keys;     /* (left << 32 | right) + 1, 0 = empty */
+    int32_t byte_sym[256]; /* symbol id of each byte's GPT-2 character, -1 if none */
+    uint64_t *merge_keys;  /* (left << 32 | right) + 1, 0 = empty */
     uint32_t *merge_rank;
-    uint32_t *merge_result;   /* symbol id of left+right */
+    uint32_t *merge_result; /* symbol id of left+right */
     uint32_t merge_mask;
     uint32_t n_merges;
 };
 
 typedef struct kr_special_trie {
     int32_t first_child, next_sibling;
-    int32_t special;          /* index into impl->special ending here, -1 */
+    int32_t special; /* index into impl->special ending here, -1 */
     uint8_t byte;
 } kr_special_trie;
 
@@ -110,7 +110,7 @@ static inline void kr_tok_emit(kr_tok_out *o, int32_t id) {
 /* A piece of the input after special-token matching: raw text, or a token. */
 typedef struct kr_fragment {
     size_t off, len;
-    int32_t token;            /* -1 for raw text */
+    int32_t token; /* -1 for raw text */
 } kr_fragment;
 
 /* One tokenize call's scratch memory; grows as needed, freed at the end of
@@ -118,17 +118,17 @@ typedef struct kr_fragment {
 typedef struct kr_tok_work {
     kr_fragment *frags, *frags2;
     size_t cap_frags, cap_frags2;
-    uint8_t *found;           /* which special tokens occur in the text */
-    char *text;               /* SPM: escaped fragment; BPE: word bytes */
+    uint8_t *found; /* which special tokens occur in the text */
+    char *text;     /* SPM: escaped fragment; BPE: word bytes */
     size_t cap_text;
-    char *text2;              /* BPE: GPT-2-encoded word */
+    char *text2; /* BPE: GPT-2-encoded word */
     size_t cap_text2;
     uint32_t *cpts, *ends, *tmp;
     uint8_t *cls;
     size_t cap_cpts;
-    void *syms;               /* tokenizer symbols */
+    void *syms; /* tokenizer symbols */
     size_t cap_syms;
-    void *heap;               /* tokenizer merge queue */
+    void *heap; /* tokenizer merge queue */
     size_t cap_heap;
 } kr_tok_work;
 
@@ -141,8 +141,8 @@ void kr_work_free(kr_tok_work *w);
  * (control and unknown tokens only when parse_special; user-defined ones
  * always, as Hugging Face and llama.cpp do). */
 kara_status kr_vocab_special_build(kr_vocab *v);
-kara_status kr_vocab_partition(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len,
-                                 bool parse_special, size_t *n_frags);
+kara_status kr_vocab_partition(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, bool parse_special,
+                               size_t *n_frags);
 
 /* tokenizer_spm.c: load-time checks, and one raw fragment (already escaped:
  * spaces as U+2581). */

@@ -93,9 +93,7 @@ kara_status kr_vocab_special_build(kr_vocab *v) {
     return KARA_OK;
 }
 
-static bool is_c_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
+static bool is_c_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
 static bool push_frag(kr_tok_work *w, size_t *n, size_t off, size_t len, int32_t token) {
     if (!kr_work_reserve((void **)&w->frags2, &w->cap_frags2, *n + 1, sizeof *w->frags2)) return false;
@@ -137,8 +135,8 @@ static bool split_on(const kr_vocab *v, kr_tok_work *w, const char *text, size_t
     return true;
 }
 
-kara_status kr_vocab_partition(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len,
-                                 bool parse_special, size_t *n_frags) {
+kara_status kr_vocab_partition(const kr_vocab *v, kr_tok_work *w, const char *text, size_t len, bool parse_special,
+                               size_t *n_frags) {
     const kr_vocab_impl *im = v->impl;
     *n_frags = 0;
     if (!len) return KARA_OK;

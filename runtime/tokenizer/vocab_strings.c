@@ -54,9 +54,7 @@ static uint64_t hash_bytes(uint64_t h, const char *s, size_t n) {
 
 #define HASH_SEED 0xcbf29ce484222325ULL
 
-static uint32_t slot_of(uint64_t h, uint32_t mask) {
-    return (uint32_t)((h ^ (h >> 29)) & mask);
-}
+static uint32_t slot_of(uint64_t h, uint32_t mask) { return (uint32_t)((h ^ (h >> 29)) & mask); }
 
 int32_t kr_vocab_sym_find2(const kr_vocab_impl *im, const char *a, size_t alen, const char *b, size_t blen) {
     if (!im->slots) return -1;
@@ -66,8 +64,7 @@ int32_t kr_vocab_sym_find2(const kr_vocab_impl *im, const char *a, size_t alen, 
         uint32_t e = im->slots[i];
         if (!e) return -1;
         const kr_strref *s = &im->strs[e - 1];
-        if (s->len == n && memcmp(s->ptr, a, alen) == 0 && memcmp(s->ptr + alen, b, blen) == 0)
-            return (int32_t)(e - 1);
+        if (s->len == n && memcmp(s->ptr, a, alen) == 0 && memcmp(s->ptr + alen, b, blen) == 0) return (int32_t)(e - 1);
     }
 }
 

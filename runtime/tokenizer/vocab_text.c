@@ -14,9 +14,7 @@
 /* Queries                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static bool valid_token(const kr_vocab *v, int32_t token) {
-    return v->impl && token >= 0 && token < v->n_tokens;
-}
+static bool valid_token(const kr_vocab *v, int32_t token) { return v->impl && token >= 0 && token < v->n_tokens; }
 
 bool kr_vocab_is_eog(const kr_vocab *v, int32_t token) {
     return valid_token(v, token) && (v->impl->attrs[token] & KR_TOKEN_ATTR_EOG);
@@ -124,25 +122,21 @@ int32_t kr_vocab_token_to_piece(const kr_vocab *v, int32_t token, char *buf, int
     kr_strref s = v->impl->strs[token];
     switch ((kr_token_type)v->impl->types[token]) {
     case KR_TOKEN_CONTROL:
-    case KR_TOKEN_UNKNOWN:
-        return special ? copy_out(buf, size, s.ptr, s.len) : 0;
-    case KR_TOKEN_USER_DEFINED:
-        return copy_out(buf, size, s.ptr, s.len);
-    case KR_TOKEN_NORMAL:
-        return v->kind == KR_VOCAB_SPM ? spm_piece(s, buf, size) : bpe_piece(s, buf, size);
+    case KR_TOKEN_UNKNOWN: return special ? copy_out(buf, size, s.ptr, s.len) : 0;
+    case KR_TOKEN_USER_DEFINED: return copy_out(buf, size, s.ptr, s.len);
+    case KR_TOKEN_NORMAL: return v->kind == KR_VOCAB_SPM ? spm_piece(s, buf, size) : bpe_piece(s, buf, size);
     case KR_TOKEN_BYTE: {
         int b = byte_of_token_text(s);
         if (b < 0) return 0;
         char c = (char)b;
         return copy_out(buf, size, &c, 1);
     }
-    default: /* unused and undefined tokens print nothing, as in llama.cpp */
-        return 0;
+    default: /* unused and undefined tokens print nothing, as in llama.cpp */ return 0;
     }
 }
 
 int32_t kr_vocab_detokenize(const kr_vocab *v, const int32_t *tokens, int32_t n_tokens, char *buf, int32_t size,
-                              bool special) {
+                            bool special) {
     if (size < 0) size = 0;
     int64_t total = 0;
     bool strip = v->add_space_prefix;
@@ -224,7 +218,7 @@ static kara_status spm_fragment(const kr_vocab *v, kr_tok_work *w, const char *t
 }
 
 int32_t kr_vocab_tokenize(const kr_vocab *v, const char *text, size_t len, int32_t *tokens, int32_t max_tokens,
-                            bool add_special, bool parse_special) {
+                          bool add_special, bool parse_special) {
     if (v->kind == KR_VOCAB_NONE || !v->impl || (len && !text)) return INT32_MIN;
     kr_tok_out out = {tokens, max_tokens > 0 && tokens ? max_tokens : 0, 0};
     kr_tok_work w;

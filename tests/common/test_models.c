@@ -7,8 +7,7 @@
 #include "synth_model.h"
 #include "test_util.h"
 
-kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
-                                  const char *file) {
+kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx, const char *file) {
     kr_synth_params sp;
     kr_synth_params_init(&sp);
     kr_synth_preset(&sp, preset);
@@ -59,8 +58,8 @@ void kr_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t
         }
 }
 
-void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
-                          int32_t *toks, int32_t *pos, int32_t *seq) {
+void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict, int32_t *toks,
+                        int32_t *pos, int32_t *seq) {
     int V = kara_model_n_vocab(c->model);
     for (int s = 0; s < n_seq; s++) {
         int32_t p[16];

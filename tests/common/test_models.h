@@ -27,9 +27,8 @@ void kr_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t
  * at most 16) and room for n_predict more; toks/pos/seq receive each
  * sequence's greedy next token, next position and id, ready for a decode
  * batch of all of them. */
-void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict,
-                          int32_t *toks, int32_t *pos, int32_t *seq);
-kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx,
-                                  const char *file);
+void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict, int32_t *toks,
+                        int32_t *pos, int32_t *seq);
+kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx, const char *file);
 
 #endif

@@ -32,7 +32,7 @@
 
 typedef struct ref_case {
     const char *name;
-    const char *model;      /* under models/ */
+    const char *model; /* under models/ */
     double max_tol, mean_tol;
 } ref_case;
 
@@ -171,8 +171,8 @@ static void run_case(const char *shared, const ref_case *rc) {
             }
         }
         double mean_d = sum_d / ((double)T * V);
-        printf("%-32s max|d| %.3g  mean|d| %.3g  max|d|/spread %.3g  top1 %d/%d\n", rc->name, max_d, mean_d,
-               worst_rel, top1_checked - top1_bad, top1_checked);
+        printf("%-32s max|d| %.3g  mean|d| %.3g  max|d|/spread %.3g  top1 %d/%d\n", rc->name, max_d, mean_d, worst_rel,
+               top1_checked - top1_bad, top1_checked);
         CHECK_MSG(max_d <= rc->max_tol, "%s: max |dlogit| %.4g > %.4g", rc->name, max_d, rc->max_tol);
         CHECK_MSG(mean_d <= rc->mean_tol, "%s: mean |dlogit| %.4g > %.4g", rc->name, mean_d, rc->mean_tol);
         CHECK_MSG(top1_bad == 0, "%s: top-1 differs at %d of %d positions", rc->name, top1_bad, top1_checked);

@@ -19,8 +19,7 @@
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static float rng_float(void)
-{
+static float rng_float(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
@@ -31,12 +30,11 @@ typedef struct shape {
     int m, n, k;
 } shape;
 
-static const shape shapes[] = {{1, 1, 1}, {3, 5, 7}, {4, 4, 16}, {32, 16, 128}, {33, 18, 130}, {5, 64, 64},
-                               {2, 3, 200}, {7, 9, 31}, {32, 64, 64}};
+static const shape shapes[] = {{1, 1, 1},   {3, 5, 7},   {4, 4, 16}, {32, 16, 128}, {33, 18, 130},
+                               {5, 64, 64}, {2, 3, 200}, {7, 9, 31}, {32, 64, 64}};
 
 /* One shape for one table, B as f16 or f32. */
-static void check_shape(const kr_kernels *k, shape s, bool f16)
-{
+static void check_shape(const kr_kernels *k, shape s, bool f16) {
     const int lda = s.k + 3, ldc = s.n + 5;
     const size_t ldb = (size_t)(s.k + 2) * (f16 ? 2 : 4); /* padded rows, in bytes */
     float *a = malloc(sizeof(float) * (size_t)s.m * lda);
@@ -78,8 +76,8 @@ static void check_shape(const kr_kernels *k, shape s, bool f16)
             worst = err > worst ? err : worst;
         }
     }
-    CHECK_MSG(worst <= 1e-5, "%s gemm_nt %s m %d n %d k %d: relative error %g", k->name, f16 ? "f16" : "f32", s.m,
-              s.n, s.k, worst);
+    CHECK_MSG(worst <= 1e-5, "%s gemm_nt %s m %d n %d k %d: relative error %g", k->name, f16 ? "f16" : "f32", s.m, s.n,
+              s.k, worst);
     CHECK_MSG(pad_ok, "%s gemm_nt %s m %d n %d k %d wrote past column n", k->name, f16 ? "f16" : "f32", s.m, s.n, s.k);
     /* same call, same bits; each row alone, same bits */
     k->gemm_nt(c2, ldc, a, lda, b, ldb, f16, s.m, s.n, s.k);
@@ -89,8 +87,8 @@ static void check_shape(const kr_kernels *k, shape s, bool f16)
         k->gemm_nt(c2 + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, 1, s.n, s.k);
         rows_ok &= !memcmp(c + i * ldc, c2 + i * ldc, sizeof(float) * (size_t)s.n);
     }
-    CHECK_MSG(rows_ok, "%s gemm_nt %s m %d n %d k %d: a row alone differs from the block", k->name,
-              f16 ? "f16" : "f32", s.m, s.n, s.k);
+    CHECK_MSG(rows_ok, "%s gemm_nt %s m %d n %d k %d: a row alone differs from the block", k->name, f16 ? "f16" : "f32",
+              s.m, s.n, s.k);
     free(a);
     free(b);
     free(bf);
@@ -98,8 +96,7 @@ static void check_shape(const kr_kernels *k, shape s, bool f16)
     free(c2);
 }
 
-int main(void)
-{
+int main(void) {
     int tables = 0;
     for (int i = 0; i < KR_ISA_COUNT; i++) {
         const kr_kernels *k = kr_kernels_for_isa((kr_isa)i);

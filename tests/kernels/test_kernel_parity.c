@@ -32,28 +32,22 @@
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
-static uint32_t rng_u32(void)
-{
+static uint32_t rng_u32(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 16);
 }
 
-static float rng_uniform(void)
-{
-    return (rng_u32() + 0.5f) / 4294967296.0f;
-}
+static float rng_uniform(void) { return (rng_u32() + 0.5f) / 4294967296.0f; }
 
-static float rng_gauss(void)
-{
+static float rng_gauss(void) {
     const float u1 = rng_uniform(), u2 = rng_uniform();
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
 /* Gaussian values with a few outliers, like real weights and activations. */
-static void fill_data(float *x, int64_t n, float scale)
-{
+static void fill_data(float *x, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) {
         x[i] = scale * rng_gauss();
         if (rng_u32() % 97 == 0) {
@@ -63,7 +57,7 @@ static void fill_data(float *x, int64_t n, float scale)
 }
 
 static const kr_type weight_types[] = {
-    KR_TYPE_F32, KR_TYPE_F16, KR_TYPE_BF16, KR_TYPE_Q4_0, KR_TYPE_Q4_1, KR_TYPE_Q5_0,
+    KR_TYPE_F32,  KR_TYPE_F16,  KR_TYPE_BF16, KR_TYPE_Q4_0, KR_TYPE_Q4_1, KR_TYPE_Q5_0,
     KR_TYPE_Q5_1, KR_TYPE_Q8_0, KR_TYPE_Q4_K, KR_TYPE_Q5_K, KR_TYPE_Q6_K,
 };
 #define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
@@ -75,34 +69,29 @@ static const kr_type act_types[] = {
 
 enum { MAX_N = 4096 + 256 };
 
-static const char *tname(kr_type t)
-{
-    return kr_type_get(t)->name;
-}
+static const char *tname(kr_type t) { return kr_type_get(t)->name; }
 
 /* Lengths to try for a type: tails for the plain float types, several
  * block counts for the block formats. */
-static int lengths_for(kr_type t, int64_t *out)
-{
+static int lengths_for(kr_type t, int64_t *out) {
     const int bs = kr_type_get(t)->block_size;
     if (bs == 1) {
-        static const int64_t ls[] = { 1, 7, 16, 33, 100, 255, 1024, 4099 };
+        static const int64_t ls[] = {1, 7, 16, 33, 100, 255, 1024, 4099};
         memcpy(out, ls, sizeof(ls));
         return 8;
     }
     if (bs == 32) {
-        static const int64_t ls[] = { 32, 96, 256, 544, 4096 + 32 };
+        static const int64_t ls[] = {32, 96, 256, 544, 4096 + 32};
         memcpy(out, ls, sizeof(ls));
         return 5;
     }
-    static const int64_t ls[] = { 256, 512, 768, 4096 };
+    static const int64_t ls[] = {256, 512, 768, 4096};
     memcpy(out, ls, sizeof(ls));
     return 4;
 }
 
 /* Sum |w_i x_i| over the dequantized rows: the scale of the dot's terms. */
-static double abs_dot(const float *w, const float *x, int64_t n)
-{
+static double abs_dot(const float *w, const float *x, int64_t n) {
     double s = 0;
     for (int64_t i = 0; i < n; i++) {
         s += fabs((double)w[i] * x[i]);
@@ -112,8 +101,7 @@ static double abs_dot(const float *w, const float *x, int64_t n)
 
 /* Extra slack for *_1 formats: their dot uses the Q8_1 block sum s rounded
  * to fp16 instead of d * sum(qs). */
-static double q8_1_slack(kr_type wt, const void *qw, const void *qx, int64_t n)
-{
+static double q8_1_slack(kr_type wt, const void *qw, const void *qx, int64_t n) {
     if (wt != KR_TYPE_Q4_1 && wt != KR_TYPE_Q5_1) {
         return 0.0;
     }
@@ -121,7 +109,7 @@ static double q8_1_slack(kr_type wt, const void *qw, const void *qx, int64_t n)
     double slack = 0;
     for (int64_t i = 0; i < n / 32; i++) {
         const float m = wt == KR_TYPE_Q4_1 ? kr_fp16_to_fp32(((const kr_block_q4_1 *)qw)[i].m)
-                                             : kr_fp16_to_fp32(((const kr_block_q5_1 *)qw)[i].m);
+                                           : kr_fp16_to_fp32(((const kr_block_q5_1 *)qw)[i].m);
         slack += fabs(m) * fabs(kr_fp16_to_fp32(x[i].s)) / 2048.0;
     }
     return slack;
@@ -131,8 +119,7 @@ static float wf[MAX_N], xf[MAX_N], wd[MAX_N], xd[MAX_N];
 static unsigned char qw[MAX_N * 4], qx[MAX_N * 4], qx2[MAX_N * 4];
 
 /* Scalar quantized dot == double dot of the dequantized operands. */
-static void test_scalar_vs_dequant(const kr_kernels *ref)
-{
+static void test_scalar_vs_dequant(const kr_kernels *ref) {
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         const kr_type wt = weight_types[t];
         const kr_type vt = kr_type_get(wt)->vec_dot_type;
@@ -158,8 +145,7 @@ static void test_scalar_vs_dequant(const kr_kernels *ref)
 }
 
 /* SIMD vec_dot == scalar vec_dot on the same (scalar-converted) inputs. */
-static void test_vec_dot(const kr_kernels *k, const kr_kernels *ref)
-{
+static void test_vec_dot(const kr_kernels *k, const kr_kernels *ref) {
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         const kr_type wt = weight_types[t];
         const kr_type vt = kr_type_get(wt)->vec_dot_type;
@@ -187,8 +173,7 @@ static void test_vec_dot(const kr_kernels *k, const kr_kernels *ref)
 }
 
 /* SIMD activation conversion vs the scalar one. */
-static void test_from_float(const kr_kernels *k, const kr_kernels *ref)
-{
+static void test_from_float(const kr_kernels *k, const kr_kernels *ref) {
     for (size_t a = 0; a < N_ACT_TYPES; a++) {
         const kr_type at = act_types[a];
         if (!CHECK_MSG(k->from_float[at] != NULL, "%s: no from_float for %s", k->name, tname(at))) {
@@ -240,8 +225,10 @@ static void test_from_float(const kr_kernels *k, const kr_kernels *ref)
                 bad_scale += fabsf(d_ref - d_got) > fabsf(d_ref) / 1024;
                 for (int j = 0; j < bs; j++) {
                     const float diff = fabsf(xd[b * bs + j] - wd[b * bs + j]);
-                    if (diff > 1.01f * fabsf(d_ref) + 1e-30f) off_far++;
-                    else if (diff > 0.01f * fabsf(d_ref)) off_step++;
+                    if (diff > 1.01f * fabsf(d_ref) + 1e-30f)
+                        off_far++;
+                    else if (diff > 0.01f * fabsf(d_ref))
+                        off_step++;
                 }
             }
             CHECK_MSG(bad_scale == 0, "%s from_float %s n=%lld: %d block scales differ", k->name, tname(at),
@@ -257,14 +244,13 @@ static void test_from_float(const kr_kernels *k, const kr_kernels *ref)
 /* matmul: every (row, batch) cell equals the scalar vec_dot; each (ith, nth)
  * slice writes only its rows; padding beyond n_rows in each Y row is left
  * alone. */
-static void test_matmul(const kr_kernels *k, const kr_kernels *ref)
-{
+static void test_matmul(const kr_kernels *k, const kr_kernels *ref) {
     enum { ROWS = 37, MAXB = 64, LDY = ROWS + 3 };
     /* both sides of every ISA's switches: avx512 one-row gemv (1), few-row
      * gemv (2 up to the type's panel batch, added below) and panel kernels;
      * avx2 block kernels in groups of 4 */
-    static const int base_batches[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 41 };
-    static const int nths[] = { 1, 2, 3, 5 };
+    static const int base_batches[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 41};
+    static const int nths[] = {1, 2, 3, 5};
     float *w = malloc(sizeof(float) * ROWS * 1024);
     float *x = malloc(sizeof(float) * MAXB * 1024);
     float *wdq = malloc(sizeof(float) * ROWS * 1024);
@@ -340,8 +326,7 @@ static void test_matmul(const kr_kernels *k, const kr_kernels *ref)
         CHECK_MSG(bad == 0, "%s matmul %s: %d cells differ from scalar vec_dot", k->name, tname(wt), bad);
         CHECK_MSG(bad_slice == 0, "%s matmul %s: %d cells written outside the thread's slice", k->name, tname(wt),
                   bad_slice);
-        CHECK_MSG(bad_pad == 0, "%s matmul %s: %d cells written beyond n_rows or n_batch", k->name, tname(wt),
-                  bad_pad);
+        CHECK_MSG(bad_pad == 0, "%s matmul %s: %d cells written beyond n_rows or n_batch", k->name, tname(wt), bad_pad);
     }
     free(w);
     free(x);
@@ -357,10 +342,9 @@ static void test_matmul(const kr_kernels *k, const kr_kernels *ref)
 /* gemm_nn_acc (attention: probabilities times value rows, added to the
  * output): every ISA against the scalar reference, f16 and f32 value rows
  * with padded strides, widths with and without a tail of columns. */
-static void test_gemm_nn_acc(const kr_kernels *k, const kr_kernels *ref)
-{
+static void test_gemm_nn_acc(const kr_kernels *k, const kr_kernels *ref) {
     enum { MAXM = 5, MAXN = 17, MAXK = 136, LD = MAXK + 5 };
-    static const int64_t ks[] = { 8, 100, 128, 136 };
+    static const int64_t ks[] = {8, 100, 128, 136};
     float *a = malloc(sizeof(float) * MAXM * MAXN), *bf = malloc(sizeof(float) * MAXN * LD);
     kr_fp16 *bh = malloc(sizeof(kr_fp16) * MAXN * LD);
     float *c0 = malloc(sizeof(float) * MAXM * LD), *want = malloc(sizeof(float) * MAXM * LD),
@@ -402,8 +386,7 @@ static void test_gemm_nn_acc(const kr_kernels *k, const kr_kernels *ref)
     free(got);
 }
 
-static int count_far(const float *a, const float *b, int64_t n, float rel, float abs_tol)
-{
+static int count_far(const float *a, const float *b, int64_t n, float rel, float abs_tol) {
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         if (!(fabsf(a[i] - b[i]) <= rel * fabsf(b[i]) + abs_tol)) bad++;
@@ -411,9 +394,8 @@ static int count_far(const float *a, const float *b, int64_t n, float rel, float
     return bad;
 }
 
-static void test_elementwise(const kr_kernels *k, const kr_kernels *ref)
-{
-    static const int64_t sizes[] = { 1, 3, 8, 15, 16, 17, 31, 32, 33, 64, 100, 257, 1000, 4099 };
+static void test_elementwise(const kr_kernels *k, const kr_kernels *ref) {
+    static const int64_t sizes[] = {1, 3, 8, 15, 16, 17, 31, 32, 33, 64, 100, 257, 1000, 4099};
     static float a[MAX_N], b[MAX_N], c[MAX_N], y1[MAX_N], y2[MAX_N];
     static kr_fp16 h[MAX_N], h1[MAX_N], h2[MAX_N];
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
@@ -453,8 +435,7 @@ static void test_elementwise(const kr_kernels *k, const kr_kernels *ref)
         const float d1 = ref->dot_f32(a, b, n), d2 = k->dot_f32(a, b, n);
         CHECK_MSG(fabs(d1 - d2) <= 1e-5 * sabs, "%s dot_f32 n=%lld: %.9g vs %.9g", k->name, (long long)n, d2, d1);
         const float e1 = ref->dot_f16_f32(h, b, n), e2 = k->dot_f16_f32(h, b, n);
-        CHECK_MSG(fabs(e1 - e2) <= 1e-5 * sabs16, "%s dot_f16_f32 n=%lld: %.9g vs %.9g", k->name, (long long)n, e2,
-                  e1);
+        CHECK_MSG(fabs(e1 - e2) <= 1e-5 * sabs16, "%s dot_f16_f32 n=%lld: %.9g vs %.9g", k->name, (long long)n, e2, e1);
 
         memcpy(y1, a, sizeof(float) * n);
         memcpy(y2, a, sizeof(float) * n);
@@ -476,8 +457,8 @@ static void test_elementwise(const kr_kernels *k, const kr_kernels *ref)
         /* f16 stores: exact, including overflow, subnormals and ties */
         for (int64_t i = 0; i < n; i++) {
             switch (i % 5) {
-            case 0: y1[i] = c[i] * 30000.0f; break;       /* some overflow to inf */
-            case 1: y1[i] = c[i] * 1e-6f; break;          /* subnormal halves */
+            case 0: y1[i] = c[i] * 30000.0f; break;                 /* some overflow to inf */
+            case 1: y1[i] = c[i] * 1e-6f; break;                    /* subnormal halves */
             case 2: y1[i] = 1.0f + (float)(i % 7) / 2048.0f; break; /* exact ties */
             default: y1[i] = c[i];
             }
@@ -494,8 +475,7 @@ static void test_elementwise(const kr_kernels *k, const kr_kernels *ref)
  * several thread splits, at a width where all rows are rearranged together
  * and at one where they are split into groups (the few-row kernel's stack
  * buffer holds 64 KiB of activations), both with tail blocks. */
-static void test_batch_invariance(void)
-{
+static void test_batch_invariance(void) {
     const kr_kernels *k = kr_kernels_for_isa(KR_ISA_AVX512);
     if (k == NULL) {
         printf("  batch invariance: SKIPPED, this CPU lacks AVX-512 VNNI/BF16 (no avx512 table)\n");
@@ -503,8 +483,8 @@ static void test_batch_invariance(void)
     }
 #if defined(__x86_64__) || defined(_M_X64)
     enum { ROWS = 29, LDY = ROWS + 2 };
-    static const kr_type types[] = { KR_TYPE_Q8_0, KR_TYPE_Q4_0, KR_TYPE_Q4_K, KR_TYPE_Q6_K };
-    static const int nths[] = { 1, 3 };
+    static const kr_type types[] = {KR_TYPE_Q8_0, KR_TYPE_Q4_0, KR_TYPE_Q4_K, KR_TYPE_Q6_K};
+    static const int nths[] = {1, 3};
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         const kr_type wt = types[t];
         const kr_type vt = kr_type_get(wt)->vec_dot_type;
@@ -513,7 +493,7 @@ static void test_batch_invariance(void)
         const bool kquant = kr_type_get(wt)->block_size == KR_QK_K;
         /* 19 or 259 blocks of 32 (tails of 3 blocks after the 8-block steps),
          * or 5 and 35 blocks of 256; the wide rows hold 7-8 rows per group */
-        const int64_t widths[2] = { kquant ? 1280 : 608, kquant ? 8960 : 8288 };
+        const int64_t widths[2] = {kquant ? 1280 : 608, kquant ? 8960 : 8288};
         for (int wi = 0; wi < 2; wi++) {
             const int64_t cols = widths[wi];
             const size_t wrow = kr_type_row_size(wt, cols), xrow = kr_type_row_size(vt, cols);
@@ -557,8 +537,10 @@ static void test_batch_invariance(void)
                     }
                 }
             }
-            CHECK_MSG(bad == 0, "avx512 matmul %s cols=%lld: %d batch rows differ from their one-row product (first at "
-                      "R=%d)", tname(wt), (long long)cols, bad, first_r);
+            CHECK_MSG(bad == 0,
+                      "avx512 matmul %s cols=%lld: %d batch rows differ from their one-row product (first at "
+                      "R=%d)",
+                      tname(wt), (long long)cols, bad, first_r);
             CHECK_MSG(maxr >= 1, "avx512 %s: no batch below the panel GEMM (min batch %lld)", tname(wt),
                       (long long)min_batch);
             free(f);
@@ -571,8 +553,7 @@ static void test_batch_invariance(void)
 #endif
 }
 
-static void test_dispatch(void)
-{
+static void test_dispatch(void) {
     /* the cap is read once, at the first call */
     setenv("KARA_CPU_ISA", "avx2", 1);
     const kr_kernels *k = kr_kernels_get();
@@ -593,8 +574,7 @@ static void test_dispatch(void)
     }
 }
 
-int main(void)
-{
+int main(void) {
     test_dispatch();
     const kr_kernels *ref = kr_kernels_for_isa(KR_ISA_SCALAR);
     test_scalar_vs_dequant(ref);

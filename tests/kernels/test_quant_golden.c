@@ -20,17 +20,16 @@ typedef struct {
 } golden_pair;
 
 static const golden_pair pairs[] = {
-    { "models/stories260K.gguf", "models/derived-stories260K-Q8_0.gguf" },
-    { "models/stories260K.gguf", "models/derived-stories260K-Q4_0.gguf" },
-    { "models/synth/tiny-random-qwen3-d256.gguf", "models/synth/tiny-random-qwen3-d256-Q8_0.gguf" },
-    { "models/synth/tiny-random-qwen3-d256.gguf", "models/synth/tiny-random-qwen3-d256-Q6_K.gguf" },
-    { "models/synth/tiny-random-qwen3-d256.gguf", "models/synth/tiny-random-qwen3-d256-Q4_K_M.gguf" },
+    {"models/stories260K.gguf", "models/derived-stories260K-Q8_0.gguf"},
+    {"models/stories260K.gguf", "models/derived-stories260K-Q4_0.gguf"},
+    {"models/synth/tiny-random-qwen3-d256.gguf", "models/synth/tiny-random-qwen3-d256-Q8_0.gguf"},
+    {"models/synth/tiny-random-qwen3-d256.gguf", "models/synth/tiny-random-qwen3-d256-Q6_K.gguf"},
+    {"models/synth/tiny-random-qwen3-d256.gguf", "models/synth/tiny-random-qwen3-d256-Q4_K_M.gguf"},
 };
 
 static int types_seen[KR_TYPE_COUNT];
 
-static void check_pair(const char *shared, const golden_pair *p)
-{
+static void check_pair(const char *shared, const golden_pair *p) {
     kara_gguf *src = NULL, *q = NULL;
     if (!CHECK_MSG(kara_gguf_open(kr_test_path(shared, p->src), &src) == KARA_OK, "open %s: %s", p->src,
                    kara_last_error()) ||
@@ -78,8 +77,7 @@ static void check_pair(const char *shared, const golden_pair *p)
     kara_gguf_close(q);
 }
 
-int main(void)
-{
+int main(void) {
     const char *shared = kr_test_require_shared("test_quant_golden");
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
         check_pair(shared, &pairs[i]);

@@ -19,31 +19,25 @@
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static uint32_t rng_u32(void)
-{
+static uint32_t rng_u32(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 16);
 }
 
-static float rng_uniform(void)
-{
-    return (rng_u32() + 0.5f) / 4294967296.0f;
-}
+static float rng_uniform(void) { return (rng_u32() + 0.5f) / 4294967296.0f; }
 
-static float rng_gauss(void)
-{
+static float rng_gauss(void) {
     const float u1 = rng_uniform(), u2 = rng_uniform();
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
 /* ---- type table ---- */
-static void test_type_table(void)
-{
+static void test_type_table(void) {
     CHECK(kr_type_get(KR_TYPE_Q4_K) != NULL);
     CHECK(strcmp(kr_type_get(KR_TYPE_Q4_K)->name, "Q4_K") == 0);
-    CHECK(kr_type_get(4) == NULL); /* removed Q4_2 */
+    CHECK(kr_type_get(4) == NULL);  /* removed Q4_2 */
     CHECK(kr_type_get(16) == NULL); /* IQ types are unknown to Kara */
     CHECK(kr_type_get(1000) == NULL);
     CHECK(kr_type_get(KR_TYPE_Q2_K) != NULL && !kr_type_get(KR_TYPE_Q2_K)->supported);
@@ -66,27 +60,36 @@ static void test_type_table(void)
 }
 
 /* ---- fp16 / bf16 ---- */
-static float f32_from_bits(uint32_t u)
-{
+static float f32_from_bits(uint32_t u) {
     float f;
     memcpy(&f, &u, sizeof(f));
     return f;
 }
 
-static void test_fp16_known_values(void)
-{
-    static const struct { float f; uint16_t h; } cases[] = {
-        { 0.0f, 0x0000 },          { -0.0f, 0x8000 },          { 1.0f, 0x3c00 },
-        { -2.0f, 0xc000 },         { 0.5f, 0x3800 },           { 65504.0f, 0x7bff },
-        { 65519.0f, 0x7bff },      { 65520.0f, 0x7c00 },       { 1e9f, 0x7c00 },
-        { 0.1f, 0x2e66 },          { 0.333333343f, 0x3555 },   { 6.103515625e-05f, 0x0400 }, /* 2^-14 */
-        { 5.9604644775390625e-08f, 0x0001 },                 /* 2^-24, smallest subnormal */
-        { 2.98023223876953125e-08f, 0x0000 },                /* 2^-25: tie, rounds to even (0) */
-        { 4.470348358154297e-08f, 0x0001 },                  /* 1.5 * 2^-25 */
-        { 8.940696716308594e-08f, 0x0002 },                  /* 1.5 * 2^-24: tie -> even (2) */
-        { 1.00048828125f, 0x3c00 },                          /* 1 + 2^-11: tie -> even */
-        { 1.00146484375f, 0x3c02 },                          /* 1 + 3*2^-11: tie -> even */
-        { 1.0009765625f, 0x3c01 },
+static void test_fp16_known_values(void) {
+    static const struct {
+        float f;
+        uint16_t h;
+    } cases[] = {
+        {0.0f, 0x0000},
+        {-0.0f, 0x8000},
+        {1.0f, 0x3c00},
+        {-2.0f, 0xc000},
+        {0.5f, 0x3800},
+        {65504.0f, 0x7bff},
+        {65519.0f, 0x7bff},
+        {65520.0f, 0x7c00},
+        {1e9f, 0x7c00},
+        {0.1f, 0x2e66},
+        {0.333333343f, 0x3555},
+        {6.103515625e-05f, 0x0400},         /* 2^-14 */
+        {5.9604644775390625e-08f, 0x0001},  /* 2^-24, smallest subnormal */
+        {2.98023223876953125e-08f, 0x0000}, /* 2^-25: tie, rounds to even (0) */
+        {4.470348358154297e-08f, 0x0001},   /* 1.5 * 2^-25 */
+        {8.940696716308594e-08f, 0x0002},   /* 1.5 * 2^-24: tie -> even (2) */
+        {1.00048828125f, 0x3c00},           /* 1 + 2^-11: tie -> even */
+        {1.00146484375f, 0x3c02},           /* 1 + 3*2^-11: tie -> even */
+        {1.0009765625f, 0x3c01},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const uint16_t h = kr_fp32_to_fp16(cases[i].f);
@@ -103,8 +106,7 @@ static void test_fp16_known_values(void)
 
 /* Every finite half converts to f32 and back to itself, and each midpoint
  * between neighbours rounds to the one with an even mantissa. */
-static void test_fp16_exhaustive(void)
-{
+static void test_fp16_exhaustive(void) {
     int bad_roundtrip = 0, bad_tie = 0, bad_inside = 0;
     for (uint32_t h = 0; h < 0x7c00; h++) {
         for (uint32_t s = 0; s <= 0x8000; s += 0x8000) {
@@ -128,14 +130,13 @@ static void test_fp16_exhaustive(void)
     CHECK_MSG(bad_inside == 0, "%d values below a midpoint round up", bad_inside);
 }
 
-static void test_bf16(void)
-{
+static void test_bf16(void) {
     CHECK_EQ_INT(kr_fp32_to_bf16(1.0f), 0x3f80);
     CHECK_EQ_INT(kr_fp32_to_bf16(-2.0f), 0xc000);
-    CHECK_EQ_INT(kr_fp32_to_bf16(1.00390625f), 0x3f80);  /* 1 + 2^-8: tie -> even */
-    CHECK_EQ_INT(kr_fp32_to_bf16(1.01171875f), 0x3f82);  /* 1 + 3*2^-8: tie -> even */
+    CHECK_EQ_INT(kr_fp32_to_bf16(1.00390625f), 0x3f80); /* 1 + 2^-8: tie -> even */
+    CHECK_EQ_INT(kr_fp32_to_bf16(1.01171875f), 0x3f82); /* 1 + 3*2^-8: tie -> even */
     CHECK_EQ_INT(kr_fp32_to_bf16(1.0078125f), 0x3f81);
-    CHECK_EQ_INT(kr_fp32_to_bf16(3.4e38f), 0x7f80);     /* rounds up to infinity */
+    CHECK_EQ_INT(kr_fp32_to_bf16(3.4e38f), 0x7f80); /* rounds up to infinity */
     CHECK(isnan(kr_bf16_to_fp32(kr_fp32_to_bf16(NAN))));
     CHECK(kr_bf16_to_fp32(0x3fc0) == 1.5f);
     int bad = 0;
@@ -149,30 +150,21 @@ static void test_bf16(void)
 /* ---- quantize -> dequantize ---- */
 typedef struct {
     kr_type type;
-    double gauss_bound;   /* relative RMSE bound on Gaussian data */
-    double cos_bound;     /* relative RMSE bound on 0.1 + 2cos(i) */
+    double gauss_bound; /* relative RMSE bound on Gaussian data */
+    double cos_bound;   /* relative RMSE bound on 0.1 + 2cos(i) */
 } quant_case;
 
 static const quant_case quant_cases[] = {
-    { KR_TYPE_F16, 0.00026, 0.00025 },
-    { KR_TYPE_BF16, 0.002, 0.002 },
-    { KR_TYPE_Q8_0, 0.0066, 0.004 },
-    { KR_TYPE_Q8_1, 0.0066, 0.004 },
-    { KR_TYPE_Q8_K, 0.0085, 0.004 },
-    { KR_TYPE_Q6_K, 0.0215, 0.0142 },
-    { KR_TYPE_Q5_0, 0.052, 0.032 },
-    { KR_TYPE_Q5_1, 0.046, 0.031 },
-    { KR_TYPE_Q5_K, 0.044, 0.029 },
-    { KR_TYPE_Q4_0, 0.103, 0.061 },
-    { KR_TYPE_Q4_1, 0.095, 0.062 },
-    { KR_TYPE_Q4_K, 0.086, 0.053 },
+    {KR_TYPE_F16, 0.00026, 0.00025}, {KR_TYPE_BF16, 0.002, 0.002},  {KR_TYPE_Q8_0, 0.0066, 0.004},
+    {KR_TYPE_Q8_1, 0.0066, 0.004},   {KR_TYPE_Q8_K, 0.0085, 0.004}, {KR_TYPE_Q6_K, 0.0215, 0.0142},
+    {KR_TYPE_Q5_0, 0.052, 0.032},    {KR_TYPE_Q5_1, 0.046, 0.031},  {KR_TYPE_Q5_K, 0.044, 0.029},
+    {KR_TYPE_Q4_0, 0.103, 0.061},    {KR_TYPE_Q4_1, 0.095, 0.062},  {KR_TYPE_Q4_K, 0.086, 0.053},
 };
 #define N_QUANT_CASES (sizeof(quant_cases) / sizeof(quant_cases[0]))
 
 enum { N_ELEMS = 256 * 64 };
 
-static double rel_rmse(const float *x, const float *y, int64_t n)
-{
+static double rel_rmse(const float *x, const float *y, int64_t n) {
     double se = 0, sx = 0;
     for (int64_t i = 0; i < n; i++) {
         se += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
@@ -181,8 +173,7 @@ static double rel_rmse(const float *x, const float *y, int64_t n)
     return sqrt(se / sx);
 }
 
-static double roundtrip_error(kr_type type, const float *x, float *y, void *buf)
-{
+static double roundtrip_error(kr_type type, const float *x, float *y, void *buf) {
     if (!kr_quantize_row(type, x, buf, N_ELEMS)) {
         return INFINITY;
     }
@@ -190,8 +181,7 @@ static double roundtrip_error(kr_type type, const float *x, float *y, void *buf)
     return rel_rmse(x, y, N_ELEMS);
 }
 
-static void test_roundtrip_errors(void)
-{
+static void test_roundtrip_errors(void) {
     float *gauss = malloc(N_ELEMS * sizeof(float));
     float *wave = malloc(N_ELEMS * sizeof(float));
     float *y = malloc(N_ELEMS * sizeof(float));
@@ -200,7 +190,7 @@ static void test_roundtrip_errors(void)
         gauss[i] = rng_gauss();
         wave[i] = 0.1f + 2.0f * cosf((float)i + 0.5f);
     }
-    double err_g[KR_TYPE_COUNT] = { 0 };
+    double err_g[KR_TYPE_COUNT] = {0};
     for (size_t c = 0; c < N_QUANT_CASES; c++) {
         const quant_case *qc = &quant_cases[c];
         const char *name = kr_type_get(qc->type)->name;
@@ -228,8 +218,7 @@ static void test_roundtrip_errors(void)
 /* Per-element bounds for the plain block formats: each value lands within
  * half a step of its original (a full step where the positive side clips),
  * plus the rounding of the block scale to fp16. */
-static void test_block_error_bounds(void)
-{
+static void test_block_error_bounds(void) {
     enum { N = 32 * 50 };
     float x[N], y[N];
     kr_block_q8_0 q8[N / 32];
@@ -265,8 +254,7 @@ static void test_block_error_bounds(void)
 
 /* All-zero and constant blocks must not produce NaN/inf and must come back
  * exactly (zero) or closely (constant). */
-static void test_degenerate_blocks(void)
-{
+static void test_degenerate_blocks(void) {
     enum { N = 512 };
     float x[N], y[N];
     unsigned char buf[N * 4];
@@ -288,9 +276,8 @@ static void test_degenerate_blocks(void)
     }
 }
 
-static void test_quantize_rejects(void)
-{
-    float x[256] = { 0 };
+static void test_quantize_rejects(void) {
+    float x[256] = {0};
     unsigned char buf[1024];
     CHECK(!kr_quantize_row(KR_TYPE_Q2_K, x, buf, 256));
     CHECK(!kr_quantize_row(KR_TYPE_Q3_K, x, buf, 256));
@@ -299,8 +286,7 @@ static void test_quantize_rejects(void)
     CHECK(!kr_quantize_row((kr_type)5, x, buf, 32));
 }
 
-int main(void)
-{
+int main(void) {
     test_type_table();
     test_fp16_known_values();
     test_fp16_exhaustive();

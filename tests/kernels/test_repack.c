@@ -21,8 +21,7 @@
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static float rng_gauss(void)
-{
+static float rng_gauss(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
@@ -54,8 +53,7 @@ typedef struct matrix {
     float *want, *tol;
 } matrix;
 
-static bool make_matrix(matrix *m, kr_type lt, kr_type src, int64_t cols)
-{
+static bool make_matrix(matrix *m, kr_type lt, kr_type src, int64_t cols) {
     const kr_kernels *ref = kr_kernels_for_isa(KR_ISA_SCALAR);
     const kr_type vt = kr_type_get(src)->vec_dot_type;
     m->src = src;
@@ -95,8 +93,7 @@ static bool make_matrix(matrix *m, kr_type lt, kr_type src, int64_t cols)
     return kr_repack_matrix(&t, lt, m->packed, ROWS, cols) && t == lt;
 }
 
-static void free_matrix(matrix *m)
-{
+static void free_matrix(matrix *m) {
     free(m->orig);
     free(m->packed_mem);
     free(m->x);
@@ -105,8 +102,7 @@ static void free_matrix(matrix *m)
 }
 
 /* Rows copied back equal the file's blocks; bad shapes are refused. */
-static void test_round_trip(const matrix *m)
-{
+static void test_round_trip(const matrix *m) {
     const char *name = kr_type_get(m->lt)->name;
     CHECK(kr_layout_source(m->lt) == m->src);
     CHECK(kr_layout_source(m->src) == m->src);
@@ -135,8 +131,8 @@ static void test_round_trip(const matrix *m)
     CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS, m->cols) && t == KR_TYPE_Q8_0,
               "%s: a matrix of another type must be refused", name);
     t = m->src;
-    CHECK_MSG(!kr_repack_matrix(&t, m->src, copy, ROWS, m->cols) && t == m->src,
-              "%s: a file type is not a layout", name);
+    CHECK_MSG(!kr_repack_matrix(&t, m->src, copy, ROWS, m->cols) && t == m->src, "%s: a file type is not a layout",
+              name);
     if (m->src == KR_TYPE_F32) { /* F32 packs 16 columns at a time */
         CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS, 1000) && t == m->src &&
                       memcmp(copy, m->orig, m->wrow * ROWS) == 0,
@@ -147,12 +143,12 @@ static void test_round_trip(const matrix *m)
 
 /* One ISA's matmul on the repacked matrix: values, padding, and bits
  * independent of batch size and thread split. */
-static void test_matmul(const kr_kernels *k, const matrix *m)
-{
+static void test_matmul(const kr_kernels *k, const matrix *m) {
     static const int nths[] = {1, 2, 3, 5};
     float *got = malloc(sizeof(float) * MAXB * LDY), *one = malloc(sizeof(float) * MAXB * LDY);
     for (int b = 0; b < MAXB; b++) {
-        k->matmul(k, m->lt, m->packed, m->wrow, ROWS, m->cols, m->x + m->xrow * b, m->xrow, 1, one + b * LDY, LDY, 0, 1);
+        k->matmul(k, m->lt, m->packed, m->wrow, ROWS, m->cols, m->x + m->xrow * b, m->xrow, 1, one + b * LDY, LDY, 0,
+                  1);
     }
     int bad = 0, bad_pad = 0, bad_bits = 0;
     for (int nb = 1; nb <= MAXB; nb += nb < 9 ? 1 : (nb < 33 ? 8 : 31)) {
@@ -179,17 +175,16 @@ static void test_matmul(const kr_kernels *k, const matrix *m)
         }
     }
     const char *name = kr_type_get(m->lt)->name;
-    CHECK_MSG(bad == 0, "%s matmul %s cols=%lld: %d cells differ from the scalar dot of the file rows", k->name,
-              name, (long long)m->cols, bad);
+    CHECK_MSG(bad == 0, "%s matmul %s cols=%lld: %d cells differ from the scalar dot of the file rows", k->name, name,
+              (long long)m->cols, bad);
     CHECK_MSG(bad_pad == 0, "%s matmul %s: %d cells written beyond n_rows or n_batch", k->name, name, bad_pad);
-    CHECK_MSG(bad_bits == 0, "%s matmul %s cols=%lld: %d cells differ in bits from the row's product alone",
-              k->name, name, (long long)m->cols, bad_bits);
+    CHECK_MSG(bad_bits == 0, "%s matmul %s cols=%lld: %d cells differ in bits from the row's product alone", k->name,
+              name, (long long)m->cols, bad_bits);
     free(got);
     free(one);
 }
 
-int main(void)
-{
+int main(void) {
     const kr_kernels *best = kr_kernels_get();
     printf("  best table %s: Q4_K -> %s\n", best->name,
            best->repack[KR_TYPE_Q4_K] ? kr_type_get(best->repack[KR_TYPE_Q4_K])->name : "(file layout)");
@@ -197,8 +192,8 @@ int main(void)
         const kr_kernels *k = kr_kernels_for_isa((kr_isa)i);
         for (int t = 0; k && t < KR_TYPE_COUNT; t++) {
             if (k->repack[t]) {
-                CHECK_MSG(kr_layout_source(k->repack[t]) == (kr_type)t, "%s: repack[%s] holds another type",
-                          k->name, kr_type_get((uint32_t)t)->name);
+                CHECK_MSG(kr_layout_source(k->repack[t]) == (kr_type)t, "%s: repack[%s] holds another type", k->name,
+                          kr_type_get((uint32_t)t)->name);
             }
         }
     }

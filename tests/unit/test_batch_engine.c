@@ -224,7 +224,8 @@ static void test_greedy_matches_reference(void) {
         CHECK_MSG(stats.peak_running <= seqs[i], "peak running %d <= %d", stats.peak_running, seqs[i]);
         if (seqs[i] == 4) CHECK_MSG(stats.peak_running >= 3, "requests ran together (peak %d)", stats.peak_running);
         /* decode entries per step: with concurrency > 1 there must be fewer steps than tokens */
-        if (seqs[i] > 1) CHECK_MSG(stats.steps < (uint64_t)(N_REQ * n_gen), "batched steps (%llu)", (unsigned long long)stats.steps);
+        if (seqs[i] > 1)
+            CHECK_MSG(stats.steps < (uint64_t)(N_REQ * n_gen), "batched steps (%llu)", (unsigned long long)stats.steps);
     }
 }
 

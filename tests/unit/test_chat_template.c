@@ -26,50 +26,206 @@ typedef struct chat_case {
 } chat_case;
 
 static const chat_case cases[] = {
-    {"qwen3 thinking on", KARA_CHAT_QWEN3, 4, {{"system", "You are a helpful assistant."}, {"user", "Hello"}, {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"}, {"user", "What is 2+2?"}}, true, true,
-     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there!<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"},
-    {"qwen3 thinking off", KARA_CHAT_QWEN3, 4, {{"system", "You are a helpful assistant."}, {"user", "Hello"}, {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"}, {"user", "What is 2+2?"}}, true, false,
-     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there!<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"},
-    {"qwen3 first turn", KARA_CHAT_QWEN3, 1, {{"user", "Hello"}}, true, true,
+    {"qwen3 thinking on",
+     KARA_CHAT_QWEN3,
+     4,
+     {{"system", "You are a helpful assistant."},
+      {"user", "Hello"},
+      {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"},
+      {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<|im_start|>system\nYou are a helpful "
+     "assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi "
+     "there!<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"},
+    {"qwen3 thinking off",
+     KARA_CHAT_QWEN3,
+     4,
+     {{"system", "You are a helpful assistant."},
+      {"user", "Hello"},
+      {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"},
+      {"user", "What is 2+2?"}},
+     true,
+     false,
+     "<|im_start|>system\nYou are a helpful "
+     "assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi "
+     "there!<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"},
+    {"qwen3 first turn",
+     KARA_CHAT_QWEN3,
+     1,
+     {{"user", "Hello"}},
+     true,
+     true,
      "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"},
-    {"qwen3 first turn, thinking off", KARA_CHAT_QWEN3, 1, {{"user", "Hello"}}, true, false,
+    {"qwen3 first turn, thinking off",
+     KARA_CHAT_QWEN3,
+     1,
+     {{"user", "Hello"}},
+     true,
+     false,
      "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"},
-    {"qwen3 final assistant keeps a think block", KARA_CHAT_QWEN3, 2, {{"user", "Hello"}, {"assistant", "Hello back"}}, false, true,
+    {"qwen3 final assistant keeps a think block",
+     KARA_CHAT_QWEN3,
+     2,
+     {{"user", "Hello"}, {"assistant", "Hello back"}},
+     false,
+     true,
      "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello back<|im_end|>\n"},
-    {"qwen3 final assistant with thinking", KARA_CHAT_QWEN3, 2, {{"user", "Hello"}, {"assistant", "<think>\n\nhmm\n\n</think>\n\n\nHello back"}}, false, true,
+    {"qwen3 final assistant with thinking",
+     KARA_CHAT_QWEN3,
+     2,
+     {{"user", "Hello"}, {"assistant", "<think>\n\nhmm\n\n</think>\n\n\nHello back"}},
+     false,
+     true,
      "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\nhmm\n</think>\n\nHello back<|im_end|>\n"},
-    {"qwen3 plain assistant", KARA_CHAT_QWEN3, 3, {{"user", "Hello"}, {"assistant", "Hi!"}, {"user", "What is 2+2?"}}, true, true,
-     "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi!<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"},
-    {"qwen3 system after the first message", KARA_CHAT_QWEN3, 3, {{"user", "Hello"}, {"system", "Be brief."}, {"user", "What is 2+2?"}}, true, true,
-     "<|im_start|>user\nHello<|im_end|>\n<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"},
-    {"qwen3 tool results", KARA_CHAT_QWEN3, 4, {{"user", "Hello"}, {"assistant", "<think>\nneed a tool\n</think>\n\ncalling"}, {"tool", "42"}, {"tool", "43"}}, true, true,
-     "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\nneed a tool\n</think>\n\ncalling<|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</tool_response>\n<tool_response>\n43\n</tool_response><|im_end|>\n<|im_start|>assistant\n"},
-    {"deepseek-r1", KARA_CHAT_DEEPSEEK_R1, 4, {{"system", "You are a helpful assistant."}, {"user", "Hello"}, {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"}, {"user", "What is 2+2?"}}, true, true,
-     "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>Hello<｜Assistant｜>\n\nHi there!<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜><think>\n"},
-    {"deepseek-r1 first turn", KARA_CHAT_DEEPSEEK_R1, 1, {{"user", "Hello"}}, true, true,
+    {"qwen3 plain assistant",
+     KARA_CHAT_QWEN3,
+     3,
+     {{"user", "Hello"}, {"assistant", "Hi!"}, {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi!<|im_end|>\n<|im_start|>user\nWhat is "
+     "2+2?<|im_end|>\n<|im_start|>assistant\n"},
+    {"qwen3 system after the first message",
+     KARA_CHAT_QWEN3,
+     3,
+     {{"user", "Hello"}, {"system", "Be brief."}, {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<|im_start|>user\nHello<|im_end|>\n<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is "
+     "2+2?<|im_end|>\n<|im_start|>assistant\n"},
+    {"qwen3 tool results",
+     KARA_CHAT_QWEN3,
+     4,
+     {{"user", "Hello"}, {"assistant", "<think>\nneed a tool\n</think>\n\ncalling"}, {"tool", "42"}, {"tool", "43"}},
+     true,
+     true,
+     "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\nneed a "
+     "tool\n</think>\n\ncalling<|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</"
+     "tool_response>\n<tool_response>\n43\n</tool_response><|im_end|>\n<|im_start|>assistant\n"},
+    {"deepseek-r1",
+     KARA_CHAT_DEEPSEEK_R1,
+     4,
+     {{"system", "You are a helpful assistant."},
+      {"user", "Hello"},
+      {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"},
+      {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>Hello<｜Assistant｜>\n\nHi "
+     "there!<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜><think>\n"},
+    {"deepseek-r1 first turn",
+     KARA_CHAT_DEEPSEEK_R1,
+     1,
+     {{"user", "Hello"}},
+     true,
+     true,
      "<｜begin▁of▁sentence｜><｜User｜>Hello<｜Assistant｜><think>\n"},
-    {"deepseek-r1 keeps the last system message", KARA_CHAT_DEEPSEEK_R1, 3, {{"system", "You are a helpful assistant."}, {"system", "Be brief."}, {"user", "Hello"}}, true, true,
+    {"deepseek-r1 keeps the last system message",
+     KARA_CHAT_DEEPSEEK_R1,
+     3,
+     {{"system", "You are a helpful assistant."}, {"system", "Be brief."}, {"user", "Hello"}},
+     true,
+     true,
      "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hello<｜Assistant｜><think>\n"},
-    {"deepseek-r1 plain assistant", KARA_CHAT_DEEPSEEK_R1, 3, {{"user", "Hello"}, {"assistant", "Hi!"}, {"user", "What is 2+2?"}}, true, true,
-     "<｜begin▁of▁sentence｜><｜User｜>Hello<｜Assistant｜>Hi!<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜><think>\n"},
-    {"deepseek-r1 tool outputs", KARA_CHAT_DEEPSEEK_R1, 5, {{"user", "Hello"}, {"tool", "42"}, {"tool", "43"}, {"assistant", "<think>x</think>ok"}, {"user", "What is 2+2?"}}, true, true,
-     "<｜begin▁of▁sentence｜><｜User｜>Hello<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>42<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>43<｜tool▁output▁end｜><｜tool▁outputs▁end｜><think>x</think>ok<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜><think>\n"},
-    {"llama3", KARA_CHAT_LLAMA3, 4, {{"system", "You are a helpful assistant."}, {"user", "Hello"}, {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"}, {"user", "What is 2+2?"}}, true, true,
-     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n<think>\nThe user greets me.\n</think>\n\nHi there!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-    {"llama3 trims contents", KARA_CHAT_LLAMA3, 2, {{"system", "  sys \n"}, {"user", "\n hi \xc2\xa0" "\xe3\x80\x80" ""}}, true, true,
-     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-    {"llama3.1", KARA_CHAT_LLAMA31, 4, {{"system", "You are a helpful assistant."}, {"user", "Hello"}, {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"}, {"user", "What is 2+2?"}}, true, true,
-     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nYou are a helpful assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n<think>\nThe user greets me.\n</think>\n\nHi there!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-    {"llama3.1 without a system message", KARA_CHAT_LLAMA31, 1, {{"user", "Hello"}}, true, true,
-     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-    {"llama3.1 trims contents", KARA_CHAT_LLAMA31, 2, {{"system", "  sys \n"}, {"user", "\n hi  "}}, true, true,
-     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nsys<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-    {"chatml", KARA_CHAT_CHATML, 4, {{"system", "You are a helpful assistant."}, {"user", "Hello"}, {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"}, {"user", "What is 2+2?"}}, true, true,
-     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\nThe user greets me.\n</think>\n\nHi there!<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"},
-    {"chatml without generation prompt", KARA_CHAT_CHATML, 2, {{"system", "You are a helpful assistant."}, {"user", "Hello"}}, false, true,
+    {"deepseek-r1 plain assistant",
+     KARA_CHAT_DEEPSEEK_R1,
+     3,
+     {{"user", "Hello"}, {"assistant", "Hi!"}, {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<｜begin▁of▁sentence｜><｜User｜>Hello<｜Assistant｜>Hi!<｜end▁of▁sentence｜><｜User｜>What is "
+     "2+2?<｜Assistant｜><think>\n"},
+    {"deepseek-r1 tool outputs",
+     KARA_CHAT_DEEPSEEK_R1,
+     5,
+     {{"user", "Hello"}, {"tool", "42"}, {"tool", "43"}, {"assistant", "<think>x</think>ok"}, {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<｜begin▁of▁sentence｜><｜User｜>Hello<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>42<｜tool▁output▁end｜>\n<"
+     "｜tool▁output▁begin｜>43<｜tool▁output▁end｜><｜tool▁outputs▁end｜><think>x</"
+     "think>ok<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜><think>\n"},
+    {"llama3",
+     KARA_CHAT_LLAMA3,
+     4,
+     {{"system", "You are a helpful assistant."},
+      {"user", "Hello"},
+      {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"},
+      {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
+     "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_"
+     "header_id|>\n\n<think>\nThe user greets me.\n</think>\n\nHi "
+     "there!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is "
+     "2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+    {"llama3 trims contents",
+     KARA_CHAT_LLAMA3,
+     2,
+     {{"system", "  sys \n"},
+      {"user",
+       "\n hi \xc2\xa0"
+       "\xe3\x80\x80"
+       ""}},
+     true,
+     true,
+     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|><|start_header_id|>user<|end_header_"
+     "id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+    {"llama3.1",
+     KARA_CHAT_LLAMA31,
+     4,
+     {{"system", "You are a helpful assistant."},
+      {"user", "Hello"},
+      {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"},
+      {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday "
+     "Date: 26 Jul 2024\n\nYou are a helpful "
+     "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_"
+     "header_id|>\n\n<think>\nThe user greets me.\n</think>\n\nHi "
+     "there!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is "
+     "2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+    {"llama3.1 without a system message",
+     KARA_CHAT_LLAMA31,
+     1,
+     {{"user", "Hello"}},
+     true,
+     true,
+     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday "
+     "Date: 26 Jul "
+     "2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_"
+     "header_id|>\n\n"},
+    {"llama3.1 trims contents",
+     KARA_CHAT_LLAMA31,
+     2,
+     {{"system", "  sys \n"}, {"user", "\n hi  "}},
+     true,
+     true,
+     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday "
+     "Date: 26 Jul "
+     "2024\n\nsys<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_"
+     "header_id|>\n\n"},
+    {"chatml",
+     KARA_CHAT_CHATML,
+     4,
+     {{"system", "You are a helpful assistant."},
+      {"user", "Hello"},
+      {"assistant", "<think>\nThe user greets me.\n</think>\n\nHi there!"},
+      {"user", "What is 2+2?"}},
+     true,
+     true,
+     "<|im_start|>system\nYou are a helpful "
+     "assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\nThe user greets "
+     "me.\n</think>\n\nHi there!<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"},
+    {"chatml without generation prompt",
+     KARA_CHAT_CHATML,
+     2,
+     {{"system", "You are a helpful assistant."}, {"user", "Hello"}},
+     false,
+     true,
      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"},
 };
-
 
 /* Render into a buffer sized from a first measuring call. */
 static char *render(const kara_chat_template *t, const kara_chat_message *m, size_t n, bool gen, bool think) {
@@ -100,8 +256,8 @@ static void test_official_strings(void) {
         CHECK_MSG(out != NULL, "%s: render failed: %s", c->title, kara_last_error());
         if (!out) continue;
         size_t d = first_diff(out, c->expected);
-        CHECK_MSG(!strcmp(out, c->expected), "%s: differs at byte %zu:\n  got      '%s'\n  expected '%s'", c->title,
-                  d, out + d, c->expected + d);
+        CHECK_MSG(!strcmp(out, c->expected), "%s: differs at byte %zu:\n  got      '%s'\n  expected '%s'", c->title, d,
+                  out + d, c->expected + d);
         free(out);
     }
 }
@@ -109,11 +265,12 @@ static void test_official_strings(void) {
 /* Qwen3 and R1 drop the thinking of earlier turns; chatml and Llama 3 keep
  * the message as given. */
 static void test_history_thinking(void) {
-    const kara_chat_message conv[] = {{"user", "Hi"},
-                                      {"assistant", "<think>\nsecret reasoning\n</think>\n\nvisible answer"},
-                                      {"user", "Again"}};
-    const struct { const char *name; bool keeps; } fams[] = {
-        {"qwen3", false}, {"deepseek-r1", false}, {"chatml", true}, {"llama3", true}, {"llama3.1", true}};
+    const kara_chat_message conv[] = {
+        {"user", "Hi"}, {"assistant", "<think>\nsecret reasoning\n</think>\n\nvisible answer"}, {"user", "Again"}};
+    const struct {
+        const char *name;
+        bool keeps;
+    } fams[] = {{"qwen3", false}, {"deepseek-r1", false}, {"chatml", true}, {"llama3", true}, {"llama3.1", true}};
     for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
         kara_chat_template t;
         CHECK(kara_chat_template_by_name(fams[i].name, &t) == KARA_OK);
@@ -141,7 +298,8 @@ static void test_prefill_thinking_off(void) {
     free(out);
 
     /* a Qwen3 "Thinking" template (generation prompt "<|im_start|>assistant\n<think>\n") */
-    const char *jinja = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}";
+    const char *jinja =
+        "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}";
     CHECK(kara_chat_template_detect(jinja, &t));
     CHECK_EQ_INT(t.family, KARA_CHAT_QWEN3);
     CHECK(t.prefill_think);
@@ -154,23 +312,32 @@ static void test_prefill_thinking_off(void) {
 }
 
 static void test_detection(void) {
-    const struct { const char *what, *jinja; bool known; kara_chat_family family; bool prefill; } d[] = {
-        {"Qwen3", "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}\n"
-                  "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
-                  "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
-                  "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}",
+    const struct {
+        const char *what, *jinja;
+        bool known;
+        kara_chat_family family;
+        bool prefill;
+    } d[] = {
+        {"Qwen3",
+         "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}\n"
+         "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+         "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+         "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}",
          true, KARA_CHAT_QWEN3, false},
-        {"DeepSeek-R1-Distill", "{{bos_token}}{{ns.system_prompt}}{%- for message in messages %}"
-                                "{%- if message['role'] == 'user' %}{{'<｜User｜>' + message['content']}}{%- endif %}"
-                                "{% endfor %}{% if add_generation_prompt and not ns.is_tool %}"
-                                "{{'<｜Assistant｜><think>\\n'}}{% endif %}",
+        {"DeepSeek-R1-Distill",
+         "{{bos_token}}{{ns.system_prompt}}{%- for message in messages %}"
+         "{%- if message['role'] == 'user' %}{{'<｜User｜>' + message['content']}}{%- endif %}"
+         "{% endfor %}{% if add_generation_prompt and not ns.is_tool %}"
+         "{{'<｜Assistant｜><think>\\n'}}{% endif %}",
          true, KARA_CHAT_DEEPSEEK_R1, true},
-        {"Llama 3", "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
-                    "+ message['content'] | trim + '<|eot_id|>' %}",
+        {"Llama 3",
+         "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+         "+ message['content'] | trim + '<|eot_id|>' %}",
          true, KARA_CHAT_LLAMA3, false},
-        {"Llama 3.1", "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n"
-                      "{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n"
-                      "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}",
+        {"Llama 3.1",
+         "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n"
+         "{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n"
+         "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}",
          true, KARA_CHAT_LLAMA31, false},
         {"ChatML (the synthetic models' template)",
          "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -195,7 +362,8 @@ static void test_detection(void) {
 
     /* Llama 3.2 stamps today's date through strftime_now */
     CHECK(kara_chat_template_detect("<|start_header_id|>Cutting Knowledge Date{%- if strftime_now is defined %}"
-                                    "{%- set date_string = strftime_now(\"%d %b %Y\") %}", &t));
+                                    "{%- set date_string = strftime_now(\"%d %b %Y\") %}",
+                                    &t));
     char today[32];
     time_t now = time(NULL);
     strftime(today, sizeof today, "%d %b %Y", localtime(&now));
@@ -217,12 +385,16 @@ static void test_default_system(void) {
     const kara_chat_message user[] = {{"user", "Hello"}};
     const kara_chat_message sys_user[] = {{"system", "Be brief."}, {"user", "Hello"}};
     char *out = render(&t, user, 1, true, true);
-    CHECK(out && !strcmp(out, "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello"
-                              "<|im_end|>\n<|im_start|>assistant\n"));
+    CHECK(out &&
+          !strcmp(out,
+                  "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello"
+                  "<|im_end|>\n<|im_start|>assistant\n"));
     free(out);
     out = render(&t, sys_user, 2, true, true);
-    CHECK(out && !strcmp(out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
-                              "<|im_start|>assistant\n"));
+    CHECK(out &&
+          !strcmp(out,
+                  "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                  "<|im_start|>assistant\n"));
     free(out);
     out = render(&t, NULL, 0, true, true);
     CHECK(out && !strcmp(out, "<|im_start|>assistant\n"));

@@ -114,7 +114,8 @@ static void test_defaults(void) {
     int n = n_keys();
     CHECK(n >= 55 && n <= KARA_CONFIG_MAX_KEYS);
     for (int i = 0; i < n; i++) {
-        for (int j = 0; j < i; j++) CHECK_MSG(strcmp(kara_config_key(i), kara_config_key(j)), "dup %s", kara_config_key(i));
+        for (int j = 0; j < i; j++)
+            CHECK_MSG(strcmp(kara_config_key(i), kara_config_key(j)), "dup %s", kara_config_key(i));
         char v[2048];
         CHECK_EQ_INT(kara_config_get(&c, kara_config_key(i), v, sizeof v), KARA_OK);
         CHECK(!strcmp(kara_config_origin(&c, kara_config_key(i)), "default"));
@@ -134,9 +135,11 @@ static void test_enum_names(void) {
     kara_kv_method keep = KARA_KV_METHOD_H2O;
     CHECK_EQ_INT(kara_kv_method_parse("Kara", &keep), KARA_ERR_ARG);
     CHECK_EQ_INT(keep, KARA_KV_METHOD_H2O);
-    CHECK_MSG(!strcmp(kara_last_error(),
-                      "unknown KV method 'Kara' (expected full | streaming | snapkv | h2o | chunkkv | random | recent | kara)"),
-              "got '%s'", kara_last_error());
+    CHECK_MSG(
+        !strcmp(
+            kara_last_error(),
+            "unknown KV method 'Kara' (expected full | streaming | snapkv | h2o | chunkkv | random | recent | kara)"),
+        "got '%s'", kara_last_error());
     kara_kv_dtype dt;
     CHECK_EQ_INT(kara_kv_dtype_parse("f32", &dt), KARA_OK);
     CHECK_EQ_INT(dt, KARA_KV_F32);
@@ -271,18 +274,21 @@ static void test_errors(void) {
                  "1:7: 'kara' is a section and needs keys below it, got a value");
     expect_error("type_missing.yaml", "kara:\n  interval:\n", KARA_ERR_CONFIG,
                  "2:12: kara.interval: missing value (expected an integer)");
-    expect_error("unit.yaml", "kv_cache:\n  budget: 12 parsecs\n", KARA_ERR_CONFIG,
-                 "2:11: kv_cache.budget: unknown size unit 'parsecs' in '12 parsecs' (expected B, KB, KiB, MB, MiB, GB or GiB)");
+    expect_error(
+        "unit.yaml", "kv_cache:\n  budget: 12 parsecs\n", KARA_ERR_CONFIG,
+        "2:11: kv_cache.budget: unknown size unit 'parsecs' in '12 parsecs' (expected B, KB, KiB, MB, MiB, GB or GiB)");
     expect_error("unit_nonumber.yaml", "kv_cache:\n  budget: lots\n", KARA_ERR_CONFIG,
                  "2:11: kv_cache.budget: expected a size such as 256MiB, got 'lots'");
     expect_error("range.yaml", "kara:\n  interval: 64\n  retention: 1.5\n", KARA_ERR_CONFIG,
                  "3:14: kara.retention: 1.5 is out of range [0, 1]");
     expect_error("range_int.yaml", "kv_cache:\n    block_size: 0\n", KARA_ERR_CONFIG,
                  "2:17: kv_cache.block_size: 0 is out of range [1, 4096]");
-    expect_error("range_list.yaml", "kara:\n  protect_token_ids: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]\n",
+    expect_error("range_list.yaml",
+                 "kara:\n  protect_token_ids: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]\n",
                  KARA_ERR_CONFIG, "2:78: kara.protect_token_ids: too many entries (at most 16)");
     expect_error("enum.yaml", "kv_cache:\n  method: fast\n", KARA_ERR_CONFIG,
-                 "2:11: kv_cache.method: unknown value 'fast' (expected full | streaming | snapkv | h2o | chunkkv | random | recent | kara)");
+                 "2:11: kv_cache.method: unknown value 'fast' (expected full | streaming | snapkv | h2o | chunkkv | "
+                 "random | recent | kara)");
     expect_error("enum_nested.yaml", "kara:\n  score:\n    gqa_reduce: normalized_mean\n", KARA_ERR_CONFIG,
                  "3:17: kara.score.gqa_reduce: unknown value 'normalized_mean' (expected mean | max)");
     expect_error("enum_trigger.yaml", "kv_cache:\n  method: kara\nkara:\n  trigger: sometimes\n", KARA_ERR_CONFIG,
@@ -293,8 +299,8 @@ static void test_errors(void) {
                  "3:13: kara.score.layers: expected all or stride:N, got 'every:2'");
     expect_error("dup.yaml", "sampling:\n  top_k: 10\n  top_p: 0.9\n  top_k: 20\n", KARA_ERR_CONFIG,
                  "4:3: duplicate key 'sampling.top_k' (first given at line 2, column 3)");
-    expect_error("dup_section.yaml", "kara:\n  interval: 64\nsampling:\n  top_k: 1\nkara:\n  buffer: 8\n", KARA_ERR_CONFIG,
-                 "5:1: duplicate key 'kara' (first given at line 1, column 1)");
+    expect_error("dup_section.yaml", "kara:\n  interval: 64\nsampling:\n  top_k: 1\nkara:\n  buffer: 8\n",
+                 KARA_ERR_CONFIG, "5:1: duplicate key 'kara' (first given at line 1, column 1)");
     expect_error("two_docs.yaml", "kara:\n  buffer: 8\n---\nkara:\n  buffer: 9\n", KARA_ERR_CONFIG,
                  "4:1: only one YAML document is allowed");
     expect_error("not_map.yaml", "- kara\n", KARA_ERR_CONFIG,
@@ -332,7 +338,8 @@ static void test_errors(void) {
     kara_config d;
     kara_config_init(&d);
     CHECK_EQ_INT(kara_config_load(&c, write_tmp("empty.yaml", "")), KARA_OK);
-    CHECK_EQ_INT(kara_config_load(&c, write_tmp("comments.yaml", "# nothing\nkara:\n  # interval: 5\nbatch:\n")), KARA_OK);
+    CHECK_EQ_INT(kara_config_load(&c, write_tmp("comments.yaml", "# nothing\nkara:\n  # interval: 5\nbatch:\n")),
+                 KARA_OK);
     CHECK(same_values(&c, &d));
 }
 
@@ -372,9 +379,17 @@ static void test_set(void) {
     static const struct {
         const char *text;
         uint64_t bytes;
-    } sizes[] = {{"512", 512},          {"512B", 512},          {"2KB", 2000},           {"2kib", 2048},
-                 {"256MiB", 256u << 20}, {"256 MiB", 256u << 20}, {"1.5GB", 1500000000ULL}, {"1.5GiB", 3ULL << 29},
-                 {"3mb", 3000000},      {"auto", 0},            {"0", 0}};
+    } sizes[] = {{"512", 512},
+                 {"512B", 512},
+                 {"2KB", 2000},
+                 {"2kib", 2048},
+                 {"256MiB", 256u << 20},
+                 {"256 MiB", 256u << 20},
+                 {"1.5GB", 1500000000ULL},
+                 {"1.5GiB", 3ULL << 29},
+                 {"3mb", 3000000},
+                 {"auto", 0},
+                 {"0", 0}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         CHECK_EQ_INT(kara_config_set(&c, "kv_cache.budget", sizes[i].text, "--kv-budget"), KARA_OK);
         CHECK_MSG(c.context.kv.budget == sizes[i].bytes, "%s -> %llu", sizes[i].text,
@@ -547,7 +562,8 @@ static void test_trigger(void) {
     CHECK_EQ_INT(c.context.kv.trigger_slack, 64);
     char want[1200];
     snprintf(want, sizeof want, "%s:2:12", path);
-    CHECK_MSG(!strcmp(kara_config_origin(&c, "kara.trigger"), want), "origin %s", kara_config_origin(&c, "kara.trigger"));
+    CHECK_MSG(!strcmp(kara_config_origin(&c, "kara.trigger"), want), "origin %s",
+              kara_config_origin(&c, "kara.trigger"));
     CHECK_EQ_INT(kara_config_set(&c, "kara.trigger_slack", "auto", "--x"), KARA_OK);
     CHECK_EQ_INT(c.context.kv.trigger_slack, 0);
     char text[16384];

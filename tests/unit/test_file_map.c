@@ -69,7 +69,7 @@ static void logits_of(const char *path, bool use_mmap, float *out, int32_t n_voc
     cp.kv.method = KARA_KV_METHOD_FULL;
     kara_context *c = NULL;
     if (CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "context: %s", kara_last_error())) {
-        const int32_t toks[] = { 1, 17, 42, 99, 7, 3 };
+        const int32_t toks[] = {1, 17, 42, 99, 7, 3};
         kara_batch b = kara_batch_one_sequence(toks, 6, 0, 0);
         CHECK(kara_decode(c, &b) == KARA_OK);
         memcpy(out, kara_get_logits(c, -1), sizeof(float) * (size_t)n_vocab);

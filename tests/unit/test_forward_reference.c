@@ -140,7 +140,16 @@ static double *reference_forward(const kara_model *m, const int32_t *toks) {
         rmsnorm(xn, x + t * E, m->output_norm, E, hp->rms_eps);
         matvec(&m->output, xn, logits + (size_t)t * V);
     }
-    free(x); free(xn); free(K); free(Vv); free(q); free(att); free(proj); free(g); free(u); free(row);
+    free(x);
+    free(xn);
+    free(K);
+    free(Vv);
+    free(q);
+    free(att);
+    free(proj);
+    free(g);
+    free(u);
+    free(row);
     return logits;
 }
 
@@ -185,7 +194,7 @@ static void logits_with_threads(kara_model *m, const int32_t *toks, int n_thread
 }
 
 static int n_tied_interleaved; /* cases whose tied embeddings were interleaved */
-static bool g_tied;             /* models written with tied embeddings (one matrix for lookup and output) */
+static bool g_tied;            /* models written with tied embeddings (one matrix for lookup and output) */
 
 static void check_case(const char *arch, kr_ftype ftype, const char *tname, double tol) {
     kr_synth_params sp;
@@ -264,7 +273,8 @@ static void check_case(const char *arch, kr_ftype ftype, const char *tname, doub
             break;
         }
         const float *g = kara_get_logits(c, 0);
-        for (int j = 0; j < V; j++) same &= fabsf(g[j] - batch[(size_t)t * V + j]) <= inc_tol + 1e-5f * (1 + fabsf(g[j]));
+        for (int j = 0; j < V; j++)
+            same &= fabsf(g[j] - batch[(size_t)t * V + j]) <= inc_tol + 1e-5f * (1 + fabsf(g[j]));
     }
     CHECK_MSG(same, "%s %s: incremental decode differs from the batch", arch, tname);
 
@@ -281,7 +291,8 @@ static void check_case(const char *arch, kr_ftype ftype, const char *tname, doub
     same = true;
     for (int i = 0; i < 2 * T; i++) {
         const float *g = kara_get_logits(c, i);
-        for (int j = 0; j < V; j++) same &= fabsf(g[j] - batch[(size_t)(i / 2) * V + j]) <= inc_tol + 1e-5f * (1 + fabsf(g[j]));
+        for (int j = 0; j < V; j++)
+            same &= fabsf(g[j] - batch[(size_t)(i / 2) * V + j]) <= inc_tol + 1e-5f * (1 + fabsf(g[j]));
     }
     CHECK_MSG(same, "%s %s: interleaved sequences differ from a single sequence", arch, tname);
     kara_context_free(c);
@@ -346,8 +357,8 @@ static void check_unsupported_type(void) {
     free(img);
     kara_model *m = NULL;
     CHECK(kara_model_load(path, NULL, &m) == KARA_ERR_UNSUPPORTED);
-    CHECK_MSG(strstr(kara_last_error(), "blk.1.ffn_up.weight") && strstr(kara_last_error(), "Q2_K"),
-              "message: %s", kara_last_error());
+    CHECK_MSG(strstr(kara_last_error(), "blk.1.ffn_up.weight") && strstr(kara_last_error(), "Q2_K"), "message: %s",
+              kara_last_error());
     kara_model_free(m);
 }
 

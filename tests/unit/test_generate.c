@@ -80,7 +80,7 @@ typedef struct gen_out {
     char answer[8192], think[8192], all[16384];
     size_t n_answer, n_think, n_all;
     int n_pieces;
-    int n_cut_utf8;          /* pieces (before the final flush) ending inside a UTF-8 character */
+    int n_cut_utf8; /* pieces (before the final flush) ending inside a UTF-8 character */
     kara_status status;
 } gen_out;
 
@@ -243,8 +243,8 @@ static void test_stop_strings(void) {
             drain(g, &o);
             CHECK_EQ_INT(o.status, KARA_STOPPED);
             CHECK(kara_generator_stop_reason(g) == KARA_STOP_STRING);
-            CHECK_MSG(o.n_all == first && !memcmp(o.all, ref, first),
-                      "stop '%s' (first at %zu): output of %zu bytes", stop, first, o.n_all);
+            CHECK_MSG(o.n_all == first && !memcmp(o.all, ref, first), "stop '%s' (first at %zu): output of %zu bytes",
+                      stop, first, o.n_all);
             kara_generator_free(g);
         }
     }

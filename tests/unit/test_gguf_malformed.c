@@ -43,7 +43,7 @@ static kara_status parse_exact(const uint8_t *bytes, size_t size, kara_gguf **g,
         free(copy);
         return st;
     }
-    return st;   /* the caller frees g->base after closing */
+    return st; /* the caller frees g->base after closing */
 }
 
 static void close_exact(kara_gguf *g) {
@@ -112,7 +112,8 @@ static bool result_sane(const kara_gguf *g, const char **why) {
         if ((uint64_t)(nel / ti->block_size) * (uint64_t)ti->type_size != t->nbytes) return *why = "nbytes", false;
         if ((const uint8_t *)t->data < g->base + g->data_offset) return *why = "tensor before data", false;
         if ((uint64_t)((const uint8_t *)t->data - g->base) % g->alignment) return *why = "tensor alignment", false;
-        if (!span_ok(g, t->name.ptr, t->name.len) || !span_ok(g, t->data, t->nbytes)) return *why = "tensor span", false;
+        if (!span_ok(g, t->name.ptr, t->name.len) || !span_ok(g, t->data, t->nbytes))
+            return *why = "tensor span", false;
     }
     return true;
 }
@@ -170,8 +171,7 @@ static void test_truncation(const uint8_t *file, size_t size, uint64_t data_offs
         kara_status st = parse_exact(file, cut, &g, err, sizeof err);
         tried++;
         if (st == KARA_OK || !err[0] || !has_offset(err)) {
-            if (bad++ < 5)
-                CHECK_MSG(false, "cut at %zu of %zu: status %d, message '%s'", cut, size, (int)st, err);
+            if (bad++ < 5) CHECK_MSG(false, "cut at %zu of %zu: status %d, message '%s'", cut, size, (int)st, err);
         }
         close_exact(g);
     }
@@ -201,7 +201,8 @@ static void try_damaged(const uint8_t *img, size_t size, size_t at, bool must_fa
     }
     const char *why;
     if (must_fail && (*bad)++ < 5) CHECK_MSG(false, "damage at %zu (magic/version) was accepted", at);
-    if (!result_sane(g, &why) && (*bad)++ < 5) CHECK_MSG(false, "damage at %zu parsed into an unsafe result: %s", at, why);
+    if (!result_sane(g, &why) && (*bad)++ < 5)
+        CHECK_MSG(false, "damage at %zu parsed into an unsafe result: %s", at, why);
     close_exact(g);
 }
 
@@ -216,7 +217,8 @@ static void test_overwrite(const uint8_t *file, size_t size, uint64_t data_offse
             memcpy(img, file, size);
             img[at] = patterns[p];
             /* the magic must be exact; the version must stay 2 or 3 */
-            uint32_t version = (uint32_t)img[4] | (uint32_t)img[5] << 8 | (uint32_t)img[6] << 16 | (uint32_t)img[7] << 24;
+            uint32_t version =
+                (uint32_t)img[4] | (uint32_t)img[5] << 8 | (uint32_t)img[6] << 16 | (uint32_t)img[7] << 24;
             bool must_fail = at < 4 || (at < 8 && version != 2 && version != 3);
             try_damaged(img, size, at, must_fail, &bad, &rejected);
             tried++;
@@ -362,7 +364,7 @@ static void test_hostile(void) {
     /* strings */
     header(&b, 3, 0, 1);
     u64(&b, huge);
-    pad_and_data(&b, 1, 64);   /* enough bytes that the key count is plausible */
+    pad_and_data(&b, 1, 64); /* enough bytes that the key count is plausible */
     expect_reject(&b, "huge key length", "length", 24);
     header(&b, 3, 0, 1);
     u64(&b, 0);
@@ -395,7 +397,7 @@ static void test_hostile(void) {
     header(&b, 3, 0, 1);
     str(&b, "k");
     u32(&b, KARA_GGUF_UINT64);
-    u32(&b, 5);   /* 4 of the 8 bytes */
+    u32(&b, 5); /* 4 of the 8 bytes */
     expect_reject(&b, "truncated uint64 value", NULL, -1);
 
     /* arrays */
@@ -415,7 +417,7 @@ static void test_hostile(void) {
     str(&b, "k");
     u32(&b, KARA_GGUF_ARRAY);
     u32(&b, KARA_GGUF_UINT64);
-    u64(&b, (UINT64_MAX / 8) + 2);   /* n * 8 wraps around */
+    u64(&b, (UINT64_MAX / 8) + 2); /* n * 8 wraps around */
     expect_reject(&b, "uint64 array count that wraps", NULL, 37);
     header(&b, 3, 0, 1);
     str(&b, "k");
@@ -439,7 +441,7 @@ static void test_hostile(void) {
     header(&b, 3, 0, 1);
     str(&b, "k");
     u32(&b, KARA_GGUF_ARRAY);
-    for (int d = 0; d < 40; d++) {   /* arrays of arrays, 40 levels */
+    for (int d = 0; d < 40; d++) { /* arrays of arrays, 40 levels */
         u32(&b, KARA_GGUF_ARRAY);
         u64(&b, 1);
     }
@@ -453,7 +455,11 @@ static void test_hostile(void) {
     expect_reject(&b, "duplicate key", "duplicate", 43);
 
     /* general.alignment */
-    static const struct { uint32_t type; uint64_t v; const char *what; } al[] = {
+    static const struct {
+        uint32_t type;
+        uint64_t v;
+        const char *what;
+    } al[] = {
         {KARA_GGUF_UINT32, 0, "alignment 0"},
         {KARA_GGUF_UINT32, 48, "alignment 48"},
         {KARA_GGUF_UINT64, 32, "uint64 alignment"},
@@ -463,8 +469,10 @@ static void test_hostile(void) {
         header(&b, 3, 1, 1);
         str(&b, "general.alignment");
         u32(&b, al[i].type);
-        if (al[i].type == KARA_GGUF_UINT64) u64(&b, al[i].v);
-        else u32(&b, (uint32_t)al[i].v);
+        if (al[i].type == KARA_GGUF_UINT64)
+            u64(&b, al[i].v);
+        else
+            u32(&b, (uint32_t)al[i].v);
         const uint64_t ne[1] = {8};
         tensor_info(&b, "t", 1, ne, KR_TYPE_F32, 0);
         pad_and_data(&b, 64, 32);
@@ -512,11 +520,11 @@ static void test_hostile(void) {
     pad_and_data(&b, 32, 256);
     expect_reject(&b, "offset 2^40", "past the end", 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, UINT64_MAX - 31);   /* aligned, offset + size wraps */
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, UINT64_MAX - 31); /* aligned, offset + size wraps */
     pad_and_data(&b, 32, 256);
     expect_reject(&b, "offset 2^64-32", NULL, 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 32);   /* aligned, 32 bytes short */
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 32); /* aligned, 32 bytes short */
     pad_and_data(&b, 32, 256);
     expect_reject(&b, "data ending past the file", "past the end", 24);
     header(&b, 3, 1, 0);
@@ -528,7 +536,7 @@ static void test_hostile(void) {
     pad_and_data(&b, 32, 100);
     expect_reject(&b, "data section truncated", NULL, 24);
     header(&b, 3, 1, 0);
-    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 0);   /* header ends mid-padding */
+    tensor_info(&b, "t", 2, ne2, KR_TYPE_F32, 0); /* header ends mid-padding */
     b.n -= 2;
     expect_reject(&b, "file ending inside the tensor info", NULL, -1);
 
@@ -603,7 +611,8 @@ int main(void) {
     if (!g) return kr_test_finish();
     uint64_t data_offset = g->data_offset, data_end = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (g->tensors[i].offset + g->tensors[i].nbytes > data_end) data_end = g->tensors[i].offset + g->tensors[i].nbytes;
+        if (g->tensors[i].offset + g->tensors[i].nbytes > data_end)
+            data_end = g->tensors[i].offset + g->tensors[i].nbytes;
     data_end += data_offset;
     close_exact(g);
 

@@ -148,7 +148,7 @@ static void check_metadata(const kara_gguf *g) {
     if ((v = val(g, "t.empty", KARA_GGUF_STRING))) CHECK(v->v.str.len == 0);
     if ((v = val(g, "t.nul", KARA_GGUF_STRING))) CHECK(v->v.str.len == 3 && memcmp(v->v.str.ptr, "a\0b", 3) == 0);
     if ((v = val(g, "t.replaced", KARA_GGUF_STRING))) CHECK(kara_gguf_str_eq(v->v.str, "second"));
-    CHECK(key_is(g, 16, "t.replaced"));   /* kept its first position */
+    CHECK(key_is(g, 16, "t.replaced")); /* kept its first position */
     CHECK(kara_gguf_find(g, "t.removed") == NULL);
 
     /* the file is little-endian, like the hosts these tests run on */
@@ -233,7 +233,8 @@ static void make_tensor_data(void) {
     for (size_t i = 0; i < N_TENSORS; i++) {
         tspec *t = &k_tensors[i];
         const kr_type_info *ti = kr_type_get(t->type);
-        t->nbytes = (size_t)(t->ne[0] / ti->block_size) * (size_t)ti->type_size * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        t->nbytes =
+            (size_t)(t->ne[0] / ti->block_size) * (size_t)ti->type_size * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
         t->data = malloc(t->nbytes);
         for (size_t b = 0; b < t->nbytes; b++) t->data[b] = rnd8();
     }
@@ -295,7 +296,7 @@ static void check_public_api(const kara_gguf *g) {
           !strcmp(kara_gguf_vtype_name(KARA_GGUF_VTYPE_COUNT), "unknown"));
     uint64_t u = 77;
     int64_t i64 = 77;
-    CHECK(!kara_gguf_get_u64(g, "t.i64", &u) && u == 77);    /* negative */
+    CHECK(!kara_gguf_get_u64(g, "t.i64", &u) && u == 77); /* negative */
     CHECK(!kara_gguf_get_i64(g, "t.str", &i64) && i64 == 77);
     CHECK(kara_gguf_get_u64(g, "t.true", &u) && u == 1);
     const kara_gguf_array *a = kara_gguf_get_arr(g, "a.i32");
@@ -417,7 +418,7 @@ static void test_edge_files(void) {
     if (g) {
         CHECK_EQ_INT(g->n_kv, 0);
         CHECK_EQ_INT(g->n_tensors, 0);
-        CHECK_EQ_INT(g->size, 32);   /* 24-byte header padded to 32 */
+        CHECK_EQ_INT(g->size, 32); /* 24-byte header padded to 32 */
         kara_gguf_close(g);
     }
 

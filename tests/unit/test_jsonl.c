@@ -74,7 +74,7 @@ static void test_errors(void) {
     expect_error("\"\\udc00\"", 1, "line 1, column 2:", "lone low surrogate");
     expect_error("\"a\tb\"", 1, "line 1, column 3:", "control character U+0009");
     expect_error("\"a\xff\"", 1, "line 1, column 3:", "invalid UTF-8");
-    expect_error("\"\xc0\xaf\"", 1, "line 1, column 2:", "invalid UTF-8"); /* overlong */
+    expect_error("\"\xc0\xaf\"", 1, "line 1, column 2:", "invalid UTF-8");     /* overlong */
     expect_error("\"\xed\xa0\x80\"", 1, "line 1, column 2:", "invalid UTF-8"); /* surrogate */
     expect_error("{\"a\": 1, \"a\": 2}", 5, "line 5, column 10:", "duplicate key \"a\"");
     expect_error("{} x", 1, "line 1, column 4:", "after the JSON value");
@@ -115,8 +115,8 @@ static void test_writer(void) {
     CHECK(parse(src, 1));
     kr_jbuf_reset(&b);
     kr_jbuf_value(&b, doc.root);
-    CHECK_MSG(!strcmp(b.p, "{\"x\":[1,2.5,\"\xc3\xa9\",{\"y\":null}],\"z\":true,\"big\":123456789012}"), "round trip: %s",
-              b.p);
+    CHECK_MSG(!strcmp(b.p, "{\"x\":[1,2.5,\"\xc3\xa9\",{\"y\":null}],\"z\":true,\"big\":123456789012}"),
+              "round trip: %s", b.p);
     kr_jbuf_reset(&b);
     kr_jbuf_printf(&b, "%s-%d", "long", 7);
     for (int i = 0; i < 100; i++) kr_jbuf_printf(&b, "%0300d", i);
@@ -129,11 +129,12 @@ static void test_requests(void) {
     kr_json_doc_free(&doc);
     kr_batch_request r;
     const char *code = NULL;
-    const char *line = "{\"custom_id\":\"q1\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"m\","
-                       "\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
-                       "[{\"type\":\"text\",\"text\":\"Hi \"},{\"type\":\"text\",\"text\":\"there\"}]}],"
-                       "\"max_tokens\":64,\"temperature\":0.6,\"top_p\":0.95,\"seed\":-1,\"stop\":[\"\\n\\n\",\"END\"],"
-                       "\"logprobs\":false,\"chat_template_kwargs\":{\"enable_thinking\":false}}}";
+    const char *line =
+        "{\"custom_id\":\"q1\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"m\","
+        "\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
+        "[{\"type\":\"text\",\"text\":\"Hi \"},{\"type\":\"text\",\"text\":\"there\"}]}],"
+        "\"max_tokens\":64,\"temperature\":0.6,\"top_p\":0.95,\"seed\":-1,\"stop\":[\"\\n\\n\",\"END\"],"
+        "\"logprobs\":false,\"chat_template_kwargs\":{\"enable_thinking\":false}}}";
     CHECK_MSG(kr_batch_request_parse(line, strlen(line), 3, &doc, &r, err, sizeof err, &code), "%s", err);
     CHECK(!strcmp(r.custom_id, "q1") && r.chat && r.n_msgs == 2);
     CHECK(!strcmp(r.msgs[0].role, "system") && !strcmp(r.msgs[0].content, "Be brief."));
@@ -155,7 +156,8 @@ static void test_requests(void) {
     kr_json_doc_free(&doc);
 
     /* completions: raw prompt */
-    line = "{\"custom_id\":\"c\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"Once\",\"max_completion_tokens\":3}}";
+    line =
+        "{\"custom_id\":\"c\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"Once\",\"max_completion_tokens\":3}}";
     CHECK_MSG(kr_batch_request_parse(line, strlen(line), 1, &doc, &r, err, sizeof err, &code), "%s", err);
     CHECK(!r.chat && !strcmp(r.prompt, "Once") && r.max_tokens == 3);
     kr_batch_request_free(&r);
@@ -189,7 +191,8 @@ static void test_requests(void) {
          KR_BATCH_ERR_REQUEST, "only n = 1", "n"},
         {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}}",
          KR_BATCH_ERR_REQUEST, "stream must be false", "s"},
-        {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\","
+        {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\","
+         "\"c\","
          "\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]}}",
          KR_BATCH_ERR_REQUEST, "at most 8 stop strings", "s"},
         {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"\"]}}",
@@ -204,8 +207,10 @@ static void test_requests(void) {
                   bad[i].code);
         CHECK_MSG(strstr(err, bad[i].msg) != NULL, "bad request %zu: '%s' should contain '%s'", i, err, bad[i].msg);
         CHECK_MSG(!strncmp(err, "input line 9", 12), "bad request %zu names the line: %s", i, err);
-        if (bad[i].custom_id) CHECK_MSG(r.custom_id && !strcmp(r.custom_id, bad[i].custom_id), "bad request %zu keeps its custom_id", i);
-        else CHECK(r.custom_id == NULL);
+        if (bad[i].custom_id)
+            CHECK_MSG(r.custom_id && !strcmp(r.custom_id, bad[i].custom_id), "bad request %zu keeps its custom_id", i);
+        else
+            CHECK(r.custom_id == NULL);
         kr_batch_request_free(&r);
         kr_json_doc_free(&doc);
     }
@@ -265,8 +270,7 @@ static void test_results_and_scan(void) {
     kr_jbuf_reset(&b);
     kr_batch_write_ok(&b, &ok);
     CHECK(parse(b.p, 1));
-    msg = kr_json_get(kr_json_get(kr_json_get(kr_json_get(doc.root, "response"), "body"), "choices")->first,
-                        "message");
+    msg = kr_json_get(kr_json_get(kr_json_get(kr_json_get(doc.root, "response"), "body"), "choices")->first, "message");
     CHECK(kr_json_get(msg, "reasoning_content")->type == KR_JSON_NULL);
 
     /* an output file: ok, error with id, error without id, then a torn line */

@@ -33,8 +33,8 @@ static void random_keep(int n_c, int k, int32_t *keep) {
 /* Callback that copies a slot of a 3-int payload and records the order. */
 typedef struct payload {
     int32_t (*rows)[3];
-    bool *written;   /* dst written by an earlier move */
-    bool clobbered;  /* a move read a source an earlier move had overwritten */
+    bool *written;  /* dst written by an earlier move */
+    bool clobbered; /* a move read a source an earlier move had overwritten */
     int calls;
 } payload;
 
@@ -64,7 +64,7 @@ static void test_plan_random(void) {
             bad_order += !ok;
         }
         /* apply to tags through the callback and to a parallel array */
-        int32_t (*rows)[3] = malloc(sizeof(*rows) * (n + 1));
+        int32_t(*rows)[3] = malloc(sizeof(*rows) * (n + 1));
         int32_t *pos = malloc(sizeof(int32_t) * (n + 1));
         bool *written = calloc((size_t)n + 1, 1);
         for (int s = 0; s < n; s++) rows[s][0] = s, rows[s][1] = 1000 + s, rows[s][2] = -s, pos[s] = 3 * s + 1;
@@ -178,8 +178,8 @@ static void test_sequence_events(void) {
         F = plan.new_frontier, n = plan.new_n;
         events++;
         int held = (n + B - 1) / B;
-        kr_kv_invariants inv = {pos, n, P, F, data, prompt_ref, sizeof prompt_ref, B, held,
-                                  pool_total - held, held, pool_total};
+        kr_kv_invariants inv = {pos,  n,         P, F, data, prompt_ref, sizeof prompt_ref, B, held, pool_total - held,
+                                held, pool_total};
         char msg[256];
         kara_status st = kr_kv_check_invariants(&inv, msg, sizeof msg);
         if (st != KARA_OK) {

@@ -70,8 +70,8 @@ static bool even_across_windows(const kara_context *c, int seq, const int32_t *b
             if (r > hi) hi = r, hi_tol = tol;
         }
     bool ok = CHECK_MSG(hi >= 0, "%s step %d: an eviction that took from no window", what, step) &&
-              CHECK_MSG(hi - lo <= lo_tol + hi_tol + 1e-9, "%s step %d: windows that gave keep %.3f..%.3f", what,
-                        step, lo, hi);
+        CHECK_MSG(hi - lo <= lo_tol + hi_tol + 1e-9, "%s step %d: windows that gave keep %.3f..%.3f", what, step, lo,
+                  hi);
     for (int w = 0; w < q->n_win && ok; w++)
         if (held[w] == before[w])
             ok = CHECK_MSG((double)held[w] / q->win_size[w] <= hi + hi_tol + 0.5 / q->win_size[w] + 1e-9,
@@ -82,8 +82,8 @@ static bool even_across_windows(const kara_context *c, int seq, const int32_t *b
 
 typedef struct run_result {
     int32_t toks[1024];
-    float *logits;      /* [steps][V] */
-    int first_evict;    /* step of the first eviction, -1 */
+    float *logits;   /* [steps][V] */
+    int first_evict; /* step of the first eviction, -1 */
     uint64_t evicted, events;
     int steps;
 } run_result;
@@ -114,7 +114,8 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
         st = kara_decode(c, &nb);
         r->steps = i + 1;
         const kr_kv_seq *s = &c->kv.seqs[0];
-        if (s->n > share) share_ok = CHECK_MSG(false, "%s step %d: %d slots over the share of %d", what, i, s->n, share);
+        if (s->n > share)
+            share_ok = CHECK_MSG(false, "%s step %d: %d slots over the share of %d", what, i, s->n, share);
         if (c->policy.stats.slots_evicted != evicted) {
             if (r->first_evict < 0) r->first_evict = i;
             evicted = c->policy.stats.slots_evicted;
@@ -124,9 +125,18 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
                                       s->n, share, margin);
             kr_test_kv_copy_prefix(c, 0, P, now);
             const kr_kv_policy_seq *q = &c->policy.seqs[0];
-            kr_kv_invariants inv = {s->pos, s->n, q->n_prompt, q->frontier, now, ref, kr_test_kv_prefix_bytes(c, P),
-                                      c->kv.block_size, s->n_blocks, c->kv.n_free, c->kv.n_blocks - c->kv.n_free,
-                                      c->kv.n_blocks};
+            kr_kv_invariants inv = {s->pos,
+                                    s->n,
+                                    q->n_prompt,
+                                    q->frontier,
+                                    now,
+                                    ref,
+                                    kr_test_kv_prefix_bytes(c, P),
+                                    c->kv.block_size,
+                                    s->n_blocks,
+                                    c->kv.n_free,
+                                    c->kv.n_blocks - c->kv.n_free,
+                                    c->kv.n_blocks};
             char msg[256];
             if (kr_kv_check_invariants(&inv, msg, sizeof msg) != KARA_OK)
                 inv_ok = CHECK_MSG(false, "%s step %d: %s", what, i, msg);
@@ -189,8 +199,7 @@ static void test_share(kara_model *m) {
         CHECK_MSG(a.steps == 500 && !memcmp(a.toks, b.toks, sizeof a.toks), "%s: 1 and 2 threads differ",
                   kara_kv_method_name(methods[i]));
         /* lossless until the share is reached: full's logits, bit for bit */
-        CHECK_MSG(a.first_evict > 100, "%s: first eviction at step %d", kara_kv_method_name(methods[i]),
-                  a.first_evict);
+        CHECK_MSG(a.first_evict > 100, "%s: first eviction at step %d", kara_kv_method_name(methods[i]), a.first_evict);
         if (a.first_evict > 0)
             CHECK_MSG(!memcmp(a.logits, f.logits, (size_t)(a.first_evict + 1) * V * sizeof(float)),
                       "%s: logits differ from full before the first eviction", kara_kv_method_name(methods[i]));
@@ -272,8 +281,8 @@ static void test_admission(kara_model *m) {
     if (!CHECK(c != NULL)) return;
     /* 20 prompt tokens + the buffer (8) + the margin (16) + 2 > 40 */
     CHECK_EQ_INT(kara_seq_admit(c, 0, 20, 100), KARA_ERR_KV_BUDGET);
-    CHECK_MSG(strstr(kara_last_error(), "kv_cache.seq_tokens") && strstr(kara_last_error(), "need 46"),
-              "message: %s", kara_last_error());
+    CHECK_MSG(strstr(kara_last_error(), "kv_cache.seq_tokens") && strstr(kara_last_error(), "need 46"), "message: %s",
+              kara_last_error());
     CHECK_EQ_INT(kara_seq_admit(c, 0, 20, 10), KARA_OK); /* 30 tokens in all: no eviction needed */
     CHECK_EQ_INT(kara_seq_admit(c, 0, 10, 100), KARA_OK);
     kara_context_free(c);
@@ -335,9 +344,9 @@ static bool same(const kara_context *c, const snapshot *a, const char *what) {
     bool ok = a->n_free == b.n_free;
     for (int s = 0; s < 3; s++)
         ok = ok && a->n[s] == b.n[s] && a->next_pos[s] == b.next_pos[s] && a->frontier[s] == b.frontier[s] &&
-             a->n_win[s] == b.n_win[s] && !memcmp(a->pos[s], b.pos[s], sizeof a->pos[s]) &&
-             !memcmp(a->win[s], b.win[s], sizeof a->win[s]) && !memcmp(a->scores[s], b.scores[s], sizeof a->scores[s]) &&
-             !memcmp(a->kv[s], b.kv[s], kr_test_kv_prefix_bytes(c, a->n[s]));
+            a->n_win[s] == b.n_win[s] && !memcmp(a->pos[s], b.pos[s], sizeof a->pos[s]) &&
+            !memcmp(a->win[s], b.win[s], sizeof a->win[s]) && !memcmp(a->scores[s], b.scores[s], sizeof a->scores[s]) &&
+            !memcmp(a->kv[s], b.kv[s], kr_test_kv_prefix_bytes(c, a->n[s]));
     for (int s = 0; s < 3; s++) free(b.kv[s]);
     return CHECK_MSG(ok, "%s: a failed kara_decode changed the context", what);
 }
@@ -404,7 +413,8 @@ static void test_decode_atomic(kara_model *m) {
         pos[2] = 0;
     }
     CHECK_MSG(steps > 50 && failures >= 1 && evictions > 0 && chat_checked >= 1,
-              "%d steps, %d failures (%d with a chat turn), %d evicting steps", steps, failures, chat_checked, evictions);
+              "%d steps, %d failures (%d with a chat turn), %d evicting steps", steps, failures, chat_checked,
+              evictions);
     for (int s = 0; s < 3; s++) free(before.kv[s]);
     kara_context_free(c);
 }

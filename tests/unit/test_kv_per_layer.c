@@ -67,9 +67,18 @@ static bool layers_hold(const kara_context *c, int seq, const uint8_t *prompt_re
     const int32_t *pos0 = kr_kv_layer_pos(&c->kv, seq, 0);
     for (int l = 0; l < c->kv.n_layer && ok; l++) {
         const int32_t *pos = kr_kv_layer_pos(&c->kv, seq, l);
-        kr_kv_invariants inv = {pos, s->n, protect, frontier, l ? NULL : now, l ? NULL : prompt_ref,
-                                  kr_test_kv_prefix_bytes(c, protect), c->kv.block_size, s->n_blocks, c->kv.n_free,
-                                  c->kv.n_blocks - c->kv.n_free, c->kv.n_blocks};
+        kr_kv_invariants inv = {pos,
+                                s->n,
+                                protect,
+                                frontier,
+                                l ? NULL : now,
+                                l ? NULL : prompt_ref,
+                                kr_test_kv_prefix_bytes(c, protect),
+                                c->kv.block_size,
+                                s->n_blocks,
+                                c->kv.n_free,
+                                c->kv.n_blocks - c->kv.n_free,
+                                c->kv.n_blocks};
         char msg[256];
         ok = CHECK_MSG(kr_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s, layer %d: %s", what, l, msg);
         for (int j = frontier < 0 ? s->n : frontier; j < s->n && ok; j++)
@@ -81,11 +90,11 @@ static bool layers_hold(const kara_context *c, int seq, const uint8_t *prompt_re
 }
 
 typedef struct gen_out {
-    int32_t *tokens;          /* n_steps */
-    float *logits;            /* n_steps x vocab */
-    int32_t *pos;             /* N_LAYER x N_CTX: final positions per layer */
-    uint8_t *kv_bytes;        /* final K and V of every layer, every held slot */
-    int32_t n;                /* slots held at the end */
+    int32_t *tokens;   /* n_steps */
+    float *logits;     /* n_steps x vocab */
+    int32_t *pos;      /* N_LAYER x N_CTX: final positions per layer */
+    uint8_t *kv_bytes; /* final K and V of every layer, every held slot */
+    int32_t n;         /* slots held at the end */
     uint64_t events, evicted;
 } gen_out;
 
@@ -130,8 +139,8 @@ static bool generate(kara_model *m, const kara_kv_params *kv, int threads, int n
     bool ok = CHECK_MSG(st == KARA_OK, "%s: decode failed: %s", what, kara_last_error());
     ok &= CHECK_MSG(inv_ok, "%s: invariants", what);
     ok &= CHECK_MSG(budget_ok, "%s: KV bytes exceeded the budget", what);
-    ok &= CHECK_MSG(kv->budget == 0 || kara_context_kv_bytes_peak(c) <= kv->budget, "%s: peak %llu > budget %llu",
-                    what, (unsigned long long)kara_context_kv_bytes_peak(c), (unsigned long long)kv->budget);
+    ok &= CHECK_MSG(kv->budget == 0 || kara_context_kv_bytes_peak(c) <= kv->budget, "%s: peak %llu > budget %llu", what,
+                    (unsigned long long)kara_context_kv_bytes_peak(c), (unsigned long long)kv->budget);
     out->n = c->kv.seqs[0].n;
     for (int l = 0; l < N_LAYER; l++)
         CHECK_EQ_INT(kara_seq_layer_positions(c, 0, l, out->pos + (size_t)l * N_CTX, N_CTX), out->n);
@@ -331,7 +340,7 @@ static void test_budget_threads(kara_model *m) {
             int groups = (N_LAYER + stride - 1) / stride;
             /* the extra groups' positions and stored scores are reserved in the budget */
             uint64_t extra = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) -
-                             kr_kv_policy_bytes(&shared, N_LAYER, 4, 2, 32, 1, N_CTX);
+                kr_kv_policy_bytes(&shared, N_LAYER, 4, 2, 32, 1, N_CTX);
             CHECK_EQ_INT(extra, (uint64_t)(groups - 1) * N_CTX * 8);
             kv.budget = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 10 * (uint64_t)BLOCK_BYTES;
             char what[64];
@@ -351,8 +360,8 @@ static void test_budget_threads(kara_model *m) {
                 for (int l = 0; l < N_LAYER; l++) {
                     const int32_t *pl = o1.pos + (size_t)l * N_CTX, *g = o1.pos + (size_t)(l - l % stride) * N_CTX;
                     differ |= !same_rows(pl, o1.pos, o1.n);
-                    CHECK_MSG(same_rows(pl, g, o1.n), "%s: unscored layer %d differs from its scored layer %d", what,
-                              l, l - l % stride);
+                    CHECK_MSG(same_rows(pl, g, o1.n), "%s: unscored layer %d differs from its scored layer %d", what, l,
+                              l - l % stride);
                 }
                 CHECK_MSG(differ, "%s: every layer kept the same positions", what);
             }
@@ -451,8 +460,8 @@ static void test_recompress_history(kara_model *m) {
         for (int w = 0; w < n_win && ok; w++) {
             double slack = 1.0 / size_before[w];
             if (kept[w] < held[w])
-                ok &= CHECK_MSG(hi - lo <= 2.0 * slack + 1e-9, "step %d: window %d keeps %d/%d, range %.3f..%.3f",
-                                i, w, kept[w], size_before[w], lo, hi);
+                ok &= CHECK_MSG(hi - lo <= 2.0 * slack + 1e-9, "step %d: window %d keeps %d/%d, range %.3f..%.3f", i, w,
+                                kept[w], size_before[w], lo, hi);
             else
                 ok &= CHECK_MSG((double)kept[w] / size_before[w] <= hi + slack + 1e-9,
                                 "step %d: window %d kept whole at %d/%d above the others' %.3f", i, w, kept[w],
@@ -473,11 +482,12 @@ static void test_recompress_history(kara_model *m) {
                     for (int z = 0; z < k; z++) sel[z] = z;
                 } else {
                     ok &= CHECK(kr_kv_select_window_k(&c->policy.p, s4 + x, NULL, y - x, k, 0, sel, scratch,
-                                                         scratch_bytes) == KARA_OK);
+                                                      scratch_bytes) == KARA_OK);
                 }
                 for (int z = 0; z < k && ok; z++, t++) {
-                    ok &= CHECK_MSG(pos[P + t] == pb4[x + sel[z]], "step %d layer %d: slot %d holds position %d, want %d",
-                                    i, l, P + t, pos[P + t], pb4[x + sel[z]]);
+                    ok &=
+                        CHECK_MSG(pos[P + t] == pb4[x + sel[z]], "step %d layer %d: slot %d holds position %d, want %d",
+                                  i, l, P + t, pos[P + t], pb4[x + sel[z]]);
                     first_kept[l][t] = pb4[x + sel[z]];
                 }
                 x = y;
@@ -519,7 +529,7 @@ static void test_params(kara_model *m) {
               "message: %s", kara_last_error());
     /* the baselines and the unscored window methods ignore the key */
     const kara_kv_method ignore[] = {KARA_KV_METHOD_FULL, KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV,
-                                     KARA_KV_METHOD_H2O, KARA_KV_METHOD_RECENT, KARA_KV_METHOD_RANDOM};
+                                     KARA_KV_METHOD_H2O,  KARA_KV_METHOD_RECENT,    KARA_KV_METHOD_RANDOM};
     for (int i = 0; i < 6; i++) {
         kara_kv_params a, b;
         a5_params(&a, true);

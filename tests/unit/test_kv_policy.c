@@ -22,14 +22,12 @@
 #include "test_util.h"
 
 static const kara_kv_method all_methods[] = {
-    KARA_KV_METHOD_FULL,   KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O,
-    KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RANDOM,   KARA_KV_METHOD_RECENT, KARA_KV_METHOD_KARA,
+    KARA_KV_METHOD_FULL,    KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O,
+    KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RANDOM,    KARA_KV_METHOD_RECENT, KARA_KV_METHOD_KARA,
 };
 #define N_METHODS (int)(sizeof all_methods / sizeof all_methods[0])
 
-static kara_model *tiny_model(void) {
-    return kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3.gguf");
-}
+static kara_model *tiny_model(void) { return kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3.gguf"); }
 
 /* Small windows so that a few hundred steps see many events; the window
  * methods keep `retention` of every window at its event (the paper's
@@ -62,9 +60,8 @@ static bool invariants_hold(const kara_context *c, int seq, const char *what) {
     /* until the sequence reaches n_sink slots its frontier sits beyond n:
      * the window is simply empty */
     int frontier = q->prompt_marked ? (q->frontier < s->n ? q->frontier : s->n) : -1;
-    kr_kv_invariants inv = {s->pos, s->n, protect,
-                              frontier, NULL, NULL, 0, c->kv.block_size, s->n_blocks,
-                              c->kv.n_free, used, c->kv.n_blocks};
+    kr_kv_invariants inv = {s->pos,           s->n,        protect,      frontier, NULL,          NULL, 0,
+                            c->kv.block_size, s->n_blocks, c->kv.n_free, used,     c->kv.n_blocks};
     char msg[256];
     return CHECK_MSG(kr_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s: %s", what, msg);
 }
@@ -121,7 +118,10 @@ static void test_retention_one_is_full(kara_model *m) {
     if (tf && tk)
         CHECK_MSG(memcmp(lf, lk, (size_t)512 * kara_model_n_vocab(m) * sizeof(float)) == 0,
                   "kara at retention 1.0 differs from full over 512 steps");
-    free(tf); free(tk); free(lf); free(lk);
+    free(tf);
+    free(tk);
+    free(lf);
+    free(lk);
 }
 
 static void test_methods_budget_threads(kara_model *m) {
@@ -143,7 +143,10 @@ static void test_methods_budget_threads(kara_model *m) {
             CHECK_MSG(memcmp(l1, l2, (size_t)400 * kara_model_n_vocab(m) * sizeof(float)) == 0,
                       "%s: logits differ between 1 and 2 threads", kara_kv_method_name(kv.method));
         }
-        free(t1); free(t2); free(l1); free(l2);
+        free(t1);
+        free(t2);
+        free(l1);
+        free(l2);
     }
 }
 

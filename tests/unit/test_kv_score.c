@@ -176,12 +176,12 @@ typedef struct stored {
 /* Copy rows of `heads` x d floats into the layout:
  * layout 0: plain f32; 1: plain f16; 2: q f32 ring wrapping with a negative
  * `first`, k f16 paged through a shuffled block table with padded heads. */
-static void store_rows(const float *src, int n_rows, int heads, int d, bool f16, int layout, bool is_q,
-                       kr_kv_rows *r, void **buf, int32_t **table) {
+static void store_rows(const float *src, int n_rows, int heads, int d, bool f16, int layout, bool is_q, kr_kv_rows *r,
+                       void **buf, int32_t **table) {
     size_t esz = f16 ? 2 : 4, hs = (size_t)d * esz, stride;
     memset(r, 0, sizeof *r);
     r->type = f16 ? KARA_KV_F16 : KARA_KV_F32;
-    if (layout == 2 && !is_q) hs += 6 * esz; /* padded heads */
+    if (layout == 2 && !is_q) hs += 6 * esz;      /* padded heads */
     stride = hs * heads + (layout == 2 ? 12 : 0); /* padded rows, still 4-byte aligned */
     r->stride = stride;
     r->head_stride = layout == 2 ? hs : 0;
@@ -210,9 +210,13 @@ static void store_rows(const float *src, int n_rows, int heads, int d, bool f16,
     for (int i = 0; i < n_rows; i++) {
         int64_t idx = r->first + i;
         uint8_t *row;
-        if (r->table) row = (uint8_t *)*buf + (size_t)r->table[idx / block_rows] * block_bytes + (size_t)(idx % block_rows) * stride;
-        else if (r->ring_cap) row = (uint8_t *)*buf + (size_t)(((idx % r->ring_cap) + r->ring_cap) % r->ring_cap) * stride;
-        else row = (uint8_t *)*buf + (size_t)idx * stride;
+        if (r->table)
+            row = (uint8_t *)*buf + (size_t)r->table[idx / block_rows] * block_bytes +
+                (size_t)(idx % block_rows) * stride;
+        else if (r->ring_cap)
+            row = (uint8_t *)*buf + (size_t)(((idx % r->ring_cap) + r->ring_cap) % r->ring_cap) * stride;
+        else
+            row = (uint8_t *)*buf + (size_t)idx * stride;
         for (int e = 0; e < heads; e++) {
             const float *x = src + ((size_t)i * heads + e) * d;
             uint8_t *dst = row + (size_t)e * (r->head_stride ? r->head_stride : hs);
@@ -236,8 +240,8 @@ static void stored_make(stored *st, const tcase *c, int layout) {
     store_rows(c->q, s->n_w, s->n_head, s->head_dim, qf16, layout, true, &st->q, &st->qbuf, &unused);
     store_rows(c->k, s->n_w, s->n_head_kv, s->head_dim, kf16, layout, false, &st->k, &st->kbuf, &st->table);
     int32_t *t2 = NULL;
-    store_rows(c->sink, s->n_sink > 0 ? s->n_sink : 1, s->n_head_kv, s->head_dim, kf16, 0, false, &st->sink,
-               &st->sbuf, &t2);
+    store_rows(c->sink, s->n_sink > 0 ? s->n_sink : 1, s->n_head_kv, s->head_dim, kf16, 0, false, &st->sink, &st->sbuf,
+               &t2);
 }
 
 static void stored_free(stored *st) {
@@ -249,19 +253,17 @@ static void stored_free(stored *st) {
 
 /* Run the scorer with the units split over nth slices run one after the
  * other (ith = nth-1 down to 0, so slices do not run in index order). */
-static kara_status run_scorer_q(const tcase *c, const kr_kv_score_opts *o, int layout, int nth, int n_q,
-                                float *out) {
+static kara_status run_scorer_q(const tcase *c, const kr_kv_score_opts *o, int layout, int nth, int n_q, float *out) {
     stored st;
     stored_make(&st, c, layout);
-    size_t bytes = n_q == c->sh.n_w ? kr_kv_score_scratch_bytes(&c->sh, nth)
-                                    : kr_kv_score_scratch_bytes_q(&c->sh, n_q, nth);
+    size_t bytes =
+        n_q == c->sh.n_w ? kr_kv_score_scratch_bytes(&c->sh, nth) : kr_kv_score_scratch_bytes_q(&c->sh, n_q, nth);
     uint8_t *scratch = malloc(bytes + 64);
     memset(scratch, 0xA5, bytes + 64);
     kr_kv_score_job job;
-    kara_status rc =
-        n_q == c->sh.n_w
-            ? kr_kv_score_prepare(&job, &c->sh, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth)
-            : kr_kv_score_prepare_q(&job, &c->sh, n_q, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth);
+    kara_status rc = n_q == c->sh.n_w
+        ? kr_kv_score_prepare(&job, &c->sh, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth)
+        : kr_kv_score_prepare_q(&job, &c->sh, n_q, o, &st.q, &st.k, &st.sink, scratch + 1, bytes, nth);
     if (rc == KARA_OK) {
         for (int ith = nth - 1; ith >= 0; ith--) CHECK_EQ_INT(kr_kv_score_compute(&job, ith, nth), KARA_OK);
         kr_kv_score_finish(&job, out, NULL);
@@ -300,7 +302,7 @@ static void test_reference_all_options(void) {
                 for (int ex = 0; ex < 2; ex++)
                     for (int gq = 0; gq < 2; gq++) {
                         kr_kv_score_opts o = {(kara_score_mode)mode, (kara_softmax_over)so, ex == 1,
-                                                gq ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN};
+                                              gq ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN};
                         int n_c = sh.n_w - sh.n_buf;
                         float got[64];
                         double ref[64];
@@ -648,7 +650,8 @@ static void test_planted_span(void) {
         run_scorer(&c, &o, 0, 1, s);
         int32_t keep[128], k;
         select_default(s, 128, 0.5f, keep, &k);
-        bool whole = in_keep(keep, k, a) && in_keep(keep, k, a + 1) && in_keep(keep, k, a + 2) && in_keep(keep, k, a + 3);
+        bool whole =
+            in_keep(keep, k, a) && in_keep(keep, k, a + 1) && in_keep(keep, k, a + 2) && in_keep(keep, k, a + 3);
         CHECK_MSG(whole, "trial %d: span %d..%d not kept whole with Token2Chunk", trial, a, a + 3);
         select_default(s, 128, 1.0f, keep, &k);
         bool ends = in_keep(keep, k, a) && in_keep(keep, k, a + 3);

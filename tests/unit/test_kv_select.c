@@ -207,8 +207,8 @@ static void test_counts(void) {
     CHECK_EQ_INT(kr_kv_keep_count(128, 1.0f, 4), 128);
     CHECK_EQ_INT(kr_kv_candidate_count(26, 0.5f), 13);
     CHECK_EQ_INT(kr_kv_candidate_count(26, 1.0f), 26);
-    CHECK_EQ_INT(kr_kv_candidate_count(4, 0.25f), 2);  /* at least 2 */
-    CHECK_EQ_INT(kr_kv_candidate_count(1, 0.5f), 1);   /* at most K */
+    CHECK_EQ_INT(kr_kv_candidate_count(4, 0.25f), 2); /* at least 2 */
+    CHECK_EQ_INT(kr_kv_candidate_count(1, 0.5f), 1);  /* at most K */
 }
 
 /* kappa = 1 is pure Top-K: the K highest scores, ties to the lower slot. */

@@ -54,9 +54,18 @@ static bool invariants_hold(const kara_context *c, int seq, const uint8_t *promp
     const kr_kv_policy_seq *q = &c->policy.seqs[seq];
     int P = q->n_prompt;
     kr_test_kv_copy_prefix(c, seq, P, prompt_now);
-    kr_kv_invariants inv = {s->pos, s->n, P, q->frontier, prompt_now, prompt_ref, kr_test_kv_prefix_bytes(c, P),
-                              c->kv.block_size, s->n_blocks, c->kv.n_free, c->kv.n_blocks - c->kv.n_free,
-                              c->kv.n_blocks};
+    kr_kv_invariants inv = {s->pos,
+                            s->n,
+                            P,
+                            q->frontier,
+                            prompt_now,
+                            prompt_ref,
+                            kr_test_kv_prefix_bytes(c, P),
+                            c->kv.block_size,
+                            s->n_blocks,
+                            c->kv.n_free,
+                            c->kv.n_blocks - c->kv.n_free,
+                            c->kv.n_blocks};
     char msg[256];
     return CHECK_MSG(kr_kv_check_invariants(&inv, msg, sizeof msg) == KARA_OK, "%s: %s", what, msg);
 }
@@ -105,7 +114,8 @@ static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, in
         n_events++;
         if (first_event_step < 0) first_event_step = i;
         /* budget_tokens slots: the prompt, what the budget leaves, the buffer */
-        if (after_ok) after_ok = CHECK_MSG(s->n == T, "%s step %d: %d slots after the event, budget %d", what, i, s->n, T);
+        if (after_ok)
+            after_ok = CHECK_MSG(s->n == T, "%s step %d: %d slots after the event, budget %d", what, i, s->n, T);
         CHECK_EQ_INT(c->policy.seqs[0].frontier, P);
         for (int u = 0; u < b && after_ok; u++)
             after_ok = CHECK_MSG(s->pos[s->n - b + u] == P + i - b + 1 + u, "%s step %d: buffer slot %d holds %d", what,
@@ -151,7 +161,10 @@ static void test_threshold_one_sequence(kara_model *m) {
         CHECK_MSG(memcmp(l1, l2, (size_t)400 * kara_model_n_vocab(m) * sizeof(float)) == 0,
                   "a8: logits differ between 1 and 2 threads");
     }
-    free(t1); free(t2); free(l1); free(l2);
+    free(t1);
+    free(t2);
+    free(l1);
+    free(l2);
 }
 
 /* budget_tokens auto: the pool's 10 blocks (160 slots) less the slack of

@@ -38,7 +38,10 @@ static void test_against_generator(void) {
     p.seed = 5;
     char err[700];
     CHECK_MSG(kr_synth_write(&p, tmp("src-f32.gguf"), NULL, NULL, err, sizeof err) == KARA_OK, "%s", err);
-    static const struct { kr_ftype ft; bool pure; } cases[] = {
+    static const struct {
+        kr_ftype ft;
+        bool pure;
+    } cases[] = {
         {KR_FTYPE_MOSTLY_Q4_K_M, false}, {KR_FTYPE_MOSTLY_Q5_K_M, false}, {KR_FTYPE_MOSTLY_Q8_0, false},
         {KR_FTYPE_MOSTLY_Q4_0, false},   {KR_FTYPE_MOSTLY_Q4_K_M, true},  {KR_FTYPE_MOSTLY_BF16, false},
         {KR_FTYPE_MOSTLY_F16, false},
@@ -55,8 +58,8 @@ static void test_against_generator(void) {
         CHECK_MSG(kr_synth_write(&q, direct_path, NULL, NULL, err, sizeof err) == KARA_OK, "%s", err);
         kr_quantize_params qp = {q.ftype, q.pure, NULL, NULL};
         kr_quantize_result r;
-        CHECK_MSG(kr_quantize_file(tmp("src-f32.gguf"), tmp(conv), &qp, &r, err, sizeof err) == KARA_OK, "%s: %s",
-                  conv, err);
+        CHECK_MSG(kr_quantize_file(tmp("src-f32.gguf"), tmp(conv), &qp, &r, err, sizeof err) == KARA_OK, "%s: %s", conv,
+                  err);
         CHECK_MSG(files_equal(direct_path, tmp(conv)), "%s differs from %s", conv, direct);
         CHECK(r.in_bytes > r.out_bytes && r.out_bytes > 0);
     }
@@ -69,13 +72,14 @@ static void test_against_generator(void) {
     if (a && b) {
         CHECK_EQ_INT(a->n_kv, b->n_kv);
         for (uint64_t i = 0; i < a->n_kv && i < b->n_kv; i++) {
-            CHECK(a->kv[i].key.len == b->kv[i].key.len && !memcmp(a->kv[i].key.ptr, b->kv[i].key.ptr, a->kv[i].key.len));
+            CHECK(a->kv[i].key.len == b->kv[i].key.len &&
+                  !memcmp(a->kv[i].key.ptr, b->kv[i].key.ptr, a->kv[i].key.len));
             if (kara_gguf_str_eq(a->kv[i].key, "general.file_type")) {
                 CHECK_EQ_INT(b->kv[i].value.v.u64, KR_FTYPE_MOSTLY_Q8_0);
                 continue;
             }
-            CHECK_MSG(kr_test_gguf_value_eq(&a->kv[i].value, &b->kv[i].value), "key %.*s changed", (int)a->kv[i].key.len,
-                      a->kv[i].key.ptr);
+            CHECK_MSG(kr_test_gguf_value_eq(&a->kv[i].value, &b->kv[i].value), "key %.*s changed",
+                      (int)a->kv[i].key.len, a->kv[i].key.ptr);
         }
         CHECK_EQ_INT(a->n_tensors, b->n_tensors);
         for (uint64_t i = 0; i < a->n_tensors && i < b->n_tensors; i++) {
@@ -134,8 +138,10 @@ static void compare_with_llamacpp(const char *shared, const char *derived, kr_ft
             if (!tb) continue;
             CHECK_MSG(ta->type == tb->type, "%s: %s is %s in llama.cpp's file, %s in ours", derived, name,
                       kr_type_get(ta->type)->name, kr_type_get(tb->type)->name);
-            if (ta->type == tb->type && ta->nbytes == tb->nbytes && !memcmp(ta->data, tb->data, ta->nbytes)) same++;
-            else CHECK_MSG(false, "%s: %s bytes differ", derived, name);
+            if (ta->type == tb->type && ta->nbytes == tb->nbytes && !memcmp(ta->data, tb->data, ta->nbytes))
+                same++;
+            else
+                CHECK_MSG(false, "%s: %s bytes differ", derived, name);
         }
         printf("%s: %d of %llu tensors byte-identical to llama.cpp's\n", derived, same,
                (unsigned long long)a->n_tensors);

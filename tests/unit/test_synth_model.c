@@ -69,8 +69,15 @@ typedef struct expect_tensor {
 static int expected_tensors(const kr_synth_params *p, expect_tensor *out) {
     int n = 0;
     const int64_t d = p->n_embd, hd = p->head_dim, q = p->n_head * hd, kv = p->n_head_kv * hd;
-#define T(nd, a, b, m, ...) do { snprintf(out[n].name, 64, __VA_ARGS__); out[n].n_dims = nd; out[n].ne0 = a; \
-                                 out[n].ne1 = b; out[n].matrix = m; n++; } while (0)
+#define T(nd, a, b, m, ...)                                                                                            \
+    do {                                                                                                               \
+        snprintf(out[n].name, 64, __VA_ARGS__);                                                                        \
+        out[n].n_dims = nd;                                                                                            \
+        out[n].ne0 = a;                                                                                                \
+        out[n].ne1 = b;                                                                                                \
+        out[n].matrix = m;                                                                                             \
+        n++;                                                                                                           \
+    } while (0)
     T(2, d, p->n_vocab, true, "token_embd.weight");
     T(1, d, 1, false, "output_norm.weight");
     if (!p->tied) T(2, d, p->n_vocab, true, "output.weight");
@@ -110,8 +117,12 @@ static double max_rel_rmse(kr_type t) {
     case KR_TYPE_BF16: return 3e-3;
     case KR_TYPE_Q8_0: return 0.008;
     case KR_TYPE_Q6_K: return 0.03;
-    case KR_TYPE_Q5_0: case KR_TYPE_Q5_1: case KR_TYPE_Q5_K: return 0.06;
-    case KR_TYPE_Q4_0: case KR_TYPE_Q4_1: case KR_TYPE_Q4_K: return 0.12;
+    case KR_TYPE_Q5_0:
+    case KR_TYPE_Q5_1:
+    case KR_TYPE_Q5_K: return 0.06;
+    case KR_TYPE_Q4_0:
+    case KR_TYPE_Q4_1:
+    case KR_TYPE_Q4_K: return 0.12;
     default: return -1;
     }
 }
@@ -146,8 +157,10 @@ static void check_tensors(const kara_gguf *g, const kr_synth_params *p, const ch
         bool same_bytes = true;
         for (int64_t r = 0; r < t->ne[1]; r++) {
             CHECK(kr_quantize_row(want, x + r * t->ne[0], q + (size_t)r * row, t->ne[0]));
-            if (want == KR_TYPE_F32) memcpy(y + r * t->ne[0], (const uint8_t *)t->data + (size_t)r * row, row);
-            else kr_dequantize_row(want, (const uint8_t *)t->data + (size_t)r * row, y + r * t->ne[0], t->ne[0]);
+            if (want == KR_TYPE_F32)
+                memcpy(y + r * t->ne[0], (const uint8_t *)t->data + (size_t)r * row, row);
+            else
+                kr_dequantize_row(want, (const uint8_t *)t->data + (size_t)r * row, y + r * t->ne[0], t->ne[0]);
         }
         same_bytes = memcmp(q, t->data, row * (size_t)t->ne[1]) == 0;
         CHECK_MSG(same_bytes, "%s: %s bytes differ from the reference quantizer's", label, ex[i].name);
@@ -169,7 +182,8 @@ static void check_tensors(const kara_gguf *g, const kr_synth_params *p, const ch
 static void print_worst(void) {
     printf("largest relative RMS error per type:");
     for (int t = 0; t < KR_TYPE_COUNT; t++)
-        if (worst_rel[t] > 0) printf(" %s %.4f (bound %.4f)", kr_type_get((uint32_t)t)->name, worst_rel[t], max_rel_rmse((kr_type)t));
+        if (worst_rel[t] > 0)
+            printf(" %s %.4f (bound %.4f)", kr_type_get((uint32_t)t)->name, worst_rel[t], max_rel_rmse((kr_type)t));
     printf("\n");
 }
 
@@ -192,8 +206,8 @@ static kr_type type_km(const kr_synth_params *p, const char *name, bool matrix) 
 static kr_type type_legacy(const kr_synth_params *p, const char *name, bool matrix) {
     if (!matrix) return KR_TYPE_F32;
     kr_type base = kr_ftype_base_type(p->ftype);
-    if ((!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight"))) &&
-        base != KR_TYPE_Q8_0 && base != KR_TYPE_F32 && base != KR_TYPE_F16 && base != KR_TYPE_BF16)
+    if ((!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight"))) && base != KR_TYPE_Q8_0 &&
+        base != KR_TYPE_F32 && base != KR_TYPE_F16 && base != KR_TYPE_BF16)
         return KR_TYPE_Q6_K;
     return base;
 }
@@ -268,8 +282,10 @@ static void check_vocab(const kara_gguf *g, int32_t n_vocab) {
         CHECK_MSG(found, "merge result '%s' is not a token", joined);
     }
     /* specials */
-    static const struct { const char *text; int type; } sp[] = {
-        {"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"<think>", 4}, {"</think>", 4}};
+    static const struct {
+        const char *text;
+        int type;
+    } sp[] = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"<think>", 4}, {"</think>", 4}};
     int64_t id_eot = -1, id_end = -1;
     for (size_t k = 0; k < 5; k++) {
         int64_t id = -1;
@@ -312,22 +328,29 @@ static void check_distribution(const kara_gguf *g) {
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
         double want_mean = 0, want_sd;
-        if (strstr(name, "norm")) want_mean = 1, want_sd = 0.1;
-        else if (strstr(name, "bias")) want_sd = 0.2;
-        else want_sd = 1.0 / sqrt((double)t->ne[0]);
-        CHECK_MSG(fabs(mean - want_mean) < 4 * want_sd / sqrt((double)n) + 1e-6, "%s: mean %g, expected %g", name,
-                  mean, want_mean);
+        if (strstr(name, "norm"))
+            want_mean = 1, want_sd = 0.1;
+        else if (strstr(name, "bias"))
+            want_sd = 0.2;
+        else
+            want_sd = 1.0 / sqrt((double)t->ne[0]);
+        CHECK_MSG(fabs(mean - want_mean) < 4 * want_sd / sqrt((double)n) + 1e-6, "%s: mean %g, expected %g", name, mean,
+                  want_mean);
         CHECK_MSG(fabs(sd / want_sd - 1) < (n >= 1000 ? 0.05 : 0.25), "%s: std %g, expected %g", name, sd, want_sd);
     }
 }
 
 static void test_models(void) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3"};
-    static const struct { const char *type; bool pure; kr_type (*want)(const kr_synth_params *, const char *, bool); } types[] = {
-        {"F32", false, type_pure},   {"F16", false, type_pure},  {"BF16", false, type_pure},
+    static const struct {
+        const char *type;
+        bool pure;
+        kr_type (*want)(const kr_synth_params *, const char *, bool);
+    } types[] = {
+        {"F32", false, type_pure},    {"F16", false, type_pure},    {"BF16", false, type_pure},
         {"Q8_0", false, type_legacy}, {"Q4_0", false, type_legacy}, {"Q4_1", true, type_pure},
-        {"Q5_0", true, type_pure},   {"Q5_1", true, type_pure},  {"Q4_K", true, type_pure},
-        {"Q5_K", true, type_pure},   {"Q6_K", false, type_pure}, {"Q4_K_M", false, type_km},
+        {"Q5_0", true, type_pure},    {"Q5_1", true, type_pure},    {"Q4_K", true, type_pure},
+        {"Q5_K", true, type_pure},    {"Q6_K", false, type_pure},   {"Q4_K_M", false, type_km},
         {"Q5_K_M", false, type_km},
     };
     for (size_t a = 0; a < 3; a++) {
@@ -380,21 +403,22 @@ static void test_presets(void) {
 
     kr_synth_params_init(&p);
     CHECK(kr_synth_preset(&p, "tiny"));
-    CHECK(p.n_layer == 4 && p.n_embd == 128 && p.n_head == 4 && p.n_head_kv == 2 && p.head_dim == 32 &&
-          p.n_ff == 256 && p.n_vocab == 512 && p.n_ctx == 1024);
+    CHECK(p.n_layer == 4 && p.n_embd == 128 && p.n_head == 4 && p.n_head_kv == 2 && p.head_dim == 32 && p.n_ff == 256 &&
+          p.n_vocab == 512 && p.n_ctx == 1024);
     snprintf(p.arch, sizeof p.arch, "qwen3");
     p.ftype = KR_FTYPE_MOSTLY_Q4_K_M;
     kara_gguf *g = write_and_open(&p, "tiny-q4km.gguf");
     if (g) {
-        static const struct { const char *name; kr_type type; } want[] = {
-            {"token_embd.weight", KR_TYPE_Q5_0},    /* Q4_K needs rows of 256: falls back to Q5_0 */
-            {"output.weight", KR_TYPE_Q8_0},        /* output rule, rows not a multiple of 256 */
-            {"blk.0.attn_q.weight", KR_TYPE_Q5_0},
-            {"blk.0.attn_v.weight", KR_TYPE_Q5_0},
-            {"blk.2.attn_v.weight", KR_TYPE_Q8_0},  /* Q6_K layer (4 layers: 2 and 3), falls back */
+        static const struct {
+            const char *name;
+            kr_type type;
+        } want[] = {
+            {"token_embd.weight", KR_TYPE_Q5_0}, /* Q4_K needs rows of 256: falls back to Q5_0 */
+            {"output.weight", KR_TYPE_Q8_0},     /* output rule, rows not a multiple of 256 */
+            {"blk.0.attn_q.weight", KR_TYPE_Q5_0},     {"blk.0.attn_v.weight", KR_TYPE_Q5_0},
+            {"blk.2.attn_v.weight", KR_TYPE_Q8_0},   /* Q6_K layer (4 layers: 2 and 3), falls back */
             {"blk.0.ffn_down.weight", KR_TYPE_Q4_K}, /* rows of 256 fit */
-            {"blk.2.ffn_down.weight", KR_TYPE_Q6_K},
-            {"blk.3.ffn_down.weight", KR_TYPE_Q6_K},
+            {"blk.2.ffn_down.weight", KR_TYPE_Q6_K},   {"blk.3.ffn_down.weight", KR_TYPE_Q6_K},
             {"blk.1.attn_q_norm.weight", KR_TYPE_F32},
         };
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -439,8 +463,7 @@ static void test_mix_rule(void) {
                  KR_TYPE_Q4_K);
     CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_0, false, "token_embd.weight", 2, 1024, 28, true),
                  KR_TYPE_Q6_K);
-    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q8_0, false, "output.weight", 2, 1024, 28, false),
-                 KR_TYPE_Q8_0);
+    CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q8_0, false, "output.weight", 2, 1024, 28, false), KR_TYPE_Q8_0);
     CHECK_EQ_INT(kr_ftype_tensor_type(KR_FTYPE_MOSTLY_Q4_0, true, "token_embd.weight", 2, 1024, 28, true),
                  KR_TYPE_Q4_0);
     /* shape fallbacks (stories260K: ffn_down rows of 172) */

@@ -37,7 +37,8 @@ static void describe(const collected *c, char *out, size_t size) {
     out[0] = '\0';
     for (size_t i = 0; i < c->n; i++) {
         if (i == 0 || c->chan[i] != c->chan[i - 1])
-            o += (size_t)snprintf(out + o, size - o, "%s%c:", i ? "|" : "", c->chan[i] == KARA_CHANNEL_THINK ? 'T' : 'A');
+            o += (size_t)snprintf(out + o, size - o, "%s%c:", i ? "|" : "",
+                                  c->chan[i] == KARA_CHANNEL_THINK ? 'T' : 'A');
         if (o + 1 < size) {
             out[o++] = c->text[i];
             out[o] = '\0';
@@ -46,8 +47,8 @@ static void describe(const collected *c, char *out, size_t size) {
 }
 
 /* Feed input cut at the given offsets (ascending), then flush. */
-static void run_split(const char *input, const size_t *cuts, int n_cuts, bool start_in_think, bool keep_tags,
-                      char *out, size_t size, collected *c) {
+static void run_split(const char *input, const size_t *cuts, int n_cuts, bool start_in_think, bool keep_tags, char *out,
+                      size_t size, collected *c) {
     kr_think_splitter s;
     kr_think_splitter_init(&s, start_in_think, keep_tags);
     memset(c, 0, sizeof *c);
@@ -130,9 +131,8 @@ static void test_every_split(void) {
 
 /* Random cuts of a long stream built from the cases. */
 static void test_random_splits(void) {
-    static const char *input =
-        "intro <think>first thought < not a tag </thin no</think>\n\nanswer one <th"
-        "ink>second</think>\nanswer two </think> <thin";
+    static const char *input = "intro <think>first thought < not a tag </thin no</think>\n\nanswer one <th"
+                               "ink>second</think>\nanswer two </think> <thin";
     const char *expected = "A:intro |T:first thought < not a tag </thin no|A:\n\nanswer one |T:second|A:\nanswer two "
                            "</think> <thin";
     char got[1024];

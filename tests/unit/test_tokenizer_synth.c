@@ -36,7 +36,8 @@ static void put(image *im, const void *p, size_t n) {
 }
 
 static void put_u32(image *im, uint32_t v) {
-    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
     put(im, b, 4);
 }
 
@@ -163,7 +164,8 @@ static void bpe_body(image *im, const char *pre, bool with_merges, bool add_bos)
     tokens[BPE_HE] = "he";
     tokens[BPE_SPACE_THE] = "\xc4\xa0the";
     tokens[BPE_IN] = "in";
-    tokens[BPE_SPACE_A] = "\xc4\xa0" "a";
+    tokens[BPE_SPACE_A] = "\xc4\xa0"
+                          "a";
     tokens[BPE_EOT] = "<|endoftext|>";
     tokens[BPE_IM_START] = "<|im_start|>";
     tokens[BPE_THINK] = "<think>";
@@ -192,16 +194,16 @@ static void expect_ids(const kr_vocab *v, const char *text, size_t len, bool add
     bool same = n == n_want && (n == 0 || memcmp(got, want, (size_t)n * sizeof *got) == 0);
     char desc[2048];
     int k = 0;
-    for (int32_t i = 0; i < n && i < 64 && k < 1800; i++) k += snprintf(desc + k, sizeof desc - (size_t)k, " %d", got[i]);
+    for (int32_t i = 0; i < n && i < 64 && k < 1800; i++)
+        k += snprintf(desc + k, sizeof desc - (size_t)k, " %d", got[i]);
     desc[k] = 0;
     CHECK_MSG(same, "%s: got %d tokens:%s", what, n, desc);
 }
 
-#define EXPECT(v, text, add, parse, ...)                                                                  \
-    do {                                                                                                  \
-        const int32_t want_[] = {__VA_ARGS__};                                                            \
-        expect_ids(v, text, sizeof(text) - 1, add, parse, want_, (int32_t)(sizeof want_ / sizeof want_[0]), \
-                   text);                                                                                 \
+#define EXPECT(v, text, add, parse, ...)                                                                               \
+    do {                                                                                                               \
+        const int32_t want_[] = {__VA_ARGS__};                                                                         \
+        expect_ids(v, text, sizeof(text) - 1, add, parse, want_, (int32_t)(sizeof want_ / sizeof want_[0]), text);     \
     } while (0)
 
 static void test_bpe(void) {
@@ -229,7 +231,10 @@ static void test_bpe(void) {
     /* a line break after a space: " \n" is one white-space word */
     EXPECT(&v, "in \nhe", false, false, BPE_IN, ' ', '\n', BPE_HE);
     /* invalid UTF-8 becomes U+FFFD (EF BF BD), as in llama.cpp */
-    EXPECT(&v, "a\xff" "b", false, false, 'a', 0xEF, 0xBF, 0xBD, 'b');
+    EXPECT(&v,
+           "a\xff"
+           "b",
+           false, false, 'a', 0xEF, 0xBF, 0xBD, 'b');
 
     /* control tokens only with parse_special; user-defined ones always */
     EXPECT(&v, "<|im_start|>in", false, true, BPE_IM_START, BPE_IN);
@@ -330,8 +335,23 @@ static void test_bpe(void) {
 /* SPM                                                                       */
 /* ------------------------------------------------------------------------ */
 
-enum { SPM_UNK, SPM_BOS, SPM_EOS, SPM_BYTE0, SPM_SPACE = SPM_BYTE0 + 256, SPM_H, SPM_E, SPM_L, SPM_O, SPM_HE,
-       SPM_LL, SPM_LLO, SPM_HELLO, SPM_SPACE_HELLO, SPM_N };
+enum {
+    SPM_UNK,
+    SPM_BOS,
+    SPM_EOS,
+    SPM_BYTE0,
+    SPM_SPACE = SPM_BYTE0 + 256,
+    SPM_H,
+    SPM_E,
+    SPM_L,
+    SPM_O,
+    SPM_HE,
+    SPM_LL,
+    SPM_LLO,
+    SPM_HELLO,
+    SPM_SPACE_HELLO,
+    SPM_N
+};
 
 #define SPM_BYTE(b) (SPM_BYTE0 + (b))
 
@@ -358,9 +378,15 @@ static void spm_body(image *im, const char *name) {
         int id;
         const char *text;
         float score;
-    } words[] = {{SPM_SPACE, "\xe2\x96\x81", -1}, {SPM_H, "h", -2},     {SPM_E, "e", -2},
-                 {SPM_L, "l", -2},                {SPM_O, "o", -2},     {SPM_HE, "he", -5},
-                 {SPM_LL, "ll", -1},              {SPM_LLO, "llo", -2}, {SPM_HELLO, "hello", -3},
+    } words[] = {{SPM_SPACE, "\xe2\x96\x81", -1},
+                 {SPM_H, "h", -2},
+                 {SPM_E, "e", -2},
+                 {SPM_L, "l", -2},
+                 {SPM_O, "o", -2},
+                 {SPM_HE, "he", -5},
+                 {SPM_LL, "ll", -1},
+                 {SPM_LLO, "llo", -2},
+                 {SPM_HELLO, "hello", -3},
                  {SPM_SPACE_HELLO, "\xe2\x96\x81hello", -4}};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         tokens[words[i].id] = words[i].text;

@@ -119,8 +119,10 @@ static void test_vectors(const char *name, const kr_vocab *v) {
             CHECK_MSG(false, "%s case %d '%.*s': got%s, want %s", name, cases, (int)(len > 60 ? 60 : len), s, got,
                       line);
         }
-        if (n >= 0 && round_trips(v, ids, n, s, len)) trips++;
-        else CHECK_MSG(false, "%s case %d '%.*s' does not round-trip", name, cases, (int)(len > 60 ? 60 : len), s);
+        if (n >= 0 && round_trips(v, ids, n, s, len))
+            trips++;
+        else
+            CHECK_MSG(false, "%s case %d '%.*s' does not round-trip", name, cases, (int)(len > 60 ? 60 : len), s);
         free(ids);
         cases++;
         s = e + strlen(sep);
@@ -172,9 +174,9 @@ static size_t put_utf8(uint32_t c, char *o) {
 /* A code point from a mix of scripts, white space, marks and emoji. */
 static uint32_t random_cpt(void) {
     static const uint32_t pools[][2] = {
-        {0x20, 0x7E},     {0x20, 0x7E},     {0x20, 0x7E},   {0x61, 0x7A},   {0x61, 0x7A},     {0x30, 0x39},
-        {0x09, 0x0D},     {0xA0, 0x24F},    {0x300, 0x36F}, {0x370, 0x3FF}, {0x400, 0x4FF},   {0x591, 0x6FF},
-        {0x900, 0x97F},   {0xE00, 0xE7F},   {0x2000, 0x206F}, {0x2190, 0x23FF}, {0x3000, 0x30FF}, {0x4E00, 0x9FFF},
+        {0x20, 0x7E},     {0x20, 0x7E},     {0x20, 0x7E},       {0x61, 0x7A},        {0x61, 0x7A},     {0x30, 0x39},
+        {0x09, 0x0D},     {0xA0, 0x24F},    {0x300, 0x36F},     {0x370, 0x3FF},      {0x400, 0x4FF},   {0x591, 0x6FF},
+        {0x900, 0x97F},   {0xE00, 0xE7F},   {0x2000, 0x206F},   {0x2190, 0x23FF},    {0x3000, 0x30FF}, {0x4E00, 0x9FFF},
         {0xAC00, 0xD7A3}, {0xFF01, 0xFF5E}, {0x1F300, 0x1FAFF}, {0x10000, 0x10FFFF},
     };
     const uint32_t *p = pools[rnd(sizeof pools / sizeof pools[0])];
@@ -197,8 +199,10 @@ static size_t sanitize(const unsigned char *s, size_t n, char *o) {
         bool ok = need != 9;
         uint32_t c = need == 0 ? b : need == 1 ? (b & 0x1Fu) : need == 2 ? (b & 0x0Fu) : (b & 0x07u);
         for (size_t j = 1; ok && j <= need; j++) {
-            if (i + j >= n || (s[i + j] & 0xC0) != 0x80) ok = false;
-            else c = (c << 6) | (s[i + j] & 0x3Fu);
+            if (i + j >= n || (s[i + j] & 0xC0) != 0x80)
+                ok = false;
+            else
+                c = (c << 6) | (s[i + j] & 0x3Fu);
         }
         if (ok && c > 0x10FFFF) ok = false;
         if (!ok) {
@@ -301,15 +305,16 @@ static void test_special(const char *name, const kr_vocab *v) {
         CHECK(kr_vocab_is_eog(v, 151643) && kr_vocab_is_eog(v, 151645) && !kr_vocab_is_eog(v, 151644));
         CHECK_EQ_INT(v->eot, 151645);
     } else if (!strcmp(name, "llama-bpe")) {
-        const char *parts[] = {"<|begin_of_text|>", "<|start_header_id|>", "user", "<|end_header_id|>",
-                               "\n\nHi",           "<|eot_id|>"};
+        const char *parts[] = {"<|begin_of_text|>", "<|start_header_id|>", "user", "<|end_header_id|>", "\n\nHi",
+                               "<|eot_id|>"};
         const bool sp[] = {true, true, false, true, false, true};
         expect_parts(v, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", parts, sp, 6);
         CHECK(kr_vocab_is_eog(v, 128001) && kr_vocab_is_eog(v, 128009) && !kr_vocab_is_eog(v, 128000));
         CHECK(v->add_bos && v->bos == 128000);
     } else if (!strcmp(name, "deepseek-coder")) {
         /* a user-defined FIM token that llama.cpp turns into a control one */
-        const char *hole = "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>";
+        const char *hole = "<\xef\xbd\x9c"
+                           "fim\xe2\x96\x81hole\xef\xbd\x9c>";
         int32_t id = kr_vocab_find(v, hole, strlen(hole));
         CHECK(id == 32015 && kr_vocab_token_type(v, id) == KR_TOKEN_CONTROL);
         char t[128];
@@ -324,7 +329,10 @@ static void test_special(const char *name, const kr_vocab *v) {
         /* user-defined single characters are matched even without parse_special */
         int32_t oslash = kr_vocab_find(v, "\xc3\xb8", 2);
         CHECK(oslash >= 32000 && kr_vocab_token_type(v, oslash) == KR_TOKEN_USER_DEFINED);
-        n = tokenize(v, "a\xc3\xb8" "b", 4, false, false, &ids);
+        n = tokenize(v,
+                     "a\xc3\xb8"
+                     "b",
+                     4, false, false, &ids);
         CHECK(n == 3 && ids[1] == oslash);
         free(ids);
     } else if (!strcmp(name, "phi-3")) {
@@ -376,9 +384,18 @@ static char *json_string(const char *json, const char *key, size_t *len) {
         }
         p++;
         switch (*p) {
-        case 'n': out[k++] = '\n'; p++; break;
-        case 't': out[k++] = '\t'; p++; break;
-        case 'r': out[k++] = '\r'; p++; break;
+        case 'n':
+            out[k++] = '\n';
+            p++;
+            break;
+        case 't':
+            out[k++] = '\t';
+            p++;
+            break;
+        case 'r':
+            out[k++] = '\r';
+            p++;
+            break;
         case 'u': {
             uint32_t c = (uint32_t)strtoul((char[5]){p[1], p[2], p[3], p[4], 0}, NULL, 16);
             k += put_utf8(c, out + k);

@@ -22,14 +22,12 @@ static void test_categories(void) {
         kr_ucat cat;
         long count;
     } totals[] = {
-        {KR_UCAT_Cn, 825345}, {KR_UCAT_Lu, 1831}, {KR_UCAT_Ll, 2233}, {KR_UCAT_Lt, 31},
-        {KR_UCAT_Lm, 397},    {KR_UCAT_Lo, 131612}, {KR_UCAT_Mn, 1985}, {KR_UCAT_Me, 13},
-        {KR_UCAT_Mc, 452},    {KR_UCAT_Nd, 680},  {KR_UCAT_Nl, 236},  {KR_UCAT_No, 915},
-        {KR_UCAT_Zs, 17},     {KR_UCAT_Zl, 1},    {KR_UCAT_Zp, 1},    {KR_UCAT_Cc, 65},
-        {KR_UCAT_Cf, 170},    {KR_UCAT_Co, 137468}, {KR_UCAT_Cs, 2048}, {KR_UCAT_Pd, 26},
-        {KR_UCAT_Ps, 79},     {KR_UCAT_Pe, 77},   {KR_UCAT_Pc, 10},   {KR_UCAT_Po, 628},
-        {KR_UCAT_Sm, 948},    {KR_UCAT_Sc, 63},   {KR_UCAT_Sk, 125},  {KR_UCAT_So, 6634},
-        {KR_UCAT_Pi, 12},     {KR_UCAT_Pf, 10},
+        {KR_UCAT_Cn, 825345}, {KR_UCAT_Lu, 1831}, {KR_UCAT_Ll, 2233},   {KR_UCAT_Lt, 31},   {KR_UCAT_Lm, 397},
+        {KR_UCAT_Lo, 131612}, {KR_UCAT_Mn, 1985}, {KR_UCAT_Me, 13},     {KR_UCAT_Mc, 452},  {KR_UCAT_Nd, 680},
+        {KR_UCAT_Nl, 236},    {KR_UCAT_No, 915},  {KR_UCAT_Zs, 17},     {KR_UCAT_Zl, 1},    {KR_UCAT_Zp, 1},
+        {KR_UCAT_Cc, 65},     {KR_UCAT_Cf, 170},  {KR_UCAT_Co, 137468}, {KR_UCAT_Cs, 2048}, {KR_UCAT_Pd, 26},
+        {KR_UCAT_Ps, 79},     {KR_UCAT_Pe, 77},   {KR_UCAT_Pc, 10},     {KR_UCAT_Po, 628},  {KR_UCAT_Sm, 948},
+        {KR_UCAT_Sc, 63},     {KR_UCAT_Sk, 125},  {KR_UCAT_So, 6634},   {KR_UCAT_Pi, 12},   {KR_UCAT_Pf, 10},
     };
     long count[KR_UCAT_COUNT] = {0};
     long ws = 0, letters = 0;
@@ -46,8 +44,8 @@ static void test_categories(void) {
     CHECK_EQ_INT(letters, 1831 + 2233 + 31 + 397 + 131612);
     CHECK_EQ_INT(ws, 25);
 
-    static const uint32_t white[] = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x200A, 0x2028,
-                                     0x2029, 0x202F, 0x205F, 0x3000};
+    static const uint32_t white[] = {0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,   0xA0,
+                                     0x1680, 0x2000, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
     for (size_t i = 0; i < sizeof white / sizeof white[0]; i++)
         CHECK_MSG(kr_unicode_class(white[i]) & KR_UCLASS_WHITESPACE, "U+%04X is white space", white[i]);
     CHECK(!(kr_unicode_class(0x200B) & KR_UCLASS_WHITESPACE)); /* zero width space is Cf */
@@ -59,8 +57,8 @@ static void test_categories(void) {
     CHECK_EQ_INT(kr_unicode_category('$'), KR_UCAT_Sc);
     CHECK_EQ_INT(kr_unicode_category('_'), KR_UCAT_Pc);
     CHECK_EQ_INT(kr_unicode_category(0x0301), KR_UCAT_Mn);
-    CHECK_EQ_INT(kr_unicode_category(0x4E00), KR_UCAT_Lo);   /* inside a First/Last range */
-    CHECK_EQ_INT(kr_unicode_category(0xD7A3), KR_UCAT_Lo);   /* last Hangul syllable */
+    CHECK_EQ_INT(kr_unicode_category(0x4E00), KR_UCAT_Lo); /* inside a First/Last range */
+    CHECK_EQ_INT(kr_unicode_category(0xD7A3), KR_UCAT_Lo); /* last Hangul syllable */
     CHECK_EQ_INT(kr_unicode_category(0x1F600), KR_UCAT_So);
     CHECK_EQ_INT(kr_unicode_category(0x0378), KR_UCAT_Cn);
     CHECK_EQ_INT(kr_unicode_category(0x110000), KR_UCAT_Cn);
@@ -75,7 +73,7 @@ static void test_case_and_nfd(void) {
     CHECK_EQ_INT(kr_unicode_tolower('a'), 'a');
     CHECK_EQ_INT(kr_unicode_tolower(0xC9), 0xE9);
     CHECK_EQ_INT(kr_unicode_tolower(0x130), 'i');
-    CHECK_EQ_INT(kr_unicode_tolower(0x212A), 'k');  /* Kelvin sign */
+    CHECK_EQ_INT(kr_unicode_tolower(0x212A), 'k'); /* Kelvin sign */
     CHECK_EQ_INT(kr_unicode_toupper(0xFF), 0x178);
     CHECK_EQ_INT(kr_unicode_toupper(0x1C6), 0x1C4);
     CHECK_EQ_INT(kr_unicode_toupper(0x10428), 0x10400);
@@ -109,9 +107,12 @@ static void test_utf8(void) {
     size_t n;
     CHECK(kr_utf8_decode((const uint8_t *)"\xC3\xA9", 2, &n) == 0xE9 && n == 2);
     CHECK(kr_utf8_decode((const uint8_t *)"\xF0\x9F\x98\x80", 4, &n) == 0x1F600 && n == 4);
-    CHECK(kr_utf8_decode((const uint8_t *)"\xC3", 1, &n) == 0xFFFD && n == 1);         /* truncated */
-    CHECK(kr_utf8_decode((const uint8_t *)"\xE4\xBD" "A", 3, &n) == 0xFFFD && n == 1);  /* bad continuation */
-    CHECK(kr_utf8_decode((const uint8_t *)"\x80", 1, &n) == 0xFFFD && n == 1);         /* lone continuation */
+    CHECK(kr_utf8_decode((const uint8_t *)"\xC3", 1, &n) == 0xFFFD && n == 1); /* truncated */
+    CHECK(kr_utf8_decode((const uint8_t *)"\xE4\xBD"
+                                          "A",
+                         3, &n) == 0xFFFD &&
+          n == 1);                                                             /* bad continuation */
+    CHECK(kr_utf8_decode((const uint8_t *)"\x80", 1, &n) == 0xFFFD && n == 1); /* lone continuation */
     CHECK(kr_utf8_decode((const uint8_t *)"\xFF", 1, &n) == 0xFFFD && n == 1);
     CHECK(kr_utf8_decode((const uint8_t *)"\xF4\x90\x80\x80", 4, &n) == 0xFFFD && n == 1); /* > U+10FFFF */
     /* as in llama.cpp: overlong forms and surrogates decode to their value */
@@ -137,8 +138,10 @@ static void test_gpt2_bytes(void) {
     int above = 0, bad = 0;
     for (int b = 0; b < 256; b++) {
         uint32_t c = kr_bpe_byte_to_cpt((uint8_t)b);
-        if (c < 0x21 || c > 0x143 || seen[c]) bad++;
-        else seen[c] = true;
+        if (c < 0x21 || c > 0x143 || seen[c])
+            bad++;
+        else
+            seen[c] = true;
         if (kr_bpe_cpt_to_byte(c) != b) bad++;
         if (c >= 0x100) above++;
         bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
@@ -146,8 +149,8 @@ static void test_gpt2_bytes(void) {
     }
     CHECK_EQ_INT(bad, 0);
     CHECK_EQ_INT(above, 68);
-    CHECK_EQ_INT(kr_bpe_byte_to_cpt(' '), 0x120);   /* 'Ġ' */
-    CHECK_EQ_INT(kr_bpe_byte_to_cpt('\n'), 0x10A);  /* 'Ċ' */
+    CHECK_EQ_INT(kr_bpe_byte_to_cpt(' '), 0x120);  /* 'Ġ' */
+    CHECK_EQ_INT(kr_bpe_byte_to_cpt('\n'), 0x10A); /* 'Ċ' */
     CHECK_EQ_INT(kr_bpe_cpt_to_byte(0x144), -1);
     CHECK_EQ_INT(kr_bpe_cpt_to_byte(0x20), -1);
 }

@@ -51,8 +51,8 @@ void kr_batch_request_free(kr_batch_request *r) {
 }
 
 /* A number in [lo, hi] into *out. */
-static bool get_number(const kr_json *obj, const char *key, double lo, double hi, bool integer, bool *has,
-                       double *out, int line, char *err, size_t size, const char **code) {
+static bool get_number(const kr_json *obj, const char *key, double lo, double hi, bool integer, bool *has, double *out,
+                       int line, char *err, size_t size, const char **code) {
     const kr_json *v = kr_json_get(obj, key);
     *has = false;
     if (!v || v->type == KR_JSON_NULL) return true;
@@ -69,8 +69,8 @@ static bool get_number(const kr_json *obj, const char *key, double lo, double hi
 
 /* The text of a message's content: a string, or an array of parts of which
  * the {"type":"text","text":...} ones are joined. */
-static bool content_text(kr_batch_request *r, const kr_json *c, size_t *store_used, size_t store_cap,
-                         const char **out, int line, char *err, size_t size, const char **code) {
+static bool content_text(kr_batch_request *r, const kr_json *c, size_t *store_used, size_t store_cap, const char **out,
+                         int line, char *err, size_t size, const char **code) {
     if (c->type == KR_JSON_STRING) {
         if (strlen(c->str) != c->len)
             return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, c, "content holds a NUL character");
@@ -101,14 +101,15 @@ static bool content_text(kr_batch_request *r, const kr_json *c, size_t *store_us
     return true;
 }
 
-static bool parse_messages(kr_batch_request *r, const kr_json *msgs, size_t line_len, int line, char *err,
-                           size_t size, const char **code) {
+static bool parse_messages(kr_batch_request *r, const kr_json *msgs, size_t line_len, int line, char *err, size_t size,
+                           const char **code) {
     if (msgs->type != KR_JSON_ARRAY || msgs->len == 0)
         return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, msgs, "messages must be a non-empty array");
     r->msgs = calloc(msgs->len, sizeof *r->msgs);
     /* joined content parts are never longer than the line itself */
     r->text_store = malloc(line_len + msgs->len + 1);
-    if (!r->msgs || !r->text_store) return req_error(err, size, code, KR_BATCH_ERR_INTERNAL, line, NULL, "out of memory");
+    if (!r->msgs || !r->text_store)
+        return req_error(err, size, code, KR_BATCH_ERR_INTERNAL, line, NULL, "out of memory");
     size_t used = 0;
     static const char *roles[] = {"system", "user", "assistant", "tool", "developer"};
     for (const kr_json *m = msgs->first; m; m = m->next) {
@@ -133,8 +134,7 @@ static bool parse_messages(kr_batch_request *r, const kr_json *msgs, size_t line
 }
 
 /* The sampling keys, the same in a body and in the plain form. */
-static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char *err, size_t size,
-                           const char **code) {
+static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char *err, size_t size, const char **code) {
     double x;
     bool has;
     const char *mt = kr_json_get(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -145,8 +145,7 @@ static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char
     if (!get_number(o, "top_p", 0, 1, false, &r->has_top_p, &x, line, err, size, code)) return false;
     r->top_p = (float)x;
     if (r->has_top_p && r->top_p <= 0)
-        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, kr_json_get(o, "top_p"),
-                         "top_p must be above 0");
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, kr_json_get(o, "top_p"), "top_p must be above 0");
     if (!get_number(o, "top_k", -1, 16777216, true, &r->has_top_k, &x, line, err, size, code)) return false;
     r->top_k = x < 0 ? 0 : (int32_t)x;
     if (!get_number(o, "min_p", 0, 1, false, &r->has_min_p, &x, line, err, size, code)) return false;
@@ -154,8 +153,8 @@ static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char
     if (!get_number(o, "repetition_penalty", 0.01, 100, false, &r->has_repeat_penalty, &x, line, err, size, code))
         return false;
     r->repeat_penalty = (float)x;
-    if (!get_number(o, "seed", -9223372036854775808.0, 18446744073709551615.0, true, &r->has_seed, &x, line, err,
-                    size, code))
+    if (!get_number(o, "seed", -9223372036854775808.0, 18446744073709551615.0, true, &r->has_seed, &x, line, err, size,
+                    code))
         return false;
     r->seed = x < 0 ? (uint64_t)(int64_t)x : (uint64_t)x;
     if (!get_number(o, "n", 1, 1, true, &has, &x, line, err, size, code)) {
@@ -194,8 +193,8 @@ static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char
     return true;
 }
 
-bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_doc *doc,
-                              kr_batch_request *out, char *err, size_t err_size, const char **code) {
+bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_doc *doc, kr_batch_request *out,
+                            char *err, size_t err_size, const char **code) {
     memset(out, 0, sizeof *out);
     out->line = line_no;
     out->max_tokens = -1;
@@ -271,8 +270,10 @@ void kr_batch_make_id(char *buf, size_t size, const char *prefix, const char *cu
 }
 
 static void write_custom_id(kr_jbuf *b, const char *custom_id) {
-    if (custom_id) kr_jbuf_str(b, custom_id, strlen(custom_id));
-    else kr_jbuf_cstr(b, "null");
+    if (custom_id)
+        kr_jbuf_str(b, custom_id, strlen(custom_id));
+    else
+        kr_jbuf_cstr(b, "null");
 }
 
 void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r) {
@@ -284,18 +285,19 @@ void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r) {
     kr_jbuf_printf(b, ",\"response\":{\"status_code\":200,\"request_id\":\"%s\",\"body\":{", id);
     kr_batch_make_id(id, sizeof id, "chatcmpl-", r->custom_id, r->line);
     kr_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id,
-                     (long long)r->created);
+                   (long long)r->created);
     kr_jbuf_str(b, r->model ? r->model : "", r->model ? strlen(r->model) : 0);
     kr_jbuf_cstr(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
     kr_jbuf_str(b, r->content ? r->content : "", r->content ? r->content_len : 0);
     kr_jbuf_cstr(b, ",\"reasoning_content\":");
-    if (r->reasoning && r->reasoning_len) kr_jbuf_str(b, r->reasoning, r->reasoning_len);
-    else kr_jbuf_cstr(b, "null");
+    if (r->reasoning && r->reasoning_len)
+        kr_jbuf_str(b, r->reasoning, r->reasoning_len);
+    else
+        kr_jbuf_cstr(b, "null");
     kr_jbuf_printf(b,
-                     "},\"logprobs\":null,\"finish_reason\":\"%s\"}],\"usage\":{\"prompt_tokens\":%d,"
-                     "\"completion_tokens\":%d,\"total_tokens\":%d}}},\"error\":null}\n",
-                     r->finish_reason, r->prompt_tokens, r->completion_tokens,
-                     r->prompt_tokens + r->completion_tokens);
+                   "},\"logprobs\":null,\"finish_reason\":\"%s\"}],\"usage\":{\"prompt_tokens\":%d,"
+                   "\"completion_tokens\":%d,\"total_tokens\":%d}}},\"error\":null}\n",
+                   r->finish_reason, r->prompt_tokens, r->completion_tokens, r->prompt_tokens + r->completion_tokens);
 }
 
 void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const char *code, const char *message) {
@@ -325,8 +327,8 @@ static bool read_result(const kr_json *root, const char **custom_id, int *line, 
 }
 
 long kr_batch_scan_output(const char *data, size_t len,
-                            void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
-                            char *err, size_t err_size) {
+                          void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
+                          char *err, size_t err_size) {
     size_t start = 0, good = 0;
     int out_line = 0;
     while (start < len) {

@@ -42,22 +42,22 @@
 #define KR_BATCH_ERR_INTERNAL "internal_error"
 
 typedef struct kr_batch_request {
-    int line;                    /* input line number (1-based) */
-    const char *custom_id;       /* NULL when missing or not readable */
-    bool chat;                   /* messages through the chat template; false: raw prompt */
-    kara_chat_message *msgs;     /* chat: malloc'd array, strings in the doc or in text_store */
+    int line;                /* input line number (1-based) */
+    const char *custom_id;   /* NULL when missing or not readable */
+    bool chat;               /* messages through the chat template; false: raw prompt */
+    kara_chat_message *msgs; /* chat: malloc'd array, strings in the doc or in text_store */
     size_t n_msgs;
-    const char *prompt;          /* !chat: raw text */
-    const char *model;           /* body.model, NULL when absent */
-    int32_t max_tokens;          /* -1: not given */
+    const char *prompt; /* !chat: raw text */
+    const char *model;  /* body.model, NULL when absent */
+    int32_t max_tokens; /* -1: not given */
     bool has_temperature, has_top_p, has_top_k, has_min_p, has_seed, has_repeat_penalty;
     float temperature, top_p, min_p, repeat_penalty;
     int32_t top_k;
     uint64_t seed;
-    int think;                   /* -1: not given, 0 off, 1 on (chat_template_kwargs.enable_thinking) */
+    int think; /* -1: not given, 0 off, 1 on (chat_template_kwargs.enable_thinking) */
     int n_stop;
     const char *stop[KR_BATCH_MAX_STOP];
-    char *text_store;            /* malloc'd: concatenated content parts */
+    char *text_store; /* malloc'd: concatenated content parts */
 } kr_batch_request;
 
 /* Parse line line_no (text[0..len), no newline) into *out; strings point
@@ -65,8 +65,8 @@ typedef struct kr_batch_request {
  * false with err = "input line N[, column C]: problem" and *code one of the
  * KARA_BATCH_ERR_* codes; out->custom_id is set when it could be read, so
  * the error line can carry it. kr_batch_request_free either way. */
-bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_doc *doc,
-                              kr_batch_request *out, char *err, size_t err_size, const char **code);
+bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_doc *doc, kr_batch_request *out,
+                            char *err, size_t err_size, const char **code);
 void kr_batch_request_free(kr_batch_request *r);
 
 /* Only the custom_id of a line (duplicate detection before any work):
@@ -84,11 +84,11 @@ typedef struct kr_batch_result {
     const char *model;
     const char *content;
     size_t content_len;
-    const char *reasoning;       /* NULL or empty: reasoning_content is null */
+    const char *reasoning; /* NULL or empty: reasoning_content is null */
     size_t reasoning_len;
-    const char *finish_reason;   /* "stop" or "length" */
+    const char *finish_reason; /* "stop" or "length" */
     int32_t prompt_tokens, completion_tokens;
-    int64_t created;             /* unix seconds */
+    int64_t created; /* unix seconds */
 } kr_batch_result;
 
 /* Append one whole result line (with its '\n') to b. */
@@ -104,7 +104,7 @@ void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const cha
  * A broken line before the last is not crash damage: returns -1 with err
  * naming the output line. */
 long kr_batch_scan_output(const char *data, size_t len,
-                            void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
-                            char *err, size_t err_size);
+                          void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
+                          char *err, size_t err_size);
 
 #endif

@@ -113,9 +113,13 @@ char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
 int kr_exit_for_status(kara_status st) {
     switch (st) {
     case KARA_ERR_IO: return KR_EXIT_NOINPUT;
-    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: case KARA_ERR_TOKEN: case KARA_ERR_CONTEXT_FULL:
+    case KARA_ERR_FORMAT:
+    case KARA_ERR_UNSUPPORTED:
+    case KARA_ERR_TOKEN:
+    case KARA_ERR_CONTEXT_FULL:
     case KARA_ERR_KV_BUDGET: return KR_EXIT_DATAERR;
-    case KARA_ERR_CONFIG: case KARA_ERR_ARG: return KR_EXIT_CONFIG;
+    case KARA_ERR_CONFIG:
+    case KARA_ERR_ARG: return KR_EXIT_CONFIG;
     default: return KR_EXIT_SOFTWARE;
     }
 }

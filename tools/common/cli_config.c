@@ -7,7 +7,7 @@
 
 typedef struct shared_flag {
     const char *names;
-    const char *key;     /* kara_config key */
+    const char *key; /* kara_config key */
     const char *help;
 } shared_flag;
 
@@ -35,8 +35,10 @@ static const shared_flag shared_flags[] = {
     {"--kv-interval", "kara.interval", "generated tokens between compressions"},
     {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression"},
     {"--kv-trigger", "kara.trigger", "periodic|threshold (threshold: ablation A8, whole cache at the token budget)"},
-    {"--kv-selection-scope", "kara.selection_scope", "shared|per_layer (per_layer: ablation A5, a selection per layer)"},
-    {"--kv-budget-tokens", "baselines.budget_tokens", "per-sequence token budget of streaming/snapkv/h2o/kara threshold"},
+    {"--kv-selection-scope", "kara.selection_scope",
+     "shared|per_layer (per_layer: ablation A5, a selection per layer)"},
+    {"--kv-budget-tokens", "baselines.budget_tokens",
+     "per-sequence token budget of streaming/snapkv/h2o/kara threshold"},
     {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
     {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
 };
@@ -57,7 +59,7 @@ static bool names_match(const char *names, const char *name) {
 bool kr_cli_flag_is(const kr_cli_flag *f, const char *name) { return f && names_match(f->names, name); }
 
 int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own, int n_own, kara_config *cfg,
-                   kr_cli_parsed *out) {
+                 kr_cli_parsed *out) {
     memset(out, 0, sizeof *out);
     out->args = calloc((size_t)argc + 1, sizeof *out->args);
     if (!out->args) return KR_EXIT_SOFTWARE;
@@ -163,8 +165,8 @@ void kr_cli_print_config(FILE *f, const kara_config *cfg) {
     free(buf);
 }
 
-int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own,
-                    const kara_config *cfg, kr_cli_parsed *cli, int rc) {
+int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own, const kara_config *cfg,
+                  kr_cli_parsed *cli, int rc) {
     if (rc < 0 && cli->help) {
         fputs(synopsis, stdout);
         kr_cli_usage(stdout, own, n_own);

@@ -13,19 +13,19 @@
 
 /* A command's own flag. */
 typedef struct kr_cli_flag {
-    const char *names;   /* "-p|--prompt" */
+    const char *names; /* "-p|--prompt" */
     bool has_value;
-    const char *help;    /* one line; NULL hides it from usage */
+    const char *help; /* one line; NULL hides it from usage */
 } kr_cli_flag;
 
 /* One of the command's own flags as found on the command line. */
 typedef struct kr_cli_arg {
-    const kr_cli_flag *flag;   /* NULL for a positional argument */
+    const kr_cli_flag *flag; /* NULL for a positional argument */
     const char *value;
 } kr_cli_arg;
 
 typedef struct kr_cli_parsed {
-    kr_cli_arg *args;  /* the command's own flags and positionals, in order */
+    kr_cli_arg *args; /* the command's own flags and positionals, in order */
     int n_args;
     bool print_config;
     bool help;
@@ -34,7 +34,7 @@ typedef struct kr_cli_parsed {
 /* Parse argv (argv[0] = command name) into cfg and out. Returns -1 on
  * success, else an exit code (usage/config error already printed). */
 int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own, int n_own, kara_config *cfg,
-                   kr_cli_parsed *out);
+                 kr_cli_parsed *out);
 void kr_cli_parsed_free(kr_cli_parsed *p);
 /* True when name is one of the "|"-separated names of f. */
 bool kr_cli_flag_is(const kr_cli_flag *f, const char *name);
@@ -49,7 +49,7 @@ kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out);
  * configuration (both then exit 0), and a missing model path is a usage
  * error. Frees the parsed flags. Returns the exit code to stop with, or -1
  * to go on. */
-int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own,
-                    const kara_config *cfg, kr_cli_parsed *cli, int rc);
+int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own, const kara_config *cfg,
+                  kr_cli_parsed *cli, int rc);
 
 #endif

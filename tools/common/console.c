@@ -54,7 +54,9 @@ kr_line_status kr_read_line(kr_line_reader *r, char **line, size_t *cap) {
         ssize_t got = read(r->fd, r->buf, sizeof r->buf);
         r->pos = r->len = 0;
         if (got < 0) return errno == EINTR ? KR_LINE_INTERRUPTED : KR_LINE_ERROR;
-        if (got == 0) r->eof = true;
-        else r->len = (size_t)got;
+        if (got == 0)
+            r->eof = true;
+        else
+            r->len = (size_t)got;
     }
 }

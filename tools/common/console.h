@@ -18,8 +18,8 @@ bool kr_console_fancy(void);
 typedef struct kr_line_reader {
     int fd;
     char buf[4096];
-    size_t pos, len;         /* unread bytes are buf[pos..len) */
-    size_t partial;          /* bytes of an unfinished line already in the caller's buffer */
+    size_t pos, len; /* unread bytes are buf[pos..len) */
+    size_t partial;  /* bytes of an unfinished line already in the caller's buffer */
     bool eof;
 } kr_line_reader;
 

@@ -21,9 +21,10 @@ bool kr_eval_write_results(const char *path, const kr_task_row *rows, int n) {
     }
     bool csv = ends_with(path, ".csv");
     if (csv)
-        fprintf(f, "label,method,evict,axis,x,seq_tokens,budget_tokens,n,correct,accuracy,capped,failed,"
-                   "mean_think_tokens,mean_cached_slots,peak_slots,peak_cache_bytes,reserved_bytes,tok_s,events,"
-                   "slots_evicted\n");
+        fprintf(f,
+                "label,method,evict,axis,x,seq_tokens,budget_tokens,n,correct,accuracy,capped,failed,"
+                "mean_think_tokens,mean_cached_slots,peak_slots,peak_cache_bytes,reserved_bytes,tok_s,events,"
+                "slots_evicted\n");
     else
         fprintf(f, "[\n");
     for (int i = 0; i < n; i++) {
@@ -65,14 +66,16 @@ bool kr_eval_write_svg(const char *path, const kr_task_row *rows, int n) {
             break;
         }
     bool budget = !strcmp(axis, "budget");
-    static const char *colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-                                   "#7f7f7f", "#bcbd22", "#17becf"};
+    static const char *colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
     const int W = 680, H = 420, L = 60, R = 190, T = 30, B = 50;
     const double pw = W - L - R, ph = H - T - B;
-#define X(r) (L + (r) * pw)
+#define X(r) (L + (r)*pw)
 #define Y(a) (T + (1.0 - (a)) * ph)
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
-               "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            W, H);
     fprintf(f, "<text x=\"%d\" y=\"18\" font-size=\"14\">Accuracy against %s</text>\n", L,
             budget ? "the KV cache allowed (share of full's peak)" : "per-window retention");
     for (int i = 0; i <= 10; i += 2) {
@@ -94,7 +97,8 @@ bool kr_eval_write_svg(const char *path, const kr_task_row *rows, int n) {
         if (!first || (!level && strcmp(rows[i].axis, axis))) continue;
         const char *col = colors[legend % 10];
         if (level) {
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"6 4\"/>\n",
+            fprintf(f,
+                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"6 4\"/>\n",
                     X(0), Y(accuracy(&rows[i])), X(1), Y(accuracy(&rows[i])), col);
         } else {
             fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);

@@ -15,8 +15,10 @@ static char *dup_json_text(const kr_json *v) {
     if (v && v->type == KR_JSON_STRING) {
         s = v->str;
     } else if (v && v->type == KR_JSON_NUMBER) {
-        if (v->integer) snprintf(buf, sizeof buf, "%.0f", v->number);
-        else snprintf(buf, sizeof buf, "%.17g", v->number);
+        if (v->integer)
+            snprintf(buf, sizeof buf, "%.0f", v->number);
+        else
+            snprintf(buf, sizeof buf, "%.17g", v->number);
         s = buf;
     }
     return s ? strdup(s) : NULL;

@@ -10,10 +10,10 @@
 
 typedef struct kr_eval_task {
     char *id;
-    char *prompt;     /* "prompt", or MATH-500's "problem" */
-    char *answer;     /* reference answer, as text */
+    char *prompt;         /* "prompt", or MATH-500's "problem" */
+    char *answer;         /* reference answer, as text */
     int32_t think_tokens; /* "think_tokens": the reference solution's thinking length, 0 if not given */
-    char where[160];  /* "FILE:LINE", for messages */
+    char where[160];      /* "FILE:LINE", for messages */
 } kr_eval_task;
 
 typedef struct kr_eval_tasks {
@@ -36,22 +36,22 @@ bool kr_eval_answer_matches(const char *generated, const char *reference);
 
 /* One configuration's results. */
 typedef struct kr_task_row {
-    char label[56];           /* "full", "default (kara)", "kara", "kara/per_window", "snapkv", ... */
+    char label[56]; /* "full", "default (kara)", "kara", "kara/per_window", "snapkv", ... */
     kara_kv_method method;
     kara_kv_evict evict;
-    const char *axis;         /* "budget": x is the KV cache share of full's peak; "retention": x is the
+    const char *axis; /* "budget": x is the KV cache share of full's peak; "retention": x is the
                                * per-window retention; "-": the configured budget */
     double x;
-    int32_t seq_tokens;       /* the share each sequence got (slots) */
-    int32_t budget_tokens;    /* threshold baselines: slots an event keeps */
+    int32_t seq_tokens;    /* the share each sequence got (slots) */
+    int32_t budget_tokens; /* threshold baselines: slots an event keeps */
     int n, correct;
-    int capped;               /* problems that reached their token cap */
-    int failed;               /* problems that could not run (an error; counted wrong) */
-    double think_tokens;      /* mean thinking tokens per problem */
-    double cached_slots;      /* mean KV slots held per generated step */
-    int32_t peak_slots;       /* most slots a problem held */
-    uint64_t cache_peak;      /* bytes of KV blocks at the peak */
-    uint64_t reserved;        /* bytes reserved for scoring */
+    int capped;          /* problems that reached their token cap */
+    int failed;          /* problems that could not run (an error; counted wrong) */
+    double think_tokens; /* mean thinking tokens per problem */
+    double cached_slots; /* mean KV slots held per generated step */
+    int32_t peak_slots;  /* most slots a problem held */
+    uint64_t cache_peak; /* bytes of KV blocks at the peak */
+    uint64_t reserved;   /* bytes reserved for scoring */
     double tok_s;
     uint64_t events, evicted; /* scoring/compression events, slots evicted */
 } kr_task_row;

@@ -16,18 +16,12 @@ typedef struct ftype_entry {
 } ftype_entry;
 
 static const ftype_entry k_ftypes[] = {
-    {"F32", KR_FTYPE_ALL_F32, KR_TYPE_F32},
-    {"F16", KR_FTYPE_MOSTLY_F16, KR_TYPE_F16},
-    {"BF16", KR_FTYPE_MOSTLY_BF16, KR_TYPE_BF16},
-    {"Q8_0", KR_FTYPE_MOSTLY_Q8_0, KR_TYPE_Q8_0},
-    {"Q4_0", KR_FTYPE_MOSTLY_Q4_0, KR_TYPE_Q4_0},
-    {"Q4_1", KR_FTYPE_MOSTLY_Q4_1, KR_TYPE_Q4_1},
-    {"Q5_0", KR_FTYPE_MOSTLY_Q5_0, KR_TYPE_Q5_0},
-    {"Q5_1", KR_FTYPE_MOSTLY_Q5_1, KR_TYPE_Q5_1},
-    {"Q4_K_S", KR_FTYPE_MOSTLY_Q4_K_S, KR_TYPE_Q4_K},
-    {"Q4_K_M", KR_FTYPE_MOSTLY_Q4_K_M, KR_TYPE_Q4_K},
-    {"Q5_K_S", KR_FTYPE_MOSTLY_Q5_K_S, KR_TYPE_Q5_K},
-    {"Q5_K_M", KR_FTYPE_MOSTLY_Q5_K_M, KR_TYPE_Q5_K},
+    {"F32", KR_FTYPE_ALL_F32, KR_TYPE_F32},           {"F16", KR_FTYPE_MOSTLY_F16, KR_TYPE_F16},
+    {"BF16", KR_FTYPE_MOSTLY_BF16, KR_TYPE_BF16},     {"Q8_0", KR_FTYPE_MOSTLY_Q8_0, KR_TYPE_Q8_0},
+    {"Q4_0", KR_FTYPE_MOSTLY_Q4_0, KR_TYPE_Q4_0},     {"Q4_1", KR_FTYPE_MOSTLY_Q4_1, KR_TYPE_Q4_1},
+    {"Q5_0", KR_FTYPE_MOSTLY_Q5_0, KR_TYPE_Q5_0},     {"Q5_1", KR_FTYPE_MOSTLY_Q5_1, KR_TYPE_Q5_1},
+    {"Q4_K_S", KR_FTYPE_MOSTLY_Q4_K_S, KR_TYPE_Q4_K}, {"Q4_K_M", KR_FTYPE_MOSTLY_Q4_K_M, KR_TYPE_Q4_K},
+    {"Q5_K_S", KR_FTYPE_MOSTLY_Q5_K_S, KR_TYPE_Q5_K}, {"Q5_K_M", KR_FTYPE_MOSTLY_Q5_K_M, KR_TYPE_Q5_K},
     {"Q6_K", KR_FTYPE_MOSTLY_Q6_K, KR_TYPE_Q6_K},
 };
 #define N_FTYPES (sizeof k_ftypes / sizeof k_ftypes[0])
@@ -88,9 +82,7 @@ int kr_ftype_layer_of(const char *name) {
     return (int)v;
 }
 
-static bool is_quantized(kr_type t) {
-    return t != KR_TYPE_F32 && t != KR_TYPE_F16 && t != KR_TYPE_BF16;
-}
+static bool is_quantized(kr_type t) { return t != KR_TYPE_F32 && t != KR_TYPE_F16 && t != KR_TYPE_BF16; }
 
 static int block_of(kr_type t) {
     const kr_type_info *ti = kr_type_get((uint32_t)t);
@@ -133,8 +125,8 @@ static kr_type mix_type(kr_ftype ftype, kr_type t, const char *name, int64_t ne0
     return t;
 }
 
-kr_type kr_ftype_tensor_type(kr_ftype ftype, bool pure, const char *name, int n_dims, int64_t ne0,
-                                 int n_layer, bool tied) {
+kr_type kr_ftype_tensor_type(kr_ftype ftype, bool pure, const char *name, int n_dims, int64_t ne0, int n_layer,
+                             bool tied) {
     if (!kr_ftype_tensor_is_quantizable(name, n_dims)) return KR_TYPE_F32;
     kr_type t = kr_ftype_base_type(ftype);
     if (!is_quantized(t)) return t;

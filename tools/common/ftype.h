@@ -52,8 +52,8 @@ bool kr_ftype_tensor_is_quantizable(const char *name, int n_dims);
  * name: GGUF tensor name ("blk.3.attn_v.weight"); ne0: row length; n_layer:
  * number of blocks; tied: the file has no output.weight, so token_embd.weight
  * also serves as the output matrix. Non-quantizable tensors give F32. */
-kr_type kr_ftype_tensor_type(kr_ftype ftype, bool pure, const char *name, int n_dims, int64_t ne0,
-                                 int n_layer, bool tied);
+kr_type kr_ftype_tensor_type(kr_ftype ftype, bool pure, const char *name, int n_dims, int64_t ne0, int n_layer,
+                             bool tied);
 
 /* Block index of a "blk.N.*" tensor name, -1 for other names. */
 int kr_ftype_layer_of(const char *name);

@@ -65,10 +65,17 @@ static void bb_put_str(bytebuf *b, const char *s, uint64_t len) {
  * unknown type. */
 static int vtype_size(kara_gguf_vtype t) {
     switch (t) {
-    case KARA_GGUF_UINT8: case KARA_GGUF_INT8: case KARA_GGUF_BOOL: return 1;
-    case KARA_GGUF_UINT16: case KARA_GGUF_INT16: return 2;
-    case KARA_GGUF_UINT32: case KARA_GGUF_INT32: case KARA_GGUF_FLOAT32: return 4;
-    case KARA_GGUF_UINT64: case KARA_GGUF_INT64: case KARA_GGUF_FLOAT64: return 8;
+    case KARA_GGUF_UINT8:
+    case KARA_GGUF_INT8:
+    case KARA_GGUF_BOOL: return 1;
+    case KARA_GGUF_UINT16:
+    case KARA_GGUF_INT16: return 2;
+    case KARA_GGUF_UINT32:
+    case KARA_GGUF_INT32:
+    case KARA_GGUF_FLOAT32: return 4;
+    case KARA_GGUF_UINT64:
+    case KARA_GGUF_INT64:
+    case KARA_GGUF_FLOAT64: return 8;
     default: return 0;
     }
 }
@@ -78,10 +85,30 @@ static void bb_put_elem(bytebuf *b, kara_gguf_vtype t, const void *src) {
     int size = vtype_size(t);
     uint64_t v = 0;
     switch (size) {
-    case 1: { uint8_t x; memcpy(&x, src, 1); v = x; break; }
-    case 2: { uint16_t x; memcpy(&x, src, 2); v = x; break; }
-    case 4: { uint32_t x; memcpy(&x, src, 4); v = x; break; }
-    case 8: { uint64_t x; memcpy(&x, src, 8); v = x; break; }
+    case 1: {
+        uint8_t x;
+        memcpy(&x, src, 1);
+        v = x;
+        break;
+    }
+    case 2: {
+        uint16_t x;
+        memcpy(&x, src, 2);
+        v = x;
+        break;
+    }
+    case 4: {
+        uint32_t x;
+        memcpy(&x, src, 4);
+        v = x;
+        break;
+    }
+    case 8: {
+        uint64_t x;
+        memcpy(&x, src, 8);
+        v = x;
+        break;
+    }
     default: return;
     }
     if (t == KARA_GGUF_BOOL) v = v ? 1 : 0;
@@ -94,7 +121,7 @@ static void bb_put_elem(bytebuf *b, kara_gguf_vtype t, const void *src) {
 
 typedef struct kv_entry {
     char *key;
-    bytebuf blob;        /* encoded key, type and value */
+    bytebuf blob; /* encoded key, type and value */
 } kv_entry;
 
 typedef struct tensor_entry {
@@ -104,7 +131,7 @@ typedef struct tensor_entry {
     int64_t ne[4];
     const void *data;
     uint64_t nbytes;
-    uint64_t offset;     /* relative to the data section */
+    uint64_t offset; /* relative to the data section */
 } tensor_entry;
 
 typedef struct nest_level {
@@ -128,10 +155,10 @@ struct kr_gguf_writer {
     FILE *f;
     char *path;
     uint64_t alignment;
-    uint64_t pos;        /* bytes written so far */
+    uint64_t pos; /* bytes written so far */
     uint64_t data_offset;
-    size_t cur;          /* tensor being filled */
-    uint64_t cur_done;   /* bytes of it written */
+    size_t cur;        /* tensor being filled */
+    uint64_t cur_done; /* bytes of it written */
 
     bool failed;
     char err[512];
@@ -177,9 +204,7 @@ void kr_gguf_writer_free(kr_gguf_writer *w) {
     free(w);
 }
 
-const char *kr_gguf_writer_error(const kr_gguf_writer *w) {
-    return w ? w->err : "no writer";
-}
+const char *kr_gguf_writer_error(const kr_gguf_writer *w) { return w ? w->err : "no writer"; }
 
 uint64_t kr_gguf_writer_n_kv(const kr_gguf_writer *w) { return w ? w->n_kv : 0; }
 uint64_t kr_gguf_writer_n_tensors(const kr_gguf_writer *w) { return w ? w->n_t : 0; }
@@ -212,15 +237,14 @@ static ptrdiff_t find_kv(const kr_gguf_writer *w, const char *key) {
  * whatever was set last. */
 static kara_status note_alignment(kr_gguf_writer *w, const char *key, const bytebuf *blob) {
     if (strcmp(key, "general.alignment") != 0) return KARA_OK;
-    size_t at = 8 + strlen(key);   /* past the key's length and bytes */
+    size_t at = 8 + strlen(key); /* past the key's length and bytes */
     uint32_t type = 0, v = 0;
     for (int i = 0; i < 4; i++) type |= (uint32_t)blob->p[at + i] << (8 * i);
     if (type != KARA_GGUF_UINT32)
         return fail(w, KARA_ERR_ARG, "general.alignment must be a UINT32 (got %s)",
                     kara_gguf_vtype_name((kara_gguf_vtype)type));
     for (int i = 0; i < 4; i++) v |= (uint32_t)blob->p[at + 4 + i] << (8 * i);
-    if (v == 0 || (v & (v - 1)) != 0)
-        return fail(w, KARA_ERR_ARG, "general.alignment %u is not a power of two", v);
+    if (v == 0 || (v & (v - 1)) != 0) return fail(w, KARA_ERR_ARG, "general.alignment %u is not a power of two", v);
     w->alignment = v;
     return KARA_OK;
 }
@@ -278,16 +302,36 @@ static kara_status set_scalar(kr_gguf_writer *w, const char *key, kara_gguf_vtyp
     return commit_kv(w, key, &b);
 }
 
-kara_status kr_gguf_writer_set_u8(kr_gguf_writer *w, const char *key, uint8_t v) { return set_scalar(w, key, KARA_GGUF_UINT8, &v); }
-kara_status kr_gguf_writer_set_i8(kr_gguf_writer *w, const char *key, int8_t v) { return set_scalar(w, key, KARA_GGUF_INT8, &v); }
-kara_status kr_gguf_writer_set_u16(kr_gguf_writer *w, const char *key, uint16_t v) { return set_scalar(w, key, KARA_GGUF_UINT16, &v); }
-kara_status kr_gguf_writer_set_i16(kr_gguf_writer *w, const char *key, int16_t v) { return set_scalar(w, key, KARA_GGUF_INT16, &v); }
-kara_status kr_gguf_writer_set_u32(kr_gguf_writer *w, const char *key, uint32_t v) { return set_scalar(w, key, KARA_GGUF_UINT32, &v); }
-kara_status kr_gguf_writer_set_i32(kr_gguf_writer *w, const char *key, int32_t v) { return set_scalar(w, key, KARA_GGUF_INT32, &v); }
-kara_status kr_gguf_writer_set_u64(kr_gguf_writer *w, const char *key, uint64_t v) { return set_scalar(w, key, KARA_GGUF_UINT64, &v); }
-kara_status kr_gguf_writer_set_i64(kr_gguf_writer *w, const char *key, int64_t v) { return set_scalar(w, key, KARA_GGUF_INT64, &v); }
-kara_status kr_gguf_writer_set_f32(kr_gguf_writer *w, const char *key, float v) { return set_scalar(w, key, KARA_GGUF_FLOAT32, &v); }
-kara_status kr_gguf_writer_set_f64(kr_gguf_writer *w, const char *key, double v) { return set_scalar(w, key, KARA_GGUF_FLOAT64, &v); }
+kara_status kr_gguf_writer_set_u8(kr_gguf_writer *w, const char *key, uint8_t v) {
+    return set_scalar(w, key, KARA_GGUF_UINT8, &v);
+}
+kara_status kr_gguf_writer_set_i8(kr_gguf_writer *w, const char *key, int8_t v) {
+    return set_scalar(w, key, KARA_GGUF_INT8, &v);
+}
+kara_status kr_gguf_writer_set_u16(kr_gguf_writer *w, const char *key, uint16_t v) {
+    return set_scalar(w, key, KARA_GGUF_UINT16, &v);
+}
+kara_status kr_gguf_writer_set_i16(kr_gguf_writer *w, const char *key, int16_t v) {
+    return set_scalar(w, key, KARA_GGUF_INT16, &v);
+}
+kara_status kr_gguf_writer_set_u32(kr_gguf_writer *w, const char *key, uint32_t v) {
+    return set_scalar(w, key, KARA_GGUF_UINT32, &v);
+}
+kara_status kr_gguf_writer_set_i32(kr_gguf_writer *w, const char *key, int32_t v) {
+    return set_scalar(w, key, KARA_GGUF_INT32, &v);
+}
+kara_status kr_gguf_writer_set_u64(kr_gguf_writer *w, const char *key, uint64_t v) {
+    return set_scalar(w, key, KARA_GGUF_UINT64, &v);
+}
+kara_status kr_gguf_writer_set_i64(kr_gguf_writer *w, const char *key, int64_t v) {
+    return set_scalar(w, key, KARA_GGUF_INT64, &v);
+}
+kara_status kr_gguf_writer_set_f32(kr_gguf_writer *w, const char *key, float v) {
+    return set_scalar(w, key, KARA_GGUF_FLOAT32, &v);
+}
+kara_status kr_gguf_writer_set_f64(kr_gguf_writer *w, const char *key, double v) {
+    return set_scalar(w, key, KARA_GGUF_FLOAT64, &v);
+}
 
 kara_status kr_gguf_writer_set_bool(kr_gguf_writer *w, const char *key, bool v) {
     uint8_t b = v ? 1 : 0;
@@ -305,12 +349,12 @@ kara_status kr_gguf_writer_set_strn(kr_gguf_writer *w, const char *key, const ch
 }
 
 kara_status kr_gguf_writer_set_str(kr_gguf_writer *w, const char *key, const char *s) {
-    if (!s) return kr_gguf_writer_set_strn(w, key, NULL, 1);   /* reports the NULL */
+    if (!s) return kr_gguf_writer_set_strn(w, key, NULL, 1); /* reports the NULL */
     return kr_gguf_writer_set_strn(w, key, s, strlen(s));
 }
 
-kara_status kr_gguf_writer_set_arr(kr_gguf_writer *w, const char *key, kara_gguf_vtype elem,
-                                     const void *data, uint64_t n) {
+kara_status kr_gguf_writer_set_arr(kr_gguf_writer *w, const char *key, kara_gguf_vtype elem, const void *data,
+                                   uint64_t n) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
     int size = vtype_size(elem);
@@ -326,8 +370,7 @@ kara_status kr_gguf_writer_set_arr(kr_gguf_writer *w, const char *key, kara_gguf
     return commit_kv(w, key, &b);
 }
 
-kara_status kr_gguf_writer_set_arr_str(kr_gguf_writer *w, const char *key, const char *const *strs,
-                                         uint64_t n) {
+kara_status kr_gguf_writer_set_arr_str(kr_gguf_writer *w, const char *key, const char *const *strs, uint64_t n) {
     kara_status st = check_meta(w, key, false);
     if (st != KARA_OK) return st;
     if (!key) return fail(w, KARA_ERR_ARG, "NULL metadata key");
@@ -365,7 +408,8 @@ static kara_status count_push(kr_gguf_writer *w, kara_gguf_vtype type) {
 kara_status kr_gguf_writer_arr_begin(kr_gguf_writer *w, const char *key, kara_gguf_vtype elem, uint64_t n) {
     kara_status st = check_meta(w, NULL, true);
     if (st != KARA_OK) return st;
-    if ((int)elem < 0 || elem >= KARA_GGUF_VTYPE_COUNT) return fail(w, KARA_ERR_ARG, "unknown element type %d", (int)elem);
+    if ((int)elem < 0 || elem >= KARA_GGUF_VTYPE_COUNT)
+        return fail(w, KARA_ERR_ARG, "unknown element type %d", (int)elem);
     if (w->depth == 0) {
         if (!key) return fail(w, KARA_ERR_ARG, "the outermost array needs a key");
         st = check_meta(w, key, false);
@@ -460,13 +504,15 @@ kara_status kr_gguf_writer_set_value(kr_gguf_writer *w, const char *key, const k
     bytebuf b = {0};
     start_kv(&b, key, v->type);
     switch (v->type) {
-    case KARA_GGUF_UINT8: case KARA_GGUF_UINT16: case KARA_GGUF_UINT32: case KARA_GGUF_UINT64:
-    case KARA_GGUF_BOOL:
-        bb_put_le(&b, v->v.u64, vtype_size(v->type));
-        break;
-    case KARA_GGUF_INT8: case KARA_GGUF_INT16: case KARA_GGUF_INT32: case KARA_GGUF_INT64:
-        bb_put_le(&b, (uint64_t)v->v.i64, vtype_size(v->type));
-        break;
+    case KARA_GGUF_UINT8:
+    case KARA_GGUF_UINT16:
+    case KARA_GGUF_UINT32:
+    case KARA_GGUF_UINT64:
+    case KARA_GGUF_BOOL: bb_put_le(&b, v->v.u64, vtype_size(v->type)); break;
+    case KARA_GGUF_INT8:
+    case KARA_GGUF_INT16:
+    case KARA_GGUF_INT32:
+    case KARA_GGUF_INT64: bb_put_le(&b, (uint64_t)v->v.i64, vtype_size(v->type)); break;
     case KARA_GGUF_FLOAT32: {
         float f = (float)v->v.f64;
         uint32_t u;
@@ -480,18 +526,14 @@ kara_status kr_gguf_writer_set_value(kr_gguf_writer *w, const char *key, const k
         bb_put_u64(&b, u);
         break;
     }
-    case KARA_GGUF_STRING:
-        bb_put_str(&b, v->v.str.ptr, v->v.str.len);
-        break;
+    case KARA_GGUF_STRING: bb_put_str(&b, v->v.str.ptr, v->v.str.len); break;
     case KARA_GGUF_ARRAY:
         if (!enc_array(&b, &v->v.arr, 0)) {
             free(b.p);
             return fail(w, KARA_ERR_ARG, "'%s': malformed array value", key);
         }
         break;
-    default:
-        free(b.p);
-        return fail(w, KARA_ERR_ARG, "'%s': unknown value type %d", key, (int)v->type);
+    default: free(b.p); return fail(w, KARA_ERR_ARG, "'%s': unknown value type %d", key, (int)v->type);
     }
     return commit_kv(w, key, &b);
 }
@@ -514,8 +556,8 @@ kara_status kr_gguf_writer_remove(kr_gguf_writer *w, const char *key) {
 /* Tensors and the file                                                      */
 /* ------------------------------------------------------------------------ */
 
-kara_status kr_gguf_writer_add_tensor(kr_gguf_writer *w, const char *name, kr_type type, int n_dims,
-                                        const int64_t *ne, const void *data) {
+kara_status kr_gguf_writer_add_tensor(kr_gguf_writer *w, const char *name, kr_type type, int n_dims, const int64_t *ne,
+                                      const void *data) {
     kara_status st = check_meta(w, NULL, false);
     if (st != KARA_OK) return st;
     if (!name || !*name || strlen(name) > 65535) return fail(w, KARA_ERR_ARG, "bad tensor name");
@@ -530,8 +572,8 @@ kara_status kr_gguf_writer_add_tensor(kr_gguf_writer *w, const char *name, kr_ty
         dims[i] = ne[i];
     }
     if (dims[0] % ti->block_size != 0)
-        return fail(w, KARA_ERR_ARG, "tensor '%s': row length %lld is not a multiple of the %s block size %d",
-                    name, (long long)dims[0], ti->name, ti->block_size);
+        return fail(w, KARA_ERR_ARG, "tensor '%s': row length %lld is not a multiple of the %s block size %d", name,
+                    (long long)dims[0], ti->name, ti->block_size);
     uint64_t nbytes = (uint64_t)(dims[0] / ti->block_size) * (uint64_t)ti->type_size;
     for (int i = 1; i < 4; i++) {
         if (nbytes > UINT64_MAX / 2 / (uint64_t)dims[i])

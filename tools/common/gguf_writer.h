@@ -61,11 +61,10 @@ kara_status kr_gguf_writer_set_strn(kr_gguf_writer *w, const char *key, const ch
 /* ---- array metadata ---- */
 /* An array of n fixed-size elements (any type but STRING and ARRAY) given in
  * host order: uint8_t[], int32_t[], float[], double[], bool as uint8_t[]... */
-kara_status kr_gguf_writer_set_arr(kr_gguf_writer *w, const char *key, kara_gguf_vtype elem,
-                                     const void *data, uint64_t n);
+kara_status kr_gguf_writer_set_arr(kr_gguf_writer *w, const char *key, kara_gguf_vtype elem, const void *data,
+                                   uint64_t n);
 /* An array of n NUL-terminated strings. */
-kara_status kr_gguf_writer_set_arr_str(kr_gguf_writer *w, const char *key, const char *const *strs,
-                                         uint64_t n);
+kara_status kr_gguf_writer_set_arr_str(kr_gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
 
 /* Arrays built element by element, nested arrays included:
  *     arr_begin(w, "k", KARA_GGUF_ARRAY, 2)       // key "k": array of 2 arrays
@@ -98,8 +97,8 @@ uint64_t kr_gguf_writer_n_kv(const kr_gguf_writer *w);
  * type's block size). data may be NULL when the bytes are streamed later
  * with kr_gguf_writer_write; otherwise it is referenced (not copied) and
  * must stay valid until kr_gguf_writer_save returns. Names are unique. */
-kara_status kr_gguf_writer_add_tensor(kr_gguf_writer *w, const char *name, kr_type type, int n_dims,
-                                        const int64_t *ne, const void *data);
+kara_status kr_gguf_writer_add_tensor(kr_gguf_writer *w, const char *name, kr_type type, int n_dims, const int64_t *ne,
+                                      const void *data);
 uint64_t kr_gguf_writer_n_tensors(const kr_gguf_writer *w);
 /* Bytes of tensor i's data (0 for an unknown index). */
 uint64_t kr_gguf_writer_tensor_nbytes(const kr_gguf_writer *w, uint64_t i);

@@ -126,8 +126,8 @@ static size_t utf8_put(char *out, uint32_t cp) {
 typedef struct parser {
     const char *s;
     size_t n, i;
-    int line;            /* line of s[line_start] */
-    size_t line_start;   /* offset where the current line begins */
+    int line;          /* line of s[line_start] */
+    size_t line_start; /* offset where the current line begins */
     kr_json_doc *doc;
     char *err;
     size_t err_size;
@@ -168,8 +168,10 @@ static bool fail_at(parser *p, size_t at, const char *fmt, ...) {
 static const char *describe(const parser *p, size_t at, char *buf, size_t size) {
     if (at >= p->n) return "end of input";
     unsigned char c = (unsigned char)p->s[at];
-    if (c >= 0x20 && c < 0x7f) snprintf(buf, size, "'%c'", c);
-    else snprintf(buf, size, "byte 0x%02x", c);
+    if (c >= 0x20 && c < 0x7f)
+        snprintf(buf, size, "'%c'", c);
+    else
+        snprintf(buf, size, "byte 0x%02x", c);
     return buf;
 }
 
@@ -203,7 +205,10 @@ static int hex4(const char *s) {
     int v = 0;
     for (int k = 0; k < 4; k++) {
         char c = s[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9' ? c - '0'
+            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
+            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
+                                     : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -235,7 +240,8 @@ static bool parse_string(parser *p, const char **out, size_t *out_len) {
             }
             if (e != 'u') {
                 char buf[16];
-                return fail_at(p, p->i, "invalid escape: backslash followed by %s", describe(p, p->i + 1, buf, sizeof buf));
+                return fail_at(p, p->i, "invalid escape: backslash followed by %s",
+                               describe(p, p->i + 1, buf, sizeof buf));
             }
             if (p->i + 6 > p->n || hex4(p->s + p->i + 2) < 0)
                 return fail_at(p, p->i, "invalid \\u escape (expected 4 hex digits)");
@@ -281,14 +287,16 @@ static bool parse_number(parser *p, kr_json *v) {
     if (k < p->n && p->s[k] == '.') {
         integer = false;
         k++;
-        if (k >= p->n || p->s[k] < '0' || p->s[k] > '9') return fail_at(p, k, "invalid number: digits expected after '.'");
+        if (k >= p->n || p->s[k] < '0' || p->s[k] > '9')
+            return fail_at(p, k, "invalid number: digits expected after '.'");
         while (k < p->n && p->s[k] >= '0' && p->s[k] <= '9') k++;
     }
     if (k < p->n && (p->s[k] == 'e' || p->s[k] == 'E')) {
         integer = false;
         k++;
         if (k < p->n && (p->s[k] == '+' || p->s[k] == '-')) k++;
-        if (k >= p->n || p->s[k] < '0' || p->s[k] > '9') return fail_at(p, k, "invalid number: digits expected in the exponent");
+        if (k >= p->n || p->s[k] < '0' || p->s[k] > '9')
+            return fail_at(p, k, "invalid number: digits expected in the exponent");
         while (k < p->n && p->s[k] >= '0' && p->s[k] <= '9') k++;
     }
     char buf[64];
@@ -366,8 +374,10 @@ static kr_json *parse_object(parser *p, kr_json *v, int depth) {
         skip_ws(p);
         char buf[16];
         if (p->i >= p->n || p->s[p->i] != '"') {
-            if (p->i < p->n && p->s[p->i] == '}' && v->len > 0) fail_at(p, p->i, "trailing comma before '}'");
-            else fail_at(p, p->i, "expected a string key in an object, got %s", describe(p, p->i, buf, sizeof buf));
+            if (p->i < p->n && p->s[p->i] == '}' && v->len > 0)
+                fail_at(p, p->i, "trailing comma before '}'");
+            else
+                fail_at(p, p->i, "expected a string key in an object, got %s", describe(p, p->i, buf, sizeof buf));
             return NULL;
         }
         size_t key_at = p->i;
@@ -422,16 +432,12 @@ static kr_json *parse_value(parser *p, int depth) {
     char c = p->s[p->i];
     kr_json *v;
     switch (c) {
-    case '{':
-        v = new_node(p, KR_JSON_OBJECT, at);
-        return v ? parse_object(p, v, depth) : NULL;
-    case '[':
-        v = new_node(p, KR_JSON_ARRAY, at);
-        return v ? parse_array(p, v, depth) : NULL;
-    case '"':
-        v = new_node(p, KR_JSON_STRING, at);
-        return v && parse_string(p, &v->str, &v->len) ? v : NULL;
-    case 't': case 'f': case 'n':
+    case '{': v = new_node(p, KR_JSON_OBJECT, at); return v ? parse_object(p, v, depth) : NULL;
+    case '[': v = new_node(p, KR_JSON_ARRAY, at); return v ? parse_array(p, v, depth) : NULL;
+    case '"': v = new_node(p, KR_JSON_STRING, at); return v && parse_string(p, &v->str, &v->len) ? v : NULL;
+    case 't':
+    case 'f':
+    case 'n':
         v = new_node(p, c == 'n' ? KR_JSON_NULL : KR_JSON_BOOL, at);
         if (!v) return NULL;
         if (expect_literal(p, c == 't' ? "true" : c == 'f' ? "false" : "null")) {
@@ -563,16 +569,39 @@ void kr_jbuf_str(kr_jbuf *b, const char *s, size_t n) {
         }
         i++;
         switch (c) {
-        case '"': *o++ = '\\'; *o++ = '"'; break;
-        case '\\': *o++ = '\\'; *o++ = '\\'; break;
-        case '\n': *o++ = '\\'; *o++ = 'n'; break;
-        case '\r': *o++ = '\\'; *o++ = 'r'; break;
-        case '\t': *o++ = '\\'; *o++ = 't'; break;
-        case '\b': *o++ = '\\'; *o++ = 'b'; break;
-        case '\f': *o++ = '\\'; *o++ = 'f'; break;
+        case '"':
+            *o++ = '\\';
+            *o++ = '"';
+            break;
+        case '\\':
+            *o++ = '\\';
+            *o++ = '\\';
+            break;
+        case '\n':
+            *o++ = '\\';
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = '\\';
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = '\\';
+            *o++ = 't';
+            break;
+        case '\b':
+            *o++ = '\\';
+            *o++ = 'b';
+            break;
+        case '\f':
+            *o++ = '\\';
+            *o++ = 'f';
+            break;
         default:
-            if (c < 0x20 || c == 0x7f) o += sprintf(o, "\\u%04x", c);
-            else *o++ = (char)c;
+            if (c < 0x20 || c == 0x7f)
+                o += sprintf(o, "\\u%04x", c);
+            else
+                *o++ = (char)c;
         }
     }
     *o++ = '"';
@@ -585,8 +614,10 @@ void kr_jbuf_value(kr_jbuf *b, const kr_json *v) {
     case KR_JSON_NULL: kr_jbuf_cstr(b, "null"); break;
     case KR_JSON_BOOL: kr_jbuf_cstr(b, v->boolean ? "true" : "false"); break;
     case KR_JSON_NUMBER:
-        if (v->integer && fabs(v->number) < 9007199254740992.0) kr_jbuf_printf(b, "%.0f", v->number);
-        else kr_jbuf_printf(b, "%.17g", v->number);
+        if (v->integer && fabs(v->number) < 9007199254740992.0)
+            kr_jbuf_printf(b, "%.0f", v->number);
+        else
+            kr_jbuf_printf(b, "%.17g", v->number);
         break;
     case KR_JSON_STRING: kr_jbuf_str(b, v->str, v->len); break;
     case KR_JSON_ARRAY:

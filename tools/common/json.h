@@ -31,21 +31,21 @@ typedef enum kr_json_type {
 typedef struct kr_json kr_json;
 struct kr_json {
     kr_json_type type;
-    int line, col;           /* where the value starts (1-based) */
-    bool boolean;            /* BOOL */
-    double number;           /* NUMBER */
-    bool integer;            /* NUMBER written without fraction or exponent */
-    const char *str;         /* STRING: decoded UTF-8, NUL-terminated (may hold \u0000: use len) */
-    size_t len;              /* STRING: bytes; ARRAY, OBJECT: members */
-    const char *key;         /* member of an OBJECT: its key (decoded, NUL-terminated) */
+    int line, col;   /* where the value starts (1-based) */
+    bool boolean;    /* BOOL */
+    double number;   /* NUMBER */
+    bool integer;    /* NUMBER written without fraction or exponent */
+    const char *str; /* STRING: decoded UTF-8, NUL-terminated (may hold \u0000: use len) */
+    size_t len;      /* STRING: bytes; ARRAY, OBJECT: members */
+    const char *key; /* member of an OBJECT: its key (decoded, NUL-terminated) */
     size_t key_len;
-    kr_json *first;        /* ARRAY, OBJECT: first member */
-    kr_json *next;         /* next member of the parent */
+    kr_json *first; /* ARRAY, OBJECT: first member */
+    kr_json *next;  /* next member of the parent */
 };
 
 typedef struct kr_json_doc {
     kr_json *root;
-    void *arena;             /* owned blocks */
+    void *arena; /* owned blocks */
 } kr_json_doc;
 
 /* Parse text[0..len) as one JSON value (white space around it allowed).
@@ -63,16 +63,16 @@ const char *kr_json_type_name(kr_json_type t);
 /* ---- writing ---- */
 
 typedef struct kr_jbuf {
-    char *p;                 /* NUL-terminated while not failed */
+    char *p; /* NUL-terminated while not failed */
     size_t len, cap;
-    bool failed;             /* an allocation failed: contents are incomplete */
+    bool failed; /* an allocation failed: contents are incomplete */
 } kr_jbuf;
 
-void kr_jbuf_reset(kr_jbuf *b);                      /* len = 0, memory kept */
-bool kr_jbuf_reserve(kr_jbuf *b, size_t n);          /* room for n more bytes (and a NUL) */
+void kr_jbuf_reset(kr_jbuf *b);             /* len = 0, memory kept */
+bool kr_jbuf_reserve(kr_jbuf *b, size_t n); /* room for n more bytes (and a NUL) */
 void kr_jbuf_free(kr_jbuf *b);
 void kr_jbuf_raw(kr_jbuf *b, const char *s, size_t n);
-void kr_jbuf_cstr(kr_jbuf *b, const char *s);        /* raw text */
+void kr_jbuf_cstr(kr_jbuf *b, const char *s); /* raw text */
 void kr_jbuf_printf(kr_jbuf *b, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -42,8 +42,8 @@ static int count_layers(const kara_gguf *g) {
 
 /* Convert one tensor: rows of ne[0] elements, a chunk of rows at a time;
  * the rows of a chunk are converted on all threads. */
-static kara_status convert_tensor(kr_gguf_writer *w, const kara_gguf_tensor *t, kr_type dst, float *xbuf,
-                                  uint8_t *ybuf, int64_t chunk_elems, char *err, size_t err_size) {
+static kara_status convert_tensor(kr_gguf_writer *w, const kara_gguf_tensor *t, kr_type dst, float *xbuf, uint8_t *ybuf,
+                                  int64_t chunk_elems, char *err, size_t err_size) {
     const kr_type src = (kr_type)t->type;
     const int64_t ne0 = t->ne[0], nrows = t->ne[1] * t->ne[2] * t->ne[3];
     const size_t src_row = kr_type_row_size(src, ne0), dst_row = kr_type_row_size(dst, ne0);
@@ -58,8 +58,10 @@ static kara_status convert_tensor(kr_gguf_writer *w, const kara_gguf_tensor *t, 
 #endif
         for (int64_t i = 0; i < nr; i++) {
             float *x = xbuf + i * ne0;
-            if (src == KR_TYPE_F32) memcpy(x, in + (size_t)i * src_row, (size_t)ne0 * sizeof(float));
-            else kr_dequantize_row(src, in + (size_t)i * src_row, x, ne0);
+            if (src == KR_TYPE_F32)
+                memcpy(x, in + (size_t)i * src_row, (size_t)ne0 * sizeof(float));
+            else
+                kr_dequantize_row(src, in + (size_t)i * src_row, x, ne0);
             ok = kr_quantize_row(dst, x, ybuf + (size_t)i * dst_row, ne0) && ok;
         }
         if (!ok)
@@ -72,7 +74,7 @@ static kara_status convert_tensor(kr_gguf_writer *w, const kara_gguf_tensor *t, 
 }
 
 kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr_quantize_params *p,
-                               kr_quantize_result *result, char *err, size_t err_size) {
+                             kr_quantize_result *result, char *err, size_t err_size) {
     kr_quantize_result dummy;
     kr_quantize_result *r = result ? result : &dummy;
     memset(r, 0, sizeof *r);
@@ -140,7 +142,7 @@ kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr
     }
     int64_t chunk = max_row > (1 << 20) ? max_row : (1 << 20);
     xbuf = malloc((size_t)chunk * sizeof(float));
-    ybuf = malloc((size_t)chunk * sizeof(float));   /* no type is wider than F32 */
+    ybuf = malloc((size_t)chunk * sizeof(float)); /* no type is wider than F32 */
     if (!xbuf || !ybuf) {
         st = seterr(err, err_size, KARA_ERR_NOMEM, "out of memory");
         goto done;
@@ -166,8 +168,8 @@ kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr
         }
     }
 done:
-    kr_gguf_writer_free(w);   /* closes the output before it is removed */
-    if (st != KARA_OK && begun) remove(out_path);   /* no half-written model */
+    kr_gguf_writer_free(w);                       /* closes the output before it is removed */
+    if (st != KARA_OK && begun) remove(out_path); /* no half-written model */
     free(types);
     free(xbuf);
     free(ybuf);

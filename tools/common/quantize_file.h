@@ -22,15 +22,15 @@
 
 typedef struct kr_quantize_params {
     kr_ftype ftype;
-    bool pure;               /* every weight matrix in the base type (no mix) */
+    bool pure; /* every weight matrix in the base type (no mix) */
     /* optional: called before each tensor is converted */
     void (*on_tensor)(uint64_t index, uint64_t count, const kara_gguf_tensor *t, kr_type to, void *user);
     void *user;
 } kr_quantize_params;
 
 typedef struct kr_quantize_result {
-    uint64_t in_bytes, out_bytes;  /* tensor data before and after */
-    bool output_failed;            /* the error concerns the output file */
+    uint64_t in_bytes, out_bytes; /* tensor data before and after */
+    bool output_failed;           /* the error concerns the output file */
 } kr_quantize_result;
 
 /* Convert in_path into out_path. Errors: KARA_ERR_IO (cannot open the input
@@ -38,6 +38,6 @@ typedef struct kr_quantize_result {
  * input), KARA_ERR_UNSUPPORTED (a tensor type that cannot be dequantized),
  * with a message in err. A failed conversion leaves no output file. */
 kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr_quantize_params *p,
-                               kr_quantize_result *result, char *err, size_t err_size);
+                             kr_quantize_result *result, char *err, size_t err_size);
 
 #endif /* KR_QUANTIZE_FILE_H */

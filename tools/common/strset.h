@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 typedef struct kr_strset {
-    char **keys;     /* NULL = empty slot; keys are copies */
+    char **keys; /* NULL = empty slot; keys are copies */
     int *values;
     size_t cap, n;
 } kr_strset;

@@ -21,7 +21,7 @@
 
 typedef struct preset {
     const char *name;
-    const char *arch;     /* NULL: keep the caller's */
+    const char *arch; /* NULL: keep the caller's */
     int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
     float rope_freq_base;
     bool tied;
@@ -90,16 +90,23 @@ kara_status kr_synth_validate(const kr_synth_params *p, char *err, size_t err_si
         seterr(err, err_size, "unknown architecture '%s' (llama, qwen2, qwen3)", p->arch);
         return KARA_ERR_ARG;
     }
-    struct { const char *name; int64_t v, lo, hi; } f[] = {
-        {"layers", p->n_layer, 1, 4096},       {"hidden", p->n_embd, 1, 1 << 20},
-        {"heads", p->n_head, 1, 4096},         {"kv-heads", p->n_head_kv, 1, 4096},
-        {"head-dim", head_dim_of(p), 2, 1 << 16}, {"ffn", p->n_ff, 1, 1 << 22},
-        {"vocab", p->n_vocab, kr_synth_min_vocab(), 1 << 24}, {"ctx", p->n_ctx, 1, 1 << 30},
+    struct {
+        const char *name;
+        int64_t v, lo, hi;
+    } f[] = {
+        {"layers", p->n_layer, 1, 4096},
+        {"hidden", p->n_embd, 1, 1 << 20},
+        {"heads", p->n_head, 1, 4096},
+        {"kv-heads", p->n_head_kv, 1, 4096},
+        {"head-dim", head_dim_of(p), 2, 1 << 16},
+        {"ffn", p->n_ff, 1, 1 << 22},
+        {"vocab", p->n_vocab, kr_synth_min_vocab(), 1 << 24},
+        {"ctx", p->n_ctx, 1, 1 << 30},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (f[i].v < f[i].lo || f[i].v > f[i].hi) {
-            seterr(err, err_size, "%s = %lld is outside [%lld, %lld]", f[i].name, (long long)f[i].v,
-                   (long long)f[i].lo, (long long)f[i].hi);
+            seterr(err, err_size, "%s = %lld is outside [%lld, %lld]", f[i].name, (long long)f[i].v, (long long)f[i].lo,
+                   (long long)f[i].hi);
             return KARA_ERR_ARG;
         }
     }
@@ -139,15 +146,16 @@ kara_status kr_synth_validate(const kr_synth_params *p, char *err, size_t err_si
  * merge rank. */
 static const char *const k_merges[][2] = {
     {" ", "t"}, {"h", "e"}, {" ", "a"}, {"i", "n"}, {" t", "he"}, {"e", "r"}, {"o", "n"}, {" ", "s"},
-    {"r", "e"}, {"a", "n"}, {" ", "w"}, {"o", "u"}, {"e", "n"}, {" ", "o"}, {"a", "t"}, {"\n", "\n"},
+    {"r", "e"}, {"a", "n"}, {" ", "w"}, {"o", "u"}, {"e", "n"},   {" ", "o"}, {"a", "t"}, {"\n", "\n"},
 };
 #define N_MERGES ((int32_t)(sizeof k_merges / sizeof k_merges[0]))
 
-static const struct { const char *text; int type; } k_specials[] = {
-    {KR_SYNTH_TOK_ENDOFTEXT, 3},   /* CONTROL */
-    {KR_SYNTH_TOK_IM_START, 3},
-    {KR_SYNTH_TOK_IM_END, 3},
-    {KR_SYNTH_TOK_THINK, 4},       /* USER_DEFINED */
+static const struct {
+    const char *text;
+    int type;
+} k_specials[] = {
+    {KR_SYNTH_TOK_ENDOFTEXT, 3},                                                    /* CONTROL */
+    {KR_SYNTH_TOK_IM_START, 3},  {KR_SYNTH_TOK_IM_END, 3}, {KR_SYNTH_TOK_THINK, 4}, /* USER_DEFINED */
     {KR_SYNTH_TOK_THINK_END, 4},
 };
 #define N_SPECIALS ((int32_t)(sizeof k_specials / sizeof k_specials[0]))
@@ -212,7 +220,7 @@ static bool vocab_build(vocab *v, int32_t n_vocab) {
     int32_t id = 0;
     for (int b = 0; b < 256; b++, id++) {
         char raw[2] = {(char)b, 0};
-        if (b == 0) {   /* encode_bytes stops at NUL: byte 0 maps to U+0100 */
+        if (b == 0) { /* encode_bytes stops at NUL: byte 0 maps to U+0100 */
             buf[0] = (char)0xC4;
             buf[1] = (char)0x80;
             buf[2] = 0;
@@ -351,7 +359,7 @@ static uint64_t splitmix64(uint64_t *s) {
 
 /* One stream per (seed, tensor name): values never depend on the type. */
 static rng rng_for(uint64_t seed, const char *name) {
-    uint64_t h = 0xCBF29CE484222325ull;   /* FNV-1a */
+    uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a */
     for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ull;
     rng r = {seed ^ h};
     splitmix64(&r.s);
@@ -364,7 +372,7 @@ static float rng_normal(rng *r) {
     uint64_t x = splitmix64(&r->s);
     float sum = 0;
     for (int i = 0; i < 4; i++) sum += ((float)((x >> (16 * i)) & 0xFFFF) + 0.5f) * (1.0f / 65536.0f);
-    return (sum - 2.0f) * 1.7320508f;   /* variance of the sum is 4/12 */
+    return (sum - 2.0f) * 1.7320508f; /* variance of the sum is 4/12 */
 }
 
 static void gen_values(const tensor_spec *s, rng *r, float *out, int64_t n) {
@@ -406,11 +414,16 @@ static kara_status set_metadata(kr_gguf_writer *w, const kr_synth_params *p, con
     char k[128];
     const char *a = p->arch;
     char name[80];
-    if (p->name[0]) snprintf(name, sizeof name, "%s", p->name);
-    else snprintf(name, sizeof name, "kara-synth-%s", a);
+    if (p->name[0])
+        snprintf(name, sizeof name, "%s", p->name);
+    else
+        snprintf(name, sizeof name, "kara-synth-%s", a);
     kara_status st = kr_gguf_writer_set_str(w, "general.architecture", a);
-#define SET(fn, suffix, val) \
-    if (st == KARA_OK) { snprintf(k, sizeof k, "%s." suffix, a); st = fn(w, k, val); }
+#define SET(fn, suffix, val)                                                                                           \
+    if (st == KARA_OK) {                                                                                               \
+        snprintf(k, sizeof k, "%s." suffix, a);                                                                        \
+        st = fn(w, k, val);                                                                                            \
+    }
     if (st == KARA_OK) st = kr_gguf_writer_set_str(w, "general.name", name);
     /* in the order llama-quantize adds them */
     if (st == KARA_OK) st = kr_gguf_writer_set_u32(w, "general.quantization_version", 2);
@@ -449,8 +462,8 @@ static kara_status set_metadata(kr_gguf_writer *w, const kr_synth_params *p, con
 /* Generate, convert and write one tensor a chunk of rows at a time. The
  * values are drawn sequentially (one stream per tensor); the conversion of
  * the rows of a chunk, the slow part for K-quants, runs on all threads. */
-static kara_status write_tensor(kr_gguf_writer *w, const kr_synth_params *p, const tensor_spec *s,
-                                float *xbuf, uint8_t *ybuf, int64_t chunk_elems, char *err, size_t err_size) {
+static kara_status write_tensor(kr_gguf_writer *w, const kr_synth_params *p, const tensor_spec *s, float *xbuf,
+                                uint8_t *ybuf, int64_t chunk_elems, char *err, size_t err_size) {
     const int64_t ne0 = s->ne[0], nrows = s->ne[1];
     const size_t row_bytes = kr_type_row_size(s->type, ne0);
     int64_t rows_per_chunk = chunk_elems / ne0;
@@ -478,8 +491,8 @@ static kara_status write_tensor(kr_gguf_writer *w, const kr_synth_params *p, con
     return KARA_OK;
 }
 
-kara_status kr_synth_write(const kr_synth_params *p, const char *path,
-                             void (*progress)(float frac, void *user), void *user, char *err, size_t err_size) {
+kara_status kr_synth_write(const kr_synth_params *p, const char *path, void (*progress)(float frac, void *user),
+                           void *user, char *err, size_t err_size) {
     kara_status st = kr_synth_validate(p, err, err_size);
     if (st != KARA_OK) return st;
     vocab v;
@@ -537,6 +550,6 @@ done:
     kr_gguf_writer_free(w);
     free(l.t);
     vocab_free(&v);
-    if (st != KARA_OK && created) remove(path);   /* no half-written model */
+    if (st != KARA_OK && created) remove(path); /* no half-written model */
     return st;
 }

@@ -24,23 +24,23 @@
 #include "kara.h"
 
 typedef struct kr_synth_params {
-    char arch[16];          /* "llama", "qwen2" or "qwen3" */
-    char name[64];          /* general.name ("" = "kara-synth-<arch>") */
+    char arch[16]; /* "llama", "qwen2" or "qwen3" */
+    char name[64]; /* general.name ("" = "kara-synth-<arch>") */
     int32_t n_layer;
     int32_t n_embd;
     int32_t n_head;
     int32_t n_head_kv;
-    int32_t head_dim;       /* 0 = n_embd / n_head */
+    int32_t head_dim; /* 0 = n_embd / n_head */
     int32_t n_ff;
-    int32_t n_vocab;        /* >= kr_synth_min_vocab(); padded with unused tokens */
-    int32_t n_ctx;          /* {arch}.context_length */
+    int32_t n_vocab; /* >= kr_synth_min_vocab(); padded with unused tokens */
+    int32_t n_ctx;   /* {arch}.context_length */
     float rope_freq_base;
-    float rms_eps;          /* 0 = the architecture's usual (1e-5 llama, 1e-6 qwen) */
-    bool tied;              /* no output.weight: token_embd.weight is the output matrix */
-    kr_ftype ftype;       /* weight type or llama.cpp mix */
-    bool pure;              /* every weight matrix in the base type (llama-quantize --pure) */
+    float rms_eps;  /* 0 = the architecture's usual (1e-5 llama, 1e-6 qwen) */
+    bool tied;      /* no output.weight: token_embd.weight is the output matrix */
+    kr_ftype ftype; /* weight type or llama.cpp mix */
+    bool pure;      /* every weight matrix in the base type (llama-quantize --pure) */
     uint64_t seed;
-    uint32_t alignment;     /* general.alignment (32) */
+    uint32_t alignment; /* general.alignment (32) */
 } kr_synth_params;
 
 /* Defaults: the `tiny` preset, arch llama, F32, seed 1. */
@@ -60,8 +60,8 @@ int32_t kr_synth_min_vocab(void);
 kara_status kr_synth_validate(const kr_synth_params *p, char *err, size_t err_size);
 /* Write the model. progress (optional) is called after each tensor with the
  * fraction done. */
-kara_status kr_synth_write(const kr_synth_params *p, const char *path,
-                             void (*progress)(float frac, void *user), void *user, char *err, size_t err_size);
+kara_status kr_synth_write(const kr_synth_params *p, const char *path, void (*progress)(float frac, void *user),
+                           void *user, char *err, size_t err_size);
 
 /* The F32 values the generator puts into a tensor: row-major, n elements
  * starting at element 0 (the first rows). For tests that compare a file

@@ -9,8 +9,8 @@
 
 typedef struct kr_batch_line {
     size_t off, len;
-    int no;               /* 1-based */
-    char *custom_id;      /* copy, NULL when it cannot be read (the line becomes an error line) */
+    int no;          /* 1-based */
+    char *custom_id; /* copy, NULL when it cannot be read (the line becomes an error line) */
 } kr_batch_line;
 
 typedef struct kr_batch_input {

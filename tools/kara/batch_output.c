@@ -23,8 +23,10 @@ static void on_result(void *user, const char *custom_id, int input_line, bool fa
         snprintf(key, sizeof key, "%d", input_line);
         kr_strset_add(&o->answered_lines, key, input_line, NULL);
     }
-    if (failed) o->n_failed++;
-    else o->n_ok++;
+    if (failed)
+        o->n_failed++;
+    else
+        o->n_ok++;
 }
 
 /* The whole file, read through the descriptor we hold the lock on. */

@@ -21,10 +21,10 @@
 typedef struct kr_batch_output {
     int fd;
     const char *path;
-    kr_strset answered;        /* custom_ids with a result line */
-    kr_strset answered_lines;  /* input line numbers (decimal) of error lines without custom_id */
-    int n_ok, n_failed;          /* result lines found when opening */
-    long truncated;              /* bytes of a torn last line that were cut off */
+    kr_strset answered;       /* custom_ids with a result line */
+    kr_strset answered_lines; /* input line numbers (decimal) of error lines without custom_id */
+    int n_ok, n_failed;       /* result lines found when opening */
+    long truncated;           /* bytes of a torn last line that were cut off */
 } kr_batch_output;
 
 /* Open (creating it) for appending. resume: read the results already there

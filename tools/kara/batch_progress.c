@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
- void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int done_before) {
+void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int done_before) {
     p->enabled = enabled;
     const char *term = getenv("TERM");
     p->tty = isatty(STDERR_FILENO) != 0 && !(term && !strcmp(term, "dumb"));
@@ -20,10 +20,14 @@
 }
 
 static void format_eta(char *buf, size_t size, double s) {
-    if (s < 0) snprintf(buf, size, "?");
-    else if (s < 90) snprintf(buf, size, "%.0fs", s);
-    else if (s < 5400) snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
-    else snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    if (s < 0)
+        snprintf(buf, size, "?");
+    else if (s < 90)
+        snprintf(buf, size, "%.0fs", s);
+    else if (s < 5400)
+        snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else
+        snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
 }
 
 void kr_batch_progress_update(kr_batch_progress *p, const kara_engine_stats *s, bool force) {
@@ -41,9 +45,8 @@ void kr_batch_progress_update(kr_batch_progress *p, const kara_engine_stats *s, 
     double kv = s->kv_budget ? 100.0 * (double)s->kv_bytes / (double)s->kv_budget : 0;
     char line[256];
     snprintf(line, sizeof line,
-                     "%d/%d done, %d failed, %.1f tok/s, ETA %s, KV %.0f%% of %.0f MiB, running %d, queued %d",
-                     done, p->total, p->failed, rate, eta_s, kv, (double)s->kv_budget / 1048576.0, s->running,
-                     s->queued + s->preempted);
+             "%d/%d done, %d failed, %.1f tok/s, ETA %s, KV %.0f%% of %.0f MiB, running %d, queued %d", done, p->total,
+             p->failed, rate, eta_s, kv, (double)s->kv_budget / 1048576.0, s->running, s->queued + s->preempted);
     if (p->tty) {
         fprintf(stderr, "\r%s\033[K", line);
         p->line_open = true;

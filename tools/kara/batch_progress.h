@@ -12,12 +12,12 @@
 
 typedef struct kr_batch_progress {
     bool enabled, tty;
-    double interval;      /* seconds between updates */
+    double interval; /* seconds between updates */
     double t_start, t_last;
-    int total;            /* requests of this shard */
-    int done_before;      /* answered in an earlier run */
-    int done, failed;     /* this run */
-    bool line_open;       /* a \r line is on screen */
+    int total;        /* requests of this shard */
+    int done_before;  /* answered in an earlier run */
+    int done, failed; /* this run */
+    bool line_open;   /* a \r line is on screen */
 } kr_batch_progress;
 
 void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int done_before);

@@ -107,8 +107,8 @@ static void bench_one(const kr_kernels *k, kr_type t, const shape *s, int thread
         const double gops = 2.0 * (double)s->rows * (double)s->cols * nb / best * 1e-9;
         printf("{\"test\":\"kernel\",\"isa\":\"%s\",\"type\":\"%s\",\"layout\":\"%s\",\"shape\":\"%s\",\"rows\":%lld,"
                "\"cols\":%lld,\"batch\":%d,\"threads\":%d,\"us\":%.1f,\"weight_gb_s\":%.2f,\"gop_s\":%.1f}\n",
-               k->name, ti->name, kr_type_get(lt)->name, s->name, (long long)s->rows, (long long)s->cols, nb, threads, best * 1e6,
-               (double)wbytes / best * 1e-9, gops);
+               k->name, ti->name, kr_type_get(lt)->name, s->name, (long long)s->rows, (long long)s->cols, nb, threads,
+               best * 1e6, (double)wbytes / best * 1e-9, gops);
         fflush(stdout);
     }
 done:
@@ -134,7 +134,8 @@ int kr_bench_kernels(int threads, const char *types, int n_batch, bool file_layo
     for (size_t ti = 0; ti < sizeof all / sizeof all[0]; ti++) {
         const char *name = kr_type_get(all[ti])->name;
         if (types && !strstr(types, name)) continue;
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) bench_one(k, all[ti], &shapes[si], threads, n_batch, file_layout);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            bench_one(k, all[ti], &shapes[si], threads, n_batch, file_layout);
     }
     return 0;
 }

@@ -21,13 +21,13 @@
 #include <omp.h>
 #endif
 
-#define DNNL_OK(call)                                                                                               \
-    do {                                                                                                            \
-        dnnl_status_t s_ = (call);                                                                                  \
-        if (s_ != dnnl_success) {                                                                                   \
-            fprintf(stderr, "kara bench --onednn: %s failed (%d)\n", #call, (int)s_);                             \
-            return -1.0;                                                                                            \
-        }                                                                                                           \
+#define DNNL_OK(call)                                                                                                  \
+    do {                                                                                                               \
+        dnnl_status_t s_ = (call);                                                                                     \
+        if (s_ != dnnl_success) {                                                                                      \
+            fprintf(stderr, "kara bench --onednn: %s failed (%d)\n", #call, (int)s_);                                  \
+            return -1.0;                                                                                               \
+        }                                                                                                              \
     } while (0)
 
 /* Seconds (best of reps) for C[m][n] = A[m][k] . B[k][n] with the given
@@ -98,7 +98,9 @@ int kr_bench_onednn(int threads, int m) {
     static const struct {
         const char *name;
         int64_t n, k;
-    } shapes[] = {{"ffn_up_0.6b", 3072, 1024}, {"ffn_down_0.6b", 1024, 3072}, {"ffn_up_1.7b", 6144, 2048},
+    } shapes[] = {{"ffn_up_0.6b", 3072, 1024},
+                  {"ffn_down_0.6b", 1024, 3072},
+                  {"ffn_up_1.7b", 6144, 2048},
                   {"ffn_down_1.7b", 2048, 6144}};
     static const struct {
         const char *name;
@@ -112,7 +114,8 @@ int kr_bench_onednn(int threads, int m) {
             printf("{\"test\":\"onednn\",\"version\":\"%d.%d.%d\",\"type\":\"%s\",\"shape\":\"%s\",\"rows\":%lld,"
                    "\"cols\":%lld,\"batch\":%d,\"threads\":%d,\"us\":%.1f,\"gop_s\":%.1f}\n",
                    v->major, v->minor, v->patch, types[t].name, shapes[s].name, (long long)shapes[s].n,
-                   (long long)shapes[s].k, m, threads, sec * 1e6, 2.0 * (double)m * shapes[s].n * shapes[s].k / sec * 1e-9);
+                   (long long)shapes[s].k, m, threads, sec * 1e6,
+                   2.0 * (double)m * shapes[s].n * shapes[s].k / sec * 1e-9);
             fflush(stdout);
         }
     }

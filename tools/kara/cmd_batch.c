@@ -34,7 +34,7 @@
 typedef struct batch_opts {
     kara_config cfg;
     const char *stats_json;
-    int resume;          /* -1: on when the output exists (default), 0, 1 */
+    int resume; /* -1: on when the output exists (default), 0, 1 */
     bool no_progress, ignore_eos, no_fit, optimistic;
     int32_t prefill_chunk;
 } batch_opts;
@@ -89,7 +89,8 @@ static int shard_from_env(kara_config *cfg) {
             return KR_EXIT_CONFIG;
         }
         if (idx < min || (idx - min) % step || (idx - min) / step >= count) {
-            fprintf(stderr, "kara batch: SLURM_ARRAY_TASK_ID %lld does not fit the array (min %lld, step %lld, count %lld)\n",
+            fprintf(stderr,
+                    "kara batch: SLURM_ARRAY_TASK_ID %lld does not fit the array (min %lld, step %lld, count %lld)\n",
                     idx, min, step, count);
             return KR_EXIT_CONFIG;
         }
@@ -99,8 +100,9 @@ static int shard_from_env(kara_config *cfg) {
     if (k8s && *k8s) {
         const char *c = getenv("KARA_SHARD_COUNT");
         if (!c) {
-            fprintf(stderr, "kara batch: JOB_COMPLETION_INDEX is set but KARA_SHARD_COUNT is not: set it to the Job's "
-                            "completions (see configs/k8s-indexed-job.yaml)\n");
+            fprintf(stderr,
+                    "kara batch: JOB_COMPLETION_INDEX is set but KARA_SHARD_COUNT is not: set it to the Job's "
+                    "completions (see configs/k8s-indexed-job.yaml)\n");
             return KR_EXIT_CONFIG;
         }
         if (!kr_arg_int("batch", "KARA_SHARD_COUNT", c, 1, 65536, &count) ||
@@ -158,22 +160,35 @@ static int parse(int argc, char **argv, batch_opts *o) {
         const kr_cli_arg *a = &cli.args[i];
         long long v;
         if (!a->flag) continue;
-        if (kr_cli_flag_is(a->flag, "-i")) rc = set_key(&o->cfg, "batch.input", a->value, "--input");
-        else if (kr_cli_flag_is(a->flag, "-o")) rc = set_key(&o->cfg, "batch.output", a->value, "--output");
+        if (kr_cli_flag_is(a->flag, "-i"))
+            rc = set_key(&o->cfg, "batch.input", a->value, "--input");
+        else if (kr_cli_flag_is(a->flag, "-o"))
+            rc = set_key(&o->cfg, "batch.output", a->value, "--output");
         else if (kr_cli_flag_is(a->flag, "-j"))
             rc = set_key(&o->cfg, "batch.max_concurrency", a->value, "--max-concurrency");
-        else if (kr_cli_flag_is(a->flag, "--shard")) rc = set_key(&o->cfg, "batch.shard", a->value, "--shard");
-        else if (kr_cli_flag_is(a->flag, "--think")) rc = set_key(&o->cfg, "chat.think", a->value, "--think");
-        else if (kr_cli_flag_is(a->flag, "--resume")) o->resume = 1;
-        else if (kr_cli_flag_is(a->flag, "--no-resume")) o->resume = 0;
-        else if (kr_cli_flag_is(a->flag, "--no-progress")) o->no_progress = true;
-        else if (kr_cli_flag_is(a->flag, "--stats-json")) o->stats_json = a->value;
-        else if (kr_cli_flag_is(a->flag, "--ignore-eos")) o->ignore_eos = true;
-        else if (kr_cli_flag_is(a->flag, "--no-fit")) o->no_fit = true;
-        else if (kr_cli_flag_is(a->flag, "--optimistic")) o->optimistic = true;
+        else if (kr_cli_flag_is(a->flag, "--shard"))
+            rc = set_key(&o->cfg, "batch.shard", a->value, "--shard");
+        else if (kr_cli_flag_is(a->flag, "--think"))
+            rc = set_key(&o->cfg, "chat.think", a->value, "--think");
+        else if (kr_cli_flag_is(a->flag, "--resume"))
+            o->resume = 1;
+        else if (kr_cli_flag_is(a->flag, "--no-resume"))
+            o->resume = 0;
+        else if (kr_cli_flag_is(a->flag, "--no-progress"))
+            o->no_progress = true;
+        else if (kr_cli_flag_is(a->flag, "--stats-json"))
+            o->stats_json = a->value;
+        else if (kr_cli_flag_is(a->flag, "--ignore-eos"))
+            o->ignore_eos = true;
+        else if (kr_cli_flag_is(a->flag, "--no-fit"))
+            o->no_fit = true;
+        else if (kr_cli_flag_is(a->flag, "--optimistic"))
+            o->optimistic = true;
         else if (kr_cli_flag_is(a->flag, "--prefill-chunk")) {
-            if (!kr_arg_int("batch", "--prefill-chunk", a->value, 2, 1 << 20, &v)) rc = KR_EXIT_USAGE;
-            else o->prefill_chunk = (int32_t)v;
+            if (!kr_arg_int("batch", "--prefill-chunk", a->value, 2, 1 << 20, &v))
+                rc = KR_EXIT_USAGE;
+            else
+                o->prefill_chunk = (int32_t)v;
         }
     }
     if (rc < 0) rc = shard_from_env(&o->cfg);
@@ -191,10 +206,10 @@ static int parse(int argc, char **argv, batch_opts *o) {
         const char *origin = kara_config_origin(&o->cfg, "batch.resume");
         if (origin && strcmp(origin, "default")) o->resume = o->cfg.batch_resume;
     }
-    const char *missing = !o->cfg.model_path[0]    ? "no model (-m MODEL.gguf or model.path)"
-                          : !o->cfg.batch_input[0]  ? "no input (-i FILE or batch.input)"
-                          : !o->cfg.batch_output[0] ? "no output (-o FILE or batch.output)"
-                                                    : NULL;
+    const char *missing = !o->cfg.model_path[0] ? "no model (-m MODEL.gguf or model.path)"
+        : !o->cfg.batch_input[0]                ? "no input (-i FILE or batch.input)"
+        : !o->cfg.batch_output[0]               ? "no output (-o FILE or batch.output)"
+                                                : NULL;
     if (missing) {
         fprintf(stderr, "kara batch: %s; see kara batch --help\n", missing);
         return KR_EXIT_USAGE;
@@ -240,15 +255,15 @@ struct job {
     kara_engine *eng;
     kara_chat_template tmpl;
     char model_name[KARA_CONFIG_PATH_MAX];
-    int *todo;               /* indexes of input lines to run */
-    int *shard, n_shard;     /* indexes of this shard's lines, answered or not */
+    int *todo;           /* indexes of input lines to run */
+    int *shard, n_shard; /* indexes of this shard's lines, answered or not */
     int n_todo, next;
     kr_jbuf line, prompt;
     kr_batch_progress prog;
-    int ok, failed;          /* this run */
-    int32_t n_seq;           /* sequences of the context (max_concurrency after fitting) */
-    pending *live;           /* requests submitted and not finished */
-    int io_error;            /* errno of a failed append */
+    int ok, failed; /* this run */
+    int32_t n_seq;  /* sequences of the context (max_concurrency after fitting) */
+    pending *live;  /* requests submitted and not finished */
+    int io_error;   /* errno of a failed append */
 };
 
 static int write_line(job *j) {
@@ -274,7 +289,8 @@ static const char *status_code(kara_status st) {
     switch (st) {
     case KARA_ERR_CONTEXT_FULL: return KR_BATCH_ERR_CONTEXT;
     case KARA_ERR_KV_BUDGET: return KR_BATCH_ERR_BUDGET;
-    case KARA_ERR_ARG: case KARA_ERR_TOKEN: return KR_BATCH_ERR_REQUEST;
+    case KARA_ERR_ARG:
+    case KARA_ERR_TOKEN: return KR_BATCH_ERR_REQUEST;
     default: return KR_BATCH_ERR_INTERNAL;
     }
 }
@@ -385,8 +401,10 @@ static void submit_line(job *j, const kr_batch_line *l) {
 
 static void finish_request(job *j, const kara_engine_event *ev) {
     pending *p = ev->user;
-    if (p->prev) p->prev->next = p->next;
-    else j->live = p->next;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        j->live = p->next;
     if (p->next) p->next->prev = p->prev;
     if (ev->status < 0) {
         char msg[512];
@@ -431,8 +449,11 @@ static void finish_request(job *j, const kara_engine_event *ev) {
 static int status_exit(kara_status st) {
     switch (st) {
     case KARA_ERR_IO: return KR_EXIT_NOINPUT;
-    case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: return KR_EXIT_DATAERR;
-    case KARA_ERR_CONFIG: case KARA_ERR_ARG: case KARA_ERR_KV_BUDGET: return KR_EXIT_CONFIG;
+    case KARA_ERR_FORMAT:
+    case KARA_ERR_UNSUPPORTED: return KR_EXIT_DATAERR;
+    case KARA_ERR_CONFIG:
+    case KARA_ERR_ARG:
+    case KARA_ERR_KV_BUDGET: return KR_EXIT_CONFIG;
     default: return KR_EXIT_SOFTWARE;
     }
 }
@@ -491,8 +512,10 @@ static int setup_engine(job *j) {
         if (fit < 1) fit = 1;
         if (fit < want) {
             char gen[48];
-            if (G < 0) snprintf(gen, sizeof gen, "up to the context's end");
-            else snprintf(gen, sizeof gen, "%d generated tokens", G);
+            if (G < 0)
+                snprintf(gen, sizeof gen, "up to the context's end");
+            else
+                snprintf(gen, sizeof gen, "%d generated tokens", G);
             fprintf(stderr,
                     "kara batch: max_concurrency %d -> %d: the KV budget of %.1f MiB holds %d sequence%s of about %d "
                     "prompt + %s under method %s (--no-fit keeps %d)\n",
@@ -528,7 +551,7 @@ static double cpu_seconds(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec * 1e-6;
+        ru.ru_stime.tv_usec * 1e-6;
 }
 
 static void write_stats_json(job *j, const kara_engine_stats *s, double seconds, double cpu, int total) {
@@ -550,16 +573,14 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             "\"cpu_seconds\":%.3f,\"tokens_per_cpu_second\":%.3f,\"tokens_per_step\":%.3f}\n",
             total, j->out.n_ok + j->out.n_failed, j->ok, j->failed, seconds, (unsigned long long)s->tokens_generated,
             seconds > 0 ? (double)s->tokens_generated / seconds : 0.0, (unsigned long long)s->tokens_prefilled,
-            (unsigned long long)s->tokens_recomputed, (unsigned long long)s->steps,
-            (unsigned long long)s->preemptions, (unsigned long long)s->kv_events,
-            (unsigned long long)s->kv_forced_events, (unsigned long long)s->kv_recompress_events,
-            s->steps ? (double)s->kv_events / (double)s->steps : 0.0, (unsigned long long)s->kv_bytes_peak,
-            (unsigned long long)s->kv_cache_bytes_peak, (unsigned long long)s->kv_reserved_bytes,
-            (unsigned long long)s->kv_slots_evicted, s->kv_seq_tokens,
+            (unsigned long long)s->tokens_recomputed, (unsigned long long)s->steps, (unsigned long long)s->preemptions,
+            (unsigned long long)s->kv_events, (unsigned long long)s->kv_forced_events,
+            (unsigned long long)s->kv_recompress_events, s->steps ? (double)s->kv_events / (double)s->steps : 0.0,
+            (unsigned long long)s->kv_bytes_peak, (unsigned long long)s->kv_cache_bytes_peak,
+            (unsigned long long)s->kv_reserved_bytes, (unsigned long long)s->kv_slots_evicted, s->kv_seq_tokens,
             (unsigned long long)s->kv_budget, kara_kv_method_name(cfg->context.kv.method),
             cfg->context.kv.evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window", cfg->context.n_seq_max,
-            j->n_seq, s->peak_running,
-            cfg->shard_index + 1, cfg->shard_count, s->decode_seconds, cpu,
+            j->n_seq, s->peak_running, cfg->shard_index + 1, cfg->shard_count, s->decode_seconds, cpu,
             cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
             s->steps ? (double)s->tokens_generated / (double)s->steps : 0.0);
     fclose(f);
@@ -589,8 +610,10 @@ static int run(job *j) {
         if ((l->no - 1) % cfg->shard_count != cfg->shard_index || kr_batch_line_blank(&j->in, l)) continue;
         total++;
         j->shard[j->n_shard++] = i;
-        if (kr_batch_output_has(&j->out, l->custom_id, l->no)) answered++;
-        else j->todo[j->n_todo++] = i;
+        if (kr_batch_output_has(&j->out, l->custom_id, l->no))
+            answered++;
+        else
+            j->todo[j->n_todo++] = i;
     }
     if (answered)
         fprintf(stderr, "kara batch: resuming: %d of %d requests already answered in %s\n", answered, total,
@@ -636,9 +659,8 @@ static int run(job *j) {
             "kara batch: %s: %d ok, %d failed this run (%d answered before); %llu tokens in %.1f s = %.1f tok/s; "
             "%llu steps, %llu preemptions, %llu KV events (%llu forced), %llu slots evicted; KV peak %llu of %llu "
             "bytes (cache %llu, scoring reservation %llu)\n",
-            g_signal ? "interrupted" : "done", j->ok, j->failed, answered,
-            (unsigned long long)stats.tokens_generated, seconds,
-            seconds > 0 ? (double)stats.tokens_generated / seconds : 0.0, (unsigned long long)stats.steps,
+            g_signal ? "interrupted" : "done", j->ok, j->failed, answered, (unsigned long long)stats.tokens_generated,
+            seconds, seconds > 0 ? (double)stats.tokens_generated / seconds : 0.0, (unsigned long long)stats.steps,
             (unsigned long long)stats.preemptions, (unsigned long long)stats.kv_events,
             (unsigned long long)stats.kv_forced_events, (unsigned long long)stats.kv_slots_evicted,
             (unsigned long long)stats.kv_bytes_peak, (unsigned long long)stats.kv_budget,

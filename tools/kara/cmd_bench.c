@@ -23,9 +23,9 @@ typedef struct bench_opts {
     const char *model;
     long long threads, n_prompt, n_gen, depth, reps;
     kara_kv_dtype kv_dtype;
-    bool membw, kernels, onednn;  /* micro-benchmarks instead of a model */
-    bool use_mmap;                /* --mmap: map the model instead of reading it */
-    bool no_repack;               /* --no-repack: keep the file's weight layout */
+    bool membw, kernels, onednn; /* micro-benchmarks instead of a model */
+    bool use_mmap;               /* --mmap: map the model instead of reading it */
+    bool no_repack;              /* --no-repack: keep the file's weight layout */
     const char *kernel_types;
 } bench_opts;
 
@@ -41,28 +41,31 @@ static double peak_rss_mib(void) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-type f16|f32] [--mmap]\n"
-               "                  [--no-repack]\n\n"
-               "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of 512)\n"
-               "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
-               "runs once to warm up, then REPS times; prints JSON lines with tokens/s median/min/max in the\n"
-               "shape of ../shared/bench/llamacpp-ref, and a last line with load time and peak memory.\n\n"
-               "  -m FILE    model (GGUF)\n"
-               "  -t N       threads [2]\n"
-               "  -p N       prompt tokens for the pp test, 0 = skip [512]\n"
-               "  -n N       generated tokens for the tg test, 0 = skip [128]\n"
-               "  -d N       tokens in the cache before the tg test [0]\n"
-               "  -r N       repetitions, 1..100 [3]\n"
-               "  --kv-type  KV cache element type [f16]\n"
-               "  --mmap     map the model file instead of reading it into huge-page memory\n"
-               "  --no-repack  keep the file's weight layout (no interleaving of rows at load)\n\n"
-               "kara bench --membw [-t N]: streaming read bandwidth of a 1 GiB buffer.\n"
-               "kara bench --kernels [TYPES] [-t N] [-p BATCH] [--no-repack]: matrix-vector and matrix-matrix (BATCH rows,\n"
-               "default 64) products of the kernel table on Qwen3 weight shapes, per type (Q4_0,Q8_0,Q4_K,\n"
-               "Q6_K,F16,F32 or a comma list), as weight GB/s and GOP/s, on the layout the loader would give\n"
-               "the weights (--no-repack: the file's).\n"
-               "kara bench --onednn [-t N] [-p BATCH]: the same prefill shapes through oneDNN's matmul (f32,\n"
-               "bf16, u8 x s8; default batch 512), in builds configured with libdnnl.\n");
+    fprintf(
+        f,
+        "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-type f16|f32] "
+        "[--mmap]\n"
+        "                  [--no-repack]\n\n"
+        "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of 512)\n"
+        "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
+        "runs once to warm up, then REPS times; prints JSON lines with tokens/s median/min/max in the\n"
+        "shape of ../shared/bench/llamacpp-ref, and a last line with load time and peak memory.\n\n"
+        "  -m FILE    model (GGUF)\n"
+        "  -t N       threads [2]\n"
+        "  -p N       prompt tokens for the pp test, 0 = skip [512]\n"
+        "  -n N       generated tokens for the tg test, 0 = skip [128]\n"
+        "  -d N       tokens in the cache before the tg test [0]\n"
+        "  -r N       repetitions, 1..100 [3]\n"
+        "  --kv-type  KV cache element type [f16]\n"
+        "  --mmap     map the model file instead of reading it into huge-page memory\n"
+        "  --no-repack  keep the file's weight layout (no interleaving of rows at load)\n\n"
+        "kara bench --membw [-t N]: streaming read bandwidth of a 1 GiB buffer.\n"
+        "kara bench --kernels [TYPES] [-t N] [-p BATCH] [--no-repack]: matrix-vector and matrix-matrix (BATCH rows,\n"
+        "default 64) products of the kernel table on Qwen3 weight shapes, per type (Q4_0,Q8_0,Q4_K,\n"
+        "Q6_K,F16,F32 or a comma list), as weight GB/s and GOP/s, on the layout the loader would give\n"
+        "the weights (--no-repack: the file's).\n"
+        "kara bench --onednn [-t N] [-p BATCH]: the same prefill shapes through oneDNN's matmul (f32,\n"
+        "bf16, u8 x s8; default batch 512), in builds configured with libdnnl.\n");
 }
 
 static int parse(int argc, char **argv, bench_opts *o) {
@@ -138,7 +141,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
     if (o->onednn) return kr_bench_onednn((int)o->threads, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 512);
     if (o->kernels)
         return kr_bench_kernels((int)o->threads, o->kernel_types, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 64,
-                                  o->no_repack);
+                                o->no_repack);
     if (!o->model) {
         usage(stderr);
         return KR_EXIT_USAGE;
@@ -257,5 +260,4 @@ static int bench_main(int argc, char **argv) {
     return st == KARA_OK ? KR_EXIT_OK : KR_EXIT_SOFTWARE;
 }
 
-const kr_command kr_cmd_bench = {"bench", "time prefill and decode (JSON lines, llamacpp-ref's shape)",
-                                     bench_main};
+const kr_command kr_cmd_bench = {"bench", "time prefill and decode (JSON lines, llamacpp-ref's shape)", bench_main};

@@ -27,13 +27,13 @@
 /* ------------------------------------------------------------------------ */
 
 typedef struct chat_opts {
-    kara_config cfg;          /* sampling, max_tokens, chat.*, context: --config then flags */
+    kara_config cfg; /* sampling, max_tokens, chat.*, context: --config then flags */
     const char *system;
     bool hide_thinking;
-    bool raw_reasoning;       /* --reasoning-format none: tags stay in the text */
+    bool raw_reasoning; /* --reasoning-format none: tags stay in the text */
     bool simple_io;
     bool verbose;
-    bool verbose_prompt;      /* print each rendered prompt to stderr */
+    bool verbose_prompt; /* print each rendered prompt to stderr */
     bool ignore_eos;
 } chat_opts;
 
@@ -66,8 +66,10 @@ static int parse(int argc, char **argv, chat_opts *o) {
                 rc = KR_EXIT_USAGE;
             }
         } else if (kr_cli_flag_is(a->flag, "--reasoning-format")) {
-            if (!strcmp(a->value, "none")) o->raw_reasoning = true;
-            else if (!strcmp(a->value, "deepseek") || !strcmp(a->value, "auto")) o->raw_reasoning = false;
+            if (!strcmp(a->value, "none"))
+                o->raw_reasoning = true;
+            else if (!strcmp(a->value, "deepseek") || !strcmp(a->value, "auto"))
+                o->raw_reasoning = false;
             else {
                 fprintf(stderr, "kara chat: --reasoning-format: expected none or deepseek, got '%s'\n", a->value);
                 rc = KR_EXIT_USAGE;
@@ -94,14 +96,14 @@ static int parse(int argc, char **argv, chat_opts *o) {
     }
     char synopsis[1024];
     snprintf(synopsis, sizeof synopsis,
-               "usage: kara chat -m MODEL [options]\n\n"
-               "Talk to a model. Type a message and press Enter; end a line with \\ to continue it.\n"
-               "Ctrl-C stops a reply; a second Ctrl-C (or one at the prompt) exits with 130; Ctrl-D exits.\n"
-               "Without a terminal (e.g. printf 'hi\\n' | kara chat -m M) every input line gets a reply,\n"
-               "in plain text. Thinking is shown dimmed (between [Start thinking] and [End thinking] in\n"
-               "plain text). The context defaults to %d tokens (the model's, if smaller).\n\n"
-               "commands: /exit or /bye, /clear, /regen, /read FILE, /set think, /set nothink, /stats, /help\n\n",
-               CHAT_DEFAULT_CTX);
+             "usage: kara chat -m MODEL [options]\n\n"
+             "Talk to a model. Type a message and press Enter; end a line with \\ to continue it.\n"
+             "Ctrl-C stops a reply; a second Ctrl-C (or one at the prompt) exits with 130; Ctrl-D exits.\n"
+             "Without a terminal (e.g. printf 'hi\\n' | kara chat -m M) every input line gets a reply,\n"
+             "in plain text. Thinking is shown dimmed (between [Start thinking] and [End thinking] in\n"
+             "plain text). The context defaults to %d tokens (the model's, if smaller).\n\n"
+             "commands: /exit or /bye, /clear, /regen, /read FILE, /set think, /set nothink, /stats, /help\n\n",
+             CHAT_DEFAULT_CTX);
     return kr_cli_finish("chat", synopsis, chat_flags, N_CHAT_FLAGS, &o->cfg, &cli, rc);
 }
 
@@ -109,10 +111,10 @@ static int parse(int argc, char **argv, chat_opts *o) {
 /* Ctrl-C                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static volatile sig_atomic_t g_generating;    /* a reply is being generated */
-static volatile sig_atomic_t g_stop_reply;    /* Ctrl-C: stop the current reply */
-static volatile sig_atomic_t g_exit;          /* Ctrl-C: leave (seen by the idle loop) */
-static volatile sig_atomic_t g_fancy;         /* ANSI in use: reset it on a hard exit */
+static volatile sig_atomic_t g_generating;     /* a reply is being generated */
+static volatile sig_atomic_t g_stop_reply;     /* Ctrl-C: stop the current reply */
+static volatile sig_atomic_t g_exit;           /* Ctrl-C: leave (seen by the idle loop) */
+static volatile sig_atomic_t g_fancy;          /* ANSI in use: reset it on a hard exit */
 static volatile sig_atomic_t g_last_sigint_ms; /* ms since g_t0 of the last Ctrl-C + 1; 0 = none */
 static struct timespec g_t0;
 
@@ -138,8 +140,10 @@ static void on_sigint(int sig) {
     g_exit = 1;
     if (g_generating) {
         static const char reset[] = KR_ANSI_RESET "\n";
-        if (g_fancy) (void)!write(STDOUT_FILENO, reset, sizeof reset - 1);
-        else (void)!write(STDOUT_FILENO, "\n", 1);
+        if (g_fancy)
+            (void)!write(STDOUT_FILENO, reset, sizeof reset - 1);
+        else
+            (void)!write(STDOUT_FILENO, "\n", 1);
         _exit(KR_EXIT_SIGINT);
     }
 }
@@ -179,10 +183,10 @@ typedef struct chat_session {
     kara_context *ctx;
     kara_generator *gen;
     kara_chat_template tmpl;
-    bool think;               /* thinking on for the next reply */
-    bool fancy;               /* ANSI colours on this terminal */
+    bool think; /* thinking on for the next reply */
+    bool fancy; /* ANSI colours on this terminal */
     bool tty_in;
-    kara_chat_message *msgs;  /* history; contents malloc'd (roles are literals) */
+    kara_chat_message *msgs; /* history; contents malloc'd (roles are literals) */
     size_t n_msgs, cap_msgs;
     text_buf prompt;
     int32_t *ids;
@@ -190,7 +194,7 @@ typedef struct chat_session {
     text_buf think_text, answer_text;
     bool have_stats;
     kara_generator_stats stats;
-    bool failed;              /* a turn failed (exit status in script mode) */
+    bool failed; /* a turn failed (exit status in script mode) */
 } chat_session;
 
 static bool push_msg(chat_session *s, const char *role, const char *text, size_t len) {
@@ -248,8 +252,9 @@ static int32_t render_prompt(chat_session *s) {
         fflush(stderr);
     }
     if (st || n > kara_context_n_ctx(s->ctx)) {
-        fprintf(stderr, "kara chat: the conversation (%d tokens) no longer fits the context of %d tokens; "
-                        "/clear starts over (or raise -c)\n",
+        fprintf(stderr,
+                "kara chat: the conversation (%d tokens) no longer fits the context of %d tokens; "
+                "/clear starts over (or raise -c)\n",
                 n, kara_context_n_ctx(s->ctx));
         return -1;
     }
@@ -261,10 +266,10 @@ static int32_t render_prompt(chat_session *s) {
  * follow "</think>". */
 typedef struct reply_view {
     chat_session *s;
-    bool started;             /* a piece has been seen */
-    bool in_think;            /* the last piece seen was thinking */
-    bool strip_nl;            /* drop newlines until the channel's first other byte */
-    char last;                /* last byte written */
+    bool started;  /* a piece has been seen */
+    bool in_think; /* the last piece seen was thinking */
+    bool strip_nl; /* drop newlines until the channel's first other byte */
+    char last;     /* last byte written */
 } reply_view;
 
 static void out_str(reply_view *v, const char *s) {
@@ -302,8 +307,10 @@ static void show_piece(reply_view *v, const kara_piece *p) {
     bool think = p->channel == KARA_CHANNEL_THINK;
     if (!v->started || think != v->in_think) {
         if (think) {
-            if (!s->o->hide_thinking) out_str(v, s->fancy ? KR_ANSI_DIM : "[Start thinking]\n");
-            else if (s->fancy) out_str(v, KR_ANSI_DIM "thinking..." KR_ANSI_RESET);
+            if (!s->o->hide_thinking)
+                out_str(v, s->fancy ? KR_ANSI_DIM : "[Start thinking]\n");
+            else if (s->fancy)
+                out_str(v, KR_ANSI_DIM "thinking..." KR_ANSI_RESET);
         } else if (v->started) {
             close_think(v, true);
         }
@@ -377,9 +384,12 @@ static bool reply(chat_session *s) {
         return false;
     }
     kara_stop_reason why = kara_generator_stop_reason(s->gen);
-    if (why == KARA_STOP_ABORT) note(s, "(stopped)");
-    else if (why == KARA_STOP_CONTEXT_FULL) note(s, "(the context is full; /clear starts over)");
-    else if (why == KARA_STOP_MAX_TOKENS && s->tty_in) note(s, "(reply cut at %d tokens)", s->stats.n_generated);
+    if (why == KARA_STOP_ABORT)
+        note(s, "(stopped)");
+    else if (why == KARA_STOP_CONTEXT_FULL)
+        note(s, "(the context is full; /clear starts over)");
+    else if (why == KARA_STOP_MAX_TOKENS && s->tty_in)
+        note(s, "(reply cut at %d tokens)", s->stats.n_generated);
 
     /* the history keeps the reply as the model wrote it; the template drops
      * the thinking where the model's own template does */
@@ -482,8 +492,10 @@ static cmd_result command(chat_session *s, const char *line) {
         if (!strcmp(arg, "think") || !strcmp(arg, "nothink")) {
             s->think = !strcmp(arg, "think");
             if (!template_has_think_switch(s))
-                note(s, "(the %s template has no thinking switch; the model decides)", kara_chat_family_name(s->tmpl.family));
-            else note(s, s->think ? "(thinking on)" : "(thinking off)");
+                note(s, "(the %s template has no thinking switch; the model decides)",
+                     kara_chat_family_name(s->tmpl.family));
+            else
+                note(s, s->think ? "(thinking on)" : "(thinking off)");
         } else {
             note(s, "(usage: /set think | /set nothink)");
         }
@@ -631,13 +643,13 @@ static int chat_main(int argc, char **argv) {
                 "  temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat penalty %.2f, seed %llu\n",
                 kara_model_desc(s.model), kara_chat_family_name(s.tmpl.family),
                 s.tmpl.prefill_think ? " (pre-fills <think>)" : "", s.think ? "on" : "off", c->reasoning_budget,
-                kara_context_n_ctx(s.ctx), c->max_tokens, c->sampling.temperature, c->sampling.top_k,
-                c->sampling.top_p, c->sampling.min_p, c->sampling.repeat_penalty,
-                (unsigned long long)c->sampling.seed);
+                kara_context_n_ctx(s.ctx), c->max_tokens, c->sampling.temperature, c->sampling.top_k, c->sampling.top_p,
+                c->sampling.min_p, c->sampling.repeat_penalty, (unsigned long long)c->sampling.seed);
     }
     if (s.tty_in)
-        fprintf(stderr, "kara chat: %s, %s template, thinking %s, context %d.\n"
-                        "Type a message; /help lists the commands; /exit or Ctrl-D quits.\n",
+        fprintf(stderr,
+                "kara chat: %s, %s template, thinking %s, context %d.\n"
+                "Type a message; /help lists the commands; /exit or Ctrl-D quits.\n",
                 kara_model_desc(s.model), kara_chat_family_name(s.tmpl.family), s.think ? "on" : "off",
                 kara_context_n_ctx(s.ctx));
 

@@ -37,7 +37,7 @@
 #define MAX_ROWS (2 + 2 * MAX_METHODS * MAX_POINTS)
 
 typedef struct method_spec {
-    bool as_configured;    /* "default": the configuration as given */
+    bool as_configured; /* "default": the configuration as given */
     kara_kv_method method;
     kara_kv_evict evict;
     char label[56];
@@ -58,13 +58,16 @@ typedef struct eval_opts {
 } eval_opts;
 
 static const kr_cli_flag eval_flags[] = {
-    {"--tasks", true, "JSONL problems: {id, prompt, answer[, think_tokens]} or MATH-500 style {problem, answer} "
-                      "(repeatable)"},
-    {"--methods", true, "comma-separated KV methods, a window method optionally as NAME/per_window, and "
-                        "`default` for the configuration as given (default: full,default,kara,kara/per_window,"
-                        "snapkv,streaming,h2o,chunkkv,recent,random)"},
-    {"--budgets", true, "comma-separated KV cache shares of full's peak each method gets (default 0.5,0.3,0.2; "
-                        "none to skip)"},
+    {"--tasks", true,
+     "JSONL problems: {id, prompt, answer[, think_tokens]} or MATH-500 style {problem, answer} "
+     "(repeatable)"},
+    {"--methods", true,
+     "comma-separated KV methods, a window method optionally as NAME/per_window, and "
+     "`default` for the configuration as given (default: full,default,kara,kara/per_window,"
+     "snapkv,streaming,h2o,chunkkv,recent,random)"},
+    {"--budgets", true,
+     "comma-separated KV cache shares of full's peak each method gets (default 0.5,0.3,0.2; "
+     "none to skip)"},
     {"--retentions", true, "also run the window methods per_window at these retentions, without a share"},
     {"--cap-factor", true, "token cap per problem: this many times its think_tokens, plus 64 (default 2)"},
     {"--limit", true, "use the first N problems of each file"},
@@ -101,8 +104,10 @@ static int add_method(eval_opts *o, const char *text) {
     }
     if (slash) {
         *slash = 0;
-        if (!strcmp(slash + 1, "per_window")) m->evict = KARA_KV_EVICT_PER_WINDOW;
-        else if (strcmp(slash + 1, "on_demand")) return 0;
+        if (!strcmp(slash + 1, "per_window"))
+            m->evict = KARA_KV_EVICT_PER_WINDOW;
+        else if (strcmp(slash + 1, "on_demand"))
+            return 0;
     }
     if (kara_kv_method_parse(name, &m->method) != KARA_OK) return 0;
     snprintf(m->label, sizeof m->label, "%s%s", name, m->evict == KARA_KV_EVICT_PER_WINDOW ? "/per_window" : "");
@@ -117,7 +122,9 @@ static int add_fraction(float *list, int *n, const char *text) {
     list[(*n)++] = (float)r;
     return 1;
 }
-static int add_budget(eval_opts *o, const char *t) { return !strcmp(t, "none") || add_fraction(o->budgets, &o->n_budgets, t); }
+static int add_budget(eval_opts *o, const char *t) {
+    return !strcmp(t, "none") || add_fraction(o->budgets, &o->n_budgets, t);
+}
 static int add_retention(eval_opts *o, const char *t) { return add_fraction(o->retentions, &o->n_retentions, t); }
 
 static int parse(int argc, char **argv, eval_opts *o) {
@@ -159,10 +166,10 @@ static int parse(int argc, char **argv, eval_opts *o) {
         }
     }
     rc = kr_cli_finish("eval",
-                         "usage: kara eval -m MODEL --tasks FILE.jsonl [options]\n\n"
-                         "Accuracy, thinking length, KV memory and speed: full KV, the configuration as given,\n"
-                         "then every method under KV shares of full's peak. Greedy unless --temp is given.\n\n",
-                         eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
+                       "usage: kara eval -m MODEL --tasks FILE.jsonl [options]\n\n"
+                       "Accuracy, thinking length, KV memory and speed: full KV, the configuration as given,\n"
+                       "then every method under KV shares of full's peak. Greedy unless --temp is given.\n\n",
+                       eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
     if (rc >= 0) return rc;
     if (!o->n_tasks_files) {
         fprintf(stderr, "kara eval: give at least one --tasks file\n");
@@ -231,8 +238,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
         if (!st) st = kara_generator_start(gen, 0, ids, n);
         row->n++;
         if (st) {
-            if (!row->failed++)
-                fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
+            if (!row->failed++) fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
             continue; /* counts as wrong: the request could not run */
         }
         size_t alen = 0;
@@ -250,8 +256,7 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
         }
         t_gen += kr_monotonic_seconds() - t0;
         if (st < 0) {
-            if (!row->failed++)
-                fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
+            if (!row->failed++) fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
             continue;
         }
         answer[alen] = 0;
@@ -286,13 +291,16 @@ static void print_header(FILE *f) {
 
 static void print_row(FILE *f, const kr_task_row *r) {
     char kv[16];
-    if (!strcmp(r->axis, "-")) snprintf(kv, sizeof kv, "-");
-    else snprintf(kv, sizeof kv, "%s%.2f", !strcmp(r->axis, "budget") ? "" : "r=", r->x);
+    if (!strcmp(r->axis, "-"))
+        snprintf(kv, sizeof kv, "-");
+    else
+        snprintf(kv, sizeof kv, "%s%.2f", !strcmp(r->axis, "budget") ? "" : "r=", r->x);
     fprintf(f, "%-20s %7s %6d %5d %6.1f%% %6d %9.1f %10.1f %9d %11.1f %12.1f %9.1f %7llu %8llu\n", r->label, kv,
-            r->seq_tokens, r->n, r->n ? 100.0 * r->correct / r->n : 0.0, r->capped, r->think_tokens,
-            r->cached_slots, r->peak_slots, r->cache_peak / 1024.0, r->reserved / 1024.0, r->tok_s,
-            (unsigned long long)r->events, (unsigned long long)r->evicted);
-    if (r->failed) fprintf(f, "%-20s %d of %d problems could not run (counted wrong; stderr says why)\n", "", r->failed, r->n);
+            r->seq_tokens, r->n, r->n ? 100.0 * r->correct / r->n : 0.0, r->capped, r->think_tokens, r->cached_slots,
+            r->peak_slots, r->cache_peak / 1024.0, r->reserved / 1024.0, r->tok_s, (unsigned long long)r->events,
+            (unsigned long long)r->evicted);
+    if (r->failed)
+        fprintf(f, "%-20s %d of %d problems could not run (counted wrong; stderr says why)\n", "", r->failed, r->n);
     fflush(f);
 }
 
@@ -414,5 +422,4 @@ static int eval_main(int argc, char **argv) {
     return rc;
 }
 
-const kr_command kr_cmd_eval = {"eval", "accuracy on JSONL problems for each KV method under KV budgets",
-                                    eval_main};
+const kr_command kr_cmd_eval = {"eval", "accuracy on JSONL problems for each KV method under KV budgets", eval_main};

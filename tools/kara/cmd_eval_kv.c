@@ -61,7 +61,7 @@ typedef struct eval_opts {
     float retentions[MAX_RETENTIONS];
     int n_retentions;
     long long prompt_tokens, max_tokens, free_tokens, region, noise_threads;
-    bool equal_mean;     /* --budget-match equal-mean */
+    bool equal_mean; /* --budget-match equal-mean */
     int n_depths;
     float depths[KR_EVAL_MAX_DEPTHS];
 } eval_opts;
@@ -76,8 +76,9 @@ static const kr_cli_flag eval_flags[] = {
     {"--needle-depths", true, "comma-separated depths in (0,1), or 'none' (default 0.1,0.3,0.5,0.7,0.9)"},
     {"--region", true, "region size of the retention profile (default 2 x kara.interval: 256 at 128)"},
     {"--noise-threads", true, "thread count of the full-vs-full noise run (default 1, or 2 when -t 1)"},
-    {"--budget-match", true, "kara-mean: budget = Kara's mean slots (default, the spec's auto); equal-mean: the "
-                             "budget whose own mean footprint equals Kara's"},
+    {"--budget-match", true,
+     "kara-mean: budget = Kara's mean slots (default, the spec's auto); equal-mean: the "
+     "budget whose own mean footprint equals Kara's"},
     {"--out", true, "also write the results to FILE.csv or FILE.json"},
 };
 #define N_EVAL_FLAGS (int)(sizeof eval_flags / sizeof eval_flags[0])
@@ -151,9 +152,11 @@ static int parse(int argc, char **argv, eval_opts *o) {
             o->n_retentions = parse_floats("--retention", a->value, 0.0, 1.0, o->retentions, MAX_RETENTIONS);
             ok = o->n_retentions > 0;
         } else if (kr_cli_flag_is(f, "--needle-depths")) {
-            if (!strcmp(a->value, "none")) o->n_depths = 0;
-            else ok = (o->n_depths = parse_floats("--needle-depths", a->value, 0.0, 1.0, o->depths,
-                                                  KR_EVAL_MAX_DEPTHS)) > 0;
+            if (!strcmp(a->value, "none"))
+                o->n_depths = 0;
+            else
+                ok = (o->n_depths =
+                          parse_floats("--needle-depths", a->value, 0.0, 1.0, o->depths, KR_EVAL_MAX_DEPTHS)) > 0;
         } else if (kr_cli_flag_is(f, "--prompt-tokens")) {
             ok = kr_arg_int("eval-kv", a->flag->names, a->value, 1, 1 << 20, &o->prompt_tokens);
         } else if (kr_cli_flag_is(f, "--max-tokens")) {
@@ -174,14 +177,14 @@ static int parse(int argc, char **argv, eval_opts *o) {
         if (!ok) rc = KR_EXIT_USAGE;
     }
     return kr_cli_finish("eval-kv",
-                           "usage: kara eval-kv -m MODEL [-f TEXT] [--methods full,kara,...] [--retention R[,R...]] "
-                           "[--out FILE.csv|FILE.json] [options]\n\n"
-                           "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
-                           "agreement, perplexity ratio, first greedy divergence, a needle in the generated text,\n"
-                           "retention per region, KV memory and the cost of compression events. streaming, snapkv "
-                           "and\nh2o get Kara's measured mean footprint as their token budget unless "
-                           "--kv-budget-tokens is set.\n\n",
-                           eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
+                         "usage: kara eval-kv -m MODEL [-f TEXT] [--methods full,kara,...] [--retention R[,R...]] "
+                         "[--out FILE.csv|FILE.json] [options]\n\n"
+                         "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
+                         "agreement, perplexity ratio, first greedy divergence, a needle in the generated text,\n"
+                         "retention per region, KV memory and the cost of compression events. streaming, snapkv "
+                         "and\nh2o get Kara's measured mean footprint as their token budget unless "
+                         "--kv-budget-tokens is set.\n\n",
+                         eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
 }
 
 /* Tokens of a piece of text to insert mid-stream: SPM vocabularies put a
@@ -190,8 +193,7 @@ static int32_t tokenize_insert(const kara_model *m, const char *text, int32_t *o
     int32_t probe[8], n = 0, len = 0;
     char piece[16];
     bool prefixed = kara_tokenize(m, "x", 1, probe, 8, false, false, &n) == KARA_OK && n >= 1 &&
-                    kara_token_to_piece(m, probe[0], piece, sizeof piece, false, &len) == KARA_OK && len >= 1 &&
-                    piece[0] == ' ';
+        kara_token_to_piece(m, probe[0], piece, sizeof piece, false, &len) == KARA_OK && len >= 1 && piece[0] == ' ';
     char buf[256];
     snprintf(buf, sizeof buf, "%s%s", prefixed ? "" : " ", text);
     return kara_tokenize(m, buf, (int32_t)strlen(buf), out, max, false, false, &n) == KARA_OK ? n : -1;
@@ -224,8 +226,10 @@ static int32_t equal_mean_budget(kara_kv_method m, double target, int32_t n_prom
     int32_t lo = m == KARA_KV_METHOD_SNAPKV ? n_prompt + obs + 1 : 1, hi = n_prompt + n_steps + 1;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (baseline_mean(m, mid, n_prompt, n_steps, slack) >= target) hi = mid;
-        else lo = mid + 1;
+        if (baseline_mean(m, mid, n_prompt, n_steps, slack) >= target)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
     return lo;
 }
@@ -304,8 +308,8 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
             cp.kv.method = m;
             cp.kv.retention = r;
             if (is_budget_method(m) && auto_budget && o->equal_mean && j->n_rows > 0)
-                budget = equal_mean_budget(m, kr_mean, j->s->n_prompt, j->s->n_text - 1,
-                                           base->kv.snapkv_trigger_slack, base->kv.snapkv_obs_window);
+                budget = equal_mean_budget(m, kr_mean, j->s->n_prompt, j->s->n_text - 1, base->kv.snapkv_trigger_slack,
+                                           base->kv.snapkv_obs_window);
             if (is_budget_method(m)) cp.kv.budget_tokens = budget > 0 ? budget : 1;
             if ((st = run_row(j, &cp, kara_kv_method_name(m), r, false))) return st;
         }
@@ -347,8 +351,7 @@ static bool make_setup(const eval_opts *o, kara_model *m, const int32_t *toks, i
     s->n_depths = o->n_depths;
     memcpy(s->depths, o->depths, sizeof s->depths);
     if (s->n_depths && s->n_filler < 16) {
-        fprintf(stderr, "kara eval-kv: no room for the needle test (filler of %d tokens); skipping it\n",
-                s->n_filler);
+        fprintf(stderr, "kara eval-kv: no room for the needle test (filler of %d tokens); skipping it\n", s->n_filler);
         s->n_depths = 0;
     }
     return true;
@@ -388,17 +391,18 @@ static int eval_main(int argc, char **argv) {
     if (n_toks < 0 || n_needle < 0 || n_question < 0) {
         fprintf(stderr, "kara eval-kv: cannot tokenize the text: %s\n", kara_last_error());
         rc = KR_EXIT_DATAERR;
-    } else if (!make_setup(&o, m, toks, n_toks, n_ctx, base.kv.interval, needle, n_needle, question, n_question,
-                           &s)) {
+    } else if (!make_setup(&o, m, toks, n_toks, n_ctx, base.kv.interval, needle, n_needle, question, n_question, &s)) {
         rc = KR_EXIT_DATAERR;
     } else {
         job.rows = calloc((size_t)(2 + o.n_retentions * (MAX_METHODS + 1)), sizeof *job.rows);
-        if (!job.rows) rc = KR_EXIT_SOFTWARE;
-        else if ((st = run_all(&job, &base))) rc = kr_exit_for_status(st);
+        if (!job.rows)
+            rc = KR_EXIT_SOFTWARE;
+        else if ((st = run_all(&job, &base)))
+            rc = kr_exit_for_status(st);
     }
     if (!rc) {
         kr_eval_meta meta = {o.cfg.model_path, kara_model_desc(m), o.text_path ? o.text_path : "(built-in)", n_ctx,
-                               &base.kv};
+                             &base.kv};
         kr_eval_print_table(stdout, &s, &meta, job.rows, job.n_rows);
         if (o.out_path && !kr_eval_write(o.out_path, &s, &meta, job.rows, job.n_rows)) rc = KR_EXIT_CANTCREAT;
     }
@@ -409,5 +413,4 @@ static int eval_main(int argc, char **argv) {
     return rc;
 }
 
-const kr_command kr_cmd_eval_kv = {"eval-kv", "measure KV methods against full (KL, needle, memory, cost)",
-                                       eval_main};
+const kr_command kr_cmd_eval_kv = {"eval-kv", "measure KV methods against full (KL, needle, memory, cost)", eval_main};

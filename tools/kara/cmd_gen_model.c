@@ -67,11 +67,15 @@ static int gen_model_main(int argc, char **argv) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         long long v = 0;
         double d = 0;
-        struct { const char *flag; int32_t *dst; long long lo, hi; } ints[] = {
-            {"--layers", &p.n_layer, 1, 4096},   {"--hidden", &p.n_embd, 1, 1 << 20},
-            {"--heads", &p.n_head, 1, 4096},     {"--kv-heads", &p.n_head_kv, 1, 4096},
+        struct {
+            const char *flag;
+            int32_t *dst;
+            long long lo, hi;
+        } ints[] = {
+            {"--layers", &p.n_layer, 1, 4096},       {"--hidden", &p.n_embd, 1, 1 << 20},
+            {"--heads", &p.n_head, 1, 4096},         {"--kv-heads", &p.n_head_kv, 1, 4096},
             {"--head-dim", &p.head_dim, 2, 1 << 16}, {"--ffn", &p.n_ff, 1, 1 << 22},
-            {"--vocab", &p.n_vocab, 1, 1 << 24}, {"--ctx", &p.n_ctx, 1, 1 << 30},
+            {"--vocab", &p.n_vocab, 1, 1 << 24},     {"--ctx", &p.n_ctx, 1, 1 << 30},
         };
         bool matched = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
@@ -158,9 +162,9 @@ static int gen_model_main(int argc, char **argv) {
     }
     double seconds = kr_monotonic_seconds() - t0;
     fprintf(stderr, "kara %s: wrote %s: %s %dL d%d %d/%d heads of %d, ffn %d, vocab %d, %s%s%s, seed %llu (%.1f s)\n",
-            cmd, out, p.arch, p.n_layer, p.n_embd, p.n_head, p.n_head_kv, p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head,
-            p.n_ff, p.n_vocab, kr_ftype_name(p.ftype), p.pure ? " pure" : "", p.tied ? ", tied" : "",
-            (unsigned long long)p.seed, seconds);
+            cmd, out, p.arch, p.n_layer, p.n_embd, p.n_head, p.n_head_kv,
+            p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head, p.n_ff, p.n_vocab, kr_ftype_name(p.ftype),
+            p.pure ? " pure" : "", p.tied ? ", tied" : "", (unsigned long long)p.seed, seconds);
     return KR_EXIT_OK;
 }
 

@@ -14,10 +14,14 @@ static void print_str(kara_gguf_str s, size_t max) {
     putchar('"');
     for (uint64_t i = 0; i < s.len && i < max; i++) {
         unsigned char ch = (unsigned char)s.ptr[i];
-        if (ch == '\n') fputs("\\n", stdout);
-        else if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch < 0x20) printf("\\x%02x", ch);
-        else putchar(ch);
+        if (ch == '\n')
+            fputs("\\n", stdout);
+        else if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\x%02x", ch);
+        else
+            putchar(ch);
     }
     if (s.len > max) fputs("...", stdout);
     putchar('"');
@@ -25,11 +29,16 @@ static void print_str(kara_gguf_str s, size_t max) {
 
 static void print_value(const kara_gguf_value *v, bool full) {
     switch (v->type) {
-    case KARA_GGUF_UINT8: case KARA_GGUF_UINT16: case KARA_GGUF_UINT32: case KARA_GGUF_UINT64:
-        printf("%" PRIu64, v->v.u64); break;
-    case KARA_GGUF_INT8: case KARA_GGUF_INT16: case KARA_GGUF_INT32: case KARA_GGUF_INT64:
-        printf("%" PRId64, v->v.i64); break;
-    case KARA_GGUF_FLOAT32: case KARA_GGUF_FLOAT64: printf("%g", v->v.f64); break;
+    case KARA_GGUF_UINT8:
+    case KARA_GGUF_UINT16:
+    case KARA_GGUF_UINT32:
+    case KARA_GGUF_UINT64: printf("%" PRIu64, v->v.u64); break;
+    case KARA_GGUF_INT8:
+    case KARA_GGUF_INT16:
+    case KARA_GGUF_INT32:
+    case KARA_GGUF_INT64: printf("%" PRId64, v->v.i64); break;
+    case KARA_GGUF_FLOAT32:
+    case KARA_GGUF_FLOAT64: printf("%g", v->v.f64); break;
     case KARA_GGUF_BOOL: fputs(v->v.u64 ? "true" : "false", stdout); break;
     case KARA_GGUF_STRING: print_str(v->v.str, full ? (size_t)-1 : 120); break;
     case KARA_GGUF_ARRAY: {
@@ -38,10 +47,14 @@ static void print_value(const kara_gguf_value *v, bool full) {
         printf("[%s x %" PRIu64 "] [", kara_gguf_vtype_name(a->type), a->n);
         for (uint64_t i = 0; i < show; i++) {
             if (i) fputs(", ", stdout);
-            if (a->type == KARA_GGUF_STRING) print_str(a->strs[i], 40);
-            else if (a->type == KARA_GGUF_ARRAY) print_value(&a->items[i], full);
-            else if (a->type == KARA_GGUF_FLOAT32 || a->type == KARA_GGUF_FLOAT64) printf("%g", kara_gguf_arr_float(a, i));
-            else printf("%" PRId64, kara_gguf_arr_int(a, i));
+            if (a->type == KARA_GGUF_STRING)
+                print_str(a->strs[i], 40);
+            else if (a->type == KARA_GGUF_ARRAY)
+                print_value(&a->items[i], full);
+            else if (a->type == KARA_GGUF_FLOAT32 || a->type == KARA_GGUF_FLOAT64)
+                printf("%g", kara_gguf_arr_float(a, i));
+            else
+                printf("%" PRId64, kara_gguf_arr_int(a, i));
         }
         if (show < a->n) fputs(", ...", stdout);
         putchar(']');

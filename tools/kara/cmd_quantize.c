@@ -79,16 +79,15 @@ static int quantize_main(int argc, char **argv) {
         switch (st) {
         case KARA_ERR_ARG: return KR_EXIT_USAGE;
         case KARA_ERR_IO: return r.output_failed ? KR_EXIT_CANTCREAT : KR_EXIT_NOINPUT;
-        case KARA_ERR_FORMAT: case KARA_ERR_UNSUPPORTED: return KR_EXIT_DATAERR;
+        case KARA_ERR_FORMAT:
+        case KARA_ERR_UNSUPPORTED: return KR_EXIT_DATAERR;
         default: return KR_EXIT_SOFTWARE;
         }
     }
     double seconds = kr_monotonic_seconds() - t0;
     fprintf(stderr, "kara %s: %s -> %s (%s%s): %.2f MiB -> %.2f MiB of tensor data in %.1f s\n", cmd, pos[0], pos[1],
-            kr_ftype_name(p.ftype), p.pure ? ", pure" : "", r.in_bytes / 1048576.0, r.out_bytes / 1048576.0,
-            seconds);
+            kr_ftype_name(p.ftype), p.pure ? ", pure" : "", r.in_bytes / 1048576.0, r.out_bytes / 1048576.0, seconds);
     return KR_EXIT_OK;
 }
 
-const kr_command kr_cmd_quantize = {"quantize", "convert a GGUF model to another weight type or mix",
-                                        quantize_main};
+const kr_command kr_cmd_quantize = {"quantize", "convert a GGUF model to another weight type or mix", quantize_main};

@@ -47,9 +47,9 @@ static int parse(int argc, char **argv, run_opts *o) {
         }
     }
     rc = kr_cli_finish("run",
-                         "usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n\n"
-                         "Streams the continuation of the prompt to stdout; speeds and memory go to stderr.\n\n",
-                         run_flags, N_RUN_FLAGS, &o->cfg, &cli, rc);
+                       "usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n\n"
+                       "Streams the continuation of the prompt to stdout; speeds and memory go to stderr.\n\n",
+                       run_flags, N_RUN_FLAGS, &o->cfg, &cli, rc);
     if (rc >= 0) return rc;
     if (!!o->prompt + !!o->prompt_file + !!o->prompt_ids > 1) {
         fprintf(stderr, "kara run: give only one of -p, -f and --prompt-ids\n");
@@ -135,7 +135,8 @@ static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt,
             kara_seq_n_cached(ctx, 0), kara_seq_n_past(ctx, 0), ks.seq_tokens, ks.reserved_bytes / 1048576.0);
     if (ks.events)
         fprintf(stderr, "kv compression: %llu events, %llu slots evicted, %.2f ms per event\n",
-                (unsigned long long)ks.events, (unsigned long long)ks.slots_evicted, 1e3 * ks.event_seconds / ks.events);
+                (unsigned long long)ks.events, (unsigned long long)ks.slots_evicted,
+                1e3 * ks.event_seconds / ks.events);
     return KR_EXIT_OK;
 }
 

@@ -115,8 +115,8 @@ static int tokenize_main(int argc, char **argv) {
         } else if (!strcmp(a, "--stats")) {
             stats = true;
         } else {
-            fprintf(stderr, "kara tokenize: %s '%s'\n", a[0] == '-' ? "unknown option or missing value for" :
-                                                                        "unexpected argument", a);
+            fprintf(stderr, "kara tokenize: %s '%s'\n",
+                    a[0] == '-' ? "unknown option or missing value for" : "unexpected argument", a);
             usage(stderr);
             return KR_EXIT_USAGE;
         }
@@ -176,8 +176,8 @@ static int tokenize_main(int argc, char **argv) {
         int32_t *ids = malloc((size_t)cap * sizeof *ids);
         double t1 = kr_monotonic_seconds();
         int32_t n = 0;
-        kara_status st = ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special, &n)
-                             : KARA_ERR_NOMEM;
+        kara_status st =
+            ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special, &n) : KARA_ERR_NOMEM;
         double dt = kr_monotonic_seconds() - t1;
         if (st) {
             fprintf(stderr, "kara tokenize: input %d: %s\n", k + 1, ids ? kara_last_error() : "out of memory");

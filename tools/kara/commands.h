@@ -6,7 +6,7 @@
 typedef struct kr_command {
     const char *name;
     const char *summary;
-    int (*main)(int argc, char **argv);   /* argv[0] is the subcommand name */
+    int (*main)(int argc, char **argv); /* argv[0] is the subcommand name */
 } kr_command;
 
 extern const kr_command kr_cmd_run;

@@ -30,16 +30,17 @@ static double event_ms(const kr_eval_row *r) { return r->events ? 1e3 * r->event
 static double event_share(const kr_eval_row *r) { return r->decode_s > 0 ? r->event_s / r->decode_s : 0.0; }
 static double tok_s(const kr_eval_row *r) { return r->decode_s > 0 ? (r->steps - 1) / r->decode_s : 0.0; }
 
-void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
-                           int n_rows) {
+void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows, int n_rows) {
     fprintf(f, "model %s (%s), text %s\n", m->model_path, m->model_desc, m->text_path);
-    fprintf(f, "prompt %d tokens, replay %d steps, free-running cap %d, needle %d depths x %d-token filler, "
-               "context %d, regions of %d\n",
+    fprintf(f,
+            "prompt %d tokens, replay %d steps, free-running cap %d, needle %d depths x %d-token filler, "
+            "context %d, regions of %d\n",
             s->n_prompt, s->n_text, s->n_free, s->n_depths, s->n_filler, m->n_ctx, s->region);
-    fprintf(f, "kara: interval %d, buffer %d, min_compressible %d, max_defer %d; snapkv trigger_slack %d, "
-               "obs_window %d\n\n",
-            m->kv->interval, m->kv->buffer, m->kv->min_compressible, m->kv->max_defer,
-            m->kv->snapkv_trigger_slack, m->kv->snapkv_obs_window);
+    fprintf(f,
+            "kara: interval %d, buffer %d, min_compressible %d, max_defer %d; snapkv trigger_slack %d, "
+            "obs_window %d\n\n",
+            m->kv->interval, m->kv->buffer, m->kv->min_compressible, m->kv->max_defer, m->kv->snapkv_trigger_slack,
+            m->kv->snapkv_obs_window);
     fprintf(f, "%-12s %5s %6s %6s %8s %8s %8s %8s %6s %6s %6s %7s %5s %6s %6s %8s %7s\n", "method", "r", "budget",
             "slots", "peak_KiB", "KL_mean", "KL_cmp", "KL_max", "top1", "ppl_x", "1stdiv", "needle", "kept", "regmin",
             "events", "ms/event", "ev_shr");
@@ -55,10 +56,11 @@ void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m,
                 r->kl_max, r->top1, r->ppl_ratio, div, nd, mean_f(r->needle_kept, r->n_depths), r->region_min,
                 (unsigned long long)r->events, event_ms(r), 100.0 * event_share(r));
     }
-    fprintf(f, "\nKL_cmp: mean KL over the steps whose cache had lost slots; ppl_x: perplexity ratio to full; "
-               "1stdiv: first greedy token differing from full; needle: exact answers over depths; kept: needle "
-               "tokens still cached; regmin: least fraction kept of a %d-token region; ev_shr: event time / "
-               "decode time\n",
+    fprintf(f,
+            "\nKL_cmp: mean KL over the steps whose cache had lost slots; ppl_x: perplexity ratio to full; "
+            "1stdiv: first greedy token differing from full; needle: exact answers over depths; kept: needle "
+            "tokens still cached; regmin: least fraction kept of a %d-token region; ev_shr: event time / "
+            "decode time\n",
             s->region);
 }
 
@@ -86,9 +88,12 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
     }
     fputc('"', f);
 }
@@ -96,40 +101,45 @@ static void json_str(FILE *f, const char *s) {
 static void json_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r, bool last) {
     fprintf(f, "    {\"method\": \"%s\", \"label\": ", kara_kv_method_name(r->method));
     json_str(f, r->label);
-    if (r->retention >= 0) fprintf(f, ", \"retention\": %.4g", r->retention);
-    else fprintf(f, ", \"retention\": null");
+    if (r->retention >= 0)
+        fprintf(f, ", \"retention\": %.4g", r->retention);
+    else
+        fprintf(f, ", \"retention\": null");
     fprintf(f, ", \"budget_tokens\": %d, \"threads\": %d,\n", r->budget_tokens, r->threads);
-    fprintf(f, "     \"steps\": %d, \"mean_slots\": %.3f, \"peak_kv_bytes\": %llu, \"kl_mean\": %.9g, "
-               "\"kl_max\": %.9g, \"steps_compressed\": %d, \"kl_mean_compressed\": %.9g, \"top1_agree\": %.6f, "
-               "\"nll_mean\": %.9g, \"ppl_ratio\": %.9g,\n",
-            r->steps, r->mean_slots, (unsigned long long)r->peak_kv_bytes, r->kl_mean, r->kl_max,
-            r->steps_compressed, r->kl_mean_compressed, r->top1, r->nll_mean, r->ppl_ratio);
+    fprintf(f,
+            "     \"steps\": %d, \"mean_slots\": %.3f, \"peak_kv_bytes\": %llu, \"kl_mean\": %.9g, "
+            "\"kl_max\": %.9g, \"steps_compressed\": %d, \"kl_mean_compressed\": %.9g, \"top1_agree\": %.6f, "
+            "\"nll_mean\": %.9g, \"ppl_ratio\": %.9g,\n",
+            r->steps, r->mean_slots, (unsigned long long)r->peak_kv_bytes, r->kl_mean, r->kl_max, r->steps_compressed,
+            r->kl_mean_compressed, r->top1, r->nll_mean, r->ppl_ratio);
     fprintf(f, "     \"first_divergence\": %d, \"free_cap\": %d, \"needle\": [", r->first_div, s->n_free);
     for (int i = 0; i < r->n_depths; i++)
         fprintf(f, "%s{\"depth\": %.3g, \"hit\": %s, \"digits\": %d, \"kept\": %.4g}", i ? ", " : "", s->depths[i],
                 r->needle_hit[i] ? "true" : "false", r->needle_digits[i], r->needle_kept[i]);
     fprintf(f, "],\n     \"region_size\": %d, \"region_min\": %.4g, \"region_kept\": [", s->region, r->region_min);
     for (int i = 0; i < r->n_regions; i++) fprintf(f, "%s%.4g", i ? ", " : "", r->region_kept[i]);
-    fprintf(f, "],\n     \"events\": %llu, \"slots_evicted\": %llu, \"event_seconds\": %.6g, \"decode_seconds\": %.6g, "
-               "\"event_ms_mean\": %.6g, \"event_share\": %.6g, \"decode_tok_s\": %.6g}%s\n",
+    fprintf(f,
+            "],\n     \"events\": %llu, \"slots_evicted\": %llu, \"event_seconds\": %.6g, \"decode_seconds\": %.6g, "
+            "\"event_ms_mean\": %.6g, \"event_share\": %.6g, \"decode_tok_s\": %.6g}%s\n",
             (unsigned long long)r->events, (unsigned long long)r->slots_evicted, r->event_s, r->decode_s, event_ms(r),
             event_share(r), tok_s(r), last ? "" : ",");
 }
 
-static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
-                     int n_rows) {
+static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows, int n_rows) {
     fprintf(f, "{\n  \"model\": ");
     json_str(f, m->model_path);
     fprintf(f, ",\n  \"model_desc\": ");
     json_str(f, m->model_desc);
     fprintf(f, ",\n  \"text\": ");
     json_str(f, m->text_path);
-    fprintf(f, ",\n  \"n_ctx\": %d, \"n_prompt\": %d, \"n_text\": %d, \"free_cap\": %d, \"n_filler\": %d, "
-               "\"region_size\": %d,\n",
+    fprintf(f,
+            ",\n  \"n_ctx\": %d, \"n_prompt\": %d, \"n_text\": %d, \"free_cap\": %d, \"n_filler\": %d, "
+            "\"region_size\": %d,\n",
             m->n_ctx, s->n_prompt, s->n_text, s->n_free, s->n_filler, s->region);
-    fprintf(f, "  \"kv\": {\"interval\": %d, \"buffer\": %d, \"min_compressible\": %d, \"max_defer\": %d, "
-               "\"block_size\": %d, \"dtype\": \"%s\", \"score_mode\": \"%s\", \"candidate_frac\": %.4g, "
-               "\"snapkv_trigger_slack\": %d, \"snapkv_obs_window\": %d},\n",
+    fprintf(f,
+            "  \"kv\": {\"interval\": %d, \"buffer\": %d, \"min_compressible\": %d, \"max_defer\": %d, "
+            "\"block_size\": %d, \"dtype\": \"%s\", \"score_mode\": \"%s\", \"candidate_frac\": %.4g, "
+            "\"snapkv_trigger_slack\": %d, \"snapkv_obs_window\": %d},\n",
             m->kv->interval, m->kv->buffer, m->kv->min_compressible, m->kv->max_defer, m->kv->block_size,
             kara_kv_dtype_name(m->kv->dtype), kara_score_mode_name(m->kv->score_mode), m->kv->candidate_frac,
             m->kv->snapkv_trigger_slack, m->kv->snapkv_obs_window);
@@ -139,7 +149,7 @@ static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, con
 }
 
 bool kr_eval_write(const char *path, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
-                     int n_rows) {
+                   int n_rows) {
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "kara eval-kv: cannot write %s\n", path);

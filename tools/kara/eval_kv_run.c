@@ -37,7 +37,7 @@ typedef struct run_state {
     kara_context *ctx;
     char *err;
     size_t err_size;
-    double decode_s;   /* wall time of the single-token decodes */
+    double decode_s; /* wall time of the single-token decodes */
 } run_state;
 
 static kara_status fail(run_state *r, kara_status st, const char *what) {
@@ -176,10 +176,10 @@ static kara_status needle_run(run_state *r, const kara_context_params *cp, float
     if (st) return st;
     int32_t at = (int32_t)lroundf(depth * (float)s->n_filler), pos = s->n_prompt;
     for (int32_t i = 0; i < s->n_filler + s->n_needle + s->n_question; i++) {
-        int32_t tok = i < at                           ? s->text[i]
-                      : i < at + s->n_needle           ? s->needle[i - at]
-                      : i < s->n_filler + s->n_needle ? s->text[i - s->n_needle]
-                                                       : s->question[i - s->n_filler - s->n_needle];
+        int32_t tok = i < at                ? s->text[i]
+            : i < at + s->n_needle          ? s->needle[i - at]
+            : i < s->n_filler + s->n_needle ? s->text[i - s->n_needle]
+                                            : s->question[i - s->n_filler - s->n_needle];
         st = feed(r, tok, pos++);
         if (st) return st;
     }
@@ -217,8 +217,8 @@ static kara_status needle_run(run_state *r, const kara_context_params *cp, float
     return KARA_OK;
 }
 
-kara_status kr_eval_method(const kr_eval_setup *s, const kara_context_params *cp, kr_eval_ref *ref,
-                             bool make_ref, kr_eval_row *row, char *err, size_t err_size) {
+kara_status kr_eval_method(const kr_eval_setup *s, const kara_context_params *cp, kr_eval_ref *ref, bool make_ref,
+                           kr_eval_row *row, char *err, size_t err_size) {
     run_state r = {s, NULL, err, err_size, 0.0};
     if (make_ref) {
         memset(ref, 0, sizeof *ref);
@@ -226,8 +226,10 @@ kara_status kr_eval_method(const kr_eval_setup *s, const kara_context_params *cp
         ref->logits = malloc(bytes);
         ref->greedy = malloc(((size_t)s->n_free + 1) * sizeof(int32_t));
         if (!ref->logits || !ref->greedy) {
-            snprintf(err, err_size, "out of memory for the reference logits (%zu bytes: %d steps x %d vocab; "
-                                    "shorten the text with --max-tokens)", bytes, s->n_text, s->n_vocab);
+            snprintf(err, err_size,
+                     "out of memory for the reference logits (%zu bytes: %d steps x %d vocab; "
+                     "shorten the text with --max-tokens)",
+                     bytes, s->n_text, s->n_vocab);
             return KARA_ERR_NOMEM;
         }
     }

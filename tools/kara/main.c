@@ -7,16 +7,8 @@
 #include "kara.h"
 
 static const kr_command *const commands[] = {
-    &kr_cmd_run,
-    &kr_cmd_chat,
-    &kr_cmd_batch,
-    &kr_cmd_inspect,
-    &kr_cmd_tokenize,
-    &kr_cmd_gen_model,
-    &kr_cmd_quantize,
-    &kr_cmd_bench,
-    &kr_cmd_eval,
-    &kr_cmd_eval_kv,
+    &kr_cmd_run,       &kr_cmd_chat,     &kr_cmd_batch, &kr_cmd_inspect, &kr_cmd_tokenize,
+    &kr_cmd_gen_model, &kr_cmd_quantize, &kr_cmd_bench, &kr_cmd_eval,    &kr_cmd_eval_kv,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
