@@ -1,9 +1,11 @@
 #include "test_models.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
+#include "kv_compact.h"
 #include "synth_model.h"
 #include "test_util.h"
 
@@ -56,6 +58,29 @@ void kr_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t
             memcpy(out + sb, kr_kv_v(&c->kv, l, seq, s), sb);
             out += 2 * sb;
         }
+}
+
+kara_status kr_test_kv_invariants(const kara_context *c, int seq, const int32_t *pos, int protect, int frontier,
+                                  const uint8_t *prompt_ref, char *msg, size_t msg_size) {
+    const kr_kv_seq *s = &c->kv.seqs[seq];
+    size_t bytes = prompt_ref ? kr_test_kv_prefix_bytes(c, protect) : 0;
+    uint8_t *now = bytes ? malloc(bytes) : NULL;
+    if (now) kr_test_kv_copy_prefix(c, seq, protect, now);
+    kr_kv_invariants inv = {pos ? pos : s->pos,
+                            s->n,
+                            protect,
+                            frontier,
+                            now,
+                            now ? prompt_ref : NULL,
+                            bytes,
+                            c->kv.block_size,
+                            s->n_blocks,
+                            c->kv.n_free,
+                            c->kv.n_blocks - c->kv.n_free,
+                            c->kv.n_blocks};
+    kara_status st = kr_kv_check_invariants(&inv, msg, msg_size);
+    free(now);
+    return st;
 }
 
 void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict, int32_t *toks,

@@ -27,6 +27,14 @@ void kr_test_kv_copy_prefix(const kara_context *c, int seq, int n_slots, uint8_t
  * at most 16) and room for n_predict more; toks/pos/seq receive each
  * sequence's greedy next token, next position and id, ready for a decode
  * batch of all of them. */
+/* The invariants of docs/KARA_METHOD.md section 8 for sequence seq of c:
+ * positions pos (NULL: the sequence's first row) strictly increasing with
+ * [0, protect) untouched (its K and V bytes equal prompt_ref when given,
+ * as kr_test_kv_copy_prefix packed them), frontier in [protect, n] (-1
+ * skips), blocks held = ceil(n / B), free + used = the pool. KARA_OK, or
+ * KARA_ERR_INTERNAL with the first violation in msg. */
+kara_status kr_test_kv_invariants(const kara_context *c, int seq, const int32_t *pos, int protect, int frontier,
+                                  const uint8_t *prompt_ref, char *msg, size_t msg_size);
 void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict, int32_t *toks,
                         int32_t *pos, int32_t *seq);
 kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx, const char *file);
