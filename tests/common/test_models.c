@@ -6,6 +6,7 @@
 
 #include "context.h"
 #include "kv_compact.h"
+#include "status.h"
 #include "synth_model.h"
 #include "test_util.h"
 
@@ -82,6 +83,8 @@ kara_status kr_test_kv_invariants(const kara_context *c, int seq, const int32_t 
     free(now);
     return st;
 }
+
+void kr_test_clear_error(void) { kr_set_error(KARA_OK, "%s", ""); }
 
 void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict, int32_t *toks,
                         int32_t *pos, int32_t *seq) {

@@ -37,6 +37,9 @@ kara_status kr_test_kv_invariants(const kara_context *c, int seq, const int32_t 
                                   const uint8_t *prompt_ref, char *msg, size_t msg_size);
 void kr_test_start_seqs(kara_context *c, int n_seq, int len0, int len_step, int mul, int32_t n_predict, int32_t *toks,
                         int32_t *pos, int32_t *seq);
+/* Empty this thread's kara_last_error(), so that a test can tell a call
+ * set the message it then reads. */
+void kr_test_clear_error(void);
 kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx, const char *file);
 
 #endif

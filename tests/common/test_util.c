@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "status.h"
 
 int kr_test_passed = 0;
 int kr_test_failed = 0;
@@ -56,8 +55,6 @@ static bool is_dir(const char *p) {
     struct stat st;
     return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
-
-void kr_test_clear_error(void) { kr_set_error(KARA_OK, "%s", ""); }
 
 const char *kr_test_shared_dir(void) {
     static char buf[4096];

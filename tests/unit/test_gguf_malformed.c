@@ -21,6 +21,7 @@
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "kernels.h"
+#include "test_models.h"
 #include "test_util.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

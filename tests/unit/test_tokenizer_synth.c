@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "test_models.h"
 #include "test_util.h"
 #include "vocab.h"
 
