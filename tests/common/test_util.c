@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 int kr_test_passed = 0;
 int kr_test_failed = 0;
 

@@ -26,7 +26,6 @@ bool kr_test_check_near(double a, double b, double tol, const char *ea, const ch
 /* Print "N passed, N failed" and return the exit code (0 when none failed). */
 int kr_test_finish(void);
 
-
 /* Path of the shared folder (../shared beside the checkout, or $KARA_SHARED),
  * or NULL when absent. */
 const char *kr_test_shared_dir(void);
