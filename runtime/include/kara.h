@@ -1,46 +1,11 @@
 /*
- * kara.h - the one public header of Kara, a CPU-first inference runtime for
- * GGUF language models (Llama, Qwen2, Qwen3, DeepSeek-R1-Distill).
+ * kara.h - the one public header of Kara, a CPU-first inference runtime for GGUF language models (Llama, Qwen2,
+ * Qwen3, DeepSeek-R1-Distill). This header is the reference, the contract of every declaration; the guide, with
+ * complete examples, is docs/API.md.
  *
- * Usage (error handling shortened):
- *
- *     kara_model *model;
- *     if (kara_model_load("model.gguf", NULL, &model) != KARA_OK) {
- *         fprintf(stderr, "%s\n", kara_last_error());
- *         return 1;
- *     }
- *     kara_context_params cp;
- *     kara_context_params_init(&cp);
- *     cp.n_ctx = 2048;
- *     kara_context *ctx;
- *     kara_context_create(model, &cp, &ctx);
- *
- *     int32_t ids[512], n;
- *     kara_tokenize(model, "Once upon a time", -1, ids, 512, true, false, &n);
- *     kara_batch b = kara_batch_one_sequence(ids, n, 0, 0);   // logits on last
- *     kara_decode(ctx, &b);
- *
- *     kara_sampler_params sp;
- *     kara_sampler_params_init(&sp);
- *     kara_sampler *smp;
- *     kara_sampler_create(&sp, kara_model_n_vocab(model), &smp);
- *     for (int i = 0; i < 100; i++) {
- *         int32_t tok;
- *         kara_sampler_sample(smp, kara_get_logits(ctx, -1), &tok);
- *         if (kara_token_is_eog(model, tok)) break;
- *         char piece[64];
- *         int32_t len;
- *         kara_token_to_piece(model, tok, piece, sizeof piece, false, &len);
- *         fwrite(piece, 1, (size_t)len, stdout);
- *         kara_batch next = kara_batch_one_sequence(&tok, 1, n + i, 0);
- *         kara_decode(ctx, &next);
- *     }
- *     kara_sampler_free(smp); kara_context_free(ctx); kara_model_free(model);
- *
- * Conventions: every function that can fail returns a kara_status; objects
- * come back through out-parameters; every *_free(NULL) is a no-op; params
- * structs are filled with defaults by their *_init function; a NULL params
- * pointer means defaults. The library never writes to stdout and never exits.
+ * Conventions: every function that can fail returns a kara_status; objects come back through out-parameters; every
+ * *_free(NULL) is a no-op; params structs are filled with defaults by their *_init function; a NULL params pointer
+ * means defaults. The library never writes to stdout and never exits.
  */
 #ifndef KARA_H
 #define KARA_H
@@ -64,47 +29,33 @@ extern "C" {
 #define KARA_DEPRECATED(func, hint) func
 #endif
 
-/* ------------------------------------------------------------------------ */
-/* Status codes                                                              */
-/* ------------------------------------------------------------------------ */
-
-/* 0 is success; positive values are non-error outcomes; negative values are
- * errors grouped by range: argument (-1..-9), input/format (-10..-19),
- * resources (-20..-29), configuration (-30..-39), internal (-40..). */
+/* ---- Status codes (guide: docs/API.md, section "Conventions and errors") ---------------------------------------- */
+/* 0 is success; positive values are non-error outcomes; negative values are errors grouped by range: argument
+ * (-1..-9), input/format (-10..-19), resources (-20..-29), configuration (-30..-39), internal (-40..). */
 typedef enum kara_status {
     KARA_OK = 0,
-    KARA_DONE = 1,    /* generation ended (end-of-generation token, limit) */
-    KARA_STOPPED = 2, /* stopped by a stop string or the abort callback */
-
-    KARA_ERR_ARG = -1,     /* invalid argument */
-    KARA_ERR_ABORTED = -2, /* cancelled by a progress/abort callback */
-
-    KARA_ERR_IO = -10,          /* file cannot be opened, read or written */
-    KARA_ERR_FORMAT = -11,      /* malformed input (GGUF, JSON, text) */
-    KARA_ERR_UNSUPPORTED = -12, /* valid input that this build does not support */
-    KARA_ERR_TOKEN = -13,       /* token id out of range */
-
+    KARA_DONE = 1,               /* generation ended (end-of-generation token, limit) */
+    KARA_STOPPED = 2,            /* stopped by a stop string or the abort callback */
+    KARA_ERR_ARG = -1,           /* invalid argument */
+    KARA_ERR_ABORTED = -2,       /* cancelled by a progress/abort callback */
+    KARA_ERR_IO = -10,           /* file cannot be opened, read or written */
+    KARA_ERR_FORMAT = -11,       /* malformed input (GGUF, JSON, text) */
+    KARA_ERR_UNSUPPORTED = -12,  /* valid input that this build does not support */
+    KARA_ERR_TOKEN = -13,        /* token id out of range */
     KARA_ERR_NOMEM = -20,        /* allocation failed */
     KARA_ERR_KV_BUDGET = -21,    /* the KV budget cannot hold the request */
     KARA_ERR_CONTEXT_FULL = -22, /* position beyond the context size */
-
-    KARA_ERR_CONFIG = -30, /* bad configuration value */
-
-    KARA_ERR_INTERNAL = -40 /* a bug: an internal invariant failed */
+    KARA_ERR_CONFIG = -30,       /* bad configuration value */
+    KARA_ERR_INTERNAL = -40      /* a bug: an internal invariant failed */
 } kara_status;
 
-/* A short constant name for a status ("ok", "bad GGUF format", ...). */
+/* A short constant name for a status ("ok", "malformed input", "KV budget exceeded", ...). */
 const char *kara_status_str(kara_status status);
-
-/* The message of the last error raised on this thread, naming what failed
- * and where (file, byte offset, key). Valid until the next failing call on
- * the same thread. Never NULL. */
+/* The message of the last error raised on this thread, naming what failed and where (file, byte offset, key). Valid
+ * until the next failing call on the same thread. Never NULL. */
 const char *kara_last_error(void);
 
-/* ------------------------------------------------------------------------ */
-/* Version, system, logging                                                  */
-/* ------------------------------------------------------------------------ */
-
+/* ---- Version, system, logging ------------------------------------------------------------------------------------ */
 int kara_version_number(void); /* KARA_VERSION_NUMBER of the library */
 const char *kara_version_string(void);
 /* One line describing the build and the CPU kernels chosen ("isa=avx512 ..."). */
@@ -117,46 +68,35 @@ typedef enum kara_log_level {
     KARA_LOG_DEBUG = 3
 } kara_log_level;
 typedef void (*kara_log_fn)(kara_log_level level, const char *msg, void *user);
-/* Route library log messages (default: WARN and above to stderr). fn == NULL
- * restores the default. Not thread-safe against concurrent logging. */
+/* Route log messages to fn, which gets every level; NULL restores the default: stderr, up to kara_log_set_level's
+ * max_level (default WARN). Not thread-safe against concurrent logging. */
 void kara_log_set(kara_log_fn fn, void *user);
 void kara_log_set_level(kara_log_level max_level);
 
-/* ------------------------------------------------------------------------ */
-/* Model                                                                     */
-/* ------------------------------------------------------------------------ */
-
+/* ---- Model (guide: docs/API.md, section "Loading a model") ------------------------------------------------------- */
 typedef struct kara_model kara_model;     /* immutable after load; share across threads */
 typedef struct kara_context kara_context; /* KV cache and scratch; one thread at a time */
 
-/* Return false to cancel the load (kara_model_load then fails with KARA_ERR_ABORTED). */
+/* Called on the loading thread (this version: once, with 1.0, when the file is read and checked). Return false to
+ * cancel: kara_model_load then fails with KARA_ERR_ABORTED. */
 typedef bool (*kara_progress_fn)(float progress, void *user);
 
 typedef struct kara_model_params {
-    bool vocab_only; /* load metadata and tokenizer, no weights */
-    /* false (default): read the file into memory advised for transparent
-     * huge pages (decode is 12-15% faster: fewer TLB misses while streaming
-     * the weights; the load copies the file once). true: map the file
-     * (instant load, pages shared with the page cache). Vocab-only loads
-     * always map. */
-    bool use_mmap;
-    /* false (default): rewrite weights the CPU kernels read faster in
-     * another layout into it, in place, at load (Q4_K rows interleaved 16 at
-     * a time on AVX-512: decode about 1.3x faster on those weights). Never
-     * with use_mmap. true: keep the file's layout. */
-    bool no_repack;
+    bool vocab_only;           /* metadata and tokenizer only, no weights (default false) */
+    bool use_mmap;             /* map the file (instant load); default false: read it into memory on huge pages */
+    bool no_repack;            /* keep the file's weight layouts; default false: repack them for the CPU kernels */
     kara_progress_fn progress; /* optional */
     void *progress_user;
 } kara_model_params;
-
 void kara_model_params_init(kara_model_params *p);
 
-/* Map and validate a GGUF file. On failure *out is NULL and kara_last_error()
- * names the problem and its byte offset. The file stays mapped until
- * kara_model_free. */
+/* Read (with use_mmap or vocab_only: map, and no repacking) and validate a GGUF file; the model holds its bytes until
+ * kara_model_free. On failure *out is NULL and kara_last_error() names the problem and its byte offset: KARA_ERR_IO,
+ * KARA_ERR_FORMAT, KARA_ERR_UNSUPPORTED (architecture, tensor type), KARA_ERR_ABORTED, KARA_ERR_NOMEM, KARA_ERR_ARG. */
 kara_status kara_model_load(const char *path, const kara_model_params *p, kara_model **out);
 void kara_model_free(kara_model *model);
 
+/* Queries of a loaded model; strings live as long as the model. */
 const char *kara_model_arch(const kara_model *model); /* "llama", "qwen2", "qwen3" */
 const char *kara_model_desc(const kara_model *model); /* e.g. "qwen3 28L 1024d Q4_K_M" */
 int32_t kara_model_n_vocab(const kara_model *model);
@@ -167,81 +107,42 @@ int32_t kara_model_n_head(const kara_model *model);
 int32_t kara_model_n_head_kv(const kara_model *model);
 int32_t kara_model_head_dim(const kara_model *model);
 uint64_t kara_model_n_params(const kara_model *model);
-uint64_t kara_model_size_bytes(const kara_model *model); /* bytes of weight data */
-/* Bytes of weights rewritten in place at load into a layout the CPU kernels
- * read faster (kara_model_params.no_repack); 0 if none. */
-uint64_t kara_model_repacked_bytes(const kara_model *model);
-/* A metadata value rendered as text (numbers formatted, arrays summarised)
- * into buf, cut to size bytes with a NUL like snprintf; *len (may be NULL)
- * gets the length of the whole text. False when the key is absent (buf
- * then holds "", *len 0). */
+uint64_t kara_model_size_bytes(const kara_model *model);     /* bytes of weight data */
+uint64_t kara_model_repacked_bytes(const kara_model *model); /* of which rewritten at load (no_repack); 0 if none */
+/* A metadata value as text (numbers formatted, arrays summarised) in buf, cut to size bytes with a NUL like
+ * snprintf; *len (may be NULL) gets the whole text's length. False when the key is absent (buf "", *len 0). */
 bool kara_model_meta_str(const kara_model *model, const char *key, char *buf, size_t size, size_t *len);
 
-/* ------------------------------------------------------------------------ */
-/* Tokenizer                                                                 */
-/* ------------------------------------------------------------------------ */
-
+/* ---- Tokenizer (guide: docs/API.md, section "Tokens") ------------------------------------------------------------ */
 int32_t kara_token_bos(const kara_model *model); /* -1 when the vocab has none */
 int32_t kara_token_eos(const kara_model *model);
 bool kara_token_is_eog(const kara_model *model, int32_t token); /* end of generation */
 bool kara_vocab_add_bos(const kara_model *model);
-/* false when the file has no tokenizer (tokenizer.ggml.model absent, "none"
- * or "no_vocab"): the model then takes token ids only, kara_tokenize fails
- * with KARA_ERR_UNSUPPORTED, and a vocab-only load has no tokens. */
+/* false when the file has no tokenizer (tokenizer.ggml.model absent, "none" or "no_vocab"): the model then takes
+ * token ids only, kara_tokenize fails with KARA_ERR_UNSUPPORTED, and a vocab-only load has no tokens. */
 bool kara_model_has_tokenizer(const kara_model *model);
 
-/* Tokenize text (len < 0: NUL-terminated; malformed UTF-8 is read as
- * U+FFFD, as llama.cpp does). add_special adds BOS/EOS as the vocabulary's
- * rules say; parse_special matches special tokens such as "<|im_start|>" as
- * single tokens (never otherwise). *n_tokens is set to the number of ids
- * the text needs. KARA_OK: they are in tokens. KARA_ERR_ARG: a NULL
- * argument, or max_tokens < *n_tokens (the first max_tokens are written;
- * call again with room for *n_tokens). KARA_ERR_UNSUPPORTED: the model has
- * no tokenizer. KARA_ERR_NOMEM. */
+/* Tokenize text (len < 0: NUL-terminated; malformed UTF-8 reads as U+FFFD, as in llama.cpp). add_special adds
+ * BOS/EOS as the vocabulary's rules say; parse_special matches special tokens such as "<|im_start|>" as single tokens
+ * (never otherwise). *n_tokens: the number of ids the text needs. KARA_OK: they are in tokens. KARA_ERR_ARG: a NULL
+ * argument, or max_tokens < *n_tokens (the first max_tokens are written; call again with room for *n_tokens).
+ * KARA_ERR_UNSUPPORTED: the model has no tokenizer. KARA_ERR_NOMEM. */
 kara_status kara_tokenize(const kara_model *model, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
                           bool add_special, bool parse_special, int32_t *n_tokens);
 
-/* The bytes of one token (SPM "\u2581" becomes a space, byte tokens become
- * their byte), never NUL-terminated: *len says how many (a piece may split
- * a UTF-8 character, so concatenate pieces before printing them).
- * Special/control tokens are rendered only when special is true (else
- * *len is 0). KARA_OK; KARA_ERR_TOKEN for an id outside the vocabulary;
- * KARA_ERR_ARG for a NULL argument, or when size is smaller than the piece
- * (*len is then the size it needs, buf untouched). */
+/* The bytes of one token (SPM "\u2581" becomes a space, byte tokens become their byte), never NUL-terminated: *len
+ * says how many (a piece may split a UTF-8 character, so concatenate pieces before printing them). Special/control
+ * tokens are rendered only when special is true (else *len is 0). KARA_OK; KARA_ERR_TOKEN for an id outside the
+ * vocabulary; KARA_ERR_ARG for a NULL argument, or a size smaller than the piece (*len: the size it needs). */
 kara_status kara_token_to_piece(const kara_model *model, int32_t token, char *buf, int32_t size, bool special,
                                 int32_t *len);
 
-/* ------------------------------------------------------------------------ */
-/* GGUF files                                                                */
-/* ------------------------------------------------------------------------ */
-
-/* A read-only view of a GGUF file (versions 2 and 3, the format
- * kara_model_load reads), for programs that show, check or convert models
- * without loading them (error handling shortened):
- *
- *     kara_gguf *g;
- *     if (kara_gguf_open("model.gguf", &g) != KARA_OK) {
- *         fprintf(stderr, "%s\n", kara_last_error());  // "model.gguf: ... at byte offset 24"
- *         return 1;
- *     }
- *     uint64_t n_layer = 0;
- *     kara_gguf_get_u64(g, "llama.block_count", &n_layer);
- *     for (uint64_t i = 0; i < kara_gguf_n_tensors(g); i++) {
- *         const kara_gguf_tensor *t = kara_gguf_tensor_at(g, i);
- *         printf("%.*s %s\n", (int)t->name.len, t->name.ptr, kara_gguf_type_name(t->type));
- *     }
- *     kara_gguf_close(g);
- *
- * kara_gguf_open checks every length, count, type, offset and size in the
- * file before it returns, so a malformed or truncated file is refused with
- * the byte offset of the problem, and nothing reached through this API
- * points outside the file. The structs below are zero-copy views: strings,
- * arrays and tensor data point into the mapped file and stay valid until
- * kara_gguf_close; strings are not NUL-terminated (print them with "%.*s").
- * A kara_gguf never changes after open: any number of threads may read it. */
-
+/* ---- GGUF files (guide and a complete example: docs/API.md, section "GGUF files") -------------------------------- */
+/* A read-only view of a GGUF file (versions 2 and 3), to show, check or convert models without loading them.
+ * kara_gguf_open checks the whole file: nothing reached through this API points outside it. The structs are
+ * zero-copy views: strings, arrays and tensor data point into the mapped file, valid until kara_gguf_close; strings
+ * are not NUL-terminated ("%.*s"). A kara_gguf never changes after open: any number of threads may read it. */
 typedef struct kara_gguf kara_gguf;
-
 /* The type of a metadata value, numbered as in the file. */
 typedef enum kara_gguf_vtype {
     KARA_GGUF_UINT8 = 0,
@@ -265,14 +166,9 @@ typedef struct kara_gguf_str {
     const char *ptr;
     uint64_t len;
 } kara_gguf_str;
-
 typedef struct kara_gguf_value kara_gguf_value;
-
-/* An array value: n elements of one type. Numbers and bools lie at data,
- * n elements of their fixed size, little-endian as stored (read them with
- * kara_gguf_arr_int and kara_gguf_arr_float); strings are strs[0..n);
- * nested arrays are items[0..n), each of type KARA_GGUF_ARRAY. The other
- * two pointers are NULL. */
+/* An array value: n elements of one type. Numbers and bools lie at data, little-endian as stored (read them with
+ * kara_gguf_arr_int/_float); strings are strs[0..n); nested arrays items[0..n). The other two pointers are NULL. */
 typedef struct kara_gguf_array {
     kara_gguf_vtype type; /* of the elements */
     uint64_t n;
@@ -303,50 +199,38 @@ typedef struct kara_gguf_kv {
 /* One entry of the tensor table. Names are unique and never empty. */
 typedef struct kara_gguf_tensor {
     kara_gguf_str name;
-    uint32_t n_dims;  /* 1..4 */
-    int64_t ne[4];    /* elements per dimension, ne[0] the row length
-                                     * (innermost); 1 beyond n_dims */
-    uint32_t type;    /* GGML type id (0 F32, 1 F16, 8 Q8_0, 12 Q4_K, ...), one this build
-                                     * knows (kara_gguf_type_name); kara_model_load takes fewer */
-    uint64_t offset;  /* of the data, from the data section (kara_gguf_data_offset) */
-    const void *data; /* the tensor's nbytes bytes, inside the file */
-    uint64_t nbytes;
+    uint32_t n_dims;      /* 1..4 */
+    int64_t ne[4];        /* elements per dimension, ne[0] the row length (innermost); 1 beyond n_dims */
+    uint32_t type;        /* GGML type id (0 F32, 1 F16, 8 Q8_0, 12 Q4_K, ...) this build knows (kara_gguf_type_name) */
+    uint64_t offset;      /* of the data, from the data section (kara_gguf_data_offset) */
+    const void *data;     /* the tensor's nbytes bytes, inside the file */
+    uint64_t nbytes;      /* bytes of data */
     uint64_t info_offset; /* byte offset of this entry in the file */
 } kara_gguf_tensor;
 
-/* Map a GGUF file and check it whole. KARA_OK: *out is the file, to be
- * closed with kara_gguf_close. Otherwise *out is NULL (when out is not) and
- * kara_last_error() says why: KARA_ERR_IO ("cannot open 'PATH': reason"),
- * KARA_ERR_FORMAT ("PATH: problem at byte offset N": not GGUF, a version
- * other than 2 or 3, truncation, a length, count, type, rank, alignment or
- * offset the file cannot hold, a duplicate key or tensor name),
- * KARA_ERR_NOMEM, KARA_ERR_ARG (path or out NULL). */
+/* Map a GGUF file and check it whole. KARA_OK: *out is the file, to close with kara_gguf_close. Otherwise *out is
+ * NULL (when out is not) and kara_last_error() says why: KARA_ERR_IO ("cannot open 'PATH': reason"), KARA_ERR_FORMAT
+ * ("PATH: problem at byte offset N": not GGUF, a version other than 2 or 3, truncation, a length, count, type, rank,
+ * alignment or offset the file cannot hold, a duplicate key or tensor name), KARA_ERR_NOMEM, KARA_ERR_ARG. */
 kara_status kara_gguf_open(const char *path, kara_gguf **out);
-/* Unmap the file: every view into it becomes invalid. NULL is a no-op. */
-void kara_gguf_close(kara_gguf *g);
-
+void kara_gguf_close(kara_gguf *g);                 /* unmap the file: every view into it becomes invalid */
 uint32_t kara_gguf_version(const kara_gguf *g);     /* 2 or 3 */
 uint64_t kara_gguf_size(const kara_gguf *g);        /* bytes of the file */
 uint64_t kara_gguf_alignment(const kara_gguf *g);   /* general.alignment; 32 when absent */
 uint64_t kara_gguf_data_offset(const kara_gguf *g); /* byte offset of the tensor data section */
 
-/* Metadata pairs in file order: the i-th, or NULL when i >= kara_gguf_n_kv. */
+/* Metadata pairs and tensors in file order: the i-th, or NULL when i >= kara_gguf_n_kv (kara_gguf_n_tensors). */
 uint64_t kara_gguf_n_kv(const kara_gguf *g);
 const kara_gguf_kv *kara_gguf_kv_at(const kara_gguf *g, uint64_t i);
-/* Tensors in file order: the i-th, or NULL when i >= kara_gguf_n_tensors. */
 uint64_t kara_gguf_n_tensors(const kara_gguf *g);
 const kara_gguf_tensor *kara_gguf_tensor_at(const kara_gguf *g, uint64_t i);
-
-/* The pair with this key, the tensor with this name (exact bytes); NULL
- * when there is none. */
+/* The pair with this key, the tensor with this name (exact bytes); NULL when there is none. */
 const kara_gguf_kv *kara_gguf_find(const kara_gguf *g, const char *key);
 const kara_gguf_tensor *kara_gguf_find_tensor(const kara_gguf *g, const char *name);
 
-/* Typed getters: true, with the value in *out, when the key exists with a
- * type that holds it: any integer type or BOOL for u64 (not a negative
- * value) and i64 (not a value above INT64_MAX), any number or BOOL for f64,
- * BOOL for bool, STRING for str (a view, as above). false, *out unchanged,
- * when the key is absent or its value does not fit. */
+/* Typed getters: true, with the value in *out, when the key exists with a type that holds it: any integer type or
+ * BOOL for u64 (not a negative value) and i64 (not a value above INT64_MAX), any number or BOOL for f64, BOOL for
+ * bool, STRING for str (a view). false, *out unchanged, when the key is absent or its value does not fit. */
 bool kara_gguf_get_u64(const kara_gguf *g, const char *key, uint64_t *out);
 bool kara_gguf_get_i64(const kara_gguf *g, const char *key, int64_t *out);
 bool kara_gguf_get_f64(const kara_gguf *g, const char *key, double *out);
@@ -355,29 +239,22 @@ bool kara_gguf_get_str(const kara_gguf *g, const char *key, kara_gguf_str *out);
 /* The array value of a key; NULL when the key is absent or not an array. */
 const kara_gguf_array *kara_gguf_get_arr(const kara_gguf *g, const char *key);
 
-/* Element i of an array of numbers or bools. kara_gguf_arr_int: of an
- * integer or BOOL array (UINT64 values above INT64_MAX wrap);
- * kara_gguf_arr_float: of any of them, integers converted. 0 when i >=
- * arr->n or the array holds other elements (floats for arr_int, strings,
- * arrays). */
+/* Element i of an array: _int of integers or BOOLs (UINT64 above INT64_MAX wraps), _float of any numbers or BOOLs.
+ * 0 when i >= arr->n or the array holds other elements (floats for arr_int, strings, arrays). */
 int64_t kara_gguf_arr_int(const kara_gguf_array *arr, uint64_t i);
 double kara_gguf_arr_float(const kara_gguf_array *arr, uint64_t i);
 
 /* true when s holds exactly the bytes of the NUL-terminated c. */
 bool kara_gguf_str_eq(kara_gguf_str s, const char *c);
-/* "uint8", "int8", ..., "float64" (the names above, lower case); "unknown"
- * for a value out of range. */
+/* "uint8", "int8", ..., "float64" (the names above, lower case); "unknown" for a value out of range. */
 const char *kara_gguf_vtype_name(kara_gguf_vtype t);
-/* The name of a tensor type id ("F32", "F16", "BF16", "Q8_0", "Q4_K", ...);
- * "?" for an id that is not a GGUF type this build knows. */
+/* "F32", "F16", "BF16", "Q8_0", "Q4_K", ...; "?" for an id that is not a GGUF type this build knows. */
 const char *kara_gguf_type_name(uint32_t type);
 
-/* ------------------------------------------------------------------------ */
-/* KV cache policy (docs: ../shared/docs/kara.md section 8)                   */
-/* ------------------------------------------------------------------------ */
-
+/* ---- KV cache policy (guide: docs/API.md, section "The KV cache under a budget") --------------------------------- */
+/* The method: docs/KARA_METHOD.md (section 12 lists every parameter); YAML keys, ranges, value names:
+ * configs/README.md. The enum values below are the names listed there. */
 typedef enum kara_kv_dtype { KARA_KV_F16 = 0, KARA_KV_F32 = 1 } kara_kv_dtype;
-
 typedef enum kara_kv_method {
     KARA_KV_METHOD_FULL = 0,
     KARA_KV_METHOD_STREAMING,
@@ -400,43 +277,34 @@ typedef enum kara_softmax_over {
     KARA_SOFTMAX_WINDOW_PLUS_SINKS
 } kara_softmax_over;
 typedef enum kara_reduce { KARA_REDUCE_MEAN = 0, KARA_REDUCE_MAX, KARA_REDUCE_NORMALIZED_MEAN } kara_reduce;
+/* What a step does when the pool cannot hold it: docs/KARA_METHOD.md section 9. */
 typedef enum kara_pool_fallback {
     KARA_POOL_PREEMPT = 0,
     KARA_POOL_RECOMPRESS_HISTORY,
     KARA_POOL_FAIL
 } kara_pool_fallback;
-/* When Kara compresses: periodic window events (spec section 4), or once a
- * sequence's cache reaches its token budget, over the whole generated cache
- * (ablation A8, docs/KV_COMPRESSION.md). */
+/* When Kara compresses: PERIODIC, at window events (docs/KARA_METHOD.md section 4); THRESHOLD, once a sequence's
+ * cache reaches its token budget, over the whole generated cache (ablation A8, docs/KV_COMPRESSION.md). */
 typedef enum kara_kv_trigger { KARA_KV_TRIGGER_PERIODIC = 0, KARA_KV_TRIGGER_THRESHOLD } kara_kv_trigger;
-/* When the window methods (kara, chunkkv, recent, random) evict
- * (docs/KV_COMPRESSION.md, "Eviction on demand"). ON_DEMAND: every window is
- * scored when it closes, but slots are dropped only when a sequence reaches
- * its share of the budget (kv.seq_tokens), then evenly across the windows
- * already scored, lowest scores first; a budget that holds every sequence
- * whole never evicts and reserves nothing for scoring. PER_WINDOW: every
- * window keeps `retention` of its slots at its event (the paper's setting,
- * for the ablations); the share still caps a sequence. */
+/* How the window methods (kara, chunkkv, recent, random) evict (docs/KARA_METHOD.md section 7). ON_DEMAND: windows
+ * are scored as they close, slots dropped only when a sequence reaches its share (seq_tokens), so a budget that holds
+ * every sequence whole never evicts. PER_WINDOW: each window keeps `retention` of its slots at its event (the
+ * paper's setting, for ablations); the share still caps a sequence. */
 typedef enum kara_kv_evict { KARA_KV_EVICT_ON_DEMAND = 0, KARA_KV_EVICT_PER_WINDOW } kara_kv_evict;
-
 #define KARA_MAX_PROTECT_TOKENS 16
-
-/* Every setting of the KV cache and its compression method, with the
- * defaults of the spec. Filled by kara_kv_params_init, the YAML loader and
- * the CLI alike. */
+/* Every setting of the KV cache and its compression method: each comment gives the default (kara_kv_params_init)
+ * and the YAML key where it is not the field's name. Filled by kara_kv_params_init, the YAML loader and the CLI. */
 typedef struct kara_kv_params {
     /* kv_cache: */
     int32_t block_size;     /* 16 */
     kara_kv_dtype dtype;    /* f16 */
-    uint64_t budget;        /* bytes; 0 = derived from n_ctx x n_seq_max */
-    int32_t reserve_blocks; /* 8 */
+    uint64_t budget;        /* bytes for pool, rings and scratch (1 GiB); 0 = sized for n_ctx x n_seq_max */
+    int32_t reserve_blocks; /* 8; kept free at admission, per_window only */
     kara_kv_method method;  /* kara */
-    int32_t seq_tokens;     /* most slots one sequence holds (its share); 0 = auto: the pool
-                                  * divided by n_seq_max, at most n_ctx (the same whatever n_threads) */
+    int32_t seq_tokens;     /* a sequence's share in slots; 0 = auto: the pool / n_seq_max, at most n_ctx */
     /* kara: */
     kara_kv_evict evict;           /* on_demand */
-    int32_t evict_margin;          /* on_demand: slots freed below seq_tokens at each eviction
-                                  * (hysteresis); 0 = auto (interval / 4, at least one block) */
+    int32_t evict_margin;          /* on_demand: slots freed below the share; 0 = auto (interval / 4, >= a block) */
     int32_t interval;              /* 128 */
     int32_t buffer;                /* 32 */
     float retention;               /* 0.2; per_window eviction only */
@@ -444,13 +312,12 @@ typedef struct kara_kv_params {
     int32_t min_compressible;      /* 32 */
     int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
     int32_t max_defer;             /* 32 */
-    bool think_only;               /* compress_scope: think_only */
-    int32_t n_protect_token_ids;
+    bool think_only;               /* compress_scope: think_only (false: all) */
+    int32_t n_protect_token_ids;   /* protect_token_ids: none */
     int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
-    kara_kv_dtype query_cache_dtype; /* f16 */
-    bool
-        per_layer_selection; /* selection_scope: per_layer (ablation A5; kara and chunkkv, not with trigger threshold) */
-    bool rerotate_keys;      /* false */
+    kara_kv_dtype query_cache_dtype;      /* f16 */
+    bool per_layer_selection;             /* selection_scope: per_layer (ablation A5); false: shared */
+    bool rerotate_keys;                   /* false; true is refused at context creation (KARA_ERR_UNSUPPORTED) */
     kara_pool_fallback on_pool_exhausted; /* preempt */
     kara_kv_trigger trigger;              /* periodic; threshold = ablation A8 (method kara only) */
     int32_t trigger_slack;                /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
@@ -459,34 +326,30 @@ typedef struct kara_kv_params {
     kara_softmax_over softmax_over; /* window */
     int32_t n_sink;                 /* 4 */
     bool exclude_self;              /* true */
-    kara_reduce gqa_reduce;         /* mean | max */
-    kara_reduce layer_reduce;       /* mean | normalized_mean */
-    int32_t layer_stride;           /* 1 = all layers */
+    kara_reduce gqa_reduce;         /* mean (or max) */
+    kara_reduce layer_reduce;       /* mean (or normalized_mean) */
+    int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
     /* kara.t2c: */
     float candidate_frac; /* 0.5 */
     int32_t max_gap;      /* 16 */
     float len_penalty;    /* 1.0 */
-    bool t2c_pooled_topk; /* t2c.mode: pooled_topk = Top-K after max-pool 7 (ablation A4) */
+    bool t2c_pooled_topk; /* mode: pooled_topk = Top-K after max-pool 7 (ablation A4); false: chunks */
     /* baselines: */
     int32_t budget_tokens;        /* 0 = auto */
     int32_t streaming_n_sink;     /* 4 */
     int32_t snapkv_trigger_slack; /* 128 */
     int32_t snapkv_obs_window;    /* 8 */
-    kara_reduce snapkv_pool;      /* max | mean (pooling of scores over the kernel) */
+    kara_reduce snapkv_pool;      /* max (or mean): pooling of scores over the kernel */
     int32_t snapkv_kernel;        /* 7 */
     bool snapkv_protect_prompt;   /* true */
     float h2o_heavy_frac;         /* 0.5 */
     int32_t chunkkv_chunk_len;    /* 10 */
-    uint64_t random_seed;         /* seed of the `random` baseline */
+    uint64_t random_seed;         /* 0x4b415241: seed of the `random` baseline */
 } kara_kv_params;
+void kara_kv_params_init(kara_kv_params *p); /* every field to its default */
 
-/* Fill every field with the spec's default (kv_cache.budget: 1 GiB). */
-void kara_kv_params_init(kara_kv_params *p);
-
-/* Names of the enum values as written in YAML and on the command line
- * ("kara", "f16", "bidirectional"); "?" for a value out of range. The parse
- * functions accept exactly these names and return KARA_ERR_ARG (message
- * listing the valid names) for anything else; *out is untouched then. */
+/* Enum values' names as in YAML and on the command line ("kara", "f16", "bidirectional"); "?" out of range. Parse
+ * takes exactly these names; anything else is KARA_ERR_ARG (message listing them), *out untouched. */
 const char *kara_kv_method_name(kara_kv_method m);
 kara_status kara_kv_method_parse(const char *name, kara_kv_method *out);
 const char *kara_kv_dtype_name(kara_kv_dtype t);
@@ -494,69 +357,55 @@ kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out);
 const char *kara_score_mode_name(kara_score_mode m);
 kara_status kara_score_mode_parse(const char *name, kara_score_mode *out);
 
-/* ------------------------------------------------------------------------ */
-/* Context and the forward pass                                              */
-/* ------------------------------------------------------------------------ */
-
+/* ---- Context and the forward pass (guide and a complete example: docs/API.md, "A context and kara_decode") ------- */
 typedef struct kara_context_params {
-    int32_t n_ctx;     /* max positions per sequence; 0 = the model's training context */
+    int32_t n_ctx;     /* max positions per sequence; 0 (default) = the model's training context */
     int32_t n_batch;   /* max entries per kara_decode call (default 512) */
     int32_t n_seq_max; /* max concurrent sequences (default 1) */
-    int32_t n_threads; /* 0 or less = number of cores */
-    kara_kv_params kv; /* KV cache and compression; kv.budget 0 = enough for n_ctx x n_seq_max */
+    int32_t n_threads; /* 0 (default) or less = number of cores */
+    kara_kv_params kv; /* KV cache and compression (kara_kv_params_init) */
 } kara_context_params;
-
 void kara_context_params_init(kara_context_params *p);
 
-/* Reserve everything the context will ever use (KV memory, scratch). */
+/* Reserve everything the context will ever use (KV memory, scratch); the model must outlive it. KARA_ERR_ARG (bad
+ * params, a vocab-only model), KARA_ERR_CONFIG or KARA_ERR_UNSUPPORTED (KV settings), KARA_ERR_KV_BUDGET (kv.budget
+ * below the method's reservation plus one block), KARA_ERR_NOMEM. */
 kara_status kara_context_create(kara_model *model, const kara_context_params *p, kara_context **out);
 void kara_context_free(kara_context *ctx);
 const kara_model *kara_context_model(const kara_context *ctx);
 int32_t kara_context_n_ctx(const kara_context *ctx);
 int32_t kara_context_n_batch(const kara_context *ctx); /* most entries per kara_decode */
 
-/* A batch of entries, possibly from several sequences: entry i feeds token
- * tokens[i] at position pos[i] of sequence seq_id[i]; logits[i] != 0 asks for
- * its logits. Positions of one sequence must continue where it left off. */
+/* A batch of entries, possibly from several sequences: entry i feeds token tokens[i] at position pos[i] of sequence
+ * seq_id[i]; logits[i] != 0 asks for its logits. Positions of one sequence must continue where it left off. */
 typedef struct kara_batch {
     int32_t n_tokens;
     const int32_t *tokens;
-    const int32_t *pos;
-    const int32_t *seq_id;
-    const int8_t *logits; /* NULL = logits for the last entry only */
+    const int32_t *pos;    /* NULL = each entry at its sequence's next position */
+    const int32_t *seq_id; /* NULL = every entry in sequence 0 */
+    const int8_t *logits;  /* NULL = logits for the last entry only */
 } kara_batch;
 
-/* A batch of n tokens of one sequence at positions pos0.. with logits for the
- * last one only. The returned struct points into static storage for the
- * position/seq arrays up to 4096 entries; use kara_batch fields directly
- * for larger or multi-sequence batches. Not thread-safe. */
+/* A batch of n tokens of one sequence at positions pos0.. with logits for the last one only. The returned struct
+ * points into static storage for the position/seq arrays up to 4096 entries (beyond, both are NULL); use kara_batch
+ * fields directly for larger or multi-sequence batches. Not thread-safe. */
 kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos0, int32_t seq_id);
 
-/* Run the forward pass over a batch, then the KV events that are due.
- * Result codes: KARA_OK; KARA_ERR_ARG (an empty batch, more than n_batch
- * entries, a bad sequence id, a position before the sequence's next);
- * KARA_ERR_TOKEN (an id outside the vocabulary); KARA_ERR_CONTEXT_FULL (a
- * position at or past n_ctx); KARA_ERR_KV_BUDGET (a sequence cannot stay
- * within its share, or the pool cannot hold the batch); KARA_ERR_INTERNAL.
- * Every check runs before anything changes: on a failure nothing is
- * appended to any sequence and, with `full` and eviction on demand (the
- * default), the context is exactly as before the call. The exceptions:
- * with kv.on_pool_exhausted = recompress_history, pool pressure may first
- * compress other sequences (per_window and threshold methods: forced
- * events, history; they stay valid and lose slots) before the call fails;
- * and KARA_ERR_INTERNAL from a KV event after the forward pass (a bug)
- * leaves the batch appended. */
+/* Run the forward pass over a batch, then the KV events that are due. KARA_OK; KARA_ERR_ARG (a NULL or empty batch,
+ * more than n_batch entries, a bad sequence id, a position before the sequence's next); KARA_ERR_TOKEN (an id
+ * outside the vocabulary); KARA_ERR_CONTEXT_FULL (a position at or past n_ctx); KARA_ERR_KV_BUDGET (a sequence
+ * cannot stay within its share, or the pool cannot hold the batch); KARA_ERR_INTERNAL. Every check runs first: on a
+ * failure nothing is appended to any sequence and, with `full` or eviction on demand (the default), the context is
+ * as before the call. Exceptions: under kv.on_pool_exhausted = recompress_history, per_window and threshold methods
+ * may first take slots from other sequences (which stay valid); KARA_ERR_INTERNAL from a KV event after the forward
+ * pass (a bug) leaves the batch appended. */
 kara_status kara_decode(kara_context *ctx, const kara_batch *batch);
 
-/* Logits (n_vocab floats) of the i-th entry that asked for logits in the last
- * kara_decode; i = -1 is the last such entry. NULL if none. Valid until the
- * next kara_decode. */
+/* Logits (n_vocab floats) of the i-th entry that asked for logits in the last kara_decode; i = -1 is the last such
+ * entry. NULL if none. Owned by the context; valid until the next kara_decode. */
 const float *kara_get_logits(kara_context *ctx, int32_t i);
-
-/* Forget a sequence's cache (seq_id -1: all). */
-kara_status kara_seq_clear(kara_context *ctx, int32_t seq_id);
-/* Tokens (positions) currently held for a sequence. */
-int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id);
+kara_status kara_seq_clear(kara_context *ctx, int32_t seq_id); /* forget a sequence (-1: all); KARA_ERR_ARG: bad id */
+int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id); /* its next position (fed so far); 0: bad id */
 
 /* Counters of the KV policy since the context was created. */
 typedef struct kara_kv_stats {
@@ -574,35 +423,26 @@ typedef struct kara_kv_stats {
 } kara_kv_stats;
 void kara_context_kv_stats(const kara_context *ctx, kara_kv_stats *out);
 
-/* Admission control: can the KV budget hold a request of n_prompt tokens
- * and n_predict new ones (-1: up to the context size) on sequence seq, given
- * what other sequences hold now? KARA_OK, or KARA_ERR_KV_BUDGET with a
- * message saying how many bytes it would need. Nothing is reserved. */
+/* Admission control: can the KV budget hold a request of n_prompt tokens and n_predict new ones (-1: up to the
+ * context size) on sequence seq, given what other sequences hold now? KARA_OK, or KARA_ERR_KV_BUDGET with a message
+ * saying how many bytes it would need; KARA_ERR_CONTEXT_FULL (n_prompt > n_ctx); KARA_ERR_ARG. Reserves nothing. */
 kara_status kara_seq_admit(kara_context *ctx, int32_t seq, int32_t n_prompt, int32_t n_predict);
 /* Slots a sequence holds in the cache now (after compression, <= n_past). */
 int32_t kara_seq_n_cached(const kara_context *ctx, int32_t seq);
-/* The original positions of the slots a sequence holds, in slot order
- * (strictly increasing). Writes at most max and returns the count held.
- * With kara.selection_scope: per_layer each layer holds its own slots (the
- * same number in every layer): kara_seq_positions gives layer 0's,
- * kara_seq_layer_positions any layer's (0 for a bad layer or sequence). */
+/* The original positions of the slots a sequence holds, in slot order (strictly increasing). Writes at most max and
+ * returns the count held. With kara.selection_scope: per_layer each layer holds its own slots (as many in each):
+ * kara_seq_positions gives layer 0's, kara_seq_layer_positions any layer's (0 for a bad layer or sequence). */
 int32_t kara_seq_positions(const kara_context *ctx, int32_t seq, int32_t *out, int32_t max);
 int32_t kara_seq_layer_positions(const kara_context *ctx, int32_t seq, int32_t layer, int32_t *out, int32_t max);
 
-/* Bytes the context holds for KV: blocks in use plus the policy's query
- * rings and scoring scratch (current and peak since creation). Never more
- * than the configured kv.budget. */
+/* Bytes the context holds for KV: blocks in use plus the policy's query rings and scoring scratch (current and peak
+ * since creation). Never more than the configured kv.budget. */
 uint64_t kara_context_kv_bytes(const kara_context *ctx);
 uint64_t kara_context_kv_bytes_peak(const kara_context *ctx);
-/* Bytes reserved at creation for everything (KV, scratch, logits). */
-uint64_t kara_context_mem_bytes(const kara_context *ctx);
+uint64_t kara_context_mem_bytes(const kara_context *ctx); /* reserved at creation for everything (KV, scratch) */
 
-/* ------------------------------------------------------------------------ */
-/* Sampling                                                                  */
-/* ------------------------------------------------------------------------ */
-
-typedef struct kara_sampler kara_sampler;
-
+/* ---- Sampling (guide: docs/API.md, section "Sampling") ----------------------------------------------------------- */
+typedef struct kara_sampler kara_sampler; /* one thread at a time */
 typedef struct kara_sampler_params {
     float temperature;     /* <= 0: greedy (argmax, ties to the lowest id) */
     int32_t top_k;         /* <= 0: off */
@@ -612,65 +452,40 @@ typedef struct kara_sampler_params {
     int32_t repeat_last_n; /* tokens the penalty looks back over */
     uint64_t seed;         /* fixed seed for reproducible sampling */
 } kara_sampler_params;
-
-/* Defaults follow llama.cpp: temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
- * repeat penalty 1.0 (off), repeat-last-n 64, seed 0x4b415241. */
+/* Defaults follow llama.cpp: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.0 (off), repeat-last-n
+ * 64, seed 0x4b415241. */
 void kara_sampler_params_init(kara_sampler_params *p);
-/* A sampler over a vocabulary of n_vocab tokens (kara_model_n_vocab):
- * everything it needs is allocated here. KARA_ERR_ARG for invalid
- * parameters or n_vocab < 1, KARA_ERR_NOMEM. */
+/* A sampler over n_vocab tokens (kara_model_n_vocab); everything it needs is allocated here. KARA_ERR_ARG for
+ * repeat_last_n < 0, repeat_penalty <= 0, top_p <= 0, min_p > 1, a NaN temperature or n_vocab < 1; KARA_ERR_NOMEM. */
 kara_status kara_sampler_create(const kara_sampler_params *p, int32_t n_vocab, kara_sampler **out);
 void kara_sampler_free(kara_sampler *s);
-/* Pick a token from n_vocab logits (not modified) into *token and record
- * it in the history for the repetition penalty. Allocates nothing.
- * KARA_ERR_ARG for a NULL argument. */
+/* Pick a token from n_vocab logits (not modified) into *token and record it in the history for the repetition
+ * penalty. Allocates nothing. KARA_ERR_ARG for a NULL argument. */
 kara_status kara_sampler_sample(kara_sampler *s, const float *logits, int32_t *token);
-/* Record a token in the history without sampling (e.g. prompt tokens). */
-void kara_sampler_accept(kara_sampler *s, int32_t token);
-void kara_sampler_reset(kara_sampler *s);
+void kara_sampler_accept(kara_sampler *s, int32_t token); /* record a token unsampled (e.g. a prompt's) */
+void kara_sampler_reset(kara_sampler *s);                 /* empty the history, restart draws from the seed */
 
-/* ------------------------------------------------------------------------ */
-/* Configuration                                                             */
-/* ------------------------------------------------------------------------ */
-
-/* Everything one job needs, as read from YAML (schema: configs/README.md),
- * set by command-line flags, or filled by hand. Every setting has a dotted
- * key ("sampling.temperature", "kara.score.mode"); the YAML loader, the
- * flags (through kara_config_set) and kara_config_format share one table of
- * keys, types and ranges, so a value is checked the same way wherever it
- * comes from. Precedence is by call order: init (defaults), then each
- * kara_config_load (later files win), then kara_config_set for each flag.
- *
- *     kara_config cfg;
- *     kara_config_init(&cfg);
- *     if (kara_config_load(&cfg, "configs/qwen3-thinking.yaml") != KARA_OK)
- *         fprintf(stderr, "%s\n", kara_last_error());  // "FILE:LINE:COL: key: problem"
- *     kara_config_set(&cfg, "sampling.temperature", "0.7", "--temp");
- *     kara_context_create(model, &cfg.context, &ctx);
- *     kara_sampler_create(&cfg.sampling, kara_model_n_vocab(model), &smp);
- *
- * Sizes take units B, KB, KiB, MB, MiB, GB, GiB (case-insensitive;
- * KB = 1000 bytes, KiB = 1024 bytes); a bare number is bytes. */
-
+/* ---- Configuration (guide and a complete example: docs/API.md, section "Configuration") -------------------------- */
+/* Everything one job needs, as read from YAML (every key, its type and range: configs/README.md), set by
+ * command-line flags, or filled by hand. Every setting has a dotted key ("sampling.temperature"); the YAML loader,
+ * kara_config_set and kara_config_format check and render values by one table of keys, types and ranges. Sizes take
+ * units B, KB, KiB, MB, MiB, GB, GiB (case-insensitive; KB = 1000 bytes, KiB = 1024); a bare number is bytes. */
 #define KARA_CONFIG_PATH_MAX 1024  /* bytes of a path, NUL included */
 #define KARA_CONFIG_NAME_MAX 64    /* bytes of a preset/template name */
 #define KARA_CONFIG_MAX_KEYS 96    /* room for every key of the schema */
 #define KARA_CONFIG_ORIGIN_MAX 160 /* bytes of one origin text */
-
 typedef enum kara_think_mode {
     KARA_THINK_AUTO = 0, /* what the chat template does by default */
     KARA_THINK_ON = 1,
     KARA_THINK_OFF = 2
 } kara_think_mode;
-
 typedef struct kara_config {
     /* model: */
     char model_path[KARA_CONFIG_PATH_MAX]; /* model.path: GGUF file ("" = none given) */
     char preset[KARA_CONFIG_NAME_MAX];     /* model.preset: name of a preset ("" = none) */
     bool use_mmap;                         /* model.mmap: map the file (kara_model_params.use_mmap) */
-    /* runtime.threads -> context.n_threads; context.size -> n_ctx;
-     * context.batch -> n_batch; batch.max_concurrency -> n_seq_max;
-     * kv_cache, kara and baselines -> context.kv */
+    /* runtime.threads -> context.n_threads; context.size -> n_ctx; context.batch -> n_batch; batch.max_concurrency
+     * -> n_seq_max; kv_cache, kara and baselines -> context.kv */
     kara_context_params context;
     kara_sampler_params sampling; /* sampling.* except max_tokens */
     int32_t max_tokens;           /* sampling.max_tokens: -1 = until end of generation */
@@ -684,89 +499,41 @@ typedef struct kara_config {
     bool batch_resume;                       /* batch.resume: skip custom_ids already in output */
     int32_t shard_index;                     /* batch.shard "K/N": shard_index = K-1 (0-based) */
     int32_t shard_count;                     /*   shard_count = N; this job takes request i when i % N == K-1 */
-    /* Where each value came from, indexed like kara_config_key(i):
-     * "default", "FILE:LINE:COL", or the origin given to kara_config_set. */
+    /* where each value came from, indexed like kara_config_key(i): "default", "FILE:LINE:COL" or a set origin */
     char origin[KARA_CONFIG_MAX_KEYS][KARA_CONFIG_ORIGIN_MAX];
 } kara_config;
 
-/* Defaults of every key (kara_context_params_init, kara_sampler_params_init,
- * kara_kv_params_init and the rest); every origin becomes "default". */
+/* Defaults of every key (kara_context_params_init, kara_sampler_params_init, kara_kv_params_init and the rest);
+ * every origin becomes "default". */
 void kara_config_init(kara_config *c);
-
-/* Apply a YAML file on top of *c. All or nothing: on failure *c is
- * unchanged. Errors: KARA_ERR_IO when the file cannot be read;
- * KARA_ERR_CONFIG for invalid YAML, unknown or duplicate keys, wrong types,
- * bad units, unknown names and out-of-range values, with kara_last_error()
- * = "FILE:LINE:COL: key: problem" (line and column 1-based). */
+/* Apply a YAML file on top of *c (keys it names override; a later file wins). All or nothing: on failure *c is
+ * unchanged. KARA_ERR_IO when the file cannot be read; KARA_ERR_CONFIG for invalid YAML, unknown or duplicate keys,
+ * wrong types, bad units, unknown names and out-of-range values, with kara_last_error() = "FILE:LINE:COL: key:
+ * problem" (line and column 1-based); KARA_ERR_ARG for NULL arguments; KARA_ERR_NOMEM. */
 kara_status kara_config_load(kara_config *c, const char *path);
-/* The same from text in memory; name stands for the file in messages and
- * origins. len < 0: NUL-terminated. */
+/* The same from text in memory; name stands for the file in messages and origins. len < 0: NUL-terminated. */
 kara_status kara_config_load_text(kara_config *c, const char *text, long len, const char *name);
 
-/* Set one key from text, checked like the YAML value (lists as "1,2,3" or
- * "[1, 2, 3]"). origin is recorded (e.g. "--temp"; NULL = "api") and starts
- * the error message: "--temp: sampling.temperature: expected a number, got
- * 'hot'". Returns KARA_ERR_CONFIG for an unknown key or a bad value (*c
- * unchanged), KARA_ERR_ARG for NULL arguments. */
+/* Set one key from text, checked like the YAML value (lists as "1,2,3" or "[1, 2, 3]"). origin is recorded (e.g.
+ * "--temp"; NULL = "api") and starts the error message: "--temp: sampling.temperature: expected a number, got
+ * 'hot'". KARA_ERR_CONFIG for an unknown key or a bad value (*c unchanged), KARA_ERR_ARG for NULL arguments. */
 kara_status kara_config_set(kara_config *c, const char *key, const char *value, const char *origin);
-
-/* A key's value as text that kara_config_set accepts (strings unquoted).
- * Returns KARA_ERR_CONFIG for an unknown key, KARA_ERR_ARG when buf is too
- * small. */
+/* A key's value as text that kara_config_set accepts (strings unquoted). KARA_ERR_CONFIG for an unknown key,
+ * KARA_ERR_ARG when buf is too small. */
 kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size);
-
-/* Where a key's value came from (see kara_config.origin); NULL for an
- * unknown key. Points into *c. */
+/* Where a key's value came from (see kara_config.origin); NULL for an unknown key. Points into *c. */
 const char *kara_config_origin(const kara_config *c, const char *key);
-
 /* The i-th key of the schema ("model.path", ...), NULL past the last. */
 const char *kara_config_key(int i);
-
-/* Render the resolved configuration as YAML, one key per line with a
- * trailing "# origin" comment; loading the text back yields the same
- * values. Writes at most size bytes (NUL included) and returns the length
- * of the whole text, like snprintf: a result >= size means it was cut. */
+/* Render the resolved configuration as YAML, one key per line with a trailing "# origin" comment; loading the text
+ * back yields the same values. Writes at most size bytes (NUL included) and returns the length of the whole text,
+ * like snprintf: a result >= size means it was cut. */
 size_t kara_config_format(const kara_config *c, char *buf, size_t size);
 
-/* ------------------------------------------------------------------------ */
-/* Chat: templates, thinking, generation                                     */
-/* ------------------------------------------------------------------------ */
-
-/* One chat turn with a reasoning model, thinking kept apart from the answer
- * (error handling shortened; model and ctx as in the example at the top):
- *
- *     kara_chat_template tmpl;
- *     kara_chat_template_from_model(model, NULL, &tmpl);  // tokenizer.chat_template
- *     kara_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Why is the sky blue?"}};
- *     char prompt[4096];
- *     size_t len;
- *     kara_chat_apply(&tmpl, msgs, 2, true, true, prompt, sizeof prompt, &len);
- *     int32_t ids[4096];
- *     int32_t n;
- *     kara_tokenize(model, prompt, (int32_t)len, ids, 4096, false, true, &n);
- *
- *     kara_generator_params gp;
- *     kara_generator_params_init(&gp);
- *     gp.max_tokens = 2048;
- *     gp.reasoning_budget = 512;            // then "</think>" is forced
- *     kara_generator *gen;
- *     kara_generator_create(ctx, &gp, &gen);
- *     kara_generator_start(gen, 0, ids, n);
- *     kara_piece piece;
- *     kara_status st;
- *     while ((st = kara_generator_next(gen, &piece)) == KARA_OK)
- *         fwrite(piece.text, 1, piece.len, piece.channel == KARA_CHANNEL_THINK ? stderr : stdout);
- *     if (st < 0) fprintf(stderr, "%s\n", kara_last_error());
- *     kara_generator_free(gen);
- *
- * Prompts rendered by kara_chat_apply carry their special tokens as text
- * (BOS included where the template has one): tokenize them with
- * add_special = false and parse_special = true. */
-
-/* One message. role is "system", "user" or "assistant" ("tool" for the
- * templates that know it). An assistant message may hold its thinking as
- * the model wrote it ("<think>...</think>answer"); the templates that drop
- * earlier thinking from the history (qwen3, deepseek-r1) do so. */
+/* ---- Chat templates (guide and a complete example: docs/API.md, section "Chat templates and thinking") ----------- */
+/* One message. role is "system", "user" or "assistant" ("tool" for the templates that know it). An assistant
+ * message may hold its thinking as the model wrote it ("<think>...</think>answer"); the templates that drop earlier
+ * thinking from the history (qwen3, deepseek-r1) do so. */
 typedef struct kara_chat_message {
     const char *role;
     const char *content;
@@ -783,55 +550,40 @@ typedef enum kara_chat_family {
 
 typedef struct kara_chat_template {
     kara_chat_family family;
-    /* The generation prompt opens a think block ("<think>\n"), so output
-     * starts inside thinking: always for deepseek-r1; for qwen3 when the
-     * template does it (Qwen3 "Thinking-2507", QwQ). */
-    bool prefill_think;
-    /* llama3.1: the "Today Date:" text; "26 Jul 2024" (the template's
-     * default) unless the template calls strftime_now, then today's date. */
-    char date[32];
-    /* chatml: the system message the template inserts when a conversation
-     * has none (Qwen2/Qwen2.5 templates), "" for none. */
-    char default_system[256];
+    bool prefill_think;       /* the generation prompt opens "<think>\n": deepseek-r1; qwen3 when its template does */
+    char date[32];            /* llama3.1 "Today Date:": "26 Jul 2024", or today if the template calls strftime_now */
+    char default_system[256]; /* chatml: the system message it inserts when there is none (Qwen2/2.5); "" none */
 } kara_chat_template;
 
 /* "chatml", "qwen3", "deepseek-r1", "llama3", "llama3.1"; "?" out of range. */
 const char *kara_chat_family_name(kara_chat_family family);
-
-/* The template of a family by name (names above). KARA_ERR_ARG with a
- * message listing the names for anything else. */
+/* The template of a family by name (names above); KARA_ERR_ARG, with a message listing the names, for others. */
 kara_status kara_chat_template_by_name(const char *name, kara_chat_template *out);
 
-/* Recognise a Jinja chat template (GGUF tokenizer.chat_template) by its
- * markers: "<｜Assistant｜>" -> deepseek-r1; "<|start_header_id|>" -> llama3
- * (llama3.1 with "Cutting Knowledge Date"); "<|im_start|>" -> qwen3 when it
- * mentions <think> or enable_thinking, else chatml (with the default system
- * message it inserts, if any). Returns false (and chatml in *out) when
- * nothing matches. Never logs. */
+/* Recognise a Jinja chat template (GGUF tokenizer.chat_template) by its markers: "<｜Assistant｜>" or "<｜User｜>" ->
+ * deepseek-r1; "<|start_header_id|>" -> llama3 (llama3.1 with "Cutting Knowledge Date"); "<|im_start|>" -> qwen3
+ * when it mentions <think> or enable_thinking, else chatml (with the default system message it inserts, if any).
+ * Returns false (and chatml in *out) when nothing matches. Never logs. */
 bool kara_chat_template_detect(const char *jinja, kara_chat_template *out);
 
-/* The template to use with a model: name NULL, "" or "auto" means detect
- * from the model's tokenizer.chat_template; a template that is absent or
- * not recognised falls back to chatml with a warning through the library
- * log (never stdout). Any other name as kara_chat_template_by_name. */
+/* The template to use with a model: name NULL, "" or "auto" means detect from the model's tokenizer.chat_template;
+ * a template that is absent or not recognised falls back to chatml with a warning through the library log (never
+ * stdout). Any other name as kara_chat_template_by_name. */
 kara_status kara_chat_template_from_model(const kara_model *model, const char *name, kara_chat_template *out);
 
-/* Render messages as the family's official template does, followed by the
- * assistant generation prompt when add_generation_prompt. enable_thinking
- * false gives qwen3 its empty "<think>\n\n</think>\n\n" block; for templates
- * that pre-fill "<think>\n" it closes that block the same way (not part of
- * those templates: they have no switch); chatml and llama3 ignore it.
- * Writes at most size bytes (NUL included) and sets *len to the length of
- * the whole text, like snprintf: *len >= size means buf was too small.
- * KARA_ERR_ARG for NULL messages, roles or contents. Thread-safe. */
+/* Render messages as the family's official template does, followed by the assistant generation prompt when
+ * add_generation_prompt. enable_thinking false gives qwen3 its empty "<think>\n\n</think>\n\n" block; for templates
+ * that pre-fill "<think>\n" it closes that block the same way (they have no such switch); chatml and llama3 ignore
+ * it. Writes at most size bytes (NUL included) and sets *len to the length of the whole text, like snprintf: *len >=
+ * size means buf was too small. KARA_ERR_ARG for NULL messages, roles or contents. Thread-safe. The text carries its
+ * special tokens (BOS where the template has one): tokenize it with add_special false and parse_special true. */
 kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
                             bool add_generation_prompt, bool enable_thinking, char *buf, size_t size, size_t *len);
 
+/* ---- Generation (guide and a complete example: docs/API.md, section "Generation") -------------------------------- */
 /* Where a byte of generated text belongs. */
 typedef enum kara_channel { KARA_CHANNEL_ANSWER = 0, KARA_CHANNEL_THINK = 1 } kara_channel;
-
-/* A run of generated bytes of one channel. text is not NUL-terminated and
- * stays valid until the next kara_generator_next/start/free call. */
+/* A run of output of one channel: text is not NUL-terminated, valid until the next kara_generator_next/start/free */
 typedef struct kara_piece {
     const char *text;
     int32_t len; /* > 0 */
@@ -839,12 +591,9 @@ typedef struct kara_piece {
     int32_t token; /* the latest token sampled when the run was released; -1 at the final flush */
 } kara_piece;
 
-/* Return true to stop generation (checked before every token and between
- * prompt chunks). Called on the generating thread. */
+/* Return true to stop generation: called on the generating thread before every token and between prompt chunks. */
 typedef bool (*kara_abort_fn)(void *user);
-
 #define KARA_MAX_STOP_STRINGS 8
-
 /* Where a piece of output starts. */
 typedef enum kara_think_start {
     KARA_THINK_START_AUTO = 0, /* inside thinking when the prompt ends with "<think>" + white space */
@@ -856,8 +605,7 @@ typedef struct kara_generator_params {
     kara_sampler_params sampling;            /* kara_sampler_params_init defaults */
     int32_t max_tokens;                      /* tokens per start; -1 = until end of generation or a full context */
     int32_t reasoning_budget;                /* thinking tokens before "</think>" is forced; -1 = unlimited */
-    bool split_thinking;                     /* true: "<think>"/"</think>" are removed and their content is
-                                     * KARA_CHANNEL_THINK; false: raw text, all KARA_CHANNEL_ANSWER */
+    bool split_thinking;                     /* true: think tags removed, their content KARA_CHANNEL_THINK */
     kara_think_start think_start;            /* AUTO */
     bool ignore_eog;                         /* keep going past end-of-generation tokens (tests, benchmarks) */
     int32_t n_stop;                          /* stop strings, matched on the output text (tags removed) */
@@ -866,8 +614,7 @@ typedef struct kara_generator_params {
     void *abort_user;
 } kara_generator_params;
 
-typedef struct kara_generator kara_generator;
-
+typedef struct kara_generator kara_generator; /* it and its context: one thread at a time */
 /* Why the last kara_generator_next returned KARA_DONE or KARA_STOPPED. */
 typedef enum kara_stop_reason {
     KARA_STOP_NONE = 0,     /* still generating */
@@ -878,44 +625,33 @@ typedef enum kara_stop_reason {
     KARA_STOP_ABORT         /* the abort callback returned true */
 } kara_stop_reason;
 
-/* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1,
- * split_thinking true, think_start AUTO, ignore_eog false, no stop
- * strings, no abort. */
+/* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1, split_thinking true (false: raw text, all
+ * KARA_CHANNEL_ANSWER), think_start AUTO, ignore_eog false, no stop strings, no abort. */
 void kara_generator_params_init(kara_generator_params *p);
 
-/* A generator over one context (which it does not own; free the generator
- * first). Allocates everything it will use: the sampler, output buffers
- * sized for the vocabulary's longest token and the stop strings, and the
- * token history (n_ctx entries). KARA_ERR_ARG for bad params. */
+/* A generator over one context (which it does not own; free the generator first). Allocates everything it will use:
+ * the sampler, output buffers sized for the vocabulary's longest token and the stop strings, and the token history
+ * (n_ctx entries). KARA_ERR_ARG for bad params, KARA_ERR_NOMEM. */
 kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out);
 void kara_generator_free(kara_generator *gen);
 
-/* Change the abort callback, the reasoning budget or max_tokens (-1: no
- * limit) between turns. */
+/* Change the abort callback, the reasoning budget or max_tokens (-1: no limit) between turns. */
 void kara_generator_set_abort(kara_generator *gen, kara_abort_fn fn, void *user);
 void kara_generator_set_reasoning_budget(kara_generator *gen, int32_t budget);
 void kara_generator_set_max_tokens(kara_generator *gen, int32_t max_tokens);
 
-/* Feed a prompt to sequence seq_id, in chunks of the context's n_batch, and
- * get ready to generate. When the tokens the generator last left in that
- * sequence are a prefix of the prompt, only the rest is decoded; otherwise
- * the sequence is cleared first. The prompt goes into the sampler's
- * repetition history; its random state carries on from the previous start,
- * so the same prompt again gets a new draw. Errors before any work: KARA_ERR_CONTEXT_FULL when the prompt is
- * longer than the context, KARA_ERR_ARG for n < 1, KARA_ERR_TOKEN for an id
- * outside the vocabulary. KARA_ERR_ABORTED when the abort callback fired
- * (the sequence is cleared). Other decode errors are passed on. */
+/* Feed a prompt to sequence seq_id in chunks of n_batch and get ready to generate. If the tokens this generator last
+ * left in that sequence are a prefix of the prompt, only the rest is decoded; otherwise the sequence is cleared
+ * first. The prompt joins the sampler's repetition history; its random state carries on (the same prompt again gets
+ * a new draw). Before any work: KARA_ERR_CONTEXT_FULL (prompt longer than the context), KARA_ERR_ARG (n < 1,
+ * seq_id < 0), KARA_ERR_TOKEN. Later: KARA_ERR_ABORTED (abort callback) or a decode error, the sequence cleared. */
 kara_status kara_generator_start(kara_generator *gen, int32_t seq_id, const int32_t *tokens, int32_t n);
 
-/* The next piece of output. KARA_OK: *out holds a piece. KARA_DONE: end of
- * generation, max_tokens or a full context. KARA_STOPPED: a stop string
- * (its text is withheld) or the abort callback. Text that could still turn
- * into a tag or a stop string is held back until it cannot; it is released
- * before DONE/STOPPED. Negative: a decode error (kara_last_error()). After
- * DONE/STOPPED every call returns the same status until the next start.
- * Allocates nothing. */
+/* The next piece of output. KARA_OK: *out holds a piece. KARA_DONE: end of generation, max_tokens or a full context.
+ * KARA_STOPPED: a stop string (its text withheld) or the abort callback. Text that could still become a tag or a stop
+ * string is held back until it cannot, and released before DONE/STOPPED. Negative: a decode error, or KARA_ERR_ARG
+ * before a successful start. After DONE/STOPPED each call returns the same until the next start. Allocates nothing. */
 kara_status kara_generator_next(kara_generator *gen, kara_piece *out);
-
 kara_stop_reason kara_generator_stop_reason(const kara_generator *gen);
 
 /* Counters of the current (or last) start. */
@@ -928,71 +664,21 @@ typedef struct kara_generator_stats {
     double t_prompt_s;        /* seconds decoding the prompt */
     double t_generate_s;      /* seconds in kara_generator_next */
 } kara_generator_stats;
-
 void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *out);
 
-/* ------------------------------------------------------------------------ */
-/* Batch engine: continuous batching over one context                        */
-/* ------------------------------------------------------------------------ */
-
-/* Many requests through one context (error handling shortened):
- *
- *     kara_context_params cp;
- *     kara_context_params_init(&cp);
- *     cp.n_seq_max = 8;                           // requests decoded together
- *     kara_context_create(model, &cp, &ctx);
- *     kara_engine *eng;
- *     kara_engine_create(ctx, NULL, &eng);
- *     kara_engine_request r;
- *     kara_engine_request_init(&r);
- *     r.id = 1; r.prompt = ids; r.n_prompt = n; r.max_tokens = 256;
- *     kara_engine_submit(eng, &r);                // more while kara_engine_queue_room(eng) > 0
- *     while (kara_engine_step(eng) == KARA_OK) {  // KARA_DONE: nothing left
- *         kara_engine_event ev;
- *         while (kara_engine_next_event(eng, &ev))
- *             if (ev.kind == KARA_ENGINE_TEXT) append(ev.id, ev.channel, ev.text, ev.len);
- *             else finished(ev.id, ev.status, ev.reason);
- *     }
- *     kara_engine_free(eng);
- *
- * Requests join and leave between steps. One step is one kara_decode: the
- * next token of every running request plus a chunk of the prompts of new
- * arrivals (at most prefill_chunk tokens, so running requests keep
- * decoding). A request is admitted when the KV budget holds it at its peak
- * together with the growth every running request may still have
- * (docs/KARA_METHOD.md section 2). When the pool runs short anyway (with
- * optimistic_admission), with on_pool_exhausted = preempt (the default) the
- * youngest running request is preempted: its cache is dropped and it is
- * re-admitted before any new request, decoding its tokens again
- * (recompute) and carrying on where it was; with `fail` (or when it runs
- * alone) it ends with KARA_ERR_KV_BUDGET; with recompress_history the
- * policy first takes slots from other requests. Every such event is
- * counted.
- *
- * Determinism: each request samples from its own sampler seeded with
- * kara_engine_seed(sampling.seed, id), and the KV policy decides from the
- * request's own tokens and its share (kv.seq_tokens) alone, so a request's
- * answer does not depend on which requests run beside it, in what order,
- * or whether it was preempted (the CPU kernels compute each row alike
- * whatever the batch). The exception is the explicit choice
- * on_pool_exhausted = recompress_history, which takes slots from whichever
- * request has the most to give.
- *
- * The engine owns the context while it lives (it clears every sequence at
- * create). kara_engine_create allocates everything; a step allocates
- * nothing. Not thread-safe: one thread drives an engine. */
-
+/* ---- Batch engine (guide and a complete example: docs/API.md, section "The batch engine") ------------------------ */
+/* Continuous batching over one context: requests join and leave between steps; one step is one kara_decode of the
+ * next token of every running request plus at most prefill_chunk prompt tokens of new arrivals. A request's output
+ * does not depend on the requests beside it, their order, or whether it was preempted (except with
+ * kv.on_pool_exhausted = recompress_history). The engine owns the context while it lives (it clears every sequence
+ * at create). kara_engine_create allocates everything; a step allocates nothing. One thread drives an engine. */
 typedef struct kara_engine kara_engine;
-
 typedef struct kara_engine_params {
     int32_t max_queue;         /* requests waiting for admission (64) */
     int32_t prefill_chunk;     /* prompt tokens fed per step, all arrivals together (256, >= 2) */
     int32_t max_repeat_last_n; /* largest sampling.repeat_last_n a request may use (256) */
-    bool optimistic_admission; /* admit on free blocks alone (vLLM-style), ignoring how much the
-                                 * running requests may still grow: more run at once, and more are
-                                 * preempted later (false) */
+    bool optimistic_admission; /* admit on free blocks alone, ignoring what running requests may grow (false) */
 } kara_engine_params;
-
 void kara_engine_params_init(kara_engine_params *p);
 
 typedef struct kara_engine_request {
@@ -1009,21 +695,19 @@ typedef struct kara_engine_request {
     int32_t n_stop;               /* stop strings, 1..255 bytes, caller's memory until DONE */
     const char *stop[KARA_MAX_STOP_STRINGS];
 } kara_engine_request;
-
-/* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1,
- * split_thinking true, think_start AUTO, no stop strings. */
+/* Defaults: id 0, user NULL, no prompt, sampler defaults, max_tokens -1, reasoning_budget -1, split_thinking true,
+ * think_start AUTO, ignore_eog false, no stop strings. */
 void kara_engine_request_init(kara_engine_request *r);
 
 typedef enum kara_engine_event_kind {
     KARA_ENGINE_TEXT = 0, /* a run of output text of one channel */
     KARA_ENGINE_DONE = 1  /* the request ended; it produces no more events */
 } kara_engine_event_kind;
-
 typedef struct kara_engine_event {
     kara_engine_event_kind kind;
     uint64_t id;
     void *user;
-    /* TEXT: valid until the next kara_engine_step */
+    /* TEXT: valid until the next kara_engine_step; not NUL-terminated */
     kara_channel channel;
     const char *text;
     int32_t len;
@@ -1056,42 +740,30 @@ typedef struct kara_engine_stats {
     double step_seconds;   /* inside kara_engine_step */
 } kara_engine_stats;
 
-/* An engine over ctx, whose n_seq_max is the most requests that run at
- * once and whose n_batch must be at least n_seq_max + 2. ctx must outlive
- * the engine. KARA_ERR_ARG for bad params, KARA_ERR_NOMEM. */
+/* An engine over ctx, whose n_seq_max is the most requests that run at once and whose n_batch must be at least
+ * n_seq_max + 2. ctx must outlive the engine. KARA_ERR_ARG for bad params, KARA_ERR_NOMEM. */
 kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *p, kara_engine **out);
 void kara_engine_free(kara_engine *eng);
 
-/* Queue a request (copied; its prompt and stop strings are read until its
- * DONE event). Fails at once, queueing nothing, when it can never run:
- * KARA_ERR_ARG (empty prompt, bad sampling or stop strings, queue full),
- * KARA_ERR_TOKEN, KARA_ERR_CONTEXT_FULL (prompt of n_ctx tokens or more),
- * KARA_ERR_KV_BUDGET (its peak does not fit the whole pool; the message
- * says how many bytes it needs). */
+/* Queue a request (copied; its prompt and stop strings are read until its DONE event). Fails at once, queueing
+ * nothing, when it can never run: KARA_ERR_ARG (empty prompt, bad sampling or stop strings, queue full),
+ * KARA_ERR_TOKEN, KARA_ERR_CONTEXT_FULL (prompt of n_ctx tokens or more), KARA_ERR_KV_BUDGET (its peak does not fit
+ * the whole pool; the message says how many bytes it needs). */
 kara_status kara_engine_submit(kara_engine *eng, const kara_engine_request *r);
-/* Requests that can still be queued. */
-int32_t kara_engine_queue_room(const kara_engine *eng);
+int32_t kara_engine_queue_room(const kara_engine *eng); /* requests that can still be queued */
 
-/* Admit what fits and run one decode. KARA_OK: work was done or events are
- * ready; KARA_DONE: nothing is queued or running and no event is left.
- * Negative: the context failed (a bug); the engine should be freed. Events
- * of the previous step that were not read are dropped. */
+/* Admit what fits and run one decode. KARA_OK: work was done or events are ready; KARA_DONE: nothing is queued or
+ * running and no event is left; KARA_ERR_ARG: eng is NULL. A decode that fails ends the requests it fed with that
+ * error (their DONE events); the engine carries on. Events of the previous step that were not read are dropped. */
 kara_status kara_engine_step(kara_engine *eng);
-/* The events of the last step, one per call, in slot order: text runs of a
- * request, then its DONE. false when there are no more. */
+/* The last step's events, one per call, in slot order: a request's text runs, then its DONE; false when no more. */
 bool kara_engine_next_event(kara_engine *eng, kara_engine_event *out);
-
 void kara_engine_get_stats(const kara_engine *eng, kara_engine_stats *out);
+uint64_t kara_engine_seed(uint64_t seed, uint64_t id); /* the seed request id's sampler starts from */
 
-/* The seed a request's sampler starts from. */
-uint64_t kara_engine_seed(uint64_t seed, uint64_t id);
-
-/* The most sequences (<= p->n_seq_max) that a context with params p can
- * run at once when each has n_prompt prompt tokens and n_predict new ones
- * (-1: up to the context size): the budget must hold the policy's
- * per-sequence reservations (query rings) for that many sequences and
- * their peak footprints. More would only shrink the pool. 0 when even one
- * does not fit; p->n_seq_max when kv.budget is 0 (sized to fit). */
+/* The most sequences (<= p->n_seq_max) a context with params p runs at once, each with n_prompt prompt tokens and
+ * n_predict new ones (-1: up to n_ctx): the budget holds the per-sequence reservations (query rings) and peak
+ * footprints of that many (more only shrinks the pool). 0 when not even one fits; p->n_seq_max when kv.budget is 0. */
 int32_t kara_engine_fit_concurrency(const kara_model *model, const kara_context_params *p, int32_t n_prompt,
                                     int32_t n_predict);
 
