@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Check the shape of the code base (docs/ARCHITECTURE.md, "Who may call whom").
+
+- No include cycle between files of different runtime folders: the graph of
+  `#include "x.h"` between runtime/<folder>/ files, collapsed to folders, has
+  no cycle.
+- No folder includes a header of a folder it may not call (the table below
+  mirrors runtime/CMakeLists.txt, which enforces it at build time).
+- kernels_cpu/ and platform/ include nothing of the runtime; tools/ includes
+  only the public header of the runtime.
+- No hand-written source file is longer than 800 lines (the generated
+  Unicode tables are the exception).
+
+Prints every violation and exits 1 when there is one.
+"""
+import os
+import re
+import subprocess
+import sys
+
+MAX_LINES = 800
+GENERATED = {"runtime/tokenizer/unicode_tables.c"}
+MAY_CALL = {
+    "common": set(),
+    "gguf": {"common"},
+    "tokenizer": {"common", "gguf"},
+    "model": {"common", "gguf", "tokenizer"},
+    "kv": {"common"},
+    "decode": {"common", "gguf", "tokenizer", "model", "kv"},
+    "generate": {"common"},
+    "chat": {"common"},
+    "engine": {"common", "generate", "kv", "decode", "gguf", "tokenizer", "model"},
+    "config": {"common", "kv"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def tracked(root):
+    out = subprocess.check_output(["git", "-C", root, "ls-files"], text=True)
+    return [f for f in out.split() if os.path.isfile(os.path.join(root, f))]
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    files = tracked(root)
+    problems = []
+    # where each runtime header lives
+    owner = {}
+    for f in files:
+        parts = f.split("/")
+        if len(parts) == 3 and parts[0] == "runtime" and f.endswith(".h"):
+            owner[parts[2]] = parts[1]
+    edges = {}
+    for f in files:
+        if not f.endswith((".c", ".h")):
+            continue
+        text = open(os.path.join(root, f), errors="replace").read()
+        parts = f.split("/")
+        for inc in INCLUDE.findall(text):
+            name = os.path.basename(inc)
+            target = owner.get(name)
+            if parts[0] == "runtime" and len(parts) == 3 and parts[1] in MAY_CALL:
+                src = parts[1]
+                if target and target != src and target != "include":
+                    edges.setdefault(src, set()).add(target)
+                    if target not in MAY_CALL[src]:
+                        problems.append(f"{f}: includes {inc} of runtime/{target}/, which {src} may not call")
+            elif parts[0] in ("kernels_cpu", "platform"):
+                if target or name == "kara.h":
+                    problems.append(f"{f}: includes {inc}: kernels_cpu and platform see nothing of the runtime")
+            elif parts[0] == "tools" and target and target != "include":
+                problems.append(f"{f}: includes {inc} of runtime/{target}/: the tools see kara.h alone")
+    # cycles between folders
+    state = {}
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt):] + [nxt]
+                problems.append("include cycle between runtime folders: " + " -> ".join(cycle))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    # file lengths
+    for f in files:
+        if f in GENERATED or not f.endswith((".c", ".h", ".py", ".sh")):
+            continue
+        n = sum(1 for _ in open(os.path.join(root, f), errors="replace"))
+        if n > MAX_LINES:
+            problems.append(f"{f}: {n} lines (at most {MAX_LINES})")
+    for p in problems:
+        print("check_layout: " + p)
+    if not problems:
+        print("check_layout: folders, includes and file lengths as docs/ARCHITECTURE.md says")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
