@@ -10,6 +10,7 @@
 #include "kv_cache.h"
 #include "kv_policy.h"
 #include "model.h"
+#include "context_access.h"
 
 /* Activation rows converted to one vec_dot type (Q, K and V products whose
  * weights share that type share one conversion). */
@@ -66,12 +67,6 @@ void kr_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int
 /* Inside fn of kr_parallel_run: wait until every thread of the region
  * gets here (nothing when single-threaded). */
 void kr_parallel_barrier(const kara_context *ctx);
-
-/* What the batch engine asks of a context (it reads no field itself). */
-const kr_kv_plan *kr_context_kv_plan(const kara_context *c);
-int32_t kr_context_n_seq_max(const kara_context *c);
-int32_t kr_context_blocks_free(const kara_context *c);
-int32_t kr_context_seq_blocks(const kara_context *c, int32_t seq); /* blocks seq holds */
 
 /* The forward pass over a validated batch whose slots are already reserved. */
 kara_status kr_forward(kara_context *ctx, const kara_batch *batch);

@@ -2,7 +2,6 @@
  * the most blocks a request can hold, whether it can run at all, and how
  * many sequences a budget can run at once. */
 #include "batch_engine.h"
-#include "model.h"
 
 int64_t kr_batch_request_blocks(const kara_engine *e, int32_t P, int32_t G) {
     const kr_kv_plan *plan = kr_context_kv_plan(e->ctx);
@@ -16,10 +15,9 @@ bool kr_batch_method_holds(const kara_engine *e, int32_t P, int32_t G, char *why
 int32_t kara_engine_fit_concurrency(const kara_model *m, const kara_context_params *cp, int32_t n_prompt,
                                     int32_t n_predict) {
     if (!m || !cp || cp->n_seq_max < 1) return 0;
-    const kr_hparams *hp = &m->hp;
     if (!cp->kv.budget) return cp->n_seq_max; /* the pool is sized for every sequence */
-    kr_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
-    int32_t n_ctx = cp->n_ctx ? cp->n_ctx : hp->n_ctx_train;
+    kr_kv_shape shape = {kara_model_n_layer(m), kara_model_n_head(m), kara_model_n_head_kv(m), kara_model_head_dim(m)};
+    int32_t n_ctx = cp->n_ctx ? cp->n_ctx : kara_model_n_ctx_train(m);
     for (int32_t n = cp->n_seq_max; n >= 1; n--) {
         kr_kv_plan plan;
         if (kr_kv_plan_make(&plan, &cp->kv, &shape, n_ctx, n) != KARA_OK) continue;

@@ -34,7 +34,6 @@
 #include <string.h>
 
 #include "batch_engine.h"
-#include "model.h"
 #include "status.h"
 #include "monotonic_clock.h"
 
@@ -94,7 +93,7 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->n_slots = n_slots;
     e->n_ctx = kara_context_n_ctx(ctx);
     e->n_batch = n_batch;
-    e->n_vocab = e->model->hp.n_vocab;
+    e->n_vocab = kara_model_n_vocab(e->model);
     kara_status st = kr_gen_model_init(&e->gm, e->model);
     e->slots = calloc((size_t)n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)params->max_queue, sizeof *e->queue);

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "context.h"
+#include "context_access.h"
 #include "kara.h"
 #include "gen_seq.h"
 
