@@ -105,6 +105,18 @@ static int32_t take_ranked(const rank_entry *r, int32_t n, uint8_t *flag, int32_
     return got;
 }
 
+/* The kept slots of the threshold baselines in order: the protected front [0, lo), the flagged slots of the middle
+ * [lo, lo + n_mid), and the tail [hi, n). Returns how many. */
+static int32_t keep_front_flagged_tail(int32_t lo, int32_t n_mid, const uint8_t *flag, int32_t hi, int32_t n,
+                                       int32_t *keep) {
+    int32_t c = 0;
+    for (int32_t j = 0; j < lo; j++) keep[c++] = j;
+    for (int32_t j = 0; j < n_mid; j++)
+        if (flag[j]) keep[c++] = lo + j;
+    for (int32_t j = hi; j < n; j++) keep[c++] = j;
+    return c;
+}
+
 static bool is_protected(const kr_kv_protect *pr, int32_t j) {
     if (!pr || !pr->tokens || pr->n_ids <= 0) return false;
     for (int32_t t = 0; t < pr->n_ids; t++)
@@ -447,12 +459,7 @@ kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int3
     pool_scores(s + lo, n_mid, kernel, pool, w.pooled);
     rank_by(w.pooled, n_mid, w.rank);
     take_ranked(w.rank, n_mid, w.flag, budget - n_front - obs_window);
-    int32_t c = 0;
-    for (int32_t j = 0; j < lo; j++) keep[c++] = j;
-    for (int32_t j = 0; j < n_mid; j++)
-        if (w.flag[j]) keep[c++] = lo + j;
-    for (int32_t j = hi; j < n; j++) keep[c++] = j;
-    *n_keep = c;
+    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
     return KARA_OK;
 }
 
@@ -478,12 +485,7 @@ kara_status kr_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32
     const int32_t lo = n_front, hi = n - n_recent, n_mid = hi - lo; /* n_mid > n_heavy since n > budget */
     rank_by(acc + lo, n_mid, w.rank);
     take_ranked(w.rank, n_mid, w.flag, n_heavy);
-    int32_t c = 0;
-    for (int32_t j = 0; j < lo; j++) keep[c++] = j;
-    for (int32_t j = 0; j < n_mid; j++)
-        if (w.flag[j]) keep[c++] = lo + j;
-    for (int32_t j = hi; j < n; j++) keep[c++] = j;
-    *n_keep = c;
+    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
     return KARA_OK;
 }
 
