@@ -78,6 +78,21 @@ static bool alloc_act_bufs(kara_context *c) {
     return true;
 }
 
+/* Which tokens' text holds a newline (Kara's line-aware selection); NULL
+ * when out of memory, and the selection then cuts fixed pieces instead. */
+static uint8_t *line_end_table(const kara_model *model, int32_t *n_vocab) {
+    int32_t n = model->hp.n_vocab;
+    uint8_t *t = malloc(n > 0 ? (size_t)n : 1);
+    if (!t) return NULL;
+    char piece[256];
+    for (int32_t id = 0; id < n; id++) {
+        int32_t len = kr_vocab_token_to_piece(&model->vocab, id, piece, (int32_t)sizeof piece, false);
+        t[id] = len > 0 && len <= (int32_t)sizeof piece && memchr(piece, '\n', (size_t)len) != NULL;
+    }
+    *n_vocab = n;
+    return t;
+}
+
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
     kara_context_params defaults;
     if (!params) {
@@ -110,9 +125,15 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         free(c);
         return st;
     }
-    int32_t think_end = model->vocab.kind != KR_VOCAB_NONE ? kr_vocab_find(&model->vocab, "</think>", 8) : -1;
+    kr_kv_vocab_info vocab = {-1, NULL, 0};
+    if (model->vocab.kind != KR_VOCAB_NONE) {
+        vocab.think_end_token = kr_vocab_find(&model->vocab, "</think>", 8);
+        if (params->kv.method == KARA_KV_METHOD_KARA && params->kv.t2c_mode == KARA_T2C_LINES)
+            vocab.line_end = line_end_table(model, &vocab.n_vocab);
+    }
     kr_kv_exec exec = {c->n_threads, run_on_threads, c};
-    st = kr_kv_policy_init(&c->policy, &plan, &c->kv, &exec, think_end);
+    st = kr_kv_policy_init(&c->policy, &plan, &c->kv, &exec, &vocab);
+    free((void *)vocab.line_end);
     if (st) {
         kr_kv_free(&c->kv);
         free(c);

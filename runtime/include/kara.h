@@ -291,6 +291,10 @@ typedef enum kara_kv_trigger { KARA_KV_TRIGGER_PERIODIC = 0, KARA_KV_TRIGGER_THR
  * every sequence whole never evicts. PER_WINDOW: each window keeps `retention` of its slots at its event (the
  * paper's setting, for ablations); the share still caps a sequence. */
 typedef enum kara_kv_evict { KARA_KV_EVICT_ON_DEMAND = 0, KARA_KV_EVICT_PER_WINDOW } kara_kv_evict;
+/* How Kara's Top-K candidates become kept spans (docs/KARA_METHOD.md section 6): CHUNKS, Token2Chunk's gaps between
+ * candidates; POOLED_TOPK, Top-K after a max-pool over 7 neighbours (ablation A4); LINES, whole lines (pieces of at
+ * most t2c.max_gap tokens) ranked by their best slot, so a kept digit brings its line. */
+typedef enum kara_t2c_mode { KARA_T2C_CHUNKS = 0, KARA_T2C_POOLED_TOPK, KARA_T2C_LINES } kara_t2c_mode;
 #define KARA_MAX_PROTECT_TOKENS 16
 /* Every setting of the KV cache and its compression method: each comment gives the default (kara_kv_params_init)
  * and the YAML key where it is not the field's name. Filled by kara_kv_params_init, the YAML loader and the CLI. */
@@ -329,11 +333,14 @@ typedef struct kara_kv_params {
     kara_reduce gqa_reduce;         /* mean (or max) */
     kara_reduce layer_reduce;       /* mean (or normalized_mean) */
     int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
+    bool value_aware;               /* false; true: a slot's attention mass times the L1 norm of its value (VATP) */
+    float reads_weight;             /* reads_weight: 0 = off; on_demand, kara and chunkkv: attention a slot receives
+                                     * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
     /* kara.t2c: */
-    float candidate_frac; /* 0.5 */
-    int32_t max_gap;      /* 16 */
-    float len_penalty;    /* 1.0 */
-    bool t2c_pooled_topk; /* mode: pooled_topk = Top-K after max-pool 7 (ablation A4); false: chunks */
+    float candidate_frac;   /* 0.5 */
+    int32_t max_gap;        /* 16 */
+    float len_penalty;      /* 1.0 */
+    kara_t2c_mode t2c_mode; /* mode: chunks; pooled_topk = Top-K after max-pool 7 (ablation A4); lines */
     /* baselines: */
     int32_t budget_tokens;        /* 0 = auto */
     int32_t streaming_n_sink;     /* 4 */

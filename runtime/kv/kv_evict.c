@@ -70,6 +70,25 @@ static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_w
     for (int32_t w = 0; w < n_win; w++) win_keep[w] = keep_at(lo, win_keep[w], win_size[w]);
 }
 
+/* pol->gather = the scores of slots [i, i + held) of one window. With read
+ * tracking, what the slots received since their window became due is added:
+ * both terms divided by their maximum over the window (a term that is zero
+ * throughout adds nothing), the reads times reads_weight
+ * (docs/KARA_METHOD.md section 7.4). */
+static void gather_scores(kr_kv_policy *pol, const kr_kv_policy_seq *q, const float *scores, int32_t i, int32_t held) {
+    float *g = pol->gather;
+    memcpy(g, scores + i, (size_t)held * sizeof(float));
+    if (!q->h2o_acc || pol->p.reads_weight <= 0.0f) return;
+    const float *r = q->h2o_acc + i;
+    float smax = 0.0f, rmax = 0.0f;
+    for (int32_t t = 0; t < held; t++) {
+        smax = g[t] > smax ? g[t] : smax;
+        rmax = r[t] > rmax ? r[t] : rmax;
+    }
+    const float sw = smax > 0.0f ? 1.0f / smax : 0.0f, rw = rmax > 0.0f ? pol->p.reads_weight / rmax : 0.0f;
+    for (int32_t t = 0; t < held; t++) g[t] = g[t] * sw + r[t] * rw;
+}
+
 /* Build pol->keep (relative to P) for selection group g: every slot of
  * [P, F) kept whole, and the win_keep[w] best slots of each window w by
  * the method's selection on the group's stored scores. Returns the count. */
@@ -84,11 +103,13 @@ static kara_status select_group(kr_kv_policy *pol, int32_t seq, int32_t g, const
         if (w < 0 || win_keep[w] >= held) {
             for (int32_t t = i; t < j; t++) pol->keep[k++] = t - P;
         } else if (win_keep[w] > 0) {
-            memcpy(pol->gather, scores + i, (size_t)held * sizeof(float));
+            gather_scores(pol, q, scores, i, held);
             memcpy(pol->gather_tokens, q->tokens + i, (size_t)held * sizeof(int32_t));
             uint64_t seed = ((uint64_t)q->evictions << 32) ^ (uint64_t)w;
-            kara_status st = kr_kv_select_window_k(&pol->p, pol->gather, pol->gather_tokens, held, win_keep[w], seed,
-                                                   pol->gather_keep, pol->select_scratch, pol->select_scratch_bytes);
+            const uint8_t *lines = kr_kvp_line_flags(pol, pol->gather_tokens, held);
+            kara_status st =
+                kr_kv_select_window_k(&pol->p, pol->gather, pol->gather_tokens, lines, held, win_keep[w], seed,
+                                      pol->gather_keep, pol->select_scratch, pol->select_scratch_bytes);
             if (st) return st;
             for (int32_t t = 0; t < win_keep[w]; t++) pol->keep[k++] = i - P + pol->gather_keep[t];
         }
@@ -129,7 +150,7 @@ kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
     }
     if (st) return st;
     kr_kvp_compact_release(pol, kv, seq, P + k + (n - F));
-    q->frontier = P + k;
+    q->frontier = q->reads_grid = P + k;
     q->evictions++;
     return KARA_OK;
 }

@@ -48,7 +48,8 @@ const kr_enum_name kr_kv_evict_names[] = {
 
 const kr_enum_name kr_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kr_enum_name kr_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
-const kr_enum_name kr_t2c_mode_names[] = {{"chunks", 0}, {"pooled_topk", 1}, {NULL, 0}};
+const kr_enum_name kr_t2c_mode_names[] = {
+    {"chunks", KARA_T2C_CHUNKS}, {"pooled_topk", KARA_T2C_POOLED_TOPK}, {"lines", KARA_T2C_LINES}, {NULL, 0}};
 
 const char *kr_enum_to_name(const kr_enum_name *names, int value) {
     for (; names->name; names++)
@@ -113,6 +114,8 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->gqa_reduce = KARA_REDUCE_MEAN;
     p->layer_reduce = KARA_REDUCE_MEAN;
     p->layer_stride = 1;
+    p->value_aware = false;
+    p->reads_weight = 0.0f;
     /* kara.t2c: */
     p->candidate_frac = 0.5f;
     p->max_gap = 16;

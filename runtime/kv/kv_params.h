@@ -28,7 +28,7 @@ extern const kr_enum_name kr_kv_trigger_names[];      /* periodic | threshold */
 extern const kr_enum_name kr_kv_evict_names[];        /* on_demand | per_window */
 extern const kr_enum_name kr_compress_scope_names[];  /* all | think_only -> bool */
 extern const kr_enum_name kr_selection_scope_names[]; /* shared | per_layer -> bool */
-extern const kr_enum_name kr_t2c_mode_names[];        /* chunks | pooled_topk -> bool */
+extern const kr_enum_name kr_t2c_mode_names[];        /* chunks | pooled_topk | lines */
 
 /* Canonical name of value, or NULL when the table has none. */
 const char *kr_enum_to_name(const kr_enum_name *names, int value);

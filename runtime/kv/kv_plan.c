@@ -67,6 +67,8 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
         s->ring_cap = kr_kv_window_slots(p);
         s->score_n = s->ring_cap;
         s->n_scored = (n_layer + stride - 1) / stride;
+        /* read tracking: every step's newest query's attention, summed like H2O's */
+        s->needs_h2o = p->reads_weight > 0.0f;
         break;
     case KARA_KV_METHOD_RECENT:
     case KARA_KV_METHOD_RANDOM:
@@ -119,6 +121,8 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
     /* the kept slots; a window's token ids and selection, and every
      * window's count, at an eviction */
     s->keep = 4 * (size_t)max_slots * sizeof(int32_t);
+    /* t2c.mode lines: the flags of a region's line ends (the vocabulary's table, n_vocab bytes, is not counted) */
+    if (p->method == KARA_KV_METHOD_KARA && p->t2c_mode == KARA_T2C_LINES) s->keep += (size_t)max_slots;
     s->moves = (size_t)max_slots * sizeof(kr_kv_move);
 }
 
@@ -153,7 +157,8 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "
                             "docs/KARA_METHOD.md); set it to false");
-    if (p->method == KARA_KV_METHOD_KARA && !p->t2c_pooled_topk && (!(p->candidate_frac > 0) || p->max_gap < 1))
+    if (p->method == KARA_KV_METHOD_KARA && p->t2c_mode != KARA_T2C_POOLED_TOPK &&
+        (!(p->candidate_frac > 0) || p->max_gap < 1))
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
                             "%d)",

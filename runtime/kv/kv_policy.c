@@ -24,7 +24,7 @@ static bool threshold_trigger(const kara_kv_params *p) {
 static bool on_demand(const kr_kv_policy *pol) { return pol->p.evict == KARA_KV_EVICT_ON_DEMAND; }
 
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
-                              int32_t think_end_token) {
+                              const kr_kv_vocab_info *vocab) {
     memset(pol, 0, sizeof *pol);
     pol->kv = kv;
     pol->exec = *exec;
@@ -53,7 +53,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->head_dim = plan->shape.head_dim;
     pol->n_seq_max = n_seq_max;
     pol->max_slots = max_slots;
-    pol->think_end_token = think_end_token;
+    pol->think_end_token = vocab->think_end_token;
     pol->budget_tokens = plan->budget_tokens;
     pol->scoring = plan->scoring;
     pol->q_row_bytes = (size_t)pol->n_head * (size_t)pol->head_dim * (p->query_cache_dtype == KARA_KV_F32 ? 4 : 2);
@@ -84,9 +84,16 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->gather_keep = calloc(nf, sizeof(int32_t));
     pol->win_keep = calloc(nf, sizeof(int32_t));
     pol->moves = calloc(nf, sizeof(kr_kv_move));
+    bool lines = p->method == KARA_KV_METHOD_KARA && p->t2c_mode == KARA_T2C_LINES && vocab->line_end;
+    if (lines) {
+        pol->n_vocab = vocab->n_vocab;
+        pol->line_end = malloc((size_t)vocab->n_vocab);
+        pol->line_flags = calloc(nf, 1);
+        if (pol->line_end) memcpy(pol->line_end, vocab->line_end, (size_t)vocab->n_vocab);
+    }
     bool ok = (!z.ring || pol->ring) && (!z.h2o || pol->h2o_probs) && (!z.score_scratch || pol->score_scratch) &&
         pol->select_scratch && pol->layer_scores && pol->scores && pol->gather && pol->keep && pol->gather_tokens &&
-        pol->gather_keep && pol->win_keep && pol->moves;
+        pol->gather_keep && pol->win_keep && pol->moves && (!lines || (pol->line_end && pol->line_flags));
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
         kr_kv_policy_seq *q = &pol->seqs[i];
         q->tokens = calloc(nf, sizeof(int32_t));
@@ -125,13 +132,15 @@ void kr_kv_policy_free(kr_kv_policy *pol) {
     free(pol->gather_keep);
     free(pol->win_keep);
     free(pol->moves);
+    free(pol->line_end);
+    free(pol->line_flags);
     memset(pol, 0, sizeof *pol);
 }
 
 void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     q->prompt_marked = false;
-    q->n_prompt = q->frontier = q->due_steps = q->n_win = 0;
+    q->n_prompt = q->frontier = q->due_steps = q->n_win = q->reads_grid = 0;
     q->events = 0;
     q->evictions = 0;
     q->think_done = false;
@@ -139,6 +148,19 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* ---- hooks for the forward pass ---- */
+
+/* Read tracking (window methods with reads_weight): a window's slots count
+ * the attention they receive from the step their window becomes due, by
+ * the sequence's own progress (the grid of due windows), never from when
+ * scoring runs, which may be deferred by other sequences. */
+static void start_reads(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n) {
+    if (!q->h2o_acc || !pol->window_method) return;
+    if (q->reads_grid < q->frontier) q->reads_grid = q->frontier;
+    while (n - q->reads_grid - pol->p.buffer >= pol->p.interval) {
+        memset(q->h2o_acc + q->reads_grid, 0, (size_t)pol->p.interval * sizeof(float));
+        q->reads_grid += pol->p.interval;
+    }
+}
 
 void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
@@ -149,7 +171,7 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
          * prompt shorter than n_sink takes the first generated tokens too */
         q->prompt_marked = true;
         q->n_prompt = slot > pol->p.n_sink ? slot : pol->p.n_sink;
-        q->frontier = q->n_prompt;
+        q->frontier = q->reads_grid = q->n_prompt;
     }
     if (q->prompt_marked && n_new > 1 && pol->window_method && slot >= q->frontier) {
         /* a later turn's text (the next chat message): kept whole, outside
@@ -159,6 +181,7 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
         q->frontier = slot + 1;
     }
     if (q->prompt_marked && token == pol->think_end_token && pol->think_end_token >= 0) q->think_done = true;
+    if (q->prompt_marked && n_new == 1) start_reads(pol, q, slot + 1);
 }
 
 void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
@@ -185,6 +208,13 @@ void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots) {
         kr_kv_h2o_accumulate(acc, row, n_slots);
         memset(row, 0, (size_t)n_slots * sizeof(float));
     }
+}
+
+const uint8_t *kr_kvp_line_flags(kr_kv_policy *pol, const int32_t *tokens, int32_t n) {
+    if (!pol->line_end) return NULL;
+    for (int32_t j = 0; j < n; j++)
+        pol->line_flags[j] = tokens[j] >= 0 && tokens[j] < pol->n_vocab && pol->line_end[tokens[j]];
+    return pol->line_flags;
 }
 
 /* ---- compaction ---- */
@@ -289,6 +319,10 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
                                    pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads
                                                                              : KR_KV_SCORE_WORKERS);
         if (st) break;
+        if (opts.value_aware) { /* V rows follow the K rows of the layer in each block */
+            job.v = kr;
+            job.v.base = k_base + (size_t)kv->block_size * kv->slot_bytes;
+        }
         score_task t = {&job};
         pol->exec.run(pol->exec.user, score_compute, &t);
         kr_kv_score_finish(&job, pol->layer_scores, &acc);
@@ -328,8 +362,8 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
         }
         int32_t k_g = 0;
         if (!st)
-            st = kr_kv_select_window(p, pol->scores, q->tokens + F, n_c, q->events, pol->keep, &k_g,
-                                     pol->select_scratch, pol->select_scratch_bytes);
+            st = kr_kv_select_window(p, pol->scores, q->tokens + F, kr_kvp_line_flags(pol, q->tokens + F, n_c), n_c,
+                                     q->events, pol->keep, &k_g, pol->select_scratch, pol->select_scratch_bytes);
         if (!st && k >= 0 && k_g != k)
             st = kr_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g, g + 1,
                               k);
@@ -341,7 +375,7 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
         /* the survivors form a window of their own for later evictions */
         for (int32_t i = F; i < F + k; i++) q->win[i] = q->n_win;
         q->win_size[q->n_win++] = n_c;
-        q->frontier = F + k;
+        q->frontier = q->reads_grid = F + k;
         q->events++;
         q->due_steps = 0;
     }
@@ -380,8 +414,8 @@ static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
     kara_status st = kr_kvp_score_span(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self,
                                        0, pol->n_layer);
     if (!st)
-        st = kr_kv_select_window_k(p, pol->scores, q->tokens + P, n_c, k, q->events, pol->keep, pol->select_scratch,
-                                   pol->select_scratch_bytes);
+        st = kr_kv_select_window_k(p, pol->scores, q->tokens + P, kr_kvp_line_flags(pol, q->tokens + P, n_c), n_c, k,
+                                   q->events, pol->keep, pol->select_scratch, pol->select_scratch_bytes);
     if (!st) st = compact(pol, kv, seq, P, b, k, pol->scores);
     if (!st) q->events++;
     return st;

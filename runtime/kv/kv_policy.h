@@ -70,7 +70,10 @@ typedef struct kr_kv_policy_seq {
     int32_t *win;       /* window of each slot of [P, F): its index, or -1 for slots kept whole */
     int32_t *win_size;  /* slots each window had when it was scored */
     int32_t n_win;
-    float *h2o_acc; /* H2O: accumulated attention of each slot */
+    float *h2o_acc;     /* H2O: accumulated attention of each slot; window methods (reads_weight): since its window
+                     * became due */
+    int32_t reads_grid; /* window methods with reads: where the next window starts when every due window is
+                         * scored at once (F, or ahead of F while scoring is deferred) */
 } kr_kv_policy_seq;
 
 typedef struct kr_kv_policy {
@@ -81,6 +84,9 @@ typedef struct kr_kv_policy {
     int32_t n_layer, n_head, n_head_kv, head_dim;
     int32_t n_seq_max, max_slots;
     int32_t think_end_token; /* -1 when the vocabulary has none */
+    uint8_t *line_end;       /* t2c.mode lines: per token id, its text holds a newline (NULL: no line breaks known) */
+    int32_t n_vocab;
+    uint8_t *line_flags; /* t2c.mode lines: a region's slots that end a line, gathered for a selection */
 
     bool window_method; /* kara (trigger periodic), chunkkv, recent, random: periodic events over the window */
     bool scoring;       /* plan.scoring: false when the policy can never need to evict */
@@ -110,9 +116,17 @@ typedef struct kr_kv_policy {
     uint64_t step;
 } kr_kv_policy;
 
-/* A policy for kv under the plan; exec runs its scoring in parallel. */
+/* What the policy needs to know of the vocabulary (kv sees no model). */
+typedef struct kr_kv_vocab_info {
+    int32_t think_end_token; /* </think>, -1 when the vocabulary has none */
+    const uint8_t *line_end; /* n_vocab flags: the token's text holds a newline (t2c.mode lines); may be NULL */
+    int32_t n_vocab;
+} kr_kv_vocab_info;
+
+/* A policy for kv under the plan; exec runs its scoring in parallel. The
+ * line-end flags are copied when the selection needs them. */
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
-                              int32_t think_end_token);
+                              const kr_kv_vocab_info *vocab);
 void kr_kv_policy_free(kr_kv_policy *pol);
 void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq);
 

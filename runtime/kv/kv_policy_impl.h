@@ -30,6 +30,10 @@ kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq
 /* After an event's compact_group calls: the sequence now holds new_n slots. */
 void kr_kvp_compact_release(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t new_n);
 
+/* The slots of tokens[0, n) that end a line (t2c.mode lines), in the
+ * policy's scratch; NULL when no line breaks are known. */
+const uint8_t *kr_kvp_line_flags(kr_kv_policy *pol, const int32_t *tokens, int32_t n);
+
 /* Is seq's window due (its compressible part has reached the interval)? */
 bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq);
 

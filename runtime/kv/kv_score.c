@@ -26,6 +26,7 @@ void kr_kv_score_opts_init(kr_kv_score_opts *o) {
     o->softmax_over = KARA_SOFTMAX_WINDOW;
     o->exclude_self = true;
     o->gqa_reduce = KARA_REDUCE_MEAN;
+    o->value_aware = false;
 }
 
 void kr_kv_score_opts_from_params(kr_kv_score_opts *o, const kara_kv_params *p) {
@@ -33,6 +34,7 @@ void kr_kv_score_opts_from_params(kr_kv_score_opts *o, const kara_kv_params *p) 
     o->softmax_over = p->softmax_over;
     o->exclude_self = p->exclude_self;
     o->gqa_reduce = p->gqa_reduce;
+    o->value_aware = p->value_aware;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -302,13 +304,26 @@ kara_status kr_kv_score_compute(const kr_kv_score_job *job, int32_t ith, int32_t
 /* Reduction and aggregation                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* ||v||_1 of KV head h of value row j (value-aware scores: a token whose
+ * value is small changes the output little, however much attention it
+ * draws; attention sinks are the typical case). */
+static float value_l1(const kr_kv_rows *v, int32_t j, int32_t h, int32_t d) {
+    const uint8_t *p = head_ptr(v, j, h, d);
+    float s = 0.0f;
+    for (int32_t t = 0; t < d; t++)
+        s += fabsf(v->type == KARA_KV_F32 ? ((const float *)p)[t] : kr_fp16_to_fp32(((const kr_fp16 *)p)[t]));
+    return s;
+}
+
 void kr_kv_score_finish(const kr_kv_score_job *job, float *layer_out, kr_kv_score_acc *acc) {
     const int32_t n_c = job->n_c, hkv = job->shape.n_head_kv, g = job->shape.n_head / hkv, nt = job->n_tiles;
     const bool use_max = job->opts.gqa_reduce == KARA_REDUCE_MAX;
+    const bool vw = job->opts.value_aware && job->v.base;
     float *out = layer_out ? layer_out : job->layer;
     for (int32_t j = 0; j < n_c; j++) {
         float total = 0.0f;
         for (int32_t h = 0; h < hkv; h++) {
+            const float vn = vw ? value_l1(&job->v, j, h, job->shape.head_dim) : 1.0f;
             float red = use_max ? -INFINITY : 0.0f;
             for (int32_t e = 0; e < g; e++) {
                 const float *p = job->partial + (size_t)(h * g + e) * nt * n_c + j;
@@ -316,7 +331,7 @@ void kr_kv_score_finish(const kr_kv_score_job *job, float *layer_out, kr_kv_scor
                 for (int32_t t = 0; t < nt; t++) sa += p[(size_t)t * n_c];
                 red = use_max ? (sa > red ? sa : red) : red + sa;
             }
-            total += use_max ? red : red / (float)g;
+            total += (use_max ? red : red / (float)g) * vn;
         }
         out[j] = total / (float)hkv;
     }

@@ -98,6 +98,7 @@ typedef struct kr_kv_score_opts {
     kara_softmax_over softmax_over; /* window */
     bool exclude_self;              /* true */
     kara_reduce gqa_reduce;         /* KARA_REDUCE_MEAN or KARA_REDUCE_MAX */
+    bool value_aware;               /* false; true: each KV head's score of j times ||v_j||_1 (needs v rows) */
 } kr_kv_score_opts;
 
 /* The defaults (bidirectional, window, exclude_self, mean;
@@ -111,6 +112,7 @@ typedef struct kr_kv_score_job {
     kr_kv_score_shape shape;
     kr_kv_score_opts opts;
     kr_kv_rows q, k, sink;
+    kr_kv_rows v;         /* value rows of the window (value_aware; set after prepare) */
     int32_t n_c;          /* compressible slots: scores are over [0, n_c) */
     int32_t q_lo;         /* first query row read (n_c for buffer_only, else 0; at least n_w - n_q) */
     int32_t n_tiles;      /* query-row tiles per head */
@@ -156,7 +158,7 @@ kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape 
 kara_status kr_kv_score_compute(const kr_kv_score_job *job, int32_t ith, int32_t nth);
 
 /* Reduce the partial sums in a fixed order: per head over tiles, per group
- * (mean/max), mean over KV heads. Writes the layer vector (n_c floats) to
+ * (mean/max), times ||v_j||_1 of the KV head with value_aware, mean over KV heads. Writes the layer vector (n_c floats) to
  * layer_out (NULL: into the job's scratch) and adds it to acc when non-NULL. */
 struct kr_kv_score_acc;
 void kr_kv_score_finish(const kr_kv_score_job *job, float *layer_out, struct kr_kv_score_acc *acc);

@@ -280,6 +280,21 @@ static int cmp_chunk_mean(const void *pa, const void *pb) {
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
+/* Sort the chunks by score (ties to the lower chunk), take each whole while
+ * its unkept slots fit in `left`, then the best-ranked single slots. */
+static void take_chunks(select_scratch *w, int32_t n_chunk, int32_t n_c, int32_t left) {
+    qsort(w->chunk, (size_t)n_chunk, sizeof *w->chunk, cmp_chunk_mean);
+    for (int32_t t = 0; t < n_chunk && left > 0; t++) {
+        const chunk_entry *c = &w->chunk[t];
+        int32_t unkept = 0;
+        for (int32_t j = c->lo; j < c->lo + c->len; j++) unkept += !w->flag[j];
+        if (unkept == 0 || unkept > left) continue;
+        for (int32_t j = c->lo; j < c->lo + c->len; j++) w->flag[j] = 1;
+        left -= unkept;
+    }
+    if (left > 0) take_ranked(w->rank, n_c, w->flag, left);
+}
+
 kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len, const kr_kv_protect *protect,
                                 int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "chunkkv";
@@ -303,16 +318,35 @@ kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t 
         c->len = len;
         c->lo = lo;
     }
-    qsort(w.chunk, (size_t)n_chunk, sizeof *w.chunk, cmp_chunk_mean);
-    for (int32_t t = 0; t < n_chunk && left > 0; t++) {
-        const chunk_entry *c = &w.chunk[t];
-        int32_t unkept = 0;
-        for (int32_t j = c->lo; j < c->lo + c->len; j++) unkept += !w.flag[j];
-        if (unkept == 0 || unkept > left) continue;
-        for (int32_t j = c->lo; j < c->lo + c->len; j++) w.flag[j] = 1;
-        left -= unkept;
+    take_chunks(&w, n_chunk, n_c, left);
+    return finish_window(who, w.flag, n_c, k, keep);
+}
+
+kara_status kr_kv_select_lines(const float *s, int32_t n_c, int32_t k, int32_t max_len, const uint8_t *line_ends,
+                               const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
+    const char *who = "token2chunk (lines)";
+    kara_status st = check_window(who, n_c, k, keep);
+    if (st != KARA_OK) return st;
+    if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
+    if (max_len < 1) return kr_set_error(KARA_ERR_ARG, "%s: max_gap %d < 1", who, max_len);
+    select_scratch w;
+    if ((st = scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
+    if (k == 0) return KARA_OK;
+    rank_by(s, n_c, w.rank);
+    int32_t left = k - flag_protected(protect, n_c, k, w.rank, w.flag);
+    int32_t n_chunk = 0;
+    for (int32_t lo = 0; lo < n_c;) {
+        int32_t hi = lo; /* the line (or piece) is [lo, hi] */
+        while (hi + 1 < n_c && hi - lo + 1 < max_len && !(line_ends && line_ends[hi])) hi++;
+        float best = -INFINITY;
+        for (int32_t j = lo; j <= hi; j++) best = score_key(s[j]) > best ? score_key(s[j]) : best;
+        chunk_entry *c = &w.chunk[n_chunk++];
+        c->score = (double)best;
+        c->len = hi - lo + 1;
+        c->lo = lo;
+        lo = hi + 1;
     }
-    if (left > 0) take_ranked(w.rank, n_c, w.flag, left);
+    take_chunks(&w, n_chunk, n_c, left);
     return finish_window(who, w.flag, n_c, k, keep);
 }
 
@@ -372,24 +406,30 @@ kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_
     return finish_window(who, w.flag, n_c, k, keep);
 }
 
-kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens,
+                                const uint8_t *line_ends, int32_t n_c, uint64_t seed, int32_t *keep, int32_t *n_keep,
+                                void *scratch, size_t scratch_bytes) {
     if (!p || !n_keep) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters or count");
     int32_t k = kr_kv_keep_count(n_c, p->retention, p->min_keep);
-    kara_status st = kr_kv_select_window_k(p, s, tokens, n_c, k, seed, keep, scratch, scratch_bytes);
+    kara_status st = kr_kv_select_window_k(p, s, tokens, line_ends, n_c, k, seed, keep, scratch, scratch_bytes);
     *n_keep = st == KARA_OK ? k : 0;
     return st;
 }
 
-kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                  int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes) {
+kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens,
+                                  const uint8_t *line_ends, int32_t n_c, int32_t k, uint64_t seed, int32_t *keep,
+                                  void *scratch, size_t scratch_bytes) {
     if (!p) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters");
     kr_kv_protect pr = {tokens, p->protect_token_ids, p->n_protect_token_ids};
     kara_status st;
     switch (p->method) {
     case KARA_KV_METHOD_KARA: {
-        if (p->t2c_pooled_topk) { /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
+        if (p->t2c_mode == KARA_T2C_POOLED_TOPK) { /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
             st = kr_kv_select_pooled_topk(s, n_c, k, 7, &pr, keep, scratch, scratch_bytes);
+            break;
+        }
+        if (p->t2c_mode == KARA_T2C_LINES) {
+            st = kr_kv_select_lines(s, n_c, k, p->max_gap, line_ends, &pr, keep, scratch, scratch_bytes);
             break;
         }
         kr_kv_t2c_params t = {k, p->candidate_frac, p->max_gap, p->len_penalty};

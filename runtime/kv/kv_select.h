@@ -71,6 +71,16 @@ kara_status kr_kv_select_pooled_topk(const float *s, int32_t n_c, int32_t k, int
 kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len, const kr_kv_protect *protect,
                                 int32_t *keep, void *scratch, size_t scratch_bytes);
 
+/* Line-aware Token2Chunk (t2c.mode lines): C is cut into lines, each ending
+ * at a slot flagged in line_ends (NULL: no line breaks known), and lines
+ * longer than max_len into pieces of max_len from their start. Lines are
+ * ranked by their best slot's score (ties to the earlier line) and taken
+ * whole while their unkept slots fit, so a kept digit brings the rest of its
+ * line; the highest-score remaining slots fill to exactly k. Protected slots
+ * first, as everywhere. */
+kara_status kr_kv_select_lines(const float *s, int32_t n_c, int32_t k, int32_t max_len, const uint8_t *line_ends,
+                               const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes);
+
 /* recent: the last k slots of C (after the protected ones). s may be NULL. */
 kara_status kr_kv_select_recent(int32_t n_c, int32_t k, const kr_kv_protect *protect, int32_t *keep, void *scratch,
                                 size_t scratch_bytes);
@@ -82,15 +92,18 @@ kara_status kr_kv_select_random(int32_t n_c, int32_t k, uint64_t seed, const kr_
 
 /* The window selection of method p->method (kara, chunkkv, recent, random)
  * with p's retention, min_keep, t2c and chunk settings; tokens (may be NULL)
- * give the protect_token_ids check. *n_keep = k. */
-kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                uint64_t seed, int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes);
+ * give the protect_token_ids check, line_ends (may be NULL) the slots that
+ * end a line for t2c.mode lines. *n_keep = k. */
+kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const int32_t *tokens,
+                                const uint8_t *line_ends, int32_t n_c, uint64_t seed, int32_t *keep, int32_t *n_keep,
+                                void *scratch, size_t scratch_bytes);
 
 /* The same selection with k given (0 <= k <= n_c) instead of derived from
  * retention: Kara's threshold trigger (ablation A8) keeps what its token
  * budget leaves room for. */
-kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens, int32_t n_c,
-                                  int32_t k, uint64_t seed, int32_t *keep, void *scratch, size_t scratch_bytes);
+kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const int32_t *tokens,
+                                  const uint8_t *line_ends, int32_t n_c, int32_t k, uint64_t seed, int32_t *keep,
+                                  void *scratch, size_t scratch_bytes);
 
 /* ---- decode-time baselines over a whole cache [0, n) ---- */
 /* In all three, budget counts every kept slot; when n <= budget every slot

@@ -468,7 +468,7 @@ static void test_recompress_history(kara_model *m) {
                 if (k == y - x) {
                     for (int z = 0; z < k; z++) sel[z] = z;
                 } else {
-                    ok &= CHECK(kr_kv_select_window_k(&c->policy.p, s4 + x, NULL, y - x, k, 0, sel, scratch,
+                    ok &= CHECK(kr_kv_select_window_k(&c->policy.p, s4 + x, NULL, NULL, y - x, k, 0, sel, scratch,
                                                       scratch_bytes) == KARA_OK);
                 }
                 for (int z = 0; z < k && ok; z++, t++) {

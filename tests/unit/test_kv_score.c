@@ -302,7 +302,7 @@ static void test_reference_all_options(void) {
                 for (int ex = 0; ex < 2; ex++)
                     for (int gq = 0; gq < 2; gq++) {
                         kr_kv_score_opts o = {(kara_score_mode)mode, (kara_softmax_over)so, ex == 1,
-                                              gq ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN};
+                                              gq ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN, false};
                         int n_c = sh.n_w - sh.n_buf;
                         float got[64];
                         double ref[64];
@@ -337,7 +337,8 @@ static void test_reference_query_suffix(void) {
         for (int qi = 0; qi < 4; qi++)
             for (int mode = 0; mode < 4; mode++) {
                 int n_q = n_qs[qi], n_c = sh.n_w - sh.n_buf;
-                kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN};
+                kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN,
+                                      false};
                 float got[64], got3[64];
                 double ref[64];
                 if (!CHECK_EQ_INT(run_scorer_q(&c, &o, layout, 1, n_q, got), KARA_OK)) continue;
@@ -402,7 +403,7 @@ static void test_reference_snapkv_shape(void) {
     tcase c;
     rng_state = 8;
     tcase_random(&c, sh, 1.0, false, true);
-    kr_kv_score_opts o = {KARA_SCORE_BUFFER_ONLY, KARA_SOFTMAX_WINDOW, false, KARA_REDUCE_MEAN};
+    kr_kv_score_opts o = {KARA_SCORE_BUFFER_ONLY, KARA_SOFTMAX_WINDOW, false, KARA_REDUCE_MEAN, false};
     float got[292];
     double ref[292], err = 0, sum = 0;
     CHECK_EQ_INT(run_scorer(&c, &o, 2, 2, got), KARA_OK);
@@ -434,7 +435,7 @@ static void test_thread_invariance(void) {
     rng_state = 11;
     tcase_random(&c, sh, 1.2, false, true);
     for (int mode = 0; mode < 4; mode++) {
-        kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN};
+        kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN, false};
         float r1[80], r2[80], r3[80], r5[80];
         run_scorer(&c, &o, 2, 1, r1);
         run_scorer(&c, &o, 2, 2, r2);
@@ -701,7 +702,48 @@ static void test_causal_bias(void) {
               old_share[0]);
 }
 
+/* Value-aware scores (kara.score.value_aware): with one KV head, each slot's
+ * score is the attention score times the L1 norm of its value row; without
+ * value rows the option changes nothing. */
+static void test_value_aware(void) {
+    kr_kv_score_shape sh = {40, 8, 4, 1, 16, 0};
+    tcase c;
+    rng_state = 31;
+    tcase_random(&c, sh, 1.0, false, false);
+    kr_kv_score_opts o;
+    kr_kv_score_opts_init(&o);
+    float plain[32], weighted[32], no_rows[32], norm[40];
+    CHECK_EQ_INT(run_scorer(&c, &o, 0, 1, plain), KARA_OK);
+    float *v = malloc((size_t)sh.n_w * sh.head_dim * sizeof(float));
+    for (int j = 0; j < sh.n_w; j++) {
+        norm[j] = 0.5f + (float)urand() * 1.5f;
+        for (int t = 0; t < sh.head_dim; t++) v[j * sh.head_dim + t] = (t % 2 ? -1.0f : 1.0f) * norm[j] / sh.head_dim;
+    }
+    o.value_aware = true;
+    CHECK_EQ_INT(run_scorer(&c, &o, 0, 1, no_rows), KARA_OK);
+    CHECK(memcmp(plain, no_rows, sizeof plain) == 0);
+    size_t bytes = kr_kv_score_scratch_bytes(&sh, 1);
+    void *scratch = malloc(bytes);
+    kr_kv_rows q = kr_kv_rows_plain(KARA_KV_F32, c.q, (size_t)sh.n_head * sh.head_dim * sizeof(float));
+    kr_kv_rows k = kr_kv_rows_plain(KARA_KV_F32, c.k, (size_t)sh.head_dim * sizeof(float));
+    kr_kv_score_job job;
+    CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, &q, &k, NULL, scratch, bytes, 1), KARA_OK);
+    job.v = kr_kv_rows_plain(KARA_KV_F32, v, (size_t)sh.head_dim * sizeof(float));
+    kr_kv_score_run(&job, weighted, NULL);
+    double err = 0;
+    for (int j = 0; j < 32; j++) {
+        double l1 = 0;
+        for (int t = 0; t < sh.head_dim; t++) l1 += fabs(v[j * sh.head_dim + t]);
+        err = fmax(err, fabs(weighted[j] - plain[j] * l1) / (1e-6 + fabs(plain[j] * l1)));
+    }
+    CHECK_MSG(err <= 1e-5, "value-aware score = score x ||v||_1: rel err %g", err);
+    free(scratch);
+    free(v);
+    tcase_free(&c);
+}
+
 int main(void) {
+    test_value_aware();
     test_reference_all_options();
     test_reference_default_large();
     test_reference_snapkv_shape();

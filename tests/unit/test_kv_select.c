@@ -412,22 +412,22 @@ static void test_window_dispatch(void) {
     size_t bytes;
     void *scr = scratch_for(128, &bytes);
     p.method = KARA_KV_METHOD_KARA;
-    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK_EQ_INT(n_keep, 26);
     bool none[128] = {false};
     ref_t2c(s, 128, 26, p.candidate_frac, p.max_gap, p.len_penalty, none, (int *)rkeep);
     CHECK(!memcmp(keep, rkeep, sizeof(int32_t) * 26));
     p.method = KARA_KV_METHOD_RECENT;
-    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 26 && keep[0] == 102);
     p.method = KARA_KV_METHOD_CHUNKKV;
-    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 26 && sorted_unique(keep, 26, 128));
     p.method = KARA_KV_METHOD_RANDOM;
-    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 1, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, NULL, 128, 1, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 26 && sorted_unique(keep, 26, 128));
     p.method = KARA_KV_METHOD_SNAPKV;
-    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
     free(scr);
 }
 
@@ -534,14 +534,58 @@ static void test_ablation_a4(void) {
     p.retention = 0.25f;
     static uint8_t scratch[1 << 16];
     int32_t a[64], b[64], c[64], na = 0, nc = 0;
-    p.t2c_pooled_topk = true;
-    CHECK(kr_kv_select_window(&p, s, NULL, 64, 0, a, &na, scratch, sizeof scratch) == KARA_OK);
+    p.t2c_mode = KARA_T2C_POOLED_TOPK;
+    CHECK(kr_kv_select_window(&p, s, NULL, NULL, 64, 0, a, &na, scratch, sizeof scratch) == KARA_OK);
     CHECK(kr_kv_select_pooled_topk(s, 64, na, 7, NULL, b, scratch, sizeof scratch) == KARA_OK);
     CHECK(memcmp(a, b, (size_t)na * sizeof(int32_t)) == 0);
-    p.t2c_pooled_topk = false;
-    CHECK(kr_kv_select_window(&p, s, NULL, 64, 0, c, &nc, scratch, sizeof scratch) == KARA_OK);
+    p.t2c_mode = KARA_T2C_CHUNKS;
+    CHECK(kr_kv_select_window(&p, s, NULL, NULL, 64, 0, c, &nc, scratch, sizeof scratch) == KARA_OK);
     CHECK_EQ_INT(na, nc);
     CHECK(memcmp(a, c, (size_t)na * sizeof(int32_t)) != 0);
+}
+
+/* Line-aware Token2Chunk (kara.t2c.mode: lines): the line holding the best
+ * slot is kept whole, the next-best line whole while it fits, the rest by
+ * score; a line longer than max_len is cut into pieces; with no line ends
+ * the pieces are fixed; and the dispatcher passes the line ends through. */
+static void test_lines(void) {
+    static uint8_t scratch[1 << 16];
+    /* lines [0,4] [5,9] [10,14] [15,19]; one strong digit in line 2 */
+    float s[20];
+    uint8_t ends[20] = {0};
+    for (int i = 0; i < 20; i++) s[i] = 0.01f * (float)(i % 7);
+    ends[4] = ends[9] = ends[14] = ends[19] = 1;
+    s[7] = 3.0f;  /* line [5,9] */
+    s[16] = 2.0f; /* line [15,19] */
+    int32_t keep[20];
+    CHECK(kr_kv_select_lines(s, 20, 5, 16, ends, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(keep[i], 5 + i);
+    /* k = 8: the second line does not fit whole (5 > 3 left): the best three single slots fill */
+    CHECK(kr_kv_select_lines(s, 20, 8, 16, ends, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    /* the fill: 16 (2.0), 13 (0.06), then 12 and 19 tie at 0.05 and the lower slot wins */
+    int32_t want8[8] = {5, 6, 7, 8, 9, 12, 13, 16};
+    for (int i = 0; i < 8; i++) CHECK_EQ_INT(keep[i], want8[i]);
+    /* k = 10: both strong lines whole */
+    CHECK(kr_kv_select_lines(s, 20, 10, 16, ends, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(keep[i], 5 + i);
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(keep[5 + i], 15 + i);
+    /* max_len 3 cuts [5,9] into [5,7] and [8,9]: k = 3 keeps [5,7] */
+    CHECK(kr_kv_select_lines(s, 20, 3, 3, ends, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(keep[i], 5 + i);
+    /* no line ends: pieces of max_len from 0: [6,11] holds slot 7 with max_len 6 */
+    CHECK(kr_kv_select_lines(s, 20, 6, 6, NULL, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    for (int i = 0; i < 6; i++) CHECK_EQ_INT(keep[i], 6 + i);
+    /* the dispatcher: method kara with t2c.mode lines is this selection */
+    kara_kv_params p;
+    kara_kv_params_init(&p);
+    p.t2c_mode = KARA_T2C_LINES;
+    p.retention = 0.25f; /* k = 5 */
+    p.min_keep = 1;
+    int32_t n_keep = 0;
+    CHECK(kr_kv_select_window(&p, s, NULL, ends, 20, 0, keep, &n_keep, scratch, sizeof scratch) == KARA_OK);
+    CHECK_EQ_INT(n_keep, 5);
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(keep[i], 5 + i);
+    CHECK(kr_kv_select_lines(s, 20, 5, 0, ends, NULL, keep, scratch, sizeof scratch) == KARA_ERR_ARG);
 }
 
 int main(void) {
@@ -560,5 +604,6 @@ int main(void) {
     test_h2o();
     test_errors();
     test_ablation_a4();
+    test_lines();
     return kr_test_finish();
 }

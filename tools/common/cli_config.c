@@ -34,6 +34,8 @@ static const shared_flag shared_flags[] = {
     {"--kv-retention", "kara.retention", "fraction of each window kept with --kv-evict per_window"},
     {"--kv-interval", "kara.interval", "generated tokens between compressions"},
     {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression"},
+    {"--kv-reads-weight", "kara.score.reads_weight",
+     "weight of the attention a slot receives after its window closed (on_demand; 0 = off)"},
     {"--kv-trigger", "kara.trigger", "periodic|threshold (threshold: ablation A8, whole cache at the token budget)"},
     {"--kv-selection-scope", "kara.selection_scope",
      "shared|per_layer (per_layer: ablation A5, a selection per layer)"},
