@@ -263,7 +263,9 @@ typedef enum kara_kv_method {
     KARA_KV_METHOD_CHUNKKV,
     KARA_KV_METHOD_RANDOM,
     KARA_KV_METHOD_RECENT,
-    KARA_KV_METHOD_KARA
+    KARA_KV_METHOD_KARA,
+    KARA_KV_METHOD_RKV, /* R-KV: observed attention less key redundancy (docs/KARA_METHOD.md section 11) */
+    KARA_KV_METHOD_LAZY /* LazyEviction: lagged eviction by observed recurrence intervals (ibid.) */
 } kara_kv_method;
 typedef enum kara_score_mode {
     KARA_SCORE_BIDIRECTIONAL = 0,
@@ -352,6 +354,15 @@ typedef struct kara_kv_params {
     float h2o_heavy_frac;         /* 0.5 */
     int32_t chunkkv_chunk_len;    /* 10 */
     uint64_t random_seed;         /* 0x4b415241: seed of the `random` baseline */
+    int32_t rkv_trigger_slack;    /* 128: rkv.trigger_slack, the growth past the budget that fires (B_buffer) */
+    int32_t rkv_obs_window;       /* 8: observation queries */
+    int32_t rkv_kernel;           /* 7: max-pooling width of the attention */
+    float rkv_lambda;             /* 0.1: weight of attention against redundancy */
+    float rkv_sim_threshold;      /* 0.5: cosine above which keys count as near-duplicates */
+    bool rkv_protect_prompt;      /* true */
+    int32_t lazy_window;          /* 128: lazy.window W, slots between evictions and newest slots kept */
+    float lazy_alpha;             /* 1e-4: mean attention at which a slot counts as attended */
+    bool lazy_protect_prompt;     /* true */
 } kara_kv_params;
 void kara_kv_params_init(kara_kv_params *p); /* every field to its default */
 

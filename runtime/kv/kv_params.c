@@ -7,10 +7,17 @@
 
 #include "status.h"
 
-const kr_enum_name kr_kv_method_names[] = {
-    {"full", KARA_KV_METHOD_FULL},     {"streaming", KARA_KV_METHOD_STREAMING}, {"snapkv", KARA_KV_METHOD_SNAPKV},
-    {"h2o", KARA_KV_METHOD_H2O},       {"chunkkv", KARA_KV_METHOD_CHUNKKV},     {"random", KARA_KV_METHOD_RANDOM},
-    {"recent", KARA_KV_METHOD_RECENT}, {"kara", KARA_KV_METHOD_KARA},           {NULL, 0}};
+const kr_enum_name kr_kv_method_names[] = {{"full", KARA_KV_METHOD_FULL},
+                                           {"streaming", KARA_KV_METHOD_STREAMING},
+                                           {"snapkv", KARA_KV_METHOD_SNAPKV},
+                                           {"h2o", KARA_KV_METHOD_H2O},
+                                           {"chunkkv", KARA_KV_METHOD_CHUNKKV},
+                                           {"random", KARA_KV_METHOD_RANDOM},
+                                           {"recent", KARA_KV_METHOD_RECENT},
+                                           {"kara", KARA_KV_METHOD_KARA},
+                                           {"rkv", KARA_KV_METHOD_RKV},
+                                           {"lazy", KARA_KV_METHOD_LAZY},
+                                           {NULL, 0}};
 
 const kr_enum_name kr_kv_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
 
@@ -131,6 +138,19 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->h2o_heavy_frac = 0.5f;
     p->chunkkv_chunk_len = 10;
     p->random_seed = 0x4b415241; /* "KARA", like the sampler's default seed */
+    /* R-KV (Cai et al. 2025): buffer 128, 8 observation queries, lambda 0.1
+     * (the paper; its code defaults to 0.07), similarity threshold 0.5 */
+    p->rkv_trigger_slack = 128;
+    p->rkv_obs_window = 8;
+    p->rkv_kernel = 7;
+    p->rkv_lambda = 0.1f;
+    p->rkv_sim_threshold = 0.5f;
+    p->rkv_protect_prompt = true;
+    /* LazyEviction (Zhang et al. 2025): W 128 (its code's default; the
+     * paper's runs use 101-363 by task), alpha 1e-4 */
+    p->lazy_window = 128;
+    p->lazy_alpha = 1e-4f;
+    p->lazy_protect_prompt = true;
 }
 
 /* Shared by the *_parse functions: the message lists every accepted name. */

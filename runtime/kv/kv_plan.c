@@ -9,6 +9,7 @@
 
 #include "kv_cache.h"
 #include "kv_compact.h"
+#include "kv_redund.h"
 #include "kv_score.h"
 #include "kv_select.h"
 #include "status.h"
@@ -29,6 +30,8 @@ bool kr_kv_params_periodic(const kara_kv_params *p) {
 
 int32_t kr_kv_trigger_slack(const kara_kv_params *p) {
     if (p->method == KARA_KV_METHOD_SNAPKV) return p->snapkv_trigger_slack;
+    if (p->method == KARA_KV_METHOD_RKV) return p->rkv_trigger_slack;
+    if (p->method == KARA_KV_METHOD_LAZY) return p->lazy_window;
     if (threshold_trigger(p)) return p->trigger_slack > 0 ? p->trigger_slack : p->interval;
     return 1;
 }
@@ -84,7 +87,17 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
         s->score_q = p->snapkv_obs_window;
         s->n_scored = (n_layer + stride - 1) / stride;
         break;
+    case KARA_KV_METHOD_RKV:
+        /* snapkv's observation scoring, plus the keys' redundancy over the
+         * whole cache (kv_redund.h) */
+        s->needs_scores = s->needs_redund = true;
+        s->ring_cap = p->rkv_obs_window;
+        s->score_n = max_slots;
+        s->score_q = p->rkv_obs_window;
+        s->n_scored = (n_layer + stride - 1) / stride;
+        break;
     case KARA_KV_METHOD_H2O:
+    case KARA_KV_METHOD_LAZY: /* lazy reads the same newest-query attention as h2o */
         s->needs_h2o = true;
         s->score_n = max_slots;
         break;
@@ -109,8 +122,15 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
     s->ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap * (size_t)shape->n_head *
         (size_t)shape->head_dim * qsize(p);
     if (s->needs_h2o) s->h2o = (size_t)n_seq_max * (size_t)shape->n_head * (size_t)max_slots * sizeof(float);
+    /* lazy: each sequence's last attended step and longest recurrence interval per slot */
+    if (p->method == KARA_KV_METHOD_LAZY) s->lazy = (size_t)n_seq_max * (size_t)max_slots * 2 * sizeof(int32_t);
+    if (s->needs_redund)
+        s->redund_scratch =
+            kr_kv_redund_scratch_bytes(max_slots, shape->n_head_kv, shape->head_dim, KR_KV_SCORE_WORKERS);
     if (s->needs_scores) {
-        int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window : p->buffer;
+        int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window
+            : p->method == KARA_KV_METHOD_RKV              ? p->rkv_obs_window
+                                                           : p->buffer;
         if (n_buf >= s->score_n) n_buf = s->score_n - 1;
         kr_kv_score_shape sh = {s->score_n, n_buf, shape->n_head, shape->n_head_kv, shape->head_dim, p->n_sink};
         s->score_scratch = kr_kv_score_scratch_bytes_q(&sh, s->score_q, KR_KV_SCORE_WORKERS);
@@ -127,7 +147,8 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
 }
 
 uint64_t kr_kv_reserve_total(const kr_kv_reservation *s) {
-    return s->ring + s->h2o + s->score_scratch + s->select_scratch + s->floats + s->keep + s->moves + s->per_layer;
+    return s->ring + s->h2o + s->score_scratch + s->select_scratch + s->floats + s->keep + s->moves + s->per_layer +
+        s->lazy + s->redund_scratch;
 }
 
 uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
@@ -163,6 +184,19 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_
                             "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
                             "%d)",
                             (double)p->candidate_frac, p->max_gap);
+    if (p->method == KARA_KV_METHOD_RKV &&
+        (p->rkv_kernel < 1 || p->rkv_kernel % 2 == 0 || p->rkv_obs_window < 1 || p->rkv_trigger_slack < 0 ||
+         !(p->rkv_lambda >= 0 && p->rkv_lambda <= 1) || !(p->rkv_sim_threshold >= -1 && p->rkv_sim_threshold <= 1)))
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "baselines.rkv: kernel must be odd (got %d), obs_window at least 1 (got %d), "
+                            "trigger_slack at least 0 (got %d), lambda in [0, 1] (got %g), sim_threshold in [-1, 1] "
+                            "(got %g)",
+                            p->rkv_kernel, p->rkv_obs_window, p->rkv_trigger_slack, (double)p->rkv_lambda,
+                            (double)p->rkv_sim_threshold);
+    if (p->method == KARA_KV_METHOD_LAZY && (p->lazy_window < 1 || !(p->lazy_alpha >= 0)))
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "baselines.lazy: window must be at least 1 (got %d), alpha at least 0 (got %g)",
+                            p->lazy_window, (double)p->lazy_alpha);
     plan->p = *p;
     plan->shape = *shape;
     plan->n_ctx = n_ctx;
@@ -277,6 +311,14 @@ bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t P, int32_t n_predict, char
     case KARA_KV_METHOD_SNAPKV:
         protect = (p->snapkv_protect_prompt ? front : 0) + p->snapkv_obs_window;
         ok = total < (int64_t)budget + p->snapkv_trigger_slack || budget >= protect;
+        break;
+    case KARA_KV_METHOD_RKV: /* the prompt (protect_prompt) and the observation window */
+        protect = (p->rkv_protect_prompt ? front : 0) + p->rkv_obs_window;
+        ok = total < (int64_t)budget + p->rkv_trigger_slack || budget >= protect;
+        break;
+    case KARA_KV_METHOD_LAZY: /* the prompt (protect_prompt) and the newest window */
+        protect = (p->lazy_protect_prompt ? front : 0) + p->lazy_window;
+        ok = total < (int64_t)budget + p->lazy_window || budget >= protect;
         break;
     case KARA_KV_METHOD_H2O: ok = total <= budget || budget >= front; break;
     case KARA_KV_METHOD_STREAMING:

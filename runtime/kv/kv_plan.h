@@ -54,9 +54,9 @@ typedef struct kr_kv_plan {
  * kara with trigger threshold). */
 bool kr_kv_params_periodic(const kara_kv_params *p);
 /* How far past budget_tokens a threshold method's cache grows before its
- * event: snapkv's trigger_slack, kara's trigger_slack (auto = interval)
- * with trigger threshold, 1 otherwise (streaming and h2o fire on the first
- * slot over). */
+ * event: snapkv's and rkv's trigger_slack, lazy's window, kara's
+ * trigger_slack (auto = interval) with trigger threshold, 1 otherwise
+ * (streaming and h2o fire on the first slot over). */
 int32_t kr_kv_trigger_slack(const kara_kv_params *p);
 
 /* Threads that score a window at most (the rest of the context's threads
@@ -71,12 +71,15 @@ int32_t kr_kv_trigger_slack(const kara_kv_params *p);
  * disagree. */
 typedef struct kr_kv_reservation {
     bool window_method, needs_scores, needs_h2o;
-    int32_t ring_cap; /* queries kept per sequence and scored layer */
-    int32_t n_scored; /* scored layers */
-    int32_t score_n;  /* longest span an event scores */
-    int32_t score_q;  /* most query rows an event scores with (<= score_n) */
+    bool needs_redund; /* rkv: the keys' redundancy scorer (kv_redund.h) */
+    int32_t ring_cap;  /* queries kept per sequence and scored layer */
+    int32_t n_scored;  /* scored layers */
+    int32_t score_n;   /* longest span an event scores */
+    int32_t score_q;   /* most query rows an event scores with (<= score_n) */
     size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
-    size_t per_layer; /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
+    size_t per_layer;      /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
+    size_t lazy;           /* lazy: per sequence, each slot's last attended step and longest interval */
+    size_t redund_scratch; /* rkv: the redundancy scorer's scratch for the whole context */
 } kr_kv_reservation;
 
 void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots);

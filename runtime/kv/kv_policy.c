@@ -91,17 +91,25 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
         pol->line_flags = calloc(nf, 1);
         if (pol->line_end) memcpy(pol->line_end, vocab->line_end, (size_t)vocab->n_vocab);
     }
+    pol->redund_scratch_bytes = z.redund_scratch;
+    pol->redund_scratch = z.redund_scratch ? aligned_alloc(64, (z.redund_scratch + 63) / 64 * 64) : NULL;
+    pol->lazy_state = z.lazy ? calloc(1, z.lazy) : NULL;
     bool ok = (!z.ring || pol->ring) && (!z.h2o || pol->h2o_probs) && (!z.score_scratch || pol->score_scratch) &&
         pol->select_scratch && pol->layer_scores && pol->scores && pol->gather && pol->keep && pol->gather_tokens &&
-        pol->gather_keep && pol->win_keep && pol->moves && (!lines || (pol->line_end && pol->line_flags));
+        pol->gather_keep && pol->win_keep && pol->moves && (!lines || (pol->line_end && pol->line_flags)) &&
+        (!z.redund_scratch || pol->redund_scratch) && (!z.lazy || pol->lazy_state);
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
         kr_kv_policy_seq *q = &pol->seqs[i];
         q->tokens = calloc(nf, sizeof(int32_t));
         q->scores = calloc((size_t)kr_kv_n_groups(p, n_layer) * nf, sizeof(float));
         q->win = calloc(nf, sizeof(int32_t));
         q->win_size = calloc(nf, sizeof(int32_t));
-        q->h2o_acc = z.needs_h2o ? calloc(nf, sizeof(float)) : NULL;
-        ok = q->tokens && q->scores && q->win && q->win_size && (!z.needs_h2o || q->h2o_acc);
+        q->h2o_acc = z.needs_h2o && !pol->lazy_state ? calloc(nf, sizeof(float)) : NULL;
+        ok = q->tokens && q->scores && q->win && q->win_size && (!z.needs_h2o || pol->lazy_state || q->h2o_acc);
+        if (pol->lazy_state) {
+            q->lazy_last = pol->lazy_state + (size_t)i * 2 * nf;
+            q->lazy_mri = q->lazy_last + nf;
+        }
     }
     if (!ok) {
         kr_kv_policy_free(pol);
@@ -134,6 +142,8 @@ void kr_kv_policy_free(kr_kv_policy *pol) {
     free(pol->moves);
     free(pol->line_end);
     free(pol->line_flags);
+    free(pol->redund_scratch);
+    free(pol->lazy_state);
     memset(pol, 0, sizeof *pol);
 }
 
@@ -144,6 +154,7 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
     q->events = 0;
     q->evictions = 0;
     q->think_done = false;
+    q->lazy_step = 0;
     if (q->h2o_acc) memset(q->h2o_acc, 0, (size_t)pol->max_slots * sizeof(float));
 }
 
@@ -166,6 +177,10 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
     kr_kv_policy_seq *q = &pol->seqs[seq];
     if (q->tokens) q->tokens[slot] = token;
     if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
+    if (q->lazy_last) { /* never seen attended; its own step is the next one observed */
+        q->lazy_last[slot] = q->lazy_step;
+        q->lazy_mri[slot] = 0;
+    }
     if (!q->prompt_marked && n_new == 1 && slot > 0) {
         /* generation starts: everything before this slot is the prompt; a
          * prompt shorter than n_sink takes the first generated tokens too */
@@ -202,7 +217,22 @@ float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t head) {
 
 void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots) {
     if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked) return;
-    float *acc = pol->seqs[seq].h2o_acc;
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    if (q->lazy_last) {
+        /* lazy: the mean over heads and layers of this step's attention */
+        float *mean = pol->h2o_probs + (size_t)seq * pol->n_head * pol->max_slots;
+        for (int32_t h = 1; h < pol->n_head; h++) {
+            float *row = mean + (size_t)h * pol->max_slots;
+            kr_kv_h2o_accumulate(mean, row, n_slots);
+            memset(row, 0, (size_t)n_slots * sizeof(float));
+        }
+        const float scale = 1.0f / ((float)pol->n_head * (float)pol->n_layer);
+        for (int32_t j = 0; j < n_slots; j++) mean[j] *= scale;
+        kr_kv_lazy_observe(q->lazy_last, q->lazy_mri, mean, n_slots, ++q->lazy_step, pol->p.lazy_alpha);
+        memset(mean, 0, (size_t)n_slots * sizeof(float));
+        return;
+    }
+    float *acc = q->h2o_acc;
     for (int32_t h = 0; h < pol->n_head; h++) {
         float *row = pol->h2o_probs + ((size_t)seq * pol->n_head + h) * pol->max_slots;
         kr_kv_h2o_accumulate(acc, row, n_slots);
@@ -254,6 +284,10 @@ kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq
         kr_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
         kr_kv_compact_apply_array(&plan, q->win, sizeof(int32_t));
         if (q->h2o_acc) kr_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
+        if (q->lazy_last) {
+            kr_kv_compact_apply_array(&plan, q->lazy_last, sizeof(int32_t));
+            kr_kv_compact_apply_array(&plan, q->lazy_mri, sizeof(int32_t));
+        }
     }
     return KARA_OK;
 }
@@ -449,6 +483,11 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
                                  &k, pol->select_scratch, pol->select_scratch_bytes);
         break;
     }
+    case KARA_KV_METHOD_RKV: st = kr_kvp_rkv_select(pol, seq, &k); break;
+    case KARA_KV_METHOD_LAZY:
+        st = kr_kv_select_lazy(q->lazy_last, q->lazy_mri, q->lazy_step, n, p->lazy_protect_prompt ? q->n_prompt : 0,
+                               p->lazy_window, budget, pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+        break;
     case KARA_KV_METHOD_KARA: return threshold_event(pol, seq);
     default: return KARA_OK;
     }
@@ -472,7 +511,9 @@ static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
     switch (pol->p.method) {
     case KARA_KV_METHOD_STREAMING:
     case KARA_KV_METHOD_H2O: return n > pol->budget_tokens;
-    case KARA_KV_METHOD_SNAPKV: return n >= pol->budget_tokens + pol->p.snapkv_trigger_slack;
+    case KARA_KV_METHOD_SNAPKV:
+    case KARA_KV_METHOD_RKV:
+    case KARA_KV_METHOD_LAZY: return n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
     case KARA_KV_METHOD_KARA: /* trigger: threshold; think_only stops it as it stops the periodic events */
         return !(pol->p.think_only && pol->seqs[seq].think_done) &&
             n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);

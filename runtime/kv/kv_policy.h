@@ -25,8 +25,8 @@
  *
  * Kara with kara.trigger: threshold (ablation A8) has no window: its
  * frontier stays at P and, like the decode-time baselines (streaming,
- * snapkv, h2o), it compresses the whole generated cache once it reaches
- * budget_tokens + trigger_slack slots.
+ * snapkv, h2o, rkv, lazy), it compresses the whole generated cache once it
+ * reaches budget_tokens + trigger_slack slots.
  *
  * With kara.selection_scope: per_layer (ablation A5; kara and chunkkv)
  * every selection group (kv_cache.h: a scored layer and the unscored layers
@@ -74,6 +74,10 @@ typedef struct kr_kv_policy_seq {
                      * became due */
     int32_t reads_grid; /* window methods with reads: where the next window starts when every due window is
                          * scored at once (F, or ahead of F while scoring is deferred) */
+    /* lazy: the step each slot was last attended at and its longest
+     * recurrence interval (kr_kv_lazy_observe), and the steps observed */
+    int32_t *lazy_last, *lazy_mri;
+    int32_t lazy_step;
 } kr_kv_policy_seq;
 
 typedef struct kr_kv_policy {
@@ -92,7 +96,7 @@ typedef struct kr_kv_policy {
     bool scoring;       /* plan.scoring: false when the policy can never need to evict */
     bool needs_scores;  /* window scoring (kara, chunkkv), snapkv, or kara with trigger threshold */
     bool needs_h2o;
-    int32_t budget_tokens; /* streaming / snapkv / h2o / kara with trigger threshold */
+    int32_t budget_tokens; /* the threshold methods: streaming, snapkv, h2o, rkv, lazy, kara with trigger threshold */
 
     /* query ring: [seq][scored layer][cap][n_head * head_dim] */
     int32_t ring_cap;
@@ -109,6 +113,9 @@ typedef struct kr_kv_policy {
     float *layer_scores, *scores, *gather;
     int32_t *keep, *gather_tokens, *gather_keep, *win_keep;
     void *moves;
+    void *redund_scratch; /* rkv: the key redundancy scorer's (kv_redund.h) */
+    size_t redund_scratch_bytes;
+    int32_t *lazy_state;     /* lazy: every sequence's lazy_last and lazy_mri rows */
     uint64_t reserved_bytes; /* rings + scratch, counted in the budget */
 
     kr_kv_policy_seq *seqs;
@@ -151,9 +158,10 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
 /* Where the forward pass stores the post-RoPE query of (layer, position),
  * or NULL when the policy does not need it. */
 void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos);
-/* H2O: the probability row of one head for the sequence's newest query, or
- * NULL when not collected; kr_kv_policy_h2o_commit folds them into the
- * accumulators after the forward pass. */
+/* H2O and lazy: the probability row of one head for the sequence's newest
+ * query (summed over layers), or NULL when not collected;
+ * kr_kv_policy_h2o_commit folds them into H2O's accumulators, or into
+ * lazy's recurrence tracking, after the forward pass. */
 float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t head);
 void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots);
 

@@ -37,6 +37,14 @@ const uint8_t *kr_kvp_line_flags(kr_kv_policy *pol, const int32_t *tokens, int32
 /* Is seq's window due (its compressible part has reached the interval)? */
 bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq);
 
+/* kv_policy_rkv.c: the rkv baseline's event: score seq's cache after its
+ * protected prompt by the observation queries' mean attention and by key
+ * redundancy (kv_redund.h), and select the slots to keep into pol->keep
+ * (*k of them, sorted; *k = n when nothing needs to go).
+ * KARA_ERR_KV_BUDGET when the token budget cannot hold the protected
+ * prompt and the observation window. */
+kara_status kr_kvp_rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k);
+
 /* kv_evict.c: on-demand eviction. Score the window of seq as it stood when
  * it became due (exactly `interval` compressible slots, whatever was
  * generated since), store the scores, tag the slots with a new window and

@@ -194,6 +194,10 @@ static int32_t run_len(const kr_kv_rows *r, int64_t i, int32_t max) {
     return left < max ? (int32_t)left : max;
 }
 
+const void *kr_kv_rows_head(const kr_kv_rows *r, int64_t i, int32_t e, int32_t d) { return head_ptr(r, i, e, d); }
+
+int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max) { return run_len(r, i, max); }
+
 /* z[r][o + j] = q_r . key_j for keys [0, n_keys) of `keys` (head e) and
  * every row r < n_rows: small matrix products of the tile's f32 queries
  * with runs of keys read in place (f16 converted in registers), through

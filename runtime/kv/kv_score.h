@@ -82,6 +82,11 @@ typedef struct kr_kv_rows {
 
 /* Plain contiguous rows: row i at base + i * stride, heads packed. */
 kr_kv_rows kr_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride);
+/* Where head e (d elements) of row i starts; and how many rows from i on
+ * (at most max) lie at a fixed stride: to the end of the block when paged,
+ * to the wrap when a ring. */
+const void *kr_kv_rows_head(const kr_kv_rows *r, int64_t i, int32_t e, int32_t d);
+int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max);
 
 /* Geometry of one scoring call. */
 typedef struct kr_kv_score_shape {

@@ -532,3 +532,73 @@ kara_status kr_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32
 void kr_kv_h2o_accumulate(float *acc, const float *probs, int32_t n) {
     for (int32_t j = 0; j < n; j++) acc[j] += probs[j];
 }
+
+kara_status kr_kv_select_rkv(const float *imp, const float *red, int32_t n, int32_t n_front, int32_t obs_window,
+                             int32_t kernel, float lambda, int32_t budget, int32_t *keep, int32_t *n_keep,
+                             void *scratch, size_t scratch_bytes) {
+    const char *who = "rkv";
+    if (n < 0 || n_front < 0 || obs_window < 0 || budget < 1 || !keep || !n_keep || (n > 0 && (!imp || !red)))
+        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front, obs_window,
+                            budget);
+    if (kernel < 1 || kernel % 2 == 0 || !(lambda >= 0.0f && lambda <= 1.0f))
+        return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1, lambda %g in [0, 1]", who, kernel,
+                            (double)lambda);
+    if (n <= budget) {
+        *n_keep = keep_all(n, keep);
+        return KARA_OK;
+    }
+    if (budget < n_front + obs_window)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots cannot hold %d protected + %d observed", who,
+                            budget, n_front, obs_window);
+    select_scratch w;
+    kara_status st = scratch_split(who, n, scratch, scratch_bytes, &w);
+    if (st != KARA_OK) return st;
+    const int32_t lo = n_front, hi = n - obs_window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
+    pool_scores(imp + lo, n_mid, kernel, KARA_REDUCE_MAX, w.pooled);
+    for (int32_t j = 0; j < n_mid; j++) w.pooled[j] = lambda * w.pooled[j] - (1.0f - lambda) * score_key(red[lo + j]);
+    rank_by(w.pooled, n_mid, w.rank);
+    take_ranked(w.rank, n_mid, w.flag, budget - n_front - obs_window);
+    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
+    return KARA_OK;
+}
+
+void kr_kv_lazy_observe(int32_t *last, int32_t *mri, const float *attn, int32_t n, int32_t t, float alpha) {
+    for (int32_t j = 0; j < n; j++)
+        if (attn[j] >= alpha) {
+            int32_t interval = t - last[j];
+            if (interval > mri[j]) mri[j] = interval;
+            last[j] = t;
+        }
+}
+
+float kr_kv_lazy_score(int32_t last, int32_t mri, int32_t t) {
+    double since = (double)t - (double)last, m = (double)mri;
+    double s = 2.0 / (1.0 + exp(1.0 + since / (m + 1e-5)));
+    if (mri > 0) s += 2.0 / (1.0 + exp(m - 1.0));
+    return (float)s;
+}
+
+kara_status kr_kv_select_lazy(const int32_t *last, const int32_t *mri, int32_t t, int32_t n, int32_t n_front,
+                              int32_t window, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                              size_t scratch_bytes) {
+    const char *who = "lazy";
+    if (n < 0 || n_front < 0 || window < 0 || budget < 1 || !keep || !n_keep || (n > 0 && (!last || !mri)))
+        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, window %d, budget %d", who, n, n_front, window,
+                            budget);
+    if (n <= budget) {
+        *n_keep = keep_all(n, keep);
+        return KARA_OK;
+    }
+    if (budget < n_front + window)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots cannot hold %d protected + a window of %d", who,
+                            budget, n_front, window);
+    select_scratch w;
+    kara_status st = scratch_split(who, n, scratch, scratch_bytes, &w);
+    if (st != KARA_OK) return st;
+    const int32_t lo = n_front, hi = n - window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
+    for (int32_t j = 0; j < n_mid; j++) w.pooled[j] = kr_kv_lazy_score(last[lo + j], mri[lo + j], t);
+    rank_by(w.pooled, n_mid, w.rank);
+    take_ranked(w.rank, n_mid, w.flag, budget - n_front - window);
+    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
+    return KARA_OK;
+}

@@ -90,6 +90,15 @@ static void test_defaults(void) {
     CHECK(kv->snapkv_protect_prompt);
     CHECK_NEAR(kv->h2o_heavy_frac, 0.5, 0);
     CHECK_EQ_INT(kv->chunkkv_chunk_len, 10);
+    CHECK_EQ_INT(kv->rkv_trigger_slack, 128);
+    CHECK_EQ_INT(kv->rkv_obs_window, 8);
+    CHECK_EQ_INT(kv->rkv_kernel, 7);
+    CHECK_NEAR(kv->rkv_lambda, 0.1, 1e-7);
+    CHECK_NEAR(kv->rkv_sim_threshold, 0.5, 0);
+    CHECK(kv->rkv_protect_prompt);
+    CHECK_EQ_INT(kv->lazy_window, 128);
+    CHECK_NEAR(kv->lazy_alpha, 1e-4, 1e-9);
+    CHECK(kv->lazy_protect_prompt);
     /* the rest of the job */
     CHECK_EQ_INT(c.context.n_ctx, 0);
     CHECK_EQ_INT(c.context.n_batch, 512);
@@ -125,12 +134,14 @@ static void test_defaults(void) {
 }
 
 static void test_enum_names(void) {
-    for (int m = KARA_KV_METHOD_FULL; m <= KARA_KV_METHOD_KARA; m++) {
+    for (int m = KARA_KV_METHOD_FULL; m <= KARA_KV_METHOD_LAZY; m++) {
         kara_kv_method back = (kara_kv_method)-1;
         CHECK_EQ_INT(kara_kv_method_parse(kara_kv_method_name((kara_kv_method)m), &back), KARA_OK);
         CHECK_EQ_INT(back, m);
     }
     CHECK(!strcmp(kara_kv_method_name(KARA_KV_METHOD_SNAPKV), "snapkv"));
+    CHECK(!strcmp(kara_kv_method_name(KARA_KV_METHOD_RKV), "rkv"));
+    CHECK(!strcmp(kara_kv_method_name(KARA_KV_METHOD_LAZY), "lazy"));
     CHECK(!strcmp(kara_kv_method_name((kara_kv_method)99), "?"));
     kara_kv_method keep = KARA_KV_METHOD_H2O;
     CHECK_EQ_INT(kara_kv_method_parse("Kara", &keep), KARA_ERR_ARG);
@@ -138,7 +149,8 @@ static void test_enum_names(void) {
     CHECK_MSG(
         !strcmp(
             kara_last_error(),
-            "unknown KV method 'Kara' (expected full | streaming | snapkv | h2o | chunkkv | random | recent | kara)"),
+            "unknown KV method 'Kara' (expected full | streaming | snapkv | h2o | chunkkv | random | recent | kara | "
+            "rkv | lazy)"),
         "got '%s'", kara_last_error());
     kara_kv_dtype dt;
     CHECK_EQ_INT(kara_kv_dtype_parse("f32", &dt), KARA_OK);
@@ -288,13 +300,17 @@ static void test_errors(void) {
                  KARA_ERR_CONFIG, "2:78: kara.protect_token_ids: too many entries (at most 16)");
     expect_error("enum.yaml", "kv_cache:\n  method: fast\n", KARA_ERR_CONFIG,
                  "2:11: kv_cache.method: unknown value 'fast' (expected full | streaming | snapkv | h2o | chunkkv | "
-                 "random | recent | kara)");
+                 "random | recent | kara | rkv | lazy)");
     expect_error("enum_nested.yaml", "kara:\n  score:\n    gqa_reduce: normalized_mean\n", KARA_ERR_CONFIG,
                  "3:17: kara.score.gqa_reduce: unknown value 'normalized_mean' (expected mean | max)");
     expect_error("enum_trigger.yaml", "kv_cache:\n  method: kara\nkara:\n  trigger: sometimes\n", KARA_ERR_CONFIG,
                  "4:12: kara.trigger: unknown value 'sometimes' (expected periodic | threshold)");
     expect_error("range_trigger_slack.yaml", "kara:\n  trigger: threshold\n  trigger_slack: 0\n", KARA_ERR_CONFIG,
                  "3:18: kara.trigger_slack: 0 is out of range [1, 1048576]");
+    expect_error("range_rkv.yaml", "baselines:\n  rkv:\n    lambda: 1.5\n", KARA_ERR_CONFIG,
+                 "3:13: baselines.rkv.lambda: 1.5 is out of range [0, 1]");
+    expect_error("range_lazy.yaml", "baselines:\n  lazy:\n    window: 0\n", KARA_ERR_CONFIG,
+                 "3:13: baselines.lazy.window: 0 is out of range [1, 1048576]");
     expect_error("enum_layers.yaml", "kara:\n  score:\n    layers: every:2\n", KARA_ERR_CONFIG,
                  "3:13: kara.score.layers: expected all or stride:N, got 'every:2'");
     expect_error("dup.yaml", "sampling:\n  top_k: 10\n  top_p: 0.9\n  top_k: 20\n", KARA_ERR_CONFIG,
@@ -498,6 +514,11 @@ static void test_format(void) {
         {"kara.t2c.len_penalty", "2.5"},
         {"baselines.budget_tokens", "300"},
         {"baselines.snapkv.pool", "avg"},
+        {"baselines.rkv.lambda", "0.25"},
+        {"baselines.rkv.sim_threshold", "-0.5"},
+        {"baselines.lazy.window", "64"},
+        {"baselines.lazy.alpha", "0.001"},
+        {"baselines.lazy.protect_prompt", "false"},
         {"chat.template", ""},
         {"chat.think", "on"},
         {"batch.input", "in.jsonl"},

@@ -516,8 +516,9 @@ static void test_params(kara_model *m) {
               "message: %s", kara_last_error());
     /* the baselines and the unscored window methods ignore the key */
     const kara_kv_method ignore[] = {KARA_KV_METHOD_FULL, KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV,
-                                     KARA_KV_METHOD_H2O,  KARA_KV_METHOD_RECENT,    KARA_KV_METHOD_RANDOM};
-    for (int i = 0; i < 6; i++) {
+                                     KARA_KV_METHOD_H2O,  KARA_KV_METHOD_RECENT,    KARA_KV_METHOD_RANDOM,
+                                     KARA_KV_METHOD_RKV,  KARA_KV_METHOD_LAZY};
+    for (int i = 0; i < (int)(sizeof ignore / sizeof ignore[0]); i++) {
         kara_kv_params a, b;
         a5_params(&a, true);
         a5_params(&b, false);

@@ -22,8 +22,8 @@
 #include "test_util.h"
 
 static const kara_kv_method all_methods[] = {
-    KARA_KV_METHOD_FULL,    KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O,
-    KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RANDOM,    KARA_KV_METHOD_RECENT, KARA_KV_METHOD_KARA,
+    KARA_KV_METHOD_FULL,   KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O, KARA_KV_METHOD_CHUNKKV,
+    KARA_KV_METHOD_RANDOM, KARA_KV_METHOD_RECENT,    KARA_KV_METHOD_KARA,   KARA_KV_METHOD_RKV, KARA_KV_METHOD_LAZY,
 };
 #define N_METHODS (int)(sizeof all_methods / sizeof all_methods[0])
 
@@ -41,6 +41,8 @@ static void small_window(kara_kv_params *kv, kara_kv_method method) {
     kv->max_defer = 8;
     kv->budget_tokens = 96;
     kv->snapkv_trigger_slack = 32;
+    kv->rkv_trigger_slack = 32;
+    kv->lazy_window = 32;
 }
 
 /* Check the invariants of docs/KARA_METHOD.md section 8 for one sequence,

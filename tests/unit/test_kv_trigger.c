@@ -269,6 +269,15 @@ static void test_params(kara_model *m) {
     kv.trigger = KARA_KV_TRIGGER_PERIODIC;
     CHECK(kr_kv_params_periodic(&kv));
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 1);
+    /* rkv has its own slack; lazy grows by its window between evictions */
+    kv.method = KARA_KV_METHOD_RKV;
+    kv.rkv_trigger_slack = 40;
+    CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 40);
+    CHECK(!kr_kv_params_periodic(&kv));
+    kv.method = KARA_KV_METHOD_LAZY;
+    kv.lazy_window = 24;
+    CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 24);
+    CHECK(!kr_kv_params_periodic(&kv));
 
     /* only kara reads the trigger: chunkkv stays a periodic window method */
     a8_params(&kv, 96, 1, 10);

@@ -1,0 +1,72 @@
+/* kv_policy_rkv.c - the event of the rkv baseline (R-KV, Cai et al. 2025;
+ * docs/KARA_METHOD.md section 11): the observation queries' attention, the
+ * keys' redundancy over the same span, and the selection between them. */
+#include <string.h>
+
+#include "kv_policy_impl.h"
+#include "kv_redund.h"
+#include "kv_select.h"
+#include "status.h"
+
+typedef struct redund_task {
+    const kr_kv_redund_job *job;
+} redund_task;
+
+/* At most KR_KV_SCORE_WORKERS of the context's threads work, as for the
+ * window scorer: the scratch is reserved for that many. */
+static void redund_compute(void *arg, int ith, int nth) {
+    const redund_task *t = arg;
+    int workers = nth < KR_KV_SCORE_WORKERS ? nth : KR_KV_SCORE_WORKERS;
+    if (ith < workers) kr_kv_redund_compute(t->job, ith, workers);
+}
+
+/* red[0, m) = the mean over the scored layers of the redundancy of the
+ * keys of slots [first, first + m). */
+static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t m, float *red) {
+    kr_kv_cache *kv = pol->kv;
+    const int32_t stride = pol->p.layer_stride > 0 ? pol->p.layer_stride : 1;
+    const int32_t workers = pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads : KR_KV_SCORE_WORKERS;
+    memset(red, 0, (size_t)m * sizeof(float));
+    int32_t layers = 0;
+    for (int32_t l = 0; l < pol->n_layer; l += stride) {
+        const uint8_t *k_base = kv->pool + (size_t)l * 2 * (size_t)kv->block_size * kv->slot_bytes;
+        kr_kv_rows keys = {kv->dtype,           k_base,         kv->slot_bytes,     0, first, 0,
+                           kv->seqs[seq].table, kv->block_size, kv->bytes_per_block};
+        kr_kv_redund_job job;
+        kara_status st =
+            kr_kv_redund_prepare(&job, &keys, m, pol->n_head_kv, pol->head_dim, pol->p.rkv_sim_threshold,
+                                 pol->redund_scratch, pol->redund_scratch_bytes, workers > 0 ? workers : 1);
+        if (st) return st;
+        redund_task t = {&job};
+        pol->exec.run(pol->exec.user, redund_compute, &t);
+        kr_kv_redund_finish(&job, red);
+        layers++;
+    }
+    for (int32_t j = 0; j < m; j++) red[j] /= (float)layers;
+    return KARA_OK;
+}
+
+kara_status kr_kvp_rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
+    kr_kv_cache *kv = pol->kv;
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    const kara_kv_params *p = &pol->p;
+    const int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, obs = p->rkv_obs_window;
+    const int32_t front = p->rkv_protect_prompt ? q->n_prompt : 0, m = n - front;
+    *k = n;
+    if (n <= budget || m <= obs) return KARA_OK;
+    if (budget < front + obs) /* checked before the scoring: kr_kv_select_rkv would say the same */
+        return kr_set_error(KARA_ERR_KV_BUDGET, "rkv: budget of %d slots cannot hold %d protected + %d observed",
+                            budget, front, obs);
+    const int32_t *pos = kv->seqs[seq].pos;
+    /* importance: snapkv's scorer, the newest obs slots asking, summed over
+     * them; divided by obs, each query's attention is a distribution */
+    kara_status st = kr_kvp_score_span(pol, seq, front, m, obs, obs, pos[n - 1] + 1 - m, KARA_SCORE_BUFFER_ONLY, false,
+                                       0, pol->n_layer);
+    if (st) return st;
+    for (int32_t j = 0; j < m - obs; j++) pol->layer_scores[front + j] = pol->scores[j] / (float)obs;
+    /* redundancy over the whole span, the observation window included (its
+     * keys are neighbours too); the window itself is kept regardless */
+    if ((st = redundancy(pol, seq, front, m, pol->gather + front))) return st;
+    return kr_kv_select_rkv(pol->layer_scores, pol->gather, n, front, obs, p->rkv_kernel, p->rkv_lambda, budget,
+                            pol->keep, k, pol->select_scratch, pol->select_scratch_bytes);
+}
