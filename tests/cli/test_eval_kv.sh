@@ -35,11 +35,11 @@ num_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 common=(-m "$dir/tiny.gguf" -c 256 -t 1 --kv-interval 32 --kv-buffer 8 --free-tokens 48 --needle-depths 0.5)
 "$kara" eval-kv "${common[@]}" --retention 1.0,0.3 --noise-threads 2 --out "$dir/out.csv" > "$dir/table.txt" 2>"$dir/log.txt"
 check "the table lists every method" \
-    bash -c "for m in full 'full(t=2)' kara streaming snapkv h2o chunkkv random recent; do grep -qF \"\$m \" '$dir/table.txt' || exit 1; done"
+    bash -c "for m in full 'full(t=2)' kara streaming snapkv h2o chunkkv random recent rkv lazy; do grep -qF \"\$m \" '$dir/table.txt' || exit 1; done"
 
 header='method,label,retention,budget_tokens,threads,steps,mean_slots,peak_kv_bytes,kl_mean,kl_max,steps_compressed,kl_mean_compressed,top1_agree,nll_mean,ppl_ratio,first_divergence,free_cap,needle_hits,needle_trials,needle_digits,needle_kept,region_size,region_min,region_kept,events,slots_evicted,event_ms_mean,event_share,decode_tok_s'
 check "CSV header" test "$(head -1 "$dir/out.csv")" = "$header"
-check "CSV: header, full, noise, then 7 methods x 2 retentions" test "$(wc -l < "$dir/out.csv")" = 17
+check "CSV: header, full, noise, then 9 methods x 2 retentions" test "$(wc -l < "$dir/out.csv")" = 21
 check "CSV: every row has the header's 29 columns" \
     bash -c "awk -F, 'NF != 29 { bad = 1 } END { exit bad }' '$dir/out.csv'"
 
@@ -66,7 +66,7 @@ check "kara r=0.3: KL above 0" num_lt 0 "$(col kara 0.3 kl_mean)"
 check "kara r=0.3: agreement below 1" num_lt "$(col kara 0.3 top1_agree)" 1
 check "kara r=0.3: every region keeps > 10%" num_lt 0.1 "$(col kara 0.3 region_min)"
 mean=$(col kara 0.3 mean_slots)
-for m in streaming snapkv h2o; do
+for m in streaming snapkv h2o rkv lazy; do
     check "$m r=0.3: budget = Kara's mean footprint ($mean)" \
         num_eq "$(col $m 0.3 budget_tokens)" "$(awk -v m="$mean" 'BEGIN { printf "%d", m + 0.5 }')"
 done

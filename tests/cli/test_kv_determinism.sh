@@ -10,14 +10,15 @@
 #  1. the shipped reasoning model on 24 problems (12 of tier 1, 12 of tier 2,
 #     in the OpenAI Batch format), every KV method (full; kara on demand, the
 #     default; kara per_window; chunkkv, recent, random; the threshold
-#     baselines snapkv, h2o, streaming, whose budget_tokens auto follows the
-#     share) under a per-sequence share of 300 slots (--kv-seq-tokens), which
-#     the problems (about 400-610 tokens) outgrow, so every method but full
-#     evicts (--stats-json kv_slots_evicted > 0, full 0): -j 1 = -j 8 = -j 8
-#     with the input in reverse order. For kara on demand, kara per_window,
-#     random, snapkv and h2o, a job killed with kill -9 at random moments four
-#     times (at -j 1, 8, 3, 5) and resumed to completion at -j 8 = the clean
-#     -j 1 run. For kara on demand and per_window and snapkv, -j 8 under a 2.25 MiB budget with
+#     baselines snapkv, h2o, streaming, rkv and lazy (its window 64, so that
+#     its budget holds a prompt and a window), whose budget_tokens auto
+#     follows the share) under a per-sequence share of 300 slots
+#     (--kv-seq-tokens), which the problems (about 400-610 tokens) outgrow, so
+#     every method but full evicts (--stats-json kv_slots_evicted > 0, full
+#     0): -j 1 = -j 8 = -j 8 with the input in reverse order. For kara on
+#     demand, kara per_window, random, snapkv, h2o and lazy, a job killed with
+#     kill -9 at random moments four times (at -j 1, 8, 3, 5) and resumed to
+#     completion at -j 8 = the clean -j 1 run. For kara on demand and per_window and snapkv, -j 8 under a 2.25 MiB budget with
 #     --optimistic --no-fit, where sequences are preempted and recomputed =
 #     the clean run;
 #  2. no KV flags at all (kara, on demand, 1 GiB): -j 1 = -j 8, nothing
@@ -99,10 +100,12 @@ ok_run() { # rc, output, stats: exit 0, every request answered once, none failed
 flags_of() {
     case $1 in
     kara_per_window) echo "--kv-method kara --kv-evict per_window" ;;
+    lazy) echo "--kv-method lazy --config $tmp/lazy.yaml" ;;
     *) echo "--kv-method $1" ;;
     esac
 }
 SHARE="--kv-seq-tokens 300"
+printf 'baselines:\n  lazy:\n    window: 64\n' >"$tmp/lazy.yaml"
 
 # kill -9 at random moments, each run at another concurrency, then finish
 RANDOM=11
@@ -138,11 +141,11 @@ kill_resume() { # name, model, input, output, count, pause, final -j, -j of each
 }
 
 # 1. every method under a share of 300 slots
-methods="full kara kara_per_window chunkkv recent random snapkv h2o streaming"
+methods="full kara kara_per_window chunkkv recent random snapkv h2o streaming rkv lazy"
 # killed and resumed: one of each kind of state a sequence carries (windows
 # scored on demand, per-window events, a seeded generator, one threshold
-# event, scores accumulated every token)
-KILLED="kara kara_per_window random snapkv h2o"
+# event, scores accumulated every token, a step count and recurrence state)
+KILLED="kara kara_per_window random snapkv h2o lazy"
 for m in $methods; do
     f=$(flags_of $m)
     t0=$SECONDS

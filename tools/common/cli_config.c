@@ -25,7 +25,7 @@ static const shared_flag shared_flags[] = {
     {"--repeat-penalty", "sampling.repeat_penalty", "repetition penalty (1 = off)"},
     {"--repeat-last-n", "sampling.repeat_last_n", "tokens the penalty looks back over"},
     {"-s|--seed", "sampling.seed", "sampling seed"},
-    {"--kv-method", "kv_cache.method", "full|streaming|snapkv|h2o|chunkkv|random|recent|kara"},
+    {"--kv-method", "kv_cache.method", "full|streaming|snapkv|h2o|chunkkv|random|recent|kara|rkv|lazy"},
     {"--kv-budget", "kv_cache.budget", "bytes for all KV memory, e.g. 64MiB (auto = enough for the context)"},
     {"--kv-dtype", "kv_cache.dtype", "f16|f32"},
     {"--kv-block-size", "kv_cache.block_size", "slots per KV block"},
@@ -40,7 +40,7 @@ static const shared_flag shared_flags[] = {
     {"--kv-selection-scope", "kara.selection_scope",
      "shared|per_layer (per_layer: ablation A5, a selection per layer)"},
     {"--kv-budget-tokens", "baselines.budget_tokens",
-     "per-sequence token budget of streaming/snapkv/h2o/kara threshold"},
+     "per-sequence token budget of streaming/snapkv/h2o/rkv/lazy/kara threshold"},
     {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
     {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
 };

@@ -14,8 +14,8 @@
  *             kara.evict per_window at that retention and no share (the
  *             paper's setting), the threshold baselines at Kara's measured
  *             mean footprint.
- * snapkv's trigger slack is scaled to a quarter of the share in the budget
- * rows. A problem a method cannot admit within its share is counted wrong
+ * snapkv's and rkv's trigger slack and lazy's window are scaled to a quarter
+ * of the share in the budget rows. A problem a method cannot admit within its share is counted wrong
  * and reported. Every problem has a token cap (twice its reference thinking length plus
  * 64 when the task file gives think_tokens, else -n), so a derailed
  * sequence cannot run on; capped problems are counted. */
@@ -32,7 +32,7 @@
 #include "kara.h"
 #include "monotonic_clock.h"
 
-#define MAX_METHODS 12
+#define MAX_METHODS 16
 #define MAX_POINTS 8
 #define MAX_ROWS (2 + 2 * MAX_METHODS * MAX_POINTS)
 
@@ -64,7 +64,7 @@ static const kr_cli_flag eval_flags[] = {
     {"--methods", true,
      "comma-separated KV methods, a window method optionally as NAME/per_window, and "
      "`default` for the configuration as given (default: full,default,kara,kara/per_window,"
-     "snapkv,streaming,h2o,chunkkv,recent,random)"},
+     "snapkv,streaming,h2o,rkv,lazy,chunkkv,recent,random)"},
     {"--budgets", true,
      "comma-separated KV cache shares of full's peak each method gets (default 0.5,0.3,0.2; "
      "none to skip)"},
@@ -176,7 +176,7 @@ static int parse(int argc, char **argv, eval_opts *o) {
         return KR_EXIT_USAGE;
     }
     if (!o->n_methods)
-        parse_list("--methods", "full,default,kara,kara/per_window,snapkv,streaming,h2o,chunkkv,recent,random",
+        parse_list("--methods", "full,default,kara,kara/per_window,snapkv,streaming,h2o,rkv,lazy,chunkkv,recent,random",
                    add_method, o);
     if (!budgets_given) parse_list("--budgets", "0.5,0.3,0.2", add_budget, o);
     /* evaluation is greedy unless asked otherwise */
@@ -305,7 +305,15 @@ static void print_row(FILE *f, const kr_task_row *r) {
 }
 
 static bool threshold_method(kara_kv_method m) {
-    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O;
+    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O ||
+        m == KARA_KV_METHOD_RKV || m == KARA_KV_METHOD_LAZY;
+}
+
+/* Within a small share, a slack (snapkv, rkv) or lazy's window, which the
+ * cache grows by past its budget between events, is scaled down to a
+ * quarter of the share, or the method could not run at all. */
+static void fit_slack(int32_t *slack, int32_t share) {
+    if (*slack > share / 4) *slack = share / 4 > 8 ? share / 4 : 8;
 }
 
 typedef struct eval_run {
@@ -358,11 +366,9 @@ static int run_all(eval_run *e) {
             cp.kv.evict = ms->evict;
             cp.kv.seq_tokens = (int32_t)lround(o->budgets[b] * full_peak);
             if (cp.kv.seq_tokens < 1) cp.kv.seq_tokens = 1;
-            /* snapkv grows trigger_slack slots past its budget between
-             * events; within a small share the slack is scaled down to a
-             * quarter of it, or snapkv could not run at all */
-            if (cp.kv.snapkv_trigger_slack > cp.kv.seq_tokens / 4)
-                cp.kv.snapkv_trigger_slack = cp.kv.seq_tokens / 4 > 8 ? cp.kv.seq_tokens / 4 : 8;
+            fit_slack(&cp.kv.snapkv_trigger_slack, cp.kv.seq_tokens);
+            fit_slack(&cp.kv.rkv_trigger_slack, cp.kv.seq_tokens);
+            fit_slack(&cp.kv.lazy_window, cp.kv.seq_tokens);
             rc = run_row(e, &cp, ms->label, "budget", o->budgets[b]);
         }
     for (int ri = 0; ri < o->n_retentions && !rc; ri++) {

@@ -4,7 +4,7 @@
  * section 7.2): teacher-forced KL, top-1 agreement and perplexity ratio,
  * the first greedy divergence, a needle placed in generated text,
  * retention per region, and the cost of compression events. The baselines
- * that take a token budget (streaming, snapkv, h2o) get Kara's measured
+ * that take a token budget (streaming, snapkv, h2o, rkv, lazy) get Kara's measured
  * mean footprint at the same retention unless --kv-budget-tokens is given
  * (the original specification's `budget_tokens: auto`, docs/KARA_METHOD.md
  * section 13). */
@@ -21,7 +21,7 @@
 #include "exit_codes.h"
 #include "kara.h"
 
-#define MAX_METHODS 8
+#define MAX_METHODS 10 /* every kara_kv_method */
 #define MAX_RETENTIONS 16
 
 /* A TinyStories-like text written for this tool, used when no -f is given. */
@@ -181,8 +181,8 @@ static int parse(int argc, char **argv, eval_opts *o) {
                          "[--out FILE.csv|FILE.json] [options]\n\n"
                          "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
                          "agreement, perplexity ratio, first greedy divergence, a needle in the generated text,\n"
-                         "retention per region, KV memory and the cost of compression events. streaming, snapkv "
-                         "and\nh2o get Kara's measured mean footprint as their token budget unless "
+                         "retention per region, KV memory and the cost of compression events. streaming, snapkv,\n"
+                         "h2o, rkv and lazy get Kara's measured mean footprint as their token budget unless "
                          "--kv-budget-tokens is set.\n\n",
                          eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
 }
@@ -200,33 +200,48 @@ static int32_t tokenize_insert(const kara_model *m, const char *text, int32_t *o
 }
 
 static bool is_budget_method(kara_kv_method m) {
-    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O;
+    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O ||
+        m == KARA_KV_METHOD_RKV || m == KARA_KV_METHOD_LAZY;
+}
+
+/* Slots past its budget a method's cache reaches before its event (0:
+ * fires on the first slot over), and the newest slots it always keeps. */
+static int32_t budget_slack(const kara_kv_params *kv, kara_kv_method m) {
+    return m == KARA_KV_METHOD_SNAPKV ? kv->snapkv_trigger_slack
+        : m == KARA_KV_METHOD_RKV     ? kv->rkv_trigger_slack
+        : m == KARA_KV_METHOD_LAZY    ? kv->lazy_window
+                                      : 0;
+}
+static int32_t budget_tail(const kara_kv_params *kv, kara_kv_method m) {
+    return m == KARA_KV_METHOD_SNAPKV ? kv->snapkv_obs_window
+        : m == KARA_KV_METHOD_RKV     ? kv->rkv_obs_window
+        : m == KARA_KV_METHOD_LAZY    ? kv->lazy_window
+                                      : 0;
 }
 
 /* Mean slots a budget baseline holds over the replay (after each of the
  * n_steps single-token decodes from n_prompt slots) with token budget b:
- * streaming and h2o cut back to b as soon as they exceed it, snapkv once it
- * reaches b + slack (docs/KARA_METHOD.md section 11). */
-static double baseline_mean(kara_kv_method m, int32_t b, int32_t n_prompt, int32_t n_steps, int32_t slack) {
+ * streaming and h2o cut back to b as soon as they exceed it, snapkv, rkv
+ * and lazy once it reaches b + slack (docs/KARA_METHOD.md section 11). */
+static double baseline_mean(int32_t b, int32_t n_prompt, int32_t n_steps, int32_t slack) {
     double sum = 0;
     int32_t n = n_prompt;
     for (int32_t t = 0; t < n_steps; t++) {
         n++;
-        if (m == KARA_KV_METHOD_SNAPKV ? n >= b + slack : n > b) n = b;
+        if (slack > 0 ? n >= b + slack : n > b) n = b;
         sum += n;
     }
     return n_steps ? sum / n_steps : n_prompt;
 }
 
 /* The smallest budget whose simulated mean footprint reaches target
- * (--budget-match equal-mean); snapkv's budget must hold the prompt and
- * its observation window. */
-static int32_t equal_mean_budget(kara_kv_method m, double target, int32_t n_prompt, int32_t n_steps, int32_t slack,
-                                 int32_t obs) {
-    int32_t lo = m == KARA_KV_METHOD_SNAPKV ? n_prompt + obs + 1 : 1, hi = n_prompt + n_steps + 1;
+ * (--budget-match equal-mean); the budget of snapkv, rkv and lazy must
+ * hold the prompt and the newest slots they keep (tail). */
+static int32_t equal_mean_budget(double target, int32_t n_prompt, int32_t n_steps, int32_t slack, int32_t tail) {
+    int32_t lo = tail > 0 ? n_prompt + tail + 1 : 1, hi = n_prompt + n_steps + 1;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (baseline_mean(m, mid, n_prompt, n_steps, slack) >= target)
+        if (baseline_mean(mid, n_prompt, n_steps, slack) >= target)
             hi = mid;
         else
             lo = mid + 1;
@@ -308,8 +323,8 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
             cp.kv.method = m;
             cp.kv.retention = r;
             if (is_budget_method(m) && auto_budget && o->equal_mean && j->n_rows > 0)
-                budget = equal_mean_budget(m, kr_mean, j->s->n_prompt, j->s->n_text - 1, base->kv.snapkv_trigger_slack,
-                                           base->kv.snapkv_obs_window);
+                budget = equal_mean_budget(kr_mean, j->s->n_prompt, j->s->n_text - 1, budget_slack(&base->kv, m),
+                                           budget_tail(&base->kv, m));
             if (is_budget_method(m)) cp.kv.budget_tokens = budget > 0 ? budget : 1;
             if ((st = run_row(j, &cp, kara_kv_method_name(m), r, false))) return st;
         }

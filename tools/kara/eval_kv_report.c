@@ -38,9 +38,10 @@ void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m,
             s->n_prompt, s->n_text, s->n_free, s->n_depths, s->n_filler, m->n_ctx, s->region);
     fprintf(f,
             "kara: interval %d, buffer %d, min_compressible %d, max_defer %d; snapkv trigger_slack %d, "
-            "obs_window %d\n\n",
+            "obs_window %d; rkv trigger_slack %d, obs_window %d, lambda %g; lazy window %d, alpha %g\n\n",
             m->kv->interval, m->kv->buffer, m->kv->min_compressible, m->kv->max_defer, m->kv->snapkv_trigger_slack,
-            m->kv->snapkv_obs_window);
+            m->kv->snapkv_obs_window, m->kv->rkv_trigger_slack, m->kv->rkv_obs_window, (double)m->kv->rkv_lambda,
+            m->kv->lazy_window, (double)m->kv->lazy_alpha);
     fprintf(f, "%-12s %5s %6s %6s %8s %8s %8s %8s %6s %6s %6s %7s %5s %6s %6s %8s %7s\n", "method", "r", "budget",
             "slots", "peak_KiB", "KL_mean", "KL_cmp", "KL_max", "top1", "ppl_x", "1stdiv", "needle", "kept", "regmin",
             "events", "ms/event", "ev_shr");
