@@ -53,7 +53,7 @@ def main():
     torch.set_num_threads(2)
     exe = build()
     prob = evaluate.read_jsonl(a.tasks)[a.index]
-    ex = tasks.build_example(tasks.parse_prompt(prob["prompt"]), tasks.prompt_format(prob["prompt"]))
+    ex = tasks.example_for_prompt(prob["prompt"])
     ids = ex["ids"][:ex["prompt_len"] + a.prefix]
     text = tasks.decode_ids(ids)
     out_f32 = os.path.join(CACHE, "check_logits.f32")
