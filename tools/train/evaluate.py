@@ -13,7 +13,7 @@ it never comes back):
 The budget is retention x the reference thinking length of the problem.
 
   /usr/bin/python3 tools/train/evaluate.py --model tools/train/runs/main/best.pt \
-      --tasks tests/data/reasoning-tier4.jsonl --policy oracle --retention 0.2
+      --tasks tests/data/late-tier4.jsonl --policy oracle --retention 0.2
 """
 import argparse
 import json

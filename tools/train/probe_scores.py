@@ -14,7 +14,7 @@ scorer: in the runtime, later windows are scored with queries computed over
 an already compressed cache.
 
   /usr/bin/python3 tools/train/probe_scores.py --model tools/train/runs/main3/best.pt \
-      --tasks tests/data/reasoning-tier4.jsonl --limit 20
+      --tasks tests/data/late-tier4.jsonl --limit 20
 """
 import argparse
 import collections
