@@ -82,7 +82,7 @@ same() {
 
 # 24 problems in the OpenAI Batch format (no max_tokens: each runs to its end)
 tasks="$tmp/tasks.jsonl"
-{ sed -n 1,12p "$SRC/tests/data/reasoning-tier1.jsonl"; sed -n 1,12p "$SRC/tests/data/reasoning-tier2.jsonl"; } >"$tasks"
+{ sed -n 1,12p "$SRC/tests/data/late-tier1.jsonl"; sed -n 1,12p "$SRC/tests/data/late-tier2.jsonl"; } >"$tasks"
 in="$tmp/in.jsonl"
 sed -E 's|^\{"id": "([^"]*)", "prompt": "([^"]*)".*$|{"custom_id":"\1","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"\2"}]}}|' \
     "$tasks" >"$in"

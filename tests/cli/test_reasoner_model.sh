@@ -20,7 +20,7 @@ check() { # name, condition
 #    lost and nothing is reserved for scoring): 20 problems of tier 1, 10 of
 #    tier 4 (over 1000 thinking tokens each), one thread and two
 for t in 1 2; do
-    "$KARA" eval -m "$M" -t $t --methods full,default --limit 20 --tasks "$SRC/tests/data/reasoning-tier1.jsonl" \
+    "$KARA" eval -m "$M" -t $t --methods full,default --limit 20 --tasks "$SRC/tests/data/late-tier1.jsonl" \
         --out "$tmp/t1-$t.csv" >"$tmp/t1-$t.txt" 2>&1
     rc=$?
     check "eval tier 1 (-t $t) exits 0 (rc $rc)" '[ $rc -eq 0 ]'
@@ -28,7 +28,7 @@ for t in 1 2; do
     check "tier 1 (-t $t): defaults 20 of 20 right, nothing evicted or reserved" \
         'grep -Eq "^default \(kara\) +- +2048 +20 +100\.0% .* 0\.0 +[0-9.]+ +0 +0$" "$tmp/t1-$t.txt"'
 done
-"$KARA" eval -m "$M" -t 2 --methods full,default --limit 10 --tasks "$SRC/tests/data/reasoning-tier4.jsonl" \
+"$KARA" eval -m "$M" -t 2 --methods full,default --limit 10 --tasks "$SRC/tests/data/late-tier4.jsonl" \
     >"$tmp/t4.txt" 2>&1
 check "tier 4: full 10 of 10 right, about 1169 thinking tokens" \
     'grep -Eq "^full +- +[0-9]+ +10 +100\.0% +0 +11[0-9][0-9]\." "$tmp/t4.txt"'

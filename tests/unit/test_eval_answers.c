@@ -60,9 +60,9 @@ int main(void) {
     CHECK(!kr_eval_tasks_load(&t, files, 1, 0));
 
     /* every shipped held-out set loads, with numeric answers */
-    const char *sets[] = {"reasoning-tier1.jsonl", "reasoning-tier2.jsonl", "reasoning-tier3.jsonl",
-                          "reasoning-tier4.jsonl"};
-    for (int i = 0; i < 4; i++) {
+    const char *sets[] = {"late-tier1.jsonl",  "late-tier2.jsonl",  "late-tier3.jsonl",  "late-tier4.jsonl",
+                          "reuse-tier1.jsonl", "reuse-tier2.jsonl", "reuse-tier3.jsonl", "reuse-tier4.jsonl"};
+    for (int i = 0; i < 8; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/tests/data/%s", KARA_SOURCE_DIR, sets[i]);
         files[0] = path;

@@ -11,7 +11,7 @@ one held-out problem:
   - llama.cpp's greedy continuation must equal PyTorch's and give the answer.
 
   /usr/bin/python3 tools/train/check_llamacpp.py tools/train/model/kara-reasoner-1m.gguf \
-      tools/train/runs/main/best.pt [--tasks tests/data/reasoning-tier4.jsonl --index 0]
+      tools/train/runs/main/best.pt [--tasks tests/data/late-tier4.jsonl --index 0]
 """
 import argparse
 import json
@@ -46,14 +46,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("gguf")
     ap.add_argument("ckpt")
-    ap.add_argument("--tasks", default=os.path.join(HERE, "..", "..", "tests", "data", "reasoning-tier1.jsonl"))
+    ap.add_argument("--tasks", default=os.path.join(HERE, "..", "..", "tests", "data", "late-tier1.jsonl"))
     ap.add_argument("--index", type=int, default=0)
     ap.add_argument("--prefix", type=int, default=120, help="reference thinking tokens appended to the prompt")
     a = ap.parse_args()
     torch.set_num_threads(2)
     exe = build()
     prob = evaluate.read_jsonl(a.tasks)[a.index]
-    ex = tasks.build_example(tasks.parse_prompt(prob["prompt"]), tasks.prompt_format(prob["prompt"]))
+    ex = tasks.example_for_prompt(prob["prompt"])
     ids = ex["ids"][:ex["prompt_len"] + a.prefix]
     text = tasks.decode_ids(ids)
     out_f32 = os.path.join(CACHE, "check_logits.f32")

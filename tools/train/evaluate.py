@@ -5,14 +5,15 @@ Policies (applied as an attention mask over the cached positions, which is
 what an evicting KV cache amounts to: once a position leaves the visible set
 it never comes back):
   full    every cached position is visible
-  oracle  the prompt, the product result lines ("pK:A*B=PPPP", found in the
-          generated text as each line completes) and the last W positions
+  oracle  the prompt, the informative result lines (found in the generated
+          text as each line completes: late family "pK=PPPP"; reuse family
+          "pK=", "sK=" and "cK=" lines) and the last W positions
   recent  the prompt and the last W' positions, W' = the oracle's whole
           thinking budget (same number of kept thinking tokens)
 The budget is retention x the reference thinking length of the problem.
 
   /usr/bin/python3 tools/train/evaluate.py --model tools/train/runs/main/best.pt \
-      --tasks tests/data/reasoning-tier4.jsonl --policy oracle --retention 0.2
+      --tasks tests/data/late-tier4.jsonl --policy oracle --retention 0.2
 """
 import argparse
 import json
@@ -27,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tasks  # noqa: E402
 from model import Config, Model  # noqa: E402
 
-INFO_LINE = re.compile(rb"^p\d+(:\d+\*\d+)?=\d{4}$")  # formats 2 and 1
+INFO_LINE = {"late": re.compile(rb"^p\d+(:\d+\*\d+)?=\d{4}$"),  # formats 2 and 1
+             "reuse": re.compile(rb"^(p\d+=\d{5}|[sc]\d+(=p\d+)?=\d{5,6})$")}
 
 
 def load_model(path):
@@ -39,59 +41,64 @@ def load_model(path):
 
 
 def info_tokens_ref(prompt):
-    """Number of thinking tokens in product result lines (with newline)."""
-    ex = tasks.build_example(tasks.parse_prompt(prompt), tasks.prompt_format(prompt))
+    """Number of thinking tokens in informative result lines (with newline)."""
+    ex = tasks.example_for_prompt(prompt)
     return sum(1 for k in ex["kind"] if k == tasks.KIND_INFO)
 
 
 @torch.no_grad()
 def generate(model, probs, policy="full", retention=1.0, extra=64):
-    """Greedy-decode a batch of problems whose prompts have the same length.
+    """Greedy-decode a batch of problems. Prompts may differ in length: a
+    row whose prompt is longer keeps being fed its prompt tokens while the
+    others already generate (positions are per token, so nothing shifts).
 
-    Returns list of dicts: text, answer_text, think_tokens, correct, kept
-    (mean visible thinking tokens at the end, for reporting).
+    Returns list of dicts: text, answer_text, think_tokens, correct.
     """
     B = len(probs)
     pids = [tasks.generation_prompt_ids(p["prompt"]) for p in probs]
-    P = len(pids[0])
-    assert all(len(x) == P for x in pids)
-    ref = max(p["think_tokens"] for p in probs)
-    T = P + ref + extra
+    Ps = [len(x) for x in pids]
+    P0 = min(Ps)
+    T = max(P + p["think_tokens"] for P, p in zip(Ps, probs)) + extra
     cache = model.new_cache(B, T)
-    ids = torch.tensor(pids)
-    budget = int(round(retention * ref))
-    w_oracle = budget - info_tokens_ref(probs[0]["prompt"])
-    w_recent = budget
+    fams = [tasks.prompt_family(p["prompt"]) for p in probs]
+    budgets = [int(round(retention * p["think_tokens"])) for p in probs]
+    if policy == "oracle":
+        ws = torch.tensor([bu - info_tokens_ref(p["prompt"]) for bu, p in zip(budgets, probs)])
+    else:
+        ws = torch.tensor(budgets)
+    plen = torch.tensor(Ps)
     info = torch.zeros(B, T, dtype=torch.bool)
-    info[:, :P] = True  # the prompt is always kept
+    for b, P in enumerate(Ps):
+        info[b, :P] = True  # the prompt is always kept
     out = [[] for _ in range(B)]
-    line_start = [P for _ in range(B)]
+    line_start = list(Ps)
     done = torch.zeros(B, dtype=torch.bool)
-    logits = None
-    for pos in range(P - 1):
-        model.step(ids[:, pos], pos, cache)
-    tok = ids[:, P - 1]
-    for pos in range(P - 1, T - 1):
+    for pos in range(P0 - 1):
+        model.step(torch.tensor([x[pos] for x in pids]), pos, cache)
+    tok = torch.tensor([x[P0 - 1] for x in pids])
+    for pos in range(P0 - 1, T - 1):
         vis = None
         if policy != "full":
             j = torch.arange(pos + 1)
-            w = w_oracle if policy == "oracle" else w_recent
-            recent = (pos - j) < w
-            keep = info[:, :pos + 1] if policy == "oracle" else info[:, :pos + 1] & (j < P)
-            vis = keep | recent[None, :]
+            recent = (pos - j)[None, :] < ws[:, None]
+            keep = info[:, :pos + 1] if policy == "oracle" else j[None, :] < plen[:, None]
+            vis = keep | recent
         logits = model.step(tok, pos, cache, vis)
         tok = logits.argmax(-1)
         for b in range(B):
+            if pos + 1 < Ps[b]:  # still in the prompt: feed it
+                tok[b] = pids[b][pos + 1]
+                continue
             if done[b]:
                 continue
             t = int(tok[b])
             out[b].append(t)
             if t == tasks.IM_END:
                 done[b] = True
-            elif t == 10:  # newline ends a line: mark product result lines
+            elif t == 10:  # newline ends a line: mark informative result lines
                 npos = pos + 1  # position of this newline token
-                line = bytes(x for x in out[b][line_start[b] - P:-1] if x < 256)
-                if INFO_LINE.match(line):
+                line = bytes(x for x in out[b][line_start[b] - Ps[b]:-1] if x < 256)
+                if INFO_LINE[fams[b]].match(line):
                     info[b, line_start[b]:npos + 1] = True
                 line_start[b] = npos + 1
         if bool(done.all()):
@@ -107,13 +114,9 @@ def generate(model, probs, policy="full", retention=1.0, extra=64):
 
 
 def evaluate(model, probs, policy="full", retention=1.0, batch=25):
-    groups = {}
-    for p in probs:
-        groups.setdefault(len(tasks.generation_prompt_ids(p["prompt"])), []).append(p)
     res = []
-    for _, g in sorted(groups.items()):
-        for i in range(0, len(g), batch):
-            res.extend(generate(model, g[i:i + batch], policy, retention))
+    for i in range(0, len(probs), batch):
+        res.extend(generate(model, probs[i:i + batch], policy, retention))
     acc = sum(r["correct"] for r in res) / len(res)
     think = sum(r["think_tokens"] for r in res) / len(res)
     return acc, think, res
@@ -129,7 +132,7 @@ def teacher_forced(model, probs, policy="full", retention=1.0):
     from whether free generation drifts."""
     tot = ok = ftot = fok = fseq = 0
     for p in probs:
-        ex = tasks.build_example(tasks.parse_prompt(p["prompt"]), tasks.prompt_format(p["prompt"]))
+        ex = tasks.example_for_prompt(p["prompt"])
         ids = torch.tensor([ex["ids"]])
         T, P = len(ex["ids"]), ex["prompt_len"]
         kind = torch.tensor(ex["kind"])
@@ -148,11 +151,8 @@ def teacher_forced(model, probs, policy="full", retention=1.0):
         right = pred == tgt
         tot += right.numel()
         ok += int(right.sum())
-        # fetch tokens: copy tokens inside the running-sum section
-        copy = torch.tensor(ex["copy"][P:])
-        is_sum = torch.tensor([1 if k == tasks.KIND_SCRATCH else 0 for k in ex["kind"][P:]])
-        first_sum = ex["ids"].index(ord("s"), P) - P
-        fetch = (copy == 1) & (torch.arange(T - P) >= first_sum) & (is_sum == 1)
+        # fetch tokens: the product values the sum (and check) lines fetch
+        fetch = torch.tensor(ex["fetch"][P:]) == 1
         ftot += int(fetch.sum())
         fok += int((right & fetch).sum())
         fseq += int(bool((right | ~fetch).all()))

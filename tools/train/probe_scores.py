@@ -14,7 +14,7 @@ scorer: in the runtime, later windows are scored with queries computed over
 an already compressed cache.
 
   /usr/bin/python3 tools/train/probe_scores.py --model tools/train/runs/main3/best.pt \
-      --tasks tests/data/reasoning-tier4.jsonl --limit 20
+      --tasks tests/data/late-tier4.jsonl --limit 20
 """
 import argparse
 import collections
@@ -77,7 +77,7 @@ def main():
     kept_chars, all_chars = collections.Counter(), collections.Counter()
     info_total = info_kept = windows = 0
     for p in evaluate.read_jsonl(a.tasks)[:a.limit]:
-        ex = tasks.build_example(tasks.parse_prompt(p["prompt"]), tasks.prompt_format(p["prompt"]))
+        ex = tasks.example_for_prompt(p["prompt"])
         ids = ex["ids"]
         qk = queries_and_keys(m, torch.tensor([ids]))
         f = len(tasks.generation_prompt_ids(p["prompt"]))

@@ -25,7 +25,27 @@ that is never read again. That is what makes the set a yardstick for KV
 eviction: keeping the product lines plus a recent window must suffice, while
 a recent-only window of the same size loses the early products.
 
+That is the "late" family: each product is re-read once, at the very end.
+The "reuse" family ("Sum #1 24*88 + #2 78*5 + #3 41*307.") re-reads each
+result soon after writing it AND much later, with step lengths that vary at
+random (the second operand has 1, 2 or 3 digits):
+
+    #2 78*5                       <- block header (scratch)
+    78*5 8*5+0=40 7*5+4=39 390    <- one partial line per digit of b (scratch)
+    p2=00390                      <- product result line (INFORMATIVE)
+    s1+p2=00390                   <- near reuse: running sum fetches p2 (scratch)
+    002112+000390 ... 002502      <- 6-wide column addition (scratch)
+    s2=002502                     <- running sum result line (INFORMATIVE)
+    ...
+    c1=p3=12587                   <- far reuse: a check pass in reverse order
+    c1+p2=00390                      fetches every product again (INFORMATIVE
+    ...                              c lines, scratch fetch/add lines)
+
 Token ids: one token per byte (id = byte value), then the specials below.
+
+  tasks.py --family {late,reuse} --tier T --n N --seed S [--out FILE]   one held-out set (JSONL)
+  tasks.py --all [--seed 1234] [--dir tests/data]                       every shipped set
+  tasks.py --show N [--family reuse]                                    one worked example
 """
 import argparse
 import json
@@ -37,11 +57,18 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"
 ENDOFTEXT, IM_START, IM_END, THINK, END_THINK = range(256, 256 + len(SPECIALS))
 VOCAB_SIZE = 256 + len(SPECIALS)
 
-# Tiers by number of products; the thinking length follows from N exactly.
+FAMILIES = ("late", "reuse")
+# Tiers by number of products; the late family's thinking length follows from
+# N exactly, the reuse family's varies with the operands.
 TIERS = {1: 2, 2: 3, 3: 4, 4: 6}
+REUSE_TIERS = {1: 2, 2: 3, 3: 4, 4: 5}
+FAMILY_TIERS = {"late": TIERS, "reuse": REUSE_TIERS}
 # Training mix: number of products -> relative weight (tokens per batch are
 # kept constant, so the weight is the share of training tokens).
 TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.5, 6: 2.0, 7: 1.0}
+REUSE_TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.5, 5: 2.0, 6: 1.5}
+FAMILY_MIX = {"late": TRAIN_MIX, "reuse": REUSE_TRAIN_MIX}
+CONTEXT = 2048  # the model's context: longer training transcripts are redrawn
 
 # Span kinds of the thinking tokens (used by the training-time masking and the
 # oracle evaluation).
@@ -66,8 +93,16 @@ def decode_ids(ids):
     return "".join(parts)
 
 
-def make_problem(rng, n_terms):
-    return [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(n_terms)]
+def make_problem(rng, n_terms, family="late"):
+    if family == "late":
+        return [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(n_terms)]
+    terms = []
+    for _ in range(n_terms):
+        a = rng.randint(10, 99)
+        digits = rng.randint(1, 3)
+        b = rng.randint(2, 9) if digits == 1 else rng.randint(10 ** (digits - 1), 10 ** digits - 1)
+        terms.append((a, b))
+    return terms
 
 
 # Format 2 (the shipped one) labels the terms in the prompt ("#1 24*88") and
@@ -78,20 +113,32 @@ def make_problem(rng, n_terms):
 FORMAT = 2
 
 
-def prompt_text(terms, fmt=FORMAT):
+VERBS = {"late": "Compute", "reuse": "Sum"}
+
+
+def prompt_text(terms, fmt=FORMAT, family="late"):
     if fmt == 1:
         return "Compute " + " + ".join(f"{a}*{b}" for a, b in terms) + "."
-    return "Compute " + " + ".join(f"#{k} {a}*{b}" for k, (a, b) in enumerate(terms, 1)) + "."
+    return VERBS[family] + " " + " + ".join(f"#{k} {a}*{b}" for k, (a, b) in enumerate(terms, 1)) + "."
 
 
 def prompt_format(prompt):
     return 2 if "#" in prompt else 1
 
 
+def prompt_family(prompt):
+    return "reuse" if prompt.startswith(VERBS["reuse"] + " ") else "late"
+
+
 def parse_prompt(prompt):
-    """Terms [(a, b), ...] of a prompt in either format."""
-    body = prompt[len("Compute "):-1]
+    """Terms [(a, b), ...] of a prompt in either format and family."""
+    body = prompt[prompt.index(" ") + 1:-1]
     return [tuple(int(x) for x in t.split(" ")[-1].split("*")) for t in body.split(" + ")]
+
+
+def example_for_prompt(prompt):
+    """build_example for a held-out prompt of either family."""
+    return build_example(parse_prompt(prompt), prompt_format(prompt), prompt_family(prompt))
 
 
 def _mul_by_digit(a, d):
@@ -151,7 +198,57 @@ def solution_lines(terms, fmt=FORMAT):
     return lines, total
 
 
-def build_example(terms, fmt=FORMAT):
+def reuse_solution_lines(terms):
+    """The reuse family's thinking as a list of (line, kind, step): per term a
+    block (header, one partial line per digit of b, right to left, then 5-wide
+    column additions accumulating partial*10^i, then pK=), right after it the
+    running-sum step that re-reads pK (near reuse), and at the end a check pass
+    that re-reads every pK in reverse order (far reuse). The p, s and c result
+    lines are informative; everything else is scratch of its step."""
+    lines = []
+    step = 0
+    prods = []
+    total = 0
+    for k, (a, b) in enumerate(terms, 1):
+        lines.append((f"#{k} {a}*{b}", KIND_SCRATCH, step))
+        digits = [int(c) for c in reversed(str(b))]
+        parts = []
+        for d in digits:
+            st, p = _mul_by_digit(a, d)
+            lines.append((f"{a}*{d} {st} {p:03d}", KIND_SCRATCH, step))
+            parts.append(p)
+        acc = parts[0]
+        for i, p in enumerate(parts[1:], 1):
+            lines.append((_column_add(acc, p * 10 ** i, 5), KIND_SCRATCH, step))
+            acc += p * 10 ** i
+        assert acc == a * b
+        prods.append(acc)
+        lines.append((f"p{k}={acc:05d}", KIND_INFO, step))
+        step += 1
+        if k == 1:
+            lines.append((f"s1=p1={acc:05d}", KIND_INFO, step))
+        else:
+            lines.append((f"s{k - 1}+p{k}={acc:05d}", KIND_SCRATCH, step))
+            lines.append((_column_add(total, acc, 6), KIND_SCRATCH, step))
+            lines.append((f"s{k}={total + acc:06d}", KIND_INFO, step))
+        total += acc
+        step += 1
+    n = len(terms)
+    check = prods[n - 1]
+    lines.append((f"c1=p{n}={check:05d}", KIND_INFO, step))
+    step += 1
+    for j in range(2, n + 1):
+        p = prods[n - j]
+        lines.append((f"c{j - 1}+p{n - j + 1}={p:05d}", KIND_SCRATCH, step))
+        lines.append((_column_add(check, p, 6), KIND_SCRATCH, step))
+        check += p
+        lines.append((f"c{j}={check:06d}", KIND_INFO, step))
+        step += 1
+    assert check == total
+    return lines, total
+
+
+def build_example(terms, fmt=FORMAT, family="late"):
     """Token ids plus per-token annotations for one full chat transcript.
 
     Returns dict with ids, kind (per token), step_end (position of the last
@@ -166,7 +263,7 @@ def build_example(terms, fmt=FORMAT):
         step_of.extend([st] * len(toks))
 
     add([IM_START], KIND_PROMPT)
-    add(encode_text("user\n" + prompt_text(terms, fmt)), KIND_PROMPT)
+    add(encode_text("user\n" + prompt_text(terms, fmt, family)), KIND_PROMPT)
     add([IM_END], KIND_PROMPT)
     add(encode_text("\n"), KIND_PROMPT)
     add([IM_START], KIND_PROMPT)
@@ -174,7 +271,7 @@ def build_example(terms, fmt=FORMAT):
     add([THINK], KIND_PROMPT)
     prompt_len = len(ids)
     add(encode_text("\n"), KIND_SCRATCH, 0)
-    lines, total = solution_lines(terms, fmt)
+    lines, total = solution_lines(terms, fmt) if family == "late" else reuse_solution_lines(terms)
     for line, k, st in lines:
         add(encode_text(line + "\n"), k, st)
     add([END_THINK], KIND_ANSWER)
@@ -182,20 +279,24 @@ def build_example(terms, fmt=FORMAT):
     add(encode_text("\n\n" + str(total)), KIND_ANSWER)
     add([IM_END], KIND_ANSWER)
     # Long-range reads: the operands a block header copies from the prompt
-    # and the product values the sum lines fetch. They are few per problem,
-    # so train.py can up-weight their loss (--copy-weight).
+    # and the product values the sum (and check) lines fetch by label. They
+    # are few per problem, so train.py can up-weight their loss
+    # (--copy-weight). fetch marks the second kind alone.
     copy = [0] * len(ids)
+    fetch = [0] * len(ids)
     pos = prompt_len + 1
     for line, _, _ in lines:
         n = len(line)
+        is_fetch = line[0] in "sc" and "p" in line
         if line.startswith("#"):
             first = line.index(" ") + 1
-        elif line.startswith("s") and "p" in line:
-            first = n - 4
+        elif is_fetch:
+            first = line.rindex("=") + 1
         else:
             first = n
         for c in range(first, n):
             copy[pos + c] = 1
+            fetch[pos + c] = int(is_fetch)
         pos += n + 1
     step_end = {}
     for pos, st in enumerate(step_of):
@@ -207,20 +308,24 @@ def build_example(terms, fmt=FORMAT):
         "kind": kind,
         "step_end": se,
         "copy": copy,
+        "fetch": fetch,
         "prompt_len": prompt_len,
         "think_len": think_len,
         "answer": str(total),
+        "family": family,
+        "n_terms": len(terms),
     }
 
 
-def build_copy_drill(rng, n_terms):
+def build_copy_drill(rng, n_terms, family="late"):
     """A training-only drill for the one step the model learned slowly: the
     block header's copy of a term from the prompt, looked up by its label.
     Prompt "List #1 a*b + ... ." (its own verb, so the model can tell the
     drill from a real problem); the thinking is the n headers "#k a*b" in a
     random order, every operand character a copy token; the answer is the
-    number of terms."""
-    terms = make_problem(rng, n_terms)
+    number of terms. With family "reuse" the terms have the reuse family's
+    operands (b of 1-3 digits)."""
+    terms = make_problem(rng, n_terms, family)
     order = list(range(1, n_terms + 1))
     rng.shuffle(order)
     ids, kind, copy = [], [], []
@@ -241,8 +346,9 @@ def build_copy_drill(rng, n_terms):
     add([END_THINK], KIND_ANSWER)
     add(encode_text(f"\n\n{n_terms}"), KIND_ANSWER)
     add([IM_END], KIND_ANSWER)
-    return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": copy, "prompt_len": prompt_len,
-            "think_len": len(ids) - prompt_len, "answer": str(n_terms), "drill": True}
+    return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": copy, "fetch": [0] * len(ids),
+            "prompt_len": prompt_len, "think_len": len(ids) - prompt_len, "answer": str(n_terms), "drill": True,
+            "family": family, "n_terms": n_terms}
 
 
 def chat_prompt_ids(prompt):
@@ -262,42 +368,57 @@ def generation_prompt_ids(prompt):
     return chat_prompt_ids(prompt) + encode_text("\n")
 
 
-def heldout_problems(tier, count, seed, fmt=FORMAT):
-    rng = random.Random(f"heldout-{seed}-{tier}")
+def heldout_problems(tier, count, seed, fmt=FORMAT, family="late"):
+    """A held-out set: count distinct problems of one tier. The late family's
+    sets (ids kr-tT-NNN) are those shipped since the first model; the reuse
+    family's draw from their own stream (ids kr-reuse-tT-NNN)."""
+    if family == "late":
+        rng = random.Random(f"heldout-{seed}-{tier}")
+        prefix = f"kr-t{tier}"
+    else:
+        rng = random.Random(f"heldout-{family}-{seed}-{tier}")
+        prefix = f"kr-{family}-t{tier}"
     out, seen = [], set()
     while len(out) < count:
-        terms = make_problem(rng, TIERS[tier])
+        terms = make_problem(rng, FAMILY_TIERS[family][tier], family)
         key = tuple(terms)
         if key in seen:
             continue
         seen.add(key)
-        ex = build_example(terms, fmt)
-        out.append({
-            "id": f"kr-t{tier}-{len(out):03d}",
-            "prompt": prompt_text(terms, fmt),
+        ex = build_example(terms, fmt, family)
+        rec = {
+            "id": f"{prefix}-{len(out):03d}",
+            "prompt": prompt_text(terms, fmt, family),
             "answer": ex["answer"],
             "tier": tier,
             "think_tokens": ex["think_len"],
-        })
+        }
+        if family != "late":  # the late sets stay byte for byte as shipped
+            rec["family"] = family
+        out.append(rec)
     return out
 
 
 def heldout_terms(seed, count):
-    """Term lists of all held-out problems (format-independent)."""
-    return {tuple(parse_prompt(p["prompt"])) for t in TIERS for p in heldout_problems(t, count, seed)}
+    """Term lists of all held-out problems of both families (format-independent)."""
+    return {tuple(parse_prompt(p["prompt"])) for fam in FAMILIES for t in FAMILY_TIERS[fam]
+            for p in heldout_problems(t, count, seed, FORMAT, fam)}
 
 
 class TrainStream:
-    """Seeded stream of training batches, excluding held-out prompts."""
+    """Seeded stream of training batches, excluding held-out prompts. A batch
+    holds one family and one N; with families=("late", "reuse") each family
+    gets half of the batches (and so about half of the tokens)."""
 
-    def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0):
+    def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",)):
         self.fmt = fmt
         self.drill = drill
         self.rng = random.Random(f"train-{seed}")
         self.exclude = exclude
         self.tokens_per_batch = tokens_per_batch
-        self.ns = sorted(TRAIN_MIX)
-        self.ws = [TRAIN_MIX[n] for n in self.ns]
+        self.families = list(families)
+        self.mix = {f: (sorted(FAMILY_MIX[f]), [FAMILY_MIX[f][n] for n in sorted(FAMILY_MIX[f])])
+                    for f in self.families}
 
     def state(self):
         return self.rng.getstate()
@@ -306,44 +427,82 @@ class TrainStream:
         self.rng.setstate(st)
 
     def next_batch(self):
+        """Returns (family, n, examples)."""
         if self.drill > 0 and self.rng.random() < self.drill:
+            fam = self.rng.choice(self.families) if len(self.families) > 1 else self.families[0]
             n = self.rng.randint(2, 8)
-            exs = []
-            while len(exs) * len(build_copy_drill(random.Random(0), n)["ids"]) < self.tokens_per_batch:
-                exs.append(build_copy_drill(self.rng, n))
-            return n, exs
-        n = self.rng.choices(self.ns, self.ws)[0]
-        exs = []
+            exs, tok = [], 0
+            while tok < self.tokens_per_batch:
+                exs.append(build_copy_drill(self.rng, n, fam))
+                tok += len(exs[-1]["ids"])
+            return "drill-" + fam, n, exs
+        # the single-family stream draws exactly as before (no family draw)
+        fam = self.rng.choice(self.families) if len(self.families) > 1 else self.families[0]
+        ns, ws = self.mix[fam]
+        n = self.rng.choices(ns, ws)[0]
+        exs, tok = [], 0
         while True:
-            terms = make_problem(self.rng, n)
+            terms = make_problem(self.rng, n, fam)
             if tuple(terms) in self.exclude:
                 continue
-            exs.append(build_example(terms, self.fmt))
-            if len(exs) * len(exs[0]["ids"]) >= self.tokens_per_batch:
-                return n, exs
+            ex = build_example(terms, self.fmt, fam)
+            if len(ex["ids"]) > CONTEXT:
+                continue
+            exs.append(ex)
+            tok += len(ex["ids"])
+            if tok >= self.tokens_per_batch:
+                return fam, n, exs
+
+
+def write_set(path, probs):
+    with open(path, "w") as f:
+        for p in probs:
+            f.write(json.dumps(p) + "\n")
+
+
+def set_stats(probs):
+    th = [p["think_tokens"] for p in probs]
+    return f"thinking tokens min {min(th)} mean {sum(th) / len(th):.0f} max {max(th)}"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--family", choices=FAMILIES, default="late")
+    ap.add_argument("--tier", type=int, help="write this tier's held-out set (with --n)")
+    ap.add_argument("--n", type=int, default=100, help="number of problems")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--count", type=int, default=100)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
+    ap.add_argument("--out", default="", help="output file of --tier (default: stdout)")
+    ap.add_argument("--all", action="store_true",
+                    help="write every shipped set: DIR/{late,reuse}-tier{1..4}.jsonl")
+    ap.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
     ap.add_argument("--show", type=int, default=0, help="print one example with N products and exit")
     args = ap.parse_args()
     if args.show:
-        ex = build_example(make_problem(random.Random(args.seed), args.show))
+        terms = make_problem(random.Random(args.seed), args.show, args.family)
+        ex = build_example(terms, FORMAT, args.family)
         sys.stdout.write(decode_ids(ex["ids"]) + "\n")
         print(f"[thinking tokens: {ex['think_len']}, total: {len(ex['ids'])}]")
         return
-    os.makedirs(args.out, exist_ok=True)
-    for tier in TIERS:
-        probs = heldout_problems(tier, args.count, args.seed)
-        path = os.path.join(args.out, f"reasoning-tier{tier}.jsonl")
-        with open(path, "w") as f:
+    if args.tier is not None:
+        if args.tier not in FAMILY_TIERS[args.family]:
+            sys.exit(f"tier must be one of {sorted(FAMILY_TIERS[args.family])}")
+        probs = heldout_problems(args.tier, args.n, args.seed, FORMAT, args.family)
+        if args.out:
+            write_set(args.out, probs)
+            print(f"{args.out}: {len(probs)} problems, {set_stats(probs)}", file=sys.stderr)
+        else:
             for p in probs:
-                f.write(json.dumps(p) + "\n")
-        mean = sum(p["think_tokens"] for p in probs) / len(probs)
-        print(f"{path}: {len(probs)} problems, {TIERS[tier]} products, mean thinking {mean:.0f} tokens")
+                sys.stdout.write(json.dumps(p) + "\n")
+        return
+    if not args.all:
+        ap.error("pass --tier T (one set), --all (every shipped set) or --show N")
+    os.makedirs(args.dir, exist_ok=True)
+    for fam in FAMILIES:
+        for tier, nt in FAMILY_TIERS[fam].items():
+            probs = heldout_problems(tier, args.n, args.seed, FORMAT, fam)
+            path = os.path.join(args.dir, f"{fam}-tier{tier}.jsonl")
+            write_set(path, probs)
+            print(f"{path}: {len(probs)} problems, {nt} products, {set_stats(probs)}")
 
 
 if __name__ == "__main__":

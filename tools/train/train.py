@@ -11,7 +11,8 @@ Seeded, checkpointed and resumable; meant to run in the background:
 Training-time masking: for a random share of the sequences, a query may not
 see the scratch tokens of an already finished step that lie more than w
 positions back (w random per sequence). Prompt, product result lines and the
-current step stay visible. The model thus learns to rely on the informative
+current step stay visible (in the reuse family also the running-sum and
+check result lines). The model thus learns to rely on the informative
 spans, not on finished scratch work, which makes it robust to KV eviction that
 keeps the right chunks and not to eviction that keeps only a recent window.
 """
@@ -41,6 +42,9 @@ def parse_args():
     ap.add_argument("--format", type=int, default=tasks.FORMAT, help="task format (see tasks.py)")
     ap.add_argument("--seed", type=int, default=1234, help="training seed (model init, data, masks)")
     ap.add_argument("--heldout-seed", type=int, default=1234, help="seed of the held-out sets (excluded)")
+    ap.add_argument("--exclude-seeds", type=int, nargs="*", default=[],
+                    help="seeds of further held-out sets whose term lists training leaves out")
+    ap.add_argument("--families", default="late", help="task families trained, comma-separated (late,reuse)")
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--tokens-per-batch", type=int, default=4000)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -83,20 +87,22 @@ def lr_at(a, step):
     return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def build_allowed(ex, B, ws):
+def build_allowed(exs, T, ws):
     """Attention mask (B, T, T): causal, minus finished steps' scratch tokens
-    that lie w or more positions back, w = ws[b] (0 = no masking)."""
-    T = len(ex["ids"])
-    kind = torch.tensor(ex["kind"])
-    step_end = torch.tensor(ex["step_end"])
+    that lie w or more positions back, w = ws[b] (0 = no masking). Each row
+    uses its own example's spans (reuse-family layouts differ per problem);
+    padding after an example's end is never finished scratch."""
     t = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
     causal = j <= t
-    finished = (kind[None, :] == tasks.KIND_SCRATCH) & (t > step_end[None, :])
     dist = t - j
-    allowed = causal.expand(B, T, T).clone()
-    for b, w in enumerate(ws):
+    allowed = causal.expand(len(exs), T, T).clone()
+    for b, (ex, w) in enumerate(zip(exs, ws)):
         if w > 0:
+            pad = T - len(ex["ids"])
+            kind = torch.tensor(ex["kind"] + [tasks.KIND_PROMPT] * pad)
+            step_end = torch.tensor(ex["step_end"] + [-1] * pad)
+            finished = (kind[None, :] == tasks.KIND_SCRATCH) & (t > step_end[None, :])
             allowed[b] &= ~(finished & (dist >= w))
     return allowed
 
@@ -126,8 +132,11 @@ def main():
                              {"params": no_decay, "weight_decay": 0.0, "mult": 1.0},
                              {"params": qk, "weight_decay": 0.0, "mult": a.qk_norm_lr_mult}],
                             lr=a.lr, betas=(0.9, 0.98))
-    exclude = tasks.heldout_terms(a.heldout_seed, 100)
-    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill)
+    exclude = set()
+    for sd in [a.heldout_seed] + a.exclude_seeds:
+        exclude |= tasks.heldout_terms(sd, 100)
+    families = a.families.split(",")
+    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):
@@ -144,7 +153,8 @@ def main():
     elif a.init_from:
         model.load_state_dict(torch.load(a.init_from, map_location="cpu")["model"])
         print(f"initialised from {a.init_from}", flush=True)
-    config = {"args": vars(a), "model": cfg.to_dict(), "train_mix": tasks.TRAIN_MIX, "tiers": tasks.TIERS,
+    config = {"args": vars(a), "model": cfg.to_dict(), "train_mix": {f: tasks.FAMILY_MIX[f] for f in families},
+              "tiers": {f: tasks.FAMILY_TIERS[f] for f in families},
               "params": sum(p.numel() for p in model.parameters()), "torch": torch.__version__}
     cfg_path = os.path.join(a.run, "config.json")
     history = []
@@ -160,29 +170,30 @@ def main():
     lf = open(loss_csv, "a", newline="")
     lw = csv.writer(lf)
     if new_file:
-        lw.writerow(["step", "tokens", "seconds", "lr", "n_terms", "loss", "masked_frac"])
-    heldout = {t: tasks.heldout_problems(t, 100, a.heldout_seed, a.format) for t in tasks.TIERS}
-    hardest = max(tasks.TIERS)
+        lw.writerow(["step", "tokens", "seconds", "lr", "n_terms", "loss", "masked_frac", "family"])
+    # held-out evaluation: tier 1 and the hardest tier of every trained family
+    evsets = [(f, t) for f in families for t in (1, max(tasks.FAMILY_TIERS[f]))]
+    heldout = {(f, t): tasks.heldout_problems(t, 100, a.heldout_seed, a.format, f) for f, t in evsets}
     t_last = time.time()
     while step < a.steps:
-        n, exs = stream.next_batch()
+        fam, n, exs = stream.next_batch()
         B = len(exs)
-        # Lengths differ only in the answer digits: pad with <|endoftext|>
-        # and leave the padding out of the loss.
+        # Pad with <|endoftext|>; the prompt and the padding stay out of the
+        # loss (prompt lengths differ between reuse-family problems).
         T = max(len(e["ids"]) for e in exs)
         ids = torch.tensor([e["ids"] + [tasks.ENDOFTEXT] * (T - len(e["ids"])) for e in exs])
-        tgt = torch.tensor([e["ids"][1:] + [-100] * (T - len(e["ids"])) for e in exs])
-        longest = max(exs, key=lambda e: len(e["ids"]))
+        tgt = torch.tensor([[-100] * (e["prompt_len"] - 1) + e["ids"][e["prompt_len"]:] + [-100] * (T - len(e["ids"]))
+                            for e in exs])
         ws = [mrng.randint(a.mask_wmin, a.mask_wmax) if mrng.random() < a.mask_prob else 0 for _ in range(B)]
-        if longest.get("drill"):
+        if exs[0].get("drill"):
             ws = [0] * B  # nothing finished to mask in a drill
-        allowed = build_allowed(longest, B, ws) if any(ws) else None
+        allowed = build_allowed(exs, T, ws) if any(ws) else None
         lr = lr_at(a, step)
         for g in opt.param_groups:
             g["lr"] = lr * g["mult"]
         model.train()
         logits = model(ids[:, :-1], allowed[:, :-1, :-1] if allowed is not None else None, a.chunk)
-        start = exs[0]["prompt_len"] - 1
+        start = min(e["prompt_len"] for e in exs) - 1
         ce = F.cross_entropy(logits[:, start:].reshape(-1, cfg.vocab_size), tgt[:, start:].reshape(-1),
                              reduction="none")
         wt = torch.tensor([e["copy"][1:] + [0] * (T - len(e["ids"])) for e in exs], dtype=torch.float32)
@@ -200,10 +211,10 @@ def main():
         elapsed += now - t_last
         t_last = now
         lw.writerow([step, tokens, round(elapsed, 1), f"{lr:.6f}", n, f"{plain:.5f}",
-                     f"{sum(1 for w in ws if w) / B:.2f}"])
+                     f"{sum(1 for w in ws if w) / B:.2f}", fam])
         if step % 10 == 0:
             lf.flush()
-            print(f"step {step} loss {plain:.4f} wloss {loss.item():.4f} n {n} B {B} lr {lr:.5f} "
+            print(f"step {step} loss {plain:.4f} wloss {loss.item():.4f} {fam} n {n} B {B} lr {lr:.5f} "
                   f"tok {tokens} {tokens / max(elapsed, 1e-9):.0f} tok/s elapsed {elapsed / 60:.1f} min",
                   flush=True)
         ev = None
@@ -211,11 +222,13 @@ def main():
             t0 = time.time()
             model.eval()
             ev = {}
-            for t in (1, hardest):
-                acc, think, _ = evaluate.evaluate(model, heldout[t][:a.eval_n])
-                ev[t] = acc
-            print(f"eval step {step}: " + " ".join(f"tier{t} {v:.2f}" for t, v in ev.items()) +
+            for key in evsets:
+                acc, think, _ = evaluate.evaluate(model, heldout[key][:a.eval_n])
+                ev[key] = acc
+            print(f"eval step {step}: " + " ".join(f"{f}-tier{t} {v:.2f}" for (f, t), v in ev.items()) +
                   f" ({time.time() - t0:.0f}s)", flush=True)
+            # eval.csv: step, tokens, seconds, then one accuracy per set in the
+            # order late-t1, late-t4[, reuse-t1, reuse-t4]
             with open(os.path.join(a.run, "eval.csv"), "a") as f:
                 f.write(f"{step},{tokens},{elapsed:.0f}," + ",".join(f"{v:.3f}" for v in ev.values()) + "\n")
             t_last = time.time()  # evaluation time is not training time
@@ -224,11 +237,13 @@ def main():
             state = {"model": model.state_dict(), "opt": opt.state_dict(), "stream": stream.state(),
                      "mrng": mrng.getstate(), "torch_rng": torch.get_rng_state(), "step": step,
                      "tokens": tokens, "elapsed": elapsed, "best": best, "config": cfg.to_dict()}
-        if ev is not None and ev[hardest] >= best:
-            best = ev[hardest]
+        # best.pt: the checkpoint whose worst evaluated set is best (ties: the later)
+        if ev is not None and min(ev.values()) >= best:
+            best = min(ev.values())
             state["best"] = best
             save_ckpt(os.path.join(a.run, "best.pt"), {"model": model.state_dict(), "config": cfg.to_dict(),
-                                                       "step": step, "eval": ev})
+                                                       "step": step, "eval": {f"{f}-{t}": v for (f, t), v in
+                                                                              ev.items()}})
         if state is not None:
             save_ckpt(ck_path, state)
     lf.close()
