@@ -15,8 +15,9 @@
  *             paper's setting), the threshold baselines at Kara's measured
  *             mean footprint.
  * snapkv's and rkv's trigger slack and lazy's window are scaled to a quarter
- * of the share in the budget rows. A problem a method cannot admit within its share is counted wrong
- * and reported. Every problem has a token cap (twice its reference thinking length plus
+ * of the share (budget rows) or of Kara's mean footprint (retention rows).
+ * A problem a method cannot admit within its share is counted wrong and
+ * reported. Every problem has a token cap (twice its reference thinking length plus
  * 64 when the task file gives think_tokens, else -n), so a derailed
  * sequence cannot run on; capped problems are counted. */
 #include <math.h>
@@ -309,9 +310,9 @@ static bool threshold_method(kara_kv_method m) {
         m == KARA_KV_METHOD_RKV || m == KARA_KV_METHOD_LAZY;
 }
 
-/* Within a small share, a slack (snapkv, rkv) or lazy's window, which the
- * cache grows by past its budget between events, is scaled down to a
- * quarter of the share, or the method could not run at all. */
+/* Within a small share (or budget), a slack (snapkv, rkv) or lazy's window,
+ * which the cache grows by past its budget between events, is scaled down to
+ * a quarter of it, or the method could not run at all. */
 static void fit_slack(int32_t *slack, int32_t share) {
     if (*slack > share / 4) *slack = share / 4 > 8 ? share / 4 : 8;
 }
@@ -384,7 +385,12 @@ static int run_all(eval_run *e) {
                 cp.kv.method = ms->method;
                 cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
                 cp.kv.retention = o->retentions[ri];
-                if (threshold_method(ms->method) && kr_slots > 0) cp.kv.budget_tokens = kr_slots;
+                if (threshold_method(ms->method) && kr_slots > 0) {
+                    cp.kv.budget_tokens = kr_slots;
+                    fit_slack(&cp.kv.snapkv_trigger_slack, kr_slots);
+                    fit_slack(&cp.kv.rkv_trigger_slack, kr_slots);
+                    fit_slack(&cp.kv.lazy_window, kr_slots);
+                }
                 rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri]);
                 if (kr_first && !rc) kr_slots = (int32_t)lround(e->rows[e->n_rows - 1].cached_slots);
             }
