@@ -59,6 +59,7 @@ const key_spec kr_config_keys[] = {
     {"kv_cache.seq_tokens", K_INT, KV(seq_tokens), 1, MAX_TOKENS, auto_zero, 0},
     {"kara.evict", K_ENUM, KV(evict), 0, 0, kr_kv_evict_names, 0},
     {"kara.evict_margin", K_INT, KV(evict_margin), 1, MAX_SLOTS, auto_zero, 0},
+    {"kara.evict_lag", K_INT, KV(evict_lag), 0, 64, NULL, 0},
     {"kara.interval", K_INT, KV(interval), 1, MAX_SLOTS, NULL, 0},
     {"kara.trigger", K_ENUM, KV(trigger), 0, 0, kr_kv_trigger_names, 0},
     {"kara.trigger_slack", K_INT, KV(trigger_slack), 1, MAX_SLOTS, auto_zero, 0},

@@ -119,22 +119,12 @@ static kara_status select_group(kr_kv_policy *pol, int32_t seq, int32_t g, const
     return KARA_OK;
 }
 
-kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
+/* Keep win_keep[w] slots of every window w of seq's scored history (the
+ * rest of [P, F) whole) and move the survivors and the open window down. */
+static kara_status apply_keeps(kr_kv_policy *pol, int32_t seq, const int32_t *win_keep) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t P = q->n_prompt, F = q->frontier, n = kv->seqs[seq].n;
-    if (drop <= 0 || q->n_win == 0) return KARA_OK;
-    /* held slots per window, then what each keeps */
-    int32_t *win_keep = pol->win_keep, n_win = q->n_win;
-    memset(win_keep, 0, (size_t)n_win * sizeof(int32_t));
-    int64_t held = 0;
-    for (int32_t i = P; i < F; i++)
-        if (q->win[i] >= 0) {
-            win_keep[q->win[i]]++;
-            held++;
-        }
-    if (drop > held) drop = (int32_t)held;
-    fit_fraction(win_keep, q->win_size, n_win, held - drop);
     /* groups last to first: group 0, whose moves the token ids and windows
      * follow, moves last, so every selection reads them unmoved */
     int32_t k = -1;
@@ -153,4 +143,45 @@ kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
     q->frontier = q->reads_grid = P + k;
     q->evictions++;
     return KARA_OK;
+}
+
+/* Count the slots each window of seq still holds into win_keep; returns
+ * their total. */
+static int64_t count_held(const kr_kv_policy_seq *q, int32_t *win_keep) {
+    int64_t held = 0;
+    memset(win_keep, 0, (size_t)q->n_win * sizeof(int32_t));
+    for (int32_t i = q->n_prompt; i < q->frontier; i++)
+        if (q->win[i] >= 0) {
+            win_keep[q->win[i]]++;
+            held++;
+        }
+    return held;
+}
+
+kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    if (drop <= 0 || q->n_win == 0) return KARA_OK;
+    int32_t *win_keep = pol->win_keep;
+    int64_t held = count_held(q, win_keep);
+    if (drop > held) drop = (int32_t)held;
+    fit_fraction(win_keep, q->win_size, q->n_win, held - drop);
+    return apply_keeps(pol, seq, win_keep);
+}
+
+kara_status kr_kvp_compress_aged(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t last = q->n_win - pol->p.evict_lag; /* windows [n_done, last) are due */
+    if (last <= q->n_done) return KARA_OK;
+    int32_t *win_keep = pol->win_keep;
+    count_held(q, win_keep);
+    bool any = false;
+    for (int32_t w = q->n_done; w < last; w++) {
+        int32_t k = kr_kv_keep_count(q->win_size[w], pol->p.retention, pol->p.min_keep);
+        if (k < win_keep[w]) {
+            win_keep[w] = k;
+            any = true;
+        }
+    }
+    q->n_done = last;
+    return any ? apply_keeps(pol, seq, win_keep) : KARA_OK;
 }

@@ -98,6 +98,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     /* kara: */
     p->evict = KARA_KV_EVICT_ON_DEMAND;
     p->evict_margin = 0; /* auto: interval / 4, at least one block */
+    p->evict_lag = 0;
     p->interval = 128;
     p->buffer = 32;
     p->retention = 0.2f;

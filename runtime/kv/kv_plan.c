@@ -258,7 +258,8 @@ static int64_t request_total(const kr_kv_plan *plan, int32_t n_prompt, int32_t n
 }
 
 /* Per-window eviction: the prompt, about retention x interval slots kept by
- * every event so far, and the largest window. */
+ * every event so far, the evict_lag windows still whole, and the largest
+ * window. */
 static int64_t per_window_peak(const kara_kv_params *p, int32_t n_prompt, int64_t generated) {
     int64_t front = n_prompt > p->n_sink ? n_prompt : p->n_sink;
     int64_t window = kr_kv_window_slots(p);
@@ -266,7 +267,8 @@ static int64_t per_window_peak(const kara_kv_params *p, int32_t n_prompt, int64_
     int64_t keep = lround(p->retention * p->interval);
     if (keep < p->min_keep) keep = p->min_keep;
     if (keep > p->interval) keep = p->interval;
-    return front + events * keep + (generated < window ? generated : window);
+    int64_t lagged = events < p->evict_lag ? events : p->evict_lag;
+    return front + events * keep + lagged * (p->interval - keep) + (generated < window ? generated : window);
 }
 
 int64_t kr_kv_plan_peak_slots(const kr_kv_plan *plan, int32_t n_prompt, int32_t n_predict) {

@@ -150,7 +150,7 @@ void kr_kv_policy_free(kr_kv_policy *pol) {
 void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     q->prompt_marked = false;
-    q->n_prompt = q->frontier = q->due_steps = q->n_win = q->reads_grid = 0;
+    q->n_prompt = q->frontier = q->due_steps = q->n_win = q->n_done = q->reads_grid = 0;
     q->events = 0;
     q->evictions = 0;
     q->think_done = false;
@@ -528,10 +528,14 @@ bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t s
     return n_c >= pol->p.interval && n_c >= pol->p.min_compressible;
 }
 
-/* The window event of seq: on-demand scoring, or a per_window event. */
+/* The window event of seq: on-demand scoring, or a per_window event (with
+ * evict_lag: scored now, compressed evict_lag windows later). */
 static kara_status run_window_event(kr_kv_policy *pol, int32_t seq) {
     pol->stats.events++;
-    return on_demand(pol) ? kr_kvp_score_window(pol, seq) : window_event(pol, seq, pol->p.min_compressible);
+    if (on_demand(pol)) return kr_kvp_score_window(pol, seq);
+    if (pol->p.evict_lag <= 0) return window_event(pol, seq, pol->p.min_compressible);
+    kara_status st = kr_kvp_score_window(pol, seq);
+    return st ? st : kr_kvp_compress_aged(pol, seq);
 }
 
 /* Window methods after a step. A per_window event changes what later

@@ -54,6 +54,11 @@ kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq);
  * (each keeps the same fraction of the slots it had when scored), by the
  * method's selection on the stored scores. */
 kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop);
+/* per_window with evict_lag: compress every scored window of seq that is
+ * more than evict_lag windows old and not yet compressed to its retention
+ * (kr_kv_keep_count of the slots it had when scored), by the method's
+ * selection on its stored scores plus the reads since (LazyEviction's lag). */
+kara_status kr_kvp_compress_aged(kr_kv_policy *pol, int32_t seq);
 /* Slots of seq's scored history that eviction may drop. */
 int32_t kr_kvp_evictable(const kr_kv_policy *pol, int32_t seq);
 

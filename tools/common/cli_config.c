@@ -31,6 +31,7 @@ static const shared_flag shared_flags[] = {
     {"--kv-block-size", "kv_cache.block_size", "slots per KV block"},
     {"--kv-seq-tokens", "kv_cache.seq_tokens", "most KV slots one sequence holds (auto = its share of the budget)"},
     {"--kv-evict", "kara.evict", "on_demand|per_window (per_window: keep --kv-retention of every window)"},
+    {"--kv-evict-lag", "kara.evict_lag", "per_window: windows a scored window waits before it is compressed"},
     {"--kv-retention", "kara.retention", "fraction of each window kept with --kv-evict per_window"},
     {"--kv-interval", "kara.interval", "generated tokens between compressions"},
     {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression"},
