@@ -528,8 +528,7 @@ bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t s
     return n_c >= pol->p.interval && n_c >= pol->p.min_compressible;
 }
 
-/* The window event of seq: on-demand scoring, or a per_window event (with
- * evict_lag: scored now, compressed evict_lag windows later). */
+/* On-demand scoring, or a per_window event (evict_lag: compressed later). */
 static kara_status run_window_event(kr_kv_policy *pol, int32_t seq) {
     pol->stats.events++;
     if (on_demand(pol)) return kr_kvp_score_window(pol, seq);

@@ -70,7 +70,7 @@ typedef struct kr_kv_policy_seq {
     int32_t *win;       /* window of each slot of [P, F): its index, or -1 for slots kept whole */
     int32_t *win_size;  /* slots each window had when it was scored */
     int32_t n_win;
-    int32_t n_done; /* per_window with evict_lag: windows [0, n_done) are compressed */
+    int32_t n_done;     /* per_window with evict_lag: windows [0, n_done) are compressed */
     float *h2o_acc;     /* H2O: accumulated attention of each slot; window methods (reads_weight): since its window
                      * became due */
     int32_t reads_grid; /* window methods with reads: where the next window starts when every due window is

@@ -297,8 +297,8 @@ static void test_per_window_lag(kara_model *m) {
     CHECK_MSG(q->n_win >= 10, "%d windows", q->n_win);
     for (int w = 0; w < q->n_win; w++) {
         int32_t want = w < q->n_win - 2 ? kr_kv_keep_count(q->win_size[w], kv.retention, kv.min_keep) : q->win_size[w];
-        if (!CHECK_MSG(held[w] == want, "window %d of %d holds %d of %d, want %d", w, q->n_win, held[w],
-                       q->win_size[w], want))
+        if (!CHECK_MSG(held[w] == want, "window %d of %d holds %d of %d, want %d", w, q->n_win, held[w], q->win_size[w],
+                       want))
             break;
     }
     CHECK_EQ_INT(q->n_done, q->n_win - 2);
