@@ -309,13 +309,14 @@ typedef struct kara_kv_params {
     kara_kv_method method;  /* kara */
     int32_t seq_tokens;     /* a sequence's share in slots; 0 = auto: the pool / n_seq_max, at most n_ctx */
     /* kara: */
-    kara_kv_evict evict;           /* on_demand */
-    int32_t evict_margin;          /* on_demand: slots freed below the share; 0 = auto (interval / 4, >= a block) */
-    int32_t evict_lag;             /* per_window: windows a scored window waits before it is compressed; 0 */
-    int32_t interval;              /* 128 */
-    int32_t buffer;                /* 32 */
-    float retention;               /* 0.2; per_window eviction only */
-    int32_t min_keep;              /* 4 */
+    kara_kv_evict evict; /* on_demand */
+    int32_t
+        evict_margin;  /* on_demand: slots freed below the share; 0 = auto (interval / 4, <= share / 8, >= a block) */
+    int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 0 */
+    int32_t interval;  /* 128 */
+    int32_t buffer;    /* 32 */
+    float retention;   /* 0.2; per_window eviction only */
+    int32_t min_keep;  /* 4 */
     int32_t min_compressible;      /* 32 */
     int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
     int32_t max_defer;             /* 32 */

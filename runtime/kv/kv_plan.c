@@ -163,9 +163,12 @@ uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_
 
 /* Slots freed below the share at each on-demand eviction: a quarter of
  * an interval, in whole blocks, so a sequence at its share evicts about
- * every interval / 4 tokens instead of every block. */
-static int32_t auto_margin(const kara_kv_params *p) {
+ * every interval / 4 tokens instead of every block; at most an eighth of a
+ * small share, which must still hold the prompt and the buffer. */
+static int32_t auto_margin(const kara_kv_params *p, int64_t share) {
     int32_t B = p->block_size, m = (p->interval / 4 + B - 1) / B * B;
+    int64_t cap = share / 8 / B * B;
+    if (m > cap) m = (int32_t)cap;
     return m > B ? m : B;
 }
 
@@ -243,7 +246,7 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_
     int32_t slack = kr_kv_trigger_slack(p);
     plan->budget_tokens =
         p->budget_tokens > 0 ? p->budget_tokens : (plan->seq_tokens - slack > 8 ? plan->seq_tokens - slack : 8);
-    plan->margin = p->evict_margin > 0 ? p->evict_margin : auto_margin(p);
+    plan->margin = p->evict_margin > 0 ? p->evict_margin : auto_margin(p, plan->seq_tokens);
     return KARA_OK;
 }
 
