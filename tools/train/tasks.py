@@ -410,8 +410,11 @@ class TrainStream:
     holds one family and one N; with families=("late", "reuse") each family
     gets half of the batches (and so about half of the tokens)."""
 
-    def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",)):
+    def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",),
+                 family_weights=None):
         self.fmt = fmt
+        # None: every family alike (the stream of the first two-family runs)
+        self.family_weights = family_weights
         self.drill = drill
         self.rng = random.Random(f"train-{seed}")
         self.exclude = exclude
@@ -419,6 +422,15 @@ class TrainStream:
         self.families = list(families)
         self.mix = {f: (sorted(FAMILY_MIX[f]), [FAMILY_MIX[f][n] for n in sorted(FAMILY_MIX[f])])
                     for f in self.families}
+
+    def _family(self):
+        """The family of the next batch; a single-family stream draws exactly as
+        before (no family draw)."""
+        if len(self.families) == 1:
+            return self.families[0]
+        if self.family_weights is None:
+            return self.rng.choice(self.families)
+        return self.rng.choices(self.families, self.family_weights)[0]
 
     def state(self):
         return self.rng.getstate()
@@ -429,15 +441,14 @@ class TrainStream:
     def next_batch(self):
         """Returns (family, n, examples)."""
         if self.drill > 0 and self.rng.random() < self.drill:
-            fam = self.rng.choice(self.families) if len(self.families) > 1 else self.families[0]
+            fam = self._family()
             n = self.rng.randint(2, 8)
             exs, tok = [], 0
             while tok < self.tokens_per_batch:
                 exs.append(build_copy_drill(self.rng, n, fam))
                 tok += len(exs[-1]["ids"])
             return "drill-" + fam, n, exs
-        # the single-family stream draws exactly as before (no family draw)
-        fam = self.rng.choice(self.families) if len(self.families) > 1 else self.families[0]
+        fam = self._family()
         ns, ws = self.mix[fam]
         n = self.rng.choices(ns, ws)[0]
         exs, tok = [], 0

@@ -45,6 +45,8 @@ def parse_args():
     ap.add_argument("--exclude-seeds", type=int, nargs="*", default=[],
                     help="seeds of further held-out sets whose term lists training leaves out")
     ap.add_argument("--families", default="late", help="task families trained, comma-separated (late,reuse)")
+    ap.add_argument("--family-weights", default="",
+                    help="relative share of batches of each family in --families order (default: equal)")
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--tokens-per-batch", type=int, default=4000)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -136,7 +138,10 @@ def main():
     for sd in [a.heldout_seed] + a.exclude_seeds:
         exclude |= tasks.heldout_terms(sd, 100)
     families = a.families.split(",")
-    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families)
+    fw = [float(x) for x in a.family_weights.split(",")] if a.family_weights else None
+    if fw is not None and len(fw) != len(families):
+        sys.exit("--family-weights needs one weight per family")
+    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):
