@@ -82,10 +82,10 @@ def write_table(args, rows):
         full = by.get(k[:3] + ("-", "1.000", "full"))
         vals = [cell(by.get(k + (m,))) for m in methods]
         best = max((float(v) for v in vals if v not in ("", "n/r")), default=None)
-        vals = [f"**{v}**" if best is not None and v not in ("", "n/r") and float(v) == best else v for v in vals]
+        vals = [f"**{v}**" if best and v not in ("", "n/r") and float(v) == best else v for v in vals]
         lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {cell(full)} | " + " | ".join(vals) + " |")
     with open(os.path.join(args.out, "matrix.md"), "w") as f:
-        f.write("Accuracy (%) of each method; `n/r`: the method could not admit any problem. Bold: the best.\n\n")
+        f.write("Accuracy (%) of each method; `n/r`: the method could not admit any problem. Bold: the best (when above 0).\n\n")
         f.write("\n".join(lines) + "\n")
 
 
@@ -104,7 +104,7 @@ def plot(args, rows):
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, axis, title in ((axes[0], "retention", "fixed retention per window"),
                             (axes[1], "budget", "budget share of full's peak (on demand)")):
-        for m in [m for m in args.methods.split(",") if m != "full"]:
+        for ci, m in enumerate([m for m in args.methods.split(",") if m != "full"]):
             pts = {}
             for r in sel:
                 if r["axis"] == axis and r["label"] == m:
@@ -112,7 +112,7 @@ def plot(args, rows):
             if not pts:
                 continue
             xs = sorted(pts)
-            ax.plot(xs, [100 * sum(pts[x]) / len(pts[x]) for x in xs], marker="o",
+            ax.plot(xs, [100 * sum(pts[x]) / len(pts[x]) for x in xs], marker="o", color=f"C{ci % 10}",
                     lw=2.5 if m.startswith("kara") else 1.2, label=m)
         if full_acc is not None:
             ax.axhline(100 * full_acc, color="black", ls="--", lw=1, label="full KV")
@@ -121,6 +121,7 @@ def plot(args, rows):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"accuracy, % (mean of tiers {args.tiers})")
     axes[1].legend(fontsize=7, loc="upper left")
+    axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"{fam} family, interval {iv}, {args.n} held-out problems per tier (seed {args.seed})")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "accuracy.svg"))

@@ -338,7 +338,7 @@ typedef struct kara_kv_params {
     kara_reduce layer_reduce;       /* mean (or normalized_mean) */
     int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
     bool value_aware;               /* false; true: a slot's attention mass times the L1 norm of its value (VATP) */
-    float reads_weight;             /* reads_weight: 0 = off; on_demand, kara and chunkkv: attention a slot receives
+    float reads_weight;             /* reads_weight: 10; 0 = off; on_demand, kara and chunkkv: attention a slot receives
                                      * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
     /* kara.t2c: */
     float candidate_frac;   /* 0.5 */

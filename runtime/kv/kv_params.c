@@ -123,7 +123,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->layer_reduce = KARA_REDUCE_MEAN;
     p->layer_stride = 1;
     p->value_aware = false;
-    p->reads_weight = 0.0f;
+    p->reads_weight = 10.0f;
     /* kara.t2c: */
     p->candidate_frac = 0.5f;
     p->max_gap = 16;

@@ -392,6 +392,7 @@ static void test_recompress_history(kara_model *m) {
     kv.min_compressible = 32;
     kv.retention = 0.5f; /* 16 slots of history per event: pressure after a few events, then at every one */
     kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
+    kv.reads_weight = 0.0f; /* the expected selection below is on the stored scores alone */
     kv.budget = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 6 * (uint64_t)BLOCK_BYTES;
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
