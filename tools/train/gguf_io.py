@@ -1,4 +1,6 @@
-"""Minimal GGUF v3 reader and writer (metadata + F32/F16 tensors), numpy only.
+"""Minimal GGUF v3 reader and writer, numpy only. The reader maps the file and
+gives F32/F16 tensors as arrays (gguf_dequant.py decodes the quantized types)
+and any tensor's raw bytes; the writer takes arrays or raw bytes of any type.
 
 Layout (GGUF v3, little-endian): magic "GGUF", u32 version, u64 tensor count,
 u64 metadata count, metadata key/values, tensor infos (name, n_dims, ne[],
@@ -6,6 +8,7 @@ ggml type, offset relative to the data section), padding to the alignment
 (general.alignment, default 32), tensor data each at an aligned offset.
 ne[0] is the fastest-varying dimension (the row length).
 """
+import mmap
 import struct
 
 import numpy as np
@@ -21,7 +24,8 @@ ALIGN = 32
 
 class Reader:
     def __init__(self, path):
-        self.buf = open(path, "rb").read()
+        with open(path, "rb") as f:
+            self.buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.off = 0
         if self._raw(4) != b"GGUF":
             raise ValueError(f"{path}: not a GGUF file")
@@ -49,8 +53,8 @@ class Reader:
             tt = self._scalar(U32)
             off = self._scalar(U64)
             self.tensors.append((name, ne, tt, off))
-        align = self.meta.get("general.alignment", ALIGN)
-        self.data_start = (self.off + align - 1) // align * align
+        self.align = self.meta.get("general.alignment", ALIGN)
+        self.data_start = (self.off + self.align - 1) // self.align * self.align
 
     def _raw(self, n):
         b = self.buf[self.off:self.off + n]
@@ -70,20 +74,31 @@ class Reader:
     def _value(self, t):
         return self._string() if t == STRING else self._scalar(t)
 
-    def tensor(self, name):
+    def info(self, name):
+        """(ne, ggml type, absolute offset) of a tensor; KeyError when absent."""
         for n, ne, tt, off in self.tensors:
             if n == name:
-                dt = {GGML_F32: np.float32, GGML_F16: np.float16}[tt]
-                count = int(np.prod(ne))
-                a = np.frombuffer(self.buf, dtype=dt, count=count, offset=self.data_start + off)
-                return a.reshape(list(reversed(ne))).astype(np.float32)
+                return ne, tt, self.data_start + off
         raise KeyError(name)
+
+    def raw(self, name, nbytes):
+        """The first nbytes of a tensor's data, as a read-only buffer."""
+        _, _, off = self.info(name)
+        return memoryview(self.buf)[off:off + nbytes]
+
+    def tensor(self, name):
+        ne, tt, off = self.info(name)
+        dt = {GGML_F32: np.float32, GGML_F16: np.float16}[tt]
+        count = int(np.prod(ne))
+        a = np.frombuffer(self.buf, dtype=dt, count=count, offset=off)
+        return a.reshape(list(reversed(ne))).astype(np.float32)
 
 
 class Writer:
-    def __init__(self):
+    def __init__(self, align=ALIGN):
         self.kv = []       # (key, type, value, elem_type)
-        self.tensors = []  # (name, ndarray row-major, ggml type)
+        self.tensors = []  # (name, ne, ggml type, bytes-like data)
+        self.align = align  # a value other than 32 must also be in general.alignment (add it)
 
     def add(self, key, vtype, value):
         self.kv.append((key, vtype, value, None))
@@ -93,7 +108,12 @@ class Writer:
 
     def add_tensor(self, name, arr, ttype=GGML_F32):
         dt = np.float32 if ttype == GGML_F32 else np.float16
-        self.tensors.append((name, np.ascontiguousarray(arr, dtype=dt), ttype))
+        a = np.ascontiguousarray(arr, dtype=dt)
+        self.tensors.append((name, list(reversed(a.shape)), ttype, a.tobytes()))  # ne[0] = row length
+
+    def add_raw_tensor(self, name, ne, ttype, data):
+        """A tensor of any type given as its bytes (copied from a Reader)."""
+        self.tensors.append((name, list(ne), ttype, data))
 
     @staticmethod
     def _s(s):
@@ -114,18 +134,16 @@ class Writer:
                     out += self._val(et, x)
             else:
                 out += self._val(t, v)
+        al = self.align
         off = 0
-        offsets = []
-        for name, a, tt in self.tensors:
-            offsets.append(off)
-            ne = list(reversed(a.shape))  # ne[0] = row length
+        for name, ne, tt, data in self.tensors:
             out += self._s(name) + struct.pack("<I", len(ne))
             out += b"".join(struct.pack("<Q", n) for n in ne)
             out += struct.pack("<IQ", tt, off)
-            off += (a.nbytes + ALIGN - 1) // ALIGN * ALIGN
-        out += b"\0" * ((-len(out)) % ALIGN)
-        for (name, a, tt), o in zip(self.tensors, offsets):
-            b = a.tobytes()
-            out += b + b"\0" * ((-len(b)) % ALIGN)
+            off += (len(data) + al - 1) // al * al
+        out += b"\0" * ((-len(out)) % al)
         with open(path, "wb") as f:
             f.write(out)
+            for name, ne, tt, data in self.tensors:
+                f.write(data)
+                f.write(b"\0" * ((-len(data)) % al))
