@@ -53,6 +53,31 @@ typedef struct kr_layer {
     kr_weight w_gate, w_up, w_down;
 } kr_layer;
 
+/* Kara's optional retention prior (docs/KARA_METHOD.md section 14): a small
+ * MLP over what the KV cache holds for a slot of one layer, read from the
+ * GGUF's kara_prior.* tensors (F32, pointing into the file) and kara.prior.*
+ * keys. prior(x) = sigmoid(w2 . relu(W1 x + b1) + b2), x = the value row
+ * (n_head_kv * head_dim) followed, with key_pairs, by the norms of the key's
+ * RoPE pairs (n_head_kv * rope_dim / 2). */
+typedef struct kr_prior {
+    bool present;
+    int32_t layer;    /* kara.prior.layer */
+    bool key_pairs;   /* kara.prior.features: "v+kpair" (true) or "v" */
+    int32_t n_in;     /* inputs: columns of w1 */
+    int32_t n_hidden; /* rows of w1 */
+    const float *w1;  /* n_hidden x n_in, row-major */
+    const float *b1;  /* n_hidden */
+    const float *w2;  /* n_hidden */
+    const float *b2;  /* 1 */
+} kr_prior;
+
+/* Read the retention prior of the file, if it has one: m->prior.present
+ * stays false when it has neither kara_prior.* tensors nor kara.prior.*
+ * keys. KARA_ERR_FORMAT, naming the tensor or key, when the prior is
+ * incomplete, of another type than F32, of a shape the model's cache rows
+ * cannot feed, or not finite. Needs m->hp. */
+kara_status kr_model_load_prior(kara_model *m, const char *path);
+
 struct kara_model {
     kara_gguf *gguf;
     kr_hparams hp;
@@ -63,6 +88,7 @@ struct kara_model {
     const float *output_norm;
     kr_layer *layers;
     float *f32_store; /* norms and biases converted to f32 at load */
+    kr_prior prior;   /* the retention prior; prior.present false when the file has none */
     char arch_name[16];
     char desc[128];
     uint64_t n_params;

@@ -293,6 +293,7 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
     }
     m->vocab_only = params->vocab_only;
     if (!st && !params->vocab_only) st = load_weights(&ld);
+    if (!st && !params->vocab_only) st = kr_model_load_prior(m, path);
     if (!st && !params->vocab_only && m->vocab.kind != KR_VOCAB_NONE && m->vocab.n_tokens != m->hp.n_vocab)
         st = kr_set_error(KARA_ERR_FORMAT, "%s: vocabulary has %d tokens but token_embd.weight has %d rows", path,
                           m->vocab.n_tokens, m->hp.n_vocab);
