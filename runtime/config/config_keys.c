@@ -85,6 +85,7 @@ const key_spec kr_config_keys[] = {
     {"kara.score.layers", K_LAYERS, KV(layer_stride), 1, 4096, NULL, 0},
     {"kara.score.value_aware", K_BOOL, KV(value_aware), 0, 0, NULL, 0},
     {"kara.score.reads_weight", K_FLOAT, KV(reads_weight), 0, 100, NULL, 0},
+    {"kara.score.prior_weight", K_FLOAT, KV(prior_weight), 0, 100, NULL, 0},
     {"kara.t2c.mode", K_ENUM, KV(t2c_mode), 0, 0, kr_t2c_mode_names, 0},
     {"kara.t2c.candidate_frac", K_FLOAT, KV(candidate_frac), 0, 1, NULL, 0},
     {"kara.t2c.max_gap", K_INT, KV(max_gap), 0, 65536, NULL, 0},

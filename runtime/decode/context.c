@@ -93,6 +93,22 @@ static uint8_t *line_end_table(const kara_model *model, int32_t *n_vocab) {
     return t;
 }
 
+/* The model's retention prior, as plain arrays for the KV policy (kv knows
+ * no model; docs/KARA_METHOD.md section 14). */
+static kara_status set_prior(kara_context *c) {
+    const kr_prior *mp = &c->model->prior;
+    const kr_hparams *hp = &c->model->hp;
+    kr_kv_prior p = {mp->layer,    mp->key_pairs, hp->rope_neox, hp->rope_dim, mp->n_in,
+                     mp->n_hidden, mp->w1,        mp->b1,        mp->w2,       mp->b2[0]};
+    kara_status st = kr_kv_policy_set_prior(&c->policy, &p);
+    if (!st && c->policy.use_prior) {
+        c->mem_bytes += (size_t)(kr_kv_prior_scratch_floats(&p) + c->policy.max_slots) * sizeof(float);
+        kr_log(KARA_LOG_DEBUG, "retention prior: layer %d, %d inputs (%s), %d hidden, weight %g", p.layer, p.n_in,
+               p.key_pairs ? "v+kpair" : "v", p.n_hidden, (double)c->policy.p.prior_weight);
+    }
+    return st;
+}
+
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
     kara_context_params defaults;
     if (!params) {
@@ -105,6 +121,11 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
     if (params->n_batch < 1 || params->n_seq_max < 1 || params->n_ctx < 0)
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
+    if (params->kv.prior_weight > 0.0f && !model->prior.present)
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "kara.score.prior_weight is %g but the model has no retention prior (kara_prior.* "
+                            "tensors, written by tools/train/retention_prior.py): set it to 0 or load a model with one",
+                            (double)params->kv.prior_weight);
     kara_context *c = calloc(1, sizeof *c);
     if (!c) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a context");
     const kr_hparams *hp = &model->hp;
@@ -134,7 +155,9 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_exec exec = {c->n_threads, run_on_threads, c};
     st = kr_kv_policy_init(&c->policy, &plan, &c->kv, &exec, &vocab);
     free((void *)vocab.line_end);
+    if (!st && model->prior.present) st = set_prior(c);
     if (st) {
+        kr_kv_policy_free(&c->policy);
         kr_kv_free(&c->kv);
         free(c);
         return st;

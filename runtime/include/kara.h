@@ -340,6 +340,8 @@ typedef struct kara_kv_params {
     bool value_aware;               /* false; true: a slot's attention mass times the L1 norm of its value (VATP) */
     float reads_weight;             /* reads_weight: 10; 0 = off; on_demand, kara and chunkkv: attention a slot receives
                                      * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
+    float prior_weight;             /* 0 = off; kara: weight of the model's retention prior in its window scores
+                                     * (KARA_METHOD.md 14); > 0 with a model without a prior: KARA_ERR_CONFIG */
     /* kara.t2c: */
     float candidate_frac;   /* 0.5 */
     int32_t max_gap;        /* 16 */

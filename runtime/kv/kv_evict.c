@@ -23,8 +23,7 @@ kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
         float *store = q->scores + (size_t)g * (size_t)kv->max_slots + F;
         if (pol->needs_scores) {
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            kara_status st =
-                kr_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
+            kara_status st = kr_kvp_score_prior(pol, seq, F, n_w, b, n_w, q_first_pos, l0, l1, g == 0);
             if (st) return st;
             memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
         } else {

@@ -124,6 +124,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->layer_stride = 1;
     p->value_aware = false;
     p->reads_weight = 10.0f;
+    p->prior_weight = 0.0f; /* off until measured; > 0 needs a model with a retention prior */
     /* kara.t2c: */
     p->candidate_frac = 0.5f;
     p->max_gap = 16;

@@ -144,6 +144,7 @@ void kr_kv_policy_free(kr_kv_policy *pol) {
     free(pol->line_flags);
     free(pol->redund_scratch);
     free(pol->lazy_state);
+    free(pol->prior_vals);
     memset(pol, 0, sizeof *pol);
 }
 
@@ -390,7 +391,7 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
         if (pol->needs_scores) {
             /* shared: mean over every scored layer; per group: its scored layer */
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
-            st = kr_kvp_score_span(pol, seq, F, n_w, b, n_w, q_first_pos, p->score_mode, p->exclude_self, l0, l1);
+            st = kr_kvp_score_prior(pol, seq, F, n_w, b, n_w, q_first_pos, l0, l1, g == n_groups - 1);
         } else {
             memset(pol->scores, 0, (size_t)n_c * sizeof(float));
         }
@@ -445,8 +446,7 @@ static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
     if (k >= n_c) return KARA_OK;
     int32_t n_q = 1;
     while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
-    kara_status st = kr_kvp_score_span(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, p->score_mode, p->exclude_self,
-                                       0, pol->n_layer);
+    kara_status st = kr_kvp_score_prior(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, 0, pol->n_layer, true);
     if (!st)
         st = kr_kv_select_window_k(p, pol->scores, q->tokens + P, kr_kvp_line_flags(pol, q->tokens + P, n_c), n_c, k,
                                    q->events, pol->keep, pol->select_scratch, pol->select_scratch_bytes);

@@ -47,6 +47,7 @@
 #include "kara.h"
 #include "kv_cache.h"
 #include "kv_plan.h"
+#include "kv_prior.h"
 
 /* How the policy runs its scoring on the context's threads: run(user, fn,
  * arg) calls fn(arg, ith, nth) on n_threads threads and returns when all
@@ -118,6 +119,12 @@ typedef struct kr_kv_policy {
     size_t redund_scratch_bytes;
     int32_t *lazy_state;     /* lazy: every sequence's lazy_last and lazy_mri rows */
     uint64_t reserved_bytes; /* rings + scratch, counted in the budget */
+    /* the model's retention prior (kr_kv_policy_set_prior), added to kara's
+     * window scores with weight p.prior_weight when use_prior */
+    kr_kv_prior prior;
+    bool use_prior;
+    float *prior_vals;    /* the prior of the window being scored: max_slots floats, then the scratch */
+    float *prior_scratch; /* inside prior_vals: kr_kv_prior_scratch_floats */
 
     kr_kv_policy_seq *seqs;
     kara_kv_stats stats;
@@ -136,6 +143,12 @@ typedef struct kr_kv_vocab_info {
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
                               const kr_kv_vocab_info *vocab);
 void kr_kv_policy_free(kr_kv_policy *pol);
+/* Give the policy the model's retention prior (the arrays stay the
+ * caller's and must outlive the policy). Used only by method kara when it
+ * scores windows and kara.score.prior_weight > 0; otherwise it is kept
+ * and changes nothing. KARA_ERR_ARG when it does not fit the cache's rows,
+ * KARA_ERR_NOMEM. Call once, after kr_kv_policy_init, before any decode. */
+kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior);
 void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq);
 
 /* Would appending n_new slots to seq keep it within its share? KARA_OK

@@ -17,6 +17,15 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
                               int32_t q_first_pos, kara_score_mode mode, bool exclude_self, int32_t l_begin,
                               int32_t l_end);
 
+/* A window method's scores: kr_kvp_score_span with the configured mode and
+ * exclude_self; then, for Kara with a retention prior (pol->use_prior),
+ * pol->scores[j] becomes the normalised score of candidate j plus the
+ * weighted prior (kv_prior.h). With eval_prior the candidates' prior is
+ * computed from the cache first: at a window's first selection group,
+ * before anything moves; later groups reuse it. */
+kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
+                               int32_t q_first_pos, int32_t l_begin, int32_t l_end, bool eval_prior);
+
 /* Keep pol->keep (k slots, relative to frontier) of [frontier, n - n_buf)
  * in selection group `group` (its layers' K and V, its pos[] and
  * stored-score rows), or in every layer and row when group < 0, and move

@@ -40,6 +40,8 @@ static const shared_flag shared_flags[] = {
     {"--kv-trigger", "kara.trigger", "periodic|threshold (threshold: ablation A8, whole cache at the token budget)"},
     {"--kv-selection-scope", "kara.selection_scope",
      "shared|per_layer (per_layer: ablation A5, a selection per layer)"},
+    {"--kv-prior-weight", "kara.score.prior_weight",
+     "weight of the model's retention prior in kara's window scores (0 = off; needs a model with a prior)"},
     {"--kv-budget-tokens", "baselines.budget_tokens",
      "per-sequence token budget of streaming/snapkv/h2o/rkv/lazy/kara threshold"},
     {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
