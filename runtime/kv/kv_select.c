@@ -105,14 +105,16 @@ static int32_t take_ranked(const rank_entry *r, int32_t n, uint8_t *flag, int32_
     return got;
 }
 
-/* The kept slots of the threshold baselines in order: the protected front [0, lo), the flagged slots of the middle
- * [lo, lo + n_mid), and the tail [hi, n). Returns how many. */
-static int32_t keep_front_flagged_tail(int32_t lo, int32_t n_mid, const uint8_t *flag, int32_t hi, int32_t n,
-                                       int32_t *keep) {
+/* The kept slots of the threshold baselines in order: the protected front [0, lo), the `take` best of the middle
+ * [lo, lo + n_mid) by s_mid (its scores, from lo), and the tail [hi, n). Returns how many. */
+static int32_t keep_front_best_tail(const float *s_mid, int32_t lo, int32_t n_mid, int32_t take, int32_t hi, int32_t n,
+                                    const select_scratch *w, int32_t *keep) {
+    rank_by(s_mid, n_mid, w->rank);
+    take_ranked(w->rank, n_mid, w->flag, take);
     int32_t c = 0;
     for (int32_t j = 0; j < lo; j++) keep[c++] = j;
     for (int32_t j = 0; j < n_mid; j++)
-        if (flag[j]) keep[c++] = lo + j;
+        if (w->flag[j]) keep[c++] = lo + j;
     for (int32_t j = hi; j < n; j++) keep[c++] = j;
     return c;
 }
@@ -497,9 +499,7 @@ kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int3
     if (st != KARA_OK) return st;
     const int32_t lo = n_front, hi = n - obs_window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
     pool_scores(s + lo, n_mid, kernel, pool, w.pooled);
-    rank_by(w.pooled, n_mid, w.rank);
-    take_ranked(w.rank, n_mid, w.flag, budget - n_front - obs_window);
-    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
+    *n_keep = keep_front_best_tail(w.pooled, lo, n_mid, budget - n_front - obs_window, hi, n, &w, keep);
     return KARA_OK;
 }
 
@@ -523,9 +523,7 @@ kara_status kr_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32
     const int32_t rest = budget - n_front;
     const int32_t n_heavy = (int32_t)round((double)heavy_frac * rest), n_recent = rest - n_heavy;
     const int32_t lo = n_front, hi = n - n_recent, n_mid = hi - lo; /* n_mid > n_heavy since n > budget */
-    rank_by(acc + lo, n_mid, w.rank);
-    take_ranked(w.rank, n_mid, w.flag, n_heavy);
-    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
+    *n_keep = keep_front_best_tail(acc + lo, lo, n_mid, n_heavy, hi, n, &w, keep);
     return KARA_OK;
 }
 
@@ -556,9 +554,7 @@ kara_status kr_kv_select_rkv(const float *imp, const float *red, int32_t n, int3
     const int32_t lo = n_front, hi = n - obs_window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
     pool_scores(imp + lo, n_mid, kernel, KARA_REDUCE_MAX, w.pooled);
     for (int32_t j = 0; j < n_mid; j++) w.pooled[j] = lambda * w.pooled[j] - (1.0f - lambda) * score_key(red[lo + j]);
-    rank_by(w.pooled, n_mid, w.rank);
-    take_ranked(w.rank, n_mid, w.flag, budget - n_front - obs_window);
-    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
+    *n_keep = keep_front_best_tail(w.pooled, lo, n_mid, budget - n_front - obs_window, hi, n, &w, keep);
     return KARA_OK;
 }
 
@@ -597,8 +593,6 @@ kara_status kr_kv_select_lazy(const int32_t *last, const int32_t *mri, int32_t t
     if (st != KARA_OK) return st;
     const int32_t lo = n_front, hi = n - window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
     for (int32_t j = 0; j < n_mid; j++) w.pooled[j] = kr_kv_lazy_score(last[lo + j], mri[lo + j], t);
-    rank_by(w.pooled, n_mid, w.rank);
-    take_ranked(w.rank, n_mid, w.flag, budget - n_front - window);
-    *n_keep = keep_front_flagged_tail(lo, n_mid, w.flag, hi, n, keep);
+    *n_keep = keep_front_best_tail(w.pooled, lo, n_mid, budget - n_front - window, hi, n, &w, keep);
     return KARA_OK;
 }
