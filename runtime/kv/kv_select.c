@@ -478,10 +478,13 @@ kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, in
     return KARA_OK;
 }
 
-kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
-                                kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
-                                size_t scratch_bytes) {
-    const char *who = "snapkv";
+/* snapkv and rkv: the protected front, the newest obs_window slots, and the
+ * best of the middle by the observation scores s pooled over `kernel`; rkv
+ * (red non-NULL) then ranks lambda * pooled - (1 - lambda) * redundancy. */
+static kara_status select_observed(const char *who, const float *s, const float *red, float lambda, int32_t n,
+                                   int32_t n_front, int32_t obs_window, int32_t kernel, kara_reduce pool,
+                                   int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                   size_t scratch_bytes) {
     if (n < 0 || n_front < 0 || obs_window < 0 || budget < 1 || !keep || !n_keep || (!s && n > 0))
         return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front, obs_window,
                             budget);
@@ -499,8 +502,18 @@ kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int3
     if (st != KARA_OK) return st;
     const int32_t lo = n_front, hi = n - obs_window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
     pool_scores(s + lo, n_mid, kernel, pool, w.pooled);
+    if (red)
+        for (int32_t j = 0; j < n_mid; j++)
+            w.pooled[j] = lambda * w.pooled[j] - (1.0f - lambda) * score_key(red[lo + j]);
     *n_keep = keep_front_best_tail(w.pooled, lo, n_mid, budget - n_front - obs_window, hi, n, &w, keep);
     return KARA_OK;
+}
+
+kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
+                                kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                size_t scratch_bytes) {
+    return select_observed("snapkv", s, NULL, 0.0f, n, n_front, obs_window, kernel, pool, budget, keep, n_keep, scratch,
+                           scratch_bytes);
 }
 
 kara_status kr_kv_select_h2o(const float *acc, int32_t n, int32_t n_front, int32_t budget, float heavy_frac,
@@ -534,28 +547,11 @@ void kr_kv_h2o_accumulate(float *acc, const float *probs, int32_t n) {
 kara_status kr_kv_select_rkv(const float *imp, const float *red, int32_t n, int32_t n_front, int32_t obs_window,
                              int32_t kernel, float lambda, int32_t budget, int32_t *keep, int32_t *n_keep,
                              void *scratch, size_t scratch_bytes) {
-    const char *who = "rkv";
-    if (n < 0 || n_front < 0 || obs_window < 0 || budget < 1 || !keep || !n_keep || (n > 0 && (!imp || !red)))
-        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front, obs_window,
-                            budget);
-    if (kernel < 1 || kernel % 2 == 0 || !(lambda >= 0.0f && lambda <= 1.0f))
-        return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1, lambda %g in [0, 1]", who, kernel,
-                            (double)lambda);
-    if (n <= budget) {
-        *n_keep = keep_all(n, keep);
-        return KARA_OK;
-    }
-    if (budget < n_front + obs_window)
-        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots cannot hold %d protected + %d observed", who,
-                            budget, n_front, obs_window);
-    select_scratch w;
-    kara_status st = scratch_split(who, n, scratch, scratch_bytes, &w);
-    if (st != KARA_OK) return st;
-    const int32_t lo = n_front, hi = n - obs_window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
-    pool_scores(imp + lo, n_mid, kernel, KARA_REDUCE_MAX, w.pooled);
-    for (int32_t j = 0; j < n_mid; j++) w.pooled[j] = lambda * w.pooled[j] - (1.0f - lambda) * score_key(red[lo + j]);
-    *n_keep = keep_front_best_tail(w.pooled, lo, n_mid, budget - n_front - obs_window, hi, n, &w, keep);
-    return KARA_OK;
+    if (n > 0 && !red) return kr_set_error(KARA_ERR_ARG, "rkv: no redundancy scores for %d slots", n);
+    if (!(lambda >= 0.0f && lambda <= 1.0f))
+        return kr_set_error(KARA_ERR_ARG, "rkv: lambda %g must be in [0, 1]", (double)lambda);
+    return select_observed("rkv", imp, red, lambda, n, n_front, obs_window, kernel, KARA_REDUCE_MAX, budget, keep,
+                           n_keep, scratch, scratch_bytes);
 }
 
 void kr_kv_lazy_observe(int32_t *last, int32_t *mri, const float *attn, int32_t n, int32_t t, float alpha) {
