@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# ctest-label: slow
+# An app developer's view of the library (issue 17): `cmake --install` puts
+# the header, libkara.a, the `kara` command, a CMake package and a pkg-config
+# file under a prefix; docs/API.md's chat example, compiled against that
+# prefix alone (once with pkg-config, once with find_package(kara)), answers
+# the README's problem with the project's reasoning model.
+set -u
+KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
+BUILD="$(dirname "$(dirname "$KARA")")"
+M="$SRC/tools/train/model/kara-reasoner-1m.gguf"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { # name, condition
+    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
+}
+if ! command -v pkg-config >/dev/null; then
+    echo "SKIP: pkg-config is not installed (tools/install_deps.sh installs it)"
+    exit 77
+fi
+
+P="$tmp/prefix"
+cmake --install "$BUILD" --prefix "$P" >"$tmp/install.log" 2>&1
+rc=$?
+check "cmake --install exits 0 (rc $rc)" '[ $rc -eq 0 ]'
+for f in include/kara.h lib/libkara.a bin/kara lib/cmake/kara/kara-config.cmake \
+    lib/cmake/kara/kara-config-version.cmake lib/cmake/kara/kara-targets.cmake lib/pkgconfig/kara.pc; do
+    check "installed $f" '[ -f "$P/$f" ]'
+done
+check "no internal header is installed" '[ "$(find "$P/include" -type f | wc -l)" -eq 1 ]'
+
+# the example, as the guide prints it
+awk '/^One turn with the project.s reasoning model/ {f = 1} f && /^```c$/ {g = 1; next} g && /^```$/ {exit}
+     g {print}' "$SRC/docs/API.md" >"$tmp/app.c"
+check "the example is found in docs/API.md" 'grep -q "kara_generator_next" "$tmp/app.c"'
+
+# 1. pkg-config
+export PKG_CONFIG_PATH="$P/lib/pkgconfig"
+check "pkg-config knows kara $(pkg-config --modversion kara 2>/dev/null)" 'pkg-config --exists kara'
+cc -std=c11 -o "$tmp/app-pc" "$tmp/app.c" $(pkg-config --cflags --libs kara) 2>"$tmp/cc.log"
+rc=$?
+check "the example builds with pkg-config (rc $rc)" '[ $rc -eq 0 ]'
+if [ $rc -eq 0 ]; then
+    "$tmp/app-pc" "$M" >"$tmp/pc.out" 2>"$tmp/pc.err"
+    check "the pkg-config build answers 8976" '[ "$(grep -v "^$" "$tmp/pc.out" | tail -1)" = "8976" ]'
+    check "its thinking goes to stderr" 'grep -q "p2=6864" "$tmp/pc.err"'
+fi
+
+# 2. find_package(kara)
+mkdir -p "$tmp/cm"
+cp "$tmp/app.c" "$tmp/cm/app.c"
+cat >"$tmp/cm/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.20)
+project(kara_app C)
+find_package(kara 0.1 REQUIRED)
+add_executable(app app.c)
+target_link_libraries(app PRIVATE kara::kara)
+CM
+cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$P" >"$tmp/cm.log" 2>&1 &&
+    cmake --build "$tmp/cm/build" >>"$tmp/cm.log" 2>&1
+rc=$?
+check "the example builds with find_package(kara) (rc $rc)" '[ $rc -eq 0 ]'
+if [ $rc -eq 0 ]; then
+    "$tmp/cm/build/app" "$M" >"$tmp/cm.out" 2>/dev/null
+    check "the find_package build answers 8976" '[ "$(grep -v "^$" "$tmp/cm.out" | tail -1)" = "8976" ]'
+fi
+check "the installed command runs" '"$P/bin/kara" --version >/dev/null 2>&1 || "$P/bin/kara" --help >/dev/null 2>&1'
+
+if [ "$fail" -ne 0 ]; then cat "$tmp/install.log" "$tmp/cc.log" "$tmp/cm.log" 2>/dev/null | tail -40; fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
