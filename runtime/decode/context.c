@@ -241,13 +241,13 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         next[s] = c->kv.seqs[s].next_pos;
     }
     for (int32_t i = 0; i < b->n_tokens; i++) {
-        int32_t seq = b->seq_id ? b->seq_id[i] : 0;
+        int32_t seq = b->seq_id ? b->seq_id[i] : b->seq_all;
         if (b->tokens[i] < 0 || b->tokens[i] >= m->hp.n_vocab)
             return kr_set_error(KARA_ERR_TOKEN, "kara_decode: entry %d has token %d outside [0, %d)", i, b->tokens[i],
                                 m->hp.n_vocab);
         if (seq < 0 || seq >= n_seq)
             return kr_set_error(KARA_ERR_ARG, "kara_decode: entry %d has sequence %d outside [0, %d)", i, seq, n_seq);
-        int32_t pos = b->pos ? b->pos[i] : next[seq];
+        int32_t pos = b->pos ? b->pos[i] : b->pos_first > 0 ? b->pos_first + i : next[seq];
         if (pos < next[seq])
             return kr_set_error(KARA_ERR_ARG,
                                 "kara_decode: entry %d of sequence %d has position %d, expected %d or later", i, seq,
@@ -386,17 +386,7 @@ int32_t kara_seq_n_cached(const kara_context *c, int32_t seq) {
 uint64_t kara_context_mem_bytes(const kara_context *c) { return c->mem_bytes; }
 
 kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos0, int32_t seq_id) {
-    enum { CAP = 4096 };
-    static int32_t pos[CAP], seq[CAP];
-    kara_batch b = {n, tokens, NULL, NULL, NULL};
-    if (n > 0 && n <= CAP) {
-        for (int32_t i = 0; i < n; i++) {
-            pos[i] = pos0 + i;
-            seq[i] = seq_id;
-        }
-        b.pos = pos;
-        b.seq_id = seq;
-    }
+    kara_batch b = {.n_tokens = n, .tokens = tokens, .seq_all = seq_id, .pos_first = pos0};
     return b;
 }
 

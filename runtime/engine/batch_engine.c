@@ -489,7 +489,7 @@ static void decode_one_by_one(kara_engine *e) {
             e->b_logits[j] = (int8_t)(t == s->n_tok - 1);
         }
         s->logits_row = e->b_logits[k - 1] ? 0 : -1;
-        kara_batch b = {k, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+        kara_batch b = {.n_tokens = k, .tokens = e->b_tok, .pos = e->b_pos, .seq_id = e->b_seq, .logits = e->b_logits};
         double td = kr_monotonic_seconds();
         kara_status st = kara_decode(e->ctx, &b);
         e->stats.decode_seconds += kr_monotonic_seconds() - td;
@@ -526,7 +526,7 @@ kara_status kara_engine_step(kara_engine *e) {
     for (;;) {
         n = build_batch(e, &rows);
         if (n == 0) break;
-        kara_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+        kara_batch b = {.n_tokens = n, .tokens = e->b_tok, .pos = e->b_pos, .seq_id = e->b_seq, .logits = e->b_logits};
         double td = kr_monotonic_seconds();
         st = kara_decode(c, &b);
         e->stats.decode_seconds += kr_monotonic_seconds() - td;

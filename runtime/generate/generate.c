@@ -200,7 +200,11 @@ static kara_status decode_prompt(kara_generator *g, const int32_t *tokens, int32
             g->batch_seq[j] = g->seq;
             g->batch_logits[j] = (int8_t)(i + j == n - 1);
         }
-        kara_batch b = {k, tokens + i, g->batch_pos, g->batch_seq, g->batch_logits};
+        kara_batch b = {.n_tokens = k,
+                        .tokens = tokens + i,
+                        .pos = g->batch_pos,
+                        .seq_id = g->batch_seq,
+                        .logits = g->batch_logits};
         kara_status st = kara_decode(g->ctx, &b);
         if (st) return st;
         memcpy(g->hist + g->n_hist, tokens + i, (size_t)k * sizeof *tokens);
@@ -278,7 +282,8 @@ static kara_status step(kara_generator *g) {
     g->batch_pos[0] = g->pos;
     g->batch_seq[0] = g->seq;
     g->batch_logits[0] = 1;
-    kara_batch b = {1, &tok, g->batch_pos, g->batch_seq, g->batch_logits};
+    kara_batch b = {
+        .n_tokens = 1, .tokens = &tok, .pos = g->batch_pos, .seq_id = g->batch_seq, .logits = g->batch_logits};
     kara_status st = kara_decode(g->ctx, &b);
     if (st == KARA_ERR_CONTEXT_FULL) {
         kr_gen_seq_finish(&g->out, KARA_DONE, KARA_STOP_CONTEXT_FULL);

@@ -406,11 +406,13 @@ typedef struct kara_batch {
     const int32_t *pos;    /* NULL = each entry at its sequence's next position */
     const int32_t *seq_id; /* NULL = every entry in sequence 0 */
     const int8_t *logits;  /* NULL = logits for the last entry only */
+    int32_t seq_all;       /* with seq_id NULL: the sequence of every entry (default 0) */
+    int32_t pos_first;     /* with pos NULL and pos_first > 0: entry i at position pos_first + i (0 = as for NULL) */
 } kara_batch;
 
-/* A batch of n tokens of one sequence at positions pos0.. with logits for the last one only. The returned struct
- * points into static storage for the position/seq arrays up to 4096 entries (beyond, both are NULL); use kara_batch
- * fields directly for larger or multi-sequence batches. Not thread-safe. */
+/* A batch of n tokens of one sequence at positions pos0.. with logits for the last one only. It holds no arrays of
+ * its own (seq_all and pos_first describe the entries), so it is thread-safe and has no size limit; it points at
+ * tokens, which must stay valid until kara_decode returns. */
 kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos0, int32_t seq_id);
 
 /* Run the forward pass over a batch, then the KV events that are due. KARA_OK; KARA_ERR_ARG (a NULL or empty batch,

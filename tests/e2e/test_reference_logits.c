@@ -78,7 +78,7 @@ static float *teacher_forced(kara_model *m, const double *toks, int T, int threa
         pos[i] = i;
         want[i] = 1;
     }
-    kara_batch b = {T, ids, pos, seq, want};
+    kara_batch b = {.n_tokens = T, .tokens = ids, .pos = pos, .seq_id = seq, .logits = want};
     int V = kara_model_n_vocab(m);
     float *out = NULL;
     if (CHECK_MSG(kara_decode(ctx, &b) == KARA_OK, "decode: %s", kara_last_error())) {

@@ -182,11 +182,11 @@ static void logits_with_threads(kara_model *m, const int32_t *toks, int n_thread
     int8_t want[T];
     for (int i = 0; i < T + 3; i++) pos[i] = i;
     for (int i = 0; i < T; i++) want[i] = 1;
-    kara_batch b = {T, toks, pos, NULL, want};
+    kara_batch b = {.n_tokens = T, .tokens = toks, .pos = pos, .seq_id = NULL, .logits = want};
     CHECK(kara_decode(c, &b) == KARA_OK);
     for (int i = 0; i < T; i++) memcpy(out + (size_t)i * V, kara_get_logits(c, i), (size_t)V * sizeof(float));
     for (int i = 0; i < 3; i++) {
-        kara_batch one = {1, &toks[i], &pos[T + i], NULL, NULL};
+        kara_batch one = {.n_tokens = 1, .tokens = &toks[i], .pos = &pos[T + i], .seq_id = NULL, .logits = NULL};
         CHECK(kara_decode(c, &one) == KARA_OK);
         memcpy(out + (size_t)(T + i) * V, kara_get_logits(c, 0), (size_t)V * sizeof(float));
     }
@@ -235,7 +235,7 @@ static void check_case(const char *arch, kr_ftype ftype, const char *tname, doub
         seq[i] = 0;
         want[i] = 1;
     }
-    kara_batch b = {T, toks, pos, seq, want};
+    kara_batch b = {.n_tokens = T, .tokens = toks, .pos = pos, .seq_id = seq, .logits = want};
     CHECK(kara_decode(c, &b) == KARA_OK);
     float *batch = malloc((size_t)T * V * sizeof *batch);
     for (int i = 0; i < T; i++) memcpy(batch + (size_t)i * V, kara_get_logits(c, i), (size_t)V * sizeof(float));
@@ -267,7 +267,7 @@ static void check_case(const char *arch, kr_ftype ftype, const char *tname, doub
     const float inc_tol = ftype == KR_FTYPE_ALL_F32 || ftype == KR_FTYPE_MOSTLY_F16 ? 0.0f : (float)tol;
     bool same = true;
     for (int t = 0; t < T; t++) {
-        kara_batch one = {1, &toks[t], &pos[t], (int32_t[]){1}, NULL};
+        kara_batch one = {.n_tokens = 1, .tokens = &toks[t], .pos = &pos[t], .seq_id = (int32_t[]){1}, .logits = NULL};
         if (kara_decode(c, &one) != KARA_OK) {
             same = false;
             break;
@@ -286,7 +286,7 @@ static void check_case(const char *arch, kr_ftype ftype, const char *tname, doub
         seq[i] = i % 2;
         want[i] = 1;
     }
-    kara_batch two = {2 * T, ids, pos, seq, want};
+    kara_batch two = {.n_tokens = 2 * T, .tokens = ids, .pos = pos, .seq_id = seq, .logits = want};
     CHECK(kara_decode(c, &two) == KARA_OK);
     same = true;
     for (int i = 0; i < 2 * T; i++) {
@@ -301,7 +301,7 @@ static void check_case(const char *arch, kr_ftype ftype, const char *tname, doub
      * (f16 rounding of K and V adds about 1e-3 relative error, so the F32
      * bound is widened to 0.02) */
     c = new_ctx(m, 1, KARA_KV_F16);
-    kara_batch b16 = {T, toks, (int32_t[T]){0}, NULL, NULL};
+    kara_batch b16 = {.n_tokens = T, .tokens = toks, .pos = (int32_t[T]){0}, .seq_id = NULL, .logits = NULL};
     int32_t p16[T];
     for (int i = 0; i < T; i++) p16[i] = i;
     b16.pos = p16;

@@ -405,7 +405,7 @@ static void test_decode_atomic(kara_model *m) {
     for (int step = 0; step < 400 && failures < 3; step++) {
         take(c, &before);
         uint64_t ev = c->policy.stats.slots_evicted;
-        kara_batch b = {3, toks, pos, seq, NULL};
+        kara_batch b = {.n_tokens = 3, .tokens = toks, .pos = pos, .seq_id = seq, .logits = NULL};
         int8_t all[3] = {1, 1, 1};
         b.logits = all;
         kara_status st = kara_decode(c, &b);
@@ -434,7 +434,7 @@ static void test_decode_atomic(kara_model *m) {
             }
             turn[len] = toks[1], tpos[len] = pos[1], tseq[len] = 1;
             turn[len + 1] = toks[2], tpos[len + 1] = pos[2], tseq[len + 1] = 2;
-            kara_batch t = {len + 2, turn, tpos, tseq, NULL};
+            kara_batch t = {.n_tokens = len + 2, .tokens = turn, .pos = tpos, .seq_id = tseq, .logits = NULL};
             CHECK_EQ_INT(kara_decode(c, &t), KARA_ERR_KV_BUDGET);
             same(c, &before, "with a chat turn");
             chat_checked++;

@@ -175,7 +175,7 @@ static void test_interleaved_accounting(kara_model *m) {
     }
     bool ok = true;
     for (int step = 0; step < 200 && ok; step++) {
-        kara_batch b = {8, toks, pos, seq, want};
+        kara_batch b = {.n_tokens = 8, .tokens = toks, .pos = pos, .seq_id = seq, .logits = want};
         ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
         int held = 0;
         for (int s = 0; s < 8; s++) {
@@ -219,7 +219,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     kr_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
     bool ok = true;
     for (int step = 0; step < 200 && ok; step++) {
-        kara_batch b = {3, toks, pos, seq, want};
+        kara_batch b = {.n_tokens = 3, .tokens = toks, .pos = pos, .seq_id = seq, .logits = want};
         ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
         int held = 0;
         for (int s = 0; s < 3; s++) {
@@ -244,7 +244,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     for (; step < 200 && st == KARA_OK; step++) {
         int32_t past[3];
         for (int s = 0; s < 3; s++) past[s] = kara_seq_n_past(c, s);
-        kara_batch b = {3, toks, pos, seq, want};
+        kara_batch b = {.n_tokens = 3, .tokens = toks, .pos = pos, .seq_id = seq, .logits = want};
         st = kara_decode(c, &b);
         if (st != KARA_OK) {
             for (int s = 0; s < 3; s++) CHECK_EQ_INT(kara_seq_n_past(c, s), past[s]);

@@ -179,7 +179,7 @@ static void test_threshold_shared_pool(kara_model *m) {
     kr_test_start_seqs(c, 3, 5, 2, 31, 300, toks, pos, seq);
     bool ok = true;
     for (int step = 0; step < 300 && ok; step++) {
-        kara_batch b = {3, toks, pos, seq, want};
+        kara_batch b = {.n_tokens = 3, .tokens = toks, .pos = pos, .seq_id = seq, .logits = want};
         ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
         int held = 0;
         for (int s = 0; s < 3; s++) {
@@ -222,7 +222,7 @@ static void test_threshold_pool_pressure(kara_model *m) {
         uint64_t forced0 = c->policy.stats.forced_events;
         int32_t n_before[3];
         for (int s = 0; s < 3; s++) n_before[s] = c->kv.seqs[s].n;
-        kara_batch b = {3, toks, pos, seq, want};
+        kara_batch b = {.n_tokens = 3, .tokens = toks, .pos = pos, .seq_id = seq, .logits = want};
         ok &= CHECK_MSG(kara_decode(c, &b) == KARA_OK, "step %d: %s", step, kara_last_error());
         int held = 0;
         for (int s = 0; s < 3; s++) {

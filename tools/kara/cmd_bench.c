@@ -160,7 +160,7 @@ static kara_status feed(kara_context *ctx, int32_t n_vocab, int32_t pos, int32_t
             tpos[i] = pos + done + i;
             seq[i] = 0;
         }
-        kara_batch b = {m, tok, tpos, seq, NULL};
+        kara_batch b = {.n_tokens = m, .tokens = tok, .pos = tpos, .seq_id = seq, .logits = NULL};
         kara_status st = kara_decode(ctx, &b);
         if (st != KARA_OK) return st;
         done += m;
