@@ -24,8 +24,8 @@ void kara_context_params_init(kara_context_params *p) {
 
 void kr_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg) {
 #ifdef _OPENMP
-    if (ctx->n_threads > 1) {
-#pragma omp parallel num_threads(ctx->n_threads)
+    if (ctx->run_threads > 1) {
+#pragma omp parallel num_threads(ctx->run_threads)
         fn(arg, omp_get_thread_num(), omp_get_num_threads());
         return;
     }
@@ -135,6 +135,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
     c->n_batch = params->n_batch;
     c->n_threads = params->n_threads > 0 ? params->n_threads : kr_cpu_count();
+    kr_run_threads_init(c);
 
     /* the budget covers the policy's rings and scratch first, then blocks
      * (kv_plan.c owns the arithmetic) */
@@ -310,8 +311,11 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
 kara_status kara_decode(kara_context *c, const kara_batch *b) {
     if (!c) return kr_set_error(KARA_ERR_ARG, "kara_decode: context is NULL");
     kara_status st = validate_and_reserve(c, b);
-    if (!st) st = kr_forward(c, b);
+    if (st) return st;
+    double t0 = kr_run_threads_choose(c, b->n_tokens);
+    st = kr_forward(c, b);
     if (!st) st = kr_kv_policy_step(&c->policy);
+    kr_run_threads_record(c, t0);
     return st;
 }
 

@@ -9,6 +9,7 @@
 #include "kernels.h"
 #include "kv_cache.h"
 #include "kv_policy.h"
+#include "run_threads.h"
 #include "model.h"
 #include "context_access.h"
 
@@ -26,6 +27,8 @@ struct kara_context {
     int32_t n_ctx;
     int32_t n_batch;
     int32_t n_threads;
+    int32_t run_threads;     /* threads of the current call (run_threads.h) */
+    kr_run_threads_state rt; /* how it is chosen */
     kr_kv_cache kv;
     kr_kv_policy policy;
 

@@ -1,0 +1,141 @@
+/*
+ * test_run_threads.c - how a kara_decode call chooses its threads
+ * (runtime/decode/run_threads.h), on a seeded tiny model with 2 threads:
+ *   - a call below KR_PARALLEL_MIN_FLOPS runs on one thread, untimed
+ *     (every decode step of a tiny model);
+ *   - before anything is measured, a mid-sized call starts on one thread and
+ *     a large one on all; then the unmeasured mode is tried once;
+ *   - once both are measured the cheaper one is used, the other is tried
+ *     after probe_every calls; a probe that loses doubles probe_every (up
+ *     to the maximum), one that wins resets it and takes over;
+ *   - calls above KR_PROBE_MAX_FLOPS always use every thread;
+ *   - the logits do not depend on the choice (one thread or two, bit for bit).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "monotonic_clock.h"
+#include "run_threads.h"
+#include "test_models.h"
+#include "test_util.h"
+
+/* n_tokens entries at positions 0.. whose work is about `work` flops */
+static int32_t tokens_for(kara_context *c, double work) {
+    int32_t n = (int32_t)(work / c->rt.flops_per_token);
+    if (n < 1) n = 1;
+    if (n > c->n_batch) n = c->n_batch;
+    for (int32_t i = 0; i < n; i++) c->entry_pos[i] = 0;
+    return n;
+}
+
+/* One timed call that takes one_thread or two_threads seconds, whichever it
+ * runs on (simulated through its start time). */
+static void timed_call(kara_context *c, int32_t n, double one_thread, double two_threads) {
+    double t0 = kr_run_threads_choose(c, n);
+    if (c->rt.mode >= 0) kr_run_threads_record(c, t0 - (c->run_threads == 1 ? one_thread : two_threads));
+}
+
+static void check_choices(kara_model *m) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = 256;
+    cp.n_batch = 4096;
+    cp.n_threads = 2;
+    cp.kv.method = KARA_KV_METHOD_FULL;
+    kara_context *c = NULL;
+    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    kr_run_threads_state *s = &c->rt;
+    CHECK(s->flops_per_token > 0 && s->flops_per_context > 0);
+
+    /* small: one thread, untimed */
+    kr_run_threads_choose(c, 1);
+    CHECK_EQ_INT(c->run_threads, 1);
+    CHECK_EQ_INT(s->mode, -1);
+
+    /* mid-sized, nothing measured: one thread first, then all once */
+    int32_t mid = tokens_for(c, 2 * KR_PARALLEL_MIN_FLOPS);
+    if (!CHECK(s->flops_per_token * mid < KR_START_PARALLEL_FLOPS)) return;
+    timed_call(c, mid, 0.010, 0.002);
+    CHECK_EQ_INT(c->run_threads, 1);
+    timed_call(c, mid, 0.010, 0.002);
+    CHECK_EQ_INT(c->run_threads, 2);
+    CHECK(s->sec_per_flop[0] > s->sec_per_flop[1]);
+    /* two threads measured cheaper: used until the probe, which loses */
+    int ones = 0;
+    int32_t every = s->probe_every;
+    for (int i = 0; i < every - 1; i++) {
+        timed_call(c, mid, 0.010, 0.002);
+        ones += c->run_threads == 1;
+    }
+    CHECK_EQ_INT(ones, 0);
+    timed_call(c, mid, 0.010, 0.002);
+    CHECK_EQ_INT(c->run_threads, 1);
+    CHECK_EQ_INT(s->probe_every, 2 * every);
+    /* probes that keep losing back off to the maximum and stay there */
+    ones = 0;
+    for (int i = 0; i < 8 * KR_RUN_THREADS_PROBE_MAX; i++) {
+        timed_call(c, mid, 0.010, 0.002);
+        ones += c->run_threads == 1;
+    }
+    CHECK_EQ_INT(s->probe_every, KR_RUN_THREADS_PROBE_MAX);
+    CHECK(ones >= 5 && ones <= 12); /* 64, 128, ..., 1024, then one in 1024 */
+    /* the machine gets busy: two threads now cost 100 ms a call; the next
+     * probe of one thread (or its stale average) makes one thread the
+     * choice within the probe interval, and a winning probe resets it */
+    int i = 0;
+    for (; i < 2 * KR_RUN_THREADS_PROBE_MAX && c->run_threads != 1; i++) timed_call(c, mid, 0.010, 0.100);
+    CHECK(c->run_threads == 1 && i <= KR_RUN_THREADS_PROBE_MAX + 1);
+    CHECK_EQ_INT(s->probe_every, KR_RUN_THREADS_PROBE_EVERY);
+    for (int k = 0; k < 8; k++) {
+        timed_call(c, mid, 0.010, 0.100);
+        CHECK_EQ_INT(c->run_threads, 1);
+    }
+
+    /* huge calls: every thread, untimed */
+    double per = s->flops_per_token;
+    if (per * c->n_batch > KR_PROBE_MAX_FLOPS) {
+        kr_run_threads_choose(c, c->n_batch);
+        CHECK_EQ_INT(c->run_threads, 2);
+        CHECK_EQ_INT(s->mode, -1);
+    }
+    kara_context_free(c);
+}
+
+/* The same prompt's logits with the choice forced to one thread and to two. */
+static void check_same_logits(kara_model *m) {
+    const int V = kara_model_n_vocab(m), T = 200;
+    float *out[2] = {malloc((size_t)V * sizeof(float)), malloc((size_t)V * sizeof(float))};
+    int32_t *t = malloc(T * sizeof *t);
+    for (int i = 0; i < T; i++) t[i] = (i * 11 + 5) % V;
+    for (int k = 0; k < 2; k++) {
+        kara_context_params cp;
+        kara_context_params_init(&cp);
+        cp.n_ctx = 256;
+        cp.n_threads = 2;
+        cp.kv.method = KARA_KV_METHOD_FULL;
+        kara_context *c = NULL;
+        if (!CHECK(kara_context_create(m, &cp, &c) == KARA_OK)) return;
+        /* force the mode: measured averages that favour k threads */
+        c->rt.sec_per_flop[0] = k == 0 ? 1e-12 : 1.0;
+        c->rt.sec_per_flop[1] = k == 0 ? 1.0 : 1e-12;
+        kara_batch b = kara_batch_one_sequence(t, T, 0, 0);
+        CHECK(kara_decode(c, &b) == KARA_OK);
+        if (c->rt.work >= KR_PARALLEL_MIN_FLOPS) CHECK_EQ_INT(c->run_threads, k + 1);
+        memcpy(out[k], kara_get_logits(c, -1), (size_t)V * sizeof(float));
+        kara_context_free(c);
+    }
+    CHECK(memcmp(out[0], out[1], (size_t)V * sizeof(float)) == 0);
+    free(out[0]);
+    free(out[1]);
+    free(t);
+}
+
+int main(void) {
+    kara_model *m = kr_test_synth_model("tiny", "qwen3", 5, 256, "run_threads.gguf");
+    if (!CHECK(m != NULL)) return kr_test_finish();
+    check_choices(m);
+    check_same_logits(m);
+    kara_model_free(m);
+    return kr_test_finish();
+}
