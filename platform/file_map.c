@@ -10,10 +10,17 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Open path as a regular file; *size its length. Returns an fd or -errno;
- * an empty file is returned as fd with *size 0. */
+const char *kr_file_error_str(int e) {
+    if (e == KR_FILE_NOT_REGULAR) return "not a regular file (a directory, FIFO, device or socket)";
+    return strerror(e);
+}
+
+/* Open path as a regular file; *size its length. Returns an fd or -errno
+ * (-KR_FILE_NOT_REGULAR); an empty file is returned as fd with *size 0.
+ * O_NONBLOCK makes opening a FIFO return at once; it is cleared again for
+ * the regular file that remains. */
 static int open_regular(const char *path, size_t *size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -errno;
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -23,10 +30,31 @@ static int open_regular(const char *path, size_t *size) {
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return -EISDIR;
+        return -KR_FILE_NOT_REGULAR;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
     }
     *size = (size_t)st.st_size;
     return fd;
+}
+
+FILE *kr_file_open_regular(const char *path, int *err) {
+    size_t size;
+    int fd = open_regular(path, &size);
+    if (fd < 0) {
+        *err = -fd;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        *err = errno;
+        close(fd);
+    }
+    return f;
 }
 
 static void set_empty(kr_file_map *m) {

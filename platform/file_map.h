@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct kr_file_map {
     const uint8_t *data;
@@ -13,7 +14,20 @@ typedef struct kr_file_map {
     bool anon;      /* read into private memory (kr_file_read_anon) */
 } kr_file_map;
 
-/* Map path read-only. Returns 0, or an errno value (message via strerror). */
+/* Returned instead of an errno value when path names something other than
+ * a regular file (a directory, FIFO, device or socket): reading a FIFO or a
+ * terminal would block, and /dev/null or a directory has no contents to
+ * parse. kr_file_error_str gives its message. */
+#define KR_FILE_NOT_REGULAR 100000
+/* The message of a kr_file_* error: strerror, or KR_FILE_NOT_REGULAR's. */
+const char *kr_file_error_str(int e);
+/* Open path for reading as a stdio stream, refusing what is not a regular
+ * file without blocking on it (O_NONBLOCK until the check is done). NULL
+ * with *err set (an errno value or KR_FILE_NOT_REGULAR) on failure. */
+FILE *kr_file_open_regular(const char *path, int *err);
+
+/* Map path read-only. Returns 0, or an errno value or KR_FILE_NOT_REGULAR
+ * (message via kr_file_error_str). */
 int kr_file_map_open(const char *path, kr_file_map *m);
 /* Read path into private anonymous memory instead, advised for transparent
  * huge pages and then made read-only. Why: decode streams every weight once

@@ -8,6 +8,7 @@
 #include <yaml.h>
 
 #include "config_impl.h"
+#include "file_map.h"
 #include "status.h"
 
 #define keys kr_config_keys
@@ -200,8 +201,9 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
 
 kara_status kara_config_load(kara_config *c, const char *path) {
     if (!c || !path) return kr_set_error(KARA_ERR_ARG, "kara_config_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return kr_set_error(KARA_ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
+    int err = 0;
+    FILE *f = kr_file_open_regular(path, &err);
+    if (!f) return kr_set_error(KARA_ERR_IO, "%s: cannot open config: %s", path, kr_file_error_str(err));
     enum { MAX_CONFIG = 4 << 20 };
     char *buf = malloc(MAX_CONFIG + 1);
     if (!buf) {

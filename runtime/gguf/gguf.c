@@ -392,7 +392,7 @@ kara_status kr_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out) {
     int e = in_ram ? kr_file_read_anon(path, m) : kr_file_map_open(path, m);
     if (e) {
         free(m);
-        return kr_set_error(KARA_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+        return kr_set_error(KARA_ERR_IO, "cannot open '%s': %s", path, kr_file_error_str(e));
     }
     kara_status st = kr_gguf_parse(m->data, m->size, out);
     if (st) {

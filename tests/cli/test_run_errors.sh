@@ -40,6 +40,23 @@ expect "prompt longer than the context" 65 "context holds" "$KARA_BIN" run -m "$
 expect "token id outside the vocabulary" 64 "outside the vocabulary" "$KARA_BIN" run -m "$tmp/m.gguf" --prompt-ids 1,2,999999 -n 1
 expect "KV budget too small" 65 "KV budget" "$KARA_BIN" run -m "$tmp/m.gguf" -p hi -n 4 --kv-budget 1KiB
 
+# what is not a regular file is refused at once (a FIFO would block a reader forever)
+mkfifo "$tmp/fifo"
+expect "FIFO as the model" 66 "not a regular file" timeout 20 "$KARA_BIN" run -m "$tmp/fifo" -p hi -n 1
+expect "/dev/null as the model" 66 "'/dev/null': not a regular file" "$KARA_BIN" run -m /dev/null -p hi -n 1
+expect "directory as the model" 66 "not a regular file" "$KARA_BIN" run -m "$tmp" -p hi -n 1
+expect "FIFO as the config" 66 "cannot open config: not a regular file" timeout 20 "$KARA_BIN" run \
+    --config "$tmp/fifo" -m "$tmp/m.gguf" -p hi
+expect "FIFO as the batch input" 66 "input .*fifo: not a regular file" timeout 20 "$KARA_BIN" batch \
+    -m "$tmp/m.gguf" --input "$tmp/fifo" --output "$tmp/o.jsonl"
+# invalid UTF-8 (U+FFFD per bad byte, several tokens each): tokenized, not refused
+printf '\xf2\xad\xbe\xd9\xde\xeb\x8b\xc1\xe6' >"$tmp/bad-utf8.txt"
+expect "invalid UTF-8 prompt is tokenized" 0 "tokens in" "$KARA_BIN" run -m "$tmp/m.gguf" -f "$tmp/bad-utf8.txt" -n 1
+"$KARA_BIN" tokenize -m "$tmp/m.gguf" -f "$tmp/bad-utf8.txt" >"$tmp/tok.out" 2>"$tmp/tok.err"
+rc=$?
+if [ $rc -eq 0 ] && grep -Eq "^[0-9]+ tokens:" "$tmp/tok.out"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: kara tokenize on invalid UTF-8: exit $rc, $(head -c 300 "$tmp/tok.err")"; fi
+
 printf 'context:\n  size: 128\n  bogus: 1\n' >"$tmp/bad.yaml"
 expect "unknown config key" 78 "bad.yaml:3:3" "$KARA_BIN" run --config "$tmp/bad.yaml" -m "$tmp/m.gguf" -p hi
 

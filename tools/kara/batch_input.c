@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_map.h"
+
 #include "batch_jsonl.h"
 #include "exit_codes.h"
 #include "strset.h"
@@ -21,9 +23,10 @@ void kr_batch_input_free(kr_batch_input *in) {
  * duplicates (over the whole file, so every shard agrees). */
 int kr_batch_input_load(kr_batch_input *in, const char *path) {
     memset(in, 0, sizeof *in);
-    FILE *f = fopen(path, "rb");
+    int err = 0;
+    FILE *f = kr_file_open_regular(path, &err);
     if (!f) {
-        fprintf(stderr, "kara batch: cannot open the input %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "kara batch: cannot open the input %s: %s\n", path, kr_file_error_str(err));
         return KR_EXIT_NOINPUT;
     }
     size_t cap = 1 << 16;

@@ -178,6 +178,11 @@ static int tokenize_main(int argc, char **argv) {
         int32_t n = 0;
         kara_status st =
             ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special, &n) : KARA_ERR_NOMEM;
+        if (st == KARA_ERR_ARG && n > cap) { /* malformed UTF-8 reads as U+FFFD, several tokens a byte */
+            int32_t *more = realloc(ids, (size_t)n * sizeof *ids);
+            st = more ? kara_tokenize(mdl, text, (int32_t)len, (ids = more), n, add_special, special, &n)
+                      : KARA_ERR_NOMEM;
+        }
         double dt = kr_monotonic_seconds() - t1;
         if (st) {
             fprintf(stderr, "kara tokenize: input %d: %s\n", k + 1, ids ? kara_last_error() : "out of memory");
