@@ -11,6 +11,9 @@
 #include "file_map.h"
 #include "status.h"
 
+/* Deepest nesting of sequences and mappings a configuration may have. */
+#define KR_CONFIG_MAX_DEPTH 32
+
 #define keys kr_config_keys
 /* ------------------------------------------------------------------------ */
 /* YAML                                                                      */
@@ -130,6 +133,36 @@ static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix
     return KARA_OK;
 }
 
+/* Refuse nesting deeper than KR_CONFIG_MAX_DEPTH before libyaml builds a
+ * document: its work grows with the square of the depth (a 4 MiB file of
+ * "[[[..." took hours), while the deepest key of a configuration is 3 levels
+ * down. Streams events and stops at the first one too deep, so the check
+ * costs little on any input. Syntax errors are left to the loader. */
+static kara_status check_depth(const char *name, const char *text, size_t n) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, n);
+    kara_status st = KARA_OK;
+    int depth = 0;
+    for (;;) {
+        yaml_event_t e;
+        if (!yaml_parser_parse(&p, &e)) break;
+        yaml_event_type_t t = e.type;
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > KR_CONFIG_MAX_DEPTH)
+                st =
+                    kr_set_error(KARA_ERR_CONFIG, "%s:%zu:%zu: nesting deeper than %d levels (a configuration needs 3)",
+                                 name, e.start_mark.line + 1, e.start_mark.column + 1, KR_CONFIG_MAX_DEPTH);
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        yaml_event_delete(&e);
+        if (st || t == YAML_STREAM_END_EVENT) break;
+    }
+    yaml_parser_delete(&p);
+    return st;
+}
+
 /* libyaml marks scanner and parser errors with a position; reader errors
  * (bad encoding) only with a byte offset, turned into line:column here. */
 static kara_status syntax_error(const loader *ld, const yaml_parser_t *p, const char *text, size_t len) {
@@ -154,6 +187,8 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
     if (!c || !text) return kr_set_error(KARA_ERR_ARG, "kara_config_load_text: NULL argument");
     if (!name) name = "<config>";
     size_t n = len < 0 ? strlen(text) : (size_t)len;
+    kara_status dst = check_depth(name, text, n);
+    if (dst) return dst;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, n);

@@ -60,6 +60,12 @@ if [ $rc -eq 0 ] && grep -Eq "^[0-9]+ tokens:" "$tmp/tok.out"; then pass=$((pass
 printf 'context:\n  size: 128\n  bogus: 1\n' >"$tmp/bad.yaml"
 expect "unknown config key" 78 "bad.yaml:3:3" "$KARA_BIN" run --config "$tmp/bad.yaml" -m "$tmp/m.gguf" -p hi
 
+# nesting of any depth within the size cap is refused at once (libyaml's own work grows with its square)
+awk 'BEGIN { printf "a: "; for (i = 0; i < 200000; i++) printf "["; for (i = 0; i < 200000; i++) printf "]"; print "" }' \
+    >"$tmp/deep.yaml"
+expect "deeply nested YAML" 78 "deep.yaml:1:35: nesting deeper than 32 levels" timeout 20 "$KARA_BIN" run \
+    --config "$tmp/deep.yaml" -m "$tmp/m.gguf" -p hi
+
 # and a good run still works, with --print-config naming the flag as the origin
 "$KARA_BIN" run -m "$tmp/m.gguf" -c 64 --temp 0.5 --print-config >"$tmp/cfg" 2>/dev/null
 if grep -q "temperature: 0.5.*--temp" "$tmp/cfg"; then pass=$((pass + 1)); else
