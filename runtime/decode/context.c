@@ -133,6 +133,11 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->params = *params;
     c->kernels = kr_kernels_get();
     c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
+    if (hp->n_ctx_train > 0 && c->n_ctx > hp->n_ctx_train)
+        kr_log(KARA_LOG_WARN,
+               "context of %d positions is longer than the model's training context of %d: positions past %d "
+               "were never trained (no RoPE scaling is applied)",
+               c->n_ctx, hp->n_ctx_train, hp->n_ctx_train);
     c->n_batch = params->n_batch;
     c->n_threads = params->n_threads > 0 ? params->n_threads : kr_cpu_count();
     kr_run_threads_init(c);

@@ -152,6 +152,18 @@ check "some runs resumed" 'grep -q "requests already answered" "$tmp/kill.err"'
 head -c -25 "$tmp/clean.jsonl" >"$tmp/torn.jsonl"
 batch -i "$big" -o "$tmp/torn.jsonl" -j 4 --temp 0 --kv-method full 2>"$tmp/torn.err"
 check "torn last line cut and redone" 'grep -q "cut a torn last line" "$tmp/torn.err" && cmp -s <(answers "$tmp/torn.jsonl") <(answers "$tmp/clean.jsonl")'
+# SIGHUP (a closed terminal) stops like SIGTERM: the summary, exit 128+1, a resumable output
+rm -f "$tmp/hup.jsonl"
+"$KARA" batch -m "$M" -t 1 --no-progress -i "$big" -o "$tmp/hup.jsonl" -j 4 --temp 0 --kv-method full \
+    2>"$tmp/hup.err" &
+pid=$!
+for _ in $(seq 1 100); do [ "$(lines "$tmp/hup.jsonl")" -gt 0 ] && break; sleep 0.1; done
+kill -HUP $pid
+wait $pid
+rc=$?
+check "SIGHUP: exit 129 (rc $rc) with the summary" '[ $rc -eq 129 ] && grep -q "kara batch: interrupted:" "$tmp/hup.err"'
+batch -i "$big" -o "$tmp/hup.jsonl" -j 4 --temp 0 --kv-method full 2>/dev/null
+check "SIGHUP: the rerun completes the same answers" 'cmp -s <(answers "$tmp/hup.jsonl") <(answers "$tmp/clean.jsonl")'
 # --no-resume starts over
 batch -i "$big" -o "$tmp/torn.jsonl" -j 4 --temp 0 --kv-method full --no-resume 2>/dev/null
 check "--no-resume rewrites the output" '[ "$(wc -l <"$tmp/torn.jsonl")" -eq $nbig ]'

@@ -66,6 +66,10 @@ awk 'BEGIN { printf "a: "; for (i = 0; i < 200000; i++) printf "["; for (i = 0; 
 expect "deeply nested YAML" 78 "deep.yaml:1:35: nesting deeper than 32 levels" timeout 20 "$KARA_BIN" run \
     --config "$tmp/deep.yaml" -m "$tmp/m.gguf" -p hi
 
+# a context past the model's training length runs, with a warning naming both numbers
+expect "context past the training length warned" 0 "context of 4096 positions is longer than the model's training context of 1024" \
+    "$KARA_BIN" run -m "$tmp/m.gguf" -c 4096 -p hi -n 1
+
 # and a good run still works, with --print-config naming the flag as the origin
 "$KARA_BIN" run -m "$tmp/m.gguf" -c 64 --temp 0.5 --print-config >"$tmp/cfg" 2>/dev/null
 if grep -q "temperature: 0.5.*--temp" "$tmp/cfg"; then pass=$((pass + 1)); else

@@ -122,7 +122,7 @@ static void usage(void) {
            "configuration file (see configs/batch-example.yaml); flags win over it.\n\n"
            "exit status: 0 all answered, 1 some requests failed (error lines), 64 usage, 65 bad input\n"
            "(duplicate custom_ids, broken output), 66 missing input or model, 73 cannot create the output,\n"
-           "74 I/O error, 78 configuration, 130/143 interrupted (run again to resume)\n\n");
+           "74 I/O error, 78 configuration, 129/130/143 interrupted (run again to resume)\n\n");
     kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
 }
 
@@ -680,6 +680,7 @@ static int batch_main(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session: stop the same clean way */
     job j;
     memset(&j, 0, sizeof j);
     j.o = &o;
