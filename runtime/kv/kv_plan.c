@@ -312,31 +312,39 @@ bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t P, int32_t n_predict, char
     }
     bool ok = true;
     int32_t protect = front;
+    /* a budget set by hand must hold what the method protects even when
+     * this request would never reach it: otherwise it is silently ignored */
+    const bool fits = p->budget_tokens <= 0;
     switch (p->method) {
     case KARA_KV_METHOD_SNAPKV:
         protect = (p->snapkv_protect_prompt ? front : 0) + p->snapkv_obs_window;
-        ok = total < (int64_t)budget + p->snapkv_trigger_slack || budget >= protect;
+        ok = (fits && total < (int64_t)budget + p->snapkv_trigger_slack) || budget >= protect;
         break;
     case KARA_KV_METHOD_RKV: /* the prompt (protect_prompt) and the observation window */
         protect = (p->rkv_protect_prompt ? front : 0) + p->rkv_obs_window;
-        ok = total < (int64_t)budget + p->rkv_trigger_slack || budget >= protect;
+        ok = (fits && total < (int64_t)budget + p->rkv_trigger_slack) || budget >= protect;
         break;
     case KARA_KV_METHOD_LAZY: /* the prompt (protect_prompt) and the newest window */
         protect = (p->lazy_protect_prompt ? front : 0) + p->lazy_window;
-        ok = total < (int64_t)budget + p->lazy_window || budget >= protect;
+        ok = (fits && total < (int64_t)budget + p->lazy_window) || budget >= protect;
         break;
-    case KARA_KV_METHOD_H2O: ok = total <= budget || budget >= front; break;
+    case KARA_KV_METHOD_H2O: ok = (fits && total <= budget) || budget >= front; break;
     case KARA_KV_METHOD_STREAMING:
         protect = p->streaming_n_sink;
-        ok = total <= budget || budget >= protect;
+        ok = (fits && total <= budget) || budget >= protect;
         break;
     case KARA_KV_METHOD_KARA: /* trigger threshold keeps the prompt and the buffer */
         protect = front + p->buffer;
-        ok = total < (int64_t)budget + kr_kv_trigger_slack(p) || budget >= protect;
+        ok = (fits && total < (int64_t)budget + kr_kv_trigger_slack(p)) || budget >= protect;
         break;
     default: break;
     }
-    if (!ok)
+    if (!ok && !fits)
+        snprintf(why, why_size,
+                 "baselines.budget_tokens %d is below the %d slots method %s protects for this request (%d prompt "
+                 "tokens, attention sinks and its observation or recent window): set at least %d",
+                 budget, protect, kara_kv_method_name(p->method), P, protect);
+    else if (!ok)
         snprintf(why, why_size,
                  "method %s keeps at most %d slots per sequence here (baselines.budget_tokens), too few for the %d "
                  "slots it protects for this request (the share per sequence shrinks as max_concurrency grows); "
