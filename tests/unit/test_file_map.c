@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "file_map.h"
 #include "kara.h"
@@ -47,7 +48,25 @@ static void test_open(const char *name, open_fn open) {
     kr_file_map_close(&m);
 
     CHECK_EQ_INT(open("/nonexistent/kara/file.gguf", &m), ENOENT);
-    CHECK_EQ_INT(open(dir, &m), EISDIR);
+    /* not regular files: refused at once, a FIFO without blocking */
+    CHECK_EQ_INT(open(dir, &m), KR_FILE_NOT_REGULAR);
+    CHECK_EQ_INT(open("/dev/null", &m), KR_FILE_NOT_REGULAR);
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    if (CHECK(mkfifo(path, 0600) == 0)) {
+        CHECK_EQ_INT(open(path, &m), KR_FILE_NOT_REGULAR);
+        unlink(path);
+    }
+    CHECK(strstr(kr_file_error_str(KR_FILE_NOT_REGULAR), "not a regular file") != NULL);
+    int err = 0;
+    FILE *f = kr_file_open_regular(dir, &err);
+    CHECK(f == NULL && err == KR_FILE_NOT_REGULAR);
+    snprintf(path, sizeof path, "%s/data.bin", dir);
+    write_bytes(path, b, n);
+    f = kr_file_open_regular(path, &err);
+    if (CHECK(f != NULL)) {
+        CHECK(fgetc(f) == b[0]); /* a blocking stream again, positioned at the start */
+        fclose(f);
+    }
     free(b);
 }
 
