@@ -26,20 +26,23 @@ eviction: keeping the product lines plus a recent window must suffice, while
 a recent-only window of the same size loses the early products.
 
 That is the "late" family: each product is re-read once, at the very end.
-The "reuse" family ("Sum #1 24*88 + #2 78*5 + #3 41*307.") re-reads each
+The "reuse" family ("Sum #1 24*88 + #2 78*5 + #3 41*37.") re-reads each
 result soon after writing it AND much later, with step lengths that vary at
-random (the second operand has 1, 2 or 3 digits):
+random (the second operand has 1 or 2 digits, so a block has one or two
+partial lines and a column addition or none). It uses only the late family's
+line shapes:
 
     #2 78*5                       <- block header (scratch)
     78*5 8*5+0=40 7*5+4=39 390    <- one partial line per digit of b (scratch)
-    p2=00390                      <- product result line (INFORMATIVE)
-    s1+p2=00390                   <- near reuse: running sum fetches p2 (scratch)
-    002112+000390 ... 002502      <- 6-wide column addition (scratch)
-    s2=002502                     <- running sum result line (INFORMATIVE)
+    p2=0390                       <- product result line (INFORMATIVE)
+    s1+p2=0390                    <- near reuse: running sum fetches p2 (scratch)
+    02112+00390 ... 02502         <- 5-wide column addition (scratch)
+    s2=02502                      <- running sum result line (INFORMATIVE)
     ...
-    c1=p3=12587                   <- far reuse: a check pass in reverse order
-    c1+p2=00390                      fetches every product again (INFORMATIVE
-    ...                              c lines, scratch fetch/add lines)
+    c1=p3=1258                    <- far reuse: a check pass in reverse order
+    c1=01258                         fetches every product again and must
+    c1+p2=0390                       reach the same total (scratch)
+    ...
 
 Token ids: one token per byte (id = byte value), then the specials below.
 
@@ -61,12 +64,12 @@ FAMILIES = ("late", "reuse")
 # Tiers by number of products; the late family's thinking length follows from
 # N exactly, the reuse family's varies with the operands.
 TIERS = {1: 2, 2: 3, 3: 4, 4: 6}
-REUSE_TIERS = {1: 2, 2: 3, 3: 4, 4: 5}
+REUSE_TIERS = {1: 2, 2: 3, 3: 4, 4: 6}
 FAMILY_TIERS = {"late": TIERS, "reuse": REUSE_TIERS}
 # Training mix: number of products -> relative weight (tokens per batch are
 # kept constant, so the weight is the share of training tokens).
 TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.5, 6: 2.0, 7: 1.0}
-REUSE_TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.5, 5: 2.0, 6: 1.5}
+REUSE_TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.5, 5: 1.5, 6: 2.0}
 FAMILY_MIX = {"late": TRAIN_MIX, "reuse": REUSE_TRAIN_MIX}
 CONTEXT = 2048  # the model's context: longer training transcripts are redrawn
 
@@ -99,8 +102,7 @@ def make_problem(rng, n_terms, family="late"):
     terms = []
     for _ in range(n_terms):
         a = rng.randint(10, 99)
-        digits = rng.randint(1, 3)
-        b = rng.randint(2, 9) if digits == 1 else rng.randint(10 ** (digits - 1), 10 ** digits - 1)
+        b = rng.randint(2, 9) if rng.random() < 0.5 else rng.randint(10, 99)
         terms.append((a, b))
     return terms
 
@@ -199,12 +201,15 @@ def solution_lines(terms, fmt=FORMAT):
 
 
 def reuse_solution_lines(terms):
-    """The reuse family's thinking as a list of (line, kind, step): per term a
-    block (header, one partial line per digit of b, right to left, then 5-wide
-    column additions accumulating partial*10^i, then pK=), right after it the
-    running-sum step that re-reads pK (near reuse), and at the end a check pass
-    that re-reads every pK in reverse order (far reuse). The p, s and c result
-    lines are informative; everything else is scratch of its step."""
+    """The reuse family's thinking as a list of (line, kind, step). Per term:
+    the late family's block (header, one partial line per digit of b, right to
+    left, a 4-wide column addition when b has two digits, then pK=), and right
+    after it the running-sum step that re-reads pK (near reuse). At the end a
+    check pass re-reads every pK again in reverse order (far reuse), so its
+    partial sums differ from the running sum's and must reach the
+    same total. Every step uses only the late family's line shapes, so the
+    model learns where results are read, not new arithmetic. The p, s and c
+    result lines are informative; everything else is scratch of its step."""
     lines = []
     step = 0
     prods = []
@@ -217,32 +222,30 @@ def reuse_solution_lines(terms):
             st, p = _mul_by_digit(a, d)
             lines.append((f"{a}*{d} {st} {p:03d}", KIND_SCRATCH, step))
             parts.append(p)
-        acc = parts[0]
-        for i, p in enumerate(parts[1:], 1):
-            lines.append((_column_add(acc, p * 10 ** i, 5), KIND_SCRATCH, step))
-            acc += p * 10 ** i
-        assert acc == a * b
-        prods.append(acc)
-        lines.append((f"p{k}={acc:05d}", KIND_INFO, step))
+        if len(parts) == 2:
+            lines.append((_column_add(parts[0], parts[1] * 10, 4), KIND_SCRATCH, step))
+        prods.append(a * b)
+        lines.append((f"p{k}={a * b:04d}", KIND_INFO, step))
         step += 1
         if k == 1:
-            lines.append((f"s1=p1={acc:05d}", KIND_INFO, step))
+            lines.append((f"s1=p1={a * b:04d}", KIND_SCRATCH, step))
         else:
-            lines.append((f"s{k - 1}+p{k}={acc:05d}", KIND_SCRATCH, step))
-            lines.append((_column_add(total, acc, 6), KIND_SCRATCH, step))
-            lines.append((f"s{k}={total + acc:06d}", KIND_INFO, step))
-        total += acc
+            lines.append((f"s{k - 1}+p{k}={a * b:04d}", KIND_SCRATCH, step))
+            lines.append((_column_add(total, a * b, 5), KIND_SCRATCH, step))
+        total += a * b
+        lines.append((f"s{k}={total:05d}", KIND_INFO, step))
         step += 1
     n = len(terms)
     check = prods[n - 1]
-    lines.append((f"c1=p{n}={check:05d}", KIND_INFO, step))
+    lines.append((f"c1=p{n}={check:04d}", KIND_SCRATCH, step))
+    lines.append((f"c1={check:05d}", KIND_SCRATCH, step))
     step += 1
     for j in range(2, n + 1):
         p = prods[n - j]
-        lines.append((f"c{j - 1}+p{n - j + 1}={p:05d}", KIND_SCRATCH, step))
-        lines.append((_column_add(check, p, 6), KIND_SCRATCH, step))
+        lines.append((f"c{j - 1}+p{n - j + 1}={p:04d}", KIND_SCRATCH, step))
+        lines.append((_column_add(check, p, 5), KIND_SCRATCH, step))
         check += p
-        lines.append((f"c{j}={check:06d}", KIND_INFO, step))
+        lines.append((f"c{j}={check:05d}", KIND_SCRATCH, step))
         step += 1
     assert check == total
     return lines, total
