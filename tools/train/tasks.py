@@ -327,7 +327,7 @@ def build_copy_drill(rng, n_terms, family="late"):
     drill from a real problem); the thinking is the n headers "#k a*b" in a
     random order, every operand character a copy token; the answer is the
     number of terms. With family "reuse" the terms have the reuse family's
-    operands (b of 1-3 digits)."""
+    operands (b of 1 or 2 digits)."""
     terms = make_problem(rng, n_terms, family)
     order = list(range(1, n_terms + 1))
     rng.shuffle(order)
