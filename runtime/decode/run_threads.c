@@ -43,7 +43,7 @@ double kr_run_threads_choose(kara_context *c, int32_t n_tokens) {
     /* until both are measured: one thread first for calls below
      * KR_START_PARALLEL_FLOPS (a short prompt is often the only call that
      * large), all threads first above it; then the cheaper, with a probe of
-     * the other every KR_RUN_THREADS_PROBE_EVERY calls */
+     * the other after probe_every calls (run_threads.h: it backs off) */
     double *spf = s->sec_per_flop;
     int mode;
     if (spf[0] == 0 && spf[1] == 0)
