@@ -184,3 +184,46 @@ kara_status kr_kvp_compress_aged(kr_kv_policy *pol, int32_t seq) {
     q->n_done = last;
     return any ? apply_keeps(pol, seq, win_keep) : KARA_OK;
 }
+
+/* Are the queries of seq's open window [F, n) all in the ring (or not
+ * needed by the method)? */
+bool kr_kvp_queries_kept(const kr_kv_policy *pol, int32_t seq, int32_t n) {
+    return !pol->needs_scores || n - pol->seqs[seq].frontier <= pol->ring_cap;
+}
+
+/* The on-demand plan of appending n_new slots to seq, changing nothing:
+ * how many slots of scored history an eviction drops to keep the sequence
+ * within its share (0: none), and whether the open window must be scored
+ * first (a chat turn always closes it; an eviction when scored history
+ * alone is too short). KARA_ERR_KV_BUDGET when even that is not enough. */
+kara_status kr_kvp_on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
+                                  bool *score_first) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens, open = n - q->frontier - pol->p.buffer;
+    bool scorable = open >= 1 && kr_kvp_queries_kept(pol, seq, n) && !(pol->p.think_only && q->think_done);
+    int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
+    *drop = 0;
+    *score_first = n_new > 1;
+    if (need <= 0) return KARA_OK;
+    if (evictable < need) *score_first = true;
+    /* Scored history is not cut below kara.retention of what its windows
+     * held when scored while the open window can share the cut: otherwise,
+     * between two due windows, the only scored window is whittled to
+     * nothing (and with it what later steps read) while the open window
+     * grows to its due size. */
+    if (!*score_first && scorable) {
+        int64_t scored = 0;
+        for (int32_t w = 0; w < q->n_win; w++) scored += q->win_size[w];
+        int32_t cut = need + pol->plan.margin < evictable ? need + pol->plan.margin : evictable;
+        if ((double)(evictable - cut) < (double)pol->p.retention * (double)scored) *score_first = true;
+    }
+    if (*score_first && scorable) evictable += open;
+    if (evictable < need)
+        return kr_set_error(KARA_ERR_KV_BUDGET,
+                            "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
+                            "needs %d more, and only %d of its %d slots are scored history that may be evicted "
+                            "(the prompt, text kept whole and the buffer hold the rest)",
+                            seq, share, need, evictable, n);
+    *drop = need + pol->plan.margin < evictable ? need + pol->plan.margin : evictable;
+    return KARA_OK;
+}

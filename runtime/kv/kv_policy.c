@@ -594,12 +594,6 @@ kara_status kr_kv_policy_step(kr_kv_policy *pol) {
 
 /* ---- before a decode: closing a window, the share ---- */
 
-/* Are the queries of seq's open window [F, n) all in the ring (or not
- * needed by the method)? */
-static bool queries_kept(const kr_kv_policy *pol, int32_t seq, int32_t n) {
-    return !pol->needs_scores || n - pol->seqs[seq].frontier <= pol->ring_cap;
-}
-
 /* Score every window of seq that is due now (on-demand scoring that was
  * deferred must run before anything is evicted, so that what is evicted
  * never depends on the deferral). */
@@ -617,38 +611,12 @@ static kara_status score_open(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     kara_status st = score_due(pol, seq);
     int32_t n = pol->kv->seqs[seq].n;
-    if (!st && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
+    if (!st && n - q->frontier - pol->p.buffer >= 1 && kr_kvp_queries_kept(pol, seq, n) &&
         !(pol->p.think_only && q->think_done)) {
         st = kr_kvp_score_window(pol, seq);
         pol->stats.events++;
     }
     return st;
-}
-
-/* The on-demand plan of appending n_new slots to seq, changing nothing:
- * how many slots of scored history an eviction drops to keep the sequence
- * within its share (0: none), and whether the open window must be scored
- * first (a chat turn always closes it; an eviction when scored history
- * alone is too short). KARA_ERR_KV_BUDGET when even that is not enough. */
-static kara_status on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
-                                  bool *score_first) {
-    const kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens, open = n - q->frontier - pol->p.buffer;
-    bool scorable = open >= 1 && queries_kept(pol, seq, n) && !(pol->p.think_only && q->think_done);
-    int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
-    *drop = 0;
-    *score_first = n_new > 1;
-    if (need <= 0) return KARA_OK;
-    if (evictable < need) *score_first = true;
-    if (*score_first && scorable) evictable += open;
-    if (evictable < need)
-        return kr_set_error(KARA_ERR_KV_BUDGET,
-                            "sequence %d cannot stay within its share of %d KV slots (kv_cache.seq_tokens): it "
-                            "needs %d more, and only %d of its %d slots are scored history that may be evicted "
-                            "(the prompt, text kept whole and the buffer hold the rest)",
-                            seq, share, need, evictable, n);
-    *drop = need + pol->plan.margin < evictable ? need + pol->plan.margin : evictable;
-    return KARA_OK;
 }
 
 kara_status kr_kv_policy_check_room(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *n_after) {
@@ -663,7 +631,7 @@ kara_status kr_kv_policy_check_room(const kr_kv_policy *pol, int32_t seq, int32_
     }
     int32_t drop;
     bool score_first;
-    kara_status st = on_demand_plan(pol, seq, n_new, &drop, &score_first);
+    kara_status st = kr_kvp_on_demand_plan(pol, seq, n_new, &drop, &score_first);
     *n_after = n - drop;
     return st;
 }
@@ -678,8 +646,8 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
     kara_status st = score_due(pol, seq);
     n = kv->seqs[seq].n;
     int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
-    if (!st && need > 0 && evictable < need && n - q->frontier - pol->p.buffer >= 1 && queries_kept(pol, seq, n) &&
-        !(pol->p.think_only && q->think_done)) {
+    if (!st && need > 0 && evictable < need && n - q->frontier - pol->p.buffer >= 1 &&
+        kr_kvp_queries_kept(pol, seq, n) && !(pol->p.think_only && q->think_done)) {
         pol->stats.events++;
         st = window_event(pol, seq, 1);
         n = kv->seqs[seq].n;
@@ -709,7 +677,7 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
     }
     int32_t drop;
     bool score_first;
-    if ((st = on_demand_plan(pol, seq, n_new, &drop, &score_first))) return st;
+    if ((st = kr_kvp_on_demand_plan(pol, seq, n_new, &drop, &score_first))) return st;
     if (score_first)
         st = score_open(pol, seq);
     else if (drop > 0)

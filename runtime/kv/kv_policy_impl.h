@@ -70,5 +70,13 @@ kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop);
 kara_status kr_kvp_compress_aged(kr_kv_policy *pol, int32_t seq);
 /* Slots of seq's scored history that eviction may drop. */
 int32_t kr_kvp_evictable(const kr_kv_policy *pol, int32_t seq);
+/* Are the queries of seq's open window [F, n) all in the ring (or not
+ * needed by the method)? */
+bool kr_kvp_queries_kept(const kr_kv_policy *pol, int32_t seq, int32_t n);
+/* The on-demand plan of appending n_new slots to seq, changing nothing: the
+ * slots of scored history an eviction drops (0: none) and whether the open
+ * window is scored first; KARA_ERR_KV_BUDGET when the share cannot hold it. */
+kara_status kr_kvp_on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
+                                  bool *score_first);
 
 #endif /* KR_KV_POLICY_IMPL_H */

@@ -7,7 +7,10 @@
  *   the share at every step, evicts down to share - margin, never touches
  *   the prompt, keeps the invariants of docs/KARA_METHOD.md section 8, and
  *   after each eviction every scored window holds the same fraction of its
- *   slots (to the rounding of one slot); the logits equal full's until the
+ *   slots (to the rounding of one slot), and an eviction that leaves scored
+ *   history below kara.retention of what its windows held when scored has
+ *   scored the open window first (so the only scored window is never
+ *   whittled away while the next one fills); the logits equal full's until the
  *   first eviction and tokens are identical on 1 and 2 threads;
  * - a share smaller than the prompt plus a whole window still works: the
  *   open window is scored early;
@@ -60,10 +63,12 @@ static void window_counts(const kara_context *c, int seq, int32_t *held) {
  * rounding of half a slot of each, and no window that gave nothing keeps a
  * larger share than they do (water-filling: windows already below the
  * common share stay as they are). */
-static bool even_across_windows(const kara_context *c, int seq, const int32_t *before, const char *what, int step) {
+static bool even_across_windows(const kara_context *c, int seq, const int32_t *before, int32_t n_win_before,
+                                const char *what, int step) {
     const kr_kv_policy_seq *q = &c->policy.seqs[seq];
     int32_t held[N_CTX];
     window_counts(c, seq, held);
+
     double lo = 2, hi = -1, lo_tol = 0, hi_tol = 0;
     for (int w = 0; w < q->n_win; w++)
         if (held[w] < before[w]) {
@@ -71,10 +76,12 @@ static bool even_across_windows(const kara_context *c, int seq, const int32_t *b
             if (r < lo) lo = r, lo_tol = tol;
             if (r > hi) hi = r, hi_tol = tol;
         }
-    bool ok = CHECK_MSG(hi >= 0, "%s step %d: an eviction that took from no window", what, step) &&
+    /* (all of it may come from the open window, scored first in this step) */
+    bool ok =
+        CHECK_MSG(hi >= 0 || q->n_win > n_win_before, "%s step %d: an eviction that took from no window", what, step) &&
         CHECK_MSG(hi - lo <= lo_tol + hi_tol + 1e-9, "%s step %d: windows that gave keep %.3f..%.3f", what, step, lo,
                   hi);
-    for (int w = 0; w < q->n_win && ok; w++)
+    for (int w = 0; w < q->n_win && ok && hi >= 0; w++)
         if (held[w] == before[w])
             ok = CHECK_MSG((double)held[w] / q->win_size[w] <= hi + hi_tol + 0.5 / q->win_size[w] + 1e-9,
                            "%s step %d: window %d kept %d/%d, more than the %.3f the others came down to", what, step,
@@ -104,11 +111,13 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
     uint8_t *ref = malloc(kr_test_kv_prefix_bytes(c, P));
     kr_test_kv_copy_prefix(c, 0, P, ref);
     const int32_t share = c->policy.plan.seq_tokens, margin = c->policy.plan.margin;
-    bool share_ok = true, margin_ok = true, inv_ok = true, even_ok = true;
+    bool share_ok = true, margin_ok = true, inv_ok = true, even_ok = true, floor_ok = true;
     uint64_t evicted = 0;
     static int32_t before[N_CTX];
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
         window_counts(c, 0, before);
+        const int32_t n_win_before = c->policy.seqs[0].n_win;
+        const bool open_scorable = c->kv.seqs[0].n - c->policy.seqs[0].frontier - kv->buffer >= 1;
         const float *l = kara_get_logits(c, -1);
         memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
         r->toks[i] = kr_test_argmax(l, V);
@@ -129,11 +138,21 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
             char msg[256];
             if (kr_test_kv_invariants(c, 0, NULL, q->n_prompt, q->frontier, ref, msg, sizeof msg) != KARA_OK)
                 inv_ok = CHECK_MSG(false, "%s step %d: %s", what, i, msg);
-            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && even_ok) even_ok = even_across_windows(c, 0, before, what, i);
+            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && even_ok)
+                even_ok = even_across_windows(c, 0, before, n_win_before, what, i);
+            int64_t scored = 0, held = 0;
+            for (int w = 0; w < q->n_win; w++) scored += q->win_size[w];
+            for (int t = q->n_prompt; t < q->frontier; t++) held += q->win[t] >= 0;
+            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && floor_ok && open_scorable && q->n_win == n_win_before &&
+                (double)held < (double)kv->retention * (double)scored - 0.5 * q->n_win) /* rounding */
+                floor_ok = CHECK_MSG(false,
+                                     "%s step %d: scored history cut to %lld of %lld slots (retention %.2f) "
+                                     "without scoring the open window first",
+                                     what, i, (long long)held, (long long)scored, (double)kv->retention);
         }
     }
     CHECK_MSG(st == KARA_OK, "%s: decode failed: %s", what, kara_last_error());
-    (void)share_ok, (void)margin_ok, (void)inv_ok, (void)even_ok;
+    (void)share_ok, (void)margin_ok, (void)inv_ok, (void)even_ok, (void)floor_ok;
     r->evicted = c->policy.stats.slots_evicted;
     r->events = c->policy.stats.events;
     free(ref);
