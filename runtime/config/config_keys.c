@@ -28,6 +28,7 @@
 #define KV(m) FIELD(context.kv.m)
 
 static const kr_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
+static const kr_enum_name auto_minus_one[] = {{"auto", -1}, {NULL, 0}};
 static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
@@ -85,7 +86,7 @@ const key_spec kr_config_keys[] = {
     {"kara.score.layers", K_LAYERS, KV(layer_stride), 1, 4096, NULL, 0},
     {"kara.score.value_aware", K_BOOL, KV(value_aware), 0, 0, NULL, 0},
     {"kara.score.reads_weight", K_FLOAT, KV(reads_weight), 0, 100, NULL, 0},
-    {"kara.score.prior_weight", K_FLOAT, KV(prior_weight), 0, 100, NULL, 0},
+    {"kara.score.prior_weight", K_FLOAT, KV(prior_weight), 0, 100, auto_minus_one, 0},
     {"kara.t2c.mode", K_ENUM, KV(t2c_mode), 0, 0, kr_t2c_mode_names, 0},
     {"kara.t2c.candidate_frac", K_FLOAT, KV(candidate_frac), 0, 1, NULL, 0},
     {"kara.t2c.max_gap", K_INT, KV(max_gap), 0, 65536, NULL, 0},
@@ -351,6 +352,7 @@ bool kr_config_parse_value(const key_spec *k, const char *s, value *v, char *err
     if (k->type != K_ENUM && k->type != K_STRING && k->names && kr_enum_from_name(k->names, s, &special)) {
         v->i = special;
         v->u = (uint64_t)special;
+        v->f = special;
         return true;
     }
     if (k->type != K_STRING && k->type != K_INT_LIST && kr_config_is_null_text(s)) {
@@ -376,7 +378,7 @@ bool kr_config_parse_value(const key_spec *k, const char *s, value *v, char *err
         char *end;
         v->f = strtod(s, &end);
         if (end == s || *end || isspace((unsigned char)*s) || !isfinite(v->f)) {
-            snprintf(err, esz, "expected a number, got '%s'", s);
+            snprintf(err, esz, "expected a number%s, got '%s'", k->names ? " or auto" : "", s);
             return false;
         }
         return !out_of_range(k, v->f, s, err, esz);
@@ -529,7 +531,14 @@ void kr_config_fmt_value(const key_spec *k, const kara_config *c, char *buf, siz
             fmt_size(v, buf, size);
         break;
     }
-    case K_FLOAT: fmt_float(*(const float *)p, buf, size); break;
+    case K_FLOAT: {
+        float f = *(const float *)p;
+        if (k->names && f == (float)(int)f && (name = kr_enum_to_name(k->names, (int)f)))
+            snprintf(buf, size, "%s", name);
+        else
+            fmt_float(f, buf, size);
+        break;
+    }
     case K_BOOL: snprintf(buf, size, "%s", *(const bool *)p ? "true" : "false"); break;
     case K_ENUM:
         name = kr_enum_to_name(k->names, (int)load_int(p, k->size));

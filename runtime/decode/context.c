@@ -11,6 +11,7 @@
 
 #include "cpu_features.h"
 #include "kv_params.h"
+#include "kv_prior.h"
 #include "status.h"
 
 void kara_context_params_init(kara_context_params *p) {
@@ -121,7 +122,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
     if (params->n_batch < 1 || params->n_seq_max < 1 || params->n_ctx < 0)
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
-    if (params->kv.prior_weight > 0.0f && !model->prior.present)
+    if (params->kv.prior_weight > 0.0f && !model->prior.present) /* auto (< 0) just turns it off */
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.score.prior_weight is %g but the model has no retention prior (kara_prior.* "
                             "tensors, written by tools/train/retention_prior.py): set it to 0 or load a model with one",
@@ -131,6 +132,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     const kr_hparams *hp = &model->hp;
     c->model = model;
     c->params = *params;
+    c->params.kv.prior_weight = kr_kv_prior_weight_resolve(params->kv.prior_weight, model->prior.present);
     c->kernels = kr_kernels_get();
     c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
     if (hp->n_ctx_train > 0 && c->n_ctx > hp->n_ctx_train)
@@ -146,7 +148,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
      * (kv_plan.c owns the arithmetic) */
     kr_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
     kr_kv_plan plan;
-    kara_status st = kr_kv_plan_make(&plan, &params->kv, &shape, c->n_ctx, params->n_seq_max);
+    kara_status st = kr_kv_plan_make(&plan, &c->params.kv, &shape, c->n_ctx, params->n_seq_max);
     if (!st) st = kr_kv_init(&c->kv, &plan);
     if (st) {
         free(c);

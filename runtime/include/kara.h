@@ -314,7 +314,7 @@ typedef struct kara_kv_params {
         evict_margin;  /* on_demand: slots freed below the share; 0 = auto (interval / 4, <= share / 8, >= a block) */
     int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 0 */
     int32_t interval;  /* 128 */
-    int32_t buffer;    /* 32 */
+    int32_t buffer;    /* 128 */
     float retention;   /* 0.2; per_window eviction only */
     int32_t min_keep;  /* 4 */
     int32_t min_compressible;      /* 32 */
@@ -337,10 +337,12 @@ typedef struct kara_kv_params {
     kara_reduce gqa_reduce;         /* mean (or max) */
     kara_reduce layer_reduce;       /* mean (or normalized_mean) */
     int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
-    bool value_aware;               /* false; true: a slot's attention mass times the L1 norm of its value (VATP) */
-    float reads_weight;             /* reads_weight: 10; 0 = off; on_demand, kara and chunkkv: attention a slot receives
+    bool value_aware;               /* true: a slot's attention mass times the L1 norm of its value (VATP);
+                                     * false: the attention mass alone */
+    float reads_weight; /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
                                      * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
-    float prior_weight;             /* 0 = off; kara: weight of the model's retention prior in its window scores
+    float prior_weight; /* auto (< 0, the default): 16 when the model has a retention prior, else off;
+                                     * 0 = off; kara: weight of the model's retention prior in its window scores
                                      * (KARA_METHOD.md 14); > 0 with a model without a prior: KARA_ERR_CONFIG */
     /* kara.t2c: */
     float candidate_frac;   /* 0.5 */

@@ -100,7 +100,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->evict_margin = 0; /* auto: interval / 4, at least one block */
     p->evict_lag = 0;
     p->interval = 128;
-    p->buffer = 32;
+    p->buffer = 128; /* measured: docs/KV_COMPRESSION.md, "Defaults by measurement" */
     p->retention = 0.2f;
     p->min_keep = 4;
     p->min_compressible = 32;
@@ -122,9 +122,9 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->gqa_reduce = KARA_REDUCE_MEAN;
     p->layer_reduce = KARA_REDUCE_MEAN;
     p->layer_stride = 1;
-    p->value_aware = false;
-    p->reads_weight = 10.0f;
-    p->prior_weight = 0.0f; /* off until measured; > 0 needs a model with a retention prior */
+    p->value_aware = true;
+    p->reads_weight = 0.0f;  /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
+    p->prior_weight = -1.0f; /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
     /* kara.t2c: */
     p->candidate_frac = 0.5f;
     p->max_gap = 16;

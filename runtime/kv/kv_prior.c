@@ -20,6 +20,11 @@ kara_status kr_kv_prior_check(const kr_kv_prior *p, const kr_kv_cache *kv) {
     return KARA_OK;
 }
 
+float kr_kv_prior_weight_resolve(float w, bool model_has_prior) {
+    if (w >= 0.0f) return w;
+    return model_has_prior ? KR_PRIOR_WEIGHT_AUTO : 0.0f;
+}
+
 int32_t kr_kv_prior_scratch_floats(const kr_kv_prior *p) { return p->n_in + p->n_hidden; }
 
 static float elem(const kr_kv_cache *kv, const void *row, int32_t i) {

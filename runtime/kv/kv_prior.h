@@ -45,6 +45,15 @@ typedef struct kr_kv_prior {
     float b2;
 } kr_kv_prior;
 
+/* kara.score.prior_weight: auto (any negative value, the default) means
+ * this weight when the model has a prior (measured on both task families
+ * of the project's reasoning model: docs/KV_COMPRESSION.md, "The retention
+ * prior as the default"), else off. */
+#define KR_PRIOR_WEIGHT_AUTO 16.0f
+
+/* The weight kara uses: w itself when >= 0, else the auto choice above. */
+float kr_kv_prior_weight_resolve(float w, bool model_has_prior);
+
 /* Does the prior fit the cache's rows (layer, n_in, rope_dim)? KARA_ERR_ARG with a message otherwise. */
 kara_status kr_kv_prior_check(const kr_kv_prior *p, const kr_kv_cache *kv);
 /* Floats of scratch kr_kv_prior_eval and kr_kv_prior_slot need. */

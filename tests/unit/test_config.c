@@ -57,7 +57,7 @@ static void test_defaults(void) {
     CHECK_EQ_INT(kv->reserve_blocks, 8);
     CHECK_EQ_INT(kv->method, KARA_KV_METHOD_KARA);
     CHECK_EQ_INT(kv->interval, 128);
-    CHECK_EQ_INT(kv->buffer, 32);
+    CHECK_EQ_INT(kv->buffer, 128);
     CHECK_NEAR(kv->retention, 0.2, 1e-7);
     CHECK_EQ_INT(kv->min_keep, 4);
     CHECK_EQ_INT(kv->min_compressible, 32);
@@ -591,6 +591,20 @@ static void test_trigger(void) {
     kara_config_format(&c, text, sizeof text);
     CHECK(strstr(text, "\n  trigger: threshold ") != NULL);
     CHECK(strstr(text, "\n  trigger_slack: auto ") != NULL);
+    /* a float key with a name: the retention prior's weight */
+    CHECK(strstr(text, "\n    prior_weight: auto ") != NULL);
+    CHECK(c.context.kv.prior_weight < 0.0f);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "4.5", "--kv-prior-weight"), KARA_OK);
+    CHECK(c.context.kv.prior_weight == 4.5f);
+    kara_config_format(&c, text, sizeof text);
+    CHECK(strstr(text, "\n    prior_weight: 4.5 ") != NULL);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "auto", "--kv-prior-weight"), KARA_OK);
+    CHECK(c.context.kv.prior_weight < 0.0f);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "-1", "--kv-prior-weight"), KARA_ERR_CONFIG);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "lots", "--kv-prior-weight"), KARA_ERR_CONFIG);
+    CHECK_MSG(
+        !strcmp(kara_last_error(), "--kv-prior-weight: kara.score.prior_weight: expected a number or auto, got 'lots'"),
+        "got '%s'", kara_last_error());
     CHECK_EQ_INT(kara_config_set(&c, "kara.trigger", "Threshold", "--kv-trigger"), KARA_ERR_CONFIG);
     CHECK_MSG(!strcmp(kara_last_error(),
                       "--kv-trigger: kara.trigger: unknown value 'Threshold' (expected periodic | threshold)"),

@@ -225,6 +225,7 @@ static void test_planted(kara_model *m) {
     kv.dtype = KARA_KV_F32;
     kv.query_cache_dtype = KARA_KV_F32;
     kv.candidate_frac = 1.0f; /* Top-K: the shunned slot cannot ride in a chunk */
+    kv.value_aware = false;   /* the planted keys steer attention alone; value norms would reorder it */
     kv.n_protect_token_ids = 1;
     kv.protect_token_ids[0] = 7;
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);

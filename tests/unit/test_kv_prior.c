@@ -12,7 +12,8 @@
  * - malformed priors (a w1 the cache rows cannot feed, an F16 tensor, a
  *   missing tensor, a bad features key) are load errors naming the tensor
  *   or key; prior_weight > 0 on a model without a prior is refused when
- *   the context is created.
+ *   the context is created, while auto (the default) turns it off there and
+ *   uses KR_PRIOR_WEIGHT_AUTO on a model with one.
  */
 #include <math.h>
 #include <stdio.h>
@@ -248,7 +249,8 @@ static void run(kara_model *m, float weight, kara_kv_evict evict, bool threshold
     }
     kara_context *c = kr_test_kv_context(m, &kv, 1, 2, N_CTX);
     if (!CHECK(c != NULL)) return;
-    CHECK(c->policy.use_prior == (weight > 0.0f));
+    CHECK(c->policy.use_prior == (kr_kv_prior_weight_resolve(weight, m->prior.present) > 0.0f));
+    CHECK(c->policy.p.prior_weight == kr_kv_prior_weight_resolve(weight, m->prior.present));
     kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
     kara_status st = kara_decode(c, &b);
     for (int i = 0; i < STEPS && st == KARA_OK; i++) {
@@ -284,6 +286,16 @@ static void test_weight(kara_model *base, kara_model *with) {
     CHECK_MSG(r2.evicted > 0 && (r2.n != r0.n || memcmp(r2.pos, r0.pos, (size_t)r0.n * sizeof(int32_t))),
               "weight 50 kept the same positions as weight 0");
     free(r0.logits), free(r1.logits), free(r2.logits);
+    /* auto (the default): off on a model without a prior (the run of weight
+     * 0), KR_PRIOR_WEIGHT_AUTO on one with it */
+    run(base, -1.0f, KARA_KV_EVICT_ON_DEMAND, false, &r0);
+    run(base, 0.0f, KARA_KV_EVICT_ON_DEMAND, false, &r1);
+    CHECK_MSG(same_run(&r0, &r1, V), "auto on a model without a prior differs from weight 0");
+    free(r0.logits), free(r1.logits);
+    run(with, -1.0f, KARA_KV_EVICT_ON_DEMAND, false, &r0);
+    run(with, KR_PRIOR_WEIGHT_AUTO, KARA_KV_EVICT_ON_DEMAND, false, &r1);
+    CHECK_MSG(same_run(&r0, &r1, V), "auto on a model with a prior differs from weight %g", KR_PRIOR_WEIGHT_AUTO);
+    free(r0.logits), free(r1.logits);
     /* per_window events score with the prior too */
     run(base, 0.0f, KARA_KV_EVICT_PER_WINDOW, false, &r0);
     run(with, 0.0f, KARA_KV_EVICT_PER_WINDOW, false, &r1);
@@ -305,7 +317,16 @@ static void test_weight(kara_model *base, kara_model *with) {
 static void test_no_prior_weight(kara_model *base) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);
-    CHECK(kv.prior_weight == 0.0f); /* off by default */
+    CHECK(kv.prior_weight < 0.0f); /* auto by default: no error on a model without a prior */
+    kv.method = KARA_KV_METHOD_KARA;
+    kara_context_params cp0;
+    kara_context_params_init(&cp0);
+    cp0.n_ctx = 256;
+    cp0.kv = kv;
+    kara_context *c0 = NULL;
+    CHECK_MSG(kara_context_create(base, &cp0, &c0) == KARA_OK && c0 && !c0->policy.use_prior,
+              "auto on a model without a prior: %s", kara_last_error());
+    kara_context_free(c0);
     kv.method = KARA_KV_METHOD_KARA;
     kv.prior_weight = 1.0f;
     kara_context_params cp;
