@@ -18,7 +18,7 @@
 #     0): -j 1 = -j 8 = -j 8 with the input in reverse order. For kara on
 #     demand, kara per_window, random, snapkv, h2o and lazy, a job killed with
 #     kill -9 at random moments four times (at -j 1, 8, 3, 5) and resumed to
-#     completion at -j 8 = the clean -j 1 run. For kara on demand and per_window and snapkv, -j 8 under a 2.5 MiB budget with
+#     completion at -j 8 = the clean -j 1 run. For kara on demand and per_window and snapkv, -j 8 under a 3.5 / 2.5 MiB budget with
 #     --optimistic --no-fit, where sequences are preempted and recomputed =
 #     the clean run;
 #  2. no KV flags at all (kara, on demand, 1 GiB): -j 1 = -j 8, nothing
@@ -174,22 +174,29 @@ for m in $methods; do
     esac
     echo "$m: $((SECONDS - t0)) s"
 done
-# the methods really differ: eviction changed some answers (kara and chunkkv
-# on demand, with read tracking, the default, answer these 24 as full does;
-# without it they do not)
-for m in kara_per_window snapkv h2o streaming; do
+# the methods really differ: eviction changed some answers. With the
+# model's retention prior (the default) kara on demand and per_window answer
+# these 24 as full does here; that is not asserted, since another ISA's
+# rounding may move a score across a cut. Without the prior both change
+# answers, and differently from each other.
+for m in snapkv h2o streaming; do
     check "$m under the share answers differently from full" '! same "$tmp/full-j1.jsonl" "$tmp/$m-j1.jsonl" >/dev/null'
 done
-batch -i "$in" -o "$tmp/kara-noreads.jsonl" -j 8 $SHARE --kv-method kara --kv-reads-weight 0 2>/dev/null
-check "kara without read tracking under the share answers differently from full" \
-    '! same "$tmp/full-j1.jsonl" "$tmp/kara-noreads.jsonl" >/dev/null'
-check "kara per_window answers differently from on demand" \
-    '! same "$tmp/kara-j1.jsonl" "$tmp/kara_per_window-j1.jsonl" >/dev/null'
-# preemption: 8 sequences admitted on free blocks alone under 2.5 MiB (with
-# on_pool_exhausted: preempt, the default, no sequence gives slots to another:
-# per_window's events are never forced by a neighbour)
+batch -i "$in" -o "$tmp/kara-noprior.jsonl" -j 8 $SHARE --kv-method kara --kv-prior-weight 0 2>/dev/null
+batch -i "$in" -o "$tmp/kara_per_window-noprior.jsonl" -j 8 $SHARE --kv-method kara --kv-evict per_window \
+    --kv-prior-weight 0 2>/dev/null
+check "kara without the prior under the share answers differently from full" \
+    '! same "$tmp/full-j1.jsonl" "$tmp/kara-noprior.jsonl" >/dev/null'
+check "kara per_window without the prior answers differently from on demand" \
+    '! same "$tmp/kara-noprior.jsonl" "$tmp/kara_per_window-noprior.jsonl" >/dev/null'
+# preemption: 8 sequences admitted on free blocks alone under 3.5 MiB for
+# kara (whose 128-token buffer's query rings take 2.7 MB of it) and 2.5 MiB
+# for snapkv: about 50 blocks of 16 slots each (with on_pool_exhausted:
+# preempt, the default, no sequence gives slots to another: per_window's
+# events are never forced by a neighbour)
 for m in kara kara_per_window snapkv; do
-    batch -i "$in" -o "$tmp/$m-pre.jsonl" -j 8 $SHARE $(flags_of $m) --kv-budget 2560KiB --optimistic --no-fit \
+    case $m in snapkv) budget=2560KiB ;; *) budget=3584KiB ;; esac
+    batch -i "$in" -o "$tmp/$m-pre.jsonl" -j 8 $SHARE $(flags_of $m) --kv-budget $budget --optimistic --no-fit \
         --stats-json "$tmp/$m-pre.json" 2>"$tmp/$m-pre.err"
     rc=$?
     check "$m preempted: exits 0, all $n answered (rc $rc)" 'ok_run $rc "$tmp/$m-pre.jsonl" "$tmp/$m-pre.json"'
