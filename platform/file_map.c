@@ -1,6 +1,7 @@
-/* file_map.c - POSIX mmap behind kr_file_map: a file mapping, or a copy
- * of the file in anonymous memory. An empty file maps to a valid
- * zero-length view (mmap of length 0 is an error on Linux). */
+/* file_map.c - POSIX mmap behind kr_file_map: a file mapping, a copy of
+ * the file (or of a caller's buffer) in anonymous memory, or a view of a
+ * caller's buffer. An empty file maps to a valid zero-length view (mmap of
+ * length 0 is an error on Linux). */
 #include "file_map.h"
 
 #include <errno.h>
@@ -65,70 +66,52 @@ static void set_empty(kr_file_map *m) {
     m->anon = false;
 }
 
-/* The start both loaders share: clear *m, open path. Returns an errno
- * value, or 0 with *fd open and *size > 0, or 0 with *fd = -1 when the
- * file is empty and *m is already its (valid, empty) view. */
-static int begin_view(const char *path, kr_file_map *m, int *fd, size_t *size) {
+/* The start every fd loader shares: clear *m, check that fd is a regular
+ * file and take its size. Returns an errno value or KR_FILE_NOT_REGULAR,
+ * or 0 with *size > 0, or 0 with *size = 0 and *m already its (valid,
+ * empty) view. */
+static int fd_view(int fd, kr_file_map *m, size_t *size) {
     memset(m, 0, sizeof *m);
     *size = 0;
-    *fd = open_regular(path, size);
-    if (*fd < 0) {
-        int e = -*fd;
-        *fd = -1;
-        return e;
-    }
-    if (*size == 0) {
-        close(*fd);
-        *fd = -1;
-        set_empty(m);
-    }
+    struct stat st;
+    if (fd < 0) return EBADF;
+    if (fstat(fd, &st) != 0) return errno;
+    if (!S_ISREG(st.st_mode)) return KR_FILE_NOT_REGULAR;
+    *size = (size_t)st.st_size;
+    if (*size == 0) set_empty(m);
     return 0;
 }
 
-int kr_file_map_open(const char *path, kr_file_map *m) {
-    int fd;
+int kr_file_map_fd(int fd, kr_file_map *m) {
     size_t size;
-    int e0 = begin_view(path, m, &fd, &size);
-    if (e0 || fd < 0) return e0;
+    int e0 = fd_view(fd, m, &size);
+    if (e0 || size == 0) return e0;
     void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (p == MAP_FAILED) return e;
+    if (p == MAP_FAILED) return errno;
     m->data = p;
     m->size = size;
     m->map_len = size;
     return 0;
 }
 
-int kr_file_read_anon(const char *path, kr_file_map *m) {
-    int fd;
-    size_t size;
-    int e0 = begin_view(path, m, &fd, &size);
-    if (e0 || fd < 0) return e0;
+/* Anonymous memory for a copy of size bytes, rounded up to whole huge
+ * pages and advised for them; writable until anon_seal. NULL with *err. */
+static uint8_t *anon_alloc(size_t size, size_t *len, int *err) {
     const size_t huge = (size_t)2 << 20;
-    size_t len = (size + huge - 1) & ~(huge - 1);
-    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *len = (size + huge - 1) & ~(huge - 1);
+    uint8_t *p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        int e = errno;
-        close(fd);
-        return e;
+        *err = errno;
+        return NULL;
     }
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, len, MADV_HUGEPAGE); /* advice only: without THP this is a plain copy */
+    (void)madvise(p, *len, MADV_HUGEPAGE); /* advice only: without THP this is a plain copy */
 #endif
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, p + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO; /* r == 0: the file shrank while being read */
-            close(fd);
-            munmap(p, len);
-            return e;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
+    return p;
+}
+
+/* Make a filled copy read-only and hand it to *m. */
+static int anon_seal(uint8_t *p, size_t size, size_t len, kr_file_map *m) {
     if (mprotect(p, len, PROT_READ) != 0) {
         int e = errno;
         munmap(p, len);
@@ -140,6 +123,69 @@ int kr_file_read_anon(const char *path, kr_file_map *m) {
     m->anon = true;
     return 0;
 }
+
+int kr_file_read_anon_fd(int fd, kr_file_map *m) {
+    size_t size, len;
+    int e0 = fd_view(fd, m, &size);
+    if (e0 || size == 0) return e0;
+    int e = 0;
+    uint8_t *p = anon_alloc(size, &len, &e);
+    if (!p) return e;
+    /* pread: the caller's file offset stays where it was */
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = pread(fd, p + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            e = r < 0 ? errno : EIO; /* r == 0: the file shrank while being read */
+            munmap(p, len);
+            return e;
+        }
+        got += (size_t)r;
+    }
+    return anon_seal(p, size, len, m);
+}
+
+int kr_file_copy_anon(const void *data, size_t size, kr_file_map *m) {
+    memset(m, 0, sizeof *m);
+    if (size == 0) {
+        set_empty(m);
+        return 0;
+    }
+    if (!data) return EINVAL;
+    size_t len;
+    int e = 0;
+    uint8_t *p = anon_alloc(size, &len, &e);
+    if (!p) return e;
+    memcpy(p, data, size);
+    return anon_seal(p, size, len, m);
+}
+
+void kr_file_borrow(const void *data, size_t size, kr_file_map *m) {
+    memset(m, 0, sizeof *m);
+    if (size == 0 || !data) {
+        set_empty(m);
+        return;
+    }
+    m->data = data;
+    m->size = size;
+}
+
+/* Open path as a regular file (open_regular), then run one of the fd
+ * loaders on it and close it again. */
+static int with_path(const char *path, kr_file_map *m, int (*load)(int fd, kr_file_map *m)) {
+    memset(m, 0, sizeof *m);
+    size_t size;
+    int fd = open_regular(path, &size);
+    if (fd < 0) return -fd;
+    int e = load(fd, m);
+    close(fd);
+    return e;
+}
+
+int kr_file_map_open(const char *path, kr_file_map *m) { return with_path(path, m, kr_file_map_fd); }
+
+int kr_file_read_anon(const char *path, kr_file_map *m) { return with_path(path, m, kr_file_read_anon_fd); }
 
 int kr_file_map_set_writable(kr_file_map *m, bool writable) {
     if (!m->anon || !m->data) return EINVAL;

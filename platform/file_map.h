@@ -42,6 +42,18 @@ int kr_file_read_anon(const char *path, kr_file_map *m);
  * layouts in between. Returns 0, an errno value, or EINVAL for a file
  * mapping (its pages belong to the page cache). */
 int kr_file_map_set_writable(kr_file_map *m, bool writable);
+/* The same two loaders on an open descriptor (a regular file, read from
+ * offset 0): fd stays open and its offset where it was. Same return values
+ * (EBADF for a negative fd). */
+int kr_file_map_fd(int fd, kr_file_map *m);
+int kr_file_read_anon_fd(int fd, kr_file_map *m);
+/* A copy of size bytes at data in anonymous memory, as kr_file_read_anon
+ * makes of a file: the caller's buffer may be freed once this returns.
+ * Returns 0, EINVAL (data NULL with size > 0) or an errno value of mmap. */
+int kr_file_copy_anon(const void *data, size_t size, kr_file_map *m);
+/* A view of the caller's memory: read in place, never written, nothing
+ * unmapped at close; the memory must outlive the view. */
+void kr_file_borrow(const void *data, size_t size, kr_file_map *m);
 void kr_file_map_close(kr_file_map *m);
 
 #endif

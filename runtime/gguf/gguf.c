@@ -7,6 +7,7 @@
  * where the bad field starts and are reported through kr_set_error. */
 #include "gguf.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,16 +388,37 @@ kara_status kr_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out) {
     if (!out) return kr_set_error(KARA_ERR_ARG, "kara_gguf_open: out is NULL");
     *out = NULL;
     if (!path) return kr_set_error(KARA_ERR_ARG, "kara_gguf_open: path is NULL");
+    kr_gguf_source src = {.kind = KR_GGUF_FROM_PATH, .path = path, .name = path};
+    return kr_gguf_open_source(&src, in_ram, out);
+}
+
+/* Bring the source's bytes into *m: 0 or an errno value (or
+ * KR_FILE_NOT_REGULAR). */
+static int load_source(const kr_gguf_source *src, bool in_ram, kr_file_map *m) {
+    switch (src->kind) {
+    case KR_GGUF_FROM_PATH: return in_ram ? kr_file_read_anon(src->path, m) : kr_file_map_open(src->path, m);
+    case KR_GGUF_FROM_FD: return in_ram ? kr_file_read_anon_fd(src->fd, m) : kr_file_map_fd(src->fd, m);
+    case KR_GGUF_FROM_BUFFER:
+        if (in_ram) return kr_file_copy_anon(src->data, src->size, m);
+        kr_file_borrow(src->data, src->size, m);
+        return 0;
+    }
+    return EINVAL;
+}
+
+kara_status kr_gguf_open_source(const kr_gguf_source *src, bool in_ram, kara_gguf **out) {
+    *out = NULL;
+    const char *name = src->name ? src->name : "GGUF";
     kr_file_map *m = calloc(1, sizeof *m);
-    if (!m) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory while parsing GGUF", path);
-    int e = in_ram ? kr_file_read_anon(path, m) : kr_file_map_open(path, m);
+    if (!m) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory while parsing GGUF", name);
+    int e = load_source(src, in_ram, m);
     if (e) {
         free(m);
-        return kr_set_error(KARA_ERR_IO, "cannot open '%s': %s", path, kr_file_error_str(e));
+        return kr_set_error(KARA_ERR_IO, "cannot open '%s': %s", name, kr_file_error_str(e));
     }
     kara_status st = kr_gguf_parse(m->data, m->size, out);
     if (st) {
-        kr_error_prefix(st, "%s", path);
+        kr_error_prefix(st, "%s", name);
         kr_file_map_close(m);
         free(m);
         return st;

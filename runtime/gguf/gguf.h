@@ -39,6 +39,22 @@ struct kara_gguf {
 /* kara_gguf_open, with the file read into (huge-page) memory when in_ram
  * instead of mapped (kr_file_read_anon). Errors as kara_gguf_open. */
 kara_status kr_gguf_open_mode(const char *path, bool in_ram, kara_gguf **out);
+
+/* Where a GGUF image comes from: a path, an open descriptor, or a buffer
+ * of the caller's. name is what error messages call it. */
+typedef enum { KR_GGUF_FROM_PATH, KR_GGUF_FROM_FD, KR_GGUF_FROM_BUFFER } kr_gguf_source_kind;
+typedef struct kr_gguf_source {
+    kr_gguf_source_kind kind;
+    const char *path; /* FROM_PATH */
+    int fd;           /* FROM_FD: a regular file, read from offset 0, left open */
+    const void *data; /* FROM_BUFFER */
+    size_t size;
+    const char *name;
+} kr_gguf_source;
+/* Open from any source. in_ram: copy the image into (huge-page) memory of
+ * the handle's own; otherwise map the file or descriptor, or read the
+ * caller's buffer in place (it must outlive the handle). */
+kara_status kr_gguf_open_source(const kr_gguf_source *src, bool in_ram, kara_gguf **out);
 /* Parse an image already in memory (not copied; must outlive the result).
  * Errors as kara_gguf_open, without the file name. */
 kara_status kr_gguf_parse(const void *data, size_t size, kara_gguf **out);

@@ -1,7 +1,6 @@
 /*
  * kara.h - the one public header of Kara, a CPU-first inference runtime for GGUF language models (Llama, Qwen2,
- * Qwen3, DeepSeek-R1-Distill). This header is the reference, the contract of every declaration; the guide, with
- * complete examples, is docs/API.md.
+ * Qwen3, DeepSeek-R1-Distill). This header is the contract of every declaration; docs/API.md is the guide.
  *
  * Conventions: every function that can fail returns a kara_status; objects come back through out-parameters; every
  * *_free(NULL) is a no-op; params structs are filled with defaults by their *_init function; a NULL params pointer
@@ -94,6 +93,11 @@ void kara_model_params_init(kara_model_params *p);
  * kara_model_free. On failure *out is NULL and kara_last_error() names the problem and its byte offset: KARA_ERR_IO,
  * KARA_ERR_FORMAT, KARA_ERR_UNSUPPORTED (architecture, tensor type), KARA_ERR_ABORTED, KARA_ERR_NOMEM, KARA_ERR_ARG. */
 kara_status kara_model_load(const char *path, const kara_model_params *p, kara_model **out);
+/* The same from an open regular file (read from offset 0; fd stays open, its offset unmoved) or from a GGUF image in
+ * memory: copied by default (data may be freed on return); with p->use_mmap read in place, so data must outlive the
+ * model and be aligned to the file's general.alignment (else KARA_ERR_ARG). Errors as kara_model_load (docs/API.md). */
+kara_status kara_model_load_from_fd(int fd, const kara_model_params *p, kara_model **out);
+kara_status kara_model_load_from_buffer(const void *data, size_t size, const kara_model_params *p, kara_model **out);
 void kara_model_free(kara_model *model);
 
 /* Queries of a loaded model; strings live as long as the model. */
@@ -478,8 +482,7 @@ typedef struct kara_sampler_params {
     int32_t repeat_last_n; /* tokens the penalty looks back over */
     uint64_t seed;         /* fixed seed for reproducible sampling */
 } kara_sampler_params;
-/* Defaults follow llama.cpp: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.0 (off), repeat-last-n
- * 64, seed 0x4b415241. */
+/* Defaults as llama.cpp: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1 (off) over 64, seed 0x4b415241 */
 void kara_sampler_params_init(kara_sampler_params *p);
 /* A sampler over n_vocab tokens (kara_model_n_vocab); everything it needs is allocated here. KARA_ERR_ARG for
  * repeat_last_n < 0, repeat_penalty <= 0, top_p <= 0, min_p > 1, a NaN temperature or n_vocab < 1; KARA_ERR_NOMEM. */
@@ -529,8 +532,7 @@ typedef struct kara_config {
     char origin[KARA_CONFIG_MAX_KEYS][KARA_CONFIG_ORIGIN_MAX];
 } kara_config;
 
-/* Defaults of every key (kara_context_params_init, kara_sampler_params_init, kara_kv_params_init and the rest);
- * every origin becomes "default". */
+/* Defaults of every key (as the *_params_init functions set them); every origin becomes "default". */
 void kara_config_init(kara_config *c);
 /* Apply a YAML file on top of *c (keys it names override; a later file wins). All or nothing: on failure *c is
  * unchanged. KARA_ERR_IO when the file cannot be read; KARA_ERR_CONFIG for invalid YAML, unknown or duplicate keys,
@@ -544,8 +546,7 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
  * "--temp"; NULL = "api") and starts the error message: "--temp: sampling.temperature: expected a number, got
  * 'hot'". KARA_ERR_CONFIG for an unknown key or a bad value (*c unchanged), KARA_ERR_ARG for NULL arguments. */
 kara_status kara_config_set(kara_config *c, const char *key, const char *value, const char *origin);
-/* A key's value as text that kara_config_set accepts (strings unquoted). KARA_ERR_CONFIG for an unknown key,
- * KARA_ERR_ARG when buf is too small. */
+/* A key's value as text kara_config_set accepts (unquoted). KARA_ERR_CONFIG: unknown key; KARA_ERR_ARG: small buf */
 kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size);
 /* Where a key's value came from (see kara_config.origin); NULL for an unknown key. Points into *c. */
 const char *kara_config_origin(const kara_config *c, const char *key);

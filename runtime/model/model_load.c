@@ -3,6 +3,7 @@
  * type and shape before anything runs, so a bad file fails here with a
  * message naming the tensor instead of misbehaving later. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,21 +262,27 @@ static const char *file_type_name(const kara_model *m) {
 
 void kara_model_params_init(kara_model_params *p) { memset(p, 0, sizeof *p); }
 
-kara_status kara_model_load(const char *path, const kara_model_params *params, kara_model **out) {
-    kara_model_params defaults;
-    if (!params) {
-        kara_model_params_init(&defaults);
-        params = &defaults;
-    }
-    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_model_load: out is NULL");
-    *out = NULL;
-    if (!path) return kr_set_error(KARA_ERR_ARG, "kara_model_load: path is NULL");
+/* The loaders' common body: open the source (in_ram: into memory of the
+ * model's own), then read, check and repack; src->name names it in errors. */
+static kara_status load_model(const kr_gguf_source *src, bool in_ram, const kara_model_params *params,
+                              kara_model **out) {
+    const char *path = src->name;
     kara_model *m = calloc(1, sizeof *m);
     if (!m) return kr_set_error(KARA_ERR_NOMEM, "out of memory loading %s", path);
-    kara_status st = kr_gguf_open_mode(path, !params->use_mmap && !params->vocab_only, &m->gguf);
+    kara_status st = kr_gguf_open_source(src, in_ram, &m->gguf);
     if (st) {
         free(m);
         return st;
+    }
+    /* weights read in place from a caller's buffer need the file's alignment (a mapping always has it) */
+    if (src->kind == KR_GGUF_FROM_BUFFER && !in_ram && m->gguf->alignment &&
+        (uintptr_t)src->data % m->gguf->alignment != 0) {
+        unsigned long long align = (unsigned long long)m->gguf->alignment;
+        kara_model_free(m);
+        return kr_set_error(KARA_ERR_ARG,
+                            "%s: the buffer is not aligned to the file's %llu-byte alignment, which weights read in "
+                            "place (use_mmap) need; without use_mmap the image is copied",
+                            path, align);
     }
     loader ld = {m, path, NULL};
     /* vocab-only files (tokenizer tests, `kara tokenize`) carry no
@@ -312,6 +319,48 @@ kara_status kara_model_load(const char *path, const kara_model_params *params, k
     if (!params->vocab_only && !params->use_mmap && !params->no_repack) repack_weights(m);
     *out = m;
     return KARA_OK;
+}
+
+/* NULL params mean the defaults; out is cleared first. */
+static kara_status begin_load(const char *fn, const kara_model_params **params, kara_model_params *defaults,
+                              kara_model **out) {
+    if (!*params) {
+        kara_model_params_init(defaults);
+        *params = defaults;
+    }
+    if (!out) return kr_set_error(KARA_ERR_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    return KARA_OK;
+}
+
+kara_status kara_model_load(const char *path, const kara_model_params *params, kara_model **out) {
+    kara_model_params defaults;
+    kara_status st = begin_load("kara_model_load", &params, &defaults, out);
+    if (st) return st;
+    if (!path) return kr_set_error(KARA_ERR_ARG, "kara_model_load: path is NULL");
+    kr_gguf_source src = {.kind = KR_GGUF_FROM_PATH, .path = path, .name = path};
+    return load_model(&src, !params->use_mmap && !params->vocab_only, params, out);
+}
+
+kara_status kara_model_load_from_fd(int fd, const kara_model_params *params, kara_model **out) {
+    kara_model_params defaults;
+    kara_status st = begin_load("kara_model_load_from_fd", &params, &defaults, out);
+    if (st) return st;
+    char name[32];
+    snprintf(name, sizeof name, "file descriptor %d", fd);
+    kr_gguf_source src = {.kind = KR_GGUF_FROM_FD, .fd = fd, .name = name};
+    return load_model(&src, !params->use_mmap && !params->vocab_only, params, out);
+}
+
+kara_status kara_model_load_from_buffer(const void *data, size_t size, const kara_model_params *params,
+                                        kara_model **out) {
+    kara_model_params defaults;
+    kara_status st = begin_load("kara_model_load_from_buffer", &params, &defaults, out);
+    if (st) return st;
+    if (!data && size) return kr_set_error(KARA_ERR_ARG, "kara_model_load_from_buffer: data is NULL");
+    kr_gguf_source src = {.kind = KR_GGUF_FROM_BUFFER, .data = data, .size = size, .name = "memory buffer"};
+    /* a buffer is copied unless use_mmap asks to read it in place, vocab_only or not: the caller may free it on return */
+    return load_model(&src, !params->use_mmap, params, out);
 }
 
 void kara_model_free(kara_model *m) {
