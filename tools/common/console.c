@@ -12,6 +12,21 @@ bool kr_console_fancy(void) {
     return isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && term && term[0] && strcmp(term, "dumb") != 0;
 }
 
+static kr_color_mode g_color = KR_COLOR_AUTO;
+static bool g_progress = true;
+
+void kr_console_set_color(kr_color_mode m) { g_color = m; }
+
+bool kr_console_color(int fd) {
+    if (g_color != KR_COLOR_AUTO) return g_color == KR_COLOR_ON;
+    const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+    if (no && no[0]) return false;
+    return isatty(fd) && term && term[0] && strcmp(term, "dumb") != 0;
+}
+
+void kr_console_set_progress(bool on) { g_progress = on; }
+bool kr_console_progress(void) { return g_progress; }
+
 void kr_line_reader_init(kr_line_reader *r, int fd) {
     memset(r, 0, sizeof *r);
     r->fd = fd;

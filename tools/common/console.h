@@ -12,8 +12,21 @@
 #define KR_ANSI_RESET "\033[0m"
 
 /* True when stdin and stdout are both terminals and TERM is not "dumb"
- * (and set): the only case where ANSI sequences are written. */
+ * (and set): an interactive session (a placeholder may be erased, a line
+ * edited). Whether it may be coloured is kr_console_color's answer. */
 bool kr_console_fancy(void);
+
+/* --color auto|on|off, shared by every command (set by the flag parser). */
+typedef enum kr_color_mode { KR_COLOR_AUTO = 0, KR_COLOR_ON, KR_COLOR_OFF } kr_color_mode;
+void kr_console_set_color(kr_color_mode m);
+/* True when ANSI styling may be written to fd: --color on; or auto, fd a
+ * terminal, TERM set and not "dumb", and NO_COLOR unset or empty
+ * (no-color.org). A file or a pipe never gets an escape code in auto. */
+bool kr_console_color(int fd);
+
+/* --no-progress, shared by every command (set by the flag parser). */
+void kr_console_set_progress(bool on);
+bool kr_console_progress(void);
 
 typedef struct kr_line_reader {
     int fd;
