@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config_impl.h"
 #include "kv_params.h"
@@ -29,6 +31,9 @@
 
 static const kr_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
 static const kr_enum_name auto_minus_one[] = {{"auto", -1}, {NULL, 0}};
+/* Seeds: -1 (llama.cpp's spelling) or "random" draws one at parse time, so
+ * --print-config shows the seed a run actually used. */
+static const kr_enum_name seed_words[] = {{"random", -1}, {"-1", -1}, {NULL, 0}};
 static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
@@ -50,7 +55,7 @@ const key_spec kr_config_keys[] = {
     {"sampling.min_p", K_FLOAT, FIELD(sampling.min_p), 0, 1, NULL, 0},
     {"sampling.repeat_penalty", K_FLOAT, FIELD(sampling.repeat_penalty), 0.01, 100, NULL, 0},
     {"sampling.repeat_last_n", K_INT, FIELD(sampling.repeat_last_n), 0, MAX_TOKENS, NULL, 0},
-    {"sampling.seed", K_U64, FIELD(sampling.seed), 0, 0, NULL, 0},
+    {"sampling.seed", K_U64, FIELD(sampling.seed), 0, 0, seed_words, 0},
     {"sampling.max_tokens", K_INT, FIELD(max_tokens), -1, MAX_TOKENS, NULL, 0},
     {"kv_cache.block_size", K_INT, KV(block_size), 1, 4096, NULL, 0},
     {"kv_cache.dtype", K_ENUM, KV(dtype), 0, 0, kr_kv_dtype_names, 0},
@@ -100,7 +105,7 @@ const key_spec kr_config_keys[] = {
     {"baselines.snapkv.protect_prompt", K_BOOL, KV(snapkv_protect_prompt), 0, 0, NULL, 0},
     {"baselines.h2o.heavy_frac", K_FLOAT, KV(h2o_heavy_frac), 0, 1, NULL, 0},
     {"baselines.chunkkv.chunk_len", K_INT, KV(chunkkv_chunk_len), 1, 4096, NULL, 0},
-    {"baselines.random.seed", K_U64, KV(random_seed), 0, 0, NULL, 0},
+    {"baselines.random.seed", K_U64, KV(random_seed), 0, 0, seed_words, 0},
     {"baselines.rkv.trigger_slack", K_INT, KV(rkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
     {"baselines.rkv.obs_window", K_INT, KV(rkv_obs_window), 1, 65536, NULL, 0},
     {"baselines.rkv.kernel", K_INT, KV(rkv_kernel), 1, 255, NULL, 0},
@@ -210,6 +215,21 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
+/* A seed for "-1"/"random": the kernel's entropy, or the clock and the
+ * process id where /dev/urandom cannot be read. Kept below 2^32 so it can
+ * be typed back as llama.cpp's --seed takes it. */
+static uint64_t random_seed(void) {
+    uint64_t v = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&v, sizeof v, 1, f) != 1) {
+        struct timespec ts;
+        timespec_get(&ts, TIME_UTC);
+        v = (uint64_t)ts.tv_nsec * 6364136223846793005ull ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 20);
+    }
+    if (f) fclose(f);
+    return v & 0xffffffffu;
+}
+
 static void fmt_bound(const key_spec *k, double v, char *buf, size_t size) {
     if (k->type == K_FLOAT)
         snprintf(buf, size, "%g", v);
@@ -277,7 +297,7 @@ static bool parse_size(const key_spec *k, const char *s, value *v, char *err, si
 void kr_config_type_desc(const key_spec *k, char *buf, size_t size) {
     switch (k->type) {
     case K_INT: snprintf(buf, size, "an integer"); break;
-    case K_U64: snprintf(buf, size, "a non-negative integer"); break;
+    case K_U64: snprintf(buf, size, "a non-negative integer%s", k->names ? " or -1 (random)" : ""); break;
     case K_SIZE: snprintf(buf, size, "a size such as 256MiB"); break;
     case K_FLOAT: snprintf(buf, size, "a number"); break;
     case K_BOOL: snprintf(buf, size, "true or false"); break;
@@ -349,7 +369,8 @@ bool kr_config_parse_value(const key_spec *k, const char *s, value *v, char *err
     char want[300];
     memset(v, 0, sizeof *v);
     int special;
-    if (k->type != K_ENUM && k->type != K_STRING && k->names && kr_enum_from_name(k->names, s, &special)) {
+    if (k->type != K_ENUM && k->type != K_STRING && k->type != K_U64 && k->names &&
+        kr_enum_from_name(k->names, s, &special)) {
         v->i = special;
         v->u = (uint64_t)special;
         v->f = special;
@@ -368,8 +389,12 @@ bool kr_config_parse_value(const key_spec *k, const char *s, value *v, char *err
         }
         return !out_of_range(k, (double)v->i, s, err, esz);
     case K_U64:
+        if (k->names && (!strcmp(s, "-1") || !strcasecmp(s, "random"))) {
+            v->u = random_seed();
+            return true;
+        }
         if (!parse_u64(s, &v->u)) {
-            snprintf(err, esz, "expected a non-negative integer, got '%s'", s);
+            snprintf(err, esz, "expected a non-negative integer%s, got '%s'", k->names ? " or -1 (random)" : "", s);
             return false;
         }
         return true;

@@ -279,7 +279,7 @@ static void test_errors(void) {
     expect_error("type_bool.yaml", "kara:\n  rerotate_keys: maybe\n", KARA_ERR_CONFIG,
                  "2:18: kara.rerotate_keys: expected true or false, got 'maybe'");
     expect_error("type_map.yaml", "sampling:\n  seed:\n    value: 1\n", KARA_ERR_CONFIG,
-                 "3:5: sampling.seed: expected a non-negative integer, got a mapping");
+                 "3:5: sampling.seed: expected a non-negative integer or -1 (random), got a mapping");
     expect_error("type_list.yaml", "kara:\n  protect_token_ids: [1, x]\n", KARA_ERR_CONFIG,
                  "2:26: kara.protect_token_ids: expected an integer in the list, got 'x'");
     expect_error("type_section.yaml", "kara: 5\n", KARA_ERR_CONFIG,
@@ -440,7 +440,14 @@ static void test_set(void) {
     CHECK(c.context.kv.per_layer_selection);
     CHECK_EQ_INT(kara_config_set(&c, "sampling.seed", "0x10", NULL), KARA_OK);
     CHECK(c.sampling.seed == 16);
-    CHECK_EQ_INT(kara_config_set(&c, "sampling.seed", "-1", NULL), KARA_ERR_CONFIG);
+    /* -1 (llama.cpp's --seed -1) and "random" draw a seed below 2^32, kept in the config */
+    CHECK_EQ_INT(kara_config_set(&c, "sampling.seed", "-1", NULL), KARA_OK);
+    CHECK(c.sampling.seed <= UINT32_MAX);
+    CHECK_EQ_INT(kara_config_set(&c, "sampling.seed", "random", NULL), KARA_OK);
+    CHECK(c.sampling.seed <= UINT32_MAX);
+    CHECK_EQ_INT(kara_config_set(&c, "sampling.seed", "-2", NULL), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "sampling.seed: expected a non-negative integer or -1 (random), got '-2'"),
+              "%s", kara_last_error());
     CHECK_EQ_INT(kara_config_set(&c, "sampling.seed", "18446744073709551615", NULL), KARA_OK);
     CHECK(c.sampling.seed == UINT64_MAX);
     CHECK_EQ_INT(kara_config_set(&c, "runtime.threads", "auto", "-t"), KARA_OK);

@@ -1,5 +1,6 @@
 #include "cli_args.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -122,4 +123,48 @@ int kr_exit_for_status(kara_status st) {
     case KARA_ERR_ARG: return KR_EXIT_CONFIG;
     default: return KR_EXIT_SOFTWARE;
     }
+}
+
+/* llama.cpp's -e escapes, in place: \n \t \r \\ \' \" \a \b \f \v and
+ * \xHH (a NUL would end the prompt, so \x00 is dropped). An unknown or cut-off escape is kept as typed. */
+void kr_unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        if (*r != '\\' || !r[1]) {
+            *w++ = *r;
+            continue;
+        }
+        char c = *++r;
+        switch (c) {
+        case 'n': *w++ = '\n'; break;
+        case 't': *w++ = '\t'; break;
+        case 'r': *w++ = '\r'; break;
+        case 'a': *w++ = '\a'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'v': *w++ = '\v'; break;
+        case '\\':
+        case '\'':
+        case '"': *w++ = c; break;
+        case 'x': {
+            int v = 0, n = 0;
+            while (n < 2 && isxdigit((unsigned char)r[1])) {
+                char h = *++r;
+                v = v * 16 + (isdigit((unsigned char)h) ? h - '0' : (tolower((unsigned char)h) - 'a' + 10));
+                n++;
+            }
+            if (n && v) {
+                *w++ = (char)v;
+            } else if (!n) {
+                *w++ = '\\';
+                *w++ = 'x';
+            }
+            break;
+        }
+        default:
+            *w++ = '\\';
+            *w++ = c;
+        }
+    }
+    *w = '\0';
 }

@@ -23,4 +23,8 @@ int kr_exit_for_status(kara_status st);
  * message on stderr. */
 char *kr_read_text_file(const char *cmd, const char *path, size_t *len);
 
+/* Turn the escapes of a prompt typed with -e into characters, in place
+ * (\n \t \r \\ \' \" \a \b \f \v and \xHH; \x00 is dropped). */
+void kr_unescape(char *s);
+
 #endif

@@ -1,8 +1,12 @@
+/* cli_config.c - the one option table of the model-running commands (see
+ * cli_config.h): shared flags that are kara_config keys, the terminal and
+ * compatibility flags the parser handles itself, and each command's own. */
 #include "cli_config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "console.h"
 #include "exit_codes.h"
 
 typedef struct shared_flag {
@@ -11,12 +15,14 @@ typedef struct shared_flag {
     const char *help;
 } shared_flag;
 
+/* Flags that set a kara_config key: the flag and the YAML key go through
+ * the same check. llama.cpp's spellings are aliases where they mean the
+ * same (-ctk/-ctv are handled apart: Kara stores K and V in one type). */
 static const shared_flag shared_flags[] = {
     {"-m|--model", "model.path", "GGUF model file"},
-    {"--mmap", "model.mmap", "on: map the model file; off: read it into huge-page memory (faster decode)"},
-    {"-c|--ctx-size", "context.size", "context size in tokens (0 = the model's)"},
+    {"-c|--ctx-size", "context.size", "context size in tokens (auto = the model's)"},
     {"-b|--batch-size", "context.batch", "tokens per forward pass (prompt chunks)"},
-    {"-t|--threads", "runtime.threads", "threads (0 = all cores)"},
+    {"-t|--threads", "runtime.threads", "threads (auto = all cores)"},
     {"-n|--predict|--n-predict", "sampling.max_tokens", "tokens to generate (-1 = until end of generation)"},
     {"--temp", "sampling.temperature", "temperature (0 = greedy)"},
     {"--top-k", "sampling.top_k", "top-k (0 = off)"},
@@ -24,10 +30,10 @@ static const shared_flag shared_flags[] = {
     {"--min-p", "sampling.min_p", "min-p (0 = off)"},
     {"--repeat-penalty", "sampling.repeat_penalty", "repetition penalty (1 = off)"},
     {"--repeat-last-n", "sampling.repeat_last_n", "tokens the penalty looks back over"},
-    {"-s|--seed", "sampling.seed", "sampling seed"},
+    {"-s|--seed", "sampling.seed", "sampling seed (-1 = random, shown by --print-config)"},
     {"--kv-method", "kv_cache.method", "full|streaming|snapkv|h2o|chunkkv|random|recent|kara|rkv|lazy"},
     {"--kv-budget", "kv_cache.budget", "bytes for all KV memory, e.g. 64MiB (auto = enough for the context)"},
-    {"--kv-dtype", "kv_cache.dtype", "f16|f32"},
+    {"--kv-dtype", "kv_cache.dtype", "f16|f32 (also -ctk/-ctv, llama.cpp's names)"},
     {"--kv-block-size", "kv_cache.block_size", "slots per KV block"},
     {"--kv-seq-tokens", "kv_cache.seq_tokens", "most KV slots one sequence holds (auto = its share of the budget)"},
     {"--kv-evict", "kara.evict", "on_demand|per_window (per_window: keep --kv-retention of every window)"},
@@ -49,6 +55,61 @@ static const shared_flag shared_flags[] = {
 };
 #define N_SHARED (int)(sizeof shared_flags / sizeof shared_flags[0])
 
+/* Flags the parser itself handles. */
+typedef enum pf_kind {
+    PF_CONFIG,      /* --config FILE (read in the first pass) */
+    PF_PRINT,       /* --print-config */
+    PF_HELP,        /* -h, --help */
+    PF_COLOR,       /* --color [auto|on|off] */
+    PF_NO_PROGRESS, /* --no-progress */
+    PF_MMAP,        /* --mmap [on|off] */
+    PF_NO_MMAP,     /* --no-mmap */
+    PF_CTK,         /* -ctk TYPE */
+    PF_CTV,         /* -ctv TYPE */
+    PF_ESCAPE,      /* -e */
+    PF_NO_ESCAPE,   /* --no-escape */
+    PF_CNV,         /* -cnv: conversation mode, which is `kara chat` */
+    PF_QUIET_OK,    /* accepted, nothing to do (-no-cnv, --no-warmup) */
+    PF_GPU,         /* a GPU flag with a value: ignored with a note */
+    PF_GPU_OPT,     /* a GPU flag with an optional on|off|auto */
+    PF_GPU_BARE,    /* a GPU flag without a value */
+    PF_MLOCK,       /* --mlock: ignored with a note */
+} pf_kind;
+
+typedef struct parser_flag {
+    const char *names;
+    pf_kind kind;
+    const char *arg;  /* how --help shows its value, NULL: none */
+    const char *help; /* NULL: not listed one by one */
+    const char *def;
+} parser_flag;
+
+static const parser_flag parser_flags[] = {
+    {"--config", PF_CONFIG, "FILE", "YAML configuration file (repeatable; later files win, flags win over files)",
+     NULL},
+    {"--print-config", PF_PRINT, NULL, "print the resolved configuration and where each value came from", NULL},
+    {"-h|--help", PF_HELP, NULL, "this help", NULL},
+    {"--mmap", PF_MMAP, "[on|off]",
+     "on: map the model file; off: read it into huge-page memory (faster decode) [model.mmap]", "off"},
+    {"--no-mmap", PF_NO_MMAP, NULL, "same as --mmap off (llama.cpp's name)", NULL},
+    {"-ctk|--cache-type-k", PF_CTK, "TYPE", "KV cache type (llama.cpp's name; K and V share one type here)", NULL},
+    {"-ctv|--cache-type-v", PF_CTV, "TYPE", "KV cache type (the same as -ctk; a different one is refused)", NULL},
+    {"-e|--escape", PF_ESCAPE, NULL, "turn \\n, \\t, \\\\, \\\", \\' and \\xHH in the prompt into characters",
+     "off"},
+    {"--no-escape", PF_NO_ESCAPE, NULL, "take the prompt as typed", NULL},
+    {"--color|-co", PF_COLOR, "[auto|on|off]",
+     "colours on a terminal; auto: never into a file or a pipe, nor with NO_COLOR set", "auto"},
+    {"--no-progress", PF_NO_PROGRESS, NULL, "no progress line on stderr", NULL},
+    {"-cnv|--conversation", PF_CNV, NULL, NULL, NULL},
+    {"-no-cnv|--no-conversation|--no-warmup|--no-display-prompt", PF_QUIET_OK, NULL, NULL, NULL},
+    {"-ngl|--gpu-layers|--n-gpu-layers|-mg|--main-gpu|-sm|--split-mode|-ts|--tensor-split", PF_GPU, NULL, NULL,
+     NULL},
+    {"-fa|--flash-attn", PF_GPU_OPT, NULL, NULL, NULL},
+    {"-nkvo|--no-kv-offload", PF_GPU_BARE, NULL, NULL, NULL},
+    {"--mlock", PF_MLOCK, NULL, NULL, NULL},
+};
+#define N_PARSER (int)(sizeof parser_flags / sizeof parser_flags[0])
+
 static bool names_match(const char *names, const char *name) {
     size_t n = strlen(name);
     for (const char *p = names; *p;) {
@@ -63,6 +124,155 @@ static bool names_match(const char *names, const char *name) {
 
 bool kr_cli_flag_is(const kr_cli_flag *f, const char *name) { return f && names_match(f->names, name); }
 
+/* Edit distance with transpositions (optimal string alignment), capped at
+ * 9: enough to rank near misses of flag names. */
+int kr_edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 40 || m > 40) return 9;
+    int d[41][41];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < c)
+                c = d[i - 2][j - 2] + 1;
+            d[i][j] = c;
+        }
+    return d[n][m] < 9 ? d[n][m] : 9;
+}
+
+typedef struct suggestion {
+    const char *best;
+    size_t best_len;
+    int dist;
+} suggestion;
+
+/* Consider every name of a "|" list; a flag that starts with the typed
+ * text (a prefix, "--thread" for "--threads") counts as distance 1. */
+static void consider(suggestion *s, const char *names, const char *typed) {
+    size_t tn = strlen(typed);
+    for (const char *p = names; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        char name[64];
+        if (len < sizeof name) {
+            memcpy(name, p, len);
+            name[len] = '\0';
+            int d = kr_edit_distance(typed, name);
+            if (tn >= 4 && len > tn && !strncmp(name, typed, tn) && d > 1) d = 1;
+            if (d < s->dist) *s = (suggestion){p, len, d};
+        }
+        if (!bar) break;
+        p = bar + 1;
+    }
+}
+
+/* "unknown option" with the nearest flag name when one is close enough
+ * (at most 2 edits, or a third of the name). */
+static void unknown_option(const char *cmd, const char *a, const kr_cli_flag *own, int n_own) {
+    suggestion s = {NULL, 0, 99};
+    for (int k = 0; k < N_SHARED; k++) consider(&s, shared_flags[k].names, a);
+    for (int k = 0; k < N_PARSER; k++)
+        if (parser_flags[k].help) consider(&s, parser_flags[k].names, a);
+    for (int k = 0; k < n_own; k++) consider(&s, own[k].names, a);
+    int limit = (int)strlen(a) / 3 > 2 ? (int)strlen(a) / 3 : 2;
+    if (s.best && s.dist <= limit)
+        fprintf(stderr, "kara %s: unknown option '%s'; did you mean '%.*s'? (see kara %s --help)\n", cmd, a,
+                (int)s.best_len, s.best, cmd);
+    else
+        fprintf(stderr, "kara %s: unknown option '%s' (see kara %s --help)\n", cmd, a, cmd);
+}
+
+/* The value after argv[*i] if it is one of the words (NULL-terminated);
+ * consumed then. Lets `--color` and `-fa` stand alone as llama.cpp's do. */
+static const char *optional_word(int argc, char **argv, int *i, const char *const *words) {
+    if (*i + 1 >= argc) return NULL;
+    for (const char *const *w = words; *w; w++)
+        if (!strcmp(argv[*i + 1], *w)) return argv[++*i];
+    return NULL;
+}
+
+/* One parser flag at argv[*i] (name a, value v if given as --flag=v).
+ * Returns -1 to go on, else an exit code. */
+static int parser_flag_apply(const char *cmd, const parser_flag *pf, const char *a, const char *v, int argc,
+                             char **argv, int *i, kara_config *cfg, kr_cli_parsed *out, const char **ctk,
+                             const char **ctv) {
+    static const char *const on_off[] = {"on", "off", "true", "false", "yes", "no", NULL};
+    static const char *const color_words[] = {"auto", "on", "off", "always", "never", NULL};
+    static const char *const fa_words[] = {"on", "off", "auto", NULL};
+    bool needs_value = pf->kind == PF_CONFIG || pf->kind == PF_CTK || pf->kind == PF_CTV || pf->kind == PF_GPU;
+    if (needs_value && !v) {
+        if (*i + 1 >= argc) {
+            fprintf(stderr, "kara %s: %s needs a value\n", cmd, a);
+            return KR_EXIT_USAGE;
+        }
+        v = argv[++*i];
+    }
+    switch (pf->kind) {
+    case PF_CONFIG: break; /* read in the first pass */
+    case PF_PRINT: out->print_config = true; break;
+    case PF_HELP: out->help = true; break;
+    case PF_COLOR: {
+        if (!v) v = optional_word(argc, argv, i, color_words);
+        if (!v || !strcmp(v, "on") || !strcmp(v, "always"))
+            kr_console_set_color(KR_COLOR_ON);
+        else if (!strcmp(v, "off") || !strcmp(v, "never"))
+            kr_console_set_color(KR_COLOR_OFF);
+        else if (!strcmp(v, "auto"))
+            kr_console_set_color(KR_COLOR_AUTO);
+        else {
+            fprintf(stderr, "kara %s: %s: expected auto, on or off, got '%s'\n", cmd, a, v);
+            return KR_EXIT_USAGE;
+        }
+        break;
+    }
+    case PF_NO_PROGRESS: kr_console_set_progress(false); break;
+    case PF_MMAP:
+    case PF_NO_MMAP:
+        if (pf->kind == PF_MMAP && !v) v = optional_word(argc, argv, i, on_off);
+        if (kara_config_set(cfg, "model.mmap", pf->kind == PF_NO_MMAP ? "off" : v ? v : "on", a) != KARA_OK) {
+            fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
+            return KR_EXIT_USAGE;
+        }
+        break;
+    case PF_CTK:
+    case PF_CTV:
+        if (kara_config_set(cfg, "kv_cache.dtype", v, a) != KARA_OK) {
+            fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
+            return KR_EXIT_USAGE;
+        }
+        *(pf->kind == PF_CTK ? ctk : ctv) = v;
+        break;
+    case PF_ESCAPE: out->escape = true; break;
+    case PF_NO_ESCAPE: out->escape = false; break;
+    case PF_CNV:
+        if (strcmp(cmd, "chat") != 0) {
+            fprintf(stderr, "kara %s: %s: conversation mode is its own command: kara chat (it takes the same flags)\n",
+                    cmd, a);
+            return KR_EXIT_USAGE;
+        }
+        break;
+    case PF_QUIET_OK: break;
+    case PF_GPU:
+    case PF_GPU_OPT:
+    case PF_GPU_BARE:
+        if (pf->kind == PF_GPU_OPT && !v) v = optional_word(argc, argv, i, fa_words);
+        fprintf(stderr, "kara %s: note: %s%s%s ignored: this build runs on the CPU only\n", cmd, a, v ? " " : "",
+                v ? v : "");
+        break;
+    case PF_MLOCK:
+        fprintf(stderr,
+                "kara %s: note: --mlock ignored: the model is read into memory (--mmap off) unless --mmap on maps "
+                "it\n",
+                cmd);
+        break;
+    }
+    return -1;
+}
+
 int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own, int n_own, kara_config *cfg,
                  kr_cli_parsed *out) {
     memset(out, 0, sizeof *out);
@@ -71,41 +281,54 @@ int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own,
     kara_config_init(cfg);
     /* pass 1: configuration files, in order */
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config")) continue;
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kara %s: --config needs a file\n", cmd);
-            return KR_EXIT_USAGE;
+        const char *file = NULL;
+        if (!strncmp(argv[i], "--config=", 9)) {
+            file = argv[i] + 9;
+        } else if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "kara %s: --config needs a file\n", cmd);
+                return KR_EXIT_USAGE;
+            }
+            file = argv[++i];
+        } else {
+            continue;
         }
-        kara_status st = kara_config_load(cfg, argv[++i]);
+        kara_status st = kara_config_load(cfg, file);
         if (st) {
             fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
             return st == KARA_ERR_IO ? KR_EXIT_NOINPUT : KR_EXIT_CONFIG;
         }
     }
     /* pass 2: flags over the files */
+    const char *ctk = NULL, *ctv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--config")) {
-            i++;
-            continue;
+        /* --name=value, as GNU tools take it */
+        char name[64];
+        const char *v = NULL, *eq = a[0] == '-' && a[1] == '-' ? strchr(a, '=') : NULL;
+        if (eq && (size_t)(eq - a) < sizeof name) {
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = '\0';
+            a = name;
+            v = eq + 1;
         }
-        if (!strcmp(a, "--print-config")) {
-            out->print_config = true;
-            continue;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            out->help = true;
+        const parser_flag *pf = NULL;
+        for (int k = 0; k < N_PARSER && !pf; k++)
+            if (names_match(parser_flags[k].names, a)) pf = &parser_flags[k];
+        if (pf) {
+            int rc = parser_flag_apply(cmd, pf, a, v, argc, argv, &i, cfg, out, &ctk, &ctv);
+            if (rc >= 0) return rc;
             continue;
         }
         const shared_flag *sf = NULL;
         for (int k = 0; k < N_SHARED && !sf; k++)
             if (names_match(shared_flags[k].names, a)) sf = &shared_flags[k];
         if (sf) {
-            if (i + 1 >= argc) {
+            if (!v && i + 1 >= argc) {
                 fprintf(stderr, "kara %s: %s needs a value\n", cmd, a);
                 return KR_EXIT_USAGE;
             }
-            if (kara_config_set(cfg, sf->key, argv[++i], a) != KARA_OK) {
+            if (kara_config_set(cfg, sf->key, v ? v : argv[++i], a) != KARA_OK) {
                 fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
                 return KR_EXIT_USAGE;
             }
@@ -115,22 +338,29 @@ int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own,
         for (int k = 0; k < n_own && !of; k++)
             if (names_match(own[k].names, a)) of = &own[k];
         if (of) {
-            const char *v = NULL;
-            if (of->has_value) {
+            if (of->has_value && !v) {
                 if (i + 1 >= argc) {
                     fprintf(stderr, "kara %s: %s needs a value\n", cmd, a);
                     return KR_EXIT_USAGE;
                 }
                 v = argv[++i];
+            } else if (!of->has_value && v) {
+                fprintf(stderr, "kara %s: %s takes no value\n", cmd, a);
+                return KR_EXIT_USAGE;
             }
             out->args[out->n_args++] = (kr_cli_arg){of, v};
             continue;
         }
         if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "kara %s: unknown option '%s' (see kara %s --help)\n", cmd, a, cmd);
+            unknown_option(cmd, a, own, n_own);
             return KR_EXIT_USAGE;
         }
         out->args[out->n_args++] = (kr_cli_arg){NULL, a};
+    }
+    if (ctk && ctv && strcmp(ctk, ctv) != 0) {
+        fprintf(stderr, "kara %s: -ctk %s and -ctv %s differ: Kara keeps K and V in one type (--kv-dtype)\n", cmd,
+                ctk, ctv);
+        return KR_EXIT_USAGE;
     }
     return -1;
 }
@@ -140,25 +370,36 @@ void kr_cli_parsed_free(kr_cli_parsed *p) {
     p->args = NULL;
 }
 
-static void print_flag(FILE *f, const char *names, bool has_value, const char *help) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s%s", names, has_value ? " X" : "");
+static void print_flag(FILE *f, const char *names, const char *arg, const char *help, const char *def) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s", names);
     for (char *c = buf; *c; c++)
         if (*c == '|') *c = ',';
-    fprintf(f, "  %-30s %s\n", buf, help);
+    if (arg) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), " %s", arg);
+    if (def && def[0])
+        fprintf(f, "  %-30s %s (default: %s)\n", buf, help, def);
+    else
+        fprintf(f, "  %-30s %s\n", buf, help);
 }
 
 void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own) {
     for (int k = 0; k < n_own; k++)
-        if (own[k].help) print_flag(f, own[k].names, own[k].has_value, own[k].help);
+        if (own[k].help) print_flag(f, own[k].names, own[k].has_value ? "X" : NULL, own[k].help, NULL);
+    kara_config defaults;
+    kara_config_init(&defaults);
     fprintf(f, "\nshared options (each also a key of the YAML configuration, see configs/README.md):\n");
     for (int k = 0; k < N_SHARED; k++) {
-        char help[160];
+        char help[200], def[64] = "";
         snprintf(help, sizeof help, "%s [%s]", shared_flags[k].help, shared_flags[k].key);
-        print_flag(f, shared_flags[k].names, true, help);
+        if (kara_config_get(&defaults, shared_flags[k].key, def, sizeof def) != KARA_OK) def[0] = '\0';
+        print_flag(f, shared_flags[k].names, "X", help, def[0] ? def : "none");
     }
-    print_flag(f, "--config", true, "YAML configuration file (repeatable; later files win, flags win over files)");
-    print_flag(f, "--print-config", false, "print the resolved configuration and where each value came from");
+    fprintf(f, "\nterminal, configuration and llama.cpp-compatible options:\n");
+    for (int k = 0; k < N_PARSER; k++)
+        if (parser_flags[k].help)
+            print_flag(f, parser_flags[k].names, parser_flags[k].arg, parser_flags[k].help, parser_flags[k].def);
+    fprintf(f, "  llama.cpp's GPU flags (-ngl, -fa, -mg, -sm, -ts, -nkvo) and --mlock are accepted and ignored with a\n"
+               "  note; -no-cnv and --no-warmup are accepted; -cnv is `kara chat`. --flag=value works for long names.\n");
 }
 
 void kr_cli_print_config(FILE *f, const kara_config *cfg) {

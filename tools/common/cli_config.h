@@ -15,7 +15,7 @@
 typedef struct kr_cli_flag {
     const char *names; /* "-p|--prompt" */
     bool has_value;
-    const char *help; /* one line; NULL hides it from usage */
+    const char *help; /* one line, ending "(default: X)" where there is one; NULL hides it */
 } kr_cli_flag;
 
 /* One of the command's own flags as found on the command line. */
@@ -29,10 +29,16 @@ typedef struct kr_cli_parsed {
     int n_args;
     bool print_config;
     bool help;
+    bool escape; /* -e/--escape: the prompt's \n, \t, \\ ... are turned into characters */
 } kr_cli_parsed;
 
 /* Parse argv (argv[0] = command name) into cfg and out. Returns -1 on
- * success, else an exit code (usage/config error already printed). */
+ * success, else an exit code (usage/config error already printed).
+ * Besides the shared flags and the command's own, every command takes the
+ * terminal flags (--color, --no-progress) and llama.cpp's spellings where
+ * the meaning is the same (--no-mmap, -ctk/-ctv, -e, --seed -1); GPU
+ * flags (-ngl, -fa, ...) are accepted with a note that this build runs on
+ * the CPU. An unknown flag is a usage error with a did-you-mean. */
 int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own, int n_own, kara_config *cfg,
                  kr_cli_parsed *out);
 void kr_cli_parsed_free(kr_cli_parsed *p);
@@ -51,5 +57,8 @@ kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out);
  * to go on. */
 int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own, const kara_config *cfg,
                   kr_cli_parsed *cli, int rc);
+
+/* Edit distance with transpositions, capped at 9 (did-you-mean). */
+int kr_edit_distance(const char *a, const char *b);
 
 #endif

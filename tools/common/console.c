@@ -27,6 +27,28 @@ bool kr_console_color(int fd) {
 void kr_console_set_progress(bool on) { g_progress = on; }
 bool kr_console_progress(void) { return g_progress; }
 
+int kr_console_take_flags(int argc, char **argv) {
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--no-progress")) {
+            g_progress = false;
+            continue;
+        }
+        const char *v = !strncmp(a, "--color=", 8) ? a + 8 : NULL;
+        if (v || !strcmp(a, "--color") || !strcmp(a, "-co")) {
+            if (!v && i + 1 < argc &&
+                (!strcmp(argv[i + 1], "auto") || !strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off")))
+                v = argv[++i];
+            g_color = !v || !strcmp(v, "on") ? KR_COLOR_ON : !strcmp(v, "off") ? KR_COLOR_OFF : KR_COLOR_AUTO;
+            continue;
+        }
+        argv[n++] = argv[i];
+    }
+    argv[n] = NULL;
+    return n;
+}
+
 void kr_line_reader_init(kr_line_reader *r, int fd) {
     memset(r, 0, sizeof *r);
     r->fd = fd;

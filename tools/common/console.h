@@ -27,6 +27,10 @@ bool kr_console_color(int fd);
 /* --no-progress, shared by every command (set by the flag parser). */
 void kr_console_set_progress(bool on);
 bool kr_console_progress(void);
+/* For commands with a parser of their own (inspect, tokenize, gen-model,
+ * quantize): take --color [auto|on|off] and --no-progress out of argv
+ * (applying them) so every command accepts them. Returns the new argc. */
+int kr_console_take_flags(int argc, char **argv);
 
 typedef struct kr_line_reader {
     int fd;

@@ -154,9 +154,11 @@ kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr
         seterr(err, err_size, st, "%s", kr_gguf_writer_error(w));
         goto done;
     }
+    uint64_t bytes_done = 0;
     for (uint64_t i = 0; i < n_tensors && st == KARA_OK; i++) {
         const kara_gguf_tensor *t = kara_gguf_tensor_at(g, i);
-        if (p->on_tensor) p->on_tensor(i, n_tensors, t, types[i], p->user);
+        if (p->on_tensor) p->on_tensor(i, n_tensors, bytes_done, r->in_bytes, t, types[i], p->user);
+        bytes_done += t->nbytes;
         st = convert_tensor(w, t, types[i], xbuf, ybuf, chunk, err, err_size);
         if (st == KARA_ERR_IO) r->output_failed = true;
     }

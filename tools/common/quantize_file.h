@@ -23,8 +23,10 @@
 typedef struct kr_quantize_params {
     kr_ftype ftype;
     bool pure; /* every weight matrix in the base type (no mix) */
-    /* optional: called before each tensor is converted */
-    void (*on_tensor)(uint64_t index, uint64_t count, const kara_gguf_tensor *t, kr_type to, void *user);
+    /* optional: called before each tensor is converted, with the input
+     * bytes converted so far and in all (for a progress line) */
+    void (*on_tensor)(uint64_t index, uint64_t count, uint64_t bytes_done, uint64_t bytes_total,
+                      const kara_gguf_tensor *t, kr_type to, void *user);
     void *user;
 } kr_quantize_params;
 

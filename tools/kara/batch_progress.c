@@ -1,6 +1,8 @@
 /* batch_progress.c - the progress line of `kara batch` (batch_progress.h). */
 #include "batch_progress.h"
+#include "console.h"
 #include "monotonic_clock.h"
+#include "progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +10,7 @@
 #include <unistd.h>
 
 void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int done_before) {
-    p->enabled = enabled;
+    p->enabled = enabled && kr_console_progress(); /* --no-progress, any command */
     const char *term = getenv("TERM");
     p->tty = isatty(STDERR_FILENO) != 0 && !(term && !strcmp(term, "dumb"));
     p->interval = p->tty ? 0.25 : 5.0;
@@ -17,17 +19,7 @@ void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int d
     p->done_before = done_before;
     p->done = p->failed = 0;
     p->line_open = false;
-}
-
-static void format_eta(char *buf, size_t size, double s) {
-    if (s < 0)
-        snprintf(buf, size, "?");
-    else if (s < 90)
-        snprintf(buf, size, "%.0fs", s);
-    else if (s < 5400)
-        snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
-    else
-        snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    p->shown = 0;
 }
 
 void kr_batch_progress_update(kr_batch_progress *p, const kara_engine_stats *s, bool force) {
@@ -41,14 +33,18 @@ void kr_batch_progress_update(kr_batch_progress *p, const kara_engine_stats *s, 
     /* requests per second so far, counting only what finished in this run */
     double eta = p->done > 0 && el > 0 ? left / (p->done / el) : -1;
     char eta_s[32];
-    format_eta(eta_s, sizeof eta_s, left == 0 ? 0 : eta);
+    kr_format_eta(eta_s, sizeof eta_s, left == 0 ? 0 : eta);
     double kv = s->kv_budget ? 100.0 * (double)s->kv_bytes / (double)s->kv_budget : 0;
     char line[256];
     snprintf(line, sizeof line,
              "%d/%d done, %d failed, %.1f tok/s, ETA %s, KV %.0f%% of %.0f MiB, running %d, queued %d", done, p->total,
              p->failed, rate, eta_s, kv, (double)s->kv_budget / 1048576.0, s->running, s->queued + s->preempted);
     if (p->tty) {
-        fprintf(stderr, "\r%s\033[K", line);
+        /* spaces over a longer previous line, not "\033[K": no escape codes */
+        int n = (int)strlen(line);
+        fprintf(stderr, "\r%s%*s", line, p->shown > n ? p->shown - n : 0, "");
+        if (p->shown > n) fprintf(stderr, "\r%s", line);
+        p->shown = n;
         p->line_open = true;
     } else {
         fprintf(stderr, "kara batch: [%.0fs] %s\n", el, line);
@@ -60,5 +56,6 @@ void kr_batch_progress_end(kr_batch_progress *p) {
     if (p->line_open) {
         fputc('\n', stderr);
         p->line_open = false;
+        p->shown = 0;
     }
 }

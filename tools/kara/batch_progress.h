@@ -18,6 +18,7 @@ typedef struct kr_batch_progress {
     int done_before;  /* answered in an earlier run */
     int done, failed; /* this run */
     bool line_open;   /* a \r line is on screen */
+    int shown;        /* its width */
 } kr_batch_progress;
 
 void kr_batch_progress_init(kr_batch_progress *p, bool enabled, int total, int done_before);

@@ -6,7 +6,8 @@
  *   pp: one prompt of P random tokens from an empty cache, in batches of 512.
  *   tg: N single-token steps after D tokens already in the cache (-d).
  * Each test runs once to warm up, then REPS times; tokens/s median/min/max.
- * A last line reports the load time, the ISA and the peak resident memory. */
+ * A last line reports the load time, the ISA and the peak resident memory.
+ * Flags and defaults are those of every command (cli_config.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,17 +15,18 @@
 
 #include "bench_kernels.h"
 #include "cli_args.h"
+#include "cli_config.h"
+#include "cpu_features.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "kara.h"
 #include "monotonic_clock.h"
 
 typedef struct bench_opts {
+    kara_config cfg; /* -m, -t, -b, -n, --mmap, --kv-dtype (-ctk/-ctv): the shared flags */
     const char *model;
     long long threads, n_prompt, n_gen, depth, reps;
-    kara_kv_dtype kv_dtype;
     bool membw, kernels, onednn; /* micro-benchmarks instead of a model */
-    bool use_mmap;               /* --mmap: map the model instead of reading it */
     bool no_repack;              /* --no-repack: keep the file's weight layout */
     const char *kernel_types;
 } bench_opts;
@@ -40,112 +42,92 @@ static double peak_rss_mib(void) {
     return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
 }
 
-static void usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-type f16|f32] "
-        "[--mmap]\n"
-        "                  [--no-repack]\n\n"
-        "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of 512)\n"
-        "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
-        "runs once to warm up, then REPS times; prints JSON lines with tokens/s median/min/max in the\n"
-        "shape of ../shared/bench/llamacpp-ref, and a last line with load time and peak memory.\n\n"
-        "  -m FILE    model (GGUF)\n"
-        "  -t N       threads [2]\n"
-        "  -p N       prompt tokens for the pp test, 0 = skip [512]\n"
-        "  -n N       generated tokens for the tg test, 0 = skip [128]\n"
-        "  -d N       tokens in the cache before the tg test [0]\n"
-        "  -r N       repetitions, 1..100 [3]\n"
-        "  --kv-type  KV cache element type [f16]\n"
-        "  --mmap     map the model file instead of reading it into huge-page memory\n"
-        "  --no-repack  keep the file's weight layout (no interleaving of rows at load)\n\n"
-        "kara bench --membw [-t N]: streaming read bandwidth of a 1 GiB buffer.\n"
-        "kara bench --kernels [TYPES] [-t N] [-p BATCH] [--no-repack]: matrix-vector and matrix-matrix (BATCH rows,\n"
-        "default 64) products of the kernel table on Qwen3 weight shapes, per type (Q4_0,Q8_0,Q4_K,\n"
-        "Q6_K,F16,F32 or a comma list), as weight GB/s and GOP/s, on the layout the loader would give\n"
-        "the weights (--no-repack: the file's).\n"
-        "kara bench --onednn [-t N] [-p BATCH]: the same prefill shapes through oneDNN's matmul (f32,\n"
-        "bf16, u8 x s8; default batch 512), in builds configured with libdnnl.\n");
-}
+/* llama-bench's names for its own flags; -t, -n, -b, --mmap/--no-mmap and
+ * --kv-dtype (-ctk/-ctv) are the shared ones, with the same defaults as in
+ * every other command. */
+static const kr_cli_flag bench_flags[] = {
+    {"-p|--n-prompt", true, "prompt tokens for the pp test, 0 = skip (default: 512)"},
+    {"-d|--n-depth", true, "tokens in the cache before the tg test (default: 0)"},
+    {"-r|--repetitions", true, "repetitions, 1..100 (default: 3)"},
+    {"--no-repack", false, "keep the file's weight layout (no interleaving of rows at load)"},
+    {"--membw", false, "streaming read bandwidth of a 1 GiB buffer instead of a model"},
+    {"--kernels", false,
+     "kernel-table products on Qwen3 shapes instead of a model; then TYPES (Q4_0,Q8_0,Q4_K,Q6_K,F16,F32 or a "
+     "list) and -p BATCH (default: all types, 64)"},
+    {"--onednn", false, "the prefill shapes through oneDNN's matmul (builds with libdnnl; -p BATCH, default: 512)"},
+};
+#define N_BENCH_FLAGS (int)(sizeof bench_flags / sizeof bench_flags[0])
+
+static const char *k_synopsis =
+    "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-dtype f16|f32]\n"
+    "                  [--mmap on|off] [--no-repack]\n"
+    "       kara bench --membw | --kernels [TYPES] | --onednn  [-t N] [-p BATCH]\n\n"
+    "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of -b)\n"
+    "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
+    "runs once to warm up, then REPS times; prints JSON lines with tokens/s median/min/max in the\n"
+    "shape of ../shared/bench/llamacpp-ref, and a last line with load time and peak memory.\n"
+    "Of the shared options bench uses -m, -t, -b, -n (generated tokens, default: 128), --mmap\n"
+    "and --kv-dtype; the KV cache is always `full`.\n\n";
 
 static int parse(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){0}; /* every flag off (use_mmap and no_repack were left unset) */
-    o->model = NULL;
-    o->threads = 2;
+    memset(o, 0, sizeof *o);
     o->n_prompt = 512;
     o->n_gen = 128;
-    o->depth = 0;
     o->reps = 3;
-    o->kv_dtype = KARA_KV_F16;
-    o->membw = o->kernels = o->onednn = false;
-    o->kernel_types = NULL;
     bool prompt_set = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return KR_EXIT_OK;
-        }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    kr_cli_parsed cli;
+    int rc = kr_cli_parse("bench", argc, argv, bench_flags, N_BENCH_FLAGS, &o->cfg, &cli);
+    for (int i = 0; rc < 0 && i < cli.n_args; i++) {
+        const kr_cli_arg *a = &cli.args[i];
         bool ok = true;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!v) {
-                fprintf(stderr, "kara bench: %s needs a value\n", a);
-                return KR_EXIT_USAGE;
+        if (!a->flag) {
+            if (o->kernels && !o->kernel_types) {
+                o->kernel_types = a->value;
+            } else {
+                fprintf(stderr, "kara bench: unexpected argument '%s'\n", a->value);
+                rc = KR_EXIT_USAGE;
             }
-            o->model = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            ok = kr_arg_int("bench", a, v, 1, 1024, &o->threads);
-        } else if (!strcmp(a, "-p")) {
-            ok = kr_arg_int("bench", a, v, 0, 1 << 20, &o->n_prompt);
+        } else if (kr_cli_flag_is(a->flag, "-p")) {
+            ok = kr_arg_int("bench", "-p", a->value, 0, 1 << 20, &o->n_prompt);
             prompt_set = true;
-        } else if (!strcmp(a, "-n")) {
-            ok = kr_arg_int("bench", a, v, 0, 1 << 20, &o->n_gen);
-        } else if (!strcmp(a, "-d")) {
-            ok = kr_arg_int("bench", a, v, 0, 1 << 20, &o->depth);
-        } else if (!strcmp(a, "-r")) {
-            ok = kr_arg_int("bench", a, v, 1, 100, &o->reps);
-        } else if (!strcmp(a, "--membw")) {
-            o->membw = true;
-            continue;
-        } else if (!strcmp(a, "--onednn")) {
-            o->onednn = true;
-            continue;
-        } else if (!strcmp(a, "--kernels")) {
-            o->kernels = true;
-            if (v && v[0] != '-') {
-                o->kernel_types = v;
-                i++;
-            }
-            continue;
-        } else if (!strcmp(a, "--mmap")) {
-            o->use_mmap = true;
-            continue;
-        } else if (!strcmp(a, "--no-repack")) {
+        } else if (kr_cli_flag_is(a->flag, "-d")) {
+            ok = kr_arg_int("bench", "-d", a->value, 0, 1 << 20, &o->depth);
+        } else if (kr_cli_flag_is(a->flag, "-r")) {
+            ok = kr_arg_int("bench", "-r", a->value, 1, 100, &o->reps);
+        } else if (kr_cli_flag_is(a->flag, "--no-repack")) {
             o->no_repack = true;
-            continue;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!v || kara_kv_dtype_parse(v, &o->kv_dtype) != KARA_OK) {
-                fprintf(stderr, "kara bench: --kv-type: %s\n", v ? kara_last_error() : "needs a value");
-                return KR_EXIT_USAGE;
-            }
-        } else {
-            fprintf(stderr, "kara bench: unknown option '%s'\n", a);
-            usage(stderr);
+        } else if (kr_cli_flag_is(a->flag, "--membw")) {
+            o->membw = true;
+        } else if (kr_cli_flag_is(a->flag, "--kernels")) {
+            o->kernels = true;
+        } else if (kr_cli_flag_is(a->flag, "--onednn")) {
+            o->onednn = true;
+        }
+        if (!ok) rc = KR_EXIT_USAGE;
+    }
+    bool micro = o->membw || o->kernels || o->onednn;
+    if (rc < 0 && micro) { /* no model needed: finish here, as kr_cli_finish would */
+        if (cli.help) rc = kr_cli_finish("bench", k_synopsis, bench_flags, N_BENCH_FLAGS, &o->cfg, &cli, rc);
+        kr_cli_parsed_free(&cli);
+    } else {
+        rc = kr_cli_finish("bench", k_synopsis, bench_flags, N_BENCH_FLAGS, &o->cfg, &cli, rc);
+    }
+    if (rc >= 0) return rc;
+    o->model = o->cfg.model_path;
+    o->threads = o->cfg.context.n_threads > 0 ? o->cfg.context.n_threads : kr_cpu_count();
+    const char *n_from = kara_config_origin(&o->cfg, "sampling.max_tokens");
+    if (n_from && strcmp(n_from, "default") != 0) {
+        if (o->cfg.max_tokens < 0) {
+            fprintf(stderr, "kara bench: -n: the number of generated tokens must be >= 0 (0 = skip tg)\n");
             return KR_EXIT_USAGE;
         }
-        if (!ok) return KR_EXIT_USAGE;
-        i++;
+        o->n_gen = o->cfg.max_tokens;
     }
     if (o->membw) return kr_bench_membw((int)o->threads);
     if (o->onednn) return kr_bench_onednn((int)o->threads, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 512);
     if (o->kernels)
         return kr_bench_kernels((int)o->threads, o->kernel_types, prompt_set && o->n_prompt > 0 ? (int)o->n_prompt : 64,
                                 o->no_repack);
-    if (!o->model) {
-        usage(stderr);
-        return KR_EXIT_USAGE;
-    }
     return -1;
 }
 
@@ -186,13 +168,13 @@ static int bench_main(int argc, char **argv) {
     kara_model *model = NULL;
     kara_model_params mp;
     kara_model_params_init(&mp);
-    mp.use_mmap = o.use_mmap;
+    mp.use_mmap = o.cfg.use_mmap;
     mp.no_repack = o.no_repack;
     if (kara_model_load(o.model, &mp, &model) != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
         return KR_EXIT_NOINPUT;
     }
-    const int32_t n_batch = 512;
+    const int32_t n_batch = o.cfg.context.n_batch > 0 ? o.cfg.context.n_batch : 512;
     kara_context_params cp;
     kara_context_params_init(&cp);
     long long need = (o.n_prompt > o.depth + o.n_gen ? o.n_prompt : o.depth + o.n_gen) + 16;
@@ -200,7 +182,7 @@ static int bench_main(int argc, char **argv) {
     cp.n_batch = n_batch;
     cp.n_threads = (int32_t)o.threads;
     cp.kv.method = KARA_KV_METHOD_FULL;
-    cp.kv.dtype = o.kv_dtype;
+    cp.kv.dtype = o.cfg.context.kv.dtype;
     cp.kv.budget = 0;
     kara_context *ctx = NULL;
     if (kara_context_create(model, &cp, &ctx) != KARA_OK) {

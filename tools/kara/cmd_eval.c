@@ -27,6 +27,7 @@
 
 #include "cli_args.h"
 #include "cli_config.h"
+#include "progress.h"
 #include "commands.h"
 #include "eval_tasks.h"
 #include "exit_codes.h"
@@ -187,6 +188,19 @@ static int parse(int argc, char **argv, eval_opts *o) {
 
 /* ---- one configuration over all problems ---- */
 
+typedef struct eval_run {
+    const eval_opts *o;
+    kara_model *m;
+    const kara_chat_template *tmpl;
+    const kr_eval_tasks *tasks;
+    kr_task_row rows[MAX_ROWS];
+    int n_rows;
+    bool dry;         /* counting the rows run_all would run, for the progress line */
+    int planned;      /* rows of the whole run */
+    kr_progress prog; /* problems done of planned x tasks */
+} eval_run;
+
+
 /* The token cap of a problem: cap_factor x its reference thinking length
  * plus room for the answer, or the configured -n. */
 static int32_t token_cap(const eval_opts *o, const kr_eval_task *t) {
@@ -194,8 +208,11 @@ static int32_t token_cap(const eval_opts *o, const kr_eval_task *t) {
     return o->cfg.max_tokens;
 }
 
-static int run_config(const eval_opts *o, kara_model *m, const kara_chat_template *tmpl, const kr_eval_tasks *tasks,
-                      const kara_context_params *cp_in, kr_task_row *row) {
+static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row *row) {
+    const eval_opts *o = e->o;
+    kara_model *m = e->m;
+    const kara_chat_template *tmpl = e->tmpl;
+    const kr_eval_tasks *tasks = e->tasks;
     kara_context_params cp = *cp_in;
     cp.n_seq_max = 1;
     kara_context *ctx;
@@ -267,6 +284,9 @@ static int run_config(const eval_opts *o, kara_model *m, const kara_chat_templat
         generated += gs.n_generated;
         row->capped += kara_generator_stop_reason(gen) == KARA_STOP_MAX_TOKENS;
         row->correct += kr_eval_answer_matches(answer, t->answer);
+        char what[96];
+        snprintf(what, sizeof what, "row %d/%d: %s", e->n_rows, e->planned, row->label);
+        kr_progress_update(&e->prog, (double)(e->n_rows - 1) * tasks->n + i + 1, "problems", what, false);
     }
     row->think_tokens = row->n ? think / row->n : 0;
     row->cached_slots = steps ? cached / (double)steps : 0;
@@ -317,14 +337,6 @@ static void fit_slack(int32_t *slack, int32_t share) {
     if (*slack > share / 4) *slack = share / 4 > 8 ? share / 4 : 8;
 }
 
-typedef struct eval_run {
-    const eval_opts *o;
-    kara_model *m;
-    const kara_chat_template *tmpl;
-    const kr_eval_tasks *tasks;
-    kr_task_row rows[MAX_ROWS];
-    int n_rows;
-} eval_run;
 
 static int run_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {
     kr_task_row *r = &e->rows[e->n_rows++];
@@ -335,8 +347,11 @@ static int run_row(eval_run *e, const kara_context_params *cp, const char *label
     r->axis = axis;
     r->x = x;
     r->budget_tokens = cp->kv.budget_tokens;
-    int rc = run_config(e->o, e->m, e->tmpl, e->tasks, cp, r);
+    if (e->dry) return KR_EXIT_OK;
+    int rc = run_config(e, cp, r);
+    kr_progress_clear(&e->prog); /* the table row goes to the same terminal */
     if (rc == KR_EXIT_OK) print_row(stdout, r);
+    fflush(stdout);
     return rc;
 }
 
@@ -425,8 +440,16 @@ static int eval_main(int argc, char **argv) {
     e.m = m;
     e.tmpl = &tmpl;
     e.tasks = &tasks;
+    e.dry = true; /* the same loops, counting rows: the progress line's total */
+    run_all(&e);
+    e.planned = e.n_rows;
+    e.n_rows = 0;
+    e.dry = false;
+    kr_progress_init(&e.prog, "kara eval", (double)e.planned * tasks.n);
     print_header(stdout);
+    fflush(stdout);
     rc = run_all(&e);
+    kr_progress_clear(&e.prog);
     if (rc == KR_EXIT_OK && o.out && !kr_eval_write_results(o.out, e.rows, e.n_rows)) rc = KR_EXIT_CANTCREAT;
     if (rc == KR_EXIT_OK && o.plot && !kr_eval_write_svg(o.plot, e.rows, e.n_rows)) rc = KR_EXIT_CANTCREAT;
     kara_model_free(m);

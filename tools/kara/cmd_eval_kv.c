@@ -15,6 +15,7 @@
 
 #include "cli_args.h"
 #include "cli_config.h"
+#include "progress.h"
 #include "commands.h"
 #include "cpu_features.h"
 #include "eval_kv.h"
@@ -256,7 +257,23 @@ typedef struct eval_job {
     kr_eval_row *rows;
     int n_rows;
     int32_t threads;
+    int planned;      /* rows run_all will run */
+    kr_progress prog; /* rows done of planned */
 } eval_job;
+
+/* The rows run_all runs: full, the noise run, then per retention Kara
+ * (when asked for, or when it sets the baselines' budget) and the others. */
+static int planned_rows(const eval_opts *o, const kara_context_params *base) {
+    bool want_kara = false, want_budget = false;
+    int others = 0;
+    for (int i = 0; i < o->n_methods; i++) {
+        want_kara |= o->methods[i] == KARA_KV_METHOD_KARA;
+        want_budget |= is_budget_method(o->methods[i]);
+        others += o->methods[i] != KARA_KV_METHOD_FULL && o->methods[i] != KARA_KV_METHOD_KARA;
+    }
+    bool kara_row = want_kara || (want_budget && base->kv.budget_tokens <= 0);
+    return 2 + o->n_retentions * (kara_row + others);
+}
 
 static kara_status run_row(eval_job *j, const kara_context_params *cp, const char *label, float retention,
                            bool make_ref) {
@@ -267,13 +284,15 @@ static kara_status run_row(eval_job *j, const kara_context_params *cp, const cha
     r->retention = retention;
     r->budget_tokens = is_budget_method(cp->kv.method) ? cp->kv.budget_tokens : 0;
     r->threads = cp->n_threads > 0 ? cp->n_threads : kr_cpu_count();
-    fprintf(stderr, "eval-kv: %s", label);
-    if (retention >= 0) fprintf(stderr, " r=%.2f", retention);
-    if (r->budget_tokens) fprintf(stderr, " budget=%d", r->budget_tokens);
-    fprintf(stderr, " ...\n");
+    char what[96];
+    int k = snprintf(what, sizeof what, "row %d/%d: %s", j->n_rows + 1, j->planned, label);
+    if (retention >= 0) k += snprintf(what + k, sizeof what - (size_t)k, " r=%.2f", retention);
+    if (r->budget_tokens) snprintf(what + k, sizeof what - (size_t)k, " budget=%d", r->budget_tokens);
+    kr_progress_update(&j->prog, j->n_rows, "rows", what, true);
     char err[512];
     kara_status st = kr_eval_method(j->s, cp, &j->ref, make_ref, r, err, sizeof err);
     if (st) {
+        kr_progress_end(&j->prog);
         fprintf(stderr, "kara eval-kv: %s: %s\n", label, err);
         return st;
     }
@@ -401,7 +420,9 @@ static int eval_main(int argc, char **argv) {
     int32_t n_ctx = base.n_ctx ? base.n_ctx : kara_model_n_ctx_train(m);
     base.n_ctx = n_ctx;
     kr_eval_setup s;
-    eval_job job = {&o, &s, {0}, NULL, 0, base.n_threads > 0 ? base.n_threads : kr_cpu_count()};
+    eval_job job = {&o, &s, {0}, NULL, 0, base.n_threads > 0 ? base.n_threads : kr_cpu_count(), 0, {0}};
+    job.planned = planned_rows(&o, &base);
+    kr_progress_init(&job.prog, "kara eval-kv", job.planned);
     rc = KR_EXIT_OK;
     if (n_toks < 0 || n_needle < 0 || n_question < 0) {
         fprintf(stderr, "kara eval-kv: cannot tokenize the text: %s\n", kara_last_error());
@@ -414,6 +435,8 @@ static int eval_main(int argc, char **argv) {
             rc = KR_EXIT_SOFTWARE;
         else if ((st = run_all(&job, &base)))
             rc = kr_exit_for_status(st);
+        if (!rc) kr_progress_update(&job.prog, job.n_rows, "rows", "done", true);
+        kr_progress_end(&job.prog);
     }
     if (!rc) {
         kr_eval_meta meta = {o.cfg.model_path, kara_model_desc(m), o.text_path ? o.text_path : "(built-in)", n_ctx,

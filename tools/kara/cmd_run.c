@@ -17,6 +17,9 @@ typedef struct run_opts {
     const char *prompt_file;
     const char *prompt_ids;
     bool ignore_eos;
+    bool escape; /* -e: the prompt's escapes are characters */
+    char *prompt_buf; /* the -e copy of the prompt */
+    char last_char;   /* the last byte written to stdout, 0: none */
 } run_opts;
 
 static const kr_cli_flag run_flags[] = {
@@ -46,6 +49,7 @@ static int parse(int argc, char **argv, run_opts *o) {
             o->ignore_eos = true;
         }
     }
+    o->escape = cli.escape;
     rc = kr_cli_finish("run",
                        "usage: kara run -m MODEL [-p PROMPT | -f FILE | --prompt-ids 1,2,3] [options]\n\n"
                        "Streams the continuation of the prompt to stdout; speeds and memory go to stderr.\n\n",
@@ -54,6 +58,11 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!!o->prompt + !!o->prompt_file + !!o->prompt_ids > 1) {
         fprintf(stderr, "kara run: give only one of -p, -f and --prompt-ids\n");
         return KR_EXIT_USAGE;
+    }
+    if (o->escape && o->prompt) {
+        if (!(o->prompt_buf = strdup(o->prompt))) return KR_EXIT_SOFTWARE;
+        kr_unescape(o->prompt_buf);
+        o->prompt = o->prompt_buf;
     }
     return -1;
 }
@@ -91,7 +100,7 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **o
 
 /* The continuation through the library's generator (raw text: thinking
  * is not split off), streamed to stdout as it comes. */
-static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt, int32_t n_prompt) {
+static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32_t n_prompt) {
     kara_generator_params gp;
     kara_generator_params_init(&gp);
     gp.sampling = o->cfg.sampling;
@@ -109,7 +118,11 @@ static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt,
     while (!st && (st = kara_generator_next(gen, &piece)) == KARA_OK) {
         fwrite(piece.text, 1, (size_t)piece.len, stdout);
         fflush(stdout);
+        if (piece.len > 0) o->last_char = piece.text[piece.len - 1];
     }
+    /* end the text with a newline, as a shell prompt and `wc -l` expect */
+    if (o->last_char && o->last_char != '\n') fputc('\n', stdout);
+    fflush(stdout);
     kara_generator_stats gs;
     kara_generator_get_stats(gen, &gs);
     kara_stop_reason why = kara_generator_stop_reason(gen);
@@ -122,7 +135,7 @@ static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt,
         fprintf(stderr, "\nkara run: context of %d tokens is full, stopping\n", kara_context_n_ctx(ctx));
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    fprintf(stderr, "\n\nprompt: %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, gs.t_prompt_s,
+    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, gs.t_prompt_s,
             n_prompt / (gs.t_prompt_s > 0 ? gs.t_prompt_s : 1e-9));
     fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tok/s)\n", gs.n_generated, gs.t_generate_s,
             gs.n_generated / (gs.t_generate_s > 0 ? gs.t_generate_s : 1e-9));
@@ -140,9 +153,10 @@ static int generate(const run_opts *o, kara_context *ctx, const int32_t *prompt,
     return KR_EXIT_OK;
 }
 
-static int run_main(int argc, char **argv) {
+static int run_body(int argc, char **argv, run_opts *op) {
     run_opts o = {0};
     int rc = parse(argc, argv, &o);
+    op->prompt_buf = o.prompt_buf;
     if (rc >= 0) return rc;
     kara_model *m;
     kara_status st = kr_cli_load_model(&o.cfg, &m);
@@ -194,11 +208,21 @@ static int run_main(int argc, char **argv) {
         free(prompt);
         return kr_exit_for_status(st);
     }
-    if (o.prompt) fputs(o.prompt, stdout);
+    if (o.prompt && o.prompt[0]) {
+        fputs(o.prompt, stdout);
+        o.last_char = o.prompt[strlen(o.prompt) - 1];
+    }
     rc = generate(&o, ctx, prompt, n_prompt);
     free(prompt);
     kara_context_free(ctx);
     kara_model_free(m);
+    return rc;
+}
+
+static int run_main(int argc, char **argv) {
+    run_opts o = {0};
+    int rc = run_body(argc, argv, &o);
+    free(o.prompt_buf);
     return rc;
 }
 

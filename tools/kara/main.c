@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_config.h"
 #include "commands.h"
+#include "console.h"
 #include "exit_codes.h"
 #include "kara.h"
 
@@ -15,7 +17,8 @@ static const kr_command *const commands[] = {
 static void usage(FILE *f) {
     fprintf(f, "usage: kara <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(f, "\n`kara <command> --help` describes each command's options.\n");
+    fprintf(f, "\n`kara <command> --help` describes each command's options. `kara -m MODEL.gguf ...` (llama-cli's\n"
+               "command line) is `kara run`.\n");
 }
 
 int main(int argc, char **argv) {
@@ -31,9 +34,26 @@ int main(int argc, char **argv) {
         printf("kara %s (%s)\n", kara_version_string(), kara_system_info());
         return KR_EXIT_OK;
     }
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(argv[1], commands[i]->name)) return commands[i]->main(argc - 1, argv + 1);
-    fprintf(stderr, "kara: unknown command '%s'\n", argv[1]);
+    /* llama-cli's command line (`kara -m M.gguf -p ...`) is `kara run` */
+    if (argv[1][0] == '-' && argv[1][1]) return kr_cmd_run.main(argc, argv);
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(argv[1], commands[i]->name)) continue;
+        /* commands with a parser of their own still take --color and --no-progress */
+        static const char *const own_parser[] = {"inspect", "tokenize", "gen-model", "quantize"};
+        for (size_t k = 0; k < sizeof own_parser / sizeof own_parser[0]; k++)
+            if (!strcmp(argv[1], own_parser[k])) argc = kr_console_take_flags(argc - 1, argv + 1) + 1;
+        return commands[i]->main(argc - 1, argv + 1);
+    }
+    const char *near = NULL;
+    int best = 3;
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        int d = kr_edit_distance(argv[1], commands[i]->name);
+        if (d < best) best = d, near = commands[i]->name;
+    }
+    if (near)
+        fprintf(stderr, "kara: unknown command '%s'; did you mean '%s'?\n", argv[1], near);
+    else
+        fprintf(stderr, "kara: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return KR_EXIT_USAGE;
 }
