@@ -527,7 +527,7 @@ typedef struct kara_config {
     char batch_output[KARA_CONFIG_PATH_MAX]; /* batch.output: results (JSONL) */
     bool batch_resume;                       /* batch.resume: skip custom_ids already in output */
     int32_t shard_index;                     /* batch.shard "K/N": shard_index = K-1 (0-based) */
-    int32_t shard_count;                     /*   shard_count = N; this job takes request i when i % N == K-1 */
+    int32_t shard_count;                     /*   shard_count = N; input line L (from 1) is taken when (L-1) % N == K-1 */
     /* where each value came from, indexed like kara_config_key(i): "default", "FILE:LINE:COL" or a set origin */
     char origin[KARA_CONFIG_MAX_KEYS][KARA_CONFIG_ORIGIN_MAX];
 } kara_config;
