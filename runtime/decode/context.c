@@ -197,10 +197,12 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->entry_last = calloc(nb, sizeof(int8_t));
     c->seq_counts = calloc((size_t)params->n_seq_max, sizeof(int32_t));
     c->seq_next = calloc((size_t)params->n_seq_max, sizeof(int32_t));
+    c->saved_kv = calloc((size_t)params->n_seq_max, sizeof *c->saved_kv);
+    c->saved_pol = calloc((size_t)params->n_seq_max, sizeof *c->saved_pol);
     c->mem_bytes += c->kv.budget;
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->gate || !c->up || !c->proj || !c->rope_cs ||
         !c->att_scores || !c->att_q || !c->logits || !c->slot || !c->out_rows || !c->entry_pos || !c->entry_seq ||
-        !c->entry_last || !c->seq_counts || !c->seq_next || !alloc_act_bufs(c)) {
+        !c->entry_last || !c->seq_counts || !c->seq_next || !c->saved_kv || !c->saved_pol || !alloc_act_bufs(c)) {
         kara_context_free(c);
         return kr_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
     }
@@ -223,7 +225,15 @@ void kara_context_free(kara_context *c) {
     free(c->entry_seq);
     free(c->seq_counts);
     free(c->seq_next);
+    free(c->saved_kv);
+    free(c->saved_pol);
     free(c);
+}
+
+void kara_context_set_abort(kara_context *c, kara_abort_fn fn, void *user) {
+    if (!c) return;
+    c->abort = fn;
+    c->abort_user = user;
 }
 
 const kara_model *kara_context_model(const kara_context *c) { return c->model; }

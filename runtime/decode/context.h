@@ -58,6 +58,13 @@ struct kara_context {
     float *logits; /* [n_batch][n_vocab] */
     int32_t n_logits;
     uint64_t mem_bytes;
+
+    /* kara_context_set_abort: asked between layers; a batch it stops is
+     * rolled back to these copies of its sequences' state */
+    kara_abort_fn abort;
+    void *abort_user;
+    kr_kv_seq *saved_kv;          /* [n_seq_max] */
+    kr_kv_policy_seq *saved_pol;  /* [n_seq_max] */
 };
 
 /* Query rows attended together by one thread (at least the heads of a KV

@@ -298,6 +298,36 @@ static void add_residual(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+/* Before the batch's slots are appended (with an abort callback set):
+ * copy the cache's and the policy's state of each sequence it touches. */
+static void save_seqs(kara_context *c) {
+    for (int32_t s = 0; s < c->kv.n_seq_max; s++)
+        if (c->seq_counts[s]) {
+            c->saved_kv[s] = c->kv.seqs[s];
+            c->saved_pol[s] = c->policy.seqs[s];
+        }
+}
+
+/* The abort callback stopped the batch before layer il: take its slots
+ * back out (their blocks return to the pool) and restore each touched
+ * sequence's policy state, so the cache holds what it held before the
+ * call. The appends wrote only the new slots' per-slot entries, which the
+ * truncation drops; what validation did first to make room (evictions)
+ * stays, as after any failing call. */
+static kara_status roll_back(kara_context *c, int32_t il, int32_t n_layer) {
+    for (int32_t s = 0; s < c->kv.n_seq_max; s++) {
+        if (!c->seq_counts[s]) continue;
+        kr_kv_truncate(&c->kv, s, c->saved_kv[s].n);
+        c->kv.seqs[s].next_pos = c->saved_kv[s].next_pos;
+        c->kv.seqs[s].active = c->saved_kv[s].active;
+        c->policy.seqs[s] = c->saved_pol[s];
+    }
+    c->n_logits = 0;
+    return kr_set_error(KARA_ERR_ABORTED, "kara_decode: stopped by the abort callback at layer %d of %d; the batch "
+                                          "was rolled back (nothing of it is in the cache)",
+                        il, n_layer);
+}
+
 kara_status kr_forward(kara_context *c, const kara_batch *b) {
     const kara_model *m = c->model;
     const kr_hparams *hp = &m->hp;
@@ -305,6 +335,7 @@ kara_status kr_forward(kara_context *c, const kara_batch *b) {
     const int32_t n = b->n_tokens, e = hp->n_embd;
     const int32_t qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
 
+    if (c->abort) save_seqs(c);
     /* slots, embeddings, RoPE angles */
     for (int32_t i = 0; i < n; i++) {
         int32_t seq = c->entry_seq[i];
@@ -316,6 +347,7 @@ kara_status kr_forward(kara_context *c, const kara_batch *b) {
     rope_tables(c, n);
 
     for (int32_t il = 0; il < hp->n_layer; il++) {
+        if (c->abort && c->abort(c->abort_user)) return roll_back(c, il, hp->n_layer);
         const kr_layer *L = &m->layers[il];
         /* attention block */
         for (int32_t i = 0; i < n; i++)
@@ -343,6 +375,7 @@ kara_status kr_forward(kara_context *c, const kara_batch *b) {
         add_residual(c->x, c->proj, (size_t)n * e);
     }
 
+    if (c->abort && c->abort(c->abort_user)) return roll_back(c, hp->n_layer, hp->n_layer);
     /* logits for the entries that asked for them */
     int32_t n_out = 0;
     for (int32_t i = 0; i < n; i++) {

@@ -536,6 +536,10 @@ kara_status kara_engine_step(kara_engine *e) {
             kr_log(KARA_LOG_WARN, "batch engine: %s (after the step was decoded; continuing)", kara_last_error());
             st = KARA_OK;
         }
+        if (st == KARA_ERR_ABORTED) { /* the caller's abort callback: nothing was decoded, every slot is as it was */
+            e->stats.step_seconds += kr_monotonic_seconds() - t0;
+            return st;
+        }
         if (st != KARA_ERR_KV_BUDGET) break;
         /* pool pressure the policy could not relieve (docs/KARA_METHOD.md
          * section 9) */

@@ -76,8 +76,7 @@ void kara_log_set_level(kara_log_level max_level);
 typedef struct kara_model kara_model;     /* immutable after load; share across threads */
 typedef struct kara_context kara_context; /* KV cache and scratch; one thread at a time */
 
-/* Called on the loading thread (this version: once, with 1.0, when the file is read and checked). Return false to
- * cancel: kara_model_load then fails with KARA_ERR_ABORTED. */
+/* Called on the loading thread (once, with 1.0, when the file is read and checked); false: KARA_ERR_ABORTED. */
 typedef bool (*kara_progress_fn)(float progress, void *user);
 
 typedef struct kara_model_params {
@@ -100,9 +99,8 @@ kara_status kara_model_load_from_fd(int fd, const kara_model_params *p, kara_mod
 kara_status kara_model_load_from_buffer(const void *data, size_t size, const kara_model_params *p, kara_model **out);
 void kara_model_free(kara_model *model);
 
-/* Queries of a loaded model; strings live as long as the model. */
 const char *kara_model_arch(const kara_model *model); /* "llama", "qwen2", "qwen3" */
-const char *kara_model_desc(const kara_model *model); /* e.g. "qwen3 28L 1024d Q4_K_M" */
+const char *kara_model_desc(const kara_model *model); /* e.g. "qwen3 28L 1024d Q4_K_M"; lives with the model */
 int32_t kara_model_n_vocab(const kara_model *model);
 int32_t kara_model_n_ctx_train(const kara_model *model);
 int32_t kara_model_n_embd(const kara_model *model);
@@ -428,8 +426,15 @@ kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos
  * failure nothing is appended to any sequence and, with `full` or eviction on demand (the default), the context is
  * as before the call. Exceptions: under kv.on_pool_exhausted = recompress_history, per_window and threshold methods
  * may first take slots from other sequences (which stay valid); KARA_ERR_INTERNAL from a KV event after the forward
- * pass (a bug) leaves the batch appended. */
+ * pass (a bug) leaves the batch appended. KARA_ERR_ABORTED: the abort callback stopped it; rolled back as above. */
 kara_status kara_decode(kara_context *ctx, const kara_batch *batch);
+
+/* Return true to stop a decode or a generation; called on the calling thread, so keep it cheap (a flag, a deadline).
+ * kara_context_set_abort: asked between the layers of every kara_decode; on true the call stops within one layer,
+ * takes its batch back out of the cache and returns KARA_ERR_ABORTED; the context stays usable (a kara_engine step
+ * stopped so returns it too, every request as it was). fn NULL removes it. */
+typedef bool (*kara_abort_fn)(void *user);
+void kara_context_set_abort(kara_context *ctx, kara_abort_fn fn, void *user);
 
 /* Logits (n_vocab floats) of the i-th entry that asked for logits in the last kara_decode; i = -1 is the last such
  * entry. NULL if none. Owned by the context; valid until the next kara_decode. */
@@ -527,7 +532,7 @@ typedef struct kara_config {
     char batch_output[KARA_CONFIG_PATH_MAX]; /* batch.output: results (JSONL) */
     bool batch_resume;                       /* batch.resume: skip custom_ids already in output */
     int32_t shard_index;                     /* batch.shard "K/N": shard_index = K-1 (0-based) */
-    int32_t shard_count;                     /*   shard_count = N; input line L (from 1) is taken when (L-1) % N == K-1 */
+    int32_t shard_count;                     /*   = N; takes input line L (from 1) if (L-1) % N == K-1 */
     /* where each value came from, indexed like kara_config_key(i): "default", "FILE:LINE:COL" or a set origin */
     char origin[KARA_CONFIG_MAX_KEYS][KARA_CONFIG_ORIGIN_MAX];
 } kara_config;
@@ -552,15 +557,13 @@ kara_status kara_config_get(const kara_config *c, const char *key, char *buf, si
 const char *kara_config_origin(const kara_config *c, const char *key);
 /* The i-th key of the schema ("model.path", ...), NULL past the last. */
 const char *kara_config_key(int i);
-/* Render the resolved configuration as YAML, one key per line with a trailing "# origin" comment; loading the text
- * back yields the same values. Writes at most size bytes (NUL included) and returns the length of the whole text,
- * like snprintf: a result >= size means it was cut. */
+/* The resolved configuration as YAML, a key per line with a "# origin" comment (it loads back to the same values);
+ * snprintf-like: at most size bytes with the NUL, returns the whole length (>= size: cut). */
 size_t kara_config_format(const kara_config *c, char *buf, size_t size);
 
 /* ---- Chat templates (guide and a complete example: docs/API.md, section "Chat templates and thinking") ----------- */
-/* One message. role is "system", "user" or "assistant" ("tool" for the templates that know it). An assistant
- * message may hold its thinking as the model wrote it ("<think>...</think>answer"); the templates that drop earlier
- * thinking from the history (qwen3, deepseek-r1) do so. */
+/* role "system", "user", "assistant" ("tool" where known). An assistant message may hold its thinking as written
+ * ("<think>...</think>answer"); templates that drop earlier thinking from the history (qwen3, deepseek-r1) do so. */
 typedef struct kara_chat_message {
     const char *role;
     const char *content;
@@ -618,8 +621,6 @@ typedef struct kara_piece {
     int32_t token; /* the latest token sampled when the run was released; -1 at the final flush */
 } kara_piece;
 
-/* Return true to stop generation: called on the generating thread before every token and between prompt chunks. */
-typedef bool (*kara_abort_fn)(void *user);
 #define KARA_MAX_STOP_STRINGS 8
 /* Where a piece of output starts. */
 typedef enum kara_think_start {
@@ -722,8 +723,7 @@ typedef struct kara_engine_request {
     int32_t n_stop;               /* stop strings, 1..255 bytes, caller's memory until DONE */
     const char *stop[KARA_MAX_STOP_STRINGS];
 } kara_engine_request;
-/* Defaults: id 0, user NULL, no prompt, sampler defaults, max_tokens -1, reasoning_budget -1, split_thinking true,
- * think_start AUTO, ignore_eog false, no stop strings. */
+/* Defaults: id 0, no user, prompt or stop strings, sampler defaults, max_tokens -1, reasoning_budget -1 (split). */
 void kara_engine_request_init(kara_engine_request *r);
 
 typedef enum kara_engine_event_kind {
