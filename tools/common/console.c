@@ -1,5 +1,6 @@
 /* console.c - see console.h. Plain read(2) on a file descriptor: no
- * readline; the terminal's own line editing (canonical mode) applies. */
+ * readline; the terminal's own line editing (canonical mode) applies.
+ * Interactive sessions use line_editor.c instead (kara chat). */
 #include "console.h"
 
 #include <errno.h>

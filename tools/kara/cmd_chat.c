@@ -1,8 +1,10 @@
 /* cmd_chat.c - `kara chat`: an interactive conversation with a model.
  * Replies stream as they are generated; a reasoning model's thinking is
- * shown dimmed (or hidden) apart from its answer. Plain text when stdin or
- * stdout is not a terminal, so `printf 'hi\n' | kara chat -m M` works in
- * scripts: one reply per input line. */
+ * shown dimmed (or hidden) apart from its answer. On a terminal lines are
+ * edited with our own line editor (tools/common/line_editor.c: history,
+ * Ctrl-L, type-ahead kept out of the reply; docs/CHAT.md). Plain text when
+ * stdin or stdout is not a terminal, so `printf 'hi\n' | kara chat -m M`
+ * works in scripts: one reply per input line. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include "console.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "line_editor.h"
 
 #define CHAT_DEFAULT_CTX 4096
 #define CHAT_CTX_ORIGIN "kara chat default (the model's context when smaller)"
@@ -114,7 +117,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
 static volatile sig_atomic_t g_generating;     /* a reply is being generated */
 static volatile sig_atomic_t g_stop_reply;     /* Ctrl-C: stop the current reply */
 static volatile sig_atomic_t g_exit;           /* Ctrl-C: leave (seen by the idle loop) */
-static volatile sig_atomic_t g_fancy;          /* ANSI in use: reset it on a hard exit */
+static volatile sig_atomic_t g_color_out;      /* ANSI on stdout: reset it on a hard exit */
 static volatile sig_atomic_t g_last_sigint_ms; /* ms since g_t0 of the last Ctrl-C + 1; 0 = none */
 static struct timespec g_t0;
 
@@ -140,12 +143,23 @@ static void on_sigint(int sig) {
     g_exit = 1;
     if (g_generating) {
         static const char reset[] = KR_ANSI_RESET "\n";
-        if (g_fancy)
+        kr_term_restore(); /* the line editor's raw mode (async-signal-safe) */
+        if (g_color_out)
             (void)!write(STDOUT_FILENO, reset, sizeof reset - 1);
         else
             (void)!write(STDOUT_FILENO, "\n", 1);
         _exit(KR_EXIT_SIGINT);
     }
+}
+
+/* SIGTERM, SIGHUP, SIGQUIT: give the terminal back its mode and colour,
+ * then die of the signal as if unhandled. */
+static void on_fatal_signal(int sig) {
+    static const char reset[] = KR_ANSI_RESET;
+    kr_term_restore();
+    if (g_color_out) (void)!write(STDOUT_FILENO, reset, sizeof reset - 1);
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered when the handler returns */
 }
 
 static bool abort_reply(void *user) {
@@ -183,8 +197,10 @@ typedef struct chat_session {
     kara_context *ctx;
     kara_generator *gen;
     kara_chat_template tmpl;
-    bool think; /* thinking on for the next reply */
-    bool fancy; /* ANSI colours on this terminal */
+    bool think;     /* thinking on for the next reply */
+    bool fancy;     /* an interactive terminal: line editor, a placeholder erased */
+    bool color_out; /* ANSI styling on stdout (kr_console_color) */
+    bool color_err; /* ANSI styling of the notes on stderr */
     bool tty_in;
     kara_chat_message *msgs; /* history; contents malloc'd (roles are literals) */
     size_t n_msgs, cap_msgs;
@@ -285,13 +301,17 @@ static void out_text(reply_view *v, const char *s, size_t n) {
     v->last = s[n - 1];
 }
 
+#define THINKING_PLACEHOLDER "thinking..."
+#define THINKING_PLACEHOLDER_BLANK "           " /* as many spaces */
+
 /* Leave the thinking section on screen. */
 static void close_think(reply_view *v, bool answer_follows) {
     const chat_session *s = v->s;
     if (s->o->hide_thinking) {
-        if (s->fancy) out_str(v, "\r\033[K"); /* erase the placeholder */
+        /* erase the placeholder; without colour, not even "ESC [ K" */
+        if (s->fancy) out_str(v, s->color_out ? "\r\033[K" : "\r" THINKING_PLACEHOLDER_BLANK "\r");
         v->last = 0;
-    } else if (s->fancy) {
+    } else if (s->color_out) {
         out_str(v, KR_ANSI_RESET);
         if (answer_follows) out_str(v, v->last == '\n' ? "\n" : "\n\n");
     } else {
@@ -308,9 +328,9 @@ static void show_piece(reply_view *v, const kara_piece *p) {
     if (!v->started || think != v->in_think) {
         if (think) {
             if (!s->o->hide_thinking)
-                out_str(v, s->fancy ? KR_ANSI_DIM : "[Start thinking]\n");
+                out_str(v, s->color_out ? KR_ANSI_DIM : "[Start thinking]\n");
             else if (s->fancy)
-                out_str(v, KR_ANSI_DIM "thinking..." KR_ANSI_RESET);
+                out_str(v, s->color_out ? KR_ANSI_DIM THINKING_PLACEHOLDER KR_ANSI_RESET : THINKING_PLACEHOLDER);
         } else if (v->started) {
             close_think(v, true);
         }
@@ -338,9 +358,9 @@ static void end_reply(reply_view *v) {
 static void note(const chat_session *s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    if (s->fancy) fputs(KR_ANSI_DIM, stderr);
+    if (s->color_err) fputs(KR_ANSI_DIM, stderr);
     vfprintf(stderr, fmt, ap);
-    if (s->fancy) fputs(KR_ANSI_RESET, stderr);
+    if (s->color_err) fputs(KR_ANSI_RESET, stderr);
     fputc('\n', stderr);
     va_end(ap);
 }
@@ -433,7 +453,9 @@ static void show_help(void) {
            "/set think       turn thinking on\n"
            "/set nothink     turn thinking off\n"
            "/stats           speed of the last reply, context and KV memory\n"
-           "A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n");
+           "A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n"
+           "On a terminal: Up/Down recall earlier lines, Ctrl-L clears the screen, and what\n"
+           "you type during a reply waits for the next prompt (docs/CHAT.md lists the keys).\n");
     fflush(stdout);
 }
 
@@ -472,8 +494,22 @@ static cmd_result command(chat_session *s, const char *line) {
         if (s->n_msgs == 0 || strcmp(s->msgs[s->n_msgs - 1].role, "assistant") != 0) {
             note(s, "(nothing to regenerate)");
         } else {
+            /* The same prompt again. Reusing its KV entries would need the
+             * sequence cut back to the prompt's end, and kara.h has no call
+             * that removes positions from a sequence (kara_seq_clear only
+             * forgets all of it; kara_decode only appends). The generator
+             * reuses what the sequence holds only when that is a prefix of
+             * the new prompt, and after a reply it holds prompt + reply; so
+             * the prompt is decoded again, as before. Even with such a call,
+             * a compressing KV method may already have evicted prompt slots:
+             * then only a fresh decode gives the same distribution. The note
+             * says what was reused (docs/CHAT.md). */
             pop_msg(s);
-            if (!reply(s)) s->failed = true;
+            if (!reply(s))
+                s->failed = true;
+            else if (s->tty_in)
+                note(s, "(regenerated: %d prompt tokens reused, %d decoded again)",
+                     s->stats.n_prompt - s->stats.n_prompt_decoded, s->stats.n_prompt_decoded);
         }
     } else if (IS("read")) {
         if (!*arg) {
@@ -508,27 +544,66 @@ static cmd_result command(chat_session *s, const char *line) {
     return CMD_DONE;
 }
 
+#define PROMPT_FIRST "> "
+#define PROMPT_MORE "... "
+
+/* The plain reader's prompt (a terminal without the line editor: TERM=dumb,
+ * --simple-io, or stdout not a terminal). */
 static void print_prompt(const chat_session *s, bool continuation) {
     if (!s->tty_in) return;
     FILE *f = isatty(STDOUT_FILENO) ? stdout : stderr;
-    if (s->fancy) fputs(KR_ANSI_BOLD, f);
-    fputs(continuation ? "... " : "> ", f);
-    if (s->fancy) fputs(KR_ANSI_RESET, f);
+    bool bold = kr_console_color(fileno(f)) && !s->o->simple_io;
+    if (bold) fputs(KR_ANSI_BOLD, f);
+    fputs(continuation ? PROMPT_MORE : PROMPT_FIRST, f);
+    if (bold) fputs(KR_ANSI_RESET, f);
     fflush(f);
+}
+
+/* Where input lines come from: the line editor on an interactive
+ * terminal, else the plain read(2) reader (pipes, files, TERM=dumb). */
+typedef struct chat_input {
+    kr_line_editor *ed; /* NULL: plain reader */
+    kr_line_reader r;
+    bool prompt_due; /* plain reader: the prompt is still to be printed */
+} chat_input;
+
+static kr_line_status read_input(chat_input *in, const chat_session *s, bool continuation, char **line, size_t *cap) {
+    if (in->ed) {
+        fflush(stdout);
+        fflush(stderr);
+        kr_line_status ls = kr_le_read(in->ed, continuation ? PROMPT_MORE : PROMPT_FIRST, line, cap);
+        if (ls == KR_LINE_OK && !kr_le_history_add(&in->ed->st, *line)) return KR_LINE_ERROR;
+        return ls;
+    }
+    if (in->prompt_due) print_prompt(s, continuation);
+    kr_line_status ls = kr_read_line(&in->r, line, cap);
+    in->prompt_due = ls != KR_LINE_INTERRUPTED; /* an interrupted read goes on after the same prompt */
+    return ls;
 }
 
 /* The read-eval loop; returns the exit code. */
 static int chat_loop(chat_session *s) {
-    kr_line_reader r;
-    kr_line_reader_init(&r, STDIN_FILENO);
+    chat_input in = {0};
+    kr_line_reader_init(&in.r, STDIN_FILENO);
+    in.prompt_due = true;
+    kr_line_editor ed;
+    /* raw mode from here to the end, replies included: keys typed during a
+     * reply are not echoed into it and wait for the next prompt. A terminal
+     * that refuses raw mode gets the plain reader. */
+    if (s->fancy && kr_term_raw(STDIN_FILENO)) {
+        if (!kr_line_editor_init(&ed, STDIN_FILENO, STDOUT_FILENO, s->color_out)) {
+            fprintf(stderr, "kara chat: out of memory\n");
+            return KR_EXIT_SOFTWARE;
+        }
+        in.ed = &ed;
+    }
     char *line = NULL;
     size_t cap = 0;
     text_buf msg = {0};
     int rc = KR_EXIT_OK;
     bool continuation = false;
-    print_prompt(s, false);
     for (;;) {
-        kr_line_status ls = kr_read_line(&r, &line, &cap);
+        kr_line_status ls = read_input(&in, s, continuation, &line, &cap);
         if (ls == KR_LINE_INTERRUPTED) {
             if (g_exit) {
                 if (s->tty_in) fputc('\n', stdout);
@@ -552,14 +627,12 @@ static int chat_loop(chat_session *s) {
             tb_put(&msg, line, n - 1);
             tb_put(&msg, "\n", 1);
             continuation = true;
-            print_prompt(s, true);
             continue;
         }
         tb_put(&msg, line, n);
         continuation = false;
         if (msg.len == 0 || strspn(msg.p, " \t\n") == msg.len) {
             msg.len = 0;
-            print_prompt(s, false);
             continue;
         }
         cmd_result c = command(s, msg.p);
@@ -570,8 +643,10 @@ static int chat_loop(chat_session *s) {
             rc = KR_EXIT_SIGINT;
             break;
         }
-        print_prompt(s, continuation);
     }
+    fflush(stdout);
+    kr_term_restore();
+    if (in.ed) kr_line_editor_free(in.ed);
     free(line);
     free(msg.p);
     if (rc == KR_EXIT_OK && s->failed && !s->tty_in) rc = KR_EXIT_DATAERR;
@@ -590,8 +665,10 @@ static int chat_main(int argc, char **argv) {
     chat_session s = {0};
     s.o = &o;
     s.fancy = kr_console_fancy() && !o.simple_io;
+    s.color_out = kr_console_color(STDOUT_FILENO) && !o.simple_io;
+    s.color_err = kr_console_color(STDERR_FILENO) && !o.simple_io;
     s.tty_in = isatty(STDIN_FILENO);
-    g_fancy = s.fancy;
+    g_color_out = s.color_out;
 
     kara_status st = kr_cli_load_model(&o.cfg, &s.model);
     if (st) {
@@ -660,7 +737,15 @@ static int chat_main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: a Ctrl-C must interrupt the read at the prompt */
     sigaction(SIGINT, &sa, &old_sa);
+    /* the line editor's raw mode must not outlive a kill */
+    struct sigaction fa, old_fa[3];
+    static const int fatal[3] = {SIGTERM, SIGHUP, SIGQUIT};
+    memset(&fa, 0, sizeof fa);
+    fa.sa_handler = on_fatal_signal;
+    sigemptyset(&fa.sa_mask);
+    for (int i = 0; i < 3; i++) sigaction(fatal[i], &fa, &old_fa[i]);
     rc = chat_loop(&s);
+    for (int i = 0; i < 3; i++) sigaction(fatal[i], &old_fa[i], NULL);
     sigaction(SIGINT, &old_sa, NULL);
 
 done:

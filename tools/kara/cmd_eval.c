@@ -68,11 +68,11 @@ static const kr_cli_flag eval_flags[] = {
      "`default` for the configuration as given (default: full,default,kara,kara/per_window,"
      "snapkv,streaming,h2o,rkv,lazy,chunkkv,recent,random)"},
     {"--budgets", true,
-     "comma-separated KV cache shares of full's peak each method gets (default 0.5,0.3,0.2; "
+     "comma-separated KV cache shares of full's peak each method gets (default: 0.5,0.3,0.2; "
      "none to skip)"},
-    {"--retentions", true, "also run the window methods per_window at these retentions, without a share"},
-    {"--cap-factor", true, "token cap per problem: this many times its think_tokens, plus 64 (default 2)"},
-    {"--limit", true, "use the first N problems of each file"},
+    {"--retentions", true, "also run the window methods per_window at these retentions, without a share (default: none)"},
+    {"--cap-factor", true, "token cap per problem: this many times its think_tokens, plus 64 (default: 2)"},
+    {"--limit", true, "use the first N problems of each file (default: all)"},
     {"--out", true, "write the results as CSV (.csv) or JSON (.json)"},
     {"--plot", true, "write an SVG plot of accuracy against the KV share (or retention)"},
 };
