@@ -121,6 +121,7 @@ const key_spec kr_config_keys[] = {
     {"batch.input", K_STRING, FIELD(batch_input), 0, 0, NULL, 0},
     {"batch.output", K_STRING, FIELD(batch_output), 0, 0, NULL, 0},
     {"batch.resume", K_BOOL, FIELD(batch_resume), 0, 0, NULL, 0},
+    {"batch.ordered", K_BOOL, FIELD(batch_ordered), 0, 0, NULL, 0},
     {"batch.max_concurrency", K_INT, FIELD(context.n_seq_max), 1, 4096, NULL, 0},
     {"batch.shard", K_SHARD, FIELD(shard_index), 1, 65536, NULL, offsetof(kara_config, shard_count)},
 };
@@ -159,6 +160,7 @@ void kara_config_init(kara_config *c) {
     c->think = KARA_THINK_AUTO;
     c->reasoning_budget = -1;
     c->batch_resume = false;
+    c->batch_ordered = false;
     c->shard_index = 0;
     c->shard_count = 1;
     for (int i = 0; i < N_KEYS; i++) snprintf(c->origin[i], KARA_CONFIG_ORIGIN_MAX, "default");

@@ -531,6 +531,7 @@ typedef struct kara_config {
     char batch_input[KARA_CONFIG_PATH_MAX];  /* batch.input: requests (JSONL) */
     char batch_output[KARA_CONFIG_PATH_MAX]; /* batch.output: results (JSONL) */
     bool batch_resume;                       /* batch.resume: skip custom_ids already in output */
+    bool batch_ordered;                      /* batch.ordered: results in input order */
     int32_t shard_index;                     /* batch.shard "K/N": shard_index = K-1 (0-based) */
     int32_t shard_count;                     /*   = N; takes input line L (from 1) if (L-1) % N == K-1 */
     /* where each value came from, indexed like kara_config_key(i): "default", "FILE:LINE:COL" or a set origin */
@@ -555,8 +556,7 @@ kara_status kara_config_set(kara_config *c, const char *key, const char *value, 
 kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size);
 /* Where a key's value came from (see kara_config.origin); NULL for an unknown key. Points into *c. */
 const char *kara_config_origin(const kara_config *c, const char *key);
-/* The i-th key of the schema ("model.path", ...), NULL past the last. */
-const char *kara_config_key(int i);
+const char *kara_config_key(int i); /* the i-th key of the schema ("model.path", ...), NULL past the last */
 /* The resolved configuration as YAML, a key per line with a "# origin" comment (it loads back to the same values);
  * snprintf-like: at most size bytes with the NUL, returns the whole length (>= size: cut). */
 size_t kara_config_format(const kara_config *c, char *buf, size_t size);

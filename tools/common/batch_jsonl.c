@@ -193,6 +193,38 @@ static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char
     return true;
 }
 
+/* body.prompt of a /v1/completions request. The API also takes an array
+ * of prompts or of token ids; one line is one answer here, so a string or
+ * an array holding exactly one string is taken and anything else is
+ * refused with a message that says what to send instead. */
+static bool completion_prompt(kr_batch_request *r, const kr_json *body, int line, char *err, size_t size,
+                              const char **code) {
+    const kr_json *p = kr_json_get(body, "prompt");
+    if (!p)
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, body,
+                         "/v1/completions needs body.prompt (a string)");
+    if (p->type == KR_JSON_ARRAY) {
+        if (p->len == 0)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, p, "body.prompt is an empty array");
+        if (p->first->type == KR_JSON_NUMBER || p->first->type == KR_JSON_ARRAY)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, p,
+                             "body.prompt as token ids is not supported; send the prompt as text");
+        if (p->len > 1)
+            return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, p,
+                             "body.prompt holds %zu prompts; a batch line takes one (put each on its own line)",
+                             p->len);
+        p = p->first;
+    }
+    if (p->type != KR_JSON_STRING)
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, p,
+                         "/v1/completions needs body.prompt as a string or a one-element array of strings, got %s",
+                         kr_json_type_name(p->type));
+    if (strlen(p->str) != p->len)
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, p, "body.prompt holds a NUL character");
+    r->prompt = p->str;
+    return true;
+}
+
 bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_doc *doc, kr_batch_request *out,
                             char *err, size_t err_size, const char **code) {
     memset(out, 0, sizeof *out);
@@ -248,11 +280,7 @@ bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_d
         return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, body,
                          body ? "body must be an object" : "missing \"body\"");
     if (completions) {
-        const kr_json *prompt = kr_json_get(body, "prompt");
-        if (!prompt || prompt->type != KR_JSON_STRING || strlen(prompt->str) != prompt->len)
-            return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, prompt ? prompt : body,
-                             "/v1/completions needs body.prompt as a string");
-        out->prompt = prompt->str;
+        if (!completion_prompt(out, body, line_no, err, err_size, code)) return false;
     } else {
         const kr_json *msgs = kr_json_get(body, "messages");
         if (!msgs) return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, body, "missing body.messages");
@@ -276,13 +304,21 @@ static void write_custom_id(kr_jbuf *b, const char *custom_id) {
         kr_jbuf_cstr(b, "null");
 }
 
-void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r) {
+/* The body of a legacy /v1/completions answer: "text_completion" with
+ * choices[].text, as the OpenAI API documents for that endpoint. */
+static void write_completion_body(kr_jbuf *b, const kr_batch_result *r) {
     char id[64];
-    kr_batch_make_id(id, sizeof id, "batch_req_", r->custom_id, r->line);
-    kr_jbuf_printf(b, "{\"id\":\"%s\",\"custom_id\":", id);
-    write_custom_id(b, r->custom_id);
-    kr_batch_make_id(id, sizeof id, "req_", r->custom_id, r->line);
-    kr_jbuf_printf(b, ",\"response\":{\"status_code\":200,\"request_id\":\"%s\",\"body\":{", id);
+    kr_batch_make_id(id, sizeof id, "cmpl-", r->custom_id, r->line);
+    kr_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,\"model\":", id,
+                   (long long)r->created);
+    kr_jbuf_str(b, r->model ? r->model : "", r->model ? strlen(r->model) : 0);
+    kr_jbuf_cstr(b, ",\"choices\":[{\"text\":");
+    kr_jbuf_str(b, r->content ? r->content : "", r->content ? r->content_len : 0);
+    kr_jbuf_printf(b, ",\"index\":0,\"logprobs\":null,\"finish_reason\":\"%s\"}]", r->finish_reason);
+}
+
+static void write_chat_body(kr_jbuf *b, const kr_batch_result *r) {
+    char id[64];
     kr_batch_make_id(id, sizeof id, "chatcmpl-", r->custom_id, r->line);
     kr_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id,
                    (long long)r->created);
@@ -294,11 +330,30 @@ void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r) {
         kr_jbuf_str(b, r->reasoning, r->reasoning_len);
     else
         kr_jbuf_cstr(b, "null");
-    kr_jbuf_printf(b,
-                   "},\"logprobs\":null,\"finish_reason\":\"%s\"}],\"usage\":{\"prompt_tokens\":%d,"
-                   "\"completion_tokens\":%d,\"total_tokens\":%d}}},\"error\":null}\n",
-                   r->finish_reason, r->prompt_tokens, r->completion_tokens, r->prompt_tokens + r->completion_tokens);
+    kr_jbuf_printf(b, "},\"logprobs\":null,\"finish_reason\":\"%s\"}]", r->finish_reason);
 }
+
+/* The envelope of the Batch API output format around one body. */
+static void write_result(kr_jbuf *b, const kr_batch_result *r, bool completion) {
+    char id[64];
+    kr_batch_make_id(id, sizeof id, "batch_req_", r->custom_id, r->line);
+    kr_jbuf_printf(b, "{\"id\":\"%s\",\"custom_id\":", id);
+    write_custom_id(b, r->custom_id);
+    kr_batch_make_id(id, sizeof id, "req_", r->custom_id, r->line);
+    kr_jbuf_printf(b, ",\"response\":{\"status_code\":200,\"request_id\":\"%s\",\"body\":{", id);
+    if (completion)
+        write_completion_body(b, r);
+    else
+        write_chat_body(b, r);
+    kr_jbuf_printf(b,
+                   ",\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}},"
+                   "\"error\":null}\n",
+                   r->prompt_tokens, r->completion_tokens, r->prompt_tokens + r->completion_tokens);
+}
+
+void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r) { write_result(b, r, false); }
+
+void kr_batch_write_completion(kr_jbuf *b, const kr_batch_result *r) { write_result(b, r, true); }
 
 void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const char *code, const char *message) {
     char id[64];
@@ -326,9 +381,7 @@ static bool read_result(const kr_json *root, const char **custom_id, int *line, 
     return *failed || resp->type == KR_JSON_OBJECT;
 }
 
-long kr_batch_scan_output(const char *data, size_t len,
-                          void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
-                          char *err, size_t err_size) {
+long kr_batch_scan_lines(const char *data, size_t len, kr_batch_scan_fn fn, void *user, char *err, size_t err_size) {
     size_t start = 0, good = 0;
     int out_line = 0;
     while (start < len) {
@@ -352,11 +405,32 @@ long kr_batch_scan_output(const char *data, size_t len,
                          parsed ? "no custom_id, response and error" : jerr);
                 return -1;
             }
-            fn(user, cid, line, failed);
+            fn(user, cid, line, failed, data + start, end + 1 - start);
             kr_json_doc_free(&doc);
         }
         start = end + 1;
         good = start;
     }
     return (long)good;
+}
+
+/* The older callback, without the line's text. */
+typedef struct scan_compat {
+    void (*fn)(void *user, const char *custom_id, int input_line, bool failed);
+    void *user;
+} scan_compat;
+
+static void scan_compat_fn(void *user, const char *custom_id, int input_line, bool failed, const char *text,
+                           size_t len) {
+    (void)text;
+    (void)len;
+    scan_compat *c = user;
+    c->fn(c->user, custom_id, input_line, failed);
+}
+
+long kr_batch_scan_output(const char *data, size_t len,
+                          void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
+                          char *err, size_t err_size) {
+    scan_compat c = {fn, user};
+    return kr_batch_scan_lines(data, len, scan_compat_fn, &c, err, err_size);
 }

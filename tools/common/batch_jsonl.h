@@ -6,7 +6,9 @@
  *   {"custom_id":"q1","method":"POST","url":"/v1/chat/completions",
  *    "body":{"model":"...","messages":[{"role":"user","content":"..."}],
  *            "max_tokens":512,"temperature":0.6,"top_p":0.95,"seed":7,"stop":["\n\n"]}}
- *   url "/v1/completions" takes body.prompt (raw text, no chat template);
+ *   url "/v1/completions" takes body.prompt (raw text, no chat template): a
+ *   string or an array of exactly one string (several prompts or token ids
+ *   are refused: one line is one answer);
  *   the plain form {"id":"q1","prompt":"...", "max_tokens":..., ...} is one
  *   user message through the chat template (the sampling keys sit beside it).
  * Body keys read: messages, prompt, model, max_tokens (max_completion_tokens),
@@ -17,6 +19,10 @@
  * Output, one line per request:
  *   {"id":"batch_req_...","custom_id":"q1","response":{"status_code":200,
  *    "request_id":"req_...","body":{chat.completion}},"error":null}
+ *   where a /v1/completions request gets a "text_completion" body instead:
+ *    {"id":"cmpl-...","object":"text_completion","created":...,"model":...,
+ *     "choices":[{"text":"...","index":0,"logprobs":null,"finish_reason":...}],
+ *     "usage":{"prompt_tokens":...,"completion_tokens":...,"total_tokens":...}}
  *   {"id":"batch_req_...","custom_id":"q1","response":null,
  *    "error":{"code":"...","message":"input line 7: ...","line":7}}
  * custom_id is null for a line whose custom_id could not be read; "line"
@@ -75,7 +81,7 @@ void kr_batch_request_free(kr_batch_request *r);
 int kr_batch_request_id(const char *text, size_t len, int line_no, kr_json_doc *doc, const char **id);
 
 /* Stable ids derived from a custom_id (or the line number): "batch_req_",
- * "req_" and "chatcmpl-" followed by 16 hex digits. */
+ * "req_", "chatcmpl-" and "cmpl-" followed by 16 hex digits. */
 void kr_batch_make_id(char *buf, size_t size, const char *prefix, const char *custom_id, int line);
 
 typedef struct kr_batch_result {
@@ -91,8 +97,10 @@ typedef struct kr_batch_result {
     int64_t created; /* unix seconds */
 } kr_batch_result;
 
-/* Append one whole result line (with its '\n') to b. */
+/* Append one whole result line (with its '\n') to b: a chat.completion
+ * body, or with _completion the text_completion body of /v1/completions. */
 void kr_batch_write_ok(kr_jbuf *b, const kr_batch_result *r);
+void kr_batch_write_completion(kr_jbuf *b, const kr_batch_result *r);
 void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const char *code, const char *message);
 
 /* Scan an existing output (data[0..len)) for answered requests: fn gets the
@@ -106,5 +114,12 @@ void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const cha
 long kr_batch_scan_output(const char *data, size_t len,
                           void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
                           char *err, size_t err_size);
+
+/* The same scan, giving fn each result line's text too (text[0..len),
+ * its '\n' included): what --ordered needs to take back results it had
+ * set aside in its hold file. */
+typedef void (*kr_batch_scan_fn)(void *user, const char *custom_id, int input_line, bool failed, const char *text,
+                                 size_t len);
+long kr_batch_scan_lines(const char *data, size_t len, kr_batch_scan_fn fn, void *user, char *err, size_t err_size);
 
 #endif

@@ -1,13 +1,15 @@
 /* cmd_batch.c - `kara batch JOB.yaml`: run a JSONL file of OpenAI Batch API
  * requests through the continuous-batching engine and append one result
  * line per request (formats: tools/common/batch_jsonl.h; durability and
- * resume: batch_output.h; progress: batch_progress.h).
+ * resume: batch_output.h; input order with --ordered: batch_order.h;
+ * progress: batch_progress.h).
  *
  * Flow: read the whole input and reject duplicate custom_ids (exit 65,
  * nothing done); open the output, skipping what it already answers; load
  * the model; size the context (max_concurrency, capped to what the KV
  * budget holds); then keep the engine's queue full with this shard's
- * requests, step, and write each request's line as soon as it finishes.
+ * requests, step, and write each request's line as soon as it finishes
+ * (--ordered: as soon as every request before it in the input is written).
  * A line that cannot be parsed or a request that can never fit becomes an
  * error line and the job goes on. */
 #include <errno.h>
@@ -20,6 +22,7 @@
 
 #include "batch_input.h"
 #include "batch_jsonl.h"
+#include "batch_order.h"
 #include "batch_output.h"
 #include "batch_progress.h"
 #include "cli_args.h"
@@ -35,7 +38,8 @@ typedef struct batch_opts {
     kara_config cfg;
     const char *stats_json;
     int resume; /* -1: on when the output exists (default), 0, 1 */
-    bool no_progress, ignore_eos, no_fit, optimistic;
+    bool ignore_eos, no_fit, optimistic, ordered;
+    int ordered_hold; /* results held in memory with --ordered; -1: 4 x concurrency + 256 */
     int32_t prefill_chunk;
 } batch_opts;
 
@@ -46,8 +50,11 @@ static const kr_cli_flag batch_flags[] = {
     {"--shard", true, "K/N: take input lines i with (i-1) % N == K-1 [batch.shard]"},
     {"--resume", false, "skip requests already answered in the output (the default when it exists)"},
     {"--no-resume", false, "empty the output and start over"},
+    {"--ordered", false,
+     "write the results in input order (held ones wait in memory, then in OUTPUT.hold) [batch.ordered]"},
+    {"--ordered-hold", true,
+     "with --ordered: results held in memory before they go to OUTPUT.hold (default: 4 x max_concurrency + 256)"},
     {"--think", true, "auto|on|off: thinking for templates that switch it [chat.think]"},
-    {"--no-progress", false, "no progress report on stderr"},
     {"--stats-json", true, "write the final statistics (tokens/s, KV peak, events) to FILE as JSON"},
     {"--ignore-eos", false, "generate past end-of-generation tokens (fixed-length benchmarks)"},
     {"--prefill-chunk", true, "prompt tokens fed per step, all arrivals together (256)"},
@@ -156,6 +163,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
     }
     o->resume = -1;
     o->prefill_chunk = 256;
+    o->ordered_hold = -1;
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
         const kr_cli_arg *a = &cli.args[i];
         long long v;
@@ -174,8 +182,6 @@ static int parse(int argc, char **argv, batch_opts *o) {
             o->resume = 1;
         else if (kr_cli_flag_is(a->flag, "--no-resume"))
             o->resume = 0;
-        else if (kr_cli_flag_is(a->flag, "--no-progress"))
-            o->no_progress = true;
         else if (kr_cli_flag_is(a->flag, "--stats-json"))
             o->stats_json = a->value;
         else if (kr_cli_flag_is(a->flag, "--ignore-eos"))
@@ -184,7 +190,14 @@ static int parse(int argc, char **argv, batch_opts *o) {
             o->no_fit = true;
         else if (kr_cli_flag_is(a->flag, "--optimistic"))
             o->optimistic = true;
-        else if (kr_cli_flag_is(a->flag, "--prefill-chunk")) {
+        else if (kr_cli_flag_is(a->flag, "--ordered"))
+            o->ordered = true;
+        else if (kr_cli_flag_is(a->flag, "--ordered-hold")) {
+            if (!kr_arg_int("batch", "--ordered-hold", a->value, 0, 1 << 24, &v))
+                rc = KR_EXIT_USAGE;
+            else
+                o->ordered_hold = (int)v;
+        } else if (kr_cli_flag_is(a->flag, "--prefill-chunk")) {
             if (!kr_arg_int("batch", "--prefill-chunk", a->value, 2, 1 << 20, &v))
                 rc = KR_EXIT_USAGE;
             else
@@ -201,6 +214,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
     }
     kr_cli_parsed_free(&cli);
     if (rc >= 0) return rc;
+    o->ordered = o->ordered || o->cfg.batch_ordered; /* --ordered or batch.ordered: true */
     if (o->resume < 0) {
         /* a resume key set in a file decides; the built-in default is "auto" */
         const char *origin = kara_config_origin(&o->cfg, "batch.resume");
@@ -226,6 +240,8 @@ typedef struct job job;
 typedef struct pending {
     struct pending *prev, *next; /* in job.live */
     int line;
+    int slot;        /* rank in this shard's input order */
+    bool completion; /* /v1/completions: raw text, a text_completion body */
     char *custom_id;
     char *model_name;
     int32_t *tokens;
@@ -250,13 +266,15 @@ struct job {
     batch_opts *o;
     kr_batch_input in;
     kr_batch_output out;
+    kr_batch_order ord;
     kara_model *model;
     kara_context *ctx;
     kara_engine *eng;
     kara_chat_template tmpl;
     char model_name[KARA_CONFIG_PATH_MAX];
-    int *todo;           /* indexes of input lines to run */
-    int *shard, n_shard; /* indexes of this shard's lines, answered or not */
+    int *todo;           /* slots (indexes into shard) to run */
+    int *shard, n_shard; /* indexes of this shard's lines, answered or not: slot -> input line index */
+    kr_strset slot_ids;  /* custom_id -> slot, for results taken back from OUTPUT.hold */
     int n_todo, next;
     kr_jbuf line, prompt;
     kr_batch_progress prog;
@@ -266,20 +284,20 @@ struct job {
     int io_error;   /* errno of a failed append */
 };
 
-static int write_line(job *j) {
+static int write_line(job *j, int slot) {
     if (j->line.failed) {
         j->io_error = ENOMEM;
         return -1;
     }
-    int e = kr_batch_output_append(&j->out, j->line.p, j->line.len);
+    int e = kr_batch_order_put(&j->ord, slot, j->line.p, j->line.len);
     if (e) j->io_error = e;
     return e ? -1 : 0;
 }
 
-static void write_error(job *j, const char *custom_id, int line, const char *code, const char *msg) {
+static void write_error(job *j, int slot, const char *custom_id, int line, const char *code, const char *msg) {
     kr_jbuf_reset(&j->line);
     kr_batch_write_error(&j->line, custom_id, line, code, msg);
-    write_line(j);
+    write_line(j, slot);
     j->failed++;
     j->prog.failed++;
     j->prog.done++;
@@ -330,8 +348,10 @@ static kara_status tokenize_request(job *j, const kr_batch_request *r, pending *
     return KARA_OK;
 }
 
-/* Parse, tokenize and submit one input line; failures become error lines. */
-static void submit_line(job *j, const kr_batch_line *l) {
+/* Parse, tokenize and submit one input line (slot of the shard); failures
+ * become error lines. */
+static void submit_line(job *j, int slot) {
+    const kr_batch_line *l = &j->in.lines[j->shard[slot]];
     kr_json_doc doc;
     kr_batch_request r;
     char err[512];
@@ -348,6 +368,8 @@ static void submit_line(job *j, const kr_batch_line *l) {
     }
     if (ok) {
         p->line = l->no;
+        p->slot = slot;
+        p->completion = !r.chat;
         p->custom_id = strdup(r.custom_id);
         p->model_name = r.model ? strdup(r.model) : NULL;
         kara_status st = tokenize_request(j, &r, p);
@@ -374,6 +396,10 @@ static void submit_line(job *j, const kr_batch_line *l) {
         if (r.has_repeat_penalty) er.sampling.repeat_penalty = r.repeat_penalty;
         if (r.has_seed) er.sampling.seed = r.seed;
         er.reasoning_budget = cfg->reasoning_budget;
+        if (p->completion) { /* a raw completion is the text as generated, think tags and all */
+            er.split_thinking = false;
+            er.reasoning_budget = -1;
+        }
         er.ignore_eog = j->o->ignore_eos;
         for (int i = 0; i < r.n_stop; i++) {
             p->stops[i] = strdup(r.stop[i]);
@@ -392,7 +418,7 @@ static void submit_line(job *j, const kr_batch_line *l) {
         }
     }
     if (!ok) {
-        write_error(j, r.custom_id ? r.custom_id : l->custom_id, l->no, code, err);
+        write_error(j, slot, r.custom_id ? r.custom_id : l->custom_id, l->no, code, err);
         pending_free(p);
     }
     kr_batch_request_free(&r);
@@ -409,7 +435,7 @@ static void finish_request(job *j, const kara_engine_event *ev) {
     if (ev->status < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "input line %d: %s", p->line, ev->error ? ev->error : kara_status_str(ev->status));
-        write_error(j, p->custom_id, p->line, status_code(ev->status), msg);
+        write_error(j, p->slot, p->custom_id, p->line, status_code(ev->status), msg);
     } else {
         kr_batch_result res = {
             p->custom_id,
@@ -425,7 +451,10 @@ static void finish_request(job *j, const kara_engine_event *ev) {
             (int64_t)time(NULL),
         };
         kr_jbuf_reset(&j->line);
-        kr_batch_write_ok(&j->line, &res);
+        if (p->completion)
+            kr_batch_write_completion(&j->line, &res);
+        else
+            kr_batch_write_ok(&j->line, &res);
         if (p->content.failed || p->reasoning.failed) {
             kr_jbuf_reset(&j->line);
             char msg[128];
@@ -436,7 +465,7 @@ static void finish_request(job *j, const kara_engine_event *ev) {
         } else {
             j->ok++;
         }
-        write_line(j);
+        write_line(j, p->slot);
         j->prog.done++;
     }
     pending_free(p);
@@ -571,14 +600,15 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             "\"kv_budget\":%llu,\"method\":\"%s\",\"evict\":\"%s\",\"max_concurrency\":%d,"
             "\"context_sequences\":%d,\"peak_running\":%d,\"shard\":\"%d/%d\",\"decode_seconds\":%.3f,"
             "\"cpu_seconds\":%.3f,\"tokens_per_cpu_second\":%.3f,\"tokens_per_step\":%.3f}\n",
-            total, j->out.n_ok + j->out.n_failed, j->ok, j->failed, seconds, (unsigned long long)s->tokens_generated,
-            seconds > 0 ? (double)s->tokens_generated / seconds : 0.0, (unsigned long long)s->tokens_prefilled,
-            (unsigned long long)s->tokens_recomputed, (unsigned long long)s->steps, (unsigned long long)s->preemptions,
-            (unsigned long long)s->kv_events, (unsigned long long)s->kv_forced_events,
-            (unsigned long long)s->kv_recompress_events, s->steps ? (double)s->kv_events / (double)s->steps : 0.0,
-            (unsigned long long)s->kv_bytes_peak, (unsigned long long)s->kv_cache_bytes_peak,
-            (unsigned long long)s->kv_reserved_bytes, (unsigned long long)s->kv_slots_evicted, s->kv_seq_tokens,
-            (unsigned long long)s->kv_budget, kara_kv_method_name(cfg->context.kv.method),
+            total, j->out.n_ok + j->out.n_failed + j->ord.recovered, j->ok, j->failed, seconds,
+            (unsigned long long)s->tokens_generated, seconds > 0 ? (double)s->tokens_generated / seconds : 0.0,
+            (unsigned long long)s->tokens_prefilled, (unsigned long long)s->tokens_recomputed,
+            (unsigned long long)s->steps, (unsigned long long)s->preemptions, (unsigned long long)s->kv_events,
+            (unsigned long long)s->kv_forced_events, (unsigned long long)s->kv_recompress_events,
+            s->steps ? (double)s->kv_events / (double)s->steps : 0.0, (unsigned long long)s->kv_bytes_peak,
+            (unsigned long long)s->kv_cache_bytes_peak, (unsigned long long)s->kv_reserved_bytes,
+            (unsigned long long)s->kv_slots_evicted, s->kv_seq_tokens, (unsigned long long)s->kv_budget,
+            kara_kv_method_name(cfg->context.kv.method),
             cfg->context.kv.evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window", cfg->context.n_seq_max,
             j->n_seq, s->peak_running, cfg->shard_index + 1, cfg->shard_count, s->decode_seconds, cpu,
             cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
@@ -589,6 +619,24 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
 /* ------------------------------------------------------------------------ */
 /* Main                                                                      */
 /* ------------------------------------------------------------------------ */
+
+/* The slot of a result found in OUTPUT.hold: by custom_id, or, for an error
+ * line without one, by its input line; -1 when it is not this shard's. */
+static int slot_of(void *user, const char *custom_id, int line) {
+    job *j = user;
+    int slot;
+    if (custom_id) return kr_strset_get(&j->slot_ids, custom_id, &slot) ? slot : -1;
+    int lo = 0, hi = j->n_shard - 1; /* shard is in input order */
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, no = j->in.lines[j->shard[mid]].no;
+        if (no == line) return j->in.lines[j->shard[mid]].custom_id ? -1 : mid;
+        if (no < line)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
 
 static int run(job *j) {
     kara_config *cfg = &j->o->cfg;
@@ -610,23 +658,42 @@ static int run(job *j) {
         if ((l->no - 1) % cfg->shard_count != cfg->shard_index || kr_batch_line_blank(&j->in, l)) continue;
         total++;
         j->shard[j->n_shard++] = i;
-        if (kr_batch_output_has(&j->out, l->custom_id, l->no))
-            answered++;
-        else
-            j->todo[j->n_todo++] = i;
     }
-    if (answered)
-        fprintf(stderr, "kara batch: resuming: %d of %d requests already answered in %s\n", answered, total,
+    if (!kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0)) return KR_EXIT_SOFTWARE;
+    for (int s = 0; s < j->n_shard; s++) {
+        const kr_batch_line *l = &j->in.lines[j->shard[s]];
+        if (l->custom_id && kr_strset_add(&j->slot_ids, l->custom_id, s, NULL) < 0) return KR_EXIT_SOFTWARE;
+        if (kr_batch_output_has(&j->out, l->custom_id, l->no)) {
+            kr_batch_order_done(&j->ord, s);
+            answered++;
+        }
+    }
+    /* results an interrupted --ordered run set aside in OUTPUT.hold */
+    rc = kr_batch_order_open(&j->ord, resume, slot_of, j);
+    if (rc >= 0) return rc;
+    if (j->ord.hold_truncated)
+        fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
+                j->ord.hold_truncated, j->ord.hold_path);
+    answered += j->ord.recovered;
+    for (int s = 0; s < j->n_shard; s++)
+        if (kr_batch_order_waiting(&j->ord, s)) j->todo[j->n_todo++] = s;
+    if (answered) {
+        fprintf(stderr, "kara batch: resuming: %d of %d requests already answered in %s", answered, total,
                 cfg->batch_output);
+        if (j->ord.recovered) fprintf(stderr, " (%d of them held in %s)", j->ord.recovered, j->ord.hold_path);
+        fputc('\n', stderr);
+    }
     rc = setup_engine(j);
     if (rc >= 0) return rc;
-    kr_batch_progress_init(&j->prog, !j->o->no_progress, total, answered);
+    /* held in memory: what can be in flight at once, and a margin; more goes to OUTPUT.hold */
+    j->ord.mem_max = j->o->ordered_hold >= 0 ? j->o->ordered_hold : 4 * j->n_seq + 256;
+    kr_batch_progress_init(&j->prog, true, total, answered); /* --no-progress: kr_console_progress */
     double t0 = kr_monotonic_seconds(), cpu0 = cpu_seconds();
     kara_engine_stats stats;
     memset(&stats, 0, sizeof stats);
     for (;;) {
         while (j->next < j->n_todo && kara_engine_queue_room(j->eng) > 0 && !j->io_error && !g_signal)
-            submit_line(j, &j->in.lines[j->todo[j->next++]]);
+            submit_line(j, j->todo[j->next++]);
         if (j->io_error || g_signal) break;
         kara_status st = kara_engine_step(j->eng);
         if (st < 0) {
@@ -650,11 +717,15 @@ static int run(job *j) {
     kara_engine_get_stats(j->eng, &stats);
     kr_batch_progress_update(&j->prog, &stats, true);
     kr_batch_progress_end(&j->prog);
+    if (g_signal && !j->io_error) {
+        int e = kr_batch_order_park(&j->ord); /* so the rerun need not redo them */
+        if (e) fprintf(stderr, "kara batch: cannot write %s: %s\n", j->ord.hold_path, strerror(e));
+    }
     if (j->io_error) {
         fprintf(stderr, "kara batch: cannot write %s: %s\n", cfg->batch_output, strerror(j->io_error));
         return KR_EXIT_IOERR;
     }
-    int failed_total = j->failed + j->out.n_failed;
+    int failed_total = j->failed + j->out.n_failed + j->ord.rec_failed;
     fprintf(stderr,
             "kara batch: %s: %d ok, %d failed this run (%d answered before); %llu tokens in %.1f s = %.1f tok/s; "
             "%llu steps, %llu preemptions, %llu KV events (%llu forced), %llu slots evicted; KV peak %llu of %llu "
@@ -685,6 +756,7 @@ static int batch_main(int argc, char **argv) {
     memset(&j, 0, sizeof j);
     j.o = &o;
     j.out.fd = -1;
+    j.ord.hold_fd = -1;
     rc = run(&j);
     /* requests still in flight are dropped: a rerun does them */
     kara_engine_free(j.eng);
@@ -695,7 +767,9 @@ static int batch_main(int argc, char **argv) {
     }
     kara_context_free(j.ctx);
     kara_model_free(j.model);
+    kr_batch_order_close(&j.ord);
     kr_batch_output_close(&j.out);
+    kr_strset_free(&j.slot_ids);
     kr_batch_input_free(&j.in);
     free(j.todo);
     free(j.shard);
