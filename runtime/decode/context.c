@@ -355,6 +355,33 @@ kara_status kara_seq_clear(kara_context *c, int32_t seq) {
     return KARA_OK;
 }
 
+/* Keep positions [0, n_keep) of a sequence, only where its slots still are
+ * those positions in order (nothing of them evicted or compacted) and the
+ * KV policy can go back exactly; the rest returns to the pool. */
+kara_status kara_seq_truncate(kara_context *c, int32_t seq, int32_t n_keep) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max || n_keep < 0)
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_truncate: invalid arguments");
+    kr_kv_seq *s = &c->kv.seqs[seq];
+    if (n_keep >= s->next_pos) return KARA_OK;
+    if (n_keep == 0) return kara_seq_clear(c, seq);
+    if (n_keep > s->n)
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
+                            "kara_seq_truncate: sequence %d holds %d slots of %d positions; slots were evicted", seq,
+                            s->n, s->next_pos);
+    for (int32_t g = 0; g < c->kv.n_groups; g++)
+        for (int32_t i = 0; i < n_keep; i++)
+            if (s->pos[(size_t)g * c->kv.max_slots + i] != i)
+                return kr_set_error(KARA_ERR_UNSUPPORTED,
+                                    "kara_seq_truncate: slot %d of sequence %d holds position %d: the first %d "
+                                    "positions are no longer whole",
+                                    i, seq, s->pos[(size_t)g * c->kv.max_slots + i], n_keep);
+    kara_status st = kr_kv_policy_seq_truncate(&c->policy, seq, n_keep);
+    if (st) return st;
+    kr_kv_truncate(&c->kv, seq, n_keep);
+    s->next_pos = n_keep;
+    return KARA_OK;
+}
+
 int32_t kara_seq_n_past(const kara_context *c, int32_t seq) {
     if (!c || seq < 0 || seq >= c->kv.n_seq_max) return 0;
     return c->kv.seqs[seq].next_pos;

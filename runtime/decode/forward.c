@@ -323,8 +323,9 @@ static kara_status roll_back(kara_context *c, int32_t il, int32_t n_layer) {
         c->policy.seqs[s] = c->saved_pol[s];
     }
     c->n_logits = 0;
-    return kr_set_error(KARA_ERR_ABORTED, "kara_decode: stopped by the abort callback at layer %d of %d; the batch "
-                                          "was rolled back (nothing of it is in the cache)",
+    return kr_set_error(KARA_ERR_ABORTED,
+                        "kara_decode: stopped by the abort callback at layer %d of %d; the batch "
+                        "was rolled back (nothing of it is in the cache)",
                         il, n_layer);
 }
 

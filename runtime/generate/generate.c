@@ -230,9 +230,22 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     memset(&g->stats, 0, sizeof g->stats);
     g->stats.n_prompt = n;
 
-    /* reuse what the sequence already holds when it is a prefix of the prompt */
-    bool reuse = g->hist_seq == seq_id && g->n_hist < n && kara_seq_n_past(g->ctx, seq_id) == g->n_hist &&
-        !memcmp(g->hist, tokens, (size_t)g->n_hist * sizeof *tokens);
+    /* reuse what the sequence already holds: all of it when it is a prefix
+     * of the prompt, else the longest common prefix (a regenerated reply, a
+     * reply whose text tokenizes differently in the next turn) when the
+     * cache can be cut back to it; at least the last prompt token is decoded
+     * again, for its logits */
+    bool reuse = false;
+    if (g->hist_seq == seq_id && kara_seq_n_past(g->ctx, seq_id) == g->n_hist) {
+        int32_t k = 0, max = g->n_hist < n - 1 ? g->n_hist : n - 1;
+        while (k < max && g->hist[k] == tokens[k]) k++;
+        if (k == g->n_hist) {
+            reuse = true;
+        } else if (k > 0 && kara_seq_truncate(g->ctx, seq_id, k) == KARA_OK) {
+            g->n_hist = g->pos = k;
+            reuse = true;
+        }
+    }
     g->seq = seq_id;
     if (!reuse) {
         kara_status st = kara_seq_clear(g->ctx, seq_id);

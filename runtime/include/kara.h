@@ -440,10 +440,11 @@ void kara_context_set_abort(kara_context *ctx, kara_abort_fn fn, void *user);
  * entry. NULL if none. Owned by the context; valid until the next kara_decode. */
 const float *kara_get_logits(kara_context *ctx, int32_t i);
 kara_status kara_seq_clear(kara_context *ctx, int32_t seq_id); /* forget a sequence (-1: all); KARA_ERR_ARG: bad id */
+/* Keep positions [0, n_keep): KARA_ERR_UNSUPPORTED (nothing changed) when KV compression touched what would stay. */
+kara_status kara_seq_truncate(kara_context *ctx, int32_t seq_id, int32_t n_keep);
 int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id); /* its next position (fed so far); 0: bad id */
 
-/* Counters of the KV policy since the context was created. */
-typedef struct kara_kv_stats {
+typedef struct kara_kv_stats {  /* counters of the KV policy since the context was created */
     uint64_t events;            /* compression events, all methods */
     uint64_t forced_events;     /* events forced by pool pressure (on_pool_exhausted: recompress_history) */
     uint64_t recompress_events; /* history recompressions (on_pool_exhausted) */
@@ -462,8 +463,7 @@ void kara_context_kv_stats(const kara_context *ctx, kara_kv_stats *out);
  * context size) on sequence seq, given what other sequences hold now? KARA_OK, or KARA_ERR_KV_BUDGET with a message
  * saying how many bytes it would need; KARA_ERR_CONTEXT_FULL (n_prompt > n_ctx); KARA_ERR_ARG. Reserves nothing. */
 kara_status kara_seq_admit(kara_context *ctx, int32_t seq, int32_t n_prompt, int32_t n_predict);
-/* Slots a sequence holds in the cache now (after compression, <= n_past). */
-int32_t kara_seq_n_cached(const kara_context *ctx, int32_t seq);
+int32_t kara_seq_n_cached(const kara_context *ctx, int32_t seq); /* slots held now (after compression, <= n_past) */
 /* The original positions of the slots a sequence holds, in slot order (strictly increasing). Writes at most max and
  * returns the count held. With kara.selection_scope: per_layer each layer holds its own slots (as many in each):
  * kara_seq_positions gives layer 0's, kara_seq_layer_positions any layer's (0 for a bad layer or sequence). */

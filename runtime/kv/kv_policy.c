@@ -663,6 +663,30 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
     return kr_kvp_evict_even(pol, seq, need);
 }
 
+/* kara_seq_truncate: forget the policy's view of slots [n_keep, n). Exact
+ * when nothing can have been scored or evicted (no scoring, or `full`), or
+ * when a window method has scored nothing below n_keep (n_keep within the
+ * prompt: every window starts after it, so the sequence goes back to "the
+ * prompt alone"). Anything else would need the scores and accumulators as
+ * they were, which are not kept: refused, and the caller re-decodes. */
+kara_status kr_kv_policy_seq_truncate(kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    bool exact = !pol->scoring || pol->p.method == KARA_KV_METHOD_FULL || !q->prompt_marked ||
+        (pol->window_method && n_keep <= q->n_prompt);
+    if (!exact)
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
+                            "kara_seq_truncate: sequence %d is past its prompt of %d slots under %s with scoring on; "
+                            "only kara_seq_clear can undo that",
+                            seq, q->n_prompt, kara_kv_method_name(pol->p.method));
+    if (q->prompt_marked && n_keep <= q->n_prompt) {
+        q->prompt_marked = false;
+        q->n_prompt = q->frontier = q->reads_grid = 0;
+        q->n_win = q->n_done = q->due_steps = 0;
+        q->think_done = false;
+    }
+    return KARA_OK;
+}
+
 kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n_new) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;

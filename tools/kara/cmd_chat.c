@@ -494,16 +494,10 @@ static cmd_result command(chat_session *s, const char *line) {
         if (s->n_msgs == 0 || strcmp(s->msgs[s->n_msgs - 1].role, "assistant") != 0) {
             note(s, "(nothing to regenerate)");
         } else {
-            /* The same prompt again. Reusing its KV entries would need the
-             * sequence cut back to the prompt's end, and kara.h has no call
-             * that removes positions from a sequence (kara_seq_clear only
-             * forgets all of it; kara_decode only appends). The generator
-             * reuses what the sequence holds only when that is a prefix of
-             * the new prompt, and after a reply it holds prompt + reply; so
-             * the prompt is decoded again, as before. Even with such a call,
-             * a compressing KV method may already have evicted prompt slots:
-             * then only a fresh decode gives the same distribution. The note
-             * says what was reused (docs/CHAT.md). */
+            /* The same prompt again: the generator cuts the sequence back to
+             * it (kara_seq_truncate) and decodes only its last token; where
+             * KV compression has touched the prompt the cut is refused and
+             * the prompt is decoded again. The note says which (docs/CHAT.md). */
             pop_msg(s);
             if (!reply(s))
                 s->failed = true;
