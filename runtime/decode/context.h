@@ -63,8 +63,8 @@ struct kara_context {
      * rolled back to these copies of its sequences' state */
     kara_abort_fn abort;
     void *abort_user;
-    kr_kv_seq *saved_kv;          /* [n_seq_max] */
-    kr_kv_policy_seq *saved_pol;  /* [n_seq_max] */
+    kr_kv_seq *saved_kv;         /* [n_seq_max] */
+    kr_kv_policy_seq *saved_pol; /* [n_seq_max] */
 };
 
 /* Query rows attended together by one thread (at least the heads of a KV

@@ -189,11 +189,10 @@ static void test_engine_stop(kara_model *m) {
             if (!CHECK_MSG(st == KARA_OK, "engine step: %s", kara_last_error())) break;
             kara_engine_event ev;
             while (kara_engine_next_event(e, &ev)) {
-                int n = ev.kind == KARA_ENGINE_TEXT
-                            ? snprintf(out[run] + len, sizeof out[run] - len, "[%llu]%.*s", (unsigned long long)ev.id,
-                                       (int)ev.len, ev.text)
-                            : snprintf(out[run] + len, sizeof out[run] - len, "[%llu done %d]", (unsigned long long)ev.id,
-                                       ev.n_generated);
+                int n = ev.kind == KARA_ENGINE_TEXT ? snprintf(out[run] + len, sizeof out[run] - len, "[%llu]%.*s",
+                                                               (unsigned long long)ev.id, (int)ev.len, ev.text)
+                                                    : snprintf(out[run] + len, sizeof out[run] - len, "[%llu done %d]",
+                                                               (unsigned long long)ev.id, ev.n_generated);
                 if (n > 0 && (size_t)n < sizeof out[run] - len) len += (size_t)n;
             }
             if (run && aborted[run] < 4) { /* stop the next step too, at its second check */

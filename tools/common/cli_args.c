@@ -161,9 +161,7 @@ void kr_unescape(char *s) {
             }
             break;
         }
-        default:
-            *w++ = '\\';
-            *w++ = c;
+        default: *w++ = '\\'; *w++ = c;
         }
     }
     *w = '\0';

@@ -94,16 +94,14 @@ static const parser_flag parser_flags[] = {
     {"--no-mmap", PF_NO_MMAP, NULL, "same as --mmap off (llama.cpp's name)", NULL},
     {"-ctk|--cache-type-k", PF_CTK, "TYPE", "KV cache type (llama.cpp's name; K and V share one type here)", NULL},
     {"-ctv|--cache-type-v", PF_CTV, "TYPE", "KV cache type (the same as -ctk; a different one is refused)", NULL},
-    {"-e|--escape", PF_ESCAPE, NULL, "turn \\n, \\t, \\\\, \\\", \\' and \\xHH in the prompt into characters",
-     "off"},
+    {"-e|--escape", PF_ESCAPE, NULL, "turn \\n, \\t, \\\\, \\\", \\' and \\xHH in the prompt into characters", "off"},
     {"--no-escape", PF_NO_ESCAPE, NULL, "take the prompt as typed", NULL},
     {"--color|-co", PF_COLOR, "[auto|on|off]",
      "colours on a terminal; auto: never into a file or a pipe, nor with NO_COLOR set", "auto"},
     {"--no-progress", PF_NO_PROGRESS, NULL, "no progress line on stderr", NULL},
     {"-cnv|--conversation", PF_CNV, NULL, NULL, NULL},
     {"-no-cnv|--no-conversation|--no-warmup|--no-display-prompt", PF_QUIET_OK, NULL, NULL, NULL},
-    {"-ngl|--gpu-layers|--n-gpu-layers|-mg|--main-gpu|-sm|--split-mode|-ts|--tensor-split", PF_GPU, NULL, NULL,
-     NULL},
+    {"-ngl|--gpu-layers|--n-gpu-layers|-mg|--main-gpu|-sm|--split-mode|-ts|--tensor-split", PF_GPU, NULL, NULL, NULL},
     {"-fa|--flash-attn", PF_GPU_OPT, NULL, NULL, NULL},
     {"-nkvo|--no-kv-offload", PF_GPU_BARE, NULL, NULL, NULL},
     {"--mlock", PF_MLOCK, NULL, NULL, NULL},
@@ -358,8 +356,8 @@ int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own,
         out->args[out->n_args++] = (kr_cli_arg){NULL, a};
     }
     if (ctk && ctv && strcmp(ctk, ctv) != 0) {
-        fprintf(stderr, "kara %s: -ctk %s and -ctv %s differ: Kara keeps K and V in one type (--kv-dtype)\n", cmd,
-                ctk, ctv);
+        fprintf(stderr, "kara %s: -ctk %s and -ctv %s differ: Kara keeps K and V in one type (--kv-dtype)\n", cmd, ctk,
+                ctv);
         return KR_EXIT_USAGE;
     }
     return -1;
@@ -398,8 +396,9 @@ void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own) {
     for (int k = 0; k < N_PARSER; k++)
         if (parser_flags[k].help)
             print_flag(f, parser_flags[k].names, parser_flags[k].arg, parser_flags[k].help, parser_flags[k].def);
-    fprintf(f, "  llama.cpp's GPU flags (-ngl, -fa, -mg, -sm, -ts, -nkvo) and --mlock are accepted and ignored with a\n"
-               "  note; -no-cnv and --no-warmup are accepted; -cnv is `kara chat`. --flag=value works for long names.\n");
+    fprintf(f,
+            "  llama.cpp's GPU flags (-ngl, -fa, -mg, -sm, -ts, -nkvo) and --mlock are accepted and ignored with a\n"
+            "  note; -no-cnv and --no-warmup are accepted; -cnv is `kara chat`. --flag=value works for long names.\n");
 }
 
 void kr_cli_print_config(FILE *f, const kara_config *cfg) {

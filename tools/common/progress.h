@@ -16,9 +16,9 @@ typedef struct kr_progress {
     bool enabled, tty;
     double interval; /* seconds between updates */
     double t_start, t_last;
-    double total;    /* units of work (problems, rows, bytes) */
-    int shown;       /* columns of the \r line on screen; 0: none */
-    int columns;     /* the terminal's width less one: a longer line would wrap */
+    double total; /* units of work (problems, rows, bytes) */
+    int shown;    /* columns of the \r line on screen; 0: none */
+    int columns;  /* the terminal's width less one: a longer line would wrap */
 } kr_progress;
 
 void kr_progress_init(kr_progress *p, const char *cmd, double total);

@@ -70,7 +70,8 @@ static const kr_cli_flag eval_flags[] = {
     {"--budgets", true,
      "comma-separated KV cache shares of full's peak each method gets (default: 0.5,0.3,0.2; "
      "none to skip)"},
-    {"--retentions", true, "also run the window methods per_window at these retentions, without a share (default: none)"},
+    {"--retentions", true,
+     "also run the window methods per_window at these retentions, without a share (default: none)"},
     {"--cap-factor", true, "token cap per problem: this many times its think_tokens, plus 64 (default: 2)"},
     {"--limit", true, "use the first N problems of each file (default: all)"},
     {"--out", true, "write the results as CSV (.csv) or JSON (.json)"},
@@ -199,7 +200,6 @@ typedef struct eval_run {
     int planned;      /* rows of the whole run */
     kr_progress prog; /* problems done of planned x tasks */
 } eval_run;
-
 
 /* The token cap of a problem: cap_factor x its reference thinking length
  * plus room for the answer, or the configured -n. */
@@ -336,7 +336,6 @@ static bool threshold_method(kara_kv_method m) {
 static void fit_slack(int32_t *slack, int32_t share) {
     if (*slack > share / 4) *slack = share / 4 > 8 ? share / 4 : 8;
 }
-
 
 static int run_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {
     kr_task_row *r = &e->rows[e->n_rows++];

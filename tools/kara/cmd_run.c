@@ -17,7 +17,7 @@ typedef struct run_opts {
     const char *prompt_file;
     const char *prompt_ids;
     bool ignore_eos;
-    bool escape; /* -e: the prompt's escapes are characters */
+    bool escape;      /* -e: the prompt's escapes are characters */
     char *prompt_buf; /* the -e copy of the prompt */
     char last_char;   /* the last byte written to stdout, 0: none */
 } run_opts;

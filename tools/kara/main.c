@@ -17,8 +17,9 @@ static const kr_command *const commands[] = {
 static void usage(FILE *f) {
     fprintf(f, "usage: kara <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(f, "\n`kara <command> --help` describes each command's options. `kara -m MODEL.gguf ...` (llama-cli's\n"
-               "command line) is `kara run`.\n");
+    fprintf(f,
+            "\n`kara <command> --help` describes each command's options. `kara -m MODEL.gguf ...` (llama-cli's\n"
+            "command line) is `kara run`.\n");
 }
 
 int main(int argc, char **argv) {
