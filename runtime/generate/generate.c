@@ -215,6 +215,21 @@ static kara_status decode_prompt(kara_generator *g, const int32_t *tokens, int32
     return KARA_OK;
 }
 
+/* After kara_seq_state_load: the sequence holds these tokens, so the next
+ * start with a prompt that begins with them decodes only the rest. */
+kara_status kara_generator_adopt(kara_generator *g, int32_t seq_id, const int32_t *tokens, int32_t n) {
+    if (!g || seq_id < 0 || n < 0 || (n > 0 && !tokens) || n > g->n_ctx)
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_adopt: invalid arguments");
+    if (kara_seq_n_past(g->ctx, seq_id) != n)
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_adopt: sequence %d holds %d positions, %d tokens given",
+                            seq_id, kara_seq_n_past(g->ctx, seq_id), n);
+    memcpy(g->hist, tokens, (size_t)n * sizeof *tokens);
+    g->n_hist = g->pos = n;
+    g->hist_seq = seq_id;
+    g->started = false;
+    return KARA_OK;
+}
+
 kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_t *tokens, int32_t n) {
     if (!g || (n > 0 && !tokens)) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: NULL argument");
     g->started = false;
@@ -233,11 +248,13 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     /* reuse what the sequence already holds: all of it when it is a prefix
      * of the prompt, else the longest common prefix (a regenerated reply, a
      * reply whose text tokenizes differently in the next turn) when the
-     * cache can be cut back to it; at least the last prompt token is decoded
-     * again, for its logits */
+     * cache can be cut back to it. At least the prompt's last two tokens are
+     * decoded again: the last for its logits, and two so that the KV policy
+     * sees prompt text (a single appended token is where it marks the start
+     * of generation), as when the whole prompt is decoded */
     bool reuse = false;
     if (g->hist_seq == seq_id && kara_seq_n_past(g->ctx, seq_id) == g->n_hist) {
-        int32_t k = 0, max = g->n_hist < n - 1 ? g->n_hist : n - 1;
+        int32_t k = 0, max = g->n_hist < n - 2 ? g->n_hist : n - 2;
         while (k < max && g->hist[k] == tokens[k]) k++;
         if (k == g->n_hist) {
             reuse = true;

@@ -178,7 +178,6 @@ typedef struct kara_gguf_array {
     const kara_gguf_str *strs;    /* type == KARA_GGUF_STRING */
     const kara_gguf_value *items; /* type == KARA_GGUF_ARRAY */
 } kara_gguf_array;
-
 /* A metadata value, decoded: the member of v that type selects. */
 struct kara_gguf_value {
     kara_gguf_vtype type;
@@ -190,14 +189,12 @@ struct kara_gguf_value {
         kara_gguf_array arr; /* ARRAY */
     } v;
 };
-
 /* One metadata pair. Keys are unique and never empty. */
 typedef struct kara_gguf_kv {
     kara_gguf_str key;
     kara_gguf_value value;
     uint64_t offset; /* byte offset of the key in the file */
 } kara_gguf_kv;
-
 /* One entry of the tensor table. Names are unique and never empty. */
 typedef struct kara_gguf_tensor {
     kara_gguf_str name;
@@ -209,7 +206,6 @@ typedef struct kara_gguf_tensor {
     uint64_t nbytes;      /* bytes of data */
     uint64_t info_offset; /* byte offset of this entry in the file */
 } kara_gguf_tensor;
-
 /* Map a GGUF file and check it whole. KARA_OK: *out is the file, to close with kara_gguf_close. Otherwise *out is
  * NULL (when out is not) and kara_last_error() says why: KARA_ERR_IO ("cannot open 'PATH': reason"), KARA_ERR_FORMAT
  * ("PATH: problem at byte offset N": not GGUF, a version other than 2 or 3, truncation, a length, count, type, rank,
@@ -229,7 +225,6 @@ const kara_gguf_tensor *kara_gguf_tensor_at(const kara_gguf *g, uint64_t i);
 /* The pair with this key, the tensor with this name (exact bytes); NULL when there is none. */
 const kara_gguf_kv *kara_gguf_find(const kara_gguf *g, const char *key);
 const kara_gguf_tensor *kara_gguf_find_tensor(const kara_gguf *g, const char *name);
-
 /* Typed getters: true, with the value in *out, when the key exists with a type that holds it: any integer type or
  * BOOL for u64 (not a negative value) and i64 (not a value above INT64_MAX), any number or BOOL for f64, BOOL for
  * bool, STRING for str (a view). false, *out unchanged, when the key is absent or its value does not fit. */
@@ -240,12 +235,10 @@ bool kara_gguf_get_bool(const kara_gguf *g, const char *key, bool *out);
 bool kara_gguf_get_str(const kara_gguf *g, const char *key, kara_gguf_str *out);
 /* The array value of a key; NULL when the key is absent or not an array. */
 const kara_gguf_array *kara_gguf_get_arr(const kara_gguf *g, const char *key);
-
 /* Element i of an array: _int of integers or BOOLs (UINT64 above INT64_MAX wraps), _float of any numbers or BOOLs.
  * 0 when i >= arr->n or the array holds other elements (floats for arr_int, strings, arrays). */
 int64_t kara_gguf_arr_int(const kara_gguf_array *arr, uint64_t i);
 double kara_gguf_arr_float(const kara_gguf_array *arr, uint64_t i);
-
 /* true when s holds exactly the bytes of the NUL-terminated c. */
 bool kara_gguf_str_eq(kara_gguf_str s, const char *c);
 /* "uint8", "int8", ..., "float64" (the names above, lower case); "unknown" for a value out of range. */
@@ -443,6 +436,15 @@ kara_status kara_seq_clear(kara_context *ctx, int32_t seq_id); /* forget a seque
 /* Keep positions [0, n_keep): KARA_ERR_UNSUPPORTED (nothing changed) when KV compression touched what would stay. */
 kara_status kara_seq_truncate(kara_context *ctx, int32_t seq_id, int32_t n_keep);
 int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id); /* its next position (fed so far); 0: bad id */
+/* Prompt caching: a whole sequence (nothing compressed; with scoring on, saved right after its prompt) as bytes, with
+ * the tokens it holds (n_tokens = kara_seq_n_past), and back into any sequence of a context of the same model and KV
+ * type. save: KARA_ERR_UNSUPPORTED when not whole, KARA_ERR_ARG when size < kara_seq_state_size. load: KARA_ERR_FORMAT
+ * (damaged, another model), KARA_ERR_KV_BUDGET, KARA_ERR_CONTEXT_FULL; on failure the sequence is unchanged. */
+size_t kara_seq_state_size(const kara_context *ctx, int32_t seq_id);
+kara_status kara_seq_state_save(const kara_context *ctx, int32_t seq_id, const int32_t *tokens, int32_t n_tokens,
+                                void *buf, size_t size, size_t *written);
+kara_status kara_seq_state_load(kara_context *ctx, int32_t seq_id, const void *buf, size_t size, int32_t *tokens,
+                                int32_t max_tokens, int32_t *n_tokens);
 
 typedef struct kara_kv_stats {  /* counters of the KV policy since the context was created */
     uint64_t events;            /* compression events, all methods */
@@ -568,7 +570,6 @@ typedef struct kara_chat_message {
     const char *role;
     const char *content;
 } kara_chat_message;
-
 /* The template families implemented in C (no Jinja engine). */
 typedef enum kara_chat_family {
     KARA_CHAT_CHATML = 0,  /* "<|im_start|>role\n...<|im_end|>\n", nothing else */
@@ -577,14 +578,12 @@ typedef enum kara_chat_family {
     KARA_CHAT_LLAMA3,      /* Llama 3: header blocks ending in <|eot_id|>, contents trimmed */
     KARA_CHAT_LLAMA31      /* Llama 3.1/3.2: Llama 3 plus the "Cutting Knowledge Date" system block */
 } kara_chat_family;
-
 typedef struct kara_chat_template {
     kara_chat_family family;
     bool prefill_think;       /* the generation prompt opens "<think>\n": deepseek-r1; qwen3 when its template does */
     char date[32];            /* llama3.1 "Today Date:": "26 Jul 2024", or today if the template calls strftime_now */
     char default_system[256]; /* chatml: the system message it inserts when there is none (Qwen2/2.5); "" none */
 } kara_chat_template;
-
 /* "chatml", "qwen3", "deepseek-r1", "llama3", "llama3.1"; "?" out of range. */
 const char *kara_chat_family_name(kara_chat_family family);
 /* The template of a family by name (names above); KARA_ERR_ARG, with a message listing the names, for others. */
@@ -620,7 +619,6 @@ typedef struct kara_piece {
     kara_channel channel;
     int32_t token; /* the latest token sampled when the run was released; -1 at the final flush */
 } kara_piece;
-
 #define KARA_MAX_STOP_STRINGS 8
 /* Where a piece of output starts. */
 typedef enum kara_think_start {
@@ -628,7 +626,6 @@ typedef enum kara_think_start {
     KARA_THINK_START_ANSWER,
     KARA_THINK_START_THINK
 } kara_think_start;
-
 typedef struct kara_generator_params {
     kara_sampler_params sampling;            /* kara_sampler_params_init defaults */
     int32_t max_tokens;                      /* tokens per start; -1 = until end of generation or a full context */
@@ -652,7 +649,6 @@ typedef enum kara_stop_reason {
     KARA_STOP_STRING,       /* a stop string (not part of the output) */
     KARA_STOP_ABORT         /* the abort callback returned true */
 } kara_stop_reason;
-
 /* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1, split_thinking true (false: raw text, all
  * KARA_CHANNEL_ANSWER), think_start AUTO, ignore_eog false, no stop strings, no abort. */
 void kara_generator_params_init(kara_generator_params *p);
@@ -674,6 +670,8 @@ void kara_generator_set_max_tokens(kara_generator *gen, int32_t max_tokens);
  * a new draw). Before any work: KARA_ERR_CONTEXT_FULL (prompt longer than the context), KARA_ERR_ARG (n < 1,
  * seq_id < 0), KARA_ERR_TOKEN. Later: KARA_ERR_ABORTED (abort callback) or a decode error, the sequence cleared. */
 kara_status kara_generator_start(kara_generator *gen, int32_t seq_id, const int32_t *tokens, int32_t n);
+/* The sequence holds these tokens (after kara_seq_state_load): a start whose prompt begins with them reuses them. */
+kara_status kara_generator_adopt(kara_generator *gen, int32_t seq_id, const int32_t *tokens, int32_t n);
 
 /* The next piece of output. KARA_OK: *out holds a piece. KARA_DONE: end of generation, max_tokens or a full context.
  * KARA_STOPPED: a stop string (its text withheld) or the abort callback. Text that could still become a tag or a stop
@@ -745,7 +743,6 @@ typedef struct kara_engine_event {
     int32_t n_prompt, n_generated, n_think;
     int32_t n_preempted; /* times the request was preempted and recomputed */
 } kara_engine_event;
-
 typedef struct kara_engine_stats {
     uint64_t steps;             /* decodes run */
     uint64_t tokens_generated;  /* output tokens (sampled or forced) */

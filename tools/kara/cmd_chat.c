@@ -495,7 +495,7 @@ static cmd_result command(chat_session *s, const char *line) {
             note(s, "(nothing to regenerate)");
         } else {
             /* The same prompt again: the generator cuts the sequence back to
-             * it (kara_seq_truncate) and decodes only its last token; where
+             * it (kara_seq_truncate) and decodes only its last two tokens; where
              * KV compression has touched the prompt the cut is refused and
              * the prompt is decoded again. The note says which (docs/CHAT.md). */
             pop_msg(s);

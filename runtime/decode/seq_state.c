@@ -1,0 +1,201 @@
+/* seq_state.c - a sequence's state as bytes and back (kara_seq_state_*):
+ * prompt caching, so a long system prompt or document is decoded once and
+ * loaded into any sequence of any context of the same model later.
+ *
+ * The image: a fixed header (magic, version, the model's shape and the KV
+ * element type it was made with, the sizes), the caller's tokens, then K
+ * and V of every layer for every slot, and an FNV-1a checksum of all that
+ * precedes it. Native byte order: an image is for machines of one kind.
+ *
+ * Only whole sequences are saved: slots i holding positions i, and a KV
+ * policy whose state the load can rebuild exactly (the same rule as
+ * kara_seq_truncate). A loaded sequence is, to the policy, a prompt just
+ * decoded. */
+#include <stdio.h>
+#include <string.h>
+
+#include "context.h"
+#include "status.h"
+
+#define STATE_MAGIC "KARASEQ1"
+#define STATE_VERSION 1u
+
+typedef struct state_header {
+    char magic[8];
+    uint32_t version, dtype;
+    uint32_t n_layer, n_head_kv, head_dim, n_vocab;
+    uint64_t n_params;
+    int32_t n_slots, n_tokens;
+    uint64_t payload_bytes; /* tokens and K/V, after the header */
+} state_header;
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static size_t payload_bytes(const kara_context *c, int32_t n) {
+    return (size_t)n * sizeof(int32_t) + (size_t)n * (size_t)c->kv.n_layer * 2 * c->kv.slot_bytes;
+}
+
+/* The sequence is whole (slot i = position i) and the policy can be
+ * rebuilt from its tokens alone; otherwise KARA_ERR_UNSUPPORTED. */
+static kara_status check_savable(const kara_context *c, int32_t seq) {
+    const kr_kv_seq *s = &c->kv.seqs[seq];
+    if (s->n != s->next_pos)
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
+                            "kara_seq_state_save: sequence %d holds %d slots of %d positions (compressed); only whole "
+                            "sequences are saved",
+                            seq, s->n, s->next_pos);
+    const kr_kv_policy *pol = &c->policy;
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    bool rebuildable = !pol->scoring || pol->p.method == KARA_KV_METHOD_FULL ||
+        (pol->window_method && !q->prompt_marked) || (!q->prompt_marked && !pol->needs_h2o && !q->lazy_last);
+    if (!rebuildable)
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
+                            "kara_seq_state_save: sequence %d is past its prompt under %s with scoring on; save it "
+                            "right after the prompt",
+                            seq, kara_kv_method_name(pol->p.method));
+    return KARA_OK;
+}
+
+size_t kara_seq_state_size(const kara_context *c, int32_t seq) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max) return 0;
+    int32_t n = c->kv.seqs[seq].n;
+    return sizeof(state_header) + payload_bytes(c, n) + sizeof(uint64_t);
+}
+
+static void fill_header(const kara_context *c, state_header *h, int32_t n) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, STATE_MAGIC, 8);
+    h->version = STATE_VERSION;
+    h->dtype = (uint32_t)c->kv.dtype;
+    h->n_layer = (uint32_t)c->kv.n_layer;
+    h->n_head_kv = (uint32_t)c->kv.n_head_kv;
+    h->head_dim = (uint32_t)c->kv.head_dim;
+    h->n_vocab = (uint32_t)c->model->hp.n_vocab;
+    h->n_params = kara_model_n_params(c->model);
+    h->n_slots = h->n_tokens = n;
+    h->payload_bytes = payload_bytes(c, n);
+}
+
+kara_status kara_seq_state_save(const kara_context *c, int32_t seq, const int32_t *tokens, int32_t n_tokens, void *buf,
+                                size_t size, size_t *written) {
+    if (written) *written = 0;
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max || (n_tokens > 0 && !tokens) || !buf)
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: invalid arguments");
+    const kr_kv_seq *s = &c->kv.seqs[seq];
+    if (n_tokens != s->next_pos)
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: %d tokens given, sequence %d holds %d", n_tokens, seq,
+                            s->next_pos);
+    kara_status st = check_savable(c, seq);
+    if (st) return st;
+    size_t need = kara_seq_state_size(c, seq);
+    if (size < need)
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: buffer of %zu bytes, %zu needed", size, need);
+    state_header h;
+    fill_header(c, &h, s->n);
+    uint8_t *p = buf;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    memcpy(p, tokens, (size_t)n_tokens * sizeof *tokens);
+    p += (size_t)n_tokens * sizeof *tokens;
+    for (int32_t l = 0; l < c->kv.n_layer; l++)
+        for (int32_t i = 0; i < s->n; i++) {
+            memcpy(p, kr_kv_k(&c->kv, l, seq, i), c->kv.slot_bytes);
+            p += c->kv.slot_bytes;
+            memcpy(p, kr_kv_v(&c->kv, l, seq, i), c->kv.slot_bytes);
+            p += c->kv.slot_bytes;
+        }
+    uint64_t sum = fnv1a(1469598103934665603ull, buf, (size_t)(p - (uint8_t *)buf));
+    memcpy(p, &sum, sizeof sum);
+    if (written) *written = need;
+    return KARA_OK;
+}
+
+/* The image is one this context can take, whole and unchanged. */
+static kara_status check_image(const kara_context *c, const void *buf, size_t size, state_header *h) {
+    if (size < sizeof *h + sizeof(uint64_t))
+        return kr_set_error(KARA_ERR_FORMAT, "sequence state: %zu bytes, shorter than its header", size);
+    memcpy(h, buf, sizeof *h);
+    if (memcmp(h->magic, STATE_MAGIC, 8) != 0)
+        return kr_set_error(KARA_ERR_FORMAT, "sequence state: bad magic (not a kara_seq_state_save image)");
+    if (h->version != STATE_VERSION)
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "sequence state: version %u, this build reads %u", h->version,
+                            STATE_VERSION);
+    state_header want;
+    fill_header(c, &want, h->n_slots);
+    if (h->n_layer != want.n_layer || h->n_head_kv != want.n_head_kv || h->head_dim != want.head_dim ||
+        h->n_vocab != want.n_vocab || h->n_params != want.n_params)
+        return kr_set_error(KARA_ERR_FORMAT,
+                            "sequence state: made with another model (%u layers, %u KV heads of %u, vocabulary %u, "
+                            "%llu parameters; this one: %u, %u of %u, %u, %llu)",
+                            h->n_layer, h->n_head_kv, h->head_dim, h->n_vocab, (unsigned long long)h->n_params,
+                            want.n_layer, want.n_head_kv, want.head_dim, want.n_vocab,
+                            (unsigned long long)want.n_params);
+    if (h->dtype != want.dtype)
+        return kr_set_error(KARA_ERR_FORMAT, "sequence state: KV type %s, this context stores %s",
+                            h->dtype == KARA_KV_F32 ? "f32" : "f16", want.dtype == KARA_KV_F32 ? "f32" : "f16");
+    if (h->n_slots < 1 || h->n_tokens != h->n_slots || h->payload_bytes != want.payload_bytes ||
+        size != sizeof *h + h->payload_bytes + sizeof(uint64_t))
+        return kr_set_error(KARA_ERR_FORMAT, "sequence state: %zu bytes do not match its header (%d slots)", size,
+                            h->n_slots);
+    uint64_t sum, got = fnv1a(1469598103934665603ull, buf, size - sizeof sum);
+    memcpy(&sum, (const uint8_t *)buf + size - sizeof sum, sizeof sum);
+    if (sum != got) return kr_set_error(KARA_ERR_FORMAT, "sequence state: checksum mismatch (damaged)");
+    const int32_t *toks = (const int32_t *)((const uint8_t *)buf + sizeof *h);
+    for (int32_t i = 0; i < h->n_tokens; i++) {
+        int32_t t;
+        memcpy(&t, toks + i, sizeof t);
+        if (t < 0 || t >= c->model->hp.n_vocab)
+            return kr_set_error(KARA_ERR_FORMAT, "sequence state: token %d at %d is outside the vocabulary", t, i);
+    }
+    if (h->n_slots > c->n_ctx)
+        return kr_set_error(KARA_ERR_CONTEXT_FULL, "sequence state: %d tokens, the context holds %d", h->n_slots,
+                            c->n_ctx);
+    return KARA_OK;
+}
+
+kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, size_t size, int32_t *tokens,
+                                int32_t max_tokens, int32_t *n_tokens) {
+    if (n_tokens) *n_tokens = 0;
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max || !buf)
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_state_load: invalid arguments");
+    state_header h;
+    kara_status st = check_image(c, buf, size, &h);
+    if (st) return st;
+    if (tokens && max_tokens < h.n_tokens)
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_state_load: room for %d tokens, the state holds %d", max_tokens,
+                            h.n_tokens);
+    const int32_t n = h.n_slots;
+    if (n > c->policy.plan.seq_tokens)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "sequence state: %d slots, a sequence's share is %d", n,
+                            c->policy.plan.seq_tokens);
+    /* room first: on failure the sequence is as it was */
+    int32_t have = c->kv.seqs[seq].n_blocks, need = kr_kv_blocks_for(&c->kv, n);
+    if (need - have > c->kv.n_free)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "sequence state: %d slots need %d blocks, %d free", n, need - have,
+                            c->kv.n_free);
+    kara_seq_clear(c, seq);
+    if ((st = kr_kv_reserve(&c->kv, seq, n))) return st;
+    const uint8_t *p = (const uint8_t *)buf + sizeof h;
+    const int32_t *toks = (const int32_t *)p;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t t;
+        memcpy(&t, toks + i, sizeof t);
+        int32_t slot = kr_kv_append(&c->kv, seq, i);
+        kr_kv_policy_on_append(&c->policy, seq, slot, t, n);
+        if (tokens) tokens[i] = t;
+    }
+    p += (size_t)n * sizeof(int32_t);
+    for (int32_t l = 0; l < c->kv.n_layer; l++)
+        for (int32_t i = 0; i < n; i++) {
+            memcpy(kr_kv_k(&c->kv, l, seq, i), p, c->kv.slot_bytes);
+            p += c->kv.slot_bytes;
+            memcpy(kr_kv_v(&c->kv, l, seq, i), p, c->kv.slot_bytes);
+            p += c->kv.slot_bytes;
+        }
+    if (n_tokens) *n_tokens = n;
+    return KARA_OK;
+}

@@ -1,0 +1,189 @@
+/* kara_seq_state_save/_load and kara_generator_adopt (prompt caching,
+ * issue 17): a prompt decoded once, saved, and loaded into another sequence
+ * of another context gives the same greedy text as decoding it there, with
+ * only the prompt's last token decoded again - with full KV and with Kara
+ * scoring windows; damaged, foreign or oversized images are refused with a
+ * message and leave the sequence as it was. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kara.h"
+#include "synth_model.h"
+#include "test_util.h"
+
+static kara_model *model, *other;
+static int32_t prompt[64];
+static int32_t n_prompt;
+
+static kara_context *new_ctx(kara_model *m, kara_kv_method method, kara_kv_dtype dtype, int32_t n_seq,
+                             uint64_t budget) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = 256;
+    cp.n_threads = 1;
+    cp.n_seq_max = n_seq;
+    cp.kv.method = method;
+    cp.kv.dtype = dtype;
+    cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
+    cp.kv.interval = 8;
+    cp.kv.buffer = 8;
+    cp.kv.retention = 0.5f;
+    cp.kv.budget = budget;
+    kara_context *c = NULL;
+    CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "context: %s", kara_last_error());
+    return c;
+}
+
+/* Greedy text of 120 tokens from seq; *decoded gets the prompt tokens the start decoded. */
+static void greedy(kara_context *c, int32_t seq, const int32_t *adopt, int32_t n_adopt, char *out, size_t cap,
+                   int32_t *decoded) {
+    kara_generator_params gp;
+    kara_generator_params_init(&gp);
+    gp.sampling.temperature = 0;
+    gp.max_tokens = 120; /* past Kara's first windows */
+    gp.ignore_eog = true;
+    gp.split_thinking = false;
+    kara_generator *g = NULL;
+    out[0] = '\0';
+    if (!CHECK(kara_generator_create(c, &gp, &g) == KARA_OK)) return;
+    if (adopt) CHECK_MSG(kara_generator_adopt(g, seq, adopt, n_adopt) == KARA_OK, "adopt: %s", kara_last_error());
+    CHECK(kara_generator_start(g, seq, prompt, n_prompt) == KARA_OK);
+    kara_generator_stats st;
+    kara_generator_get_stats(g, &st);
+    *decoded = st.n_prompt_decoded;
+    size_t len = 0;
+    kara_piece p;
+    while (kara_generator_next(g, &p) == KARA_OK)
+        if (len + (size_t)p.len < cap) {
+            memcpy(out + len, p.text, (size_t)p.len);
+            len += (size_t)p.len;
+        }
+    out[len] = '\0';
+    kara_generator_free(g);
+}
+
+/* The prompt decoded in a context of its own and saved: the image. */
+static void *save_prompt(kara_kv_method method, size_t *size) {
+    kara_context *c = new_ctx(model, method, KARA_KV_F16, 1, 0);
+    if (!c) return NULL;
+    kara_batch b = kara_batch_one_sequence(prompt, n_prompt, 0, 0);
+    CHECK(kara_decode(c, &b) == KARA_OK);
+    *size = kara_seq_state_size(c, 0);
+    void *buf = malloc(*size);
+    size_t written = 0;
+    CHECK_EQ_INT(kara_seq_state_save(c, 0, prompt, n_prompt, buf, *size - 1, &written), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_seq_state_save(c, 0, prompt, n_prompt - 1, buf, *size, &written), KARA_ERR_ARG);
+    CHECK_MSG(kara_seq_state_save(c, 0, prompt, n_prompt, buf, *size, &written) == KARA_OK, "save: %s",
+              kara_last_error());
+    CHECK(written == *size);
+    kara_context_free(c);
+    return buf;
+}
+
+static void test_round_trip(kara_kv_method method) {
+    char want[4096], got[4096];
+    int32_t decoded = 0;
+    kara_context *fresh = new_ctx(model, method, KARA_KV_F16, 1, 0);
+    if (!fresh) return;
+    greedy(fresh, 0, NULL, 0, want, sizeof want, &decoded);
+    CHECK_EQ_INT(decoded, n_prompt);
+
+    kara_context_free(fresh);
+
+    size_t size = 0;
+    void *img = save_prompt(method, &size);
+    kara_context *c = new_ctx(model, method, KARA_KV_F16, 2, 0);
+    if (img && c) {
+        int32_t toks[64], n = 0;
+        CHECK_MSG(kara_seq_state_load(c, 1, img, size, toks, 64, &n) == KARA_OK, "load: %s", kara_last_error());
+        CHECK_EQ_INT(n, n_prompt);
+        CHECK(!memcmp(toks, prompt, sizeof(int32_t) * (size_t)n_prompt));
+        CHECK_EQ_INT(kara_seq_n_past(c, 1), n_prompt);
+        greedy(c, 1, toks, n, got, sizeof got, &decoded);
+        CHECK_EQ_INT(decoded, 2);
+        CHECK_MSG(!strcmp(want, got), "%s: loaded prompt gives '%s', decoded prompt '%s'", kara_kv_method_name(method),
+                  got, want);
+        if (method == KARA_KV_METHOD_KARA) { /* past the prompt with scoring on: refused */
+            kara_kv_stats ks;
+            kara_context_kv_stats(c, &ks);
+            CHECK(ks.events > 0);
+            static uint8_t big[1 << 20];
+            int32_t all[256];
+            CHECK_EQ_INT(kara_seq_state_save(c, 1, all, kara_seq_n_past(c, 1), big, sizeof big, NULL),
+                         KARA_ERR_UNSUPPORTED);
+        }
+    }
+    kara_context_free(c);
+    free(img);
+}
+
+/* Each bad image: the status, a message naming the problem, and the
+ * target sequence untouched (it holds a 5-token prompt before and after). */
+static void expect_refused(kara_context *c, const void *img, size_t size, kara_status want, const char *words) {
+    kara_status st = kara_seq_state_load(c, 0, img, size, NULL, 0, NULL);
+    CHECK_MSG(st == want && strstr(kara_last_error(), words), "status %d, '%s' (wanted %d, '%s')", st,
+              kara_last_error(), want, words);
+    CHECK_EQ_INT(kara_seq_n_past(c, 0), 5);
+}
+
+static void test_refusals(void) {
+    size_t size = 0;
+    uint8_t *img = save_prompt(KARA_KV_METHOD_FULL, &size);
+    kara_context *c = new_ctx(model, KARA_KV_METHOD_FULL, KARA_KV_F16, 1, 0);
+    if (!img || !c) goto done;
+    kara_batch b = kara_batch_one_sequence(prompt, 5, 0, 0);
+    CHECK(kara_decode(c, &b) == KARA_OK);
+    uint8_t *bad = malloc(size);
+    memcpy(bad, img, size);
+    bad[size / 2] ^= 0x40;
+    expect_refused(c, bad, size, KARA_ERR_FORMAT, "checksum");
+    expect_refused(c, img, size - 3, KARA_ERR_FORMAT, "do not match");
+    expect_refused(c, img, 10, KARA_ERR_FORMAT, "header");
+    memcpy(bad, img, size);
+    bad[0] = 'X';
+    expect_refused(c, bad, size, KARA_ERR_FORMAT, "magic");
+    free(bad);
+    kara_context *c32 = new_ctx(model, KARA_KV_METHOD_FULL, KARA_KV_F32, 1, 0);
+    if (c32) {
+        CHECK_EQ_INT(kara_seq_state_load(c32, 0, img, size, NULL, 0, NULL), KARA_ERR_FORMAT);
+        CHECK(strstr(kara_last_error(), "KV type") != NULL);
+        kara_context_free(c32);
+    }
+    kara_context *co = new_ctx(other, KARA_KV_METHOD_FULL, KARA_KV_F16, 1, 0);
+    if (co) {
+        CHECK_EQ_INT(kara_seq_state_load(co, 0, img, size, NULL, 0, NULL), KARA_ERR_FORMAT);
+        CHECK_MSG(strstr(kara_last_error(), "another model") != NULL, "%s", kara_last_error());
+        kara_context_free(co);
+    }
+    int32_t few[4];
+    CHECK_EQ_INT(kara_seq_state_load(c, 0, img, size, few, 4, NULL), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_seq_n_past(c, 0), 5);
+done:
+    kara_context_free(c);
+    free(img);
+}
+
+int main(void) {
+    char err[256];
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
+    snprintf(sp.arch, sizeof sp.arch, "qwen3");
+    const char *path = kr_test_path(kr_test_tmpdir(), "state-a.gguf");
+    if (!CHECK_MSG(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "synth: %s", err) ||
+        !CHECK(kara_model_load(path, NULL, &model) == KARA_OK))
+        return kr_test_finish();
+    sp.n_layer += 1; /* another model: one more layer */
+    path = kr_test_path(kr_test_tmpdir(), "state-b.gguf");
+    if (!CHECK_MSG(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "synth: %s", err) ||
+        !CHECK(kara_model_load(path, NULL, &other) == KARA_OK))
+        return kr_test_finish();
+    const char *text = "<|im_start|>user\nTell me about the sea and the wind.<|im_end|>\n<|im_start|>assistant\n";
+    CHECK(kara_tokenize(model, text, -1, prompt, 64, false, true, &n_prompt) == KARA_OK && n_prompt > 8);
+    test_round_trip(KARA_KV_METHOD_FULL);
+    test_round_trip(KARA_KV_METHOD_KARA);
+    test_refusals();
+    kara_model_free(model);
+    kara_model_free(other);
+    return kr_test_finish();
+}
