@@ -63,6 +63,20 @@ check "without -e the prompt is taken as typed" '[ "$(head -c 4 "$tmp/out")" == 
 run "$KARA" run -m "$M" -cnv
 check "-cnv points at kara chat" '[ $rc -eq 64 ] && grep -q "kara chat" "$tmp/err"'
 
+# --- --prompt-cache (llama.cpp's flag) ----------------------------------------------------
+P='Sum #1 58*2 + #2 35*26.'
+run "$KARA" run -m "$R" -p "$P" -n 40 --temp 0 --prompt-cache "$tmp/pc.bin"
+first=$(cat "$tmp/out")
+check "--prompt-cache writes the file on the first run" '[ $rc -eq 0 ] && [ -s "$tmp/pc.bin" ] && grep -q "prompt: 23 tokens (23 decoded)" "$tmp/err"'
+run "$KARA" run -m "$R" -p "$P" -n 40 --temp 0 --prompt-cache "$tmp/pc.bin" --prompt-cache-ro
+check "the second run decodes 2 prompt tokens and writes the same text" '[ $rc -eq 0 ] && grep -q "(2 decoded)" "$tmp/err" && [ "$(cat "$tmp/out")" == "$first" ]'
+cp "$tmp/pc.bin" "$tmp/pc.keep"
+run "$KARA" run -m "$M" -p "hello" -n 4 --temp 0 --prompt-cache "$tmp/pc.bin" --prompt-cache-ro
+check "a cache of another model is a note, not an error" '[ $rc -eq 0 ] && grep -q "not used: sequence state: made with another model" "$tmp/err" && cmp -s "$tmp/pc.bin" "$tmp/pc.keep"'
+printf 'garbage' >"$tmp/pc.bad"
+run "$KARA" run -m "$R" -p "$P" -n 4 --temp 0 --prompt-cache "$tmp/pc.bad"
+check "a damaged cache is a note, and is replaced" '[ $rc -eq 0 ] && grep -q "not used" "$tmp/err" && [ $(stat -c %s "$tmp/pc.bad") -gt 1000 ]'
+
 # --- did-you-mean --------------------------------------------------------------------
 run "$KARA" run -m "$M" --thread 2
 check "did-you-mean for --thread" '[ $rc -eq 64 ] && grep -q "did you mean .--threads." "$tmp/err"'

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "prompt_cache.h"
 
 typedef struct run_opts {
     kara_config cfg;
@@ -17,9 +18,11 @@ typedef struct run_opts {
     const char *prompt_file;
     const char *prompt_ids;
     bool ignore_eos;
-    bool escape;      /* -e: the prompt's escapes are characters */
-    char *prompt_buf; /* the -e copy of the prompt */
-    char last_char;   /* the last byte written to stdout, 0: none */
+    bool escape;              /* -e: the prompt's escapes are characters */
+    char *prompt_buf;         /* the -e copy of the prompt */
+    const char *prompt_cache; /* --prompt-cache FILE */
+    bool prompt_cache_ro;     /* --prompt-cache-ro: load it, never write it */
+    char last_char;           /* the last byte written to stdout, 0: none */
 } run_opts;
 
 static const kr_cli_flag run_flags[] = {
@@ -27,6 +30,8 @@ static const kr_cli_flag run_flags[] = {
     {"-f|--file", true, "read the prompt from a file"},
     {"--prompt-ids", true, "prompt as comma-separated token ids (no BOS added)"},
     {"--ignore-eos", false, "keep generating past end-of-generation tokens"},
+    {"--prompt-cache", true, "keep the prompt's KV state in FILE: loaded when it matches, written after the prompt"},
+    {"--prompt-cache-ro", false, "with --prompt-cache: load the file but never write it"},
 };
 #define N_RUN_FLAGS (int)(sizeof run_flags / sizeof run_flags[0])
 
@@ -47,6 +52,10 @@ static int parse(int argc, char **argv, run_opts *o) {
             o->prompt_ids = a->value;
         } else if (kr_cli_flag_is(a->flag, "--ignore-eos")) {
             o->ignore_eos = true;
+        } else if (kr_cli_flag_is(a->flag, "--prompt-cache")) {
+            o->prompt_cache = a->value;
+        } else if (kr_cli_flag_is(a->flag, "--prompt-cache-ro")) {
+            o->prompt_cache_ro = true;
         }
     }
     o->escape = cli.escape;
@@ -113,7 +122,10 @@ static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32
         fprintf(stderr, "kara run: %s\n", kara_last_error());
         return kr_exit_for_status(st);
     }
+    bool cached = o->prompt_cache && kr_prompt_cache_load("run", o->prompt_cache, ctx, gen, prompt, n_prompt);
     st = kara_generator_start(gen, 0, prompt, n_prompt);
+    if (!st && o->prompt_cache && !cached && !o->prompt_cache_ro)
+        kr_prompt_cache_save("run", o->prompt_cache, ctx, prompt, n_prompt);
     kara_piece piece;
     while (!st && (st = kara_generator_next(gen, &piece)) == KARA_OK) {
         fwrite(piece.text, 1, (size_t)piece.len, stdout);
@@ -135,8 +147,8 @@ static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32
         fprintf(stderr, "\nkara run: context of %d tokens is full, stopping\n", kara_context_n_ctx(ctx));
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, gs.t_prompt_s,
-            n_prompt / (gs.t_prompt_s > 0 ? gs.t_prompt_s : 1e-9));
+    fprintf(stderr, "\nprompt: %d tokens (%d decoded) in %.3f s (%.2f tok/s)\n", n_prompt, gs.n_prompt_decoded,
+            gs.t_prompt_s, gs.n_prompt_decoded / (gs.t_prompt_s > 0 ? gs.t_prompt_s : 1e-9));
     fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tok/s)\n", gs.n_generated, gs.t_generate_s,
             gs.n_generated / (gs.t_generate_s > 0 ? gs.t_generate_s : 1e-9));
     kara_kv_stats ks;
