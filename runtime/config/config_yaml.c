@@ -146,7 +146,11 @@ static kara_status check_depth(const char *name, const char *text, size_t n) {
     int depth = 0;
     for (;;) {
         yaml_event_t e;
-        if (!yaml_parser_parse(&p, &e)) break;
+        if (!yaml_parser_parse(&p, &e)) {
+            /* out of memory is reported, not left to the loader with the depth unchecked (issue 19) */
+            if (p.error == YAML_MEMORY_ERROR) st = kr_set_error(KARA_ERR_NOMEM, "%s: out of memory reading YAML", name);
+            break;
+        }
         yaml_event_type_t t = e.type;
         if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
             if (++depth > KR_CONFIG_MAX_DEPTH)

@@ -63,7 +63,10 @@ static kara_status tokenize_close(const kara_model *m, const char *text, int32_t
     int32_t k = 0;
     *n = 0;
     if (!kara_model_has_tokenizer(m)) return KARA_OK; /* the budget is inert */
-    if (kara_tokenize(m, text, -1, ids, KR_THINK_CLOSE_MAX_TOKENS, false, true, &k) != KARA_OK)
+    kara_status st = kara_tokenize(m, text, -1, ids, KR_THINK_CLOSE_MAX_TOKENS, false, true, &k);
+    /* the tokenizer's work buffers can run out of memory: that is NOMEM, not a bug (issue 19) */
+    if (st == KARA_ERR_NOMEM) return kr_error_prefix(st, "cannot tokenize the think close tag");
+    if (st != KARA_OK)
         return kr_set_error(KARA_ERR_INTERNAL, "cannot tokenize \"%s\" in %d tokens", text, KR_THINK_CLOSE_MAX_TOKENS);
     *n = k;
     return KARA_OK;

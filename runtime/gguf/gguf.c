@@ -196,7 +196,9 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
             return fail(at, "array of %llu strings exceeds the %llu bytes left in the file", (unsigned long long)n,
                         (unsigned long long)left);
         kara_gguf_str *strs = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_str));
-        if (!strs) return fail(at, "out of memory for an array of %llu strings", (unsigned long long)n);
+        if (!strs) /* out of memory is not a malformed file (issue 19: was KARA_ERR_FORMAT) */
+            return kr_set_error(KARA_ERR_NOMEM, "out of memory for an array of %llu strings at byte offset %llu",
+                                (unsigned long long)n, (unsigned long long)at);
         a->strs = strs;
         for (uint64_t i = 0; i < n; i++) {
             st = read_str(c, &strs[i], "array string");
@@ -210,7 +212,9 @@ static kara_status read_array(kara_gguf *g, cursor *c, kara_gguf_array *a, int d
         return fail(at, "array of %llu arrays exceeds the %llu bytes left in the file", (unsigned long long)n,
                     (unsigned long long)left);
     kara_gguf_value *items = arena_alloc(g, (size_t)(n ? n : 1) * sizeof(kara_gguf_value));
-    if (!items) return fail(at, "out of memory for an array of %llu arrays", (unsigned long long)n);
+    if (!items) /* out of memory is not a malformed file (issue 19: was KARA_ERR_FORMAT) */
+        return kr_set_error(KARA_ERR_NOMEM, "out of memory for an array of %llu arrays at byte offset %llu",
+                            (unsigned long long)n, (unsigned long long)at);
     a->items = items;
     for (uint64_t i = 0; i < n; i++) {
         st = read_value(g, c, KARA_GGUF_ARRAY, &items[i], depth + 1);

@@ -412,6 +412,10 @@ kara_status kr_vocab_load(kr_vocab *v, const kara_gguf *g) {
     } else {
         int32_t ids[8];
         int32_t n = kr_vocab_tokenize(v, "\n", 1, ids, 8, false, false);
+        if (n == INT32_MIN) { /* out of memory: fail the load, not a model whose newline is the pad (issue 19) */
+            st = kr_set_error(KARA_ERR_NOMEM, "out of memory tokenizing the newline");
+            goto done;
+        }
         v->nl = n >= 1 ? ids[0] : v->pad;
     }
 
