@@ -77,7 +77,8 @@ static int parse(int argc, char **argv, run_opts *o) {
 }
 
 /* Tokens of the prompt as the user gave it: text (with BOS per the vocab's
- * rules), or raw ids. */
+ * rules), or raw ids. -1: a bad prompt (message printed); -2: its file
+ * cannot be read. */
 static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **out) {
     *out = NULL;
     if (o->prompt_ids) return kr_arg_id_list("run", "--prompt-ids", o->prompt_ids, out);
@@ -86,7 +87,7 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **o
     size_t len = strlen(text);
     if (o->prompt_file) {
         file_text = kr_read_text_file("run", o->prompt_file, &len);
-        if (!file_text) return -1;
+        if (!file_text) return -2; /* missing or unreadable: exit 66 */
         text = file_text;
     }
     int32_t cap = (int32_t)len + 8;
@@ -180,7 +181,7 @@ static int run_body(int argc, char **argv, run_opts *op) {
     int32_t n_prompt = prompt_tokens(&o, m, &prompt);
     if (n_prompt < 0) {
         kara_model_free(m);
-        return o.prompt_ids ? KR_EXIT_USAGE : KR_EXIT_DATAERR;
+        return n_prompt == -2 ? KR_EXIT_NOINPUT : o.prompt_ids ? KR_EXIT_USAGE : KR_EXIT_DATAERR;
     }
     if (n_prompt == 0) {
         fprintf(stderr, "kara run: the prompt is empty and the model adds no BOS token; give a prompt\n");

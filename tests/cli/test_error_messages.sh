@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Every error names its cause (issue 19): each command on bad input exits
+# with its documented code, and its last line on stderr is
+# "kara CMD: reason" with a reason that is not empty, does not end in a
+# bare colon, and names what is wrong (a word the case gives). Uses the
+# shipped model and files this test writes; needs no ../shared.
+set -u
+KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+SRC="${KARA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+R="$SRC/tools/train/model/kara-reasoner-1m.gguf"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+# expect NAME CODE WORD COMMAND...: exit CODE, last stderr line "kara ...: reason" containing WORD
+expect() {
+    local name=$1 code=$2 word=$3
+    shift 3
+    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    local rc=$?
+    local last
+    last=$(grep -v '^[[:space:]]*$' "$tmp/err" | grep -v '^usage:\|^  \|^$' | grep '^kara' | tail -1)
+    local reason=${last#*: }
+    if [ "$rc" -eq "$code" ] && [[ "$last" =~ ^kara([ ][a-z-]+)?:\ . ]] && [ -n "$reason" ] &&
+        [[ ! "$last" =~ :[[:space:]]*$ ]] && grep -qi -- "$word" <<<"$last"; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $name: exit $rc (wanted $code); last line: '$last' (wanted a reason naming '$word')"
+    fi
+}
+
+"$KARA" gen-model --preset tiny --arch qwen3 --type f32 -o "$tmp/m.gguf" >/dev/null 2>&1 || { echo "gen-model failed"; exit 1; }
+M="$tmp/m.gguf"
+head -c 3000 "$M" >"$tmp/trunc.gguf"
+echo "not a model" >"$tmp/text.gguf"
+mkfifo "$tmp/fifo"
+mkdir "$tmp/dir"
+printf 'kara:\n  retension: 0.2\n' >"$tmp/typo.yaml"
+printf 'kara: [unclosed\n' >"$tmp/syntax.yaml"
+printf '{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}]}}\n' >"$tmp/ok.jsonl"
+printf '{"id":"x","prompt":"Sum #1 5*5.","answer":"25"}\nnot json\n' >"$tmp/tasks.jsonl"
+
+# run: files and flags
+expect "run: missing model" 66 "nope.gguf" "$KARA" run -m "$tmp/nope.gguf" -p hi
+expect "run: no model" 64 "model" "$KARA" run -p hi
+expect "run: a FIFO as the model" 66 "regular file" "$KARA" run -m "$tmp/fifo"
+expect "run: a directory as the model" 66 "regular file" "$KARA" run -m "$tmp/dir"
+expect "run: /dev/null as the model" 66 "regular file" "$KARA" run -m /dev/null
+expect "run: truncated GGUF" 65 "offset" "$KARA" run -m "$tmp/trunc.gguf" -p hi
+expect "run: not a GGUF" 65 "magic" "$KARA" run -m "$tmp/text.gguf" -p hi
+expect "run: unknown flag" 64 "frobnicate" "$KARA" run -m "$M" --frobnicate
+expect "run: bad number" 64 "temperature" "$KARA" run -m "$M" --temp hot
+expect "run: out of range" 64 "range" "$KARA" run -m "$M" -c 99999999
+expect "run: bad KV method" 64 "kv_cache.method" "$KARA" run -m "$M" --kv-method lru
+expect "run: budget too small" 65 "budget" "$KARA" run -m "$M" --kv-budget 1KiB -p hi
+expect "run: token outside the vocabulary" 64 "vocabulary" "$KARA" run -m "$M" --prompt-ids 1,2,999999
+expect "run: prompt longer than the context" 65 "context" "$KARA" run -m "$M" -c 16 -p "$(printf 'word %.0s' $(seq 1 60))"
+expect "run: missing prompt file" 66 "nope.txt" "$KARA" run -m "$M" -f "$tmp/nope.txt"
+expect "run: two prompts" 64 "only one" "$KARA" run -m "$M" -p a -f "$tmp/typo.yaml"
+expect "run: -ctk and -ctv differ" 64 "differ" "$KARA" run -m "$M" -ctk f16 -ctv f32
+# configuration files
+expect "config: missing file" 66 "no-such.yaml" "$KARA" run -m "$M" --config "$tmp/no-such.yaml"
+expect "config: a FIFO" 66 "regular file" "$KARA" run -m "$M" --config "$tmp/fifo"
+expect "config: unknown key" 78 "retension" "$KARA" run -m "$M" --config "$tmp/typo.yaml"
+expect "config: YAML syntax" 78 "syntax.yaml" "$KARA" run -m "$M" --config "$tmp/syntax.yaml"
+# other commands
+expect "chat: missing model" 66 "nope.gguf" "$KARA" chat -m "$tmp/nope.gguf"
+expect "tokenize: no text" 64 "-p" "$KARA" tokenize -m "$M"
+expect "inspect: truncated" 65 "offset" "$KARA" inspect "$tmp/trunc.gguf"
+expect "inspect: missing" 66 "nope.gguf" "$KARA" inspect "$tmp/nope.gguf"
+expect "quantize: unknown type" 64 "Q3_X" "$KARA" quantize "$M" "$tmp/q.gguf" Q3_X
+expect "quantize: missing input" 66 "nope.gguf" "$KARA" quantize "$tmp/nope.gguf" "$tmp/q.gguf" Q8_0
+expect "quantize: unwritable output" 73 "dir/x/q.gguf" "$KARA" quantize "$M" "$tmp/dir/x/q.gguf" Q8_0
+expect "gen-model: bad preset" 64 "preset" "$KARA" gen-model --preset huge -o "$tmp/g.gguf"
+expect "gen-model: bad vocabulary" 64 "vocab" "$KARA" gen-model --vocab 3 -o "$tmp/g.gguf"
+expect "bench: bad repetitions" 64 "-r" "$KARA" bench -m "$M" -r 0
+expect "bench: missing model" 66 "nope.gguf" "$KARA" bench -m "$tmp/nope.gguf"
+expect "eval: no tasks" 64 "tasks" "$KARA" eval -m "$R"
+expect "eval: missing tasks file" 65 "nope.jsonl" "$KARA" eval -m "$R" --tasks "$tmp/nope.jsonl"
+expect "eval: a bad task line" 65 "line 2" "$KARA" eval -m "$R" --tasks "$tmp/tasks.jsonl"
+expect "eval-kv: missing text" 66 "nope.txt" "$KARA" eval-kv -m "$M" -f "$tmp/nope.txt"
+expect "batch: no input" 64 "input" "$KARA" batch -m "$M" -o "$tmp/o.jsonl"
+expect "batch: a FIFO as input" 66 "regular file" "$KARA" batch -m "$M" -i "$tmp/fifo" -o "$tmp/o.jsonl"
+expect "batch: bad shard" 64 "shard" "$KARA" batch -m "$M" -i "$tmp/ok.jsonl" -o "$tmp/o.jsonl" --shard 3/2
+expect "batch: output directory missing" 73 "dir/x" "$KARA" batch -m "$M" -i "$tmp/ok.jsonl" -o "$tmp/dir/x/o.jsonl"
+expect "unknown command" 64 "frob" "$KARA" frob
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
