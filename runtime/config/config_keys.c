@@ -667,6 +667,43 @@ kara_status kara_config_set(kara_config *c, const char *key, const char *text, c
     return KARA_OK;
 }
 
+/* Set a key of the schema that lives inside one part of kara_config (the
+ * KV settings, the context's), through the same parse and range check as a
+ * YAML value: the research knobs need not be struct fields an app spells. */
+static kara_status set_in_part(const char *fn, size_t lo, size_t hi, void *part, const char *key, const char *text,
+                               const char *what) {
+    if (!part || !key || !text) return kr_set_error(KARA_ERR_ARG, "%s: NULL argument", fn);
+    int i = kr_config_find_key(key);
+    if (i < 0) return unknown_key(fn, key);
+    if (keys[i].off < lo || keys[i].off + keys[i].size > hi ||
+        (keys[i].type == K_INT_LIST && (keys[i].aux < lo || keys[i].aux >= hi)))
+        return kr_set_error(KARA_ERR_CONFIG, "%s: '%s' is not %s", fn, key, what);
+    value v;
+    char err[512];
+    if (!kr_config_parse_value(&keys[i], text, &v, err, sizeof err))
+        return kr_set_error(KARA_ERR_CONFIG, "%s: %s: %s", fn, key, err);
+    kara_config *tmp = malloc(sizeof *tmp); /* a whole config only to reuse the stores by offset */
+    if (!tmp) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy((char *)tmp + lo, part, hi - lo);
+    kr_config_store(&keys[i], tmp, &v);
+    memcpy(part, (char *)tmp + lo, hi - lo);
+    free(tmp);
+    return KARA_OK;
+}
+
+kara_status kara_kv_params_set(kara_kv_params *p, const char *key, const char *value) {
+    size_t lo = offsetof(kara_config, context.kv);
+    return set_in_part("kara_kv_params_set", lo, lo + sizeof(kara_kv_params), p, key, value,
+                       "a KV cache setting (kv_cache.*, kara.*, baselines.*)");
+}
+
+kara_status kara_context_params_set(kara_context_params *p, const char *key, const char *value) {
+    size_t lo = offsetof(kara_config, context);
+    return set_in_part("kara_context_params_set", lo, lo + sizeof(kara_context_params), p, key, value,
+                       "a context setting (context.*, runtime.threads, batch.max_concurrency, kv_cache.*, kara.*, "
+                       "baselines.*)");
+}
+
 kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size) {
     int i = kr_config_find_key(key);
     if (i < 0) return unknown_key("kara_config_get", key);

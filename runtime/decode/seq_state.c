@@ -41,22 +41,22 @@ static size_t payload_bytes(const kara_context *c, int32_t n) {
 
 /* The sequence is whole (slot i = position i) and the policy can be
  * rebuilt from its tokens alone; otherwise KARA_ERR_UNSUPPORTED. */
-static kara_status check_savable(const kara_context *c, int32_t seq) {
+static kara_status check_savable(const kara_context *c, int32_t seq, const char *fn) {
     const kr_kv_seq *s = &c->kv.seqs[seq];
     if (s->n != s->next_pos)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
-                            "kara_seq_state_save: sequence %d holds %d slots of %d positions (compressed); only whole "
-                            "sequences are saved",
-                            seq, s->n, s->next_pos);
+                            "%s: sequence %d holds %d slots of %d positions (compressed); only whole sequences are "
+                            "saved or copied",
+                            fn, seq, s->n, s->next_pos);
     const kr_kv_policy *pol = &c->policy;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     bool rebuildable = !pol->scoring || pol->p.method == KARA_KV_METHOD_FULL ||
         (pol->window_method && !q->prompt_marked) || (!q->prompt_marked && !pol->needs_h2o && !q->lazy_last);
     if (!rebuildable)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
-                            "kara_seq_state_save: sequence %d is past its prompt under %s with scoring on; save it "
-                            "right after the prompt",
-                            seq, kara_kv_method_name(pol->p.method));
+                            "%s: sequence %d is past its prompt under %s with scoring on; save or copy it right "
+                            "after the prompt",
+                            fn, seq, kara_kv_method_name(pol->p.method));
     return KARA_OK;
 }
 
@@ -89,7 +89,7 @@ kara_status kara_seq_state_save(const kara_context *c, int32_t seq, const int32_
     if (n_tokens != s->next_pos)
         return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: %d tokens given, sequence %d holds %d", n_tokens, seq,
                             s->next_pos);
-    kara_status st = check_savable(c, seq);
+    kara_status st = check_savable(c, seq, "kara_seq_state_save");
     if (st) return st;
     size_t need = kara_seq_state_size(c, seq);
     if (size < need)
@@ -197,5 +197,38 @@ kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, s
             p += c->kv.slot_bytes;
         }
     if (n_tokens) *n_tokens = n;
+    return KARA_OK;
+}
+
+/* A whole sequence into another of the same context: its slots' K and V
+ * copied (blocks are not shared: Kara moves slots inside a sequence's own
+ * blocks when it compacts, so a shared block would need copy-on-write),
+ * the policy told it is a prompt, as after a load. */
+kara_status kara_seq_copy(kara_context *c, int32_t src, int32_t dst) {
+    if (!c || src < 0 || dst < 0 || src >= c->kv.n_seq_max || dst >= c->kv.n_seq_max)
+        return kr_set_error(KARA_ERR_ARG, "kara_seq_copy: invalid arguments");
+    if (src == dst) return KARA_OK;
+    kara_status st = check_savable(c, src, "kara_seq_copy");
+    if (st) return st;
+    const int32_t n = c->kv.seqs[src].n;
+    if (n > c->policy.plan.seq_tokens)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "kara_seq_copy: %d slots, a sequence's share is %d", n,
+                            c->policy.plan.seq_tokens);
+    int32_t have = c->kv.seqs[dst].n_blocks, need = kr_kv_blocks_for(&c->kv, n);
+    if (need - have > c->kv.n_free)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "kara_seq_copy: %d slots need %d blocks, %d free", n, need - have,
+                            c->kv.n_free);
+    kara_seq_clear(c, dst);
+    if ((st = kr_kv_reserve(&c->kv, dst, n))) return st;
+    const int32_t *toks = c->policy.seqs[src].tokens;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t slot = kr_kv_append(&c->kv, dst, i);
+        kr_kv_policy_on_append(&c->policy, dst, slot, toks ? toks[i] : -1, n);
+    }
+    for (int32_t l = 0; l < c->kv.n_layer; l++)
+        for (int32_t i = 0; i < n; i++) {
+            memcpy(kr_kv_k(&c->kv, l, dst, i), kr_kv_k(&c->kv, l, src, i), c->kv.slot_bytes);
+            memcpy(kr_kv_v(&c->kv, l, dst, i), kr_kv_v(&c->kv, l, src, i), c->kv.slot_bytes);
+        }
     return KARA_OK;
 }

@@ -78,7 +78,6 @@ typedef struct kara_context kara_context; /* KV cache and scratch; one thread at
 
 /* Called on the loading thread (once, with 1.0, when the file is read and checked); false: KARA_ERR_ABORTED. */
 typedef bool (*kara_progress_fn)(float progress, void *user);
-
 typedef struct kara_model_params {
     bool vocab_only;           /* metadata and tokenizer only, no weights (default false) */
     bool use_mmap;             /* map the file (instant load); default false: read it into memory on huge pages */
@@ -366,6 +365,10 @@ typedef struct kara_kv_params {
     bool lazy_protect_prompt;     /* true */
 } kara_kv_params;
 void kara_kv_params_init(kara_kv_params *p); /* every field to its default */
+/* Set one setting by its YAML key ("kara.score.mode", "two_sided"), checked like the YAML value: KARA_ERR_CONFIG for
+ * an unknown key, a key outside the struct or a bad value (*p unchanged). The context's: context.*, runtime.threads,
+ * batch.max_concurrency and every KV key. */
+kara_status kara_kv_params_set(kara_kv_params *p, const char *key, const char *value);
 
 /* Enum values' names as in YAML and on the command line ("kara", "f16", "bidirectional"); "?" out of range. Parse
  * takes exactly these names; anything else is KARA_ERR_ARG (message listing them), *out untouched. */
@@ -384,6 +387,7 @@ typedef struct kara_context_params {
     int32_t n_threads; /* 0 (default) or less = number of cores */
     kara_kv_params kv; /* KV cache and compression (kara_kv_params_init) */
 } kara_context_params;
+kara_status kara_context_params_set(kara_context_params *p, const char *key, const char *value); /* as above */
 void kara_context_params_init(kara_context_params *p);
 
 /* Reserve everything the context will ever use (KV memory, scratch); the model must outlive it. KARA_ERR_ARG (bad
@@ -406,7 +410,6 @@ typedef struct kara_batch {
     int32_t seq_all;       /* with seq_id NULL: the sequence of every entry (default 0) */
     int32_t pos_first;     /* with pos NULL and pos_first > 0: entry i at position pos_first + i (0 = as for NULL) */
 } kara_batch;
-
 /* A batch of n tokens of one sequence at positions pos0.. with logits for the last one only. It holds no arrays of
  * its own (seq_all and pos_first describe the entries), so it is thread-safe and has no size limit; it points at
  * tokens, which must stay valid until kara_decode returns. */
@@ -445,6 +448,8 @@ kara_status kara_seq_state_save(const kara_context *ctx, int32_t seq_id, const i
                                 void *buf, size_t size, size_t *written);
 kara_status kara_seq_state_load(kara_context *ctx, int32_t seq_id, const void *buf, size_t size, int32_t *tokens,
                                 int32_t max_tokens, int32_t *n_tokens);
+/* A whole sequence copied into dst (cleared first), as a load would: its blocks are copied, not shared. */
+kara_status kara_seq_copy(kara_context *ctx, int32_t src_seq, int32_t dst_seq);
 
 typedef struct kara_kv_stats {  /* counters of the KV policy since the context was created */
     uint64_t events;            /* compression events, all methods */
@@ -588,13 +593,11 @@ typedef struct kara_chat_template {
 const char *kara_chat_family_name(kara_chat_family family);
 /* The template of a family by name (names above); KARA_ERR_ARG, with a message listing the names, for others. */
 kara_status kara_chat_template_by_name(const char *name, kara_chat_template *out);
-
 /* Recognise a Jinja chat template (GGUF tokenizer.chat_template) by its markers: "<｜Assistant｜>" or "<｜User｜>" ->
  * deepseek-r1; "<|start_header_id|>" -> llama3 (llama3.1 with "Cutting Knowledge Date"); "<|im_start|>" -> qwen3
  * when it mentions <think> or enable_thinking, else chatml (with the default system message it inserts, if any).
  * Returns false (and chatml in *out) when nothing matches. Never logs. */
 bool kara_chat_template_detect(const char *jinja, kara_chat_template *out);
-
 /* The template to use with a model: name NULL, "" or "auto" means detect from the model's tokenizer.chat_template;
  * a template that is absent or not recognised falls back to chatml with a warning through the library log (never
  * stdout). Any other name as kara_chat_template_by_name. */

@@ -628,7 +628,43 @@ static void test_trigger(void) {
     round_trip(&c, "rt_trigger.yaml");
 }
 
+/* The research knobs by name, through the same table (issue 17). */
+static void test_params_set(void) {
+    kara_kv_params kv;
+    kara_kv_params_init(&kv);
+    CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.score.mode", "two_sided"), KARA_OK);
+    CHECK_EQ_INT(kv.score_mode, KARA_SCORE_TWO_SIDED);
+    CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.protect_token_ids", "[5, 7]"), KARA_OK);
+    CHECK(kv.n_protect_token_ids == 2 && kv.protect_token_ids[1] == 7);
+    kara_kv_params before = kv;
+    CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.retention", "1.5"), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "kara.retention: 1.5 is out of range [0, 1]"), "%s", kara_last_error());
+    CHECK_EQ_INT(kara_kv_params_set(&kv, "sampling.temperature", "0.5"), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "is not a KV cache setting"), "%s", kara_last_error());
+    CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.retension", "0.3"), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "kara.retention"), "did-you-mean: %s", kara_last_error());
+    CHECK_EQ_INT(kara_kv_params_set(&kv, "runtime.threads", "2"), KARA_ERR_CONFIG);
+    CHECK(!memcmp(&kv, &before, sizeof kv));
+    CHECK_EQ_INT(kara_kv_params_set(NULL, "kara.retention", "0.3"), KARA_ERR_ARG);
+
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    CHECK_EQ_INT(kara_context_params_set(&cp, "runtime.threads", "3"), KARA_OK);
+    CHECK_EQ_INT(cp.n_threads, 3);
+    CHECK_EQ_INT(kara_context_params_set(&cp, "batch.max_concurrency", "4"), KARA_OK);
+    CHECK_EQ_INT(cp.n_seq_max, 4);
+    CHECK_EQ_INT(kara_context_params_set(&cp, "context.size", "auto"), KARA_OK);
+    CHECK_EQ_INT(cp.n_ctx, 0);
+    CHECK_EQ_INT(kara_context_params_set(&cp, "kv_cache.method", "h2o"), KARA_OK);
+    CHECK_EQ_INT(cp.kv.method, KARA_KV_METHOD_H2O);
+    CHECK_EQ_INT(kara_context_params_set(&cp, "kv_cache.budget", "64MiB"), KARA_OK);
+    CHECK(cp.kv.budget == 64ull << 20);
+    CHECK_EQ_INT(kara_context_params_set(&cp, "model.path", "x.gguf"), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "is not a context setting"), "%s", kara_last_error());
+}
+
 int main(void) {
+    test_params_set();
     test_defaults();
     test_enum_names();
     test_shipped_configs();

@@ -164,6 +164,28 @@ done:
     free(img);
 }
 
+/* kara_seq_copy: a prompt copied into another sequence of the same context
+ * generates what the original does; a compressed sequence is refused. */
+static void test_copy(kara_kv_method method) {
+    char want[4096], got[4096];
+    int32_t decoded = 0;
+    kara_context *c = new_ctx(model, method, KARA_KV_F16, 3, 0);
+    if (!c) return;
+    kara_batch b = kara_batch_one_sequence(prompt, n_prompt, 0, 0);
+    CHECK(kara_decode(c, &b) == KARA_OK);
+    CHECK_MSG(kara_seq_copy(c, 0, 2) == KARA_OK, "copy: %s", kara_last_error());
+    CHECK_EQ_INT(kara_seq_n_past(c, 2), n_prompt);
+    greedy(c, 2, prompt, n_prompt, got, sizeof got, &decoded);
+    CHECK_EQ_INT(decoded, 2);
+    greedy(c, 0, prompt, n_prompt, want, sizeof want, &decoded);
+    CHECK_MSG(!strcmp(want, got), "%s: the copy generates '%s', the original '%s'", kara_kv_method_name(method), got,
+              want);
+    if (method == KARA_KV_METHOD_KARA) /* sequence 2 is now past its prompt with windows scored */
+        CHECK_EQ_INT(kara_seq_copy(c, 2, 1), KARA_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(kara_seq_copy(c, 0, 9), KARA_ERR_ARG);
+    kara_context_free(c);
+}
+
 int main(void) {
     char err[256];
     kr_synth_params sp;
@@ -183,6 +205,8 @@ int main(void) {
     test_round_trip(KARA_KV_METHOD_FULL);
     test_round_trip(KARA_KV_METHOD_KARA);
     test_refusals();
+    test_copy(KARA_KV_METHOD_FULL);
+    test_copy(KARA_KV_METHOD_KARA);
     kara_model_free(model);
     kara_model_free(other);
     return kr_test_finish();
