@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "bench_compete.h"
 #include "bench_kernels.h"
 #include "cli_args.h"
 #include "cli_config.h"
@@ -28,6 +29,7 @@ typedef struct bench_opts {
     long long threads, n_prompt, n_gen, depth, reps;
     bool membw, kernels, onednn; /* micro-benchmarks instead of a model */
     bool no_repack;              /* --no-repack: keep the file's weight layout */
+    bool compete;                /* --compete: a busy process pinned to CPU 0 meanwhile */
     const char *kernel_types;
 } bench_opts;
 
@@ -50,6 +52,7 @@ static const kr_cli_flag bench_flags[] = {
     {"-d|--n-depth", true, "tokens in the cache before the tg test (default: 0)"},
     {"-r|--repetitions", true, "repetitions, 1..100 (default: 3)"},
     {"--no-repack", false, "keep the file's weight layout (no interleaving of rows at load)"},
+    {"--compete", false, "run a CPU-bound process pinned to CPU 0 meanwhile (a busy device); JSON lines say so"},
     {"--membw", false, "streaming read bandwidth of a 1 GiB buffer instead of a model"},
     {"--kernels", false,
      "kernel-table products on Qwen3 shapes instead of a model; then TYPES (Q4_0,Q8_0,Q4_K,Q6_K,F16,F32 or a "
@@ -96,6 +99,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
             ok = kr_arg_int("bench", "-r", a->value, 1, 100, &o->reps);
         } else if (kr_cli_flag_is(a->flag, "--no-repack")) {
             o->no_repack = true;
+        } else if (kr_cli_flag_is(a->flag, "--compete")) {
+            o->compete = true;
         } else if (kr_cli_flag_is(a->flag, "--membw")) {
             o->membw = true;
         } else if (kr_cli_flag_is(a->flag, "--kernels")) {
@@ -150,11 +155,11 @@ static kara_status feed(kara_context *ctx, int32_t n_vocab, int32_t pos, int32_t
     return KARA_OK;
 }
 
-static void report(const char *model, const char *test, int threads, int depth, double *tps, int reps) {
+static void report(const char *model, const char *test, int threads, int depth, double *tps, int reps, bool compete) {
     qsort(tps, (size_t)reps, sizeof *tps, cmp_double);
     printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"%s\",\"threads\":%d,"
-           "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f}\n",
-           model, test, threads, depth, reps, tps[reps / 2], tps[0], tps[reps - 1]);
+           "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f%s}\n",
+           model, test, threads, depth, reps, tps[reps / 2], tps[0], tps[reps - 1], compete ? ",\"compete\":true" : "");
     fflush(stdout);
 }
 
@@ -191,7 +196,14 @@ static int bench_main(int argc, char **argv) {
         return KR_EXIT_SOFTWARE;
     }
     const double load_s = kr_monotonic_seconds() - t0;
-    fprintf(stderr, "kara bench: %s, %s, %d threads\n", kara_model_desc(model), kara_system_info(), (int)o.threads);
+    fprintf(stderr, "kara bench: %s, %s, %d threads%s\n", kara_model_desc(model), kara_system_info(), (int)o.threads,
+            o.compete ? ", a busy process pinned to CPU 0" : "");
+    pid_t rival = o.compete ? kr_compete_start(0) : 0;
+    if (rival < 0) {
+        kara_context_free(ctx);
+        kara_model_free(model);
+        return KR_EXIT_SOFTWARE;
+    }
 
     const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
     const int32_t n_vocab = kara_model_n_vocab(model);
@@ -210,7 +222,7 @@ static int bench_main(int argc, char **argv) {
             if (r >= 0) tps[r] = (double)o.n_prompt / dt;
         }
         snprintf(name, sizeof name, "pp%lld", o.n_prompt);
-        if (st == KARA_OK) report(base, name, (int)o.threads, 0, tps, (int)o.reps);
+        if (st == KARA_OK) report(base, name, (int)o.threads, 0, tps, (int)o.reps, o.compete);
     }
     if (st == KARA_OK && o.n_gen > 0) {
         for (int r = -1; r < o.reps && st == KARA_OK; r++) {
@@ -223,7 +235,7 @@ static int bench_main(int argc, char **argv) {
             if (r >= 0) tps[r] = (double)o.n_gen / dt;
         }
         snprintf(name, sizeof name, "tg%lld", o.n_gen);
-        if (st == KARA_OK) report(base, name, (int)o.threads, (int)o.depth, tps, (int)o.reps);
+        if (st == KARA_OK) report(base, name, (int)o.threads, (int)o.depth, tps, (int)o.reps, o.compete);
     }
     if (st == KARA_OK) {
         printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"load\",\"threads\":%d,\"load_s\":%.3f,"
@@ -234,6 +246,7 @@ static int bench_main(int argc, char **argv) {
     } else {
         fprintf(stderr, "kara bench: decode failed: %s\n", kara_last_error());
     }
+    kr_compete_stop(rival);
     free(tok);
     free(tpos);
     free(seq);
