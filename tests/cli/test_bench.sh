@@ -45,7 +45,7 @@ check "depth run: two lines" test "$(wc -l < "$dir/depth.jsonl")" = 2
 "$kara" bench -m "$dir/m.gguf" -t 2 -p 8 -n 4 -r 1 --compete > "$dir/compete.jsonl" 2> "$dir/compete.err"
 check "--compete marks its lines" test "$(grep -c '"compete":true' "$dir/compete.jsonl")" = 2
 check "--compete says so" grep -q "a busy process pinned to CPU 0" "$dir/compete.err"
-check "--compete leaves no process behind" test "$(pgrep -c -P $$ -f 'kara bench' || true)" = 0
+check "--compete leaves no process behind" test "$(pgrep -c -f "bench -m $dir/m.gguf -t 2 -p 8 -n 4 -r 1 --compete" || true)" = 0
 
 "$kara" bench --kernels Q8_0 -t 1 -p 4 > "$dir/kernels.jsonl"
 check "kernel lines for each shape, batch 1 and 4" test "$(grep -c '"type":"Q8_0"' "$dir/kernels.jsonl")" = 14

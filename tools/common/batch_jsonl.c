@@ -365,23 +365,51 @@ void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const cha
     kr_jbuf_printf(b, ",\"line\":%d}}\n", line);
 }
 
+uint64_t kr_batch_request_hash(const char *text, size_t len) {
+    while (len > 0 && (*text == ' ' || *text == '\t' || *text == '\r')) text++, len--;
+    while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\t' || text[len - 1] == '\r')) len--;
+    return kr_fnv1a(text, len);
+}
+
+void kr_batch_add_hash(kr_jbuf *b, uint64_t hash) {
+    if (b->failed || b->len < 2 || b->p[b->len - 1] != '\n' || b->p[b->len - 2] != '}') return;
+    b->len -= 2;
+    kr_jbuf_printf(b, ",\"" KR_BATCH_HASH_KEY "\":\"%016llx\"}\n", (unsigned long long)hash);
+}
+
+/* A kara_request_hash value: exactly 16 hex digits. */
+static bool read_hash(const kr_json *v, uint64_t *out) {
+    if (!v || v->type != KR_JSON_STRING || v->len != 16) return false;
+    uint64_t h = 0;
+    for (size_t i = 0; i < 16; i++) {
+        char c = v->str[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return false;
+        h = h << 4 | (uint64_t)d;
+    }
+    *out = h;
+    return true;
+}
+
 /* Is this parsed line one of our results? */
-static bool read_result(const kr_json *root, const char **custom_id, int *line, bool *failed) {
+static bool read_result(const kr_json *root, kr_batch_scanned *r) {
     if (!root || root->type != KR_JSON_OBJECT) return false;
     const kr_json *cid = kr_json_get(root, "custom_id");
     const kr_json *resp = kr_json_get(root, "response");
     const kr_json *error = kr_json_get(root, "error");
     if (!cid || !resp || !error) return false;
     if (cid->type != KR_JSON_STRING && cid->type != KR_JSON_NULL) return false;
-    *custom_id = cid->type == KR_JSON_STRING ? cid->str : NULL;
-    *failed = error->type == KR_JSON_OBJECT;
+    r->custom_id = cid->type == KR_JSON_STRING ? cid->str : NULL;
+    r->failed = error->type == KR_JSON_OBJECT;
     const kr_json *l = kr_json_get(error, "line");
-    *line = l && l->type == KR_JSON_NUMBER ? (int)l->number : 0;
-    if (!*custom_id && !*line) return false;
-    return *failed || resp->type == KR_JSON_OBJECT;
+    r->input_line = l && l->type == KR_JSON_NUMBER ? (int)l->number : 0;
+    if (!r->custom_id && !r->input_line) return false;
+    r->has_hash = read_hash(kr_json_get(root, KR_BATCH_HASH_KEY), &r->hash);
+    return r->failed || resp->type == KR_JSON_OBJECT;
 }
 
-long kr_batch_scan_lines(const char *data, size_t len, kr_batch_scan_fn fn, void *user, char *err, size_t err_size) {
+long kr_batch_scan_results(const char *data, size_t len, void (*fn)(void *user, const kr_batch_scanned *r), void *user,
+                           char *err, size_t err_size) {
     size_t start = 0, good = 0;
     int out_line = 0;
     while (start < len) {
@@ -393,10 +421,9 @@ long kr_batch_scan_lines(const char *data, size_t len, kr_batch_scan_fn fn, void
             kr_json_doc doc;
             char jerr[160];
             bool parsed = kr_json_parse(data + start, end - start, out_line, &doc, jerr, sizeof jerr);
-            const char *cid = NULL;
-            int line = 0;
-            bool failed = false;
-            bool ok = parsed && read_result(doc.root, &cid, &line, &failed);
+            kr_batch_scanned r;
+            memset(&r, 0, sizeof r);
+            bool ok = parsed && read_result(doc.root, &r);
             if (!ok) {
                 bool last = !memchr(nl + 1, '\n', len - end - 1);
                 kr_json_doc_free(&doc);
@@ -405,13 +432,31 @@ long kr_batch_scan_lines(const char *data, size_t len, kr_batch_scan_fn fn, void
                          parsed ? "no custom_id, response and error" : jerr);
                 return -1;
             }
-            fn(user, cid, line, failed, data + start, end + 1 - start);
+            r.text = data + start;
+            r.len = end + 1 - start;
+            fn(user, &r);
             kr_json_doc_free(&doc);
         }
         start = end + 1;
         good = start;
     }
     return (long)good;
+}
+
+/* kr_batch_scan_lines' callback under kr_batch_scan_results. */
+typedef struct scan_lines_ctx {
+    kr_batch_scan_fn fn;
+    void *user;
+} scan_lines_ctx;
+
+static void scan_lines_fn(void *user, const kr_batch_scanned *r) {
+    scan_lines_ctx *c = user;
+    c->fn(c->user, r->custom_id, r->input_line, r->failed, r->text, r->len);
+}
+
+long kr_batch_scan_lines(const char *data, size_t len, kr_batch_scan_fn fn, void *user, char *err, size_t err_size) {
+    scan_lines_ctx c = {fn, user};
+    return kr_batch_scan_results(data, len, scan_lines_fn, &c, err, err_size);
 }
 
 /* The older callback, without the line's text. */

@@ -26,7 +26,11 @@
  *   {"id":"batch_req_...","custom_id":"q1","response":null,
  *    "error":{"code":"...","message":"input line 7: ...","line":7}}
  * custom_id is null for a line whose custom_id could not be read; "line"
- * (the input line number) then identifies it.
+ * (the input line number) then identifies it. `kara batch` adds a last
+ * top-level field "kara_request_hash":"<16 hex digits>" (kr_batch_add_hash)
+ * naming the request the line answers, so a resume can tell a changed
+ * request from an answered one; lines without it (older versions) are
+ * still read.
  */
 #ifndef KR_BATCH_JSONL_H
 #define KR_BATCH_JSONL_H
@@ -114,6 +118,30 @@ void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const cha
 long kr_batch_scan_output(const char *data, size_t len,
                           void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
                           char *err, size_t err_size);
+
+/* The request hash of an input line: 64-bit FNV-1a of its exact bytes,
+ * leading and trailing white space (and a '\r') left out. Any edit of the
+ * line - prompt, sampling keys, url, even re-serialising the JSON - makes
+ * it a different request; a false "changed" only costs a rerun. */
+uint64_t kr_batch_request_hash(const char *text, size_t len);
+#define KR_BATCH_HASH_KEY "kara_request_hash"
+/* Add ,"kara_request_hash":"..." as the last field of the one result line
+ * in b (which ends in "}\n"). */
+void kr_batch_add_hash(kr_jbuf *b, uint64_t hash);
+
+/* One result line found by a scan. */
+typedef struct kr_batch_scanned {
+    const char *custom_id; /* NULL for a line without one */
+    int input_line;        /* recorded in its error, 0 if none */
+    bool failed;           /* an error line */
+    bool has_hash;         /* it carries a well-formed kara_request_hash */
+    uint64_t hash;
+    const char *text; /* the line, its '\n' included */
+    size_t len;
+} kr_batch_scanned;
+/* The scan under the two below, with everything known about each line. */
+long kr_batch_scan_results(const char *data, size_t len, void (*fn)(void *user, const kr_batch_scanned *r), void *user,
+                           char *err, size_t err_size);
 
 /* The same scan, giving fn each result line's text too (text[0..len),
  * its '\n' included): what --ordered needs to take back results it had

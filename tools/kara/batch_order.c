@@ -143,21 +143,21 @@ int kr_batch_order_park(kr_batch_order *o) {
 typedef struct recover_ctx {
     kr_batch_order *o;
     const char *data;
-    int (*slot_of)(void *user, const char *custom_id, int line);
+    int (*slot_of)(void *user, const kr_batch_scanned *r);
     void *user;
 } recover_ctx;
 
 /* One line of an old hold file: keep it when its request is this job's
  * and is not answered yet (the output wins over the hold file). */
-static void on_hold_line(void *user, const char *custom_id, int input_line, bool failed, const char *text, size_t len) {
+static void on_hold_line(void *user, const kr_batch_scanned *r) {
     recover_ctx *c = user;
     kr_batch_order *o = c->o;
-    int s = c->slot_of(c->user, custom_id, input_line);
+    int s = c->slot_of(c->user, r);
     if (s < 0 || s >= o->n || o->slots[s].state != KR_HOLD_WAIT) return;
-    o->slots[s] = (kr_batch_hold){NULL, len, (long)(text - c->data), KR_HOLD_FILE};
+    o->slots[s] = (kr_batch_hold){NULL, r->len, (long)(r->text - c->data), KR_HOLD_FILE};
     o->hold_count++;
     o->recovered++;
-    if (failed) o->rec_failed++;
+    if (r->failed) o->rec_failed++;
 }
 
 /* The whole hold file, through its descriptor. */
@@ -185,7 +185,7 @@ static char *read_fd(int fd, size_t *len) {
 /* Read an old hold file into the slots; a file that is not ours is left
  * alone, one that is damaged before its last line is given up on (its
  * requests simply run again). */
-static int recover(kr_batch_order *o, int (*slot_of)(void *, const char *, int), void *user) {
+static int recover(kr_batch_order *o, int (*slot_of)(void *, const kr_batch_scanned *), void *user) {
     o->hold_fd = open(o->hold_path, O_RDWR | O_APPEND | O_CLOEXEC);
     if (o->hold_fd < 0) {
         if (errno == ENOENT) return -1;
@@ -200,7 +200,7 @@ static int recover(kr_batch_order *o, int (*slot_of)(void *, const char *, int),
     }
     recover_ctx c = {o, data, slot_of, user};
     char err[256];
-    long keep = kr_batch_scan_lines(data, len, on_hold_line, &c, err, sizeof err);
+    long keep = kr_batch_scan_results(data, len, on_hold_line, &c, err, sizeof err);
     free(data);
     if (keep < 0) {
         fprintf(stderr, "kara batch: %s: %s; its held results run again\n", o->hold_path, err);
@@ -220,7 +220,7 @@ static int recover(kr_batch_order *o, int (*slot_of)(void *, const char *, int),
     return -1;
 }
 
-int kr_batch_order_open(kr_batch_order *o, bool resume, int (*slot_of)(void *user, const char *custom_id, int line),
+int kr_batch_order_open(kr_batch_order *o, bool resume, int (*slot_of)(void *user, const kr_batch_scanned *r),
                         void *user) {
     if (!resume) {
         if (unlink(o->hold_path) != 0 && errno != ENOENT) {

@@ -59,11 +59,11 @@ bool kr_batch_order_init(kr_batch_order *o, kr_batch_output *out, bool ordered, 
 /* The slot's request is already answered in the output. */
 void kr_batch_order_done(kr_batch_order *o, int slot);
 /* Take back the results of the hold file (resume), or remove it (no
- * resume). slot_of maps a result's custom_id (NULL: none) and input line to
- * its slot, -1 when it is not one of this job's. Then writes everything
- * that can be written. Returns -1, or an exit code after printing the
- * problem. */
-int kr_batch_order_open(kr_batch_order *o, bool resume, int (*slot_of)(void *user, const char *custom_id, int line),
+ * resume). slot_of maps a held result (its custom_id, NULL: none, input
+ * line and request hash) to its slot, -1 when it is not one of this job's
+ * or answers an older version of the request. Then writes everything that
+ * can be written. Returns -1, or an exit code after printing the problem. */
+int kr_batch_order_open(kr_batch_order *o, bool resume, int (*slot_of)(void *user, const kr_batch_scanned *r),
                         void *user);
 /* Does the slot's request still have to run? */
 bool kr_batch_order_waiting(const kr_batch_order *o, int slot);

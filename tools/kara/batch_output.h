@@ -9,7 +9,14 @@
  * last line; on resume the torn line is cut off (ftruncate) and its request
  * runs again, so every request ends up answered exactly once. fdatasync
  * makes each line survive a power loss too, at the cost of one disk flush
- * per finished request (small beside the seconds a request takes). */
+ * per finished request (small beside the seconds a request takes).
+ *
+ * Changed requests: each line carries the hash of the request it answers
+ * (batch_jsonl.h); kr_batch_output_lookup gives it, and
+ * kr_batch_output_rewrite takes the answers of requests that changed out
+ * of the output (into OUTPUT.superseded), crash-safely: the new content is
+ * written to OUTPUT.rewrite, made durable, locked and renamed over the
+ * output, so a kill at any moment leaves either the old or the new file. */
 #ifndef KR_BATCH_OUTPUT_H
 #define KR_BATCH_OUTPUT_H
 
@@ -18,11 +25,16 @@
 
 #include "strset.h"
 
+#include "batch_jsonl.h"
+
 typedef struct kr_batch_output {
     int fd;
     const char *path;
-    kr_strset answered;       /* custom_ids with a result line */
-    kr_strset answered_lines; /* input line numbers (decimal) of error lines without custom_id */
+    kr_strset answered;       /* custom_ids with a result line -> index in hash, has_hash */
+    kr_strset answered_lines; /* input line numbers (decimal) of error lines without custom_id -> the same */
+    uint64_t *hash;           /* per answered key: the request hash of its last line */
+    bool *has_hash;           /* false: that line has none (written by an older version) */
+    int n_keys, cap_keys;
     int n_ok, n_failed;       /* result lines found when opening */
     long truncated;           /* bytes of a torn last line that were cut off */
 } kr_batch_output;
@@ -33,6 +45,17 @@ typedef struct kr_batch_output {
 int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume);
 /* Is this request already answered? */
 bool kr_batch_output_has(const kr_batch_output *o, const char *custom_id, int line);
+/* What the output says about a request: 0 not answered, 1 answered by a
+ * line without a request hash (older version), 2 answered, *hash set (the
+ * last line for it wins). */
+int kr_batch_output_lookup(const kr_batch_output *o, const char *custom_id, int line, uint64_t *hash);
+enum { KR_REWRITE_KEEP, KR_REWRITE_DROP, KR_REWRITE_HOLD };
+/* Rewrite the output: classify says what becomes of each line - kept,
+ * dropped (appended to OUTPUT.superseded) or moved to hold_path (appended:
+ * --ordered takes it back from there). The index is rebuilt from the kept
+ * lines. 0 or an errno value (the old output is then intact). */
+int kr_batch_output_rewrite(kr_batch_output *o, int (*classify)(void *user, const kr_batch_scanned *r), void *user,
+                            const char *hold_path, int *n_dropped, int *n_held);
 /* Append one line (with its '\n') durably; 0 or an errno value. */
 int kr_batch_output_append(kr_batch_output *o, const char *line, size_t len);
 void kr_batch_output_close(kr_batch_output *o);

@@ -25,6 +25,7 @@
 #include "batch_order.h"
 #include "batch_output.h"
 #include "batch_progress.h"
+#include "batch_resume.h"
 #include "cli_args.h"
 #include "cli_config.h"
 #include "commands.h"
@@ -39,6 +40,7 @@ typedef struct batch_opts {
     const char *stats_json;
     int resume; /* -1: on when the output exists (default), 0, 1 */
     bool ignore_eos, no_fit, optimistic, ordered;
+    kr_on_changed on_changed;
     int ordered_hold; /* results held in memory with --ordered; -1: 4 x concurrency + 256 */
     int32_t prefill_chunk;
 } batch_opts;
@@ -50,6 +52,9 @@ static const kr_cli_flag batch_flags[] = {
     {"--shard", true, "K/N: take input lines i with (i-1) % N == K-1 [batch.shard]"},
     {"--resume", false, "skip requests already answered in the output (the default when it exists)"},
     {"--no-resume", false, "empty the output and start over"},
+    {"--on-changed", true,
+     "rerun|refuse|keep: a request edited since its answer was written runs again (its old answer moves to "
+     "OUTPUT.superseded; the default), stops the resume, or keeps the old answer"},
     {"--ordered", false,
      "write the results in input order (held ones wait in memory, then in OUTPUT.hold) [batch.ordered]"},
     {"--ordered-hold", true,
@@ -182,6 +187,10 @@ static int parse(int argc, char **argv, batch_opts *o) {
             o->resume = 1;
         else if (kr_cli_flag_is(a->flag, "--no-resume"))
             o->resume = 0;
+        else if (kr_cli_flag_is(a->flag, "--on-changed") && !kr_on_changed_parse(a->value, &o->on_changed)) {
+            fprintf(stderr, "kara batch: --on-changed takes rerun, refuse or keep, not '%s'\n", a->value);
+            rc = KR_EXIT_USAGE;
+        }
         else if (kr_cli_flag_is(a->flag, "--stats-json"))
             o->stats_json = a->value;
         else if (kr_cli_flag_is(a->flag, "--ignore-eos"))
@@ -275,6 +284,9 @@ struct job {
     int *todo;           /* slots (indexes into shard) to run */
     int *shard, n_shard; /* indexes of this shard's lines, answered or not: slot -> input line index */
     kr_strset slot_ids;  /* custom_id -> slot, for results taken back from OUTPUT.hold */
+    uint64_t *hash;      /* slot -> request hash, written with its answer */
+    kr_batch_slots slots;
+    kr_batch_resume res;
     int n_todo, next;
     kr_jbuf line, prompt;
     kr_batch_progress prog;
@@ -285,6 +297,7 @@ struct job {
 };
 
 static int write_line(job *j, int slot) {
+    kr_batch_add_hash(&j->line, j->hash[slot]);
     if (j->line.failed) {
         j->io_error = ENOMEM;
         return -1;
@@ -620,24 +633,6 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
 /* Main                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* The slot of a result found in OUTPUT.hold: by custom_id, or, for an error
- * line without one, by its input line; -1 when it is not this shard's. */
-static int slot_of(void *user, const char *custom_id, int line) {
-    job *j = user;
-    int slot;
-    if (custom_id) return kr_strset_get(&j->slot_ids, custom_id, &slot) ? slot : -1;
-    int lo = 0, hi = j->n_shard - 1; /* shard is in input order */
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2, no = j->in.lines[j->shard[mid]].no;
-        if (no == line) return j->in.lines[j->shard[mid]].custom_id ? -1 : mid;
-        if (no < line)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
-}
-
 static int run(job *j) {
     kara_config *cfg = &j->o->cfg;
     int rc = kr_batch_input_load(&j->in, cfg->batch_input);
@@ -659,17 +654,21 @@ static int run(job *j) {
         total++;
         j->shard[j->n_shard++] = i;
     }
-    if (!kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0)) return KR_EXIT_SOFTWARE;
+    j->hash = malloc(((size_t)j->n_shard + 1) * sizeof *j->hash);
+    if (!j->hash || !kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0)) return KR_EXIT_SOFTWARE;
     for (int s = 0; s < j->n_shard; s++) {
         const kr_batch_line *l = &j->in.lines[j->shard[s]];
         if (l->custom_id && kr_strset_add(&j->slot_ids, l->custom_id, s, NULL) < 0) return KR_EXIT_SOFTWARE;
-        if (kr_batch_output_has(&j->out, l->custom_id, l->no)) {
-            kr_batch_order_done(&j->ord, s);
-            answered++;
-        }
+        j->hash[s] = kr_batch_request_hash(j->in.data + l->off, l->len);
     }
+    /* what the output answers, and requests changed since (batch_resume.h) */
+    j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash};
+    j->res = (kr_batch_resume){.slots = &j->slots, .ord = &j->ord, .policy = j->o->on_changed};
+    if ((rc = kr_batch_resume_scan(&j->res, &j->out, &j->ord)) >= 0) return rc;
+    answered = j->res.answered;
+    if (resume && (rc = kr_batch_resume_hold_check(&j->res, &j->ord)) >= 0) return rc;
     /* results an interrupted --ordered run set aside in OUTPUT.hold */
-    rc = kr_batch_order_open(&j->ord, resume, slot_of, j);
+    rc = kr_batch_order_open(&j->ord, resume, kr_batch_resume_hold_slot, &j->res);
     if (rc >= 0) return rc;
     if (j->ord.hold_truncated)
         fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
@@ -683,6 +682,7 @@ static int run(job *j) {
         if (j->ord.recovered) fprintf(stderr, " (%d of them held in %s)", j->ord.recovered, j->ord.hold_path);
         fputc('\n', stderr);
     }
+    kr_batch_resume_report(&j->res, cfg->batch_output, j->ord.hold_path);
     rc = setup_engine(j);
     if (rc >= 0) return rc;
     /* held in memory: what can be in flight at once, and a margin; more goes to OUTPUT.hold */
@@ -773,6 +773,7 @@ static int batch_main(int argc, char **argv) {
     kr_batch_input_free(&j.in);
     free(j.todo);
     free(j.shard);
+    free(j.hash);
     kr_jbuf_free(&j.line);
     kr_jbuf_free(&j.prompt);
     return rc;
