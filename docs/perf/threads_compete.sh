@@ -1,0 +1,22 @@
+#!/bin/bash
+# Issue 17's threads bar: `kara bench --compete` (a CPU-bound process pinned to
+# CPU 0 for each run) at -t 1 and -t 2, alternated, three rounds, for
+# stories260K, the shipped reasoning model and the Qwen3-0.6B shape (random
+# weights, Q4_K_M); then the same without the competitor (idle). One JSON
+# line per test, tagged with the round.
+#   usage: docs/perf/threads_compete.sh KARA_BIN Q06.gguf > OUT.jsonl
+K=${1:?kara binary}
+Q=${2:?the 0.6B-shape GGUF (kara gen-model --preset qwen3-0.6b --arch qwen3 --type Q4_K_M -o q06.gguf)}
+S=${KARA_SHARED:-$(dirname "$0")/../../../shared}/models/stories260K.gguf
+M=$(dirname "$0")/../../tools/train/model/kara-reasoner-1m.gguf
+"$K" bench --membw -t 2
+for mode in --compete ""; do
+    for r in 1 2 3; do
+        for m in "$S:-p 128 -n 128" "$M:-p 128 -n 128" "$Q:-p 128 -n 32"; do
+            f=${m%%:*} args=${m#*:}
+            for t in 1 2; do
+                "$K" bench -m "$f" -t $t $args -r 3 $mode 2>/dev/null | grep -v '"test":"load"' | sed "s/}\$/,\"round\":$r}/"
+            done
+        done
+    done
+done
