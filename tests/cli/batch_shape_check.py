@@ -9,6 +9,10 @@ Every output line must be
    "body": {...}}, "error": null}
 or, for a failed request,
   {"id": str, "custom_id": str|null, "response": null, "error": {"code": str, "message": str}}
+plus, optionally, the one extra top-level field Kara adds (clients of the
+Batch API ignore fields they do not know): "kara_request_hash", 16 lower-case
+hex digits, the 64-bit FNV-1a of the request's input line (surrounding
+blanks left out), which must match the input.
 where the body is a chat.completion for /v1/chat/completions (and the plain
 {"id","prompt"} form) and a text_completion for /v1/completions. Every input
 request must be answered exactly once (--prefix: at most once, the lines so
@@ -32,27 +36,43 @@ def is_str(v):
     return isinstance(v, str)
 
 
-def input_requests(path):
+HASH_KEY = "kara_request_hash"
+
+
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def input_requests(path, hashes):
     """(key, endpoint) per request in input order; key is the custom_id, or
-    ("line", N) for a line whose custom_id cannot be read."""
+    ("line", N) for a line whose custom_id cannot be read. hashes gets each
+    key's request hash."""
     reqs = []
-    with open(path, encoding="utf-8") as f:
-        for no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            key, url = ("line", no), "/v1/chat/completions"
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                obj = None
-            if isinstance(obj, dict):
-                plain = "custom_id" not in obj and "prompt" in obj
-                cid = obj.get("id" if plain else "custom_id")
-                if is_str(cid) and cid:
-                    key = cid
-                if not plain and is_str(obj.get("url")):
-                    url = obj["url"]
-            reqs.append((key, url))
+    with open(path, "rb") as f:
+        raw = f.read().split(b"\n")
+    if raw and raw[-1] == b"":
+        raw.pop()
+    for no, rawline in enumerate(raw, 1):
+        line = rawline.decode("utf-8", "replace")
+        if not line.strip():
+            continue
+        key, url = ("line", no), "/v1/chat/completions"
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            plain = "custom_id" not in obj and "prompt" in obj
+            cid = obj.get("id" if plain else "custom_id")
+            if is_str(cid) and cid:
+                key = cid
+            if not plain and is_str(obj.get("url")):
+                url = obj["url"]
+        reqs.append((key, url))
+        hashes[key] = "%016x" % fnv1a64(rawline.strip(b" \t\r"))
     return reqs
 
 
@@ -125,7 +145,8 @@ def main():
     if "--errors" in args:
         errors = int(args[args.index("--errors") + 1])
     paths = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--errors")]
-    reqs = input_requests(paths[0])
+    hashes = {}
+    reqs = input_requests(paths[0], hashes)
     url_of = dict(reqs)
     order = [k for k, _ in reqs]
     got, n_err = [], 0
@@ -141,8 +162,8 @@ def main():
             r = json.loads(line)
         except ValueError as e:
             fail(f"{where}: not JSON: {e}")
-        if not isinstance(r, dict) or set(r) != {"id", "custom_id", "response", "error"}:
-            fail(f"{where}: want exactly the keys id, custom_id, response, error")
+        if not isinstance(r, dict) or set(r) - {HASH_KEY} != {"id", "custom_id", "response", "error"}:
+            fail(f"{where}: want exactly the keys id, custom_id, response, error (and {HASH_KEY})")
         if not is_str(r["id"]) or not r["id"].startswith("batch_req_"):
             fail(f"{where}: id must be a string starting with batch_req_")
         if r["error"] is None:
@@ -163,6 +184,8 @@ def main():
                 fail(f"{where}: custom_id must be a string or null")
             if key not in url_of:
                 fail(f"{where}: {key!r} is not a request of the input")
+        if HASH_KEY in r and r[HASH_KEY] != hashes.get(key):
+            fail(f"{where}: {HASH_KEY} {r[HASH_KEY]!r} is not the hash of {key!r}'s input line ({hashes.get(key)})")
         got.append(key)
     if len(set(got)) != len(got):
         dup = sorted({str(k) for k in got if got.count(k) > 1})

@@ -9,7 +9,9 @@
 #  4. kill -9 at random moments, ten times, then a final run: every
 #     custom_id is answered exactly once and the answers equal a clean run;
 #  5. many sequences under a tight budget with Kara compression: the KV
-#     peak stays within the budget (--stats-json), events are counted;
+#     peak stays within the budget (--stats-json), events are counted; one
+#     oversized request fails or runs on its own without lowering the
+#     concurrency of the rest;
 #  6. shards (--shard, Slurm and Kubernetes variables) split the input into
 #     disjoint parts that cover it; a job file is read and flags win over it;
 #  7. exit codes for usage, missing input, output that cannot be created,
@@ -187,6 +189,29 @@ rc=$?
 check "full under the same budget exits 0 (rc $rc)" '[ $rc -eq 0 ]'
 check "full: max_concurrency capped to what the budget holds" 'grep -q "max_concurrency 16 -> [0-9]*: the KV budget" "$tmp/full.err"'
 check "full: KV peak <= budget" '[ "$(num kv_bytes_peak "$tmp/full.json")" -le "$(num kv_budget "$tmp/full.json")" ]'
+# one oversized request does not cut everyone's concurrency: a prompt far
+# beyond the context fails on its own, one that only the whole pool holds
+# runs when there is room, and the others keep max_concurrency 8
+ovr="$tmp/over.jsonl"
+{
+    for i in $(seq 1 20); do
+        echo "{\"custom_id\":\"o$i\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"hello $i\"}],\"max_tokens\":16}}"
+    done
+    echo "{\"custom_id\":\"huge\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"$(printf 'word %.0s' $(seq 1 20000))\"}]}}"
+    echo "{\"custom_id\":\"alone\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"$(seq -f 'w%g' -s ' ' 0 199)\",\"max_tokens\":16}}"
+} >"$ovr"
+batch -i "$ovr" -o "$tmp/over.out" -j 8 --temp 0 --kv-method full --kv-budget 1200KiB --stats-json "$tmp/over.json" \
+    2>"$tmp/over.err"
+rc=$?
+check "oversized: only the huge request fails (rc $rc)" \
+    '[ $rc -eq 1 ] && grep "\"custom_id\":\"huge\"" "$tmp/over.out" | grep -q context_length_exceeded && [ "$(num ok "$tmp/over.json")" -eq 21 ]'
+check "oversized: the request only the pool holds is answered" 'grep "\"custom_id\":\"alone\"" "$tmp/over.out" | grep -q "\"error\":null"'
+check "oversized: concurrency stays 8 ($(num context_sequences "$tmp/over.json") sequences, $(num peak_running "$tmp/over.json") at once)" \
+    '! grep -q "max_concurrency 8 ->" "$tmp/over.err" && [ "$(num context_sequences "$tmp/over.json")" -eq 8 ] && [ "$(num peak_running "$tmp/over.json")" -ge 4 ] && grep -q "1 much larger request .* left out" "$tmp/over.err"'
+batch -i "$ovr" -o "$tmp/over2.out" -j 8 --temp 0 --kv-method full --kv-budget 500KiB --stats-json "$tmp/over2.json" \
+    2>/dev/null
+check "oversized: what not even the whole pool holds fails naming the limit, the rest run 8 at once" \
+    'grep "\"custom_id\":\"alone\"" "$tmp/over2.out" | grep -q "kv_budget_exceeded.*the pool has" && [ "$(num ok "$tmp/over2.json")" -eq 20 ] && [ "$(num context_sequences "$tmp/over2.json")" -eq 8 ]'
 # optimistic admission with no fitting: preemptions happen, are counted, and answers are still right
 batch -i "$big" -o "$tmp/pre.jsonl" -j 8 --temp 0 --kv-method full --kv-budget 400KiB --no-fit --optimistic \
     --stats-json "$tmp/pre.json" 2>/dev/null

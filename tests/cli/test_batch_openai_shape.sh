@@ -79,7 +79,7 @@ check "token ids: an error naming line 16" \
     'grep "\"custom_id\":\"toks\"" "$tmp/ord.jsonl" | grep -q "input line 16, column [0-9]*: body.prompt as token ids is not supported"'
 check "no prompt: an error naming line 17" \
     'grep "\"custom_id\":\"noprompt\"" "$tmp/ord.jsonl" | grep -q "input line 17, column [0-9]*: /v1/completions needs body.prompt"'
-nocid='"custom_id":null,"response":null,"error":{"code":"invalid_request","message":"input line 18: missing \"custom_id\"","line":18}}'
+nocid='"custom_id":null,"response":null,"error":{"code":"invalid_request","message":"input line 18: missing \"custom_id\"","line":18},"kara_request_hash":"'
 check "no custom_id: custom_id null, the line in the error" 'grep -qF "$nocid" "$tmp/ord.jsonl"'
 
 # 3. everything held ahead of the long head goes to the hold file, which is removed at the end
@@ -152,6 +152,7 @@ term="$tmp/term.jsonl"
     --ordered 2>"$tmp/term.err" &
 pid=$!
 for _ in $(seq 1 500); do [ "$(lines "$term")" -ge 40 ] && break; sleep 0.01; done # the 2nd long one is the head
+sleep 0.05 # short ones behind it finish and are held (a busy machine could otherwise stop it before any)
 kill -TERM $pid 2>/dev/null
 wait $pid
 rc=$?

@@ -383,7 +383,10 @@ static bool read_hash(const kr_json *v, uint64_t *out) {
     uint64_t h = 0;
     for (size_t i = 0; i < 16; i++) {
         char c = v->str[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9' ? c - '0'
+            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
+            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
+                                     : -1;
         if (d < 0) return false;
         h = h << 4 | (uint64_t)d;
     }

@@ -35,8 +35,8 @@ typedef struct kr_batch_output {
     uint64_t *hash;           /* per answered key: the request hash of its last line */
     bool *has_hash;           /* false: that line has none (written by an older version) */
     int n_keys, cap_keys;
-    int n_ok, n_failed;       /* result lines found when opening */
-    long truncated;           /* bytes of a torn last line that were cut off */
+    int n_ok, n_failed; /* result lines found when opening */
+    long truncated;     /* bytes of a torn last line that were cut off */
 } kr_batch_output;
 
 /* Open (creating it) for appending. resume: read the results already there

@@ -26,6 +26,7 @@
 #include "batch_output.h"
 #include "batch_progress.h"
 #include "batch_resume.h"
+#include "batch_shard.h"
 #include "cli_args.h"
 #include "cli_config.h"
 #include "commands.h"
@@ -81,51 +82,6 @@ static int set_key(kara_config *cfg, const char *key, const char *value, const c
     return KR_EXIT_USAGE;
 }
 
-/* The shard from a scheduler when no --shard flag gave one: Slurm job
- * arrays (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT) or a Kubernetes indexed
- * Job (JOB_COMPLETION_INDEX, 0-based, plus KARA_SHARD_COUNT = completions). */
-static int shard_from_env(kara_config *cfg) {
-    const char *origin = kara_config_origin(cfg, "batch.shard");
-    if (origin && !strcmp(origin, "--shard")) return -1;
-    const char *slurm = getenv("SLURM_ARRAY_TASK_ID"), *k8s = getenv("JOB_COMPLETION_INDEX");
-    long long idx, count, min = 0, step = 1;
-    char value[64];
-    if (slurm && *slurm) {
-        const char *c = getenv("SLURM_ARRAY_TASK_COUNT"), *mn = getenv("SLURM_ARRAY_TASK_MIN"),
-                   *st = getenv("SLURM_ARRAY_TASK_STEP");
-        if (!c || !kr_arg_int("batch", "SLURM_ARRAY_TASK_COUNT", c, 1, 65536, &count) ||
-            !kr_arg_int("batch", "SLURM_ARRAY_TASK_ID", slurm, 0, 1 << 30, &idx) ||
-            (mn && !kr_arg_int("batch", "SLURM_ARRAY_TASK_MIN", mn, 0, 1 << 30, &min)) ||
-            (st && !kr_arg_int("batch", "SLURM_ARRAY_TASK_STEP", st, 1, 1 << 30, &step))) {
-            fprintf(stderr, "kara batch: a Slurm array task needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT\n");
-            return KR_EXIT_CONFIG;
-        }
-        if (idx < min || (idx - min) % step || (idx - min) / step >= count) {
-            fprintf(stderr,
-                    "kara batch: SLURM_ARRAY_TASK_ID %lld does not fit the array (min %lld, step %lld, count %lld)\n",
-                    idx, min, step, count);
-            return KR_EXIT_CONFIG;
-        }
-        snprintf(value, sizeof value, "%lld/%lld", (idx - min) / step + 1, count);
-        return kara_config_set(cfg, "batch.shard", value, "SLURM_ARRAY_TASK_ID") == KARA_OK ? -1 : KR_EXIT_CONFIG;
-    }
-    if (k8s && *k8s) {
-        const char *c = getenv("KARA_SHARD_COUNT");
-        if (!c) {
-            fprintf(stderr,
-                    "kara batch: JOB_COMPLETION_INDEX is set but KARA_SHARD_COUNT is not: set it to the Job's "
-                    "completions (see configs/k8s-indexed-job.yaml)\n");
-            return KR_EXIT_CONFIG;
-        }
-        if (!kr_arg_int("batch", "KARA_SHARD_COUNT", c, 1, 65536, &count) ||
-            !kr_arg_int("batch", "JOB_COMPLETION_INDEX", k8s, 0, count - 1, &idx))
-            return KR_EXIT_CONFIG;
-        snprintf(value, sizeof value, "%lld/%lld", idx + 1, count);
-        return kara_config_set(cfg, "batch.shard", value, "JOB_COMPLETION_INDEX") == KARA_OK ? -1 : KR_EXIT_CONFIG;
-    }
-    return -1;
-}
-
 static void usage(void) {
     printf("usage: kara batch [JOB.yaml] [options]\n\n"
            "Runs every request of a JSONL file (OpenAI Batch API lines, or {\"id\":...,\"prompt\":...}) through\n"
@@ -133,8 +89,9 @@ static void usage(void) {
            "A job stopped at any moment (even kill -9) resumes where it was when run again. JOB.yaml is a\n"
            "configuration file (see configs/batch-example.yaml); flags win over it.\n\n"
            "exit status: 0 all answered, 1 some requests failed (error lines), 64 usage, 65 bad input\n"
-           "(duplicate custom_ids, broken output), 66 missing input or model, 73 cannot create the output,\n"
-           "74 I/O error, 78 configuration, 129/130/143 interrupted (run again to resume)\n\n");
+           "(duplicate custom_ids, broken output, changed requests under --on-changed refuse), 66 missing\n"
+           "input or model, 73 cannot create the output, 74 I/O error, 78 configuration, 129/130/143\n"
+           "interrupted (run again to resume)\n\n");
     kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
 }
 
@@ -190,8 +147,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
         else if (kr_cli_flag_is(a->flag, "--on-changed") && !kr_on_changed_parse(a->value, &o->on_changed)) {
             fprintf(stderr, "kara batch: --on-changed takes rerun, refuse or keep, not '%s'\n", a->value);
             rc = KR_EXIT_USAGE;
-        }
-        else if (kr_cli_flag_is(a->flag, "--stats-json"))
+        } else if (kr_cli_flag_is(a->flag, "--stats-json"))
             o->stats_json = a->value;
         else if (kr_cli_flag_is(a->flag, "--ignore-eos"))
             o->ignore_eos = true;
@@ -213,7 +169,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
                 o->prefill_chunk = (int32_t)v;
         }
     }
-    if (rc < 0) rc = shard_from_env(&o->cfg);
+    if (rc < 0) rc = kr_batch_shard_from_env(&o->cfg);
     if (rc < 0 && cli.help) {
         usage();
         rc = KR_EXIT_OK;
@@ -500,12 +456,23 @@ static int status_exit(kara_status st) {
     }
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Mean prompt and generation length of the shard's first 64 requests:
  * what kara_engine_fit_concurrency sizes the context for. Answered ones
  * count too, so a resumed job sizes its context (and so each sequence's
- * share of the budget) exactly as the first run did. */
-static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
-    int64_t sum_p = 0, sum_g = 0, n = 0;
+ * share of the budget) exactly as the first run did. A request that can
+ * never run (its prompt fills the context) or is an outlier (over 4 times
+ * the median prompt + generation) does not count: one huge request would
+ * otherwise size every sequence for itself and cut the whole job's
+ * concurrency. The engine still runs it when the pool holds it - alone if
+ * need be, as admission waits for room - or refuses it with an error line. */
+static void typical_request(job *j, int32_t n_ctx, int32_t *n_prompt, int32_t *n_predict) {
+    int64_t p_len[64], g_len[64], tot[64], sorted[64], sum_p = 0, sum_g = 0;
+    int n = 0, used = 0, outliers = 0, biggest = -1;
     for (int i = 0; i < j->n_shard && n < 64; i++) {
         const kr_batch_line *l = &j->in.lines[j->shard[i]];
         kr_json_doc doc;
@@ -514,9 +481,11 @@ static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
         const char *code;
         if (kr_batch_request_parse(j->in.data + l->off, l->len, l->no, &doc, &r, err, sizeof err, &code)) {
             pending p = {0};
-            if (tokenize_request(j, &r, &p) == KARA_OK) {
-                sum_p += p.n_tokens;
-                sum_g += r.max_tokens >= 0 ? r.max_tokens : j->o->cfg.max_tokens;
+            if (tokenize_request(j, &r, &p) == KARA_OK && (n_ctx <= 0 || p.n_tokens < n_ctx)) {
+                p_len[n] = p.n_tokens;
+                g_len[n] = r.max_tokens >= 0 ? r.max_tokens : j->o->cfg.max_tokens;
+                int64_t g = g_len[n] < 0 && n_ctx > 0 ? n_ctx - p_len[n] : g_len[n] < 0 ? 0 : g_len[n];
+                tot[n] = sorted[n] = p_len[n] + g;
                 n++;
             }
             free(p.tokens);
@@ -524,8 +493,26 @@ static void typical_request(job *j, int32_t *n_prompt, int32_t *n_predict) {
         kr_batch_request_free(&r);
         kr_json_doc_free(&doc);
     }
-    *n_prompt = n ? (int32_t)(sum_p / n) : 1;
-    *n_predict = n ? (int32_t)(sum_g / n) : j->o->cfg.max_tokens;
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_i64);
+    int64_t cap = n ? 4 * sorted[n / 2] : 0;
+    for (int i = 0; i < n; i++) {
+        if (tot[i] > cap && tot[i] > 64) {
+            if (biggest < 0 || tot[i] > tot[biggest]) biggest = i;
+            outliers++;
+            continue;
+        }
+        sum_p += p_len[i];
+        sum_g += g_len[i];
+        used++;
+    }
+    if (outliers)
+        fprintf(stderr,
+                "kara batch: sizing for the typical request: %d much larger request%s (up to %lld prompt + generated "
+                "tokens, over 4 x the median %lld) left out; %s alone if the KV budget holds %s, else fail%s\n",
+                outliers, outliers == 1 ? "" : "s", (long long)tot[biggest], (long long)(cap / 4),
+                outliers == 1 ? "it runs" : "they run", outliers == 1 ? "it" : "them", outliers == 1 ? "s" : "");
+    *n_prompt = used ? (int32_t)(sum_p / used) : 1;
+    *n_predict = used ? (int32_t)(sum_g / used) : j->o->cfg.max_tokens;
     if (*n_predict < -1) *n_predict = -1;
 }
 
@@ -549,7 +536,7 @@ static int setup_engine(job *j) {
     int32_t want = cp.n_seq_max;
     if (!j->o->no_fit && j->n_todo > 0) {
         int32_t P, G;
-        typical_request(j, &P, &G);
+        typical_request(j, cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(j->model), &P, &G);
         int32_t fit = kara_engine_fit_concurrency(j->model, &cp, P, G);
         if (fit < 1) fit = 1;
         if (fit < want) {
