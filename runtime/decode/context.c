@@ -320,7 +320,16 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         if (counts[s]) {
             kara_status st = kr_kv_policy_before_append(&c->policy, s, counts[s]);
             if (!st) st = kr_kv_reserve(&c->kv, s, counts[s]);
-            if (st) return st; /* per_window only: its events could not make the room */
+            if (st) {
+                /* per_window only: its events could not make the room. The
+                 * sequences before this one took blocks for entries that
+                 * now never come: give them back to the pool, or they would
+                 * hold blocks for no slot until they grow (found by
+                 * test_decode_atomic) */
+                for (int32_t o = 0; o < s; o++)
+                    if (counts[o]) kr_kv_truncate(&c->kv, o, c->kv.seqs[o].n);
+                return st;
+            }
         }
     return KARA_OK;
 }

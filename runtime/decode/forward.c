@@ -321,6 +321,13 @@ static kara_status roll_back(kara_context *c, int32_t il, int32_t n_layer) {
         c->kv.seqs[s].next_pos = c->saved_kv[s].next_pos;
         c->kv.seqs[s].active = c->saved_kv[s].active;
         c->policy.seqs[s] = c->saved_pol[s];
+        /* the attention of the sequence's newest query, summed layer by
+         * layer for H2O, lazy and read tracking: only kr_kv_policy_h2o_commit
+         * adds it to the scores (and zeroes it), which a stopped pass never
+         * reaches, so drop the partial sums (found by test_decode_atomic) */
+        if (c->policy.h2o_probs)
+            memset(c->policy.h2o_probs + (size_t)s * c->policy.n_head * c->policy.max_slots, 0,
+                   (size_t)c->policy.n_head * c->policy.max_slots * sizeof(float));
     }
     c->n_logits = 0;
     return kr_set_error(KARA_ERR_ABORTED,

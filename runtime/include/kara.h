@@ -422,13 +422,15 @@ kara_batch kara_batch_one_sequence(const int32_t *tokens, int32_t n, int32_t pos
  * failure nothing is appended to any sequence and, with `full` or eviction on demand (the default), the context is
  * as before the call. Exceptions: under kv.on_pool_exhausted = recompress_history, per_window and threshold methods
  * may first take slots from other sequences (which stay valid); KARA_ERR_INTERNAL from a KV event after the forward
- * pass (a bug) leaves the batch appended. KARA_ERR_ABORTED: the abort callback stopped it; rolled back as above. */
+ * pass (a bug) leaves the batch appended. KARA_ERR_ABORTED (kara_context_set_abort): the batch is taken back out
+ * (its blocks return to the pool) but what made room for it stays (on-demand evictions in a batch sequence's share, a
+ * chat turn's window kept whole, the stopped pass's queries in a scoring ring); the same batch again gives exactly
+ * what one uninterrupted call gives. */
 kara_status kara_decode(kara_context *ctx, const kara_batch *batch);
 
-/* Return true to stop a decode or a generation; called on the calling thread, so keep it cheap (a flag, a deadline).
- * kara_context_set_abort: asked between the layers of every kara_decode; on true the call stops within one layer,
- * takes its batch back out of the cache and returns KARA_ERR_ABORTED; the context stays usable (a kara_engine step
- * stopped so returns it too, every request as it was). fn NULL removes it. */
+/* Return true to stop a decode or a generation; called on the calling thread: keep it cheap (a flag, a deadline).
+ * Asked between the layers of every kara_decode, which then stops within one layer with KARA_ERR_ABORTED as above (a
+ * kara_engine step so stopped returns it, every request as it was). fn NULL removes it. */
 typedef bool (*kara_abort_fn)(void *user);
 void kara_context_set_abort(kara_context *ctx, kara_abort_fn fn, void *user);
 
@@ -661,12 +663,10 @@ void kara_generator_params_init(kara_generator_params *p);
  * (n_ctx entries). KARA_ERR_ARG for bad params, KARA_ERR_NOMEM. */
 kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out);
 void kara_generator_free(kara_generator *gen);
-
 /* Change the abort callback, the reasoning budget or max_tokens (-1: no limit) between turns. */
 void kara_generator_set_abort(kara_generator *gen, kara_abort_fn fn, void *user);
 void kara_generator_set_reasoning_budget(kara_generator *gen, int32_t budget);
 void kara_generator_set_max_tokens(kara_generator *gen, int32_t max_tokens);
-
 /* Feed a prompt to sequence seq_id in chunks of n_batch and get ready to generate. If the tokens this generator last
  * left in that sequence are a prefix of the prompt, only the rest is decoded; otherwise the sequence is cleared
  * first. The prompt joins the sampler's repetition history; its random state carries on (the same prompt again gets
