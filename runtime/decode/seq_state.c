@@ -157,6 +157,20 @@ static kara_status check_image(const kara_context *c, const void *buf, size_t si
     return KARA_OK;
 }
 
+/* Empty seq and reserve blocks for n slots; checked first, so on failure
+ * the sequence is as it was. */
+static kara_status take_room(kara_context *c, int32_t seq, int32_t n, const char *what) {
+    if (n > c->policy.plan.seq_tokens)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: %d slots, a sequence's share is %d", what, n,
+                            c->policy.plan.seq_tokens);
+    int32_t have = c->kv.seqs[seq].n_blocks, need = kr_kv_blocks_for(&c->kv, n);
+    if (need - have > c->kv.n_free)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: %d slots need %d blocks, %d free", what, n, need - have,
+                            c->kv.n_free);
+    kara_seq_clear(c, seq);
+    return kr_kv_reserve(&c->kv, seq, n);
+}
+
 kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, size_t size, int32_t *tokens,
                                 int32_t max_tokens, int32_t *n_tokens) {
     if (n_tokens) *n_tokens = 0;
@@ -169,16 +183,7 @@ kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, s
         return kr_set_error(KARA_ERR_ARG, "kara_seq_state_load: room for %d tokens, the state holds %d", max_tokens,
                             h.n_tokens);
     const int32_t n = h.n_slots;
-    if (n > c->policy.plan.seq_tokens)
-        return kr_set_error(KARA_ERR_KV_BUDGET, "sequence state: %d slots, a sequence's share is %d", n,
-                            c->policy.plan.seq_tokens);
-    /* room first: on failure the sequence is as it was */
-    int32_t have = c->kv.seqs[seq].n_blocks, need = kr_kv_blocks_for(&c->kv, n);
-    if (need - have > c->kv.n_free)
-        return kr_set_error(KARA_ERR_KV_BUDGET, "sequence state: %d slots need %d blocks, %d free", n, need - have,
-                            c->kv.n_free);
-    kara_seq_clear(c, seq);
-    if ((st = kr_kv_reserve(&c->kv, seq, n))) return st;
+    if ((st = take_room(c, seq, n, "sequence state"))) return st;
     const uint8_t *p = (const uint8_t *)buf + sizeof h;
     const int32_t *toks = (const int32_t *)p;
     for (int32_t i = 0; i < n; i++) {
@@ -211,15 +216,7 @@ kara_status kara_seq_copy(kara_context *c, int32_t src, int32_t dst) {
     kara_status st = check_savable(c, src, "kara_seq_copy");
     if (st) return st;
     const int32_t n = c->kv.seqs[src].n;
-    if (n > c->policy.plan.seq_tokens)
-        return kr_set_error(KARA_ERR_KV_BUDGET, "kara_seq_copy: %d slots, a sequence's share is %d", n,
-                            c->policy.plan.seq_tokens);
-    int32_t have = c->kv.seqs[dst].n_blocks, need = kr_kv_blocks_for(&c->kv, n);
-    if (need - have > c->kv.n_free)
-        return kr_set_error(KARA_ERR_KV_BUDGET, "kara_seq_copy: %d slots need %d blocks, %d free", n, need - have,
-                            c->kv.n_free);
-    kara_seq_clear(c, dst);
-    if ((st = kr_kv_reserve(&c->kv, dst, n))) return st;
+    if ((st = take_room(c, dst, n, "kara_seq_copy"))) return st;
     const int32_t *toks = c->policy.seqs[src].tokens;
     for (int32_t i = 0; i < n; i++) {
         int32_t slot = kr_kv_append(&c->kv, dst, i);

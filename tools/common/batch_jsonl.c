@@ -306,23 +306,23 @@ static void write_custom_id(kr_jbuf *b, const char *custom_id) {
 
 /* The body of a legacy /v1/completions answer: "text_completion" with
  * choices[].text, as the OpenAI API documents for that endpoint. */
-static void write_completion_body(kr_jbuf *b, const kr_batch_result *r) {
+/* What both bodies start with: id, object, created, model. */
+static void write_body_head(kr_jbuf *b, const kr_batch_result *r, const char *id_prefix, const char *object) {
     char id[64];
-    kr_batch_make_id(id, sizeof id, "cmpl-", r->custom_id, r->line);
-    kr_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,\"model\":", id,
-                   (long long)r->created);
+    kr_batch_make_id(id, sizeof id, id_prefix, r->custom_id, r->line);
+    kr_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", id, object, (long long)r->created);
     kr_jbuf_str(b, r->model ? r->model : "", r->model ? strlen(r->model) : 0);
+}
+
+static void write_completion_body(kr_jbuf *b, const kr_batch_result *r) {
+    write_body_head(b, r, "cmpl-", "text_completion");
     kr_jbuf_cstr(b, ",\"choices\":[{\"text\":");
     kr_jbuf_str(b, r->content ? r->content : "", r->content ? r->content_len : 0);
     kr_jbuf_printf(b, ",\"index\":0,\"logprobs\":null,\"finish_reason\":\"%s\"}]", r->finish_reason);
 }
 
 static void write_chat_body(kr_jbuf *b, const kr_batch_result *r) {
-    char id[64];
-    kr_batch_make_id(id, sizeof id, "chatcmpl-", r->custom_id, r->line);
-    kr_jbuf_printf(b, "\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id,
-                   (long long)r->created);
-    kr_jbuf_str(b, r->model ? r->model : "", r->model ? strlen(r->model) : 0);
+    write_body_head(b, r, "chatcmpl-", "chat.completion");
     kr_jbuf_cstr(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
     kr_jbuf_str(b, r->content ? r->content : "", r->content ? r->content_len : 0);
     kr_jbuf_cstr(b, ",\"reasoning_content\":");

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "batch_jsonl.h"
+#include "batch_output.h"
 #include "exit_codes.h"
 
 bool kr_batch_order_init(kr_batch_order *o, kr_batch_output *out, bool ordered, int n, int mem_max) {
@@ -160,28 +161,6 @@ static void on_hold_line(void *user, const kr_batch_scanned *r) {
     if (r->failed) o->rec_failed++;
 }
 
-/* The whole hold file, through its descriptor. */
-static char *read_fd(int fd, size_t *len) {
-    struct stat st;
-    if (fstat(fd, &st) != 0) return NULL;
-    char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf) return NULL;
-    size_t n = 0;
-    while (n < (size_t)st.st_size) {
-        ssize_t k = pread(fd, buf + n, (size_t)st.st_size - n, (off_t)n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            free(buf);
-            return NULL;
-        }
-        if (k == 0) break;
-        n += (size_t)k;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 /* Read an old hold file into the slots; a file that is not ours is left
  * alone, one that is damaged before its last line is given up on (its
  * requests simply run again). */
@@ -193,7 +172,7 @@ static int recover(kr_batch_order *o, int (*slot_of)(void *, const kr_batch_scan
         return KR_EXIT_IOERR;
     }
     size_t len = 0;
-    char *data = read_fd(o->hold_fd, &len);
+    char *data = kr_batch_read_fd(o->hold_fd, &len);
     if (!data) {
         fprintf(stderr, "kara batch: cannot read %s: %s\n", o->hold_path, strerror(errno));
         return KR_EXIT_IOERR;

@@ -61,28 +61,16 @@ static void index_reset(kr_batch_output *o) {
     o->n_keys = o->n_ok = o->n_failed = 0;
 }
 
-/* The whole file, read through the descriptor we hold the lock on. */
-static char *read_all(int fd, size_t *len) {
+/* The whole file, read through a descriptor we hold (pread from offset 0:
+ * our descriptors are O_APPEND, so where the offset stands never matters). */
+char *kr_batch_read_fd(int fd, size_t *len) {
     struct stat st;
     if (fstat(fd, &st) != 0) return NULL;
-    size_t cap = (size_t)st.st_size + 1, n = 0;
-    char *buf = malloc(cap);
+    char *buf = malloc((size_t)st.st_size + 1);
     if (!buf) return NULL;
-    if (lseek(fd, 0, SEEK_SET) < 0) {
-        free(buf);
-        return NULL;
-    }
-    for (;;) {
-        if (n + 1 >= cap) {
-            char *b = realloc(buf, cap * 2);
-            if (!b) {
-                free(buf);
-                return NULL;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        ssize_t k = read(fd, buf + n, cap - 1 - n);
+    size_t n = 0;
+    while (n < (size_t)st.st_size) {
+        ssize_t k = pread(fd, buf + n, (size_t)st.st_size - n, (off_t)n);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) {
             free(buf);
@@ -112,7 +100,7 @@ int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
         return KR_EXIT_CANTCREAT;
     }
     size_t len = 0;
-    char *data = read_all(o->fd, &len);
+    char *data = kr_batch_read_fd(o->fd, &len);
     if (!data) {
         fprintf(stderr, "kara batch: cannot read the output %s: %s\n", path, strerror(errno));
         return KR_EXIT_IOERR;
@@ -214,7 +202,7 @@ static void on_rewrite(void *user, const kr_batch_scanned *r) {
 
 static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, int *n_dropped, int *n_held) {
     size_t len = 0;
-    char *data = read_all(o->fd, &len);
+    char *data = kr_batch_read_fd(o->fd, &len);
     if (!data) return errno ? errno : ENOMEM;
     char err[256];
     long whole = kr_batch_scan_results(data, len, on_rewrite, c, err, sizeof err);

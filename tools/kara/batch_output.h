@@ -60,4 +60,7 @@ int kr_batch_output_rewrite(kr_batch_output *o, int (*classify)(void *user, cons
 int kr_batch_output_append(kr_batch_output *o, const char *line, size_t len);
 void kr_batch_output_close(kr_batch_output *o);
 
+/* The whole file behind fd, NUL-terminated, malloc'd (NULL on error). */
+char *kr_batch_read_fd(int fd, size_t *len);
+
 #endif
