@@ -89,6 +89,7 @@ kara_status kara_seq_state_save(const kara_context *c, int32_t seq, const int32_
     if (n_tokens != s->next_pos)
         return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: %d tokens given, sequence %d holds %d", n_tokens, seq,
                             s->next_pos);
+    if (s->n == 0) return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: sequence %d is empty", seq);
     kara_status st = check_savable(c, seq, "kara_seq_state_save");
     if (st) return st;
     size_t need = kara_seq_state_size(c, seq);

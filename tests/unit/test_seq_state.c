@@ -156,6 +156,13 @@ static void test_refusals(void) {
         CHECK_MSG(strstr(kara_last_error(), "another model") != NULL, "%s", kara_last_error());
         kara_context_free(co);
     }
+    uint8_t tiny[256];
+    kara_context *empty = new_ctx(model, KARA_KV_METHOD_FULL, KARA_KV_F16, 2, 0);
+    if (empty) { /* an empty sequence has no state to save */
+        CHECK_EQ_INT(kara_seq_state_save(empty, 1, NULL, 0, tiny, sizeof tiny, NULL), KARA_ERR_ARG);
+        CHECK(strstr(kara_last_error(), "empty") != NULL);
+        kara_context_free(empty);
+    }
     int32_t few[4];
     CHECK_EQ_INT(kara_seq_state_load(c, 0, img, size, few, 4, NULL), KARA_ERR_ARG);
     CHECK_EQ_INT(kara_seq_n_past(c, 0), 5);
