@@ -55,6 +55,7 @@ static bool get_number(const kr_json *obj, const char *key, double lo, double hi
                        int line, char *err, size_t size, const char **code) {
     const kr_json *v = kr_json_get(obj, key);
     *has = false;
+    *out = 0; /* an absent key leaves 0, never a stale value converted to int (found by fuzz_jsonl under UBSan) */
     if (!v || v->type == KR_JSON_NULL) return true;
     if (v->type != KR_JSON_NUMBER || (integer && v->number != floor(v->number)))
         return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, v, "%s must be %s, got %s", key,
