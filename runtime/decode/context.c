@@ -12,6 +12,7 @@
 #include "cpu_features.h"
 #include "kv_params.h"
 #include "kv_prior.h"
+#include "monotonic_clock.h"
 #include "status.h"
 
 void kara_context_params_init(kara_context_params *p) {
@@ -23,7 +24,8 @@ void kara_context_params_init(kara_context_params *p) {
     kara_kv_params_init(&p->kv);
 }
 
-void kr_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg) {
+void kr_parallel_run(kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg) {
+    ctx->rt.regions++;
 #ifdef _OPENMP
     if (ctx->run_threads > 1) {
 #pragma omp parallel num_threads(ctx->run_threads)
@@ -33,6 +35,26 @@ void kr_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int
 #endif
     (void)ctx;
     fn(arg, 0, 1);
+}
+
+/* Empty regions on all the context's threads, run until budget_s has
+ * passed (at least two): the mean seconds of one synchronisation now
+ * (run_threads.h). A core held by another process shows only when that
+ * process gets its time slice, so the ping has to last about as long. */
+double kr_parallel_ping(kara_context *ctx, double budget_s) {
+    double t0 = kr_monotonic_seconds(), dt = 0;
+    int n = 0;
+    do {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(ctx->n_threads)
+        { (void)0; }
+#else
+        (void)ctx;
+#endif
+        n++;
+        dt = kr_monotonic_seconds() - t0;
+    } while (n < 2 || dt < budget_s);
+    return dt / n;
 }
 
 /* kr_parallel_run for the KV policy, which knows no context. */

@@ -72,7 +72,10 @@ struct kara_context {
 #define KR_ATT_ROWS 32
 
 /* Run fn(arg, ith, nth) on the context's threads (OpenMP) and wait. */
-void kr_parallel_run(const kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);
+void kr_parallel_run(kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);
+/* Mean seconds of one empty region on all the context's threads, pinged
+ * for about budget_s. */
+double kr_parallel_ping(kara_context *ctx, double budget_s);
 
 /* Inside fn of kr_parallel_run: wait until every thread of the region
  * gets here (nothing when single-threaded). */

@@ -13,15 +13,42 @@ void kr_run_threads_init(kara_context *c) {
         const kr_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) w += (double)lw[i]->n_rows * (double)lw[i]->n_cols;
     }
+    *s = (kr_run_threads_state){0};
     s->flops_per_token = 2.0 * w;
     s->flops_per_context = 4.0 * (double)m->hp.n_layer * (double)m->hp.n_head * (double)m->hp.head_dim;
-    s->sec_per_flop[0] = s->sec_per_flop[1] = 0;
-    s->since_probe = 0;
-    s->probe_every = KR_RUN_THREADS_PROBE_EVERY;
-    s->probing = false;
-    s->best = 1;
+    for (int k = 0; k < 2; k++)
+        s->cls[k] = (kr_run_threads_class){.probe_every = KR_RUN_THREADS_PROBE_EVERY, .best = 1};
     s->mode = -1;
+    s->ping = kr_parallel_ping;
     c->run_threads = c->n_threads;
+}
+
+/* A probe of one mode ended (measured, or skipped on the ping's price):
+ * one that won takes over and the next comes soon; one that lost waits
+ * twice as long for the next. */
+static void probe_done(kr_run_threads_class *L, int mode) {
+    L->since_probe = 0;
+    if (L->sec_per_flop[mode] < L->sec_per_flop[1 - mode])
+        L->probe_every = KR_RUN_THREADS_PROBE_EVERY;
+    else if (L->probe_every < KR_RUN_THREADS_PROBE_MAX)
+        L->probe_every *= 2;
+}
+
+/* Before a try of all threads: when the ping says the call's parallel
+ * regions alone would take longer than one thread is measured to need for
+ * the whole call, record that bound as the try's result and run on one
+ * thread. Returns the mode to run. */
+static int price_parallel_try(kara_context *c, kr_run_threads_class *L, bool probing) {
+    kr_run_threads_state *s = &c->rt;
+    if (L->sec_per_flop[0] <= 0 || s->regions_per_call <= 0) return 1;
+    double one_s = L->sec_per_flop[0] * s->work;
+    double floor_s =
+        s->ping(c, one_s < KR_PING_MAX_SECONDS ? one_s : KR_PING_MAX_SECONDS) * (double)s->regions_per_call;
+    if (floor_s <= one_s) return 1;
+    s->skipped++;
+    L->sec_per_flop[1] = floor_s / s->work;
+    if (probing) probe_done(L, 1);
+    return 0;
 }
 
 double kr_run_threads_choose(kara_context *c, int32_t n_tokens) {
@@ -30,21 +57,19 @@ double kr_run_threads_choose(kara_context *c, int32_t n_tokens) {
     for (int32_t i = 0; i < n_tokens; i++)
         work += s->flops_per_token + s->flops_per_context * (double)(c->entry_pos[i] + 1);
     s->work = work;
+    s->probing = false;
     if (c->n_threads <= 1 || work < KR_PARALLEL_MIN_FLOPS) {
         s->mode = -1;
         c->run_threads = 1;
         return 0;
     }
-    if (work > KR_PROBE_MAX_FLOPS) {
-        s->mode = -1;
-        c->run_threads = c->n_threads;
-        return 0;
-    }
+    s->cur = n_tokens >= KR_BATCH_CLASS_TOKENS;
+    kr_run_threads_class *L = &s->cls[s->cur];
     /* until both are measured: one thread first for calls below
      * KR_START_PARALLEL_FLOPS (a short prompt is often the only call that
      * large), all threads first above it; then the cheaper, with a probe of
      * the other after probe_every calls (run_threads.h: it backs off) */
-    double *spf = s->sec_per_flop;
+    double *spf = L->sec_per_flop;
     int mode;
     if (spf[0] == 0 && spf[1] == 0)
         mode = work < KR_START_PARALLEL_FLOPS ? 0 : 1;
@@ -52,38 +77,41 @@ double kr_run_threads_choose(kara_context *c, int32_t n_tokens) {
         mode = spf[0] == 0 ? 0 : 1;
     else {
         int best = spf[0] < spf[1] ? 0 : 1;
-        if (best != s->best) { /* conditions changed: watch them closely again */
-            s->best = best;
-            s->probe_every = KR_RUN_THREADS_PROBE_EVERY;
-            s->since_probe = 0;
+        if (best != L->best) { /* conditions changed: watch them closely again */
+            L->best = best;
+            L->probe_every = KR_RUN_THREADS_PROBE_EVERY;
+            L->since_probe = 0;
         }
         mode = best;
-        if (++s->since_probe >= s->probe_every) {
+        if (++L->since_probe >= L->probe_every) {
             mode = 1 - best;
-            s->since_probe = 0;
+            L->since_probe = 0;
             s->probing = true;
         }
     }
+    if (mode == 1 && (s->probing || spf[1] == 0)) {
+        mode = price_parallel_try(c, L, s->probing);
+        if (mode == 0) s->probing = false;
+    }
     s->mode = mode;
     c->run_threads = mode ? c->n_threads : 1;
+    s->regions_at_start = s->regions;
     return kr_monotonic_seconds();
 }
 
 void kr_run_threads_record(kara_context *c, double t0) {
     kr_run_threads_state *s = &c->rt;
     if (s->mode < 0 || s->work <= 0) return;
+    s->regions_per_call = s->regions - s->regions_at_start;
+    kr_run_threads_class *L = &s->cls[s->cur];
     double spf = (kr_monotonic_seconds() - t0) / s->work;
-    double *avg = &s->sec_per_flop[s->mode];
+    double *avg = &L->sec_per_flop[s->mode];
     if (!s->probing) {
         *avg = *avg > 0 ? 0.75 * *avg + 0.25 * spf : spf;
         return;
     }
-    /* a probe replaces its mode's stale average; one that lost again waits
-     * twice as long for the next */
+    /* a probe replaces its mode's stale average */
     *avg = spf;
     s->probing = false;
-    if (*avg < s->sec_per_flop[1 - s->mode])
-        s->probe_every = KR_RUN_THREADS_PROBE_EVERY;
-    else if (s->probe_every < KR_RUN_THREADS_PROBE_MAX)
-        s->probe_every *= 2;
+    probe_done(L, s->mode);
 }

@@ -11,6 +11,17 @@
  * calls, and twice as long after each probe that lost (up to
  * KR_RUN_THREADS_PROBE_MAX, back to the start when the cheaper mode changes),
  * so a quiet machine pays for about one slow call in a thousand.
+ *
+ * Decode steps and prompt batches are learned apart (their cost per flop
+ * differs several times, so one average would flip between them). A try of
+ * all threads is first priced by a ping: one empty parallel region, timed.
+ * A call needs about as many such synchronisations as it has parallel
+ * regions, so when ping x regions already exceeds what one thread is
+ * measured to need for the call, the try is skipped (it counts as a try that
+ * lost): beside a busy core, one try of a small model's prompt on two
+ * threads cost 190 calls of one thread. There is no ceiling on the size of
+ * a call that may run on one thread: a large prompt is tried on one thread
+ * once, early.
  * The kernels' bits do not depend on the thread split, so neither do the
  * results. */
 #ifndef KR_RUN_THREADS_H
@@ -24,24 +35,37 @@
 /* Work (multiply-adds x 2) below which a call runs on one thread: about
  * 0.1-0.3 ms of one core (docs/PERFORMANCE.md, "Threads on a busy machine"). */
 #define KR_PARALLEL_MIN_FLOPS 8e6
-/* Calls larger than this are never probed on one thread (a long prefill of a
- * big model would stall): they use every thread. */
-#define KR_PROBE_MAX_FLOPS 4e9
 #define KR_RUN_THREADS_PROBE_EVERY 32
 #define KR_RUN_THREADS_PROBE_MAX 1024
 /* Before anything is measured, calls below this run on one thread first. */
 #define KR_START_PARALLEL_FLOPS 256e6
+/* The longest a ping lasts (a few scheduler time slices). */
+#define KR_PING_MAX_SECONDS 0.008
+/* Calls of at least this many entries are prompt batches, learned apart
+ * from decode steps. */
+#define KR_BATCH_CLASS_TOKENS 16
+
+/* What the context has learned about one class of calls. */
+typedef struct kr_run_threads_class {
+    double sec_per_flop[2]; /* moving averages: [0] one thread, [1] all; 0 = not measured */
+    int32_t since_probe;    /* timed calls since the other mode was last tried */
+    int32_t probe_every;    /* calls between tries of the other mode */
+    int32_t best;           /* the cheaper mode when last compared */
+} kr_run_threads_class;
 
 typedef struct kr_run_threads_state {
-    double flops_per_token;   /* weights' multiply-adds x 2 */
-    double flops_per_context; /* attention's, per token and cached position */
-    double sec_per_flop[2];   /* moving averages: [0] one thread, [1] all; 0 = not measured */
-    double work;              /* of the current call */
-    int32_t mode;             /* of the current call: 0 one thread, 1 all, -1 not timed */
-    int32_t since_probe;      /* timed calls since the other mode was last tried */
-    int32_t probe_every;      /* calls between tries of the other mode */
-    bool probing;             /* the current call is such a try */
-    int32_t best;             /* the cheaper mode when last compared */
+    double flops_per_token;                 /* weights' multiply-adds x 2 */
+    double flops_per_context;               /* attention's, per token and cached position */
+    kr_run_threads_class cls[2];            /* [0] decode steps, [1] prompt batches */
+    double work;                            /* of the current call */
+    int32_t cur;                            /* class of the current call */
+    int32_t mode;                           /* of the current call: 0 one thread, 1 all, -1 not timed */
+    bool probing;                           /* the current call is such a try */
+    int64_t regions;                        /* parallel regions run so far (kr_parallel_run) */
+    int64_t regions_at_start;               /* ... when the current call started */
+    int64_t regions_per_call;               /* of the last timed call; 0 = not known yet */
+    double (*ping)(kara_context *, double); /* kr_parallel_ping (tests replace it) */
+    int32_t skipped;                        /* tries of all threads skipped on the ping's price */
 } kr_run_threads_state;
 
 void kr_run_threads_init(kara_context *c);

@@ -8,7 +8,11 @@
  *   - once both are measured the cheaper one is used, the other is tried
  *     after probe_every calls; a probe that loses doubles probe_every (up
  *     to the maximum), one that wins resets it and takes over;
- *   - calls above KR_PROBE_MAX_FLOPS always use every thread;
+ *   - a try of all threads is priced first by the ping: when the ping times
+ *     the call's regions exceeds one thread's measured cost, the try is
+ *     skipped (one thread runs) and counts as a try that lost;
+ *   - decode steps and prompt batches are learned apart;
+ *   - a large call starts on every thread and then tries one thread once;
  *   - the logits do not depend on the choice (one thread or two, bit for bit).
  */
 #include <stdlib.h>
@@ -20,6 +24,16 @@
 #include "test_models.h"
 #include "test_util.h"
 
+/* The ping's answer, set by the test (seconds per region). */
+static double g_ping = 1e-9;
+static int g_pings;
+static double fake_ping(kara_context *c, double budget_s) {
+    (void)c;
+    (void)budget_s;
+    g_pings++;
+    return g_ping;
+}
+
 /* n_tokens entries at positions 0.. whose work is about `work` flops */
 static int32_t tokens_for(kara_context *c, double work) {
     int32_t n = (int32_t)(work / c->rt.flops_per_token);
@@ -30,9 +44,11 @@ static int32_t tokens_for(kara_context *c, double work) {
 }
 
 /* One timed call that takes one_thread or two_threads seconds, whichever it
- * runs on (simulated through its start time). */
+ * runs on, and runs 20 parallel regions (simulated through its start time
+ * and the region count). */
 static void timed_call(kara_context *c, int32_t n, double one_thread, double two_threads) {
     double t0 = kr_run_threads_choose(c, n);
+    c->rt.regions += 20; /* the call's parallel regions */
     if (c->rt.mode >= 0) kr_run_threads_record(c, t0 - (c->run_threads == 1 ? one_thread : two_threads));
 }
 
@@ -47,23 +63,30 @@ static void check_choices(kara_model *m) {
     if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
     kr_run_threads_state *s = &c->rt;
     CHECK(s->flops_per_token > 0 && s->flops_per_context > 0);
+    CHECK(s->ping == kr_parallel_ping);
+    s->ping = fake_ping;
 
     /* small: one thread, untimed */
     kr_run_threads_choose(c, 1);
     CHECK_EQ_INT(c->run_threads, 1);
     CHECK_EQ_INT(s->mode, -1);
 
-    /* mid-sized, nothing measured: one thread first, then all once */
+    /* mid-sized, nothing measured: one thread first, then all once (the
+     * ping finds the machine quiet) */
     int32_t mid = tokens_for(c, 2 * KR_PARALLEL_MIN_FLOPS);
+    if (mid < KR_BATCH_CLASS_TOKENS) mid = KR_BATCH_CLASS_TOKENS; /* a prompt batch */
     if (!CHECK(s->flops_per_token * mid < KR_START_PARALLEL_FLOPS)) return;
     timed_call(c, mid, 0.010, 0.002);
     CHECK_EQ_INT(c->run_threads, 1);
+    CHECK(s->regions_per_call > 0); /* kr_parallel_run counted the call's regions */
     timed_call(c, mid, 0.010, 0.002);
     CHECK_EQ_INT(c->run_threads, 2);
-    CHECK(s->sec_per_flop[0] > s->sec_per_flop[1]);
+    CHECK_EQ_INT(g_pings, 1);
+    kr_run_threads_class *L = &s->cls[s->cur];
+    CHECK(L->sec_per_flop[0] > L->sec_per_flop[1]);
     /* two threads measured cheaper: used until the probe, which loses */
     int ones = 0;
-    int32_t every = s->probe_every;
+    int32_t every = L->probe_every;
     for (int i = 0; i < every - 1; i++) {
         timed_call(c, mid, 0.010, 0.002);
         ones += c->run_threads == 1;
@@ -71,14 +94,14 @@ static void check_choices(kara_model *m) {
     CHECK_EQ_INT(ones, 0);
     timed_call(c, mid, 0.010, 0.002);
     CHECK_EQ_INT(c->run_threads, 1);
-    CHECK_EQ_INT(s->probe_every, 2 * every);
+    CHECK_EQ_INT(L->probe_every, 2 * every);
     /* probes that keep losing back off to the maximum and stay there */
     ones = 0;
     for (int i = 0; i < 8 * KR_RUN_THREADS_PROBE_MAX; i++) {
         timed_call(c, mid, 0.010, 0.002);
         ones += c->run_threads == 1;
     }
-    CHECK_EQ_INT(s->probe_every, KR_RUN_THREADS_PROBE_MAX);
+    CHECK_EQ_INT(L->probe_every, KR_RUN_THREADS_PROBE_MAX);
     CHECK(ones >= 5 && ones <= 12); /* 64, 128, ..., 1024, then one in 1024 */
     /* the machine gets busy: two threads now cost 100 ms a call; the next
      * probe of one thread (or its stale average) makes one thread the
@@ -86,19 +109,54 @@ static void check_choices(kara_model *m) {
     int i = 0;
     for (; i < 2 * KR_RUN_THREADS_PROBE_MAX && c->run_threads != 1; i++) timed_call(c, mid, 0.010, 0.100);
     CHECK(c->run_threads == 1 && i <= KR_RUN_THREADS_PROBE_MAX + 1);
-    CHECK_EQ_INT(s->probe_every, KR_RUN_THREADS_PROBE_EVERY);
+    CHECK_EQ_INT(L->probe_every, KR_RUN_THREADS_PROBE_EVERY);
     for (int k = 0; k < 8; k++) {
         timed_call(c, mid, 0.010, 0.100);
         CHECK_EQ_INT(c->run_threads, 1);
     }
-
-    /* huge calls: every thread, untimed */
-    double per = s->flops_per_token;
-    if (per * c->n_batch > KR_PROBE_MAX_FLOPS) {
-        kr_run_threads_choose(c, c->n_batch);
-        CHECK_EQ_INT(c->run_threads, 2);
-        CHECK_EQ_INT(s->mode, -1);
+    /* still busy, and the ping shows it (a region costs a time slice): the
+     * tries of two threads are skipped, never run, and back off */
+    g_ping = 1.0;
+    g_pings = 0;
+    int twos = 0;
+    for (int k = 0; k < 4 * KR_RUN_THREADS_PROBE_EVERY; k++) {
+        timed_call(c, mid, 0.010, 0.100);
+        twos += c->run_threads == 2;
     }
+    CHECK_EQ_INT(twos, 0);
+    CHECK(g_pings >= 2 && s->skipped == g_pings);
+    CHECK(L->probe_every > KR_RUN_THREADS_PROBE_EVERY);
+    /* quiet again: the next try runs, wins and takes over */
+    g_ping = 1e-9;
+    for (i = 0; i < 2 * KR_RUN_THREADS_PROBE_MAX && c->run_threads != 2; i++) timed_call(c, mid, 0.010, 0.002);
+    CHECK(c->run_threads == 2 && i <= KR_RUN_THREADS_PROBE_MAX + 1);
+    timed_call(c, mid, 0.010, 0.002);
+    CHECK_EQ_INT(c->run_threads, 2);
+
+    /* a decode step is another class: nothing measured there yet, so it
+     * starts on one thread whatever the prompt batches learned */
+    c->entry_pos[0] = (int32_t)(2 * KR_PARALLEL_MIN_FLOPS / s->flops_per_context);
+    timed_call(c, 1, 0.010, 0.002);
+    CHECK_EQ_INT(s->cur, 0);
+    CHECK(s->work >= KR_PARALLEL_MIN_FLOPS && s->work < KR_START_PARALLEL_FLOPS);
+    CHECK_EQ_INT(c->run_threads, 1);
+    kara_context_free(c);
+
+    /* a large call with nothing measured: every thread first, then one
+     * thread once, then the cheaper (no size is too large to try) */
+    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    s = &c->rt;
+    s->ping = fake_ping;
+    int32_t big = KR_BATCH_CLASS_TOKENS; /* entries deep in a long context */
+    for (int32_t e = 0; e < big; e++)
+        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
+    timed_call(c, big, 1.0, 4.0);
+    CHECK(s->work >= KR_START_PARALLEL_FLOPS);
+    CHECK_EQ_INT(c->run_threads, 2);
+    timed_call(c, big, 1.0, 4.0);
+    CHECK_EQ_INT(c->run_threads, 1);
+    timed_call(c, big, 1.0, 4.0);
+    CHECK_EQ_INT(c->run_threads, 1);
     kara_context_free(c);
 }
 
@@ -117,8 +175,10 @@ static void check_same_logits(kara_model *m) {
         kara_context *c = NULL;
         if (!CHECK(kara_context_create(m, &cp, &c) == KARA_OK)) return;
         /* force the mode: measured averages that favour k threads */
-        c->rt.sec_per_flop[0] = k == 0 ? 1e-12 : 1.0;
-        c->rt.sec_per_flop[1] = k == 0 ? 1.0 : 1e-12;
+        for (int cl = 0; cl < 2; cl++) {
+            c->rt.cls[cl].sec_per_flop[0] = k == 0 ? 1e-12 : 1.0;
+            c->rt.cls[cl].sec_per_flop[1] = k == 0 ? 1.0 : 1e-12;
+        }
         kara_batch b = kara_batch_one_sequence(t, T, 0, 0);
         CHECK(kara_decode(c, &b) == KARA_OK);
         if (c->rt.work >= KR_PARALLEL_MIN_FLOPS) CHECK_EQ_INT(c->run_threads, k + 1);
