@@ -8,8 +8,8 @@
  * precedes it. Native byte order: an image is for machines of one kind.
  *
  * Only whole sequences are saved: slots i holding positions i, and a KV
- * policy whose state the load can rebuild exactly (the same rule as
- * kara_seq_truncate). A loaded sequence is, to the policy, a prompt just
+ * policy whose state the load can rebuild exactly
+ * (kr_kv_policy_can_rewind, the rule of kara_seq_truncate too). A loaded sequence is, to the policy, a prompt just
  * decoded. */
 #include <stdio.h>
 #include <string.h>
@@ -48,15 +48,11 @@ static kara_status check_savable(const kara_context *c, int32_t seq, const char 
                             "%s: sequence %d holds %d slots of %d positions (compressed); only whole sequences are "
                             "saved or copied",
                             fn, seq, s->n, s->next_pos);
-    const kr_kv_policy *pol = &c->policy;
-    const kr_kv_policy_seq *q = &pol->seqs[seq];
-    bool rebuildable = !pol->scoring || pol->p.method == KARA_KV_METHOD_FULL ||
-        (pol->window_method && !q->prompt_marked) || (!q->prompt_marked && !pol->needs_h2o && !q->lazy_last);
-    if (!rebuildable)
+    if (!kr_kv_policy_can_rewind(&c->policy, seq, s->n))
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "%s: sequence %d is past its prompt under %s with scoring on; save or copy it right "
                             "after the prompt",
-                            fn, seq, kara_kv_method_name(pol->p.method));
+                            fn, seq, kara_kv_method_name(c->policy.p.method));
     return KARA_OK;
 }
 

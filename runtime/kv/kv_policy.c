@@ -663,17 +663,28 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
     return kr_kvp_evict_even(pol, seq, need);
 }
 
-/* kara_seq_truncate: forget the policy's view of slots [n_keep, n). Exact
- * when nothing can have been scored or evicted (no scoring, or `full`), or
- * when a window method has scored nothing below n_keep (n_keep within the
- * prompt: every window starts after it, so the sequence goes back to "the
- * prompt alone"). Anything else would need the scores and accumulators as
- * they were, which are not kept: refused, and the caller re-decodes. */
+/* Whether the policy's state of seq, cut back to slots [0, n_keep), is
+ * what decoding those tokens afresh would give: when nothing can have been
+ * scored or evicted (no scoring, or `full`); for a window method, when no
+ * window has been scored below n_keep (generation not started, or n_keep
+ * within the prompt: every window starts after it); for the others, when
+ * generation has not started and no attention has been summed (h2o, lazy,
+ * read tracking sum it from the prompt on). Anything else would need the
+ * scores and sums as they were, which are not kept. The one rule of
+ * kara_seq_truncate, kara_seq_state_save and kara_seq_copy. */
+bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return true;
+    if (pol->window_method) return !q->prompt_marked || n_keep <= q->n_prompt;
+    return !q->prompt_marked && !pol->needs_h2o && !q->lazy_last;
+}
+
+/* kara_seq_truncate: forget the policy's view of slots [n_keep, n) where
+ * kr_kv_policy_can_rewind allows it; refused otherwise (the caller
+ * re-decodes). */
 kara_status kr_kv_policy_seq_truncate(kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    bool exact = !pol->scoring || pol->p.method == KARA_KV_METHOD_FULL || !q->prompt_marked ||
-        (pol->window_method && n_keep <= q->n_prompt);
-    if (!exact)
+    if (!kr_kv_policy_can_rewind(pol, seq, n_keep))
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "kara_seq_truncate: sequence %d is past its prompt of %d slots under %s with scoring on; "
                             "only kara_seq_clear can undo that",

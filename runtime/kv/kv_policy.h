@@ -150,6 +150,9 @@ void kr_kv_policy_free(kr_kv_policy *pol);
  * KARA_ERR_NOMEM. Call once, after kr_kv_policy_init, before any decode. */
 kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior);
 void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq);
+/* Whether seq's policy state cut back to slots [0, n_keep) equals a fresh
+ * decode of those tokens (truncate, save and copy ask this one rule). */
+bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_keep);
 /* Before the cache keeps only slots [0, n_keep) of seq (kara_seq_truncate):
  * KARA_ERR_UNSUPPORTED when the policy's state cannot be rolled back exactly. */
 kara_status kr_kv_policy_seq_truncate(kr_kv_policy *pol, int32_t seq, int32_t n_keep);
