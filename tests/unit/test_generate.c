@@ -482,6 +482,18 @@ static void test_seq_truncate(void) {
     CHECK_EQ_INT(kara_seq_n_past(ctx, 0), 0);
     CHECK_EQ_INT(kara_seq_truncate(ctx, 0, -1), KARA_ERR_ARG);
     kara_context_free(ctx);
+
+    /* h2o sums each batch's newest attention from the prompt on: after a
+     * prompt fed in two chunks the kept slots carry the dropped chunk's
+     * attention, so a cut would not equal a fresh decode: refused (the
+     * rule of kr_kv_policy_can_rewind; it was allowed before) */
+    cp.kv.method = KARA_KV_METHOD_H2O;
+    cp.kv.budget_tokens = 64;
+    if (!CHECK_MSG(kara_context_create(model, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error())) return;
+    CHECK(kara_decode(ctx, &b) == KARA_OK && kara_decode(ctx, &b2) == KARA_OK);
+    CHECK_EQ_INT(kara_seq_truncate(ctx, 0, 12), KARA_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(kara_seq_n_past(ctx, 0), 20);
+    kara_context_free(ctx);
 }
 
 /* After warm-up, generating tokens allocates nothing. */
