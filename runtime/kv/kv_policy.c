@@ -663,15 +663,12 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
     return kr_kvp_evict_even(pol, seq, need);
 }
 
-/* Whether the policy's state of seq, cut back to slots [0, n_keep), is
- * what decoding those tokens afresh would give: when nothing can have been
- * scored or evicted (no scoring, or `full`); for a window method, when no
- * window has been scored below n_keep (generation not started, or n_keep
- * within the prompt: every window starts after it); for the others, when
- * generation has not started and no attention has been summed (h2o, lazy,
- * read tracking sum it from the prompt on). Anything else would need the
- * scores and sums as they were, which are not kept. The one rule of
- * kara_seq_truncate, kara_seq_state_save and kara_seq_copy. */
+/* The policy's state of seq cut back to [0, n_keep) equals a fresh decode
+ * when nothing can have been scored (no scoring, `full`); for a window
+ * method, when no window was scored below n_keep (generation not started,
+ * or n_keep within the prompt); for the others, before generation and with
+ * no attention summed (h2o, lazy and read tracking sum from the prompt on).
+ * The one rule of kara_seq_truncate, kara_seq_state_save and kara_seq_copy. */
 bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return true;
@@ -679,9 +676,8 @@ bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_kee
     return !q->prompt_marked && !pol->needs_h2o && !q->lazy_last;
 }
 
-/* kara_seq_truncate: forget the policy's view of slots [n_keep, n) where
- * kr_kv_policy_can_rewind allows it; refused otherwise (the caller
- * re-decodes). */
+/* kara_seq_truncate: forget slots [n_keep, n) where kr_kv_policy_can_rewind
+ * allows it; refused otherwise (the caller re-decodes). */
 kara_status kr_kv_policy_seq_truncate(kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!kr_kv_policy_can_rewind(pol, seq, n_keep))
