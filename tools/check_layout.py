@@ -9,7 +9,9 @@
 - kernels_cpu/ and platform/ include nothing of the runtime; tools/ includes
   only the public header of the runtime.
 - No hand-written source file is longer than 800 lines (the generated
-  Unicode tables are the exception).
+  Unicode tables are the exception). The one public header may hold 1,000:
+  it is the contract of every declaration, each with its result codes, and
+  splitting it would break the rule of one public header.
 
 Prints every violation and exits 1 when there is one.
 """
@@ -20,6 +22,7 @@ import sys
 
 MAX_LINES = 800
 GENERATED = {"runtime/tokenizer/unicode_tables.c"}
+LONGER = {"runtime/include/kara.h": 1000}
 MAY_CALL = {
     "common": set(),
     "gguf": {"common"},
@@ -95,8 +98,9 @@ def main():
         if f in GENERATED or not f.endswith((".c", ".h", ".py", ".sh")):
             continue
         n = sum(1 for _ in open(os.path.join(root, f), errors="replace"))
-        if n > MAX_LINES:
-            problems.append(f"{f}: {n} lines (at most {MAX_LINES})")
+        cap = LONGER.get(f, MAX_LINES)
+        if n > cap:
+            problems.append(f"{f}: {n} lines (at most {cap})")
     for p in problems:
         print("check_layout: " + p)
     if not problems:

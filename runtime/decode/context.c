@@ -13,10 +13,12 @@
 #include "kv_params.h"
 #include "kv_prior.h"
 #include "monotonic_clock.h"
+#include "params_size.h"
 #include "status.h"
 
 void kara_context_params_init(kara_context_params *p) {
     memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
     p->n_ctx = 0;
     p->n_batch = 512;
     p->n_seq_max = 1;
@@ -133,6 +135,9 @@ static kara_status set_prior(kara_context *c) {
 }
 
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
+    if (out) *out = NULL;
+    kara_status sz = kr_params_size_check(params, sizeof *params, "kara_context_create", "kara_context_params_init");
+    if (sz) return sz;
     kara_context_params defaults;
     if (!params) {
         kara_context_params_init(&defaults);

@@ -34,11 +34,13 @@
 #include <string.h>
 
 #include "batch_engine.h"
+#include "params_size.h"
 #include "status.h"
 #include "monotonic_clock.h"
 
 void kara_engine_params_init(kara_engine_params *p) {
     memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
     p->max_queue = 64;
     p->prefill_chunk = 256;
     p->max_repeat_last_n = 256;
@@ -71,6 +73,8 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     if (!out) return kr_set_error(KARA_ERR_ARG, "kara_engine_create: out is NULL");
     *out = NULL;
     if (!ctx) return kr_set_error(KARA_ERR_ARG, "kara_engine_create: ctx is NULL");
+    kara_status sz = kr_params_size_check(params, sizeof *params, "kara_engine_create", "kara_engine_params_init");
+    if (sz) return sz;
     kara_engine_params defaults;
     if (!params) {
         kara_engine_params_init(&defaults);

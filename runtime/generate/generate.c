@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kara.h"
+#include "params_size.h"
 #include "status.h"
 #include "gen_seq.h"
 #include "text_pipeline.h"
@@ -52,6 +53,7 @@ struct kara_generator {
 
 void kara_generator_params_init(kara_generator_params *p) {
     memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
     kara_sampler_params_init(&p->sampling);
     p->max_tokens = -1;
     p->reasoning_budget = -1;
@@ -67,6 +69,8 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     if (!out) return kr_set_error(KARA_ERR_ARG, "kara_generator_create: out is NULL");
     *out = NULL;
     if (!ctx) return kr_set_error(KARA_ERR_ARG, "kara_generator_create: ctx is NULL");
+    kara_status sz = kr_params_size_check(p, sizeof *p, "kara_generator_create", "kara_generator_params_init");
+    if (sz) return sz;
     kara_generator_params defaults;
     if (!p) {
         kara_generator_params_init(&defaults);

@@ -4,7 +4,10 @@
  *
  * Conventions: every function that can fail returns a kara_status; objects come back through out-parameters; every
  * *_free(NULL) is a no-op; params structs are filled with defaults by their *_init function; a NULL params pointer
- * means defaults. The library never writes to stdout and never exits.
+ * means defaults. The library never writes to stdout and never exits. The params structs passed to a *_create or
+ * *_load function begin with `size`, which *_init sets to the struct's sizeof: a struct that was not initialised
+ * (size 0) or comes from a different kara.h is refused with KARA_ERR_ARG instead of being misread. New fields are only
+ * ever appended, so a later library can take an older caller's shorter struct (defaults for the rest).
  */
 #ifndef KARA_H
 #define KARA_H
@@ -79,6 +82,7 @@ typedef struct kara_context kara_context; /* KV cache and scratch; one thread at
 /* Called on the loading thread (once, with 1.0, when the file is read and checked); false: KARA_ERR_ABORTED. */
 typedef bool (*kara_progress_fn)(float progress, void *user);
 typedef struct kara_model_params {
+    uint32_t size;             /* sizeof (kara_model_params_init) */
     bool vocab_only;           /* metadata and tokenizer only, no weights (default false) */
     bool use_mmap;             /* map the file (instant load); default false: read it into memory on huge pages */
     bool no_repack;            /* keep the file's weight layouts; default false: repack them for the CPU kernels */
@@ -381,6 +385,7 @@ kara_status kara_score_mode_parse(const char *name, kara_score_mode *out);
 
 /* ---- Context and the forward pass (guide and a complete example: docs/API.md, "A context and kara_decode") ------- */
 typedef struct kara_context_params {
+    uint32_t size;     /* sizeof (kara_context_params_init) */
     int32_t n_ctx;     /* max positions per sequence; 0 (default) = the model's training context */
     int32_t n_batch;   /* max entries per kara_decode call (default 512) */
     int32_t n_seq_max; /* max concurrent sequences (default 1) */
@@ -632,6 +637,7 @@ typedef enum kara_think_start {
     KARA_THINK_START_THINK
 } kara_think_start;
 typedef struct kara_generator_params {
+    uint32_t size;                           /* sizeof (kara_generator_params_init) */
     kara_sampler_params sampling;            /* kara_sampler_params_init defaults */
     int32_t max_tokens;                      /* tokens per start; -1 = until end of generation or a full context */
     int32_t reasoning_budget;                /* thinking tokens before "</think>" is forced; -1 = unlimited */
@@ -703,6 +709,7 @@ void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *o
  * at create). kara_engine_create allocates everything; a step allocates nothing. One thread drives an engine. */
 typedef struct kara_engine kara_engine;
 typedef struct kara_engine_params {
+    uint32_t size;             /* sizeof (kara_engine_params_init) */
     int32_t max_queue;         /* requests waiting for admission (64) */
     int32_t prefill_chunk;     /* prompt tokens fed per step, all arrivals together (256, >= 2) */
     int32_t max_repeat_last_n; /* largest sampling.repeat_last_n a request may use (256) */

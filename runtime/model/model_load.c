@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "params_size.h"
 #include "status.h"
 
 typedef struct arch_desc {
@@ -260,7 +261,10 @@ static const char *file_type_name(const kara_model *m) {
     return kr_type_get(m->layers ? m->layers[0].w_gate.type : m->tok_embd.type)->name;
 }
 
-void kara_model_params_init(kara_model_params *p) { memset(p, 0, sizeof *p); }
+void kara_model_params_init(kara_model_params *p) {
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+}
 
 /* The loaders' common body: open the source (in_ram: into memory of the
  * model's own), then read, check and repack; src->name names it in errors. */
@@ -324,6 +328,9 @@ static kara_status load_model(const kr_gguf_source *src, bool in_ram, const kara
 /* NULL params mean the defaults; out is cleared first. */
 static kara_status begin_load(const char *fn, const kara_model_params **params, kara_model_params *defaults,
                               kara_model **out) {
+    if (out) *out = NULL;
+    kara_status st = kr_params_size_check(*params, sizeof **params, fn, "kara_model_params_init");
+    if (st) return st;
     if (!*params) {
         kara_model_params_init(defaults);
         *params = defaults;
