@@ -392,7 +392,8 @@ typedef struct kara_context_params {
     int32_t n_threads; /* 0 (default) or less = number of cores */
     kara_kv_params kv; /* KV cache and compression (kara_kv_params_init) */
 } kara_context_params;
-kara_status kara_context_params_set(kara_context_params *p, const char *key, const char *value); /* as above */
+/* As kara_kv_params_set (KARA_ERR_CONFIG, *p unchanged), for the context's keys too. */
+kara_status kara_context_params_set(kara_context_params *p, const char *key, const char *value);
 void kara_context_params_init(kara_context_params *p);
 
 /* Reserve everything the context will ever use (KV memory, scratch); the model must outlive it. KARA_ERR_ARG (bad
@@ -455,7 +456,8 @@ kara_status kara_seq_state_save(const kara_context *ctx, int32_t seq_id, const i
                                 void *buf, size_t size, size_t *written);
 kara_status kara_seq_state_load(kara_context *ctx, int32_t seq_id, const void *buf, size_t size, int32_t *tokens,
                                 int32_t max_tokens, int32_t *n_tokens);
-/* A whole sequence copied into dst (cleared first), as a load would: its blocks are copied, not shared. */
+/* A whole sequence copied into dst (cleared first), as a load would: its blocks are copied, not shared. Errors as
+ * save (src not whole: KARA_ERR_UNSUPPORTED) and load (KARA_ERR_KV_BUDGET); KARA_ERR_ARG for a bad id. */
 kara_status kara_seq_copy(kara_context *ctx, int32_t src_seq, int32_t dst_seq);
 
 typedef struct kara_kv_stats {  /* counters of the KV policy since the context was created */
@@ -559,7 +561,8 @@ void kara_config_init(kara_config *c);
  * wrong types, bad units, unknown names and out-of-range values, with kara_last_error() = "FILE:LINE:COL: key:
  * problem" (line and column 1-based); KARA_ERR_ARG for NULL arguments; KARA_ERR_NOMEM. */
 kara_status kara_config_load(kara_config *c, const char *path);
-/* The same from text in memory; name stands for the file in messages and origins. len < 0: NUL-terminated. */
+/* The same from text in memory (the same codes, KARA_ERR_IO aside); name stands for the file in messages and origins.
+ * len < 0: NUL-terminated. */
 kara_status kara_config_load_text(kara_config *c, const char *text, long len, const char *name);
 
 /* Set one key from text, checked like the YAML value (lists as "1,2,3" or "[1, 2, 3]"). origin is recorded (e.g.
@@ -607,7 +610,7 @@ kara_status kara_chat_template_by_name(const char *name, kara_chat_template *out
 bool kara_chat_template_detect(const char *jinja, kara_chat_template *out);
 /* The template to use with a model: name NULL, "" or "auto" means detect from the model's tokenizer.chat_template;
  * a template that is absent or not recognised falls back to chatml with a warning through the library log (never
- * stdout). Any other name as kara_chat_template_by_name. */
+ * stdout). Any other name as kara_chat_template_by_name (KARA_ERR_ARG); KARA_ERR_NOMEM. */
 kara_status kara_chat_template_from_model(const kara_model *model, const char *name, kara_chat_template *out);
 
 /* Render messages as the family's official template does, followed by the assistant generation prompt when
@@ -679,7 +682,8 @@ void kara_generator_set_max_tokens(kara_generator *gen, int32_t max_tokens);
  * a new draw). Before any work: KARA_ERR_CONTEXT_FULL (prompt longer than the context), KARA_ERR_ARG (n < 1,
  * seq_id < 0), KARA_ERR_TOKEN. Later: KARA_ERR_ABORTED (abort callback) or a decode error, the sequence cleared. */
 kara_status kara_generator_start(kara_generator *gen, int32_t seq_id, const int32_t *tokens, int32_t n);
-/* The sequence holds these tokens (after kara_seq_state_load): a start whose prompt begins with them reuses them. */
+/* The sequence holds these tokens (after kara_seq_state_load): a start whose prompt begins with them reuses them.
+ * KARA_ERR_ARG: a bad id, or n other than the positions the sequence holds (kara_seq_n_past). */
 kara_status kara_generator_adopt(kara_generator *gen, int32_t seq_id, const int32_t *tokens, int32_t n);
 
 /* The next piece of output. KARA_OK: *out holds a piece. KARA_DONE: end of generation, max_tokens or a full context.
