@@ -37,6 +37,7 @@ mkfifo "$tmp/fifo"
 mkdir "$tmp/dir"
 printf 'kara:\n  retension: 0.2\n' >"$tmp/typo.yaml"
 printf 'kara: [unclosed\n' >"$tmp/syntax.yaml"
+printf 'batch:\n  on_changed: skip\n' >"$tmp/on_changed.yaml"
 printf '{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}]}}\n' >"$tmp/ok.jsonl"
 printf '{"id":"x","prompt":"Sum #1 5*5.","answer":"25"}\nnot json\n' >"$tmp/tasks.jsonl"
 
@@ -82,6 +83,8 @@ expect "eval-kv: missing text" 66 "nope.txt" "$KARA" eval-kv -m "$M" -f "$tmp/no
 expect "batch: no input" 64 "input" "$KARA" batch -m "$M" -o "$tmp/o.jsonl"
 expect "batch: a FIFO as input" 66 "regular file" "$KARA" batch -m "$M" -i "$tmp/fifo" -o "$tmp/o.jsonl"
 expect "batch: bad shard" 64 "shard" "$KARA" batch -m "$M" -i "$tmp/ok.jsonl" -o "$tmp/o.jsonl" --shard 3/2
+expect "batch: bad batch.on_changed" 78 "on_changed.yaml:2:15: batch.on_changed: unknown value 'skip' (expected rerun | refuse | keep)" "$KARA" batch -m "$M" --config "$tmp/on_changed.yaml" -i "$tmp/ok.jsonl" -o "$tmp/o.jsonl"
+expect "batch: bad --on-changed" 64 "--on-changed: batch.on_changed: unknown value 'skip'" "$KARA" batch -m "$M" -i "$tmp/ok.jsonl" -o "$tmp/o.jsonl" --on-changed skip
 expect "batch: output directory missing" 73 "dir/x" "$KARA" batch -m "$M" -i "$tmp/ok.jsonl" -o "$tmp/dir/x/o.jsonl"
 expect "unknown command" 64 "frob" "$KARA" frob
 
