@@ -646,7 +646,7 @@ static int run(job *j) {
     for (int s = 0; s < j->n_shard; s++) {
         const kr_batch_line *l = &j->in.lines[j->shard[s]];
         if (l->custom_id && kr_strset_add(&j->slot_ids, l->custom_id, s, NULL) < 0) return KR_EXIT_SOFTWARE;
-        j->hash[s] = kr_batch_request_hash(j->in.data + l->off, l->len);
+        j->hash[s] = kr_batch_line_hash(&j->in, l);
     }
     /* what the output answers, and requests changed since (batch_resume.h) */
     j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash};
