@@ -88,7 +88,18 @@ expect "batch: bad --on-changed" 64 "--on-changed: batch.on_changed: unknown val
 expect "batch: output directory missing" 73 "dir/x" "$KARA" batch -m "$M" -i "$tmp/ok.jsonl" -o "$tmp/dir/x/o.jsonl"
 expect "unknown command" 64 "frob" "$KARA" frob
 
-# limits (configs/README.md, "Limits"): a request line over 16 MiB is an error line naming its line and
+# limits (configs/README.md, "Limits"): a prompt text over 64 MiB is refused, naming the file and the limit
+head -c $((64 * 1024 * 1024 + 1)) /dev/zero | tr '\0' a >"$tmp/big.txt"
+big_msg="big.txt: larger than 67108864 bytes (64 MiB), the limit of a prompt text"
+expect "run: a prompt file over 64 MiB" 65 "kara run: $tmp/$big_msg" "$KARA" run -m "$M" -f "$tmp/big.txt"
+expect "tokenize: a file over 64 MiB" 65 "kara tokenize: $tmp/$big_msg" "$KARA" tokenize -m "$M" -f "$tmp/big.txt"
+expect "tokenize: stdin over 64 MiB" 65 "kara tokenize: stdin: larger than 67108864 bytes (64 MiB), the limit" \
+    bash -c "exec \"\$0\" tokenize -m \"\$1\" -f - <\"\$2\"" "$KARA" "$M" "$tmp/big.txt"
+expect "eval-kv: a text over 64 MiB" 65 "kara eval-kv: $tmp/$big_msg" "$KARA" eval-kv -m "$M" -f "$tmp/big.txt"
+expect "chat: an input line over 64 MiB is not sent, the session goes on" 65 \
+    "kara chat: message not sent: larger than 67108864 bytes (64 MiB), the limit of a prompt text" \
+    bash -o pipefail -c "{ cat \"\$2\"; printf '\\n/help\\n'; } | \"\$0\" chat -m \"\$1\" -n 2 | grep -q 'read FILE'" "$KARA" "$M" "$tmp/big.txt"
+# a request line over 16 MiB is an error line naming its line and
 # the limit, and the job goes on; only the first 16 MiB + 1 byte of it are kept in memory
 # found NAME CONDITION: a case checked by hand
 found() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
