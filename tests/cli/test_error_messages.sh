@@ -91,6 +91,9 @@ expect "unknown command" 64 "frob" "$KARA" frob
 # limits (configs/README.md, "Limits"): a prompt text over 64 MiB is refused, naming the file and the limit
 head -c $((64 * 1024 * 1024 + 1)) /dev/zero | tr '\0' a >"$tmp/big.txt"
 big_msg="big.txt: larger than 67108864 bytes (64 MiB), the limit of a prompt text"
+{ printf '# x\n'; head -c 4194301 /dev/zero | tr '\0' '#'; } >"$tmp/big.yaml" # 4 MiB + 1 byte of comments
+expect "config: a file over 4 MiB" 78 "kara run: $tmp/big.yaml: larger than 4194304 bytes; not a config file" \
+    "$KARA" run -m "$M" --config "$tmp/big.yaml" -p hi
 expect "run: a prompt file over 64 MiB" 65 "kara run: $tmp/$big_msg" "$KARA" run -m "$M" -f "$tmp/big.txt"
 expect "tokenize: a file over 64 MiB" 65 "kara tokenize: $tmp/$big_msg" "$KARA" tokenize -m "$M" -f "$tmp/big.txt"
 expect "tokenize: stdin over 64 MiB" 65 "kara tokenize: stdin: larger than 67108864 bytes (64 MiB), the limit" \
