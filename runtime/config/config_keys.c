@@ -38,6 +38,9 @@ static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
 
+/* batch.on_changed: what a resume does with a request edited since its answer (kara batch --on-changed) */
+static const kr_enum_name on_changed_names[] = {{"rerun", 0}, {"refuse", 1}, {"keep", 2}, {NULL, 0}};
+
 #define MAX_SLOTS (1 << 20)  /* upper bound of slot and step counts */
 #define MAX_TOKENS (1 << 24) /* upper bound of token counts and positions */
 
@@ -122,6 +125,7 @@ const key_spec kr_config_keys[] = {
     {"batch.output", K_STRING, FIELD(batch_output), 0, 0, NULL, 0},
     {"batch.resume", K_BOOL, FIELD(batch_resume), 0, 0, NULL, 0},
     {"batch.ordered", K_BOOL, FIELD(batch_ordered), 0, 0, NULL, 0},
+    {"batch.on_changed", K_ENUM, FIELD(batch_on_changed), 0, 0, on_changed_names, 0},
     {"batch.max_concurrency", K_INT, FIELD(context.n_seq_max), 1, 4096, NULL, 0},
     {"batch.shard", K_SHARD, FIELD(shard_index), 1, 65536, NULL, offsetof(kara_config, shard_count)},
 };

@@ -543,13 +543,13 @@ typedef struct kara_config {
     char chat_template[KARA_CONFIG_NAME_MAX]; /* chat.template: "auto" = from the GGUF metadata */
     kara_think_mode think;                    /* chat.think: auto | on | off */
     int32_t reasoning_budget;                 /* chat.reasoning_budget: thinking tokens; -1 unlimited, 0 none */
-    /* batch: */
-    char batch_input[KARA_CONFIG_PATH_MAX];  /* batch.input: requests (JSONL) */
-    char batch_output[KARA_CONFIG_PATH_MAX]; /* batch.output: results (JSONL) */
-    bool batch_resume;                       /* batch.resume: skip custom_ids already in output */
-    bool batch_ordered;                      /* batch.ordered: results in input order */
-    int32_t shard_index;                     /* batch.shard "K/N": shard_index = K-1 (0-based) */
-    int32_t shard_count;                     /*   = N; takes input line L (from 1) if (L-1) % N == K-1 */
+    char batch_input[KARA_CONFIG_PATH_MAX];   /* batch.input: requests (JSONL) */
+    char batch_output[KARA_CONFIG_PATH_MAX];  /* batch.output: results (JSONL) */
+    bool batch_resume;                        /* batch.resume: skip custom_ids already in output */
+    bool batch_ordered;                       /* batch.ordered: results in input order */
+    int32_t batch_on_changed;                 /* batch.on_changed: 0 rerun, 1 refuse, 2 keep (--on-changed) */
+    int32_t shard_index;                      /* batch.shard "K/N": shard_index = K-1 (0-based) */
+    int32_t shard_count;                      /*   = N; takes input line L (from 1) if (L-1) % N == K-1 */
     /* where each value came from, indexed like kara_config_key(i): "default", "FILE:LINE:COL" or a set origin */
     char origin[KARA_CONFIG_MAX_KEYS][KARA_CONFIG_ORIGIN_MAX];
 } kara_config;

@@ -92,6 +92,17 @@ printf 'batch:\n  ordered: true\n' >"$tmp/ordered.yaml"
 batch --config "$tmp/ordered.yaml" -i "$in" -o "$tmp/yaml.jsonl" -j 4 2>"$tmp/yaml.err"
 check "batch.ordered: true in YAML: input order, same answers" \
     'shape "$in" "$tmp/yaml.jsonl" --ordered --errors 5 && cmp -s <(answers "$tmp/yaml.jsonl") <(answers "$tmp/free.jsonl")'
+# the YAML key batch.on_changed does what --on-changed does, and the flag wins over it
+sed -e 's/question 4"/question four"/' "$in" >"$tmp/edited.jsonl"
+cp "$tmp/yaml.jsonl" "$tmp/yaml.before"
+printf 'batch:\n  on_changed: refuse\n' >"$tmp/refuse.yaml"
+batch --config "$tmp/refuse.yaml" -i "$tmp/edited.jsonl" -o "$tmp/yaml.jsonl" -j 4 2>"$tmp/refuse.err"
+rc=$?
+check "batch.on_changed: refuse in YAML: exit 65 naming the changed id, output untouched (rc $rc)" \
+    '[ $rc -eq 65 ] && grep -q "1 request changed since .*: \"chat4\" (line 5)" "$tmp/refuse.err" && cmp -s "$tmp/yaml.jsonl" "$tmp/yaml.before"'
+batch --config "$tmp/refuse.yaml" --on-changed keep -i "$tmp/edited.jsonl" -o "$tmp/yaml.jsonl" -j 4 2>"$tmp/keep.err"
+check "--on-changed keep wins over batch.on_changed: refuse" \
+    'grep -q "old answer is kept" "$tmp/keep.err" && cmp -s "$tmp/yaml.jsonl" "$tmp/yaml.before"'
 # an unordered rerun of a finished ordered output has nothing to do
 batch -i "$in" -o "$tmp/ord.jsonl" -j 4 2>"$tmp/rerun.err"
 check "rerun without --ordered finds all $nreq answered" \

@@ -459,6 +459,14 @@ static void test_set(void) {
     CHECK_EQ_INT(c.context.n_seq_max, 8);
     CHECK_EQ_INT(kara_config_set(&c, "batch.resume", "yes", NULL), KARA_OK);
     CHECK(c.batch_resume);
+    CHECK_EQ_INT(c.batch_on_changed, 0); /* rerun */
+    CHECK_EQ_INT(kara_config_set(&c, "batch.on_changed", "keep", NULL), KARA_OK);
+    CHECK_EQ_INT(c.batch_on_changed, 2);
+    CHECK_EQ_INT(kara_config_set(&c, "batch.on_changed", "skip", "--on-changed"), KARA_ERR_CONFIG);
+    CHECK_MSG(!strcmp(kara_last_error(),
+                      "--on-changed: batch.on_changed: unknown value 'skip' (expected rerun | refuse | "
+                      "keep)"),
+              "%s", kara_last_error());
 
     /* strings: length limit, get returns them unquoted */
     char big[KARA_CONFIG_PATH_MAX + 8];
@@ -530,6 +538,7 @@ static void test_format(void) {
         {"chat.think", "on"},
         {"batch.input", "in.jsonl"},
         {"batch.resume", "on"},
+        {"batch.on_changed", "refuse"},
         {"batch.shard", "2/3"},
     };
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)

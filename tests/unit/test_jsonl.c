@@ -225,6 +225,32 @@ static void test_requests(void) {
     CHECK_EQ_INT(kr_batch_request_id("{\"custom_id\":\"k\"}", 17, 1, &doc, &id), 1);
     CHECK(!strcmp(id, "k"));
     kr_json_doc_free(&doc);
+
+    /* the line length limit: a request padded to exactly KR_BATCH_LINE_MAX bytes parses, one byte more is
+     * refused by its length alone (as is its custom_id), even when blank */
+    char *big = malloc((size_t)KR_BATCH_LINE_MAX + 1);
+    CHECK(big != NULL);
+    if (!big) return;
+    const char *req = "{\"custom_id\":\"big\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}}";
+    memset(big, ' ', (size_t)KR_BATCH_LINE_MAX + 1);
+    memcpy(big, req, strlen(req));
+    CHECK_MSG(kr_batch_request_parse(big, KR_BATCH_LINE_MAX, 4, &doc, &r, err, sizeof err, &code), "%s", err);
+    kr_batch_request_free(&r);
+    kr_json_doc_free(&doc);
+    CHECK_EQ_INT(kr_batch_request_id(big, KR_BATCH_LINE_MAX, 4, &doc, &id), 1);
+    kr_json_doc_free(&doc);
+    CHECK(!kr_batch_request_parse(big, (size_t)KR_BATCH_LINE_MAX + 1, 4, &doc, &r, err, sizeof err, &code));
+    CHECK_MSG(!strcmp(err, "input line 4: longer than 16777216 bytes (16 MiB), the limit of a request line"), "%s",
+              err);
+    CHECK(!strcmp(code, KR_BATCH_ERR_REQUEST) && r.custom_id == NULL);
+    kr_batch_request_free(&r);
+    kr_json_doc_free(&doc);
+    CHECK_EQ_INT(kr_batch_request_id(big, (size_t)KR_BATCH_LINE_MAX + 1, 4, &doc, &id), 0);
+    kr_json_doc_free(&doc);
+    memset(big, ' ', (size_t)KR_BATCH_LINE_MAX + 1);
+    CHECK_EQ_INT(kr_batch_request_id(big, (size_t)KR_BATCH_LINE_MAX + 1, 4, &doc, &id), 0);
+    kr_json_doc_free(&doc);
+    free(big);
 }
 
 typedef struct seen {

@@ -33,6 +33,9 @@ static bool blank(const char *s, size_t n) {
 
 int kr_batch_request_id(const char *text, size_t len, int line_no, kr_json_doc *doc, const char **id) {
     *id = NULL;
+    doc->root = NULL;
+    doc->arena = NULL;
+    if (len > KR_BATCH_LINE_MAX) return 0;
     if (blank(text, len)) return -1;
     char err[8];
     if (!kr_json_parse(text, len, line_no, doc, err, sizeof err)) return 0;
@@ -232,6 +235,11 @@ bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_d
     out->line = line_no;
     out->max_tokens = -1;
     out->think = -1;
+    if (len > KR_BATCH_LINE_MAX) {
+        memset(doc, 0, sizeof *doc);
+        return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, NULL,
+                         "longer than %u bytes (16 MiB), the limit of a request line", KR_BATCH_LINE_MAX);
+    }
     char jerr[256];
     if (!kr_json_parse(text, len, line_no, doc, jerr, sizeof jerr)) {
         *code = KR_BATCH_ERR_JSON;

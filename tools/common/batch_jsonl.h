@@ -43,6 +43,12 @@
 #include "kara.h"
 
 #define KR_BATCH_MAX_STOP 8
+/* The longest request line, in bytes (newline not counted): 16 MiB. A prompt that fills a context of a
+ * million tokens is about 4 MiB of text; 16 MiB leaves room for JSON escapes and several messages, and
+ * bounds what one line costs before it is refused (its parse allocates a few times its length). A longer
+ * line is an error line ("input line N: longer than 16777216 bytes ..."); the job goes on. The input
+ * reader keeps only the first KR_BATCH_LINE_MAX + 1 bytes of such a line. */
+#define KR_BATCH_LINE_MAX (16u << 20)
 
 /* Error codes written in error lines. */
 #define KR_BATCH_ERR_JSON "invalid_json"
@@ -81,7 +87,7 @@ void kr_batch_request_free(kr_batch_request *r);
 
 /* Only the custom_id of a line (duplicate detection before any work):
  * 1 = found (*id points into doc), 0 = none (the line will become an error
- * line), -1 = blank line. */
+ * line; so is a line longer than KR_BATCH_LINE_MAX), -1 = blank line. */
 int kr_batch_request_id(const char *text, size_t len, int line_no, kr_json_doc *doc, const char **id);
 
 /* Stable ids derived from a custom_id (or the line number): "batch_req_",

@@ -77,6 +77,12 @@ int32_t kr_arg_id_list(const char *cmd, const char *flag, const char *value, int
     return n;
 }
 
+void kr_text_too_large(const char *cmd, const char *what) {
+    fprintf(stderr, "kara %s: %s: larger than %u bytes (64 MiB), the limit of a prompt text\n", cmd, what,
+            KR_PROMPT_TEXT_MAX);
+    errno = EFBIG;
+}
+
 char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -85,25 +91,33 @@ char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
     }
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (n + 1 < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-        } else {
+    while (buf) { /* never more than KR_PROMPT_TEXT_MAX + 1 bytes */
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
             buf = nb;
+            cap *= 2;
         }
+        size_t want = cap - n - 1, left = KR_PROMPT_TEXT_MAX + 1 - n;
+        if (want > left) want = left;
+        size_t got = fread(buf + n, 1, want, f);
+        n += got;
+        if (got < want || n > KR_PROMPT_TEXT_MAX) break;
     }
-    if (buf && ferror(f)) {
-        fprintf(stderr, "kara %s: error reading '%s'\n", cmd, path);
-        free(buf);
-        buf = NULL;
-    }
+    bool too_large = buf && n > KR_PROMPT_TEXT_MAX, read_error = buf && ferror(f);
     fclose(f);
+    if (too_large || read_error) {
+        free(buf);
+        if (too_large)
+            kr_text_too_large(cmd, path);
+        else
+            fprintf(stderr, "kara %s: error reading '%s'\n", cmd, path);
+        return NULL;
+    }
     if (buf) {
         buf[n] = 0;
         if (len) *len = n;

@@ -19,9 +19,16 @@ int32_t kr_arg_id_list(const char *cmd, const char *flag, const char *value, int
  * 66, bad input data (format, tokens, context or KV budget too small for the
  * request) 65, bad settings 78, anything else 70. */
 int kr_exit_for_status(kara_status st);
+/* The largest prompt text, in bytes: a prompt file (run -f, chat /read, eval-kv -f), a tokenize input, a
+ * chat message. 64 MiB is four bytes for each position of the largest context (context.size <= 16777216
+ * tokens), so no longer text can fit, and it keeps every length within kara_tokenize's int32_t. */
+#define KR_PROMPT_TEXT_MAX (64u << 20)
 /* Read a whole file into a NUL-terminated malloc'd buffer, or NULL with a
- * message on stderr. */
+ * message on stderr; errno is EFBIG (exit 65, not 66) when the file holds
+ * more than KR_PROMPT_TEXT_MAX bytes, found after reading one byte more. */
 char *kr_read_text_file(const char *cmd, const char *path, size_t *len);
+/* "kara CMD: WHAT: larger than 67108864 bytes (64 MiB), the limit of a prompt text", errno = EFBIG. */
+void kr_text_too_large(const char *cmd, const char *what);
 
 /* Turn the escapes of a prompt typed with -e into characters, in place
  * (\n \t \r \\ \' \" \a \b \f \v and \xHH; \x00 is dropped). */

@@ -73,7 +73,17 @@ kr_line_status kr_read_line(kr_line_reader *r, char **line, size_t *cap) {
     for (;;) {
         while (r->pos < r->len) {
             char c = r->buf[r->pos++];
+            if (r->over && c != '\n') continue; /* the rest of a line over the limit */
             if (!grow(line, cap, r->partial + 2)) return KR_LINE_ERROR;
+            if (c == '\n' && r->over) {
+                r->over = false;
+                (*line)[r->partial = 0] = '\0';
+                return KR_LINE_TOO_LONG;
+            }
+            if (c != '\n' && r->max && r->partial >= r->max) {
+                r->over = true;
+                continue;
+            }
             if (c == '\n') {
                 size_t n = r->partial;
                 if (n > 0 && (*line)[n - 1] == '\r') n--;
@@ -84,6 +94,11 @@ kr_line_status kr_read_line(kr_line_reader *r, char **line, size_t *cap) {
             (*line)[r->partial++] = c;
         }
         if (r->eof) {
+            if (r->over) {
+                r->over = false;
+                (*line)[r->partial = 0] = '\0';
+                return KR_LINE_TOO_LONG;
+            }
             if (r->partial == 0) return KR_LINE_EOF;
             (*line)[r->partial] = '\0';
             r->partial = 0;

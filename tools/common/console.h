@@ -37,13 +37,15 @@ typedef struct kr_line_reader {
     char buf[4096];
     size_t pos, len; /* unread bytes are buf[pos..len) */
     size_t partial;  /* bytes of an unfinished line already in the caller's buffer */
-    bool eof;
+    size_t max;      /* longest line kept, in bytes; 0: no limit (kr_line_reader_init) */
+    bool eof, over;  /* over: the current line passed max; its bytes are dropped up to its '\n' */
 } kr_line_reader;
 
 typedef enum kr_line_status {
     KR_LINE_OK = 0,          /* *line holds a line without its '\n' (and without a '\r' before it) */
     KR_LINE_EOF = 1,         /* end of input (a last line without '\n' is returned as OK first) */
     KR_LINE_INTERRUPTED = 2, /* a signal arrived while waiting; a partial line is kept for the next call */
+    KR_LINE_TOO_LONG = 3,    /* a line longer than max, read to its end and dropped; *line is empty */
     KR_LINE_ERROR = -1       /* read error or out of memory */
 } kr_line_status;
 

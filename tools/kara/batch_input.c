@@ -19,6 +19,64 @@ void kr_batch_input_free(kr_batch_input *in) {
     free(in->data);
 }
 
+/* Append n bytes to in->data (room for a NUL kept). */
+static bool put(kr_batch_input *in, size_t *cap, const char *p, size_t n) {
+    if (in->size + n + 1 > *cap) {
+        size_t c = *cap;
+        while (in->size + n + 1 > c) c *= 2;
+        char *d = realloc(in->data, c);
+        if (!d) return false;
+        in->data = d;
+        *cap = c;
+    }
+    memcpy(in->data + in->size, p, n);
+    in->size += n;
+    return true;
+}
+
+/* Read f whole, except that of a line longer than KR_BATCH_LINE_MAX only
+ * the first KR_BATCH_LINE_MAX + 1 bytes are kept (enough to refuse it): a
+ * huge line costs its reading, not its memory. The true lengths of such
+ * lines go to *longs (line number, bytes), in line order. */
+static bool read_input(FILE *f, kr_batch_input *in, kr_batch_long **longs, int *n_longs) {
+    size_t cap = 1 << 16, cur = 0; /* cur: bytes of the current line so far */
+    int line = 1, longs_cap = 0;
+    in->data = malloc(cap);
+    static char chunk[1 << 16];
+    size_t k;
+    bool ok = in->data != NULL;
+    while (ok && (k = fread(chunk, 1, sizeof chunk, f)) > 0)
+        for (size_t i = 0; ok && i < k;) {
+            const char *nl = memchr(chunk + i, '\n', k - i);
+            size_t seg = nl ? (size_t)(nl - (chunk + i)) : k - i;
+            size_t room = cur > KR_BATCH_LINE_MAX ? 0 : KR_BATCH_LINE_MAX + 1 - cur;
+            ok = put(in, &cap, chunk + i, seg < room ? seg : room);
+            cur += seg;
+            i += seg;
+            if (!nl || !ok) continue;
+            ok = put(in, &cap, "\n", 1);
+            i++;
+            if (ok && cur > KR_BATCH_LINE_MAX) {
+                if (*n_longs == longs_cap) {
+                    longs_cap = longs_cap ? 2 * longs_cap : 8;
+                    kr_batch_long *l = realloc(*longs, (size_t)longs_cap * sizeof *l);
+                    if (!l) return false;
+                    *longs = l;
+                }
+                (*longs)[(*n_longs)++] = (kr_batch_long){line, cur};
+            }
+            line++;
+            cur = 0;
+        }
+    if (ok && cur > KR_BATCH_LINE_MAX) { /* a last line without its newline */
+        kr_batch_long *l = realloc(*longs, ((size_t)*n_longs + 1) * sizeof *l);
+        if (!l) return false;
+        *longs = l;
+        (*longs)[(*n_longs)++] = (kr_batch_long){line, cur};
+    }
+    return ok;
+}
+
 /* Read the file, split it into lines, record each custom_id and refuse
  * duplicates (over the whole file, so every shard agrees). */
 int kr_batch_input_load(kr_batch_input *in, const char *path) {
@@ -29,27 +87,12 @@ int kr_batch_input_load(kr_batch_input *in, const char *path) {
         fprintf(stderr, "kara batch: cannot open the input %s: %s\n", path, kr_file_error_str(err));
         return KR_EXIT_NOINPUT;
     }
-    size_t cap = 1 << 16;
-    in->data = malloc(cap);
-    for (;;) {
-        if (!in->data) break;
-        if (in->size + 1 >= cap) {
-            char *d = realloc(in->data, cap * 2);
-            if (!d) {
-                free(in->data);
-                in->data = NULL;
-                break;
-            }
-            in->data = d;
-            cap *= 2;
-        }
-        size_t k = fread(in->data + in->size, 1, cap - 1 - in->size, f);
-        in->size += k;
-        if (k == 0) break;
-    }
-    bool bad = ferror(f) != 0 || !in->data;
+    kr_batch_long *longs = NULL;
+    int n_longs = 0;
+    bool bad = !read_input(f, in, &longs, &n_longs) || ferror(f) != 0;
     fclose(f);
     if (bad) {
+        free(longs);
         fprintf(stderr, "kara batch: cannot read the input %s\n", path);
         return KR_EXIT_IOERR;
     }
@@ -57,17 +100,29 @@ int kr_batch_input_load(kr_batch_input *in, const char *path) {
     int n = 0;
     for (size_t i = 0; i < in->size; i++) n += in->data[i] == '\n';
     in->lines = calloc((size_t)n + 1, sizeof *in->lines);
-    if (!in->lines) return KR_EXIT_SOFTWARE;
+    if (!in->lines) {
+        free(longs);
+        return KR_EXIT_SOFTWARE;
+    }
     size_t start = 0;
+    int next_long = 0;
     while (start < in->size) {
         char *nl = memchr(in->data + start, '\n', in->size - start);
         size_t end = nl ? (size_t)(nl - in->data) : in->size;
-        size_t len = end - start;
-        if (len > 0 && in->data[start + len - 1] == '\r') len--;
-        in->lines[in->n_lines] = (kr_batch_line){start, len, in->n_lines + 1, NULL};
+        size_t len = end - start, full = 0;
+        if (next_long < n_longs && longs[next_long].no == in->n_lines + 1)
+            full = longs[next_long++].len; /* kept: KR_BATCH_LINE_MAX + 1 bytes, '\r' or not */
+        else if (len > 0 && in->data[start + len - 1] == '\r')
+            len--;
+        in->lines[in->n_lines] = (kr_batch_line){start, len, in->n_lines + 1, NULL, full};
         in->n_lines++;
         start = end + 1;
     }
+    if (n_longs) /* each becomes an error line; the job goes on */
+        fprintf(stderr,
+                "kara batch: %s: %d line%s longer than %u bytes (16 MiB), the limit of a request line (line %d%s)\n",
+                path, n_longs, n_longs > 1 ? "s" : "", KR_BATCH_LINE_MAX, longs[0].no, n_longs > 1 ? ", ..." : "");
+    free(longs);
     kr_strset ids = {0};
     int dups = 0;
     for (int i = 0; i < in->n_lines; i++) {
@@ -97,9 +152,17 @@ int kr_batch_input_load(kr_batch_input *in, const char *path) {
 }
 
 bool kr_batch_line_blank(const kr_batch_input *in, const kr_batch_line *l) {
+    if (l->too_long) return false; /* an error line, not a blank one */
     for (size_t i = 0; i < l->len; i++) {
         char c = in->data[l->off + i];
         if (c != ' ' && c != '\t' && c != '\r') return false;
     }
     return true;
+}
+
+uint64_t kr_batch_line_hash(const kr_batch_input *in, const kr_batch_line *l) {
+    uint64_t h = kr_batch_request_hash(in->data + l->off, l->len);
+    /* a line cut at KR_BATCH_LINE_MAX + 1 bytes: its length stands for the
+     * rest (the line is refused whatever that holds, with the same message) */
+    return l->too_long ? h ^ ((uint64_t)l->too_long * 0x9e3779b97f4a7c15ull) : h;
 }

@@ -10,18 +10,6 @@
 
 enum { ST_TODO = 0, ST_ANSWERED, ST_CHANGED, ST_MOVED };
 
-bool kr_on_changed_parse(const char *s, kr_on_changed *out) {
-    if (!strcmp(s, "rerun"))
-        *out = KR_ON_CHANGED_RERUN;
-    else if (!strcmp(s, "refuse"))
-        *out = KR_ON_CHANGED_REFUSE;
-    else if (!strcmp(s, "keep"))
-        *out = KR_ON_CHANGED_KEEP;
-    else
-        return false;
-    return true;
-}
-
 int kr_batch_slot_of(const kr_batch_slots *s, const char *custom_id, int line) {
     int slot;
     if (custom_id) return kr_strset_get(s->ids, custom_id, &slot) ? slot : -1;

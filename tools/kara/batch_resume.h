@@ -24,10 +24,8 @@
 #include "batch_output.h"
 #include "strset.h"
 
-typedef enum { KR_ON_CHANGED_RERUN, KR_ON_CHANGED_REFUSE, KR_ON_CHANGED_KEEP } kr_on_changed;
-
-/* "rerun", "refuse" or "keep"; false for anything else. */
-bool kr_on_changed_parse(const char *s, kr_on_changed *out);
+/* The numbers of kara_config.batch_on_changed (batch.on_changed or --on-changed: rerun, refuse, keep). */
+typedef enum { KR_ON_CHANGED_RERUN = 0, KR_ON_CHANGED_REFUSE = 1, KR_ON_CHANGED_KEEP = 2 } kr_on_changed;
 
 /* A shard's requests: slot (rank in the shard's input order) -> input line
  * index, custom_id -> slot, slot -> request hash. */

@@ -55,7 +55,7 @@ static const kr_cli_flag batch_flags[] = {
     {"--no-resume", false, "empty the output and start over"},
     {"--on-changed", true,
      "rerun|refuse|keep: a request edited since its answer was written runs again (its old answer moves to "
-     "OUTPUT.superseded; the default), stops the resume, or keeps the old answer"},
+     "OUTPUT.superseded; the default), stops the resume, or keeps the old answer [batch.on_changed]"},
     {"--ordered", false,
      "write the results in input order (held ones wait in memory, then in OUTPUT.hold) [batch.ordered]"},
     {"--ordered-hold", true,
@@ -144,10 +144,9 @@ static int parse(int argc, char **argv, batch_opts *o) {
             o->resume = 1;
         else if (kr_cli_flag_is(a->flag, "--no-resume"))
             o->resume = 0;
-        else if (kr_cli_flag_is(a->flag, "--on-changed") && !kr_on_changed_parse(a->value, &o->on_changed)) {
-            fprintf(stderr, "kara batch: --on-changed takes rerun, refuse or keep, not '%s'\n", a->value);
-            rc = KR_EXIT_USAGE;
-        } else if (kr_cli_flag_is(a->flag, "--stats-json"))
+        else if (kr_cli_flag_is(a->flag, "--on-changed"))
+            rc = set_key(&o->cfg, "batch.on_changed", a->value, "--on-changed");
+        else if (kr_cli_flag_is(a->flag, "--stats-json"))
             o->stats_json = a->value;
         else if (kr_cli_flag_is(a->flag, "--ignore-eos"))
             o->ignore_eos = true;
@@ -179,7 +178,8 @@ static int parse(int argc, char **argv, batch_opts *o) {
     }
     kr_cli_parsed_free(&cli);
     if (rc >= 0) return rc;
-    o->ordered = o->ordered || o->cfg.batch_ordered; /* --ordered or batch.ordered: true */
+    o->ordered = o->ordered || o->cfg.batch_ordered;        /* --ordered or batch.ordered: true */
+    o->on_changed = (kr_on_changed)o->cfg.batch_on_changed; /* --on-changed wins over batch.on_changed */
     if (o->resume < 0) {
         /* a resume key set in a file decides; the built-in default is "auto" */
         const char *origin = kara_config_origin(&o->cfg, "batch.resume");
@@ -646,7 +646,7 @@ static int run(job *j) {
     for (int s = 0; s < j->n_shard; s++) {
         const kr_batch_line *l = &j->in.lines[j->shard[s]];
         if (l->custom_id && kr_strset_add(&j->slot_ids, l->custom_id, s, NULL) < 0) return KR_EXIT_SOFTWARE;
-        j->hash[s] = kr_batch_request_hash(j->in.data + l->off, l->len);
+        j->hash[s] = kr_batch_line_hash(&j->in, l);
     }
     /* what the output answers, and requests changed since (batch_resume.h) */
     j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash};

@@ -579,6 +579,7 @@ static kr_line_status read_input(chat_input *in, const chat_session *s, bool con
 static int chat_loop(chat_session *s) {
     chat_input in = {0};
     kr_line_reader_init(&in.r, STDIN_FILENO);
+    in.r.max = KR_PROMPT_TEXT_MAX;
     in.prompt_due = true;
     kr_line_editor ed;
     /* raw mode from here to the end, replies included: keys typed during a
@@ -617,6 +618,13 @@ static int chat_loop(chat_session *s) {
             break;
         }
         size_t n = strlen(line);
+        if (ls == KR_LINE_TOO_LONG || msg.len + n > KR_PROMPT_TEXT_MAX) { /* refused; the session goes on */
+            kr_text_too_large("chat", "message not sent");
+            s->failed = true;
+            msg.len = 0;
+            continuation = false;
+            continue;
+        }
         if (n > 0 && line[n - 1] == '\\') {
             tb_put(&msg, line, n - 1);
             tb_put(&msg, "\n", 1);

@@ -9,6 +9,7 @@
  * (the original specification's `budget_tokens: auto`, docs/KARA_METHOD.md
  * section 13). */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,7 +407,7 @@ static int eval_main(int argc, char **argv) {
     char *file_text = NULL;
     if (o.text_path && !(file_text = kr_read_text_file("eval-kv", o.text_path, &len))) {
         kara_model_free(m);
-        return KR_EXIT_NOINPUT;
+        return errno == EFBIG ? KR_EXIT_DATAERR : KR_EXIT_NOINPUT;
     }
     const char *text = file_text ? file_text : k_builtin_text;
     int32_t cap = (int32_t)len + 8, needle[64], question[64];

@@ -1,5 +1,6 @@
 /* cmd_run.c - `kara run`: load a model, feed a prompt, stream the
  * continuation to stdout; speeds and memory go to stderr. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,7 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **o
     size_t len = strlen(text);
     if (o->prompt_file) {
         file_text = kr_read_text_file("run", o->prompt_file, &len);
-        if (!file_text) return -2; /* missing or unreadable: exit 66 */
+        if (!file_text) return errno == EFBIG ? -1 : -2; /* over the limit: 65; missing or unreadable: 66 */
         text = file_text;
     }
     int32_t cap = (int32_t)len + 8;

@@ -2,6 +2,7 @@
  * ids (and pieces) the model's tokenizer gives each input, one line per input.
  * Loads the model vocab-only (kara_model_params.vocab_only: the tokenizer
  * metadata, no weights), so vocab-only GGUF files work too. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ static void usage(FILE *f) {
             "  --stats            print load and tokenize times to stderr\n");
 }
 
+/* stdin whole, up to KR_PROMPT_TEXT_MAX bytes; NULL (errno EFBIG) past it */
 static char *read_stdin(size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
@@ -38,6 +40,11 @@ static char *read_stdin(size_t *len) {
     size_t got;
     while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
         n += got;
+        if (n > KR_PROMPT_TEXT_MAX) {
+            free(buf);
+            kr_text_too_large("tokenize", "stdin");
+            return NULL;
+        }
         if (n == cap) {
             char *b = realloc(buf, cap * 2 + 1);
             if (!b) {
@@ -159,15 +166,17 @@ static int tokenize_main(int argc, char **argv) {
         if (is_file[k]) {
             owned = !strcmp(inputs[k], "-") ? read_stdin(&len) : kr_read_text_file("tokenize", inputs[k], &len);
             if (!owned) {
-                rc = KR_EXIT_NOINPUT;
+                rc = errno == EFBIG ? KR_EXIT_DATAERR : KR_EXIT_NOINPUT;
                 break;
             }
             text = owned;
         } else {
             len = strlen(text);
         }
-        if (len > (size_t)INT32_MAX / 2) {
-            fprintf(stderr, "kara tokenize: input %d is too long\n", k + 1);
+        if (len > KR_PROMPT_TEXT_MAX) { /* only -p text gets here: files stop at the limit */
+            char what[32];
+            snprintf(what, sizeof what, "input %d", k + 1);
+            kr_text_too_large("tokenize", what);
             free(owned);
             rc = KR_EXIT_DATAERR;
             break;
