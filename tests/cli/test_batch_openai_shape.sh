@@ -159,14 +159,21 @@ check "the hold file is gone" '[ ! -e "$out.hold" ]'
 
 # SIGTERM: the results held in memory are parked in the hold file, and the rerun takes them back
 term="$tmp/term.jsonl"
-"$KARA" batch -m "$M" -t 1 --no-progress --temp 0 --kv-method full -i "$big" -o "$term" -j 4 --ignore-eos \
-    --ordered 2>"$tmp/term.err" &
-pid=$!
-for _ in $(seq 1 500); do [ "$(lines "$term")" -ge 40 ] && break; sleep 0.01; done # the 2nd long one is the head
-sleep 0.05 # short ones behind it finish and are held (a busy machine could otherwise stop it before any)
-kill -TERM $pid 2>/dev/null
-wait $pid
-rc=$?
+# the stop must come after short ones behind the long head have finished and
+# are held, which takes longer on a busy machine: tried with longer waits
+# until a stop finds results held (each try from scratch)
+for delay in 0.05 0.2 0.5 1; do
+    rm -f "$term" "$term.hold"
+    "$KARA" batch -m "$M" -t 1 --no-progress --temp 0 --kv-method full -i "$big" -o "$term" -j 4 --ignore-eos \
+        --ordered 2>"$tmp/term.err" &
+    pid=$!
+    for _ in $(seq 1 500); do [ "$(lines "$term")" -ge 40 ] && break; sleep 0.01; done # the 2nd long one is the head
+    sleep $delay
+    kill -TERM $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    [ -s "$term.hold" ] && break
+done
 check "SIGTERM: exit 143 with the summary, the output a prefix (rc $rc)" \
     '[ $rc -eq 143 ] && grep -q "kara batch: interrupted:" "$tmp/term.err" && python3 "$CHECK" "$big" "$term" --prefix >/dev/null'
 check "SIGTERM: held results parked in the hold file" '[ -s "$term.hold" ]'
