@@ -17,13 +17,7 @@
 #  7. exit codes for usage, missing input, output that cannot be created,
 #     configuration errors.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
+. "$(dirname "$0")/lib/common.sh"
 M="$tmp/m.gguf"
 "$KARA" gen-model --preset tiny --arch qwen3 -o "$M" >/dev/null 2>&1 || { echo "gen-model failed"; exit 1; }
 batch() { "$KARA" batch -m "$M" -t 1 --no-progress "$@"; }
@@ -267,5 +261,4 @@ batch -i "$in" -o "$tmp/x.jsonl" --kv-method full --kv-budget 64KiB -n 500 2>"$t
 rc=$?
 check "requests the budget can never hold fail with a clear error (rc $rc)" '[ $rc -eq 1 ] && grep -q "kv_budget_exceeded" "$tmp/x.jsonl" && grep -q "lower max_tokens or raise kv_cache.budget" "$tmp/x.jsonl"'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

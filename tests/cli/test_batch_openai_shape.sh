@@ -16,15 +16,9 @@
 #     in input order, with the answers of a clean run; SIGTERM moves the
 #     results held in memory to OUTPUT.hold and the rerun takes them back.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 CHECK="$(dirname "$0")/batch_shape_check.py"
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
 M="$tmp/m.gguf"
 "$KARA" gen-model --preset tiny --arch qwen3 -o "$M" >/dev/null 2>&1 || { echo "gen-model failed"; exit 1; }
 batch() { "$KARA" batch -m "$M" -t 1 --no-progress --temp 0 --kv-method full "$@"; }
@@ -200,5 +194,4 @@ batch -i "$big" -o "$tmp/nr.jsonl" -j 4 --ignore-eos --ordered --no-resume 2>/de
 check "--no-resume ignores and removes an old hold file" \
     'shape "$big" "$tmp/nr.jsonl" --ordered --errors 0 && [ ! -e "$tmp/nr.jsonl.hold" ]'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -15,15 +15,9 @@
 #     answer waits in OUTPUT.hold runs again too;
 #  3. an output written before request hashes existed is trusted, with a note.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 CHECK="$(dirname "$0")/batch_shape_check.py"
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
 M="$tmp/m.gguf"
 "$KARA" gen-model --preset tiny --arch qwen3 -o "$M" >/dev/null 2>&1 || { echo "gen-model failed"; exit 1; }
 OPTS=(-m "$M" -t 1 --no-progress --temp 0 --kv-method full -j 3 --ignore-eos)
@@ -168,5 +162,4 @@ check "old output: trusted with a note, the rest answered (rc $rc)" \
     '[ $rc -eq 0 ] && grep -q "note: 300 answers in .* carry no request hash" "$tmp/old.err" && shape "$edit" "$tmp/old.jsonl" --errors 0'
 
 echo "soak test: $((SECONDS - start)) s"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -10,17 +10,15 @@
 # Synthetic model (random weights: the flow is checked, not the words).
 # Skips (77) when tmux is missing: tools/install_deps.sh installs it.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 if ! command -v tmux >/dev/null 2>&1; then
     echo "SKIPPED test_chat_line_edit: tmux is not installed (tools/install_deps.sh installs it)"
     exit 77
 fi
 export LC_ALL=C.UTF-8 # tmux sends the UTF-8 keys as UTF-8
-tmp=$(mktemp -d)
 sock="$tmp/tmux.sock"
 T() { tmux -S "$sock" -f /dev/null "$@"; }
 trap 'T kill-server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
-pass=0 fail=0
 check() { # name, condition
     if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; screen "$S" | grep -v '^$' | tail -12 | sed 's/^/    | /'; fi
 }
@@ -161,5 +159,4 @@ first=$(grep -a -m1 . "$tmp/c.pipe")
 check "NO_COLOR: the first reply matches the piped one (so the counts compare)" \
     '[ -n "$first" ] && tr -d "\r" <"$tmp/c.raw" | LC_ALL=C grep -aqF -- "$first"'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -9,13 +9,7 @@
 # Uses a synthetic model (random weights: the text is noise, the flow is
 # what is checked); -t 1 keeps the output deterministic.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
+. "$(dirname "$0")/lib/common.sh"
 M="$tmp/m.gguf"
 # the smallest vocabulary: every token but the control ones prints something
 "$KARA" gen-model --arch qwen3 --vocab 277 -o "$M" >/dev/null 2>&1 || { echo "gen-model failed"; exit 1; }
@@ -104,5 +98,4 @@ check "unknown --chat-template: exit 64 and the choices (rc $rc)" '[ $rc -eq 64 
 "$KARA" chat -t 1 </dev/null >/dev/null 2>&1
 check "no model: exit 64" '[ $? -eq 64 ]'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -8,16 +8,14 @@
 # the words). Skips (77) when tmux is missing: tools/install_deps.sh
 # installs it.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 if ! command -v tmux >/dev/null 2>&1; then
     echo "SKIPPED test_chat_pty: tmux is not installed (tools/install_deps.sh installs it)"
     exit 77
 fi
-tmp=$(mktemp -d)
 sock="$tmp/tmux.sock"
 T() { tmux -S "$sock" -f /dev/null "$@"; }
 trap 'T kill-server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
-pass=0 fail=0
 check() { # name, condition
     if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; screen "$S" | tail -15 | sed 's/^/    | /'; fi
 }
@@ -134,5 +132,4 @@ check "TERM=dumb: no SGR attributes at all" '! screen_e e | grep -q $'"'"'\033\[
 T send-keys -t e '/exit' Enter
 check "/exit exits 0" 'wait_for e "EXIT=0"'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

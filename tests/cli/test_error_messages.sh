@@ -5,12 +5,9 @@
 # bare colon, and names what is wrong (a word the case gives). Uses the
 # shipped model and files this test writes; needs no ../shared.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 R="$SRC/tools/train/model/kara-reasoner-1m.gguf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
 # expect NAME CODE WORD COMMAND...: exit CODE, last stderr line "kara ...: reason" containing WORD
 expect() {
     local name=$1 code=$2 word=$3
@@ -118,5 +115,4 @@ found "batch: a request line over 16 MiB is an error line, the job goes on (rc $
     '[ $rc -eq 1 ] && grep -qF "$long_err" "$tmp/long.out" && grep -q "\"custom_id\":\"small\",\"response\":{\"status_code\":200" "$tmp/long.out" &&
      grep -qxF "kara batch: $tmp/long.jsonl: 1 line longer than 16777216 bytes (16 MiB), the limit of a request line (line 1)" "$tmp/err"'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -6,16 +6,10 @@
 # prefix alone (once with pkg-config, once with find_package(kara)), answers
 # the README's problem with the project's reasoning model.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
 BUILD="$(dirname "$(dirname "$KARA")")"
 M="$SRC/tools/train/model/kara-reasoner-1m.gguf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
 if ! command -v pkg-config >/dev/null; then
     echo "SKIP: pkg-config is not installed (tools/install_deps.sh installs it)"
     exit 77
@@ -69,5 +63,4 @@ fi
 check "the installed command runs" '"$P/bin/kara" --version >/dev/null 2>&1 || "$P/bin/kara" --help >/dev/null 2>&1'
 
 if [ "$fail" -ne 0 ]; then cat "$tmp/install.log" "$tmp/cc.log" "$tmp/cm.log" 2>/dev/null | tail -40; fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -35,16 +35,11 @@
 # Every run takes one thread (-t 1). About 70 s on 2 idle cores, 2-2.5 min
 # when other jobs load them.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
 M="$SRC/tools/train/model/kara-reasoner-1m.gguf"
-tmp=$(mktemp -d)
 genpid=""
 trap '[ -n "$genpid" ] && kill $genpid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
 start=$SECONDS
 
 # part 4's model, written on the second core while parts 1-3 run on the first

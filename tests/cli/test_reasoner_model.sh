@@ -5,15 +5,9 @@
 # below are all answered right in PyTorch and in llama.cpp), and the
 # README's first command, whose answer is 24*88 + 78*88 = 8976.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
 M="$SRC/tools/train/model/kara-reasoner-1m.gguf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
 
 # 1. accuracy with full KV and with no KV flags at all (Kara, eviction on
 #    demand, the default 1 GiB budget: nothing needs evicting, so nothing is
@@ -42,5 +36,4 @@ check "chat shows the thinking, then answers 8976" \
     'grep -q "p2=6864" "$tmp/chat.out" && [ "$(grep -v "^$" "$tmp/chat.out" | tail -1)" = "8976" ]'
 
 if [ "$fail" -ne 0 ]; then cat "$tmp/t1-1.txt" "$tmp/t4.txt" "$tmp/chat.out" "$tmp/chat.err"; fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -5,14 +5,8 @@
 # whose byte tokens have id = byte value); the real Qwen2 and Llama-2 SPM
 # vocabularies from ../shared are checked too when it is present.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 SHARED="${KARA_SHARED:-${KARA_SOURCE_DIR:-.}/../shared}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
-    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
-}
 M="$tmp/m.gguf"
 "$KARA" gen-model --arch qwen3 --vocab 277 -o "$M" >/dev/null 2>&1 || { echo "gen-model failed"; exit 1; }
 tok() { "$KARA" tokenize -m "$M" "$@"; }
@@ -72,5 +66,4 @@ else
     echo "note: $SHARED/vocab not found, real vocabularies not checked"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

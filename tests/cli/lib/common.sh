@@ -1,0 +1,18 @@
+# common.sh - sourced by the shell tests of tests/cli/ (the folder's *.sh
+# files are the tests; this one, one level down, is not). It gives:
+#   KARA        the kara binary (KARA_BIN, set by CTest)
+#   tmp         a fresh folder, removed on exit (a test that needs more on
+#               exit sets its own trap, removing "$tmp" too)
+#   pass, fail  counters, and check NAME CONDITION (CONDITION is eval'd)
+#   finish      prints "P passed, F failed"; its status is the test's
+KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { # name, condition
+    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
+}
+finish() {
+    echo "$pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+}
