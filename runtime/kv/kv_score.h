@@ -86,6 +86,9 @@ kr_kv_rows kr_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride)
  * (at most max) lie at a fixed stride: to the end of the block when paged,
  * to the wrap when a ring. */
 const void *kr_kv_rows_head(const kr_kv_rows *r, int64_t i, int32_t e, int32_t d);
+/* Where row i starts (rows of a q8_0/q4_0 cache are read by value range,
+ * kv_quant.h: a block may span two heads). */
+const void *kr_kv_rows_row(const kr_kv_rows *r, int64_t i);
 int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max);
 
 /* Geometry of one scoring call. */
