@@ -151,9 +151,7 @@ static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1,
  * floats at buf; attention then runs the f32 products on them. */
 static const float *dequant_head(const kr_kv_cache *kv, const void *base, int32_t h, int32_t hd, int32_t n,
                                  float *buf) {
-    for (int32_t r = 0; r < n; r++)
-        kr_kv_row_load(kv->dtype, (const uint8_t *)base + (size_t)r * kv->slot_bytes, (int64_t)h * hd, hd,
-                       buf + (size_t)r * hd);
+    kr_kv_rows_load(kv->dtype, base, kv->slot_bytes, n, (int64_t)h * hd, hd, buf);
     return buf;
 }
 

@@ -33,6 +33,10 @@ size_t kr_kv_row_bytes(kara_kv_dtype t, int64_t n);
 void kr_kv_row_store(kara_kv_dtype t, const float *x, void *row, int64_t n);
 /* out[0, n) = values [v0, v0 + n) of a row of type t, as f32 (any range). */
 void kr_kv_row_load(kara_kv_dtype t, const void *row, int64_t v0, int64_t n, float *out);
+/* kr_kv_row_load of n_rows rows `stride` bytes apart from base, into
+ * consecutive rows of n floats at out. */
+void kr_kv_rows_load(kara_kv_dtype t, const void *base, size_t stride, int32_t n_rows, int64_t v0, int64_t n,
+                     float *out);
 /* Value i of a row of type t. */
 float kr_kv_row_value(kara_kv_dtype t, const void *row, int64_t i);
 /* sum over j < n of x[j] * value (v0 + j) of a row of type t: the dot
