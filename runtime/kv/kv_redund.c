@@ -97,11 +97,8 @@ static void redund_unit(const kr_kv_redund_job *job, int32_t h, int32_t r0, int3
     float *z = qf + round_floats((size_t)KR_KV_REDUND_TILE * (size_t)d);
     for (int32_t r = 0; r < nr; r++) load_key(kt, &job->k, r0 + r, h, d, inv[r0 + r], qf + (size_t)r * d);
     const bool f16 = job->k.type == KARA_KV_F16;
-    for (int32_t j = 0; kr_kv_dtype_blocked(job->k.type) && j < m; j++) { /* q8_0/q4_0: keys read in place */
-        const void *row = kr_kv_rows_row(&job->k, j);
-        for (int32_t r = 0; r < nr; r++)
-            z[(size_t)r * m + j] = kr_kv_row_dot(job->k.type, row, (int64_t)h * d, d, qf + (size_t)r * d);
-    }
+    if (kr_kv_dtype_blocked(job->k.type)) /* q8_0/q4_0 (kv_score.h) */
+        kr_kv_rows_logits_blocked(kt, &job->k, h, m, d, qf, nr, z, (size_t)m);
     for (int32_t j0 = 0, nk; !kr_kv_dtype_blocked(job->k.type) && j0 < m; j0 += nk) {
         nk = kr_kv_rows_run(&job->k, j0, m - j0);
         kt->gemm_nt(z + j0, (int64_t)m, qf, d, kr_kv_rows_head(&job->k, j0, h, d), job->k.stride, f16, nr, nk, d);

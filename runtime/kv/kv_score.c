@@ -207,6 +207,26 @@ const void *kr_kv_rows_row(const kr_kv_rows *r, int64_t i) { return row_ptr(r, i
 
 int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max) { return run_len(r, i, max); }
 
+void kr_kv_rows_logits_blocked(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
+                               const float *qf, int32_t n_rows, float *z, size_t zs) {
+    if (d <= KR_KV_DEQ_MAX_DIM) { /* runs of KR_KV_DEQ_ROWS keys dequantised on the stack, then gemm_nt */
+        float kb[KR_KV_DEQ_ROWS * KR_KV_DEQ_MAX_DIM];
+        for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
+            nk = n_keys - j0 < KR_KV_DEQ_ROWS ? n_keys - j0 : KR_KV_DEQ_ROWS;
+            for (int32_t j = 0; j < nk; j++)
+                kr_kv_row_load(keys->type, row_ptr(keys, j0 + j), (int64_t)e * d, d, kb + (size_t)j * (size_t)d);
+            kt->gemm_nt(z + j0, (int64_t)zs, qf, d, kb, (size_t)d * sizeof(float), false, n_rows, nk, d);
+        }
+        return;
+    }
+    for (int32_t j = 0; j < n_keys; j++) { /* longer heads: each key read in place, block by block */
+        const void *row = row_ptr(keys, j);
+        for (int32_t r = 0; r < n_rows; r++)
+            z[(size_t)r * zs + (size_t)j] =
+                kr_kv_row_dot(keys->type, row, (int64_t)e * d, d, qf + (size_t)r * (size_t)d);
+    }
+}
+
 /* z[r][o + j] = q_r . key_j for keys [0, n_keys) of `keys` (head e) and
  * every row r < n_rows: small matrix products of the tile's f32 queries
  * with runs of keys read in place (f16 converted in registers), through
@@ -216,13 +236,8 @@ int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max) { return run
 static void logits(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d, const float *qf,
                    int32_t n_rows, float *z, size_t zs, int32_t o) {
     const bool f16 = keys->type == KARA_KV_F16;
-    if (kr_kv_dtype_blocked(keys->type)) { /* q8_0/q4_0: each key read in place, block by block */
-        for (int32_t j = 0; j < n_keys; j++) {
-            const void *row = row_ptr(keys, j);
-            for (int32_t r = 0; r < n_rows; r++)
-                z[(size_t)r * zs + (size_t)(o + j)] =
-                    kr_kv_row_dot(keys->type, row, (int64_t)e * d, d, qf + (size_t)r * (size_t)d);
-        }
+    if (kr_kv_dtype_blocked(keys->type)) {
+        kr_kv_rows_logits_blocked(kt, keys, e, n_keys, d, qf, n_rows, z + o, zs);
         return;
     }
     for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {

@@ -3,7 +3,9 @@
  *     block (q8_0: amax / 127; q4_0: amax / 8), a range read across
  *     blocks and heads equals the whole row's, the bytes are GGML's
  *     (kr_quantize_row / kr_dequantize_row) and the in-place dot product
- *     equals the dot with the dequantised values;
+ *     equals the dot with the dequantised values; the scorer's logits
+ *     with blocked keys (dequantised runs on the stack, or in place for
+ *     heads over 256 values) match a double dot product to 1e-5;
  *   - on the seeded tiny model (4 layers, 4 query heads, 2 KV heads of
  *     32; random weights, logits up to about 4) the logits of a q8_0 cache
  *     stay within 0.1 of an f16 cache's (max |dlogit| over 64 positions)
@@ -30,6 +32,7 @@
 #include "context.h"
 #include "kv_plan.h"
 #include "kv_quant.h"
+#include "kv_score.h"
 #include "synth_model.h"
 #include "test_models.h"
 #include "test_util.h"
@@ -85,6 +88,43 @@ static void test_row_roundtrip(kara_kv_dtype t, kr_type gt, double frac) {
                   (double)got, dot);
     }
     for (int i = 0; i < N; i += 7) CHECK(kr_kv_row_value(t, row, i) == y[i]);
+}
+
+/* Logits of f32 queries with the keys of q8_0/q4_0 rows (kv_score.h): the
+ * stack path (heads up to 256 values, gemm_nt) and the in-place path
+ * (longer heads) against a double-precision dot product of the dequantised
+ * keys, within 1e-5 relative. Rows hold 2 heads of d; keys 0..40 of head 1. */
+static void test_logits_blocked(kara_kv_dtype t, int32_t d) {
+    enum { NK = 41, NQ = 3 };
+    const int64_t rowlen = 2 * (int64_t)d;
+    const size_t rb = kr_kv_row_bytes(t, rowlen);
+    uint8_t *rows = malloc(rb * NK);
+    float *x = malloc((size_t)rowlen * sizeof(float)), *q = malloc((size_t)NQ * d * sizeof(float));
+    float *k = malloc((size_t)d * sizeof(float)), z[NQ * NK];
+    for (int j = 0; j < NK; j++) {
+        for (int64_t i = 0; i < rowlen; i++) x[i] = (float)(urand() - 0.5);
+        kr_kv_row_store(t, x, rows + (size_t)j * rb, rowlen);
+    }
+    for (int i = 0; i < NQ * d; i++) q[i] = (float)(urand() - 0.5);
+    kr_kv_rows r = kr_kv_rows_plain(t, rows, rb);
+    kr_kv_rows_logits_blocked(kr_kernels_get(), &r, 1, NK, d, q, NQ, z, NK);
+    double worst = 0.0;
+    for (int j = 0; j < NK; j++) {
+        kr_kv_row_load(t, rows + (size_t)j * rb, d, d, k);
+        for (int a = 0; a < NQ; a++) {
+            double ref = 0.0, mag = 0.0;
+            for (int i = 0; i < d; i++) {
+                ref += (double)q[a * d + i] * k[i];
+                mag += fabs((double)q[a * d + i] * k[i]);
+            }
+            worst = fmax(worst, fabs(z[a * NK + j] - ref) / (mag + 1e-30));
+        }
+    }
+    CHECK_MSG(worst < 1e-5, "%s logits, heads of %d: relative error %.3g", kara_kv_dtype_name(t), d, worst);
+    free(rows);
+    free(x);
+    free(q);
+    free(k);
 }
 
 /* ---- the model ---- */
@@ -351,6 +391,10 @@ int main(void) {
      * the clipping costs a whole step. */
     test_row_roundtrip(KARA_KV_Q8_0, KR_TYPE_Q8_0, (0.5 + 127.0 / 2048.0) / 127.0);
     test_row_roundtrip(KARA_KV_Q4_0, KR_TYPE_Q4_0, (1.0 + 8.0 / 2048.0) / 8.0);
+    for (int k = 0; k < 2; k++) {
+        test_logits_blocked(k ? KARA_KV_Q4_0 : KARA_KV_Q8_0, 48);  /* heads across block bounds, stack path */
+        test_logits_blocked(k ? KARA_KV_Q4_0 : KARA_KV_Q8_0, 272); /* longer than KR_KV_DEQ_MAX_DIM: in place */
+    }
     test_bad_row();
     kara_model *m = kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3.gguf");
     if (CHECK(m != NULL)) {
