@@ -55,8 +55,9 @@ static void whole_blocks(kara_kv_dtype t, const void *row, int64_t b0, int64_t n
         const kr_block_q8_0 *x = (const kr_block_q8_0 *)row + b0;
         for (int64_t b = 0; b < nb; b++, out += QK) {
             const float d = kr_fp16_to_fp32(x[b].d);
-            const int8_t *qs = x[b].qs;
-            for (int32_t j = 0; j < QK; j++) out[j] = (float)qs[j] * d;
+            int8_t q[QK]; /* a local copy: no aliasing check per block */
+            memcpy(q, x[b].qs, QK);
+            for (int32_t j = 0; j < QK; j++) out[j] = (float)q[j] * d;
         }
     } else {
         const kr_block_q4_0 *x = (const kr_block_q4_0 *)row + b0;
