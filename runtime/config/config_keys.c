@@ -81,7 +81,7 @@ const key_spec kr_config_keys[] = {
     {"kara.compress_scope", K_ENUM, KV(think_only), 0, 0, kr_compress_scope_names, 0},
     {"kara.protect_token_ids", K_INT_LIST, KV(protect_token_ids), 0, INT32_MAX, NULL,
      offsetof(kara_config, context.kv.n_protect_token_ids)},
-    {"kara.query_cache_dtype", K_ENUM, KV(query_cache_dtype), 0, 0, kr_kv_dtype_names, 0},
+    {"kara.query_cache_dtype", K_ENUM, KV(query_cache_dtype), 0, 0, kr_query_dtype_names, 0},
     {"kara.selection_scope", K_ENUM, KV(per_layer_selection), 0, 0, kr_selection_scope_names, 0},
     {"kara.rerotate_keys", K_BOOL, KV(rerotate_keys), 0, 0, NULL, 0},
     {"kara.on_pool_exhausted", K_ENUM, KV(on_pool_exhausted), 0, 0, kr_pool_fallback_names, 0},

@@ -9,6 +9,7 @@
 #include "kernels.h"
 #include "kv_cache.h"
 #include "kv_policy.h"
+#include "kv_quant.h"
 #include "run_threads.h"
 #include "model.h"
 #include "context_access.h"
@@ -47,6 +48,7 @@ struct kara_context {
     float *att_q;                   /* per thread: att_rows rows of head_dim (scaled queries, then outputs) */
     int32_t att_rows;               /* query rows attended together (the heads of a KV group x entries) */
     int32_t att_ld;                 /* floats per score row: n_ctx rounded up to whole KV blocks */
+    float *att_kv;                  /* q8_0/q4_0 cache only, per thread: a block's rows of one head as f32 */
     int32_t *slot;                  /* slot each entry was written to */
     int32_t *out_rows;              /* entries whose logits were requested */
     int32_t *entry_pos;             /* position of each entry (validated) */

@@ -146,6 +146,15 @@ static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1,
         for (size_t off = 0; off < span; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
+/* A q8_0/q4_0 cache (kv_quant.h): rows [0, n) of the block at `base` (the
+ * K or V rows of one layer), head h only, dequantised to f32 rows of hd
+ * floats at buf; attention then runs the f32 products on them. */
+static const float *dequant_head(const kr_kv_cache *kv, const void *base, int32_t h, int32_t hd, int32_t n,
+                                 float *buf) {
+    kr_kv_rows_load(kv->dtype, base, kv->slot_bytes, n, (int64_t)h * hd, hd, buf);
+    return buf;
+}
+
 /* Attention of a chunk of entries for the query heads of KV heads [h0, h1):
  * the queries (scaled by 1/sqrt(head_dim)) are scored against the
  * sequence's keys block by block (gemm_nt, each key row read once for all
@@ -182,8 +191,15 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
     /* whole blocks of keys, also the slots not written yet (their scores are
      * dropped): a slot's score is then computed the same way whatever the
      * batch, so a prompt fed at once or token by token gives equal bits */
-    prefetch_rows(kr_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
-    for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
+    float *kvb = c->att_kv ? c->att_kv + (size_t)ith * (size_t)bs * (size_t)hd : NULL;
+    if (kvb) /* q8_0/q4_0: each block's rows of a head dequantised, then f32 products */
+        for (int32_t s0 = 0; s0 < n_vis; s0 += bs)
+            for (int32_t hh = 0; hh < nh; hh++)
+                k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd,
+                           dequant_head(kv, kr_kv_k(kv, layer, seq, s0), h0 + hh, hd, bs, kvb),
+                           (size_t)hd * sizeof(float), false, nq, bs, hd);
+    if (!kvb) prefetch_rows(kr_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
+    for (int32_t s0 = 0; !kvb && s0 < n_vis; s0 += bs) {
         const uint8_t *kp = (const uint8_t *)kr_kv_k(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
         const void *next = s0 + bs < n_vis ? kr_kv_k(kv, layer, seq, s0 + bs) : kr_kv_v(kv, layer, seq, 0);
         for (int32_t hh = 0; hh < nh; hh++) {
@@ -204,7 +220,14 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
         }
     }
     memset(qo, 0, (size_t)nh * nq * hd * sizeof(float));
-    for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
+    for (int32_t s0 = 0; kvb && s0 < n_vis; s0 += bs) {
+        const int32_t ns = n_vis - s0 < bs ? n_vis - s0 : bs;
+        for (int32_t hh = 0; hh < nh; hh++)
+            k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld,
+                           dequant_head(kv, kr_kv_v(kv, layer, seq, s0), h0 + hh, hd, ns, kvb),
+                           (size_t)hd * sizeof(float), false, nq, ns, hd);
+    }
+    for (int32_t s0 = 0; !kvb && s0 < n_vis; s0 += bs) {
         const int32_t ns = n_vis - s0 < bs ? n_vis - s0 : bs;
         const uint8_t *vp = (const uint8_t *)kr_kv_v(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
         const void *next = s0 + bs < n_vis ? kr_kv_v(kv, layer, seq, s0 + bs) : NULL;
@@ -281,6 +304,9 @@ static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
         if (c->kv.dtype == KARA_KV_F16) {
             k->f32_to_f16(kd, kk, kvd);
             k->f32_to_f16(vd, vv, kvd);
+        } else if (kr_kv_dtype_blocked(c->kv.dtype)) { /* blocks of 32 along the row (kv_quant.h) */
+            kr_kv_row_store(c->kv.dtype, kk, kd, kvd);
+            kr_kv_row_store(c->kv.dtype, vv, vd, kvd);
         } else {
             memcpy(kd, kk, (size_t)kvd * sizeof(float));
             memcpy(vd, vv, (size_t)kvd * sizeof(float));

@@ -133,7 +133,7 @@ static kara_status check_image(const kara_context *c, const void *buf, size_t si
                             (unsigned long long)want.n_params);
     if (h->dtype != want.dtype)
         return kr_set_error(KARA_ERR_FORMAT, "sequence state: KV type %s, this context stores %s",
-                            h->dtype == KARA_KV_F32 ? "f32" : "f16", want.dtype == KARA_KV_F32 ? "f32" : "f16");
+                            kara_kv_dtype_name((kara_kv_dtype)h->dtype), kara_kv_dtype_name((kara_kv_dtype)want.dtype));
     if (h->n_slots < 1 || h->n_tokens != h->n_slots || h->payload_bytes != want.payload_bytes ||
         size != sizeof *h + h->payload_bytes + sizeof(uint64_t))
         return kr_set_error(KARA_ERR_FORMAT, "sequence state: %zu bytes do not match its header (%d slots)", size,

@@ -252,7 +252,7 @@ const char *kara_gguf_type_name(uint32_t type);
 /* ---- KV cache policy (guide: docs/API.md, section "The KV cache under a budget") --------------------------------- */
 /* The method: docs/KARA_METHOD.md (section 12 lists every parameter); YAML keys, ranges, value names:
  * configs/README.md. The enum values below are the names listed there. */
-typedef enum kara_kv_dtype { KARA_KV_F16 = 0, KARA_KV_F32 = 1 } kara_kv_dtype;
+typedef enum kara_kv_dtype { KARA_KV_F16 = 0, KARA_KV_F32 = 1, KARA_KV_Q8_0 = 2, KARA_KV_Q4_0 = 3 } kara_kv_dtype;
 typedef enum kara_kv_method {
     KARA_KV_METHOD_FULL = 0,
     KARA_KV_METHOD_STREAMING,
@@ -301,7 +301,7 @@ typedef enum kara_t2c_mode { KARA_T2C_CHUNKS = 0, KARA_T2C_POOLED_TOPK, KARA_T2C
 typedef struct kara_kv_params {
     /* kv_cache: */
     int32_t block_size;     /* 16 */
-    kara_kv_dtype dtype;    /* f16 */
+    kara_kv_dtype dtype;    /* f16; q8_0/q4_0: blocks of 32 along each slot's row */
     uint64_t budget;        /* bytes for pool, rings and scratch (1 GiB); 0 = sized for n_ctx x n_seq_max */
     int32_t reserve_blocks; /* 8; kept free at admission, per_window only */
     kara_kv_method method;  /* kara */
@@ -321,7 +321,7 @@ typedef struct kara_kv_params {
     bool think_only;               /* compress_scope: think_only (false: all) */
     int32_t n_protect_token_ids;   /* protect_token_ids: none */
     int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
-    kara_kv_dtype query_cache_dtype;      /* f16 */
+    kara_kv_dtype query_cache_dtype;      /* f16 (f16 or f32 only) */
     bool per_layer_selection;             /* selection_scope: per_layer (ablation A5); false: shared */
     bool rerotate_keys;                   /* false; true is refused at context creation (KARA_ERR_UNSUPPORTED) */
     kara_pool_fallback on_pool_exhausted; /* preempt */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kv_plan.h"
+#include "kv_quant.h"
 #include "status.h"
 
 bool kr_kv_params_per_layer(const kara_kv_params *p) {
@@ -34,8 +35,8 @@ kara_status kr_kv_init(kr_kv_cache *kv, const kr_kv_plan *plan) {
     kv->head_dim = head_dim;
     kv->block_size = p->block_size;
     kv->dtype = p->dtype;
-    kv->elem_size = p->dtype == KARA_KV_F32 ? 4 : 2;
-    kv->slot_bytes = (size_t)n_head_kv * (size_t)head_dim * kv->elem_size;
+    kv->elem_size = kr_kv_dtype_blocked(p->dtype) ? 0 : p->dtype == KARA_KV_F32 ? 4 : 2;
+    kv->slot_bytes = kr_kv_row_bytes(p->dtype, (int64_t)n_head_kv * head_dim);
     kv->bytes_per_block = (size_t)n_layer * 2 * (size_t)kv->block_size * kv->slot_bytes;
     kv->n_seq_max = n_seq_max;
     kv->max_slots = max_slots;

@@ -29,8 +29,8 @@ typedef struct kr_kv_seq {
 typedef struct kr_kv_cache {
     int32_t n_layer, n_head_kv, head_dim, block_size;
     kara_kv_dtype dtype;
-    size_t elem_size;
-    size_t slot_bytes;      /* one slot of K (or V) in one layer: n_head_kv * head_dim * elem */
+    size_t elem_size;       /* bytes per value; 0 for q8_0/q4_0 (blocks of 32 values, kv_quant.h) */
+    size_t slot_bytes;      /* one slot of K (or V) in one layer: a row of n_head_kv * head_dim values */
     size_t bytes_per_block; /* n_layer * 2 * block_size * slot_bytes */
     int32_t n_blocks;       /* blocks in the pool */
     int32_t n_free;

@@ -19,7 +19,11 @@ const kr_enum_name kr_kv_method_names[] = {{"full", KARA_KV_METHOD_FULL},
                                            {"lazy", KARA_KV_METHOD_LAZY},
                                            {NULL, 0}};
 
-const kr_enum_name kr_kv_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
+const kr_enum_name kr_kv_dtype_names[] = {
+    {"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {"q8_0", KARA_KV_Q8_0}, {"q4_0", KARA_KV_Q4_0}, {NULL, 0}};
+
+/* The query cache holds f32 or f16 rows only (the scorer's queries). */
+const kr_enum_name kr_query_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
 
 const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KARA_SCORE_BIDIRECTIONAL},
                                             {"two_sided", KARA_SCORE_TWO_SIDED},

@@ -18,6 +18,7 @@ typedef struct kr_enum_name {
 
 extern const kr_enum_name kr_kv_method_names[];
 extern const kr_enum_name kr_kv_dtype_names[];
+extern const kr_enum_name kr_query_dtype_names[];
 extern const kr_enum_name kr_score_mode_names[];
 extern const kr_enum_name kr_softmax_over_names[];
 extern const kr_enum_name kr_gqa_reduce_names[];   /* mean | max */

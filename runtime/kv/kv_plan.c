@@ -9,6 +9,7 @@
 
 #include "kv_cache.h"
 #include "kv_compact.h"
+#include "kv_quant.h"
 #include "kv_redund.h"
 #include "kv_score.h"
 #include "kv_select.h"
@@ -42,7 +43,7 @@ bool kr_kv_plan_window_method(const kr_kv_plan *plan) { return kr_kv_params_peri
 
 uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape) {
     return (uint64_t)shape->n_layer * 2 * (uint64_t)(p->block_size > 0 ? p->block_size : 1) *
-        (uint64_t)shape->n_head_kv * (uint64_t)shape->head_dim * (p->dtype == KARA_KV_F32 ? 4 : 2);
+        (uint64_t)kr_kv_row_bytes(p->dtype, (int64_t)shape->n_head_kv * shape->head_dim);
 }
 
 /* ---- the policy's reservations ---- */
@@ -177,6 +178,19 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_
     memset(plan, 0, sizeof *plan);
     if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1)
         return kr_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
+    if ((unsigned)p->dtype > KARA_KV_Q4_0 || (unsigned)p->query_cache_dtype > KARA_KV_F32)
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "kv_cache.dtype %d or kara.query_cache_dtype %d is not a type (f16, f32, "
+                            "q8_0 or q4_0 for the cache; f16 or f32 for the query cache)",
+                            (int)p->dtype, (int)p->query_cache_dtype);
+    const int64_t row = (int64_t)shape->n_head_kv * shape->head_dim;
+    if (row % kr_kv_dtype_block(p->dtype))
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
+                            "kv_cache.dtype %s stores each slot's K and V rows in blocks of %d values, but this "
+                            "model's rows hold %lld (n_head_kv %d x head_dim %d), not a multiple of %d: use f16 or "
+                            "f32",
+                            kara_kv_dtype_name(p->dtype), kr_kv_dtype_block(p->dtype), (long long)row, shape->n_head_kv,
+                            shape->head_dim, kr_kv_dtype_block(p->dtype));
     if (p->rerotate_keys)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "

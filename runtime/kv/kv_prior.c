@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kernels.h"
+#include "kv_quant.h"
 #include "status.h"
 
 kara_status kr_kv_prior_check(const kr_kv_prior *p, const kr_kv_cache *kv) {
@@ -28,6 +29,7 @@ float kr_kv_prior_weight_resolve(float w, bool model_has_prior) {
 int32_t kr_kv_prior_scratch_floats(const kr_kv_prior *p) { return p->n_in + p->n_hidden; }
 
 static float elem(const kr_kv_cache *kv, const void *row, int32_t i) {
+    if (kr_kv_dtype_blocked(kv->dtype)) return kr_kv_row_value(kv->dtype, row, i);
     return kv->dtype == KARA_KV_F32 ? ((const float *)row)[i] : kr_fp16_to_fp32(((const kr_fp16 *)row)[i]);
 }
 

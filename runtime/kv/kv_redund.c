@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kv_quant.h"
 #include "status.h"
 
 static size_t round_floats(size_t n) { return (n + 15) / 16 * 16; }
@@ -30,6 +31,11 @@ size_t kr_kv_redund_scratch_bytes(int32_t m, int32_t n_head_kv, int32_t head_dim
  * axpy (one rounding, as in the window scorer). */
 static void load_key(const kr_kernels *kt, const kr_kv_rows *r, int64_t i, int32_t e, int32_t d, float scale,
                      float *y) {
+    if (kr_kv_dtype_blocked(r->type)) { /* q8_0/q4_0: the head's values, then the scale */
+        kr_kv_row_load(r->type, kr_kv_rows_row(r, i), (int64_t)e * d, d, y);
+        for (int32_t t = 0; t < d; t++) y[t] *= scale;
+        return;
+    }
     memset(y, 0, (size_t)d * sizeof(float));
     const void *p = kr_kv_rows_head(r, i, e, d);
     if (r->type == KARA_KV_F32)
@@ -41,7 +47,8 @@ static void load_key(const kr_kernels *kt, const kr_kv_rows *r, int64_t i, int32
 kara_status kr_kv_redund_prepare(kr_kv_redund_job *job, const kr_kv_rows *keys, int32_t m, int32_t n_head_kv,
                                  int32_t head_dim, float threshold, void *scratch, size_t scratch_bytes,
                                  int32_t n_threads) {
-    if (!job || !keys || !keys->base || (keys->type != KARA_KV_F16 && keys->type != KARA_KV_F32))
+    if (!job || !keys || !keys->base || (unsigned)keys->type > KARA_KV_Q4_0 ||
+        (kr_kv_dtype_blocked(keys->type) && keys->head_stride))
         return kr_set_error(KARA_ERR_ARG, "kv_redund: NULL job or bad key rows");
     if (m < 1 || n_head_kv < 1 || head_dim < 1 || n_threads < 1)
         return kr_set_error(KARA_ERR_ARG, "kv_redund: bad shape (m %d, n_head_kv %d, head_dim %d, threads %d)", m,
@@ -90,7 +97,9 @@ static void redund_unit(const kr_kv_redund_job *job, int32_t h, int32_t r0, int3
     float *z = qf + round_floats((size_t)KR_KV_REDUND_TILE * (size_t)d);
     for (int32_t r = 0; r < nr; r++) load_key(kt, &job->k, r0 + r, h, d, inv[r0 + r], qf + (size_t)r * d);
     const bool f16 = job->k.type == KARA_KV_F16;
-    for (int32_t j0 = 0, nk; j0 < m; j0 += nk) {
+    if (kr_kv_dtype_blocked(job->k.type)) /* q8_0/q4_0 (kv_score.h) */
+        kr_kv_rows_logits_blocked(kt, &job->k, h, m, d, qf, nr, z, (size_t)m);
+    for (int32_t j0 = 0, nk; !kr_kv_dtype_blocked(job->k.type) && j0 < m; j0 += nk) {
         nk = kr_kv_rows_run(&job->k, j0, m - j0);
         kt->gemm_nt(z + j0, (int64_t)m, qf, d, kr_kv_rows_head(&job->k, j0, h, d), job->k.stride, f16, nr, nk, d);
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kv_quant.h"
 #include "status.h"
 
 #define ALIGN_FLOATS 16 /* 64 bytes */
@@ -74,7 +75,8 @@ size_t kr_kv_score_scratch_bytes(const kr_kv_score_shape *shape, int32_t n_threa
 }
 
 static bool rows_ok(const kr_kv_rows *r) {
-    if (!r || !r->base || (r->type != KARA_KV_F16 && r->type != KARA_KV_F32)) return false;
+    if (!r || !r->base || (unsigned)r->type > KARA_KV_Q4_0) return false;
+    if (kr_kv_dtype_blocked(r->type) && r->head_stride) return false; /* heads of a blocked row are not bytes apart */
     if (r->table && r->block_rows < 1) return false;
     if (!r->table && r->ring_cap < 0) return false;
     return true;
@@ -172,8 +174,13 @@ static void load_heads(const kr_kernels *kt, const kr_kv_rows *r, int64_t i0, in
                        float scale, float *out) {
     memset(out, 0, (size_t)n * (size_t)d * sizeof(float));
     for (int32_t i = 0; i < n; i++) {
-        const uint8_t *p = head_ptr(r, i0 + i, e, d);
         float *y = out + (size_t)i * d;
+        if (kr_kv_dtype_blocked(r->type)) { /* q8_0/q4_0: the head's values, then the scale */
+            kr_kv_row_load(r->type, row_ptr(r, i0 + i), (int64_t)e * d, d, y);
+            for (int32_t t = 0; t < d; t++) y[t] *= scale;
+            continue;
+        }
+        const uint8_t *p = head_ptr(r, i0 + i, e, d);
         if (r->type == KARA_KV_F32)
             kt->axpy_f32(y, scale, (const float *)p, d);
         else
@@ -196,7 +203,29 @@ static int32_t run_len(const kr_kv_rows *r, int64_t i, int32_t max) {
 
 const void *kr_kv_rows_head(const kr_kv_rows *r, int64_t i, int32_t e, int32_t d) { return head_ptr(r, i, e, d); }
 
+const void *kr_kv_rows_row(const kr_kv_rows *r, int64_t i) { return row_ptr(r, i); }
+
 int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max) { return run_len(r, i, max); }
+
+void kr_kv_rows_logits_blocked(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
+                               const float *qf, int32_t n_rows, float *z, size_t zs) {
+    if (d <= KR_KV_DEQ_MAX_DIM) { /* runs of KR_KV_DEQ_ROWS keys dequantised on the stack, then gemm_nt */
+        float kb[KR_KV_DEQ_ROWS * KR_KV_DEQ_MAX_DIM];
+        for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
+            nk = n_keys - j0 < KR_KV_DEQ_ROWS ? n_keys - j0 : KR_KV_DEQ_ROWS;
+            for (int32_t j = 0; j < nk; j++)
+                kr_kv_row_load(keys->type, row_ptr(keys, j0 + j), (int64_t)e * d, d, kb + (size_t)j * (size_t)d);
+            kt->gemm_nt(z + j0, (int64_t)zs, qf, d, kb, (size_t)d * sizeof(float), false, n_rows, nk, d);
+        }
+        return;
+    }
+    for (int32_t j = 0; j < n_keys; j++) { /* longer heads: each key read in place, block by block */
+        const void *row = row_ptr(keys, j);
+        for (int32_t r = 0; r < n_rows; r++)
+            z[(size_t)r * zs + (size_t)j] =
+                kr_kv_row_dot(keys->type, row, (int64_t)e * d, d, qf + (size_t)r * (size_t)d);
+    }
+}
 
 /* z[r][o + j] = q_r . key_j for keys [0, n_keys) of `keys` (head e) and
  * every row r < n_rows: small matrix products of the tile's f32 queries
@@ -207,6 +236,10 @@ int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max) { return run
 static void logits(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d, const float *qf,
                    int32_t n_rows, float *z, size_t zs, int32_t o) {
     const bool f16 = keys->type == KARA_KV_F16;
+    if (kr_kv_dtype_blocked(keys->type)) {
+        kr_kv_rows_logits_blocked(kt, keys, e, n_keys, d, qf, n_rows, z + o, zs);
+        return;
+    }
     for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
         nk = run_len(keys, j0, n_keys - j0);
         kt->gemm_nt(z + o + j0, (int64_t)zs, qf, d, head_ptr(keys, j0, e, d), keys->stride, f16, n_rows, nk, d);
@@ -312,8 +345,13 @@ kara_status kr_kv_score_compute(const kr_kv_score_job *job, int32_t ith, int32_t
  * value is small changes the output little, however much attention it
  * draws; attention sinks are the typical case). */
 static float value_l1(const kr_kv_rows *v, int32_t j, int32_t h, int32_t d) {
-    const uint8_t *p = head_ptr(v, j, h, d);
     float s = 0.0f;
+    if (kr_kv_dtype_blocked(v->type)) {
+        const void *row = row_ptr(v, j);
+        for (int32_t t = 0; t < d; t++) s += fabsf(kr_kv_row_value(v->type, row, (int64_t)h * d + t));
+        return s;
+    }
+    const uint8_t *p = head_ptr(v, j, h, d);
     for (int32_t t = 0; t < d; t++)
         s += fabsf(v->type == KARA_KV_F32 ? ((const float *)p)[t] : kr_fp16_to_fp32(((const kr_fp16 *)p)[t]));
     return s;

@@ -50,7 +50,15 @@ check "-ctk/-ctv set kv_cache.dtype" 'grep -q "dtype: f32 *# -ctv" "$tmp/out"'
 run "$KARA" run -m "$M" -ctk f16 -ctv f32
 check "-ctk and -ctv that differ are refused" '[ $rc -eq 64 ] && grep -q "differ" "$tmp/err"'
 run "$KARA" run -m "$M" -ctk q5_1
-check "an unknown cache type names the choices" '[ $rc -eq 64 ] && grep -q "f16" "$tmp/err"'
+check "an unknown cache type names the choices" '[ $rc -eq 64 ] && grep -q "f16 | f32 | q8_0 | q4_0" "$tmp/err"'
+run "$KARA" run -m "$M" -ctk q8_0 -ctv q8_0 --print-config
+check "-ctk/-ctv q8_0 set kv_cache.dtype" '[ $rc -eq 0 ] && grep -q "dtype: q8_0 *# -ctv" "$tmp/out"'
+run "$KARA" run -m "$M" -ctk q8_0 -ctv f16
+check "-ctk q8_0 -ctv f16 are refused as different" '[ $rc -eq 64 ] && grep -q "differ" "$tmp/err"'
+for t in q8_0 q4_0; do
+    run "$KARA" run -m "$M" -p "hello" -n 12 --temp 0 -t 1 -ctk $t
+    check "kara run with a $t KV cache writes text" '[ $rc -eq 0 ] && [ -s "$tmp/out" ]'
+done
 run "$KARA" run -m "$M" --seed -1 --print-config
 s1=$(grep -o "seed: [0-9]*" "$tmp/out" | head -1)
 run "$KARA" run -m "$M" --seed -1 --print-config
@@ -104,6 +112,8 @@ run "$KARA" bench -m "$M" -p 16 -n 4 -r 1 -ctk f32 --no-mmap
 check "bench takes -ctk and --no-mmap" '[ $rc -eq 0 ]'
 ncpu=$(nproc)
 check "bench defaults to all cores ($ncpu)" 'grep -q "\"threads\":$ncpu," "$tmp/out"'
+run "$KARA" bench -m "$M" -p 16 -n 4 -r 1 -t 1 --kv-dtype q4_0
+check "bench takes --kv-dtype q4_0" '[ $rc -eq 0 ] && grep -q "\"test\":\"tg4\"" "$tmp/out"'
 run "$KARA" bench -m "$M" --kv-type f32
 check "bench's old --kv-type gets a did-you-mean" '[ $rc -eq 64 ] && grep -q "did you mean .--kv-dtype." "$tmp/err"'
 

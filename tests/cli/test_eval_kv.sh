@@ -5,6 +5,7 @@
 # Kara at retention 1.0 equals full; Kara at 0.3 evicts and keeps part of
 # every region; the budget baselines get Kara's mean footprint; per-layer
 # selection (A5) runs through its flag; the JSON output holds the same rows;
+# --ref-kv-dtype measures a q8_0 cache against an f16 reference;
 # bad methods and retentions are usage errors.
 set -euo pipefail
 kara=${KARA_BIN:?set KARA_BIN to the kara binary}
@@ -102,6 +103,18 @@ sys.exit(0 if labels[0] == 'full' and labels[2:] == ['kara', 'streaming'] and le
 else
     check "JSON has 4 rows" test "$(grep -c '"method":' "$dir/out.json")" = 4
 fi
+
+# KV cache types (issue 20): --ref-kv-dtype f16 keeps the reference in f16 and adds full(q8_0) against it
+"$kara" eval-kv "${common[@]}" --methods kara --retention 0.3 --kv-dtype q8_0 --ref-kv-dtype f16 \
+    --out "$dir/out.csv" > "$dir/table.txt" 2>/dev/null
+check "--ref-kv-dtype: rows full(f16), full(t=2), full(q8_0), kara" \
+    test "$(awk -F, 'NR > 1 { printf "%s;", $2 }' "$dir/out.csv")" = "full(f16);full(t=2);full(q8_0);kara;"
+check "full(q8_0) against full(f16): KL above 0 and below 0.05" \
+    bash -c "awk -v k='$(col 'full(q8_0)' '' kl_mean)' 'BEGIN { exit !(k > 0 && k < 0.05) }'"
+check "full(q8_0) holds about 68/128 of f16's peak KV bytes" \
+    awk -v a="$(col 'full(q8_0)' '' peak_kv_bytes)" -v b="$(col 'full(f16)' '' peak_kv_bytes)" \
+    'BEGIN { exit !(a / b > 0.5 && a / b < 0.56) }'
+check "a bad --ref-kv-dtype exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --ref-kv-dtype q5_1
 
 # errors
 check "unknown method exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --methods full,bogus

@@ -155,7 +155,14 @@ static void test_enum_names(void) {
     kara_kv_dtype dt;
     CHECK_EQ_INT(kara_kv_dtype_parse("f32", &dt), KARA_OK);
     CHECK_EQ_INT(dt, KARA_KV_F32);
-    CHECK_EQ_INT(kara_kv_dtype_parse("q8_0", &dt), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_kv_dtype_parse("q8_0", &dt), KARA_OK);
+    CHECK_EQ_INT(dt, KARA_KV_Q8_0);
+    CHECK_EQ_INT(kara_kv_dtype_parse("q4_0", &dt), KARA_OK);
+    CHECK_EQ_INT(dt, KARA_KV_Q4_0);
+    CHECK(!strcmp(kara_kv_dtype_name(KARA_KV_Q4_0), "q4_0"));
+    CHECK_EQ_INT(kara_kv_dtype_parse("q5_1", &dt), KARA_ERR_ARG);
+    CHECK_MSG(!strcmp(kara_last_error(), "unknown KV dtype 'q5_1' (expected f16 | f32 | q8_0 | q4_0)"), "got '%s'",
+              kara_last_error());
     kara_score_mode sm;
     CHECK_EQ_INT(kara_score_mode_parse("two_sided", &sm), KARA_OK);
     CHECK_EQ_INT(sm, KARA_SCORE_TWO_SIDED);
@@ -388,6 +395,13 @@ static void test_set(void) {
     CHECK_EQ_INT(kara_config_set(&c, "kara.score", "causal", "--x"), KARA_ERR_CONFIG);
     CHECK(!strcmp(kara_last_error(), "--x: 'kara.score' is a section, not a key"));
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.method", "", "--kv-method"), KARA_ERR_CONFIG);
+    /* the cache takes the block types (issue 20); the query cache only f16 or f32 */
+    CHECK_EQ_INT(kara_config_set(&c, "kv_cache.dtype", "q8_0", "-ctk"), KARA_OK);
+    CHECK_EQ_INT(c.context.kv.dtype, KARA_KV_Q8_0);
+    CHECK_EQ_INT(kara_config_set(&c, "kv_cache.dtype", "q4_0", NULL), KARA_OK);
+    CHECK_EQ_INT(c.context.kv.dtype, KARA_KV_Q4_0);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "q8_0", NULL), KARA_ERR_CONFIG);
+    CHECK_EQ_INT(c.context.kv.query_cache_dtype, KARA_KV_F16);
     CHECK_EQ_INT(kara_config_set(NULL, "kara.buffer", "1", NULL), KARA_ERR_ARG);
     CHECK_EQ_INT(kara_config_set(&c, "kara.buffer", NULL, NULL), KARA_ERR_ARG);
 

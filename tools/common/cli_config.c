@@ -33,7 +33,7 @@ static const shared_flag shared_flags[] = {
     {"-s|--seed", "sampling.seed", "sampling seed (-1 = random, shown by --print-config)"},
     {"--kv-method", "kv_cache.method", "full|streaming|snapkv|h2o|chunkkv|random|recent|kara|rkv|lazy"},
     {"--kv-budget", "kv_cache.budget", "bytes for all KV memory, e.g. 64MiB (auto = enough for the context)"},
-    {"--kv-dtype", "kv_cache.dtype", "f16|f32 (also -ctk/-ctv, llama.cpp's names)"},
+    {"--kv-dtype", "kv_cache.dtype", "f16|f32|q8_0|q4_0 (also -ctk/-ctv, llama.cpp's names; q8_0/q4_0: blocks of 32)"},
     {"--kv-block-size", "kv_cache.block_size", "slots per KV block"},
     {"--kv-seq-tokens", "kv_cache.seq_tokens", "most KV slots one sequence holds (auto = its share of the budget)"},
     {"--kv-evict", "kara.evict", "on_demand|per_window (per_window: keep --kv-retention of every window)"},

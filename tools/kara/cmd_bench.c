@@ -62,8 +62,8 @@ static const kr_cli_flag bench_flags[] = {
 #define N_BENCH_FLAGS (int)(sizeof bench_flags / sizeof bench_flags[0])
 
 static const char *k_synopsis =
-    "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS] [--kv-dtype f16|f32]\n"
-    "                  [--mmap on|off] [--no-repack]\n"
+    "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS]\n"
+    "                  [--kv-dtype f16|f32|q8_0|q4_0] [--mmap on|off] [--no-repack]\n"
     "       kara bench --membw | --kernels [TYPES] | --onednn  [-t N] [-p BATCH]\n\n"
     "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of -b)\n"
     "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"

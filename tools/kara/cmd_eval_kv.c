@@ -64,6 +64,8 @@ typedef struct eval_opts {
     int n_retentions;
     long long prompt_tokens, max_tokens, free_tokens, region, noise_threads;
     bool equal_mean; /* --budget-match equal-mean */
+    bool ref_dtype_set;
+    kara_kv_dtype ref_dtype; /* --ref-kv-dtype: the reference's KV type, when not --kv-dtype's */
     int n_depths;
     float depths[KR_EVAL_MAX_DEPTHS];
 } eval_opts;
@@ -81,6 +83,9 @@ static const kr_cli_flag eval_flags[] = {
     {"--budget-match", true,
      "kara-mean: budget = Kara's mean slots (default, the spec's auto); equal-mean: the "
      "budget whose own mean footprint equals Kara's"},
+    {"--ref-kv-dtype", true,
+     "KV type of the full reference (default: --kv-dtype's); another one adds a row full(TYPE) of --kv-dtype "
+     "measured against it"},
     {"--out", true, "also write the results to FILE.csv or FILE.json"},
 };
 #define N_EVAL_FLAGS (int)(sizeof eval_flags / sizeof eval_flags[0])
@@ -173,6 +178,10 @@ static int parse(int argc, char **argv, eval_opts *o) {
                 fprintf(stderr, "kara eval-kv: --budget-match: expected kara-mean or equal-mean, got '%s'\n", a->value);
                 ok = false;
             }
+        } else if (kr_cli_flag_is(f, "--ref-kv-dtype")) {
+            ok = kara_kv_dtype_parse(a->value, &o->ref_dtype) == KARA_OK;
+            if (!ok) fprintf(stderr, "kara eval-kv: --ref-kv-dtype: %s\n", kara_last_error());
+            o->ref_dtype_set = ok;
         } else if (kr_cli_flag_is(f, "--noise-threads")) {
             ok = kr_arg_int("eval-kv", a->flag->names, a->value, 1, 4096, &o->noise_threads);
         }
@@ -273,7 +282,8 @@ static int planned_rows(const eval_opts *o, const kara_context_params *base) {
         others += o->methods[i] != KARA_KV_METHOD_FULL && o->methods[i] != KARA_KV_METHOD_KARA;
     }
     bool kara_row = want_kara || (want_budget && base->kv.budget_tokens <= 0);
-    return 2 + o->n_retentions * (kara_row + others);
+    bool dtype_row = o->ref_dtype_set && o->ref_dtype != base->kv.dtype;
+    return 2 + dtype_row + o->n_retentions * (kara_row + others);
 }
 
 static kara_status run_row(eval_job *j, const kara_context_params *cp, const char *label, float retention,
@@ -312,12 +322,23 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
     const kara_context_params *base = &base_pw;
     kara_context_params cp = *base;
     cp.kv.method = KARA_KV_METHOD_FULL;
-    kara_status st = run_row(j, &cp, "full", -1.0f, true);
+    /* --ref-kv-dtype: the reference and its noise run in that type, then
+     * full in --kv-dtype's against it (the type's own error) */
+    const bool dtype_row = o->ref_dtype_set && o->ref_dtype != base->kv.dtype;
+    char label[40];
+    if (dtype_row) cp.kv.dtype = o->ref_dtype;
+    snprintf(label, sizeof label, dtype_row ? "full(%s)" : "full", kara_kv_dtype_name(cp.kv.dtype));
+    kara_status st = run_row(j, &cp, label, -1.0f, true);
     if (st) return st;
     cp.n_threads = o->noise_threads ? (int32_t)o->noise_threads : (j->threads == 1 ? 2 : 1);
-    char label[40];
     snprintf(label, sizeof label, "full(t=%d)", cp.n_threads);
     if ((st = run_row(j, &cp, label, -1.0f, false))) return st;
+    if (dtype_row) {
+        cp = *base;
+        cp.kv.method = KARA_KV_METHOD_FULL;
+        snprintf(label, sizeof label, "full(%s)", kara_kv_dtype_name(base->kv.dtype));
+        if ((st = run_row(j, &cp, label, -1.0f, false))) return st;
+    }
     bool want_kara = false, want_budget = false;
     for (int i = 0; i < o->n_methods; i++) {
         want_kara |= o->methods[i] == KARA_KV_METHOD_KARA;
@@ -431,7 +452,7 @@ static int eval_main(int argc, char **argv) {
     } else if (!make_setup(&o, m, toks, n_toks, n_ctx, base.kv.interval, needle, n_needle, question, n_question, &s)) {
         rc = KR_EXIT_DATAERR;
     } else {
-        job.rows = calloc((size_t)(2 + o.n_retentions * (MAX_METHODS + 1)), sizeof *job.rows);
+        job.rows = calloc((size_t)(3 + o.n_retentions * (MAX_METHODS + 1)), sizeof *job.rows);
         if (!job.rows)
             rc = KR_EXIT_SOFTWARE;
         else if ((st = run_all(&job, &base)))
