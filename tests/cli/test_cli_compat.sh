@@ -7,13 +7,10 @@
 # Uses the shipped model and models written by `kara gen-model`; `script`
 # (util-linux) gives a pseudo-terminal where one is needed.
 set -u
-KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
+. "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 R="$SRC/tools/train/model/kara-reasoner-1m.gguf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # name, condition
+check() { # name, condition (shows the last stderr on failure)
     if eval "$2"; then pass=$((pass + 1)); else
         fail=$((fail + 1))
         echo "FAIL: $1"
@@ -145,5 +142,4 @@ check "chat --color on: escape codes even into a file" 'has_esc "$tmp/out"'
 printf 'Sum #1 58*2.\n' | "$KARA" chat -m "$R" -n 24 --temp 0 >"$tmp/out" 2>"$tmp/err"
 check "chat into a file: no escape code" '! has_esc "$tmp/out" && ! has_esc "$tmp/err" && grep -q "Start thinking" "$tmp/out"'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
