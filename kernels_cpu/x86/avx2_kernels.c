@@ -21,6 +21,8 @@ static bool gemv_x16(kr_type wtype, const void *w, size_t w_row_bytes, int64_t g
     switch (wtype) {
     case KR_TYPE_Q4_K_X16:
         return kr_avx2_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q6_K_X16:
+        return kr_avx2_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     default: return false;
     }
 }
@@ -92,6 +94,10 @@ void kr_kernels_init_avx2(kr_kernels *k) {
 
     k->matmul = avx2_matmul;
     k->repack[KR_TYPE_Q4_K] = KR_TYPE_Q4_K_X16; /* avx2_gemv_x16_q4k.c */
+    /* Not Q6_K: its AVX2 kernel (avx2_gemv_x16_q6k.c) is about 1.25x the
+     * block kernel at 64 activation rows but slower for one row on a matrix
+     * from L3 or memory (the 151936-row output matrix of Q4_K_M files, read
+     * at every decode step): docs/PERFORMANCE.md, "AVX2 prefill (issue 20)". */
     k->rmsnorm = ops_rmsnorm;
     k->softmax = ops_softmax;
     k->silu_mul = ops_silu_mul;
