@@ -192,7 +192,7 @@ static inline __attribute__((always_inline)) void group_q6k(const uint8_t *g, in
                                                             size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
                                                             const uint8_t *pf, const int NRV) {
     if (NRV == 1) {
-        one_q6k(g, nb, x + (size_t)j0 * x_row_bytes, y + j0 * ldy, g + (size_t)KR_X16_Q6K_BLOCK * nb);
+        one_q6k(g, nb, x + (size_t)j0 * x_row_bytes, y + j0 * ldy, pf);
         return;
     }
     half_q6k(g, 0, nb, x, x_row_bytes, j0, y, ldy, pf, NRV);
@@ -210,7 +210,7 @@ bool kr_avx2_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
 #define CALL(n) group_q6k(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, n)
-        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, 1, CALL)
 #undef CALL
     }
     return true;

@@ -37,12 +37,13 @@ static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf
  * pass of up to X16_NRX of the sweep's nc activation rows (from row j0),
  * runs CALL(NRV) with g (the group), yg (its first output, in the sweep
  * starting at output row c0), j0 and pf (the next group on the first of
- * several passes, else NULL) in scope. */
-#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                                        \
+ * several passes, or on a sweep's only pass if pf_one, else NULL) in
+ * scope. */
+#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, pf_one, CALL)                                                \
     for (int64_t gi = (g0); gi < (g1); gi++) {                                                                         \
         const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                                       \
         float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                                             \
-        const uint8_t *pf = (nc) > X16_NRX && gi + 1 < (g1) ? g + (gbytes) : NULL;                                     \
+        const uint8_t *pf = ((pf_one) || (nc) > X16_NRX) && gi + 1 < (g1) ? g + (gbytes) : NULL;                       \
         for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX, pf = NULL) {                                                    \
             switch ((nc)-j0 < X16_NRX ? (nc)-j0 : X16_NRX) {                                                           \
             case 1: CALL(1); break;                                                                                    \
