@@ -10,11 +10,34 @@
 #include "x86_ops_impl.h"
 #include "x86_attn_impl.h"
 
+#include "avx2_gemv.h"
+
 static kr_x86_dotn_fn avx2_dotn[KR_TYPE_COUNT];
 
+/* The kernel of an interleaved layout (kernels.h), or false: no kernel
+ * for this layout or width. */
+static bool gemv_x16(kr_type wtype, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols,
+                     const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
+    switch (wtype) {
+    case KR_TYPE_Q4_K_X16:
+        return kr_avx2_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q6_K_X16:
+        return kr_avx2_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    default: return false;
+    }
+}
+
+/* Interleaved layouts: threads take whole 16-row groups and the layout's
+ * kernel serves every batch size (scalar for a width it refuses); file
+ * layouts: the block kernels, up to MAXNX activation rows per weight row. */
 static void avx2_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                         int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
                         int ith, int nth) {
+    if (kr_layout_source(wtype) != wtype) {
+        int64_t g0, g1;
+        kr_split_rows(n_rows / KR_X16_ROWS, ith, nth, &g0, &g1);
+        if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;
+    }
     x86_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth, avx2_dotn);
 }
 
@@ -70,6 +93,11 @@ void kr_kernels_init_avx2(kr_kernels *k) {
     k->from_float[KR_TYPE_Q8_K] = from_float_q8_K;
 
     k->matmul = avx2_matmul;
+    k->repack[KR_TYPE_Q4_K] = KR_TYPE_Q4_K_X16; /* avx2_gemv_x16_q4k.c */
+    /* Not Q6_K: its AVX2 kernel (avx2_gemv_x16_q6k.c) is about 1.25x the
+     * block kernel at 64 activation rows but slower for one row on a matrix
+     * from L3 or memory (the 151936-row output matrix of Q4_K_M files, read
+     * at every decode step): docs/PERFORMANCE.md, "AVX2 prefill (issue 20)". */
     k->rmsnorm = ops_rmsnorm;
     k->softmax = ops_softmax;
     k->silu_mul = ops_silu_mul;

@@ -30,29 +30,6 @@
 #include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-#define MAX_NB (KR_GEMV_MAX_COLS / KR_QK_K)
-
-/* Per activation row and block, the sums of its eight 32-element
- * sub-blocks as int16 pairs (s0|s2, s1|s3, s4|s6, s5|s7): the operands of
- * the min terms' VPDPWSSD against the rows' (m0, m2), (m1, m3), ... pairs. */
-typedef struct x16_pairs {
-    int32_t p[X16_SWEEP][MAX_NB][4];
-} x16_pairs;
-
-static void prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch, int64_t nb, x16_pairs *xp) {
-    for (int64_t j = 0; j < n_batch; j++) {
-        const kr_block_q8_K *xr = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes);
-        for (int64_t b = 0; b < nb; b++) {
-            int32_t s[8];
-            for (int k = 0; k < 8; k++) s[k] = xr[b].bsums[2 * k] + xr[b].bsums[2 * k + 1];
-            for (int q = 0; q < 4; q++) {
-                const int lo = (q & 1) + 4 * (q >> 1); /* 0, 1, 4, 5 */
-                xp->p[j][b][q] = (int32_t)((uint32_t)(uint16_t)s[lo] | ((uint32_t)(uint16_t)s[lo + 2] << 16));
-            }
-        }
-    }
-}
-
 /* One group of 16 weight rows against NRV activation rows: y[j * ldy + l]
  * for the group's rows l < 16; pf: the next group to prefetch, or NULL. */
 static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, int64_t nb, const uint8_t *x,
@@ -123,7 +100,7 @@ static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, in
 
 bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
                              size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
-    if (n_cols % KR_QK_K != 0 || n_cols > KR_GEMV_MAX_COLS || n_batch < 1) {
+    if (n_cols % KR_QK_K != 0 || n_cols > X16_MAX_COLS || n_batch < 1) {
         return false;
     }
     const int64_t nb = n_cols / KR_QK_K;
@@ -134,9 +111,9 @@ bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int6
     for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
-        prepare_pairs(xc, x_row_bytes, nc, nb, &xp);
+        x16_prepare_pairs(xc, x_row_bytes, nc, nb, &xp);
 #define CALL(n) group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, n)
-        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, 0, CALL)
 #undef CALL
     }
     return true;

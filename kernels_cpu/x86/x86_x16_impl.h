@@ -1,0 +1,79 @@
+/*
+ * x86_x16_impl.h - what the x86 kernels of the interleaved layouts (AVX-512:
+ * avx512_gemv_x16_*.c, AVX2: avx2_gemv_x16_*.c) share whatever their vector
+ * width: the prefetch of the next group, the loop over a thread's 16-row
+ * groups with its passes of up to 4 activation rows, and the Q4_K
+ * activation sub-block sums as int16 pairs. Plain C and SSE prefetches
+ * only, so that it compiles under either ISA's flags.
+ */
+#ifndef KR_X86_X16_IMPL_H
+#define KR_X86_X16_IMPL_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define X16_NRX 4          /* activation rows per pass over a weight group */
+#define X16_SWEEP 32       /* activation rows per sweep over a thread's groups */
+#define X16_MAX_COLS 32768 /* widest row the Q4_K kernels take (their pair table) */
+
+/* Block b of the next group (pf, or nothing if NULL) into L2. Why: when
+ * several passes of 4 activation rows go over a group, going back to the
+ * group's start breaks the hardware prefetcher's stream, so without this
+ * the next group would come from DRAM only when the kernel reached it and
+ * 5-8 rows would run slower than 4 (docs/PERFORMANCE.md, "Figures behind
+ * the kernels' design choices").
+ * always_inline: as a plain inline function GCC 12 dropped the prefetches
+ * from the kernels altogether. */
+static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf, int64_t b, int block_bytes) {
+    if (pf == NULL) return;
+    for (int l = 0; l < block_bytes; l += 64)
+        _mm_prefetch((const char *)(pf + (size_t)block_bytes * b + l), _MM_HINT_T1);
+}
+
+/* For each group gi in [g0, g1) of a matrix with gbytes per group, and each
+ * pass of up to X16_NRX of the sweep's nc activation rows (from row j0),
+ * runs CALL(NRV) with g (the group), yg (its first output, in the sweep
+ * starting at output row c0), j0 and pf (the next group on the first of
+ * several passes, or on a sweep's only pass if pf_one, else NULL) in
+ * scope. */
+#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, pf_one, CALL)                                                \
+    for (int64_t gi = (g0); gi < (g1); gi++) {                                                                         \
+        const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                                       \
+        float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                                             \
+        const uint8_t *pf = ((pf_one) || (nc) > X16_NRX) && gi + 1 < (g1) ? g + (gbytes) : NULL;                       \
+        for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX, pf = NULL) {                                                    \
+            switch ((nc)-j0 < X16_NRX ? (nc)-j0 : X16_NRX) {                                                           \
+            case 1: CALL(1); break;                                                                                    \
+            case 2: CALL(2); break;                                                                                    \
+            case 3: CALL(3); break;                                                                                    \
+            default: CALL(4); break;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
+/* Per activation row and Q4_K block, the sums of its eight 32-element
+ * sub-blocks as int16 pairs (s0|s2, s1|s3, s4|s6, s5|s7): the operands of
+ * the min terms' multiply-adds (VPDPWSSD, VPMADDWD) against the rows'
+ * (m0, m2), (m1, m3), ... pairs. */
+typedef struct x16_pairs {
+    int32_t p[X16_SWEEP][X16_MAX_COLS / KR_QK_K][4];
+} x16_pairs;
+
+static inline void x16_prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64_t n_batch, int64_t nb, x16_pairs *xp) {
+    for (int64_t j = 0; j < n_batch; j++) {
+        const kr_block_q8_K *xr = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes);
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t s[8];
+            for (int k = 0; k < 8; k++) s[k] = xr[b].bsums[2 * k] + xr[b].bsums[2 * k + 1];
+            for (int q = 0; q < 4; q++) {
+                const int lo = (q & 1) + 4 * (q >> 1); /* 0, 1, 4, 5 */
+                xp->p[j][b][q] = (int32_t)((uint32_t)(uint16_t)s[lo] | ((uint32_t)(uint16_t)s[lo + 2] << 16));
+            }
+        }
+    }
+}
+
+#endif /* KR_X86_X16_IMPL_H */
