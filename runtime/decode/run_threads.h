@@ -21,7 +21,9 @@
  * lost): beside a busy core, one try of a small model's prompt on two
  * threads cost 190 calls of one thread. There is no ceiling on the size of
  * a call that may run on one thread: a large prompt is tried on one thread
- * once, early.
+ * once, early. The context's first timed call is not recorded: cold caches
+ * and first touches made it 3x slower than the next, so the mode it ran on
+ * looked worse than it is.
  * The kernels' bits do not depend on the thread split, so neither do the
  * results. */
 #ifndef KR_RUN_THREADS_H
@@ -66,6 +68,7 @@ typedef struct kr_run_threads_state {
     int64_t regions_per_call;               /* of the last timed call; 0 = not known yet */
     double (*ping)(kara_context *, double); /* kr_parallel_ping (tests replace it) */
     int32_t skipped;                        /* tries of all threads skipped on the ping's price */
+    bool warm;                              /* a timed call has run (the context's first is not recorded) */
 } kr_run_threads_state;
 
 void kr_run_threads_init(kara_context *c);
