@@ -14,6 +14,18 @@
 
 /* Largest-magnitude element with its sign: the symmetric formats map it to
  * the most negative level, which gives one more level of resolution. */
+/* (int)v for v in [lo, hi], saturated outside and 0 for NaN: converting a
+ * float outside the target type's range is undefined behaviour in C, and a
+ * damaged model's NaN or huge activations reach these quantizers (found by
+ * fuzz_gguf under UBSan). In range it is the plain cast, so valid inputs
+ * give the same bytes as before. */
+static inline int sat_trunc(float v, int lo, int hi) {
+    if (!(v == v)) return 0;
+    if (v >= (float)hi) return hi;
+    if (v <= (float)lo) return lo;
+    return (int)v;
+}
+
 static float signed_absmax(const float *x, int n, float *amax_out) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < n; j++) {
@@ -46,8 +58,8 @@ void kr_quantize_row_q4_0_ref(const float *x, kr_block_q4_0 *y, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = kr_fp32_to_fp16(d);
         for (int j = 0; j < KR_QK4_0 / 2; j++) {
-            int q0 = (int8_t)(x[j] * id + 8.5f);
-            int q1 = (int8_t)(x[j + KR_QK4_0 / 2] * id + 8.5f);
+            int q0 = sat_trunc(x[j] * id + 8.5f, -128, 127);
+            int q1 = sat_trunc(x[j + KR_QK4_0 / 2] * id + 8.5f, -128, 127);
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
@@ -65,8 +77,8 @@ void kr_quantize_row_q4_1_ref(const float *x, kr_block_q4_1 *y, int64_t n) {
         y[i].d = kr_fp32_to_fp16(d);
         y[i].m = kr_fp32_to_fp16(mn);
         for (int j = 0; j < KR_QK4_1 / 2; j++) {
-            int q0 = (int8_t)((x[j] - mn) * id + 0.5f);
-            int q1 = (int8_t)((x[j + KR_QK4_1 / 2] - mn) * id + 0.5f);
+            int q0 = sat_trunc((x[j] - mn) * id + 0.5f, -128, 127);
+            int q1 = sat_trunc((x[j + KR_QK4_1 / 2] - mn) * id + 0.5f, -128, 127);
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
@@ -83,8 +95,8 @@ void kr_quantize_row_q5_0_ref(const float *x, kr_block_q5_0 *y, int64_t n) {
         y[i].d = kr_fp32_to_fp16(d);
         uint32_t qh = 0;
         for (int j = 0; j < KR_QK5_0 / 2; j++) {
-            int q0 = (int8_t)(x[j] * id + 16.5f);
-            int q1 = (int8_t)(x[j + KR_QK5_0 / 2] * id + 16.5f);
+            int q0 = sat_trunc(x[j] * id + 16.5f, -128, 127);
+            int q1 = sat_trunc(x[j + KR_QK5_0 / 2] * id + 16.5f, -128, 127);
             q0 = q0 > 31 ? 31 : q0;
             q1 = q1 > 31 ? 31 : q1;
             y[i].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
@@ -106,8 +118,8 @@ void kr_quantize_row_q5_1_ref(const float *x, kr_block_q5_1 *y, int64_t n) {
         y[i].m = kr_fp32_to_fp16(mn);
         uint32_t qh = 0;
         for (int j = 0; j < KR_QK5_1 / 2; j++) {
-            int q0 = (uint8_t)((x[j] - mn) * id + 0.5f);
-            int q1 = (uint8_t)((x[j + KR_QK5_1 / 2] - mn) * id + 0.5f);
+            int q0 = sat_trunc((x[j] - mn) * id + 0.5f, 0, 255);
+            int q1 = sat_trunc((x[j + KR_QK5_1 / 2] - mn) * id + 0.5f, 0, 255);
             q0 = q0 > 31 ? 31 : q0;
             q1 = q1 > 31 ? 31 : q1;
             y[i].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
@@ -130,7 +142,7 @@ void kr_scalar_from_float_q8_0(const float *x, void *vy, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = kr_fp32_to_fp16(d);
         for (int j = 0; j < KR_QK8_0; j++) {
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+            y[i].qs[j] = (int8_t)sat_trunc(roundf(x[j] * id), -128, 127);
         }
     }
 }
@@ -145,7 +157,7 @@ void kr_scalar_from_float_q8_1(const float *x, void *vy, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < KR_QK8_1; j++) {
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+            y[i].qs[j] = (int8_t)sat_trunc(roundf(x[j] * id), -128, 127);
             sum += y[i].qs[j];
         }
         y[i].d = kr_fp32_to_fp16(d);
