@@ -146,13 +146,21 @@ static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1,
         for (size_t off = 0; off < span; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
-/* A q8_0/q4_0 cache (kv_quant.h): rows [0, n) of the block at `base` (the
- * K or V rows of one layer), head h only, dequantised to f32 rows of hd
- * floats at buf; attention then runs the f32 products on them. */
-static const float *dequant_head(const kr_kv_cache *kv, const void *base, int32_t h, int32_t hd, int32_t n,
-                                 float *buf) {
-    kr_kv_rows_load(kv->dtype, base, kv->slot_bytes, n, (int64_t)h * hd, hd, buf);
-    return buf;
+/* Head h's rows [0, n) of a block of K or V rows (base: slot 0 of the
+ * block) as the b operand of the attention products: read in place for f16
+ * and f32; for a q8_0/q4_0 cache (kv_quant.h, buf set) dequantised to f32
+ * rows of hd floats at buf first. */
+static const void *head_rows(const kr_kv_cache *kv, const void *base, int32_t h, int32_t hd, int32_t n, float *buf,
+                             size_t *ldb, bool *b_f16) {
+    if (buf) {
+        kr_kv_rows_load(kv->dtype, base, kv->slot_bytes, n, (int64_t)h * hd, hd, buf);
+        *ldb = (size_t)hd * sizeof(float);
+        *b_f16 = false;
+        return buf;
+    }
+    *ldb = kv->slot_bytes;
+    *b_f16 = kv->dtype == KARA_KV_F16;
+    return (const uint8_t *)base + (size_t)h * (size_t)hd * kv->elem_size;
 }
 
 /* Attention of a chunk of entries for the query heads of KV heads [h0, h1):
@@ -171,7 +179,6 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
     const kr_kv_cache *kv = &c->kv;
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, bs = kv->block_size;
     const float scale = 1.0f / sqrtf((float)hd);
-    const bool f16 = kv->dtype == KARA_KV_F16;
     const int32_t seq = c->entry_seq[i0], nq = (i1 - i0) * group, nh = h1 - h0;
     const size_t ld = (size_t)c->att_ld, head_bytes = (size_t)hd * kv->elem_size;
     float *sc = c->att_scores + (size_t)ith * (size_t)c->att_rows * ld;
@@ -191,21 +198,18 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
     /* whole blocks of keys, also the slots not written yet (their scores are
      * dropped): a slot's score is then computed the same way whatever the
      * batch, so a prompt fed at once or token by token gives equal bits */
-    float *kvb = c->att_kv ? c->att_kv + (size_t)ith * (size_t)bs * (size_t)hd : NULL;
-    if (kvb) /* q8_0/q4_0: each block's rows of a head dequantised, then f32 products */
-        for (int32_t s0 = 0; s0 < n_vis; s0 += bs)
-            for (int32_t hh = 0; hh < nh; hh++)
-                k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd,
-                           dequant_head(kv, kr_kv_k(kv, layer, seq, s0), h0 + hh, hd, bs, kvb),
-                           (size_t)hd * sizeof(float), false, nq, bs, hd);
+    float *kvb = c->att_kv ? c->att_kv + (size_t)ith * (size_t)bs * (size_t)hd : NULL; /* q8_0/q4_0 */
+    size_t ldb;
+    bool b_f16;
     if (!kvb) prefetch_rows(kr_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
-    for (int32_t s0 = 0; !kvb && s0 < n_vis; s0 += bs) {
-        const uint8_t *kp = (const uint8_t *)kr_kv_k(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
+    for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
+        const void *kb = kr_kv_k(kv, layer, seq, s0);
         const void *next = s0 + bs < n_vis ? kr_kv_k(kv, layer, seq, s0 + bs) : kr_kv_v(kv, layer, seq, 0);
         for (int32_t hh = 0; hh < nh; hh++) {
-            prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
-            k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd,
-                       kp + (size_t)hh * head_bytes, kv->slot_bytes, f16, nq, bs, hd);
+            if (!kvb) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            const void *b = head_rows(kv, kb, h0 + hh, hd, bs, kvb, &ldb, &b_f16);
+            k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd, b, ldb, b_f16, nq,
+                       bs, hd);
         }
     }
     for (int32_t hh = 0; hh < nh; hh++) {
@@ -220,21 +224,15 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
         }
     }
     memset(qo, 0, (size_t)nh * nq * hd * sizeof(float));
-    for (int32_t s0 = 0; kvb && s0 < n_vis; s0 += bs) {
+    for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
         const int32_t ns = n_vis - s0 < bs ? n_vis - s0 : bs;
-        for (int32_t hh = 0; hh < nh; hh++)
-            k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld,
-                           dequant_head(kv, kr_kv_v(kv, layer, seq, s0), h0 + hh, hd, ns, kvb),
-                           (size_t)hd * sizeof(float), false, nq, ns, hd);
-    }
-    for (int32_t s0 = 0; !kvb && s0 < n_vis; s0 += bs) {
-        const int32_t ns = n_vis - s0 < bs ? n_vis - s0 : bs;
-        const uint8_t *vp = (const uint8_t *)kr_kv_v(kv, layer, seq, s0) + (size_t)h0 * head_bytes;
+        const void *vb = kr_kv_v(kv, layer, seq, s0);
         const void *next = s0 + bs < n_vis ? kr_kv_v(kv, layer, seq, s0 + bs) : NULL;
         for (int32_t hh = 0; hh < nh; hh++) {
-            if (next) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
-            k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld,
-                           vp + (size_t)hh * head_bytes, kv->slot_bytes, f16, nq, ns, hd);
+            if (next && !kvb) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            const void *b = head_rows(kv, vb, h0 + hh, hd, ns, kvb, &ldb, &b_f16);
+            k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld, b, ldb, b_f16,
+                           nq, ns, hd);
         }
     }
     for (int32_t hh = 0; hh < nh; hh++) {
