@@ -4,13 +4,19 @@
  */
 #include "kernels_impl.h"
 
+/* Q4_0 and Q8_0 (also the KV cache's row types, runtime/kv/kv_quant.c) go
+ * through a local copy of a block's levels: without it the compiler must
+ * assume the int8 source may alias the float output and does not vectorise
+ * the products. */
 static void dequant_q4_0(const kr_block_q4_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK4_0) {
         const float d = kr_half_to_float(x[i].d);
+        int8_t q[KR_QK4_0];
         for (int j = 0; j < KR_QK4_0 / 2; j++) {
-            y[j] = ((x[i].qs[j] & 0xF) - 8) * d;
-            y[j + KR_QK4_0 / 2] = ((x[i].qs[j] >> 4) - 8) * d;
+            q[j] = (int8_t)((x[i].qs[j] & 0xF) - 8);
+            q[j + KR_QK4_0 / 2] = (int8_t)((x[i].qs[j] >> 4) - 8);
         }
+        for (int j = 0; j < KR_QK4_0; j++) y[j] = q[j] * d;
     }
 }
 
@@ -57,9 +63,9 @@ static void dequant_q5_1(const kr_block_q5_1 *x, float *y, int64_t nb) {
 static void dequant_q8_0(const kr_block_q8_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KR_QK8_0) {
         const float d = kr_half_to_float(x[i].d);
-        for (int j = 0; j < KR_QK8_0; j++) {
-            y[j] = x[i].qs[j] * d;
-        }
+        int8_t q[KR_QK8_0];
+        memcpy(q, x[i].qs, sizeof q);
+        for (int j = 0; j < KR_QK8_0; j++) y[j] = q[j] * d;
     }
 }
 

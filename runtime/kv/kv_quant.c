@@ -31,46 +31,35 @@ void kr_kv_row_store(kara_kv_dtype t, const float *x, void *row, int64_t n) {
     }
 }
 
-/* Values [j0, j1) of block b of a blocked row into out (j1 - j0 floats). */
-static void block_values(kara_kv_dtype t, const void *row, int64_t b, int32_t j0, int32_t j1, float *out) {
+/* The 32 levels of block b (q8_0's int8; q4_0's nibble - 8) and its scale. */
+static float block_levels(kara_kv_dtype t, const void *row, int64_t b, int8_t *q) {
     if (t == KARA_KV_Q8_0) {
         const kr_block_q8_0 *x = (const kr_block_q8_0 *)row + b;
-        const float d = kr_fp16_to_fp32(x->d);
-        for (int32_t j = j0; j < j1; j++) out[j - j0] = (float)x->qs[j] * d;
-    } else {
-        const kr_block_q4_0 *x = (const kr_block_q4_0 *)row + b;
-        const float d = kr_fp16_to_fp32(x->d);
-        for (int32_t j = j0; j < j1; j++) {
-            const int q = j < QK / 2 ? x->qs[j] & 0xF : x->qs[j - QK / 2] >> 4;
-            out[j - j0] = (float)(q - 8) * d;
-        }
+        memcpy(q, x->qs, QK);
+        return kr_fp16_to_fp32(x->d);
     }
+    const kr_block_q4_0 *x = (const kr_block_q4_0 *)row + b;
+    for (int32_t j = 0; j < QK / 2; j++) {
+        q[j] = (int8_t)((x->qs[j] & 0xF) - 8);
+        q[j + QK / 2] = (int8_t)((x->qs[j] >> 4) - 8);
+    }
+    return kr_fp16_to_fp32(x->d);
 }
 
-/* Whole blocks [b0, b0 + nb) into out: the same products as block_values,
- * in loops the compiler vectorises (attention reads every value this way
- * when head_dim is a multiple of 32). */
+/* Values [j0, j1) of block b of a blocked row into out (j1 - j0 floats). */
+static void block_values(kara_kv_dtype t, const void *row, int64_t b, int32_t j0, int32_t j1, float *out) {
+    int8_t q[QK];
+    const float d = block_levels(t, row, b, q);
+    for (int32_t j = j0; j < j1; j++) out[j - j0] = (float)q[j] * d;
+}
+
+/* Whole blocks [b0, b0 + nb) into out: the kernels' dequantisation of the
+ * same GGML layouts (attention reads every value this way when head_dim is
+ * a multiple of 32). */
 static void whole_blocks(kara_kv_dtype t, const void *row, int64_t b0, int64_t nb, float *out) {
-    if (t == KARA_KV_Q8_0) {
-        const kr_block_q8_0 *x = (const kr_block_q8_0 *)row + b0;
-        for (int64_t b = 0; b < nb; b++, out += QK) {
-            const float d = kr_fp16_to_fp32(x[b].d);
-            int8_t q[QK]; /* a local copy: no aliasing check per block */
-            memcpy(q, x[b].qs, QK);
-            for (int32_t j = 0; j < QK; j++) out[j] = (float)q[j] * d;
-        }
-    } else {
-        const kr_block_q4_0 *x = (const kr_block_q4_0 *)row + b0;
-        for (int64_t b = 0; b < nb; b++, out += QK) {
-            const float d = kr_fp16_to_fp32(x[b].d);
-            int8_t q[QK]; /* the levels as q8_0's, then q8_0's loop */
-            for (int32_t j = 0; j < QK / 2; j++) {
-                q[j] = (int8_t)((x[b].qs[j] & 0xF) - 8);
-                q[j + QK / 2] = (int8_t)((x[b].qs[j] >> 4) - 8);
-            }
-            for (int32_t j = 0; j < QK; j++) out[j] = (float)q[j] * d;
-        }
-    }
+    const kr_type type = t == KARA_KV_Q8_0 ? KR_TYPE_Q8_0 : KR_TYPE_Q4_0;
+    const size_t block_bytes = t == KARA_KV_Q8_0 ? sizeof(kr_block_q8_0) : sizeof(kr_block_q4_0);
+    kr_dequantize_row(type, (const uint8_t *)row + (size_t)b0 * block_bytes, out, nb * QK);
 }
 
 void kr_kv_row_load(kara_kv_dtype t, const void *row, int64_t v0, int64_t n, float *out) {
@@ -109,21 +98,6 @@ float kr_kv_row_value(kara_kv_dtype t, const void *row, int64_t i) {
     float y = 0.0f;
     kr_kv_row_load(t, row, i, 1, &y);
     return y;
-}
-
-/* The 32 levels of block b (q8_0's int8; q4_0's nibble - 8) and its scale. */
-static float block_levels(kara_kv_dtype t, const void *row, int64_t b, int8_t *q) {
-    if (t == KARA_KV_Q8_0) {
-        const kr_block_q8_0 *x = (const kr_block_q8_0 *)row + b;
-        memcpy(q, x->qs, QK);
-        return kr_fp16_to_fp32(x->d);
-    }
-    const kr_block_q4_0 *x = (const kr_block_q4_0 *)row + b;
-    for (int32_t j = 0; j < QK / 2; j++) {
-        q[j] = (int8_t)((x->qs[j] & 0xF) - 8);
-        q[j + QK / 2] = (int8_t)((x->qs[j] >> 4) - 8);
-    }
-    return kr_fp16_to_fp32(x->d);
 }
 
 float kr_kv_row_dot(kara_kv_dtype t, const void *row, int64_t v0, int64_t n, const float *x) {
