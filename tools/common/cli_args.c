@@ -89,6 +89,12 @@ char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
         fprintf(stderr, "kara %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
         return NULL;
     }
+    char *text = kr_read_text_stream(cmd, f, path, len);
+    fclose(f);
+    return text;
+}
+
+char *kr_read_text_stream(const char *cmd, FILE *f, const char *path, size_t *len) {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     while (buf) { /* never more than KR_PROMPT_TEXT_MAX + 1 bytes */
@@ -109,7 +115,6 @@ char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
         if (got < want || n > KR_PROMPT_TEXT_MAX) break;
     }
     bool too_large = buf && n > KR_PROMPT_TEXT_MAX, read_error = buf && ferror(f);
-    fclose(f);
     if (too_large || read_error) {
         free(buf);
         if (too_large)

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "kara.h"
@@ -27,6 +28,8 @@ int kr_exit_for_status(kara_status st);
  * message on stderr; errno is EFBIG (exit 65, not 66) when the file holds
  * more than KR_PROMPT_TEXT_MAX bytes, found after reading one byte more. */
 char *kr_read_text_file(const char *cmd, const char *path, size_t *len);
+/* The same from an open stream (stdin), named path in messages; f stays open. */
+char *kr_read_text_stream(const char *cmd, FILE *f, const char *path, size_t *len);
 /* "kara CMD: WHAT: larger than 67108864 bytes (64 MiB), the limit of a prompt text", errno = EFBIG. */
 void kr_text_too_large(const char *cmd, const char *what);
 

@@ -32,34 +32,6 @@ static void usage(FILE *f) {
             "  --stats            print load and tokenize times to stderr\n");
 }
 
-/* stdin whole, up to KR_PROMPT_TEXT_MAX bytes; NULL (errno EFBIG) past it */
-static char *read_stdin(size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) return NULL;
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
-        n += got;
-        if (n > KR_PROMPT_TEXT_MAX) {
-            free(buf);
-            kr_text_too_large("tokenize", "stdin");
-            return NULL;
-        }
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2 + 1);
-            if (!b) {
-                free(buf);
-                return NULL;
-            }
-            buf = b;
-            cap *= 2;
-        }
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 /* A piece in single quotes: valid UTF-8 as is, other bytes escaped. */
 static void print_piece(const char *p, int32_t n) {
     putchar('\'');
@@ -164,7 +136,8 @@ static int tokenize_main(int argc, char **argv) {
         char *owned = NULL;
         const char *text = inputs[k];
         if (is_file[k]) {
-            owned = !strcmp(inputs[k], "-") ? read_stdin(&len) : kr_read_text_file("tokenize", inputs[k], &len);
+            owned = !strcmp(inputs[k], "-") ? kr_read_text_stream("tokenize", stdin, "stdin", &len)
+                                            : kr_read_text_file("tokenize", inputs[k], &len);
             if (!owned) {
                 rc = errno == EFBIG ? KR_EXIT_DATAERR : KR_EXIT_NOINPUT;
                 break;
