@@ -7,7 +7,11 @@
 # A crash is written to tests/fuzz/regress/NAME/ - commit it with the fix:
 # from then on every build's CTest replays it (fuzz/NAME) - and the script
 # fails. Prints one summary line per harness: runs, coverage, corpus.
-#   usage: tools/fuzz.sh [SECONDS] [NAME...]
+# KARA_FUZZ_SEED=N fixes libFuzzer's random seed, so that a run from the
+# same corpus explores the same inputs in the same order (CI uses it: a
+# build lands or not on its own merits, not on what a random walk found
+# that day; new findings are the long campaigns' job).
+#   usage: [KARA_FUZZ_SEED=N] tools/fuzz.sh [SECONDS] [NAME...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -28,6 +32,7 @@ for n in "${names[@]}"; do
     mkdir -p "$corpus" "tests/fuzz/regress/$n"
     extra=()
     [ "$n" = config ] && extra=(configs)
+    [ -n "${KARA_FUZZ_SEED:-}" ] && extra=(-seed="$KARA_FUZZ_SEED" "${extra[@]}")
     log=build-fuzz/fuzz-$n.log
     # -timeout: one input taking longer than 10 s is a finding (bounded work)
     if ! ASAN_OPTIONS=detect_leaks=1 "build-fuzz/tests/fuzz/fuzz_$n" -max_total_time="$secs" -timeout=10 \

@@ -180,8 +180,24 @@ static kara_status load_weights(loader *ld) {
     m->hp.n_vocab = (int32_t)emb->ne[1];
     int64_t e = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
 
-    size_t floats = (size_t)e * (1 + 2 * (size_t)hp->n_layer) + (size_t)hp->n_layer * (size_t)(qd + 2 * kvd) +
-        (size_t)hp->n_layer * 2 * (size_t)hp->head_dim;
+    /* The metadata's sizes (each up to 2^30) are only claims: the vectors
+     * and layers they ask memory for must exist as tensors in the file, so
+     * a header that asks for more than the file holds is refused before
+     * anything is allocated for it (in double: the products overflow). */
+    double want = (double)e * (1 + 2.0 * hp->n_layer) + (double)hp->n_layer * ((double)qd + 2.0 * (double)kvd) +
+        (double)hp->n_layer * 2.0 * hp->head_dim;
+    double have = 0;
+    uint64_t n_tensors = kara_gguf_n_tensors(m->gguf);
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const kara_gguf_tensor *t = kara_gguf_tensor_at(m->gguf, i);
+        have += (double)t->ne[0] * (double)t->ne[1] * (double)t->ne[2] * (double)t->ne[3];
+    }
+    if ((uint64_t)hp->n_layer * 9 + 2 > n_tensors || want > have)
+        return kr_set_error(KARA_ERR_FORMAT,
+                            "%s: metadata describes %d layers of width %d, more than the file's %llu tensors "
+                            "(%.0f values) hold",
+                            ld->path, hp->n_layer, hp->n_embd, (unsigned long long)n_tensors, have);
+    size_t floats = (size_t)want;
     m->f32_store = malloc(floats * sizeof(float));
     m->layers = calloc((size_t)hp->n_layer, sizeof(kr_layer));
     if (!m->f32_store || !m->layers) return kr_set_error(KARA_ERR_NOMEM, "out of memory loading %s", ld->path);

@@ -30,6 +30,16 @@ expect() {
 M="$tmp/m.gguf"
 head -c 3000 "$M" >"$tmp/trunc.gguf"
 echo "not a model" >"$tmp/text.gguf"
+# Metadata that claims 2^29 layers (a u32 after the key and its type):
+# refused before the loader allocates anything for them.
+python3 - "$M" "$tmp/layers.gguf" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+at = b.index(b"qwen3.block_count") + len("qwen3.block_count")
+assert struct.unpack_from("<I", b, at)[0] == 4  # GGUF_TYPE_UINT32
+struct.pack_into("<I", b, at + 4, 1 << 29)
+open(sys.argv[2], "wb").write(b)
+PY
 mkfifo "$tmp/fifo"
 mkdir "$tmp/dir"
 printf 'kara:\n  retension: 0.2\n' >"$tmp/typo.yaml"
@@ -46,6 +56,7 @@ expect "run: a directory as the model" 66 "regular file" "$KARA" run -m "$tmp/di
 expect "run: /dev/null as the model" 66 "regular file" "$KARA" run -m /dev/null
 expect "run: truncated GGUF" 65 "offset" "$KARA" run -m "$tmp/trunc.gguf" -p hi
 expect "run: not a GGUF" 65 "magic" "$KARA" run -m "$tmp/text.gguf" -p hi
+expect "run: more layers than tensors" 65 "layers of width" "$KARA" run -m "$tmp/layers.gguf" -p hi
 expect "run: unknown flag" 64 "frobnicate" "$KARA" run -m "$M" --frobnicate
 expect "run: bad number" 64 "temperature" "$KARA" run -m "$M" --temp hot
 expect "run: out of range" 64 "range" "$KARA" run -m "$M" -c 99999999
