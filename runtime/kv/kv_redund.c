@@ -27,23 +27,6 @@ size_t kr_kv_redund_scratch_bytes(int32_t m, int32_t n_head_kv, int32_t head_dim
     return floats * sizeof(float) + 64;
 }
 
-/* Head e of key i as f32 into y (d floats), through the kernel table's
- * axpy (one rounding, as in the window scorer). */
-static void load_key(const kr_kernels *kt, const kr_kv_rows *r, int64_t i, int32_t e, int32_t d, float scale,
-                     float *y) {
-    if (kr_kv_dtype_blocked(r->type)) { /* q8_0/q4_0: the head's values, then the scale */
-        kr_kv_row_load(r->type, kr_kv_rows_row(r, i), (int64_t)e * d, d, y);
-        for (int32_t t = 0; t < d; t++) y[t] *= scale;
-        return;
-    }
-    memset(y, 0, (size_t)d * sizeof(float));
-    const void *p = kr_kv_rows_head(r, i, e, d);
-    if (r->type == KARA_KV_F32)
-        kt->axpy_f32(y, scale, (const float *)p, d);
-    else
-        kt->axpy_f16(y, scale, (const kr_fp16 *)p, d);
-}
-
 kara_status kr_kv_redund_prepare(kr_kv_redund_job *job, const kr_kv_rows *keys, int32_t m, int32_t n_head_kv,
                                  int32_t head_dim, float threshold, void *scratch, size_t scratch_bytes,
                                  int32_t n_threads) {
@@ -82,7 +65,7 @@ kara_status kr_kv_redund_prepare(kr_kv_redund_job *job, const kr_kv_rows *keys, 
     float *tmp = (float *)job->thread_base;
     for (int32_t h = 0; h < n_head_kv; h++)
         for (int32_t j = 0; j < m; j++) {
-            load_key(kt, keys, j, h, head_dim, 1.0f, tmp);
+            kr_kv_rows_load_heads(kt, keys, j, 1, h, head_dim, 1.0f, tmp);
             job->inv_norm[(size_t)h * m + j] = 1.0f / (sqrtf(kt->dot_f32(tmp, tmp, head_dim)) + 1e-8f);
         }
     return KARA_OK;
@@ -95,14 +78,9 @@ static void redund_unit(const kr_kv_redund_job *job, int32_t h, int32_t r0, int3
     const float *inv = job->inv_norm + (size_t)h * m;
     float *qf = (float *)area;
     float *z = qf + round_floats((size_t)KR_KV_REDUND_TILE * (size_t)d);
-    for (int32_t r = 0; r < nr; r++) load_key(kt, &job->k, r0 + r, h, d, inv[r0 + r], qf + (size_t)r * d);
-    const bool f16 = job->k.type == KARA_KV_F16;
-    if (kr_kv_dtype_blocked(job->k.type)) /* q8_0/q4_0 (kv_score.h) */
-        kr_kv_rows_logits_blocked(kt, &job->k, h, m, d, qf, nr, z, (size_t)m);
-    for (int32_t j0 = 0, nk; !kr_kv_dtype_blocked(job->k.type) && j0 < m; j0 += nk) {
-        nk = kr_kv_rows_run(&job->k, j0, m - j0);
-        kt->gemm_nt(z + j0, (int64_t)m, qf, d, kr_kv_rows_head(&job->k, j0, h, d), job->k.stride, f16, nr, nk, d);
-    }
+    for (int32_t r = 0; r < nr; r++)
+        kr_kv_rows_load_heads(kt, &job->k, r0 + r, 1, h, d, inv[r0 + r], qf + (size_t)r * d);
+    kr_kv_rows_logits(kt, &job->k, h, m, d, qf, nr, z, (size_t)m);
     for (int32_t r = 0; r < nr; r++) {
         const int32_t i = r0 + r;
         float *zr = z + (size_t)r * m, sum = 0.0f;

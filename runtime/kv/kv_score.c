@@ -170,8 +170,8 @@ static const uint8_t *head_ptr(const kr_kv_rows *r, int64_t i, int32_t e, int32_
  * scale (the tile's queries, converted once per unit). The conversion goes
  * through the kernel table's axpy (SIMD per ISA): y = 0 + scale * x rounds
  * once, exactly as x * scale would. */
-static void load_heads(const kr_kernels *kt, const kr_kv_rows *r, int64_t i0, int32_t n, int32_t e, int32_t d,
-                       float scale, float *out) {
+void kr_kv_rows_load_heads(const kr_kernels *kt, const kr_kv_rows *r, int64_t i0, int32_t n, int32_t e, int32_t d,
+                           float scale, float *out) {
     memset(out, 0, (size_t)n * (size_t)d * sizeof(float));
     for (int32_t i = 0; i < n; i++) {
         float *y = out + (size_t)i * d;
@@ -201,14 +201,12 @@ static int32_t run_len(const kr_kv_rows *r, int64_t i, int32_t max) {
     return left < max ? (int32_t)left : max;
 }
 
-const void *kr_kv_rows_head(const kr_kv_rows *r, int64_t i, int32_t e, int32_t d) { return head_ptr(r, i, e, d); }
-
-const void *kr_kv_rows_row(const kr_kv_rows *r, int64_t i) { return row_ptr(r, i); }
-
-int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max) { return run_len(r, i, max); }
-
-void kr_kv_rows_logits_blocked(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
-                               const float *qf, int32_t n_rows, float *z, size_t zs) {
+/* kr_kv_rows_logits for q8_0/q4_0 rows: runs of KR_KV_DEQ_ROWS keys (fixed:
+ * the thread count never changes an entry) dequantised on the stack, then
+ * gemm_nt; heads longer than KR_KV_DEQ_MAX_DIM take an in-place dot
+ * product per key. */
+static void logits_blocked(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
+                           const float *qf, int32_t n_rows, float *z, size_t zs) {
     if (d <= KR_KV_DEQ_MAX_DIM) { /* runs of KR_KV_DEQ_ROWS keys dequantised on the stack, then gemm_nt */
         float kb[KR_KV_DEQ_ROWS * KR_KV_DEQ_MAX_DIM];
         for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
@@ -227,22 +225,18 @@ void kr_kv_rows_logits_blocked(const kr_kernels *kt, const kr_kv_rows *keys, int
     }
 }
 
-/* z[r][o + j] = q_r . key_j for keys [0, n_keys) of `keys` (head e) and
- * every row r < n_rows: small matrix products of the tile's f32 queries
- * with runs of keys read in place (f16 converted in registers), through
- * the kernel table's register-blocked product. The runs follow the block
- * and ring geometry, which the thread count never changes, so neither
- * does any entry's arithmetic. */
-static void logits(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d, const float *qf,
-                   int32_t n_rows, float *z, size_t zs, int32_t o) {
-    const bool f16 = keys->type == KARA_KV_F16;
+/* The runs of f16/f32 keys follow the block and ring geometry, which the
+ * thread count never changes, so neither does any entry's arithmetic. */
+void kr_kv_rows_logits(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
+                       const float *qf, int32_t n_rows, float *z, size_t zs) {
     if (kr_kv_dtype_blocked(keys->type)) {
-        kr_kv_rows_logits_blocked(kt, keys, e, n_keys, d, qf, n_rows, z + o, zs);
+        logits_blocked(kt, keys, e, n_keys, d, qf, n_rows, z, zs);
         return;
     }
+    const bool f16 = keys->type == KARA_KV_F16;
     for (int32_t j0 = 0, nk; j0 < n_keys; j0 += nk) {
         nk = run_len(keys, j0, n_keys - j0);
-        kt->gemm_nt(z + o + j0, (int64_t)zs, qf, d, head_ptr(keys, j0, e, d), keys->stride, f16, n_rows, nk, d);
+        kt->gemm_nt(z + j0, (int64_t)zs, qf, d, head_ptr(keys, j0, e, d), keys->stride, f16, n_rows, nk, d);
     }
 }
 
@@ -281,11 +275,11 @@ static void score_unit(const kr_kv_score_job *job, int32_t a, int32_t r0, int32_
     float *z = qf + round_floats((size_t)KR_KV_SCORE_TILE * d);
     float *tmp = z + round_floats((size_t)KR_KV_SCORE_TILE * zs);
 
-    load_heads(kt, &job->q, r0, nr, a, d, 1.0f / sqrtf((float)d), qf);
+    kr_kv_rows_load_heads(kt, &job->q, r0, nr, a, d, 1.0f / sqrtf((float)d), qf);
     /* a causal row i needs keys below i + 1 only */
     int32_t n_keys = causal_only ? (r1 < key_hi ? r1 : key_hi) : key_hi;
-    logits(kt, &job->k, h, n_keys, d, qf, nr, z, zs, ns);
-    if (ns > 0) logits(kt, &job->sink, h, ns, d, qf, nr, z, zs, 0);
+    kr_kv_rows_logits(kt, &job->k, h, n_keys, d, qf, nr, z + ns, zs);
+    if (ns > 0) kr_kv_rows_logits(kt, &job->sink, h, ns, d, qf, nr, z, zs);
 
     for (int32_t r = 0; r < nr; r++) {
         const int32_t i = r0 + r;

@@ -82,23 +82,20 @@ typedef struct kr_kv_rows {
 
 /* Plain contiguous rows: row i at base + i * stride, heads packed. */
 kr_kv_rows kr_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride);
-/* Where head e (d elements) of row i starts; and how many rows from i on
- * (at most max) lie at a fixed stride: to the end of the block when paged,
- * to the wrap when a ring. */
-const void *kr_kv_rows_head(const kr_kv_rows *r, int64_t i, int32_t e, int32_t d);
-/* Where row i starts (rows of a q8_0/q4_0 cache are read by value range,
- * kv_quant.h: a block may span two heads). */
-const void *kr_kv_rows_row(const kr_kv_rows *r, int64_t i);
 /* z[r * zs + j] = q_r . key_j (head e, d values) for keys [0, n_keys) of
- * q8_0/q4_0 rows and query rows r < n_rows (f32, d apart): runs of
- * KR_KV_DEQ_ROWS keys (fixed: the thread count never changes an entry)
- * dequantised into a stack buffer, then the kernel table's gemm_nt; heads
- * longer than KR_KV_DEQ_MAX_DIM take an in-place dot product per key. */
+ * any cache type and query rows r < n_rows (f32, d apart), through the
+ * kernel table's register-blocked gemm_nt: f16/f32 keys read in place in
+ * runs of fixed stride, q8_0/q4_0 keys dequantised KR_KV_DEQ_ROWS at a time
+ * (heads longer than KR_KV_DEQ_MAX_DIM: a dot product per key). The
+ * arithmetic of an entry never depends on the thread count. */
 #define KR_KV_DEQ_ROWS 16
 #define KR_KV_DEQ_MAX_DIM 256
-void kr_kv_rows_logits_blocked(const struct kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys,
-                               int32_t d, const float *qf, int32_t n_rows, float *z, size_t zs);
-int32_t kr_kv_rows_run(const kr_kv_rows *r, int64_t i, int32_t max);
+void kr_kv_rows_logits(const struct kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
+                       const float *qf, int32_t n_rows, float *z, size_t zs);
+/* Head e of rows [i0, i0 + n) as packed f32 rows of d floats, each times
+ * scale, through the kernel table's axpy (one rounding). */
+void kr_kv_rows_load_heads(const struct kr_kernels *kt, const kr_kv_rows *r, int64_t i0, int32_t n, int32_t e,
+                           int32_t d, float scale, float *out);
 
 /* Geometry of one scoring call. */
 typedef struct kr_kv_score_shape {

@@ -107,7 +107,7 @@ static void test_logits_blocked(kara_kv_dtype t, int32_t d) {
     }
     for (int i = 0; i < NQ * d; i++) q[i] = (float)(urand() - 0.5);
     kr_kv_rows r = kr_kv_rows_plain(t, rows, rb);
-    kr_kv_rows_logits_blocked(kr_kernels_get(), &r, 1, NK, d, q, NQ, z, NK);
+    kr_kv_rows_logits(kr_kernels_get(), &r, 1, NK, d, q, NQ, z, NK);
     double worst = 0.0;
     for (int j = 0; j < NK; j++) {
         kr_kv_row_load(t, rows + (size_t)j * rb, d, d, k);
