@@ -104,7 +104,7 @@ static bool alloc_act_bufs(kara_context *c) {
 }
 
 /* Which tokens' text holds a newline (Kara's line-aware selection); NULL
- * when out of memory, and the selection then cuts fixed pieces instead. */
+ * when out of memory. */
 static uint8_t *line_end_table(const kara_model *model, int32_t *n_vocab) {
     int32_t n = model->hp.n_vocab;
     uint8_t *t = malloc(n > 0 ? (size_t)n : 1);
@@ -184,8 +184,12 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_vocab_info vocab = {-1, NULL, 0};
     if (model->vocab.kind != KR_VOCAB_NONE) {
         vocab.think_end_token = kr_vocab_find(&model->vocab, "</think>", 8);
-        if (params->kv.method == KARA_KV_METHOD_KARA && params->kv.t2c_mode == KARA_T2C_LINES)
-            vocab.line_end = line_end_table(model, &vocab.n_vocab);
+        if (kr_kv_selection_reads_lines(&params->kv) &&
+            !(vocab.line_end = line_end_table(model, &vocab.n_vocab))) {
+            kr_kv_free(&c->kv);
+            free(c);
+            return kr_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary's line-end table");
+        }
     }
     kr_kv_exec exec = {c->n_threads, run_on_threads, c};
     st = kr_kv_policy_init(&c->policy, &plan, &c->kv, &exec, &vocab);

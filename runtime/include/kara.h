@@ -294,7 +294,7 @@ typedef enum kara_kv_evict { KARA_KV_EVICT_ON_DEMAND = 0, KARA_KV_EVICT_PER_WIND
 /* How Kara's Top-K candidates become kept spans (docs/KARA_METHOD.md section 6): CHUNKS, Token2Chunk's gaps between
  * candidates; POOLED_TOPK, Top-K after a max-pool over 7 neighbours (ablation A4); LINES, whole lines (pieces of at
  * most t2c.max_gap tokens) ranked by their best slot, so a kept digit brings its line. */
-typedef enum kara_t2c_mode { KARA_T2C_CHUNKS = 0, KARA_T2C_POOLED_TOPK, KARA_T2C_LINES } kara_t2c_mode;
+typedef enum kara_t2c_mode { KARA_T2C_CHUNKS = 0, KARA_T2C_POOLED_TOPK, KARA_T2C_LINES, KARA_T2C_LINE_TAILS } kara_t2c_mode;
 #define KARA_MAX_PROTECT_TOKENS 16
 /* Every setting of the KV cache and its compression method: each comment gives the default (kara_kv_params_init)
  * and the YAML key where it is not the field's name. Filled by kara_kv_params_init, the YAML loader and the CLI. */
@@ -346,7 +346,8 @@ typedef struct kara_kv_params {
     float candidate_frac;   /* 0.5 */
     int32_t max_gap;        /* 16 */
     float len_penalty;      /* 1.0 */
-    kara_t2c_mode t2c_mode; /* mode: chunks; pooled_topk = Top-K after max-pool 7 (ablation A4); lines */
+    kara_t2c_mode t2c_mode; /* mode: line_tails (Token2Chunk, a candidate bringing the end of its line); chunks;
+                             * pooled_topk = Top-K after max-pool 7 (ablation A4); lines */
     /* baselines: */
     int32_t budget_tokens;        /* 0 = auto */
     int32_t streaming_n_sink;     /* 4 */

@@ -60,7 +60,12 @@ const kr_enum_name kr_kv_evict_names[] = {
 const kr_enum_name kr_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kr_enum_name kr_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
 const kr_enum_name kr_t2c_mode_names[] = {
-    {"chunks", KARA_T2C_CHUNKS}, {"pooled_topk", KARA_T2C_POOLED_TOPK}, {"lines", KARA_T2C_LINES}, {NULL, 0}};
+    {"chunks", KARA_T2C_CHUNKS}, {"pooled_topk", KARA_T2C_POOLED_TOPK}, {"lines", KARA_T2C_LINES},
+    {"line_tails", KARA_T2C_LINE_TAILS}, {NULL, 0}};
+
+bool kr_kv_selection_reads_lines(const kara_kv_params *p) {
+    return p->method == KARA_KV_METHOD_KARA && (p->t2c_mode == KARA_T2C_LINES || p->t2c_mode == KARA_T2C_LINE_TAILS);
+}
 
 const char *kr_enum_to_name(const kr_enum_name *names, int value) {
     for (; names->name; names++)
@@ -130,6 +135,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->reads_weight = 0.0f;  /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
     p->prior_weight = -1.0f; /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
     /* kara.t2c: */
+    p->t2c_mode = KARA_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
     p->candidate_frac = 0.5f;
     p->max_gap = 16;
     p->len_penalty = 1.0f;

@@ -29,7 +29,12 @@ extern const kr_enum_name kr_kv_trigger_names[];      /* periodic | threshold */
 extern const kr_enum_name kr_kv_evict_names[];        /* on_demand | per_window */
 extern const kr_enum_name kr_compress_scope_names[];  /* all | think_only -> bool */
 extern const kr_enum_name kr_selection_scope_names[]; /* shared | per_layer -> bool */
-extern const kr_enum_name kr_t2c_mode_names[];        /* chunks | pooled_topk | lines */
+extern const kr_enum_name kr_t2c_mode_names[];        /* chunks | pooled_topk | lines | line_tails */
+
+/* Kara's selection reads where lines end (t2c.mode lines or line_tails):
+ * the context builds the vocabulary's newline table, the policy flags a
+ * region's line ends. */
+bool kr_kv_selection_reads_lines(const kara_kv_params *p);
 
 /* Canonical name of value, or NULL when the table has none. */
 const char *kr_enum_to_name(const kr_enum_name *names, int value);

@@ -9,6 +9,7 @@
 
 #include "kv_cache.h"
 #include "kv_compact.h"
+#include "kv_params.h"
 #include "kv_quant.h"
 #include "kv_redund.h"
 #include "kv_score.h"
@@ -142,8 +143,8 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
     /* the kept slots; a window's token ids and selection, and every
      * window's count, at an eviction */
     s->keep = 4 * (size_t)max_slots * sizeof(int32_t);
-    /* t2c.mode lines: the flags of a region's line ends (the vocabulary's table, n_vocab bytes, is not counted) */
-    if (p->method == KARA_KV_METHOD_KARA && p->t2c_mode == KARA_T2C_LINES) s->keep += (size_t)max_slots;
+    /* t2c.mode lines/line_tails: the flags of a region's line ends (the vocabulary's table, n_vocab bytes, is not counted) */
+    if (kr_kv_selection_reads_lines(p)) s->keep += (size_t)max_slots;
     s->moves = (size_t)max_slots * sizeof(kr_kv_move);
 }
 

@@ -84,7 +84,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->gather_keep = calloc(nf, sizeof(int32_t));
     pol->win_keep = calloc(nf, sizeof(int32_t));
     pol->moves = calloc(nf, sizeof(kr_kv_move));
-    bool lines = p->method == KARA_KV_METHOD_KARA && p->t2c_mode == KARA_T2C_LINES && vocab->line_end;
+    bool lines = kr_kv_selection_reads_lines(p) && vocab->line_end;
     if (lines) {
         pol->n_vocab = vocab->n_vocab;
         pol->line_end = malloc((size_t)vocab->n_vocab);

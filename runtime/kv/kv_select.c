@@ -180,6 +180,27 @@ static int cmp_chunk_t2c(const void *pa, const void *pb) {
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
+/* line_tails: the value a later step copies is a whole run of digits up to
+ * the newline, but a chunk ends at its last strong candidate, and the digit
+ * after it went (c5+p1=4830 for p1=4836, KV_COMPRESSION.md). Each flagged
+ * candidate, in rank order, whose line ends within KR_T2C_LINE_TAIL slots
+ * brings the unflagged rest of it while that fits in `left`; returns what
+ * is left. */
+static int32_t take_line_tails(select_scratch *w, int32_t n_c, const uint8_t *line_ends, int32_t left) {
+    for (int32_t t = 0; t < n_c && left > 0; t++) {
+        const int32_t j = w->rank[t].slot;
+        if (!w->flag[j] || line_ends[j]) continue;
+        int32_t e = j + 1, add = 0;
+        while (e < n_c && e - j <= KR_T2C_LINE_TAIL && !line_ends[e]) e++;
+        if (e >= n_c || e - j > KR_T2C_LINE_TAIL) continue; /* no line end near enough */
+        for (int32_t i = j + 1; i <= e; i++) add += !w->flag[i];
+        if (add > left) continue;
+        for (int32_t i = j + 1; i <= e; i++) w->flag[i] = 1;
+        left -= add;
+    }
+    return left;
+}
+
 kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params *p, const kr_kv_protect *protect,
                              int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "token2chunk";
@@ -200,6 +221,8 @@ kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params
     int32_t m = kr_kv_candidate_count(k, p->candidate_frac);
     if (m < n_prot) m = n_prot;
     m = n_prot + take_ranked(w.rank, n_c, w.flag, m - n_prot);
+    int32_t left = k - m;
+    if (p->line_ends) left = take_line_tails(&w, n_c, p->line_ends, left);
 
     /* chunks between consecutive candidates, scored by endpoint importance
      * per token spent */
@@ -224,7 +247,6 @@ kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params
     }
     qsort(w.chunk, (size_t)n_chunk, sizeof *w.chunk, cmp_chunk_t2c);
 
-    int32_t left = k - m;
     for (int32_t t = 0; t < n_chunk && left > 0; t++) {
         const chunk_entry *c = &w.chunk[t];
         if (c->len > left) continue;
@@ -434,7 +456,8 @@ kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const
             st = kr_kv_select_lines(s, n_c, k, p->max_gap, line_ends, &pr, keep, scratch, scratch_bytes);
             break;
         }
-        kr_kv_t2c_params t = {k, p->candidate_frac, p->max_gap, p->len_penalty};
+        const uint8_t *tails = p->t2c_mode == KARA_T2C_LINE_TAILS ? line_ends : NULL;
+        kr_kv_t2c_params t = {k, p->candidate_frac, p->max_gap, p->len_penalty, tails};
         st = kr_kv_select_t2c(s, n_c, &t, &pr, keep, scratch, scratch_bytes);
         break;
     }

@@ -47,7 +47,11 @@ typedef struct kr_kv_t2c_params {
     float candidate_frac; /* kappa in (0, 1]; 1 = pure Top-K (A3) */
     int32_t max_gap;      /* longest chunk interior, >= 1 */
     float len_penalty;    /* beta >= 0 */
+    const uint8_t *line_ends; /* t2c.mode line_tails: per slot, its token ends a line; NULL = plain Token2Chunk */
 } kr_kv_t2c_params;
+
+/* Longest line tail a candidate brings (t2c.mode line_tails), in slots. */
+#define KR_T2C_LINE_TAIL 4
 
 /* Kara's selection (docs/KARA_METHOD.md section 6): the m highest-score
  * candidates (protected slots first), chunks between consecutive candidates
@@ -55,7 +59,10 @@ typedef struct kr_kv_t2c_params {
  * phi = ((u(c_t) + u(c_t+1)) / 2) * (1 + gap)^-beta with u = s / max s
  * (u = 0 when max s <= 0), taken greedily by phi (ties: smaller gap, then
  * lower slot) while the gap fits the remaining budget, then the highest-score
- * remaining slots. keep gets exactly k sorted slots. */
+ * remaining slots. With line_ends, before the chunks each candidate in rank
+ * order whose line ends within KR_T2C_LINE_TAIL slots after it brings the
+ * rest of its line, newline included, while it fits. keep gets exactly k
+ * sorted slots. */
 kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params *p, const kr_kv_protect *protect,
                              int32_t *keep, void *scratch, size_t scratch_bytes);
 

@@ -571,7 +571,7 @@ static void test_format(void) {
     CHECK(strstr(text, "  protect_token_ids: [1, 2, 2147483647]") != NULL);
     CHECK(strstr(text, "\nkara:\n  evict: on_demand") != NULL);
     CHECK(strstr(text, "\n  interval: 128") != NULL);
-    CHECK(strstr(text, "\n  t2c:\n    mode: chunks") != NULL);
+    CHECK(strstr(text, "\n  t2c:\n    mode: line_tails") != NULL);
     CHECK(strstr(text, "\n    candidate_frac: 0.5") != NULL);
     CHECK(strstr(text, "\n  streaming:\n    n_sink: 4") != NULL);
     const char *line = strstr(text, "  temperature: 0.1");

@@ -169,7 +169,7 @@ static void test_sequence_events(void) {
         int n_c = n - F - BUF;
         for (int j = 0; j < n_c; j++) s[j] = (float)(rng_next() % 1000);
         int k = kr_kv_keep_count(n_c, 0.2f, 4);
-        kr_kv_t2c_params tp = {k, 0.5f, 16, 1.0f};
+        kr_kv_t2c_params tp = {k, 0.5f, 16, 1.0f, NULL};
         CHECK_EQ_INT(kr_kv_select_t2c(s, n_c, &tp, NULL, keep, scr, bytes), KARA_OK);
         kr_kv_compact_plan plan;
         CHECK_EQ_INT(kr_kv_compact_plan_make(&plan, F, n, BUF, keep, k, moves), KARA_OK);

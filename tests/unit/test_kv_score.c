@@ -590,7 +590,7 @@ static void select_default(const float *s, int n_c, float kappa, int32_t *keep, 
     kara_kv_params p;
     kara_kv_params_init(&p);
     *k = kr_kv_keep_count(n_c, p.retention, p.min_keep);
-    kr_kv_t2c_params t = {*k, kappa, p.max_gap, p.len_penalty};
+    kr_kv_t2c_params t = {*k, kappa, p.max_gap, p.len_penalty, NULL};
     size_t bytes = kr_kv_select_scratch_bytes(n_c);
     void *scratch = malloc(bytes);
     CHECK_EQ_INT(kr_kv_select_t2c(s, n_c, &t, NULL, keep, scratch, bytes), KARA_OK);

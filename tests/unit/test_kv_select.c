@@ -161,7 +161,7 @@ static void test_t2c_vs_reference(void) {
         float kappa = it % 7 == 0 ? 1.0f : (float)(0.1 + 0.9 * urand());
         int max_gap = 1 + irand(20);
         float beta = it % 5 == 0 ? 0.0f : (float)(urand() * 2.5); /* beta 0: phi ties across gaps */
-        kr_kv_t2c_params p = {K, kappa, max_gap, beta};
+        kr_kv_t2c_params p = {K, kappa, max_gap, beta, NULL};
         kr_kv_protect pr = {tok, ids, use_prot ? 3 : 0};
         size_t bytes;
         void *scr = scratch_for(n, &bytes);
@@ -217,7 +217,7 @@ static void test_pure_topk(void) {
     int32_t keep[12];
     size_t bytes;
     void *scr = scratch_for(12, &bytes);
-    kr_kv_t2c_params p = {5, 1.0f, 16, 1.0f};
+    kr_kv_t2c_params p = {5, 1.0f, 16, 1.0f, NULL};
     CHECK_EQ_INT(kr_kv_select_t2c(s, 12, &p, NULL, keep, scr, bytes), KARA_OK);
     int32_t expect[5] = {1, 3, 5, 6, 9}; /* 0.9 0.9 0.7 0.7 0.7 */
     CHECK(!memcmp(keep, expect, sizeof expect));
@@ -239,7 +239,7 @@ static void test_worked_example(void) {
     int32_t keep[20];
     size_t bytes;
     void *scr = scratch_for(20, &bytes);
-    kr_kv_t2c_params p = {6, 0.5f, 16, 1.0f};
+    kr_kv_t2c_params p = {6, 0.5f, 16, 1.0f, NULL};
     CHECK_EQ_INT(kr_kv_select_t2c(s, 20, &p, NULL, keep, scr, bytes), KARA_OK);
     int32_t expect[6] = {2, 3, 4, 5, 10, 15};
     CHECK_MSG(!memcmp(keep, expect, sizeof expect), "got %d %d %d %d %d %d", keep[0], keep[1], keep[2], keep[3],
@@ -267,7 +267,7 @@ static void test_planted_span_scores(void) {
         int32_t keep[128];
         size_t bytes;
         void *scr = scratch_for(128, &bytes);
-        kr_kv_t2c_params p = {kr_kv_keep_count(128, 0.2f, 4), 0.5f, 16, 1.0f};
+        kr_kv_t2c_params p = {kr_kv_keep_count(128, 0.2f, 4), 0.5f, 16, 1.0f, NULL};
         CHECK_EQ_INT(kr_kv_select_t2c(s, 128, &p, NULL, keep, scr, bytes), KARA_OK);
         int whole = 0;
         for (int t = 0; t < p.k; t++) whole += keep[t] >= a && keep[t] <= a + 3;
@@ -294,7 +294,7 @@ static void test_protect(void) {
     size_t bytes;
     void *scr = scratch_for(30, &bytes);
     /* Token2Chunk, kappa 0.5: K 6 -> m 3 = the three protected slots, R 3 */
-    kr_kv_t2c_params p = {6, 0.5f, 2, 1.0f};
+    kr_kv_t2c_params p = {6, 0.5f, 2, 1.0f, NULL};
     CHECK_EQ_INT(kr_kv_select_t2c(s, 30, &p, &pr, keep, scr, bytes), KARA_OK);
     /* chunks: (25,28) gap 2 and (28,29) gap 0 -> only (25,28) counts; takes 26, 27; then the best: 0 */
     int32_t e1[6] = {0, 25, 26, 27, 28, 29};
@@ -500,7 +500,7 @@ static void test_errors(void) {
     int32_t keep[10];
     size_t bytes;
     void *scr = scratch_for(10, &bytes);
-    kr_kv_t2c_params p = {11, 0.5f, 16, 1.0f};
+    kr_kv_t2c_params p = {11, 0.5f, 16, 1.0f, NULL};
     CHECK_EQ_INT(kr_kv_select_t2c(s, 10, &p, NULL, keep, scr, bytes), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "keep 11 of 10") != NULL, "message: %s", kara_last_error());
     p.k = 5;
@@ -588,6 +588,69 @@ static void test_lines(void) {
     CHECK(kr_kv_select_lines(s, 20, 5, 0, ends, NULL, keep, scratch, sizeof scratch) == KARA_ERR_ARG);
 }
 
+/* line_tails: a candidate whose line ends within KR_T2C_LINE_TAIL slots
+ * brings the rest of it before the chunks are taken, while it fits. */
+static void test_line_tails(void) {
+    static uint8_t scratch[1 << 16];
+    /* lines [0,4] [5,9] [10,14] [15,19] */
+    float s[20];
+    uint8_t ends[20] = {0};
+    for (int i = 0; i < 20; i++) s[i] = 0.01f * (float)(i % 7);
+    ends[4] = ends[9] = ends[14] = ends[19] = 1;
+    s[7] = 3.0f;  /* tail 8, 9 */
+    s[11] = 2.0f; /* tail 12, 13, 14 */
+    s[0] = 1.5f;  /* tail 1..4: KR_T2C_LINE_TAIL slots exactly */
+    int32_t keep[20];
+    /* k 4: candidates 7 and 11; 7's tail fits the 2 left, 11's does not */
+    kr_kv_t2c_params p = {4, 0.5f, 16, 1.0f, ends};
+    CHECK(kr_kv_select_t2c(s, 20, &p, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    int32_t want4[4] = {7, 8, 9, 11};
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(keep[i], want4[i]);
+    /* plain Token2Chunk: the gap 8..10 does not fit; the best singles 0 and 6 fill */
+    p.line_ends = NULL;
+    CHECK(kr_kv_select_t2c(s, 20, &p, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    int32_t plain4[4] = {0, 6, 7, 11};
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(keep[i], plain4[i]);
+    /* k 6: candidates 7, 11, 0; 7's tail (2) fits, then neither 11's (3) nor 0's (4); the chunk 10 fills */
+    p.k = 6;
+    p.line_ends = ends;
+    CHECK(kr_kv_select_t2c(s, 20, &p, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    int32_t want6[6] = {0, 7, 8, 9, 10, 11};
+    for (int i = 0; i < 6; i++) CHECK_EQ_INT(keep[i], want6[i]);
+    /* a line end beyond KR_T2C_LINE_TAIL: no tail */
+    uint8_t far[20] = {0};
+    far[19] = 1;
+    p.k = 4;
+    p.line_ends = far;
+    CHECK(kr_kv_select_t2c(s, 20, &p, NULL, keep, scratch, sizeof scratch) == KARA_OK);
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(keep[i], plain4[i]);
+    /* without any line end it is Token2Chunk, on random windows too */
+    uint8_t none[150] = {0};
+    rng_state = 91;
+    for (int it = 0; it < 200; it++) {
+        int n = 1 + irand(150), k = irand(n + 1);
+        float r[150];
+        int32_t a[150], b[150];
+        random_scores(r, n, it % 4);
+        kr_kv_t2c_params q = {k, 0.5f, 16, 1.0f, NULL};
+        CHECK(kr_kv_select_t2c(r, n, &q, NULL, a, scratch, sizeof scratch) == KARA_OK);
+        q.line_ends = none;
+        CHECK(kr_kv_select_t2c(r, n, &q, NULL, b, scratch, sizeof scratch) == KARA_OK);
+        CHECK_MSG(!memcmp(a, b, (size_t)k * sizeof *a), "line_tails without line ends differs (n %d, k %d)", n, k);
+        CHECK(sorted_unique(b, k, n));
+    }
+    /* the dispatcher: t2c.mode line_tails */
+    kara_kv_params kp;
+    kara_kv_params_init(&kp);
+    kp.t2c_mode = KARA_T2C_LINE_TAILS;
+    kp.retention = 0.2f; /* k = 4 */
+    kp.min_keep = 1;
+    int32_t n_keep = 0;
+    CHECK(kr_kv_select_window(&kp, s, NULL, ends, 20, 0, keep, &n_keep, scratch, sizeof scratch) == KARA_OK);
+    CHECK_EQ_INT(n_keep, 4);
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(keep[i], want4[i]);
+}
+
 int main(void) {
     test_counts();
     test_pure_topk();
@@ -605,5 +668,6 @@ int main(void) {
     test_errors();
     test_ablation_a4();
     test_lines();
+    test_line_tails();
     return kr_test_finish();
 }
