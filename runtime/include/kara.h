@@ -310,7 +310,7 @@ typedef struct kara_kv_params {
     kara_kv_evict evict; /* on_demand */
     int32_t
         evict_margin;  /* on_demand: slots freed below the share; 0 = auto (interval / 4, <= share / 8, >= a block) */
-    int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 0 */
+    int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 1 */
     int32_t interval;  /* 128 */
     int32_t buffer;    /* 128 */
     float retention;   /* 0.2; per_window eviction only */

@@ -107,7 +107,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     /* kara: */
     p->evict = KARA_KV_EVICT_ON_DEMAND;
     p->evict_margin = 0; /* auto: interval / 4, at least one block */
-    p->evict_lag = 0;
+    p->evict_lag = 1; /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
     p->interval = 128;
     p->buffer = 128; /* measured: docs/KV_COMPRESSION.md, "Defaults by measurement" */
     p->retention = 0.2f;

@@ -63,6 +63,7 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     cp.kv.reserve_blocks = 1;
     cp.kv.max_compress_per_step = max_compress_per_step;
     cp.kv.evict = g_evict;
+    cp.kv.evict_lag = 0; /* per_window: eager events, for which the budgets below are sized */
     cp.kv.seq_tokens = g_seq_tokens;
     kara_context *ctx = NULL;
     if (kara_context_create(g_model, &cp, &ctx) != KARA_OK) {

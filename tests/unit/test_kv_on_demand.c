@@ -48,6 +48,7 @@ static void small_window(kara_kv_params *kv, kara_kv_method method, int32_t shar
     kv->min_compressible = 16;
     kv->max_defer = 8;
     kv->seq_tokens = share;
+    kv->evict_lag = 0; /* per_window tests: the paper's eager events unless a test sets a lag */
 }
 
 /* Slots each scored window of seq holds now. */

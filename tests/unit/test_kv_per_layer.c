@@ -43,6 +43,7 @@ static void a5_params(kara_kv_params *kv, bool per_layer) {
     kara_kv_params_init(kv);
     kv->method = KARA_KV_METHOD_KARA;
     kv->evict = KARA_KV_EVICT_PER_WINDOW;
+    kv->evict_lag = 0; /* the paper's eager events, which the expected slots below describe */
     kv->interval = 32;
     kv->buffer = 8;
     kv->min_compressible = 16;
