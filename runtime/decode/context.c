@@ -184,8 +184,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_vocab_info vocab = {-1, NULL, 0};
     if (model->vocab.kind != KR_VOCAB_NONE) {
         vocab.think_end_token = kr_vocab_find(&model->vocab, "</think>", 8);
-        if (kr_kv_selection_reads_lines(&params->kv) &&
-            !(vocab.line_end = line_end_table(model, &vocab.n_vocab))) {
+        if (kr_kv_selection_reads_lines(&params->kv) && !(vocab.line_end = line_end_table(model, &vocab.n_vocab))) {
             kr_kv_free(&c->kv);
             free(c);
             return kr_set_error(KARA_ERR_NOMEM, "out of memory for the vocabulary's line-end table");

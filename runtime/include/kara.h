@@ -293,8 +293,14 @@ typedef enum kara_kv_trigger { KARA_KV_TRIGGER_PERIODIC = 0, KARA_KV_TRIGGER_THR
 typedef enum kara_kv_evict { KARA_KV_EVICT_ON_DEMAND = 0, KARA_KV_EVICT_PER_WINDOW } kara_kv_evict;
 /* How Kara's Top-K candidates become kept spans (docs/KARA_METHOD.md section 6): CHUNKS, Token2Chunk's gaps between
  * candidates; POOLED_TOPK, Top-K after a max-pool over 7 neighbours (ablation A4); LINES, whole lines (pieces of at
- * most t2c.max_gap tokens) ranked by their best slot, so a kept digit brings its line. */
-typedef enum kara_t2c_mode { KARA_T2C_CHUNKS = 0, KARA_T2C_POOLED_TOPK, KARA_T2C_LINES, KARA_T2C_LINE_TAILS } kara_t2c_mode;
+ * most t2c.max_gap tokens) ranked by their best slot, so a kept digit brings its line; LINE_TAILS (the default),
+ * Token2Chunk in which a candidate first brings the rest of its line when that ends within 4 slots. */
+typedef enum kara_t2c_mode {
+    KARA_T2C_CHUNKS = 0,
+    KARA_T2C_POOLED_TOPK,
+    KARA_T2C_LINES,
+    KARA_T2C_LINE_TAILS
+} kara_t2c_mode;
 #define KARA_MAX_PROTECT_TOKENS 16
 /* Every setting of the KV cache and its compression method: each comment gives the default (kara_kv_params_init)
  * and the YAML key where it is not the field's name. Filled by kara_kv_params_init, the YAML loader and the CLI. */

@@ -59,9 +59,11 @@ const kr_enum_name kr_kv_evict_names[] = {
 
 const kr_enum_name kr_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kr_enum_name kr_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
-const kr_enum_name kr_t2c_mode_names[] = {
-    {"chunks", KARA_T2C_CHUNKS}, {"pooled_topk", KARA_T2C_POOLED_TOPK}, {"lines", KARA_T2C_LINES},
-    {"line_tails", KARA_T2C_LINE_TAILS}, {NULL, 0}};
+const kr_enum_name kr_t2c_mode_names[] = {{"chunks", KARA_T2C_CHUNKS},
+                                          {"pooled_topk", KARA_T2C_POOLED_TOPK},
+                                          {"lines", KARA_T2C_LINES},
+                                          {"line_tails", KARA_T2C_LINE_TAILS},
+                                          {NULL, 0}};
 
 bool kr_kv_selection_reads_lines(const kara_kv_params *p) {
     return p->method == KARA_KV_METHOD_KARA && (p->t2c_mode == KARA_T2C_LINES || p->t2c_mode == KARA_T2C_LINE_TAILS);
@@ -107,7 +109,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     /* kara: */
     p->evict = KARA_KV_EVICT_ON_DEMAND;
     p->evict_margin = 0; /* auto: interval / 4, at least one block */
-    p->evict_lag = 1; /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
+    p->evict_lag = 1;    /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
     p->interval = 128;
     p->buffer = 128; /* measured: docs/KV_COMPRESSION.md, "Defaults by measurement" */
     p->retention = 0.2f;

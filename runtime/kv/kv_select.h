@@ -43,10 +43,10 @@ typedef struct kr_kv_protect {
 size_t kr_kv_select_scratch_bytes(int32_t n);
 
 typedef struct kr_kv_t2c_params {
-    int32_t k;            /* slots to keep, 0 <= k <= n_c */
-    float candidate_frac; /* kappa in (0, 1]; 1 = pure Top-K (A3) */
-    int32_t max_gap;      /* longest chunk interior, >= 1 */
-    float len_penalty;    /* beta >= 0 */
+    int32_t k;                /* slots to keep, 0 <= k <= n_c */
+    float candidate_frac;     /* kappa in (0, 1]; 1 = pure Top-K (A3) */
+    int32_t max_gap;          /* longest chunk interior, >= 1 */
+    float len_penalty;        /* beta >= 0 */
     const uint8_t *line_ends; /* t2c.mode line_tails: per slot, its token ends a line; NULL = plain Token2Chunk */
 } kr_kv_t2c_params;
 

@@ -548,6 +548,22 @@ static void test_ablation_a4(void) {
  * slot is kept whole, the next-best line whole while it fits, the rest by
  * score; a line longer than max_len is cut into pieces; with no line ends
  * the pieces are fixed; and the dispatcher passes the line ends through. */
+/* kr_kv_select_window for method kara with t2c.mode `mode` keeps `want`
+ * (k of them: retention x n with min_keep 1). */
+static void check_dispatch(kara_t2c_mode mode, float retention, const float *s, const uint8_t *ends, int32_t n,
+                           const int32_t *want, int32_t k) {
+    static uint8_t scratch[1 << 16];
+    kara_kv_params p;
+    kara_kv_params_init(&p);
+    p.t2c_mode = mode;
+    p.retention = retention;
+    p.min_keep = 1;
+    int32_t keep[64], n_keep = 0;
+    CHECK(kr_kv_select_window(&p, s, NULL, ends, n, 0, keep, &n_keep, scratch, sizeof scratch) == KARA_OK);
+    CHECK_EQ_INT(n_keep, k);
+    for (int i = 0; i < k && i < n_keep; i++) CHECK_EQ_INT(keep[i], want[i]);
+}
+
 static void test_lines(void) {
     static uint8_t scratch[1 << 16];
     /* lines [0,4] [5,9] [10,14] [15,19]; one strong digit in line 2 */
@@ -576,15 +592,8 @@ static void test_lines(void) {
     CHECK(kr_kv_select_lines(s, 20, 6, 6, NULL, NULL, keep, scratch, sizeof scratch) == KARA_OK);
     for (int i = 0; i < 6; i++) CHECK_EQ_INT(keep[i], 6 + i);
     /* the dispatcher: method kara with t2c.mode lines is this selection */
-    kara_kv_params p;
-    kara_kv_params_init(&p);
-    p.t2c_mode = KARA_T2C_LINES;
-    p.retention = 0.25f; /* k = 5 */
-    p.min_keep = 1;
-    int32_t n_keep = 0;
-    CHECK(kr_kv_select_window(&p, s, NULL, ends, 20, 0, keep, &n_keep, scratch, sizeof scratch) == KARA_OK);
-    CHECK_EQ_INT(n_keep, 5);
-    for (int i = 0; i < 5; i++) CHECK_EQ_INT(keep[i], 5 + i);
+    const int32_t want5[5] = {5, 6, 7, 8, 9};
+    check_dispatch(KARA_T2C_LINES, 0.25f, s, ends, 20, want5, 5);
     CHECK(kr_kv_select_lines(s, 20, 5, 0, ends, NULL, keep, scratch, sizeof scratch) == KARA_ERR_ARG);
 }
 
@@ -640,15 +649,7 @@ static void test_line_tails(void) {
         CHECK(sorted_unique(b, k, n));
     }
     /* the dispatcher: t2c.mode line_tails */
-    kara_kv_params kp;
-    kara_kv_params_init(&kp);
-    kp.t2c_mode = KARA_T2C_LINE_TAILS;
-    kp.retention = 0.2f; /* k = 4 */
-    kp.min_keep = 1;
-    int32_t n_keep = 0;
-    CHECK(kr_kv_select_window(&kp, s, NULL, ends, 20, 0, keep, &n_keep, scratch, sizeof scratch) == KARA_OK);
-    CHECK_EQ_INT(n_keep, 4);
-    for (int i = 0; i < 4; i++) CHECK_EQ_INT(keep[i], want4[i]);
+    check_dispatch(KARA_T2C_LINE_TAILS, 0.2f, s, ends, 20, want4, 4);
 }
 
 int main(void) {
