@@ -201,10 +201,8 @@ static int32_t run_len(const kr_kv_rows *r, int64_t i, int32_t max) {
     return left < max ? (int32_t)left : max;
 }
 
-/* kr_kv_rows_logits for q8_0/q4_0 rows: runs of KR_KV_DEQ_ROWS keys (fixed:
- * the thread count never changes an entry) dequantised on the stack, then
- * gemm_nt; heads longer than KR_KV_DEQ_MAX_DIM take an in-place dot
- * product per key. */
+/* kr_kv_rows_logits for q8_0/q4_0 rows (kv_score.h): the run length is
+ * fixed, so the thread count never changes an entry. */
 static void logits_blocked(const kr_kernels *kt, const kr_kv_rows *keys, int32_t e, int32_t n_keys, int32_t d,
                            const float *qf, int32_t n_rows, float *z, size_t zs) {
     if (d <= KR_KV_DEQ_MAX_DIM) { /* runs of KR_KV_DEQ_ROWS keys dequantised on the stack, then gemm_nt */

@@ -28,6 +28,13 @@ kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t s
     return m;
 }
 
+void kr_test_small_windows(kara_kv_params *kv) {
+    kv->interval = 32;
+    kv->buffer = 8;
+    kv->min_compressible = 16;
+    kv->max_defer = 8;
+}
+
 kara_context *kr_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx) {
     kara_context_params cp;
     kara_context_params_init(&cp);

@@ -15,6 +15,10 @@
 /* A context for KV-policy tests: n_seq sequences of n_ctx slots with the
  * given KV parameters; NULL, with the reason on stderr, on failure. */
 kara_context *kr_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx);
+/* The small windows of the KV tests: the spec's lengths over 4, so that a
+ * few hundred steps see many events (interval 32, buffer 8,
+ * min_compressible 16, max_defer 8). Every other field is left as it is. */
+void kr_test_small_windows(kara_kv_params *kv);
 /* Index of the largest of x[0..n) (the first on ties): greedy decoding. */
 int kr_test_argmax(const float *x, int n);
 /* Bytes of K and V of every layer for n_slots slots, and a copy of them

@@ -19,6 +19,7 @@
 
 #include "kara.h"
 #include "synth_model.h"
+#include "test_models.h"
 #include "test_util.h"
 
 #define N_REQ 6
@@ -56,9 +57,7 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     cp.n_threads = 1;
     cp.kv.method = method;
     cp.kv.budget = budget;
-    cp.kv.interval = 32;
-    cp.kv.buffer = 8;
-    cp.kv.max_defer = 8;
+    kr_test_small_windows(&cp.kv);
     cp.kv.min_compressible = g_min_compressible;
     cp.kv.reserve_blocks = 1;
     cp.kv.max_compress_per_step = max_compress_per_step;

@@ -43,10 +43,7 @@ static kara_model *tiny_model(void) {
 static void small_window(kara_kv_params *kv, kara_kv_method method, int32_t share) {
     kara_kv_params_init(kv);
     kv->method = method;
-    kv->interval = 32;
-    kv->buffer = 8;
-    kv->min_compressible = 16;
-    kv->max_defer = 8;
+    kr_test_small_windows(kv);
     kv->seq_tokens = share;
     kv->evict_lag = 0; /* per_window tests: the paper's eager events unless a test sets a lag */
 }

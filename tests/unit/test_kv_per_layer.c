@@ -44,10 +44,7 @@ static void a5_params(kara_kv_params *kv, bool per_layer) {
     kv->method = KARA_KV_METHOD_KARA;
     kv->evict = KARA_KV_EVICT_PER_WINDOW;
     kv->evict_lag = 0; /* the paper's eager events, which the expected slots below describe */
-    kv->interval = 32;
-    kv->buffer = 8;
-    kv->min_compressible = 16;
-    kv->max_defer = 8;
+    kr_test_small_windows(kv);
     kv->budget = 0;
     kv->per_layer_selection = per_layer;
 }

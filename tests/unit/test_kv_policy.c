@@ -35,10 +35,7 @@ static kara_model *tiny_model(void) { return kr_test_synth_model("tiny", "qwen3"
 static void small_window(kara_kv_params *kv, kara_kv_method method) {
     kv->method = method;
     kv->evict = KARA_KV_EVICT_PER_WINDOW;
-    kv->interval = 32;
-    kv->buffer = 8;
-    kv->min_compressible = 16;
-    kv->max_defer = 8;
+    kr_test_small_windows(kv);
     kv->budget_tokens = 96;
     kv->snapkv_trigger_slack = 32;
     kv->rkv_trigger_slack = 32;

@@ -237,10 +237,7 @@ static void run(kara_model *m, float weight, kara_kv_evict evict, bool threshold
     kara_kv_params_init(&kv);
     kv.method = KARA_KV_METHOD_KARA;
     kv.evict = evict;
-    kv.interval = 32;
-    kv.buffer = 8;
-    kv.min_compressible = 16;
-    kv.max_defer = 8;
+    kr_test_small_windows(&kv);
     kv.seq_tokens = 160;
     kv.prior_weight = weight;
     if (threshold) {

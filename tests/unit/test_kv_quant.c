@@ -294,10 +294,7 @@ static void test_methods(kara_model *m, kara_kv_dtype t) {
         kv.method = methods[i];
         kv.dtype = t;
         kv.evict = KARA_KV_EVICT_PER_WINDOW;
-        kv.interval = 32;
-        kv.buffer = 8;
-        kv.min_compressible = 16;
-        kv.max_defer = 8;
+        kr_test_small_windows(&kv);
         kv.budget_tokens = 96;
         kv.snapkv_trigger_slack = 32;
         kv.rkv_trigger_slack = 32;
