@@ -289,6 +289,8 @@ static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
         void *ring = kr_kv_policy_query_row(&c->policy, c->entry_seq[i], il, c->slot[i], c->entry_pos[i]);
         if (ring && c->policy.p.query_cache_dtype == KARA_KV_F16)
             k->f32_to_f16(ring, q, (int64_t)hp->n_head * hd);
+        else if (ring && c->policy.p.query_cache_dtype == KARA_KV_Q8_0)
+            kr_kv_row_store(KARA_KV_Q8_0, q, ring, (int64_t)hp->n_head * hd);
         else if (ring)
             memcpy(ring, q, (size_t)hp->n_head * hd * sizeof(float));
         for (int32_t h = 0; h < hp->n_head_kv; h++) {

@@ -327,7 +327,7 @@ typedef struct kara_kv_params {
     bool think_only;               /* compress_scope: think_only (false: all) */
     int32_t n_protect_token_ids;   /* protect_token_ids: none */
     int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
-    kara_kv_dtype query_cache_dtype;      /* f16 (f16 or f32 only) */
+    kara_kv_dtype query_cache_dtype;      /* q8_0 (f16 for query rows not a multiple of 32); f16, f32 */
     bool per_layer_selection;             /* selection_scope: per_layer (ablation A5); false: shared */
     bool rerotate_keys;                   /* false; true is refused at context creation (KARA_ERR_UNSUPPORTED) */
     kara_pool_fallback on_pool_exhausted; /* preempt */

@@ -22,8 +22,9 @@ const kr_enum_name kr_kv_method_names[] = {{"full", KARA_KV_METHOD_FULL},
 const kr_enum_name kr_kv_dtype_names[] = {
     {"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {"q8_0", KARA_KV_Q8_0}, {"q4_0", KARA_KV_Q4_0}, {NULL, 0}};
 
-/* The query cache holds f32 or f16 rows only (the scorer's queries). */
-const kr_enum_name kr_query_dtype_names[] = {{"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {NULL, 0}};
+/* The query cache holds f16, f32 or q8_0 rows (the scorer's queries), never q4_0. */
+const kr_enum_name kr_query_dtype_names[] = {
+    {"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {"q8_0", KARA_KV_Q8_0}, {NULL, 0}};
 
 const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KARA_SCORE_BIDIRECTIONAL},
                                             {"two_sided", KARA_SCORE_TWO_SIDED},
@@ -119,7 +120,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->max_defer = 32;
     p->think_only = false;
     p->n_protect_token_ids = 0;
-    p->query_cache_dtype = KARA_KV_F16;
+    p->query_cache_dtype = KARA_KV_Q8_0; /* half the ring of f16, the same selections (KV_COMPRESSION.md) */
     p->per_layer_selection = false;
     p->rerotate_keys = false;
     p->on_pool_exhausted = KARA_POOL_PREEMPT;

@@ -110,8 +110,6 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
     if (s->score_q < 1 || s->score_q > s->score_n) s->score_q = s->score_n;
 }
 
-static size_t qsize(const kara_kv_params *p) { return p->query_cache_dtype == KARA_KV_F32 ? 4 : 2; }
-
 void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_seq_max,
                          int32_t max_slots) {
     kr_kv_reserve_shape(s, p, shape->n_layer, max_slots);
@@ -121,8 +119,8 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
      * event are reused group after group */
     s->per_layer = (size_t)n_seq_max * (size_t)(kr_kv_n_groups(p, shape->n_layer) - 1) * (size_t)max_slots *
         (sizeof(int32_t) + sizeof(float));
-    s->ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap * (size_t)shape->n_head *
-        (size_t)shape->head_dim * qsize(p);
+    s->ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap *
+        kr_kv_row_bytes(p->query_cache_dtype, (int64_t)shape->n_head * shape->head_dim);
     if (s->needs_h2o) s->h2o = (size_t)n_seq_max * (size_t)shape->n_head * (size_t)max_slots * sizeof(float);
     /* lazy: each sequence's last attended step and longest recurrence interval per slot */
     if (p->method == KARA_KV_METHOD_LAZY) s->lazy = (size_t)n_seq_max * (size_t)max_slots * 2 * sizeof(int32_t);
@@ -174,15 +172,21 @@ static int32_t auto_margin(const kara_kv_params *p, int64_t share) {
     return m > B ? m : B;
 }
 
-kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_ctx,
+kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const kr_kv_shape *shape, int32_t n_ctx,
                             int32_t n_seq_max) {
+    /* q8_0 query rows need whole blocks of 32; a model whose n_head x
+     * head_dim is not a multiple keeps its queries in f16 */
+    kara_kv_params eff = *p_in;
+    const kara_kv_params *p = &eff;
+    if (((int64_t)shape->n_head * shape->head_dim) % 32 && eff.query_cache_dtype == KARA_KV_Q8_0)
+        eff.query_cache_dtype = KARA_KV_F16;
     memset(plan, 0, sizeof *plan);
     if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1)
         return kr_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
-    if ((unsigned)p->dtype > KARA_KV_Q4_0 || (unsigned)p->query_cache_dtype > KARA_KV_F32)
+    if ((unsigned)p->dtype > KARA_KV_Q4_0 || (unsigned)p->query_cache_dtype > KARA_KV_Q8_0)
         return kr_set_error(KARA_ERR_CONFIG,
                             "kv_cache.dtype %d or kara.query_cache_dtype %d is not a type (f16, f32, "
-                            "q8_0 or q4_0 for the cache; f16 or f32 for the query cache)",
+                            "q8_0 or q4_0 for the cache; f16, f32 or q8_0 for the query cache)",
                             (int)p->dtype, (int)p->query_cache_dtype);
     const int64_t row = (int64_t)shape->n_head_kv * shape->head_dim;
     if (row % kr_kv_dtype_block(p->dtype))

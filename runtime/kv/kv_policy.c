@@ -12,6 +12,7 @@
 #include "kv_compact.h"
 #include "kv_params.h"
 #include "kv_policy_impl.h"
+#include "kv_quant.h"
 #include "kv_score.h"
 #include "kv_select.h"
 #include "status.h"
@@ -56,7 +57,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->think_end_token = vocab->think_end_token;
     pol->budget_tokens = plan->budget_tokens;
     pol->scoring = plan->scoring;
-    pol->q_row_bytes = (size_t)pol->n_head * (size_t)pol->head_dim * (p->query_cache_dtype == KARA_KV_F32 ? 4 : 2);
+    pol->q_row_bytes = kr_kv_row_bytes(p->query_cache_dtype, (int64_t)pol->n_head * pol->head_dim);
     pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
     if (!pol->seqs) return kr_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
     if (!plan->scoring) return KARA_OK; /* full, or a share that holds the whole context */

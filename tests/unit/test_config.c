@@ -65,7 +65,7 @@ static void test_defaults(void) {
     CHECK_EQ_INT(kv->max_defer, 32);
     CHECK(!kv->think_only);
     CHECK_EQ_INT(kv->n_protect_token_ids, 0);
-    CHECK_EQ_INT(kv->query_cache_dtype, KARA_KV_F16);
+    CHECK_EQ_INT(kv->query_cache_dtype, KARA_KV_Q8_0);
     CHECK(!kv->per_layer_selection);
     CHECK(!kv->rerotate_keys);
     CHECK_EQ_INT(kv->on_pool_exhausted, KARA_POOL_PREEMPT);
@@ -395,13 +395,17 @@ static void test_set(void) {
     CHECK_EQ_INT(kara_config_set(&c, "kara.score", "causal", "--x"), KARA_ERR_CONFIG);
     CHECK(!strcmp(kara_last_error(), "--x: 'kara.score' is a section, not a key"));
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.method", "", "--kv-method"), KARA_ERR_CONFIG);
-    /* the cache takes the block types (issue 20); the query cache only f16 or f32 */
+    /* the cache takes the block types (issue 20); the query cache f16, f32 or q8_0, not q4_0 */
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.dtype", "q8_0", "-ctk"), KARA_OK);
     CHECK_EQ_INT(c.context.kv.dtype, KARA_KV_Q8_0);
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.dtype", "q4_0", NULL), KARA_OK);
     CHECK_EQ_INT(c.context.kv.dtype, KARA_KV_Q4_0);
-    CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "q8_0", NULL), KARA_ERR_CONFIG);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "f16", NULL), KARA_OK);
     CHECK_EQ_INT(c.context.kv.query_cache_dtype, KARA_KV_F16);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "q4_0", NULL), KARA_ERR_CONFIG);
+    CHECK_EQ_INT(c.context.kv.query_cache_dtype, KARA_KV_F16);
+    CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "q8_0", NULL), KARA_OK);
+    CHECK_EQ_INT(c.context.kv.query_cache_dtype, KARA_KV_Q8_0);
     CHECK_EQ_INT(kara_config_set(NULL, "kara.buffer", "1", NULL), KARA_ERR_ARG);
     CHECK_EQ_INT(kara_config_set(&c, "kara.buffer", NULL, NULL), KARA_ERR_ARG);
 

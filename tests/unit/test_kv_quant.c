@@ -21,6 +21,10 @@
  *     logits bit for bit;
  *   - a model whose rows are not a multiple of 32 values is refused at
  *     context creation with the row length in the message;
+ *   - the query ring is q8_0 by default (0.53x f16's bytes) and falls
+ *     back to f16 for query rows that are not a multiple of 32 values; the
+ *     window scores read from a wrapping q8_0 ring equal those of f32 rows
+ *     of the same values and stay within 2% of the unrounded queries';
  *   - a sequence state saved under q8_0 loads into a q8_0 context and
  *     continues as the original did, and is refused by an f16 one with
  *     both type names in the message. */
@@ -380,6 +384,90 @@ static void test_seq_state(kara_model *m) {
     kara_context_free(f);
 }
 
+/* Window scores of n_w query rows q (any layout) against f32 keys, mode
+ * bidirectional .. buffer_only, softmax over the window and 3 sinks. */
+static void ring_scores(const kr_kv_rows *q, const float *k, const float *sink, int mode, float *out) {
+    kr_kv_score_shape sh = {45, 9, 4, 2, 24, 3};
+    size_t kst = (size_t)sh.n_head_kv * sh.head_dim * sizeof(float), bytes = kr_kv_score_scratch_bytes(&sh, 1);
+    kr_kv_rows kr = kr_kv_rows_plain(KARA_KV_F32, k, kst), sr = kr_kv_rows_plain(KARA_KV_F32, sink, kst);
+    kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, false, KARA_REDUCE_MEAN, false};
+    void *scratch = malloc(bytes);
+    kr_kv_score_job job;
+    if (CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, q, &kr, &sr, scratch, bytes, 1), KARA_OK))
+        kr_kv_score_run(&job, out, NULL);
+    free(scratch);
+}
+
+/* The query ring in q8_0 (query_cache_dtype's default): rows of 4 heads of
+ * 24 in blocks of 32 that straddle heads, in a ring that wraps from a
+ * negative first row. In every mode the scores equal those of f32 rows
+ * holding the dequantised queries (1e-6; test_kv_score checks f32 rows
+ * against the formulas) and stay within 2% of the unrounded queries'. */
+static void test_q8_query_ring(void) {
+    enum { N_W = 45, ROW = 4 * 24, CAP = N_W + 7, N_C = 36, KV = 2 * 24 };
+    static float exact[N_W * ROW], dq[N_W * ROW], k[N_W * KV], sink[3 * KV];
+    for (int i = 0; i < N_W * ROW; i++) exact[i] = (float)(3 * urand() - 1.5);
+    for (int i = 0; i < N_W * KV; i++) k[i] = (float)(3 * urand() - 1.5);
+    for (int i = 0; i < 3 * KV; i++) sink[i] = (float)(3 * urand() - 1.5);
+    const size_t row_b = kr_kv_row_bytes(KARA_KV_Q8_0, ROW);
+    CHECK_EQ_INT((int)row_b, ROW / 32 * 34);
+    uint8_t *ring = calloc(CAP, row_b);
+    kr_kv_rows q = {KARA_KV_Q8_0, ring, row_b, 0, -5 - 3 * (int64_t)CAP, CAP, NULL, 0, 0};
+    for (int i = 0; i < N_W; i++) {
+        uint8_t *row = ring + (size_t)((((q.first + i) % CAP) + CAP) % CAP) * row_b;
+        kr_kv_row_store(KARA_KV_Q8_0, exact + i * ROW, row, ROW);
+        kr_kv_row_load(KARA_KV_Q8_0, row, 0, ROW, dq + i * ROW);
+    }
+    kr_kv_rows q_dq = kr_kv_rows_plain(KARA_KV_F32, dq, ROW * sizeof(float));
+    kr_kv_rows q_exact = kr_kv_rows_plain(KARA_KV_F32, exact, ROW * sizeof(float));
+    double worst = 0, worst_exact = 0;
+    for (int mode = 0; mode < 4; mode++) {
+        float got[N_C], ref[N_C], ref_exact[N_C];
+        ring_scores(&q, k, sink, mode, got);
+        ring_scores(&q_dq, k, sink, mode, ref);
+        ring_scores(&q_exact, k, sink, mode, ref_exact);
+        double err = 0, err_exact = 0;
+        for (int j = 0; j < N_C; j++) {
+            err = fmax(err, fabs(got[j] - ref[j]) / (1e-3 + fabs(ref[j])));
+            err_exact = fmax(err_exact, fabs(got[j] - ref_exact[j]) / (1e-3 + fabs(ref_exact[j])));
+        }
+        CHECK_MSG(err <= 1e-6 && err_exact <= 0.02, "q8_0 ring, mode %d: rel err %g (dequantised), %g (unrounded)",
+                  mode, err, err_exact);
+        worst = fmax(worst, err);
+        worst_exact = fmax(worst_exact, err_exact);
+    }
+    printf("q8_0 query ring: scores within %.3g of f32 rows of the same values, %.3g of the unrounded queries\n", worst,
+           worst_exact);
+    free(ring);
+}
+
+/* The query ring's type (kara.query_cache_dtype): q8_0 by default, 34
+ * bytes per 32 values, so the plan reserves 0.53x f16's ring; a model
+ * whose query rows are not a multiple of 32 values (4 heads of 20) keeps
+ * f16 instead of failing. */
+static void test_query_ring_plan(void) {
+    kara_kv_params p;
+    kara_kv_params_init(&p);
+    CHECK_EQ_INT(p.query_cache_dtype, KARA_KV_Q8_0);
+    p.budget = 2u << 20; /* less than 3 whole sequences of either shape: the policy scores */
+    kr_kv_shape aligned = {4, 4, 2, 32}, odd = {4, 4, 2, 20};
+    kr_kv_plan plan;
+    CHECK_EQ_INT(kr_kv_plan_make(&plan, &p, &aligned, 2048, 3), KARA_OK);
+    CHECK_EQ_INT(plan.p.query_cache_dtype, KARA_KV_Q8_0);
+    kr_kv_reservation q8, f16;
+    kr_kv_reserve_sizes(&q8, &plan.p, &aligned, 3, 2048);
+    kara_kv_params pf = p;
+    pf.query_cache_dtype = KARA_KV_F16;
+    kr_kv_reserve_sizes(&f16, &pf, &aligned, 3, 2048);
+    /* 3 sequences x 4 layers x 289 rows x 128 values */
+    CHECK_EQ_INT((long long)f16.ring, 3LL * 4 * 289 * 128 * 2);
+    CHECK_EQ_INT((long long)q8.ring, 3LL * 4 * 289 * 4 * 34);
+    CHECK_EQ_INT(kr_kv_plan_make(&plan, &p, &odd, 2048, 3), KARA_OK);
+    CHECK_EQ_INT(plan.p.query_cache_dtype, KARA_KV_F16);
+    CHECK(plan.scoring);
+    CHECK_EQ_INT((long long)plan.reserved_bytes, (long long)kr_kv_policy_bytes(&plan.p, 4, 4, 2, 20, 3, 2048));
+}
+
 int main(void) {
     /* the step d is amax / 127 (q8_0) or amax / 8 (q4_0); stored as f16 it
      * is off by up to 2^-11 relative, which moves a value by up to 127 (or
@@ -393,6 +481,8 @@ int main(void) {
         test_logits_blocked(k ? KARA_KV_Q4_0 : KARA_KV_Q8_0, 272); /* longer than KR_KV_DEQ_MAX_DIM: in place */
     }
     test_bad_row();
+    test_query_ring_plan();
+    test_q8_query_ring();
     kara_model *m = kr_test_synth_model("tiny", "qwen3", 12, 2048, "tiny-qwen3.gguf");
     if (CHECK(m != NULL)) {
         test_model_logits(m);
