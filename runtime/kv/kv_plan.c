@@ -174,12 +174,8 @@ static int32_t auto_margin(const kara_kv_params *p, int64_t share) {
 
 kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const kr_kv_shape *shape, int32_t n_ctx,
                             int32_t n_seq_max) {
-    /* q8_0 query rows need whole blocks of 32; a model whose n_head x
-     * head_dim is not a multiple keeps its queries in f16 */
-    kara_kv_params eff = *p_in;
+    kara_kv_params eff = *p_in; /* p_in, but for the query ring's type (below) */
     const kara_kv_params *p = &eff;
-    if (((int64_t)shape->n_head * shape->head_dim) % 32 && eff.query_cache_dtype == KARA_KV_Q8_0)
-        eff.query_cache_dtype = KARA_KV_F16;
     memset(plan, 0, sizeof *plan);
     if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1)
         return kr_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
@@ -188,6 +184,10 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
                             "kv_cache.dtype %d or kara.query_cache_dtype %d is not a type (f16, f32, "
                             "q8_0 or q4_0 for the cache; f16, f32 or q8_0 for the query cache)",
                             (int)p->dtype, (int)p->query_cache_dtype);
+    /* q8_0 query rows need whole blocks; a model whose n_head x head_dim is
+     * not a multiple of 32 keeps its queries in f16 */
+    if (((int64_t)shape->n_head * shape->head_dim) % kr_kv_dtype_block(eff.query_cache_dtype))
+        eff.query_cache_dtype = KARA_KV_F16;
     const int64_t row = (int64_t)shape->n_head_kv * shape->head_dim;
     if (row % kr_kv_dtype_block(p->dtype))
         return kr_set_error(KARA_ERR_UNSUPPORTED,
