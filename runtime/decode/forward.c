@@ -272,6 +272,18 @@ static void attn_task(void *arg, int ith, int nth) {
     }
 }
 
+/* n f32 values into a row of type t: a K or V row of the cache or a query
+ * row of the KV policy's ring (f16 through the kernel table; q8_0/q4_0 in
+ * blocks of 32 by the reference quantizer, kv_quant.h). */
+static void store_row(const kr_kernels *k, kara_kv_dtype t, const float *x, void *row, int64_t n) {
+    if (t == KARA_KV_F16)
+        k->f32_to_f16(row, x, n);
+    else if (kr_kv_dtype_blocked(t))
+        kr_kv_row_store(t, x, row, n);
+    else
+        memcpy(row, x, (size_t)n * sizeof(float));
+}
+
 /* Per-head RMSNorm (Qwen3), RoPE, and the K/V write into each entry's slot. */
 static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
     const kr_hparams *hp = &c->model->hp;
@@ -287,30 +299,15 @@ static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
         }
         /* the KV policy scores the window with these queries later */
         void *ring = kr_kv_policy_query_row(&c->policy, c->entry_seq[i], il, c->slot[i], c->entry_pos[i]);
-        if (ring && c->policy.p.query_cache_dtype == KARA_KV_F16)
-            k->f32_to_f16(ring, q, (int64_t)hp->n_head * hd);
-        else if (ring && c->policy.p.query_cache_dtype == KARA_KV_Q8_0)
-            kr_kv_row_store(KARA_KV_Q8_0, q, ring, (int64_t)hp->n_head * hd);
-        else if (ring)
-            memcpy(ring, q, (size_t)hp->n_head * hd * sizeof(float));
+        if (ring) store_row(k, c->policy.p.query_cache_dtype, q, ring, (int64_t)hp->n_head * hd);
         for (int32_t h = 0; h < hp->n_head_kv; h++) {
             if (L->k_norm) k->rmsnorm(kk + h * hd, kk + h * hd, L->k_norm, hd, hp->rms_eps);
             rope_apply(hp, kk + h * hd, cs);
         }
         const float *vv = c->v + (size_t)i * hp->n_head_kv * hd;
         int32_t kvd = hp->n_head_kv * hd;
-        void *kd = kr_kv_k(&c->kv, il, c->entry_seq[i], c->slot[i]);
-        void *vd = kr_kv_v(&c->kv, il, c->entry_seq[i], c->slot[i]);
-        if (c->kv.dtype == KARA_KV_F16) {
-            k->f32_to_f16(kd, kk, kvd);
-            k->f32_to_f16(vd, vv, kvd);
-        } else if (kr_kv_dtype_blocked(c->kv.dtype)) { /* blocks of 32 along the row (kv_quant.h) */
-            kr_kv_row_store(c->kv.dtype, kk, kd, kvd);
-            kr_kv_row_store(c->kv.dtype, vv, vd, kvd);
-        } else {
-            memcpy(kd, kk, (size_t)kvd * sizeof(float));
-            memcpy(vd, vv, (size_t)kvd * sizeof(float));
-        }
+        store_row(k, c->kv.dtype, kk, kr_kv_k(&c->kv, il, c->entry_seq[i], c->slot[i]), kvd);
+        store_row(k, c->kv.dtype, vv, kr_kv_v(&c->kv, il, c->entry_seq[i], c->slot[i]), kvd);
     }
 }
 
