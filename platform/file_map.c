@@ -94,18 +94,25 @@ int kr_file_map_fd(int fd, kr_file_map *m) {
     return 0;
 }
 
-/* Anonymous memory for a copy of size bytes, rounded up to whole huge
- * pages and advised for them; writable until anon_seal. NULL with *err. */
+/* Anonymous memory for a copy of size bytes, writable until anon_seal. NULL
+ * with *err. A copy of a huge page or more is rounded up to whole huge pages
+ * and advised for them (fewer TLB misses on the weights); a smaller one
+ * (a tokenizer file, a tiny model) keeps to whole pages, since a huge page
+ * would be faulted in and zeroed whole for a few kilobytes. */
 static uint8_t *anon_alloc(size_t size, size_t *len, int *err) {
     const size_t huge = (size_t)2 << 20;
-    *len = (size + huge - 1) & ~(huge - 1);
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    bool use_huge = size >= huge;
+    size_t unit = use_huge ? huge : page;
+    *len = (size + unit - 1) & ~(unit - 1);
     uint8_t *p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         *err = errno;
         return NULL;
     }
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, *len, MADV_HUGEPAGE); /* advice only: without THP this is a plain copy */
+    if (use_huge) (void)madvise(p, *len, MADV_HUGEPAGE); /* advice only: without THP this is a plain copy */
 #endif
     return p;
 }
