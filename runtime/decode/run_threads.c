@@ -46,6 +46,7 @@ static int price_parallel_try(kara_context *c, kr_run_threads_class *L, bool pro
         s->ping(c, one_s < KR_PING_MAX_SECONDS ? one_s : KR_PING_MAX_SECONDS) * (double)s->regions_per_call;
     if (floor_s <= one_s) return 1;
     s->skipped++;
+    L->pending = 0; /* a confirmation priced out is a try that lost */
     L->sec_per_flop[1] = floor_s / s->work;
     if (probing) probe_done(L, 1);
     return 0;
@@ -71,7 +72,10 @@ double kr_run_threads_choose(kara_context *c, int32_t n_tokens) {
      * the other after probe_every calls (run_threads.h: it backs off) */
     double *spf = L->sec_per_flop;
     int mode;
-    if (spf[0] == 0 && spf[1] == 0)
+    if (L->pending > 0) { /* a try of all threads won once: it runs again before it is believed */
+        mode = 1;
+        s->probing = true;
+    } else if (spf[0] == 0 && spf[1] == 0)
         mode = work < KR_START_PARALLEL_FLOPS ? 0 : 1;
     else if (spf[0] == 0 || spf[1] == 0)
         mode = spf[0] == 0 ? 0 : 1;
@@ -112,6 +116,20 @@ void kr_run_threads_record(kara_context *c, double t0) {
     kr_run_threads_class *L = &s->cls[s->cur];
     double spf = (kr_monotonic_seconds() - t0) / s->work;
     double *avg = &L->sec_per_flop[s->mode];
+    /* Beside a busy core a call on all threads takes anywhere from less than
+     * one thread's time to 30x more, so one fast try is not evidence: a try
+     * that beats one thread is kept aside and all threads run again on the
+     * next call, which counts with the slower of the two times. */
+    bool trying = s->probing || *avg == 0;
+    if (s->mode == 1 && trying && L->pending == 0 && L->sec_per_flop[0] > 0 && spf < L->sec_per_flop[0]) {
+        L->pending = spf;
+        s->probing = false;
+        return;
+    }
+    if (L->pending > 0) {
+        if (spf < L->pending) spf = L->pending;
+        L->pending = 0;
+    }
     if (!s->probing) {
         *avg = *avg > 0 ? 0.75 * *avg + 0.25 * spf : spf;
         return;

@@ -21,7 +21,10 @@
  * lost): beside a busy core, one try of a small model's prompt on two
  * threads cost 190 calls of one thread. There is no ceiling on the size of
  * a call that may run on one thread: a large prompt is tried on one thread
- * once, early. The context's first timed call is not recorded: cold caches
+ * once, early. A try of all threads that beats one thread must do it twice
+ * in a row (the slower of the two times counts): beside a busy core one
+ * lucky call on both threads was kept, and the next ran 30x slower. The
+ * context's first timed call is not recorded: cold caches
  * and first touches made it 3x slower than the next, so the mode it ran on
  * looked worse than it is.
  * The kernels' bits do not depend on the thread split, so neither do the
@@ -53,6 +56,8 @@ typedef struct kr_run_threads_class {
     int32_t since_probe;    /* timed calls since the other mode was last tried */
     int32_t probe_every;    /* calls between tries of the other mode */
     int32_t best;           /* the cheaper mode when last compared */
+    double pending;         /* seconds per flop of a try of all threads that beat one thread, until the
+                             * next call confirms it (kr_run_threads_record); 0 = none */
 } kr_run_threads_class;
 
 typedef struct kr_run_threads_state {

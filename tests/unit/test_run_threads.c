@@ -11,6 +11,8 @@
  *   - a try of all threads is priced first by the ping: when the ping times
  *     the call's regions exceeds one thread's measured cost, the try is
  *     skipped (one thread runs) and counts as a try that lost;
+ *   - a try of all threads that beats one thread runs again on the next call
+ *     and counts with the slower time: one lucky call does not take over;
  *   - decode steps and prompt batches are learned apart; a context's first
  *     timed call is not recorded (cold caches);
  *   - a large call starts on every thread and then tries one thread once;
@@ -89,7 +91,12 @@ static void check_choices(kara_model *m) {
     CHECK_EQ_INT(c->run_threads, 2);
     CHECK_EQ_INT(g_pings, 1);
     kr_run_threads_class *L = &s->cls[s->cur];
-    CHECK(L->sec_per_flop[0] > L->sec_per_flop[1]);
+    /* it won once: not believed until the next call wins again */
+    CHECK(L->pending > 0 && L->sec_per_flop[1] == 0);
+    timed_call(c, mid, 0.010, 0.002);
+    CHECK_EQ_INT(c->run_threads, 2);
+    CHECK_EQ_INT(g_pings, 2);
+    CHECK(L->pending == 0 && L->sec_per_flop[0] > L->sec_per_flop[1]);
     /* two threads measured cheaper: used until the probe, which loses */
     int ones = 0;
     int32_t every = L->probe_every;
@@ -136,8 +143,10 @@ static void check_choices(kara_model *m) {
     g_ping = 1e-9;
     for (i = 0; i < 2 * KR_RUN_THREADS_PROBE_MAX && c->run_threads != 2; i++) timed_call(c, mid, 0.010, 0.002);
     CHECK(c->run_threads == 2 && i <= KR_RUN_THREADS_PROBE_MAX + 1);
-    timed_call(c, mid, 0.010, 0.002);
-    CHECK_EQ_INT(c->run_threads, 2);
+    for (int k = 0; k < 3; k++) { /* the confirming call, then the choice */
+        timed_call(c, mid, 0.010, 0.002);
+        CHECK_EQ_INT(c->run_threads, 2);
+    }
 
     /* a decode step is another class: nothing measured there yet, so it
      * starts on one thread whatever the prompt batches learned */
@@ -164,6 +173,28 @@ static void check_choices(kara_model *m) {
     CHECK_EQ_INT(c->run_threads, 1);
     timed_call(c, big, 1.0, 4.0);
     CHECK_EQ_INT(c->run_threads, 1);
+    kara_context_free(c);
+
+    /* beside a busy core: one lucky call on two threads (2 ms against one
+     * thread's 10), then the usual 60 ms. The confirming call loses, so
+     * one thread stays the choice and the next try waits twice as long */
+    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    s = &c->rt;
+    s->ping = fake_ping;
+    s->warm = true;
+    timed_call(c, mid, 0.010, 0.002);
+    CHECK_EQ_INT(c->run_threads, 1);
+    timed_call(c, mid, 0.010, 0.002); /* the lucky try */
+    CHECK_EQ_INT(c->run_threads, 2);
+    timed_call(c, mid, 0.010, 0.060); /* its confirmation */
+    CHECK_EQ_INT(c->run_threads, 2);
+    L = &s->cls[s->cur];
+    CHECK(L->pending == 0 && L->sec_per_flop[1] > L->sec_per_flop[0]);
+    CHECK_EQ_INT(L->probe_every, 2 * KR_RUN_THREADS_PROBE_EVERY);
+    for (int k = 0; k < 8; k++) {
+        timed_call(c, mid, 0.010, 0.002);
+        CHECK_EQ_INT(c->run_threads, 1);
+    }
     kara_context_free(c);
 }
 
