@@ -20,6 +20,7 @@
 
 #include "config_impl.h"
 #include "kv_params.h"
+#include "kv_tuning.h"
 #include "status.h"
 
 /* ------------------------------------------------------------------------ */
@@ -28,6 +29,9 @@
 
 #define FIELD(m) offsetof(kara_config, m), sizeof(((kara_config *)0)->m)
 #define KV(m) FIELD(context.kv.m)
+/* a research setting: inside kara_kv_params' private tuning bytes (kv_tuning.h) */
+#define TUNE_OFF(m) (offsetof(kara_config, context.kv.tuning) + offsetof(kr_kv_tuning, m))
+#define TUNE(m) TUNE_OFF(m), sizeof(((kr_kv_tuning *)0)->m)
 
 static const kr_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
 static const kr_enum_name auto_minus_one[] = {{"auto", -1}, {NULL, 0}};
@@ -63,61 +67,60 @@ const key_spec kr_config_keys[] = {
     {"kv_cache.block_size", K_INT, KV(block_size), 1, 4096, NULL, 0},
     {"kv_cache.dtype", K_ENUM, KV(dtype), 0, 0, kr_kv_dtype_names, 0},
     {"kv_cache.budget", K_SIZE, KV(budget), 0, 1125899906842624.0 /* 1 PiB */, auto_zero, 0},
-    {"kv_cache.reserve_blocks", K_INT, KV(reserve_blocks), 0, MAX_SLOTS, NULL, 0},
+    {"kv_cache.reserve_blocks", K_INT, TUNE(reserve_blocks), 0, MAX_SLOTS, NULL, 0},
     {"kv_cache.method", K_ENUM, KV(method), 0, 0, kr_kv_method_names, 0},
     {"kv_cache.seq_tokens", K_INT, KV(seq_tokens), 1, MAX_TOKENS, auto_zero, 0},
-    {"kara.evict", K_ENUM, KV(evict), 0, 0, kr_kv_evict_names, 0},
-    {"kara.evict_margin", K_INT, KV(evict_margin), 1, MAX_SLOTS, auto_zero, 0},
-    {"kara.evict_lag", K_INT, KV(evict_lag), 0, 64, NULL, 0},
+    {"kara.evict", K_ENUM, TUNE(evict), 0, 0, kr_kv_evict_names, 0},
+    {"kara.evict_margin", K_INT, TUNE(evict_margin), 1, MAX_SLOTS, auto_zero, 0},
+    {"kara.evict_lag", K_INT, TUNE(evict_lag), 0, 64, NULL, 0},
     {"kara.interval", K_INT, KV(interval), 1, MAX_SLOTS, NULL, 0},
-    {"kara.trigger", K_ENUM, KV(trigger), 0, 0, kr_kv_trigger_names, 0},
-    {"kara.trigger_slack", K_INT, KV(trigger_slack), 1, MAX_SLOTS, auto_zero, 0},
-    {"kara.buffer", K_INT, KV(buffer), 0, MAX_SLOTS, NULL, 0},
+    {"kara.trigger", K_ENUM, TUNE(trigger), 0, 0, kr_kv_trigger_names, 0},
+    {"kara.trigger_slack", K_INT, TUNE(trigger_slack), 1, MAX_SLOTS, auto_zero, 0},
+    {"kara.buffer", K_INT, TUNE(buffer), 0, MAX_SLOTS, NULL, 0},
     {"kara.retention", K_FLOAT, KV(retention), 0, 1, NULL, 0},
-    {"kara.min_keep", K_INT, KV(min_keep), 0, MAX_SLOTS, NULL, 0},
-    {"kara.min_compressible", K_INT, KV(min_compressible), 0, MAX_SLOTS, NULL, 0},
-    {"kara.max_compress_per_step", K_INT, KV(max_compress_per_step), 0, MAX_SLOTS, auto_zero, 0},
-    {"kara.max_defer", K_INT, KV(max_defer), 0, MAX_SLOTS, NULL, 0},
-    {"kara.compress_scope", K_ENUM, KV(think_only), 0, 0, kr_compress_scope_names, 0},
-    {"kara.protect_token_ids", K_INT_LIST, KV(protect_token_ids), 0, INT32_MAX, NULL,
-     offsetof(kara_config, context.kv.n_protect_token_ids)},
-    {"kara.query_cache_dtype", K_ENUM, KV(query_cache_dtype), 0, 0, kr_query_dtype_names, 0},
-    {"kara.selection_scope", K_ENUM, KV(per_layer_selection), 0, 0, kr_selection_scope_names, 0},
-    {"kara.rerotate_keys", K_BOOL, KV(rerotate_keys), 0, 0, NULL, 0},
-    {"kara.on_pool_exhausted", K_ENUM, KV(on_pool_exhausted), 0, 0, kr_pool_fallback_names, 0},
-    {"kara.score.mode", K_ENUM, KV(score_mode), 0, 0, kr_score_mode_names, 0},
-    {"kara.score.softmax_over", K_ENUM, KV(softmax_over), 0, 0, kr_softmax_over_names, 0},
-    {"kara.score.n_sink", K_INT, KV(n_sink), 0, 65536, NULL, 0},
-    {"kara.score.exclude_self", K_BOOL, KV(exclude_self), 0, 0, NULL, 0},
-    {"kara.score.gqa_reduce", K_ENUM, KV(gqa_reduce), 0, 0, kr_gqa_reduce_names, 0},
-    {"kara.score.layer_reduce", K_ENUM, KV(layer_reduce), 0, 0, kr_layer_reduce_names, 0},
-    {"kara.score.layers", K_LAYERS, KV(layer_stride), 1, 4096, NULL, 0},
-    {"kara.score.value_aware", K_BOOL, KV(value_aware), 0, 0, NULL, 0},
-    {"kara.score.reads_weight", K_FLOAT, KV(reads_weight), 0, 100, NULL, 0},
-    {"kara.score.prior_weight", K_FLOAT, KV(prior_weight), 0, 100, auto_minus_one, 0},
-    {"kara.t2c.mode", K_ENUM, KV(t2c_mode), 0, 0, kr_t2c_mode_names, 0},
-    {"kara.t2c.candidate_frac", K_FLOAT, KV(candidate_frac), 0, 1, NULL, 0},
-    {"kara.t2c.max_gap", K_INT, KV(max_gap), 0, 65536, NULL, 0},
-    {"kara.t2c.len_penalty", K_FLOAT, KV(len_penalty), 0, 100, NULL, 0},
-    {"baselines.budget_tokens", K_INT, KV(budget_tokens), 0, MAX_TOKENS, auto_zero, 0},
-    {"baselines.streaming.n_sink", K_INT, KV(streaming_n_sink), 0, 65536, NULL, 0},
-    {"baselines.snapkv.trigger_slack", K_INT, KV(snapkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
-    {"baselines.snapkv.obs_window", K_INT, KV(snapkv_obs_window), 1, 65536, NULL, 0},
-    {"baselines.snapkv.pool", K_ENUM, KV(snapkv_pool), 0, 0, kr_pool_reduce_names, 0},
-    {"baselines.snapkv.kernel", K_INT, KV(snapkv_kernel), 1, 255, NULL, 0},
-    {"baselines.snapkv.protect_prompt", K_BOOL, KV(snapkv_protect_prompt), 0, 0, NULL, 0},
-    {"baselines.h2o.heavy_frac", K_FLOAT, KV(h2o_heavy_frac), 0, 1, NULL, 0},
-    {"baselines.chunkkv.chunk_len", K_INT, KV(chunkkv_chunk_len), 1, 4096, NULL, 0},
-    {"baselines.random.seed", K_U64, KV(random_seed), 0, 0, seed_words, 0},
-    {"baselines.rkv.trigger_slack", K_INT, KV(rkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
-    {"baselines.rkv.obs_window", K_INT, KV(rkv_obs_window), 1, 65536, NULL, 0},
-    {"baselines.rkv.kernel", K_INT, KV(rkv_kernel), 1, 255, NULL, 0},
-    {"baselines.rkv.lambda", K_FLOAT, KV(rkv_lambda), 0, 1, NULL, 0},
-    {"baselines.rkv.sim_threshold", K_FLOAT, KV(rkv_sim_threshold), -1, 1, NULL, 0},
-    {"baselines.rkv.protect_prompt", K_BOOL, KV(rkv_protect_prompt), 0, 0, NULL, 0},
-    {"baselines.lazy.window", K_INT, KV(lazy_window), 1, MAX_SLOTS, NULL, 0},
-    {"baselines.lazy.alpha", K_FLOAT, KV(lazy_alpha), 0, 1, NULL, 0},
-    {"baselines.lazy.protect_prompt", K_BOOL, KV(lazy_protect_prompt), 0, 0, NULL, 0},
+    {"kara.min_keep", K_INT, TUNE(min_keep), 0, MAX_SLOTS, NULL, 0},
+    {"kara.min_compressible", K_INT, TUNE(min_compressible), 0, MAX_SLOTS, NULL, 0},
+    {"kara.max_compress_per_step", K_INT, TUNE(max_compress_per_step), 0, MAX_SLOTS, auto_zero, 0},
+    {"kara.max_defer", K_INT, TUNE(max_defer), 0, MAX_SLOTS, NULL, 0},
+    {"kara.compress_scope", K_ENUM, TUNE(think_only), 0, 0, kr_compress_scope_names, 0},
+    {"kara.protect_token_ids", K_INT_LIST, TUNE(protect_token_ids), 0, INT32_MAX, NULL, TUNE_OFF(n_protect_token_ids)},
+    {"kara.query_cache_dtype", K_ENUM, TUNE(query_cache_dtype), 0, 0, kr_query_dtype_names, 0},
+    {"kara.selection_scope", K_ENUM, TUNE(per_layer_selection), 0, 0, kr_selection_scope_names, 0},
+    {"kara.rerotate_keys", K_BOOL, TUNE(rerotate_keys), 0, 0, NULL, 0},
+    {"kara.on_pool_exhausted", K_ENUM, TUNE(on_pool_exhausted), 0, 0, kr_pool_fallback_names, 0},
+    {"kara.score.mode", K_ENUM, TUNE(score_mode), 0, 0, kr_score_mode_names, 0},
+    {"kara.score.softmax_over", K_ENUM, TUNE(softmax_over), 0, 0, kr_softmax_over_names, 0},
+    {"kara.score.n_sink", K_INT, TUNE(n_sink), 0, 65536, NULL, 0},
+    {"kara.score.exclude_self", K_BOOL, TUNE(exclude_self), 0, 0, NULL, 0},
+    {"kara.score.gqa_reduce", K_ENUM, TUNE(gqa_reduce), 0, 0, kr_gqa_reduce_names, 0},
+    {"kara.score.layer_reduce", K_ENUM, TUNE(layer_reduce), 0, 0, kr_layer_reduce_names, 0},
+    {"kara.score.layers", K_LAYERS, TUNE(layer_stride), 1, 4096, NULL, 0},
+    {"kara.score.value_aware", K_BOOL, TUNE(value_aware), 0, 0, NULL, 0},
+    {"kara.score.reads_weight", K_FLOAT, TUNE(reads_weight), 0, 100, NULL, 0},
+    {"kara.score.prior_weight", K_FLOAT, TUNE(prior_weight), 0, 100, auto_minus_one, 0},
+    {"kara.t2c.mode", K_ENUM, TUNE(t2c_mode), 0, 0, kr_t2c_mode_names, 0},
+    {"kara.t2c.candidate_frac", K_FLOAT, TUNE(candidate_frac), 0, 1, NULL, 0},
+    {"kara.t2c.max_gap", K_INT, TUNE(max_gap), 0, 65536, NULL, 0},
+    {"kara.t2c.len_penalty", K_FLOAT, TUNE(len_penalty), 0, 100, NULL, 0},
+    {"baselines.budget_tokens", K_INT, TUNE(budget_tokens), 0, MAX_TOKENS, auto_zero, 0},
+    {"baselines.streaming.n_sink", K_INT, TUNE(streaming_n_sink), 0, 65536, NULL, 0},
+    {"baselines.snapkv.trigger_slack", K_INT, TUNE(snapkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
+    {"baselines.snapkv.obs_window", K_INT, TUNE(snapkv_obs_window), 1, 65536, NULL, 0},
+    {"baselines.snapkv.pool", K_ENUM, TUNE(snapkv_pool), 0, 0, kr_pool_reduce_names, 0},
+    {"baselines.snapkv.kernel", K_INT, TUNE(snapkv_kernel), 1, 255, NULL, 0},
+    {"baselines.snapkv.protect_prompt", K_BOOL, TUNE(snapkv_protect_prompt), 0, 0, NULL, 0},
+    {"baselines.h2o.heavy_frac", K_FLOAT, TUNE(h2o_heavy_frac), 0, 1, NULL, 0},
+    {"baselines.chunkkv.chunk_len", K_INT, TUNE(chunkkv_chunk_len), 1, 4096, NULL, 0},
+    {"baselines.random.seed", K_U64, TUNE(random_seed), 0, 0, seed_words, 0},
+    {"baselines.rkv.trigger_slack", K_INT, TUNE(rkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
+    {"baselines.rkv.obs_window", K_INT, TUNE(rkv_obs_window), 1, 65536, NULL, 0},
+    {"baselines.rkv.kernel", K_INT, TUNE(rkv_kernel), 1, 255, NULL, 0},
+    {"baselines.rkv.lambda", K_FLOAT, TUNE(rkv_lambda), 0, 1, NULL, 0},
+    {"baselines.rkv.sim_threshold", K_FLOAT, TUNE(rkv_sim_threshold), -1, 1, NULL, 0},
+    {"baselines.rkv.protect_prompt", K_BOOL, TUNE(rkv_protect_prompt), 0, 0, NULL, 0},
+    {"baselines.lazy.window", K_INT, TUNE(lazy_window), 1, MAX_SLOTS, NULL, 0},
+    {"baselines.lazy.alpha", K_FLOAT, TUNE(lazy_alpha), 0, 1, NULL, 0},
+    {"baselines.lazy.protect_prompt", K_BOOL, TUNE(lazy_protect_prompt), 0, 0, NULL, 0},
     {"chat.template", K_STRING, FIELD(chat_template), 0, 0, NULL, 0},
     {"chat.think", K_ENUM, FIELD(think), 0, 0, think_names, 0},
     {"chat.reasoning_budget", K_INT, FIELD(reasoning_budget), -1, MAX_TOKENS, NULL, 0},
@@ -676,17 +679,30 @@ kara_status kara_config_set(kara_config *c, const char *key, const char *text, c
     return KARA_OK;
 }
 
+/* The key of the schema named `key` when it lives inside [lo, hi) of
+ * kara_config, else -1 with the error set. */
+static int key_in_part(const char *fn, size_t lo, size_t hi, const char *key, const char *what) {
+    int i = kr_config_find_key(key);
+    if (i < 0) {
+        unknown_key(fn, key);
+        return -1;
+    }
+    if (keys[i].off < lo || keys[i].off + keys[i].size > hi ||
+        (keys[i].type == K_INT_LIST && (keys[i].aux < lo || keys[i].aux >= hi))) {
+        kr_set_error(KARA_ERR_CONFIG, "%s: '%s' is not %s", fn, key, what);
+        return -1;
+    }
+    return i;
+}
+
 /* Set a key of the schema that lives inside one part of kara_config (the
  * KV settings, the context's), through the same parse and range check as a
  * YAML value: the research knobs need not be struct fields an app spells. */
 static kara_status set_in_part(const char *fn, size_t lo, size_t hi, void *part, const char *key, const char *text,
                                const char *what) {
     if (!part || !key || !text) return kr_set_error(KARA_ERR_ARG, "%s: NULL argument", fn);
-    int i = kr_config_find_key(key);
-    if (i < 0) return unknown_key(fn, key);
-    if (keys[i].off < lo || keys[i].off + keys[i].size > hi ||
-        (keys[i].type == K_INT_LIST && (keys[i].aux < lo || keys[i].aux >= hi)))
-        return kr_set_error(KARA_ERR_CONFIG, "%s: '%s' is not %s", fn, key, what);
+    int i = key_in_part(fn, lo, hi, key, what);
+    if (i < 0) return KARA_ERR_CONFIG;
     value v;
     char err[512];
     if (!kr_config_parse_value(&keys[i], text, &v, err, sizeof err))
@@ -704,6 +720,55 @@ kara_status kara_kv_params_set(kara_kv_params *p, const char *key, const char *v
     size_t lo = offsetof(kara_config, context.kv);
     return set_in_part("kara_kv_params_set", lo, lo + sizeof(kara_kv_params), p, key, value,
                        "a KV cache setting (kv_cache.*, kara.*, baselines.*)");
+}
+
+kara_status kara_kv_params_get(const kara_kv_params *p, const char *key, char *buf, size_t size) {
+    static const char fn[] = "kara_kv_params_get";
+    if (!p || !key || !buf) return kr_set_error(KARA_ERR_ARG, "%s: NULL argument", fn);
+    size_t lo = offsetof(kara_config, context.kv), hi = lo + sizeof(kara_kv_params);
+    int i = key_in_part(fn, lo, hi, key, "a KV cache setting (kv_cache.*, kara.*, baselines.*)");
+    if (i < 0) return KARA_ERR_CONFIG;
+    kara_config *tmp = calloc(1, sizeof *tmp); /* the renderer reads by offset into a whole config */
+    if (!tmp) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy((char *)tmp + lo, p, sizeof *p);
+    char text[KARA_CONFIG_PATH_MAX + 16];
+    kr_config_fmt_value(&keys[i], tmp, text, sizeof text);
+    free(tmp);
+    size_t n = strlen(text);
+    if (n >= size) return kr_set_error(KARA_ERR_ARG, "%s: buffer too small for '%s' (%zu bytes)", fn, key, n + 1);
+    memcpy(buf, text, n + 1);
+    return KARA_OK;
+}
+
+kara_status kara_kv_params_get_number(const kara_kv_params *p, const char *key, double *out) {
+    static const char fn[] = "kara_kv_params_get_number";
+    if (!p || !key || !out) return kr_set_error(KARA_ERR_ARG, "%s: NULL argument", fn);
+    size_t lo = offsetof(kara_config, context.kv), hi = lo + sizeof(kara_kv_params);
+    int i = key_in_part(fn, lo, hi, key, "a KV cache setting (kv_cache.*, kara.*, baselines.*)");
+    if (i < 0) return KARA_ERR_CONFIG;
+    const key_spec *k = &keys[i];
+    const char *v = (const char *)p + (k->off - lo);
+    switch (k->type) {
+    case K_INT:
+    case K_BOOL:
+    case K_ENUM:
+    case K_LAYERS: *out = (double)load_int(v, k->size); return KARA_OK;
+    case K_U64:
+    case K_SIZE: {
+        uint64_t u;
+        memcpy(&u, v, sizeof u);
+        *out = (double)u;
+        return KARA_OK;
+    }
+    case K_FLOAT: {
+        float f;
+        memcpy(&f, v, sizeof f);
+        *out = f;
+        return KARA_OK;
+    }
+    default:
+        return kr_set_error(KARA_ERR_CONFIG, "%s: '%s' is not a number (read it with kara_kv_params_get)", fn, key);
+    }
 }
 
 kara_status kara_context_params_set(kara_context_params *p, const char *key, const char *value) {

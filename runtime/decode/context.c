@@ -15,6 +15,7 @@
 #include "monotonic_clock.h"
 #include "params_size.h"
 #include "status.h"
+#include "kv_tuning.h"
 
 void kara_context_params_init(kara_context_params *p) {
     memset(p, 0, sizeof *p);
@@ -129,7 +130,7 @@ static kara_status set_prior(kara_context *c) {
     if (!st && c->policy.use_prior) {
         c->mem_bytes += (size_t)(kr_kv_prior_scratch_floats(&p) + c->policy.max_slots) * sizeof(float);
         kr_log(KARA_LOG_DEBUG, "retention prior: layer %d, %d inputs (%s), %d hidden, weight %g", p.layer, p.n_in,
-               p.key_pairs ? "v+kpair" : "v", p.n_hidden, (double)c->policy.p.prior_weight);
+               p.key_pairs ? "v+kpair" : "v", p.n_hidden, (double)kr_kv_tune(&c->policy.p)->prior_weight);
     }
     return st;
 }
@@ -149,17 +150,18 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
     if (params->n_batch < 1 || params->n_seq_max < 1 || params->n_ctx < 0)
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
-    if (params->kv.prior_weight > 0.0f && !model->prior.present) /* auto (< 0) just turns it off */
+    if (kr_kv_tune(&params->kv)->prior_weight > 0.0f && !model->prior.present) /* auto (< 0) just turns it off */
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.score.prior_weight is %g but the model has no retention prior (kara_prior.* "
                             "tensors, written by tools/train/retention_prior.py): set it to 0 or load a model with one",
-                            (double)params->kv.prior_weight);
+                            (double)kr_kv_tune(&params->kv)->prior_weight);
     kara_context *c = calloc(1, sizeof *c);
     if (!c) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a context");
     const kr_hparams *hp = &model->hp;
     c->model = model;
     c->params = *params;
-    c->params.kv.prior_weight = kr_kv_prior_weight_resolve(params->kv.prior_weight, model->prior.present);
+    kr_kv_tune(&c->params.kv)->prior_weight =
+        kr_kv_prior_weight_resolve(kr_kv_tune(&params->kv)->prior_weight, model->prior.present);
     c->kernels = kr_kernels_get();
     c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
     if (hp->n_ctx_train > 0 && c->n_ctx > hp->n_ctx_train)

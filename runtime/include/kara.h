@@ -302,84 +302,38 @@ typedef enum kara_t2c_mode {
     KARA_T2C_LINE_TAILS
 } kara_t2c_mode;
 #define KARA_MAX_PROTECT_TOKENS 16
-/* Every setting of the KV cache and its compression method: each comment gives the default (kara_kv_params_init)
- * and the YAML key where it is not the field's name. Filled by kara_kv_params_init, the YAML loader and the CLI. */
+/* Bytes inside kara_kv_params for the research settings (below). */
+#define KARA_KV_TUNING_BYTES 1024
+/* The KV cache and its compression: the stable settings as fields (each comment gives the default of
+ * kara_kv_params_init and the YAML key), everything else by name. Filled by kara_kv_params_init, the YAML loader and
+ * the CLI. */
 typedef struct kara_kv_params {
-    /* kv_cache: */
-    int32_t block_size;     /* 16 */
-    kara_kv_dtype dtype;    /* f16; q8_0/q4_0: blocks of 32 along each slot's row */
-    uint64_t budget;        /* bytes for pool, rings and scratch (1 GiB); 0 = sized for n_ctx x n_seq_max */
-    int32_t reserve_blocks; /* 8; kept free at admission, per_window only */
-    kara_kv_method method;  /* kara */
-    int32_t seq_tokens;     /* a sequence's share in slots; 0 = auto: the pool / n_seq_max, at most n_ctx */
-    /* kara: */
-    kara_kv_evict evict; /* on_demand */
-    int32_t
-        evict_margin;  /* on_demand: slots freed below the share; 0 = auto (interval / 4, <= share / 8, >= a block) */
-    int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 1 */
-    int32_t interval;  /* 128 */
-    int32_t buffer;    /* 128 */
-    float retention;   /* 0.2; per_window eviction only */
-    int32_t min_keep;  /* 4 */
-    int32_t min_compressible;      /* 32 */
-    int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
-    int32_t max_defer;             /* 32 */
-    bool think_only;               /* compress_scope: think_only (false: all) */
-    int32_t n_protect_token_ids;   /* protect_token_ids: none */
-    int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
-    kara_kv_dtype query_cache_dtype;      /* q8_0 (f16 for query rows not a multiple of 32); f16, f32 */
-    bool per_layer_selection;             /* selection_scope: per_layer (ablation A5); false: shared */
-    bool rerotate_keys;                   /* false; true is refused at context creation (KARA_ERR_UNSUPPORTED) */
-    kara_pool_fallback on_pool_exhausted; /* preempt */
-    kara_kv_trigger trigger;              /* periodic; threshold = ablation A8 (method kara only) */
-    int32_t trigger_slack;                /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
-    /* kara.score: */
-    kara_score_mode score_mode;     /* bidirectional */
-    kara_softmax_over softmax_over; /* window */
-    int32_t n_sink;                 /* 4 */
-    bool exclude_self;              /* true */
-    kara_reduce gqa_reduce;         /* mean (or max) */
-    kara_reduce layer_reduce;       /* mean (or normalized_mean) */
-    int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
-    bool value_aware;               /* true: a slot's attention mass times the L1 norm of its value (VATP);
-                                     * false: the attention mass alone */
-    float reads_weight; /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
-                                     * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
-    float prior_weight; /* auto (< 0, the default): 16 when the model has a retention prior, else off;
-                                     * 0 = off; kara: weight of the model's retention prior in its window scores
-                                     * (KARA_METHOD.md 14); > 0 with a model without a prior: KARA_ERR_CONFIG */
-    /* kara.t2c: */
-    float candidate_frac;   /* 0.5 */
-    int32_t max_gap;        /* 16 */
-    float len_penalty;      /* 1.0 */
-    kara_t2c_mode t2c_mode; /* mode: line_tails (Token2Chunk, a candidate bringing the end of its line); chunks;
-                             * pooled_topk = Top-K after max-pool 7 (ablation A4); lines */
-    /* baselines: */
-    int32_t budget_tokens;        /* 0 = auto */
-    int32_t streaming_n_sink;     /* 4 */
-    int32_t snapkv_trigger_slack; /* 128 */
-    int32_t snapkv_obs_window;    /* 8 */
-    kara_reduce snapkv_pool;      /* max (or mean): pooling of scores over the kernel */
-    int32_t snapkv_kernel;        /* 7 */
-    bool snapkv_protect_prompt;   /* true */
-    float h2o_heavy_frac;         /* 0.5 */
-    int32_t chunkkv_chunk_len;    /* 10 */
-    uint64_t random_seed;         /* 0x4b415241: seed of the `random` baseline */
-    int32_t rkv_trigger_slack;    /* 128: rkv.trigger_slack, the growth past the budget that fires (B_buffer) */
-    int32_t rkv_obs_window;       /* 8: observation queries */
-    int32_t rkv_kernel;           /* 7: max-pooling width of the attention */
-    float rkv_lambda;             /* 0.1: weight of attention against redundancy */
-    float rkv_sim_threshold;      /* 0.5: cosine above which keys count as near-duplicates */
-    bool rkv_protect_prompt;      /* true */
-    int32_t lazy_window;          /* 128: lazy.window W, slots between evictions and newest slots kept */
-    float lazy_alpha;             /* 1e-4: mean attention at which a slot counts as attended */
-    bool lazy_protect_prompt;     /* true */
+    int32_t block_size;  /* kv_cache.block_size: 16 slots per block */
+    kara_kv_dtype dtype; /* kv_cache.dtype: f16; q8_0/q4_0: blocks of 32 along each slot's row */
+    uint64_t budget; /* kv_cache.budget: bytes for pool, rings and scratch (1 GiB); 0 = sized for n_ctx x n_seq_max */
+    kara_kv_method method; /* kv_cache.method: kara */
+    int32_t seq_tokens;    /* kv_cache.seq_tokens: a sequence's share in slots; 0 = auto (the pool / n_seq_max) */
+    int32_t interval;      /* kara.interval: 128 slots between compression events */
+    float retention;       /* kara.retention: 0.2; the share of a window kept at its event (per_window eviction) */
+    /* The research settings: how Kara scores and selects, its eviction details and every baseline's knobs (about
+     * 45 keys, listed in configs/README.md), which may change between releases. Set and read them by their YAML key
+     * with kara_kv_params_set / kara_kv_params_get ("kara.score.mode", "two_sided"); the bytes are private. */
+    union {
+        uint64_t align_;
+        unsigned char bytes[KARA_KV_TUNING_BYTES];
+    } tuning;
 } kara_kv_params;
 void kara_kv_params_init(kara_kv_params *p); /* every field to its default */
 /* Set one setting by its YAML key ("kara.score.mode", "two_sided"), checked like the YAML value: KARA_ERR_CONFIG for
  * an unknown key, a key outside the struct or a bad value (*p unchanged). The context's: context.*, runtime.threads,
  * batch.max_concurrency and every KV key. */
 kara_status kara_kv_params_set(kara_kv_params *p, const char *key, const char *value);
+/* A setting's value as text, as YAML would give it ("two_sided", "0.2", "16 KiB"): KARA_ERR_CONFIG for an unknown key
+ * or one outside the struct, KARA_ERR_ARG when it does not fit in size bytes with its NUL. */
+kara_status kara_kv_params_get(const kara_kv_params *p, const char *key, char *buf, size_t size);
+/* A numeric setting's value: integers, sizes in bytes, floats, booleans (0/1) and enums (their kara.h value).
+ * KARA_ERR_CONFIG for an unknown key, one outside the struct or one that is not a number (protect_token_ids). */
+kara_status kara_kv_params_get_number(const kara_kv_params *p, const char *key, double *out);
 
 /* Enum values' names as in YAML and on the command line ("kara", "f16", "bidirectional"); "?" out of range. Parse
  * takes exactly these names; anything else is KARA_ERR_ARG (message listing them), *out untouched. */

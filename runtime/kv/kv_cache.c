@@ -7,13 +7,15 @@
 #include "kv_plan.h"
 #include "kv_quant.h"
 #include "status.h"
+#include "kv_tuning.h"
 
 bool kr_kv_params_per_layer(const kara_kv_params *p) {
-    return p->per_layer_selection && (p->method == KARA_KV_METHOD_KARA || p->method == KARA_KV_METHOD_CHUNKKV);
+    return kr_kv_tune(p)->per_layer_selection &&
+        (p->method == KARA_KV_METHOD_KARA || p->method == KARA_KV_METHOD_CHUNKKV);
 }
 
 int32_t kr_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer) {
-    int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
+    int32_t stride = kr_kv_tune(p)->layer_stride > 0 ? kr_kv_tune(p)->layer_stride : 1;
     if (!kr_kv_params_per_layer(p) || stride > n_layer) return n_layer > 0 ? n_layer : 1;
     return stride;
 }

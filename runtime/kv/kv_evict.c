@@ -8,12 +8,14 @@
 #include "kv_policy_impl.h"
 #include "kv_select.h"
 #include "status.h"
+#include "kv_tuning.h"
 
 kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
-    int32_t F = q->frontier, n = kv->seqs[seq].n, b = p->buffer;
+    const kr_kv_tuning *t = &pol->t;
+    int32_t F = q->frontier, n = kv->seqs[seq].n, b = t->buffer;
     /* as it stood when due: `interval` compressible slots and the buffer;
      * a window closed early (kr_kv_policy_before_append) is what there is */
     int32_t n_c = n - F - b < p->interval ? n - F - b : p->interval, n_w = n_c + b;
@@ -77,14 +79,14 @@ static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_w
 static void gather_scores(kr_kv_policy *pol, const kr_kv_policy_seq *q, const float *scores, int32_t i, int32_t held) {
     float *g = pol->gather;
     memcpy(g, scores + i, (size_t)held * sizeof(float));
-    if (!q->h2o_acc || pol->p.reads_weight <= 0.0f) return;
+    if (!q->h2o_acc || pol->t.reads_weight <= 0.0f) return;
     const float *r = q->h2o_acc + i;
     float smax = 0.0f, rmax = 0.0f;
     for (int32_t t = 0; t < held; t++) {
         smax = g[t] > smax ? g[t] : smax;
         rmax = r[t] > rmax ? r[t] : rmax;
     }
-    const float sw = smax > 0.0f ? 1.0f / smax : 0.0f, rw = rmax > 0.0f ? pol->p.reads_weight / rmax : 0.0f;
+    const float sw = smax > 0.0f ? 1.0f / smax : 0.0f, rw = rmax > 0.0f ? pol->t.reads_weight / rmax : 0.0f;
     for (int32_t t = 0; t < held; t++) g[t] = g[t] * sw + r[t] * rw;
 }
 
@@ -169,13 +171,13 @@ kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
 
 kara_status kr_kvp_compress_aged(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t last = q->n_win - pol->p.evict_lag; /* windows [n_done, last) are due */
+    int32_t last = q->n_win - pol->t.evict_lag; /* windows [n_done, last) are due */
     if (last <= q->n_done) return KARA_OK;
     int32_t *win_keep = pol->win_keep;
     count_held(q, win_keep);
     bool any = false;
     for (int32_t w = q->n_done; w < last; w++) {
-        int32_t k = kr_kv_keep_count(q->win_size[w], pol->p.retention, pol->p.min_keep);
+        int32_t k = kr_kv_keep_count(q->win_size[w], pol->p.retention, pol->t.min_keep);
         if (k < win_keep[w]) {
             win_keep[w] = k;
             any = true;
@@ -199,8 +201,8 @@ bool kr_kvp_queries_kept(const kr_kv_policy *pol, int32_t seq, int32_t n) {
 kara_status kr_kvp_on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
                                   bool *score_first) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens, open = n - q->frontier - pol->p.buffer;
-    bool scorable = open >= 1 && kr_kvp_queries_kept(pol, seq, n) && !(pol->p.think_only && q->think_done);
+    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens, open = n - q->frontier - pol->t.buffer;
+    bool scorable = open >= 1 && kr_kvp_queries_kept(pol, seq, n) && !(pol->t.think_only && q->think_done);
     int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
     *drop = 0;
     *score_first = n_new > 1;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "status.h"
+#include "kv_tuning.h"
 
 const kr_enum_name kr_kv_method_names[] = {{"full", KARA_KV_METHOD_FULL},
                                            {"streaming", KARA_KV_METHOD_STREAMING},
@@ -67,7 +68,8 @@ const kr_enum_name kr_t2c_mode_names[] = {{"chunks", KARA_T2C_CHUNKS},
                                           {NULL, 0}};
 
 bool kr_kv_selection_reads_lines(const kara_kv_params *p) {
-    return p->method == KARA_KV_METHOD_KARA && (p->t2c_mode == KARA_T2C_LINES || p->t2c_mode == KARA_T2C_LINE_TAILS);
+    return p->method == KARA_KV_METHOD_KARA &&
+        (kr_kv_tune(p)->t2c_mode == KARA_T2C_LINES || kr_kv_tune(p)->t2c_mode == KARA_T2C_LINE_TAILS);
 }
 
 const char *kr_enum_to_name(const kr_enum_name *names, int value) {
@@ -99,73 +101,74 @@ void kr_enum_list(const kr_enum_name *names, char *buf, size_t size) {
 }
 
 void kara_kv_params_init(kara_kv_params *p) {
+    kr_kv_tuning *t = kr_kv_tune(p);
     memset(p, 0, sizeof *p);
     /* kv_cache: */
     p->block_size = 16;
     p->dtype = KARA_KV_F16;
     p->budget = (uint64_t)1 << 30; /* 1 GiB; the pool never needs more than n_ctx x n_seq_max */
-    p->reserve_blocks = 8;
+    t->reserve_blocks = 8;
     p->method = KARA_KV_METHOD_KARA;
     p->seq_tokens = 0; /* auto: the pool's share per sequence */
     /* kara: */
-    p->evict = KARA_KV_EVICT_ON_DEMAND;
-    p->evict_margin = 0; /* auto: interval / 4, at least one block */
-    p->evict_lag = 1;    /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
+    t->evict = KARA_KV_EVICT_ON_DEMAND;
+    t->evict_margin = 0; /* auto: interval / 4, at least one block */
+    t->evict_lag = 1;    /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
     p->interval = 128;
-    p->buffer = 128; /* measured: docs/KV_COMPRESSION.md, "Defaults by measurement" */
+    t->buffer = 128; /* measured: docs/KV_COMPRESSION.md, "Defaults by measurement" */
     p->retention = 0.2f;
-    p->min_keep = 4;
-    p->min_compressible = 32;
-    p->max_compress_per_step = 0; /* auto */
-    p->max_defer = 32;
-    p->think_only = false;
-    p->n_protect_token_ids = 0;
-    p->query_cache_dtype = KARA_KV_Q8_0; /* half the ring of f16, the same selections (KV_COMPRESSION.md) */
-    p->per_layer_selection = false;
-    p->rerotate_keys = false;
-    p->on_pool_exhausted = KARA_POOL_PREEMPT;
-    p->trigger = KARA_KV_TRIGGER_PERIODIC;
-    p->trigger_slack = 0; /* auto: kara.interval */
+    t->min_keep = 4;
+    t->min_compressible = 32;
+    t->max_compress_per_step = 0; /* auto */
+    t->max_defer = 32;
+    t->think_only = false;
+    t->n_protect_token_ids = 0;
+    t->query_cache_dtype = KARA_KV_Q8_0; /* half the ring of f16, the same selections (KV_COMPRESSION.md) */
+    t->per_layer_selection = false;
+    t->rerotate_keys = false;
+    t->on_pool_exhausted = KARA_POOL_PREEMPT;
+    t->trigger = KARA_KV_TRIGGER_PERIODIC;
+    t->trigger_slack = 0; /* auto: kara.interval */
     /* kara.score: */
-    p->score_mode = KARA_SCORE_BIDIRECTIONAL;
-    p->softmax_over = KARA_SOFTMAX_WINDOW;
-    p->n_sink = 4;
-    p->exclude_self = true;
-    p->gqa_reduce = KARA_REDUCE_MEAN;
-    p->layer_reduce = KARA_REDUCE_MEAN;
-    p->layer_stride = 1;
-    p->value_aware = true;
-    p->reads_weight = 0.0f;  /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
-    p->prior_weight = -1.0f; /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
+    t->score_mode = KARA_SCORE_BIDIRECTIONAL;
+    t->softmax_over = KARA_SOFTMAX_WINDOW;
+    t->n_sink = 4;
+    t->exclude_self = true;
+    t->gqa_reduce = KARA_REDUCE_MEAN;
+    t->layer_reduce = KARA_REDUCE_MEAN;
+    t->layer_stride = 1;
+    t->value_aware = true;
+    t->reads_weight = 0.0f;  /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
+    t->prior_weight = -1.0f; /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
     /* kara.t2c: */
-    p->t2c_mode = KARA_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
-    p->candidate_frac = 0.5f;
-    p->max_gap = 16;
-    p->len_penalty = 1.0f;
+    t->t2c_mode = KARA_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
+    t->candidate_frac = 0.5f;
+    t->max_gap = 16;
+    t->len_penalty = 1.0f;
     /* baselines: */
-    p->budget_tokens = 0; /* auto */
-    p->streaming_n_sink = 4;
-    p->snapkv_trigger_slack = 128;
-    p->snapkv_obs_window = 8;
-    p->snapkv_pool = KARA_REDUCE_MAX;
-    p->snapkv_kernel = 7;
-    p->snapkv_protect_prompt = true;
-    p->h2o_heavy_frac = 0.5f;
-    p->chunkkv_chunk_len = 10;
-    p->random_seed = 0x4b415241; /* "KARA", like the sampler's default seed */
+    t->budget_tokens = 0; /* auto */
+    t->streaming_n_sink = 4;
+    t->snapkv_trigger_slack = 128;
+    t->snapkv_obs_window = 8;
+    t->snapkv_pool = KARA_REDUCE_MAX;
+    t->snapkv_kernel = 7;
+    t->snapkv_protect_prompt = true;
+    t->h2o_heavy_frac = 0.5f;
+    t->chunkkv_chunk_len = 10;
+    t->random_seed = 0x4b415241; /* "KARA", like the sampler's default seed */
     /* R-KV (Cai et al. 2025): buffer 128, 8 observation queries, lambda 0.1
      * (the paper; its code defaults to 0.07), similarity threshold 0.5 */
-    p->rkv_trigger_slack = 128;
-    p->rkv_obs_window = 8;
-    p->rkv_kernel = 7;
-    p->rkv_lambda = 0.1f;
-    p->rkv_sim_threshold = 0.5f;
-    p->rkv_protect_prompt = true;
+    t->rkv_trigger_slack = 128;
+    t->rkv_obs_window = 8;
+    t->rkv_kernel = 7;
+    t->rkv_lambda = 0.1f;
+    t->rkv_sim_threshold = 0.5f;
+    t->rkv_protect_prompt = true;
     /* LazyEviction (Zhang et al. 2025): W 128 (its code's default; the
      * paper's runs use 101-363 by task), alpha 1e-4 */
-    p->lazy_window = 128;
-    p->lazy_alpha = 1e-4f;
-    p->lazy_protect_prompt = true;
+    t->lazy_window = 128;
+    t->lazy_alpha = 1e-4f;
+    t->lazy_protect_prompt = true;
 }
 
 /* Shared by the *_parse functions: the message lists every accepted name. */

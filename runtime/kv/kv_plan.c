@@ -15,9 +15,10 @@
 #include "kv_score.h"
 #include "kv_select.h"
 #include "status.h"
+#include "kv_tuning.h"
 
 static bool threshold_trigger(const kara_kv_params *p) {
-    return p->method == KARA_KV_METHOD_KARA && p->trigger == KARA_KV_TRIGGER_THRESHOLD;
+    return p->method == KARA_KV_METHOD_KARA && kr_kv_tune(p)->trigger == KARA_KV_TRIGGER_THRESHOLD;
 }
 
 bool kr_kv_params_periodic(const kara_kv_params *p) {
@@ -31,14 +32,17 @@ bool kr_kv_params_periodic(const kara_kv_params *p) {
 }
 
 int32_t kr_kv_trigger_slack(const kara_kv_params *p) {
-    if (p->method == KARA_KV_METHOD_SNAPKV) return p->snapkv_trigger_slack;
-    if (p->method == KARA_KV_METHOD_RKV) return p->rkv_trigger_slack;
-    if (p->method == KARA_KV_METHOD_LAZY) return p->lazy_window;
-    if (threshold_trigger(p)) return p->trigger_slack > 0 ? p->trigger_slack : p->interval;
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    if (p->method == KARA_KV_METHOD_SNAPKV) return t->snapkv_trigger_slack;
+    if (p->method == KARA_KV_METHOD_RKV) return t->rkv_trigger_slack;
+    if (p->method == KARA_KV_METHOD_LAZY) return t->lazy_window;
+    if (threshold_trigger(p)) return t->trigger_slack > 0 ? t->trigger_slack : p->interval;
     return 1;
 }
 
-int32_t kr_kv_window_slots(const kara_kv_params *p) { return p->interval + p->buffer + p->max_defer + 1; }
+int32_t kr_kv_window_slots(const kara_kv_params *p) {
+    return p->interval + kr_kv_tune(p)->buffer + kr_kv_tune(p)->max_defer + 1;
+}
 
 bool kr_kv_plan_window_method(const kr_kv_plan *plan) { return kr_kv_params_periodic(&plan->p); }
 
@@ -50,15 +54,16 @@ uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape) {
 /* ---- the policy's reservations ---- */
 
 void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
     memset(s, 0, sizeof *s);
-    int32_t stride = p->layer_stride > 0 ? p->layer_stride : 1;
+    int32_t stride = t->layer_stride > 0 ? t->layer_stride : 1;
     if (threshold_trigger(p)) {
         /* ablation A8: the whole generated cache is scored, by the queries
          * of the newest slots: the last event's buffer and everything
          * generated since, at most slack + buffer of them at a steady
          * one-token-per-step pace */
         s->needs_scores = true;
-        s->ring_cap = kr_kv_trigger_slack(p) + p->buffer + 1;
+        s->ring_cap = kr_kv_trigger_slack(p) + t->buffer + 1;
         s->score_n = max_slots;
         s->score_q = s->ring_cap;
         s->n_scored = (n_layer + stride - 1) / stride;
@@ -73,7 +78,7 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
         s->score_n = s->ring_cap;
         s->n_scored = (n_layer + stride - 1) / stride;
         /* read tracking: every step's newest query's attention, summed like H2O's */
-        s->needs_h2o = p->reads_weight > 0.0f;
+        s->needs_h2o = t->reads_weight > 0.0f;
         break;
     case KARA_KV_METHOD_RECENT:
     case KARA_KV_METHOD_RANDOM:
@@ -84,18 +89,18 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
         /* keys over the whole cache, but only the observation window asks
          * queries (buffer_only scoring): scratch for obs_window query rows */
         s->needs_scores = true;
-        s->ring_cap = p->snapkv_obs_window;
+        s->ring_cap = t->snapkv_obs_window;
         s->score_n = max_slots;
-        s->score_q = p->snapkv_obs_window;
+        s->score_q = t->snapkv_obs_window;
         s->n_scored = (n_layer + stride - 1) / stride;
         break;
     case KARA_KV_METHOD_RKV:
         /* snapkv's observation scoring, plus the keys' redundancy over the
          * whole cache (kv_redund.h) */
         s->needs_scores = s->needs_redund = true;
-        s->ring_cap = p->rkv_obs_window;
+        s->ring_cap = t->rkv_obs_window;
         s->score_n = max_slots;
-        s->score_q = p->rkv_obs_window;
+        s->score_q = t->rkv_obs_window;
         s->n_scored = (n_layer + stride - 1) / stride;
         break;
     case KARA_KV_METHOD_H2O:
@@ -112,6 +117,7 @@ void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t 
 
 void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_seq_max,
                          int32_t max_slots) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
     kr_kv_reserve_shape(s, p, shape->n_layer, max_slots);
     if (p->method == KARA_KV_METHOD_FULL) return;
     /* per_layer: every group after the first holds its own positions
@@ -120,7 +126,7 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
     s->per_layer = (size_t)n_seq_max * (size_t)(kr_kv_n_groups(p, shape->n_layer) - 1) * (size_t)max_slots *
         (sizeof(int32_t) + sizeof(float));
     s->ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap *
-        kr_kv_row_bytes(p->query_cache_dtype, (int64_t)shape->n_head * shape->head_dim);
+        kr_kv_row_bytes(t->query_cache_dtype, (int64_t)shape->n_head * shape->head_dim);
     if (s->needs_h2o) s->h2o = (size_t)n_seq_max * (size_t)shape->n_head * (size_t)max_slots * sizeof(float);
     /* lazy: each sequence's last attended step and longest recurrence interval per slot */
     if (p->method == KARA_KV_METHOD_LAZY) s->lazy = (size_t)n_seq_max * (size_t)max_slots * 2 * sizeof(int32_t);
@@ -128,11 +134,11 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
         s->redund_scratch =
             kr_kv_redund_scratch_bytes(max_slots, shape->n_head_kv, shape->head_dim, KR_KV_SCORE_WORKERS);
     if (s->needs_scores) {
-        int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? p->snapkv_obs_window
-            : p->method == KARA_KV_METHOD_RKV              ? p->rkv_obs_window
-                                                           : p->buffer;
+        int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? t->snapkv_obs_window
+            : p->method == KARA_KV_METHOD_RKV              ? t->rkv_obs_window
+                                                           : t->buffer;
         if (n_buf >= s->score_n) n_buf = s->score_n - 1;
-        kr_kv_score_shape sh = {s->score_n, n_buf, shape->n_head, shape->n_head_kv, shape->head_dim, p->n_sink};
+        kr_kv_score_shape sh = {s->score_n, n_buf, shape->n_head, shape->n_head_kv, shape->head_dim, t->n_sink};
         s->score_scratch = kr_kv_score_scratch_bytes_q(&sh, s->score_q, KR_KV_SCORE_WORKERS);
     }
     s->select_scratch = kr_kv_select_scratch_bytes(max_slots);
@@ -176,18 +182,19 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
                             int32_t n_seq_max) {
     kara_kv_params eff = *p_in; /* p_in, but for the query ring's type (below) */
     const kara_kv_params *p = &eff;
+    const kr_kv_tuning *t = kr_kv_tune(p);
     memset(plan, 0, sizeof *plan);
     if (p->block_size < 1 || n_ctx < 1 || n_seq_max < 1)
         return kr_set_error(KARA_ERR_ARG, "KV plan: block_size, n_ctx and n_seq_max must be >= 1");
-    if ((unsigned)p->dtype > KARA_KV_Q4_0 || (unsigned)p->query_cache_dtype > KARA_KV_Q8_0)
+    if ((unsigned)p->dtype > KARA_KV_Q4_0 || (unsigned)t->query_cache_dtype > KARA_KV_Q8_0)
         return kr_set_error(KARA_ERR_CONFIG,
                             "kv_cache.dtype %d or kara.query_cache_dtype %d is not a type (f16, f32, "
                             "q8_0 or q4_0 for the cache; f16, f32 or q8_0 for the query cache)",
-                            (int)p->dtype, (int)p->query_cache_dtype);
+                            (int)p->dtype, (int)t->query_cache_dtype);
     /* q8_0 query rows need whole blocks; a model whose n_head x head_dim is
      * not a multiple of 32 keeps its queries in f16 */
-    if (((int64_t)shape->n_head * shape->head_dim) % kr_kv_dtype_block(eff.query_cache_dtype))
-        eff.query_cache_dtype = KARA_KV_F16;
+    if (((int64_t)shape->n_head * shape->head_dim) % kr_kv_dtype_block(kr_kv_tune(&eff)->query_cache_dtype))
+        kr_kv_tune(&eff)->query_cache_dtype = KARA_KV_F16;
     const int64_t row = (int64_t)shape->n_head_kv * shape->head_dim;
     if (row % kr_kv_dtype_block(p->dtype))
         return kr_set_error(KARA_ERR_UNSUPPORTED,
@@ -196,29 +203,29 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
                             "f32",
                             kara_kv_dtype_name(p->dtype), kr_kv_dtype_block(p->dtype), (long long)row, shape->n_head_kv,
                             shape->head_dim, kr_kv_dtype_block(p->dtype));
-    if (p->rerotate_keys)
+    if (t->rerotate_keys)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "
                             "docs/KARA_METHOD.md); set it to false");
-    if (p->method == KARA_KV_METHOD_KARA && p->t2c_mode != KARA_T2C_POOLED_TOPK &&
-        (!(p->candidate_frac > 0) || p->max_gap < 1))
+    if (p->method == KARA_KV_METHOD_KARA && t->t2c_mode != KARA_T2C_POOLED_TOPK &&
+        (!(t->candidate_frac > 0) || t->max_gap < 1))
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
                             "%d)",
-                            (double)p->candidate_frac, p->max_gap);
+                            (double)t->candidate_frac, t->max_gap);
     if (p->method == KARA_KV_METHOD_RKV &&
-        (p->rkv_kernel < 1 || p->rkv_kernel % 2 == 0 || p->rkv_obs_window < 1 || p->rkv_trigger_slack < 0 ||
-         !(p->rkv_lambda >= 0 && p->rkv_lambda <= 1) || !(p->rkv_sim_threshold >= -1 && p->rkv_sim_threshold <= 1)))
+        (t->rkv_kernel < 1 || t->rkv_kernel % 2 == 0 || t->rkv_obs_window < 1 || t->rkv_trigger_slack < 0 ||
+         !(t->rkv_lambda >= 0 && t->rkv_lambda <= 1) || !(t->rkv_sim_threshold >= -1 && t->rkv_sim_threshold <= 1)))
         return kr_set_error(KARA_ERR_CONFIG,
                             "baselines.rkv: kernel must be odd (got %d), obs_window at least 1 (got %d), "
                             "trigger_slack at least 0 (got %d), lambda in [0, 1] (got %g), sim_threshold in [-1, 1] "
                             "(got %g)",
-                            p->rkv_kernel, p->rkv_obs_window, p->rkv_trigger_slack, (double)p->rkv_lambda,
-                            (double)p->rkv_sim_threshold);
-    if (p->method == KARA_KV_METHOD_LAZY && (p->lazy_window < 1 || !(p->lazy_alpha >= 0)))
+                            t->rkv_kernel, t->rkv_obs_window, t->rkv_trigger_slack, (double)t->rkv_lambda,
+                            (double)t->rkv_sim_threshold);
+    if (p->method == KARA_KV_METHOD_LAZY && (t->lazy_window < 1 || !(t->lazy_alpha >= 0)))
         return kr_set_error(KARA_ERR_CONFIG,
                             "baselines.lazy: window must be at least 1 (got %d), alpha at least 0 (got %g)",
-                            p->lazy_window, (double)p->lazy_alpha);
+                            t->lazy_window, (double)t->lazy_alpha);
     plan->p = *p;
     plan->shape = *shape;
     plan->n_ctx = n_ctx;
@@ -226,11 +233,11 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
     const int32_t B = p->block_size;
     plan->block_bytes = kr_kv_block_bytes(p, shape);
     plan->blocks_per_seq = (n_ctx + B - 1) / B;
-    bool window = kr_kv_params_periodic(p), on_demand = window && p->evict == KARA_KV_EVICT_ON_DEMAND;
+    bool window = kr_kv_params_periodic(p), on_demand = window && t->evict == KARA_KV_EVICT_ON_DEMAND;
     /* admission keeps reserve_blocks free only where a request's peak is an
      * estimate (per_window); elsewhere the share or the request's length
      * bounds it exactly */
-    plan->reserve_blocks = window && !on_demand ? p->reserve_blocks : 0;
+    plan->reserve_blocks = window && !on_demand ? t->reserve_blocks : 0;
     /* every sequence whole, plus the admission reserve */
     int64_t whole = (int64_t)n_seq_max * plan->blocks_per_seq + plan->reserve_blocks;
     bool whole_fits = !p->budget || p->budget / plan->block_bytes >= (uint64_t)whole;
@@ -264,8 +271,8 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
     plan->seq_tokens = (int32_t)share;
     int32_t slack = kr_kv_trigger_slack(p);
     plan->budget_tokens =
-        p->budget_tokens > 0 ? p->budget_tokens : (plan->seq_tokens - slack > 8 ? plan->seq_tokens - slack : 8);
-    plan->margin = p->evict_margin > 0 ? p->evict_margin : auto_margin(p, plan->seq_tokens);
+        t->budget_tokens > 0 ? t->budget_tokens : (plan->seq_tokens - slack > 8 ? plan->seq_tokens - slack : 8);
+    plan->margin = t->evict_margin > 0 ? t->evict_margin : auto_margin(p, plan->seq_tokens);
     return KARA_OK;
 }
 
@@ -283,13 +290,14 @@ static int64_t request_total(const kr_kv_plan *plan, int32_t n_prompt, int32_t n
  * every event so far, the evict_lag windows still whole, and the largest
  * window. */
 static int64_t per_window_peak(const kara_kv_params *p, int32_t n_prompt, int64_t generated) {
-    int64_t front = n_prompt > p->n_sink ? n_prompt : p->n_sink;
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    int64_t front = n_prompt > t->n_sink ? n_prompt : t->n_sink;
     int64_t window = kr_kv_window_slots(p);
-    int64_t events = generated > p->buffer ? (generated - p->buffer) / p->interval : 0;
+    int64_t events = generated > t->buffer ? (generated - t->buffer) / p->interval : 0;
     int64_t keep = lround(p->retention * p->interval);
-    if (keep < p->min_keep) keep = p->min_keep;
+    if (keep < t->min_keep) keep = t->min_keep;
     if (keep > p->interval) keep = p->interval;
-    int64_t lagged = events < p->evict_lag ? events : p->evict_lag;
+    int64_t lagged = events < t->evict_lag ? events : t->evict_lag;
     return front + events * keep + lagged * (p->interval - keep) + (generated < window ? generated : window);
 }
 
@@ -299,7 +307,7 @@ int64_t kr_kv_plan_peak_slots(const kr_kv_plan *plan, int32_t n_prompt, int32_t 
     int64_t peak = total;
     if (kr_kv_params_periodic(p)) {
         peak = plan->seq_tokens;
-        if (p->evict == KARA_KV_EVICT_PER_WINDOW) {
+        if (kr_kv_tune(p)->evict == KARA_KV_EVICT_PER_WINDOW) {
             int64_t eager = per_window_peak(p, n_prompt, total - n_prompt);
             if (eager < peak) peak = eager;
         }
@@ -312,20 +320,21 @@ int64_t kr_kv_plan_peak_slots(const kr_kv_plan *plan, int32_t n_prompt, int32_t 
 
 bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t P, int32_t n_predict, char *why, size_t why_size) {
     const kara_kv_params *p = &plan->p;
+    const kr_kv_tuning *t = kr_kv_tune(p);
     int64_t total = request_total(plan, P, n_predict);
-    int32_t front = P > p->n_sink ? P : p->n_sink, budget = plan->budget_tokens;
+    int32_t front = P > t->n_sink ? P : t->n_sink, budget = plan->budget_tokens;
     if (why_size) why[0] = 0;
     if (kr_kv_params_periodic(p)) {
         /* at its share a sequence keeps its prompt, the buffer (the open
          * window is scored early when history runs short) and the eviction
          * margin; only scored history can go */
-        int64_t need = (int64_t)front + p->buffer + plan->margin + 2;
+        int64_t need = (int64_t)front + t->buffer + plan->margin + 2;
         if (total <= plan->seq_tokens || need <= plan->seq_tokens) return true;
         snprintf(why, why_size,
                  "a sequence may hold %d KV slots (kv_cache.seq_tokens%s), but %d prompt tokens, the protected "
                  "buffer (kara.buffer %d), the eviction margin of %d and 2 slots for the open window and the next "
                  "token need %lld; raise kv_cache.budget or kv_cache.seq_tokens, or lower batch.max_concurrency",
-                 plan->seq_tokens, p->seq_tokens > 0 ? "" : ": the budget's share per sequence", P, p->buffer,
+                 plan->seq_tokens, p->seq_tokens > 0 ? "" : ": the budget's share per sequence", P, t->buffer,
                  plan->margin, (long long)need);
         return false;
     }
@@ -333,27 +342,27 @@ bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t P, int32_t n_predict, char
     int32_t protect = front;
     /* a budget set by hand must hold what the method protects even when
      * this request would never reach it: otherwise it is silently ignored */
-    const bool fits = p->budget_tokens <= 0;
+    const bool fits = t->budget_tokens <= 0;
     switch (p->method) {
     case KARA_KV_METHOD_SNAPKV:
-        protect = (p->snapkv_protect_prompt ? front : 0) + p->snapkv_obs_window;
-        ok = (fits && total < (int64_t)budget + p->snapkv_trigger_slack) || budget >= protect;
+        protect = (t->snapkv_protect_prompt ? front : 0) + t->snapkv_obs_window;
+        ok = (fits && total < (int64_t)budget + t->snapkv_trigger_slack) || budget >= protect;
         break;
     case KARA_KV_METHOD_RKV: /* the prompt (protect_prompt) and the observation window */
-        protect = (p->rkv_protect_prompt ? front : 0) + p->rkv_obs_window;
-        ok = (fits && total < (int64_t)budget + p->rkv_trigger_slack) || budget >= protect;
+        protect = (t->rkv_protect_prompt ? front : 0) + t->rkv_obs_window;
+        ok = (fits && total < (int64_t)budget + t->rkv_trigger_slack) || budget >= protect;
         break;
     case KARA_KV_METHOD_LAZY: /* the prompt (protect_prompt) and the newest window */
-        protect = (p->lazy_protect_prompt ? front : 0) + p->lazy_window;
-        ok = (fits && total < (int64_t)budget + p->lazy_window) || budget >= protect;
+        protect = (t->lazy_protect_prompt ? front : 0) + t->lazy_window;
+        ok = (fits && total < (int64_t)budget + t->lazy_window) || budget >= protect;
         break;
     case KARA_KV_METHOD_H2O: ok = (fits && total <= budget) || budget >= front; break;
     case KARA_KV_METHOD_STREAMING:
-        protect = p->streaming_n_sink;
+        protect = t->streaming_n_sink;
         ok = (fits && total <= budget) || budget >= protect;
         break;
     case KARA_KV_METHOD_KARA: /* trigger threshold keeps the prompt and the buffer */
-        protect = front + p->buffer;
+        protect = front + t->buffer;
         ok = (fits && total < (int64_t)budget + kr_kv_trigger_slack(p)) || budget >= protect;
         break;
     default: break;

@@ -19,10 +19,10 @@
 #include "monotonic_clock.h"
 
 static bool threshold_trigger(const kara_kv_params *p) {
-    return p->method == KARA_KV_METHOD_KARA && p->trigger == KARA_KV_TRIGGER_THRESHOLD;
+    return p->method == KARA_KV_METHOD_KARA && kr_kv_tune(p)->trigger == KARA_KV_TRIGGER_THRESHOLD;
 }
 
-static bool on_demand(const kr_kv_policy *pol) { return pol->p.evict == KARA_KV_EVICT_ON_DEMAND; }
+static bool on_demand(const kr_kv_policy *pol) { return pol->t.evict == KARA_KV_EVICT_ON_DEMAND; }
 
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
                               const kr_kv_vocab_info *vocab) {
@@ -30,23 +30,25 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->kv = kv;
     pol->exec = *exec;
     const kara_kv_params *p = &plan->p;
+    const kr_kv_tuning *t = kr_kv_tune(p);
     if (kr_kv_params_per_layer(p) && threshold_trigger(p))
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
                             "(ablation A8 rescores the whole cache with one shared selection); use one of them");
-    if (p->interval < 1 || p->buffer < 0 || p->max_defer < 0)
+    if (p->interval < 1 || t->buffer < 0 || t->max_defer < 0)
         return kr_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
-    if (p->trigger != KARA_KV_TRIGGER_PERIODIC && p->trigger != KARA_KV_TRIGGER_THRESHOLD)
+    if (t->trigger != KARA_KV_TRIGGER_PERIODIC && t->trigger != KARA_KV_TRIGGER_THRESHOLD)
         return kr_set_error(KARA_ERR_CONFIG, "kara.trigger: unknown value %d (expected periodic | threshold)",
-                            (int)p->trigger);
-    if (p->evict != KARA_KV_EVICT_ON_DEMAND && p->evict != KARA_KV_EVICT_PER_WINDOW)
+                            (int)t->trigger);
+    if (t->evict != KARA_KV_EVICT_ON_DEMAND && t->evict != KARA_KV_EVICT_PER_WINDOW)
         return kr_set_error(KARA_ERR_CONFIG, "kara.evict: unknown value %d (expected on_demand | per_window)",
-                            (int)p->evict);
-    if (p->trigger_slack < 0)
+                            (int)t->evict);
+    if (t->trigger_slack < 0)
         return kr_set_error(KARA_ERR_CONFIG, "kara.trigger_slack must be >= 1, or 0 for auto (got %d)",
-                            p->trigger_slack);
+                            t->trigger_slack);
     const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     pol->p = *p;
+    pol->t = *t;
     pol->plan = *plan;
     pol->n_layer = n_layer;
     pol->n_head = plan->shape.n_head;
@@ -57,7 +59,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->think_end_token = vocab->think_end_token;
     pol->budget_tokens = plan->budget_tokens;
     pol->scoring = plan->scoring;
-    pol->q_row_bytes = kr_kv_row_bytes(p->query_cache_dtype, (int64_t)pol->n_head * pol->head_dim);
+    pol->q_row_bytes = kr_kv_row_bytes(t->query_cache_dtype, (int64_t)pol->n_head * pol->head_dim);
     pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
     if (!pol->seqs) return kr_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
     if (!plan->scoring) return KARA_OK; /* full, or a share that holds the whole context */
@@ -169,7 +171,7 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
 static void start_reads(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n) {
     if (!q->h2o_acc || !pol->window_method) return;
     if (q->reads_grid < q->frontier) q->reads_grid = q->frontier;
-    while (n - q->reads_grid - pol->p.buffer >= pol->p.interval) {
+    while (n - q->reads_grid - pol->t.buffer >= pol->p.interval) {
         memset(q->h2o_acc + q->reads_grid, 0, (size_t)pol->p.interval * sizeof(float));
         q->reads_grid += pol->p.interval;
     }
@@ -187,7 +189,7 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
         /* generation starts: everything before this slot is the prompt; a
          * prompt shorter than n_sink takes the first generated tokens too */
         q->prompt_marked = true;
-        q->n_prompt = slot > pol->p.n_sink ? slot : pol->p.n_sink;
+        q->n_prompt = slot > pol->t.n_sink ? slot : pol->t.n_sink;
         q->frontier = q->reads_grid = q->n_prompt;
     }
     if (q->prompt_marked && n_new > 1 && pol->window_method && slot >= q->frontier) {
@@ -204,9 +206,9 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
 void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
     if (!pol->ring) return NULL;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t stride = pol->p.layer_stride > 0 ? pol->p.layer_stride : 1;
+    int32_t stride = pol->t.layer_stride > 0 ? pol->t.layer_stride : 1;
     if (!q->prompt_marked || layer % stride || slot < q->frontier) return NULL;
-    if (pol->p.think_only && q->think_done) return NULL; /* no longer compressed */
+    if (pol->t.think_only && q->think_done) return NULL; /* no longer compressed */
     size_t row = (size_t)(pos % pol->ring_cap);
     size_t lay = (size_t)(layer / stride);
     return pol->ring + (((size_t)seq * pol->n_scored_layers + lay) * pol->ring_cap + row) * pol->q_row_bytes;
@@ -230,7 +232,7 @@ void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots) {
         }
         const float scale = 1.0f / ((float)pol->n_head * (float)pol->n_layer);
         for (int32_t j = 0; j < n_slots; j++) mean[j] *= scale;
-        kr_kv_lazy_observe(q->lazy_last, q->lazy_mri, mean, n_slots, ++q->lazy_step, pol->p.lazy_alpha);
+        kr_kv_lazy_observe(q->lazy_last, q->lazy_mri, mean, n_slots, ++q->lazy_step, pol->t.lazy_alpha);
         memset(mean, 0, (size_t)n_slots * sizeof(float));
         return;
     }
@@ -324,17 +326,17 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
                               int32_t q_first_pos, kara_score_mode mode, bool exclude_self, int32_t l_begin,
                               int32_t l_end) {
     kr_kv_cache *kv = pol->kv;
-    const kara_kv_params *p = &pol->p;
-    int32_t n_c = n_w - n_buf, stride = p->layer_stride > 0 ? p->layer_stride : 1;
-    kr_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, p->n_sink};
+    const kr_kv_tuning *t = &pol->t;
+    int32_t n_c = n_w - n_buf, stride = t->layer_stride > 0 ? t->layer_stride : 1;
+    kr_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, t->n_sink};
     kr_kv_score_opts opts;
-    kr_kv_score_opts_from_params(&opts, p);
+    kr_kv_score_opts_from_params(&opts, &pol->p);
     opts.mode = mode;
     opts.exclude_self = exclude_self;
     kr_kv_score_acc acc;
-    kara_status st = kr_kv_score_acc_init(&acc, pol->scores, n_c, p->layer_reduce);
+    kara_status st = kr_kv_score_acc_init(&acc, pol->scores, n_c, t->layer_reduce);
     for (int32_t l = l_begin; !st && l < l_end; l += stride) {
-        kr_kv_rows qr = {p->query_cache_dtype,
+        kr_kv_rows qr = {t->query_cache_dtype,
                          pol->ring +
                              ((size_t)seq * pol->n_scored_layers + (size_t)(l / stride)) * (size_t)pol->ring_cap *
                                  pol->q_row_bytes,
@@ -381,8 +383,7 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
 static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_compressible) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kara_kv_params *p = &pol->p;
-    int32_t n = kv->seqs[seq].n, F = q->frontier, b = p->buffer, n_w = n - F, n_c = n_w - b;
+    int32_t n = kv->seqs[seq].n, F = q->frontier, b = pol->t.buffer, n_w = n - F, n_c = n_w - b;
     if (n_c < min_compressible || n_c < 1) return KARA_OK;
     if (pol->needs_scores && n_w > pol->ring_cap) return KARA_OK; /* queries not all kept (think_only) */
     const int32_t q_first_pos = kv->seqs[seq].pos[F], n_groups = kv->n_groups;
@@ -398,8 +399,8 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
         }
         int32_t k_g = 0;
         if (!st)
-            st = kr_kv_select_window(p, pol->scores, q->tokens + F, kr_kvp_line_flags(pol, q->tokens + F, n_c), n_c,
-                                     q->events, pol->keep, &k_g, pol->select_scratch, pol->select_scratch_bytes);
+            st = kr_kv_select_window(&pol->p, pol->scores, q->tokens + F, kr_kvp_line_flags(pol, q->tokens + F, n_c),
+                                     n_c, q->events, pol->keep, &k_g, pol->select_scratch, pol->select_scratch_bytes);
         if (!st && k >= 0 && k_g != k)
             st = kr_set_error(KARA_ERR_INTERNAL, "kv policy: group %d keeps %d slots, group %d kept %d", g, k_g, g + 1,
                               k);
@@ -430,11 +431,10 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
 static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kara_kv_params *p = &pol->p;
     const int32_t *pos = kv->seqs[seq].pos;
     int32_t n = kv->seqs[seq].n, P = q->n_prompt, n_w = n - P;
     if (n_w < 2) return KARA_OK;
-    int32_t b = p->buffer < n_w ? p->buffer : n_w - 1, n_c = n_w - b, k = pol->budget_tokens - P - b;
+    int32_t b = pol->t.buffer < n_w ? pol->t.buffer : n_w - 1, n_c = n_w - b, k = pol->budget_tokens - P - b;
     if (k < 0) {
         /* the budget cannot hold the prompt and the buffer: keep everything
          * (the block pool still bounds memory), as snapkv does */
@@ -449,8 +449,8 @@ static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
     while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
     kara_status st = kr_kvp_score_prior(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, 0, pol->n_layer, true);
     if (!st)
-        st = kr_kv_select_window_k(p, pol->scores, q->tokens + P, kr_kvp_line_flags(pol, q->tokens + P, n_c), n_c, k,
-                                   q->events, pol->keep, pol->select_scratch, pol->select_scratch_bytes);
+        st = kr_kv_select_window_k(&pol->p, pol->scores, q->tokens + P, kr_kvp_line_flags(pol, q->tokens + P, n_c), n_c,
+                                   k, q->events, pol->keep, pol->select_scratch, pol->select_scratch_bytes);
     if (!st) st = compact(pol, kv, seq, P, b, k, pol->scores);
     if (!st) q->events++;
     return st;
@@ -461,17 +461,17 @@ static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kara_kv_params *p = &pol->p;
+    const kr_kv_tuning *t = &pol->t;
     int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, k = 0;
     kara_status st = KARA_OK;
-    switch (p->method) {
-    case KARA_KV_METHOD_STREAMING: st = kr_kv_select_streaming(n, p->streaming_n_sink, budget, pol->keep, &k); break;
+    switch (pol->p.method) {
+    case KARA_KV_METHOD_STREAMING: st = kr_kv_select_streaming(n, t->streaming_n_sink, budget, pol->keep, &k); break;
     case KARA_KV_METHOD_H2O:
-        st = kr_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, p->h2o_heavy_frac, pol->keep, &k, pol->select_scratch,
+        st = kr_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, t->h2o_heavy_frac, pol->keep, &k, pol->select_scratch,
                               pol->select_scratch_bytes);
         break;
     case KARA_KV_METHOD_SNAPKV: {
-        int32_t front = p->snapkv_protect_prompt ? q->n_prompt : 0, obs = p->snapkv_obs_window;
+        int32_t front = t->snapkv_protect_prompt ? q->n_prompt : 0, obs = t->snapkv_obs_window;
         int32_t n_w = n - front;
         if (n_w <= obs) return KARA_OK;
         const int32_t *pos = kv->seqs[seq].pos;
@@ -480,14 +480,14 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
                                pol->n_layer);
         if (st) break;
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
-        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, p->snapkv_kernel, p->snapkv_pool, budget, pol->keep,
+        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, t->snapkv_kernel, t->snapkv_pool, budget, pol->keep,
                                  &k, pol->select_scratch, pol->select_scratch_bytes);
         break;
     }
     case KARA_KV_METHOD_RKV: st = kr_kvp_rkv_select(pol, seq, &k); break;
     case KARA_KV_METHOD_LAZY:
-        st = kr_kv_select_lazy(q->lazy_last, q->lazy_mri, q->lazy_step, n, p->lazy_protect_prompt ? q->n_prompt : 0,
-                               p->lazy_window, budget, pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+        st = kr_kv_select_lazy(q->lazy_last, q->lazy_mri, q->lazy_step, n, t->lazy_protect_prompt ? q->n_prompt : 0,
+                               t->lazy_window, budget, pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
         break;
     case KARA_KV_METHOD_KARA: return threshold_event(pol, seq);
     default: return KARA_OK;
@@ -497,7 +497,7 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
          * observation window): keep everything; the block pool still bounds
          * memory, and kara_decode keeps its no-partial-failure promise */
         kr_log(KARA_LOG_DEBUG, "%s: budget of %d tokens below the protected prefix of sequence %d",
-               kara_kv_method_name(p->method), budget, seq);
+               kara_kv_method_name(pol->p.method), budget, seq);
         return KARA_OK;
     }
     if (!st && k < n) st = compact(pol, kv, seq, 0, 0, k, NULL);
@@ -516,7 +516,7 @@ static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
     case KARA_KV_METHOD_RKV:
     case KARA_KV_METHOD_LAZY: return n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
     case KARA_KV_METHOD_KARA: /* trigger: threshold; think_only stops it as it stops the periodic events */
-        return !(pol->p.think_only && pol->seqs[seq].think_done) &&
+        return !(pol->t.think_only && pol->seqs[seq].think_done) &&
             n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
     default: return false;
     }
@@ -524,16 +524,16 @@ static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
 
 bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    if (!kv->seqs[seq].active || !q->prompt_marked || (pol->p.think_only && q->think_done)) return false;
-    int32_t n_c = kv->seqs[seq].n - q->frontier - pol->p.buffer;
-    return n_c >= pol->p.interval && n_c >= pol->p.min_compressible;
+    if (!kv->seqs[seq].active || !q->prompt_marked || (pol->t.think_only && q->think_done)) return false;
+    int32_t n_c = kv->seqs[seq].n - q->frontier - pol->t.buffer;
+    return n_c >= pol->p.interval && n_c >= pol->t.min_compressible;
 }
 
 /* On-demand scoring, or a per_window event (evict_lag: compressed later). */
 static kara_status run_window_event(kr_kv_policy *pol, int32_t seq) {
     pol->stats.events++;
     if (on_demand(pol)) return kr_kvp_score_window(pol, seq);
-    if (pol->p.evict_lag <= 0) return window_event(pol, seq, pol->p.min_compressible);
+    if (pol->t.evict_lag <= 0) return window_event(pol, seq, pol->t.min_compressible);
     kara_status st = kr_kvp_score_window(pol, seq);
     return st ? st : kr_kvp_compress_aged(pol, seq);
 }
@@ -553,7 +553,7 @@ static kara_status window_step(kr_kv_policy *pol) {
         running += kv->seqs[s].active;
         due += kr_kvp_window_due(pol, kv, s);
     }
-    int32_t cap = pol->p.max_compress_per_step > 0 ? pol->p.max_compress_per_step
+    int32_t cap = pol->t.max_compress_per_step > 0 ? pol->t.max_compress_per_step
                                                    : (running + pol->p.interval - 1) / pol->p.interval;
     if (cap < 1) cap = 1;
     if (!on_demand(pol)) cap = pol->n_seq_max;
@@ -563,7 +563,7 @@ static kara_status window_step(kr_kv_policy *pol) {
             if (kr_kvp_window_due(pol, kv, s) && (pick < 0 || pol->seqs[s].due_steps > pol->seqs[pick].due_steps))
                 pick = s;
         if (pick < 0) break;
-        if (served >= cap && pol->seqs[pick].due_steps < pol->p.max_defer) break;
+        if (served >= cap && pol->seqs[pick].due_steps < pol->t.max_defer) break;
         st = run_window_event(pol, pick);
         served++;
         due--;
@@ -612,8 +612,8 @@ static kara_status score_open(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     kara_status st = score_due(pol, seq);
     int32_t n = pol->kv->seqs[seq].n;
-    if (!st && n - q->frontier - pol->p.buffer >= 1 && kr_kvp_queries_kept(pol, seq, n) &&
-        !(pol->p.think_only && q->think_done)) {
+    if (!st && n - q->frontier - pol->t.buffer >= 1 && kr_kvp_queries_kept(pol, seq, n) &&
+        !(pol->t.think_only && q->think_done)) {
         st = kr_kvp_score_window(pol, seq);
         pol->stats.events++;
     }
@@ -647,8 +647,8 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
     kara_status st = score_due(pol, seq);
     n = kv->seqs[seq].n;
     int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
-    if (!st && need > 0 && evictable < need && n - q->frontier - pol->p.buffer >= 1 &&
-        kr_kvp_queries_kept(pol, seq, n) && !(pol->p.think_only && q->think_done)) {
+    if (!st && need > 0 && evictable < need && n - q->frontier - pol->t.buffer >= 1 &&
+        kr_kvp_queries_kept(pol, seq, n) && !(pol->t.think_only && q->think_done)) {
         pol->stats.events++;
         st = window_event(pol, seq, 1);
         n = kv->seqs[seq].n;
@@ -730,14 +730,14 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
  * A8, the slots beyond the token budget. */
 static int32_t forced_event_gain(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t s) {
     const kr_kv_policy_seq *q = &pol->seqs[s];
-    if (!kv->seqs[s].active || !q->prompt_marked || (pol->p.think_only && q->think_done)) return 0;
+    if (!kv->seqs[s].active || !q->prompt_marked || (pol->t.think_only && q->think_done)) return 0;
     if (threshold_trigger(&pol->p)) {
         int32_t over = kv->seqs[s].n - pol->budget_tokens;
         return over > 0 ? over : 0;
     }
     if (!pol->window_method) return 0;
-    int32_t n_c = kv->seqs[s].n - q->frontier - pol->p.buffer;
-    if (n_c < pol->p.min_compressible || (pol->needs_scores && n_c + pol->p.buffer > pol->ring_cap)) return 0;
+    int32_t n_c = kv->seqs[s].n - q->frontier - pol->t.buffer;
+    if (n_c < pol->t.min_compressible || (pol->needs_scores && n_c + pol->t.buffer > pol->ring_cap)) return 0;
     return n_c > 0 ? n_c : 0;
 }
 
@@ -750,7 +750,7 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
      * the budget), then (b) drop history. With preempt (the default) the
      * caller preempts instead, and a recomputed sequence gives the same
      * answer; with fail the call fails. */
-    bool take = pol->p.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY;
+    bool take = pol->t.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY;
     while (take && need > kv->n_free && (per_window || threshold_trigger(&pol->p))) {
         int32_t pick = -1, best = 0;
         for (int32_t s = 0; s < pol->n_seq_max; s++) {
@@ -763,7 +763,7 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
         if (pick < 0) break;
         uint64_t events = pol->seqs[pick].events;
         kara_status st =
-            threshold_trigger(&pol->p) ? threshold_event(pol, pick) : window_event(pol, pick, pol->p.min_compressible);
+            threshold_trigger(&pol->p) ? threshold_event(pol, pick) : window_event(pol, pick, pol->t.min_compressible);
         if (st) return st;
         if (pol->seqs[pick].events == events) break; /* A8: the budget cannot hold its prompt and buffer */
         pol->stats.events++;
@@ -790,11 +790,11 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
         }
         if (need <= kv->n_free) return KARA_OK;
     }
-    return kr_set_error(KARA_ERR_KV_BUDGET,
-                        "KV budget exhausted: %d more blocks of %zu bytes needed, %d of %d free "
-                        "(on_pool_exhausted: %s)",
-                        need, kv->bytes_per_block, kv->n_free, kv->n_blocks,
-                        pol->p.on_pool_exhausted == KARA_POOL_PREEMPT    ? "preempt - the caller must free a sequence"
-                            : pol->p.on_pool_exhausted == KARA_POOL_FAIL ? "fail"
-                                                                         : "recompress_history found nothing to drop");
+    return kr_set_error(
+        KARA_ERR_KV_BUDGET,
+        "KV budget exhausted: %d more blocks of %zu bytes needed, %d of %d free (on_pool_exhausted: %s)", need,
+        kv->bytes_per_block, kv->n_free, kv->n_blocks,
+        pol->t.on_pool_exhausted == KARA_POOL_PREEMPT    ? "preempt - the caller must free a sequence"
+            : pol->t.on_pool_exhausted == KARA_POOL_FAIL ? "fail"
+                                                         : "recompress_history found nothing to drop");
 }

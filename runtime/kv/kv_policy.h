@@ -46,6 +46,7 @@
 
 #include "kara.h"
 #include "kv_cache.h"
+#include "kv_tuning.h"
 #include "kv_plan.h"
 #include "kv_prior.h"
 
@@ -84,6 +85,7 @@ typedef struct kr_kv_policy_seq {
 
 typedef struct kr_kv_policy {
     kara_kv_params p;
+    kr_kv_tuning t; /* p's research settings (kv_tuning.h), copied out at init for short names */
     kr_kv_plan plan;
     kr_kv_cache *kv; /* the cache it governs */
     kr_kv_exec exec;

@@ -5,13 +5,14 @@
 
 #include "kv_policy_impl.h"
 #include "status.h"
+#include "kv_tuning.h"
 
 kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) {
     kara_status st = kr_kv_prior_check(prior, pol->kv);
     if (st) return st;
     pol->prior = *prior;
     pol->use_prior =
-        pol->scoring && pol->needs_scores && pol->p.method == KARA_KV_METHOD_KARA && pol->p.prior_weight > 0.0f;
+        pol->scoring && pol->needs_scores && pol->p.method == KARA_KV_METHOD_KARA && pol->t.prior_weight > 0.0f;
     if (!pol->use_prior) return KARA_OK;
     free(pol->prior_vals);
     pol->prior_vals = calloc((size_t)pol->max_slots + (size_t)kr_kv_prior_scratch_floats(prior), sizeof(float));
@@ -25,11 +26,11 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
 
 kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
                                int32_t q_first_pos, int32_t l_begin, int32_t l_end, bool eval_prior) {
-    kara_status st = kr_kvp_score_span(pol, seq, first, n_w, n_buf, n_q, q_first_pos, pol->p.score_mode,
-                                       pol->p.exclude_self, l_begin, l_end);
+    kara_status st = kr_kvp_score_span(pol, seq, first, n_w, n_buf, n_q, q_first_pos, pol->t.score_mode,
+                                       pol->t.exclude_self, l_begin, l_end);
     if (st || !pol->use_prior) return st;
     const int32_t n_c = n_w - n_buf;
     if (eval_prior) kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
-    kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, pol->p.prior_weight);
+    kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, pol->t.prior_weight);
     return KARA_OK;
 }

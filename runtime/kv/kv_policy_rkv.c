@@ -7,6 +7,7 @@
 #include "kv_redund.h"
 #include "kv_select.h"
 #include "status.h"
+#include "kv_tuning.h"
 
 typedef struct redund_task {
     const kr_kv_redund_job *job;
@@ -24,7 +25,7 @@ static void redund_compute(void *arg, int ith, int nth) {
  * keys of slots [first, first + m). */
 static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t m, float *red) {
     kr_kv_cache *kv = pol->kv;
-    const int32_t stride = pol->p.layer_stride > 0 ? pol->p.layer_stride : 1;
+    const int32_t stride = pol->t.layer_stride > 0 ? pol->t.layer_stride : 1;
     const int32_t workers = pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads : KR_KV_SCORE_WORKERS;
     memset(red, 0, (size_t)m * sizeof(float));
     int32_t layers = 0;
@@ -34,7 +35,7 @@ static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int
                            kv->seqs[seq].table, kv->block_size, kv->bytes_per_block};
         kr_kv_redund_job job;
         kara_status st =
-            kr_kv_redund_prepare(&job, &keys, m, pol->n_head_kv, pol->head_dim, pol->p.rkv_sim_threshold,
+            kr_kv_redund_prepare(&job, &keys, m, pol->n_head_kv, pol->head_dim, pol->t.rkv_sim_threshold,
                                  pol->redund_scratch, pol->redund_scratch_bytes, workers > 0 ? workers : 1);
         if (st) return st;
         redund_task t = {&job};
@@ -49,9 +50,9 @@ static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int
 kara_status kr_kvp_rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     kr_kv_cache *kv = pol->kv;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kara_kv_params *p = &pol->p;
-    const int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, obs = p->rkv_obs_window;
-    const int32_t front = p->rkv_protect_prompt ? q->n_prompt : 0, m = n - front;
+    const kr_kv_tuning *t = &pol->t;
+    const int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, obs = t->rkv_obs_window;
+    const int32_t front = t->rkv_protect_prompt ? q->n_prompt : 0, m = n - front;
     *k = n;
     if (n <= budget || m <= obs) return KARA_OK;
     if (budget < front + obs) /* checked before the scoring: kr_kv_select_rkv would say the same */
@@ -67,6 +68,6 @@ kara_status kr_kvp_rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     /* redundancy over the whole span, the observation window included (its
      * keys are neighbours too); the window itself is kept regardless */
     if ((st = redundancy(pol, seq, front, m, pol->gather + front))) return st;
-    return kr_kv_select_rkv(pol->layer_scores, pol->gather, n, front, obs, p->rkv_kernel, p->rkv_lambda, budget,
+    return kr_kv_select_rkv(pol->layer_scores, pol->gather, n, front, obs, t->rkv_kernel, t->rkv_lambda, budget,
                             pol->keep, k, pol->select_scratch, pol->select_scratch_bytes);
 }

@@ -8,6 +8,7 @@
 #include "kernels.h"
 #include "kv_quant.h"
 #include "status.h"
+#include "kv_tuning.h"
 
 #define ALIGN_FLOATS 16 /* 64 bytes */
 
@@ -31,11 +32,12 @@ void kr_kv_score_opts_init(kr_kv_score_opts *o) {
 }
 
 void kr_kv_score_opts_from_params(kr_kv_score_opts *o, const kara_kv_params *p) {
-    o->mode = p->score_mode;
-    o->softmax_over = p->softmax_over;
-    o->exclude_self = p->exclude_self;
-    o->gqa_reduce = p->gqa_reduce;
-    o->value_aware = p->value_aware;
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    o->mode = t->score_mode;
+    o->softmax_over = t->softmax_over;
+    o->exclude_self = t->exclude_self;
+    o->gqa_reduce = t->gqa_reduce;
+    o->value_aware = t->value_aware;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "status.h"
+#include "kv_tuning.h"
 
 /* A slot and its ranking key. */
 typedef struct rank_entry {
@@ -434,7 +435,7 @@ kara_status kr_kv_select_window(const kara_kv_params *p, const float *s, const i
                                 const uint8_t *line_ends, int32_t n_c, uint64_t seed, int32_t *keep, int32_t *n_keep,
                                 void *scratch, size_t scratch_bytes) {
     if (!p || !n_keep) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters or count");
-    int32_t k = kr_kv_keep_count(n_c, p->retention, p->min_keep);
+    int32_t k = kr_kv_keep_count(n_c, p->retention, kr_kv_tune(p)->min_keep);
     kara_status st = kr_kv_select_window_k(p, s, tokens, line_ends, n_c, k, seed, keep, scratch, scratch_bytes);
     *n_keep = st == KARA_OK ? k : 0;
     return st;
@@ -444,29 +445,31 @@ kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const
                                   const uint8_t *line_ends, int32_t n_c, int32_t k, uint64_t seed, int32_t *keep,
                                   void *scratch, size_t scratch_bytes) {
     if (!p) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters");
-    kr_kv_protect pr = {tokens, p->protect_token_ids, p->n_protect_token_ids};
+    kr_kv_protect pr = {tokens, kr_kv_tune(p)->protect_token_ids, kr_kv_tune(p)->n_protect_token_ids};
     kara_status st;
     switch (p->method) {
     case KARA_KV_METHOD_KARA: {
-        if (p->t2c_mode == KARA_T2C_POOLED_TOPK) { /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
+        if (kr_kv_tune(p)->t2c_mode ==
+            KARA_T2C_POOLED_TOPK) { /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
             st = kr_kv_select_pooled_topk(s, n_c, k, 7, &pr, keep, scratch, scratch_bytes);
             break;
         }
-        if (p->t2c_mode == KARA_T2C_LINES) {
-            st = kr_kv_select_lines(s, n_c, k, p->max_gap, line_ends, &pr, keep, scratch, scratch_bytes);
+        if (kr_kv_tune(p)->t2c_mode == KARA_T2C_LINES) {
+            st = kr_kv_select_lines(s, n_c, k, kr_kv_tune(p)->max_gap, line_ends, &pr, keep, scratch, scratch_bytes);
             break;
         }
-        const uint8_t *tails = p->t2c_mode == KARA_T2C_LINE_TAILS ? line_ends : NULL;
-        kr_kv_t2c_params t = {k, p->candidate_frac, p->max_gap, p->len_penalty, tails};
+        const uint8_t *tails = kr_kv_tune(p)->t2c_mode == KARA_T2C_LINE_TAILS ? line_ends : NULL;
+        kr_kv_t2c_params t = {k, kr_kv_tune(p)->candidate_frac, kr_kv_tune(p)->max_gap, kr_kv_tune(p)->len_penalty,
+                              tails};
         st = kr_kv_select_t2c(s, n_c, &t, &pr, keep, scratch, scratch_bytes);
         break;
     }
     case KARA_KV_METHOD_CHUNKKV:
-        st = kr_kv_select_chunks(s, n_c, k, p->chunkkv_chunk_len, &pr, keep, scratch, scratch_bytes);
+        st = kr_kv_select_chunks(s, n_c, k, kr_kv_tune(p)->chunkkv_chunk_len, &pr, keep, scratch, scratch_bytes);
         break;
     case KARA_KV_METHOD_RECENT: st = kr_kv_select_recent(n_c, k, &pr, keep, scratch, scratch_bytes); break;
     case KARA_KV_METHOD_RANDOM: {
-        uint64_t mix = p->random_seed ^ (seed * 0x9E3779B97F4A7C15ull);
+        uint64_t mix = kr_kv_tune(p)->random_seed ^ (seed * 0x9E3779B97F4A7C15ull);
         st = kr_kv_select_random(n_c, k, mix, &pr, keep, scratch, scratch_bytes);
         break;
     }

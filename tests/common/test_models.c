@@ -9,6 +9,7 @@
 #include "status.h"
 #include "synth_model.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t seed, int32_t n_ctx, const char *file) {
     kr_synth_params sp;
@@ -30,9 +31,9 @@ kara_model *kr_test_synth_model(const char *preset, const char *arch, uint64_t s
 
 void kr_test_small_windows(kara_kv_params *kv) {
     kv->interval = 32;
-    kv->buffer = 8;
-    kv->min_compressible = 16;
-    kv->max_defer = 8;
+    kr_kv_tune(kv)->buffer = 8;
+    kr_kv_tune(kv)->min_compressible = 16;
+    kr_kv_tune(kv)->max_defer = 8;
 }
 
 kara_context *kr_test_kv_context(kara_model *m, const kara_kv_params *kv, int n_seq, int threads, int n_ctx) {

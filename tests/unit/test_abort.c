@@ -11,6 +11,7 @@
 #include "kara.h"
 #include "synth_model.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 /* Returns true on its `fire_at`-th call (1-based), counting every call. */
 typedef struct abort_counter {
@@ -31,14 +32,14 @@ static kara_context *make_ctx(kara_model *m, int mode) {
     cp.n_threads = 1;
     cp.kv.method = mode == FULL ? KARA_KV_METHOD_FULL : KARA_KV_METHOD_KARA;
     cp.kv.interval = 8; /* a window every 8 tokens */
-    cp.kv.buffer = 8;
+    kr_kv_tune(&cp.kv)->buffer = 8;
     if (mode == KARA_PER_WINDOW) { /* half of each window kept */
-        cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
+        kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_PER_WINDOW;
         cp.kv.retention = 0.5f;
     } else if (mode == KARA_ON_DEMAND) { /* evict at 64 slots, scores with the reads after a window */
-        cp.kv.evict = KARA_KV_EVICT_ON_DEMAND;
+        kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_ON_DEMAND;
         cp.kv.seq_tokens = 64;
-        cp.kv.reads_weight = 1.0f;
+        kr_kv_tune(&cp.kv)->reads_weight = 1.0f;
     }
     kara_context *c = NULL;
     CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "context: %s", kara_last_error());

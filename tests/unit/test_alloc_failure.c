@@ -33,6 +33,7 @@
 #include "synth_model.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 #ifdef KR_NO_LD_WRAP
 int main(void) {
@@ -293,15 +294,15 @@ static void ctx_params(kara_context_params *cp, int mode, int32_t n_seq) {
     cp->kv.budget = 0;
     cp->kv.method = mode == CTX_FULL ? KARA_KV_METHOD_FULL : KARA_KV_METHOD_KARA;
     cp->kv.interval = 8;
-    cp->kv.buffer = 8;
-    cp->kv.min_compressible = 8;
+    kr_kv_tune(&cp->kv)->buffer = 8;
+    kr_kv_tune(&cp->kv)->min_compressible = 8;
     if (mode == CTX_KARA_PER_WINDOW) {
-        cp->kv.evict = KARA_KV_EVICT_PER_WINDOW;
+        kr_kv_tune(&cp->kv)->evict = KARA_KV_EVICT_PER_WINDOW;
         cp->kv.retention = 0.5f;
     } else if (mode == CTX_KARA_ON_DEMAND) {
-        cp->kv.evict = KARA_KV_EVICT_ON_DEMAND;
+        kr_kv_tune(&cp->kv)->evict = KARA_KV_EVICT_ON_DEMAND;
         cp->kv.seq_tokens = 64;
-        cp->kv.reads_weight = 1.0f;
+        kr_kv_tune(&cp->kv)->reads_weight = 1.0f;
     }
 }
 

@@ -21,6 +21,7 @@
 #include "synth_model.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 #define N_REQ 6
 #define MAX_TEXT 8192
@@ -58,11 +59,11 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     cp.kv.method = method;
     cp.kv.budget = budget;
     kr_test_small_windows(&cp.kv);
-    cp.kv.min_compressible = g_min_compressible;
-    cp.kv.reserve_blocks = 1;
-    cp.kv.max_compress_per_step = max_compress_per_step;
-    cp.kv.evict = g_evict;
-    cp.kv.evict_lag = 0; /* per_window: eager events, for which the budgets below are sized */
+    kr_kv_tune(&cp.kv)->min_compressible = g_min_compressible;
+    kr_kv_tune(&cp.kv)->reserve_blocks = 1;
+    kr_kv_tune(&cp.kv)->max_compress_per_step = max_compress_per_step;
+    kr_kv_tune(&cp.kv)->evict = g_evict;
+    kr_kv_tune(&cp.kv)->evict_lag = 0; /* per_window: eager events, for which the budgets below are sized */
     cp.kv.seq_tokens = g_seq_tokens;
     kara_context *ctx = NULL;
     if (kara_context_create(g_model, &cp, &ctx) != KARA_OK) {
@@ -464,7 +465,7 @@ static void test_stop_and_refusals(void) {
     cp.n_threads = 1;
     cp.kv.method = KARA_KV_METHOD_SNAPKV;
     cp.kv.budget = snap_budget;
-    cp.kv.reserve_blocks = 0;
+    kr_kv_tune(&cp.kv)->reserve_blocks = 0;
     CHECK(kara_context_create(g_model, &cp, &snap) == KARA_OK);
     CHECK(kara_engine_create(snap, NULL, &eng) == KARA_OK);
     r.prompt = big;
@@ -493,7 +494,7 @@ static void test_fit_concurrency(void) {
     cp.n_seq_max = 32;
     cp.n_threads = 1;
     cp.kv.method = KARA_KV_METHOD_FULL;
-    cp.kv.reserve_blocks = 0;
+    kr_kv_tune(&cp.kv)->reserve_blocks = 0;
     cp.kv.budget = 40 * BLOCK_BYTES;
     /* 64 + 96 tokens = 10 blocks: 4 fit in 40 */
     CHECK_EQ_INT(kara_engine_fit_concurrency(g_model, &cp, 64, 96), 4);

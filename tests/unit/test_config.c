@@ -10,6 +10,7 @@
 #include "cli_config.h"
 #include "kara.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 static const char *write_tmp(const char *name, const char *text) {
     const char *path = kr_test_path(kr_test_tmpdir(), name);
@@ -54,51 +55,51 @@ static void test_defaults(void) {
     CHECK_EQ_INT(kv->block_size, 16);
     CHECK_EQ_INT(kv->dtype, KARA_KV_F16);
     CHECK(kv->budget == 1073741824ULL);
-    CHECK_EQ_INT(kv->reserve_blocks, 8);
+    CHECK_EQ_INT(kr_kv_tune(kv)->reserve_blocks, 8);
     CHECK_EQ_INT(kv->method, KARA_KV_METHOD_KARA);
     CHECK_EQ_INT(kv->interval, 128);
-    CHECK_EQ_INT(kv->buffer, 128);
+    CHECK_EQ_INT(kr_kv_tune(kv)->buffer, 128);
     CHECK_NEAR(kv->retention, 0.2, 1e-7);
-    CHECK_EQ_INT(kv->min_keep, 4);
-    CHECK_EQ_INT(kv->min_compressible, 32);
-    CHECK_EQ_INT(kv->max_compress_per_step, 0);
-    CHECK_EQ_INT(kv->max_defer, 32);
-    CHECK(!kv->think_only);
-    CHECK_EQ_INT(kv->n_protect_token_ids, 0);
-    CHECK_EQ_INT(kv->query_cache_dtype, KARA_KV_Q8_0);
-    CHECK(!kv->per_layer_selection);
-    CHECK(!kv->rerotate_keys);
-    CHECK_EQ_INT(kv->on_pool_exhausted, KARA_POOL_PREEMPT);
-    CHECK_EQ_INT(kv->trigger, KARA_KV_TRIGGER_PERIODIC);
-    CHECK_EQ_INT(kv->trigger_slack, 0);
-    CHECK_EQ_INT(kv->score_mode, KARA_SCORE_BIDIRECTIONAL);
-    CHECK_EQ_INT(kv->softmax_over, KARA_SOFTMAX_WINDOW);
-    CHECK_EQ_INT(kv->n_sink, 4);
-    CHECK(kv->exclude_self);
-    CHECK_EQ_INT(kv->gqa_reduce, KARA_REDUCE_MEAN);
-    CHECK_EQ_INT(kv->layer_reduce, KARA_REDUCE_MEAN);
-    CHECK_EQ_INT(kv->layer_stride, 1);
-    CHECK_NEAR(kv->candidate_frac, 0.5, 0);
-    CHECK_EQ_INT(kv->max_gap, 16);
-    CHECK_NEAR(kv->len_penalty, 1.0, 0);
-    CHECK_EQ_INT(kv->budget_tokens, 0);
-    CHECK_EQ_INT(kv->streaming_n_sink, 4);
-    CHECK_EQ_INT(kv->snapkv_trigger_slack, 128);
-    CHECK_EQ_INT(kv->snapkv_obs_window, 8);
-    CHECK_EQ_INT(kv->snapkv_pool, KARA_REDUCE_MAX);
-    CHECK_EQ_INT(kv->snapkv_kernel, 7);
-    CHECK(kv->snapkv_protect_prompt);
-    CHECK_NEAR(kv->h2o_heavy_frac, 0.5, 0);
-    CHECK_EQ_INT(kv->chunkkv_chunk_len, 10);
-    CHECK_EQ_INT(kv->rkv_trigger_slack, 128);
-    CHECK_EQ_INT(kv->rkv_obs_window, 8);
-    CHECK_EQ_INT(kv->rkv_kernel, 7);
-    CHECK_NEAR(kv->rkv_lambda, 0.1, 1e-7);
-    CHECK_NEAR(kv->rkv_sim_threshold, 0.5, 0);
-    CHECK(kv->rkv_protect_prompt);
-    CHECK_EQ_INT(kv->lazy_window, 128);
-    CHECK_NEAR(kv->lazy_alpha, 1e-4, 1e-9);
-    CHECK(kv->lazy_protect_prompt);
+    CHECK_EQ_INT(kr_kv_tune(kv)->min_keep, 4);
+    CHECK_EQ_INT(kr_kv_tune(kv)->min_compressible, 32);
+    CHECK_EQ_INT(kr_kv_tune(kv)->max_compress_per_step, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->max_defer, 32);
+    CHECK(!kr_kv_tune(kv)->think_only);
+    CHECK_EQ_INT(kr_kv_tune(kv)->n_protect_token_ids, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->query_cache_dtype, KARA_KV_Q8_0);
+    CHECK(!kr_kv_tune(kv)->per_layer_selection);
+    CHECK(!kr_kv_tune(kv)->rerotate_keys);
+    CHECK_EQ_INT(kr_kv_tune(kv)->on_pool_exhausted, KARA_POOL_PREEMPT);
+    CHECK_EQ_INT(kr_kv_tune(kv)->trigger, KARA_KV_TRIGGER_PERIODIC);
+    CHECK_EQ_INT(kr_kv_tune(kv)->trigger_slack, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->score_mode, KARA_SCORE_BIDIRECTIONAL);
+    CHECK_EQ_INT(kr_kv_tune(kv)->softmax_over, KARA_SOFTMAX_WINDOW);
+    CHECK_EQ_INT(kr_kv_tune(kv)->n_sink, 4);
+    CHECK(kr_kv_tune(kv)->exclude_self);
+    CHECK_EQ_INT(kr_kv_tune(kv)->gqa_reduce, KARA_REDUCE_MEAN);
+    CHECK_EQ_INT(kr_kv_tune(kv)->layer_reduce, KARA_REDUCE_MEAN);
+    CHECK_EQ_INT(kr_kv_tune(kv)->layer_stride, 1);
+    CHECK_NEAR(kr_kv_tune(kv)->candidate_frac, 0.5, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->max_gap, 16);
+    CHECK_NEAR(kr_kv_tune(kv)->len_penalty, 1.0, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->budget_tokens, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->streaming_n_sink, 4);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_trigger_slack, 128);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_obs_window, 8);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_pool, KARA_REDUCE_MAX);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_kernel, 7);
+    CHECK(kr_kv_tune(kv)->snapkv_protect_prompt);
+    CHECK_NEAR(kr_kv_tune(kv)->h2o_heavy_frac, 0.5, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->chunkkv_chunk_len, 10);
+    CHECK_EQ_INT(kr_kv_tune(kv)->rkv_trigger_slack, 128);
+    CHECK_EQ_INT(kr_kv_tune(kv)->rkv_obs_window, 8);
+    CHECK_EQ_INT(kr_kv_tune(kv)->rkv_kernel, 7);
+    CHECK_NEAR(kr_kv_tune(kv)->rkv_lambda, 0.1, 1e-7);
+    CHECK_NEAR(kr_kv_tune(kv)->rkv_sim_threshold, 0.5, 0);
+    CHECK(kr_kv_tune(kv)->rkv_protect_prompt);
+    CHECK_EQ_INT(kr_kv_tune(kv)->lazy_window, 128);
+    CHECK_NEAR(kr_kv_tune(kv)->lazy_alpha, 1e-4, 1e-9);
+    CHECK(kr_kv_tune(kv)->lazy_protect_prompt);
     /* the rest of the job */
     CHECK_EQ_INT(c.context.n_ctx, 0);
     CHECK_EQ_INT(c.context.n_batch, 512);
@@ -401,11 +402,11 @@ static void test_set(void) {
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.dtype", "q4_0", NULL), KARA_OK);
     CHECK_EQ_INT(c.context.kv.dtype, KARA_KV_Q4_0);
     CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "f16", NULL), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.query_cache_dtype, KARA_KV_F16);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->query_cache_dtype, KARA_KV_F16);
     CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "q4_0", NULL), KARA_ERR_CONFIG);
-    CHECK_EQ_INT(c.context.kv.query_cache_dtype, KARA_KV_F16);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->query_cache_dtype, KARA_KV_F16);
     CHECK_EQ_INT(kara_config_set(&c, "kara.query_cache_dtype", "q8_0", NULL), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.query_cache_dtype, KARA_KV_Q8_0);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->query_cache_dtype, KARA_KV_Q8_0);
     CHECK_EQ_INT(kara_config_set(NULL, "kara.buffer", "1", NULL), KARA_ERR_ARG);
     CHECK_EQ_INT(kara_config_set(&c, "kara.buffer", NULL, NULL), KARA_ERR_ARG);
 
@@ -435,27 +436,27 @@ static void test_set(void) {
 
     /* the other value forms */
     CHECK_EQ_INT(kara_config_set(&c, "kara.protect_token_ids", "151667, 151668", "--kv-protect"), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.n_protect_token_ids, 2);
-    CHECK_EQ_INT(c.context.kv.protect_token_ids[1], 151668);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->n_protect_token_ids, 2);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->protect_token_ids[1], 151668);
     CHECK_EQ_INT(kara_config_set(&c, "kara.protect_token_ids", "[]", NULL), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.n_protect_token_ids, 0);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->n_protect_token_ids, 0);
     CHECK_EQ_INT(kara_config_set(&c, "kara.protect_token_ids", "[3]", NULL), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.n_protect_token_ids, 1);
-    CHECK_EQ_INT(c.context.kv.protect_token_ids[0], 3);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->n_protect_token_ids, 1);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->protect_token_ids[0], 3);
     CHECK_EQ_INT(kara_config_set(&c, "kara.protect_token_ids", "[3", NULL), KARA_ERR_CONFIG);
     CHECK_EQ_INT(kara_config_set(&c, "batch.shard", "3/4", "--shard"), KARA_OK);
     CHECK_EQ_INT(c.shard_index, 2);
     CHECK_EQ_INT(c.shard_count, 4);
     CHECK_EQ_INT(kara_config_set(&c, "batch.shard", "0/4", "--shard"), KARA_ERR_CONFIG);
     CHECK_EQ_INT(kara_config_set(&c, "kara.score.layers", "stride:2", NULL), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.layer_stride, 2);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->layer_stride, 2);
     CHECK_EQ_INT(kara_config_set(&c, "kara.score.layers", "stride:0", NULL), KARA_ERR_CONFIG);
     CHECK_EQ_INT(kara_config_set(&c, "chat.think", "false", "--think"), KARA_OK);
     CHECK_EQ_INT(c.think, KARA_THINK_OFF);
     CHECK_EQ_INT(kara_config_set(&c, "kara.compress_scope", "think_only", NULL), KARA_OK);
-    CHECK(c.context.kv.think_only);
+    CHECK(kr_kv_tune(&c.context.kv)->think_only);
     CHECK_EQ_INT(kara_config_set(&c, "kara.selection_scope", "per_layer", NULL), KARA_OK);
-    CHECK(c.context.kv.per_layer_selection);
+    CHECK(kr_kv_tune(&c.context.kv)->per_layer_selection);
     CHECK_EQ_INT(kara_config_set(&c, "sampling.seed", "0x10", NULL), KARA_OK);
     CHECK(c.sampling.seed == 16);
     /* -1 (llama.cpp's --seed -1) and "random" draw a seed below 2^32, kept in the config */
@@ -613,27 +614,27 @@ static void test_trigger(void) {
     kara_config_init(&c);
     const char *path = write_tmp("trigger.yaml", "kara:\n  trigger: threshold\n  trigger_slack: 64\n");
     CHECK_EQ_INT(kara_config_load(&c, path), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.trigger, KARA_KV_TRIGGER_THRESHOLD);
-    CHECK_EQ_INT(c.context.kv.trigger_slack, 64);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->trigger, KARA_KV_TRIGGER_THRESHOLD);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->trigger_slack, 64);
     char want[1200];
     snprintf(want, sizeof want, "%s:2:12", path);
     CHECK_MSG(!strcmp(kara_config_origin(&c, "kara.trigger"), want), "origin %s",
               kara_config_origin(&c, "kara.trigger"));
     CHECK_EQ_INT(kara_config_set(&c, "kara.trigger_slack", "auto", "--x"), KARA_OK);
-    CHECK_EQ_INT(c.context.kv.trigger_slack, 0);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->trigger_slack, 0);
     char text[16384];
     kara_config_format(&c, text, sizeof text);
     CHECK(strstr(text, "\n  trigger: threshold ") != NULL);
     CHECK(strstr(text, "\n  trigger_slack: auto ") != NULL);
     /* a float key with a name: the retention prior's weight */
     CHECK(strstr(text, "\n    prior_weight: auto ") != NULL);
-    CHECK(c.context.kv.prior_weight < 0.0f);
+    CHECK(kr_kv_tune(&c.context.kv)->prior_weight < 0.0f);
     CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "4.5", "--kv-prior-weight"), KARA_OK);
-    CHECK(c.context.kv.prior_weight == 4.5f);
+    CHECK(kr_kv_tune(&c.context.kv)->prior_weight == 4.5f);
     kara_config_format(&c, text, sizeof text);
     CHECK(strstr(text, "\n    prior_weight: 4.5 ") != NULL);
     CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "auto", "--kv-prior-weight"), KARA_OK);
-    CHECK(c.context.kv.prior_weight < 0.0f);
+    CHECK(kr_kv_tune(&c.context.kv)->prior_weight < 0.0f);
     CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "-1", "--kv-prior-weight"), KARA_ERR_CONFIG);
     CHECK_EQ_INT(kara_config_set(&c, "kara.score.prior_weight", "lots", "--kv-prior-weight"), KARA_ERR_CONFIG);
     CHECK_MSG(
@@ -648,8 +649,8 @@ static void test_trigger(void) {
     char *argv[] = {"kara", "--config", (char *)path, "--kv-trigger", "periodic", NULL};
     kr_cli_parsed cli;
     CHECK_EQ_INT(kr_cli_parse("run", 5, argv, NULL, 0, &c, &cli), -1);
-    CHECK_EQ_INT(c.context.kv.trigger, KARA_KV_TRIGGER_PERIODIC);
-    CHECK_EQ_INT(c.context.kv.trigger_slack, 64);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->trigger, KARA_KV_TRIGGER_PERIODIC);
+    CHECK_EQ_INT(kr_kv_tune(&c.context.kv)->trigger_slack, 64);
     CHECK(!strcmp(kara_config_origin(&c, "kara.trigger"), "--kv-trigger"));
     kr_cli_parsed_free(&cli);
     round_trip(&c, "rt_trigger.yaml");
@@ -660,9 +661,9 @@ static void test_params_set(void) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.score.mode", "two_sided"), KARA_OK);
-    CHECK_EQ_INT(kv.score_mode, KARA_SCORE_TWO_SIDED);
+    CHECK_EQ_INT(kr_kv_tune(&kv)->score_mode, KARA_SCORE_TWO_SIDED);
     CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.protect_token_ids", "[5, 7]"), KARA_OK);
-    CHECK(kv.n_protect_token_ids == 2 && kv.protect_token_ids[1] == 7);
+    CHECK(kr_kv_tune(&kv)->n_protect_token_ids == 2 && kr_kv_tune(&kv)->protect_token_ids[1] == 7);
     kara_kv_params before = kv;
     CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.retention", "1.5"), KARA_ERR_CONFIG);
     CHECK_MSG(strstr(kara_last_error(), "kara.retention: 1.5 is out of range [0, 1]"), "%s", kara_last_error());
@@ -673,6 +674,38 @@ static void test_params_set(void) {
     CHECK_EQ_INT(kara_kv_params_set(&kv, "runtime.threads", "2"), KARA_ERR_CONFIG);
     CHECK(!memcmp(&kv, &before, sizeof kv));
     CHECK_EQ_INT(kara_kv_params_set(NULL, "kara.retention", "0.3"), KARA_ERR_ARG);
+
+    /* and read back by name: text as YAML gives it, numbers as numbers */
+    char buf[64];
+    double v = -1;
+    CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.score.mode", buf, sizeof buf), KARA_OK);
+    CHECK_MSG(!strcmp(buf, "two_sided"), "%s", buf);
+    CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.protect_token_ids", buf, sizeof buf), KARA_OK);
+    CHECK_MSG(!strcmp(buf, "[5, 7]"), "%s", buf);
+    CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.score.mode", &v), KARA_OK);
+    CHECK(v == KARA_SCORE_TWO_SIDED);
+    CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.t2c.candidate_frac", &v), KARA_OK);
+    CHECK(v == 0.5);
+    CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kv_cache.budget", &v), KARA_OK);
+    CHECK(v == (double)kv.budget);
+    /* a stable setting is the same value by field and by name */
+    CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.interval", "96"), KARA_OK);
+    CHECK_EQ_INT(kv.interval, 96);
+    CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.interval", &v), KARA_OK);
+    CHECK(v == 96);
+    v = -1;
+    CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.protect_token_ids", &v), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "'kara.protect_token_ids' is not a number"), "%s", kara_last_error());
+    CHECK(v == -1);
+    CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.score.mode", buf, 4), KARA_ERR_ARG);
+    CHECK_MSG(strstr(kara_last_error(), "buffer too small for 'kara.score.mode' (10 bytes)"), "%s", kara_last_error());
+    CHECK_EQ_INT(kara_kv_params_get(&kv, "sampling.temperature", buf, sizeof buf), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "is not a KV cache setting"), "%s", kara_last_error());
+    CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.score.mood", &v), KARA_ERR_CONFIG);
+    CHECK_MSG(strstr(kara_last_error(), "unknown key 'kara.score.mood' (did you mean 'kara.score.mode'?)"), "%s",
+              kara_last_error());
+    /* the research settings fit their storage; the struct does not grow with them */
+    CHECK(sizeof(kr_kv_tuning) <= sizeof kv.tuning);
 
     kara_context_params cp;
     kara_context_params_init(&cp);

@@ -28,6 +28,7 @@
 #include "status.h"
 #include "synth_model.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 enum { N_CTX = 160, N_BATCH = 40, MAX_SEQ = 6 };
 
@@ -328,17 +329,17 @@ static void drive(kara_model *m, const cfg *c) {
     cp.n_seq_max = c->n_seq;
     cp.n_threads = 1; /* bit-identical twin */
     cp.kv.method = c->method;
-    cp.kv.evict = c->evict;
-    cp.kv.on_pool_exhausted = c->fallback;
-    cp.kv.trigger = c->trigger;
+    kr_kv_tune(&cp.kv)->evict = c->evict;
+    kr_kv_tune(&cp.kv)->on_pool_exhausted = c->fallback;
+    kr_kv_tune(&cp.kv)->trigger = c->trigger;
     cp.kv.interval = 8;
-    cp.kv.buffer = 8;
-    cp.kv.min_compressible = 8;
+    kr_kv_tune(&cp.kv)->buffer = 8;
+    kr_kv_tune(&cp.kv)->min_compressible = 8;
     cp.kv.retention = 0.5f;
     cp.kv.seq_tokens = c->seq_tokens;
-    cp.kv.budget_tokens = c->budget_tokens;
-    cp.kv.trigger_slack = 16;
-    cp.kv.snapkv_trigger_slack = 16;
+    kr_kv_tune(&cp.kv)->budget_tokens = c->budget_tokens;
+    kr_kv_tune(&cp.kv)->trigger_slack = 16;
+    kr_kv_tune(&cp.kv)->snapkv_trigger_slack = 16;
     cp.kv.budget = 64u << 20;
     /* the pool: `blocks` blocks past the policy's reservation */
     kara_context *probe = NULL;

@@ -14,6 +14,7 @@
 #include "synth_model.h"
 #include "test_util.h"
 #include "think_splitter.h"
+#include "kv_tuning.h"
 
 #define N_CTX 160
 #define N_BATCH 16
@@ -419,11 +420,11 @@ static void test_regen_reuses_prompt(void) {
         cp.n_batch = N_BATCH;
         cp.n_threads = 1;
         cp.kv.method = methods[mi];
-        cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
+        kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_PER_WINDOW;
         cp.kv.interval = 8;
-        cp.kv.buffer = 8;
+        kr_kv_tune(&cp.kv)->buffer = 8;
         cp.kv.retention = 0.5f;
-        cp.kv.budget_tokens = n1 + 16;
+        kr_kv_tune(&cp.kv)->budget_tokens = n1 + 16;
         kara_context *ctx = NULL;
         if (!CHECK_MSG(kara_context_create(model, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error())) continue;
         kara_generator_params gp;
@@ -459,7 +460,7 @@ static void test_seq_truncate(void) {
     cp.n_batch = N_BATCH;
     cp.n_threads = 1;
     cp.kv.method = KARA_KV_METHOD_STREAMING;
-    cp.kv.budget_tokens = 24;
+    kr_kv_tune(&cp.kv)->budget_tokens = 24;
     kara_context *ctx = NULL;
     if (!CHECK_MSG(kara_context_create(model, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error())) return;
     int32_t toks[40];
@@ -488,7 +489,7 @@ static void test_seq_truncate(void) {
      * attention, so a cut would not equal a fresh decode: refused (the
      * rule of kr_kv_policy_can_rewind; it was allowed before) */
     cp.kv.method = KARA_KV_METHOD_H2O;
-    cp.kv.budget_tokens = 64;
+    kr_kv_tune(&cp.kv)->budget_tokens = 64;
     if (!CHECK_MSG(kara_context_create(model, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error())) return;
     CHECK(kara_decode(ctx, &b) == KARA_OK && kara_decode(ctx, &b2) == KARA_OK);
     CHECK_EQ_INT(kara_seq_truncate(ctx, 0, 12), KARA_ERR_UNSUPPORTED);

@@ -30,6 +30,7 @@
 #include "kv_select.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 #define N_CTX 1024
 #define P 6
@@ -45,7 +46,7 @@ static void small_window(kara_kv_params *kv, kara_kv_method method, int32_t shar
     kv->method = method;
     kr_test_small_windows(kv);
     kv->seq_tokens = share;
-    kv->evict_lag = 0; /* per_window tests: the paper's eager events unless a test sets a lag */
+    kr_kv_tune(kv)->evict_lag = 0; /* per_window tests: the paper's eager events unless a test sets a lag */
 }
 
 /* Slots each scored window of seq holds now. */
@@ -115,7 +116,7 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
     for (int i = 0; i < n_steps && st == KARA_OK; i++) {
         window_counts(c, 0, before);
         const int32_t n_win_before = c->policy.seqs[0].n_win;
-        const bool open_scorable = c->kv.seqs[0].n - c->policy.seqs[0].frontier - kv->buffer >= 1;
+        const bool open_scorable = c->kv.seqs[0].n - c->policy.seqs[0].frontier - kr_kv_tune(kv)->buffer >= 1;
         const float *l = kara_get_logits(c, -1);
         memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
         r->toks[i] = kr_test_argmax(l, V);
@@ -129,19 +130,20 @@ static void run(kara_model *m, const kara_kv_params *kv, int threads, int n_step
             if (r->first_evict < 0) r->first_evict = i;
             evicted = c->policy.stats.slots_evicted;
             /* evicted down to the margin below the share (this step's token on top) */
-            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && s->n > share - margin + 1)
+            if (kr_kv_tune(kv)->evict == KARA_KV_EVICT_ON_DEMAND && s->n > share - margin + 1)
                 margin_ok = CHECK_MSG(false, "%s step %d: %d slots after an eviction, share %d margin %d", what, i,
                                       s->n, share, margin);
             const kr_kv_policy_seq *q = &c->policy.seqs[0];
             char msg[256];
             if (kr_test_kv_invariants(c, 0, NULL, q->n_prompt, q->frontier, ref, msg, sizeof msg) != KARA_OK)
                 inv_ok = CHECK_MSG(false, "%s step %d: %s", what, i, msg);
-            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && even_ok)
+            if (kr_kv_tune(kv)->evict == KARA_KV_EVICT_ON_DEMAND && even_ok)
                 even_ok = even_across_windows(c, 0, before, n_win_before, what, i);
             int64_t scored = 0, held = 0;
             for (int w = 0; w < q->n_win; w++) scored += q->win_size[w];
             for (int t = q->n_prompt; t < q->frontier; t++) held += q->win[t] >= 0;
-            if (kv->evict == KARA_KV_EVICT_ON_DEMAND && floor_ok && open_scorable && q->n_win == n_win_before &&
+            if (kr_kv_tune(kv)->evict == KARA_KV_EVICT_ON_DEMAND && floor_ok && open_scorable &&
+                q->n_win == n_win_before &&
                 (double)held < (double)kv->retention * (double)scored - 0.5 * q->n_win) /* rounding */
                 floor_ok = CHECK_MSG(false,
                                      "%s step %d: scored history cut to %lld of %lld slots (retention %.2f) "
@@ -163,7 +165,7 @@ static void test_defaults_are_full(kara_model *m) {
     kara_kv_params_init(&def);
     full.method = KARA_KV_METHOD_FULL;
     CHECK_EQ_INT(def.method, KARA_KV_METHOD_KARA);
-    CHECK_EQ_INT(def.evict, KARA_KV_EVICT_ON_DEMAND);
+    CHECK_EQ_INT(kr_kv_tune(&def)->evict, KARA_KV_EVICT_ON_DEMAND);
     kara_context *c = kr_test_kv_context(m, &def, 1, 2, N_CTX);
     if (CHECK(c != NULL)) {
         kara_kv_stats ks;
@@ -266,7 +268,7 @@ static void test_turn_kept_whole(kara_model *m) {
 static void test_per_window_share(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 0);
-    kv.evict = KARA_KV_EVICT_PER_WINDOW;
+    kr_kv_tune(&kv)->evict = KARA_KV_EVICT_PER_WINDOW;
     kv.retention = 0.5f;
     run_result a, b;
     run(m, &kv, 1, 600, &a, "per_window");
@@ -287,11 +289,11 @@ static void test_per_window_share(kara_model *m) {
 static void test_per_window_lag(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 0);
-    kv.evict = KARA_KV_EVICT_PER_WINDOW;
+    kr_kv_tune(&kv)->evict = KARA_KV_EVICT_PER_WINDOW;
     kv.retention = 0.25f;
     run_result a, b;
     run(m, &kv, 1, 400, &a, "per_window lag 0");
-    kv.evict_lag = 2;
+    kr_kv_tune(&kv)->evict_lag = 2;
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     run(m, &kv, 1, 400, &b, "per_window lag 2");
     CHECK(a.first_evict >= 0 && b.first_evict >= 0);
@@ -313,7 +315,8 @@ static void test_per_window_lag(kara_model *m) {
     window_counts(c, 0, held);
     CHECK_MSG(q->n_win >= 10, "%d windows", q->n_win);
     for (int w = 0; w < q->n_win; w++) {
-        int32_t want = w < q->n_win - 2 ? kr_kv_keep_count(q->win_size[w], kv.retention, kv.min_keep) : q->win_size[w];
+        int32_t want = w < q->n_win - 2 ? kr_kv_keep_count(q->win_size[w], kv.retention, kr_kv_tune(&kv)->min_keep)
+                                        : q->win_size[w];
         if (!CHECK_MSG(held[w] == want, "window %d of %d holds %d of %d, want %d", w, q->n_win, held[w], q->win_size[w],
                        want))
             break;

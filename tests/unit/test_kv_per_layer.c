@@ -30,6 +30,7 @@
 #include "kv_select.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 #define N_LAYER 4
 #define BLOCK_BYTES (N_LAYER * 2 * 16 * 2 * 32 * 2) /* layers x K,V x slots x KV heads x dim x f16 */
@@ -42,11 +43,11 @@ static const int32_t prompt[6] = {1, 17, 33, 49, 65, 81};
 static void a5_params(kara_kv_params *kv, bool per_layer) {
     kara_kv_params_init(kv);
     kv->method = KARA_KV_METHOD_KARA;
-    kv->evict = KARA_KV_EVICT_PER_WINDOW;
-    kv->evict_lag = 0; /* the paper's eager events, which the expected slots below describe */
+    kr_kv_tune(kv)->evict = KARA_KV_EVICT_PER_WINDOW;
+    kr_kv_tune(kv)->evict_lag = 0; /* the paper's eager events, which the expected slots below describe */
     kr_test_small_windows(kv);
     kv->budget = 0;
-    kv->per_layer_selection = per_layer;
+    kr_kv_tune(kv)->per_layer_selection = per_layer;
 }
 
 /* The invariants (docs/KARA_METHOD.md section 8) for every layer of seq:
@@ -163,7 +164,7 @@ static void test_identical_layers(void) {
         kara_kv_params shared, per;
         a5_params(&shared, false);
         a5_params(&per, true);
-        shared.layer_stride = per.layer_stride = stride[t];
+        kr_kv_tune(&shared)->layer_stride = kr_kv_tune(&per)->layer_stride = stride[t];
         gen_out a, b;
         bool ok = generate(m, &shared, 1, 300, forced, &a, "identical layers, shared");
         ok &= generate(m, &per, 1, 300, forced, &b, "identical layers, per_layer");
@@ -221,11 +222,11 @@ static void test_planted(kara_model *m) {
     kara_kv_params kv;
     a5_params(&kv, true);
     kv.dtype = KARA_KV_F32;
-    kv.query_cache_dtype = KARA_KV_F32;
-    kv.candidate_frac = 1.0f; /* Top-K: the shunned slot cannot ride in a chunk */
-    kv.value_aware = false;   /* the planted keys steer attention alone; value norms would reorder it */
-    kv.n_protect_token_ids = 1;
-    kv.protect_token_ids[0] = 7;
+    kr_kv_tune(&kv)->query_cache_dtype = KARA_KV_F32;
+    kr_kv_tune(&kv)->candidate_frac = 1.0f; /* Top-K: the shunned slot cannot ride in a chunk */
+    kr_kv_tune(&kv)->value_aware = false;   /* the planted keys steer attention alone; value norms would reorder it */
+    kr_kv_tune(&kv)->n_protect_token_ids = 1;
+    kr_kv_tune(&kv)->protect_token_ids[0] = 7;
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_groups, N_LAYER);
@@ -253,7 +254,8 @@ static void test_planted(kara_model *m) {
     kr_test_kv_copy_prefix(c, 0, P, ref);
     CHECK(kr_kv_policy_step(&c->policy) == KARA_OK);
     CHECK_EQ_INT(c->policy.stats.events, 1);
-    const int k = kr_kv_keep_count(32, kv.retention, kv.min_keep), n_new = F + k + kv.buffer;
+    const int k = kr_kv_keep_count(32, kv.retention, kr_kv_tune(&kv)->min_keep),
+              n_new = F + k + kr_kv_tune(&kv)->buffer;
     CHECK_EQ_INT(c->kv.seqs[0].n, n_new);
     CHECK_EQ_INT(c->policy.seqs[0].frontier, F + k);
     const int32_t *pos0 = kr_kv_layer_pos(&c->kv, 0, 0), *pos1 = kr_kv_layer_pos(&c->kv, 0, 1);
@@ -320,9 +322,9 @@ static void test_budget_threads(kara_model *m) {
             kara_kv_params kv;
             a5_params(&kv, true);
             kv.method = methods[mi];
-            kv.layer_stride = stride;
+            kr_kv_tune(&kv)->layer_stride = stride;
             shared.method = kv.method;
-            shared.layer_stride = stride;
+            kr_kv_tune(&shared)->layer_stride = stride;
             int groups = (N_LAYER + stride - 1) / stride;
             /* the extra groups' positions and stored scores are reserved in the budget */
             uint64_t extra = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) -
@@ -388,10 +390,10 @@ static void test_retention_one(kara_model *m) {
 static void test_recompress_history(kara_model *m) {
     kara_kv_params kv;
     a5_params(&kv, true);
-    kv.min_compressible = 32;
+    kr_kv_tune(&kv)->min_compressible = 32;
     kv.retention = 0.5f; /* 16 slots of history per event: pressure after a few events, then at every one */
-    kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
-    kv.reads_weight = 0.0f; /* the expected selection below is on the stored scores alone */
+    kr_kv_tune(&kv)->on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
+    kr_kv_tune(&kv)->reads_weight = 0.0f; /* the expected selection below is on the stored scores alone */
     kv.budget = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 6 * (uint64_t)BLOCK_BYTES;
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
@@ -503,8 +505,8 @@ static void test_recompress_history(kara_model *m) {
 static void test_params(kara_model *m) {
     kara_kv_params kv;
     a5_params(&kv, true);
-    kv.trigger = KARA_KV_TRIGGER_THRESHOLD;
-    kv.budget_tokens = 96;
+    kr_kv_tune(&kv)->trigger = KARA_KV_TRIGGER_THRESHOLD;
+    kr_kv_tune(&kv)->budget_tokens = 96;
     kara_context_params cp;
     kara_context_params_init(&cp);
     cp.n_ctx = N_CTX;
@@ -531,13 +533,13 @@ static void test_params(kara_model *m) {
     /* groups: one per scored layer; a stride beyond the layers leaves one */
     a5_params(&kv, true);
     CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 4);
-    kv.layer_stride = 3;
+    kr_kv_tune(&kv)->layer_stride = 3;
     CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 2);
     CHECK_EQ_INT(kr_kv_layers_per_group(&kv, N_LAYER), 3);
-    kv.layer_stride = 5;
+    kr_kv_tune(&kv)->layer_stride = 5;
     CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 1);
-    kv.per_layer_selection = false;
-    kv.layer_stride = 1;
+    kr_kv_tune(&kv)->per_layer_selection = false;
+    kr_kv_tune(&kv)->layer_stride = 1;
     CHECK_EQ_INT(kr_kv_n_groups(&kv, N_LAYER), 1);
     CHECK_EQ_INT(kr_kv_layers_per_group(&kv, N_LAYER), N_LAYER);
 }

@@ -20,6 +20,7 @@
 #include "kv_compact.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 static const kara_kv_method all_methods[] = {
     KARA_KV_METHOD_FULL,   KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O, KARA_KV_METHOD_CHUNKKV,
@@ -34,12 +35,12 @@ static kara_model *tiny_model(void) { return kr_test_synth_model("tiny", "qwen3"
  * setting: eviction on demand has its own test, test_kv_on_demand.c). */
 static void small_window(kara_kv_params *kv, kara_kv_method method) {
     kv->method = method;
-    kv->evict = KARA_KV_EVICT_PER_WINDOW;
+    kr_kv_tune(kv)->evict = KARA_KV_EVICT_PER_WINDOW;
     kr_test_small_windows(kv);
-    kv->budget_tokens = 96;
-    kv->snapkv_trigger_slack = 32;
-    kv->rkv_trigger_slack = 32;
-    kv->lazy_window = 32;
+    kr_kv_tune(kv)->budget_tokens = 96;
+    kr_kv_tune(kv)->snapkv_trigger_slack = 32;
+    kr_kv_tune(kv)->rkv_trigger_slack = 32;
+    kr_kv_tune(kv)->lazy_window = 32;
 }
 
 /* Check the invariants of docs/KARA_METHOD.md section 8 for one sequence,
@@ -52,8 +53,8 @@ static bool invariants_hold(const kara_context *c, int seq, const char *what) {
      * StreamingLLM keeps only its sink tokens and SnapKV may be told not to
      * protect the prompt */
     int protect = q->prompt_marked ? q->n_prompt : 0;
-    if (c->policy.p.method == KARA_KV_METHOD_STREAMING) protect = c->policy.p.streaming_n_sink;
-    if (c->policy.p.method == KARA_KV_METHOD_SNAPKV && !c->policy.p.snapkv_protect_prompt) protect = 0;
+    if (c->policy.p.method == KARA_KV_METHOD_STREAMING) protect = kr_kv_tune(&c->policy.p)->streaming_n_sink;
+    if (c->policy.p.method == KARA_KV_METHOD_SNAPKV && !kr_kv_tune(&c->policy.p)->snapkv_protect_prompt) protect = 0;
     if (protect > s->n) protect = s->n;
     /* until the sequence reaches n_sink slots its frontier sits beyond n:
      * the window is simply empty */
@@ -203,8 +204,8 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     kara_kv_params_init(&kv);
     small_window(&kv, KARA_KV_METHOD_KARA);
     kv.interval = 128;
-    kv.reserve_blocks = 0;
-    kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
+    kr_kv_tune(&kv)->reserve_blocks = 0;
+    kr_kv_tune(&kv)->on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
     const uint64_t block_bytes = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
     kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024) + 16 * block_bytes;
     kara_context *c = kr_test_kv_context(m, &kv, 3, 2, 1024);
@@ -232,7 +233,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
               (unsigned long long)c->policy.stats.forced_events);
     kara_context_free(c);
 
-    kv.on_pool_exhausted = KARA_POOL_PREEMPT;
+    kr_kv_tune(&kv)->on_pool_exhausted = KARA_POOL_PREEMPT;
     c = kr_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     kr_test_start_seqs(c, 3, 6, 0, 13, 200, toks, pos, seq);
@@ -301,7 +302,7 @@ static void test_think_only(kara_model *m) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     small_window(&kv, KARA_KV_METHOD_KARA);
-    kv.think_only = true;
+    kr_kv_tune(&kv)->think_only = true;
     kv.budget = 0;
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, 1024);
     if (!CHECK(c != NULL)) return;

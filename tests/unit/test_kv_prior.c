@@ -25,6 +25,7 @@
 #include "kv_prior.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 #define N_CTX 1024
 #define P 6
@@ -236,18 +237,18 @@ static void run(kara_model *m, float weight, kara_kv_evict evict, bool threshold
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     kv.method = KARA_KV_METHOD_KARA;
-    kv.evict = evict;
+    kr_kv_tune(&kv)->evict = evict;
     kr_test_small_windows(&kv);
     kv.seq_tokens = 160;
-    kv.prior_weight = weight;
+    kr_kv_tune(&kv)->prior_weight = weight;
     if (threshold) {
-        kv.trigger = KARA_KV_TRIGGER_THRESHOLD;
-        kv.budget_tokens = 120;
+        kr_kv_tune(&kv)->trigger = KARA_KV_TRIGGER_THRESHOLD;
+        kr_kv_tune(&kv)->budget_tokens = 120;
     }
     kara_context *c = kr_test_kv_context(m, &kv, 1, 2, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK(c->policy.use_prior == (kr_kv_prior_weight_resolve(weight, m->prior.present) > 0.0f));
-    CHECK(c->policy.p.prior_weight == kr_kv_prior_weight_resolve(weight, m->prior.present));
+    CHECK(kr_kv_tune(&c->policy.p)->prior_weight == kr_kv_prior_weight_resolve(weight, m->prior.present));
     kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
     kara_status st = kara_decode(c, &b);
     for (int i = 0; i < STEPS && st == KARA_OK; i++) {
@@ -314,7 +315,7 @@ static void test_weight(kara_model *base, kara_model *with) {
 static void test_no_prior_weight(kara_model *base) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);
-    CHECK(kv.prior_weight < 0.0f); /* auto by default: no error on a model without a prior */
+    CHECK(kr_kv_tune(&kv)->prior_weight < 0.0f); /* auto by default: no error on a model without a prior */
     kv.method = KARA_KV_METHOD_KARA;
     kara_context_params cp0;
     kara_context_params_init(&cp0);
@@ -325,7 +326,7 @@ static void test_no_prior_weight(kara_model *base) {
               "auto on a model without a prior: %s", kara_last_error());
     kara_context_free(c0);
     kv.method = KARA_KV_METHOD_KARA;
-    kv.prior_weight = 1.0f;
+    kr_kv_tune(&kv)->prior_weight = 1.0f;
     kara_context_params cp;
     kara_context_params_init(&cp);
     cp.n_ctx = 256;

@@ -40,6 +40,7 @@
 #include "synth_model.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double urand(void) {
@@ -269,8 +270,8 @@ static int32_t *generate(kara_model *m, const kara_kv_params *kv, int threads, i
             events = c->policy.stats.events;
             const kr_kv_policy_seq *q = &c->policy.seqs[0];
             int n = c->kv.seqs[0].n, protect = q->prompt_marked ? q->n_prompt : 0;
-            if (kv->method == KARA_KV_METHOD_STREAMING) protect = c->policy.p.streaming_n_sink;
-            if (kv->method == KARA_KV_METHOD_SNAPKV && !c->policy.p.snapkv_protect_prompt) protect = 0;
+            if (kv->method == KARA_KV_METHOD_STREAMING) protect = kr_kv_tune(&c->policy.p)->streaming_n_sink;
+            if (kv->method == KARA_KV_METHOD_SNAPKV && !kr_kv_tune(&c->policy.p)->snapkv_protect_prompt) protect = 0;
             if (protect > n) protect = n;
             int frontier = q->prompt_marked ? (q->frontier < n ? q->frontier : n) : -1;
             char msg[256];
@@ -297,12 +298,12 @@ static void test_methods(kara_model *m, kara_kv_dtype t) {
         kara_kv_params_init(&kv);
         kv.method = methods[i];
         kv.dtype = t;
-        kv.evict = KARA_KV_EVICT_PER_WINDOW;
+        kr_kv_tune(&kv)->evict = KARA_KV_EVICT_PER_WINDOW;
         kr_test_small_windows(&kv);
-        kv.budget_tokens = 96;
-        kv.snapkv_trigger_slack = 32;
-        kv.rkv_trigger_slack = 32;
-        kv.lazy_window = 32;
+        kr_kv_tune(&kv)->budget_tokens = 96;
+        kr_kv_tune(&kv)->snapkv_trigger_slack = 32;
+        kr_kv_tune(&kv)->rkv_trigger_slack = 32;
+        kr_kv_tune(&kv)->lazy_window = 32;
         kr_kv_shape sh = {4, 4, 2, 32};
         /* the policy's reservations and 10 blocks of this type besides */
         kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024) + 10 * kr_kv_block_bytes(&kv, &sh);
@@ -448,22 +449,22 @@ static void test_q8_query_ring(void) {
 static void test_query_ring_plan(void) {
     kara_kv_params p;
     kara_kv_params_init(&p);
-    CHECK_EQ_INT(p.query_cache_dtype, KARA_KV_Q8_0);
+    CHECK_EQ_INT(kr_kv_tune(&p)->query_cache_dtype, KARA_KV_Q8_0);
     p.budget = 2u << 20; /* less than 3 whole sequences of either shape: the policy scores */
     kr_kv_shape aligned = {4, 4, 2, 32}, odd = {4, 4, 2, 20};
     kr_kv_plan plan;
     CHECK_EQ_INT(kr_kv_plan_make(&plan, &p, &aligned, 2048, 3), KARA_OK);
-    CHECK_EQ_INT(plan.p.query_cache_dtype, KARA_KV_Q8_0);
+    CHECK_EQ_INT(kr_kv_tune(&plan.p)->query_cache_dtype, KARA_KV_Q8_0);
     kr_kv_reservation q8, f16;
     kr_kv_reserve_sizes(&q8, &plan.p, &aligned, 3, 2048);
     kara_kv_params pf = p;
-    pf.query_cache_dtype = KARA_KV_F16;
+    kr_kv_tune(&pf)->query_cache_dtype = KARA_KV_F16;
     kr_kv_reserve_sizes(&f16, &pf, &aligned, 3, 2048);
     /* 3 sequences x 4 layers x 289 rows x 128 values */
     CHECK_EQ_INT((long long)f16.ring, 3LL * 4 * 289 * 128 * 2);
     CHECK_EQ_INT((long long)q8.ring, 3LL * 4 * 289 * 4 * 34);
     CHECK_EQ_INT(kr_kv_plan_make(&plan, &p, &odd, 2048, 3), KARA_OK);
-    CHECK_EQ_INT(plan.p.query_cache_dtype, KARA_KV_F16);
+    CHECK_EQ_INT(kr_kv_tune(&plan.p)->query_cache_dtype, KARA_KV_F16);
     CHECK(plan.scoring);
     CHECK_EQ_INT((long long)plan.reserved_bytes, (long long)kr_kv_policy_bytes(&plan.p, 4, 4, 2, 20, 3, 2048));
 }

@@ -34,6 +34,7 @@
 #include "kv_select.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 static uint64_t rng_state = 7;
 static double urand(void) {
@@ -346,11 +347,11 @@ static void method_params(kara_kv_params *kv, kara_kv_method m) {
     kara_kv_params_init(kv);
     kv->method = m;
     kv->budget = 0;
-    kv->budget_tokens = 64;
-    kv->rkv_trigger_slack = 24;
-    kv->rkv_obs_window = 6;
-    kv->lazy_window = 16;
-    kv->lazy_alpha = 0.004f; /* about the mean attention over the 64-88 slots of this tiny model */
+    kr_kv_tune(kv)->budget_tokens = 64;
+    kr_kv_tune(kv)->rkv_trigger_slack = 24;
+    kr_kv_tune(kv)->rkv_obs_window = 6;
+    kr_kv_tune(kv)->lazy_window = 16;
+    kr_kv_tune(kv)->lazy_alpha = 0.004f; /* about the mean attention over the 64-88 slots of this tiny model */
 }
 
 static void test_decoding(kara_model *mdl, kara_kv_method method) {
@@ -360,7 +361,7 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
     kara_context *c = kr_test_kv_context(mdl, &kv, 1, 2, 1024);
     if (!CHECK(c != NULL)) return;
     const int V = kara_model_n_vocab(mdl), P = 10;
-    const int tail = method == KARA_KV_METHOD_RKV ? kv.rkv_obs_window : kv.lazy_window;
+    const int tail = method == KARA_KV_METHOD_RKV ? kr_kv_tune(&kv)->rkv_obs_window : kr_kv_tune(&kv)->lazy_window;
     int32_t prompt[10];
     for (int i = 0; i < P; i++) prompt[i] = 3 + 11 * i;
     kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
@@ -385,7 +386,7 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
         tok = kr_test_argmax(kara_get_logits(c, -1), V);
         if (c->policy.stats.events == ev) continue;
         events++;
-        kept_budget &= s->n == kv.budget_tokens;
+        kept_budget &= s->n == kr_kv_tune(&kv)->budget_tokens;
         /* the newest `tail` slots are the newest positions, consecutive */
         for (int j = 1; j <= tail; j++) tail_kept &= s->pos[s->n - j] == P + i - (j - 1);
         char msg[256];
@@ -415,7 +416,7 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
      * admission with the minimum, even for a request too short ever to
      * fire an event (it would otherwise be ignored without a word) */
     method_params(&kv, method);
-    kv.budget_tokens = P + tail - 1;
+    kr_kv_tune(&kv)->budget_tokens = P + tail - 1;
     c = kr_test_kv_context(mdl, &kv, 1, 1, 1024);
     if (!CHECK(c != NULL)) return;
     char want[64];
@@ -425,7 +426,7 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
         CHECK_MSG(strstr(kara_last_error(), want) && strstr(kara_last_error(), name), "message: %s", kara_last_error());
     }
     kara_context_free(c);
-    kv.budget_tokens = P + tail;
+    kr_kv_tune(&kv)->budget_tokens = P + tail;
     c = kr_test_kv_context(mdl, &kv, 1, 1, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(kara_seq_admit(c, 0, P, 200), KARA_OK);
@@ -442,7 +443,7 @@ static void test_reservation(kara_model *mdl) {
     CHECK_EQ_INT(lazy - h2o, 3 * 1024 * 2 * sizeof(int32_t));
     method_params(&a, KARA_KV_METHOD_RKV);
     method_params(&b, KARA_KV_METHOD_SNAPKV);
-    b.snapkv_obs_window = a.rkv_obs_window;
+    kr_kv_tune(&b)->snapkv_obs_window = kr_kv_tune(&a)->rkv_obs_window;
     uint64_t rkv = kr_kv_policy_bytes(&a, 4, 4, 2, 32, 3, 1024), snap = kr_kv_policy_bytes(&b, 4, 4, 2, 32, 3, 1024);
     CHECK_EQ_INT(rkv - snap, kr_kv_redund_scratch_bytes(1024, 2, 32, KR_KV_SCORE_WORKERS));
     a.budget = rkv + 12 * (4 * 2 * 16 * 2 * 32 * 2);
@@ -457,15 +458,15 @@ static void test_reservation(kara_model *mdl) {
 static void test_params(kara_model *mdl) {
     kara_kv_params kv;
     method_params(&kv, KARA_KV_METHOD_RKV);
-    kv.rkv_kernel = 4;
+    kr_kv_tune(&kv)->rkv_kernel = 4;
     CHECK(kr_test_kv_context(mdl, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "baselines.rkv: kernel must be odd (got 4)") != NULL, "message: %s",
               kara_last_error());
     method_params(&kv, KARA_KV_METHOD_RKV);
-    kv.rkv_lambda = 2.0f;
+    kr_kv_tune(&kv)->rkv_lambda = 2.0f;
     CHECK(kr_test_kv_context(mdl, &kv, 1, 1, 1024) == NULL);
     method_params(&kv, KARA_KV_METHOD_LAZY);
-    kv.lazy_window = 0;
+    kr_kv_tune(&kv)->lazy_window = 0;
     CHECK(kr_test_kv_context(mdl, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "baselines.lazy: window must be at least 1 (got 0)") != NULL, "message: %s",
               kara_last_error());

@@ -16,6 +16,7 @@
 #include "kv_score.h"
 #include "kv_select.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 /* ---- random numbers (own generator: reproducible everywhere) ---- */
 static uint64_t rng_state = 1;
@@ -589,8 +590,8 @@ static void set_key(tcase *c, int j, const double *v, double along) {
 static void select_default(const float *s, int n_c, float kappa, int32_t *keep, int32_t *k) {
     kara_kv_params p;
     kara_kv_params_init(&p);
-    *k = kr_kv_keep_count(n_c, p.retention, p.min_keep);
-    kr_kv_t2c_params t = {*k, kappa, p.max_gap, p.len_penalty, NULL};
+    *k = kr_kv_keep_count(n_c, p.retention, kr_kv_tune(&p)->min_keep);
+    kr_kv_t2c_params t = {*k, kappa, kr_kv_tune(&p)->max_gap, kr_kv_tune(&p)->len_penalty, NULL};
     size_t bytes = kr_kv_select_scratch_bytes(n_c);
     void *scratch = malloc(bytes);
     CHECK_EQ_INT(kr_kv_select_t2c(s, n_c, &t, NULL, keep, scratch, bytes), KARA_OK);

@@ -12,6 +12,7 @@
 
 #include "kv_select.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 static uint64_t rng_state = 1;
 static uint64_t rng_next(void) {
@@ -415,7 +416,8 @@ static void test_window_dispatch(void) {
     CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK_EQ_INT(n_keep, 26);
     bool none[128] = {false};
-    ref_t2c(s, 128, 26, p.candidate_frac, p.max_gap, p.len_penalty, none, (int *)rkeep);
+    ref_t2c(s, 128, 26, kr_kv_tune(&p)->candidate_frac, kr_kv_tune(&p)->max_gap, kr_kv_tune(&p)->len_penalty, none,
+            (int *)rkeep);
     CHECK(!memcmp(keep, rkeep, sizeof(int32_t) * 26));
     p.method = KARA_KV_METHOD_RECENT;
     CHECK_EQ_INT(kr_kv_select_window(&p, s, NULL, NULL, 128, 0, keep, &n_keep, scr, bytes), KARA_OK);
@@ -534,11 +536,11 @@ static void test_ablation_a4(void) {
     p.retention = 0.25f;
     static uint8_t scratch[1 << 16];
     int32_t a[64], b[64], c[64], na = 0, nc = 0;
-    p.t2c_mode = KARA_T2C_POOLED_TOPK;
+    kr_kv_tune(&p)->t2c_mode = KARA_T2C_POOLED_TOPK;
     CHECK(kr_kv_select_window(&p, s, NULL, NULL, 64, 0, a, &na, scratch, sizeof scratch) == KARA_OK);
     CHECK(kr_kv_select_pooled_topk(s, 64, na, 7, NULL, b, scratch, sizeof scratch) == KARA_OK);
     CHECK(memcmp(a, b, (size_t)na * sizeof(int32_t)) == 0);
-    p.t2c_mode = KARA_T2C_CHUNKS;
+    kr_kv_tune(&p)->t2c_mode = KARA_T2C_CHUNKS;
     CHECK(kr_kv_select_window(&p, s, NULL, NULL, 64, 0, c, &nc, scratch, sizeof scratch) == KARA_OK);
     CHECK_EQ_INT(na, nc);
     CHECK(memcmp(a, c, (size_t)na * sizeof(int32_t)) != 0);
@@ -555,9 +557,9 @@ static void check_dispatch(kara_t2c_mode mode, float retention, const float *s, 
     static uint8_t scratch[1 << 16];
     kara_kv_params p;
     kara_kv_params_init(&p);
-    p.t2c_mode = mode;
+    kr_kv_tune(&p)->t2c_mode = mode;
     p.retention = retention;
-    p.min_keep = 1;
+    kr_kv_tune(&p)->min_keep = 1;
     int32_t keep[64], n_keep = 0;
     CHECK(kr_kv_select_window(&p, s, NULL, ends, n, 0, keep, &n_keep, scratch, sizeof scratch) == KARA_OK);
     CHECK_EQ_INT(n_keep, k);

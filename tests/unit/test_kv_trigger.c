@@ -26,6 +26,7 @@
 #include "kv_compact.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 #define BLOCK_BYTES (4 * 2 * 16 * 2 * 32 * 2) /* layers x K,V x slots x KV heads x dim x f16 */
 
@@ -38,10 +39,10 @@ static kara_model *tiny_model(void) {
 static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int pool_blocks) {
     kara_kv_params_init(kv);
     kv->method = KARA_KV_METHOD_KARA;
-    kv->trigger = KARA_KV_TRIGGER_THRESHOLD;
+    kr_kv_tune(kv)->trigger = KARA_KV_TRIGGER_THRESHOLD;
     kv->interval = 32;
-    kv->buffer = 8;
-    kv->budget_tokens = budget_tokens;
+    kr_kv_tune(kv)->buffer = 8;
+    kr_kv_tune(kv)->budget_tokens = budget_tokens;
     kv->budget = kr_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024) + (uint64_t)pool_blocks * BLOCK_BYTES;
 }
 
@@ -62,7 +63,7 @@ static int32_t *run_one(kara_model *m, const kara_kv_params *kv, int threads, in
                         float **logits_out, const char *what) {
     kara_context *c = kr_test_kv_context(m, kv, 1, threads, 1024);
     if (!CHECK_MSG(c != NULL, "%s: context", what)) return NULL;
-    const int32_t T = c->policy.budget_tokens, S = kr_kv_trigger_slack(&c->policy.p), b = kv->buffer;
+    const int32_t T = c->policy.budget_tokens, S = kr_kv_trigger_slack(&c->policy.p), b = kr_kv_tune(kv)->buffer;
     CHECK_MSG(T == want_budget, "%s: budget_tokens %d, want %d", what, T, want_budget);
     CHECK_EQ_INT(c->policy.window_method, 0);
     CHECK_EQ_INT(c->policy.ring_cap, S + b + 1);
@@ -159,7 +160,7 @@ static void test_threshold_auto_and_slack(kara_model *m) {
     a8_params(&kv, 0, 1, 10);
     free(run_one(m, &kv, 2, 360, 160 - 32, NULL, "a8 auto budget"));
     a8_params(&kv, 80, 1, 10);
-    kv.trigger_slack = 16;
+    kr_kv_tune(&kv)->trigger_slack = 16;
     free(run_one(m, &kv, 2, 300, 80, NULL, "a8 slack 16"));
 }
 
@@ -208,7 +209,8 @@ static void test_threshold_shared_pool(kara_model *m) {
 static void test_threshold_pool_pressure(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 64, 3, 16);
-    kv.on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY; /* forced events take from one sequence for another */
+    kr_kv_tune(&kv)->on_pool_exhausted =
+        KARA_POOL_RECOMPRESS_HISTORY; /* forced events take from one sequence for another */
     kara_context *c = kr_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 16);
@@ -252,37 +254,37 @@ static void test_threshold_pool_pressure(kara_model *m) {
 static void test_params(kara_model *m) {
     kara_kv_params kv;
     a8_params(&kv, 96, 1, 10);
-    kv.trigger = (kara_kv_trigger)7;
+    kr_kv_tune(&kv)->trigger = (kara_kv_trigger)7;
     CHECK(kr_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "kara.trigger: unknown value 7") != NULL, "message: %s", kara_last_error());
     a8_params(&kv, 96, 1, 10);
-    kv.trigger_slack = -1;
+    kr_kv_tune(&kv)->trigger_slack = -1;
     CHECK(kr_test_kv_context(m, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "kara.trigger_slack") != NULL, "message: %s", kara_last_error());
 
     /* the slack: auto is the interval, snapkv keeps its own, the others fire on the first slot over */
     a8_params(&kv, 96, 1, 10);
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 32);
-    kv.trigger_slack = 5;
+    kr_kv_tune(&kv)->trigger_slack = 5;
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 5);
     CHECK(!kr_kv_params_periodic(&kv));
-    kv.trigger = KARA_KV_TRIGGER_PERIODIC;
+    kr_kv_tune(&kv)->trigger = KARA_KV_TRIGGER_PERIODIC;
     CHECK(kr_kv_params_periodic(&kv));
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 1);
     /* rkv has its own slack; lazy grows by its window between evictions */
     kv.method = KARA_KV_METHOD_RKV;
-    kv.rkv_trigger_slack = 40;
+    kr_kv_tune(&kv)->rkv_trigger_slack = 40;
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 40);
     CHECK(!kr_kv_params_periodic(&kv));
     kv.method = KARA_KV_METHOD_LAZY;
-    kv.lazy_window = 24;
+    kr_kv_tune(&kv)->lazy_window = 24;
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 24);
     CHECK(!kr_kv_params_periodic(&kv));
 
     /* only kara reads the trigger: chunkkv stays a periodic window method */
     a8_params(&kv, 96, 1, 10);
     kv.method = KARA_KV_METHOD_CHUNKKV;
-    kv.evict = KARA_KV_EVICT_PER_WINDOW;
+    kr_kv_tune(&kv)->evict = KARA_KV_EVICT_PER_WINDOW;
     kv.budget = 0;
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, 1024);
     if (CHECK(c != NULL)) {

@@ -11,6 +11,7 @@
 #include "kara.h"
 #include "synth_model.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 static kara_model *model, *other;
 static int32_t prompt[64];
@@ -25,9 +26,9 @@ static kara_context *new_ctx(kara_model *m, kara_kv_method method, kara_kv_dtype
     cp.n_seq_max = n_seq;
     cp.kv.method = method;
     cp.kv.dtype = dtype;
-    cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
+    kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_PER_WINDOW;
     cp.kv.interval = 8;
-    cp.kv.buffer = 8;
+    kr_kv_tune(&cp.kv)->buffer = 8;
     cp.kv.retention = 0.5f;
     cp.kv.budget = budget;
     kara_context *c = NULL;

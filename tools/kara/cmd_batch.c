@@ -35,6 +35,7 @@
 #include "kara.h"
 #include "strset.h"
 #include "monotonic_clock.h"
+#include "kv_knob.h"
 
 typedef struct batch_opts {
     kara_config cfg;
@@ -609,9 +610,9 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             (unsigned long long)s->kv_cache_bytes_peak, (unsigned long long)s->kv_reserved_bytes,
             (unsigned long long)s->kv_slots_evicted, s->kv_seq_tokens, (unsigned long long)s->kv_budget,
             kara_kv_method_name(cfg->context.kv.method),
-            cfg->context.kv.evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window", cfg->context.n_seq_max,
-            j->n_seq, s->peak_running, cfg->shard_index + 1, cfg->shard_count, s->decode_seconds, cpu,
-            cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
+            kr_kv_int(&cfg->context.kv, "kara.evict") == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window",
+            cfg->context.n_seq_max, j->n_seq, s->peak_running, cfg->shard_index + 1, cfg->shard_count,
+            s->decode_seconds, cpu, cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
             s->steps ? (double)s->tokens_generated / (double)s->steps : 0.0);
     fclose(f);
 }

@@ -33,6 +33,7 @@
 #include "exit_codes.h"
 #include "kara.h"
 #include "monotonic_clock.h"
+#include "kv_knob.h"
 
 #define MAX_METHODS 16
 #define MAX_POINTS 8
@@ -333,8 +334,11 @@ static bool threshold_method(kara_kv_method m) {
 /* Within a small share (or budget), a slack (snapkv, rkv) or lazy's window,
  * which the cache grows by past its budget between events, is scaled down to
  * a quarter of it, or the method could not run at all. */
-static void fit_slack(int32_t *slack, int32_t share) {
-    if (*slack > share / 4) *slack = share / 4 > 8 ? share / 4 : 8;
+static void fit_slacks(kara_kv_params *kv, int32_t share) {
+    static const char *const keys[] = {"baselines.snapkv.trigger_slack", "baselines.rkv.trigger_slack",
+                                       "baselines.lazy.window"};
+    for (int i = 0; i < 3; i++)
+        if (kr_kv_int(kv, keys[i]) > share / 4) kr_kv_set_num(kv, keys[i], share / 4 > 8 ? share / 4 : 8);
 }
 
 static int run_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {
@@ -342,10 +346,10 @@ static int run_row(eval_run *e, const kara_context_params *cp, const char *label
     memset(r, 0, sizeof *r);
     snprintf(r->label, sizeof r->label, "%s", label);
     r->method = cp->kv.method;
-    r->evict = cp->kv.evict;
+    r->evict = (kara_kv_evict)kr_kv_int(&cp->kv, "kara.evict");
     r->axis = axis;
     r->x = x;
-    r->budget_tokens = cp->kv.budget_tokens;
+    r->budget_tokens = kr_kv_int(&cp->kv, "baselines.budget_tokens");
     if (e->dry) return KR_EXIT_OK;
     int rc = run_config(e, cp, r);
     kr_progress_clear(&e->prog); /* the table row goes to the same terminal */
@@ -378,12 +382,10 @@ static int run_all(eval_run *e) {
             if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL) continue;
             cp = o->cfg.context;
             cp.kv.method = ms->method;
-            cp.kv.evict = ms->evict;
+            kr_kv_set(&cp.kv, "kara.evict", ms->evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window");
             cp.kv.seq_tokens = (int32_t)lround(o->budgets[b] * full_peak);
             if (cp.kv.seq_tokens < 1) cp.kv.seq_tokens = 1;
-            fit_slack(&cp.kv.snapkv_trigger_slack, cp.kv.seq_tokens);
-            fit_slack(&cp.kv.rkv_trigger_slack, cp.kv.seq_tokens);
-            fit_slack(&cp.kv.lazy_window, cp.kv.seq_tokens);
+            fit_slacks(&cp.kv, cp.kv.seq_tokens);
             rc = run_row(e, &cp, ms->label, "budget", o->budgets[b]);
         }
     for (int ri = 0; ri < o->n_retentions && !rc; ri++) {
@@ -397,13 +399,11 @@ static int run_all(eval_run *e) {
                 if (ms->evict == KARA_KV_EVICT_ON_DEMAND && !threshold_method(ms->method)) continue;
                 cp = o->cfg.context;
                 cp.kv.method = ms->method;
-                cp.kv.evict = KARA_KV_EVICT_PER_WINDOW;
+                kr_kv_set(&cp.kv, "kara.evict", "per_window");
                 cp.kv.retention = o->retentions[ri];
                 if (threshold_method(ms->method) && kr_slots > 0) {
-                    cp.kv.budget_tokens = kr_slots;
-                    fit_slack(&cp.kv.snapkv_trigger_slack, kr_slots);
-                    fit_slack(&cp.kv.rkv_trigger_slack, kr_slots);
-                    fit_slack(&cp.kv.lazy_window, kr_slots);
+                    kr_kv_set_num(&cp.kv, "baselines.budget_tokens", kr_slots);
+                    fit_slacks(&cp.kv, kr_slots);
                 }
                 rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri]);
                 if (kr_first && !rc) kr_slots = (int32_t)lround(e->rows[e->n_rows - 1].cached_slots);

@@ -22,6 +22,7 @@
 #include "eval_kv.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "kv_knob.h"
 
 #define MAX_METHODS 10 /* every kara_kv_method */
 #define MAX_RETENTIONS 16
@@ -218,15 +219,15 @@ static bool is_budget_method(kara_kv_method m) {
 /* Slots past its budget a method's cache reaches before its event (0:
  * fires on the first slot over), and the newest slots it always keeps. */
 static int32_t budget_slack(const kara_kv_params *kv, kara_kv_method m) {
-    return m == KARA_KV_METHOD_SNAPKV ? kv->snapkv_trigger_slack
-        : m == KARA_KV_METHOD_RKV     ? kv->rkv_trigger_slack
-        : m == KARA_KV_METHOD_LAZY    ? kv->lazy_window
+    return m == KARA_KV_METHOD_SNAPKV ? kr_kv_int(kv, "baselines.snapkv.trigger_slack")
+        : m == KARA_KV_METHOD_RKV     ? kr_kv_int(kv, "baselines.rkv.trigger_slack")
+        : m == KARA_KV_METHOD_LAZY    ? kr_kv_int(kv, "baselines.lazy.window")
                                       : 0;
 }
 static int32_t budget_tail(const kara_kv_params *kv, kara_kv_method m) {
-    return m == KARA_KV_METHOD_SNAPKV ? kv->snapkv_obs_window
-        : m == KARA_KV_METHOD_RKV     ? kv->rkv_obs_window
-        : m == KARA_KV_METHOD_LAZY    ? kv->lazy_window
+    return m == KARA_KV_METHOD_SNAPKV ? kr_kv_int(kv, "baselines.snapkv.obs_window")
+        : m == KARA_KV_METHOD_RKV     ? kr_kv_int(kv, "baselines.rkv.obs_window")
+        : m == KARA_KV_METHOD_LAZY    ? kr_kv_int(kv, "baselines.lazy.window")
                                       : 0;
 }
 
@@ -281,7 +282,7 @@ static int planned_rows(const eval_opts *o, const kara_context_params *base) {
         want_budget |= is_budget_method(o->methods[i]);
         others += o->methods[i] != KARA_KV_METHOD_FULL && o->methods[i] != KARA_KV_METHOD_KARA;
     }
-    bool kara_row = want_kara || (want_budget && base->kv.budget_tokens <= 0);
+    bool kara_row = want_kara || (want_budget && kr_kv_int(&base->kv, "baselines.budget_tokens") <= 0);
     bool dtype_row = o->ref_dtype_set && o->ref_dtype != base->kv.dtype;
     return 2 + dtype_row + o->n_retentions * (kara_row + others);
 }
@@ -293,7 +294,7 @@ static kara_status run_row(eval_job *j, const kara_context_params *cp, const cha
     snprintf(r->label, sizeof r->label, "%s", label);
     r->method = cp->kv.method;
     r->retention = retention;
-    r->budget_tokens = is_budget_method(cp->kv.method) ? cp->kv.budget_tokens : 0;
+    r->budget_tokens = is_budget_method(cp->kv.method) ? kr_kv_int(&cp->kv, "baselines.budget_tokens") : 0;
     r->threads = cp->n_threads > 0 ? cp->n_threads : kr_cpu_count();
     char what[96];
     int k = snprintf(what, sizeof what, "row %d/%d: %s", j->n_rows + 1, j->planned, label);
@@ -318,7 +319,7 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
     /* fidelity at fixed retentions: the window methods keep `retention` of
      * every window (the paper's setting), whatever the budget */
     kara_context_params base_pw = *base_in;
-    base_pw.kv.evict = KARA_KV_EVICT_PER_WINDOW;
+    kr_kv_set(&base_pw.kv, "kara.evict", "per_window");
     const kara_context_params *base = &base_pw;
     kara_context_params cp = *base;
     cp.kv.method = KARA_KV_METHOD_FULL;
@@ -344,10 +345,10 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
         want_kara |= o->methods[i] == KARA_KV_METHOD_KARA;
         want_budget |= is_budget_method(o->methods[i]);
     }
-    bool auto_budget = base->kv.budget_tokens <= 0;
+    bool auto_budget = kr_kv_int(&base->kv, "baselines.budget_tokens") <= 0;
     for (int ri = 0; ri < o->n_retentions; ri++) {
         float r = o->retentions[ri];
-        int32_t budget = base->kv.budget_tokens;
+        int32_t budget = kr_kv_int(&base->kv, "baselines.budget_tokens");
         double kr_mean = 0;
         if (want_kara || (want_budget && auto_budget)) {
             cp = *base;
@@ -366,7 +367,7 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
             if (is_budget_method(m) && auto_budget && o->equal_mean && j->n_rows > 0)
                 budget = equal_mean_budget(kr_mean, j->s->n_prompt, j->s->n_text - 1, budget_slack(&base->kv, m),
                                            budget_tail(&base->kv, m));
-            if (is_budget_method(m)) cp.kv.budget_tokens = budget > 0 ? budget : 1;
+            if (is_budget_method(m)) kr_kv_set_num(&cp.kv, "baselines.budget_tokens", budget > 0 ? budget : 1);
             if ((st = run_row(j, &cp, kara_kv_method_name(m), r, false))) return st;
         }
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "eval_kv.h"
+#include "kv_knob.h"
 
 static const char k_csv_header[] =
     "method,label,retention,budget_tokens,threads,steps,mean_slots,peak_kv_bytes,kl_mean,kl_max,"
@@ -39,9 +40,11 @@ void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m,
     fprintf(f,
             "kara: interval %d, buffer %d, min_compressible %d, max_defer %d; snapkv trigger_slack %d, "
             "obs_window %d; rkv trigger_slack %d, obs_window %d, lambda %g; lazy window %d, alpha %g\n\n",
-            m->kv->interval, m->kv->buffer, m->kv->min_compressible, m->kv->max_defer, m->kv->snapkv_trigger_slack,
-            m->kv->snapkv_obs_window, m->kv->rkv_trigger_slack, m->kv->rkv_obs_window, (double)m->kv->rkv_lambda,
-            m->kv->lazy_window, (double)m->kv->lazy_alpha);
+            m->kv->interval, kr_kv_int(m->kv, "kara.buffer"), kr_kv_int(m->kv, "kara.min_compressible"),
+            kr_kv_int(m->kv, "kara.max_defer"), kr_kv_int(m->kv, "baselines.snapkv.trigger_slack"),
+            kr_kv_int(m->kv, "baselines.snapkv.obs_window"), kr_kv_int(m->kv, "baselines.rkv.trigger_slack"),
+            kr_kv_int(m->kv, "baselines.rkv.obs_window"), kr_kv_num(m->kv, "baselines.rkv.lambda"),
+            kr_kv_int(m->kv, "baselines.lazy.window"), kr_kv_num(m->kv, "baselines.lazy.alpha"));
     fprintf(f, "%-12s %5s %6s %6s %8s %8s %8s %8s %6s %6s %6s %7s %5s %6s %6s %8s %7s\n", "method", "r", "budget",
             "slots", "peak_KiB", "KL_mean", "KL_cmp", "KL_max", "top1", "ppl_x", "1stdiv", "needle", "kept", "regmin",
             "events", "ms/event", "ev_shr");
@@ -141,9 +144,11 @@ static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, con
             "  \"kv\": {\"interval\": %d, \"buffer\": %d, \"min_compressible\": %d, \"max_defer\": %d, "
             "\"block_size\": %d, \"dtype\": \"%s\", \"score_mode\": \"%s\", \"candidate_frac\": %.4g, "
             "\"snapkv_trigger_slack\": %d, \"snapkv_obs_window\": %d},\n",
-            m->kv->interval, m->kv->buffer, m->kv->min_compressible, m->kv->max_defer, m->kv->block_size,
-            kara_kv_dtype_name(m->kv->dtype), kara_score_mode_name(m->kv->score_mode), m->kv->candidate_frac,
-            m->kv->snapkv_trigger_slack, m->kv->snapkv_obs_window);
+            m->kv->interval, kr_kv_int(m->kv, "kara.buffer"), kr_kv_int(m->kv, "kara.min_compressible"),
+            kr_kv_int(m->kv, "kara.max_defer"), m->kv->block_size, kara_kv_dtype_name(m->kv->dtype),
+            kara_score_mode_name((kara_score_mode)kr_kv_int(m->kv, "kara.score.mode")),
+            kr_kv_num(m->kv, "kara.t2c.candidate_frac"), kr_kv_int(m->kv, "baselines.snapkv.trigger_slack"),
+            kr_kv_int(m->kv, "baselines.snapkv.obs_window"));
     fprintf(f, "  \"rows\": [\n");
     for (int i = 0; i < n_rows; i++) json_row(f, s, &rows[i], i + 1 == n_rows);
     fprintf(f, "  ]\n}\n");

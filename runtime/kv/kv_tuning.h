@@ -1,0 +1,93 @@
+/* kv_tuning.h - the research settings of the KV cache (internal).
+ *
+ * kara.h shows apps only the stable settings of kara_kv_params; everything
+ * else (how Kara scores and selects, eviction details, each baseline's
+ * knobs) lives in its private `tuning` bytes, laid out by kr_kv_tuning and
+ * reached through kr_kv_tune(p). Apps set and read these by their YAML key
+ * (kara_kv_params_set / _get, through the schema in config/config_keys.c),
+ * so adding or dropping a knob changes neither the public header nor the
+ * struct's size. Each comment gives the default (kara_kv_params_init) and
+ * the YAML key where it is not the field's name. */
+#ifndef KR_KV_TUNING_H
+#define KR_KV_TUNING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kara.h"
+
+typedef struct kr_kv_tuning {
+    /* kv_cache: */
+    int32_t reserve_blocks; /* 8; kept free at admission, per_window only */
+    /* kara: */
+    kara_kv_evict evict; /* on_demand */
+    int32_t
+        evict_margin;  /* on_demand: slots freed below the share; 0 = auto (interval / 4, <= share / 8, >= a block) */
+    int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 1 */
+    int32_t buffer;    /* 128 */
+    int32_t min_keep;  /* 4 */
+    int32_t min_compressible;      /* 32 */
+    int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
+    int32_t max_defer;             /* 32 */
+    bool think_only;               /* compress_scope: think_only (false: all) */
+    int32_t n_protect_token_ids;   /* protect_token_ids: none */
+    int32_t protect_token_ids[KARA_MAX_PROTECT_TOKENS];
+    kara_kv_dtype query_cache_dtype;      /* q8_0 (f16 for query rows not a multiple of 32); f16, f32 */
+    bool per_layer_selection;             /* selection_scope: per_layer (ablation A5); false: shared */
+    bool rerotate_keys;                   /* false; true is refused at context creation (KARA_ERR_UNSUPPORTED) */
+    kara_pool_fallback on_pool_exhausted; /* preempt */
+    kara_kv_trigger trigger;              /* periodic; threshold = ablation A8 (method kara only) */
+    int32_t trigger_slack;                /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
+    /* kara.score: */
+    kara_score_mode score_mode;     /* bidirectional */
+    kara_softmax_over softmax_over; /* window */
+    int32_t n_sink;                 /* 4 */
+    bool exclude_self;              /* true */
+    kara_reduce gqa_reduce;         /* mean (or max) */
+    kara_reduce layer_reduce;       /* mean (or normalized_mean) */
+    int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
+    bool value_aware;               /* true: a slot's attention mass times the L1 norm of its value (VATP);
+                                     * false: the attention mass alone */
+    float reads_weight; /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
+                                     * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
+    float prior_weight; /* auto (< 0, the default): 16 when the model has a retention prior, else off;
+                                     * 0 = off; kara: weight of the model's retention prior in its window scores
+                                     * (KARA_METHOD.md 14); > 0 with a model without a prior: KARA_ERR_CONFIG */
+    /* kara.t2c: */
+    float candidate_frac;   /* 0.5 */
+    int32_t max_gap;        /* 16 */
+    float len_penalty;      /* 1.0 */
+    kara_t2c_mode t2c_mode; /* mode: line_tails (Token2Chunk, a candidate bringing the end of its line); chunks;
+                             * pooled_topk = Top-K after max-pool 7 (ablation A4); lines */
+    /* baselines: */
+    int32_t budget_tokens;        /* 0 = auto */
+    int32_t streaming_n_sink;     /* 4 */
+    int32_t snapkv_trigger_slack; /* 128 */
+    int32_t snapkv_obs_window;    /* 8 */
+    kara_reduce snapkv_pool;      /* max (or mean): pooling of scores over the kernel */
+    int32_t snapkv_kernel;        /* 7 */
+    bool snapkv_protect_prompt;   /* true */
+    float h2o_heavy_frac;         /* 0.5 */
+    int32_t chunkkv_chunk_len;    /* 10 */
+    uint64_t random_seed;         /* 0x4b415241: seed of the `random` baseline */
+    int32_t rkv_trigger_slack;    /* 128: rkv.trigger_slack, the growth past the budget that fires (B_buffer) */
+    int32_t rkv_obs_window;       /* 8: observation queries */
+    int32_t rkv_kernel;           /* 7: max-pooling width of the attention */
+    float rkv_lambda;             /* 0.1: weight of attention against redundancy */
+    float rkv_sim_threshold;      /* 0.5: cosine above which keys count as near-duplicates */
+    bool rkv_protect_prompt;      /* true */
+    int32_t lazy_window;          /* 128: lazy.window W, slots between evictions and newest slots kept */
+    float lazy_alpha;             /* 1e-4: mean attention at which a slot counts as attended */
+    bool lazy_protect_prompt;     /* true */
+} kr_kv_tuning;
+
+_Static_assert(sizeof(kr_kv_tuning) <= KARA_KV_TUNING_BYTES, "kara_kv_params.tuning is too small for kr_kv_tuning");
+_Static_assert(_Alignof(kr_kv_tuning) <= _Alignof(uint64_t), "kr_kv_tuning needs more alignment than the storage");
+
+/* The research settings of a kara_kv_params (const in, const out). */
+#define kr_kv_tune(p)                                                                                                  \
+    _Generic((p),                                                                                                      \
+        const kara_kv_params *: (const kr_kv_tuning *)(const void *)(p)->tuning.bytes,                               \
+        kara_kv_params *: (kr_kv_tuning *)(void *)(p)->tuning.bytes)
+
+#endif
