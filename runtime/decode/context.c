@@ -332,7 +332,7 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         if (!counts[s]) continue;
         kara_status st = kr_kv_policy_check_room(&c->policy, s, counts[s], &next[s]);
         if (st) return st;
-        need += kr_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
+        need += kr_kv_blocks_to_grow(&c->kv, s, next[s] + counts[s]);
     }
     if (need > c->kv.n_free) {
         /* pool pressure: per_window and the threshold methods may free
@@ -344,7 +344,7 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         for (int32_t s = 0; s < n_seq; s++)
             if (counts[s]) {
                 if ((st = kr_kv_policy_check_room(&c->policy, s, counts[s], &next[s]))) return st;
-                need += kr_kv_blocks_for(&c->kv, next[s] + counts[s]) - c->kv.seqs[s].n_blocks;
+                need += kr_kv_blocks_to_grow(&c->kv, s, next[s] + counts[s]);
             }
     }
     if (need > c->kv.n_free)
@@ -459,7 +459,7 @@ kara_status kara_seq_admit(kara_context *c, int32_t seq, int32_t n_prompt, int32
     if (!kr_kv_plan_holds(plan, n_prompt, n_predict, why, sizeof why))
         return kr_set_error(KARA_ERR_KV_BUDGET, "the KV budget cannot hold this request: %s", why);
     int64_t blocks = kr_kv_plan_blocks(plan, kr_kv_plan_peak_slots(plan, n_prompt, n_predict)) + plan->reserve_blocks;
-    int64_t avail = c->kv.n_free + c->kv.seqs[seq].n_blocks;
+    int64_t avail = c->kv.n_free + kr_kv_private_blocks(&c->kv, seq); /* what clearing it frees */
     if (blocks > avail)
         return kr_set_error(
             KARA_ERR_KV_BUDGET,

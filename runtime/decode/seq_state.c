@@ -156,16 +156,23 @@ static kara_status check_image(const kara_context *c, const void *buf, size_t si
 
 /* Empty seq and reserve blocks for n slots; checked first, so on failure
  * the sequence is as it was. */
-static kara_status take_room(kara_context *c, int32_t seq, int32_t n, const char *what) {
+/* Check that seq, cleared, can take n slots of which the first
+ * shared_blocks blocks are shared with another sequence (KARA_ERR_KV_BUDGET
+ * otherwise, nothing changed); then clear it. */
+static kara_status make_room(kara_context *c, int32_t seq, int32_t n, int32_t shared_blocks, const char *what) {
     if (n > c->policy.plan.seq_tokens)
         return kr_set_error(KARA_ERR_KV_BUDGET, "%s: %d slots, a sequence's share is %d", what, n,
                             c->policy.plan.seq_tokens);
-    int32_t have = c->kv.seqs[seq].n_blocks, need = kr_kv_blocks_for(&c->kv, n);
-    if (need - have > c->kv.n_free)
-        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: %d slots need %d blocks, %d free", what, n, need - have,
+    int32_t need = kr_kv_blocks_for(&c->kv, n) - shared_blocks, freed = kr_kv_private_blocks(&c->kv, seq);
+    if (need - freed > c->kv.n_free)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: %d slots need %d blocks, %d free", what, n, need - freed,
                             c->kv.n_free);
-    kara_seq_clear(c, seq);
-    return kr_kv_reserve(&c->kv, seq, n);
+    return kara_seq_clear(c, seq);
+}
+
+static kara_status take_room(kara_context *c, int32_t seq, int32_t n, const char *what) {
+    kara_status st = make_room(c, seq, n, 0, what);
+    return st ? st : kr_kv_reserve(&c->kv, seq, n);
 }
 
 kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, size_t size, int32_t *tokens,
@@ -206,23 +213,33 @@ kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, s
  * copied (blocks are not shared: Kara moves slots inside a sequence's own
  * blocks when it compacts, so a shared block would need copy-on-write),
  * the policy told it is a prompt, as after a load. */
+/* Leading slots of src that no compression event will rewrite, in src or
+ * in a copy: its prompt (all of it while generation has not started) under
+ * the methods that never evict a prompt slot; none under streaming and h2o
+ * (and the others with their prompt unprotected). */
+static int32_t shareable_slots(const kara_context *c, int32_t src) {
+    const kr_kv_policy *pol = &c->policy;
+    const kara_kv_method m = pol->p.method;
+    bool keeps_prompt = m == KARA_KV_METHOD_FULL || m == KARA_KV_METHOD_KARA || pol->window_method ||
+        (m == KARA_KV_METHOD_SNAPKV && pol->t.snapkv_protect_prompt) ||
+        (m == KARA_KV_METHOD_RKV && pol->t.rkv_protect_prompt) ||
+        (m == KARA_KV_METHOD_LAZY && pol->t.lazy_protect_prompt);
+    const int32_t n = c->kv.seqs[src].n;
+    if (!keeps_prompt) return 0;
+    if (!pol->seqs[src].prompt_marked || m == KARA_KV_METHOD_FULL) return n;
+    return pol->seqs[src].n_prompt < n ? pol->seqs[src].n_prompt : n;
+}
+
 kara_status kara_seq_copy(kara_context *c, int32_t src, int32_t dst) {
     if (!c || src < 0 || dst < 0 || src >= c->kv.n_seq_max || dst >= c->kv.n_seq_max)
         return kr_set_error(KARA_ERR_ARG, "kara_seq_copy: invalid arguments");
     if (src == dst) return KARA_OK;
     kara_status st = check_savable(c, src, "kara_seq_copy");
     if (st) return st;
-    const int32_t n = c->kv.seqs[src].n;
-    if ((st = take_room(c, dst, n, "kara_seq_copy"))) return st;
+    const int32_t n = c->kv.seqs[src].n, shared = shareable_slots(c, src) / c->kv.block_size;
+    if ((st = make_room(c, dst, n, shared, "kara_seq_copy"))) return st;
+    if ((st = kr_kv_share(&c->kv, src, dst, shared))) return st;
     const int32_t *toks = c->policy.seqs[src].tokens;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t slot = kr_kv_append(&c->kv, dst, i);
-        kr_kv_policy_on_append(&c->policy, dst, slot, toks ? toks[i] : -1, n);
-    }
-    for (int32_t l = 0; l < c->kv.n_layer; l++)
-        for (int32_t i = 0; i < n; i++) {
-            memcpy(kr_kv_k(&c->kv, l, dst, i), kr_kv_k(&c->kv, l, src, i), c->kv.slot_bytes);
-            memcpy(kr_kv_v(&c->kv, l, dst, i), kr_kv_v(&c->kv, l, src, i), c->kv.slot_bytes);
-        }
+    for (int32_t i = 0; i < n; i++) kr_kv_policy_on_append(&c->policy, dst, i, toks ? toks[i] : -1, n);
     return KARA_OK;
 }

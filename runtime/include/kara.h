@@ -417,8 +417,11 @@ kara_status kara_seq_state_save(const kara_context *ctx, int32_t seq_id, const i
                                 void *buf, size_t size, size_t *written);
 kara_status kara_seq_state_load(kara_context *ctx, int32_t seq_id, const void *buf, size_t size, int32_t *tokens,
                                 int32_t max_tokens, int32_t *n_tokens);
-/* A whole sequence copied into dst (cleared first), as a load would: its blocks are copied, not shared. Errors as
- * save (src not whole: KARA_ERR_UNSUPPORTED) and load (KARA_ERR_KV_BUDGET); KARA_ERR_ARG for a bad id. */
+/* A whole sequence copied into dst (cleared first). The whole blocks of src's prompt (all of src while it has not
+ * generated) are shared, reference counted, under the methods that never evict a prompt slot (full, kara, chunkkv,
+ * random, recent; snapkv, rkv and lazy with their prompt protected); the rest is copied. A sequence about to write
+ * into a shared block takes its own copy first. Errors as save (src not whole: KARA_ERR_UNSUPPORTED) and load
+ * (KARA_ERR_KV_BUDGET: the blocks copied do not fit); KARA_ERR_ARG for a bad id. */
 kara_status kara_seq_copy(kara_context *ctx, int32_t src_seq, int32_t dst_seq);
 
 typedef struct kara_kv_stats {  /* counters of the KV policy since the context was created */

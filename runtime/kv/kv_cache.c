@@ -54,8 +54,9 @@ kara_status kr_kv_init(kr_kv_cache *kv, const kr_kv_plan *plan) {
 
     kv->pool = calloc((size_t)kv->n_blocks, kv->bytes_per_block);
     kv->free_list = malloc((size_t)kv->n_blocks * sizeof(int32_t));
+    kv->refs = calloc((size_t)kv->n_blocks, sizeof(int32_t));
     kv->seqs = calloc((size_t)n_seq_max, sizeof(kr_kv_seq));
-    if (!kv->pool || !kv->free_list || !kv->seqs) {
+    if (!kv->pool || !kv->free_list || !kv->refs || !kv->seqs) {
         kr_kv_free(kv);
         return kr_set_error(KARA_ERR_NOMEM, "cannot allocate a KV pool of %llu bytes", (unsigned long long)kv->budget);
     }
@@ -82,6 +83,7 @@ void kr_kv_free(kr_kv_cache *kv) {
     free(kv->seqs);
     free(kv->pool);
     free(kv->free_list);
+    free(kv->refs);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -91,22 +93,111 @@ int32_t kr_kv_blocks_for(const kr_kv_cache *kv, int32_t n_slots) {
 
 uint64_t kr_kv_bytes_used(const kr_kv_cache *kv) { return (uint64_t)(kv->n_blocks - kv->n_free) * kv->bytes_per_block; }
 
+static int32_t take_block(kr_kv_cache *kv) {
+    int32_t b = kv->free_list[--kv->n_free];
+    kv->refs[b] = 1;
+    return b;
+}
+
+/* One table lets go of block b; the last one returns it to the pool. */
+static void release_block(kr_kv_cache *kv, int32_t b) {
+    if (--kv->refs[b] == 0) kv->free_list[kv->n_free++] = b;
+}
+
+static void note_peak(kr_kv_cache *kv) {
+    uint64_t used = kr_kv_bytes_used(kv);
+    if (used > kv->bytes_peak) kv->bytes_peak = used;
+}
+
+/* Give seq its own copy of the block at table index i (the caller checked
+ * that a block is free). */
+static void own_block(kr_kv_cache *kv, kr_kv_seq *s, int32_t i) {
+    int32_t old = s->table[i], b = take_block(kv);
+    memcpy(kv->pool + (size_t)b * kv->bytes_per_block, kv->pool + (size_t)old * kv->bytes_per_block,
+           kv->bytes_per_block);
+    release_block(kv, old);
+    s->table[i] = b;
+}
+
+/* The last block is partly filled and shared: the next slot would be
+ * written into another sequence's block. */
+static bool tail_shared(const kr_kv_cache *kv, const kr_kv_seq *s) {
+    return s->n % kv->block_size != 0 && kv->refs[s->table[s->n / kv->block_size]] > 1;
+}
+
+int32_t kr_kv_blocks_to_grow(const kr_kv_cache *kv, int32_t seq, int32_t n_after) {
+    const kr_kv_seq *s = &kv->seqs[seq];
+    int32_t need = kr_kv_blocks_for(kv, n_after) - s->n_blocks;
+    return need + (n_after > s->n && tail_shared(kv, s));
+}
+
+int32_t kr_kv_private_blocks(const kr_kv_cache *kv, int32_t seq) {
+    const kr_kv_seq *s = &kv->seqs[seq];
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_blocks; i++) n += kv->refs[s->table[i]] == 1;
+    return n;
+}
+
 kara_status kr_kv_reserve(kr_kv_cache *kv, int32_t seq, int32_t n_new) {
     kr_kv_seq *s = &kv->seqs[seq];
     int32_t n = s->n + n_new;
     if (n > kv->max_slots)
         return kr_set_error(KARA_ERR_CONTEXT_FULL, "sequence %d would hold %d slots, the context holds %d", seq, n,
                             kv->max_slots);
-    int32_t need = kr_kv_blocks_for(kv, n) - s->n_blocks;
+    int32_t need = kr_kv_blocks_to_grow(kv, seq, n);
     if (need <= 0) return KARA_OK;
     if (need > kv->n_free)
         return kr_set_error(KARA_ERR_KV_BUDGET,
                             "KV budget exhausted: sequence %d needs %d more blocks of %zu bytes, %d free of %d", seq,
                             need, kv->bytes_per_block, kv->n_free, kv->n_blocks);
-    while (need-- > 0) s->table[s->n_blocks++] = kv->free_list[--kv->n_free];
+    if (n_new > 0 && tail_shared(kv, s)) own_block(kv, s, s->n / kv->block_size);
+    int32_t grow = kr_kv_blocks_for(kv, n) - s->n_blocks;
+    while (grow-- > 0) s->table[s->n_blocks++] = take_block(kv);
     s->active = true;
-    uint64_t used = kr_kv_bytes_used(kv);
-    if (used > kv->bytes_peak) kv->bytes_peak = used;
+    note_peak(kv);
+    return KARA_OK;
+}
+
+kara_status kr_kv_unshare_from(kr_kv_cache *kv, int32_t seq, int32_t first_slot) {
+    kr_kv_seq *s = &kv->seqs[seq];
+    int32_t first = first_slot / kv->block_size, need = 0;
+    for (int32_t i = first; i < s->n_blocks; i++) need += kv->refs[s->table[i]] > 1;
+    if (need == 0) return KARA_OK;
+    if (need > kv->n_free)
+        return kr_set_error(KARA_ERR_KV_BUDGET,
+                            "KV budget exhausted: sequence %d shares %d blocks it must rewrite, %d free of %d", seq,
+                            need, kv->n_free, kv->n_blocks);
+    for (int32_t i = first; i < s->n_blocks; i++)
+        if (kv->refs[s->table[i]] > 1) own_block(kv, s, i);
+    note_peak(kv);
+    return KARA_OK;
+}
+
+kara_status kr_kv_share(kr_kv_cache *kv, int32_t src, int32_t dst, int32_t n_shared_blocks) {
+    kr_kv_seq *a = &kv->seqs[src], *d = &kv->seqs[dst];
+    if (d->n_blocks || n_shared_blocks < 0 || (int64_t)n_shared_blocks * kv->block_size > a->n)
+        return kr_set_error(KARA_ERR_INTERNAL, "kv share: %d blocks of sequence %d (%d slots) into %d (%d blocks)",
+                            n_shared_blocks, src, a->n, dst, d->n_blocks);
+    int32_t need = a->n_blocks - n_shared_blocks;
+    if (need > kv->n_free)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "KV budget exhausted: the copy needs %d blocks of %zu bytes, %d free",
+                            need, kv->bytes_per_block, kv->n_free);
+    for (int32_t i = 0; i < a->n_blocks; i++) {
+        if (i < n_shared_blocks) {
+            d->table[i] = a->table[i];
+            kv->refs[a->table[i]]++;
+        } else {
+            d->table[i] = take_block(kv);
+            memcpy(kv->pool + (size_t)d->table[i] * kv->bytes_per_block,
+                   kv->pool + (size_t)a->table[i] * kv->bytes_per_block, kv->bytes_per_block);
+        }
+    }
+    d->n_blocks = a->n_blocks;
+    d->n = a->n;
+    d->next_pos = a->next_pos;
+    d->active = true;
+    memcpy(d->pos, a->pos, (size_t)kv->n_groups * (size_t)kv->max_slots * sizeof(int32_t));
+    note_peak(kv);
     return KARA_OK;
 }
 
@@ -122,7 +213,7 @@ void kr_kv_truncate(kr_kv_cache *kv, int32_t seq, int32_t n_keep) {
     kr_kv_seq *s = &kv->seqs[seq];
     if (n_keep < s->n) s->n = n_keep < 0 ? 0 : n_keep;
     int32_t keep_blocks = kr_kv_blocks_for(kv, s->n);
-    while (s->n_blocks > keep_blocks) kv->free_list[kv->n_free++] = s->table[--s->n_blocks];
+    while (s->n_blocks > keep_blocks) release_block(kv, s->table[--s->n_blocks]);
 }
 
 void kr_kv_seq_clear(kr_kv_cache *kv, int32_t seq) {

@@ -35,6 +35,7 @@ typedef struct kr_kv_cache {
     int32_t n_blocks;       /* blocks in the pool */
     int32_t n_free;
     int32_t *free_list;
+    int32_t *refs; /* per block: the tables holding it (0: free; > 1: shared by kr_kv_share) */
     uint8_t *pool;
     int32_t n_seq_max;
     int32_t max_slots; /* per sequence: the context size */
@@ -67,13 +68,32 @@ void kr_kv_free(kr_kv_cache *kv);
 
 /* Blocks a sequence needs to hold n slots. */
 int32_t kr_kv_blocks_for(const kr_kv_cache *kv, int32_t n_slots);
-/* Make room for n_new more slots in seq (takes blocks from the pool); fails
- * with KARA_ERR_KV_BUDGET, changing nothing, when the pool is short. */
+/* Make room for n_new more slots in seq (takes blocks from the pool, and
+ * copies a shared last block); fails with KARA_ERR_KV_BUDGET, changing
+ * nothing, when the pool is short. */
 kara_status kr_kv_reserve(kr_kv_cache *kv, int32_t seq, int32_t n_new);
+/* Blocks seq must take from the pool to hold n_after slots: new blocks,
+ * and its own copy of a shared, partly filled last block it would write.
+ * Negative when n_after needs fewer blocks than it holds (an eviction's
+ * gain, which offsets another sequence's need). */
+int32_t kr_kv_blocks_to_grow(const kr_kv_cache *kv, int32_t seq, int32_t n_after);
+/* Blocks of seq no other sequence holds (what clearing it would free). */
+int32_t kr_kv_private_blocks(const kr_kv_cache *kv, int32_t seq);
+/* Make dst (empty) a copy of src: its first n_shared_blocks blocks are
+ * shared (reference counted), the rest copied. Shared blocks are never
+ * written in place: a sequence about to write into one gets its own copy
+ * first (kr_kv_reserve for its last block, kr_kv_unshare_from before a
+ * compaction). KARA_ERR_KV_BUDGET when the copied blocks do not fit;
+ * nothing changes then. */
+kara_status kr_kv_share(kr_kv_cache *kv, int32_t src, int32_t dst, int32_t n_shared_blocks);
+/* Give seq its own copy of every shared block holding slot first_slot or
+ * a later one; KARA_ERR_KV_BUDGET (nothing changed) when the pool is short. */
+kara_status kr_kv_unshare_from(kr_kv_cache *kv, int32_t seq, int32_t first_slot);
 /* Append a slot at position pos (after kr_kv_reserve; every group's
  * row); returns its index. */
 int32_t kr_kv_append(kr_kv_cache *kv, int32_t seq, int32_t pos);
-/* Drop slots >= n_keep of seq and release blocks no longer needed. */
+/* Drop slots >= n_keep of seq and release blocks no longer needed (a
+ * shared block returns to the pool when its last holder lets go). */
 void kr_kv_truncate(kr_kv_cache *kv, int32_t seq, int32_t n_keep);
 void kr_kv_seq_clear(kr_kv_cache *kv, int32_t seq);
 

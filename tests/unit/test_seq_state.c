@@ -3,15 +3,18 @@
  * of another context gives the same greedy text as decoding it there, with
  * only the prompt's last token decoded again - with full KV and with Kara
  * scoring windows; damaged, foreign or oversized images are refused with a
- * message and leave the sequence as it was. */
+ * message and leave the sequence as it was. kara_seq_copy shares the
+ * prompt's whole blocks, reference counted, and a sequence that would write
+ * into a shared block gets its own copy first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "kara.h"
+#include "kv_tuning.h"
 #include "synth_model.h"
 #include "test_util.h"
-#include "kv_tuning.h"
 
 static kara_model *model, *other;
 static int32_t prompt[64];
@@ -194,6 +197,58 @@ static void test_copy(kara_kv_method method) {
     kara_context_free(c);
 }
 
+/* kara_seq_copy shares the prompt's whole blocks (reference counted) and
+ * copies the partly filled last one. A sequence that rewinds into a shared
+ * block and writes there gets its own copy first; another that compresses
+ * its windows never touches the shared prompt; the others generate what a
+ * context without copies does; clearing them returns every block. */
+static void test_copy_shares(kara_kv_method method) {
+    char want[4096], got[4096];
+    int32_t decoded = 0;
+    kara_context *ref = new_ctx(model, method, KARA_KV_F16, 1, 0);
+    if (!ref) return;
+    kara_batch b = kara_batch_one_sequence(prompt, n_prompt, 0, 0);
+    CHECK(kara_decode(ref, &b) == KARA_OK);
+    greedy(ref, 0, prompt, n_prompt, want, sizeof want, &decoded);
+    kara_context_free(ref);
+
+    kara_context *c = new_ctx(model, method, KARA_KV_F16, 3, 0);
+    if (!c) return;
+    kr_kv_cache *kv = &c->kv;
+    const int32_t B = kv->block_size, full = n_prompt / B, tail = n_prompt % B != 0;
+    if (!CHECK_MSG(full >= 1, "the prompt (%d tokens) fills no block of %d", n_prompt, B)) goto done;
+    CHECK(kara_decode(c, &b) == KARA_OK);
+    const int32_t free0 = kv->n_free;
+    CHECK_MSG(kara_seq_copy(c, 0, 1) == KARA_OK && kara_seq_copy(c, 0, 2) == KARA_OK, "%s", kara_last_error());
+    CHECK_EQ_INT(kv->n_free, free0 - 2 * tail); /* a copy takes only its own last block */
+    for (int32_t i = 0; i < full; i++) {
+        CHECK_EQ_INT(kv->refs[kv->seqs[0].table[i]], 3);
+        CHECK(kv->seqs[1].table[i] == kv->seqs[0].table[i] && kv->seqs[2].table[i] == kv->seqs[0].table[i]);
+    }
+    if (tail) CHECK(kv->seqs[1].table[full] != kv->seqs[0].table[full]);
+
+    /* sequence 1 rewinds into the first block and writes another token there */
+    CHECK_MSG(kara_seq_truncate(c, 1, B / 2) == KARA_OK, "%s", kara_last_error());
+    int32_t tok = (prompt[B / 2] + 1) % kara_model_n_vocab(model);
+    kara_batch one = kara_batch_one_sequence(&tok, 1, B / 2, 1);
+    CHECK_MSG(kara_decode(c, &one) == KARA_OK, "%s", kara_last_error());
+    CHECK(kv->seqs[1].table[0] != kv->seqs[0].table[0]);
+    CHECK_EQ_INT(kv->refs[kv->seqs[0].table[0]], 2);
+    CHECK_EQ_INT(kv->refs[kv->seqs[1].table[0]], 1);
+
+    /* sequence 2 generates (Kara compresses its windows), then sequence 0 */
+    greedy(c, 2, prompt, n_prompt, got, sizeof got, &decoded);
+    CHECK_MSG(!strcmp(want, got), "%s: the copy generates '%s', a context of its own '%s'", kara_kv_method_name(method),
+              got, want);
+    greedy(c, 0, prompt, n_prompt, got, sizeof got, &decoded);
+    CHECK_MSG(!strcmp(want, got), "%s: the original after its copies generates '%s', alone '%s'",
+              kara_kv_method_name(method), got, want);
+    CHECK(kara_seq_clear(c, -1) == KARA_OK);
+    CHECK_EQ_INT(kv->n_free, kv->n_blocks);
+done:
+    kara_context_free(c);
+}
+
 int main(void) {
     char err[256];
     kr_synth_params sp;
@@ -215,6 +270,8 @@ int main(void) {
     test_refusals();
     test_copy(KARA_KV_METHOD_FULL);
     test_copy(KARA_KV_METHOD_KARA);
+    test_copy_shares(KARA_KV_METHOD_FULL);
+    test_copy_shares(KARA_KV_METHOD_KARA);
     kara_model_free(model);
     kara_model_free(other);
     return kr_test_finish();
