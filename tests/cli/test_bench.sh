@@ -42,6 +42,12 @@ check "every line is JSON, min <= median <= max" json_ok "$dir/out.jsonl"
 check "depth and threads echoed, no pp line" grep -Eq '^\{"engine":"kara","model":"m.gguf","test":"tg4","threads":2,"depth":40,' "$dir/depth.jsonl"
 check "depth run: two lines" test "$(wc -l < "$dir/depth.jsonl")" = 2
 
+"$kara" bench -m "$dir/m.gguf" -t 1 -p 0 -n 4 -d 20 -r 1 --verify 2 --verify 5 > "$dir/verify.jsonl"
+check "--verify: one line per K after tg" test "$(grep -c '"test":"verify' "$dir/verify.jsonl")" = 2
+check "--verify line: step times at the depth and their ratio" grep -Eq '^\{"engine":"kara","model":"m.gguf","test":"verify5","threads":1,"depth":20,"reps":1,"step_ms_median":[0-9.]+,"one_token_step_ms_median":[0-9.]+,"cost_vs_one_token":[0-9.]+\}$' "$dir/verify.jsonl"
+check "--verify takes 1..64" exit_code 64 "$kara" bench -m "$dir/m.gguf" --verify 65
+check "--verify at most 4 times" exit_code 64 "$kara" bench -m "$dir/m.gguf" --verify 1 --verify 2 --verify 3 --verify 4 --verify 5
+
 "$kara" bench -m "$dir/m.gguf" -t 2 -p 8 -n 4 -r 1 --compete > "$dir/compete.jsonl" 2> "$dir/compete.err"
 check "--compete marks its lines" test "$(grep -c '"compete":true' "$dir/compete.jsonl")" = 2
 check "--compete says so" grep -q "a busy process pinned to CPU 0" "$dir/compete.err"

@@ -5,6 +5,9 @@
  *
  *   pp: one prompt of P random tokens from an empty cache, in batches of 512.
  *   tg: N single-token steps after D tokens already in the cache (-d).
+ *   verifyK (--verify K): steps of K+1 tokens with logits for every entry
+ *     after D tokens, the shape of a speculative-decoding verify step, and
+ *     its cost against a tg step's.
  * Each test runs once to warm up, then REPS times; tokens/s median/min/max.
  * A last line reports the load time, the ISA and the peak resident memory.
  * Flags and defaults are those of every command (cli_config.h). */
@@ -27,6 +30,8 @@ typedef struct bench_opts {
     kara_config cfg; /* -m, -t, -b, -n, --mmap, --kv-dtype (-ctk/-ctv): the shared flags */
     const char *model;
     long long threads, n_prompt, n_gen, depth, reps;
+    long long verify[4]; /* --verify K (repeatable): drafted tokens per verify step */
+    int n_verify;
     bool membw, kernels, onednn; /* micro-benchmarks instead of a model */
     bool no_repack;              /* --no-repack: keep the file's weight layout */
     bool compete;                /* --compete: a busy process pinned to CPU 0 meanwhile */
@@ -52,6 +57,9 @@ static const kr_cli_flag bench_flags[] = {
     {"-d|--n-depth", true, "tokens in the cache before the tg test (default: 0)"},
     {"-r|--repetitions", true, "repetitions, 1..100 (default: 3)"},
     {"--no-repack", false, "keep the file's weight layout (no interleaving of rows at load)"},
+    {"--verify", true,
+     "also time verify steps of K+1 tokens with every entry's logits after -d tokens (repeatable, up to 4 "
+     "values of K, 1..64): a speculative-decoding verify step's cost against a tg step"},
     {"--compete", false, "run a CPU-bound process pinned to CPU 0 meanwhile (a busy device); JSON lines say so"},
     {"--membw", false, "streaming read bandwidth of a 1 GiB buffer instead of a model"},
     {"--kernels", false,
@@ -64,6 +72,7 @@ static const kr_cli_flag bench_flags[] = {
 static const char *k_synopsis =
     "usage: kara bench -m MODEL.gguf [-t THREADS] [-p PROMPT] [-n GEN] [-d DEPTH] [-r REPS]\n"
     "                  [--kv-dtype f16|f32|q8_0|q4_0] [--mmap on|off] [--no-repack]\n"
+    "                  [--verify K]...\n"
     "       kara bench --membw | --kernels [TYPES] | --onednn  [-t N] [-p BATCH]\n\n"
     "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of -b)\n"
     "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
@@ -97,6 +106,13 @@ static int parse(int argc, char **argv, bench_opts *o) {
             ok = kr_arg_int("bench", "-d", a->value, 0, 1 << 20, &o->depth);
         } else if (kr_cli_flag_is(a->flag, "-r")) {
             ok = kr_arg_int("bench", "-r", a->value, 1, 100, &o->reps);
+        } else if (kr_cli_flag_is(a->flag, "--verify")) {
+            if (o->n_verify == 4) {
+                fprintf(stderr, "kara bench: --verify: at most 4 values\n");
+                rc = KR_EXIT_USAGE;
+            } else {
+                ok = kr_arg_int("bench", "--verify", a->value, 1, 64, &o->verify[o->n_verify++]);
+            }
         } else if (kr_cli_flag_is(a->flag, "--no-repack")) {
             o->no_repack = true;
         } else if (kr_cli_flag_is(a->flag, "--compete")) {
@@ -155,6 +171,29 @@ static kara_status feed(kara_context *ctx, int32_t n_vocab, int32_t pos, int32_t
     return KARA_OK;
 }
 
+/* Time `steps` verify steps of k drafted tokens (k+1 entries, logits for
+ * each), each at depth (the sequence is cut back to depth after each, as
+ * if every draft were rejected), so k = 0 and k > 0 read the same cache;
+ * seconds per step into sec. */
+static kara_status verify_steps(kara_context *ctx, int32_t n_vocab, int32_t depth, int32_t k, int32_t steps,
+                                int32_t *tok, int32_t *tpos, int32_t *seq, int8_t *want, double *sec) {
+    double ts = kr_monotonic_seconds();
+    for (int32_t s = 0; s < steps; s++) {
+        for (int32_t i = 0; i <= k; i++) {
+            tok[i] = rand() % n_vocab;
+            tpos[i] = depth + i;
+            seq[i] = 0;
+            want[i] = 1;
+        }
+        kara_batch b = {.n_tokens = k + 1, .tokens = tok, .pos = tpos, .seq_id = seq, .logits = want};
+        kara_status st = kara_decode(ctx, &b);
+        if (st == KARA_OK) st = kara_seq_truncate(ctx, 0, depth);
+        if (st != KARA_OK) return st;
+    }
+    *sec = (kr_monotonic_seconds() - ts) / steps;
+    return KARA_OK;
+}
+
 static void report(const char *model, const char *test, int threads, int depth, double *tps, int reps, bool compete) {
     qsort(tps, (size_t)reps, sizeof *tps, cmp_double);
     printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"%s\",\"threads\":%d,"
@@ -183,6 +222,8 @@ static int bench_main(int argc, char **argv) {
     kara_context_params cp;
     kara_context_params_init(&cp);
     long long need = (o.n_prompt > o.depth + o.n_gen ? o.n_prompt : o.depth + o.n_gen) + 16;
+    for (int v = 0; v < o.n_verify; v++)
+        if (o.depth + o.verify[v] + 17 > need) need = o.depth + o.verify[v] + 17;
     cp.n_ctx = (int32_t)need;
     cp.n_batch = n_batch;
     cp.n_threads = (int32_t)o.threads;
@@ -237,6 +278,32 @@ static int bench_main(int argc, char **argv) {
         snprintf(name, sizeof name, "tg%lld", o.n_gen);
         if (st == KARA_OK) report(base, name, (int)o.threads, (int)o.depth, tps, (int)o.reps, o.compete);
     }
+    int8_t *want = malloc(65);
+    if (!want) st = KARA_ERR_NOMEM;
+    for (int v = 0; v < o.n_verify && st == KARA_OK; v++) {
+        const int32_t k = (int32_t)o.verify[v], steps = o.n_gen > 8 ? (int32_t)o.n_gen : 8;
+        double one[100], many[100];
+        for (int r = -1; r < o.reps && st == KARA_OK; r++) { /* r = -1 warms up */
+            double a = 0, b = 0;
+            kara_seq_clear(ctx, -1);
+            if (o.depth > 0) st = feed(ctx, n_vocab, 0, (int32_t)o.depth, n_batch, tok, tpos, seq);
+            if (!st) st = verify_steps(ctx, n_vocab, (int32_t)o.depth, 0, steps, tok, tpos, seq, want, &a);
+            kara_seq_clear(ctx, -1);
+            if (!st && o.depth > 0) st = feed(ctx, n_vocab, 0, (int32_t)o.depth, n_batch, tok, tpos, seq);
+            if (!st) st = verify_steps(ctx, n_vocab, (int32_t)o.depth, k, steps, tok, tpos, seq, want, &b);
+            if (r >= 0) one[r] = a, many[r] = b;
+        }
+        if (st != KARA_OK) break;
+        qsort(one, (size_t)o.reps, sizeof one[0], cmp_double);
+        qsort(many, (size_t)o.reps, sizeof many[0], cmp_double);
+        double m1 = one[o.reps / 2], mk = many[o.reps / 2];
+        printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"verify%d\",\"threads\":%d,\"depth\":%d,\"reps\":%d,"
+               "\"step_ms_median\":%.3f,\"one_token_step_ms_median\":%.3f,\"cost_vs_one_token\":%.3f%s}\n",
+               base, k, (int)o.threads, (int)o.depth, (int)o.reps, mk * 1e3, m1 * 1e3, mk / m1,
+               o.compete ? ",\"compete\":true" : "");
+        fflush(stdout);
+    }
+    free(want);
     if (st == KARA_OK) {
         printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"load\",\"threads\":%d,\"load_s\":%.3f,"
                "\"model_mib\":%.1f,\"repacked_mib\":%.1f,\"ctx_mib\":%.1f,\"peak_rss_mib\":%.1f,\"isa\":\"%s\"}\n",
