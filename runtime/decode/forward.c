@@ -300,7 +300,7 @@ static void qk_prepare_and_store(kara_context *c, int32_t il, int32_t n) {
         }
         /* the KV policy scores the window with these queries later */
         void *ring = kr_kv_policy_query_row(&c->policy, c->entry_seq[i], il, c->slot[i], c->entry_pos[i]);
-        if (ring) store_row(k, kr_kv_tune(&c->policy.p)->query_cache_dtype, q, ring, (int64_t)hp->n_head * hd);
+        if (ring) store_row(k, c->policy.t.query_cache_dtype, q, ring, (int64_t)hp->n_head * hd);
         for (int32_t h = 0; h < hp->n_head_kv; h++) {
             if (L->k_norm) k->rmsnorm(kk + h * hd, kk + h * hd, L->k_norm, hd, hp->rms_eps);
             rope_apply(hp, kk + h * hd, cs);
