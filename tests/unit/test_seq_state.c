@@ -175,15 +175,24 @@ done:
     free(img);
 }
 
+/* A context of n_seq sequences with the prompt decoded in sequence 0. */
+static kara_context *ctx_with_prompt(kara_kv_method method, int32_t n_seq) {
+    kara_context *c = new_ctx(model, method, KARA_KV_F16, n_seq, 0);
+    kara_batch b = kara_batch_one_sequence(prompt, n_prompt, 0, 0);
+    if (c && !CHECK(kara_decode(c, &b) == KARA_OK)) {
+        kara_context_free(c);
+        c = NULL;
+    }
+    return c;
+}
+
 /* kara_seq_copy: a prompt copied into another sequence of the same context
  * generates what the original does; a compressed sequence is refused. */
 static void test_copy(kara_kv_method method) {
     char want[4096], got[4096];
     int32_t decoded = 0;
-    kara_context *c = new_ctx(model, method, KARA_KV_F16, 3, 0);
+    kara_context *c = ctx_with_prompt(method, 3);
     if (!c) return;
-    kara_batch b = kara_batch_one_sequence(prompt, n_prompt, 0, 0);
-    CHECK(kara_decode(c, &b) == KARA_OK);
     CHECK_MSG(kara_seq_copy(c, 0, 2) == KARA_OK, "copy: %s", kara_last_error());
     CHECK_EQ_INT(kara_seq_n_past(c, 2), n_prompt);
     greedy(c, 2, prompt, n_prompt, got, sizeof got, &decoded);
@@ -205,19 +214,16 @@ static void test_copy(kara_kv_method method) {
 static void test_copy_shares(kara_kv_method method) {
     char want[4096], got[4096];
     int32_t decoded = 0;
-    kara_context *ref = new_ctx(model, method, KARA_KV_F16, 1, 0);
+    kara_context *ref = ctx_with_prompt(method, 1);
     if (!ref) return;
-    kara_batch b = kara_batch_one_sequence(prompt, n_prompt, 0, 0);
-    CHECK(kara_decode(ref, &b) == KARA_OK);
     greedy(ref, 0, prompt, n_prompt, want, sizeof want, &decoded);
     kara_context_free(ref);
 
-    kara_context *c = new_ctx(model, method, KARA_KV_F16, 3, 0);
+    kara_context *c = ctx_with_prompt(method, 3);
     if (!c) return;
     kr_kv_cache *kv = &c->kv;
     const int32_t B = kv->block_size, full = n_prompt / B, tail = n_prompt % B != 0;
     if (!CHECK_MSG(full >= 1, "the prompt (%d tokens) fills no block of %d", n_prompt, B)) goto done;
-    CHECK(kara_decode(c, &b) == KARA_OK);
     const int32_t free0 = kv->n_free;
     CHECK_MSG(kara_seq_copy(c, 0, 1) == KARA_OK && kara_seq_copy(c, 0, 2) == KARA_OK, "%s", kara_last_error());
     CHECK_EQ_INT(kv->n_free, free0 - 2 * tail); /* a copy takes only its own last block */
