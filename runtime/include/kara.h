@@ -315,8 +315,8 @@ typedef struct kara_kv_params {
     int32_t seq_tokens;    /* kv_cache.seq_tokens: a sequence's share in slots; 0 = auto (the pool / n_seq_max) */
     int32_t interval;      /* kara.interval: 128 slots between compression events */
     float retention;       /* kara.retention: 0.2; the share of a window kept at its event (per_window eviction) */
-    /* The research settings: how Kara scores and selects, its eviction details and every baseline's knobs (about
-     * 45 keys, listed in configs/README.md), which may change between releases. Set and read them by their YAML key
+    /* The research settings: how Kara scores and selects, its eviction details and every baseline's knobs (50 keys,
+     * listed in configs/README.md), which may change between releases. Set and read them by their YAML key
      * with kara_kv_params_set / kara_kv_params_get ("kara.score.mode", "two_sided"); the bytes are private. */
     union {
         uint64_t align_;
