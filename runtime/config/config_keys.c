@@ -716,21 +716,22 @@ static kara_status set_in_part(const char *fn, size_t lo, size_t hi, void *part,
     return KARA_OK;
 }
 
+#define KV_LO offsetof(kara_config, context.kv)
+#define KV_HI (KV_LO + sizeof(kara_kv_params))
+#define KV_WHAT "a KV cache setting (kv_cache.*, kara.*, baselines.*)"
+
 kara_status kara_kv_params_set(kara_kv_params *p, const char *key, const char *value) {
-    size_t lo = offsetof(kara_config, context.kv);
-    return set_in_part("kara_kv_params_set", lo, lo + sizeof(kara_kv_params), p, key, value,
-                       "a KV cache setting (kv_cache.*, kara.*, baselines.*)");
+    return set_in_part("kara_kv_params_set", KV_LO, KV_HI, p, key, value, KV_WHAT);
 }
 
 kara_status kara_kv_params_get(const kara_kv_params *p, const char *key, char *buf, size_t size) {
     static const char fn[] = "kara_kv_params_get";
     if (!p || !key || !buf) return kr_set_error(KARA_ERR_ARG, "%s: NULL argument", fn);
-    size_t lo = offsetof(kara_config, context.kv), hi = lo + sizeof(kara_kv_params);
-    int i = key_in_part(fn, lo, hi, key, "a KV cache setting (kv_cache.*, kara.*, baselines.*)");
+    int i = key_in_part(fn, KV_LO, KV_HI, key, KV_WHAT);
     if (i < 0) return KARA_ERR_CONFIG;
     kara_config *tmp = calloc(1, sizeof *tmp); /* the renderer reads by offset into a whole config */
     if (!tmp) return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", fn);
-    memcpy((char *)tmp + lo, p, sizeof *p);
+    memcpy((char *)tmp + KV_LO, p, sizeof *p);
     char text[KARA_CONFIG_PATH_MAX + 16];
     kr_config_fmt_value(&keys[i], tmp, text, sizeof text);
     free(tmp);
@@ -743,11 +744,10 @@ kara_status kara_kv_params_get(const kara_kv_params *p, const char *key, char *b
 kara_status kara_kv_params_get_number(const kara_kv_params *p, const char *key, double *out) {
     static const char fn[] = "kara_kv_params_get_number";
     if (!p || !key || !out) return kr_set_error(KARA_ERR_ARG, "%s: NULL argument", fn);
-    size_t lo = offsetof(kara_config, context.kv), hi = lo + sizeof(kara_kv_params);
-    int i = key_in_part(fn, lo, hi, key, "a KV cache setting (kv_cache.*, kara.*, baselines.*)");
+    int i = key_in_part(fn, KV_LO, KV_HI, key, KV_WHAT);
     if (i < 0) return KARA_ERR_CONFIG;
     const key_spec *k = &keys[i];
-    const char *v = (const char *)p + (k->off - lo);
+    const char *v = (const char *)p + (k->off - KV_LO);
     switch (k->type) {
     case K_INT:
     case K_BOOL:

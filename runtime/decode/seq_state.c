@@ -154,8 +154,6 @@ static kara_status check_image(const kara_context *c, const void *buf, size_t si
     return KARA_OK;
 }
 
-/* Empty seq and reserve blocks for n slots; checked first, so on failure
- * the sequence is as it was. */
 /* Check that seq, cleared, can take n slots of which the first
  * shared_blocks blocks are shared with another sequence (KARA_ERR_KV_BUDGET
  * otherwise, nothing changed); then clear it. */
@@ -170,6 +168,8 @@ static kara_status make_room(kara_context *c, int32_t seq, int32_t n, int32_t sh
     return kara_seq_clear(c, seq);
 }
 
+/* Empty seq and reserve blocks for n slots; checked first, so on failure
+ * the sequence is as it was. */
 static kara_status take_room(kara_context *c, int32_t seq, int32_t n, const char *what) {
     kara_status st = make_room(c, seq, n, 0, what);
     return st ? st : kr_kv_reserve(&c->kv, seq, n);
@@ -209,10 +209,6 @@ kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, s
     return KARA_OK;
 }
 
-/* A whole sequence into another of the same context: its slots' K and V
- * copied (blocks are not shared: Kara moves slots inside a sequence's own
- * blocks when it compacts, so a shared block would need copy-on-write),
- * the policy told it is a prompt, as after a load. */
 /* Leading slots of src that no compression event will rewrite, in src or
  * in a copy: its prompt (all of it while generation has not started) under
  * the methods that never evict a prompt slot; none under streaming and h2o
@@ -224,12 +220,15 @@ static int32_t shareable_slots(const kara_context *c, int32_t src) {
         (m == KARA_KV_METHOD_SNAPKV && pol->t.snapkv_protect_prompt) ||
         (m == KARA_KV_METHOD_RKV && pol->t.rkv_protect_prompt) ||
         (m == KARA_KV_METHOD_LAZY && pol->t.lazy_protect_prompt);
-    const int32_t n = c->kv.seqs[src].n;
     if (!keeps_prompt) return 0;
+    const int32_t n = c->kv.seqs[src].n;
     if (!pol->seqs[src].prompt_marked || m == KARA_KV_METHOD_FULL) return n;
     return pol->seqs[src].n_prompt < n ? pol->seqs[src].n_prompt : n;
 }
 
+/* A whole sequence into another of the same context: the blocks of what
+ * no event rewrites shared (kr_kv_share), the rest copied, and the policy
+ * told it is a prompt, as after a load. */
 kara_status kara_seq_copy(kara_context *c, int32_t src, int32_t dst) {
     if (!c || src < 0 || dst < 0 || src >= c->kv.n_seq_max || dst >= c->kv.n_seq_max)
         return kr_set_error(KARA_ERR_ARG, "kara_seq_copy: invalid arguments");

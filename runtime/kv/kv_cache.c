@@ -109,14 +109,19 @@ static void note_peak(kr_kv_cache *kv) {
     if (used > kv->bytes_peak) kv->bytes_peak = used;
 }
 
-/* Give seq its own copy of the block at table index i (the caller checked
- * that a block is free). */
-static void own_block(kr_kv_cache *kv, kr_kv_seq *s, int32_t i) {
-    int32_t old = s->table[i], b = take_block(kv);
-    memcpy(kv->pool + (size_t)b * kv->bytes_per_block, kv->pool + (size_t)old * kv->bytes_per_block,
+/* A free block holding a copy of block src (the caller checked that one is free). */
+static int32_t take_copy(kr_kv_cache *kv, int32_t src) {
+    int32_t b = take_block(kv);
+    memcpy(kv->pool + (size_t)b * kv->bytes_per_block, kv->pool + (size_t)src * kv->bytes_per_block,
            kv->bytes_per_block);
+    return b;
+}
+
+/* Give seq its own copy of the block at table index i. */
+static void own_block(kr_kv_cache *kv, kr_kv_seq *s, int32_t i) {
+    int32_t old = s->table[i];
+    s->table[i] = take_copy(kv, old);
     release_block(kv, old);
-    s->table[i] = b;
 }
 
 /* The last block is partly filled and shared: the next slot would be
@@ -183,14 +188,10 @@ kara_status kr_kv_share(kr_kv_cache *kv, int32_t src, int32_t dst, int32_t n_sha
         return kr_set_error(KARA_ERR_KV_BUDGET, "KV budget exhausted: the copy needs %d blocks of %zu bytes, %d free",
                             need, kv->bytes_per_block, kv->n_free);
     for (int32_t i = 0; i < a->n_blocks; i++) {
-        if (i < n_shared_blocks) {
-            d->table[i] = a->table[i];
-            kv->refs[a->table[i]]++;
-        } else {
-            d->table[i] = take_block(kv);
-            memcpy(kv->pool + (size_t)d->table[i] * kv->bytes_per_block,
-                   kv->pool + (size_t)a->table[i] * kv->bytes_per_block, kv->bytes_per_block);
-        }
+        if (i < n_shared_blocks)
+            kv->refs[d->table[i] = a->table[i]]++;
+        else
+            d->table[i] = take_copy(kv, a->table[i]);
     }
     d->n_blocks = a->n_blocks;
     d->n = a->n;

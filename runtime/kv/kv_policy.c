@@ -273,7 +273,7 @@ kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq
     kr_kv_policy_seq *q = &pol->seqs[seq];
     kr_kv_compact_plan plan;
     kara_status st = kr_kv_compact_plan_make(&plan, frontier, s->n, n_buf, pol->keep, k, pol->moves);
-    if (!st && plan.n_moves) st = kr_kv_unshare_from(kv, seq, frontier); /* moves write from the frontier on */
+    if (!st && plan.n_moves) st = kr_kv_unshare_from(kv, seq, plan.moves[0].dst); /* the lowest slot written */
     if (st) return st;
     int32_t g0 = group < 0 ? 0 : group, g1 = group < 0 ? kv->n_groups : group + 1, l1 = g1 * kv->layers_per_group;
     move_ctx mc = {kv, seq, g0 * kv->layers_per_group, l1 < kv->n_layer ? l1 : kv->n_layer};

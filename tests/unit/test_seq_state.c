@@ -244,6 +244,7 @@ static void test_copy_shares(kara_kv_method method) {
 
     /* sequence 2 generates (Kara compresses its windows), then sequence 0 */
     greedy(c, 2, prompt, n_prompt, got, sizeof got, &decoded);
+    CHECK_EQ_INT(kv->refs[kv->seqs[0].table[0]], 2); /* its events never rewrote the shared prompt */
     CHECK_MSG(!strcmp(want, got), "%s: the copy generates '%s', a context of its own '%s'", kara_kv_method_name(method),
               got, want);
     greedy(c, 0, prompt, n_prompt, got, sizeof got, &decoded);

@@ -26,6 +26,8 @@
 #include "kara.h"
 #include "monotonic_clock.h"
 
+#define MAX_VERIFY 64 /* most drafted tokens a --verify step takes */
+
 typedef struct bench_opts {
     kara_config cfg; /* -m, -t, -b, -n, --mmap, --kv-dtype (-ctk/-ctv): the shared flags */
     const char *model;
@@ -111,7 +113,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 fprintf(stderr, "kara bench: --verify: at most 4 values\n");
                 rc = KR_EXIT_USAGE;
             } else {
-                ok = kr_arg_int("bench", "--verify", a->value, 1, 64, &o->verify[o->n_verify++]);
+                ok = kr_arg_int("bench", "--verify", a->value, 1, MAX_VERIFY, &o->verify[o->n_verify++]);
             }
         } else if (kr_cli_flag_is(a->flag, "--no-repack")) {
             o->no_repack = true;
@@ -278,7 +280,7 @@ static int bench_main(int argc, char **argv) {
         snprintf(name, sizeof name, "tg%lld", o.n_gen);
         if (st == KARA_OK) report(base, name, (int)o.threads, (int)o.depth, tps, (int)o.reps, o.compete);
     }
-    int8_t *want = malloc(65);
+    int8_t *want = malloc(MAX_VERIFY + 1);
     if (!want) st = KARA_ERR_NOMEM;
     for (int v = 0; v < o.n_verify && st == KARA_OK; v++) {
         const int32_t k = (int32_t)o.verify[v], steps = o.n_gen > 8 ? (int32_t)o.n_gen : 8;
