@@ -40,19 +40,28 @@ void kr_parallel_run(kara_context *ctx, void (*fn)(void *arg, int ith, int nth),
     fn(arg, 0, 1);
 }
 
-/* Empty regions on all the context's threads, run until budget_s has
- * passed (at least two): the mean seconds of one synchronisation now
- * (run_threads.h). A core held by another process shows only when that
- * process gets its time slice, so the ping has to last about as long. */
-double kr_parallel_ping(kara_context *ctx, double budget_s) {
+/* Regions on all the context's threads in which every thread is busy
+ * until work_s after the region began, run until budget_s has passed (at
+ * least two): the mean seconds of one region now (run_threads.h). A core
+ * held by another process shows only when that process gets its time
+ * slice, so the ping has to last about as long; and the threads must be
+ * busy as in a real call: with empty regions the ping read quiet beside a
+ * busy core while the call it priced ran 50x slower than on one thread. */
+double kr_parallel_ping(kara_context *ctx, double budget_s, double work_s) {
     double t0 = kr_monotonic_seconds(), dt = 0;
     int n = 0;
     do {
+        const double until = kr_monotonic_seconds() + work_s;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(ctx->n_threads)
-        { (void)0; }
+        {
+            while (kr_monotonic_seconds() < until) {
+            }
+        }
 #else
         (void)ctx;
+        while (kr_monotonic_seconds() < until) {
+        }
 #endif
         n++;
         dt = kr_monotonic_seconds() - t0;

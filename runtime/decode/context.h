@@ -75,9 +75,9 @@ struct kara_context {
 
 /* Run fn(arg, ith, nth) on the context's threads (OpenMP) and wait. */
 void kr_parallel_run(kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);
-/* Mean seconds of one empty region on all the context's threads, pinged
- * for about budget_s. */
-double kr_parallel_ping(kara_context *ctx, double budget_s);
+/* Mean seconds of one region on all the context's threads, each thread
+ * busy for work_s of it, pinged for about budget_s. */
+double kr_parallel_ping(kara_context *ctx, double budget_s, double work_s);
 
 /* Inside fn of kr_parallel_run: wait until every thread of the region
  * gets here (nothing when single-threaded). */

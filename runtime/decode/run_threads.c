@@ -40,13 +40,19 @@ static void probe_done(kr_run_threads_class *L, int mode) {
  * thread. Returns the mode to run. */
 static int price_parallel_try(kara_context *c, kr_run_threads_class *L, bool probing) {
     kr_run_threads_state *s = &c->rt;
-    if (L->sec_per_flop[0] <= 0 || s->regions_per_call <= 0) return 1;
-    double one_s = L->sec_per_flop[0] * s->work;
-    double floor_s =
-        s->ping(c, one_s < KR_PING_MAX_SECONDS ? one_s : KR_PING_MAX_SECONDS) * (double)s->regions_per_call;
+    if (s->regions_per_call <= 0) return 1;
+    /* before one thread is measured, a fast core's speed stands in for it */
+    bool nominal = L->sec_per_flop[0] <= 0;
+    double one_s = nominal ? s->work / KR_ONE_THREAD_FLOPS_FAST : L->sec_per_flop[0] * s->work;
+    /* each region pinged with its share of the call's work on every thread,
+     * so a quiet machine prices the call at about one_s / n_threads */
+    double regions = (double)s->regions_per_call;
+    double work_s = one_s / ((double)c->n_threads * regions);
+    double floor_s = s->ping(c, one_s < KR_PING_MAX_SECONDS ? one_s : KR_PING_MAX_SECONDS, work_s) * regions;
     if (floor_s <= one_s) return 1;
     s->skipped++;
-    L->pending = 0; /* a confirmation priced out is a try that lost */
+    if (nominal) return 0; /* nothing to compare yet: one thread is measured first */
+    L->pending = 0;        /* a confirmation priced out is a try that lost */
     L->sec_per_flop[1] = floor_s / s->work;
     if (probing) probe_done(L, 1);
     return 0;
@@ -68,7 +74,8 @@ double kr_run_threads_choose(kara_context *c, int32_t n_tokens) {
     kr_run_threads_class *L = &s->cls[s->cur];
     /* until both are measured: one thread first for calls below
      * KR_START_PARALLEL_FLOPS (a short prompt is often the only call that
-     * large), all threads first above it; then the cheaper, with a probe of
+     * large), all threads first above it unless the ping says the cores are
+     * busy (price_parallel_try); then the cheaper, with a probe of
      * the other after probe_every calls (run_threads.h: it backs off) */
     double *spf = L->sec_per_flop;
     int mode;
@@ -129,6 +136,13 @@ void kr_run_threads_record(kara_context *c, double t0) {
     if (L->pending > 0) {
         if (spf < L->pending) spf = L->pending;
         L->pending = 0;
+    }
+    if (s->mode == 0 && *avg == 0 && L->sec_per_flop[1] > 0 && L->sec_per_flop[1] < spf) {
+        /* all threads ran first (a large call, the cores looked quiet) and
+         * beat this first call of one thread: that time has not been
+         * confirmed either, so all threads run again on the next call */
+        L->pending = L->sec_per_flop[1];
+        L->sec_per_flop[1] = 0;
     }
     if (!s->probing) {
         *avg = *avg > 0 ? 0.75 * *avg + 0.25 * spf : spf;

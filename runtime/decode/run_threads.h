@@ -14,19 +14,23 @@
  *
  * Decode steps and prompt batches are learned apart (their cost per flop
  * differs several times, so one average would flip between them). A try of
- * all threads is first priced by a ping: one empty parallel region, timed.
- * A call needs about as many such synchronisations as it has parallel
- * regions, so when ping x regions already exceeds what one thread is
- * measured to need for the call, the try is skipped (it counts as a try that
- * lost): beside a busy core, one try of a small model's prompt on two
- * threads cost 190 calls of one thread. There is no ceiling on the size of
- * a call that may run on one thread: a large prompt is tried on one thread
- * once, early. A try of all threads that beats one thread must do it twice
- * in a row (the slower of the two times counts): beside a busy core one
- * lucky call on both threads was kept, and the next ran 30x slower. The
- * context's first timed call is not recorded: cold caches
- * and first touches made it 3x slower than the next, so the mode it ran on
- * looked worse than it is.
+ * all threads is first priced by a ping: parallel regions in which every
+ * thread is busy for its share of one region of the call (the call's
+ * one-thread time / (threads x regions)), timed. When the ping's region
+ * time x the call's regions exceeds what one thread is measured to need for
+ * the call, the try is skipped (it counts as a try that lost): beside a busy
+ * core, one try of a small model's prompt on two threads cost 190 calls of
+ * one thread. (Empty regions priced that try as cheap: a thread that is not
+ * busy yields less of its core's time slice.) Before one thread is measured
+ * the ping is weighed against a fast core's speed instead. There is no
+ * ceiling on the size of a call that may run on one thread: a large prompt
+ * is tried on one thread once, early. A try of all threads that beats one
+ * thread must do it twice in a row (the slower of the two times counts),
+ * and so must a first call on all threads that beat the first on one:
+ * beside a busy core one lucky call on both threads was kept, and the next
+ * ran 30x slower. The context's first timed call is not recorded: cold
+ * caches and first touches made it 3x slower than the next, so the mode it
+ * ran on looked worse than it is.
  * The kernels' bits do not depend on the thread split, so neither do the
  * results. */
 #ifndef KR_RUN_THREADS_H
@@ -42,8 +46,14 @@
 #define KR_PARALLEL_MIN_FLOPS 8e6
 #define KR_RUN_THREADS_PROBE_EVERY 32
 #define KR_RUN_THREADS_PROBE_MAX 1024
-/* Before anything is measured, calls below this run on one thread first. */
+/* Before anything is measured, calls below this run on one thread first;
+ * larger ones on all threads, unless the ping prices the call's parallel
+ * regions above what one fast core (KR_ONE_THREAD_FLOPS_FAST, flops per
+ * second: AVX-512 VNNI int8 prompt GEMM) would need for the whole call.
+ * Beside a busy core the shipped model's 128-token prompt (256 MFLOP) ran
+ * its first timed calls on both threads, 2-3x slower than on one. */
 #define KR_START_PARALLEL_FLOPS 256e6
+#define KR_ONE_THREAD_FLOPS_FAST 200e9
 /* The longest a ping lasts (a few scheduler time slices). */
 #define KR_PING_MAX_SECONDS 0.008
 /* Calls of at least this many entries are prompt batches, learned apart
@@ -61,19 +71,19 @@ typedef struct kr_run_threads_class {
 } kr_run_threads_class;
 
 typedef struct kr_run_threads_state {
-    double flops_per_token;                 /* weights' multiply-adds x 2 */
-    double flops_per_context;               /* attention's, per token and cached position */
-    kr_run_threads_class cls[2];            /* [0] decode steps, [1] prompt batches */
-    double work;                            /* of the current call */
-    int32_t cur;                            /* class of the current call */
-    int32_t mode;                           /* of the current call: 0 one thread, 1 all, -1 not timed */
-    bool probing;                           /* the current call is such a try */
-    int64_t regions;                        /* parallel regions run so far (kr_parallel_run) */
-    int64_t regions_at_start;               /* ... when the current call started */
-    int64_t regions_per_call;               /* of the last timed call; 0 = not known yet */
-    double (*ping)(kara_context *, double); /* kr_parallel_ping (tests replace it) */
-    int32_t skipped;                        /* tries of all threads skipped on the ping's price */
-    bool warm;                              /* a timed call has run (the context's first is not recorded) */
+    double flops_per_token;                         /* weights' multiply-adds x 2 */
+    double flops_per_context;                       /* attention's, per token and cached position */
+    kr_run_threads_class cls[2];                    /* [0] decode steps, [1] prompt batches */
+    double work;                                    /* of the current call */
+    int32_t cur;                                    /* class of the current call */
+    int32_t mode;                                   /* of the current call: 0 one thread, 1 all, -1 not timed */
+    bool probing;                                   /* the current call is such a try */
+    int64_t regions;                                /* parallel regions run so far (kr_parallel_run) */
+    int64_t regions_at_start;                       /* ... when the current call started */
+    int64_t regions_per_call;                       /* of the last timed call; 0 = not known yet */
+    double (*ping)(kara_context *, double, double); /* kr_parallel_ping (tests replace it) */
+    int32_t skipped;                                /* tries of all threads skipped on the ping's price */
+    bool warm;                                      /* a timed call has run (the context's first is not recorded) */
 } kr_run_threads_state;
 
 void kr_run_threads_init(kara_context *c);

@@ -30,11 +30,11 @@
 /* The ping's answer, set by the test (seconds per region). */
 static double g_ping = 1e-9;
 static int g_pings;
-static double fake_ping(kara_context *c, double budget_s) {
+static double fake_ping(kara_context *c, double budget_s, double work_s) {
     (void)c;
     (void)budget_s;
     g_pings++;
-    return g_ping;
+    return g_ping + work_s;
 }
 
 /* n_tokens entries at positions 0.. whose work is about `work` flops */
@@ -173,6 +173,66 @@ static void check_choices(kara_model *m) {
     CHECK_EQ_INT(c->run_threads, 1);
     timed_call(c, big, 1.0, 4.0);
     CHECK_EQ_INT(c->run_threads, 1);
+    kara_context_free(c);
+
+    /* the same large call beside a busy core: once the first call has
+     * counted its regions, a ping that prices them above a fast core's time
+     * for the whole call keeps it on one thread until one thread is
+     * measured; then the try of all threads is priced against that */
+    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    s = &c->rt;
+    s->ping = fake_ping;
+    for (int32_t e = 0; e < big; e++)
+        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
+    g_ping = 0.005;                   /* a scheduler slice per region: 20 regions = 100 ms */
+    timed_call(c, big, 0.002, 0.100); /* the first call (not recorded) knows no region count */
+    CHECK_EQ_INT(c->run_threads, 2);
+    CHECK(s->regions_per_call == 20 && s->work / KR_ONE_THREAD_FLOPS_FAST < 20 * g_ping);
+    int skipped = s->skipped;
+    timed_call(c, big, 0.002, 0.100);
+    CHECK_EQ_INT(c->run_threads, 1);
+    CHECK_EQ_INT(s->skipped, skipped + 1);
+    L = &s->cls[s->cur];
+    CHECK(L->sec_per_flop[0] > 0 && L->sec_per_flop[1] == 0); /* no made-up price for all threads */
+    for (int k = 0; k < 4; k++) {
+        timed_call(c, big, 0.002, 0.100);
+        CHECK_EQ_INT(c->run_threads, 1);
+    }
+    /* a lucky first call on all threads (before one thread was measured)
+     * is confirmed like any try: it runs again, and the slower time counts */
+    kara_context_free(c);
+    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    s = &c->rt;
+    s->ping = fake_ping;
+    s->warm = true;
+    for (int32_t e = 0; e < big; e++)
+        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
+    g_ping = 1e-9;
+    timed_call(c, big, 1.0, 0.5); /* lucky */
+    CHECK_EQ_INT(c->run_threads, 2);
+    timed_call(c, big, 1.0, 4.0);
+    CHECK_EQ_INT(c->run_threads, 1);
+    L = &s->cls[s->cur];
+    CHECK(L->pending > 0 && L->sec_per_flop[1] == 0);
+    timed_call(c, big, 1.0, 4.0); /* the confirmation loses */
+    CHECK_EQ_INT(c->run_threads, 2);
+    CHECK(L->pending == 0 && L->sec_per_flop[1] > L->sec_per_flop[0]);
+    for (int k = 0; k < 4; k++) {
+        timed_call(c, big, 1.0, 4.0);
+        CHECK_EQ_INT(c->run_threads, 1);
+    }
+    /* quiet: the same start runs on all threads */
+    kara_context_free(c);
+    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    s = &c->rt;
+    s->ping = fake_ping;
+    for (int32_t e = 0; e < big; e++)
+        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
+    g_ping = 1e-6;
+    timed_call(c, big, 0.002, 0.001);
+    timed_call(c, big, 0.002, 0.001);
+    CHECK_EQ_INT(c->run_threads, 2);
+    g_ping = 1e-9;
     kara_context_free(c);
 
     /* beside a busy core: one lucky call on two threads (2 ms against one
