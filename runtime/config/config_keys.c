@@ -42,6 +42,8 @@ static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
 
+static const kr_enum_name spec_names[] = {{"none", KARA_SPEC_NONE}, {"ngram", KARA_SPEC_NGRAM}, {NULL, 0}};
+
 /* batch.on_changed: what a resume does with a request edited since its answer (kara batch --on-changed) */
 static const kr_enum_name on_changed_names[] = {{"rerun", 0}, {"refuse", 1}, {"keep", 2}, {NULL, 0}};
 
@@ -124,6 +126,8 @@ const key_spec kr_config_keys[] = {
     {"chat.template", K_STRING, FIELD(chat_template), 0, 0, NULL, 0},
     {"chat.think", K_ENUM, FIELD(think), 0, 0, think_names, 0},
     {"chat.reasoning_budget", K_INT, FIELD(reasoning_budget), -1, MAX_TOKENS, NULL, 0},
+    {"speculative.mode", K_ENUM, FIELD(spec), 0, 0, spec_names, 0},
+    {"speculative.draft_max", K_INT, FIELD(draft_max), 1, KARA_MAX_DRAFT, NULL, 0},
     {"batch.input", K_STRING, FIELD(batch_input), 0, 0, NULL, 0},
     {"batch.output", K_STRING, FIELD(batch_output), 0, 0, NULL, 0},
     {"batch.resume", K_BOOL, FIELD(batch_resume), 0, 0, NULL, 0},
@@ -166,6 +170,8 @@ void kara_config_init(kara_config *c) {
     snprintf(c->chat_template, sizeof c->chat_template, "auto");
     c->think = KARA_THINK_AUTO;
     c->reasoning_budget = -1;
+    c->spec = KARA_SPEC_NONE;
+    c->draft_max = 8;
     c->batch_resume = false;
     c->batch_ordered = false;
     c->shard_index = 0;

@@ -289,6 +289,7 @@ int32_t kr_context_blocks_free(const kara_context *c) { return c->kv.n_free; }
 int32_t kr_context_seq_blocks(const kara_context *c, int32_t seq) { return c->kv.seqs[seq].n_blocks; }
 int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
 int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
+bool kara_context_kv_compressing(const kara_context *c) { return c && c->policy.scoring; }
 
 /* Check every entry and make room for all of them before any work, so a
  * failing call leaves every sequence exactly as it was. */

@@ -12,6 +12,15 @@
  *            could still become one is held back)
  *         -> released as runs of one channel.
  * Everything is sized at create; nothing is allocated per token.
+ *
+ * Speculative decoding (spec NGRAM): a decoded token goes into the cache
+ * with up to draft_max drafted tokens after it, logits for each. The next
+ * steps choose their tokens from those logits exactly as from a one-token
+ * decode (the same sampler call, so the same draws); while each matches the
+ * drafted token already in the cache it is taken without a decode, and at
+ * the first that does not (or at the end) the unchecked rest is cut back
+ * out of the sequence. The batched forward pass gives each entry the
+ * logits a one-token step gives it, so the text is plain decoding's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +30,7 @@
 #include "params_size.h"
 #include "status.h"
 #include "gen_seq.h"
+#include "ngram_draft.h"
 #include "text_pipeline.h"
 #include "monotonic_clock.h"
 
@@ -49,6 +59,13 @@ struct kara_generator {
 
     bool started;
     kara_generator_stats stats;
+
+    /* speculative decoding: the entries of the last decode (a token, then
+     * its drafted tokens), how many of its logits rows the steps have used */
+    bool spec;
+    kr_ngram_index ngram;
+    int32_t *vbatch; /* draft_max + 1 tokens */
+    int32_t v_n, v_used;
 };
 
 void kara_generator_params_init(kara_generator_params *p) {
@@ -59,6 +76,8 @@ void kara_generator_params_init(kara_generator_params *p) {
     p->reasoning_budget = -1;
     p->split_thinking = true;
     p->think_start = KARA_THINK_START_AUTO;
+    p->spec = KARA_SPEC_NONE;
+    p->draft_max = 8;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -89,6 +108,11 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: max_tokens and reasoning_budget must be >= -1");
     if ((int)p->think_start < 0 || p->think_start > KARA_THINK_START_THINK)
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: bad think_start %d", (int)p->think_start);
+    if ((int)p->spec < KARA_SPEC_NONE || p->spec > KARA_SPEC_NGRAM)
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_create: bad spec mode %d", (int)p->spec);
+    if (p->spec != KARA_SPEC_NONE && (p->draft_max < 1 || p->draft_max > KARA_MAX_DRAFT))
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_create: draft_max %d outside [1, %d]", p->draft_max,
+                            KARA_MAX_DRAFT);
 
     kara_generator *g = calloc(1, sizeof *g);
     if (!g) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
@@ -105,12 +129,16 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     }
     kara_status st = kr_gen_model_init(&g->gm, g->model);
     if (!st) st = kr_gen_seq_init(&g->out, &g->gm, &p->sampling);
-    g->hist = malloc((size_t)g->n_ctx * sizeof *g->hist);
+    g->hist = malloc(((size_t)g->n_ctx + 1) * sizeof *g->hist);
     g->batch_pos = malloc((size_t)g->n_batch * sizeof *g->batch_pos);
     g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
     g->batch_logits = malloc((size_t)g->n_batch);
     g->tail = malloc((size_t)g->gm.piece_cap * TAIL_TOKENS + 1);
-    if (!st && (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->tail))
+    /* drafts need the history one token past n_ctx (the token being decoded) */
+    g->spec = p->spec != KARA_SPEC_NONE && !kara_context_kv_compressing(ctx) && g->n_batch > 1;
+    g->vbatch = malloc(((size_t)(g->spec ? p->draft_max : 0) + 1) * sizeof *g->vbatch);
+    if (!st && g->spec) st = kr_ngram_init(&g->ngram, g->n_ctx + 1);
+    if (!st && (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->tail || !g->vbatch))
         st = kr_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
     if (st) {
         kara_generator_free(g);
@@ -129,6 +157,8 @@ void kara_generator_free(kara_generator *g) {
     free(g->batch_seq);
     free(g->batch_logits);
     free(g->tail);
+    free(g->vbatch);
+    kr_ngram_free(&g->ngram);
     free(g);
 }
 
@@ -192,6 +222,14 @@ static void compact(kara_generator *g) {
 
 static bool aborted(kara_generator *g) { return g->p.abort && g->p.abort(g->p.abort_user); }
 
+/* Take the drafted tokens no step has confirmed back out of the sequence,
+ * so that it holds exactly the history. */
+static kara_status drop_unchecked(kara_generator *g) {
+    if (g->v_used + 1 >= g->v_n) return KARA_OK;
+    g->v_n = g->v_used + 1;
+    return kara_seq_truncate(g->ctx, g->seq, g->pos);
+}
+
 /* Decode tokens[from..n) at positions g->pos.. in chunks of n_batch,
  * logits for the very last token only. */
 static kara_status decode_prompt(kara_generator *g, const int32_t *tokens, int32_t from, int32_t n) {
@@ -236,6 +274,7 @@ kara_status kara_generator_adopt(kara_generator *g, int32_t seq_id, const int32_
 
 kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_t *tokens, int32_t n) {
     if (!g || (n > 0 && !tokens)) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: NULL argument");
+    if (g->started && drop_unchecked(g)) g->hist_seq = -1; /* cannot happen (spec needs truncation); forget it */
     g->started = false;
     if (n < 1) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: the prompt is empty");
     if (seq_id < 0) return kr_set_error(KARA_ERR_ARG, "kara_generator_start: sequence %d is negative", seq_id);
@@ -267,6 +306,7 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
             reuse = true;
         }
     }
+    if (g->spec) kr_ngram_cut(&g->ngram, reuse ? g->n_hist : 0);
     g->seq = seq_id;
     if (!reuse) {
         kara_status st = kara_seq_clear(g->ctx, seq_id);
@@ -285,6 +325,9 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
     }
     g->stats.n_prompt_decoded = n - from;
     g->stats.t_prompt_s = kr_monotonic_seconds() - t0;
+    g->stats.spec_on = g->spec;
+    g->v_n = 1; /* the prompt's last logits */
+    g->v_used = 0;
 
     /* the sampler keeps its random state: a repeated prompt (a regenerated
      * reply) must get a new draw */
@@ -304,29 +347,80 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
 /* Generation                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Choose one token (gen_seq.c) and decode it. */
-static kara_status step(kara_generator *g) {
-    if (aborted(g)) {
-        kr_gen_seq_finish(&g->out, KARA_STOPPED, KARA_STOP_ABORT);
-        return KARA_OK;
+/* Decode tok at g->pos with up to draft_max drafted tokens after it (logits
+ * for each), or alone when there is no draft or the longer batch does not
+ * fit (kara_decode changes nothing when it refuses). */
+static kara_status decode_with_draft(kara_generator *g, int32_t tok) {
+    int32_t k = 0;
+    g->vbatch[0] = tok;
+    if (g->spec) {
+        int32_t room = g->n_ctx - g->pos - 1, max = g->p.draft_max;
+        if (max > room) max = room;
+        if (max > g->n_batch - 1) max = g->n_batch - 1;
+        g->hist[g->n_hist] = tok; /* looked up with the token being decoded as the suffix's end */
+        if (max > 0) k = kr_ngram_draft(&g->ngram, g->hist, g->n_hist + 1, max, g->vbatch + 1);
     }
-    int32_t tok;
-    if (!kr_gen_seq_next(&g->out, &g->gm, kara_get_logits(g->ctx, -1), g->ostart, &tok))
-        return g->out.final < 0 ? g->out.final : KARA_OK;
-    g->batch_pos[0] = g->pos;
-    g->batch_seq[0] = g->seq;
-    g->batch_logits[0] = 1;
-    kara_batch b = {
-        .n_tokens = 1, .tokens = &tok, .pos = g->batch_pos, .seq_id = g->batch_seq, .logits = g->batch_logits};
-    kara_status st = kara_decode(g->ctx, &b);
-    if (st == KARA_ERR_CONTEXT_FULL) {
-        kr_gen_seq_finish(&g->out, KARA_DONE, KARA_STOP_CONTEXT_FULL);
-        return KARA_OK;
+    kara_status st;
+    for (;;) {
+        for (int32_t j = 0; j <= k; j++) {
+            g->batch_pos[j] = g->pos + j;
+            g->batch_seq[j] = g->seq;
+            g->batch_logits[j] = 1;
+        }
+        kara_batch b = {.n_tokens = k + 1,
+                        .tokens = g->vbatch,
+                        .pos = g->batch_pos,
+                        .seq_id = g->batch_seq,
+                        .logits = g->batch_logits};
+        st = kara_decode(g->ctx, &b);
+        if (st && k > 0 && (st == KARA_ERR_KV_BUDGET || st == KARA_ERR_CONTEXT_FULL)) {
+            k = 0; /* the draft did not fit where the token alone may */
+            continue;
+        }
+        break;
     }
     if (st) return st;
     g->hist[g->n_hist++] = tok;
     g->pos++;
+    g->v_n = k + 1;
+    g->v_used = 0;
+    if (k > 0) {
+        g->stats.n_verify++;
+        g->stats.n_drafted += k;
+    }
     return KARA_OK;
+}
+
+/* Choose one token (gen_seq.c) and decode it, unless it is the drafted
+ * token already in the cache after the last one. */
+static kara_status step(kara_generator *g) {
+    if (aborted(g)) {
+        kr_gen_seq_finish(&g->out, KARA_STOPPED, KARA_STOP_ABORT);
+        return drop_unchecked(g);
+    }
+    int32_t tok;
+    if (!kr_gen_seq_next(&g->out, &g->gm, kara_get_logits(g->ctx, g->v_used), g->ostart, &tok)) {
+        kara_status st = drop_unchecked(g);
+        if (st) return st;
+        return g->out.final < 0 ? g->out.final : KARA_OK;
+    }
+    if (g->v_used + 1 < g->v_n) {
+        if (tok == g->vbatch[g->v_used + 1]) { /* the draft was right: already decoded */
+            g->hist[g->n_hist++] = tok;
+            g->pos++;
+            g->v_used++;
+            g->stats.n_accepted++;
+            return KARA_OK;
+        }
+        kara_status st = drop_unchecked(g);
+        if (st) return st;
+    }
+    kara_status st = decode_with_draft(g, tok);
+    if (st == KARA_ERR_CONTEXT_FULL) {
+        kr_gen_seq_finish(&g->out, KARA_DONE, KARA_STOP_CONTEXT_FULL);
+        return KARA_OK;
+    }
+    return st;
 }
 
 kara_status kara_generator_next(kara_generator *g, kara_piece *out) {

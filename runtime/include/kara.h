@@ -365,6 +365,10 @@ void kara_context_free(kara_context *ctx);
 const kara_model *kara_context_model(const kara_context *ctx);
 int32_t kara_context_n_ctx(const kara_context *ctx);
 int32_t kara_context_n_batch(const kara_context *ctx); /* most entries per kara_decode */
+/* Whether KV compression can act in this context: a method other than full whose budget cannot hold every sequence
+ * whole (eviction on demand). Then the policy scores generated tokens as they come, kara_seq_truncate past a prompt
+ * is refused, and speculative decoding stays off (it needs to take back drafted tokens exactly). */
+bool kara_context_kv_compressing(const kara_context *ctx);
 
 /* A batch of entries, possibly from several sequences: entry i feeds token tokens[i] at position pos[i] of sequence
  * seq_id[i]; logits[i] != 0 asks for its logits. Positions of one sequence must continue where it left off. */
@@ -488,6 +492,14 @@ void kara_sampler_reset(kara_sampler *s);                 /* empty the history, 
 #define KARA_CONFIG_NAME_MAX 64    /* bytes of a preset/template name */
 #define KARA_CONFIG_MAX_KEYS 96    /* room for every key of the schema */
 #define KARA_CONFIG_ORIGIN_MAX 160 /* bytes of one origin text */
+/* Speculative decoding: drafted tokens are checked by the model in one batched step; the text is what plain decoding
+ * gives (greedy: the same tokens; sampled: the same draws from the same seed), only faster when drafts are right.
+ * Off where KV compression can act (kara_context_kv_compressing). */
+typedef enum kara_spec_mode {
+    KARA_SPEC_NONE = 0,
+    KARA_SPEC_NGRAM = 1 /* the tokens after the latest earlier occurrence of the sequence's last 2-4 tokens */
+} kara_spec_mode;
+#define KARA_MAX_DRAFT 32
 typedef enum kara_think_mode {
     KARA_THINK_AUTO = 0, /* what the chat template does by default */
     KARA_THINK_ON = 1,
@@ -507,6 +519,8 @@ typedef struct kara_config {
     char chat_template[KARA_CONFIG_NAME_MAX]; /* chat.template: "auto" = from the GGUF metadata */
     kara_think_mode think;                    /* chat.think: auto | on | off */
     int32_t reasoning_budget;                 /* chat.reasoning_budget: thinking tokens; -1 unlimited, 0 none */
+    kara_spec_mode spec;                      /* speculative.mode: none | ngram */
+    int32_t draft_max;                        /* speculative.draft_max: 1..KARA_MAX_DRAFT */
     char batch_input[KARA_CONFIG_PATH_MAX];   /* batch.input: requests (JSONL) */
     char batch_output[KARA_CONFIG_PATH_MAX];  /* batch.output: results (JSONL) */
     bool batch_resume;                        /* batch.resume: skip custom_ids already in output */
@@ -603,6 +617,7 @@ typedef enum kara_think_start {
     KARA_THINK_START_ANSWER,
     KARA_THINK_START_THINK
 } kara_think_start;
+
 typedef struct kara_generator_params {
     uint32_t size;                           /* sizeof (kara_generator_params_init) */
     kara_sampler_params sampling;            /* kara_sampler_params_init defaults */
@@ -615,6 +630,8 @@ typedef struct kara_generator_params {
     const char *stop[KARA_MAX_STOP_STRINGS]; /* copied at create; each 1..255 bytes */
     kara_abort_fn abort;                     /* optional */
     void *abort_user;
+    kara_spec_mode spec; /* speculative decoding (docs/SPECULATIVE.md): NONE, or NGRAM (drafts from its own text) */
+    int32_t draft_max;   /* most tokens drafted per step, 1..KARA_MAX_DRAFT */
 } kara_generator_params;
 
 typedef struct kara_generator kara_generator; /* it and its context: one thread at a time */
@@ -628,7 +645,7 @@ typedef enum kara_stop_reason {
     KARA_STOP_ABORT         /* the abort callback returned true */
 } kara_stop_reason;
 /* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1, split_thinking true (false: raw text, all
- * KARA_CHANNEL_ANSWER), think_start AUTO, ignore_eog false, no stop strings, no abort. */
+ * KARA_CHANNEL_ANSWER), think_start AUTO, ignore_eog false, no stop strings, no abort, spec NONE, draft_max 8. */
 void kara_generator_params_init(kara_generator_params *p);
 
 /* A generator over one context (which it does not own; free the generator first). Allocates everything it will use:
@@ -666,6 +683,10 @@ typedef struct kara_generator_stats {
     int32_t n_forced;         /* tokens forced to close thinking at the budget */
     double t_prompt_s;        /* seconds decoding the prompt */
     double t_generate_s;      /* seconds in kara_generator_next */
+    bool spec_on;             /* speculative decoding ran (asked for, and the context allows it) */
+    int32_t n_verify;         /* decode steps that carried drafted tokens */
+    int32_t n_drafted;        /* tokens drafted */
+    int32_t n_accepted;       /* of which the model chose (the acceptance rate is n_accepted / n_drafted) */
 } kara_generator_stats;
 void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *out);
 

@@ -52,6 +52,10 @@ static const shared_flag shared_flags[] = {
      "per-sequence token budget of streaming/snapkv/h2o/rkv/lazy/kara threshold"},
     {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
     {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
+    {"--spec", "speculative.mode",
+     "none|ngram: speculative decoding, drafts from the text itself (the same output; off where KV compression can "
+     "act)"},
+    {"--draft-max", "speculative.draft_max", "most tokens drafted per speculative step (1..32)"},
 };
 #define N_SHARED (int)(sizeof shared_flags / sizeof shared_flags[0])
 

@@ -561,6 +561,10 @@ static int setup_engine(job *j) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
         return status_exit(st);
     }
+    if (cfg->spec != KARA_SPEC_NONE)
+        fprintf(stderr,
+                "kara batch: speculative.mode is not supported by the batch engine yet; decoding without it "
+                "(the output is the same)\n");
     kara_engine_params ep;
     kara_engine_params_init(&ep);
     ep.max_queue = 2 * cp.n_seq_max + 8;

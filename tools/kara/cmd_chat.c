@@ -704,6 +704,8 @@ static int chat_main(int argc, char **argv) {
     gp.split_thinking = !o.raw_reasoning;
     gp.abort = abort_reply;
     gp.ignore_eog = o.ignore_eos;
+    gp.spec = c->spec;
+    gp.draft_max = c->draft_max;
     if ((st = kara_generator_create(s.ctx, &gp, &s.gen))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
         rc = kr_exit_for_status(st);

@@ -227,6 +227,8 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     kara_generator_params gp;
     kara_generator_params_init(&gp);
     gp.sampling = o->cfg.sampling;
+    gp.spec = o->cfg.spec;
+    gp.draft_max = o->cfg.draft_max;
     kara_generator *gen;
     if (kara_generator_create(ctx, &gp, &gen) != KARA_OK) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
@@ -237,7 +239,8 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     char *prompt = malloc(cap), *answer = malloc(cap);
     int32_t *ids = malloc(cap * sizeof *ids);
     double think = 0, cached = 0, t_gen = 0;
-    long steps = 0, generated = 0;
+    long steps = 0, generated = 0, drafted = 0, accepted = 0;
+    bool spec_on = false;
     int rc = prompt && answer && ids ? KR_EXIT_OK : KR_EXIT_SOFTWARE;
     for (int i = 0; i < tasks->n && rc == KR_EXIT_OK; i++) {
         const kr_eval_task *t = &tasks->items[i];
@@ -283,12 +286,19 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         kara_generator_get_stats(gen, &gs);
         think += gs.n_think;
         generated += gs.n_generated;
+        drafted += gs.n_drafted;
+        accepted += gs.n_accepted;
+        spec_on |= gs.spec_on;
         row->capped += kara_generator_stop_reason(gen) == KARA_STOP_MAX_TOKENS;
         row->correct += kr_eval_answer_matches(answer, t->answer);
         char what[96];
         snprintf(what, sizeof what, "row %d/%d: %s", e->n_rows, e->planned, row->label);
         kr_progress_update(&e->prog, (double)(e->n_rows - 1) * tasks->n + i + 1, "problems", what, false);
     }
+    if (o->cfg.spec != KARA_SPEC_NONE)
+        fprintf(stderr, "kara eval: %s: speculative %s: %ld tokens drafted, %ld accepted (%.1f%%)\n", row->label,
+                spec_on ? "on" : "off (KV compression can act)", drafted, accepted,
+                drafted ? 100.0 * (double)accepted / (double)drafted : 0.0);
     row->think_tokens = row->n ? think / row->n : 0;
     row->cached_slots = steps ? cached / (double)steps : 0;
     row->tok_s = t_gen > 0 ? (double)generated / t_gen : 0;

@@ -118,6 +118,8 @@ static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32
     gp.max_tokens = o->cfg.max_tokens;
     gp.split_thinking = false;
     gp.ignore_eog = o->ignore_eos;
+    gp.spec = o->cfg.spec;
+    gp.draft_max = o->cfg.draft_max;
     kara_generator *gen;
     kara_status st = kara_generator_create(ctx, &gp, &gen);
     if (st) {
@@ -153,6 +155,14 @@ static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32
             gs.t_prompt_s, gs.n_prompt_decoded / (gs.t_prompt_s > 0 ? gs.t_prompt_s : 1e-9));
     fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tok/s)\n", gs.n_generated, gs.t_generate_s,
             gs.n_generated / (gs.t_generate_s > 0 ? gs.t_generate_s : 1e-9));
+    if (o->cfg.spec != KARA_SPEC_NONE && !gs.spec_on)
+        fprintf(stderr,
+                "speculative: off (KV compression can act under kv_cache.method %s with this budget; "
+                "kv_cache.method full, or a budget that holds the context, allows it)\n",
+                kara_kv_method_name(o->cfg.context.kv.method));
+    else if (gs.spec_on)
+        fprintf(stderr, "speculative: %d steps drafted %d tokens, %d accepted (%.1f%%)\n", gs.n_verify, gs.n_drafted,
+                gs.n_accepted, gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0);
     kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
     fprintf(stderr,

@@ -1,0 +1,283 @@
+/* test_speculative.c - speculative decoding (spec NGRAM) gives plain
+ * decoding's text: greedy and sampled, on a synthetic Qwen3 model and on
+ * the project's trained reasoning model; drafted tokens are taken back
+ * exactly (the sequence holds its history after a stop inside a draft, an
+ * abort, and a rejected draft, so the next start reuses it); it stays off
+ * where KV compression can act; the n-gram index's drafts by hand. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kara.h"
+#include "ngram_draft.h"
+#include "synth_model.h"
+#include "test_util.h"
+
+#define N_CTX 256
+#define N_BATCH 32
+
+typedef struct run_out {
+    char text[16384];
+    size_t len;
+    kara_generator_stats st;
+    kara_status status;
+    int32_t n_past; /* the sequence's positions after the run */
+} run_out;
+
+static int32_t g_n_ctx = N_CTX;
+
+static kara_context *new_context(kara_model *m, kara_kv_method method, int32_t seq_tokens) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = g_n_ctx;
+    cp.n_batch = N_BATCH;
+    cp.n_threads = 1;
+    cp.kv.method = method;
+    cp.kv.budget = 0;
+    cp.kv.seq_tokens = seq_tokens;
+    kara_context *ctx = NULL;
+    CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error());
+    return ctx;
+}
+
+/* One start of a generator with gp over the prompt, run to its end. */
+static void run(kara_context *ctx, const kara_generator_params *gp, const int32_t *prompt, int32_t n, run_out *o) {
+    memset(o, 0, sizeof *o);
+    kara_generator *g = NULL;
+    if (!CHECK_MSG(kara_generator_create(ctx, gp, &g) == KARA_OK, "generator: %s", kara_last_error())) return;
+    o->status = kara_generator_start(g, 0, prompt, n);
+    kara_piece p;
+    while (!o->status && (o->status = kara_generator_next(g, &p)) == KARA_OK) {
+        if (o->len + (size_t)p.len < sizeof o->text) memcpy(o->text + o->len, p.text, (size_t)p.len);
+        o->len += (size_t)p.len;
+    }
+    kara_generator_get_stats(g, &o->st);
+    o->n_past = kara_seq_n_past(ctx, 0);
+    kara_generator_free(g);
+}
+
+static void params(kara_generator_params *gp, float temp, int32_t max_tokens, kara_spec_mode spec) {
+    kara_generator_params_init(gp);
+    gp->sampling.temperature = temp;
+    gp->sampling.top_k = 3;
+    gp->max_tokens = max_tokens;
+    gp->split_thinking = false;
+    gp->ignore_eog = true;
+    gp->spec = spec;
+    gp->draft_max = 6;
+}
+
+/* Plain and speculative runs over one prompt give the same text and
+ * counts, and leave the sequence holding exactly prompt + output (the last
+ * chosen token is not decoded, as in plain decoding). */
+static void check_same(kara_model *m, const int32_t *prompt, int32_t n, float temp, int32_t max_tokens,
+                       const char *what, kara_generator_stats *spec_stats) {
+    static run_out a, b;
+    kara_generator_params gp;
+    kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
+    if (!ctx) return;
+    params(&gp, temp, max_tokens, KARA_SPEC_NONE);
+    run(ctx, &gp, prompt, n, &a);
+    params(&gp, temp, max_tokens, KARA_SPEC_NGRAM);
+    run(ctx, &gp, prompt, n, &b);
+    CHECK_MSG(a.status == KARA_DONE && b.status == KARA_DONE, "%s: statuses %d, %d", what, a.status, b.status);
+    CHECK_MSG(!a.st.spec_on && b.st.spec_on, "%s: spec_on %d, %d", what, a.st.spec_on, b.st.spec_on);
+    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "%s: speculative text differs from plain", what);
+    CHECK_EQ_INT(b.st.n_generated, a.st.n_generated);
+    CHECK_EQ_INT(b.n_past, a.n_past);
+    CHECK_EQ_INT(b.n_past, n + b.st.n_generated - 1);
+    CHECK(b.st.n_accepted <= b.st.n_drafted);
+    *spec_stats = b.st;
+    kara_context_free(ctx);
+}
+
+static void test_synthetic(kara_model *m) {
+    /* a prompt that repeats itself, so the random model's continuation
+     * meets n-grams it has seen */
+    int32_t prompt[64];
+    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
+    kara_generator_stats st;
+    check_same(m, prompt, 48, 0.0f, 180, "synthetic greedy", &st);
+    CHECK_MSG(st.n_accepted > 0 && st.n_drafted > st.n_accepted,
+              "synthetic greedy: %d drafted, %d accepted: both a kept and a rejected draft should occur", st.n_drafted,
+              st.n_accepted);
+    /* stopping at every length, some inside an accepted draft: the drafted
+     * tokens after the stop are taken back */
+    for (int32_t max = 60; max <= 72; max++) check_same(m, prompt, 48, 0.0f, max, "synthetic greedy, max_tokens", &st);
+    /* sampled (top-3, so that the random model still repeats itself): the
+     * same draws from the same seed */
+    check_same(m, prompt, 48, 0.7f, 180, "synthetic sampled", &st);
+    CHECK_MSG(st.n_drafted > 0, "synthetic sampled: nothing drafted");
+}
+
+/* The next start reuses the sequence: it held exactly its history. */
+static void test_reuse_after_stop(kara_model *m) {
+    int32_t prompt[N_CTX];
+    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
+    kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
+    if (!ctx) return;
+    kara_generator_params gp;
+    params(&gp, 0.0f, 40, KARA_SPEC_NGRAM);
+    kara_generator *g = NULL;
+    if (!CHECK(kara_generator_create(ctx, &gp, &g) == KARA_OK)) return;
+    CHECK(kara_generator_start(g, 0, prompt, 48) == KARA_OK);
+    kara_piece p;
+    while (kara_generator_next(g, &p) == KARA_OK) {
+    }
+    kara_generator_stats st;
+    kara_generator_get_stats(g, &st);
+    CHECK_EQ_INT(kara_seq_n_past(ctx, 0), 48 + st.n_generated - 1);
+    /* the same prompt again: all but its last two tokens reused */
+    CHECK(kara_generator_start(g, 0, prompt, 48) == KARA_OK);
+    kara_generator_get_stats(g, &st);
+    CHECK_EQ_INT(st.n_prompt_decoded, 2);
+    kara_generator_free(g);
+    kara_context_free(ctx);
+}
+
+/* Under KV compression that can act (kara with a small budget) it stays
+ * off, and the text is plain decoding's. */
+static void test_off_under_compression(kara_model *m) {
+    int32_t prompt[64];
+    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
+    static run_out a, b;
+    kara_generator_params gp;
+    kara_context *ctx = new_context(m, KARA_KV_METHOD_KARA, 128);
+    if (!ctx) return;
+    CHECK_MSG(kara_context_kv_compressing(ctx), "a share of 128 slots should leave kara room to act");
+    params(&gp, 0.0f, 100, KARA_SPEC_NONE);
+    run(ctx, &gp, prompt, 48, &a);
+    params(&gp, 0.0f, 100, KARA_SPEC_NGRAM);
+    run(ctx, &gp, prompt, 48, &b);
+    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
+    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "off: text differs");
+    kara_context_free(ctx);
+    ctx = new_context(m, KARA_KV_METHOD_KARA, 0); /* a share that holds the context: nothing can be evicted */
+    if (ctx) CHECK(!kara_context_kv_compressing(ctx));
+    kara_context_free(ctx);
+}
+
+static int stop_after;
+static bool abort_after(void *user) {
+    (void)user;
+    return --stop_after < 0;
+}
+
+/* An abort between steps, maybe inside a draft: the sequence holds exactly
+ * what was generated (every chosen token decoded, as in plain decoding). */
+static void test_abort(kara_model *m) {
+    int32_t prompt[64];
+    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
+    for (int k = 20; k < 30; k++) {
+        kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
+        if (!ctx) return;
+        kara_generator_params gp;
+        params(&gp, 0.0f, 150, KARA_SPEC_NGRAM);
+        kara_generator *g = NULL;
+        if (!CHECK(kara_generator_create(ctx, &gp, &g) == KARA_OK)) return;
+        CHECK(kara_generator_start(g, 0, prompt, 48) == KARA_OK);
+        stop_after = k;
+        kara_generator_set_abort(g, abort_after, NULL);
+        kara_piece p;
+        kara_status st;
+        while ((st = kara_generator_next(g, &p)) == KARA_OK) {
+        }
+        CHECK_EQ_INT(st, KARA_STOPPED);
+        kara_generator_stats gs;
+        kara_generator_get_stats(g, &gs);
+        CHECK_EQ_INT(kara_seq_n_past(ctx, 0), 48 + gs.n_generated);
+        kara_generator_free(g);
+        kara_context_free(ctx);
+    }
+}
+
+static void test_bad_params(kara_model *m) {
+    kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
+    if (!ctx) return;
+    kara_generator_params gp;
+    params(&gp, 0.0f, 10, KARA_SPEC_NGRAM);
+    kara_generator *g = NULL;
+    gp.draft_max = 0;
+    CHECK_EQ_INT(kara_generator_create(ctx, &gp, &g), KARA_ERR_ARG);
+    CHECK(strstr(kara_last_error(), "draft_max") != NULL);
+    gp.draft_max = KARA_MAX_DRAFT + 1;
+    CHECK_EQ_INT(kara_generator_create(ctx, &gp, &g), KARA_ERR_ARG);
+    gp.draft_max = 4;
+    gp.spec = (kara_spec_mode)7;
+    CHECK_EQ_INT(kara_generator_create(ctx, &gp, &g), KARA_ERR_ARG);
+    kara_context_free(ctx);
+}
+
+/* The trained reasoning model on a problem of its training format: greedy
+ * text identical, and its repeated line shapes accepted. */
+static void test_trained_model(void) {
+    const char *path = KARA_SOURCE_DIR "/tools/train/model/kara-reasoner-1m.gguf";
+    kara_model *m = NULL;
+    if (!CHECK_MSG(kara_model_load(path, NULL, &m) == KARA_OK, "%s: %s", path, kara_last_error())) return;
+    const char *text = "<|im_start|>user\nCompute #1 47*83 + #2 26*59 + #3 31*72 + #4 58*14 + #5 63*27 + #6 "
+                       "85*46.<|im_end|>\n<|im_start|>assistant\n<think>\n";
+    int32_t ids[256], n = 0;
+    CHECK(kara_tokenize(m, text, -1, ids, 256, true, true, &n) == KARA_OK);
+    kara_generator_stats st;
+    g_n_ctx = 1536;
+    check_same(m, ids, n, 0.0f, 1400, "trained model", &st);
+    g_n_ctx = N_CTX;
+    CHECK_MSG(st.n_accepted >= 50, "trained model: %d of %d drafted tokens accepted", st.n_accepted, st.n_drafted);
+    kara_model_free(m);
+}
+
+/* Drafts by hand: a repeated cycle is predicted once its n-grams have been
+ * followed by the same token KR_NGRAM_STREAK times; text that never repeats
+ * predicts nothing; a cut rebuilds. */
+static void test_index(void) {
+    kr_ngram_index ix;
+    if (!CHECK(kr_ngram_init(&ix, 128) == KARA_OK)) return;
+    int32_t hist[128], out[KARA_MAX_DRAFT];
+    int32_t n = 0;
+    for (int i = 0; i < 40; i++) hist[n++] = 100 + i; /* nothing repeats */
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 8, out), 0);
+    for (int r = 0; r < KR_NGRAM_STREAK + 1; r++)
+        for (int i = 0; i < 5; i++) hist[n++] = 1 + i; /* 1 2 3 4 5, repeated */
+    hist[n++] = 1;
+    hist[n++] = 2;
+    int32_t k = kr_ngram_draft(&ix, hist, n, 8, out);
+    CHECK_EQ_INT(k, 8);
+    static const int32_t want[8] = {3, 4, 5, 1, 2, 3, 4, 5};
+    CHECK(!memcmp(out, want, sizeof want));
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 3, out), 3);
+    /* the history cut back to the non-repeating start: no prediction */
+    kr_ngram_cut(&ix, 40);
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, 40, 8, out), 0);
+    /* a continuation seen once only is not drafted */
+    n = 40;
+    for (int i = 0; i < 5; i++) hist[n++] = 1 + i;
+    hist[n++] = 1;
+    hist[n++] = 2;
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 8, out), KR_NGRAM_STREAK <= 1 ? 3 : 0);
+    kr_ngram_free(&ix);
+}
+
+int main(void) {
+    test_index();
+    kr_synth_params sp;
+    kr_synth_params_init(&sp);
+    snprintf(sp.arch, sizeof sp.arch, "qwen3");
+    char err[512];
+    const char *path = kr_test_path(kr_test_tmpdir(), "spec-qwen3.gguf");
+    if (kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) != KARA_OK) {
+        fprintf(stderr, "kr_synth_write: %s\n", err);
+        return 1;
+    }
+    kara_model *m = NULL;
+    if (kara_model_load(path, NULL, &m) != KARA_OK) {
+        fprintf(stderr, "load: %s\n", kara_last_error());
+        return 1;
+    }
+    test_synthetic(m);
+    test_reuse_after_stop(m);
+    test_off_under_compression(m);
+    test_abort(m);
+    test_bad_params(m);
+    kara_model_free(m);
+    test_trained_model();
+    return kr_test_finish();
+}
