@@ -3,7 +3,8 @@
 # 8) run by Kara: greedy answers with full KV on held-out problems of every
 # tier (the model was trained to 97-99% on these sets; the first problems
 # below are all answered right in PyTorch and in llama.cpp), and the
-# README's first command, whose answer is 24*88 + 78*88 = 8976.
+# README's first command, whose answer is 24*88 + 78*88 = 8976; speculative
+# decoding giving the same text.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
@@ -35,5 +36,27 @@ check "chat exits 0 (rc $rc)" '[ $rc -eq 0 ]'
 check "chat shows the thinking, then answers 8976" \
     'grep -q "p2=6864" "$tmp/chat.out" && [ "$(grep -v "^$" "$tmp/chat.out" | tail -1)" = "8976" ]'
 
-if [ "$fail" -ne 0 ]; then cat "$tmp/t1-1.txt" "$tmp/t4.txt" "$tmp/chat.out" "$tmp/chat.err"; fi
+# 3. speculative decoding (--spec ngram) changes no text: the tier 4 row is
+#    the same, the chat reply is the same bytes, drafts were
+#    accepted; a draft length outside 1..32 is refused naming the key
+"$KARA" eval -m "$M" -t 2 --methods full --budgets none --limit 3 --tasks "$SRC/tests/data/late-tier4.jsonl" \
+    >"$tmp/t4-plain.txt" 2>&1
+"$KARA" eval -m "$M" -t 2 --methods full --budgets none --limit 3 --tasks "$SRC/tests/data/late-tier4.jsonl" \
+    --spec ngram >"$tmp/t4-spec.txt" 2>&1
+rc=$?
+check "eval --spec ngram exits 0 (rc $rc)" '[ $rc -eq 0 ]'
+# method to thinking tokens (the slot columns count drafted slots held between steps)
+row() { grep -E "^full " "$1" | awk '{ print $1, $2, $3, $4, $5, $6, $7 }'; }
+check "eval --spec ngram: the full row as without it (accuracy, capped, thinking tokens)" \
+    '[ -n "$(row "$tmp/t4-plain.txt")" ] && [ "$(row "$tmp/t4-plain.txt")" = "$(row "$tmp/t4-spec.txt")" ]'
+check "eval --spec ngram reports accepted drafts" \
+    'grep -Eq "full: speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$tmp/t4-spec.txt"'
+printf 'Compute #1 24*88 + #2 78*88.\n' | "$KARA" chat -m "$M" --temp 0 --spec ngram >"$tmp/chat-spec.out" 2>/dev/null
+check "chat --spec ngram: the same reply" 'cmp -s "$tmp/chat.out" "$tmp/chat-spec.out"'
+"$KARA" run -m "$M" -p "x" -n 4 --spec ngram --draft-max 33 >/dev/null 2>"$tmp/bad.err"
+rc=$?
+check "--draft-max 33 is a usage error naming the key (rc $rc)" \
+    '[ $rc -ne 0 ] && grep -q "speculative.draft_max" "$tmp/bad.err"'
+
+if [ "$fail" -ne 0 ]; then cat "$tmp/t1-1.txt" "$tmp/t4.txt" "$tmp/chat.out" "$tmp/chat.err" "$tmp/t4-spec.txt"; fi
 finish

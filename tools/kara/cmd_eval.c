@@ -239,7 +239,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     char *prompt = malloc(cap), *answer = malloc(cap);
     int32_t *ids = malloc(cap * sizeof *ids);
     double think = 0, cached = 0, t_gen = 0;
-    long steps = 0, generated = 0, drafted = 0, accepted = 0;
+    long steps = 0, generated = 0, drafted = 0, accepted = 0, verify = 0;
     bool spec_on = false;
     int rc = prompt && answer && ids ? KR_EXIT_OK : KR_EXIT_SOFTWARE;
     for (int i = 0; i < tasks->n && rc == KR_EXIT_OK; i++) {
@@ -288,6 +288,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         generated += gs.n_generated;
         drafted += gs.n_drafted;
         accepted += gs.n_accepted;
+        verify += gs.n_verify;
         spec_on |= gs.spec_on;
         row->capped += kara_generator_stop_reason(gen) == KARA_STOP_MAX_TOKENS;
         row->correct += kr_eval_answer_matches(answer, t->answer);
@@ -296,9 +297,11 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         kr_progress_update(&e->prog, (double)(e->n_rows - 1) * tasks->n + i + 1, "problems", what, false);
     }
     if (o->cfg.spec != KARA_SPEC_NONE)
-        fprintf(stderr, "kara eval: %s: speculative %s: %ld tokens drafted, %ld accepted (%.1f%%)\n", row->label,
-                spec_on ? "on" : "off (KV compression can act)", drafted, accepted,
-                drafted ? 100.0 * (double)accepted / (double)drafted : 0.0);
+        fprintf(stderr,
+                "kara eval: %s: speculative %s: %ld tokens drafted, %ld accepted (%.1f%%), in %ld verify steps of %ld "
+                "tokens generated\n",
+                row->label, spec_on ? "on" : "off (KV compression can act)", drafted, accepted,
+                drafted ? 100.0 * (double)accepted / (double)drafted : 0.0, verify, generated);
     row->think_tokens = row->n ? think / row->n : 0;
     row->cached_slots = steps ? cached / (double)steps : 0;
     row->tok_s = t_gen > 0 ? (double)generated / t_gen : 0;
