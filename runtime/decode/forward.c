@@ -402,7 +402,15 @@ kara_status kr_forward(kara_context *c, const kara_batch *b) {
         const kr_weight *gate_up[] = {&L->w_gate, &L->w_up};
         float *gate_up_out[] = {c->gate, c->up};
         matmul_multi(c, 2, gate_up, c->xn, n, gate_up_out);
-        k->silu_mul(c->gate, c->gate, c->up, (int64_t)n * hp->n_ff);
+        /* row by row: the kernels take their SIMD body and their scalar
+         * tail at fixed offsets of a row, so an entry's bits do not depend on
+         * the entries before it (one call over n x n_ff put a different part
+         * of each row in the tail when n_ff is not a multiple of the vector
+         * width: stories260K's 172) */
+        for (int32_t i = 0; i < n; i++) {
+            float *g = c->gate + (size_t)i * hp->n_ff;
+            k->silu_mul(g, g, c->up + (size_t)i * hp->n_ff, hp->n_ff);
+        }
         matmul(c, &L->w_down, c->gate, n, c->proj);
         add_residual(c->x, c->proj, (size_t)n * e);
     }

@@ -499,7 +499,9 @@ typedef enum kara_spec_mode {
     KARA_SPEC_NONE = 0,
     KARA_SPEC_NGRAM = 1 /* the tokens after the latest earlier occurrence of the sequence's last 2-4 tokens */
 } kara_spec_mode;
-#define KARA_MAX_DRAFT 32
+/* A verify step of up to 15 entries stays below every weight type's panel-GEMM size (16 rows for Q8_0), where the
+ * kernels give each row the bits of a one-row product. */
+#define KARA_MAX_DRAFT 14
 typedef enum kara_think_mode {
     KARA_THINK_AUTO = 0, /* what the chat template does by default */
     KARA_THINK_ON = 1,

@@ -38,7 +38,7 @@ check "chat shows the thinking, then answers 8976" \
 
 # 3. speculative decoding (--spec ngram) changes no text: the tier 4 row is
 #    the same, the chat reply is the same bytes, drafts were
-#    accepted; a draft length outside 1..32 is refused naming the key
+#    accepted; a draft length outside 1..14 is refused naming the key
 "$KARA" eval -m "$M" -t 2 --methods full --budgets none --limit 3 --tasks "$SRC/tests/data/late-tier4.jsonl" \
     >"$tmp/t4-plain.txt" 2>&1
 "$KARA" eval -m "$M" -t 2 --methods full --budgets none --limit 3 --tasks "$SRC/tests/data/late-tier4.jsonl" \
@@ -53,9 +53,9 @@ check "eval --spec ngram reports accepted drafts" \
     'grep -Eq "full: speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$tmp/t4-spec.txt"'
 printf 'Compute #1 24*88 + #2 78*88.\n' | "$KARA" chat -m "$M" --temp 0 --spec ngram >"$tmp/chat-spec.out" 2>/dev/null
 check "chat --spec ngram: the same reply" 'cmp -s "$tmp/chat.out" "$tmp/chat-spec.out"'
-"$KARA" run -m "$M" -p "x" -n 4 --spec ngram --draft-max 33 >/dev/null 2>"$tmp/bad.err"
+"$KARA" run -m "$M" -p "x" -n 4 --spec ngram --draft-max 15 >/dev/null 2>"$tmp/bad.err"
 rc=$?
-check "--draft-max 33 is a usage error naming the key (rc $rc)" \
+check "--draft-max 15 is a usage error naming the key (rc $rc)" \
     '[ $rc -ne 0 ] && grep -q "speculative.draft_max" "$tmp/bad.err"'
 
 if [ "$fail" -ne 0 ]; then cat "$tmp/t1-1.txt" "$tmp/t4.txt" "$tmp/chat.out" "$tmp/chat.err" "$tmp/t4-spec.txt"; fi

@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
             if (names[n]) snprintf(names[n++], len, "%s/%s", argv[i], e->d_name);
         }
         closedir(d);
-        qsort(names, n, sizeof *names, cmp_names);
+        if (n > 0) qsort(names, n, sizeof *names, cmp_names); /* an empty folder: names is NULL */
         for (size_t k = 0; k < n; k++) {
             bad += run_file(names[k]);
             inputs++;

@@ -3,7 +3,8 @@
  * the project's trained reasoning model; drafted tokens are taken back
  * exactly (the sequence holds its history after a stop inside a draft, an
  * abort, and a rejected draft, so the next start reuses it); it stays off
- * where KV compression can act; the n-gram index's drafts by hand. */
+ * where KV compression can act; a verify-sized batch gives one-token
+ * steps' logits bits; the n-gram index's drafts by hand. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,6 +226,60 @@ static void test_trained_model(void) {
     kara_model_free(m);
 }
 
+/* What makes the text identical: a batch of K entries (up to a verify
+ * step's largest) gives every entry the logits bits of one-token steps, on
+ * F32 weights with an FFN width that is no multiple of the vector width
+ * (stories260K's 172 put a different part of each row in a kernel's
+ * scalar tail once) and on Q8_0 weights in the file's layout. */
+static void test_batch_bits(void) {
+    static const kr_ftype types[] = {KR_FTYPE_ALL_F32, KR_FTYPE_MOSTLY_Q8_0};
+    for (int ti = 0; ti < 2; ti++) {
+        kr_synth_params sp;
+        kr_synth_params_init(&sp);
+        sp.n_ff = 172;
+        sp.n_embd = 64;
+        sp.n_head = 8;
+        sp.n_head_kv = 4;
+        sp.ftype = types[ti];
+        char err[512];
+        const char *path = kr_test_path(kr_test_tmpdir(), "spec-bits.gguf");
+        if (!CHECK_MSG(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "%s", err)) return;
+        kara_model_params mp;
+        kara_model_params_init(&mp);
+        mp.no_repack = true;
+        kara_model *m = NULL;
+        if (!CHECK_MSG(kara_model_load(path, &mp, &m) == KARA_OK, "%s", kara_last_error())) return;
+        const int32_t nv = kara_model_n_vocab(m), P = 20, K = KARA_MAX_DRAFT + 1;
+        int32_t toks[64];
+        for (int i = 0; i < P + K; i++) toks[i] = (i * 37 + 11) % nv;
+        kara_context *a = new_context(m, KARA_KV_METHOD_FULL, 0), *b = new_context(m, KARA_KV_METHOD_FULL, 0);
+        float *one = malloc(sizeof(float) * (size_t)nv * (size_t)K);
+        if (a && b && one) {
+            kara_batch pb = kara_batch_one_sequence(toks, P, 0, 0);
+            CHECK(kara_decode(a, &pb) == KARA_OK && kara_decode(b, &pb) == KARA_OK);
+            for (int j = 0; j < K; j++) {
+                kara_batch s = kara_batch_one_sequence(toks + P + j, 1, P + j, 0);
+                CHECK(kara_decode(a, &s) == KARA_OK);
+                memcpy(one + (size_t)j * nv, kara_get_logits(a, -1), sizeof(float) * (size_t)nv);
+            }
+            int32_t pos[KARA_MAX_DRAFT + 1], seq[KARA_MAX_DRAFT + 1];
+            int8_t lg[KARA_MAX_DRAFT + 1];
+            for (int j = 0; j < K; j++) pos[j] = P + j, seq[j] = 0, lg[j] = 1;
+            kara_batch bb = {.n_tokens = K, .tokens = toks + P, .pos = pos, .seq_id = seq, .logits = lg};
+            CHECK(kara_decode(b, &bb) == KARA_OK);
+            int differ = 0;
+            for (int j = 0; j < K; j++)
+                differ += memcmp(kara_get_logits(b, j), one + (size_t)j * nv, sizeof(float) * (size_t)nv) != 0;
+            CHECK_MSG(differ == 0, "%s: %d of %d batched entries differ from one-token steps in their logits' bits",
+                      ti ? "Q8_0" : "F32", differ, K);
+        }
+        free(one);
+        kara_context_free(a);
+        kara_context_free(b);
+        kara_model_free(m);
+    }
+}
+
 /* Drafts by hand: a repeated cycle is predicted once its n-grams have been
  * followed by the same token KR_NGRAM_STREAK times; text that never repeats
  * predicts nothing; a cut rebuilds. */
@@ -258,6 +313,7 @@ static void test_index(void) {
 
 int main(void) {
     test_index();
+    test_batch_bits();
     kr_synth_params sp;
     kr_synth_params_init(&sp);
     snprintf(sp.arch, sizeof sp.arch, "qwen3");

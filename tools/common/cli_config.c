@@ -55,7 +55,7 @@ static const shared_flag shared_flags[] = {
     {"--spec", "speculative.mode",
      "none|ngram: speculative decoding, drafts from the text itself (the same output; off where KV compression can "
      "act)"},
-    {"--draft-max", "speculative.draft_max", "most tokens drafted per speculative step (1..32)"},
+    {"--draft-max", "speculative.draft_max", "most tokens drafted per speculative step (1..14)"},
 };
 #define N_SHARED (int)(sizeof shared_flags / sizeof shared_flags[0])
 
