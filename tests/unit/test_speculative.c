@@ -1,6 +1,6 @@
 /* test_speculative.c - speculative decoding (spec NGRAM) gives plain
- * decoding's text: greedy and sampled, on a synthetic Qwen3 model and on
- * the project's trained reasoning model; drafted tokens are taken back
+ * decoding's text, greedy and sampled, on a synthetic Qwen3 model (the
+ * trained reasoning model: tests/cli/test_reasoner_model.sh); drafted tokens are taken back
  * exactly (the sequence holds its history after a stop inside a draft, an
  * abort, and a rejected draft, so the next start reuses it); it stays off
  * where KV compression can act; a verify-sized batch gives one-token
@@ -24,12 +24,10 @@ typedef struct run_out {
     int32_t n_past; /* the sequence's positions after the run */
 } run_out;
 
-static int32_t g_n_ctx = N_CTX;
-
 static kara_context *new_context(kara_model *m, kara_kv_method method, int32_t seq_tokens) {
     kara_context_params cp;
     kara_context_params_init(&cp);
-    cp.n_ctx = g_n_ctx;
+    cp.n_ctx = N_CTX;
     cp.n_batch = N_BATCH;
     cp.n_threads = 1;
     cp.kv.method = method;
@@ -103,7 +101,7 @@ static void test_synthetic(kara_model *m) {
               st.n_accepted);
     /* stopping at every length, some inside an accepted draft: the drafted
      * tokens after the stop are taken back */
-    for (int32_t max = 60; max <= 72; max++) check_same(m, prompt, 48, 0.0f, max, "synthetic greedy, max_tokens", &st);
+    for (int32_t max = 60; max <= 66; max++) check_same(m, prompt, 48, 0.0f, max, "synthetic greedy, max_tokens", &st);
     /* sampled (top-3, so that the random model still repeats itself): the
      * same draws from the same seed */
     check_same(m, prompt, 48, 0.7f, 180, "synthetic sampled", &st);
@@ -168,7 +166,7 @@ static bool abort_after(void *user) {
 static void test_abort(kara_model *m) {
     int32_t prompt[64];
     for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
-    for (int k = 20; k < 30; k++) {
+    for (int k = 20; k < 25; k++) {
         kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
         if (!ctx) return;
         kara_generator_params gp;
@@ -206,24 +204,6 @@ static void test_bad_params(kara_model *m) {
     gp.spec = (kara_spec_mode)7;
     CHECK_EQ_INT(kara_generator_create(ctx, &gp, &g), KARA_ERR_ARG);
     kara_context_free(ctx);
-}
-
-/* The trained reasoning model on a problem of its training format: greedy
- * text identical, and its repeated line shapes accepted. */
-static void test_trained_model(void) {
-    const char *path = KARA_SOURCE_DIR "/tools/train/model/kara-reasoner-1m.gguf";
-    kara_model *m = NULL;
-    if (!CHECK_MSG(kara_model_load(path, NULL, &m) == KARA_OK, "%s: %s", path, kara_last_error())) return;
-    const char *text = "<|im_start|>user\nCompute #1 47*83 + #2 26*59 + #3 31*72 + #4 58*14 + #5 63*27 + #6 "
-                       "85*46.<|im_end|>\n<|im_start|>assistant\n<think>\n";
-    int32_t ids[256], n = 0;
-    CHECK(kara_tokenize(m, text, -1, ids, 256, true, true, &n) == KARA_OK);
-    kara_generator_stats st;
-    g_n_ctx = 1536;
-    check_same(m, ids, n, 0.0f, 1400, "trained model", &st);
-    g_n_ctx = N_CTX;
-    CHECK_MSG(st.n_accepted >= 50, "trained model: %d of %d drafted tokens accepted", st.n_accepted, st.n_drafted);
-    kara_model_free(m);
 }
 
 /* What makes the text identical: a batch of K entries (up to a verify
@@ -334,6 +314,5 @@ int main(void) {
     test_abort(m);
     test_bad_params(m);
     kara_model_free(m);
-    test_trained_model();
     return kr_test_finish();
 }
