@@ -55,6 +55,19 @@ static void timed_call(kara_context *c, int32_t n, double one_thread, double two
     if (c->rt.mode >= 0) kr_run_threads_record(c, t0 - (c->run_threads == 1 ? one_thread : two_threads));
 }
 
+/* A fresh context whose ping is fake_ping, warm (past its first call) or
+ * not, with `big` entries placed deep enough in the context that a call of
+ * them is twice KR_START_PARALLEL_FLOPS. */
+static kara_context *big_call_context(kara_model *m, const kara_context_params *cp, int32_t big, bool warm) {
+    kara_context *c = NULL;
+    if (!CHECK_MSG(kara_context_create(m, cp, &c) == KARA_OK, "%s", kara_last_error())) return NULL;
+    c->rt.ping = fake_ping;
+    c->rt.warm = warm;
+    for (int32_t e = 0; e < big; e++)
+        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * c->rt.flops_per_context));
+    return c;
+}
+
 static void check_choices(kara_model *m) {
     kara_context_params cp;
     kara_context_params_init(&cp);
@@ -159,13 +172,9 @@ static void check_choices(kara_model *m) {
 
     /* a large call with nothing measured: every thread first, then one
      * thread once, then the cheaper (no size is too large to try) */
-    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
-    s = &c->rt;
-    s->ping = fake_ping;
-    s->warm = true;                      /* past the first call */
     int32_t big = KR_BATCH_CLASS_TOKENS; /* entries deep in a long context */
-    for (int32_t e = 0; e < big; e++)
-        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
+    if (!(c = big_call_context(m, &cp, big, true))) return;
+    s = &c->rt;
     timed_call(c, big, 1.0, 4.0);
     CHECK(s->work >= KR_START_PARALLEL_FLOPS);
     CHECK_EQ_INT(c->run_threads, 2);
@@ -179,11 +188,8 @@ static void check_choices(kara_model *m) {
      * counted its regions, a ping that prices them above a fast core's time
      * for the whole call keeps it on one thread until one thread is
      * measured; then the try of all threads is priced against that */
-    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    if (!(c = big_call_context(m, &cp, big, false))) return;
     s = &c->rt;
-    s->ping = fake_ping;
-    for (int32_t e = 0; e < big; e++)
-        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
     g_ping = 0.005;                   /* a scheduler slice per region: 20 regions = 100 ms */
     timed_call(c, big, 0.002, 0.100); /* the first call (not recorded) knows no region count */
     CHECK_EQ_INT(c->run_threads, 2);
@@ -201,12 +207,8 @@ static void check_choices(kara_model *m) {
     /* a lucky first call on all threads (before one thread was measured)
      * is confirmed like any try: it runs again, and the slower time counts */
     kara_context_free(c);
-    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
+    if (!(c = big_call_context(m, &cp, big, true))) return;
     s = &c->rt;
-    s->ping = fake_ping;
-    s->warm = true;
-    for (int32_t e = 0; e < big; e++)
-        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
     g_ping = 1e-9;
     timed_call(c, big, 1.0, 0.5); /* lucky */
     CHECK_EQ_INT(c->run_threads, 2);
@@ -223,11 +225,7 @@ static void check_choices(kara_model *m) {
     }
     /* quiet: the same start runs on all threads */
     kara_context_free(c);
-    if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
-    s = &c->rt;
-    s->ping = fake_ping;
-    for (int32_t e = 0; e < big; e++)
-        c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * s->flops_per_context));
+    if (!(c = big_call_context(m, &cp, big, false))) return;
     g_ping = 1e-6;
     timed_call(c, big, 0.002, 0.001);
     timed_call(c, big, 0.002, 0.001);

@@ -54,6 +54,15 @@ static void run(kara_context *ctx, const kara_generator_params *gp, const int32_
     kara_generator_free(g);
 }
 
+/* A prompt that repeats itself, so that the random model's continuation
+ * meets n-grams it has seen. */
+#define N_PROMPT 48
+static const int32_t *repeating_prompt(void) {
+    static int32_t prompt[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; i++) prompt[i] = 3 + (i % 6) * 7;
+    return prompt;
+}
+
 static void params(kara_generator_params *gp, float temp, int32_t max_tokens, kara_spec_mode spec) {
     kara_generator_params_init(gp);
     gp->sampling.temperature = temp;
@@ -90,43 +99,46 @@ static void check_same(kara_model *m, const int32_t *prompt, int32_t n, float te
 }
 
 static void test_synthetic(kara_model *m) {
-    /* a prompt that repeats itself, so the random model's continuation
-     * meets n-grams it has seen */
-    int32_t prompt[64];
-    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
+    const int32_t *prompt = repeating_prompt();
     kara_generator_stats st;
-    check_same(m, prompt, 48, 0.0f, 180, "synthetic greedy", &st);
+    check_same(m, prompt, N_PROMPT, 0.0f, 180, "synthetic greedy", &st);
     CHECK_MSG(st.n_accepted > 0 && st.n_drafted > st.n_accepted,
               "synthetic greedy: %d drafted, %d accepted: both a kept and a rejected draft should occur", st.n_drafted,
               st.n_accepted);
     /* stopping at every length, some inside an accepted draft: the drafted
      * tokens after the stop are taken back */
-    for (int32_t max = 60; max <= 66; max++) check_same(m, prompt, 48, 0.0f, max, "synthetic greedy, max_tokens", &st);
+    for (int32_t max = 60; max <= 66; max++)
+        check_same(m, prompt, N_PROMPT, 0.0f, max, "synthetic greedy, max_tokens", &st);
     /* sampled (top-3, so that the random model still repeats itself): the
      * same draws from the same seed */
-    check_same(m, prompt, 48, 0.7f, 180, "synthetic sampled", &st);
+    check_same(m, prompt, N_PROMPT, 0.7f, 180, "synthetic sampled", &st);
     CHECK_MSG(st.n_drafted > 0, "synthetic sampled: nothing drafted");
+}
+
+/* A speculative greedy generator over ctx, started on the repeating prompt. */
+static kara_generator *started(kara_context *ctx, int32_t max_tokens) {
+    kara_generator_params gp;
+    params(&gp, 0.0f, max_tokens, KARA_SPEC_NGRAM);
+    kara_generator *g = NULL;
+    if (!CHECK(kara_generator_create(ctx, &gp, &g) == KARA_OK)) return NULL;
+    CHECK(kara_generator_start(g, 0, repeating_prompt(), N_PROMPT) == KARA_OK);
+    return g;
 }
 
 /* The next start reuses the sequence: it held exactly its history. */
 static void test_reuse_after_stop(kara_model *m) {
-    int32_t prompt[N_CTX];
-    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
+    const int32_t *prompt = repeating_prompt();
     kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
-    if (!ctx) return;
-    kara_generator_params gp;
-    params(&gp, 0.0f, 40, KARA_SPEC_NGRAM);
-    kara_generator *g = NULL;
-    if (!CHECK(kara_generator_create(ctx, &gp, &g) == KARA_OK)) return;
-    CHECK(kara_generator_start(g, 0, prompt, 48) == KARA_OK);
+    kara_generator *g = ctx ? started(ctx, 40) : NULL;
+    if (!g) return;
     kara_piece p;
     while (kara_generator_next(g, &p) == KARA_OK) {
     }
     kara_generator_stats st;
     kara_generator_get_stats(g, &st);
-    CHECK_EQ_INT(kara_seq_n_past(ctx, 0), 48 + st.n_generated - 1);
+    CHECK_EQ_INT(kara_seq_n_past(ctx, 0), N_PROMPT + st.n_generated - 1);
     /* the same prompt again: all but its last two tokens reused */
-    CHECK(kara_generator_start(g, 0, prompt, 48) == KARA_OK);
+    CHECK(kara_generator_start(g, 0, prompt, N_PROMPT) == KARA_OK);
     kara_generator_get_stats(g, &st);
     CHECK_EQ_INT(st.n_prompt_decoded, 2);
     kara_generator_free(g);
@@ -136,17 +148,16 @@ static void test_reuse_after_stop(kara_model *m) {
 /* Under KV compression that can act (kara with a small budget) it stays
  * off, and the text is plain decoding's. */
 static void test_off_under_compression(kara_model *m) {
-    int32_t prompt[64];
-    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
+    const int32_t *prompt = repeating_prompt();
     static run_out a, b;
     kara_generator_params gp;
     kara_context *ctx = new_context(m, KARA_KV_METHOD_KARA, 128);
     if (!ctx) return;
     CHECK_MSG(kara_context_kv_compressing(ctx), "a share of 128 slots should leave kara room to act");
     params(&gp, 0.0f, 100, KARA_SPEC_NONE);
-    run(ctx, &gp, prompt, 48, &a);
+    run(ctx, &gp, prompt, N_PROMPT, &a);
     params(&gp, 0.0f, 100, KARA_SPEC_NGRAM);
-    run(ctx, &gp, prompt, 48, &b);
+    run(ctx, &gp, prompt, N_PROMPT, &b);
     CHECK(!b.st.spec_on && b.st.n_drafted == 0);
     CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "off: text differs");
     kara_context_free(ctx);
@@ -164,16 +175,10 @@ static bool abort_after(void *user) {
 /* An abort between steps, maybe inside a draft: the sequence holds exactly
  * what was generated (every chosen token decoded, as in plain decoding). */
 static void test_abort(kara_model *m) {
-    int32_t prompt[64];
-    for (int i = 0; i < 48; i++) prompt[i] = 3 + (i % 6) * 7;
     for (int k = 20; k < 25; k++) {
         kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
-        if (!ctx) return;
-        kara_generator_params gp;
-        params(&gp, 0.0f, 150, KARA_SPEC_NGRAM);
-        kara_generator *g = NULL;
-        if (!CHECK(kara_generator_create(ctx, &gp, &g) == KARA_OK)) return;
-        CHECK(kara_generator_start(g, 0, prompt, 48) == KARA_OK);
+        kara_generator *g = ctx ? started(ctx, 150) : NULL;
+        if (!g) return;
         stop_after = k;
         kara_generator_set_abort(g, abort_after, NULL);
         kara_piece p;
@@ -183,7 +188,7 @@ static void test_abort(kara_model *m) {
         CHECK_EQ_INT(st, KARA_STOPPED);
         kara_generator_stats gs;
         kara_generator_get_stats(g, &gs);
-        CHECK_EQ_INT(kara_seq_n_past(ctx, 0), 48 + gs.n_generated);
+        CHECK_EQ_INT(kara_seq_n_past(ctx, 0), N_PROMPT + gs.n_generated);
         kara_generator_free(g);
         kara_context_free(ctx);
     }
