@@ -2,6 +2,7 @@
 #include "run_threads.h"
 
 #include "context.h"
+#include "cpu_load.h"
 #include "monotonic_clock.h"
 
 void kr_run_threads_init(kara_context *c) {
@@ -20,6 +21,8 @@ void kr_run_threads_init(kara_context *c) {
         s->cls[k] = (kr_run_threads_class){.probe_every = KR_RUN_THREADS_PROBE_EVERY, .best = 1};
     s->mode = -1;
     s->ping = kr_parallel_ping;
+    s->others_running = kr_cpu_others_running;
+    s->cores = kr_cpu_usable_cores();
     c->run_threads = c->n_threads;
 }
 
@@ -38,11 +41,34 @@ static void probe_done(kr_run_threads_class *L, int mode) {
  * regions alone would take longer than one thread is measured to need for
  * the whole call, record that bound as the try's result and run on one
  * thread. Returns the mode to run. */
+/* Other processes keep more cores busy than the threads would leave them:
+ * the least of three reads (a task passing through is not a busy core;
+ * beside a competitor pinned to a core the least read it 297 times in 300,
+ * on an idle machine 0 in 298). False where the count cannot be read. */
+static bool cores_busy(const kr_run_threads_state *s, int n_threads) {
+    int others = s->others_running();
+    for (int k = 0; k < 2 && others > 0; k++) {
+        int o = s->others_running();
+        if (o < others) others = o;
+    }
+    int want = n_threads < s->cores ? n_threads : s->cores;
+    return others > 0 && others + want > s->cores;
+}
+
 static int price_parallel_try(kara_context *c, kr_run_threads_class *L, bool probing) {
     kr_run_threads_state *s = &c->rt;
-    if (s->regions_per_call <= 0) return 1;
     /* before one thread is measured, a fast core's speed stands in for it */
     bool nominal = L->sec_per_flop[0] <= 0;
+    if (cores_busy(s, c->n_threads)) {
+        s->skipped++;
+        s->busy_skips++;
+        L->pending = 0;
+        if (nominal) return 0; /* one thread is measured first; the next try asks again */
+        L->sec_per_flop[1] = KR_BUSY_TRY_COST * L->sec_per_flop[0];
+        if (probing) probe_done(L, 1);
+        return 0;
+    }
+    if (s->regions_per_call <= 0) return 1;
     double one_s = nominal ? s->work / KR_ONE_THREAD_FLOPS_FAST : L->sec_per_flop[0] * s->work;
     /* each region pinged with its share of the call's work on every thread,
      * so a quiet machine prices the call at about one_s / n_threads */

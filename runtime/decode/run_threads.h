@@ -22,7 +22,14 @@
  * core, one try of a small model's prompt on two threads cost 190 calls of
  * one thread. (Empty regions priced that try as cheap: a thread that is not
  * busy yields less of its core's time slice.) Before one thread is measured
- * the ping is weighed against a fast core's speed instead. There is no
+ * the ping is weighed against a fast core's speed instead. Before any ping,
+ * when other processes' runnable tasks (cpu_load.h, the least of three
+ * reads: a passing task is not a busy core) leave fewer free cores than the
+ * threads would use, the try is refused outright and priced at
+ * KR_BUSY_TRY_COST x one thread's time: beside a busy core the ping itself
+ * lasts a time slice, paid inside a call that takes a few milliseconds on
+ * one thread, and the calls right after it ran slower while the workers
+ * spun. There is no
  * ceiling on the size of a call that may run on one thread: a large prompt
  * is tried on one thread once, early. A try of all threads that beats one
  * thread must do it twice in a row (the slower of the two times counts),
@@ -54,6 +61,9 @@
  * its first timed calls on both threads, 2-3x slower than on one. */
 #define KR_START_PARALLEL_FLOPS 256e6
 #define KR_ONE_THREAD_FLOPS_FAST 200e9
+/* What a try of all threads refused because other processes hold the cores
+ * counts as, in one thread's time: a loss, so the next try backs off. */
+#define KR_BUSY_TRY_COST 2.0
 /* The longest a ping lasts (a few scheduler time slices). */
 #define KR_PING_MAX_SECONDS 0.008
 /* Calls of at least this many entries are prompt batches, learned apart
@@ -82,6 +92,9 @@ typedef struct kr_run_threads_state {
     int64_t regions_at_start;                       /* ... when the current call started */
     int64_t regions_per_call;                       /* of the last timed call; 0 = not known yet */
     double (*ping)(kara_context *, double, double); /* kr_parallel_ping (tests replace it) */
+    int (*others_running)(void);                    /* kr_cpu_others_running (tests replace it) */
+    int32_t cores;                                  /* cores this process may run on */
+    int32_t busy_skips;                             /* tries of all threads refused: other processes hold cores */
     int32_t skipped;                                /* tries of all threads skipped on the ping's price */
     bool warm;                                      /* a timed call has run (the context's first is not recorded) */
 } kr_run_threads_state;

@@ -37,6 +37,10 @@ static double fake_ping(kara_context *c, double budget_s, double work_s) {
     return g_ping + work_s;
 }
 
+/* Other processes' runnable tasks, set by the test. */
+static int g_others = 0;
+static int fake_others(void) { return g_others; }
+
 /* n_tokens entries at positions 0.. whose work is about `work` flops */
 static int32_t tokens_for(kara_context *c, double work) {
     int32_t n = (int32_t)(work / c->rt.flops_per_token);
@@ -62,6 +66,7 @@ static kara_context *big_call_context(kara_model *m, const kara_context_params *
     kara_context *c = NULL;
     if (!CHECK_MSG(kara_context_create(m, cp, &c) == KARA_OK, "%s", kara_last_error())) return NULL;
     c->rt.ping = fake_ping;
+    c->rt.others_running = fake_others;
     c->rt.warm = warm;
     for (int32_t e = 0; e < big; e++)
         c->entry_pos[e] = (int32_t)(2 * KR_START_PARALLEL_FLOPS / (big * c->rt.flops_per_context));
@@ -81,6 +86,7 @@ static void check_choices(kara_model *m) {
     CHECK(s->flops_per_token > 0 && s->flops_per_context > 0);
     CHECK(s->ping == kr_parallel_ping);
     s->ping = fake_ping;
+    s->others_running = fake_others;
 
     /* small: one thread, untimed */
     kr_run_threads_choose(c, 1);
@@ -223,6 +229,30 @@ static void check_choices(kara_model *m) {
         timed_call(c, big, 1.0, 4.0);
         CHECK_EQ_INT(c->run_threads, 1);
     }
+    /* another process keeps a core busy (the least of three reads says
+     * so): every try of all threads is refused before any ping, the first
+     * while nothing is measured, then priced at KR_BUSY_TRY_COST x one
+     * thread; the probes back off. A busy core among more cores than the
+     * threads need refuses nothing */
+    kara_context_free(c);
+    if (!(c = big_call_context(m, &cp, big, false))) return;
+    s = &c->rt;
+    s->cores = 2;
+    g_others = 1;
+    g_pings = 0;
+    for (int k = 0; k < 6; k++) {
+        timed_call(c, big, 0.002, 0.100);
+        CHECK_EQ_INT(c->run_threads, 1);
+    }
+    L = &s->cls[s->cur];
+    CHECK_EQ_INT(g_pings, 0);
+    CHECK(s->busy_skips >= 2 && L->sec_per_flop[1] > 0.9 * KR_BUSY_TRY_COST * L->sec_per_flop[0]);
+    s->cores = 4;
+    L->since_probe = L->probe_every - 1; /* the next call is a probe */
+    timed_call(c, big, 0.002, 0.001);
+    CHECK_EQ_INT(c->run_threads, 2);
+    CHECK(g_pings == 1);
+    g_others = 0;
     /* quiet: the same start runs on all threads */
     kara_context_free(c);
     if (!(c = big_call_context(m, &cp, big, false))) return;
@@ -239,6 +269,7 @@ static void check_choices(kara_model *m) {
     if (!CHECK_MSG(kara_context_create(m, &cp, &c) == KARA_OK, "%s", kara_last_error())) return;
     s = &c->rt;
     s->ping = fake_ping;
+    s->others_running = fake_others;
     s->warm = true;
     timed_call(c, mid, 0.010, 0.002);
     CHECK_EQ_INT(c->run_threads, 1);
