@@ -37,10 +37,6 @@ static void probe_done(kr_run_threads_class *L, int mode) {
         L->probe_every *= 2;
 }
 
-/* Before a try of all threads: when the ping says the call's parallel
- * regions alone would take longer than one thread is measured to need for
- * the whole call, record that bound as the try's result and run on one
- * thread. Returns the mode to run. */
 /* Other processes keep more cores busy than the threads would leave them:
  * the least of three reads (a task passing through is not a busy core;
  * beside a competitor pinned to a core the least read it 297 times in 300,
@@ -55,6 +51,11 @@ static bool cores_busy(const kr_run_threads_state *s, int n_threads) {
     return others > 0 && others + want > s->cores;
 }
 
+/* Before a try of all threads: refuse it when other processes hold the
+ * cores it needs (cores_busy); else when the ping says the call's parallel
+ * regions alone would take longer than one thread is measured to need for
+ * the whole call, record that bound as the try's result and run on one
+ * thread. Returns the mode to run. */
 static int price_parallel_try(kara_context *c, kr_run_threads_class *L, bool probing) {
     kr_run_threads_state *s = &c->rt;
     /* before one thread is measured, a fast core's speed stands in for it */
@@ -100,8 +101,8 @@ double kr_run_threads_choose(kara_context *c, int32_t n_tokens) {
     kr_run_threads_class *L = &s->cls[s->cur];
     /* until both are measured: one thread first for calls below
      * KR_START_PARALLEL_FLOPS (a short prompt is often the only call that
-     * large), all threads first above it unless the ping says the cores are
-     * busy (price_parallel_try); then the cheaper, with a probe of
+     * large), all threads first above it unless the cores are busy
+     * (price_parallel_try); then the cheaper, with a probe of
      * the other after probe_every calls (run_threads.h: it backs off) */
     double *spf = L->sec_per_flop;
     int mode;

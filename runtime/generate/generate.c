@@ -129,12 +129,12 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     }
     kara_status st = kr_gen_model_init(&g->gm, g->model);
     if (!st) st = kr_gen_seq_init(&g->out, &g->gm, &p->sampling);
+    /* one entry past n_ctx: a draft is looked up with the token being decoded appended */
     g->hist = malloc(((size_t)g->n_ctx + 1) * sizeof *g->hist);
     g->batch_pos = malloc((size_t)g->n_batch * sizeof *g->batch_pos);
     g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
     g->batch_logits = malloc((size_t)g->n_batch);
     g->tail = malloc((size_t)g->gm.piece_cap * TAIL_TOKENS + 1);
-    /* drafts need the history one token past n_ctx (the token being decoded) */
     g->spec = p->spec != KARA_SPEC_NONE && !kara_context_kv_compressing(ctx) && g->n_batch > 1;
     g->vbatch = malloc(((size_t)(g->spec ? p->draft_max : 0) + 1) * sizeof *g->vbatch);
     if (!st && g->spec) st = kr_ngram_init(&g->ngram, g->n_ctx + 1);
