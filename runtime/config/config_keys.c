@@ -41,9 +41,8 @@ static const kr_enum_name seed_words[] = {{"random", -1}, {"-1", -1}, {NULL, 0}}
 static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
-
+static const kr_enum_name device_names[] = {{"cpu", KARA_DEVICE_CPU}, {"cuda", KARA_DEVICE_CUDA}, {NULL, 0}};
 static const kr_enum_name spec_names[] = {{"none", KARA_SPEC_NONE}, {"ngram", KARA_SPEC_NGRAM}, {NULL, 0}};
-
 /* batch.on_changed: what a resume does with a request edited since its answer (kara batch --on-changed) */
 static const kr_enum_name on_changed_names[] = {{"rerun", 0}, {"refuse", 1}, {"keep", 2}, {NULL, 0}};
 
@@ -56,6 +55,7 @@ const key_spec kr_config_keys[] = {
     {"model.preset", K_STRING, FIELD(preset), 0, 0, NULL, 0},
     {"model.mmap", K_BOOL, FIELD(use_mmap), 0, 0, NULL, 0},
     {"runtime.threads", K_INT, FIELD(context.n_threads), -1, 4096, auto_zero, 0},
+    {"runtime.device", K_ENUM, FIELD(context.device), 0, 0, device_names, 0},
     {"context.size", K_INT, FIELD(context.n_ctx), 0, MAX_TOKENS, auto_zero, 0},
     {"context.batch", K_INT, FIELD(context.n_batch), 1, MAX_SLOTS, NULL, 0},
     {"sampling.temperature", K_FLOAT, FIELD(sampling.temperature), 0, 100, NULL, 0},

@@ -162,6 +162,16 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
     if (params->n_batch < 1 || params->n_seq_max < 1 || params->n_ctx < 0)
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
+    if (params->device != KARA_DEVICE_CPU && params->device != KARA_DEVICE_CUDA)
+        return kr_set_error(KARA_ERR_ARG,
+                            "kara_context_create: device %d is neither KARA_DEVICE_CPU nor KARA_DEVICE_CUDA",
+                            (int)params->device);
+#ifndef KARA_HAVE_CUDA
+    if (params->device == KARA_DEVICE_CUDA)
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
+                            "runtime.device is cuda but this libkara was built without the CUDA backend (CMake found "
+                            "no CUDA toolkit, or KARA_CUDA=OFF): rebuild with a toolkit, or use device cpu");
+#endif
     if (kr_kv_tune(&params->kv)->prior_weight > 0.0f && !model->prior.present) /* auto (< 0) just turns it off */
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.score.prior_weight is %g but the model has no retention prior (kara_prior.* "
@@ -175,6 +185,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_tune(&c->params.kv)->prior_weight =
         kr_kv_prior_weight_resolve(kr_kv_tune(&params->kv)->prior_weight, model->prior.present);
     c->kernels = kr_kernels_get();
+    c->backend = &kr_backend_cpu;
     c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
     if (hp->n_ctx_train > 0 && c->n_ctx > hp->n_ctx_train)
         kr_log(KARA_LOG_WARN,
@@ -254,12 +265,19 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         kara_context_free(c);
         return kr_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
     }
+#ifdef KARA_HAVE_CUDA
+    if (params->device == KARA_DEVICE_CUDA && (st = kr_cuda_backend_attach(c))) {
+        kara_context_free(c);
+        return st;
+    }
+#endif
     *out = c;
     return KARA_OK;
 }
 
 void kara_context_free(kara_context *c) {
     if (!c) return;
+    if (c->backend && c->backend->destroy) c->backend->destroy(c);
     kr_kv_free(&c->kv);
     kr_kv_policy_free(&c->policy);
     free(c->entry_last);

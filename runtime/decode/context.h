@@ -6,6 +6,7 @@
 #ifndef KR_CONTEXT_H
 #define KR_CONTEXT_H
 
+#include "backend.h"
 #include "kernels.h"
 #include "kv_cache.h"
 #include "kv_policy.h"
@@ -24,6 +25,8 @@ typedef struct kr_act_buf {
 struct kara_context {
     kara_model *model;
     const kr_kernels *kernels;
+    const kr_backend *backend; /* backend.h: the CPU's, or a device's */
+    void *backend_state;       /* the device backend's (NULL on the CPU) */
     kara_context_params params;
     int32_t n_ctx;
     int32_t n_batch;

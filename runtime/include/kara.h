@@ -48,7 +48,8 @@ typedef enum kara_status {
     KARA_ERR_KV_BUDGET = -21,    /* the KV budget cannot hold the request */
     KARA_ERR_CONTEXT_FULL = -22, /* position beyond the context size */
     KARA_ERR_CONFIG = -30,       /* bad configuration value */
-    KARA_ERR_INTERNAL = -40      /* a bug: an internal invariant failed */
+    KARA_ERR_INTERNAL = -40,     /* a bug: an internal invariant failed */
+    KARA_ERR_DEVICE = -50        /* the GPU failed (a CUDA error); the context must be freed */
 } kara_status;
 
 /* A short constant name for a status ("ok", "malformed input", "KV budget exceeded", ...). */
@@ -345,13 +346,18 @@ const char *kara_score_mode_name(kara_score_mode m);
 kara_status kara_score_mode_parse(const char *name, kara_score_mode *out);
 
 /* ---- Context and the forward pass (guide and a complete example: docs/API.md, "A context and kara_decode") ------- */
+/* Where a context runs its forward pass. KARA_DEVICE_CUDA needs a library built with the CUDA backend (CMake found a
+ * toolkit) and an NVIDIA GPU; kara_context_create says which is missing (KARA_ERR_UNSUPPORTED). docs/CUDA.md. */
+typedef enum kara_device { KARA_DEVICE_CPU = 0, KARA_DEVICE_CUDA = 1 } kara_device;
+
 typedef struct kara_context_params {
-    uint32_t size;     /* sizeof (kara_context_params_init) */
-    int32_t n_ctx;     /* max positions per sequence; 0 (default) = the model's training context */
-    int32_t n_batch;   /* max entries per kara_decode call (default 512) */
-    int32_t n_seq_max; /* max concurrent sequences (default 1) */
-    int32_t n_threads; /* 0 (default) or less = number of cores */
-    kara_kv_params kv; /* KV cache and compression (kara_kv_params_init) */
+    uint32_t size;      /* sizeof (kara_context_params_init) */
+    int32_t n_ctx;      /* max positions per sequence; 0 (default) = the model's training context */
+    int32_t n_batch;    /* max entries per kara_decode call (default 512) */
+    int32_t n_seq_max;  /* max concurrent sequences (default 1) */
+    int32_t n_threads;  /* 0 (default) or less = number of cores */
+    kara_kv_params kv;  /* KV cache and compression (kara_kv_params_init) */
+    kara_device device; /* KARA_DEVICE_CPU (default) or KARA_DEVICE_CUDA ("runtime.device") */
 } kara_context_params;
 /* As kara_kv_params_set (KARA_ERR_CONFIG, *p unchanged), for the context's keys too. */
 kara_status kara_context_params_set(kara_context_params *p, const char *key, const char *value);

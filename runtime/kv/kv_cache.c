@@ -114,6 +114,7 @@ static int32_t take_copy(kr_kv_cache *kv, int32_t src) {
     int32_t b = take_block(kv);
     memcpy(kv->pool + (size_t)b * kv->bytes_per_block, kv->pool + (size_t)src * kv->bytes_per_block,
            kv->bytes_per_block);
+    if (kv->on_block_copy) kv->on_block_copy(kv->on_block_copy_user, b, src);
     return b;
 }
 

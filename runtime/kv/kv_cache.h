@@ -45,6 +45,10 @@ typedef struct kr_kv_cache {
     kr_kv_seq *seqs;
     uint64_t budget; /* bytes the pool may hold */
     uint64_t bytes_peak;
+    /* a device holding its own copy of the pool (backend.h) is told of
+     * every block copy the cache makes (NULL on the CPU) */
+    void (*on_block_copy)(void *user, int32_t dst_block, int32_t src_block);
+    void *on_block_copy_user;
 } kr_kv_cache;
 
 /* Selection groups (docs/KARA_METHOD.md section 7.3). With

@@ -23,6 +23,7 @@ static const shared_flag shared_flags[] = {
     {"-c|--ctx-size", "context.size", "context size in tokens (auto = the model's)"},
     {"-b|--batch-size", "context.batch", "tokens per forward pass (prompt chunks)"},
     {"-t|--threads", "runtime.threads", "threads (auto = all cores)"},
+    {"--device", "runtime.device", "cpu|cuda (cuda: a build with the CUDA backend and an NVIDIA GPU; docs/CUDA.md)"},
     {"-n|--predict|--n-predict", "sampling.max_tokens", "tokens to generate (-1 = until end of generation)"},
     {"--temp", "sampling.temperature", "temperature (0 = greedy)"},
     {"--top-k", "sampling.top_k", "top-k (0 = off)"},
@@ -436,5 +437,7 @@ kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out) {
     kara_model_params mp;
     kara_model_params_init(&mp);
     mp.use_mmap = cfg->use_mmap;
+    /* the CUDA backend uploads the file's layouts: repacking for the CPU kernels would be undone */
+    mp.no_repack = cfg->context.device == KARA_DEVICE_CUDA;
     return kara_model_load(cfg->model_path, &mp, out);
 }

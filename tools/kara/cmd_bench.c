@@ -196,11 +196,15 @@ static kara_status verify_steps(kara_context *ctx, int32_t n_vocab, int32_t dept
     return KARA_OK;
 }
 
+/* With --device cuda every line ends in "device":"cuda" (CPU lines keep llamacpp-ref's shape). */
+static const char *device_field = "";
+
 static void report(const char *model, const char *test, int threads, int depth, double *tps, int reps, bool compete) {
     qsort(tps, (size_t)reps, sizeof *tps, cmp_double);
     printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"%s\",\"threads\":%d,"
-           "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f%s}\n",
-           model, test, threads, depth, reps, tps[reps / 2], tps[0], tps[reps - 1], compete ? ",\"compete\":true" : "");
+           "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f%s%s}\n",
+           model, test, threads, depth, reps, tps[reps / 2], tps[0], tps[reps - 1], compete ? ",\"compete\":true" : "",
+           device_field);
     fflush(stdout);
 }
 
@@ -215,7 +219,7 @@ static int bench_main(int argc, char **argv) {
     kara_model_params mp;
     kara_model_params_init(&mp);
     mp.use_mmap = o.cfg.use_mmap;
-    mp.no_repack = o.no_repack;
+    mp.no_repack = o.no_repack || o.cfg.context.device == KARA_DEVICE_CUDA; /* the device uploads file layouts */
     if (kara_model_load(o.model, &mp, &model) != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
         return KR_EXIT_NOINPUT;
@@ -233,6 +237,8 @@ static int bench_main(int argc, char **argv) {
     cp.kv.dtype = o.cfg.context.kv.dtype;
     cp.kv.budget = 0;
     kara_context *ctx = NULL;
+    cp.device = o.cfg.context.device;
+    if (cp.device == KARA_DEVICE_CUDA) device_field = ",\"device\":\"cuda\"";
     if (kara_context_create(model, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
         kara_model_free(model);
