@@ -2,7 +2,7 @@
 # command: a CMake package (find_package(kara) gives kara::kara) and a
 # pkg-config file (pkg-config --cflags --libs kara). libkara.a is static, so
 # both carry the libraries it needs: libyaml, threads, libm and, when the
-# build uses it, OpenMP.
+# build uses them, OpenMP and the CUDA toolkit's static runtime.
 include(CMakePackageConfigHelpers)
 set(KARA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kara)
 set(KARA_WITH_OPENMP ${OpenMP_C_FOUND})
@@ -17,6 +17,9 @@ install(FILES ${PROJECT_BINARY_DIR}/kara-config.cmake ${PROJECT_BINARY_DIR}/kara
 set(KARA_PC_LIBS "-lkara -lyaml -lpthread -lm")
 if(OpenMP_C_FOUND)
   string(APPEND KARA_PC_LIBS " ${OpenMP_C_FLAGS}")
+endif()
+if(KARA_CUDA_ENABLED) # the CUDA backend: the toolkit's static runtime (cuBLAS is opened at run time)
+  string(APPEND KARA_PC_LIBS " ${CUDA_cudart_static_LIBRARY} -ldl -lrt -lstdc++")
 endif()
 # Relocatable: the prefix is found from where kara.pc lies, so an install
 # with --prefix P (or DESTDIR) works as well as the configured prefix.

@@ -21,7 +21,7 @@ names=("$@")
 command -v clang >/dev/null || { echo "fuzz: clang is not installed (tools/install_deps.sh installs it)"; exit 1; }
 jobs=$(nproc)
 if [ ! -f build-fuzz/CMakeCache.txt ]; then
-    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKARA_FUZZ=ON -DKARA_OPENMP=OFF >/dev/null
+    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKARA_FUZZ=ON -DKARA_OPENMP=OFF -DKARA_CUDA=OFF >/dev/null
 fi
 targets=()
 for n in "${names[@]}"; do targets+=("fuzz_$n"); done

@@ -1,0 +1,515 @@
+/*
+ * cuda_backend.c - the CUDA backend (runtime/decode/backend.h): a context's
+ * forward pass on the first NVIDIA GPU.
+ *
+ * kr_cuda_backend_attach takes a context the CPU path has fully created and
+ * moves its work to the device: one allocation sized by cuda_plan.h holds
+ * the weights (uploaded once, in their file layouts: rows the CPU repacked
+ * at load are unpacked back), the norm and bias vectors, a KV pool with
+ * the host cache's exact layout, the activation buffers, the logits and
+ * the kernels' scratch. The host keeps every piece of bookkeeping (block
+ * tables, slots, validation, rollback); each pass uploads the little it
+ * needs (tokens, positions, pool offsets, block tables) and copies only the
+ * requested logits back. Sampling stays on the host.
+ *
+ * What does not run on the device yet is refused at attach with the
+ * setting's name: KV methods other than full (their scoring and
+ * compaction read the pool on the host), the KV policy's query ring, the
+ * retention prior.
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "context.h"
+#include "cuda_ops.h"
+#include "cuda_plan.h"
+#include "status.h"
+
+/* A host weight or vector and where its copy lives on the device. */
+typedef struct dev_ptr {
+    const void *host;
+    void *dev;
+    int32_t type;     /* matrices: the file layout's kr_type on the device */
+    size_t row_bytes; /* matrices: bytes per row in that layout */
+} dev_ptr;
+
+typedef struct cuda_state {
+    int device;
+    cudaStream_t stream;
+    void *blas;
+    uint8_t *base; /* the one device allocation */
+    kr_cuda_plan plan;
+    dev_ptr *map; /* sorted by host pointer */
+    int32_t n_map;
+    float *acts[KR_CUDA_N_ACTS];
+    float *logits;
+    uint8_t *pool;
+    void *scratch;
+    size_t scratch_bytes;
+    void *index[KR_CUDA_I_COUNT];
+    /* host staging of the per-pass index arrays */
+    int64_t *h_k_offs, *h_v_offs;
+    int32_t *h_n_vis, *h_table_off, *h_tables;
+    int err; /* the first failed call's code (sticky: a CUDA error can poison the context) */
+    char err_what[96];
+} cuda_state;
+
+static cuda_state *state(kara_context *c) { return (cuda_state *)c->backend_state; }
+
+/* Remember the first failure; later operations still run (their results
+ * are discarded) and finish() reports it. */
+static void note(cuda_state *s, int rc, const char *what) {
+    if (rc && !s->err) {
+        s->err = rc;
+        snprintf(s->err_what, sizeof s->err_what, "%s", what);
+    }
+}
+
+/* Why a launcher's code failed, in words. */
+static const char *err_text(int rc) {
+    if (rc == KR_CUDA_ERR_ARG) return "arguments the kernels do not take";
+    if (rc == KR_CUDA_ERR_NO_BLAS) return "libcublas could not be opened (is the CUDA toolkit's lib folder known to ld.so?)";
+    if (rc < 0) return "a cuBLAS call failed";
+    return cudaGetErrorString((cudaError_t)rc);
+}
+
+static int cmp_host(const void *a, const void *b) {
+    const uintptr_t x = (uintptr_t)((const dev_ptr *)a)->host, y = (uintptr_t)((const dev_ptr *)b)->host;
+    return x < y ? -1 : x > y;
+}
+
+static const dev_ptr *lookup(const cuda_state *s, const void *host) {
+    dev_ptr key = {.host = host};
+    return bsearch(&key, s->map, (size_t)s->n_map, sizeof key, cmp_host);
+}
+
+static float *dev_vec(cuda_state *s, const float *host) {
+    const dev_ptr *d = lookup(s, host);
+    if (!d) note(s, KR_CUDA_ERR_ARG, "a vector that was not uploaded");
+    return d ? (float *)d->dev : NULL;
+}
+
+static float *act(cuda_state *s, kr_buf b) { return s->acts[b]; }
+
+/* ---- the model's tensors ---- */
+
+typedef struct tensor_list {
+    dev_ptr *items;
+    int32_t n, cap;
+    const kr_weight **weights; /* parallel to items: the weight, or NULL for a vector */
+    int64_t *vec_len;          /* parallel: floats of a vector */
+} tensor_list;
+
+static bool list_add(tensor_list *l, const void *host, const kr_weight *w, int64_t len) {
+    if (!host) return true;
+    for (int32_t i = 0; i < l->n; i++)
+        if (l->items[i].host == host) return true; /* tied output and embeddings */
+    if (l->n == l->cap) return false;
+    l->items[l->n] = (dev_ptr){.host = host};
+    l->weights[l->n] = w;
+    l->vec_len[l->n] = len;
+    l->n++;
+    return true;
+}
+
+/* Every matrix and vector the forward pass hands the backend. */
+static bool list_model(tensor_list *l, const kara_model *m) {
+    const kr_hparams *hp = &m->hp;
+    const int64_t e = hp->n_embd, hd = hp->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
+    bool ok = list_add(l, m->tok_embd.data, &m->tok_embd, 0) && list_add(l, m->output.data, &m->output, 0) &&
+        list_add(l, m->output_norm, NULL, e);
+    for (int32_t il = 0; ok && il < hp->n_layer; il++) {
+        const kr_layer *L = &m->layers[il];
+        const kr_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; ok && i < sizeof ws / sizeof ws[0]; i++) ok = list_add(l, ws[i]->data, ws[i], 0);
+        ok = ok && list_add(l, L->attn_norm, NULL, e) && list_add(l, L->ffn_norm, NULL, e) &&
+            list_add(l, L->bq, NULL, qd) && list_add(l, L->bk, NULL, kvd) && list_add(l, L->bv, NULL, kvd) &&
+            list_add(l, L->q_norm, NULL, hd) && list_add(l, L->k_norm, NULL, hd);
+    }
+    return ok;
+}
+
+static size_t file_row_bytes(const kr_weight *w) {
+    const kr_type_info *ti = kr_type_get(kr_layout_source(w->type));
+    return (size_t)(w->n_cols / ti->block_size) * ti->type_size;
+}
+
+static uint64_t round_up(uint64_t v) { return (v + KR_CUDA_ALIGN - 1) / KR_CUDA_ALIGN * KR_CUDA_ALIGN; }
+
+/* Copy a matrix to dst in its file layout: as it is, or row by row out of
+ * the CPU's 16-row interleaving (kr_repacked_blocks). */
+static int upload_matrix(cuda_state *s, const kr_weight *w, uint8_t *dst) {
+    const size_t frb = file_row_bytes(w);
+    if (kr_layout_source(w->type) == w->type)
+        return (int)cudaMemcpy(dst, w->data, frb * (size_t)w->n_rows, cudaMemcpyHostToDevice);
+    const kr_type_info *ti = kr_type_get(kr_layout_source(w->type));
+    const int64_t nblk = w->n_cols / ti->block_size, chunk_rows = 256;
+    uint8_t *buf = malloc(frb * (size_t)chunk_rows);
+    if (!buf) return (int)cudaErrorMemoryAllocation;
+    int rc = 0;
+    for (int64_t r0 = 0; r0 < w->n_rows && !rc; r0 += chunk_rows) {
+        const int64_t nr = w->n_rows - r0 < chunk_rows ? w->n_rows - r0 : chunk_rows;
+        for (int64_t r = 0; r < nr; r++)
+            kr_repacked_blocks(w->type, w->data, w->row_bytes, r0 + r, 0, nblk, buf + frb * r);
+        rc = (int)cudaMemcpy(dst + frb * (size_t)r0, buf, frb * (size_t)nr, cudaMemcpyHostToDevice);
+    }
+    (void)s;
+    free(buf);
+    return rc;
+}
+
+/* ---- operations ---- */
+
+static void cu_begin(kara_context *c, const int32_t *tokens, int32_t n) {
+    cuda_state *s = state(c);
+    const kara_model *m = c->model;
+    note(s,
+         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_TOKENS], tokens, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                              s->stream),
+         "uploading the tokens");
+    note(s,
+         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_POS], c->entry_pos, (size_t)n * sizeof(int32_t),
+                              cudaMemcpyHostToDevice, s->stream),
+         "uploading the positions");
+    const dev_ptr *emb = lookup(s, m->tok_embd.data);
+    note(s,
+         kr_cuda_embed(s->stream, emb->type, emb->dev, emb->row_bytes, s->index[KR_CUDA_I_TOKENS], n, m->hp.n_embd,
+                       act(s, KR_BUF_X)),
+         "the embedding lookup");
+}
+
+static void cu_rmsnorm(kara_context *c, kr_buf dst, kr_buf src, const float *w, int64_t n_rows, int32_t dim) {
+    cuda_state *s = state(c);
+    note(s, kr_cuda_rmsnorm(s->stream, act(s, dst), act(s, src), dev_vec(s, w), n_rows, dim, c->model->hp.rms_eps),
+         "rmsnorm");
+}
+
+static void cu_matmul(kara_context *c, int n_w, const kr_weight *const *w, kr_buf x, int32_t n, const kr_buf *y) {
+    cuda_state *s = state(c);
+    for (int t = 0; t < n_w; t++) {
+        const dev_ptr *d = lookup(s, w[t]->data);
+        note(s,
+             kr_cuda_matmul(s->stream, s->blas, d->type, d->dev, d->row_bytes, w[t]->n_rows, w[t]->n_cols, act(s, x), n,
+                            act(s, y[t]), w[t]->n_rows, s->scratch, s->scratch_bytes),
+             "a matrix product");
+    }
+}
+
+static void cu_add_bias(kara_context *c, kr_buf y, const float *b, int32_t n, int32_t dim) {
+    cuda_state *s = state(c);
+    note(s, kr_cuda_add_bias(s->stream, act(s, y), dev_vec(s, b), n, dim), "a bias");
+}
+
+static void cu_rope(kara_context *c, kr_buf v, int32_t n, int32_t n_heads) {
+    cuda_state *s = state(c);
+    const kr_hparams *hp = &c->model->hp;
+    note(s,
+         kr_cuda_rope(s->stream, act(s, v), s->index[KR_CUDA_I_POS], n, n_heads, hp->head_dim, hp->rope_dim,
+                      hp->rope_freq_base, hp->rope_neox),
+         "RoPE");
+}
+
+/* The entries' K and V rows go to the same byte offsets of the device pool
+ * as kr_kv_k / kr_kv_v give in the host's. */
+static void cu_kv_store(kara_context *c, int32_t il, int32_t n) {
+    cuda_state *s = state(c);
+    const kr_kv_cache *kv = &c->kv;
+    for (int32_t i = 0; i < n; i++) {
+        s->h_k_offs[i] = (int64_t)((uint8_t *)kr_kv_k(kv, il, c->entry_seq[i], c->slot[i]) - kv->pool);
+        s->h_v_offs[i] = (int64_t)((uint8_t *)kr_kv_v(kv, il, c->entry_seq[i], c->slot[i]) - kv->pool);
+    }
+    const size_t bytes = (size_t)n * sizeof(int64_t);
+    note(s, (int)cudaMemcpyAsync(s->index[KR_CUDA_I_K_OFFS], s->h_k_offs, bytes, cudaMemcpyHostToDevice, s->stream),
+         "uploading KV offsets");
+    note(s, (int)cudaMemcpyAsync(s->index[KR_CUDA_I_V_OFFS], s->h_v_offs, bytes, cudaMemcpyHostToDevice, s->stream),
+         "uploading KV offsets");
+    const int64_t kvd = (int64_t)kv->n_head_kv * kv->head_dim;
+    note(s, kr_cuda_kv_store(s->stream, (int)kv->dtype, s->pool, s->index[KR_CUDA_I_K_OFFS], act(s, KR_BUF_K), n, kvd),
+         "the K store");
+    note(s, kr_cuda_kv_store(s->stream, (int)kv->dtype, s->pool, s->index[KR_CUDA_I_V_OFFS], act(s, KR_BUF_V), n, kvd),
+         "the V store");
+}
+
+/* Each entry's visible slots and its sequence's block table (one copy per
+ * sequence of the batch). The staging arrays are pageable host memory: an
+ * asynchronous copy from it returns once the driver has taken the bytes,
+ * so the next layer may overwrite them at once. */
+static void cu_attention(kara_context *c, int32_t il, int32_t n) {
+    cuda_state *s = state(c);
+    const kr_kv_cache *kv = &c->kv;
+    const kr_hparams *hp = &c->model->hp;
+    int32_t used = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t seq = c->entry_seq[i];
+        s->h_n_vis[i] = c->slot[i] + 1;
+        int32_t j = 0;
+        while (j < i && c->entry_seq[j] != seq) j++;
+        if (j < i) {
+            s->h_table_off[i] = s->h_table_off[j];
+            continue;
+        }
+        s->h_table_off[i] = used;
+        memcpy(s->h_tables + used, kv->seqs[seq].table, (size_t)kv->seqs[seq].n_blocks * sizeof(int32_t));
+        used += kv->seqs[seq].n_blocks;
+    }
+    note(s,
+         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_N_VIS], s->h_n_vis, (size_t)n * 4, cudaMemcpyHostToDevice, s->stream),
+         "uploading the attention spans");
+    note(s,
+         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_TABLE_OFF], s->h_table_off, (size_t)n * 4, cudaMemcpyHostToDevice,
+                              s->stream),
+         "uploading the attention spans");
+    note(s,
+         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_TABLES], s->h_tables, (size_t)used * 4, cudaMemcpyHostToDevice,
+                              s->stream),
+         "uploading the block tables");
+    kr_cuda_attn_args a = {.q = act(s, KR_BUF_Q),
+                           .out = act(s, KR_BUF_ATTN),
+                           .n_entries = n,
+                           .n_head = hp->n_head,
+                           .n_head_kv = hp->n_head_kv,
+                           .head_dim = hp->head_dim,
+                           .pool = s->pool,
+                           .bytes_per_block = kv->bytes_per_block,
+                           .slot_bytes = kv->slot_bytes,
+                           .block_size = kv->block_size,
+                           .layer = il,
+                           .kv_dtype = (int32_t)kv->dtype,
+                           .n_vis = s->index[KR_CUDA_I_N_VIS],
+                           .tables = s->index[KR_CUDA_I_TABLES],
+                           .table_off = s->index[KR_CUDA_I_TABLE_OFF],
+                           .scale = 1.0f / sqrtf((float)hp->head_dim)};
+    note(s, kr_cuda_attention(s->stream, &a), "attention");
+}
+
+static void cu_add(kara_context *c, kr_buf x, kr_buf y, int64_t n_vals) {
+    cuda_state *s = state(c);
+    note(s, kr_cuda_add(s->stream, act(s, x), act(s, y), n_vals), "a residual add");
+}
+
+static void cu_silu_mul(kara_context *c, kr_buf g, kr_buf u, int32_t n, int32_t dim) {
+    cuda_state *s = state(c);
+    note(s, kr_cuda_silu_mul(s->stream, act(s, g), act(s, u), (int64_t)n * dim), "SwiGLU");
+}
+
+static void cu_logits(kara_context *c, const int32_t *rows, int32_t n_out) {
+    cuda_state *s = state(c);
+    const kara_model *m = c->model;
+    if (!n_out) return;
+    const int64_t e = m->hp.n_embd;
+    note(s, (int)cudaMemcpyAsync(s->index[KR_CUDA_I_ROWS], rows, (size_t)n_out * 4, cudaMemcpyHostToDevice, s->stream),
+         "uploading the output rows");
+    note(s, kr_cuda_gather_rows(s->stream, act(s, KR_BUF_XN), act(s, KR_BUF_X), s->index[KR_CUDA_I_ROWS], n_out, e),
+         "gathering the output rows");
+    note(s,
+         kr_cuda_rmsnorm(s->stream, act(s, KR_BUF_XN), act(s, KR_BUF_XN), dev_vec(s, m->output_norm), n_out, e,
+                         m->hp.rms_eps),
+         "the output norm");
+    const dev_ptr *d = lookup(s, m->output.data);
+    note(s,
+         kr_cuda_matmul(s->stream, s->blas, d->type, d->dev, d->row_bytes, m->output.n_rows, m->output.n_cols,
+                        act(s, KR_BUF_XN), n_out, s->logits, m->hp.n_vocab, s->scratch, s->scratch_bytes),
+         "the output projection");
+    note(s,
+         (int)cudaMemcpyAsync(c->logits, s->logits, (size_t)n_out * (size_t)m->hp.n_vocab * sizeof(float),
+                              cudaMemcpyDeviceToHost, s->stream),
+         "copying the logits back");
+}
+
+static kara_status cu_finish(kara_context *c) {
+    cuda_state *s = state(c);
+    note(s, (int)cudaStreamSynchronize(s->stream), "the forward pass");
+    if (!s->err) return KARA_OK;
+    return kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d); free this context", s->err_what,
+                        err_text(s->err), s->err);
+}
+
+static void cu_destroy(kara_context *c) {
+    cuda_state *s = state(c);
+    if (!s) return;
+    cudaSetDevice(s->device);
+    if (s->blas) kr_cuda_blas_destroy(s->blas);
+    if (s->base) cudaFree(s->base);
+    if (s->stream) cudaStreamDestroy(s->stream);
+    free(s->map);
+    free(s->h_k_offs);
+    free(s->h_v_offs);
+    free(s->h_n_vis);
+    free(s->h_table_off);
+    free(s->h_tables);
+    free(s);
+    c->backend_state = NULL;
+}
+
+static const kr_backend backend_cuda = {
+    .name = "cuda",
+    .begin = cu_begin,
+    .rmsnorm = cu_rmsnorm,
+    .matmul = cu_matmul,
+    .add_bias = cu_add_bias,
+    .rope = cu_rope,
+    .kv_store = cu_kv_store,
+    .attention = cu_attention,
+    .add = cu_add,
+    .silu_mul = cu_silu_mul,
+    .logits = cu_logits,
+    .finish = cu_finish,
+    .destroy = cu_destroy,
+};
+
+/* ---- attach ---- */
+
+/* A block copy of the host cache (a shared block about to be written)
+ * made on the device too. */
+static void on_block_copy(void *user, int32_t dst, int32_t src) {
+    kara_context *c = user;
+    cuda_state *s = state(c);
+    const size_t b = c->kv.bytes_per_block;
+    note(s,
+         (int)cudaMemcpyAsync(s->pool + (size_t)dst * b, s->pool + (size_t)src * b, b, cudaMemcpyDeviceToDevice,
+                              s->stream),
+         "a KV block copy");
+}
+
+/* Settings whose work reads or moves the cache on the host: a KV policy
+ * that can evict (its scoring reads the pool and the query ring, its
+ * compaction moves slots) or that sums attention (H2O, lazy). A method
+ * whose budget holds every sequence whole never acts, so it runs. */
+static kara_status check_supported(const kara_context *c) {
+    if (c->policy.scoring || c->policy.ring || c->policy.h2o_probs)
+        return kr_set_error(KARA_ERR_UNSUPPORTED,
+                            "runtime.device cuda does not compress the KV cache yet (kv_cache.method %s with a budget "
+                            "that can run out: its scoring and compaction work on the host's copy): use "
+                            "kv_cache.method full, a kv_cache.budget that holds every sequence, or runtime.device cpu",
+                            kara_kv_method_name(c->params.kv.method));
+    return KARA_OK;
+}
+
+static kara_status fail(kara_context *c, cuda_state *s, kara_status st) {
+    c->backend_state = s;
+    cu_destroy(c);
+    return st;
+}
+
+static kara_status cuda_error(kara_context *c, cuda_state *s, int rc, const char *what) {
+    kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d)", what, err_text(rc), rc);
+    return fail(c, s, KARA_ERR_DEVICE);
+}
+
+kara_status kr_cuda_backend_attach(kara_context *c) {
+    kara_status st = check_supported(c);
+    if (st) return st;
+    int n_dev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&n_dev);
+    if (ce != cudaSuccess || n_dev == 0)
+        return kr_set_error(KARA_ERR_UNSUPPORTED, "runtime.device is cuda but no CUDA device is usable: %s",
+                            ce != cudaSuccess ? cudaGetErrorString(ce) : "no device found");
+    cuda_state *s = calloc(1, sizeof *s);
+    const kara_model *m = c->model;
+    const kr_hparams *hp = &m->hp;
+    const size_t nb = (size_t)c->n_batch;
+    tensor_list l = {0};
+    l.cap = 16 + 16 * hp->n_layer;
+    l.items = calloc((size_t)l.cap, sizeof *l.items);
+    l.weights = calloc((size_t)l.cap, sizeof *l.weights);
+    l.vec_len = calloc((size_t)l.cap, sizeof *l.vec_len);
+    if (s) {
+        s->h_k_offs = malloc(nb * sizeof(int64_t));
+        s->h_v_offs = malloc(nb * sizeof(int64_t));
+        s->h_n_vis = malloc(nb * sizeof(int32_t));
+        s->h_table_off = malloc(nb * sizeof(int32_t));
+        s->h_tables = malloc((size_t)c->kv.n_seq_max * (size_t)c->kv.max_blocks_per_seq * sizeof(int32_t));
+    }
+    if (!s || !l.items || !l.weights || !l.vec_len || !s->h_k_offs || !s->h_v_offs || !s->h_n_vis || !s->h_table_off ||
+        !s->h_tables || !list_model(&l, m)) {
+        free(l.items);
+        free(l.weights);
+        free(l.vec_len);
+        if (!s) return kr_set_error(KARA_ERR_NOMEM, "out of memory attaching the CUDA backend");
+        return fail(c, s, kr_set_error(KARA_ERR_NOMEM, "out of memory attaching the CUDA backend"));
+    }
+    /* the plan: matrices first, then vectors, each aligned */
+    uint64_t wbytes = 0, vbytes = 0;
+    for (int32_t i = 0; i < l.n; i++) {
+        if (l.weights[i]) {
+            if (!kr_cuda_weight_type_ok(kr_layout_source(l.weights[i]->type))) {
+                kr_set_error(KARA_ERR_UNSUPPORTED, "runtime.device cuda: weight type %s has no CUDA kernel",
+                             kr_type_get(kr_layout_source(l.weights[i]->type))->name);
+                st = KARA_ERR_UNSUPPORTED;
+                break;
+            }
+            wbytes += round_up(file_row_bytes(l.weights[i]) * (uint64_t)l.weights[i]->n_rows);
+        } else {
+            vbytes += round_up((uint64_t)l.vec_len[i] * sizeof(float));
+        }
+    }
+    kr_cuda_plan_in in = {hp->n_embd,   hp->n_head,      hp->n_head_kv,
+                          hp->head_dim, hp->n_ff,        hp->n_vocab,
+                          c->n_batch,   c->kv.n_seq_max, c->kv.max_blocks_per_seq,
+                          wbytes,       vbytes,          (uint64_t)c->kv.n_blocks * c->kv.bytes_per_block};
+    if (!st && !kr_cuda_plan_make(&s->plan, &in))
+        st = kr_set_error(KARA_ERR_NOMEM, "runtime.device cuda: the device memory plan overflows");
+    size_t free_b = 0, total_b = 0;
+    if (!st && (ce = cudaSetDevice(0)) == cudaSuccess) ce = cudaMemGetInfo(&free_b, &total_b);
+    if (!st && ce != cudaSuccess) st = kr_set_error(KARA_ERR_DEVICE, "CUDA: %s", cudaGetErrorString(ce));
+    if (!st && s->plan.total > free_b)
+        st = kr_set_error(KARA_ERR_NOMEM,
+                          "runtime.device cuda needs %.1f MiB of GPU memory (weights %.1f, KV pool %.1f) but %.1f MiB "
+                          "are free: lower kv_cache.budget or context.batch",
+                          s->plan.total / 1048576.0, s->plan.size[KR_CUDA_R_WEIGHTS] / 1048576.0,
+                          s->plan.size[KR_CUDA_R_POOL] / 1048576.0, free_b / 1048576.0);
+    if (!st && (ce = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) == cudaSuccess)
+        ce = cudaMalloc((void **)&s->base, s->plan.total);
+    if (!st && ce != cudaSuccess)
+        st = kr_set_error(KARA_ERR_DEVICE, "CUDA: reserving %.1f MiB: %s", s->plan.total / 1048576.0,
+                          cudaGetErrorString(ce));
+    if (st) {
+        free(l.items);
+        free(l.weights);
+        free(l.vec_len);
+        return fail(c, s, st);
+    }
+    /* upload, and cut the allocation into its regions */
+    uint64_t woff = s->plan.off[KR_CUDA_R_WEIGHTS], voff = s->plan.off[KR_CUDA_R_VECTORS];
+    int rc = 0;
+    for (int32_t i = 0; i < l.n && !rc; i++) {
+        dev_ptr *d = &l.items[i];
+        if (l.weights[i]) {
+            d->dev = s->base + woff;
+            d->type = (int32_t)kr_layout_source(l.weights[i]->type);
+            d->row_bytes = file_row_bytes(l.weights[i]);
+            rc = upload_matrix(s, l.weights[i], d->dev);
+            woff += round_up(d->row_bytes * (uint64_t)l.weights[i]->n_rows);
+        } else {
+            d->dev = s->base + voff;
+            rc = (int)cudaMemcpy(d->dev, d->host, (size_t)l.vec_len[i] * sizeof(float), cudaMemcpyHostToDevice);
+            voff += round_up((uint64_t)l.vec_len[i] * sizeof(float));
+        }
+    }
+    s->map = l.items;
+    s->n_map = l.n;
+    free(l.weights);
+    free(l.vec_len);
+    qsort(s->map, (size_t)s->n_map, sizeof *s->map, cmp_host);
+    if (rc) return cuda_error(c, s, rc, "uploading the weights");
+    for (int b = 0; b < KR_CUDA_N_ACTS; b++)
+        s->acts[b] = (float *)(s->base + s->plan.off[KR_CUDA_R_ACTS] + s->plan.act_off[b]);
+    for (int i = 0; i < KR_CUDA_I_COUNT; i++)
+        s->index[i] = s->base + s->plan.off[KR_CUDA_R_INDEX] + s->plan.index_off[i];
+    s->logits = (float *)(s->base + s->plan.off[KR_CUDA_R_LOGITS]);
+    s->pool = s->base + s->plan.off[KR_CUDA_R_POOL];
+    s->scratch = s->base + s->plan.off[KR_CUDA_R_SCRATCH];
+    s->scratch_bytes = s->plan.size[KR_CUDA_R_SCRATCH];
+    if (kr_cuda_matmul_scratch_bytes((int64_t)s->plan.max_cols, c->n_batch) > s->scratch_bytes)
+        return fail(c, s, kr_set_error(KARA_ERR_INTERNAL, "cuda_plan's matmul scratch is smaller than cuda_matmul's"));
+    if ((rc = kr_cuda_blas_create(&s->blas, s->stream))) return cuda_error(c, s, rc, "creating the cuBLAS handle");
+    c->backend_state = s;
+    c->backend = &backend_cuda;
+    c->kv.on_block_copy = on_block_copy;
+    c->kv.on_block_copy_user = c;
+    return KARA_OK;
+}

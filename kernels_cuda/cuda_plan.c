@@ -1,0 +1,93 @@
+/* cuda_plan.c - the CUDA backend's memory plan (cuda_plan.h). */
+#include "cuda_plan.h"
+
+#include <string.h>
+
+#include "cuda_ops.h"
+
+/* a + b and a * b, or false on 64-bit overflow: the inputs come from a
+ * model file and a YAML budget, so a product must not wrap silently */
+static bool add_ok(uint64_t *acc, uint64_t b) {
+    if (*acc > UINT64_MAX - b) return false;
+    *acc += b;
+    return true;
+}
+
+static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a && b > UINT64_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+static bool align_ok(uint64_t *v) {
+    uint64_t r = *v % KR_CUDA_ALIGN;
+    return r == 0 || add_ok(v, KR_CUDA_ALIGN - r);
+}
+
+/* Append a sub-buffer of n elements of elem bytes at *cursor (aligned). */
+static bool place(uint64_t *cursor, uint64_t *off, uint64_t n, uint64_t elem) {
+    uint64_t bytes;
+    if (!align_ok(cursor) || !mul_ok(n, elem, &bytes)) return false;
+    *off = *cursor;
+    return add_ok(cursor, bytes);
+}
+
+uint64_t kr_cuda_plan_matmul_scratch(int64_t max_cols, int64_t n_batch) {
+    uint64_t tile, acts, total = 0, off;
+    if (max_cols <= 0 || n_batch <= 0 || !mul_ok((uint64_t)KR_CUDA_TILE_ROWS * 2, (uint64_t)max_cols, &tile) ||
+        !mul_ok((uint64_t)n_batch * 2, (uint64_t)max_cols, &acts))
+        return 0;
+    /* one alignment unit of slack: the kernels round their base up themselves */
+    total = KR_CUDA_ALIGN;
+    if (!place(&total, &off, tile, 1) || !place(&total, &off, acts, 1) || !align_ok(&total)) return 0;
+    return total;
+}
+
+bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in) {
+    memset(plan, 0, sizeof *plan);
+    const int64_t dims[] = {in->n_embd,  in->n_head,  in->n_head_kv, in->head_dim,          in->n_ff,
+                            in->n_vocab, in->n_batch, in->n_seq_max, in->max_blocks_per_seq};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i] <= 0) return false;
+    const uint64_t nb = (uint64_t)in->n_batch;
+    uint64_t qd, kvd;
+    if (!mul_ok((uint64_t)in->n_head, (uint64_t)in->head_dim, &qd) ||
+        !mul_ok((uint64_t)in->n_head_kv, (uint64_t)in->head_dim, &kvd))
+        return false;
+    uint64_t max_cols = (uint64_t)in->n_embd;
+    if ((uint64_t)in->n_ff > max_cols) max_cols = (uint64_t)in->n_ff;
+    if (qd > max_cols) max_cols = qd;
+    plan->max_cols = max_cols;
+
+    /* activation rows, kr_buf order */
+    const uint64_t act_cols[KR_CUDA_N_ACTS] = {
+        (uint64_t)in->n_embd, (uint64_t)in->n_embd, qd, kvd, kvd, qd, (uint64_t)in->n_ff,
+        (uint64_t)in->n_ff,   (uint64_t)in->n_embd};
+    uint64_t acts = 0, n_vals;
+    for (int b = 0; b < KR_CUDA_N_ACTS; b++)
+        if (!mul_ok(nb, act_cols[b], &n_vals) || !place(&acts, &plan->act_off[b], n_vals, sizeof(float))) goto overflow;
+    uint64_t index = 0, tables;
+    if (!mul_ok((uint64_t)in->n_seq_max, (uint64_t)in->max_blocks_per_seq, &tables)) goto overflow;
+    const uint64_t idx_n[KR_CUDA_I_COUNT] = {nb, nb, nb, nb, nb, nb, tables, nb};
+    const uint64_t idx_elem[KR_CUDA_I_COUNT] = {4, 4, 8, 8, 4, 4, 4, 4};
+    for (int i = 0; i < KR_CUDA_I_COUNT; i++)
+        if (!place(&index, &plan->index_off[i], idx_n[i], idx_elem[i])) goto overflow;
+    uint64_t logits, row;
+    if (!mul_ok((uint64_t)in->n_vocab, sizeof(float), &row) || !mul_ok(nb, row, &logits)) goto overflow;
+    const uint64_t scratch = kr_cuda_plan_matmul_scratch((int64_t)max_cols, in->n_batch);
+    if (!scratch) goto overflow;
+
+    const uint64_t sizes[KR_CUDA_R_COUNT] = {in->weight_bytes, in->vector_bytes, in->pool_bytes, acts,
+                                             logits,           scratch,          index};
+    uint64_t cursor = 0;
+    for (int r = 0; r < KR_CUDA_R_COUNT; r++) {
+        if (!place(&cursor, &plan->off[r], sizes[r], 1)) goto overflow;
+        plan->size[r] = sizes[r];
+    }
+    if (!align_ok(&cursor)) goto overflow;
+    plan->total = cursor;
+    return true;
+overflow:
+    memset(plan, 0, sizeof *plan);
+    return false;
+}

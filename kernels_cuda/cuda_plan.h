@@ -1,0 +1,72 @@
+/*
+ * cuda_plan.h - what the CUDA backend reserves on the GPU for a model, a
+ * KV budget and a batch size, worked out on the host before any device
+ * call: one allocation, cut into aligned regions (weights, norm and bias
+ * vectors, the KV pool, the activation buffers, the logits, the matrix
+ * products' scratch, the per-pass index arrays). Plain C, tested on the
+ * CPU in every build (tests/unit/test_cuda_plan.c).
+ */
+#ifndef KR_CUDA_PLAN_H
+#define KR_CUDA_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KR_CUDA_ALIGN 256 /* bytes: every region and buffer starts on this */
+
+typedef enum kr_cuda_region {
+    KR_CUDA_R_WEIGHTS, /* matrices, in the file's block layouts */
+    KR_CUDA_R_VECTORS, /* norms and biases, f32 */
+    KR_CUDA_R_POOL,    /* the KV pool: the host cache's blocks, the same layout */
+    KR_CUDA_R_ACTS,    /* activation buffers, n_batch rows each (backend.h's kr_buf order) */
+    KR_CUDA_R_LOGITS,  /* n_batch rows of n_vocab */
+    KR_CUDA_R_SCRATCH, /* kr_cuda_matmul's f16 weight tile and activations */
+    KR_CUDA_R_INDEX,   /* per pass: tokens, positions, KV offsets, block tables, output rows */
+    KR_CUDA_R_COUNT
+} kr_cuda_region;
+
+/* The activation buffers in backend.h's kr_buf order: X, XN, Q, K, V,
+ * ATTN, GATE, UP, PROJ. */
+#define KR_CUDA_N_ACTS 9
+
+/* The per-pass index arrays, in KR_CUDA_R_INDEX. */
+typedef enum kr_cuda_index {
+    KR_CUDA_I_TOKENS,    /* int32, n_batch */
+    KR_CUDA_I_POS,       /* int32, n_batch */
+    KR_CUDA_I_K_OFFS,    /* int64, n_batch: pool byte offset of each entry's K row */
+    KR_CUDA_I_V_OFFS,    /* int64, n_batch */
+    KR_CUDA_I_N_VIS,     /* int32, n_batch */
+    KR_CUDA_I_TABLE_OFF, /* int32, n_batch */
+    KR_CUDA_I_TABLES,    /* int32, n_seq_max * max_blocks_per_seq: the batch's sequences' block tables */
+    KR_CUDA_I_ROWS,      /* int32, n_batch: the entries whose logits are asked for */
+    KR_CUDA_I_COUNT
+} kr_cuda_index;
+
+typedef struct kr_cuda_plan_in {
+    int64_t n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    int64_t n_batch, n_seq_max, max_blocks_per_seq;
+    uint64_t weight_bytes; /* sum of the matrices' bytes in their file layouts */
+    uint64_t vector_bytes; /* sum of the vectors' bytes (f32), each rounded up to KR_CUDA_ALIGN */
+    uint64_t pool_bytes;   /* the host cache's n_blocks * bytes_per_block */
+} kr_cuda_plan_in;
+
+typedef struct kr_cuda_plan {
+    uint64_t off[KR_CUDA_R_COUNT], size[KR_CUDA_R_COUNT]; /* bytes from the allocation's start */
+    uint64_t act_off[KR_CUDA_N_ACTS];                     /* within KR_CUDA_R_ACTS */
+    uint64_t index_off[KR_CUDA_I_COUNT];                  /* within KR_CUDA_R_INDEX */
+    uint64_t max_cols;                                    /* widest matrix input: n_embd, n_ff or n_head * head_dim */
+    uint64_t total;                                       /* the one allocation */
+} kr_cuda_plan;
+
+/* Device scratch of kr_cuda_matmul (cuda_ops.h) for n_batch entries of at
+ * most max_cols values: an f16 tile of KR_CUDA_TILE_ROWS weight rows and
+ * the entries converted to f16, each aligned, and one alignment unit of
+ * slack (cuda_matmul.cu rounds the base up). */
+uint64_t kr_cuda_plan_matmul_scratch(int64_t max_cols, int64_t n_batch);
+
+/* Fill *plan from *in; false (plan zeroed) when a dimension is not
+ * positive or a size overflows 64 bits. */
+bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in);
+
+#endif /* KR_CUDA_PLAN_H */
