@@ -72,7 +72,8 @@ static void note(cuda_state *s, int rc, const char *what) {
 /* Why a launcher's code failed, in words. */
 static const char *err_text(int rc) {
     if (rc == KR_CUDA_ERR_ARG) return "arguments the kernels do not take";
-    if (rc == KR_CUDA_ERR_NO_BLAS) return "libcublas could not be opened (is the CUDA toolkit's lib folder known to ld.so?)";
+    if (rc == KR_CUDA_ERR_NO_BLAS)
+        return "libcublas could not be opened (is the CUDA toolkit's lib folder known to ld.so?)";
     if (rc < 0) return "a cuBLAS call failed";
     return cudaGetErrorString((cudaError_t)rc);
 }

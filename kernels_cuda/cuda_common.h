@@ -17,6 +17,21 @@
 #define KR_CU_HD static inline
 #endif
 
+/* Single products and sums, rounded to nearest each: nvcc contracts a * b + c
+ * into one fused multiply-add by default, which rounds once and so changes
+ * the bits; the CPU reference (x86-64 baseline, ISO C) rounds twice. */
+#if defined(__CUDA_ARCH__)
+#define KR_CU_MUL(a, b) __fmul_rn((a), (b))
+#define KR_CU_ADD(a, b) __fadd_rn((a), (b))
+#define KR_CU_SUB(a, b) __fsub_rn((a), (b))
+#define KR_CU_DIV(a, b) __fdiv_rn((a), (b))
+#else
+#define KR_CU_MUL(a, b) ((a) * (b))
+#define KR_CU_ADD(a, b) ((a) + (b))
+#define KR_CU_SUB(a, b) ((a) - (b))
+#define KR_CU_DIV(a, b) ((a) / (b))
+#endif
+
 /* f32 from its bits, and back, without aliasing tricks (memcpy compiles to a move on both sides) */
 KR_CU_HD float kr_cu_bits_f32(uint32_t u) {
     float f;

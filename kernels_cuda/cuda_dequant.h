@@ -50,30 +50,10 @@
 #define KR_CU_Q5_K_BYTES 176
 #define KR_CU_Q6_K_BYTES 210
 
-/* a * b and a * b + c, a * b - c without FMA contraction on the device */
-KR_CU_HD float kr_cu_mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-
-KR_CU_HD float kr_cu_add(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-
-KR_CU_HD float kr_cu_sub(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
+/* a * b, a + b, a - b rounded one at a time (cuda_common.h's KR_CU_MUL...) */
+KR_CU_HD float kr_cu_mul(float a, float b) { return KR_CU_MUL(a, b); }
+KR_CU_HD float kr_cu_add(float a, float b) { return KR_CU_ADD(a, b); }
+KR_CU_HD float kr_cu_sub(float a, float b) { return KR_CU_SUB(a, b); }
 
 /* little-endian f16 / bf16 / f32 at p */
 KR_CU_HD uint16_t kr_cu_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

@@ -25,24 +25,6 @@
 
 #include "cuda_common.h"
 
-#ifndef KR_CU_RN_DEFINED
-#define KR_CU_RN_DEFINED
-/* Single products and sums, rounded to nearest each: nvcc contracts a * b + c
- * into one fused multiply-add by default, which rounds once and so changes
- * the bits; the CPU reference (x86-64 baseline, ISO C) rounds twice. */
-#if defined(__CUDA_ARCH__)
-#define KR_CU_MUL(a, b) __fmul_rn((a), (b))
-#define KR_CU_ADD(a, b) __fadd_rn((a), (b))
-#define KR_CU_SUB(a, b) __fsub_rn((a), (b))
-#define KR_CU_DIV(a, b) __fdiv_rn((a), (b))
-#else
-#define KR_CU_MUL(a, b) ((a) * (b))
-#define KR_CU_ADD(a, b) ((a) + (b))
-#define KR_CU_SUB(a, b) ((a) - (b))
-#define KR_CU_DIV(a, b) ((a) / (b))
-#endif
-#endif
-
 #define KR_CU_QK 32
 #define KR_CU_Q8_0_BYTES 34
 #define KR_CU_Q4_0_BYTES 18

@@ -21,7 +21,12 @@
  * exceeds twice the max tolerance (below that a legitimate rounding
  * difference can swap a near-tie). Greedy ids must agree up to the first
  * step whose reference margin is below that same bound.
- * Runs with 1 and 2 threads; both must pass and give identical logits. */
+ * Runs with 1 and 2 threads; both must pass and give identical logits.
+ *
+ * tests/cuda/test_cuda_reference_logits.c compiles this file again with
+ * REF_CUDA defined: the same checks on runtime.device cuda, tolerances
+ * doubled (REF_TOL_SCALE) because the teacher-forced batch goes through f16
+ * tiles and cuBLAS there (docs/CUDA.md); skipped (77) without a GPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +34,30 @@
 #include "kara.h"
 #include "ref_json.h"
 #include "test_util.h"
+
+#ifdef REF_CUDA
+#define REF_DEVICE KARA_DEVICE_CUDA
+#define REF_TOL_SCALE 2.0
+#define REF_NAME "test_cuda_reference_logits"
+#else
+#define REF_DEVICE KARA_DEVICE_CPU
+#define REF_TOL_SCALE 1.0
+#define REF_NAME "test_reference_logits"
+#endif
+
+/* A context on REF_DEVICE; on a machine without a usable GPU the test is
+ * skipped (exit 77) at the first one. */
+static kara_context *make_context(kara_model *m, kara_context_params *cp) {
+    cp->device = REF_DEVICE;
+    kara_context *ctx = NULL;
+    kara_status st = kara_context_create(m, cp, &ctx);
+    if (st == KARA_ERR_UNSUPPORTED && strstr(kara_last_error(), "no CUDA device")) {
+        printf("%s: skipped: %s\n", REF_NAME, kara_last_error());
+        exit(77);
+    }
+    CHECK_MSG(st == KARA_OK, "context: %s", kara_last_error());
+    return ctx;
+}
 
 typedef struct ref_case {
     const char *name;
@@ -68,8 +97,8 @@ static float *teacher_forced(kara_model *m, const double *toks, int T, int threa
     cp.n_threads = threads;
     cp.kv.dtype = KARA_KV_F32;
     cp.kv.method = KARA_KV_METHOD_FULL;
-    kara_context *ctx;
-    if (!CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error())) return NULL;
+    kara_context *ctx = make_context(m, &cp);
+    if (!ctx) return NULL;
     int32_t *ids = malloc((size_t)T * sizeof *ids), *pos = malloc((size_t)T * sizeof *pos);
     int32_t *seq = calloc((size_t)T, sizeof *seq);
     int8_t *want = malloc((size_t)T);
@@ -102,8 +131,8 @@ static int32_t *greedy(kara_model *m, const double *prompt, int P, int G) {
     cp.n_threads = 1;
     cp.kv.dtype = KARA_KV_F32;
     cp.kv.method = KARA_KV_METHOD_FULL;
-    kara_context *ctx;
-    if (kara_context_create(m, &cp, &ctx) != KARA_OK) return NULL;
+    kara_context *ctx = make_context(m, &cp);
+    if (!ctx) return NULL;
     int32_t *ids = malloc((size_t)(P + G) * sizeof *ids);
     for (int i = 0; i < P; i++) ids[i] = (int32_t)prompt[i];
     kara_batch b = kara_batch_one_sequence(ids, P, 0, 0);
@@ -165,7 +194,7 @@ static void run_case(const char *shared, const ref_case *rc) {
             }
             max_d = row_max > max_d ? row_max : max_d;
             if (hi > lo && row_max / (hi - lo) > worst_rel) worst_rel = row_max / (hi - lo);
-            if (margins[i] > 2 * rc->max_tol) {
+            if (margins[i] > 2 * REF_TOL_SCALE * rc->max_tol) {
                 top1_checked++;
                 if (argmax(g, V) != argmax(r, V)) top1_bad++;
             }
@@ -173,8 +202,9 @@ static void run_case(const char *shared, const ref_case *rc) {
         double mean_d = sum_d / ((double)T * V);
         printf("%-32s max|d| %.3g  mean|d| %.3g  max|d|/spread %.3g  top1 %d/%d\n", rc->name, max_d, mean_d, worst_rel,
                top1_checked - top1_bad, top1_checked);
-        CHECK_MSG(max_d <= rc->max_tol, "%s: max |dlogit| %.4g > %.4g", rc->name, max_d, rc->max_tol);
-        CHECK_MSG(mean_d <= rc->mean_tol, "%s: mean |dlogit| %.4g > %.4g", rc->name, mean_d, rc->mean_tol);
+        const double max_tol = REF_TOL_SCALE * rc->max_tol, mean_tol = REF_TOL_SCALE * rc->mean_tol;
+        CHECK_MSG(max_d <= max_tol, "%s: max |dlogit| %.4g > %.4g", rc->name, max_d, max_tol);
+        CHECK_MSG(mean_d <= mean_tol, "%s: mean |dlogit| %.4g > %.4g", rc->name, mean_d, mean_tol);
         CHECK_MSG(top1_bad == 0, "%s: top-1 differs at %d of %d positions", rc->name, top1_bad, top1_checked);
         CHECK_MSG(memcmp(got1, got2, (size_t)T * V * sizeof(float)) == 0, "%s: 1 and 2 threads differ", rc->name);
     }
@@ -213,7 +243,7 @@ static void run_case(const char *shared, const ref_case *rc) {
 }
 
 int main(void) {
-    const char *shared = kr_test_require_shared("test_reference_logits");
+    const char *shared = kr_test_require_shared(REF_NAME);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(shared, &cases[i]);
     return kr_test_finish();
 }
