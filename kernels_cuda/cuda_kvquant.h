@@ -83,7 +83,7 @@ KR_CU_HD void kr_cu_quantize_q4_0(const float *x, uint8_t *blk) {
         int q1 = kr_cu_sat_trunc(KR_CU_ADD(KR_CU_MUL(x[j + KR_CU_QK / 2], id), 8.5f), -128, 127);
         q0 = q0 > 15 ? 15 : q0;
         q1 = q1 > 15 ? 15 : q1;
-        blk[2 + j] = (uint8_t)(q0 | (q1 << 4));
+        blk[2 + j] = (uint8_t)((unsigned)q0 | ((unsigned)q1 << 4));
     }
 }
 

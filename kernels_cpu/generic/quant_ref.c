@@ -62,7 +62,8 @@ void kr_quantize_row_q4_0_ref(const float *x, kr_block_q4_0 *y, int64_t n) {
             int q1 = sat_trunc(x[j + KR_QK4_0 / 2] * id + 8.5f, -128, 127);
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
-            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+            /* unsigned: a NaN input gives q = -128, whose shift is undefined in int */
+            y[i].qs[j] = (uint8_t)((unsigned)q0 | ((unsigned)q1 << 4));
         }
     }
 }
@@ -81,7 +82,7 @@ void kr_quantize_row_q4_1_ref(const float *x, kr_block_q4_1 *y, int64_t n) {
             int q1 = sat_trunc((x[j + KR_QK4_1 / 2] - mn) * id + 0.5f, -128, 127);
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
-            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+            y[i].qs[j] = (uint8_t)((unsigned)q0 | ((unsigned)q1 << 4));
         }
     }
 }
