@@ -52,7 +52,7 @@ typedef struct cuda_state {
     size_t scratch_bytes;
     void *index[KR_CUDA_I_COUNT];
     /* host staging of the per-pass index arrays */
-    int64_t *h_k_offs, *h_v_offs;
+    int64_t *h_k_offs;
     int32_t *h_n_vis, *h_table_off, *h_tables;
     int err; /* the first failed call's code (sticky: a CUDA error can poison the context) */
     char err_what[96];
@@ -165,6 +165,44 @@ static int upload_matrix(cuda_state *s, const kr_weight *w, uint8_t *dst) {
 
 /* ---- operations ---- */
 
+/* The pass's index arrays, the same for every layer, uploaded once: each
+ * entry's K row offset in layer 0 of the pool (layer l's rows lie
+ * l * 2 * block_size slots further, its V rows block_size slots after its
+ * K rows: kv_cache.h), its visible slots, and its sequence's block table
+ * (one copy per sequence of the batch). The staging arrays are pageable
+ * host memory: an asynchronous copy from it returns once the driver has
+ * taken the bytes. */
+static void upload_pass_index(kara_context *c, cuda_state *s, int32_t n) {
+    const kr_kv_cache *kv = &c->kv;
+    int32_t used = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t seq = c->entry_seq[i];
+        s->h_k_offs[i] = (int64_t)((uint8_t *)kr_kv_k(kv, 0, seq, c->slot[i]) - kv->pool);
+        s->h_n_vis[i] = c->slot[i] + 1;
+        int32_t j = 0;
+        while (j < i && c->entry_seq[j] != seq) j++;
+        if (j < i) {
+            s->h_table_off[i] = s->h_table_off[j];
+            continue;
+        }
+        s->h_table_off[i] = used;
+        memcpy(s->h_tables + used, kv->seqs[seq].table, (size_t)kv->seqs[seq].n_blocks * sizeof(int32_t));
+        used += kv->seqs[seq].n_blocks;
+    }
+    const struct {
+        int index;
+        const void *host;
+        size_t bytes;
+    } up[] = {{KR_CUDA_I_POS, c->entry_pos, (size_t)n * 4},
+              {KR_CUDA_I_K_OFFS, s->h_k_offs, (size_t)n * 8},
+              {KR_CUDA_I_N_VIS, s->h_n_vis, (size_t)n * 4},
+              {KR_CUDA_I_TABLE_OFF, s->h_table_off, (size_t)n * 4},
+              {KR_CUDA_I_TABLES, s->h_tables, (size_t)used * 4}};
+    for (size_t u = 0; u < sizeof up / sizeof up[0]; u++)
+        note(s, (int)cudaMemcpyAsync(s->index[up[u].index], up[u].host, up[u].bytes, cudaMemcpyHostToDevice, s->stream),
+             "uploading the pass's positions, KV offsets and block tables");
+}
+
 static void cu_begin(kara_context *c, const int32_t *tokens, int32_t n) {
     cuda_state *s = state(c);
     const kara_model *m = c->model;
@@ -172,10 +210,7 @@ static void cu_begin(kara_context *c, const int32_t *tokens, int32_t n) {
          (int)cudaMemcpyAsync(s->index[KR_CUDA_I_TOKENS], tokens, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
                               s->stream),
          "uploading the tokens");
-    note(s,
-         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_POS], c->entry_pos, (size_t)n * sizeof(int32_t),
-                              cudaMemcpyHostToDevice, s->stream),
-         "uploading the positions");
+    upload_pass_index(c, s, n);
     const dev_ptr *emb = lookup(s, m->tok_embd.data);
     note(s,
          kr_cuda_embed(s->stream, emb->type, emb->dev, emb->row_bytes, s->index[KR_CUDA_I_TOKENS], n, m->hp.n_embd,
@@ -215,59 +250,26 @@ static void cu_rope(kara_context *c, kr_buf v, int32_t n, int32_t n_heads) {
 }
 
 /* The entries' K and V rows go to the same byte offsets of the device pool
- * as kr_kv_k / kr_kv_v give in the host's. */
+ * as kr_kv_k / kr_kv_v give in the host's: the pass's layer-0 K offsets
+ * from a pool base moved to layer il (and on to its V rows). */
 static void cu_kv_store(kara_context *c, int32_t il, int32_t n) {
     cuda_state *s = state(c);
     const kr_kv_cache *kv = &c->kv;
-    for (int32_t i = 0; i < n; i++) {
-        s->h_k_offs[i] = (int64_t)((uint8_t *)kr_kv_k(kv, il, c->entry_seq[i], c->slot[i]) - kv->pool);
-        s->h_v_offs[i] = (int64_t)((uint8_t *)kr_kv_v(kv, il, c->entry_seq[i], c->slot[i]) - kv->pool);
-    }
-    const size_t bytes = (size_t)n * sizeof(int64_t);
-    note(s, (int)cudaMemcpyAsync(s->index[KR_CUDA_I_K_OFFS], s->h_k_offs, bytes, cudaMemcpyHostToDevice, s->stream),
-         "uploading KV offsets");
-    note(s, (int)cudaMemcpyAsync(s->index[KR_CUDA_I_V_OFFS], s->h_v_offs, bytes, cudaMemcpyHostToDevice, s->stream),
-         "uploading KV offsets");
+    const size_t run = (size_t)kv->block_size * kv->slot_bytes; /* one layer's K (or V) rows of a block */
+    uint8_t *k_base = s->pool + (size_t)il * 2 * run;
     const int64_t kvd = (int64_t)kv->n_head_kv * kv->head_dim;
-    note(s, kr_cuda_kv_store(s->stream, (int)kv->dtype, s->pool, s->index[KR_CUDA_I_K_OFFS], act(s, KR_BUF_K), n, kvd),
+    note(s, kr_cuda_kv_store(s->stream, (int)kv->dtype, k_base, s->index[KR_CUDA_I_K_OFFS], act(s, KR_BUF_K), n, kvd),
          "the K store");
-    note(s, kr_cuda_kv_store(s->stream, (int)kv->dtype, s->pool, s->index[KR_CUDA_I_V_OFFS], act(s, KR_BUF_V), n, kvd),
-         "the V store");
+    note(
+        s,
+        kr_cuda_kv_store(s->stream, (int)kv->dtype, k_base + run, s->index[KR_CUDA_I_K_OFFS], act(s, KR_BUF_V), n, kvd),
+        "the V store");
 }
 
-/* Each entry's visible slots and its sequence's block table (one copy per
- * sequence of the batch). The staging arrays are pageable host memory: an
- * asynchronous copy from it returns once the driver has taken the bytes,
- * so the next layer may overwrite them at once. */
 static void cu_attention(kara_context *c, int32_t il, int32_t n) {
     cuda_state *s = state(c);
     const kr_kv_cache *kv = &c->kv;
     const kr_hparams *hp = &c->model->hp;
-    int32_t used = 0;
-    for (int32_t i = 0; i < n; i++) {
-        const int32_t seq = c->entry_seq[i];
-        s->h_n_vis[i] = c->slot[i] + 1;
-        int32_t j = 0;
-        while (j < i && c->entry_seq[j] != seq) j++;
-        if (j < i) {
-            s->h_table_off[i] = s->h_table_off[j];
-            continue;
-        }
-        s->h_table_off[i] = used;
-        memcpy(s->h_tables + used, kv->seqs[seq].table, (size_t)kv->seqs[seq].n_blocks * sizeof(int32_t));
-        used += kv->seqs[seq].n_blocks;
-    }
-    note(s,
-         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_N_VIS], s->h_n_vis, (size_t)n * 4, cudaMemcpyHostToDevice, s->stream),
-         "uploading the attention spans");
-    note(s,
-         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_TABLE_OFF], s->h_table_off, (size_t)n * 4, cudaMemcpyHostToDevice,
-                              s->stream),
-         "uploading the attention spans");
-    note(s,
-         (int)cudaMemcpyAsync(s->index[KR_CUDA_I_TABLES], s->h_tables, (size_t)used * 4, cudaMemcpyHostToDevice,
-                              s->stream),
-         "uploading the block tables");
     kr_cuda_attn_args a = {.q = act(s, KR_BUF_Q),
                            .out = act(s, KR_BUF_ATTN),
                            .n_entries = n,
@@ -338,7 +340,6 @@ static void cu_destroy(kara_context *c) {
     if (s->stream) cudaStreamDestroy(s->stream);
     free(s->map);
     free(s->h_k_offs);
-    free(s->h_v_offs);
     free(s->h_n_vis);
     free(s->h_table_off);
     free(s->h_tables);
@@ -420,13 +421,12 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
     l.vec_len = calloc((size_t)l.cap, sizeof *l.vec_len);
     if (s) {
         s->h_k_offs = malloc(nb * sizeof(int64_t));
-        s->h_v_offs = malloc(nb * sizeof(int64_t));
         s->h_n_vis = malloc(nb * sizeof(int32_t));
         s->h_table_off = malloc(nb * sizeof(int32_t));
         s->h_tables = malloc((size_t)c->kv.n_seq_max * (size_t)c->kv.max_blocks_per_seq * sizeof(int32_t));
     }
-    if (!s || !l.items || !l.weights || !l.vec_len || !s->h_k_offs || !s->h_v_offs || !s->h_n_vis || !s->h_table_off ||
-        !s->h_tables || !list_model(&l, m)) {
+    if (!s || !l.items || !l.weights || !l.vec_len || !s->h_k_offs || !s->h_n_vis || !s->h_table_off || !s->h_tables ||
+        !list_model(&l, m)) {
         free(l.items);
         free(l.weights);
         free(l.vec_len);

@@ -68,8 +68,8 @@ bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in) {
         if (!mul_ok(nb, act_cols[b], &n_vals) || !place(&acts, &plan->act_off[b], n_vals, sizeof(float))) goto overflow;
     uint64_t index = 0, tables;
     if (!mul_ok((uint64_t)in->n_seq_max, (uint64_t)in->max_blocks_per_seq, &tables)) goto overflow;
-    const uint64_t idx_n[KR_CUDA_I_COUNT] = {nb, nb, nb, nb, nb, nb, tables, nb};
-    const uint64_t idx_elem[KR_CUDA_I_COUNT] = {4, 4, 8, 8, 4, 4, 4, 4};
+    const uint64_t idx_n[KR_CUDA_I_COUNT] = {nb, nb, nb, nb, nb, tables, nb};
+    const uint64_t idx_elem[KR_CUDA_I_COUNT] = {4, 4, 8, 4, 4, 4, 4};
     for (int i = 0; i < KR_CUDA_I_COUNT; i++)
         if (!place(&index, &plan->index_off[i], idx_n[i], idx_elem[i])) goto overflow;
     uint64_t logits, row;

@@ -34,8 +34,7 @@ typedef enum kr_cuda_region {
 typedef enum kr_cuda_index {
     KR_CUDA_I_TOKENS,    /* int32, n_batch */
     KR_CUDA_I_POS,       /* int32, n_batch */
-    KR_CUDA_I_K_OFFS,    /* int64, n_batch: pool byte offset of each entry's K row */
-    KR_CUDA_I_V_OFFS,    /* int64, n_batch */
+    KR_CUDA_I_K_OFFS,    /* int64, n_batch: pool byte offset of each entry's K row in layer 0 */
     KR_CUDA_I_N_VIS,     /* int32, n_batch */
     KR_CUDA_I_TABLE_OFF, /* int32, n_batch */
     KR_CUDA_I_TABLES,    /* int32, n_seq_max * max_blocks_per_seq: the batch's sequences' block tables */
