@@ -12,10 +12,10 @@
  * needs (tokens, positions, pool offsets, block tables) and copies only the
  * requested logits back. Sampling stays on the host.
  *
- * What does not run on the device yet is refused at attach with the
- * setting's name: KV methods other than full (their scoring and
- * compaction read the pool on the host), the KV policy's query ring, the
- * retention prior.
+ * The KV policy's work on the values (the query ring, Kara's window
+ * scoring, the compaction's moves) runs on the device too:
+ * cuda_backend_kv.c. What does not run there yet is refused at attach with
+ * the setting's name (kr_cu_kv_check).
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -25,52 +25,13 @@
 
 #include "backend.h"
 #include "context.h"
+#include "cuda_backend_state.h"
 #include "cuda_ops.h"
 #include "cuda_plan.h"
 #include "status.h"
 
-/* A host weight or vector and where its copy lives on the device. */
-typedef struct dev_ptr {
-    const void *host;
-    void *dev;
-    int32_t type;     /* matrices: the file layout's kr_type on the device */
-    size_t row_bytes; /* matrices: bytes per row in that layout */
-} dev_ptr;
-
-typedef struct cuda_state {
-    int device;
-    cudaStream_t stream;
-    void *blas;
-    uint8_t *base; /* the one device allocation */
-    kr_cuda_plan plan;
-    dev_ptr *map; /* sorted by host pointer */
-    int32_t n_map;
-    float *acts[KR_CUDA_N_ACTS];
-    float *logits;
-    uint8_t *pool;
-    void *scratch;
-    size_t scratch_bytes;
-    void *index[KR_CUDA_I_COUNT];
-    /* host staging of the per-pass index arrays */
-    int64_t *h_k_offs;
-    int32_t *h_n_vis, *h_table_off, *h_tables;
-    int err; /* the first failed call's code (sticky: a CUDA error can poison the context) */
-    char err_what[96];
-} cuda_state;
-
-static cuda_state *state(kara_context *c) { return (cuda_state *)c->backend_state; }
-
-/* Remember the first failure; later operations still run (their results
- * are discarded) and finish() reports it. */
-static void note(cuda_state *s, int rc, const char *what) {
-    if (rc && !s->err) {
-        s->err = rc;
-        snprintf(s->err_what, sizeof s->err_what, "%s", what);
-    }
-}
-
 /* Why a launcher's code failed, in words. */
-static const char *err_text(int rc) {
+const char *kr_cu_err_text(int rc) {
     if (rc == KR_CUDA_ERR_ARG) return "arguments the kernels do not take";
     if (rc == KR_CUDA_ERR_NO_BLAS)
         return "libcublas could not be opened (is the CUDA toolkit's lib folder known to ld.so?)";
@@ -211,6 +172,7 @@ static void cu_begin(kara_context *c, const int32_t *tokens, int32_t n) {
                               s->stream),
          "uploading the tokens");
     upload_pass_index(c, s, n);
+    kr_cu_kv_begin(c, n);
     const dev_ptr *emb = lookup(s, m->tok_embd.data);
     note(s,
          kr_cuda_embed(s->stream, emb->type, emb->dev, emb->row_bytes, s->index[KR_CUDA_I_TOKENS], n, m->hp.n_embd,
@@ -264,6 +226,7 @@ static void cu_kv_store(kara_context *c, int32_t il, int32_t n) {
         s,
         kr_cuda_kv_store(s->stream, (int)kv->dtype, k_base + run, s->index[KR_CUDA_I_K_OFFS], act(s, KR_BUF_V), n, kvd),
         "the V store");
+    kr_cu_kv_store_queries(c, il, n);
 }
 
 static void cu_attention(kara_context *c, int32_t il, int32_t n) {
@@ -323,12 +286,12 @@ static void cu_logits(kara_context *c, const int32_t *rows, int32_t n_out) {
          "copying the logits back");
 }
 
-static kara_status cu_finish(kara_context *c) {
+kara_status kr_cu_finish(kara_context *c) {
     cuda_state *s = state(c);
     note(s, (int)cudaStreamSynchronize(s->stream), "the forward pass");
     if (!s->err) return KARA_OK;
     return kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d); free this context", s->err_what,
-                        err_text(s->err), s->err);
+                        kr_cu_err_text(s->err), s->err);
 }
 
 static void cu_destroy(kara_context *c) {
@@ -343,6 +306,7 @@ static void cu_destroy(kara_context *c) {
     free(s->h_n_vis);
     free(s->h_table_off);
     free(s->h_tables);
+    kr_cu_kv_free(c, s);
     free(s);
     c->backend_state = NULL;
 }
@@ -359,37 +323,11 @@ static const kr_backend backend_cuda = {
     .add = cu_add,
     .silu_mul = cu_silu_mul,
     .logits = cu_logits,
-    .finish = cu_finish,
+    .finish = kr_cu_finish,
     .destroy = cu_destroy,
 };
 
 /* ---- attach ---- */
-
-/* A block copy of the host cache (a shared block about to be written)
- * made on the device too. */
-static void on_block_copy(void *user, int32_t dst, int32_t src) {
-    kara_context *c = user;
-    cuda_state *s = state(c);
-    const size_t b = c->kv.bytes_per_block;
-    note(s,
-         (int)cudaMemcpyAsync(s->pool + (size_t)dst * b, s->pool + (size_t)src * b, b, cudaMemcpyDeviceToDevice,
-                              s->stream),
-         "a KV block copy");
-}
-
-/* Settings whose work reads or moves the cache on the host: a KV policy
- * that can evict (its scoring reads the pool and the query ring, its
- * compaction moves slots) or that sums attention (H2O, lazy). A method
- * whose budget holds every sequence whole never acts, so it runs. */
-static kara_status check_supported(const kara_context *c) {
-    if (c->policy.scoring || c->policy.ring || c->policy.h2o_probs)
-        return kr_set_error(KARA_ERR_UNSUPPORTED,
-                            "runtime.device cuda does not compress the KV cache yet (kv_cache.method %s with a budget "
-                            "that can run out: its scoring and compaction work on the host's copy): use "
-                            "kv_cache.method full, a kv_cache.budget that holds every sequence, or runtime.device cpu",
-                            kara_kv_method_name(c->params.kv.method));
-    return KARA_OK;
-}
 
 static kara_status fail(kara_context *c, cuda_state *s, kara_status st) {
     c->backend_state = s;
@@ -398,12 +336,12 @@ static kara_status fail(kara_context *c, cuda_state *s, kara_status st) {
 }
 
 static kara_status cuda_error(kara_context *c, cuda_state *s, int rc, const char *what) {
-    kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d)", what, err_text(rc), rc);
+    kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d)", what, kr_cu_err_text(rc), rc);
     return fail(c, s, KARA_ERR_DEVICE);
 }
 
 kara_status kr_cuda_backend_attach(kara_context *c) {
-    kara_status st = check_supported(c);
+    kara_status st = kr_cu_kv_check(c);
     if (st) return st;
     int n_dev = 0;
     cudaError_t ce = cudaGetDeviceCount(&n_dev);
@@ -426,7 +364,7 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
         s->h_tables = malloc((size_t)c->kv.n_seq_max * (size_t)c->kv.max_blocks_per_seq * sizeof(int32_t));
     }
     if (!s || !l.items || !l.weights || !l.vec_len || !s->h_k_offs || !s->h_n_vis || !s->h_table_off || !s->h_tables ||
-        !list_model(&l, m)) {
+        !kr_cu_kv_alloc(s, c) || !list_model(&l, m)) {
         free(l.items);
         free(l.weights);
         free(l.vec_len);
@@ -448,10 +386,19 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
             vbytes += round_up((uint64_t)l.vec_len[i] * sizeof(float));
         }
     }
-    kr_cuda_plan_in in = {hp->n_embd,   hp->n_head,      hp->n_head_kv,
-                          hp->head_dim, hp->n_ff,        hp->n_vocab,
-                          c->n_batch,   c->kv.n_seq_max, c->kv.max_blocks_per_seq,
-                          wbytes,       vbytes,          (uint64_t)c->kv.n_blocks * c->kv.bytes_per_block};
+    kr_cuda_plan_in in = {.n_embd = hp->n_embd,
+                          .n_head = hp->n_head,
+                          .n_head_kv = hp->n_head_kv,
+                          .head_dim = hp->head_dim,
+                          .n_ff = hp->n_ff,
+                          .n_vocab = hp->n_vocab,
+                          .n_batch = c->n_batch,
+                          .n_seq_max = c->kv.n_seq_max,
+                          .max_blocks_per_seq = c->kv.max_blocks_per_seq,
+                          .weight_bytes = wbytes,
+                          .vector_bytes = vbytes,
+                          .pool_bytes = (uint64_t)c->kv.n_blocks * c->kv.bytes_per_block};
+    kr_cu_kv_plan_in(c, &in);
     if (!st && !kr_cuda_plan_make(&s->plan, &in))
         st = kr_set_error(KARA_ERR_NOMEM, "runtime.device cuda: the device memory plan overflows");
     size_t free_b = 0, total_b = 0;
@@ -510,7 +457,6 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
     if ((rc = kr_cuda_blas_create(&s->blas, s->stream))) return cuda_error(c, s, rc, "creating the cuBLAS handle");
     c->backend_state = s;
     c->backend = &backend_cuda;
-    c->kv.on_block_copy = on_block_copy;
-    c->kv.on_block_copy_user = c;
+    kr_cu_kv_attach(c);
     return KARA_OK;
 }

@@ -112,14 +112,14 @@ __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *
 __global__ void kv_store_f32_kernel(uint8_t *pool, const int64_t *offs, const float *src, int64_t n, int64_t row_len) {
     for (int64_t i = flat_index(); i < n; i += flat_stride()) {
         const int64_t r = i / row_len, c = i % row_len;
-        reinterpret_cast<float *>(pool + offs[r])[c] = src[i];
+        if (offs[r] >= 0) reinterpret_cast<float *>(pool + offs[r])[c] = src[i];
     }
 }
 
 __global__ void kv_store_f16_kernel(uint8_t *pool, const int64_t *offs, const float *src, int64_t n, int64_t row_len) {
     for (int64_t i = flat_index(); i < n; i += flat_stride()) {
         const int64_t r = i / row_len, c = i % row_len;
-        reinterpret_cast<uint16_t *>(pool + offs[r])[c] = kr_cu_f32_f16(src[i]);
+        if (offs[r] >= 0) reinterpret_cast<uint16_t *>(pool + offs[r])[c] = kr_cu_f32_f16(src[i]);
     }
 }
 
@@ -132,6 +132,7 @@ __global__ void kv_store_blocks_kernel(uint8_t *pool, const int64_t *offs, const
     const int64_t per_row = row_len / KR_CU_QK;
     for (int64_t i = flat_index(); i < n_blocks; i += flat_stride()) {
         const int64_t r = i / per_row, b = i % per_row;
+        if (offs[r] < 0) continue;
         const float *x = src + r * row_len + b * KR_CU_QK;
         if (Q8)
             kr_cu_quantize_q8_0(x, pool + offs[r] + b * KR_CU_Q8_0_BYTES);

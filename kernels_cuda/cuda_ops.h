@@ -75,7 +75,8 @@ int kr_cuda_add_bias(void *stream, float *y, const float *b, int64_t n_rows, int
 int kr_cuda_gather_rows(void *stream, float *dst, const float *src, const int32_t *rows, int64_t n, int64_t dim);
 /* Row i of n (row_len floats at src + i * row_len) stored in type kv_dtype
  * at pool + offs[i] (offs: device byte offsets); the bytes the CPU's
- * kr_kv_row_store writes. */
+ * kr_kv_row_store writes. Rows whose offset is negative are not stored
+ * (the query ring's entries the KV policy does not keep). */
 int kr_cuda_kv_store(void *stream, int kv_dtype, uint8_t *pool, const int64_t *offs, const float *src, int64_t n,
                      int64_t row_len);
 
@@ -100,6 +101,46 @@ typedef struct kr_cuda_attn_args {
 /* out = softmax(scale * q . K^T) . V per entry and query head (query head h
  * reads KV head h / (n_head / n_head_kv)). */
 int kr_cuda_attention(void *stream, const kr_cuda_attn_args *a);
+
+/* ---- Kara's window scorer and compaction (cuda_score.cu) ---- */
+
+/* One scored layer of a span (runtime/kv/kv_score.h has the definitions;
+ * cuda_score.h the per-row rules). Units are (query head, tile of
+ * KR_CU_SCORE_TILE query rows) as on the CPU; one block per unit walks its
+ * rows in order, so the column sums need no atomics. */
+typedef struct kr_cuda_score_args {
+    int32_t n_w, n_buf, n_q;              /* window, protected buffer, rows with queries (the last n_q) */
+    int32_t n_head, n_head_kv, head_dim;  /* head_dim <= KR_CUDA_SCORE_MAX_DIM, n_head_kv <= KR_CUDA_SCORE_MAX_KV */
+    int32_t n_sink;                       /* sink keys in front of every softmax (0 unless window_plus_sinks) */
+    int32_t mode, softmax_over;           /* kara_score_mode, kara_softmax_over */
+    bool exclude_self, gqa_max, value_aware, normalized; /* normalized: layer_reduce normalized_mean */
+    /* queries: window row i's query (n_head heads, type q_type) at
+     * q_ring + ((q_first + i) mod ring_cap) * q_row_bytes */
+    const uint8_t *q_ring;
+    int64_t q_first;
+    int32_t ring_cap, q_type;
+    size_t q_row_bytes;
+    /* keys: the K row of key r (sinks r < n_sink, then window rows) at
+     * pool + key_offs[r] (device), type kv_type; its V row v_delta further */
+    const uint8_t *pool;
+    const int64_t *key_offs;
+    int64_t v_delta;
+    int32_t kv_type;
+    /* device scratch: partial n_head * n_tiles * n_c, zbuf n_head * n_tiles
+     * * (n_sink + n_w), layer n_c; acc (n_c) gets the layer vector added */
+    float *partial, *zbuf, *layer, *acc;
+} kr_cuda_score_args;
+#define KR_CUDA_SCORE_MAX_DIM 1024
+#define KR_CUDA_SCORE_MAX_KV 64
+/* Score one layer into a->acc (see above). */
+int kr_cuda_score_layer(void *stream, const kr_cuda_score_args *a);
+/* A compaction's moves in order (runtime/kv/kv_compact.h: every
+ * destination at or below its source): for each of n_layers layers (the
+ * first at pool, then layer_bytes apart) the K row at src[m] goes to
+ * dst[m] (device byte offsets) and the V row v_delta further likewise.
+ * One block per (layer, K or V) runs the moves in order. */
+int kr_cuda_kv_move(void *stream, uint8_t *pool, const int64_t *src, const int64_t *dst, int32_t n_moves,
+                    int32_t n_layers, int64_t layer_bytes, int64_t v_delta, int64_t row_bytes);
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,25 @@ uint64_t kr_cuda_plan_matmul_scratch(int64_t max_cols, int64_t n_batch) {
     return total;
 }
 
+/* The scorer's buffers (KR_CUDA_R_KVSCORE) into *bytes; none without scoring. */
+static bool score_buffers(kr_cuda_plan *plan, const kr_cuda_plan_in *in, uint64_t *bytes) {
+    const int64_t q = in->score_q_max, sl = in->score_slots_max, k = in->score_keys_max;
+    if (q < 0 || sl < 0 || k < 0) return false;
+    if (!q && !sl && !k) return true;
+    if (!q || !sl || k < sl) return false;
+    const uint64_t tiles = ((uint64_t)q + 31) / 32, h = (uint64_t)in->n_head;
+    uint64_t units, partial, zbuf;
+    if (!mul_ok(h, tiles, &units) || !mul_ok(units, (uint64_t)sl, &partial) || !mul_ok(units, (uint64_t)k, &zbuf))
+        return false;
+    const uint64_t n[KR_CUDA_S_COUNT] = {partial, zbuf, (uint64_t)sl, (uint64_t)sl, (uint64_t)k, (uint64_t)sl,
+                                         (uint64_t)sl};
+    const uint64_t elem[KR_CUDA_S_COUNT] = {4, 4, 4, 4, 8, 8, 8};
+    for (int i = 0; i < KR_CUDA_S_COUNT; i++)
+        if (!place(bytes, &plan->score_off[i], n[i], elem[i])) return false;
+    plan->score_tiles = (int64_t)tiles;
+    return true;
+}
+
 bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in) {
     memset(plan, 0, sizeof *plan);
     const int64_t dims[] = {in->n_embd,  in->n_head,  in->n_head_kv, in->head_dim,          in->n_ff,
@@ -68,8 +87,8 @@ bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in) {
         if (!mul_ok(nb, act_cols[b], &n_vals) || !place(&acts, &plan->act_off[b], n_vals, sizeof(float))) goto overflow;
     uint64_t index = 0, tables;
     if (!mul_ok((uint64_t)in->n_seq_max, (uint64_t)in->max_blocks_per_seq, &tables)) goto overflow;
-    const uint64_t idx_n[KR_CUDA_I_COUNT] = {nb, nb, nb, nb, nb, tables, nb};
-    const uint64_t idx_elem[KR_CUDA_I_COUNT] = {4, 4, 8, 4, 4, 4, 4};
+    const uint64_t idx_n[KR_CUDA_I_COUNT] = {nb, nb, nb, nb, nb, tables, nb, nb};
+    const uint64_t idx_elem[KR_CUDA_I_COUNT] = {4, 4, 8, 4, 4, 4, 4, 8};
     for (int i = 0; i < KR_CUDA_I_COUNT; i++)
         if (!place(&index, &plan->index_off[i], idx_n[i], idx_elem[i])) goto overflow;
     uint64_t logits, row;
@@ -77,8 +96,11 @@ bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in) {
     const uint64_t scratch = kr_cuda_plan_matmul_scratch((int64_t)max_cols, in->n_batch);
     if (!scratch) goto overflow;
 
-    const uint64_t sizes[KR_CUDA_R_COUNT] = {in->weight_bytes, in->vector_bytes, in->pool_bytes, acts,
-                                             logits,           scratch,          index};
+    uint64_t kvscore = 0;
+    if (!score_buffers(plan, in, &kvscore)) goto overflow;
+
+    const uint64_t sizes[KR_CUDA_R_COUNT] = {in->weight_bytes, in->vector_bytes, in->pool_bytes, acts, logits,
+                                             scratch,          index,            in->ring_bytes, kvscore};
     uint64_t cursor = 0;
     for (int r = 0; r < KR_CUDA_R_COUNT; r++) {
         if (!place(&cursor, &plan->off[r], sizes[r], 1)) goto overflow;

@@ -23,6 +23,8 @@ typedef enum kr_cuda_region {
     KR_CUDA_R_LOGITS,  /* n_batch rows of n_vocab */
     KR_CUDA_R_SCRATCH, /* kr_cuda_matmul's f16 weight tile and activations */
     KR_CUDA_R_INDEX,   /* per pass: tokens, positions, KV offsets, block tables, output rows */
+    KR_CUDA_R_RING,    /* the KV policy's query ring: the host ring's bytes, the same layout (0 without) */
+    KR_CUDA_R_KVSCORE, /* the window scorer's and compaction's buffers (kr_cuda_kvscore; 0 without scoring) */
     KR_CUDA_R_COUNT
 } kr_cuda_region;
 
@@ -39,8 +41,23 @@ typedef enum kr_cuda_index {
     KR_CUDA_I_TABLE_OFF, /* int32, n_batch */
     KR_CUDA_I_TABLES,    /* int32, n_seq_max * max_blocks_per_seq: the batch's sequences' block tables */
     KR_CUDA_I_ROWS,      /* int32, n_batch: the entries whose logits are asked for */
+    KR_CUDA_I_Q_OFFS,    /* int64, n_batch: ring byte offset of each entry's query in the first scored layer, or -1 */
     KR_CUDA_I_COUNT
 } kr_cuda_index;
+
+/* The buffers of KR_CUDA_R_KVSCORE (cuda_ops.h, kr_cuda_score_args and
+ * kr_cuda_kv_move): with T = ceil(score_q_max / 32) tiles, S = score_slots_max
+ * and K = score_keys_max. */
+typedef enum kr_cuda_kvscore {
+    KR_CUDA_S_PARTIAL,  /* f32, n_head * T * S */
+    KR_CUDA_S_ZBUF,     /* f32, n_head * T * K */
+    KR_CUDA_S_LAYER,    /* f32, S */
+    KR_CUDA_S_ACC,      /* f32, S */
+    KR_CUDA_S_KEY_OFFS, /* int64, K */
+    KR_CUDA_S_MOVE_SRC, /* int64, S */
+    KR_CUDA_S_MOVE_DST, /* int64, S */
+    KR_CUDA_S_COUNT
+} kr_cuda_kvscore;
 
 typedef struct kr_cuda_plan_in {
     int64_t n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
@@ -48,12 +65,19 @@ typedef struct kr_cuda_plan_in {
     uint64_t weight_bytes; /* sum of the matrices' bytes in their file layouts */
     uint64_t vector_bytes; /* sum of the vectors' bytes (f32), each rounded up to KR_CUDA_ALIGN */
     uint64_t pool_bytes;   /* the host cache's n_blocks * bytes_per_block */
+    uint64_t ring_bytes;   /* the KV policy's query ring (0: none) */
+    /* window scoring (all 0 when the policy never scores): the most query
+     * rows of a span (the ring's capacity), the most slots of a sequence,
+     * and those plus the sink keys */
+    int64_t score_q_max, score_slots_max, score_keys_max;
 } kr_cuda_plan_in;
 
 typedef struct kr_cuda_plan {
     uint64_t off[KR_CUDA_R_COUNT], size[KR_CUDA_R_COUNT]; /* bytes from the allocation's start */
     uint64_t act_off[KR_CUDA_N_ACTS];                     /* within KR_CUDA_R_ACTS */
     uint64_t index_off[KR_CUDA_I_COUNT];                  /* within KR_CUDA_R_INDEX */
+    uint64_t score_off[KR_CUDA_S_COUNT];                  /* within KR_CUDA_R_KVSCORE */
+    int64_t score_tiles;                                  /* T: the most (query head, tile) units per head */
     uint64_t max_cols;                                    /* widest matrix input: n_embd, n_ff or n_head * head_dim */
     uint64_t total;                                       /* the one allocation */
 } kr_cuda_plan;
@@ -65,7 +89,8 @@ typedef struct kr_cuda_plan {
 uint64_t kr_cuda_plan_matmul_scratch(int64_t max_cols, int64_t n_batch);
 
 /* Fill *plan from *in; false (plan zeroed) when a dimension is not
- * positive or a size overflows 64 bits. */
+ * positive (the scoring sizes: negative, or some but not all zero) or a
+ * size overflows 64 bits. */
 bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in);
 
 #endif /* KR_CUDA_PLAN_H */

@@ -87,6 +87,9 @@ kara_status kara_seq_state_save(const kara_context *c, int32_t seq, const int32_
                             s->next_pos);
     if (s->n == 0) return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: sequence %d is empty", seq);
     kara_status st = check_savable(c, seq, "kara_seq_state_save");
+    /* a device holds the pool: its rows are copied to the host's first (the
+     * host copy is a mirror, not the context's state, hence the cast) */
+    if (!st) st = kr_kv_pull_rows((kr_kv_cache *)&c->kv, seq, 0, c->kv.n_layer, 0, s->n);
     if (st) return st;
     size_t need = kara_seq_state_size(c, seq);
     if (size < need)
@@ -205,6 +208,10 @@ kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, s
             memcpy(kr_kv_v(&c->kv, l, seq, i), p, c->kv.slot_bytes);
             p += c->kv.slot_bytes;
         }
+    if ((st = kr_kv_push_rows(&c->kv, seq, 0, c->kv.n_layer, 0, n))) { /* a device holds the pool */
+        kara_seq_clear(c, seq);
+        return st;
+    }
     if (n_tokens) *n_tokens = n;
     return KARA_OK;
 }

@@ -114,7 +114,7 @@ static int32_t take_copy(kr_kv_cache *kv, int32_t src) {
     int32_t b = take_block(kv);
     memcpy(kv->pool + (size_t)b * kv->bytes_per_block, kv->pool + (size_t)src * kv->bytes_per_block,
            kv->bytes_per_block);
-    if (kv->on_block_copy) kv->on_block_copy(kv->on_block_copy_user, b, src);
+    if (kv->mirror.block_copy) kv->mirror.block_copy(kv->mirror.user, b, src);
     return b;
 }
 
@@ -222,4 +222,12 @@ void kr_kv_seq_clear(kr_kv_cache *kv, int32_t seq) {
     kr_kv_truncate(kv, seq, 0);
     kv->seqs[seq].next_pos = 0;
     kv->seqs[seq].active = false;
+}
+
+kara_status kr_kv_pull_rows(kr_kv_cache *kv, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n) {
+    return kv->mirror.pull_rows && n > 0 ? kv->mirror.pull_rows(kv->mirror.user, seq, l0, l1, first, n) : KARA_OK;
+}
+
+kara_status kr_kv_push_rows(kr_kv_cache *kv, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n) {
+    return kv->mirror.push_rows && n > 0 ? kv->mirror.push_rows(kv->mirror.user, seq, l0, l1, first, n) : KARA_OK;
 }

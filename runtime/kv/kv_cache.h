@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "kv_compact.h"
 
 typedef struct kr_kv_seq {
     bool active;
@@ -25,6 +26,22 @@ typedef struct kr_kv_seq {
     int32_t *table;   /* block ids, capacity max_blocks_per_seq */
     int32_t *pos;     /* original position of each slot: n_groups rows of max_slots */
 } kr_kv_seq;
+
+/* A device that keeps its own copy of the pool (runtime/decode/backend.h)
+ * follows the host's changes through these hooks; user is the device's.
+ * With move_rows set, compaction moves rows on the device only and the
+ * host's pool is no longer current: code that reads rows on the host pulls
+ * them first and pushes what it writes (kr_kv_pull_rows, kr_kv_push_rows). */
+typedef struct kr_kv_mirror {
+    void *user;
+    /* a block copy the cache made (a shared block about to be written) */
+    void (*block_copy)(void *user, int32_t dst_block, int32_t src_block);
+    /* a compaction's slot moves of seq in layers [l0, l1), to run in order */
+    kara_status (*move_rows)(void *user, int32_t seq, int32_t l0, int32_t l1, const kr_kv_move *moves,
+                             int32_t n_moves);
+    kara_status (*pull_rows)(void *user, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n);
+    kara_status (*push_rows)(void *user, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n);
+} kr_kv_mirror;
 
 typedef struct kr_kv_cache {
     int32_t n_layer, n_head_kv, head_dim, block_size;
@@ -45,11 +62,15 @@ typedef struct kr_kv_cache {
     kr_kv_seq *seqs;
     uint64_t budget; /* bytes the pool may hold */
     uint64_t bytes_peak;
-    /* a device holding its own copy of the pool (backend.h) is told of
-     * every block copy the cache makes (NULL on the CPU) */
-    void (*on_block_copy)(void *user, int32_t dst_block, int32_t src_block);
-    void *on_block_copy_user;
+    kr_kv_mirror mirror; /* a device's copy of the pool (all NULL on the CPU) */
 } kr_kv_cache;
+
+/* Copy rows [first, first + n) of seq in layers [l0, l1) from the device's
+ * pool into the host's before the host reads them (kv_mirror.pull_rows),
+ * or from the host's to the device's after the host wrote them
+ * (push_rows); KARA_OK at once when no device holds the pool. */
+kara_status kr_kv_pull_rows(kr_kv_cache *kv, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n);
+kara_status kr_kv_push_rows(kr_kv_cache *kv, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n);
 
 /* Selection groups (docs/KARA_METHOD.md section 7.3). With
  * kara.selection_scope: per_layer every scored layer and the unscored

@@ -277,7 +277,11 @@ kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq
     if (st) return st;
     int32_t g0 = group < 0 ? 0 : group, g1 = group < 0 ? kv->n_groups : group + 1, l1 = g1 * kv->layers_per_group;
     move_ctx mc = {kv, seq, g0 * kv->layers_per_group, l1 < kv->n_layer ? l1 : kv->n_layer};
-    kr_kv_compact_apply(&plan, move_slot, &mc);
+    if (kv->mirror.move_rows) /* the pool lives on a device: the rows move there */
+        st = plan.n_moves ? kv->mirror.move_rows(kv->mirror.user, seq, mc.l0, mc.l1, plan.moves, plan.n_moves) : 0;
+    else
+        kr_kv_compact_apply(&plan, move_slot, &mc);
+    if (st) return st;
     for (int32_t g = g0; g < g1; g++) {
         size_t row = (size_t)g * (size_t)kv->max_slots;
         kr_kv_compact_apply_array(&plan, s->pos + row, sizeof(int32_t));
@@ -306,66 +310,6 @@ static kara_status compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int3
                            const float *keep_scores) {
     kara_status st = kr_kvp_compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
     if (!st) kr_kvp_compact_release(pol, kv, seq, frontier + k + n_buf);
-    return st;
-}
-
-/* ---- scoring ---- */
-
-typedef struct score_task {
-    const kr_kv_score_job *job;
-} score_task;
-
-/* At most KR_KV_SCORE_WORKERS of the context's threads score. */
-static void score_compute(void *arg, int ith, int nth) {
-    const score_task *t = arg;
-    int workers = nth < KR_KV_SCORE_WORKERS ? nth : KR_KV_SCORE_WORKERS;
-    if (ith < workers) kr_kv_score_compute(t->job, ith, workers);
-}
-
-kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
-                              int32_t q_first_pos, kara_score_mode mode, bool exclude_self, int32_t l_begin,
-                              int32_t l_end) {
-    kr_kv_cache *kv = pol->kv;
-    const kr_kv_tuning *t = &pol->t;
-    int32_t n_c = n_w - n_buf, stride = t->layer_stride > 0 ? t->layer_stride : 1;
-    kr_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, t->n_sink};
-    kr_kv_score_opts opts;
-    kr_kv_score_opts_from_params(&opts, &pol->p);
-    opts.mode = mode;
-    opts.exclude_self = exclude_self;
-    kr_kv_score_acc acc;
-    kara_status st = kr_kv_score_acc_init(&acc, pol->scores, n_c, t->layer_reduce);
-    for (int32_t l = l_begin; !st && l < l_end; l += stride) {
-        kr_kv_rows qr = {t->query_cache_dtype,
-                         pol->ring +
-                             ((size_t)seq * pol->n_scored_layers + (size_t)(l / stride)) * (size_t)pol->ring_cap *
-                                 pol->q_row_bytes,
-                         pol->q_row_bytes,
-                         0,
-                         q_first_pos,
-                         pol->ring_cap,
-                         NULL,
-                         0,
-                         0};
-        const uint8_t *k_base = kv->pool + (size_t)l * 2 * (size_t)kv->block_size * kv->slot_bytes;
-        kr_kv_rows kr = {kv->dtype,           k_base,         kv->slot_bytes,     0, first, 0,
-                         kv->seqs[seq].table, kv->block_size, kv->bytes_per_block};
-        kr_kv_rows sink = kr;
-        sink.first = 0;
-        kr_kv_score_job job;
-        st = kr_kv_score_prepare_q(&job, &sh, n_q, &opts, &qr, &kr, &sink, pol->score_scratch, pol->score_scratch_bytes,
-                                   pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads
-                                                                             : KR_KV_SCORE_WORKERS);
-        if (st) break;
-        if (opts.value_aware) { /* V rows follow the K rows of the layer in each block */
-            job.v = kr;
-            job.v.base = k_base + (size_t)kv->block_size * kv->slot_bytes;
-        }
-        score_task t = {&job};
-        pol->exec.run(pol->exec.user, score_compute, &t);
-        kr_kv_score_finish(&job, pol->layer_scores, &acc);
-    }
-    if (!st) kr_kv_score_acc_finalize(&acc, pol->scores);
     return st;
 }
 

@@ -59,6 +59,17 @@ typedef struct kr_kv_exec {
     void *user;
 } kr_kv_exec;
 
+/* A span of a sequence to score (kv_policy_impl.h, kr_kvp_score_span):
+ * rows [first, first + n_w) of seq, the last n_buf protected, the last n_q
+ * with queries in the ring from position q_first_pos on, by the scored
+ * layers in [l_begin, l_end). */
+typedef struct kr_kv_span {
+    int32_t seq, first, n_w, n_buf, n_q, q_first_pos;
+    kara_score_mode mode;
+    bool exclude_self;
+    int32_t l_begin, l_end;
+} kr_kv_span;
+
 typedef struct kr_kv_policy_seq {
     bool prompt_marked; /* generation has started: P is known */
     int32_t n_prompt;   /* P */
@@ -127,6 +138,12 @@ typedef struct kr_kv_policy {
     bool use_prior;
     float *prior_vals;    /* the prior of the window being scored: max_slots floats, then the scratch */
     float *prior_scratch; /* inside prior_vals: kr_kv_prior_scratch_floats */
+
+    /* A device that holds the pool and the query ring (kernels_cuda)
+     * scores there: n_w - n_buf scores of the span into out, as the host
+     * scorer would; NULL on the CPU. */
+    kara_status (*dev_score)(void *user, const kr_kv_span *span, float *out);
+    void *dev_user;
 
     kr_kv_policy_seq *seqs;
     kara_kv_stats stats;

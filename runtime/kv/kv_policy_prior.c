@@ -30,6 +30,8 @@ kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, in
                                        pol->t.exclude_self, l_begin, l_end);
     if (st || !pol->use_prior) return st;
     const int32_t n_c = n_w - n_buf;
+    if (eval_prior && (st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n_c)))
+        return st; /* a device holds the pool: the prior reads its layer's rows on the host */
     if (eval_prior) kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
     kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, pol->t.prior_weight);
     return KARA_OK;

@@ -2,7 +2,8 @@
  * test_cuda_plan.c - the CUDA backend's memory plan (kernels_cuda/cuda_plan.h),
  * on the host, in every build: regions and buffers aligned, disjoint and
  * inside the one allocation; each sized as the backend uses it; the KV pool
- * exactly the host cache's bytes; overflow and bad shapes refused.
+ * exactly the host cache's bytes; the query ring and the window scorer's
+ * buffers sized for the largest span; overflow and bad shapes refused.
  */
 #include <stdint.h>
 #include <string.h>
@@ -64,7 +65,8 @@ static void test_layout(void) {
             CHECK_MSG(disjoint(p.act_off[b], bytes, p.act_off[q], 512 * cols[q] * 4), "buffers %d and %d apart", b, q);
     }
     /* index arrays: the block tables of every sequence fit */
-    const uint64_t n_idx[KR_CUDA_I_COUNT] = {512 * 4, 512 * 4, 512 * 8, 512 * 4, 512 * 4, 4 * 2560 * 4, 512 * 4};
+    const uint64_t n_idx[KR_CUDA_I_COUNT] = {512 * 4, 512 * 4, 512 * 8, 512 * 4,
+                                             512 * 4, 4 * 2560 * 4, 512 * 4, 512 * 8};
     for (int i = 0; i < KR_CUDA_I_COUNT; i++) {
         CHECK_MSG(p.index_off[i] + n_idx[i] <= p.size[KR_CUDA_R_INDEX], "index array %d inside its region", i);
         for (int q = 0; q < i; q++)
@@ -90,6 +92,51 @@ static void test_pool_follows_budget(void) {
     CHECK_EQ_INT(b.size[KR_CUDA_R_WEIGHTS], a.size[KR_CUDA_R_WEIGHTS]);
 }
 
+/* Kara's scoring on the device: the ring region is the host ring's bytes;
+ * the scorer's buffers hold every (query head, tile) unit's column sums and
+ * logit row for the largest span, and the moves of a whole sequence;
+ * without scoring nothing is reserved. */
+static void test_scoring_buffers(void) {
+    kr_cuda_plan_in in = qwen3_06b();
+    kr_cuda_plan p;
+    CHECK(kr_cuda_plan_make(&p, &in));
+    CHECK_EQ_INT(p.size[KR_CUDA_R_RING], 0);
+    CHECK_EQ_INT(p.size[KR_CUDA_R_KVSCORE], 0);
+    in.ring_bytes = 4ull * 28 * 320 * 2048 * 2; /* 4 sequences, 28 layers, 320 rows of 16 x 128 f16 */
+    in.score_q_max = 320;
+    in.score_slots_max = 40960;
+    in.score_keys_max = 40964; /* 4 sinks */
+    CHECK(kr_cuda_plan_make(&p, &in));
+    CHECK_EQ_INT(p.size[KR_CUDA_R_RING], in.ring_bytes);
+    CHECK_EQ_INT(p.score_tiles, 10);
+    const uint64_t units = 16 * 10;
+    const uint64_t n[KR_CUDA_S_COUNT] = {units * 40960 * 4, units * 40964 * 4, 40960 * 4, 40960 * 4,
+                                         40964 * 8,         40960 * 8,         40960 * 8};
+    uint64_t sum = 0;
+    for (int i = 0; i < KR_CUDA_S_COUNT; i++) {
+        CHECK_MSG(p.score_off[i] % KR_CUDA_ALIGN == 0, "scorer buffer %d aligned", i);
+        CHECK_MSG(p.score_off[i] + n[i] <= p.size[KR_CUDA_R_KVSCORE], "scorer buffer %d inside its region", i);
+        for (int q = 0; q < i; q++)
+            CHECK_MSG(disjoint(p.score_off[i], n[i], p.score_off[q], n[q]), "scorer buffers %d and %d apart", i, q);
+        sum += n[i];
+    }
+    CHECK(p.size[KR_CUDA_R_KVSCORE] >= sum && p.size[KR_CUDA_R_KVSCORE] - sum < KR_CUDA_S_COUNT * KR_CUDA_ALIGN);
+    /* a tile more for one query row more */
+    in.score_q_max = 321;
+    CHECK(kr_cuda_plan_make(&p, &in));
+    CHECK_EQ_INT(p.score_tiles, 11);
+    /* half a request is refused, as is fewer keys than slots or a negative size */
+    in.score_q_max = 0;
+    CHECK(!kr_cuda_plan_make(&p, &in));
+    in.score_q_max = 320;
+    in.score_keys_max = 100;
+    CHECK(!kr_cuda_plan_make(&p, &in));
+    in.score_keys_max = -1;
+    CHECK(!kr_cuda_plan_make(&p, &in));
+    in.score_keys_max = INT64_MAX / 8; /* units x keys overflows */
+    CHECK(!kr_cuda_plan_make(&p, &in));
+}
+
 static void test_refusals(void) {
     kr_cuda_plan p;
     kr_cuda_plan_in in = qwen3_06b();
@@ -110,6 +157,7 @@ static void test_refusals(void) {
 int main(void) {
     test_layout();
     test_pool_follows_budget();
+    test_scoring_buffers();
     test_refusals();
     return kr_test_finish();
 }

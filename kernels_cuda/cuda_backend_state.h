@@ -1,0 +1,86 @@
+/*
+ * cuda_backend_state.h - what the CUDA backend's two host files share
+ * (internal to kernels_cuda/): the per-context device state, and the KV
+ * policy's side of the backend (cuda_backend_kv.c: the query ring, Kara's
+ * window scoring and the compaction's moves on the device), which
+ * cuda_backend.c calls at attach, in each pass and at destroy.
+ */
+#ifndef KR_CUDA_BACKEND_STATE_H
+#define KR_CUDA_BACKEND_STATE_H
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+
+#include "context.h"
+#include "cuda_plan.h"
+
+/* A host weight or vector and where its copy lives on the device. */
+typedef struct dev_ptr {
+    const void *host;
+    void *dev;
+    int32_t type;     /* matrices: the file layout's kr_type on the device */
+    size_t row_bytes; /* matrices: bytes per row in that layout */
+} dev_ptr;
+
+typedef struct cuda_state {
+    int device;
+    cudaStream_t stream;
+    void *blas;
+    uint8_t *base; /* the one device allocation */
+    kr_cuda_plan plan;
+    dev_ptr *map; /* sorted by host pointer */
+    int32_t n_map;
+    float *acts[KR_CUDA_N_ACTS];
+    float *logits;
+    uint8_t *pool;
+    void *scratch;
+    size_t scratch_bytes;
+    void *index[KR_CUDA_I_COUNT];
+    /* host staging of the per-pass index arrays */
+    int64_t *h_k_offs;
+    int32_t *h_n_vis, *h_table_off, *h_tables;
+    /* the KV policy on the device (cuda_backend_kv.c): its query ring (NULL
+     * without one), the scorer's buffers, and host staging for the span's
+     * key offsets, the queries' ring offsets and a compaction's moves */
+    uint8_t *ring;
+    void *kvscore[KR_CUDA_S_COUNT];
+    int64_t *h_q_offs, *h_key_offs, *h_move_src, *h_move_dst;
+    int err; /* the first failed call's code (sticky: a CUDA error can poison the context) */
+    char err_what[96];
+} cuda_state;
+
+static inline cuda_state *state(kara_context *c) { return (cuda_state *)c->backend_state; }
+
+/* Remember the first failure; later operations still run (their results
+ * are discarded) and finish() reports it. */
+static inline void note(cuda_state *s, int rc, const char *what) {
+    if (rc && !s->err) {
+        s->err = rc;
+        snprintf(s->err_what, sizeof s->err_what, "%s", what);
+    }
+}
+
+/* cuda_backend.c: a launcher's code in words; wait for the stream and
+ * report the first error (the backend's finish). */
+const char *kr_cu_err_text(int rc);
+kara_status kr_cu_finish(kara_context *c);
+
+/* ---- cuda_backend_kv.c ---- */
+
+/* Settings the device cannot run yet: KARA_ERR_UNSUPPORTED naming them. */
+kara_status kr_cu_kv_check(const kara_context *c);
+/* The ring and scorer sizes of the plan for c's policy. */
+void kr_cu_kv_plan_in(const kara_context *c, kr_cuda_plan_in *in);
+/* Host staging for the policy's work; false when out of memory. */
+bool kr_cu_kv_alloc(cuda_state *s, const kara_context *c);
+/* Once the allocation is cut: the ring's and buffers' addresses, and the
+ * hooks through which the policy and the cache reach the device. */
+void kr_cu_kv_attach(kara_context *c);
+/* In a pass: the entries' query ring offsets (begin), and the queries of
+ * layer il into the ring (after the K and V stores). */
+void kr_cu_kv_begin(kara_context *c, int32_t n);
+void kr_cu_kv_store_queries(kara_context *c, int32_t il, int32_t n);
+/* Release the staging and unhook the policy and the cache. */
+void kr_cu_kv_free(kara_context *c, cuda_state *s);
+
+#endif /* KR_CUDA_BACKEND_STATE_H */
