@@ -112,8 +112,11 @@ static void note_peak(kr_kv_cache *kv) {
 /* A free block holding a copy of block src (the caller checked that one is free). */
 static int32_t take_copy(kr_kv_cache *kv, int32_t src) {
     int32_t b = take_block(kv);
-    memcpy(kv->pool + (size_t)b * kv->bytes_per_block, kv->pool + (size_t)src * kv->bytes_per_block,
-           kv->bytes_per_block);
+    /* with a device's pool the host's is not current (kv_mirror): copy there only, and leave the host's pages
+     * untouched (the pool is calloc'd: pages never written cost address space, not memory) */
+    if (!kv->mirror.move_rows)
+        memcpy(kv->pool + (size_t)b * kv->bytes_per_block, kv->pool + (size_t)src * kv->bytes_per_block,
+               kv->bytes_per_block);
     if (kv->mirror.block_copy) kv->mirror.block_copy(kv->mirror.user, b, src);
     return b;
 }
