@@ -105,3 +105,17 @@ void kr_score_case_free(kr_score_case *c) {
     free(c->key_offs);
     memset(c, 0, sizeof *c);
 }
+
+float kr_score_case_worst(const float *got, const float *ref, int32_t n, int32_t *at) {
+    float worst = 0.0f;
+    *at = 0;
+    for (int32_t j = 0; j < n; j++) {
+        const float e = fabsf(got[j] - ref[j]) / (1.0f + fabsf(ref[j]));
+        if (isnan(worst)) break; /* NaN is the worst: keep the first */
+        if (isnan(e) || e > worst) {
+            worst = e;
+            *at = j;
+        }
+    }
+    return worst;
+}

@@ -41,5 +41,7 @@ void kr_score_case_make(kr_score_case *c, uint64_t seed, int32_t n_w, int32_t n_
 /* The CPU scorer's layer vector (n_w - n_buf floats). */
 kara_status kr_score_case_cpu(const kr_score_case *c, float *layer_out);
 void kr_score_case_free(kr_score_case *c);
+/* The largest |got - ref| / (1 + |ref|) over n scores, and where (*at). */
+float kr_score_case_worst(const float *got, const float *ref, int32_t n, int32_t *at);
 
 #endif /* KR_TEST_SCORE_CASE_H */

@@ -24,6 +24,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,24 +38,6 @@
 #define SENTINEL 12345.0f
 
 static int failures = 0;
-
-#define CUDA_OK(expr)                                                                                                  \
-    do {                                                                                                               \
-        cudaError_t e_ = (expr);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "test_cuda_matmul: %s failed: %s\n", #expr, cudaGetErrorString(e_));                       \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-#define RC_OK(expr)                                                                                                    \
-    do {                                                                                                               \
-        int rc_ = (expr);                                                                                              \
-        if (rc_ != 0) {                                                                                                \
-            fprintf(stderr, "test_cuda_matmul: %s returned %d\n", #expr, rc_);                                         \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -126,11 +110,11 @@ static void check_matmul(const type_case *tc, void *stream, void *blas, const vo
                          float *dy, const char *what) {
     static float y[MAX_N * LDY];
     for (int i = 0; i < MAX_N * LDY; i++) y[i] = SENTINEL;
-    CUDA_OK(cudaMemcpy(dy, y, sizeof y, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dy, y, sizeof y, cudaMemcpyHostToDevice));
     RC_OK(
         kr_cuda_matmul(stream, blas, tc->type, dw, row_bytes, N_ROWS, N_COLS, dx, n, dy, LDY, dscratch, scratch_bytes));
-    CUDA_OK(cudaStreamSynchronize((cudaStream_t)stream));
-    CUDA_OK(cudaMemcpy(y, dy, sizeof y, cudaMemcpyDeviceToHost));
+    CK(cudaStreamSynchronize((cudaStream_t)stream));
+    CK(cudaMemcpy(y, dy, sizeof y, cudaMemcpyDeviceToHost));
     const double tol = n <= KR_CUDA_GEMV_MAX ? 1e-4 : 2e-3;
     double worst = 0.0;
     int bad = 0;
@@ -175,12 +159,12 @@ static void check_embed(const type_case *tc, void *stream, const void *dw, size_
     int32_t *dtok;
     float *dx;
     static float x[6 * N_COLS];
-    CUDA_OK(cudaMalloc((void **)&dtok, sizeof tokens));
-    CUDA_OK(cudaMalloc((void **)&dx, sizeof x));
-    CUDA_OK(cudaMemcpy(dtok, tokens, sizeof tokens, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dtok, sizeof tokens));
+    CK(cudaMalloc((void **)&dx, sizeof x));
+    CK(cudaMemcpy(dtok, tokens, sizeof tokens, cudaMemcpyHostToDevice));
     RC_OK(kr_cuda_embed(stream, tc->type, dw, row_bytes, dtok, n, N_COLS, dx));
-    CUDA_OK(cudaStreamSynchronize((cudaStream_t)stream));
-    CUDA_OK(cudaMemcpy(x, dx, sizeof x, cudaMemcpyDeviceToHost));
+    CK(cudaStreamSynchronize((cudaStream_t)stream));
+    CK(cudaMemcpy(x, dx, sizeof x, cudaMemcpyDeviceToHost));
     int bad = 0;
     for (int i = 0; i < n; i++) {
         for (int c = 0; c < N_COLS; c++) {
@@ -195,8 +179,8 @@ static void check_embed(const type_case *tc, void *stream, const void *dw, size_
         failures++;
         fprintf(stderr, "test_cuda_matmul: FAIL %s embed: %d values differ\n", tc->name, bad);
     }
-    CUDA_OK(cudaFree(dtok));
-    CUDA_OK(cudaFree(dx));
+    CK(cudaFree(dtok));
+    CK(cudaFree(dx));
 }
 
 /* Arguments the kernels refuse, before any launch. */
@@ -227,15 +211,9 @@ static void check_bad_args(void *stream, void *blas, float *dy, const float *dx,
 }
 
 int main(void) {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-        printf("test_cuda_matmul: skipped: no CUDA device (%s)\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
-        return 77;
-    }
+    skip_without_gpu("test_cuda_matmul");
     cudaStream_t stream;
-    CUDA_OK(cudaStreamCreate(&stream));
+    CK(cudaStreamCreate(&stream));
     void *blas = NULL;
     RC_OK(kr_cuda_blas_create(&blas, stream));
 
@@ -243,12 +221,12 @@ int main(void) {
     static float x[MAX_N * N_COLS];
     for (int i = 0; i < MAX_N * N_COLS; i++) x[i] = rng_gauss();
     float *dx, *dy;
-    CUDA_OK(cudaMalloc((void **)&dx, sizeof x));
-    CUDA_OK(cudaMalloc((void **)&dy, sizeof(float) * MAX_N * LDY));
-    CUDA_OK(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dx, sizeof x));
+    CK(cudaMalloc((void **)&dy, sizeof(float) * MAX_N * LDY));
+    CK(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
     const size_t scratch_bytes = kr_cuda_matmul_scratch_bytes(N_COLS, MAX_N);
     void *dscratch;
-    CUDA_OK(cudaMalloc(&dscratch, scratch_bytes));
+    CK(cudaMalloc(&dscratch, scratch_bytes));
     /* room for the activations and 40 weight rows: three tiles over 100 rows */
     const size_t small_scratch = 256 + ((size_t)MAX_N * N_COLS * 2 + 255) / 256 * 256 + 40 * N_COLS * 2;
 
@@ -260,25 +238,25 @@ int main(void) {
         make_weights(tc->type, w, row_bytes);
         for (int r = 0; r < N_ROWS; r++) ref_row(tc->type, w, row_bytes, r, wf + (size_t)r * N_COLS);
         void *dw;
-        CUDA_OK(cudaMalloc(&dw, row_bytes * N_ROWS));
-        CUDA_OK(cudaMemcpy(dw, w, row_bytes * N_ROWS, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&dw, row_bytes * N_ROWS));
+        CK(cudaMemcpy(dw, w, row_bytes * N_ROWS, cudaMemcpyHostToDevice));
         for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
             check_matmul(tc, stream, blas, dw, row_bytes, wf, dx, x, ns[k], dscratch, scratch_bytes, dy,
                          ns[k] <= KR_CUDA_GEMV_MAX ? "gemv" : "cublas");
         }
         check_matmul(tc, stream, blas, dw, row_bytes, wf, dx, x, 64, dscratch, small_scratch, dy, "cublas, 3 tiles");
         check_embed(tc, stream, dw, row_bytes, wf);
-        CUDA_OK(cudaFree(dw));
+        CK(cudaFree(dw));
         free(w);
     }
     check_bad_args(stream, blas, dy, dx, dscratch);
 
     free(wf);
-    CUDA_OK(cudaFree(dscratch));
-    CUDA_OK(cudaFree(dx));
-    CUDA_OK(cudaFree(dy));
+    CK(cudaFree(dscratch));
+    CK(cudaFree(dx));
+    CK(cudaFree(dy));
     kr_cuda_blas_destroy(blas);
-    CUDA_OK(cudaStreamDestroy(stream));
+    CK(cudaStreamDestroy(stream));
     if (failures) {
         fprintf(stderr, "test_cuda_matmul: %d checks failed\n", failures);
         return 1;

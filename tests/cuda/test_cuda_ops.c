@@ -29,6 +29,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_test_util.h"
+
 #include "cuda_ops.h"
 #include "kara.h"
 #include "kernels.h"
@@ -45,44 +47,12 @@ static void expect(int ok, const char *what, double err, double tol) {
     fprintf(stderr, "FAIL %s: error %.3g over tolerance %.3g\n", what, err, tol);
 }
 
-/* A CUDA runtime call that must succeed: the test stops otherwise. */
-#define CK(call)                                                                                                       \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "test_cuda_ops: %s failed at line %d: %s\n", #call, __LINE__, cudaGetErrorString(e_));     \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-/* A launcher's return code and then the stream's: both must be 0. */
-#define RUN(call)                                                                                                      \
-    do {                                                                                                               \
-        int r_ = (call);                                                                                               \
-        if (r_ != 0) {                                                                                                 \
-            fprintf(stderr, "test_cuda_ops: %s returned %d at line %d\n", #call, r_, __LINE__);                        \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-        CK(cudaDeviceSynchronize());                                                                                   \
-    } while (0)
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double urand(void) {
     rng ^= rng << 13;
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return (double)(rng >> 11) / 9007199254740992.0;
-}
-
-static void *dev_copy(const void *host, size_t bytes) {
-    void *d = NULL;
-    CK(cudaMalloc(&d, bytes ? bytes : 1));
-    if (bytes) CK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
-    return d;
-}
-
-static void host_copy(void *host, const void *dev, size_t bytes) {
-    CK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
 static float *rand_floats(int64_t n, double lo, double hi) {
@@ -386,13 +356,7 @@ static void test_attention(void) {
 }
 
 int main(void) {
-    int n_dev = 0;
-    const cudaError_t err = cudaGetDeviceCount(&n_dev);
-    if (err != cudaSuccess || n_dev <= 0) {
-        printf("test_cuda_ops: skipped: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount gave 0");
-        return 77;
-    }
+    skip_without_gpu("test_cuda_ops");
     const kr_kernels *k = kr_kernels_for_isa(KR_ISA_SCALAR);
     if (!k) {
         fprintf(stderr, "test_cuda_ops: no scalar kernel table\n");

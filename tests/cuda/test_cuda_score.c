@@ -28,31 +28,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_test_util.h"
+
 #include "cuda_ops.h"
 #include "kara.h"
 #include "kv_compact.h"
 #include "score_case.h"
 
 static int failed, passed;
-
-#define CK(call)                                                                                                       \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "test_cuda_score: %s failed at line %d: %s\n", #call, __LINE__, cudaGetErrorString(e_));   \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-#define RUN(call)                                                                                                      \
-    do {                                                                                                               \
-        int r_ = (call);                                                                                               \
-        if (r_ != 0) {                                                                                                 \
-            fprintf(stderr, "test_cuda_score: %s returned %d at line %d\n", #call, r_, __LINE__);                      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-        CK(cudaDeviceSynchronize());                                                                                   \
-    } while (0)
 
 static void expect(int ok, const char *what) {
     if (ok) {
@@ -61,20 +44,6 @@ static void expect(int ok, const char *what) {
     }
     failed++;
     fprintf(stderr, "FAIL %s\n", what);
-}
-
-static void *dev_copy(const void *host, size_t bytes) {
-    void *d = NULL;
-    CK(cudaMalloc(&d, bytes ? bytes : 1));
-    if (bytes) CK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
-    return d;
-}
-
-static void *dev_zero(size_t bytes) {
-    void *d = NULL;
-    CK(cudaMalloc(&d, bytes ? bytes : 1));
-    CK(cudaMemset(d, 0, bytes ? bytes : 1));
-    return d;
 }
 
 static void score_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, int32_t hq, int32_t hkv, int32_t d,
@@ -130,16 +99,9 @@ static void score_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, i
                             .layer = dev_zero((size_t)n_c * sizeof(float)),
                             .acc = dev_zero((size_t)n_c * sizeof(float))};
     RUN(kr_cuda_score_layer(NULL, &a));
-    CK(cudaMemcpy(got, a.acc, (size_t)n_c * sizeof(float), cudaMemcpyDeviceToHost));
-    float worst = 0.0f;
+    host_copy(got, a.acc, (size_t)n_c * sizeof(float));
     int32_t at = 0;
-    for (int32_t j = 0; j < n_c; j++) {
-        const float e = fabsf(got[j] - ref[j]) / (1.0f + fabsf(ref[j]));
-        if (!(e <= worst)) {
-            worst = e;
-            at = j;
-        }
-    }
+    const float worst = kr_score_case_worst(got, ref, n_c, &at);
     char what[256];
     snprintf(what, sizeof what,
              "score case %llu (mode %d, over %d, excl %d, max %d, va %d, norm %d, K %d, Q %d, n_w %d): score %d is "
@@ -213,7 +175,7 @@ static void test_moves(void) {
     int64_t *ddst = dev_copy(dst, (size_t)plan.n_moves * sizeof(int64_t));
     RUN(kr_cuda_kv_move(NULL, dpool, dsrc, ddst, plan.n_moves, n_layers, (int64_t)layer_bytes, (int64_t)run,
                         (int64_t)row));
-    CK(cudaMemcpy(got, dpool, (size_t)n_blocks * block_bytes, cudaMemcpyDeviceToHost));
+    host_copy(got, dpool, (size_t)n_blocks * block_bytes);
     expect(memcmp(got, want, (size_t)n_blocks * block_bytes) == 0, "kv_move leaves the host's bytes");
     expect(kr_cuda_kv_move(NULL, dpool, dsrc, ddst, 1, 1, (int64_t)layer_bytes, 10, 96) == KR_CUDA_ERR_ARG,
            "kv_move refuses a V offset inside the K row");
@@ -297,13 +259,7 @@ static void test_context(void) {
 }
 
 int main(void) {
-    int n_dev = 0;
-    const cudaError_t err = cudaGetDeviceCount(&n_dev);
-    if (err != cudaSuccess || n_dev <= 0) {
-        printf("test_cuda_score: skipped: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount gave 0");
-        return 77;
-    }
+    skip_without_gpu("test_cuda_score");
     test_scoring();
     test_moves();
     test_context();

@@ -107,15 +107,8 @@ static void check_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, i
     float *ref = malloc((size_t)n_c * sizeof(float)), *got = malloc((size_t)n_c * sizeof(float));
     CHECK_EQ_INT(kr_score_case_cpu(&c, ref), KARA_OK);
     emulate(&c, got);
-    float worst = 0.0f;
     int32_t at = 0;
-    for (int32_t j = 0; j < n_c; j++) {
-        const float e = fabsf(got[j] - ref[j]) / (1.0f + fabsf(ref[j]));
-        if (!(e <= worst)) {
-            worst = e;
-            at = j;
-        }
-    }
+    const float worst = kr_score_case_worst(got, ref, n_c, &at);
     CHECK_MSG(worst <= 2e-5f,
               "%s over %s, exclude_self %d, gqa %s, value_aware %d, K %s, Q %s, n_w %d n_buf %d n_q %d, %d/%d heads, "
               "d %d, %d sinks: score %d is %.9g, CPU %.9g (error %.3g)",
