@@ -224,6 +224,12 @@ typedef struct kr_kernels {
      * uses it for probabilities times values over a block of cache slots. */
     void (*gemm_nn_acc)(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
                         int64_t m, int64_t n, int64_t k);
+    /* Rows of Q8_0 or Q4_0 blocks (a q8_0/q4_0 KV cache) to f32, attention's
+     * operand: blocks [b0, b0 + nb) of the n_rows rows at base + r * stride,
+     * into out + r * nb * 32. Each value is level * d, one rounding, so every
+     * ISA gives kr_dequantize_row's bits. */
+    void (*dequant_kv)(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb,
+                       float *out);
     /* The load-time layout this table's matmul is fastest on for each weight
      * type (KR_TYPE_Q4_K -> KR_TYPE_Q4_K_X16 on AVX-512), or 0 (F32):
      * keep the file's layout. Every table's matmul accepts every layout. */

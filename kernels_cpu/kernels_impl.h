@@ -173,6 +173,8 @@ float kr_scalar_dot_f32(const float *a, const float *b, int64_t n);
 float kr_scalar_dot_f16_f32(const kr_fp16 *a, const float *b, int64_t n);
 void kr_scalar_axpy_f32(float *y, float a, const float *x, int64_t n);
 void kr_scalar_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n);
+void kr_scalar_dequant_kv(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb,
+                          float *out);
 void kr_scalar_f32_to_f16(kr_fp16 *y, const float *x, int64_t n);
 void kr_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
                            int64_t m, int64_t n, int64_t k);

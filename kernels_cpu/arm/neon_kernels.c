@@ -11,6 +11,7 @@
 #include "neon_dot_impl.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "cpu_features.h"
 #include "neon_kernels.h"
@@ -68,6 +69,41 @@ static void neon_axpy_f16(float *y, float a, const kr_fp16 *x, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), load_f16x4(x + i), a));
     for (; i < n; i++) y[i] += a * kr_half_to_float(x[i]);
+}
+
+/* 16 int8 levels times d into out[0, 16): widened exactly, one rounding
+ * each (vmulq_n_f32 does not fuse), as the scalar dequantiser. */
+static inline void levels_x16(int8x16_t v, float d, float *out) {
+    const int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_s8(vget_high_s8(v));
+    vst1q_f32(out, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d));
+    vst1q_f32(out + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), d));
+    vst1q_f32(out + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d));
+    vst1q_f32(out + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), d));
+}
+
+/* Q8_0 / Q4_0 rows to f32 (kr_kernels.dequant_kv); Q4_0's low nibbles are
+ * values 0-15 of a block, its high ones 16-31. */
+static void neon_dequant_kv(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb,
+                            float *out) {
+    const bool q8 = t == KR_TYPE_Q8_0;
+    const size_t bb = q8 ? sizeof(kr_block_q8_0) : sizeof(kr_block_q4_0);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t *blk = (const uint8_t *)base + (size_t)r * stride + (size_t)b0 * bb;
+        for (int64_t b = 0; b < nb; b++, blk += bb, out += 32) {
+            kr_fp16 dh;
+            memcpy(&dh, blk, sizeof dh);
+            const float d = kr_half_to_float(dh);
+            if (q8) {
+                levels_x16(vld1q_s8((const int8_t *)(blk + 2)), d, out);
+                levels_x16(vld1q_s8((const int8_t *)(blk + 18)), d, out + 16);
+            } else {
+                const uint8x16_t x = vld1q_u8(blk + 2);
+                const int8x16_t eight = vdupq_n_s8(8);
+                levels_x16(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(0x0F))), eight), d, out);
+                levels_x16(vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(x, 4)), eight), d, out + 16);
+            }
+        }
+    }
 }
 
 /* f32 -> f16 with the FPCR's default round-to-nearest-even, as the scalar
@@ -231,6 +267,7 @@ void kr_kernels_init_neon(kr_kernels *k) {
     k->dot_f16_f32 = neon_dot_f16_f32;
     k->axpy_f32 = neon_axpy_f32;
     k->axpy_f16 = neon_axpy_f16;
+    k->dequant_kv = neon_dequant_kv;
     k->f32_to_f16 = neon_f32_to_f16;
     k->gemm_nn_acc = neon_gemm_nn_acc;
 

@@ -146,6 +146,13 @@ void kr_scalar_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const
     }
 }
 
+void kr_scalar_dequant_kv(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb,
+                          float *out) {
+    const size_t bb = t == KR_TYPE_Q8_0 ? sizeof(kr_block_q8_0) : sizeof(kr_block_q4_0);
+    for (int64_t r = 0; r < n_rows; r++, out += nb * 32)
+        kr_dequantize_row(t, (const uint8_t *)base + (size_t)r * stride + (size_t)b0 * bb, out, nb * 32);
+}
+
 void kr_kernels_init_scalar(kr_kernels *k) {
     memset(k, 0, sizeof(*k));
     k->isa = KR_ISA_SCALAR;
@@ -181,4 +188,5 @@ void kr_kernels_init_scalar(kr_kernels *k) {
     k->f32_to_f16 = kr_scalar_f32_to_f16;
     k->gemm_nt = kr_scalar_gemm_nt;
     k->gemm_nn_acc = kr_scalar_gemm_nn_acc;
+    k->dequant_kv = kr_scalar_dequant_kv;
 }

@@ -229,6 +229,7 @@ void kr_kernels_init_avx512(kr_kernels *k) {
     k->dot_f16_f32 = ops_dot_f16_f32;
     k->axpy_f32 = ops_axpy_f32;
     k->axpy_f16 = ops_axpy_f16;
+    k->dequant_kv = ops_dequant_kv;
     k->f32_to_f16 = ops_f32_to_f16;
     k->gemm_nt = ops_gemm_nt;
     k->gemm_nn_acc = x86_gemm_nn_acc;

@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #if KR_X86_WIDTH == 16
 typedef __m512 vf;
@@ -37,6 +38,7 @@ typedef __m512i vi;
 #define VI_SET1(i) _mm512_set1_epi32(i)
 #define VI_AS_F(v) _mm512_castsi512_ps(v)
 #define V_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_LOAD_I8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
 #define V_STORE_F16(p, v)                                                                                              \
     _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #else
@@ -64,6 +66,7 @@ typedef __m256i vi;
 #define VI_SET1(i) _mm256_set1_epi32(i)
 #define VI_AS_F(v) _mm256_castsi256_ps(v)
 #define V_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define V_LOAD_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
 #define V_STORE_F16(p, v) _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 
 static inline float hmax256(__m256 v) {
@@ -209,6 +212,34 @@ static void ops_f32_to_f16(kr_fp16 *y, const float *x, int64_t n) {
 }
 
 static void ops_from_float_f16(const float *x, void *y, int64_t n) { ops_f32_to_f16(y, x, n); }
+
+/* Q8_0 / Q4_0 rows to f32 (kr_kernels.dequant_kv): the block's levels
+ * widened to int32 and converted exactly, times d in one rounding, as the
+ * scalar dequantiser. Q4_0's nibbles become int8 levels (low nibbles are
+ * values 0-15, high ones 16-31) in a 32-byte buffer first. */
+static void ops_dequant_kv(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb,
+                           float *out) {
+    const bool q8 = t == KR_TYPE_Q8_0;
+    const size_t bb = q8 ? sizeof(kr_block_q8_0) : sizeof(kr_block_q4_0);
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    int8_t lv[32];
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t *blk = (const uint8_t *)base + (size_t)r * stride + (size_t)b0 * bb;
+        for (int64_t b = 0; b < nb; b++, blk += bb, out += 32) {
+            kr_fp16 dh;
+            memcpy(&dh, blk, sizeof dh);
+            const vf vd = V_SET1(_cvtsh_ss(dh));
+            const int8_t *q = (const int8_t *)(blk + sizeof dh);
+            if (!q8) {
+                const __m128i x = _mm_loadu_si128((const __m128i *)q);
+                _mm_storeu_si128((__m128i *)lv, _mm_sub_epi8(_mm_and_si128(x, m4), eight));
+                _mm_storeu_si128((__m128i *)(lv + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), eight));
+                q = lv;
+            }
+            for (int j = 0; j < 32; j += VW) V_STORE(out + j, V_MUL(V_LOAD_I8(q + j), vd));
+        }
+    }
+}
 
 /* ---- small dense product C = A B^T (the KV scorer's q.k logits) ---- */
 

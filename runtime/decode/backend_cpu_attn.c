@@ -44,10 +44,14 @@ static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1,
  * block) as the b operand of the attention products: read in place for f16
  * and f32; for a q8_0/q4_0 cache (kv_quant.h, buf set) dequantised to f32
  * rows of hd floats at buf first. */
-static const void *head_rows(const kr_kv_cache *kv, const void *base, int32_t h, int32_t hd, int32_t n, float *buf,
-                             size_t *ldb, bool *b_f16) {
+static const void *head_rows(const kr_kernels *k, const kr_kv_cache *kv, const void *base, int32_t h, int32_t hd,
+                             int32_t n, float *buf, size_t *ldb, bool *b_f16) {
     if (buf) {
-        kr_kv_rows_load(kv->dtype, base, kv->slot_bytes, n, (int64_t)h * hd, hd, buf);
+        if (hd % 32 == 0) /* whole blocks: the kernel table's SIMD dequantiser */
+            k->dequant_kv(kv->dtype == KARA_KV_Q8_0 ? KR_TYPE_Q8_0 : KR_TYPE_Q4_0, base, kv->slot_bytes, n,
+                          (int64_t)h * hd / 32, hd / 32, buf);
+        else
+            kr_kv_rows_load(kv->dtype, base, kv->slot_bytes, n, (int64_t)h * hd, hd, buf);
         *ldb = (size_t)hd * sizeof(float);
         *b_f16 = false;
         return buf;
@@ -101,7 +105,7 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
         const void *next = s0 + bs < n_vis ? kr_kv_k(kv, layer, seq, s0 + bs) : kr_kv_v(kv, layer, seq, 0);
         for (int32_t hh = 0; hh < nh; hh++) {
             if (!kvb) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
-            const void *b = head_rows(kv, kb, h0 + hh, hd, bs, kvb, &ldb, &b_f16);
+            const void *b = head_rows(k, kv, kb, h0 + hh, hd, bs, kvb, &ldb, &b_f16);
             k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd, b, ldb, b_f16, nq,
                        bs, hd);
         }
@@ -124,7 +128,7 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
         const void *next = s0 + bs < n_vis ? kr_kv_v(kv, layer, seq, s0 + bs) : NULL;
         for (int32_t hh = 0; hh < nh; hh++) {
             if (next && !kvb) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
-            const void *b = head_rows(kv, vb, h0 + hh, hd, ns, kvb, &ldb, &b_f16);
+            const void *b = head_rows(k, kv, vb, h0 + hh, hd, ns, kvb, &ldb, &b_f16);
             k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld, b, ldb, b_f16,
                            nq, ns, hd);
         }

@@ -13,7 +13,7 @@
  *     ulp, values within one step, < 1% of values off by a step, and the
  *     stored sums (Q8_1 s, Q8_K bsums) consistent with the values;
  *   - rmsnorm, softmax, silu_mul: 1e-5 relative + 1e-6 absolute per element;
- *     dot/axpy: 1e-5 of sum|terms|; f32_to_f16 bit-exact.
+ *     dot/axpy: 1e-5 of sum|terms|; f32_to_f16 and dequant_kv bit-exact.
  *   - avx512 matmul of Q8_0, Q4_0, Q4_K and Q6_K with R activation rows,
  *     R below the type's panel-GEMM batch: every row bit-identical to the
  *     product of that activation row alone (batched decode answers do not
@@ -475,6 +475,35 @@ static void test_elementwise(const kr_kernels *k, const kr_kernels *ref) {
  * several thread splits, at a width where all rows are rearranged together
  * and at one where they are split into groups (the few-row kernel's stack
  * buffer holds 64 KiB of activations), both with tail blocks. */
+/* dequant_kv: rows of random Q8_0 / Q4_0 blocks (every byte random, so
+ * every level and scale appears, inf and NaN scales included), a sub-range
+ * of blocks of rows a stride apart, bit for bit against the scalar table. */
+static void test_dequant_kv(const kr_kernels *k, const kr_kernels *ref) {
+    enum { ROWS = 5, BLOCKS = 12 };
+    const kr_type types[2] = {KR_TYPE_Q8_0, KR_TYPE_Q4_0};
+    for (int ti = 0; ti < 2; ti++) {
+        const size_t bb = ti == 0 ? sizeof(kr_block_q8_0) : sizeof(kr_block_q4_0), stride = BLOCKS * bb + 7;
+        uint8_t *rows = malloc(ROWS * stride);
+        float *a = malloc(sizeof(float) * ROWS * BLOCKS * 32), *b = malloc(sizeof(float) * ROWS * BLOCKS * 32);
+        for (size_t i = 0; i < ROWS * stride; i++) rows[i] = (uint8_t)rng_u32();
+        const int64_t spans[3][2] = {{0, BLOCKS}, {3, 4}, {11, 1}}; /* b0, nb */
+        for (int sp = 0; sp < 3; sp++) {
+            const int64_t b0 = spans[sp][0], nb = spans[sp][1], n = ROWS * nb * 32;
+            ref->dequant_kv(types[ti], rows, stride, ROWS, b0, nb, a);
+            k->dequant_kv(types[ti], rows, stride, ROWS, b0, nb, b);
+            CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "%s dequant_kv %s blocks [%lld, +%lld) not bit-exact",
+                      k->name, ti == 0 ? "Q8_0" : "Q4_0", (long long)b0, (long long)nb);
+        }
+        /* the scalar table is kr_dequantize_row, row by row */
+        ref->dequant_kv(types[ti], rows, stride, 1, 2, 3, a);
+        kr_dequantize_row(types[ti], rows + 2 * bb, b, 96);
+        CHECK(memcmp(a, b, sizeof(float) * 96) == 0);
+        free(rows);
+        free(a);
+        free(b);
+    }
+}
+
 static void test_batch_invariance(void) {
     const kr_kernels *k = kr_kernels_for_isa(KR_ISA_AVX512);
     if (k == NULL) {
@@ -590,6 +619,7 @@ int main(void) {
         test_matmul(k, ref);
         test_gemm_nn_acc(k, ref);
         test_elementwise(k, ref);
+        test_dequant_kv(k, ref);
     }
     test_batch_invariance();
     return kr_test_finish();
