@@ -228,8 +228,7 @@ typedef struct kr_kernels {
      * operand: blocks [b0, b0 + nb) of the n_rows rows at base + r * stride,
      * into out + r * nb * 32. Each value is level * d, one rounding, so every
      * ISA gives kr_dequantize_row's bits. */
-    void (*dequant_kv)(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb,
-                       float *out);
+    void (*dequant_kv)(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb, float *out);
     /* The load-time layout this table's matmul is fastest on for each weight
      * type (KR_TYPE_Q4_K -> KR_TYPE_Q4_K_X16 on AVX-512), or 0 (F32):
      * keep the file's layout. Every table's matmul accepts every layout. */

@@ -246,8 +246,8 @@ void kr_cu_kv_store_queries(kara_context *c, int32_t il, int32_t n) {
     if (!s->ring || il % stride) return;
     uint8_t *ring = s->ring + (size_t)(il / stride) * (size_t)pol->ring_cap * pol->q_row_bytes;
     note(s,
-         kr_cuda_kv_store(s->stream, (int)pol->t.query_cache_dtype, ring, s->index[KR_CUDA_I_Q_OFFS],
-                          s->acts[KR_BUF_Q], n, (int64_t)pol->n_head * pol->head_dim),
+         kr_cuda_kv_store(s->stream, (int)pol->t.query_cache_dtype, ring, s->index[KR_CUDA_I_Q_OFFS], s->acts[KR_BUF_Q],
+                          n, (int64_t)pol->n_head * pol->head_dim),
          "the query ring store");
 }
 

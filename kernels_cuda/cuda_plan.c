@@ -53,8 +53,8 @@ static bool score_buffers(kr_cuda_plan *plan, const kr_cuda_plan_in *in, uint64_
     uint64_t units, partial, zbuf;
     if (!mul_ok(h, tiles, &units) || !mul_ok(units, (uint64_t)sl, &partial) || !mul_ok(units, (uint64_t)k, &zbuf))
         return false;
-    const uint64_t n[KR_CUDA_S_COUNT] = {partial, zbuf, (uint64_t)sl, (uint64_t)sl, (uint64_t)k, (uint64_t)sl,
-                                         (uint64_t)sl};
+    const uint64_t n[KR_CUDA_S_COUNT] = {partial,     zbuf,         (uint64_t)sl, (uint64_t)sl,
+                                         (uint64_t)k, (uint64_t)sl, (uint64_t)sl};
     const uint64_t elem[KR_CUDA_S_COUNT] = {4, 4, 4, 4, 8, 8, 8};
     for (int i = 0; i < KR_CUDA_S_COUNT; i++)
         if (!place(bytes, &plan->score_off[i], n[i], elem[i])) return false;
@@ -99,8 +99,8 @@ bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in) {
     uint64_t kvscore = 0;
     if (!score_buffers(plan, in, &kvscore)) goto overflow;
 
-    const uint64_t sizes[KR_CUDA_R_COUNT] = {in->weight_bytes, in->vector_bytes, in->pool_bytes, acts, logits,
-                                             scratch,          index,            in->ring_bytes, kvscore};
+    const uint64_t sizes[KR_CUDA_R_COUNT] = {
+        in->weight_bytes, in->vector_bytes, in->pool_bytes, acts, logits, scratch, index, in->ring_bytes, kvscore};
     uint64_t cursor = 0;
     for (int r = 0; r < KR_CUDA_R_COUNT; r++) {
         if (!place(&cursor, &plan->off[r], sizes[r], 1)) goto overflow;

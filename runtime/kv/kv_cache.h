@@ -37,8 +37,7 @@ typedef struct kr_kv_mirror {
     /* a block copy the cache made (a shared block about to be written) */
     void (*block_copy)(void *user, int32_t dst_block, int32_t src_block);
     /* a compaction's slot moves of seq in layers [l0, l1), to run in order */
-    kara_status (*move_rows)(void *user, int32_t seq, int32_t l0, int32_t l1, const kr_kv_move *moves,
-                             int32_t n_moves);
+    kara_status (*move_rows)(void *user, int32_t seq, int32_t l0, int32_t l1, const kr_kv_move *moves, int32_t n_moves);
     kara_status (*pull_rows)(void *user, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n);
     kara_status (*push_rows)(void *user, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n);
 } kr_kv_mirror;

@@ -491,8 +491,9 @@ static void test_dequant_kv(const kr_kernels *k, const kr_kernels *ref) {
             const int64_t b0 = spans[sp][0], nb = spans[sp][1], n = ROWS * nb * 32;
             ref->dequant_kv(types[ti], rows, stride, ROWS, b0, nb, a);
             k->dequant_kv(types[ti], rows, stride, ROWS, b0, nb, b);
-            CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "%s dequant_kv %s blocks [%lld, +%lld) not bit-exact",
-                      k->name, ti == 0 ? "Q8_0" : "Q4_0", (long long)b0, (long long)nb);
+            CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)n) == 0,
+                      "%s dequant_kv %s blocks [%lld, +%lld) not bit-exact", k->name, ti == 0 ? "Q8_0" : "Q4_0",
+                      (long long)b0, (long long)nb);
         }
         /* the scalar table is kr_dequantize_row, row by row */
         ref->dequant_kv(types[ti], rows, stride, 1, 2, 3, a);

@@ -77,8 +77,8 @@ static void emulate(const kr_score_case *c, float *layer) {
     for (int32_t j = 0; j < n_c; j++) {
         const uint8_t *vrow = c->pool + offs[ns + j] + (size_t)c->block_size * c->slot_bytes;
         for (int32_t h = 0; h < c->n_head_kv; h++) vn[h] = kr_cu_kv_l1((int)c->kv_type, vrow, (int64_t)h * d, d);
-        layer[j] = kr_cu_score_column(partial, j, n_c, n_tiles, c->n_head_kv, g,
-                                      c->opts.gqa_reduce == KARA_REDUCE_MAX, c->opts.value_aware ? vn : NULL);
+        layer[j] = kr_cu_score_column(partial, j, n_c, n_tiles, c->n_head_kv, g, c->opts.gqa_reduce == KARA_REDUCE_MAX,
+                                      c->opts.value_aware ? vn : NULL);
     }
     free(partial);
     free(z);

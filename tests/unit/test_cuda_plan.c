@@ -65,7 +65,7 @@ static void test_layout(void) {
             CHECK_MSG(disjoint(p.act_off[b], bytes, p.act_off[q], 512 * cols[q] * 4), "buffers %d and %d apart", b, q);
     }
     /* index arrays: the block tables of every sequence fit */
-    const uint64_t n_idx[KR_CUDA_I_COUNT] = {512 * 4, 512 * 4, 512 * 8, 512 * 4,
+    const uint64_t n_idx[KR_CUDA_I_COUNT] = {512 * 4, 512 * 4,      512 * 8, 512 * 4,
                                              512 * 4, 4 * 2560 * 4, 512 * 4, 512 * 8};
     for (int i = 0; i < KR_CUDA_I_COUNT; i++) {
         CHECK_MSG(p.index_off[i] + n_idx[i] <= p.size[KR_CUDA_R_INDEX], "index array %d inside its region", i);

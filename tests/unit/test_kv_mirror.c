@@ -71,8 +71,8 @@ static kara_status mock_score(void *user, const kr_kv_span *sp, float *out) {
     kr_kv_policy *pol = &m->c->policy;
     CHECK(out == pol->scores);
     pol->dev_score = NULL;
-    kara_status st = kr_kvp_score_span(pol, sp->seq, sp->first, sp->n_w, sp->n_buf, sp->n_q, sp->q_first_pos,
-                                       sp->mode, sp->exclude_self, sp->l_begin, sp->l_end);
+    kara_status st = kr_kvp_score_span(pol, sp->seq, sp->first, sp->n_w, sp->n_buf, sp->n_q, sp->q_first_pos, sp->mode,
+                                       sp->exclude_self, sp->l_begin, sp->l_end);
     pol->dev_score = mock_score;
     m->scores++;
     return st;
