@@ -477,12 +477,13 @@ static void test_elementwise(const kr_kernels *k, const kr_kernels *ref) {
  * buffer holds 64 KiB of activations), both with tail blocks. */
 /* dequant_kv: rows of random Q8_0 / Q4_0 blocks (every byte random, so
  * every level and scale appears, inf and NaN scales included), a sub-range
- * of blocks of rows a stride apart, bit for bit against the scalar table. */
+ * of blocks of rows a stride apart (padded by 8 bytes: blocks stay 2-byte
+ * aligned, as a cache's rows are), bit for bit against the scalar table. */
 static void test_dequant_kv(const kr_kernels *k, const kr_kernels *ref) {
     enum { ROWS = 5, BLOCKS = 12 };
     const kr_type types[2] = {KR_TYPE_Q8_0, KR_TYPE_Q4_0};
     for (int ti = 0; ti < 2; ti++) {
-        const size_t bb = ti == 0 ? sizeof(kr_block_q8_0) : sizeof(kr_block_q4_0), stride = BLOCKS * bb + 7;
+        const size_t bb = ti == 0 ? sizeof(kr_block_q8_0) : sizeof(kr_block_q4_0), stride = BLOCKS * bb + 8;
         uint8_t *rows = malloc(ROWS * stride);
         float *a = malloc(sizeof(float) * ROWS * BLOCKS * 32), *b = malloc(sizeof(float) * ROWS * BLOCKS * 32);
         for (size_t i = 0; i < ROWS * stride; i++) rows[i] = (uint8_t)rng_u32();
