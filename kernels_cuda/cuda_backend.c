@@ -31,7 +31,7 @@
 #include "status.h"
 
 /* Why a launcher's code failed, in words. */
-const char *kr_cu_err_text(int rc) {
+static const char *err_text(int rc) {
     if (rc == KR_CUDA_ERR_ARG) return "arguments the kernels do not take";
     if (rc == KR_CUDA_ERR_NO_BLAS)
         return "libcublas could not be opened (is the CUDA toolkit's lib folder known to ld.so?)";
@@ -291,7 +291,7 @@ kara_status kr_cu_finish(kara_context *c) {
     note(s, (int)cudaStreamSynchronize(s->stream), "the forward pass");
     if (!s->err) return KARA_OK;
     return kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d); free this context", s->err_what,
-                        kr_cu_err_text(s->err), s->err);
+                        err_text(s->err), s->err);
 }
 
 static void cu_destroy(kara_context *c) {
@@ -336,7 +336,7 @@ static kara_status fail(kara_context *c, cuda_state *s, kara_status st) {
 }
 
 static kara_status cuda_error(kara_context *c, cuda_state *s, int rc, const char *what) {
-    kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d)", what, kr_cu_err_text(rc), rc);
+    kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d)", what, err_text(rc), rc);
     return fail(c, s, KARA_ERR_DEVICE);
 }
 

@@ -79,7 +79,7 @@ static kara_status cu_score(void *user, const kr_kv_span *sp, float *out) {
     const kr_kv_policy *pol = &c->policy;
     const kr_kv_cache *kv = &c->kv;
     const kr_kv_tuning *t = &pol->t;
-    const int32_t n_c = sp->n_w - sp->n_buf, stride = t->layer_stride > 0 ? t->layer_stride : 1;
+    const int32_t n_c = sp->n_w - sp->n_buf, stride = kr_kv_layer_stride(t);
     const int32_t ns = t->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && t->n_sink > 0 ? t->n_sink : 0;
     const int32_t q_lo = kr_cu_score_q_lo((int)sp->mode, sp->n_w, n_c, sp->n_q);
     const int64_t tiles = (sp->n_w - q_lo + 31) / 32;
@@ -242,7 +242,7 @@ void kr_cu_kv_begin(kara_context *c, int32_t n) {
 void kr_cu_kv_store_queries(kara_context *c, int32_t il, int32_t n) {
     cuda_state *s = state(c);
     const kr_kv_policy *pol = &c->policy;
-    const int32_t stride = pol->t.layer_stride > 0 ? pol->t.layer_stride : 1;
+    const int32_t stride = kr_kv_layer_stride(&pol->t);
     if (!s->ring || il % stride) return;
     uint8_t *ring = s->ring + (size_t)(il / stride) * (size_t)pol->ring_cap * pol->q_row_bytes;
     note(s,

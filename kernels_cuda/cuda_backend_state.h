@@ -60,9 +60,8 @@ static inline void note(cuda_state *s, int rc, const char *what) {
     }
 }
 
-/* cuda_backend.c: a launcher's code in words; wait for the stream and
- * report the first error (the backend's finish). */
-const char *kr_cu_err_text(int rc);
+/* cuda_backend.c: wait for the stream and report the first error (the
+ * backend's finish). */
 kara_status kr_cu_finish(kara_context *c);
 
 /* ---- cuda_backend_kv.c ---- */

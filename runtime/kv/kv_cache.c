@@ -15,7 +15,7 @@ bool kr_kv_params_per_layer(const kara_kv_params *p) {
 }
 
 int32_t kr_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer) {
-    int32_t stride = kr_kv_tune(p)->layer_stride > 0 ? kr_kv_tune(p)->layer_stride : 1;
+    int32_t stride = kr_kv_layer_stride(kr_kv_tune(p));
     if (!kr_kv_params_per_layer(p) || stride > n_layer) return n_layer > 0 ? n_layer : 1;
     return stride;
 }

@@ -56,7 +56,7 @@ uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape) {
 void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     const kr_kv_tuning *t = kr_kv_tune(p);
     memset(s, 0, sizeof *s);
-    int32_t stride = t->layer_stride > 0 ? t->layer_stride : 1;
+    int32_t stride = kr_kv_layer_stride(t);
     if (threshold_trigger(p)) {
         /* ablation A8: the whole generated cache is scored, by the queries
          * of the newest slots: the last event's buffer and everything

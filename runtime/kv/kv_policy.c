@@ -206,7 +206,7 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
 void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
     if (!pol->ring) return NULL;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t stride = pol->t.layer_stride > 0 ? pol->t.layer_stride : 1;
+    int32_t stride = kr_kv_layer_stride(&pol->t);
     if (!q->prompt_marked || layer % stride || slot < q->frontier) return NULL;
     if (pol->t.think_only && q->think_done) return NULL; /* no longer compressed */
     size_t row = (size_t)(pos % pol->ring_cap);

@@ -25,7 +25,7 @@ static void redund_compute(void *arg, int ith, int nth) {
  * keys of slots [first, first + m). */
 static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t m, float *red) {
     kr_kv_cache *kv = pol->kv;
-    const int32_t stride = pol->t.layer_stride > 0 ? pol->t.layer_stride : 1;
+    const int32_t stride = kr_kv_layer_stride(&pol->t);
     const int32_t workers = pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads : KR_KV_SCORE_WORKERS;
     memset(red, 0, (size_t)m * sizeof(float));
     int32_t layers = 0;

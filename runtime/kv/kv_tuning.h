@@ -90,4 +90,7 @@ _Static_assert(_Alignof(kr_kv_tuning) <= _Alignof(uint64_t), "kr_kv_tuning needs
         const kara_kv_params *: (const kr_kv_tuning *)(const void *)(p)->tuning.bytes,                               \
         kara_kv_params *: (kr_kv_tuning *)(void *)(p)->tuning.bytes)
 
+/* The step between scored layers (kara.score.layers: all = 1, stride:N = N). */
+static inline int32_t kr_kv_layer_stride(const kr_kv_tuning *t) { return t->layer_stride > 0 ? t->layer_stride : 1; }
+
 #endif
