@@ -48,8 +48,8 @@ static inline __m256i scale_ctl(int k) {
 }
 
 /* One group of 16 weight rows against NRV <= 2 activation rows: y[j * ldy
- * + l] for the group's rows l < 16; pf: the next group to prefetch, or
- * NULL. Both 8-row halves of each chunk are done together, so that the
+ * + l] for the group's rows l < 16; pf: this pass's share of a later group
+ * to prefetch. Both 8-row halves of each chunk are done together, so that the
  * activation bytes broadcast for one serve the other; two activation rows
  * at most, so that the eight int16 accumulators, the four nibble operands
  * and the broadcasts fit the 16 ymm registers (with more, GCC 12 kept the
@@ -57,7 +57,7 @@ static inline __m256i scale_ctl(int k) {
  * block kernel's speed). */
 static inline __attribute__((always_inline)) void pass_q4k(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                            size_t x_row_bytes, const x16_pairs *xp, int64_t j0,
-                                                           float *y, int64_t ldy, const uint8_t *pf, const int NRV) {
+                                                           float *y, int64_t ldy, x16_pf pf, const int NRV) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3f = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     const __m256i m00ff = _mm256_set1_epi32(0x00FF00FF);
     const kr_block_q8_K *xr[2];
@@ -149,14 +149,14 @@ static inline __attribute__((always_inline)) void pass_q4k(const uint8_t *g, int
  * two; the second finds the group in L1/L2 and prefetches nothing. */
 static inline __attribute__((always_inline)) void group_q4k(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                             size_t x_row_bytes, const x16_pairs *xp, int64_t j0,
-                                                            float *y, int64_t ldy, const uint8_t *pf, const int NRV) {
+                                                            float *y, int64_t ldy, x16_pf pf, const int NRV) {
     if (NRV == 1) {
         pass_q4k(g, nb, x, x_row_bytes, xp, j0, y, ldy, pf, 1);
         return;
     }
     pass_q4k(g, nb, x, x_row_bytes, xp, j0, y, ldy, pf, 2);
-    if (NRV == 3) pass_q4k(g, nb, x, x_row_bytes, xp, j0 + 2, y, ldy, NULL, 1);
-    if (NRV == 4) pass_q4k(g, nb, x, x_row_bytes, xp, j0 + 2, y, ldy, NULL, 2);
+    if (NRV == 3) pass_q4k(g, nb, x, x_row_bytes, xp, j0 + 2, y, ldy, X16_PF_NONE, 1);
+    if (NRV == 4) pass_q4k(g, nb, x, x_row_bytes, xp, j0 + 2, y, ldy, X16_PF_NONE, 2);
 }
 
 bool kr_avx2_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,

@@ -44,7 +44,7 @@ static inline __m256i bcast4(const void *p) {
  * unpacking costs as much as the multiply-adds). */
 static inline __attribute__((always_inline)) void half_q6k(const uint8_t *g, int r, int64_t nb, const uint8_t *x,
                                                            size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
-                                                           const uint8_t *pf, const int NRV) {
+                                                           x16_pf pf, const int NRV) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     /* VPSHUFB controls (indices within a 128-bit lane): the even / odd
      * int16 of each 32-bit lane into both of its int16 */
@@ -123,7 +123,7 @@ static inline __attribute__((always_inline)) void half_q6k(const uint8_t *g, int
  * large matrices streamed from memory). The same integer sums and float
  * steps as half_q6k, so the same bits. */
 static inline __attribute__((always_inline)) void one_q6k(const uint8_t *g, int64_t nb, const uint8_t *x, float *y,
-                                                          const uint8_t *pf) {
+                                                          x16_pf pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const __m256i lane =
         _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
@@ -190,13 +190,13 @@ static inline __attribute__((always_inline)) void one_q6k(const uint8_t *g, int6
  * nothing. */
 static inline __attribute__((always_inline)) void group_q6k(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                             size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
-                                                            const uint8_t *pf, const int NRV) {
+                                                            x16_pf pf, const int NRV) {
     if (NRV == 1) {
         one_q6k(g, nb, x + (size_t)j0 * x_row_bytes, y + j0 * ldy, pf);
         return;
     }
     half_q6k(g, 0, nb, x, x_row_bytes, j0, y, ldy, pf, NRV);
-    half_q6k(g, 1, nb, x, x_row_bytes, j0, y, ldy, NULL, NRV);
+    half_q6k(g, 1, nb, x, x_row_bytes, j0, y, ldy, X16_PF_NONE, NRV);
 }
 
 bool kr_avx2_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,

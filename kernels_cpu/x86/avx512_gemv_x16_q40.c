@@ -27,7 +27,7 @@
  * sum of activation row j0 + j's block b. */
 static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                             size_t x_row_bytes, const int16_t (*xs)[MAX_NB], int64_t j0,
-                                                            float *y, int64_t ldy, const uint8_t *pf, const int NRV) {
+                                                            float *y, int64_t ldy, x16_pf pf, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const kr_block_q8_0 *xr[X16_NRX];
     __m512 acc[X16_NRX];

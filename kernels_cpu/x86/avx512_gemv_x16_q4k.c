@@ -31,10 +31,10 @@
 #include "kernels_impl.h"
 
 /* One group of 16 weight rows against NRV activation rows: y[j * ldy + l]
- * for the group's rows l < 16; pf: the next group to prefetch, or NULL. */
+ * for the group's rows l < 16; pf: this pass's share of a later group to prefetch. */
 static inline __attribute__((always_inline)) void group_x16(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                             size_t x_row_bytes, const x16_pairs *xp, int64_t j0,
-                                                            float *y, int64_t ldy, const uint8_t *pf, const int NRV) {
+                                                            float *y, int64_t ldy, x16_pf pf, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     const __m512i mff = _mm512_set1_epi32(0xFF), m00ff = _mm512_set1_epi32(0x00FF00FF);
     const kr_block_q8_K *xr[X16_NRX];

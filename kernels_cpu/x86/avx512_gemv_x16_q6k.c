@@ -30,7 +30,7 @@
 /* One group of 16 weight rows against NRV activation rows. */
 static inline __attribute__((always_inline)) void group_q6(const uint8_t *g, int64_t nb, const uint8_t *x,
                                                            size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
-                                                           const uint8_t *pf, const int NRV) {
+                                                           x16_pf pf, const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const kr_block_q8_K *xr[X16_NRX];
     __m512 acc[X16_NRX];

@@ -325,8 +325,15 @@ static inline __attribute__((always_inline)) void gemm_nt_body(float *c, int64_t
         for (; i + GEMM_MR <= m; i += GEMM_MR) {
             gemm_block(c + i * ldc + j, ldc, a + i * lda, lda, b + (size_t)j * ldb, ldb, b_f16, k, GEMM_MR);
         }
-        for (; i < m; i++) {
-            gemm_block(c + i * ldc + j, ldc, a + i * lda, lda, b + (size_t)j * ldb, ldb, b_f16, k, 1);
+        /* the last m % GEMM_MR rows in one block, not row by row: a decode
+         * step's two query rows of a KV head (GQA) share each B load */
+        switch (m - i) {
+#if GEMM_MR == 4
+        case 3: gemm_block(c + i * ldc + j, ldc, a + i * lda, lda, b + (size_t)j * ldb, ldb, b_f16, k, 3); break;
+        case 2: gemm_block(c + i * ldc + j, ldc, a + i * lda, lda, b + (size_t)j * ldb, ldb, b_f16, k, 2); break;
+#endif
+        case 1: gemm_block(c + i * ldc + j, ldc, a + i * lda, lda, b + (size_t)j * ldb, ldb, b_f16, k, 1); break;
+        default: break;
         }
     }
     for (; j < n; j++) {

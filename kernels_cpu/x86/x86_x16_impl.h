@@ -19,32 +19,45 @@
 #define X16_SWEEP 32       /* activation rows per sweep over a thread's groups */
 #define X16_MAX_COLS 32768 /* widest row the Q4_K kernels take (their pair table) */
 
-/* Block b of the next group (pf, or nothing if NULL) into L2. Why: when
- * several passes of 4 activation rows go over a group, going back to the
- * group's start breaks the hardware prefetcher's stream, so without this
- * the next group would come from DRAM only when the kernel reached it and
- * 5-8 rows would run slower than 4 (docs/PERFORMANCE.md, "Figures behind
- * the kernels' design choices").
+/* What a pass prefetches: lines part, part + parts, ... of each block of
+ * group g (NULL: nothing). Why: when several passes of 4 activation rows go
+ * over a group, going back to the group's start breaks the hardware
+ * prefetcher's stream, so the next group must be fetched by hand; and
+ * fetched over all the passes, not the first alone, or the memory idles
+ * while the later passes compute (docs/PERFORMANCE.md, "Figures behind the
+ * kernels' design choices"). */
+typedef struct x16_pf {
+    const uint8_t *g;
+    int part, parts;
+} x16_pf;
+
+#define X16_PF_NONE ((x16_pf){NULL, 0, 1})
+#define X16_PF_AHEAD 1 /* groups ahead (2 measured no better: docs/PERFORMANCE.md) */
+
+/* Block b's share of pf into L2.
  * always_inline: as a plain inline function GCC 12 dropped the prefetches
  * from the kernels altogether. */
-static inline __attribute__((always_inline)) void x16_prefetch(const uint8_t *pf, int64_t b, int block_bytes) {
-    if (pf == NULL) return;
-    for (int l = 0; l < block_bytes; l += 64)
-        _mm_prefetch((const char *)(pf + (size_t)block_bytes * b + l), _MM_HINT_T1);
+static inline __attribute__((always_inline)) void x16_prefetch(x16_pf pf, int64_t b, int block_bytes) {
+    if (pf.g == NULL) return;
+    const char *p = (const char *)pf.g + (size_t)block_bytes * b;
+    for (int l = 64 * pf.part; l < block_bytes; l += 64 * pf.parts) _mm_prefetch(p + l, _MM_HINT_T1);
 }
 
 /* For each group gi in [g0, g1) of a matrix with gbytes per group, and each
  * pass of up to X16_NRX of the sweep's nc activation rows (from row j0),
  * runs CALL(NRV) with g (the group), yg (its first output, in the sweep
- * starting at output row c0), j0 and pf (the next group on the first of
- * several passes, or on a sweep's only pass if pf_one, else NULL) in
- * scope. */
+ * starting at output row c0), j0 and pf (its share of the group
+ * X16_PF_AHEAD ahead when there are several passes, or on a sweep's only
+ * pass if pf_one) in scope. */
 #define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, pf_one, CALL)                                                \
     for (int64_t gi = (g0); gi < (g1); gi++) {                                                                         \
         const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                                       \
         float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                                             \
-        const uint8_t *pf = ((pf_one) || (nc) > X16_NRX) && gi + 1 < (g1) ? g + (gbytes) : NULL;                       \
-        for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX, pf = NULL) {                                                    \
+        const int npass_ = (int)(((nc) + X16_NRX - 1) / X16_NRX);                                                      \
+        const uint8_t *pfg_ =                                                                                          \
+            ((pf_one) || npass_ > 1) && gi + X16_PF_AHEAD < (g1) ? g + (size_t)(gbytes)*X16_PF_AHEAD : NULL;           \
+        for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX) {                                                               \
+            const x16_pf pf = {pfg_, (int)(j0 / X16_NRX), npass_};                                                     \
             switch ((nc)-j0 < X16_NRX ? (nc)-j0 : X16_NRX) {                                                           \
             case 1: CALL(1); break;                                                                                    \
             case 2: CALL(2); break;                                                                                    \

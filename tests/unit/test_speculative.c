@@ -215,17 +215,20 @@ static void test_bad_params(kara_model *m) {
  * step's largest) gives every entry the logits bits of one-token steps, on
  * F32 weights with an FFN width that is no multiple of the vector width
  * (stories260K's 172 put a different part of each row in a kernel's
- * scalar tail once) and on Q8_0 weights in the file's layout. */
+ * scalar tail once) and on Q8_0 weights in the file's layout; with heads of
+ * 8 (all in the attention products' scalar tails) and of 32 (their vector
+ * blocks: a one-token step's 2 query rows per KV head in one block, a
+ * batch's 30 in blocks of 4 and a last one of 2). */
 static void test_batch_bits(void) {
     static const kr_ftype types[] = {KR_FTYPE_ALL_F32, KR_FTYPE_MOSTLY_Q8_0};
-    for (int ti = 0; ti < 2; ti++) {
+    for (int ti = 0; ti < 4; ti++) {
         kr_synth_params sp;
         kr_synth_params_init(&sp);
         sp.n_ff = 172;
-        sp.n_embd = 64;
-        sp.n_head = 8;
-        sp.n_head_kv = 4;
-        sp.ftype = types[ti];
+        sp.n_embd = ti < 2 ? 64 : 128;
+        sp.n_head = ti < 2 ? 8 : 4;
+        sp.n_head_kv = ti < 2 ? 4 : 2;
+        sp.ftype = types[ti % 2];
         char err[512];
         const char *path = kr_test_path(kr_test_tmpdir(), "spec-bits.gguf");
         if (!CHECK_MSG(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "%s", err)) return;
@@ -255,8 +258,9 @@ static void test_batch_bits(void) {
             int differ = 0;
             for (int j = 0; j < K; j++)
                 differ += memcmp(kara_get_logits(b, j), one + (size_t)j * nv, sizeof(float) * (size_t)nv) != 0;
-            CHECK_MSG(differ == 0, "%s: %d of %d batched entries differ from one-token steps in their logits' bits",
-                      ti ? "Q8_0" : "F32", differ, K);
+            CHECK_MSG(differ == 0,
+                      "%s, head_dim %d: %d of %d batched entries differ from one-token steps in their logits' bits",
+                      ti % 2 ? "Q8_0" : "F32", (int)(sp.n_embd / sp.n_head), differ, K);
         }
         free(one);
         kara_context_free(a);
