@@ -32,7 +32,6 @@ typedef struct x16_pf {
 } x16_pf;
 
 #define X16_PF_NONE ((x16_pf){NULL, 0, 1})
-#define X16_PF_AHEAD 1 /* groups ahead (2 measured no better: docs/PERFORMANCE.md) */
 
 /* Block b's share of pf into L2.
  * always_inline: as a plain inline function GCC 12 dropped the prefetches
@@ -46,16 +45,15 @@ static inline __attribute__((always_inline)) void x16_prefetch(x16_pf pf, int64_
 /* For each group gi in [g0, g1) of a matrix with gbytes per group, and each
  * pass of up to X16_NRX of the sweep's nc activation rows (from row j0),
  * runs CALL(NRV) with g (the group), yg (its first output, in the sweep
- * starting at output row c0), j0 and pf (its share of the group
- * X16_PF_AHEAD ahead when there are several passes, or on a sweep's only
- * pass if pf_one) in scope. */
+ * starting at output row c0), j0 and pf (its share of the next group when
+ * there are several passes, or on a sweep's only pass if pf_one; two groups
+ * ahead measured no better) in scope. */
 #define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, pf_one, CALL)                                                \
     for (int64_t gi = (g0); gi < (g1); gi++) {                                                                         \
         const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                                       \
         float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                                             \
         const int npass_ = (int)(((nc) + X16_NRX - 1) / X16_NRX);                                                      \
-        const uint8_t *pfg_ =                                                                                          \
-            ((pf_one) || npass_ > 1) && gi + X16_PF_AHEAD < (g1) ? g + (size_t)(gbytes)*X16_PF_AHEAD : NULL;           \
+        const uint8_t *pfg_ = ((pf_one) || npass_ > 1) && gi + 1 < (g1) ? g + (gbytes) : NULL;                         \
         for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX) {                                                               \
             const x16_pf pf = {pfg_, (int)(j0 / X16_NRX), npass_};                                                     \
             switch ((nc)-j0 < X16_NRX ? (nc)-j0 : X16_NRX) {                                                           \
