@@ -42,7 +42,8 @@ static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
 static const kr_enum_name device_names[] = {{"cpu", KARA_DEVICE_CPU}, {"cuda", KARA_DEVICE_CUDA}, {NULL, 0}};
-static const kr_enum_name spec_names[] = {{"none", KARA_SPEC_NONE}, {"ngram", KARA_SPEC_NGRAM}, {NULL, 0}};
+static const kr_enum_name spec_names[] = {
+    {"none", KARA_SPEC_NONE}, {"ngram", KARA_SPEC_NGRAM}, {"draft", KARA_SPEC_DRAFT}, {NULL, 0}};
 /* batch.on_changed: what a resume does with a request edited since its answer (kara batch --on-changed) */
 static const kr_enum_name on_changed_names[] = {{"rerun", 0}, {"refuse", 1}, {"keep", 2}, {NULL, 0}};
 
@@ -128,6 +129,8 @@ const key_spec kr_config_keys[] = {
     {"chat.reasoning_budget", K_INT, FIELD(reasoning_budget), -1, MAX_TOKENS, NULL, 0},
     {"speculative.mode", K_ENUM, FIELD(spec), 0, 0, spec_names, 0},
     {"speculative.draft_max", K_INT, FIELD(draft_max), 1, KARA_MAX_DRAFT, NULL, 0},
+    {"speculative.draft_model", K_STRING, FIELD(draft_model), 0, 0, NULL, 0},
+    {"speculative.draft_p_min", K_FLOAT, FIELD(draft_p_min), 0, 1, NULL, 0},
     {"batch.input", K_STRING, FIELD(batch_input), 0, 0, NULL, 0},
     {"batch.output", K_STRING, FIELD(batch_output), 0, 0, NULL, 0},
     {"batch.resume", K_BOOL, FIELD(batch_resume), 0, 0, NULL, 0},
@@ -172,6 +175,7 @@ void kara_config_init(kara_config *c) {
     c->reasoning_budget = -1;
     c->spec = KARA_SPEC_NONE;
     c->draft_max = 8;
+    c->draft_p_min = 0.75f;
     c->batch_resume = false;
     c->batch_ordered = false;
     c->shard_index = 0;

@@ -13,8 +13,9 @@
  *         -> released as runs of one channel.
  * Everything is sized at create; nothing is allocated per token.
  *
- * Speculative decoding (spec NGRAM): a decoded token goes into the cache
- * with up to draft_max drafted tokens after it, logits for each. The next
+ * Speculative decoding (spec NGRAM or DRAFT: ngram_draft.h, model_draft.h):
+ * a decoded token goes into the cache with up to draft_max drafted tokens
+ * after it, logits for each. The next
  * steps choose their tokens from those logits exactly as from a one-token
  * decode (the same sampler call, so the same draws); while each matches the
  * drafted token already in the cache it is taken without a decode, and at
@@ -30,6 +31,7 @@
 #include "params_size.h"
 #include "status.h"
 #include "gen_seq.h"
+#include "model_draft.h"
 #include "ngram_draft.h"
 #include "text_pipeline.h"
 #include "monotonic_clock.h"
@@ -63,8 +65,9 @@ struct kara_generator {
     /* speculative decoding: the entries of the last decode (a token, then
      * its drafted tokens), how many of its logits rows the steps have used */
     bool spec;
-    kr_ngram_index ngram;
-    int32_t *vbatch; /* draft_max + 1 tokens */
+    kr_ngram_index ngram;  /* spec NGRAM */
+    kr_model_draft mdraft; /* spec DRAFT */
+    int32_t *vbatch;       /* draft_max + 1 tokens */
     int32_t v_n, v_used;
 };
 
@@ -78,6 +81,7 @@ void kara_generator_params_init(kara_generator_params *p) {
     p->think_start = KARA_THINK_START_AUTO;
     p->spec = KARA_SPEC_NONE;
     p->draft_max = 8;
+    p->draft_p_min = 0.75f;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -108,11 +112,14 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: max_tokens and reasoning_budget must be >= -1");
     if ((int)p->think_start < 0 || p->think_start > KARA_THINK_START_THINK)
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: bad think_start %d", (int)p->think_start);
-    if ((int)p->spec < KARA_SPEC_NONE || p->spec > KARA_SPEC_NGRAM)
+    if ((int)p->spec < KARA_SPEC_NONE || p->spec > KARA_SPEC_DRAFT)
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: bad spec mode %d", (int)p->spec);
     if (p->spec != KARA_SPEC_NONE && (p->draft_max < 1 || p->draft_max > KARA_MAX_DRAFT))
         return kr_set_error(KARA_ERR_ARG, "kara_generator_create: draft_max %d outside [1, %d]", p->draft_max,
                             KARA_MAX_DRAFT);
+    if (p->spec == KARA_SPEC_DRAFT && !(p->draft_p_min >= 0.0f && p->draft_p_min <= 1.0f))
+        return kr_set_error(KARA_ERR_ARG, "kara_generator_create: draft_p_min %g outside [0, 1]",
+                            (double)p->draft_p_min);
 
     kara_generator *g = calloc(1, sizeof *g);
     if (!g) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
@@ -137,7 +144,9 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     g->tail = malloc((size_t)g->gm.piece_cap * TAIL_TOKENS + 1);
     g->spec = p->spec != KARA_SPEC_NONE && !kara_context_kv_compressing(ctx) && g->n_batch > 1;
     g->vbatch = malloc(((size_t)(g->spec ? p->draft_max : 0) + 1) * sizeof *g->vbatch);
-    if (!st && g->spec) st = kr_ngram_init(&g->ngram, g->n_ctx + 1);
+    if (!st && g->spec && p->spec == KARA_SPEC_NGRAM) st = kr_ngram_init(&g->ngram, g->n_ctx + 1);
+    /* the draft context is checked even where compression keeps speculation off: a wrong one is a mistake anyway */
+    if (!st && p->spec == KARA_SPEC_DRAFT) st = kr_model_draft_init(&g->mdraft, p->draft_ctx, ctx, p->draft_p_min);
     if (!st && (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->tail || !g->vbatch))
         st = kr_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
     if (st) {
@@ -159,6 +168,7 @@ void kara_generator_free(kara_generator *g) {
     free(g->tail);
     free(g->vbatch);
     kr_ngram_free(&g->ngram);
+    kr_model_draft_free(&g->mdraft);
     free(g);
 }
 
@@ -306,7 +316,7 @@ kara_status kara_generator_start(kara_generator *g, int32_t seq_id, const int32_
             reuse = true;
         }
     }
-    if (g->spec) kr_ngram_cut(&g->ngram, reuse ? g->n_hist : 0);
+    if (g->spec && g->p.spec == KARA_SPEC_NGRAM) kr_ngram_cut(&g->ngram, reuse ? g->n_hist : 0);
     g->seq = seq_id;
     if (!reuse) {
         kara_status st = kara_seq_clear(g->ctx, seq_id);
@@ -357,8 +367,15 @@ static kara_status decode_with_draft(kara_generator *g, int32_t tok) {
         int32_t room = g->n_ctx - g->pos - 1, max = g->p.draft_max;
         if (max > room) max = room;
         if (max > g->n_batch - 1) max = g->n_batch - 1;
-        g->hist[g->n_hist] = tok; /* looked up with the token being decoded as the suffix's end */
-        if (max > 0) k = kr_ngram_draft(&g->ngram, g->hist, g->n_hist + 1, max, g->vbatch + 1);
+        g->hist[g->n_hist] = tok; /* drafted with the token being decoded as the history's end */
+        if (max > 0 && g->p.spec == KARA_SPEC_NGRAM) {
+            k = kr_ngram_draft(&g->ngram, g->hist, g->n_hist + 1, max, g->vbatch + 1);
+        } else if (max > 0) {
+            double t0 = kr_monotonic_seconds();
+            kara_status st = kr_model_draft_run(&g->mdraft, g->hist, g->n_hist + 1, max, g->vbatch + 1, &k);
+            g->stats.t_draft_s += kr_monotonic_seconds() - t0;
+            if (st) return st;
+        }
     }
     kara_status st;
     for (;;) {

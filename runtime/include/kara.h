@@ -503,7 +503,8 @@ void kara_sampler_reset(kara_sampler *s);                 /* empty the history, 
  * Off where KV compression can act (kara_context_kv_compressing). */
 typedef enum kara_spec_mode {
     KARA_SPEC_NONE = 0,
-    KARA_SPEC_NGRAM = 1 /* the tokens after the latest earlier occurrence of the sequence's last 2-4 tokens */
+    KARA_SPEC_NGRAM = 1, /* the tokens after the latest earlier occurrence of the sequence's last 2-4 tokens */
+    KARA_SPEC_DRAFT = 2  /* a smaller model with the same vocabulary, greedy, in a context of its own */
 } kara_spec_mode;
 /* A verify step of up to 15 entries stays below every weight type's panel-GEMM size (16 rows for Q8_0), where the
  * kernels give each row the bits of a one-row product. */
@@ -527,8 +528,10 @@ typedef struct kara_config {
     char chat_template[KARA_CONFIG_NAME_MAX]; /* chat.template: "auto" = from the GGUF metadata */
     kara_think_mode think;                    /* chat.think: auto | on | off */
     int32_t reasoning_budget;                 /* chat.reasoning_budget: thinking tokens; -1 unlimited, 0 none */
-    kara_spec_mode spec;                      /* speculative.mode: none | ngram */
+    kara_spec_mode spec;                      /* speculative.mode: none | ngram | draft */
     int32_t draft_max;                        /* speculative.draft_max: 1..KARA_MAX_DRAFT */
+    char draft_model[KARA_CONFIG_PATH_MAX];   /* speculative.draft_model: GGUF of the draft model (mode draft) */
+    float draft_p_min;                        /* speculative.draft_p_min: drafting stops below this probability */
     char batch_input[KARA_CONFIG_PATH_MAX];   /* batch.input: requests (JSONL) */
     char batch_output[KARA_CONFIG_PATH_MAX];  /* batch.output: results (JSONL) */
     bool batch_resume;                        /* batch.resume: skip custom_ids already in output */
@@ -638,8 +641,13 @@ typedef struct kara_generator_params {
     const char *stop[KARA_MAX_STOP_STRINGS]; /* copied at create; each 1..255 bytes */
     kara_abort_fn abort;                     /* optional */
     void *abort_user;
-    kara_spec_mode spec; /* speculative decoding (docs/SPECULATIVE.md): NONE, or NGRAM (drafts from its own text) */
+    kara_spec_mode spec; /* speculative decoding (docs/SPECULATIVE.md): NONE, NGRAM (drafts from its own text), or
+                          * DRAFT (drafts from the model of draft_ctx) */
     int32_t draft_max;   /* most tokens drafted per step, 1..KARA_MAX_DRAFT */
+    /* spec DRAFT: a context over a model with the same vocabulary (every token's text equal), full KV (not
+     * compressing), given to this generator alone: it uses its sequence 0 and clears it at create. Not owned. */
+    kara_context *draft_ctx;
+    float draft_p_min; /* spec DRAFT: a draft stops at a token the draft model gives less than this probability */
 } kara_generator_params;
 
 typedef struct kara_generator kara_generator; /* it and its context: one thread at a time */
@@ -653,12 +661,14 @@ typedef enum kara_stop_reason {
     KARA_STOP_ABORT         /* the abort callback returned true */
 } kara_stop_reason;
 /* Defaults: sampler defaults, max_tokens -1, reasoning_budget -1, split_thinking true (false: raw text, all
- * KARA_CHANNEL_ANSWER), think_start AUTO, ignore_eog false, no stop strings, no abort, spec NONE, draft_max 8. */
+ * KARA_CHANNEL_ANSWER), think_start AUTO, ignore_eog false, no stop strings, no abort, spec NONE, draft_max 8,
+ * draft_ctx NULL, draft_p_min 0.75. */
 void kara_generator_params_init(kara_generator_params *p);
 
 /* A generator over one context (which it does not own; free the generator first). Allocates everything it will use:
  * the sampler, output buffers sized for the vocabulary's longest token and the stop strings, and the token history
- * (n_ctx entries). KARA_ERR_ARG for bad params, KARA_ERR_NOMEM. */
+ * (n_ctx entries). KARA_ERR_ARG for bad params (spec DRAFT: no draft_ctx, the generator's own context, a compressing
+ * one, or a different vocabulary, the first differing token named), KARA_ERR_NOMEM. */
 kara_status kara_generator_create(kara_context *ctx, const kara_generator_params *p, kara_generator **out);
 void kara_generator_free(kara_generator *gen);
 /* Change the abort callback, the reasoning budget or max_tokens (-1: no limit) between turns. */
@@ -695,6 +705,7 @@ typedef struct kara_generator_stats {
     int32_t n_verify;         /* decode steps that carried drafted tokens */
     int32_t n_drafted;        /* tokens drafted */
     int32_t n_accepted;       /* of which the model chose (the acceptance rate is n_accepted / n_drafted) */
+    double t_draft_s;         /* of t_generate_s: seconds the draft model took (spec DRAFT) */
 } kara_generator_stats;
 void kara_generator_get_stats(const kara_generator *gen, kara_generator_stats *out);
 

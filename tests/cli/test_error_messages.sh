@@ -59,6 +59,10 @@ expect "run: not a GGUF" 65 "magic" "$KARA" run -m "$tmp/text.gguf" -p hi
 expect "run: more layers than tensors" 65 "layers of width" "$KARA" run -m "$tmp/layers.gguf" -p hi
 expect "run: unknown flag" 64 "frobnicate" "$KARA" run -m "$M" --frobnicate
 expect "run: bad number" 64 "temperature" "$KARA" run -m "$M" --temp hot
+expect "run: --spec draft without a draft model" 78 "draft model" "$KARA" run -m "$M" -p hi --spec draft
+expect "run: missing draft model" 66 "nope-draft.gguf" "$KARA" run -m "$M" -p hi --spec draft -md "$tmp/nope-draft.gguf"
+expect "run: draft model of another vocabulary" 78 "same vocabulary" "$KARA" run -m "$R" -p hi --spec draft -md "$M"
+expect "run: bad draft_p_min" 64 "draft_p_min" "$KARA" run -m "$M" -p hi --spec draft -md "$M" --draft-p-min 2
 expect "run: out of range" 64 "range" "$KARA" run -m "$M" -c 99999999
 expect "run: bad KV method" 64 "kv_cache.method" "$KARA" run -m "$M" --kv-method lru
 expect "run: budget too small" 65 "budget" "$KARA" run -m "$M" --kv-budget 1KiB -p hi

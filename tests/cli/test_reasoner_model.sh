@@ -58,5 +58,25 @@ rc=$?
 check "--draft-max 15 is a usage error naming the key (rc $rc)" \
     '[ $rc -ne 0 ] && grep -q "speculative.draft_max" "$tmp/bad.err"'
 
+# 4. a draft model (--spec draft, here the shipped model's own Q4_0 copy)
+#    changes no text either, and its drafts are accepted
+"$KARA" quantize -q "$M" "$tmp/draft-q4.gguf" Q4_0 >/dev/null 2>&1
+"$KARA" eval -m "$M" -t 2 --methods full --budgets none --limit 3 --tasks "$SRC/tests/data/late-tier4.jsonl" \
+    --spec draft -md "$tmp/draft-q4.gguf" >"$tmp/t4-draft.txt" 2>&1
+rc=$?
+check "eval --spec draft exits 0 (rc $rc)" '[ $rc -eq 0 ]'
+check "eval --spec draft: the full row as without it" \
+    '[ -n "$(row "$tmp/t4-plain.txt")" ] && [ "$(row "$tmp/t4-plain.txt")" = "$(row "$tmp/t4-draft.txt")" ]'
+check "eval --spec draft: most drafts accepted" \
+    'grep -Eq "full: speculative on: [0-9]+ tokens drafted, [0-9]+ accepted \(9[0-9]\.[0-9]%\)" "$tmp/t4-draft.txt"'
+printf 'Compute #1 24*88 + #2 78*88.\n' | "$KARA" chat -m "$M" --temp 0 --spec draft -md "$tmp/draft-q4.gguf" \
+    >"$tmp/chat-draft.out" 2>/dev/null
+check "chat --spec draft: the same reply" 'cmp -s "$tmp/chat.out" "$tmp/chat-draft.out"'
+"$KARA" run -m "$M" -p "Compute #1 24*88." -n 60 --temp 0 >"$tmp/run-plain.out" 2>/dev/null
+"$KARA" run -m "$M" -p "Compute #1 24*88." -n 60 --temp 0 --spec draft -md "$tmp/draft-q4.gguf" \
+    >"$tmp/run-draft.out" 2>"$tmp/run-draft.err"
+check "run --spec draft: the same text, acceptance and the draft's time reported" \
+    'cmp -s "$tmp/run-plain.out" "$tmp/run-draft.out" && grep -Eq "accepted \([0-9.]+%\); drafting took" "$tmp/run-draft.err"'
+
 if [ "$fail" -ne 0 ]; then cat "$tmp/t1-1.txt" "$tmp/t4.txt" "$tmp/chat.out" "$tmp/chat.err" "$tmp/t4-spec.txt"; fi
 finish

@@ -54,9 +54,11 @@ static const shared_flag shared_flags[] = {
     {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
     {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
     {"--spec", "speculative.mode",
-     "none|ngram: speculative decoding, drafts from the text itself (the same output; off where KV compression can "
-     "act)"},
+     "none|ngram|draft: speculative decoding, drafts from the text itself (ngram) or a draft model (draft); the same "
+     "output; off where KV compression can act"},
     {"--draft-max", "speculative.draft_max", "most tokens drafted per speculative step (1..14)"},
+    {"-md|--model-draft", "speculative.draft_model", "GGUF of the draft model (--spec draft; the same vocabulary)"},
+    {"--draft-p-min", "speculative.draft_p_min", "a draft stops at a token the draft model gives a lower probability"},
 };
 #define N_SHARED (int)(sizeof shared_flags / sizeof shared_flags[0])
 

@@ -18,6 +18,7 @@
 #include "cli_config.h"
 #include "commands.h"
 #include "console.h"
+#include "draft_model.h"
 #include "exit_codes.h"
 #include "kara.h"
 #include "line_editor.h"
@@ -195,6 +196,7 @@ typedef struct chat_session {
     chat_opts *o;
     kara_model *model;
     kara_context *ctx;
+    kr_draft_model draft; /* speculative.mode draft */
     kara_generator *gen;
     kara_chat_template tmpl;
     bool think;     /* thinking on for the next reply */
@@ -706,6 +708,12 @@ static int chat_main(int argc, char **argv) {
     gp.ignore_eog = o.ignore_eos;
     gp.spec = c->spec;
     gp.draft_max = c->draft_max;
+    gp.draft_p_min = c->draft_p_min;
+    if ((st = kr_draft_model_open("chat", c, s.ctx, &s.draft))) {
+        rc = kr_exit_for_status(st);
+        goto done;
+    }
+    gp.draft_ctx = s.draft.ctx;
     if ((st = kara_generator_create(s.ctx, &gp, &s.gen))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
         rc = kr_exit_for_status(st);
@@ -760,6 +768,7 @@ done:
     free(s.answer_text.p);
     free(s.ids);
     kara_generator_free(s.gen);
+    kr_draft_model_close(&s.draft);
     kara_context_free(s.ctx);
     kara_model_free(s.model);
     return rc;

@@ -29,6 +29,7 @@
 #include "cli_config.h"
 #include "progress.h"
 #include "commands.h"
+#include "draft_model.h"
 #include "eval_tasks.h"
 #include "exit_codes.h"
 #include "kara.h"
@@ -229,9 +230,18 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     gp.sampling = o->cfg.sampling;
     gp.spec = o->cfg.spec;
     gp.draft_max = o->cfg.draft_max;
+    gp.draft_p_min = o->cfg.draft_p_min;
+    kr_draft_model draft;
+    kara_status dst = kr_draft_model_open("eval", &o->cfg, ctx, &draft);
+    if (dst) {
+        kara_context_free(ctx);
+        return kr_exit_for_status(dst);
+    }
+    gp.draft_ctx = draft.ctx;
     kara_generator *gen;
     if (kara_generator_create(ctx, &gp, &gen) != KARA_OK) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
+        kr_draft_model_close(&draft);
         kara_context_free(ctx);
         return KR_EXIT_CONFIG;
     }
@@ -314,6 +324,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     free(answer);
     free(ids);
     kara_generator_free(gen);
+    kr_draft_model_close(&draft);
     kara_context_free(ctx);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "cli_config.h"
 #include "commands.h"
+#include "draft_model.h"
 #include "exit_codes.h"
 #include "kara.h"
 #include "prompt_cache.h"
@@ -111,7 +112,7 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **o
 
 /* The continuation through the library's generator (raw text: thinking
  * is not split off), streamed to stdout as it comes. */
-static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32_t n_prompt) {
+static int generate(run_opts *o, kara_context *ctx, kara_context *draft, const int32_t *prompt, int32_t n_prompt) {
     kara_generator_params gp;
     kara_generator_params_init(&gp);
     gp.sampling = o->cfg.sampling;
@@ -120,6 +121,8 @@ static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32
     gp.ignore_eog = o->ignore_eos;
     gp.spec = o->cfg.spec;
     gp.draft_max = o->cfg.draft_max;
+    gp.draft_ctx = draft;
+    gp.draft_p_min = o->cfg.draft_p_min;
     kara_generator *gen;
     kara_status st = kara_generator_create(ctx, &gp, &gen);
     if (st) {
@@ -161,8 +164,9 @@ static int generate(run_opts *o, kara_context *ctx, const int32_t *prompt, int32
                 "kv_cache.method full, or a budget that holds the context, allows it)\n",
                 kara_kv_method_name(o->cfg.context.kv.method));
     else if (gs.spec_on)
-        fprintf(stderr, "speculative: %d steps drafted %d tokens, %d accepted (%.1f%%)\n", gs.n_verify, gs.n_drafted,
+        fprintf(stderr, "speculative: %d steps drafted %d tokens, %d accepted (%.1f%%)", gs.n_verify, gs.n_drafted,
                 gs.n_accepted, gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0);
+    if (gs.spec_on) fprintf(stderr, draft ? "; drafting took %.3f s of the generation\n" : "\n", gs.t_draft_s);
     kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
     fprintf(stderr,
@@ -232,11 +236,14 @@ static int run_body(int argc, char **argv, run_opts *op) {
         free(prompt);
         return kr_exit_for_status(st);
     }
-    if (o.prompt && o.prompt[0]) {
+    kr_draft_model draft;
+    st = kr_draft_model_open("run", &o.cfg, ctx, &draft);
+    if (!st && o.prompt && o.prompt[0]) {
         fputs(o.prompt, stdout);
         o.last_char = o.prompt[strlen(o.prompt) - 1];
     }
-    rc = generate(&o, ctx, prompt, n_prompt);
+    rc = st ? kr_exit_for_status(st) : generate(&o, ctx, draft.ctx, prompt, n_prompt);
+    kr_draft_model_close(&draft);
     free(prompt);
     kara_context_free(ctx);
     kara_model_free(m);
