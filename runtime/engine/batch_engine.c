@@ -84,6 +84,14 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     if (params->max_queue < 1 || params->prefill_chunk < 2 || params->max_repeat_last_n < 0)
         return kr_set_error(KARA_ERR_ARG,
                             "kara_engine_create: max_queue must be >= 1, prefill_chunk >= 2, max_repeat_last_n >= 0");
+    if (params->spec != KARA_SPEC_NONE && params->spec != KARA_SPEC_NGRAM)
+        return kr_set_error(params->spec == KARA_SPEC_DRAFT ? KARA_ERR_UNSUPPORTED : KARA_ERR_ARG,
+                            "kara_engine_create: speculative mode %d: the batch engine drafts from n-grams only "
+                            "(none | ngram)",
+                            (int)params->spec);
+    if (params->spec != KARA_SPEC_NONE && (params->draft_max < 1 || params->draft_max > KARA_MAX_DRAFT))
+        return kr_set_error(KARA_ERR_ARG, "kara_engine_create: draft_max %d outside [1, %d]", params->draft_max,
+                            KARA_MAX_DRAFT);
     int32_t n_slots = kr_context_n_seq_max(ctx), n_batch = kara_context_n_batch(ctx);
     if (n_batch < n_slots + 2)
         return kr_set_error(KARA_ERR_ARG,
@@ -99,6 +107,8 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->n_ctx = kara_context_n_ctx(ctx);
     e->n_batch = n_batch;
     e->n_vocab = kara_model_n_vocab(e->model);
+    e->spec = params->spec == KARA_SPEC_NGRAM && !kara_context_kv_compressing(ctx);
+    e->stats.spec_on = e->spec;
     kara_status st = kr_gen_model_init(&e->gm, e->model);
     e->slots = calloc((size_t)n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)params->max_queue, sizeof *e->queue);
@@ -117,6 +127,7 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
         s->tokens = malloc((size_t)e->n_ctx * sizeof(int32_t));
         if (!s->tokens) st = kr_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
         if (!st) st = kr_gen_seq_init(&s->out, &e->gm, &sp);
+        if (!st && e->spec) st = kr_ngram_init(&s->ngram, e->n_ctx);
     }
     if (!st) kara_seq_clear(ctx, -1);
     if (st) {
@@ -134,6 +145,7 @@ void kara_engine_free(kara_engine *e) {
         for (int32_t i = 0; i < e->n_slots; i++) {
             free(e->slots[i].tokens);
             kr_gen_seq_free(&e->slots[i].out);
+            kr_ngram_free(&e->slots[i].ngram);
         }
     free(e->slots);
     free(e->queue);
@@ -247,6 +259,8 @@ static kara_status slot_start(kara_engine *e, kr_batch_slot *s, const kara_engin
     s->done_reported = false;
     s->error[0] = '\0';
     s->logits_row = -1;
+    s->n_draft = 0;
+    if (e->spec) kr_ngram_cut(&s->ngram, 0);
     s->state = KR_SLOT_RUNNING;
     return KARA_OK;
 }
@@ -347,14 +361,18 @@ static int32_t feed_count(const kr_batch_slot *s, int32_t budget) {
     return 1 <= budget ? 1 : 0;
 }
 
-/* Fill the batch: decoding slots first (one entry each), then chunks of
- * prefilling or recomputing slots, oldest first. Returns the entry count
- * and the number of logits rows. */
+/* Fill the batch: decoding slots first (one entry each, and their drafts
+ * in the room the others leave), then chunks of prefilling or recomputing
+ * slots, oldest first. Returns the entry count and the number of logits
+ * rows. */
 static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
-    int32_t n = 0, rows = 0;
+    int32_t n = 0, rows = 0, decoding_left = 0;
     for (int32_t i = 0; i < e->n_slots; i++) {
-        e->slots[i].batch_n = 0;
-        e->slots[i].logits_row = -1;
+        kr_batch_slot *s = &e->slots[i];
+        s->batch_n = 0;
+        s->logits_row = -1;
+        s->n_draft = 0;
+        decoding_left += s->state == KR_SLOT_RUNNING && s->n_tok - s->n_fed == 1 && s->n_fed >= s->n_prompt;
     }
     /* pass 1: decoding slots; pass 2: the rest, by age */
     for (int pass = 0; pass < 2; pass++) {
@@ -384,6 +402,17 @@ static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
                 if (e->b_logits[n]) pick->logits_row = rows++;
                 n++;
             }
+            if (pass == 0 && --decoding_left >= 0) {
+                kr_batch_spec_draft(e, pick, e->n_batch - n - decoding_left);
+                for (int32_t j = 0; j < pick->n_draft; j++, n++) {
+                    e->b_tok[n] = pick->draft[j];
+                    e->b_pos[n] = pick->n_fed + 1 + j;
+                    e->b_seq[n] = seq;
+                    e->b_logits[n] = 1;
+                    rows++;
+                }
+                k += pick->n_draft;
+            }
             pick->batch_n = k;
             if (pass == 1) prefill_left -= k;
         }
@@ -407,7 +436,7 @@ static kr_batch_slot *youngest(kara_engine *e, int32_t *running) {
 
 /* One new token for a slot whose tokens are all in the cache: chosen, its
  * text pushed, and the request finished when it ends (gen_seq.c). */
-static void next_token(kara_engine *e, kr_batch_slot *s) {
+void kr_batch_next_token(kara_engine *e, kr_batch_slot *s) {
     int32_t tok = -1;
     kr_gen_seq_next(&s->out, &e->gm, kara_get_logits(e->ctx, s->logits_row), s->orel, &tok);
     if (s->out.final < 0) {
@@ -466,6 +495,12 @@ static void refresh_kv_stats(kara_engine *e) {
 /* A slot's entries were decoded: advance it, count, and pick its next
  * token when all its tokens are in the cache. */
 static void after_decode(kara_engine *e, kr_batch_slot *s) {
+    if (s->n_draft > 0) { /* its pending token, then the drafts as they are chosen */
+        s->n_fed++;
+        if (s->n_fed > s->n_fed_max) s->n_fed_max = s->n_fed;
+        kr_batch_spec_accept(e, s);
+        return;
+    }
     int32_t end = s->n_fed + s->batch_n;
     int32_t redo_end = end < s->n_fed_max ? end : s->n_fed_max;
     if (redo_end > s->n_fed) e->stats.tokens_recomputed += (uint64_t)(redo_end - s->n_fed);
@@ -474,7 +509,7 @@ static void after_decode(kara_engine *e, kr_batch_slot *s) {
     if (prompt_end > new_from) e->stats.tokens_prefilled += (uint64_t)(prompt_end - new_from);
     s->n_fed = end;
     if (s->n_fed > s->n_fed_max) s->n_fed_max = s->n_fed;
-    if (s->n_fed == s->n_tok && s->logits_row >= 0) next_token(e, s);
+    if (s->n_fed == s->n_tok && s->logits_row >= 0) kr_batch_next_token(e, s);
 }
 
 /* A decode failed for a reason other than the budget (a request the
@@ -485,6 +520,10 @@ static void decode_one_by_one(kara_engine *e) {
     for (int32_t i = 0; i < e->n_slots; i++) {
         kr_batch_slot *s = &e->slots[i];
         if (s->state != KR_SLOT_RUNNING || s->batch_n <= 0) continue;
+        if (s->n_draft > 0) { /* its pending token alone */
+            s->batch_n -= s->n_draft;
+            s->n_draft = 0;
+        }
         int32_t k = s->batch_n;
         for (int32_t j = 0; j < k; j++) {
             int32_t t = s->n_fed + j;
@@ -528,6 +567,7 @@ kara_status kara_engine_step(kara_engine *e) {
     kara_context *c = e->ctx;
     int32_t n = 0, rows = 0;
     kara_status st = KARA_OK;
+    e->no_drafts = false;
     for (;;) {
         n = build_batch(e, &rows);
         if (n == 0) break;
@@ -546,6 +586,10 @@ kara_status kara_engine_step(kara_engine *e) {
             return st;
         }
         if (st != KARA_ERR_KV_BUDGET) break;
+        if (e->spec && !e->no_drafts) { /* drafts never cost a preemption: the batch again without them */
+            e->no_drafts = true;
+            continue;
+        }
         /* pool pressure the policy could not relieve (docs/KARA_METHOD.md
          * section 9) */
         int32_t running;

@@ -1,9 +1,11 @@
 /*
  * batch_engine.h - internals of the continuous-batching engine (the public
- * API is the "Batch engine" section of kara.h), shared by its two files:
+ * API is the "Batch engine" section of kara.h), shared by its files:
  *   batch_engine.c     slots, admission, one step, events; each slot's
  *                      tokens and text come from a kr_gen_seq
  *                      (generate/gen_seq.h), as the generator's do;
+ *   batch_spec.c       speculative decoding: n-gram drafts after a
+ *                      slot's pending token, checked in the same step;
  *   batch_admission.c  how many KV blocks a request needs at its peak, and
  *                      how many sequences a budget holds (the KV plan).
  */
@@ -17,6 +19,7 @@
 #include "context_access.h"
 #include "kara.h"
 #include "gen_seq.h"
+#include "ngram_draft.h"
 
 #define KR_BATCH_TAIL_TOKENS 8
 #define KR_BATCH_ERROR_MAX 320
@@ -45,6 +48,11 @@ typedef struct kr_batch_slot {
     char error[KR_BATCH_ERROR_MAX];
     int32_t logits_row; /* row of its logits in the last decode, -1 */
     int32_t batch_n;    /* entries it has in the batch being built */
+    /* speculative decoding: drafted tokens after its pending one in the
+     * batch (their logits rows follow logits_row), and its n-gram index */
+    int32_t draft[KARA_MAX_DRAFT];
+    int32_t n_draft;
+    kr_ngram_index ngram;
 } kr_batch_slot;
 
 struct kara_engine {
@@ -70,7 +78,21 @@ struct kara_engine {
     int32_t ev_slot;
 
     kara_engine_stats stats;
+    bool spec;      /* speculative decoding on (asked for, the context not compressing) */
+    bool no_drafts; /* this step's batch is being rebuilt without drafts (the pool refused it) */
 };
+
+/* ---- batch_spec.c: speculative decoding in the engine ---- */
+
+/* Drafts for a decoding slot whose pending token goes into the batch with
+ * at most room more entries: s->draft and s->n_draft. */
+void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room);
+/* After the decode of a slot with drafts: choose its tokens from the
+ * entries' logits while they match the drafts already in the cache, then
+ * cut the unchecked rest back out of the sequence. */
+void kr_batch_spec_accept(kara_engine *e, kr_batch_slot *s);
+/* One new token for a slot from its logits row (batch_engine.c). */
+void kr_batch_next_token(kara_engine *e, kr_batch_slot *s);
 
 /* ---- batch_admission.c (over kv_plan.h) ---- */
 

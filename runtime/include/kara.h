@@ -722,6 +722,10 @@ typedef struct kara_engine_params {
     int32_t prefill_chunk;     /* prompt tokens fed per step, all arrivals together (256, >= 2) */
     int32_t max_repeat_last_n; /* largest sampling.repeat_last_n a request may use (256) */
     bool optimistic_admission; /* admit on free blocks alone, ignoring what running requests may grow (false) */
+    /* speculative decoding of every decoding request (docs/SPECULATIVE.md): NONE, or NGRAM (drafts from the request's
+     * own text; DRAFT is refused). Off where KV compression can act (kara_context_kv_compressing). */
+    kara_spec_mode spec;
+    int32_t draft_max; /* most tokens drafted per request and step, 1..KARA_MAX_DRAFT (8) */
 } kara_engine_params;
 void kara_engine_params_init(kara_engine_params *p);
 
@@ -780,6 +784,10 @@ typedef struct kara_engine_stats {
     int32_t kv_blocks_total, kv_blocks_free;
     double decode_seconds; /* inside kara_decode */
     double step_seconds;   /* inside kara_engine_step */
+    bool spec_on;          /* speculative decoding runs (asked for, and the context allows it) */
+    uint64_t n_verify;     /* request-steps that carried drafted tokens */
+    uint64_t n_drafted;    /* tokens drafted */
+    uint64_t n_accepted;   /* of which the model chose */
 } kara_engine_stats;
 
 /* An engine over ctx, whose n_seq_max is the most requests that run at once and whose n_batch must be at least

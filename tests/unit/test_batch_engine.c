@@ -11,7 +11,10 @@
  *   greedy answers at concurrency 1 and 4, and events do happen;
  * - many sequences under a tight budget with Kara: all finish, peak <= budget;
  * - stop strings end the answer before the string;
- * - requests that can never run are refused at submit with the right code.
+ * - requests that can never run are refused at submit with the right code;
+ * - speculative decoding (n-gram drafts) changes no answer, greedy or
+ *   sampled, at any concurrency, through preemptions, and stays off under
+ *   compression that can act.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,7 @@ static int32_t g_min_compressible = 8;
 static kara_kv_evict g_evict = KARA_KV_EVICT_ON_DEMAND;
 static int32_t g_seq_tokens = 0;
 static uint64_t g_slots_evicted; /* by the last run_engine */
+static kara_spec_mode g_spec = KARA_SPEC_NONE;
 
 static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t budget, int32_t n_batch,
                               int32_t max_compress_per_step) {
@@ -126,6 +130,8 @@ static bool run_engine(const run_opts *o, answer *ans, kara_engine_stats *stats)
     ep.prefill_chunk = o->prefill_chunk ? o->prefill_chunk : 256;
     ep.optimistic_admission = o->optimistic;
     ep.max_queue = 4;
+    ep.spec = g_spec;
+    ep.draft_max = 6;
     kara_engine *eng = NULL;
     if (kara_engine_create(ctx, &ep, &eng) != KARA_OK) {
         fprintf(stderr, "kara_engine_create: %s\n", kara_last_error());
@@ -504,6 +510,54 @@ static void test_fit_concurrency(void) {
     CHECK_EQ_INT(kara_engine_fit_concurrency(g_model, &cp, 64, 96), 0);
 }
 
+/* n-gram drafts in the batch: every answer as without them (the random
+ * model falls into loops, so drafts are made, kept and rejected). */
+static void test_speculative(void) {
+    const int32_t n_gen = 60;
+    answer ref[N_REQ], ans[N_REQ];
+    for (int r = 0; r < N_REQ; r++) reference(r, n_gen, &ref[r]);
+    kara_engine_stats stats;
+    g_spec = KARA_SPEC_NGRAM;
+    int32_t seqs[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        run_opts o = {KARA_KV_METHOD_FULL, seqs[i], 0, n_gen, 0.0f, i ? 7 : 256, false, 0, 0};
+        CHECK(run_engine(&o, ans, &stats));
+        char what[64];
+        snprintf(what, sizeof what, "speculative greedy, concurrency %d", seqs[i]);
+        same_answers(ref, ans, N_REQ, what);
+        for (int r = 0; r < N_REQ; r++) CHECK_EQ_INT(ans[r].n_generated, n_gen);
+        CHECK_EQ_INT(stats.tokens_generated, N_REQ * n_gen);
+        CHECK(stats.spec_on);
+        CHECK_MSG(stats.n_accepted > 0 && stats.n_accepted < stats.n_drafted,
+                  "%s: %llu drafted, %llu accepted: both kept and rejected drafts should occur", what,
+                  (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted);
+    }
+    /* a pool that preempts (the drafts never cost a preemption of their own) */
+    run_opts tight = {KARA_KV_METHOD_FULL, 4, 14 * BLOCK_BYTES, n_gen, 0.0f, 16, true, 0, 0};
+    CHECK(run_engine(&tight, ans, &stats));
+    CHECK_MSG(stats.preemptions > 0, "the tight pool preempted (%llu)", (unsigned long long)stats.preemptions);
+    same_answers(ref, ans, N_REQ, "speculative, after preemption and recompute");
+    /* sampled: the same draws as without drafts */
+    answer plain[N_REQ];
+    run_opts s = {KARA_KV_METHOD_FULL, 4, 0, 40, 0.9f, 64, false, 0, 0};
+    g_spec = KARA_SPEC_NONE;
+    CHECK(run_engine(&s, plain, &stats));
+    g_spec = KARA_SPEC_NGRAM;
+    CHECK(run_engine(&s, ans, &stats));
+    same_answers(plain, ans, N_REQ, "speculative, sampled");
+    /* compression that can act: off, and the answers as without it */
+    run_opts k = {KARA_KV_METHOD_KARA, 2, 0, 40, 0.0f, 16, false, 0, 0};
+    g_seq_tokens = 160;
+    g_spec = KARA_SPEC_NONE;
+    CHECK(run_engine(&k, plain, &stats));
+    g_spec = KARA_SPEC_NGRAM;
+    CHECK(run_engine(&k, ans, &stats));
+    CHECK(!stats.spec_on && stats.n_drafted == 0);
+    same_answers(plain, ans, N_REQ, "speculative off under compression");
+    g_seq_tokens = 0;
+    g_spec = KARA_SPEC_NONE;
+}
+
 int main(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/batch-engine-tiny.gguf", kr_test_tmpdir());
@@ -527,6 +581,7 @@ int main(void) {
     test_on_demand_determinism();
     test_stop_and_refusals();
     test_fit_concurrency();
+    test_speculative();
     kara_model_free(g_model);
     return kr_test_finish();
 }

@@ -561,12 +561,14 @@ static int setup_engine(job *j) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
         return status_exit(st);
     }
-    if (cfg->spec != KARA_SPEC_NONE)
-        fprintf(stderr,
-                "kara batch: speculative.mode is not supported by the batch engine yet; decoding without it "
-                "(the output is the same)\n");
+    if (cfg->spec == KARA_SPEC_DRAFT) {
+        fprintf(stderr, "kara batch: speculative.mode draft is not supported by the batch engine (none | ngram)\n");
+        return KR_EXIT_CONFIG;
+    }
     kara_engine_params ep;
     kara_engine_params_init(&ep);
+    ep.spec = cfg->spec;
+    ep.draft_max = cfg->draft_max;
     ep.max_queue = 2 * cp.n_seq_max + 8;
     ep.prefill_chunk = j->o->prefill_chunk;
     ep.optimistic_admission = j->o->optimistic;
@@ -604,7 +606,8 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             "\"kv_slots_evicted\":%llu,\"kv_seq_tokens\":%d,"
             "\"kv_budget\":%llu,\"method\":\"%s\",\"evict\":\"%s\",\"max_concurrency\":%d,"
             "\"context_sequences\":%d,\"peak_running\":%d,\"shard\":\"%d/%d\",\"decode_seconds\":%.3f,"
-            "\"cpu_seconds\":%.3f,\"tokens_per_cpu_second\":%.3f,\"tokens_per_step\":%.3f}\n",
+            "\"cpu_seconds\":%.3f,\"tokens_per_cpu_second\":%.3f,\"tokens_per_step\":%.3f,\"spec_on\":%s,"
+            "\"spec_drafted\":%llu,\"spec_accepted\":%llu}\n",
             total, j->out.n_ok + j->out.n_failed + j->ord.recovered, j->ok, j->failed, seconds,
             (unsigned long long)s->tokens_generated, seconds > 0 ? (double)s->tokens_generated / seconds : 0.0,
             (unsigned long long)s->tokens_prefilled, (unsigned long long)s->tokens_recomputed,
@@ -617,7 +620,8 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             kr_kv_int(&cfg->context.kv, "kara.evict") == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window",
             cfg->context.n_seq_max, j->n_seq, s->peak_running, cfg->shard_index + 1, cfg->shard_count,
             s->decode_seconds, cpu, cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
-            s->steps ? (double)s->tokens_generated / (double)s->steps : 0.0);
+            s->steps ? (double)s->tokens_generated / (double)s->steps : 0.0, s->spec_on ? "true" : "false",
+            (unsigned long long)s->n_drafted, (unsigned long long)s->n_accepted);
     fclose(f);
 }
 
@@ -728,6 +732,11 @@ static int run(job *j) {
             (unsigned long long)stats.kv_forced_events, (unsigned long long)stats.kv_slots_evicted,
             (unsigned long long)stats.kv_bytes_peak, (unsigned long long)stats.kv_budget,
             (unsigned long long)stats.kv_cache_bytes_peak, (unsigned long long)stats.kv_reserved_bytes);
+    if (cfg->spec != KARA_SPEC_NONE)
+        fprintf(stderr, "kara batch: speculative %s: %llu tokens drafted, %llu accepted (%.1f%%)\n",
+                stats.spec_on ? "on" : "off (KV compression can act)", (unsigned long long)stats.n_drafted,
+                (unsigned long long)stats.n_accepted,
+                stats.n_drafted ? 100.0 * (double)stats.n_accepted / (double)stats.n_drafted : 0.0);
     if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
     if (g_signal) return 128 + (int)g_signal;
     return failed_total ? KR_EXIT_PARTIAL : KR_EXIT_OK;
