@@ -312,6 +312,14 @@ int32_t kara_context_n_ctx(const kara_context *c) { return c->n_ctx; }
 int32_t kara_context_n_batch(const kara_context *c) { return c->n_batch; }
 bool kara_context_kv_compressing(const kara_context *c) { return c && c->policy.scoring; }
 
+int32_t kara_seq_verify_room(const kara_context *c, int32_t seq) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq_max) return 0;
+    int32_t room = kr_kv_policy_spec_room(&c->policy, seq);
+    /* a device keeps its own view of a compressed cache: no taking back there yet */
+    if (c->policy.scoring && c->backend != &kr_backend_cpu && room > 1) room = 1;
+    return room < c->n_batch ? room : c->n_batch;
+}
+
 /* Check every entry and make room for all of them before any work, so a
  * failing call leaves every sequence exactly as it was. */
 static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
@@ -351,6 +359,12 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         next[seq] = pos + 1;
         counts[seq]++;
     }
+    for (int32_t s = 0; b->generated && s < n_seq; s++)
+        if (counts[s] > 1 && counts[s] > kara_seq_verify_room(c, s))
+            return kr_set_error(KARA_ERR_ARG,
+                                "kara_decode: a generated batch of %d entries for sequence %d would run a KV event "
+                                "inside it, or cannot be taken back (kara_seq_verify_room: %d)",
+                                counts[s], s, kara_seq_verify_room(c, s));
     for (int32_t i = 0; i < b->n_tokens; i++) c->entry_last[i] = 0;
     for (int32_t s = 0; s < n_seq; s++) next[s] = -1;
     for (int32_t i = 0; i < b->n_tokens; i++) next[c->entry_seq[i]] = i;
@@ -404,12 +418,15 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
 
 kara_status kara_decode(kara_context *c, const kara_batch *b) {
     if (!c) return kr_set_error(KARA_ERR_ARG, "kara_decode: context is NULL");
+    c->policy.generated = b && b->generated;
     kara_status st = validate_and_reserve(c, b);
-    if (st) return st;
-    double t0 = kr_run_threads_choose(c, b->n_tokens);
-    st = kr_forward(c, b);
-    if (!st) st = kr_kv_policy_step(&c->policy);
-    kr_run_threads_record(c, t0);
+    if (!st) {
+        double t0 = kr_run_threads_choose(c, b->n_tokens);
+        st = kr_forward(c, b);
+        if (!st) st = kr_kv_policy_step(&c->policy);
+        kr_run_threads_record(c, t0);
+    }
+    c->policy.generated = false;
     return st;
 }
 
@@ -432,6 +449,24 @@ kara_status kara_seq_clear(kara_context *c, int32_t seq) {
     return KARA_OK;
 }
 
+/* kara_seq_truncate of the entries of a generated batch under compression:
+ * they are the newest slots (positions n_keep.. in order, in every group),
+ * whatever was evicted before them. */
+static kara_status take_back(kara_context *c, int32_t seq, int32_t n_keep) {
+    kr_kv_seq *s = &c->kv.seqs[seq];
+    int32_t m = s->next_pos - n_keep, keep = s->n - m;
+    for (int32_t g = 0; g < c->kv.n_groups; g++)
+        for (int32_t i = 0; i < m; i++)
+            if (keep < 0 || s->pos[(size_t)g * c->kv.max_slots + keep + i] != n_keep + i)
+                return kr_set_error(KARA_ERR_INTERNAL,
+                                    "kara_seq_truncate: the last %d slots of sequence %d are not its last positions", m,
+                                    seq);
+    kr_kv_policy_spec_take_back(&c->policy, seq, n_keep);
+    kr_kv_truncate(&c->kv, seq, keep);
+    s->next_pos = n_keep;
+    return KARA_OK;
+}
+
 /* Keep positions [0, n_keep) of a sequence, only where its slots still are
  * those positions in order (nothing of them evicted or compacted) and the
  * KV policy can go back exactly; the rest returns to the pool. */
@@ -441,6 +476,7 @@ kara_status kara_seq_truncate(kara_context *c, int32_t seq, int32_t n_keep) {
     kr_kv_seq *s = &c->kv.seqs[seq];
     if (n_keep >= s->next_pos) return KARA_OK;
     if (n_keep == 0) return kara_seq_clear(c, seq);
+    if (kr_kv_policy_spec_can_take_back(&c->policy, seq, n_keep)) return take_back(c, seq, n_keep);
     if (n_keep > s->n)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "kara_seq_truncate: sequence %d holds %d slots of %d positions; slots were evicted", seq,

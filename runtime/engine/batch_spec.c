@@ -17,7 +17,7 @@ void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room) {
     int32_t max = e->p.draft_max;
     if (max > room) max = room;
     if (max > e->n_ctx - s->n_tok) max = e->n_ctx - s->n_tok; /* positions n_tok .. n_tok + max - 1 */
-    int32_t left = s->max_gen - (s->n_tok - s->n_prompt);   /* tokens the request may still choose */
+    int32_t left = s->max_gen - (s->n_tok - s->n_prompt);     /* tokens the request may still choose */
     if (max > left) max = left;
     if (max < 1) return;
     s->n_draft = kr_ngram_draft(&s->ngram, s->tokens, s->n_tok, max, s->draft);

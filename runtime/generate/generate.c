@@ -142,7 +142,8 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
     g->batch_logits = malloc((size_t)g->n_batch);
     g->tail = malloc((size_t)g->gm.piece_cap * TAIL_TOKENS + 1);
-    g->spec = p->spec != KARA_SPEC_NONE && !kara_context_kv_compressing(ctx) && g->n_batch > 1;
+    /* room 0: a KV method that cannot take drafted tokens back (kara_seq_verify_room) */
+    g->spec = p->spec != KARA_SPEC_NONE && kara_seq_verify_room(ctx, 0) > 0 && g->n_batch > 1;
     g->vbatch = malloc(((size_t)(g->spec ? p->draft_max : 0) + 1) * sizeof *g->vbatch);
     if (!st && g->spec && p->spec == KARA_SPEC_NGRAM) st = kr_ngram_init(&g->ngram, g->n_ctx + 1);
     /* the draft context is checked even where compression keeps speculation off: a wrong one is a mistake anyway */
@@ -366,7 +367,9 @@ static kara_status decode_with_draft(kara_generator *g, int32_t tok) {
     if (g->spec) {
         int32_t room = g->n_ctx - g->pos - 1, max = g->p.draft_max;
         if (max > room) max = room;
-        if (max > g->n_batch - 1) max = g->n_batch - 1;
+        /* under KV compression: short of the next event (and at most n_batch) */
+        room = kara_seq_verify_room(g->ctx, g->seq) - 1;
+        if (max > room) max = room;
         g->hist[g->n_hist] = tok; /* drafted with the token being decoded as the history's end */
         if (max > 0 && g->p.spec == KARA_SPEC_NGRAM) {
             k = kr_ngram_draft(&g->ngram, g->hist, g->n_hist + 1, max, g->vbatch + 1);
@@ -388,7 +391,8 @@ static kara_status decode_with_draft(kara_generator *g, int32_t tok) {
                         .tokens = g->vbatch,
                         .pos = g->batch_pos,
                         .seq_id = g->batch_seq,
-                        .logits = g->batch_logits};
+                        .logits = g->batch_logits,
+                        .generated = k > 0};
         st = kara_decode(g->ctx, &b);
         if (st && k > 0 && (st == KARA_ERR_KV_BUDGET || st == KARA_ERR_CONTEXT_FULL)) {
             k = 0; /* the draft did not fit where the token alone may */

@@ -372,9 +372,15 @@ const kara_model *kara_context_model(const kara_context *ctx);
 int32_t kara_context_n_ctx(const kara_context *ctx);
 int32_t kara_context_n_batch(const kara_context *ctx); /* most entries per kara_decode */
 /* Whether KV compression can act in this context: a method other than full whose budget cannot hold every sequence
- * whole (eviction on demand). Then the policy scores generated tokens as they come, kara_seq_truncate past a prompt
- * is refused, and speculative decoding stays off (it needs to take back drafted tokens exactly). */
+ * whole (eviction on demand). Then the policy scores generated tokens as they come, and kara_seq_truncate past a
+ * prompt is refused, except for the entries of a generated batch (kara_seq_verify_room says where speculative
+ * decoding can take drafted tokens back). */
 bool kara_context_kv_compressing(const kara_context *ctx);
+/* The most entries a generated batch (kara_batch.generated) of seq may have now: where KV compression can act, short
+ * of the next window's scoring and of an eviction, so that nothing happens inside it that the entries taken back
+ * would leave behind; 1 where only a single token may go now, 0 where the KV method cannot take entries back (h2o,
+ * lazy, read tracking, per_window eviction, the threshold methods, or a device under compression). At most n_batch. */
+int32_t kara_seq_verify_room(const kara_context *ctx, int32_t seq);
 
 /* A batch of entries, possibly from several sequences: entry i feeds token tokens[i] at position pos[i] of sequence
  * seq_id[i]; logits[i] != 0 asks for its logits. Positions of one sequence must continue where it left off. */
@@ -386,6 +392,11 @@ typedef struct kara_batch {
     const int8_t *logits;  /* NULL = logits for the last entry only */
     int32_t seq_all;       /* with seq_id NULL: the sequence of every entry (default 0) */
     int32_t pos_first;     /* with pos NULL and pos_first > 0: entry i at position pos_first + i (0 = as for NULL) */
+    /* The entries continue each sequence's generation (a speculative verify step: a chosen token and drafts after
+     * it): the KV policy counts them as generated tokens, not the next turn of a chat, and kara_seq_truncate may take
+     * them back under compression until the sequence's next decode. At most kara_seq_verify_room entries per
+     * sequence (KARA_ERR_ARG otherwise). */
+    bool generated;
 } kara_batch;
 /* A batch of n tokens of one sequence at positions pos0.. with logits for the last one only. It holds no arrays of
  * its own (seq_all and pos_first describe the entries), so it is thread-safe and has no size limit; it points at
@@ -500,7 +511,7 @@ void kara_sampler_reset(kara_sampler *s);                 /* empty the history, 
 #define KARA_CONFIG_ORIGIN_MAX 160 /* bytes of one origin text */
 /* Speculative decoding: drafted tokens are checked by the model in one batched step; the text is what plain decoding
  * gives (greedy: the same tokens; sampled: the same draws from the same seed), only faster when drafts are right.
- * Off where KV compression can act (kara_context_kv_compressing). */
+ * Under KV compression only where drafted tokens can be taken back (kara_seq_verify_room). */
 typedef enum kara_spec_mode {
     KARA_SPEC_NONE = 0,
     KARA_SPEC_NGRAM = 1, /* the tokens after the latest earlier occurrence of the sequence's last 2-4 tokens */

@@ -62,6 +62,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->q_row_bytes = kr_kv_row_bytes(t->query_cache_dtype, (int64_t)pol->n_head * pol->head_dim);
     pol->seqs = calloc((size_t)n_seq_max, sizeof *pol->seqs);
     if (!pol->seqs) return kr_set_error(KARA_ERR_NOMEM, "out of memory for KV policy state");
+    for (int32_t s = 0; s < n_seq_max; s++) pol->seqs[s].spec_slot = -1;
     if (!plan->scoring) return KARA_OK; /* full, or a share that holds the whole context */
 
     kr_kv_reservation z;
@@ -159,6 +160,7 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
     q->evictions = 0;
     q->think_done = false;
     q->lazy_step = 0;
+    q->spec_slot = -1;
     if (q->h2o_acc) memset(q->h2o_acc, 0, (size_t)pol->max_slots * sizeof(float));
 }
 
@@ -179,6 +181,7 @@ static void start_reads(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n) {
 
 void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
+    if (pol->generated) n_new = 1; /* a verify batch: generated tokens, each as a step of its own */
     if (q->tokens) q->tokens[slot] = token;
     if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
     if (q->lazy_last) { /* never seen attended; its own step is the next one observed */
@@ -625,6 +628,10 @@ bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_kee
  * allows it; refused otherwise (the caller re-decodes). */
 kara_status kr_kv_policy_seq_truncate(kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
+    if (kr_kv_policy_spec_can_take_back(pol, seq, n_keep)) {
+        kr_kv_policy_spec_take_back(pol, seq, n_keep);
+        return KARA_OK;
+    }
     if (!kr_kv_policy_can_rewind(pol, seq, n_keep))
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "kara_seq_truncate: sequence %d is past its prompt of %d slots under %s with scoring on; "
@@ -641,10 +648,12 @@ kara_status kr_kv_policy_seq_truncate(kr_kv_policy *pol, int32_t seq, int32_t n_
 
 kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n_new) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
+    kr_kv_policy_spec_mark(pol, seq);
     if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;
     kara_status st = KARA_OK;
+    bool turn = n_new > 1 && !pol->generated; /* a verify batch is generation, not the next turn */
     if (!on_demand(pol)) {
-        if (n_new > 1) { /* a chat turn: what is due runs, the rest is kept whole */
+        if (turn) { /* a chat turn: what is due runs, the rest is kept whole */
             st = score_due(pol, seq);
             for (int32_t i = q->frontier; !st && i < pol->kv->seqs[seq].n; i++) q->win[i] = -1;
             if (!st) q->frontier = pol->kv->seqs[seq].n;
@@ -658,7 +667,7 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
         st = score_open(pol, seq);
     else if (drop > 0)
         st = score_due(pol, seq);
-    if (!st && n_new > 1) { /* a chat turn: the buffer is kept whole with it */
+    if (!st && turn) { /* a chat turn: the buffer is kept whole with it */
         for (int32_t i = q->frontier; i < pol->kv->seqs[seq].n; i++) q->win[i] = -1;
         q->frontier = pol->kv->seqs[seq].n;
     }

@@ -92,6 +92,13 @@ typedef struct kr_kv_policy_seq {
      * recurrence interval (kr_kv_lazy_observe), and the steps observed */
     int32_t *lazy_last, *lazy_mri;
     int32_t lazy_step;
+    /* the last generated batch (a speculative verify step, kv_policy_spec.c):
+     * the position and slot it began at (spec_slot -1: none to take back),
+     * think_done before it, and the event and eviction counts then */
+    int32_t spec_pos, spec_slot;
+    bool spec_think;
+    uint64_t spec_events;
+    uint32_t spec_evictions;
 } kr_kv_policy_seq;
 
 typedef struct kr_kv_policy {
@@ -148,6 +155,7 @@ typedef struct kr_kv_policy {
     kr_kv_policy_seq *seqs;
     kara_kv_stats stats;
     uint64_t step;
+    bool generated; /* the batch being appended continues generation (kara_batch.generated) */
 } kr_kv_policy;
 
 /* What the policy needs to know of the vocabulary (kv sees no model). */
@@ -190,6 +198,24 @@ kara_status kr_kv_policy_check_room(const kr_kv_policy *pol, int32_t seq, int32_
  * how much). KARA_ERR_KV_BUDGET when even its whole scored history cannot
  * make the room (never after check_room said yes, on demand). */
 kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n_new);
+
+/* ---- kv_policy_spec.c: speculative verify batches under compression ---- */
+
+/* The most entries a generated batch of seq may bring now so that no KV
+ * event or eviction happens inside it (the next window stays short of its
+ * due point, the sequence within its share): 0 when this policy cannot take
+ * such entries back at all (a method that sums attention, or events that
+ * change what the model sees), 1 when only a single token may go, else at
+ * least 2 (INT32_MAX when nothing can be compressed). */
+int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq);
+/* Before a decode's appends to seq: note where a generated batch begins
+ * (pol->generated), so that its entries can be taken back. */
+void kr_kv_policy_spec_mark(kr_kv_policy *pol, int32_t seq);
+/* Whether cutting seq back to position n_keep only takes back entries of
+ * its last generated batch, with no event or eviction since. */
+bool kr_kv_policy_spec_can_take_back(const kr_kv_policy *pol, int32_t seq, int32_t n_keep);
+/* The policy's part of that: think_done as the kept entries leave it. */
+void kr_kv_policy_spec_take_back(kr_kv_policy *pol, int32_t seq, int32_t n_keep);
 
 /* Called for each appended slot before the forward pass runs; n_new is how
  * many entries this decode brings to the sequence (1 marks generation). */

@@ -2,15 +2,18 @@
  * decoding's text, greedy and sampled, on a synthetic Qwen3 model (the
  * trained reasoning model: tests/cli/test_reasoner_model.sh); drafted tokens are taken back
  * exactly (the sequence holds its history after a stop inside a draft, an
- * abort, and a rejected draft, so the next start reuses it); it stays off
- * where KV compression can act; a verify-sized batch gives one-token
+ * abort, and a rejected draft, so the next start reuses it); under Kara's
+ * compression it gives plain decoding's text, events and evictions, and
+ * stays off for methods that cannot take drafts back; a verify-sized batch gives one-token
  * steps' logits bits; the n-gram index's drafts by hand. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kara.h"
 #include "ngram_draft.h"
+#include "kv_tuning.h"
 #include "synth_model.h"
+#include "test_models.h"
 #include "test_util.h"
 
 #define N_CTX 256
@@ -145,24 +148,125 @@ static void test_reuse_after_stop(kara_model *m) {
     kara_context_free(ctx);
 }
 
-/* Under KV compression that can act (kara with a small budget) it stays
- * off, and the text is plain decoding's. */
-static void test_off_under_compression(kara_model *m) {
-    const int32_t *prompt = repeating_prompt();
-    static run_out a, b;
-    kara_generator_params gp;
-    kara_context *ctx = new_context(m, KARA_KV_METHOD_KARA, 128);
+/* Under KV compression that can act (kara, eviction on demand, small
+ * windows and a share of 96 slots for 228 positions): drafts are checked in
+ * batches that stop short of every window's scoring and of every eviction,
+ * so the text, the events and the evictions are plain decoding's. Methods
+ * that cannot take drafted tokens back (h2o sums every step's attention;
+ * per_window eviction changes what later tokens attend to) leave it off. */
+static kara_context *squeezed_context(kara_model *m, kara_kv_method method, kara_kv_evict evict) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = N_CTX;
+    cp.n_batch = N_BATCH;
+    cp.n_threads = 1;
+    cp.kv.method = method;
+    cp.kv.budget = 0;
+    cp.kv.seq_tokens = 96;
+    kr_kv_tune(&cp.kv)->budget_tokens = 64;
+    kr_test_small_windows(&cp.kv);
+    kr_kv_tune(&cp.kv)->evict = evict;
+    kara_context *ctx = NULL;
+    CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error());
+    return ctx;
+}
+
+static void compressed_run(kara_model *m, kara_kv_method method, kara_kv_evict evict, kara_spec_mode spec, float temp,
+                           run_out *o, kara_kv_stats *ks) {
+    kara_context *ctx = squeezed_context(m, method, evict);
     if (!ctx) return;
-    CHECK_MSG(kara_context_kv_compressing(ctx), "a share of 128 slots should leave kara room to act");
-    params(&gp, 0.0f, 100, KARA_SPEC_NONE);
-    run(ctx, &gp, prompt, N_PROMPT, &a);
-    params(&gp, 0.0f, 100, KARA_SPEC_NGRAM);
-    run(ctx, &gp, prompt, N_PROMPT, &b);
-    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
-    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "off: text differs");
+    CHECK(kara_context_kv_compressing(ctx));
+    kara_generator_params gp;
+    params(&gp, temp, 180, spec);
+    run(ctx, &gp, repeating_prompt(), N_PROMPT, o);
+    kara_context_kv_stats(ctx, ks);
     kara_context_free(ctx);
-    ctx = new_context(m, KARA_KV_METHOD_KARA, 0); /* a share that holds the context: nothing can be evicted */
-    if (ctx) CHECK(!kara_context_kv_compressing(ctx));
+}
+
+static void test_under_compression(kara_model *m) {
+    static run_out a, b;
+    kara_kv_stats ka, kb;
+    for (int sampled = 0; sampled < 2; sampled++) {
+        float temp = sampled ? 0.7f : 0.0f;
+        compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, temp, &a, &ka);
+        compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NGRAM, temp, &b, &kb);
+        CHECK_MSG(a.status == KARA_DONE && b.status == KARA_DONE, "compressed: statuses %d, %d", a.status, b.status);
+        CHECK_MSG(b.st.spec_on && b.st.n_accepted > 0 && b.st.n_drafted > b.st.n_accepted,
+                  "compressed: spec %d, %d drafted, %d accepted", b.st.spec_on, b.st.n_drafted, b.st.n_accepted);
+        CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "compressed (temp %.1f): text differs",
+                  (double)temp);
+        CHECK_MSG(ka.slots_evicted > 0, "the share of 96 should have evicted");
+        CHECK_EQ_INT(kb.slots_evicted, ka.slots_evicted);
+        CHECK_EQ_INT(kb.events, ka.events);
+        CHECK_EQ_INT(b.n_past, a.n_past);
+    }
+    /* the other window methods with eviction on demand: the same */
+    kara_kv_method others[] = {KARA_KV_METHOD_CHUNKKV, KARA_KV_METHOD_RECENT, KARA_KV_METHOD_RANDOM};
+    for (int i = 0; i < 3; i++) {
+        compressed_run(m, others[i], KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, 0.0f, &a, &ka);
+        compressed_run(m, others[i], KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
+        CHECK_MSG(b.st.spec_on && b.st.n_accepted > 0, "%s: spec %d, %d accepted", kara_kv_method_name(others[i]),
+                  b.st.spec_on, b.st.n_accepted);
+        CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "%s: text differs", kara_kv_method_name(others[i]));
+        CHECK_MSG(ka.slots_evicted > 0 && kb.slots_evicted == ka.slots_evicted && kb.events == ka.events,
+                  "%s: evicted %llu vs %llu, events %llu vs %llu", kara_kv_method_name(others[i]),
+                  (unsigned long long)ka.slots_evicted, (unsigned long long)kb.slots_evicted,
+                  (unsigned long long)ka.events, (unsigned long long)kb.events);
+    }
+    /* h2o and per_window: off, the text as without it */
+    compressed_run(m, KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, 0.0f, &a, &ka);
+    compressed_run(m, KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
+    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
+    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "h2o: text differs");
+    compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, KARA_SPEC_NONE, 0.0f, &a, &ka);
+    compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
+    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
+    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "per_window: text differs");
+}
+
+/* Taking back a drafted "</think>" under compress_scope think_only undoes
+ * what it did: windows become due again (kara_seq_verify_room is bounded by
+ * the next due point once more, as in plain decoding). */
+static void test_take_back_think_end(kara_model *m) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = N_CTX;
+    cp.n_batch = 64; /* above the room, so that the room is what bounds a batch */
+    cp.n_threads = 1;
+    cp.kv.method = KARA_KV_METHOD_KARA;
+    cp.kv.seq_tokens = 96;
+    kr_test_small_windows(&cp.kv);
+    kr_kv_tune(&cp.kv)->think_only = true;
+    kara_context *ctx = NULL;
+    if (!CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error())) return;
+    int32_t end[4], n_end = 0;
+    CHECK(kara_tokenize(m, "</think>", -1, end, 4, false, true, &n_end) == KARA_OK && n_end == 1);
+    kara_batch b = kara_batch_one_sequence(repeating_prompt(), N_BATCH, 0, 0);
+    CHECK(kara_decode(ctx, &b) == KARA_OK);
+    b = kara_batch_one_sequence(repeating_prompt() + N_BATCH, N_PROMPT - N_BATCH, N_BATCH, 0);
+    CHECK(kara_decode(ctx, &b) == KARA_OK);
+    int32_t t = 5;
+    b = kara_batch_one_sequence(&t, 1, N_PROMPT, 0); /* the first generated token */
+    CHECK(kara_decode(ctx, &b) == KARA_OK);
+    int32_t room = kara_seq_verify_room(ctx, 0); /* the next window's due point bounds it */
+    int32_t verify[3] = {7, end[0], 9};
+    b = kara_batch_one_sequence(verify, 3, N_PROMPT + 1, 0);
+    b.generated = true;
+    CHECK_MSG(room >= 3 && kara_decode(ctx, &b) == KARA_OK, "room %d: %s", room, kara_last_error());
+    int32_t after = kara_seq_verify_room(ctx, 0); /* thinking over: no more windows, the share alone */
+    CHECK_MSG(after > room - 3, "after </think>: room %d, before %d", after, room);
+    CHECK_EQ_INT(kara_seq_truncate(ctx, 0, N_PROMPT + 2), KARA_OK); /* keeps 7, takes back </think> and 9 */
+    CHECK_EQ_INT(kara_seq_verify_room(ctx, 0), room - 1);
+    CHECK_EQ_INT(kara_seq_n_past(ctx, 0), N_PROMPT + 2);
+    /* a generated batch past the room is refused, changing nothing */
+    int32_t many[64];
+    for (int i = 0; i < 64; i++) many[i] = 11;
+    int32_t over = kara_seq_verify_room(ctx, 0) + 1;
+    b = kara_batch_one_sequence(many, over, N_PROMPT + 2, 0);
+    b.generated = true;
+    CHECK_EQ_INT(kara_decode(ctx, &b), KARA_ERR_ARG);
+    CHECK(strstr(kara_last_error(), "kara_seq_verify_room") != NULL);
+    CHECK_EQ_INT(kara_seq_n_past(ctx, 0), N_PROMPT + 2);
     kara_context_free(ctx);
 }
 
@@ -319,7 +423,8 @@ int main(void) {
     }
     test_synthetic(m);
     test_reuse_after_stop(m);
-    test_off_under_compression(m);
+    test_under_compression(m);
+    test_take_back_think_end(m);
     test_abort(m);
     test_bad_params(m);
     kara_model_free(m);

@@ -310,7 +310,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         fprintf(stderr,
                 "kara eval: %s: speculative %s: %ld tokens drafted, %ld accepted (%.1f%%), in %ld verify steps of %ld "
                 "tokens generated\n",
-                row->label, spec_on ? "on" : "off (KV compression can act)", drafted, accepted,
+                row->label, spec_on ? "on" : "off (this KV method cannot take drafted tokens back)", drafted, accepted,
                 drafted ? 100.0 * (double)accepted / (double)drafted : 0.0, verify, generated);
     row->think_tokens = row->n ? think / row->n : 0;
     row->cached_slots = steps ? cached / (double)steps : 0;

@@ -1,0 +1,61 @@
+/* kv_policy_spec.c - speculative verify batches under KV compression
+ * (docs/SPECULATIVE.md, "Under KV compression").
+ *
+ * A verify step appends a chosen token and the tokens drafted after it,
+ * then takes back those the model did not choose. Under a window method
+ * with eviction on demand that leaves no trace when the batch is sized so
+ * that nothing happens inside it: the next window stays short of its due
+ * point (so it is scored, later, from the same keys and queries as in
+ * plain decoding) and the sequence stays within its share (so nothing is
+ * evicted for entries that may go). The entries count as generated tokens
+ * (one at a time, as the policy sees plain decoding), and taking them back
+ * only has to restore think_done: their query rows and slots are rewritten
+ * by the tokens that follow. Methods that sum every step's attention (h2o,
+ * lazy, read tracking) or whose events change what the model attends to
+ * (per_window, the threshold methods) get room 0: no drafts there. */
+#include <stdint.h>
+
+#include "kv_policy.h"
+#include "kv_policy_impl.h"
+
+int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
+    if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return INT32_MAX;
+    if (!pol->window_method || pol->needs_h2o || pol->lazy_state || pol->t.evict != KARA_KV_EVICT_ON_DEMAND) return 0;
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    if (!q->prompt_marked) return 1; /* the first generated token marks the prompt's end alone */
+    int32_t n = pol->kv->seqs[seq].n, room = INT32_MAX;
+    if (!(pol->t.think_only && q->think_done)) {
+        /* due once n - F - buffer reaches the larger of interval and min_compressible */
+        int32_t len = pol->p.interval > pol->t.min_compressible ? pol->p.interval : pol->t.min_compressible;
+        int32_t due_at = q->frontier + pol->t.buffer + len;
+        room = due_at - 1 - n; /* entries that leave it short of due; the token that reaches it goes alone */
+    }
+    int32_t share_room = pol->plan.seq_tokens - n;
+    if (share_room < room) room = share_room;
+    return room > 1 ? room : 1;
+}
+
+void kr_kv_policy_spec_mark(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    q->spec_slot = -1;
+    if (!pol->generated || !q->prompt_marked) return;
+    q->spec_pos = pol->kv->seqs[seq].next_pos;
+    q->spec_slot = pol->kv->seqs[seq].n;
+    q->spec_think = q->think_done;
+    q->spec_events = q->events;
+    q->spec_evictions = q->evictions;
+}
+
+bool kr_kv_policy_spec_can_take_back(const kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    return pol->scoring && q->spec_slot >= 0 && q->prompt_marked && n_keep >= q->spec_pos &&
+        q->events == q->spec_events && q->evictions == q->spec_evictions && n_keep <= pol->kv->seqs[seq].next_pos;
+}
+
+void kr_kv_policy_spec_take_back(kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    bool done = q->spec_think;
+    for (int32_t i = q->spec_slot; q->tokens && !done && i < q->spec_slot + (n_keep - q->spec_pos); i++)
+        done = q->tokens[i] == pol->think_end_token && pol->think_end_token >= 0;
+    q->think_done = done;
+}
