@@ -78,7 +78,9 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv, bs = kv->block_size;
     const float scale = 1.0f / sqrtf((float)hd);
     const int32_t seq = c->entry_seq[i0], nq = (i1 - i0) * group, nh = h1 - h0;
-    const size_t ld = (size_t)c->att_ld, head_bytes = (size_t)hd * kv->elem_size;
+    /* bytes of one head's row in a slot: q8_0/q4_0 hold it as hd / 32 blocks (kv_quant.h) */
+    const size_t ld = (size_t)c->att_ld, head_bytes = kv->elem_size ? (size_t)hd * kv->elem_size
+                                                                     : kr_kv_row_bytes(kv->dtype, hd);
     float *sc = c->att_scores + (size_t)ith * (size_t)c->att_rows * ld;
     float *qo = c->att_q + (size_t)ith * (size_t)c->att_rows * (size_t)hd;
     int32_t n_vis = 0;
@@ -99,12 +101,12 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
     float *kvb = c->att_kv ? c->att_kv + (size_t)ith * (size_t)bs * (size_t)hd : NULL; /* q8_0/q4_0 */
     size_t ldb;
     bool b_f16;
-    if (!kvb) prefetch_rows(kr_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
+    prefetch_rows(kr_kv_k(kv, layer, seq, 0), h0, h1, head_bytes, kv->slot_bytes, bs);
     for (int32_t s0 = 0; s0 < n_vis; s0 += bs) {
         const void *kb = kr_kv_k(kv, layer, seq, s0);
         const void *next = s0 + bs < n_vis ? kr_kv_k(kv, layer, seq, s0 + bs) : kr_kv_v(kv, layer, seq, 0);
         for (int32_t hh = 0; hh < nh; hh++) {
-            if (!kvb) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
             const void *b = head_rows(k, kv, kb, h0 + hh, hd, bs, kvb, &ldb, &b_f16);
             k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd, b, ldb, b_f16, nq,
                        bs, hd);
@@ -127,7 +129,7 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
         const void *vb = kr_kv_v(kv, layer, seq, s0);
         const void *next = s0 + bs < n_vis ? kr_kv_v(kv, layer, seq, s0 + bs) : NULL;
         for (int32_t hh = 0; hh < nh; hh++) {
-            if (next && !kvb) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            if (next) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
             const void *b = head_rows(k, kv, vb, h0 + hh, hd, ns, kvb, &ldb, &b_f16);
             k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld, b, ldb, b_f16,
                            nq, ns, hd);

@@ -146,7 +146,7 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     g->spec = p->spec != KARA_SPEC_NONE && kara_seq_verify_room(ctx, 0) > 0 && g->n_batch > 1;
     g->vbatch = malloc(((size_t)(g->spec ? p->draft_max : 0) + 1) * sizeof *g->vbatch);
     if (!st && g->spec && p->spec == KARA_SPEC_NGRAM) st = kr_ngram_init(&g->ngram, g->n_ctx + 1);
-    /* the draft context is checked even where compression keeps speculation off: a wrong one is a mistake anyway */
+    /* the draft context is checked even where the KV method keeps speculation off: a wrong one is a mistake anyway */
     if (!st && p->spec == KARA_SPEC_DRAFT) st = kr_model_draft_init(&g->mdraft, p->draft_ctx, ctx, p->draft_p_min);
     if (!st && (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->tail || !g->vbatch))
         st = kr_set_error(KARA_ERR_NOMEM, "out of memory creating a generator");
