@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kara.h"
+#include "spec_run.h"
 #include "synth_model.h"
 #include "test_util.h"
 
@@ -17,26 +18,11 @@
 #define N_BATCH 32
 #define N_PROMPT 40
 
-typedef struct run_out {
-    char text[16384];
-    size_t len;
-    kara_generator_stats st;
-    kara_status status;
-    int32_t n_past;
-} run_out;
+typedef kr_spec_run_out run_out;
 
 static kara_context *new_context(kara_model *m, kara_kv_method method, int32_t n_ctx, int32_t seq_tokens) {
-    kara_context_params cp;
-    kara_context_params_init(&cp);
-    cp.n_ctx = n_ctx;
-    cp.n_batch = N_BATCH;
-    cp.n_threads = 1;
-    cp.kv.method = method;
-    cp.kv.budget = 0;
-    cp.kv.seq_tokens = seq_tokens;
-    kara_context *ctx = NULL;
-    CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error());
-    return ctx;
+    kara_context_params cp = kr_spec_ctx_params(method, n_ctx, N_BATCH, seq_tokens);
+    return kr_spec_context(m, &cp);
 }
 
 static const int32_t *prompt(void) {
@@ -46,15 +32,8 @@ static const int32_t *prompt(void) {
 }
 
 static void params(kara_generator_params *gp, float temp, int32_t max_tokens, kara_context *draft) {
-    kara_generator_params_init(gp);
-    gp->sampling.temperature = temp;
-    gp->sampling.top_k = 3;
-    gp->max_tokens = max_tokens;
-    gp->split_thinking = false;
-    gp->ignore_eog = true;
-    gp->spec = draft ? KARA_SPEC_DRAFT : KARA_SPEC_NONE;
+    kr_spec_params(gp, temp, max_tokens, draft ? KARA_SPEC_DRAFT : KARA_SPEC_NONE);
     gp->draft_ctx = draft;
-    gp->draft_max = 6;
     gp->draft_p_min = 0.0f; /* always draft draft_max: the most drafted tokens to take back */
 }
 
@@ -65,22 +44,11 @@ static bool abort_cb(void *user) {
     return --abort_left < 0;
 }
 static void run(kara_context *ctx, kara_generator_params *gp, int abort_at, run_out *o) {
-    memset(o, 0, sizeof *o);
     if (abort_at >= 0) {
         abort_left = abort_at;
         gp->abort = abort_cb;
     }
-    kara_generator *g = NULL;
-    if (!CHECK_MSG(kara_generator_create(ctx, gp, &g) == KARA_OK, "generator: %s", kara_last_error())) return;
-    o->status = kara_generator_start(g, 0, prompt(), N_PROMPT);
-    kara_piece p;
-    while (!o->status && (o->status = kara_generator_next(g, &p)) == KARA_OK) {
-        if (o->len + (size_t)p.len < sizeof o->text) memcpy(o->text + o->len, p.text, (size_t)p.len);
-        o->len += (size_t)p.len;
-    }
-    kara_generator_get_stats(g, &o->st);
-    o->n_past = kara_seq_n_past(ctx, 0);
-    kara_generator_free(g);
+    kr_spec_run(ctx, gp, prompt(), N_PROMPT, o);
 }
 
 /* Plain and drafted runs give the same text and counts; the target's

@@ -11,6 +11,7 @@
 
 #include "kara.h"
 #include "ngram_draft.h"
+#include "spec_run.h"
 #include "kv_tuning.h"
 #include "synth_model.h"
 #include "test_models.h"
@@ -19,42 +20,11 @@
 #define N_CTX 256
 #define N_BATCH 32
 
-typedef struct run_out {
-    char text[16384];
-    size_t len;
-    kara_generator_stats st;
-    kara_status status;
-    int32_t n_past; /* the sequence's positions after the run */
-} run_out;
+typedef kr_spec_run_out run_out;
 
 static kara_context *new_context(kara_model *m, kara_kv_method method, int32_t seq_tokens) {
-    kara_context_params cp;
-    kara_context_params_init(&cp);
-    cp.n_ctx = N_CTX;
-    cp.n_batch = N_BATCH;
-    cp.n_threads = 1;
-    cp.kv.method = method;
-    cp.kv.budget = 0;
-    cp.kv.seq_tokens = seq_tokens;
-    kara_context *ctx = NULL;
-    CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error());
-    return ctx;
-}
-
-/* One start of a generator with gp over the prompt, run to its end. */
-static void run(kara_context *ctx, const kara_generator_params *gp, const int32_t *prompt, int32_t n, run_out *o) {
-    memset(o, 0, sizeof *o);
-    kara_generator *g = NULL;
-    if (!CHECK_MSG(kara_generator_create(ctx, gp, &g) == KARA_OK, "generator: %s", kara_last_error())) return;
-    o->status = kara_generator_start(g, 0, prompt, n);
-    kara_piece p;
-    while (!o->status && (o->status = kara_generator_next(g, &p)) == KARA_OK) {
-        if (o->len + (size_t)p.len < sizeof o->text) memcpy(o->text + o->len, p.text, (size_t)p.len);
-        o->len += (size_t)p.len;
-    }
-    kara_generator_get_stats(g, &o->st);
-    o->n_past = kara_seq_n_past(ctx, 0);
-    kara_generator_free(g);
+    kara_context_params cp = kr_spec_ctx_params(method, N_CTX, N_BATCH, seq_tokens);
+    return kr_spec_context(m, &cp);
 }
 
 /* A prompt that repeats itself, so that the random model's continuation
@@ -66,17 +36,6 @@ static const int32_t *repeating_prompt(void) {
     return prompt;
 }
 
-static void params(kara_generator_params *gp, float temp, int32_t max_tokens, kara_spec_mode spec) {
-    kara_generator_params_init(gp);
-    gp->sampling.temperature = temp;
-    gp->sampling.top_k = 3;
-    gp->max_tokens = max_tokens;
-    gp->split_thinking = false;
-    gp->ignore_eog = true;
-    gp->spec = spec;
-    gp->draft_max = 6;
-}
-
 /* Plain and speculative runs over one prompt give the same text and
  * counts, and leave the sequence holding exactly prompt + output (the last
  * chosen token is not decoded, as in plain decoding). */
@@ -86,10 +45,10 @@ static void check_same(kara_model *m, const int32_t *prompt, int32_t n, float te
     kara_generator_params gp;
     kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
     if (!ctx) return;
-    params(&gp, temp, max_tokens, KARA_SPEC_NONE);
-    run(ctx, &gp, prompt, n, &a);
-    params(&gp, temp, max_tokens, KARA_SPEC_NGRAM);
-    run(ctx, &gp, prompt, n, &b);
+    kr_spec_params(&gp, temp, max_tokens, KARA_SPEC_NONE);
+    kr_spec_run(ctx, &gp, prompt, n, &a);
+    kr_spec_params(&gp, temp, max_tokens, KARA_SPEC_NGRAM);
+    kr_spec_run(ctx, &gp, prompt, n, &b);
     CHECK_MSG(a.status == KARA_DONE && b.status == KARA_DONE, "%s: statuses %d, %d", what, a.status, b.status);
     CHECK_MSG(!a.st.spec_on && b.st.spec_on, "%s: spec_on %d, %d", what, a.st.spec_on, b.st.spec_on);
     CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "%s: speculative text differs from plain", what);
@@ -121,7 +80,7 @@ static void test_synthetic(kara_model *m) {
 /* A speculative greedy generator over ctx, started on the repeating prompt. */
 static kara_generator *started(kara_context *ctx, int32_t max_tokens) {
     kara_generator_params gp;
-    params(&gp, 0.0f, max_tokens, KARA_SPEC_NGRAM);
+    kr_spec_params(&gp, 0.0f, max_tokens, KARA_SPEC_NGRAM);
     kara_generator *g = NULL;
     if (!CHECK(kara_generator_create(ctx, &gp, &g) == KARA_OK)) return NULL;
     CHECK(kara_generator_start(g, 0, repeating_prompt(), N_PROMPT) == KARA_OK);
@@ -155,20 +114,11 @@ static void test_reuse_after_stop(kara_model *m) {
  * that cannot take drafted tokens back (h2o sums every step's attention;
  * per_window eviction changes what later tokens attend to) leave it off. */
 static kara_context *squeezed_context(kara_model *m, kara_kv_method method, kara_kv_evict evict) {
-    kara_context_params cp;
-    kara_context_params_init(&cp);
-    cp.n_ctx = N_CTX;
-    cp.n_batch = N_BATCH;
-    cp.n_threads = 1;
-    cp.kv.method = method;
-    cp.kv.budget = 0;
-    cp.kv.seq_tokens = 96;
+    kara_context_params cp = kr_spec_ctx_params(method, N_CTX, N_BATCH, 96);
     kr_kv_tune(&cp.kv)->budget_tokens = 64;
     kr_test_small_windows(&cp.kv);
     kr_kv_tune(&cp.kv)->evict = evict;
-    kara_context *ctx = NULL;
-    CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error());
-    return ctx;
+    return kr_spec_context(m, &cp);
 }
 
 static void compressed_run(kara_model *m, kara_kv_method method, kara_kv_evict evict, kara_spec_mode spec, float temp,
@@ -177,8 +127,8 @@ static void compressed_run(kara_model *m, kara_kv_method method, kara_kv_evict e
     if (!ctx) return;
     CHECK(kara_context_kv_compressing(ctx));
     kara_generator_params gp;
-    params(&gp, temp, 180, spec);
-    run(ctx, &gp, repeating_prompt(), N_PROMPT, o);
+    kr_spec_params(&gp, temp, 180, spec);
+    kr_spec_run(ctx, &gp, repeating_prompt(), N_PROMPT, o);
     kara_context_kv_stats(ctx, ks);
     kara_context_free(ctx);
 }
@@ -228,17 +178,12 @@ static void test_under_compression(kara_model *m) {
  * what it did: windows become due again (kara_seq_verify_room is bounded by
  * the next due point once more, as in plain decoding). */
 static void test_take_back_think_end(kara_model *m) {
-    kara_context_params cp;
-    kara_context_params_init(&cp);
-    cp.n_ctx = N_CTX;
-    cp.n_batch = 64; /* above the room, so that the room is what bounds a batch */
-    cp.n_threads = 1;
-    cp.kv.method = KARA_KV_METHOD_KARA;
-    cp.kv.seq_tokens = 96;
+    /* n_batch 64: above the room, so that the room is what bounds a batch */
+    kara_context_params cp = kr_spec_ctx_params(KARA_KV_METHOD_KARA, N_CTX, 64, 96);
     kr_test_small_windows(&cp.kv);
     kr_kv_tune(&cp.kv)->think_only = true;
-    kara_context *ctx = NULL;
-    if (!CHECK_MSG(kara_context_create(m, &cp, &ctx) == KARA_OK, "context: %s", kara_last_error())) return;
+    kara_context *ctx = kr_spec_context(m, &cp);
+    if (!ctx) return;
     int32_t end[4], n_end = 0;
     CHECK(kara_tokenize(m, "</think>", -1, end, 4, false, true, &n_end) == KARA_OK && n_end == 1);
     kara_batch b = kara_batch_one_sequence(repeating_prompt(), N_BATCH, 0, 0);
@@ -302,7 +247,7 @@ static void test_bad_params(kara_model *m) {
     kara_context *ctx = new_context(m, KARA_KV_METHOD_FULL, 0);
     if (!ctx) return;
     kara_generator_params gp;
-    params(&gp, 0.0f, 10, KARA_SPEC_NGRAM);
+    kr_spec_params(&gp, 0.0f, 10, KARA_SPEC_NGRAM);
     kara_generator *g = NULL;
     gp.draft_max = 0;
     CHECK_EQ_INT(kara_generator_create(ctx, &gp, &g), KARA_ERR_ARG);
