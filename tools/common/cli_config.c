@@ -435,11 +435,15 @@ int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own,
     return rc;
 }
 
-kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out) {
+kara_status kr_cli_load_model_at(const kara_config *cfg, const char *path, kara_model **out) {
     kara_model_params mp;
     kara_model_params_init(&mp);
     mp.use_mmap = cfg->use_mmap;
     /* the CUDA backend uploads the file's layouts: repacking for the CPU kernels would be undone */
     mp.no_repack = cfg->context.device == KARA_DEVICE_CUDA;
-    return kara_model_load(cfg->model_path, &mp, out);
+    return kara_model_load(path, &mp, out);
+}
+
+kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out) {
+    return kr_cli_load_model_at(cfg, cfg->model_path, out);
 }

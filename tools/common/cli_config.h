@@ -50,6 +50,8 @@ void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own);
 void kr_cli_print_config(FILE *f, const kara_config *cfg);
 /* Load cfg's model (model.path) with its model.* options. */
 kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out);
+/* The same for another file (the draft model) with cfg's model.* options. */
+kara_status kr_cli_load_model_at(const kara_config *cfg, const char *path, kara_model **out);
 /* The end of every command's flag parsing: with rc < 0 (go on), --help
  * prints the synopsis and the options and --print-config the resolved
  * configuration (both then exit 0), and a missing model path is a usage

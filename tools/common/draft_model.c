@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_config.h"
+
 kara_status kr_draft_model_open(const char *cmd, const kara_config *cfg, const kara_context *target,
                                 kr_draft_model *d) {
     memset(d, 0, sizeof *d);
@@ -13,11 +15,7 @@ kara_status kr_draft_model_open(const char *cmd, const kara_config *cfg, const k
                 cmd);
         return KARA_ERR_CONFIG;
     }
-    kara_model_params mp;
-    kara_model_params_init(&mp);
-    mp.use_mmap = cfg->use_mmap;
-    mp.no_repack = cfg->context.device == KARA_DEVICE_CUDA;
-    kara_status st = kara_model_load(cfg->draft_model, &mp, &d->model);
+    kara_status st = kr_cli_load_model_at(cfg, cfg->draft_model, &d->model);
     if (st) {
         fprintf(stderr, "kara %s: draft model: %s\n", cmd, kara_last_error());
         return st;
