@@ -79,8 +79,8 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
     const float scale = 1.0f / sqrtf((float)hd);
     const int32_t seq = c->entry_seq[i0], nq = (i1 - i0) * group, nh = h1 - h0;
     /* bytes of one head's row in a slot: q8_0/q4_0 hold it as hd / 32 blocks (kv_quant.h) */
-    const size_t ld = (size_t)c->att_ld, head_bytes = kv->elem_size ? (size_t)hd * kv->elem_size
-                                                                     : kr_kv_row_bytes(kv->dtype, hd);
+    const size_t ld = (size_t)c->att_ld,
+                 head_bytes = kv->elem_size ? (size_t)hd * kv->elem_size : kr_kv_row_bytes(kv->dtype, hd);
     float *sc = c->att_scores + (size_t)ith * (size_t)c->att_rows * ld;
     float *qo = c->att_q + (size_t)ith * (size_t)c->att_rows * (size_t)hd;
     int32_t n_vis = 0;
