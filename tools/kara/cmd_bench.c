@@ -274,9 +274,16 @@ static int bench_main(int argc, char **argv) {
         if (st == KARA_OK) report(base, name, (int)o.threads, 0, tps, (int)o.reps, o.compete);
     }
     if (st == KARA_OK && o.n_gen > 0) {
+        /* the depth is fed once and each rep cut back to it (fed again only
+         * where the cache cannot be cut back), so reps at depth 4096 do not
+         * each pay a 4096-token prompt */
+        bool at_depth = false;
         for (int r = -1; r < o.reps && st == KARA_OK; r++) {
-            kara_seq_clear(ctx, -1);
-            if (o.depth > 0) st = feed(ctx, n_vocab, 0, (int32_t)o.depth, n_batch, tok, tpos, seq);
+            if (!at_depth || kara_seq_truncate(ctx, 0, (int32_t)o.depth) != KARA_OK) {
+                kara_seq_clear(ctx, -1);
+                if (o.depth > 0) st = feed(ctx, n_vocab, 0, (int32_t)o.depth, n_batch, tok, tpos, seq);
+                at_depth = true;
+            }
             if (st != KARA_OK) break;
             double ts = kr_monotonic_seconds();
             st = feed(ctx, n_vocab, (int32_t)o.depth, (int32_t)o.n_gen, 1, tok, tpos, seq);
