@@ -13,7 +13,7 @@ target_compile_definitions(kara_kernels_test_util PUBLIC _GNU_SOURCE
 enable_testing()
 # The kernel tests that need only the kernel table (test_quant_golden reads
 # GGUF files through the runtime, so it stays with the full build).
-foreach(name test_kernel_parity test_quant_roundtrip test_gemm_nt test_repack)
+foreach(name test_kernel_parity test_quant_roundtrip test_gemm_nt test_attn_q8 test_repack)
   if(EXISTS ${PROJECT_SOURCE_DIR}/tests/kernels/${name}.c)
     add_executable(${name} ${PROJECT_SOURCE_DIR}/tests/kernels/${name}.c
       $<TARGET_OBJECTS:kara_kernels_cpu> $<TARGET_OBJECTS:kara_platform>)

@@ -229,6 +229,19 @@ typedef struct kr_kernels {
      * into out + r * nb * 32. Each value is level * d, one rounding, so every
      * ISA gives kr_dequantize_row's bits. */
     void (*dequant_kv)(kr_type t, const void *base, size_t stride, int64_t n_rows, int64_t b0, int64_t nb, float *out);
+    /* Attention over a q8_0 KV cache read in place (no dequantised copy).
+     * gemm_nt_q8: C[i][j] = sum over blocks t < nb of d(A_it) d(B_jt)
+     * isum(A_it, B_jt), the queries as Q8_0 rows (from_float[KR_TYPE_Q8_0])
+     * lda bytes apart, the keys as rows of nb Q8_0 blocks ldb bytes apart:
+     * the integer block sums are exact, the float scaling and summing order
+     * is the ISA's; an entry depends only on its two rows, so equal calls
+     * give equal bits whatever m and n. gemm_nn_acc_q8: gemm_nn_acc with B
+     * rows of k / 32 Q8_0 blocks, each value level * d rounded once, so the
+     * bits are dequant_kv's followed by this table's gemm_nn_acc. */
+    void (*gemm_nt_q8)(float *c, int64_t ldc, const void *a, size_t lda, const void *b, size_t ldb, int64_t m,
+                       int64_t n, int64_t nb);
+    void (*gemm_nn_acc_q8)(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, int64_t m,
+                           int64_t n, int64_t k);
     /* The load-time layout this table's matmul is fastest on for each weight
      * type (KR_TYPE_Q4_K -> KR_TYPE_Q4_K_X16 on AVX-512), or 0 (F32):
      * keep the file's layout. Every table's matmul accepts every layout. */

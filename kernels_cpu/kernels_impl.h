@@ -180,5 +180,9 @@ void kr_scalar_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, c
                            int64_t m, int64_t n, int64_t k);
 void kr_scalar_gemm_nt(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
                        int64_t m, int64_t n, int64_t k);
+void kr_scalar_gemm_nt_q8(float *c, int64_t ldc, const void *a, size_t lda, const void *b, size_t ldb, int64_t m,
+                          int64_t n, int64_t nb);
+void kr_scalar_gemm_nn_acc_q8(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, int64_t m,
+                              int64_t n, int64_t k);
 
 #endif /* KR_KERNELS_IMPL_H */

@@ -19,7 +19,7 @@ done
 cmake -S "$root" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" \
     -DKARA_KERNELS_ONLY=ON -DKARA_OPENMP=OFF -DCMAKE_BUILD_TYPE=Release -DKARA_WERROR=ON >/dev/null
 make -C "$build" -j"${KARA_JOBS:-2}" --no-print-directory >/dev/null
-tests=(test_kernel_parity test_quant_roundtrip test_gemm_nt test_repack)
+tests=(test_kernel_parity test_quant_roundtrip test_gemm_nt test_attn_q8 test_repack)
 status=0
 for cpu in max cortex-a53; do
     for t in "${tests[@]}"; do

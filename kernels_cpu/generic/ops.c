@@ -189,4 +189,6 @@ void kr_kernels_init_scalar(kr_kernels *k) {
     k->gemm_nt = kr_scalar_gemm_nt;
     k->gemm_nn_acc = kr_scalar_gemm_nn_acc;
     k->dequant_kv = kr_scalar_dequant_kv;
+    k->gemm_nt_q8 = kr_scalar_gemm_nt_q8;
+    k->gemm_nn_acc_q8 = kr_scalar_gemm_nn_acc_q8;
 }

@@ -9,6 +9,7 @@
 #include "x86_dot_impl.h"
 #include "x86_ops_impl.h"
 #include "x86_attn_impl.h"
+#include "x86_attn_q8_impl.h"
 
 #include "avx2_gemv.h"
 
@@ -109,4 +110,6 @@ void kr_kernels_init_avx2(kr_kernels *k) {
     k->f32_to_f16 = ops_f32_to_f16;
     k->gemm_nt = ops_gemm_nt;
     k->gemm_nn_acc = x86_gemm_nn_acc;
+    k->gemm_nt_q8 = x86_gemm_nt_q8;
+    k->gemm_nn_acc_q8 = x86_gemm_nn_acc_q8;
 }

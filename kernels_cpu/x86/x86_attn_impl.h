@@ -1,10 +1,11 @@
 /*
- * x86_attn_impl.h - gemm_nn_acc for the AVX2 and AVX-512 tables: each value
- * row is converted from f16 once per group of output rows and held while
- * their probabilities are applied; AVX-512 takes 64 columns of up to 4
- * rows per pass (16 zmm accumulators), AVX2 (and AVX-512 for a last 32
- * columns) 32 columns of 2 rows (8 ymm). Every element sums j in order.
- * Included by avx2_kernels.c and avx512_kernels.c after x86_dot_impl.h.
+ * x86_attn_impl.h - gemm_nn_acc and gemm_nn_acc_q8 for the AVX2 and AVX-512
+ * tables: each value row is converted (from f16, or from Q8_0 levels times
+ * the block's scale) once per group of output rows and held while their
+ * probabilities are applied; AVX-512 takes 64 columns of up to 4 rows per
+ * pass (16 zmm accumulators), AVX2 (and AVX-512 for a last 32 columns) 32
+ * columns of 2 rows (8 ymm). Every element sums j in order.
+ * Included by avx2_kernels.c and avx512_kernels.c after x86_ops_impl.h.
  */
 #ifndef KR_X86_ATTN_IMPL_H
 #define KR_X86_ATTN_IMPL_H
@@ -13,8 +14,37 @@
 
 #include "kernels_impl.h"
 
-static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, int64_t d, const bool f16) {
-    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const kr_fp16 *)row + d)));
+/* The formats of value rows: f32, f16, or Q8_0 blocks (a q8_0 cache). */
+enum { ATTN_F32 = 0, ATTN_F16 = 1, ATTN_Q8 = 2 };
+
+/* Q8_0 block of row `row` holding column d, and its scale. */
+static inline __attribute__((always_inline)) const kr_block_q8_0 *attn_q8_block(const char *row, int64_t d) {
+    return (const kr_block_q8_0 *)row + d / KR_QK8_0;
+}
+
+static inline __attribute__((always_inline)) float attn_q8_scale(const kr_block_q8_0 *blk) {
+    kr_fp16 h;
+    memcpy(&h, &blk->d, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* One value of a row in any format, as the vector loaders give it. */
+static inline __attribute__((always_inline)) float attn_value(const char *row, int64_t d, const int fmt) {
+    if (fmt == ATTN_Q8) {
+        const kr_block_q8_0 *blk = attn_q8_block(row, d);
+        return (float)blk->qs[d % KR_QK8_0] * attn_q8_scale(blk);
+    }
+    return fmt == ATTN_F16 ? _cvtsh_ss(((const kr_fp16 *)row)[d]) : ((const float *)row)[d];
+}
+
+/* 8 values from column d (Q8_0: d a multiple of 8), dequant_kv's bits. */
+static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, int64_t d, const int fmt) {
+    if (fmt == ATTN_Q8) {
+        const kr_block_q8_0 *blk = attn_q8_block(row, d);
+        const __m128i lv = _mm_loadl_epi64((const __m128i *)(blk->qs + d % KR_QK8_0));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lv)), _mm256_set1_ps(attn_q8_scale(blk)));
+    }
+    if (fmt == ATTN_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const kr_fp16 *)row + d)));
     return _mm256_loadu_ps((const float *)row + d);
 }
 
@@ -25,7 +55,7 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
  * two give the same bits. */
 #define ATTN_PV_TILE(NAME, VT, W, LOADV, SET1, FMA, LOADU, STOREU)                                                     \
     static inline __attribute__((always_inline)) void NAME(float *c, int64_t ldc, const float *a, int64_t lda,         \
-                                                           const char *b, size_t ldb, const bool f16, int64_t n,       \
+                                                           const char *b, size_t ldb, const int fmt, int64_t n,        \
                                                            int64_t d0, const int NR) {                                 \
         VT acc[4][4];                                                                                                  \
         for (int r = 0; r < NR; r++) {                                                                                 \
@@ -34,7 +64,7 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
         for (int64_t j = 0; j < n; j++) {                                                                              \
             const char *bj = b + (size_t)j * ldb;                                                                      \
             VT v[4];                                                                                                   \
-            for (int q = 0; q < 4; q++) v[q] = LOADV(bj, d0 + W * q, f16);                                             \
+            for (int q = 0; q < 4; q++) v[q] = LOADV(bj, d0 + W * q, fmt);                                             \
             for (int r = 0; r < NR; r++) {                                                                             \
                 const VT p = SET1(a[r * lda + j]);                                                                     \
                 for (int q = 0; q < 4; q++) acc[r][q] = FMA(p, v[q], acc[r][q]);                                       \
@@ -48,8 +78,14 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
 ATTN_PV_TILE(attn_pv_tile, __m256, 8, attn_load8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps)
 
 #if KR_X86_WIDTH == 16
-static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const bool f16) {
-    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const kr_fp16 *)row + d)));
+/* 16 values from column d (Q8_0: d a multiple of 16), dequant_kv's bits. */
+static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const int fmt) {
+    if (fmt == ATTN_Q8) {
+        const kr_block_q8_0 *blk = attn_q8_block(row, d);
+        const __m128i lv = _mm_loadu_si128((const __m128i *)(blk->qs + d % KR_QK8_0));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lv)), _mm512_set1_ps(attn_q8_scale(blk)));
+    }
+    if (fmt == ATTN_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const kr_fp16 *)row + d)));
     return _mm512_loadu_ps((const float *)row + d);
 }
 
@@ -60,26 +96,25 @@ ATTN_PV_TILE(attn_pv_tile64, __m512, 16, attn_load16, _mm512_set1_ps, _mm512_fma
 /* Rows [i, i + NR), all columns: 64 at a time (AVX-512), then 32, then
  * the reference loop for the last k % 32. */
 static inline __attribute__((always_inline)) void attn_pv_rows(float *c, int64_t ldc, const float *a, int64_t lda,
-                                                               const char *b, size_t ldb, const bool f16, int64_t n,
+                                                               const char *b, size_t ldb, const int fmt, int64_t n,
                                                                int64_t k, const int NR) {
     int64_t d0 = 0;
 #if KR_X86_WIDTH == 16
-    for (; d0 + 64 <= k; d0 += 64) attn_pv_tile64(c, ldc, a, lda, b, ldb, f16, n, d0, NR);
+    for (; d0 + 64 <= k; d0 += 64) attn_pv_tile64(c, ldc, a, lda, b, ldb, fmt, n, d0, NR);
 #endif
     for (; d0 + 32 <= k; d0 += 32) {
         for (int r = 0; r < NR; r += 2) {
             if (NR - r >= 2)
-                attn_pv_tile(c + r * ldc, ldc, a + r * lda, lda, b, ldb, f16, n, d0, 2);
+                attn_pv_tile(c + r * ldc, ldc, a + r * lda, lda, b, ldb, fmt, n, d0, 2);
             else
-                attn_pv_tile(c + r * ldc, ldc, a + r * lda, lda, b, ldb, f16, n, d0, 1);
+                attn_pv_tile(c + r * ldc, ldc, a + r * lda, lda, b, ldb, fmt, n, d0, 1);
         }
     }
     for (int r = 0; r < NR; r++) {
         for (int64_t d = d0; d < k; d++) {
             float s = c[r * ldc + d];
             for (int64_t j = 0; j < n; j++) {
-                const char *bj = b + (size_t)j * ldb;
-                s += a[r * lda + j] * (f16 ? _cvtsh_ss(((const kr_fp16 *)bj)[d]) : ((const float *)bj)[d]);
+                s += a[r * lda + j] * attn_value(b + (size_t)j * ldb, d, fmt);
             }
             c[r * ldc + d] = s;
         }
@@ -87,22 +122,30 @@ static inline __attribute__((always_inline)) void attn_pv_rows(float *c, int64_t
 }
 
 static inline __attribute__((always_inline)) void attn_pv_body(float *c, int64_t ldc, const float *a, int64_t lda,
-                                                               const char *b, size_t ldb, const bool f16, int64_t m,
+                                                               const char *b, size_t ldb, const int fmt, int64_t m,
                                                                int64_t n, int64_t k) {
     int64_t i = 0;
 #if KR_X86_WIDTH == 16
-    for (; i + 4 <= m; i += 4) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 4);
+    for (; i + 4 <= m; i += 4) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, fmt, n, k, 4);
 #endif
-    for (; i + 2 <= m; i += 2) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 2);
-    for (; i < m; i++) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, f16, n, k, 1);
+    for (; i + 2 <= m; i += 2) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, fmt, n, k, 2);
+    for (; i < m; i++) attn_pv_rows(c + i * ldc, ldc, a + i * lda, lda, b, ldb, fmt, n, k, 1);
 }
 
 static void x86_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, bool b_f16,
                             int64_t m, int64_t n, int64_t k) {
     if (b_f16)
-        attn_pv_body(c, ldc, a, lda, b, ldb, true, m, n, k);
+        attn_pv_body(c, ldc, a, lda, b, ldb, ATTN_F16, m, n, k);
     else
-        attn_pv_body(c, ldc, a, lda, b, ldb, false, m, n, k);
+        attn_pv_body(c, ldc, a, lda, b, ldb, ATTN_F32, m, n, k);
+}
+
+/* Value rows of Q8_0 blocks read in place: the loaders dequantise 8 or 16
+ * values at a time in registers, with dequant_kv's arithmetic, and the
+ * products are gemm_nn_acc's, so the bits are those of the two calls. */
+static void x86_gemm_nn_acc_q8(float *c, int64_t ldc, const float *a, int64_t lda, const void *b, size_t ldb, int64_t m,
+                               int64_t n, int64_t k) {
+    attn_pv_body(c, ldc, a, lda, b, ldb, ATTN_Q8, m, n, k);
 }
 
 #endif /* KR_X86_ATTN_IMPL_H */

@@ -49,8 +49,7 @@ static inline __attribute__((always_inline)) __m512 q8s_pair_scale(const char *r
  * sign bit) and 128 times the key bytes' sum, one VPDPBUSD per key pair
  * shared by the rows, is taken back off, exactly. */
 static inline __attribute__((always_inline)) void q8s_tile(float *c, int64_t ldc, const char *a, size_t lda,
-                                                           const char *const bj[4], int64_t nb, int nj,
-                                                           const int NR) {
+                                                           const char *const bj[4], int64_t nb, int nj, const int NR) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
     __m512 acc[2][4];
     for (int i = 0; i < NR; i++) {
@@ -88,8 +87,7 @@ static inline __attribute__((always_inline)) void q8s_tile(float *c, int64_t ldc
  * Exact while levels lie in [-127, 127], as every Q8_0 quantizer writes
  * them (2 * 127 * 127 fits a 16-bit pair). One query row per tile. */
 static inline __attribute__((always_inline)) void q8s_tile(float *c, int64_t ldc, const char *a, size_t lda,
-                                                           const char *const bj[4], int64_t nb, int nj,
-                                                           const int NR) {
+                                                           const char *const bj[4], int64_t nb, int nj, const int NR) {
     (void)lda;
     (void)NR;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -119,7 +117,8 @@ static void x86_gemm_nt_q8(float *c, int64_t ldc, const void *a, size_t lda, con
         const char *bj[4];
         for (int u = 0; u < 4; u++) bj[u] = bc + (size_t)(j + (u < nj ? u : nj - 1)) * ldb;
         int64_t i = 0;
-        for (; i + Q8S_MR <= m; i += Q8S_MR) q8s_tile(c + i * ldc + j, ldc, ac + (size_t)i * lda, lda, bj, nb, nj, Q8S_MR);
+        for (; i + Q8S_MR <= m; i += Q8S_MR)
+            q8s_tile(c + i * ldc + j, ldc, ac + (size_t)i * lda, lda, bj, nb, nj, Q8S_MR);
         for (; i < m; i++) q8s_tile(c + i * ldc + j, ldc, ac + (size_t)i * lda, lda, bj, nb, nj, 1);
     }
 }

@@ -1,8 +1,9 @@
 /* backend_cpu_attn.c - the CPU backend's attention (backend.h): each
  * entry's queries against its sequence's cached keys and values, read in
- * place from the paged pool (f16, f32) or a block at a time dequantised
- * (q8_0, q4_0), on the context's threads. The H2O accumulation of the KV
- * policies rides along: it needs each newest query's probabilities. */
+ * place from the paged pool (f16, f32; q8_0 with the queries quantised to
+ * Q8_0, integer products) or a block at a time dequantised (q4_0), on the
+ * context's threads. The H2O accumulation of the KV policies rides along:
+ * it needs each newest query's probabilities. */
 #include <math.h>
 #include <string.h>
 
@@ -42,7 +43,8 @@ static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1,
 
 /* Head h's rows [0, n) of a block of K or V rows (base: slot 0 of the
  * block) as the b operand of the attention products: read in place for f16
- * and f32; for a q8_0/q4_0 cache (kv_quant.h, buf set) dequantised to f32
+ * and f32; for a q4_0 cache (or a q8_0 one whose heads are not whole
+ * blocks; kv_quant.h, buf set) dequantised to f32
  * rows of hd floats at buf first. */
 static const void *head_rows(const kr_kernels *k, const kr_kv_cache *kv, const void *base, int32_t h, int32_t hd,
                              int32_t n, float *buf, size_t *ldb, bool *b_f16) {
@@ -83,6 +85,9 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
                  head_bytes = kv->elem_size ? (size_t)hd * kv->elem_size : kr_kv_row_bytes(kv->dtype, hd);
     float *sc = c->att_scores + (size_t)ith * (size_t)c->att_rows * ld;
     float *qo = c->att_q + (size_t)ith * (size_t)c->att_rows * (size_t)hd;
+    /* a q8_0 cache read in place: the scaled queries as Q8_0 rows too */
+    const size_t q8_ld = kr_kv_row_bytes(KARA_KV_Q8_0, hd);
+    uint8_t *q8 = c->att_q8 ? c->att_q8 + (size_t)ith * (size_t)c->att_rows * q8_ld : NULL;
     int32_t n_vis = 0;
     for (int32_t i = i0; i < i1; i++) n_vis = c->slot[i] + 1 > n_vis ? c->slot[i] + 1 : n_vis;
 
@@ -93,6 +98,7 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
             const float *q = c->q + ((size_t)(i0 + r / group) * hp->n_head + (size_t)h) * hd;
             float *o = qo + ((size_t)hh * nq + r) * hd;
             for (int32_t d = 0; d < hd; d++) o[d] = q[d] * scale;
+            if (q8) k->from_float[KR_TYPE_Q8_0](o, q8 + ((size_t)hh * nq + r) * q8_ld, hd);
         }
     }
     /* whole blocks of keys, also the slots not written yet (their scores are
@@ -107,6 +113,11 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
         const void *next = s0 + bs < n_vis ? kr_kv_k(kv, layer, seq, s0 + bs) : kr_kv_v(kv, layer, seq, 0);
         for (int32_t hh = 0; hh < nh; hh++) {
             prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            if (q8) {
+                k->gemm_nt_q8(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, q8 + (size_t)hh * nq * q8_ld, q8_ld,
+                              (const uint8_t *)kb + (size_t)(h0 + hh) * head_bytes, kv->slot_bytes, nq, bs, hd / 32);
+                continue;
+            }
             const void *b = head_rows(k, kv, kb, h0 + hh, hd, bs, kvb, &ldb, &b_f16);
             k->gemm_nt(sc + (size_t)hh * nq * ld + s0, (int64_t)ld, qo + (size_t)hh * nq * hd, hd, b, ldb, b_f16, nq,
                        bs, hd);
@@ -130,6 +141,11 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
         const void *next = s0 + bs < n_vis ? kr_kv_v(kv, layer, seq, s0 + bs) : NULL;
         for (int32_t hh = 0; hh < nh; hh++) {
             if (next) prefetch_rows(next, h0 + hh, h0 + hh + 1, head_bytes, kv->slot_bytes, bs);
+            if (q8) {
+                k->gemm_nn_acc_q8(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld,
+                                  (const uint8_t *)vb + (size_t)(h0 + hh) * head_bytes, kv->slot_bytes, nq, ns, hd);
+                continue;
+            }
             const void *b = head_rows(k, kv, vb, h0 + hh, hd, ns, kvb, &ldb, &b_f16);
             k->gemm_nn_acc(qo + (size_t)hh * nq * hd, hd, sc + (size_t)hh * nq * ld + s0, (int64_t)ld, b, ldb, b_f16,
                            nq, ns, hd);

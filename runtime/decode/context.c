@@ -244,9 +244,14 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->att_ld = (c->n_ctx + c->kv.block_size - 1) / c->kv.block_size * c->kv.block_size;
     c->att_scores = scratch(c, (size_t)c->n_threads * (size_t)c->att_rows * (size_t)c->att_ld);
     c->att_q = scratch(c, (size_t)c->n_threads * (size_t)c->att_rows * (size_t)hp->head_dim);
-    /* a q8_0/q4_0 cache: attention reads a block's rows of one head at a time, dequantised */
-    const bool blocked = kr_kv_dtype_blocked(c->kv.dtype);
+    /* a q8_0 cache with heads of whole blocks: attention quantises the
+     * queries and reads the keys and values in place; a q4_0 one reads a
+     * block's rows of one head at a time, dequantised */
+    const bool q8_in_place = kr_kv_q8_in_place(c->kv.dtype, hp->head_dim);
+    const bool blocked = kr_kv_dtype_blocked(c->kv.dtype) && !q8_in_place;
     if (blocked) c->att_kv = scratch(c, (size_t)c->n_threads * (size_t)c->kv.block_size * (size_t)hp->head_dim);
+    const size_t q8_bytes = (size_t)c->n_threads * (size_t)c->att_rows * kr_kv_row_bytes(KARA_KV_Q8_0, hp->head_dim);
+    if (q8_in_place) c->att_q8 = scratch(c, (q8_bytes + sizeof(float) - 1) / sizeof(float));
     c->logits = scratch(c, nb * hp->n_vocab);
     c->slot = calloc(nb, sizeof(int32_t));
     c->out_rows = calloc(nb, sizeof(int32_t));
@@ -259,9 +264,9 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->saved_pol = calloc((size_t)params->n_seq_max, sizeof *c->saved_pol);
     c->mem_bytes += c->kv.budget;
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->gate || !c->up || !c->proj || !c->rope_cs ||
-        !c->att_scores || !c->att_q || (blocked && !c->att_kv) || !c->logits || !c->slot || !c->out_rows ||
-        !c->entry_pos || !c->entry_seq || !c->entry_last || !c->seq_counts || !c->seq_next || !c->saved_kv ||
-        !c->saved_pol || !alloc_act_bufs(c)) {
+        !c->att_scores || !c->att_q || (blocked && !c->att_kv) || (q8_in_place && !c->att_q8) || !c->logits ||
+        !c->slot || !c->out_rows || !c->entry_pos || !c->entry_seq || !c->entry_last || !c->seq_counts ||
+        !c->seq_next || !c->saved_kv || !c->saved_pol || !alloc_act_bufs(c)) {
         kara_context_free(c);
         return kr_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
     }
@@ -285,6 +290,7 @@ void kara_context_free(kara_context *c) {
                      c->up, c->proj, c->rope_cs, c->att_scores, c->att_q, c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c->att_kv);
+    free(c->att_q8);
     for (int t = 0; t < KR_TYPE_COUNT; t++) free(c->act[t].data);
     free(c->slot);
     free(c->out_rows);

@@ -37,26 +37,27 @@ struct kara_context {
     kr_kv_policy policy;
 
     /* forward-pass scratch, [n_batch][...] */
-    float *x;                       /* residual stream, n_embd */
-    float *xn;                      /* normed input, n_embd */
-    float *q;                       /* n_head * head_dim */
-    float *k;                       /* n_head_kv * head_dim */
-    float *v;                       /* n_head_kv * head_dim */
-    float *attn;                    /* attention output, n_head * head_dim */
-    float *gate;                    /* n_ff */
-    float *up;                      /* n_ff */
-    float *proj;                    /* output of wo / w_down, n_embd */
-    float *rope_cs;                 /* cos/sin per entry, rope_dim */
-    float *att_scores;              /* per thread: att_rows rows of n_ctx scores */
-    float *att_q;                   /* per thread: att_rows rows of head_dim (scaled queries, then outputs) */
-    int32_t att_rows;               /* query rows attended together (the heads of a KV group x entries) */
-    int32_t att_ld;                 /* floats per score row: n_ctx rounded up to whole KV blocks */
-    float *att_kv;                  /* q8_0/q4_0 cache only, per thread: a block's rows of one head as f32 */
-    int32_t *slot;                  /* slot each entry was written to */
-    int32_t *out_rows;              /* entries whose logits were requested */
-    int32_t *entry_pos;             /* position of each entry (validated) */
-    int32_t *entry_seq;             /* sequence of each entry */
-    int8_t *entry_last;             /* entry is its sequence's last in the batch */
+    float *x;           /* residual stream, n_embd */
+    float *xn;          /* normed input, n_embd */
+    float *q;           /* n_head * head_dim */
+    float *k;           /* n_head_kv * head_dim */
+    float *v;           /* n_head_kv * head_dim */
+    float *attn;        /* attention output, n_head * head_dim */
+    float *gate;        /* n_ff */
+    float *up;          /* n_ff */
+    float *proj;        /* output of wo / w_down, n_embd */
+    float *rope_cs;     /* cos/sin per entry, rope_dim */
+    float *att_scores;  /* per thread: att_rows rows of n_ctx scores */
+    float *att_q;       /* per thread: att_rows rows of head_dim (scaled queries, then outputs) */
+    int32_t att_rows;   /* query rows attended together (the heads of a KV group x entries) */
+    int32_t att_ld;     /* floats per score row: n_ctx rounded up to whole KV blocks */
+    float *att_kv;      /* q4_0 cache (or heads not of whole blocks), per thread: a block's rows of one head as f32 */
+    uint8_t *att_q8;    /* q8_0 cache, per thread: att_rows query rows as Q8_0 blocks */
+    int32_t *slot;      /* slot each entry was written to */
+    int32_t *out_rows;  /* entries whose logits were requested */
+    int32_t *entry_pos; /* position of each entry (validated) */
+    int32_t *entry_seq; /* sequence of each entry */
+    int8_t *entry_last; /* entry is its sequence's last in the batch */
     int32_t *seq_counts, *seq_next; /* per sequence, batch validation scratch */
     kr_act_buf act[KR_TYPE_COUNT];
 

@@ -11,6 +11,8 @@ int32_t kr_kv_dtype_block(kara_kv_dtype t) { return kr_kv_dtype_blocked(t) ? QK 
 
 bool kr_kv_dtype_blocked(kara_kv_dtype t) { return t == KARA_KV_Q8_0 || t == KARA_KV_Q4_0; }
 
+bool kr_kv_q8_in_place(kara_kv_dtype t, int32_t head_dim) { return t == KARA_KV_Q8_0 && head_dim % QK == 0; }
+
 size_t kr_kv_row_bytes(kara_kv_dtype t, int64_t n) {
     switch (t) {
     case KARA_KV_F16: return (size_t)n * sizeof(kr_fp16);

@@ -26,6 +26,10 @@
 int32_t kr_kv_dtype_block(kara_kv_dtype t);
 /* True for q8_0 and q4_0: rows are not arrays of one value type. */
 bool kr_kv_dtype_blocked(kara_kv_dtype t);
+/* True for a q8_0 cache whose heads are whole blocks (head_dim a multiple
+ * of 32): the CPU attention then reads its keys and values in place, with
+ * the queries quantised to Q8_0 (kernels.h gemm_nt_q8). */
+bool kr_kv_q8_in_place(kara_kv_dtype t, int32_t head_dim);
 /* Bytes of a row of n values (n a multiple of kr_kv_dtype_block); 0 for an
  * unknown type. */
 size_t kr_kv_row_bytes(kara_kv_dtype t, int64_t n);
