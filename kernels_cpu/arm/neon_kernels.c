@@ -116,11 +116,34 @@ static void neon_f32_to_f16(kr_fp16 *y, const float *x, int64_t n) {
 
 static void neon_from_float_f16(const float *x, void *y, int64_t n) { neon_f32_to_f16(y, x, n); }
 
+/* Value rows as f32, f16 or Q8_0 blocks (a q8_0 cache read in place). */
+enum { NN_F32 = 0, NN_F16 = 1, NN_Q8 = 2 };
+
+/* 4 values of row bj from column d (Q8_0: level times the block's scale,
+ * one rounding, as neon_dequant_kv), and one value, as the tail reads it. */
+static inline float32x4_t nn_load4(const char *bj, int64_t d, int fmt) {
+    if (fmt == NN_Q8) {
+        const kr_block_q8_0 *blk = (const kr_block_q8_0 *)bj + d / KR_QK8_0;
+        int32_t four; /* 4 levels: a wider load could run past the block at its end */
+        memcpy(&four, blk->qs + d % KR_QK8_0, sizeof four);
+        const int32x4_t l32 = vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)))));
+        return vmulq_n_f32(vcvtq_f32_s32(l32), kr_half_to_float(blk->d));
+    }
+    return fmt == NN_F16 ? load_f16x4((const kr_fp16 *)bj + d) : vld1q_f32((const float *)bj + d);
+}
+
+static inline float nn_value(const char *bj, int64_t d, int fmt) {
+    if (fmt == NN_Q8) {
+        const kr_block_q8_0 *blk = (const kr_block_q8_0 *)bj + d / KR_QK8_0;
+        return (float)blk->qs[d % KR_QK8_0] * kr_half_to_float(blk->d);
+    }
+    return fmt == NN_F16 ? kr_half_to_float(((const kr_fp16 *)bj)[d]) : ((const float *)bj)[d];
+}
+
 /* C[i] += sum_j A[i][j] * B row j, 16 columns per pass in 4 accumulators,
  * j in order (the scalar reference's order per element). */
-static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *vb, size_t ldb, bool b_f16,
-                             int64_t m, int64_t n, int64_t k) {
-    const char *b = vb;
+static inline void nn_acc_body(float *c, int64_t ldc, const float *a, int64_t lda, const char *b, size_t ldb, int fmt,
+                               int64_t m, int64_t n, int64_t k) {
     const int64_t k16 = k / 16 * 16;
     for (int64_t i = 0; i < m; i++) {
         float *ci = c + i * ldc;
@@ -130,23 +153,28 @@ static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda,
             for (int64_t j = 0; j < n; j++) {
                 const char *bj = b + (size_t)j * ldb;
                 const float p = a[i * lda + j];
-                for (int q = 0; q < 4; q++) {
-                    const float32x4_t v = b_f16 ? load_f16x4((const kr_fp16 *)bj + d0 + 4 * q)
-                                                : vld1q_f32((const float *)bj + d0 + 4 * q);
-                    acc[q] = vfmaq_n_f32(acc[q], v, p);
-                }
+                for (int q = 0; q < 4; q++) acc[q] = vfmaq_n_f32(acc[q], nn_load4(bj, d0 + 4 * q, fmt), p);
             }
             for (int q = 0; q < 4; q++) vst1q_f32(ci + d0 + 4 * q, acc[q]);
         }
         for (int64_t d = k16; d < k; d++) {
             float s = ci[d];
-            for (int64_t j = 0; j < n; j++) {
-                const char *bj = b + (size_t)j * ldb;
-                s += a[i * lda + j] * (b_f16 ? kr_half_to_float(((const kr_fp16 *)bj)[d]) : ((const float *)bj)[d]);
-            }
+            for (int64_t j = 0; j < n; j++) s += a[i * lda + j] * nn_value(b + (size_t)j * ldb, d, fmt);
             ci[d] = s;
         }
     }
+}
+
+static void neon_gemm_nn_acc(float *c, int64_t ldc, const float *a, int64_t lda, const void *vb, size_t ldb, bool b_f16,
+                             int64_t m, int64_t n, int64_t k) {
+    nn_acc_body(c, ldc, a, lda, vb, ldb, b_f16 ? NN_F16 : NN_F32, m, n, k);
+}
+
+/* Value rows of Q8_0 blocks read in place: neon_dequant_kv's values and
+ * neon_gemm_nn_acc's products, so the bits are those of the two calls. */
+static void neon_gemm_nn_acc_q8(float *c, int64_t ldc, const float *a, int64_t lda, const void *vb, size_t ldb,
+                                int64_t m, int64_t n, int64_t k) {
+    nn_acc_body(c, ldc, a, lda, vb, ldb, NN_Q8, m, n, k);
 }
 
 /* ---- row ops ---- */
@@ -270,6 +298,7 @@ void kr_kernels_init_neon(kr_kernels *k) {
     k->dequant_kv = neon_dequant_kv;
     k->f32_to_f16 = neon_f32_to_f16;
     k->gemm_nn_acc = neon_gemm_nn_acc;
+    k->gemm_nn_acc_q8 = neon_gemm_nn_acc_q8;
 
     kr_cpu_features f;
     kr_cpu_detect(&f);
