@@ -10,7 +10,7 @@
  * v_sum4 at the end, so an entry's bits depend only on its two rows (the
  * last key rows of a call repeat the final one instead of taking a
  * different path). Included by avx2_kernels.c and avx512_kernels.c after
- * x86_ops_impl.h (v_sum4).
+ * x86_ops_impl.h (v_sum4) and x86_attn_impl.h (attn_q8_scale).
  */
 #ifndef KR_X86_ATTN_Q8_IMPL_H
 #define KR_X86_ATTN_Q8_IMPL_H
@@ -19,11 +19,10 @@
 
 #include "kernels_impl.h"
 
-/* Block t of a row of Q8_0 blocks: its scale and its 32 levels. */
+/* Block t of a row of Q8_0 blocks: its scale (x86_attn_impl.h's reader)
+ * and its 32 levels. */
 static inline __attribute__((always_inline)) float q8s_scale(const char *row, int64_t t) {
-    kr_fp16 h;
-    memcpy(&h, row + (size_t)t * sizeof(kr_block_q8_0), sizeof h);
-    return _cvtsh_ss(h);
+    return attn_q8_scale((const kr_block_q8_0 *)row + t);
 }
 
 static inline __attribute__((always_inline)) __m256i q8s_levels(const char *row, int64_t t) {
