@@ -45,6 +45,8 @@ void kara_engine_params_init(kara_engine_params *p) {
     p->max_queue = 64;
     p->prefill_chunk = 256;
     p->max_repeat_last_n = 256;
+    p->draft_max = 8;
+    p->draft_p_min = 0.75f;
 }
 
 void kara_engine_request_init(kara_engine_request *r) {
@@ -84,10 +86,8 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     if (params->max_queue < 1 || params->prefill_chunk < 2 || params->max_repeat_last_n < 0)
         return kr_set_error(KARA_ERR_ARG,
                             "kara_engine_create: max_queue must be >= 1, prefill_chunk >= 2, max_repeat_last_n >= 0");
-    if (params->spec != KARA_SPEC_NONE && params->spec != KARA_SPEC_NGRAM)
-        return kr_set_error(params->spec == KARA_SPEC_DRAFT ? KARA_ERR_UNSUPPORTED : KARA_ERR_ARG,
-                            "kara_engine_create: speculative mode %d: the batch engine drafts from n-grams only "
-                            "(none | ngram)",
+    if (params->spec != KARA_SPEC_NONE && params->spec != KARA_SPEC_NGRAM && params->spec != KARA_SPEC_DRAFT)
+        return kr_set_error(KARA_ERR_ARG, "kara_engine_create: speculative mode %d is none of none, ngram, draft",
                             (int)params->spec);
     if (params->spec != KARA_SPEC_NONE && (params->draft_max < 1 || params->draft_max > KARA_MAX_DRAFT))
         return kr_set_error(KARA_ERR_ARG, "kara_engine_create: draft_max %d outside [1, %d]", params->draft_max,
@@ -107,9 +107,13 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->n_ctx = kara_context_n_ctx(ctx);
     e->n_batch = n_batch;
     e->n_vocab = kara_model_n_vocab(e->model);
-    e->spec = params->spec == KARA_SPEC_NGRAM && !kara_context_kv_compressing(ctx);
+    e->spec = params->spec != KARA_SPEC_NONE && !kara_context_kv_compressing(ctx);
     e->stats.spec_on = e->spec;
     kara_status st = kr_gen_model_init(&e->gm, e->model);
+    if (!st && params->spec == KARA_SPEC_DRAFT) { /* checked even where compression keeps it off */
+        st = kr_batch_draft_init(e, params);
+        if (!e->spec) kr_batch_draft_free(e);
+    }
     e->slots = calloc((size_t)n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)params->max_queue, sizeof *e->queue);
     e->b_tok = malloc((size_t)e->n_batch * sizeof(int32_t));
@@ -127,7 +131,7 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
         s->tokens = malloc((size_t)e->n_ctx * sizeof(int32_t));
         if (!s->tokens) st = kr_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
         if (!st) st = kr_gen_seq_init(&s->out, &e->gm, &sp);
-        if (!st && e->spec) st = kr_ngram_init(&s->ngram, e->n_ctx);
+        if (!st && e->spec && !e->dr.ctx) st = kr_ngram_init(&s->ngram, e->n_ctx);
     }
     if (!st) kara_seq_clear(ctx, -1);
     if (st) {
@@ -148,6 +152,7 @@ void kara_engine_free(kara_engine *e) {
             kr_ngram_free(&e->slots[i].ngram);
         }
     free(e->slots);
+    kr_batch_draft_free(e);
     free(e->queue);
     free(e->b_tok);
     free(e->b_pos);
@@ -260,7 +265,7 @@ static kara_status slot_start(kara_engine *e, kr_batch_slot *s, const kara_engin
     s->error[0] = '\0';
     s->logits_row = -1;
     s->n_draft = 0;
-    if (e->spec) kr_ngram_cut(&s->ngram, 0);
+    if (e->spec && !e->dr.ctx) kr_ngram_cut(&s->ngram, 0);
     s->state = KR_SLOT_RUNNING;
     return KARA_OK;
 }
@@ -568,6 +573,7 @@ kara_status kara_engine_step(kara_engine *e) {
     int32_t n = 0, rows = 0;
     kara_status st = KARA_OK;
     e->no_drafts = false;
+    if (e->spec && e->dr.ctx) kr_batch_draft_all(e);
     for (;;) {
         n = build_batch(e, &rows);
         if (n == 0) break;

@@ -6,6 +6,9 @@
  *                      (generate/gen_seq.h), as the generator's do;
  *   batch_spec.c       speculative decoding: n-gram drafts after a
  *                      slot's pending token, checked in the same step;
+ *   batch_draft.c      drafts from a draft model for every decoding slot
+ *                      at once, one draft-context decode per drafted
+ *                      position;
  *   batch_admission.c  how many KV blocks a request needs at its peak, and
  *                      how many sequences a budget holds (the KV plan).
  */
@@ -53,7 +56,26 @@ typedef struct kr_batch_slot {
     int32_t draft[KARA_MAX_DRAFT];
     int32_t n_draft;
     kr_ngram_index ngram;
+    /* spec DRAFT: the draft model's guesses for this step, made before the
+     * batch is built (the batch takes as many as its room allows) */
+    int32_t pre[KARA_MAX_DRAFT];
+    int32_t n_pre;
 } kr_batch_slot;
+
+/* spec DRAFT: the draft context and what each of its sequences holds
+ * (sequence i drafts for slot i). */
+typedef struct kr_batch_drafter {
+    kara_context *ctx; /* NULL unless spec DRAFT is on */
+    float p_min;
+    int32_t n_ctx, n_batch, n_vocab;
+    int32_t *toks;                  /* n_slots x n_ctx: the tokens sequence i holds */
+    int32_t *n_toks;                /* per slot: how many */
+    int32_t *row;                   /* per slot: its logits row in the last draft decode, or -1 */
+    int32_t *want;                  /* per slot: guesses it may still make this step (0: done) */
+    int32_t *fed;                   /* per slot: its entries in the last draft decode */
+    int32_t *b_tok, *b_pos, *b_seq; /* one draft decode, n_batch entries */
+    int8_t *b_logits;
+} kr_batch_drafter;
 
 struct kara_engine {
     kara_context *ctx;
@@ -78,7 +100,8 @@ struct kara_engine {
     int32_t ev_slot;
 
     kara_engine_stats stats;
-    bool spec;      /* speculative decoding on (asked for, the context not compressing) */
+    bool spec; /* speculative decoding on (asked for, the context not compressing) */
+    kr_batch_drafter dr;
     bool no_drafts; /* this step's batch is being rebuilt without drafts (the pool refused it) */
 };
 
@@ -91,6 +114,24 @@ void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room);
  * entries' logits while they match the drafts already in the cache, then
  * cut the unchecked rest back out of the sequence. */
 void kr_batch_spec_accept(kara_engine *e, kr_batch_slot *s);
+/* Most tokens a decoding slot may draft this step, room aside. */
+int32_t kr_batch_spec_max(const kara_engine *e, const kr_batch_slot *s);
+
+/* ---- batch_draft.c: spec DRAFT ---- */
+
+/* Checks p->draft_ctx against the engine's context and claims the
+ * drafter's bookkeeping (e->n_slots, e->n_ctx set). KARA_ERR_ARG with the
+ * reason, KARA_ERR_NOMEM. */
+kara_status kr_batch_draft_init(kara_engine *e, const kara_engine_params *p);
+void kr_batch_draft_free(kara_engine *e);
+/* The draft model's guesses for every decoding slot (s->pre, s->n_pre):
+ * each draft sequence is cut back to what it shares with its slot's tokens
+ * and the rest decoded, then one decode per drafted position takes every
+ * slot still drafting. A slot stops at its most (kr_batch_spec_max), at a
+ * guess below p_min, or at the draft context's end; a failed draft decode
+ * ends the drafts of the slots in it (nothing is appended by it). */
+void kr_batch_draft_all(kara_engine *e);
+
 /* One new token for a slot from its logits row (batch_engine.c). */
 void kr_batch_next_token(kara_engine *e, kr_batch_slot *s);
 

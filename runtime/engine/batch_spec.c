@@ -1,6 +1,7 @@
 /* batch_spec.c - speculative decoding in the batch engine (batch_engine.h):
  * a decoding slot's pending token goes into the step's batch with up to
- * draft_max tokens drafted from its own text (generate/ngram_draft.h),
+ * draft_max tokens drafted from its own text (generate/ngram_draft.h) or
+ * by a draft model (batch_draft.c),
  * logits for each. After the decode the slot chooses its tokens from those
  * rows in order, with the same sampler call a one-token step makes, while
  * each matches the drafted token already in the cache; the first that does
@@ -11,15 +12,24 @@
 
 #include "batch_engine.h"
 
+int32_t kr_batch_spec_max(const kara_engine *e, const kr_batch_slot *s) {
+    int32_t max = e->p.draft_max;
+    if (max > e->n_ctx - s->n_tok) max = e->n_ctx - s->n_tok; /* positions n_tok .. n_tok + max - 1 */
+    int32_t left = s->max_gen - (s->n_tok - s->n_prompt);     /* tokens the request may still choose */
+    return max < left ? max : left;
+}
+
 void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room) {
     s->n_draft = 0;
     if (!e->spec || e->no_drafts) return;
-    int32_t max = e->p.draft_max;
+    int32_t max = kr_batch_spec_max(e, s);
     if (max > room) max = room;
-    if (max > e->n_ctx - s->n_tok) max = e->n_ctx - s->n_tok; /* positions n_tok .. n_tok + max - 1 */
-    int32_t left = s->max_gen - (s->n_tok - s->n_prompt);     /* tokens the request may still choose */
-    if (max > left) max = left;
     if (max < 1) return;
+    if (e->dr.ctx) { /* the draft model's guesses, made before the batch */
+        s->n_draft = s->n_pre < max ? s->n_pre : max;
+        memcpy(s->draft, s->pre, (size_t)s->n_draft * sizeof *s->draft);
+        return;
+    }
     s->n_draft = kr_ngram_draft(&s->ngram, s->tokens, s->n_tok, max, s->draft);
 }
 

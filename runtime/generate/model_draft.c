@@ -49,16 +49,20 @@ static kara_status same_vocab(const kara_model *target, const kara_model *draft)
     return st;
 }
 
-kara_status kr_model_draft_init(kr_model_draft *d, kara_context *dctx, kara_context *target, float p_min) {
-    memset(d, 0, sizeof *d);
+kara_status kr_model_draft_check(kara_context *dctx, kara_context *target, const char *whose) {
     if (!dctx) return kr_set_error(KARA_ERR_ARG, "speculative mode draft needs a draft model's context (draft_ctx)");
     if (dctx == target)
-        return kr_set_error(KARA_ERR_ARG, "the draft context must be another context than the generator's");
+        return kr_set_error(KARA_ERR_ARG, "the draft context must be another context than the %s", whose);
     if (kara_context_kv_compressing(dctx))
         return kr_set_error(KARA_ERR_ARG,
                             "the draft context compresses its KV cache: it must be able to take rejected tokens back "
                             "(kv_cache.method full, or a budget that holds the context)");
-    kara_status st = same_vocab(kara_context_model(target), kara_context_model(dctx));
+    return same_vocab(kara_context_model(target), kara_context_model(dctx));
+}
+
+kara_status kr_model_draft_init(kr_model_draft *d, kara_context *dctx, kara_context *target, float p_min) {
+    memset(d, 0, sizeof *d);
+    kara_status st = kr_model_draft_check(dctx, target, "generator's");
     if (st) return st;
     st = kara_seq_clear(dctx, 0);
     if (st) return st;
@@ -105,16 +109,14 @@ static kara_status sync(kr_model_draft *d, const int32_t *hist, int32_t n, bool 
     return KARA_OK;
 }
 
-/* The argmax of the draft's last logits and its probability. */
-static int32_t argmax(const kr_model_draft *d, float *p) {
-    const float *l = kara_get_logits(d->ctx, -1);
+int32_t kr_model_draft_argmax(const float *l, int32_t n_vocab, float p_min, float *p) {
     int32_t best = 0;
-    for (int32_t i = 1; i < d->n_vocab; i++)
+    for (int32_t i = 1; i < n_vocab; i++)
         if (l[i] > l[best]) best = i;
     double sum = 0;
-    if (d->p_min > 0)
-        for (int32_t i = 0; i < d->n_vocab; i++) sum += exp((double)(l[i] - l[best]));
-    *p = d->p_min > 0 ? (float)(1.0 / sum) : 1.0f;
+    if (p_min > 0)
+        for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(l[i] - l[best]));
+    *p = p_min > 0 ? (float)(1.0 / sum) : 1.0f;
     return best;
 }
 
@@ -128,7 +130,7 @@ kara_status kr_model_draft_run(kr_model_draft *d, const int32_t *hist, int32_t n
     int32_t got = 0;
     for (;;) {
         float p;
-        int32_t t = argmax(d, &p);
+        int32_t t = kr_model_draft_argmax(kara_get_logits(d->ctx, -1), d->n_vocab, d->p_min, &p);
         if (p < d->p_min) break;
         out[got++] = t;
         if (got == max || d->n_toks >= d->n_ctx) break;

@@ -27,6 +27,13 @@ typedef struct kr_model_draft {
     int32_t n_toks; /* how many */
 } kr_model_draft;
 
+/* KARA_OK when dctx can draft for target: another context (whose: "generator's", "engine's"), not compressing its
+ * KV, the same vocabulary (every token's text equal; else the first token that differs is named). KARA_ERR_ARG. */
+kara_status kr_model_draft_check(kara_context *dctx, kara_context *target, const char *whose);
+
+/* The draft's guess from logits l: their argmax, and in *p its probability (1 when p_min is 0: not computed). */
+int32_t kr_model_draft_argmax(const float *l, int32_t n_vocab, float p_min, float *p);
+
 /* Checks that dctx can draft for target (another context, not compressing
  * its KV, the same vocabulary: every token's text equal), clears its
  * sequence 0 and allocates the bookkeeping. KARA_ERR_ARG (the reason

@@ -733,10 +733,17 @@ typedef struct kara_engine_params {
     int32_t prefill_chunk;     /* prompt tokens fed per step, all arrivals together (256, >= 2) */
     int32_t max_repeat_last_n; /* largest sampling.repeat_last_n a request may use (256) */
     bool optimistic_admission; /* admit on free blocks alone, ignoring what running requests may grow (false) */
-    /* speculative decoding of every decoding request (docs/SPECULATIVE.md): NONE, or NGRAM (drafts from the request's
-     * own text; DRAFT is refused). Off where KV compression can act (kara_context_kv_compressing). */
+    /* speculative decoding of every decoding request (docs/SPECULATIVE.md): NONE, NGRAM (drafts from the request's
+     * own text) or DRAFT (drafts from the model of draft_ctx). Off where KV compression can act
+     * (kara_context_kv_compressing). */
     kara_spec_mode spec;
     int32_t draft_max; /* most tokens drafted per request and step, 1..KARA_MAX_DRAFT (8) */
+    /* spec DRAFT: a context over a model with the same vocabulary (every token's text equal), full KV (not
+     * compressing), n_seq_max at least ctx's: request slot i drafts in its sequence i. The engine clears all its
+     * sequences at create and uses it alone while it lives. Not owned. */
+    kara_context *draft_ctx;
+    float
+        draft_p_min; /* spec DRAFT: a draft stops at a token the draft model gives less than this probability (0.75) */
 } kara_engine_params;
 void kara_engine_params_init(kara_engine_params *p);
 
@@ -799,6 +806,7 @@ typedef struct kara_engine_stats {
     uint64_t n_verify;     /* request-steps that carried drafted tokens */
     uint64_t n_drafted;    /* tokens drafted */
     uint64_t n_accepted;   /* of which the model chose */
+    double draft_seconds;  /* spec DRAFT: inside the draft context's kara_decode */
 } kara_engine_stats;
 
 /* An engine over ctx, whose n_seq_max is the most requests that run at once and whose n_batch must be at least

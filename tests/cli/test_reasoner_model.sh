@@ -78,8 +78,9 @@ check "chat --spec draft: the same reply" 'cmp -s "$tmp/chat.out" "$tmp/chat-dra
 check "run --spec draft: the same text, acceptance and the draft's time reported" \
     'cmp -s "$tmp/run-plain.out" "$tmp/run-draft.out" && grep -Eq "accepted \([0-9.]+%\); drafting took" "$tmp/run-draft.err"'
 
-# 5. kara batch --spec ngram: the same answers at concurrency 1 and 3 as
-#    without it, drafts accepted; --spec draft is refused in batch
+# 5. kara batch --spec ngram and --spec draft (the Q4_0 copy): the same
+#    answers at concurrency 1 and 3 as without them, drafts accepted;
+#    --spec draft without a draft model is a configuration error
 head -3 "$SRC/tests/data/late-tier4.jsonl" | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -90,21 +91,25 @@ for line in sys.stdin:
 answers() { sed -e 's/"created":[0-9]*,//' "$1" | sort; }
 "$KARA" batch -m "$M" -t 2 --no-progress -i "$tmp/b.jsonl" -o "$tmp/b-plain.jsonl" -j 3 --temp 0 --kv-method full \
     2>/dev/null
-for j in 1 3; do
-    "$KARA" batch -m "$M" -t 2 --no-progress -i "$tmp/b.jsonl" -o "$tmp/b-spec$j.jsonl" -j $j --temp 0 \
-        --kv-method full --spec ngram 2>"$tmp/b-spec$j.err"
-    rc=$?
-    check "batch --spec ngram -j $j exits 0 (rc $rc)" '[ $rc -eq 0 ]'
-    check "batch --spec ngram -j $j: the same 3 answers as without it" \
-        '[ "$(wc -l <"$tmp/b-plain.jsonl")" -eq 3 ] && [ "$(answers "$tmp/b-plain.jsonl")" = "$(answers "$tmp/b-spec$j.jsonl")" ]'
-    check "batch --spec ngram -j $j reports accepted drafts" \
-        'grep -Eq "speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$tmp/b-spec$j.err"'
+for mode in ngram draft; do
+    for j in 1 3; do
+        out="$tmp/b-$mode$j"
+        "$KARA" batch -m "$M" -t 2 --no-progress -i "$tmp/b.jsonl" -o "$out.jsonl" -j $j --temp 0 \
+            --kv-method full --spec $mode -md "$tmp/draft-q4.gguf" 2>"$out.err"
+        rc=$?
+        check "batch --spec $mode -j $j exits 0 (rc $rc)" '[ $rc -eq 0 ]'
+        check "batch --spec $mode -j $j: the same 3 answers as without it" \
+            '[ "$(wc -l <"$tmp/b-plain.jsonl")" -eq 3 ] && [ "$(answers "$tmp/b-plain.jsonl")" = "$(answers "$out.jsonl")" ]'
+        check "batch --spec $mode -j $j reports accepted drafts" \
+            'grep -Eq "speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$out.err"'
+    done
 done
-"$KARA" batch -m "$M" --no-progress -i "$tmp/b.jsonl" -o "$tmp/b-draft.jsonl" --spec draft -md "$M" \
-    2>"$tmp/b-draft.err"
+check "batch --spec draft reports the draft model's time" \
+    'grep -q "the draft model.s decodes took" "$tmp/b-draft3.err"'
+"$KARA" batch -m "$M" --no-progress -i "$tmp/b.jsonl" -o "$tmp/b-nodraft.jsonl" --spec draft 2>"$tmp/b-nodraft.err"
 rc=$?
-check "batch --spec draft is a configuration error naming it (rc $rc)" \
-    '[ $rc -eq 78 ] && grep -q "draft is not supported by the batch engine" "$tmp/b-draft.err"'
+check "batch --spec draft without -md is a configuration error naming it (rc $rc)" \
+    '[ $rc -eq 78 ] && grep -q "speculative.mode draft needs a draft model" "$tmp/b-nodraft.err"'
 
 if [ "$fail" -ne 0 ]; then cat "$tmp/t1-1.txt" "$tmp/t4.txt" "$tmp/chat.out" "$tmp/chat.err" "$tmp/t4-spec.txt"; fi
 finish

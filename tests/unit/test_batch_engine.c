@@ -12,9 +12,11 @@
  * - many sequences under a tight budget with Kara: all finish, peak <= budget;
  * - stop strings end the answer before the string;
  * - requests that can never run are refused at submit with the right code;
- * - speculative decoding (n-gram drafts) changes no answer, greedy or
- *   sampled, at any concurrency, through preemptions, and stays off under
- *   compression that can act.
+ * - speculative decoding (n-gram drafts, and a draft model's: the target
+ *   itself, every guess right, and a Q8_0 copy, some wrong) changes no
+ *   answer, greedy or sampled, at any concurrency, through preemptions and
+ *   a draft context too short for the requests, and stays off under
+ *   compression that can act; bad draft contexts are refused by name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,8 @@ static kara_kv_evict g_evict = KARA_KV_EVICT_ON_DEMAND;
 static int32_t g_seq_tokens = 0;
 static uint64_t g_slots_evicted; /* by the last run_engine */
 static kara_spec_mode g_spec = KARA_SPEC_NONE;
+static kara_model *g_draft_model;   /* spec DRAFT: run_engine's draft model */
+static int32_t g_draft_n_ctx = 512; /* and its context's size */
 
 static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t budget, int32_t n_batch,
                               int32_t max_compress_per_step) {
@@ -132,10 +136,29 @@ static bool run_engine(const run_opts *o, answer *ans, kara_engine_stats *stats)
     ep.max_queue = 4;
     ep.spec = g_spec;
     ep.draft_max = 6;
+    ep.draft_p_min = 0.0f; /* always draft_max guesses: the most to take back */
+    kara_context *dctx = NULL;
+    if (g_spec == KARA_SPEC_DRAFT) {
+        kara_context_params dp;
+        kara_context_params_init(&dp);
+        dp.n_ctx = g_draft_n_ctx;
+        dp.n_batch = 64;
+        dp.n_seq_max = o->n_seq;
+        dp.n_threads = 1;
+        dp.kv.method = KARA_KV_METHOD_FULL;
+        dp.kv.budget = 0;
+        if (!CHECK_MSG(kara_context_create(g_draft_model, &dp, &dctx) == KARA_OK, "draft context: %s",
+                       kara_last_error())) {
+            kara_context_free(ctx);
+            return false;
+        }
+        ep.draft_ctx = dctx;
+    }
     kara_engine *eng = NULL;
     if (kara_engine_create(ctx, &ep, &eng) != KARA_OK) {
         fprintf(stderr, "kara_engine_create: %s\n", kara_last_error());
         kara_context_free(ctx);
+        kara_context_free(dctx);
         return false;
     }
     int32_t prompts[N_REQ * 2][128];
@@ -192,6 +215,7 @@ static bool run_engine(const run_opts *o, answer *ans, kara_engine_stats *stats)
     g_slots_evicted = ks.slots_evicted;
     kara_engine_free(eng);
     kara_context_free(ctx);
+    kara_context_free(dctx);
     return ok && st == KARA_DONE;
 }
 
@@ -558,6 +582,89 @@ static void test_speculative(void) {
     g_spec = KARA_SPEC_NONE;
 }
 
+/* A draft model's guesses in the batch (spec DRAFT): every answer as
+ * without drafts. The target as its own draft guesses right every time but
+ * the last of a request (chosen as it ends); its Q8_0 copy sometimes not. */
+static void test_draft_model(kara_model *q8) {
+    const int32_t n_gen = 60;
+    answer ref[N_REQ], ans[N_REQ];
+    for (int r = 0; r < N_REQ; r++) reference(r, n_gen, &ref[r]);
+    kara_engine_stats stats;
+    g_spec = KARA_SPEC_DRAFT;
+    kara_model *drafts[2] = {g_model, q8};
+    int32_t seqs[] = {1, 2, 4};
+    for (int d = 0; d < 2; d++) {
+        g_draft_model = drafts[d];
+        for (int i = 0; i < 3; i++) {
+            run_opts o = {KARA_KV_METHOD_FULL, seqs[i], 0, n_gen, 0.0f, i ? 7 : 256, false, 0, 0};
+            CHECK(run_engine(&o, ans, &stats));
+            char what[80];
+            snprintf(what, sizeof what, "%s draft, greedy, concurrency %d", d ? "Q8_0" : "self", seqs[i]);
+            same_answers(ref, ans, N_REQ, what);
+            CHECK_EQ_INT(stats.tokens_generated, N_REQ * n_gen);
+            CHECK_MSG(stats.spec_on && stats.draft_seconds > 0, "%s: drafting ran", what);
+            if (d == 0)
+                CHECK_MSG(stats.n_drafted >= N_REQ * n_gen / 2 && stats.n_accepted + N_REQ >= stats.n_drafted,
+                          "%s: %llu drafted, %llu accepted: all but one per request should be", what,
+                          (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted);
+            else
+                CHECK_MSG(stats.n_accepted > 0 && stats.n_accepted + N_REQ < stats.n_drafted,
+                          "%s: %llu drafted, %llu accepted: both kept and rejected guesses should occur", what,
+                          (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted);
+        }
+    }
+    /* a pool that preempts: the draft sequences follow the recomputed ones */
+    run_opts tight = {KARA_KV_METHOD_FULL, 4, 14 * BLOCK_BYTES, n_gen, 0.0f, 16, true, 0, 0};
+    CHECK(run_engine(&tight, ans, &stats));
+    CHECK_MSG(stats.preemptions > 0, "the tight pool preempted (%llu)", (unsigned long long)stats.preemptions);
+    same_answers(ref, ans, N_REQ, "Q8_0 draft, after preemption and recompute");
+    /* a draft context shorter than the requests: drafting stops where it is full */
+    g_draft_n_ctx = 48;
+    run_opts o = {KARA_KV_METHOD_FULL, 4, 0, n_gen, 0.0f, 7, false, 0, 0};
+    CHECK(run_engine(&o, ans, &stats));
+    same_answers(ref, ans, N_REQ, "Q8_0 draft, short draft context");
+    CHECK(stats.n_drafted > 0);
+    g_draft_n_ctx = 512;
+    /* sampled: the same draws as without drafts */
+    answer plain[N_REQ];
+    run_opts sm = {KARA_KV_METHOD_FULL, 4, 0, 40, 0.9f, 64, false, 0, 0};
+    g_spec = KARA_SPEC_NONE;
+    CHECK(run_engine(&sm, plain, &stats));
+    g_spec = KARA_SPEC_DRAFT;
+    CHECK(run_engine(&sm, ans, &stats));
+    same_answers(plain, ans, N_REQ, "Q8_0 draft, sampled");
+    g_spec = KARA_SPEC_NONE;
+
+    /* bad draft contexts, refused by name */
+    kara_context *ctx = make_ctx(KARA_KV_METHOD_FULL, 2, 0, 64, 0), *one = NULL;
+    kara_context_params dp;
+    kara_context_params_init(&dp);
+    dp.n_ctx = 128;
+    dp.n_threads = 1;
+    dp.kv.method = KARA_KV_METHOD_FULL;
+    dp.kv.budget = 0;
+    CHECK(kara_context_create(q8, &dp, &one) == KARA_OK);
+    kara_engine_params ep;
+    kara_engine_params_init(&ep);
+    ep.spec = KARA_SPEC_DRAFT;
+    const struct {
+        kara_context *d;
+        const char *msg;
+    } bad[] = {{NULL, "needs a draft model's context"},
+               {ctx, "another context than the engine's"},
+               {one, "one draft sequence per request"}};
+    for (int i = 0; ctx && one && i < 3; i++) {
+        kara_engine *eng = NULL;
+        ep.draft_ctx = bad[i].d;
+        CHECK_EQ_INT(kara_engine_create(ctx, &ep, &eng), KARA_ERR_ARG);
+        CHECK_MSG(strstr(kara_last_error(), bad[i].msg) != NULL, "refusal %d: \"%s\" should say \"%s\"", i,
+                  kara_last_error(), bad[i].msg);
+        CHECK(eng == NULL);
+    }
+    kara_context_free(one);
+    kara_context_free(ctx);
+}
+
 int main(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/batch-engine-tiny.gguf", kr_test_tmpdir());
@@ -582,6 +689,13 @@ int main(void) {
     test_stop_and_refusals();
     test_fit_concurrency();
     test_speculative();
+    kara_model *q8 = NULL;
+    snprintf(path, sizeof path, "%s/batch-engine-tiny-q8.gguf", kr_test_tmpdir());
+    sp.ftype = KR_FTYPE_MOSTLY_Q8_0;
+    if (CHECK_MSG(kr_synth_write(&sp, path, NULL, NULL, err, sizeof err) == KARA_OK, "synth Q8_0: %s", err) &&
+        CHECK_MSG(kara_model_load(path, NULL, &q8) == KARA_OK, "load Q8_0: %s", kara_last_error()))
+        test_draft_model(q8);
+    kara_model_free(q8);
     kara_model_free(g_model);
     return kr_test_finish();
 }

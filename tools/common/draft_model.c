@@ -6,7 +6,7 @@
 
 #include "cli_config.h"
 
-kara_status kr_draft_model_open(const char *cmd, const kara_config *cfg, const kara_context *target,
+kara_status kr_draft_model_open(const char *cmd, const kara_config *cfg, const kara_context *target, int32_t n_seq,
                                 kr_draft_model *d) {
     memset(d, 0, sizeof *d);
     if (cfg->spec != KARA_SPEC_DRAFT) return KARA_OK;
@@ -24,6 +24,7 @@ kara_status kr_draft_model_open(const char *cmd, const kara_config *cfg, const k
     kara_context_params_init(&cp);
     cp.n_ctx = kara_context_n_ctx(target);
     cp.n_batch = kara_context_n_batch(target);
+    cp.n_seq_max = n_seq;
     cp.n_threads = cfg->context.n_threads;
     cp.device = cfg->context.device;
     cp.kv.method = KARA_KV_METHOD_FULL;

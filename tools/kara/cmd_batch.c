@@ -30,6 +30,7 @@
 #include "cli_args.h"
 #include "cli_config.h"
 #include "commands.h"
+#include "draft_model.h"
 #include "exit_codes.h"
 #include "json.h"
 #include "kara.h"
@@ -235,6 +236,7 @@ struct job {
     kr_batch_order ord;
     kara_model *model;
     kara_context *ctx;
+    kr_draft_model draft; /* speculative.mode draft */
     kara_engine *eng;
     kara_chat_template tmpl;
     char model_name[KARA_CONFIG_PATH_MAX];
@@ -561,14 +563,14 @@ static int setup_engine(job *j) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
         return status_exit(st);
     }
-    if (cfg->spec == KARA_SPEC_DRAFT) {
-        fprintf(stderr, "kara batch: speculative.mode draft is not supported by the batch engine (none | ngram)\n");
-        return KR_EXIT_CONFIG;
-    }
+    st = kr_draft_model_open("batch", cfg, j->ctx, cp.n_seq_max, &j->draft);
+    if (st) return st == KARA_ERR_CONFIG ? KR_EXIT_CONFIG : status_exit(st);
     kara_engine_params ep;
     kara_engine_params_init(&ep);
     ep.spec = cfg->spec;
     ep.draft_max = cfg->draft_max;
+    ep.draft_ctx = j->draft.ctx;
+    ep.draft_p_min = cfg->draft_p_min;
     ep.max_queue = 2 * cp.n_seq_max + 8;
     ep.prefill_chunk = j->o->prefill_chunk;
     ep.optimistic_admission = j->o->optimistic;
@@ -607,7 +609,7 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             "\"kv_budget\":%llu,\"method\":\"%s\",\"evict\":\"%s\",\"max_concurrency\":%d,"
             "\"context_sequences\":%d,\"peak_running\":%d,\"shard\":\"%d/%d\",\"decode_seconds\":%.3f,"
             "\"cpu_seconds\":%.3f,\"tokens_per_cpu_second\":%.3f,\"tokens_per_step\":%.3f,\"spec_on\":%s,"
-            "\"spec_drafted\":%llu,\"spec_accepted\":%llu}\n",
+            "\"spec_drafted\":%llu,\"spec_accepted\":%llu,\"spec_draft_seconds\":%.3f}\n",
             total, j->out.n_ok + j->out.n_failed + j->ord.recovered, j->ok, j->failed, seconds,
             (unsigned long long)s->tokens_generated, seconds > 0 ? (double)s->tokens_generated / seconds : 0.0,
             (unsigned long long)s->tokens_prefilled, (unsigned long long)s->tokens_recomputed,
@@ -621,7 +623,7 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             cfg->context.n_seq_max, j->n_seq, s->peak_running, cfg->shard_index + 1, cfg->shard_count,
             s->decode_seconds, cpu, cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
             s->steps ? (double)s->tokens_generated / (double)s->steps : 0.0, s->spec_on ? "true" : "false",
-            (unsigned long long)s->n_drafted, (unsigned long long)s->n_accepted);
+            (unsigned long long)s->n_drafted, (unsigned long long)s->n_accepted, s->draft_seconds);
     fclose(f);
 }
 
@@ -737,6 +739,9 @@ static int run(job *j) {
                 stats.spec_on ? "on" : "off (KV compression can act)", (unsigned long long)stats.n_drafted,
                 (unsigned long long)stats.n_accepted,
                 stats.n_drafted ? 100.0 * (double)stats.n_accepted / (double)stats.n_drafted : 0.0);
+    if (cfg->spec == KARA_SPEC_DRAFT && stats.spec_on)
+        fprintf(stderr, "kara batch: the draft model's decodes took %.1f s of the %.1f s\n", stats.draft_seconds,
+                seconds);
     if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
     if (g_signal) return 128 + (int)g_signal;
     return failed_total ? KR_EXIT_PARTIAL : KR_EXIT_OK;
@@ -767,6 +772,7 @@ static int batch_main(int argc, char **argv) {
         j.live = next;
     }
     kara_context_free(j.ctx);
+    kr_draft_model_close(&j.draft);
     kara_model_free(j.model);
     kr_batch_order_close(&j.ord);
     kr_batch_output_close(&j.out);

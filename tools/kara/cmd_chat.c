@@ -709,7 +709,7 @@ static int chat_main(int argc, char **argv) {
     gp.spec = c->spec;
     gp.draft_max = c->draft_max;
     gp.draft_p_min = c->draft_p_min;
-    if ((st = kr_draft_model_open("chat", c, s.ctx, &s.draft))) {
+    if ((st = kr_draft_model_open("chat", c, s.ctx, 1, &s.draft))) {
         rc = kr_exit_for_status(st);
         goto done;
     }

@@ -232,7 +232,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     gp.draft_max = o->cfg.draft_max;
     gp.draft_p_min = o->cfg.draft_p_min;
     kr_draft_model draft;
-    kara_status dst = kr_draft_model_open("eval", &o->cfg, ctx, &draft);
+    kara_status dst = kr_draft_model_open("eval", &o->cfg, ctx, 1, &draft);
     if (dst) {
         kara_context_free(ctx);
         return kr_exit_for_status(dst);

@@ -237,7 +237,7 @@ static int run_body(int argc, char **argv, run_opts *op) {
         return kr_exit_for_status(st);
     }
     kr_draft_model draft;
-    st = kr_draft_model_open("run", &o.cfg, ctx, &draft);
+    st = kr_draft_model_open("run", &o.cfg, ctx, 1, &draft);
     if (!st && o.prompt && o.prompt[0]) {
         fputs(o.prompt, stdout);
         o.last_char = o.prompt[strlen(o.prompt) - 1];
