@@ -365,8 +365,21 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         next[seq] = pos + 1;
         counts[seq]++;
     }
-    for (int32_t s = 0; b->generated && s < n_seq; s++)
-        if (counts[s] > 1 && counts[s] > kara_seq_verify_room(c, s))
+    /* which sequences' entries continue their generation (kara_batch.generated, generated_entries) */
+    for (int32_t s = 0; s < n_seq; s++) next[s] = -1;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        int32_t s = c->entry_seq[i], g = b->generated_entries ? b->generated_entries[i] != 0 : b->generated;
+        if (next[s] >= 0 && next[s] != g)
+            return kr_set_error(
+                KARA_ERR_ARG,
+                "kara_decode: entry %d of sequence %d is %sgenerated and an earlier one %s: the entries "
+                "of one sequence must agree (kara_batch.generated_entries)",
+                i, s, g ? "" : "not ", g ? "is not" : "is");
+        next[s] = g;
+    }
+    for (int32_t s = 0; s < n_seq; s++) c->policy.seqs[s].generated = next[s] == 1;
+    for (int32_t s = 0; s < n_seq; s++)
+        if (c->policy.seqs[s].generated && counts[s] > 1 && counts[s] > kara_seq_verify_room(c, s))
             return kr_set_error(KARA_ERR_ARG,
                                 "kara_decode: a generated batch of %d entries for sequence %d would run a KV event "
                                 "inside it, or cannot be taken back (kara_seq_verify_room: %d)",
@@ -424,7 +437,6 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
 
 kara_status kara_decode(kara_context *c, const kara_batch *b) {
     if (!c) return kr_set_error(KARA_ERR_ARG, "kara_decode: context is NULL");
-    c->policy.generated = b && b->generated;
     kara_status st = validate_and_reserve(c, b);
     if (!st) {
         double t0 = kr_run_threads_choose(c, b->n_tokens);
@@ -432,7 +444,7 @@ kara_status kara_decode(kara_context *c, const kara_batch *b) {
         if (!st) st = kr_kv_policy_step(&c->policy);
         kr_run_threads_record(c, t0);
     }
-    c->policy.generated = false;
+    for (int32_t s = 0; s < c->kv.n_seq_max; s++) c->policy.seqs[s].generated = false;
     return st;
 }
 

@@ -107,7 +107,8 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->n_ctx = kara_context_n_ctx(ctx);
     e->n_batch = n_batch;
     e->n_vocab = kara_model_n_vocab(e->model);
-    e->spec = params->spec != KARA_SPEC_NONE && !kara_context_kv_compressing(ctx);
+    /* under KV compression too, where the method can take drafted entries back (kara_seq_verify_room) */
+    e->spec = params->spec != KARA_SPEC_NONE && kara_seq_verify_room(ctx, 0) > 0;
     e->stats.spec_on = e->spec;
     kara_status st = kr_gen_model_init(&e->gm, e->model);
     if (!st && params->spec == KARA_SPEC_DRAFT) { /* checked even where compression keeps it off */
@@ -120,8 +121,9 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
     e->b_pos = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_seq = malloc((size_t)e->n_batch * sizeof(int32_t));
     e->b_logits = malloc((size_t)e->n_batch);
+    e->b_gen = malloc((size_t)e->n_batch);
     e->tail = malloc((size_t)e->gm.piece_cap * KR_BATCH_TAIL_TOKENS + 1);
-    if (!st && (!e->slots || !e->queue || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->tail))
+    if (!st && (!e->slots || !e->queue || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_gen || !e->tail))
         st = kr_set_error(KARA_ERR_NOMEM, "out of memory creating a batch engine");
     kara_sampler_params sp;
     kara_sampler_params_init(&sp);
@@ -158,6 +160,7 @@ void kara_engine_free(kara_engine *e) {
     free(e->b_pos);
     free(e->b_seq);
     free(e->b_logits);
+    free(e->b_gen);
     kr_gen_model_free(&e->gm);
     free(e->tail);
     free(e);
@@ -404,16 +407,22 @@ static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
                 e->b_pos[n] = t;
                 e->b_seq[n] = seq;
                 e->b_logits[n] = (int8_t)(t == pick->n_tok - 1);
+                e->b_gen[n] = 0;
                 if (e->b_logits[n]) pick->logits_row = rows++;
                 n++;
             }
             if (pass == 0 && --decoding_left >= 0) {
                 kr_batch_spec_draft(e, pick, e->n_batch - n - decoding_left);
+                /* a verify step continues the request's generation: under KV
+                 * compression its entries count as generated tokens and can be
+                 * taken back (kara_batch.generated_entries) */
+                if (pick->n_draft > 0) e->b_gen[n - 1] = 1;
                 for (int32_t j = 0; j < pick->n_draft; j++, n++) {
                     e->b_tok[n] = pick->draft[j];
                     e->b_pos[n] = pick->n_fed + 1 + j;
                     e->b_seq[n] = seq;
                     e->b_logits[n] = 1;
+                    e->b_gen[n] = 1;
                     rows++;
                 }
                 k += pick->n_draft;
@@ -577,7 +586,12 @@ kara_status kara_engine_step(kara_engine *e) {
     for (;;) {
         n = build_batch(e, &rows);
         if (n == 0) break;
-        kara_batch b = {.n_tokens = n, .tokens = e->b_tok, .pos = e->b_pos, .seq_id = e->b_seq, .logits = e->b_logits};
+        kara_batch b = {.n_tokens = n,
+                        .tokens = e->b_tok,
+                        .pos = e->b_pos,
+                        .seq_id = e->b_seq,
+                        .logits = e->b_logits,
+                        .generated_entries = e->b_gen};
         double td = kr_monotonic_seconds();
         st = kara_decode(c, &b);
         e->stats.decode_seconds += kr_monotonic_seconds() - td;

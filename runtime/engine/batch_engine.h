@@ -92,6 +92,7 @@ struct kara_engine {
     /* one decode */
     int32_t *b_tok, *b_pos, *b_seq;
     int8_t *b_logits;
+    int8_t *b_gen; /* per entry: kara_batch.generated_entries */
 
     kr_gen_model gm; /* forced-close tokens and piece scratch, for every slot */
     char *tail;      /* rendered tail of a prompt */
@@ -100,7 +101,7 @@ struct kara_engine {
     int32_t ev_slot;
 
     kara_engine_stats stats;
-    bool spec; /* speculative decoding on (asked for, the context not compressing) */
+    bool spec; /* speculative decoding on (asked for, and the KV method can take drafts back) */
     kr_batch_drafter dr;
     bool no_drafts; /* this step's batch is being rebuilt without drafts (the pool refused it) */
 };

@@ -16,7 +16,11 @@ int32_t kr_batch_spec_max(const kara_engine *e, const kr_batch_slot *s) {
     int32_t max = e->p.draft_max;
     if (max > e->n_ctx - s->n_tok) max = e->n_ctx - s->n_tok; /* positions n_tok .. n_tok + max - 1 */
     int32_t left = s->max_gen - (s->n_tok - s->n_prompt);     /* tokens the request may still choose */
-    return max < left ? max : left;
+    if (max > left) max = left;
+    /* under KV compression: short of the next window's scoring and of an
+     * eviction (kara_seq_verify_room counts the pending token too) */
+    int32_t room = kara_seq_verify_room(e->ctx, (int32_t)(s - e->slots)) - 1;
+    return max < room ? max : room;
 }
 
 void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room) {
@@ -55,8 +59,9 @@ void kr_batch_spec_accept(kara_engine *e, kr_batch_slot *s) {
      * sequence is cleared anyway) */
     if (s->state == KR_SLOT_RUNNING && kara_seq_n_past(e->ctx, seq) > s->n_fed &&
         kara_seq_truncate(e->ctx, seq, s->n_fed) != KARA_OK) {
-        /* cannot happen: drafts are off where the KV policy cannot rewind;
-         * recompute the request then, as after a preemption */
+        /* cannot happen: drafts stay within kara_seq_verify_room, where the
+         * KV policy can take them back; recompute the request then, as
+         * after a preemption */
         kara_seq_clear(e->ctx, seq);
         s->n_fed = 0;
     }

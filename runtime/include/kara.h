@@ -397,6 +397,9 @@ typedef struct kara_batch {
      * them back under compression until the sequence's next decode. At most kara_seq_verify_room entries per
      * sequence (KARA_ERR_ARG otherwise). */
     bool generated;
+    /* Per entry instead (NULL: generated applies to every entry): the entries of one sequence must agree. A batch
+     * engine's step mixes one request's verify entries with other requests' prompt chunks. */
+    const int8_t *generated_entries;
 } kara_batch;
 /* A batch of n tokens of one sequence at positions pos0.. with logits for the last one only. It holds no arrays of
  * its own (seq_all and pos_first describe the entries), so it is thread-safe and has no size limit; it points at
@@ -734,8 +737,8 @@ typedef struct kara_engine_params {
     int32_t max_repeat_last_n; /* largest sampling.repeat_last_n a request may use (256) */
     bool optimistic_admission; /* admit on free blocks alone, ignoring what running requests may grow (false) */
     /* speculative decoding of every decoding request (docs/SPECULATIVE.md): NONE, NGRAM (drafts from the request's
-     * own text) or DRAFT (drafts from the model of draft_ctx). Off where KV compression can act
-     * (kara_context_kv_compressing). */
+     * own text) or DRAFT (drafts from the model of draft_ctx). Under KV compression too, within kara_seq_verify_room
+     * (off for the methods that cannot take drafts back: stats.spec_on false). */
     kara_spec_mode spec;
     int32_t draft_max; /* most tokens drafted per request and step, 1..KARA_MAX_DRAFT (8) */
     /* spec DRAFT: a context over a model with the same vocabulary (every token's text equal), full KV (not

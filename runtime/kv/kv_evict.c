@@ -205,7 +205,7 @@ kara_status kr_kvp_on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t 
     bool scorable = open >= 1 && kr_kvp_queries_kept(pol, seq, n) && !(pol->t.think_only && q->think_done);
     int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
     *drop = 0;
-    *score_first = n_new > 1 && !pol->generated; /* a chat turn; a verify batch is generation */
+    *score_first = n_new > 1 && !q->generated; /* a chat turn; a verify batch is generation */
     if (need <= 0) return KARA_OK;
     if (evictable < need) *score_first = true;
     /* Scored history is not cut below kara.retention of what its windows

@@ -181,7 +181,7 @@ static void start_reads(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n) {
 
 void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    if (pol->generated) n_new = 1; /* a verify batch: generated tokens, each as a step of its own */
+    if (q->generated) n_new = 1; /* a verify batch: generated tokens, each as a step of its own */
     if (q->tokens) q->tokens[slot] = token;
     if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
     if (q->lazy_last) { /* never seen attended; its own step is the next one observed */
@@ -651,7 +651,7 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
     kr_kv_policy_spec_mark(pol, seq);
     if (!pol->scoring || !pol->window_method || !q->prompt_marked) return KARA_OK;
     kara_status st = KARA_OK;
-    bool turn = n_new > 1 && !pol->generated; /* a verify batch is generation, not the next turn */
+    bool turn = n_new > 1 && !q->generated; /* a verify batch is generation, not the next turn */
     if (!on_demand(pol)) {
         if (turn) { /* a chat turn: what is due runs, the rest is kept whole */
             st = score_due(pol, seq);

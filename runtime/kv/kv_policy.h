@@ -99,6 +99,7 @@ typedef struct kr_kv_policy_seq {
     bool spec_think;
     uint64_t spec_events;
     uint32_t spec_evictions;
+    bool generated; /* the batch being appended continues its generation (kara_batch.generated) */
 } kr_kv_policy_seq;
 
 typedef struct kr_kv_policy {
@@ -155,7 +156,6 @@ typedef struct kr_kv_policy {
     kr_kv_policy_seq *seqs;
     kara_kv_stats stats;
     uint64_t step;
-    bool generated; /* the batch being appended continues generation (kara_batch.generated) */
 } kr_kv_policy;
 
 /* What the policy needs to know of the vocabulary (kv sees no model). */
@@ -209,7 +209,7 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
  * least 2 (INT32_MAX when nothing can be compressed). */
 int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq);
 /* Before a decode's appends to seq: note where a generated batch begins
- * (pol->generated), so that its entries can be taken back. */
+ * (its seqs[seq].generated), so that its entries can be taken back. */
 void kr_kv_policy_spec_mark(kr_kv_policy *pol, int32_t seq);
 /* Whether cutting seq back to position n_keep only takes back entries of
  * its last generated batch, with no event or eviction since. */

@@ -38,7 +38,7 @@ int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
 void kr_kv_policy_spec_mark(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     q->spec_slot = -1;
-    if (!pol->generated || !q->prompt_marked) return;
+    if (!q->generated || !q->prompt_marked) return;
     q->spec_pos = pol->kv->seqs[seq].next_pos;
     q->spec_slot = pol->kv->seqs[seq].n;
     q->spec_think = q->think_done;

@@ -79,7 +79,8 @@ check "run --spec draft: the same text, acceptance and the draft's time reported
     'cmp -s "$tmp/run-plain.out" "$tmp/run-draft.out" && grep -Eq "accepted \([0-9.]+%\); drafting took" "$tmp/run-draft.err"'
 
 # 5. kara batch --spec ngram and --spec draft (the Q4_0 copy): the same
-#    answers at concurrency 1 and 3 as without them, drafts accepted;
+#    answers at concurrency 1 and 3 as without them, drafts accepted, also
+#    under Kara's compression (with the same events and evicted slots);
 #    --spec draft without a draft model is a configuration error
 head -3 "$SRC/tests/data/late-tier4.jsonl" | python3 -c '
 import json, sys
@@ -104,6 +105,18 @@ for mode in ngram draft; do
             'grep -Eq "speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$out.err"'
     done
 done
+# under Kara's compression (shares of 640 slots: about half a request's peak) drafts go on, and the
+# answers, KV events and evicted slots are those without them
+kv="--kv-method kara --kv-seq-tokens 640"
+"$KARA" batch -m "$M" -t 2 --no-progress -i "$tmp/b.jsonl" -o "$tmp/b-kplain.jsonl" -j 3 --temp 0 $kv \
+    --stats-json "$tmp/b-kplain.json" 2>/dev/null
+"$KARA" batch -m "$M" -t 2 --no-progress -i "$tmp/b.jsonl" -o "$tmp/b-kspec.jsonl" -j 3 --temp 0 $kv \
+    --spec ngram --stats-json "$tmp/b-kspec.json" 2>"$tmp/b-kspec.err"
+kvline() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["kv_events"], s["kv_slots_evicted"])' "$1"; }
+check "batch --spec ngram under Kara's compression: on, drafts accepted" \
+    'grep -Eq "speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$tmp/b-kspec.err"'
+check "batch --spec ngram under Kara's compression: the same answers, events and evicted slots ($(kvline "$tmp/b-kplain.json"))" \
+    '[ "$(answers "$tmp/b-kplain.jsonl")" = "$(answers "$tmp/b-kspec.jsonl")" ] && [ "$(kvline "$tmp/b-kplain.json")" = "$(kvline "$tmp/b-kspec.json")" ] && [ "$(kvline "$tmp/b-kplain.json" | cut -d" " -f1)" -gt 0 ]'
 check "batch --spec draft reports the draft model's time" \
     'grep -q "the draft model.s decodes took" "$tmp/b-draft3.err"'
 "$KARA" batch -m "$M" --no-progress -i "$tmp/b.jsonl" -o "$tmp/b-nodraft.jsonl" --spec draft 2>"$tmp/b-nodraft.err"

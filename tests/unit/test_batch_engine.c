@@ -15,8 +15,9 @@
  * - speculative decoding (n-gram drafts, and a draft model's: the target
  *   itself, every guess right, and a Q8_0 copy, some wrong) changes no
  *   answer, greedy or sampled, at any concurrency, through preemptions and
- *   a draft context too short for the requests, and stays off under
- *   compression that can act; bad draft contexts are refused by name.
+ *   a draft context too short for the requests, and under Kara's
+ *   compression (the same events and evicted slots), and stays off under
+ *   h2o; bad draft contexts are refused by name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -569,15 +570,34 @@ static void test_speculative(void) {
     g_spec = KARA_SPEC_NGRAM;
     CHECK(run_engine(&s, ans, &stats));
     same_answers(plain, ans, N_REQ, "speculative, sampled");
-    /* compression that can act: off, and the answers as without it */
-    run_opts k = {KARA_KV_METHOD_KARA, 2, 0, 40, 0.0f, 16, false, 0, 0};
+    /* Kara evicting on demand under a share of 160 slots, 3 requests at a
+     * time beside each other's prompt chunks: drafts go on, and answers,
+     * events and evicted slots are those without drafts */
+    const int32_t kn = 160;
+    answer kref[N_REQ];
+    run_opts k = {KARA_KV_METHOD_KARA, 3, 0, kn, 0.0f, 16, false, 0, 0};
     g_seq_tokens = 160;
     g_spec = KARA_SPEC_NONE;
-    CHECK(run_engine(&k, plain, &stats));
+    CHECK(run_engine(&k, kref, &stats));
+    uint64_t events = stats.kv_events, evicted = g_slots_evicted;
+    CHECK_MSG(events > 0 && evicted > 0, "Kara compressed without drafts (%llu events, %llu slots)",
+              (unsigned long long)events, (unsigned long long)evicted);
     g_spec = KARA_SPEC_NGRAM;
     CHECK(run_engine(&k, ans, &stats));
+    CHECK(stats.spec_on);
+    CHECK_MSG(stats.n_accepted > 0, "drafts kept under compression (%llu of %llu)",
+              (unsigned long long)stats.n_accepted, (unsigned long long)stats.n_drafted);
+    same_answers(kref, ans, N_REQ, "speculative under Kara's compression");
+    CHECK_EQ_INT(stats.kv_events, events);
+    CHECK_EQ_INT(g_slots_evicted, evicted);
+    /* a method that sums every step's attention cannot take drafts back: off */
+    run_opts h = {KARA_KV_METHOD_H2O, 2, 0, 40, 0.0f, 16, false, 0, 0};
+    g_spec = KARA_SPEC_NONE;
+    CHECK(run_engine(&h, plain, &stats));
+    g_spec = KARA_SPEC_NGRAM;
+    CHECK(run_engine(&h, ans, &stats));
     CHECK(!stats.spec_on && stats.n_drafted == 0);
-    same_answers(plain, ans, N_REQ, "speculative off under compression");
+    same_answers(plain, ans, N_REQ, "speculative off under h2o");
     g_seq_tokens = 0;
     g_spec = KARA_SPEC_NONE;
 }

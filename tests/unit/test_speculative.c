@@ -212,6 +212,19 @@ static void test_take_back_think_end(kara_model *m) {
     CHECK_EQ_INT(kara_decode(ctx, &b), KARA_ERR_ARG);
     CHECK(strstr(kara_last_error(), "kara_seq_verify_room") != NULL);
     CHECK_EQ_INT(kara_seq_n_past(ctx, 0), N_PROMPT + 2);
+    /* the same per entry (generated_entries), and entries of one sequence that disagree, are refused too */
+    int8_t gen[64];
+    memset(gen, 1, sizeof gen);
+    b.generated = false;
+    b.generated_entries = gen;
+    CHECK_EQ_INT(kara_decode(ctx, &b), KARA_ERR_ARG);
+    CHECK(strstr(kara_last_error(), "kara_seq_verify_room") != NULL);
+    gen[1] = 0;
+    b = kara_batch_one_sequence(many, 2, N_PROMPT + 2, 0);
+    b.generated_entries = gen;
+    CHECK_EQ_INT(kara_decode(ctx, &b), KARA_ERR_ARG);
+    CHECK_MSG(strstr(kara_last_error(), "must agree") != NULL, "%s", kara_last_error());
+    CHECK_EQ_INT(kara_seq_n_past(ctx, 0), N_PROMPT + 2);
     kara_context_free(ctx);
 }
 

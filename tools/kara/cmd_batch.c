@@ -734,10 +734,14 @@ static int run(job *j) {
             (unsigned long long)stats.kv_forced_events, (unsigned long long)stats.kv_slots_evicted,
             (unsigned long long)stats.kv_bytes_peak, (unsigned long long)stats.kv_budget,
             (unsigned long long)stats.kv_cache_bytes_peak, (unsigned long long)stats.kv_reserved_bytes);
-    if (cfg->spec != KARA_SPEC_NONE)
-        fprintf(stderr, "kara batch: speculative %s: %llu tokens drafted, %llu accepted (%.1f%%)\n",
-                stats.spec_on ? "on" : "off (KV compression can act)", (unsigned long long)stats.n_drafted,
-                (unsigned long long)stats.n_accepted,
+    if (cfg->spec != KARA_SPEC_NONE && !stats.spec_on)
+        fprintf(stderr,
+                "kara batch: speculative off (kv_cache.method %s cannot take drafted tokens back while it compresses: "
+                "a window method with eviction on demand, full, or a budget that holds the context allow it)\n",
+                kara_kv_method_name(cfg->context.kv.method));
+    else if (cfg->spec != KARA_SPEC_NONE)
+        fprintf(stderr, "kara batch: speculative on: %llu tokens drafted, %llu accepted (%.1f%%)\n",
+                (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted,
                 stats.n_drafted ? 100.0 * (double)stats.n_accepted / (double)stats.n_drafted : 0.0);
     if (cfg->spec == KARA_SPEC_DRAFT && stats.spec_on)
         fprintf(stderr, "kara batch: the draft model's decodes took %.1f s of the %.1f s\n", stats.draft_seconds,
