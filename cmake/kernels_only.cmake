@@ -26,3 +26,13 @@ foreach(name test_kernel_parity test_quant_roundtrip test_gemm_nt test_attn_q8 t
     set_tests_properties(kernels/${name} PROPERTIES LABELS kernels SKIP_RETURN_CODE 77 TIMEOUT 600)
   endif()
 endforeach()
+
+# One matmul of the kernel table, for instruction counts under the emulator
+# (tools/bench/neon_insns.sh): the speed proxy of the NEON kernels.
+add_executable(kara_kernel_insns ${PROJECT_SOURCE_DIR}/tools/bench/kernel_insns.c
+  $<TARGET_OBJECTS:kara_kernels_cpu> $<TARGET_OBJECTS:kara_platform>)
+target_include_directories(kara_kernel_insns PRIVATE ${PROJECT_SOURCE_DIR}/kernels_cpu ${PROJECT_SOURCE_DIR}/platform)
+target_link_libraries(kara_kernel_insns PRIVATE Threads::Threads m)
+if(OpenMP_C_FOUND)
+  target_link_libraries(kara_kernel_insns PRIVATE OpenMP::OpenMP_C)
+endif()

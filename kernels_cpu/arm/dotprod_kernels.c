@@ -15,4 +15,5 @@ void kr_kernels_neon_dotprod(kr_kernels *k) {
     k->vec_dot[KR_TYPE_Q4_0] = dotprod_vec_dot_q4_0;
     k->vec_dot[KR_TYPE_Q4_K] = dotprod_vec_dot_q4_K;
     k->vec_dot[KR_TYPE_Q6_K] = dotprod_vec_dot_q6_K;
+    kr_kernels_dotprod_x16(k);
 }
