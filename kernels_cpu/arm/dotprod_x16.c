@@ -1,6 +1,6 @@
 /*
- * dotprod_x16.c - matrix products for the interleaved layouts Q4_0_X16 and
- * Q4_K_X16 (kernels.h) with SDOT (ARMv8.2 dotprod), any number of
+ * dotprod_x16.c - matrix products for the interleaved layouts Q4_0_X16,
+ * Q4_K_X16 and Q6_K_X16 (kernels.h) with SDOT (ARMv8.2 dotprod), any number of
  * activation rows; the matmul of the dotprod table (neon_kernels.c).
  *
  * A 64-byte chunk of a layout holds 4 bytes of each of 16 rows: four
@@ -172,6 +172,71 @@ static inline __attribute__((always_inline)) void group_q4_K(const uint8_t *g, i
     for (int r = 0; r < 4; r++) quad_q4_K(g, nb, x, x_row_bytes, r, y, ldy, NRV);
 }
 
+/* ---- Q6_K_X16: d[16] | scale pairs (sc[2t], sc[2t+1]) of each row, t < 8 |
+ * 16 chunk triples (8h + c: ql bytes 64h + 4c, ql bytes 64h + 32 + 4c, qh
+ * bytes 32h + 4c); value k of a byte (k < 4) is element 128h + 32k + 4c + i,
+ * sub-block 8h + 2k + c / 4 ---- */
+
+/* Rows 4r..4r+3 of a group against NRV activation rows. The values are
+ * rebuilt 0..63 (the -32 of Q6_K comes off once per block: 32 times the
+ * scales dotted with the activation sub-block sums). */
+static inline __attribute__((always_inline)) void quad_q6_K(const uint8_t *g, int64_t nb, const uint8_t *x,
+                                                            size_t x_row_bytes, int r, float *y, int64_t ldy,
+                                                            const int NRV) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
+    float32x4_t acc[NRV_MAX];
+    for (int j = 0; j < NRV; j++) acc[j] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = g + (size_t)KR_X16_Q6K_BLOCK * b;
+        int32x4_t isum[NRV_MAX], off[NRV_MAX];
+        for (int j = 0; j < NRV; j++) isum[j] = off[j] = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++) {
+                /* the pair t = 4h + k of the 4 rows: sub-blocks 8h + 2k and 8h + 2k + 1 */
+                const int16x8_t pr = vmovl_s8(vld1_s8((const int8_t *)o + KR_X16_Q6K_SC + 32 * (4 * h + k) + 8 * r));
+                const int16x8_t even = vuzp1q_s16(pr, pr), odd = vuzp2q_s16(pr, pr);
+                const int32x4_t sc[2] = {vmovl_s16(vget_low_s16(even)), vmovl_s16(vget_low_s16(odd))};
+                for (int half = 0; half < 2; half++) {
+                    int32x4_t a[NRV_MAX];
+                    int8x16_t xq[NRV_MAX];
+                    for (int j = 0; j < NRV; j++) {
+                        const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes) + b;
+                        xq[j] = vld1q_s8(xb->qs + 128 * h + 32 * k + 16 * half);
+                        a[j] = vdupq_n_s32(0);
+                    }
+                    for (int cc = 0; cc < 4; cc++) {
+                        const uint8_t *tr = o + KR_X16_Q6K_Q + 192 * (8 * h + 4 * half + cc);
+                        const uint8x16_t ql = vld1q_u8(tr + (k & 1 ? 64 : 0) + 16 * r);
+                        const uint8x16_t qh = vld1q_u8(tr + 128 + 16 * r);
+                        const uint8x16_t lo = k < 2 ? vandq_u8(ql, m4) : vshrq_n_u8(ql, 4);
+                        const uint8x16_t hi = k == 0 ? vshlq_n_u8(qh, 4)
+                            : k == 1                 ? vshlq_n_u8(qh, 2)
+                            : k == 2                 ? qh
+                                                     : vshrq_n_u8(qh, 2);
+                        const int8x16_t v = vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(hi, m30)));
+                        for (int j = 0; j < NRV; j++) DOT_LANE(a[j], v, xq[j], cc);
+                    }
+                    for (int j = 0; j < NRV; j++) {
+                        const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes) + b;
+                        isum[j] = vmlaq_s32(isum[j], a[j], sc[half]);
+                        off[j] = vmlaq_n_s32(off[j], sc[half], xb->bsums[8 * h + 2 * k + half]);
+                    }
+                }
+            }
+        for (int j = 0; j < NRV; j++) {
+            const kr_block_q8_K *xb = (const kr_block_q8_K *)(x + (size_t)j * x_row_bytes) + b;
+            const int32x4_t tot = vsubq_s32(isum[j], vshlq_n_s32(off[j], 5));
+            acc[j] = vfmaq_f32(acc[j], vcvtq_f32_s32(tot), vmulq_n_f32(f16x4(o + KR_X16_Q6K_D + 8 * r), xb->d));
+        }
+    }
+    for (int j = 0; j < NRV; j++) vst1q_f32(y + (size_t)j * (size_t)ldy + 4 * r, acc[j]);
+}
+
+static inline __attribute__((always_inline)) void group_q6_K(const uint8_t *g, int64_t nb, const uint8_t *x,
+                                                             size_t x_row_bytes, float *y, int64_t ldy, const int NRV) {
+    for (int r = 0; r < 4; r++) quad_q6_K(g, nb, x, x_row_bytes, r, y, ldy, NRV);
+}
+
 /* Groups [g0, g1) of a layout against every activation row, in passes of
  * up to NRV_MAX rows. */
 #define FOR_GROUPS(GROUP, gbytes)                                                                                      \
@@ -200,6 +265,11 @@ static bool gemv_x16(kr_type wtype, const void *w, size_t w_row_bytes, int64_t g
         FOR_GROUPS(group_q4_K, gbytes)
         return true;
     }
+    if (wtype == KR_TYPE_Q6_K_X16 && n_cols % KR_QK_K == 0) {
+        const int64_t nb = n_cols / KR_QK_K;
+        FOR_GROUPS(group_q6_K, gbytes)
+        return true;
+    }
     return false;
 }
 
@@ -221,4 +291,5 @@ void kr_kernels_dotprod_x16(kr_kernels *k) {
     k->matmul = dotprod_matmul;
     k->repack[KR_TYPE_Q4_0] = KR_TYPE_Q4_0_X16;
     k->repack[KR_TYPE_Q4_K] = KR_TYPE_Q4_K_X16;
+    k->repack[KR_TYPE_Q6_K] = KR_TYPE_Q6_K_X16;
 }

@@ -4,7 +4,7 @@
  * proxy of kernels that cannot be timed on this machine (NEON under
  * qemu-aarch64).
  *   kara_kernel_insns TYPE LAYOUT ROWS COLS BATCH RUN
- * TYPE Q4_0 or Q4_K; LAYOUT file or x16; RUN 1 runs the matmul, 0 does
+ * TYPE Q4_0, Q4_K or Q6_K; LAYOUT file or x16; RUN 1 runs the matmul, 0 does
  * everything else (the weights, their repacking and the activations), so
  * that the difference of two counts is the matmul's.
  */
@@ -16,11 +16,14 @@
 
 int main(int argc, char **argv) {
     if (argc != 7) {
-        fprintf(stderr, "usage: kara_kernel_insns Q4_0|Q4_K file|x16 ROWS COLS BATCH RUN(0|1)\n");
+        fprintf(stderr, "usage: kara_kernel_insns Q4_0|Q4_K|Q6_K file|x16 ROWS COLS BATCH RUN(0|1)\n");
         return 64;
     }
-    kr_type t = !strcmp(argv[1], "Q4_0") ? KR_TYPE_Q4_0 : !strcmp(argv[1], "Q4_K") ? KR_TYPE_Q4_K : KR_TYPE_COUNT;
-    const kr_type x16 = t == KR_TYPE_Q4_0 ? KR_TYPE_Q4_0_X16 : KR_TYPE_Q4_K_X16;
+    kr_type t = !strcmp(argv[1], "Q4_0") ? KR_TYPE_Q4_0
+        : !strcmp(argv[1], "Q4_K")       ? KR_TYPE_Q4_K
+        : !strcmp(argv[1], "Q6_K")       ? KR_TYPE_Q6_K
+                                         : KR_TYPE_COUNT;
+    const kr_type x16 = t == KR_TYPE_Q4_0 ? KR_TYPE_Q4_0_X16 : t == KR_TYPE_Q4_K ? KR_TYPE_Q4_K_X16 : KR_TYPE_Q6_K_X16;
     const int64_t rows = atoll(argv[3]), cols = atoll(argv[4]), batch = atoll(argv[5]);
     const bool run = atoi(argv[6]) != 0, pack = !strcmp(argv[2], "x16");
     if (t == KR_TYPE_COUNT || rows < 16 || cols < 256 || batch < 1 || batch > 64) {
@@ -47,7 +50,11 @@ int main(int argc, char **argv) {
         for (int64_t b = 0; b < cols / ti->block_size; b++) {
             uint8_t *blk = w + wrow * (size_t)r + (size_t)b * ti->type_size;
             const uint16_t h = 0x2000; /* 2^-7 */
-            memcpy(blk, &h, 2);        /* Q4_0: d; Q4_K: d, then dmin */
+            if (t == KR_TYPE_Q6_K) {   /* d last */
+                memcpy(blk + ti->type_size - 2, &h, 2);
+                continue;
+            }
+            memcpy(blk, &h, 2); /* Q4_0: d; Q4_K: d, then dmin */
             if (t == KR_TYPE_Q4_K) memcpy(blk + 2, &h, 2);
         }
     for (int64_t r = 0; r < batch; r++) {

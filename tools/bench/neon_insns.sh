@@ -13,7 +13,7 @@ bin="$build/kara_kernel_insns"
 count() { # TYPE LAYOUT ROWS COLS BATCH RUN: the log streams to a count, never to disk
     qemu-aarch64 -cpu "$cpu" -singlestep -d exec,nochain -D /dev/stderr "$bin" "$@" 2>&1 >/dev/null | grep -c '^Trace'
 }
-for type in Q4_0 Q4_K; do
+for type in Q4_0 Q4_K Q6_K; do
     for batch in 1 4; do
         rows=256 cols=1024
         f=$(($(count $type file $rows $cols $batch 1) - $(count $type file $rows $cols $batch 0)))
