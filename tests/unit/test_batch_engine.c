@@ -535,6 +535,29 @@ static void test_fit_concurrency(void) {
     CHECK_EQ_INT(kara_engine_fit_concurrency(g_model, &cp, 64, 96), 0);
 }
 
+/* With the drafts of g_spec: a pool that preempts (drafts never cost a
+ * preemption of their own) and sampled answers (the same draws) give what
+ * they give without drafts. */
+static void check_spec_preempt_sampled(const answer *ref, int32_t n_gen, const char *label) {
+    static answer ans[N_REQ], plain[N_REQ];
+    kara_engine_stats stats;
+    const kara_spec_mode mode = g_spec;
+    char what[96];
+    run_opts tight = {KARA_KV_METHOD_FULL, 4, 14 * BLOCK_BYTES, n_gen, 0.0f, 16, true, 0, 0};
+    CHECK(run_engine(&tight, ans, &stats));
+    CHECK_MSG(stats.preemptions > 0, "%s: the tight pool preempted (%llu)", label,
+              (unsigned long long)stats.preemptions);
+    snprintf(what, sizeof what, "%s, after preemption and recompute", label);
+    same_answers(ref, ans, N_REQ, what);
+    run_opts s = {KARA_KV_METHOD_FULL, 4, 0, 40, 0.9f, 64, false, 0, 0};
+    g_spec = KARA_SPEC_NONE;
+    CHECK(run_engine(&s, plain, &stats));
+    g_spec = mode;
+    CHECK(run_engine(&s, ans, &stats));
+    snprintf(what, sizeof what, "%s, sampled", label);
+    same_answers(plain, ans, N_REQ, what);
+}
+
 /* n-gram drafts in the batch: every answer as without them (the random
  * model falls into loops, so drafts are made, kept and rejected). */
 static void test_speculative(void) {
@@ -557,19 +580,8 @@ static void test_speculative(void) {
                   "%s: %llu drafted, %llu accepted: both kept and rejected drafts should occur", what,
                   (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted);
     }
-    /* a pool that preempts (the drafts never cost a preemption of their own) */
-    run_opts tight = {KARA_KV_METHOD_FULL, 4, 14 * BLOCK_BYTES, n_gen, 0.0f, 16, true, 0, 0};
-    CHECK(run_engine(&tight, ans, &stats));
-    CHECK_MSG(stats.preemptions > 0, "the tight pool preempted (%llu)", (unsigned long long)stats.preemptions);
-    same_answers(ref, ans, N_REQ, "speculative, after preemption and recompute");
-    /* sampled: the same draws as without drafts */
+    check_spec_preempt_sampled(ref, n_gen, "n-gram drafts");
     answer plain[N_REQ];
-    run_opts s = {KARA_KV_METHOD_FULL, 4, 0, 40, 0.9f, 64, false, 0, 0};
-    g_spec = KARA_SPEC_NONE;
-    CHECK(run_engine(&s, plain, &stats));
-    g_spec = KARA_SPEC_NGRAM;
-    CHECK(run_engine(&s, ans, &stats));
-    same_answers(plain, ans, N_REQ, "speculative, sampled");
     /* Kara evicting on demand under a share of 160 slots, 3 requests at a
      * time beside each other's prompt chunks: drafts go on, and answers,
      * events and evicted slots are those without drafts */
@@ -633,11 +645,8 @@ static void test_draft_model(kara_model *q8) {
                           (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted);
         }
     }
-    /* a pool that preempts: the draft sequences follow the recomputed ones */
-    run_opts tight = {KARA_KV_METHOD_FULL, 4, 14 * BLOCK_BYTES, n_gen, 0.0f, 16, true, 0, 0};
-    CHECK(run_engine(&tight, ans, &stats));
-    CHECK_MSG(stats.preemptions > 0, "the tight pool preempted (%llu)", (unsigned long long)stats.preemptions);
-    same_answers(ref, ans, N_REQ, "Q8_0 draft, after preemption and recompute");
+    /* the draft sequences follow the recomputed ones */
+    check_spec_preempt_sampled(ref, n_gen, "Q8_0 draft");
     /* a draft context shorter than the requests: drafting stops where it is full */
     g_draft_n_ctx = 48;
     run_opts o = {KARA_KV_METHOD_FULL, 4, 0, n_gen, 0.0f, 7, false, 0, 0};
@@ -645,14 +654,6 @@ static void test_draft_model(kara_model *q8) {
     same_answers(ref, ans, N_REQ, "Q8_0 draft, short draft context");
     CHECK(stats.n_drafted > 0);
     g_draft_n_ctx = 512;
-    /* sampled: the same draws as without drafts */
-    answer plain[N_REQ];
-    run_opts sm = {KARA_KV_METHOD_FULL, 4, 0, 40, 0.9f, 64, false, 0, 0};
-    g_spec = KARA_SPEC_NONE;
-    CHECK(run_engine(&sm, plain, &stats));
-    g_spec = KARA_SPEC_DRAFT;
-    CHECK(run_engine(&sm, ans, &stats));
-    same_answers(plain, ans, N_REQ, "Q8_0 draft, sampled");
     g_spec = KARA_SPEC_NONE;
 
     /* bad draft contexts, refused by name */
