@@ -398,10 +398,14 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         if (st) return st;
         need += kr_kv_blocks_to_grow(&c->kv, s, next[s] + counts[s]);
     }
-    if (need > c->kv.n_free) {
+    bool drafts = false; /* a verify batch: drafted entries that may be taken back */
+    for (int32_t s = 0; s < n_seq; s++) drafts = drafts || (c->policy.seqs[s].generated && counts[s] > 1);
+    if (need > c->kv.n_free && !drafts) {
         /* pool pressure: per_window and the threshold methods may free
          * blocks of other sequences (forced events, history) - the one
-         * change a failing call can leave behind; on demand never does */
+         * change a failing call can leave behind; on demand never does.
+         * Not for drafts: relief that only they need is an event plain
+         * decoding would not run here (callers retry without them) */
         kara_status st = kr_kv_policy_relieve(&c->policy, (int32_t)need);
         if (st) return st;
         need = 0;

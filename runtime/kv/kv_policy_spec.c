@@ -20,7 +20,7 @@
 
 int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
     if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return INT32_MAX;
-    if (!pol->window_method || pol->needs_h2o || pol->lazy_state || pol->t.evict != KARA_KV_EVICT_ON_DEMAND) return 0;
+    if (!pol->window_method || pol->needs_h2o || pol->lazy_state) return 0;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!q->prompt_marked) return 1; /* the first generated token marks the prompt's end alone */
     int32_t n = pol->kv->seqs[seq].n, room = INT32_MAX;

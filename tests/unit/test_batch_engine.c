@@ -16,8 +16,9 @@
  *   itself, every guess right, and a Q8_0 copy, some wrong) changes no
  *   answer, greedy or sampled, at any concurrency, through preemptions and
  *   a draft context too short for the requests, and under Kara's
- *   compression (the same events and evicted slots), and stays off under
- *   h2o; bad draft contexts are refused by name.
+ *   compression, evicting on demand or per window (the same events and
+ *   evicted slots), and stays off under h2o; bad draft contexts are
+ *   refused by name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -602,6 +603,22 @@ static void test_speculative(void) {
     same_answers(kref, ans, N_REQ, "speculative under Kara's compression");
     CHECK_EQ_INT(stats.kv_events, events);
     CHECK_EQ_INT(g_slots_evicted, evicted);
+    /* per_window eviction: the same (its events evict at the due tokens, which no verify batch crosses) */
+    g_evict = KARA_KV_EVICT_PER_WINDOW;
+    g_spec = KARA_SPEC_NONE;
+    CHECK(run_engine(&k, kref, &stats));
+    events = stats.kv_events;
+    evicted = g_slots_evicted;
+    CHECK_MSG(events > 0 && evicted > 0, "per_window compressed without drafts (%llu events, %llu slots)",
+              (unsigned long long)events, (unsigned long long)evicted);
+    g_spec = KARA_SPEC_NGRAM;
+    CHECK(run_engine(&k, ans, &stats));
+    CHECK_MSG(stats.spec_on && stats.n_accepted > 0, "per_window: drafts kept (%llu of %llu)",
+              (unsigned long long)stats.n_accepted, (unsigned long long)stats.n_drafted);
+    same_answers(kref, ans, N_REQ, "speculative under per_window eviction");
+    CHECK_EQ_INT(stats.kv_events, events);
+    CHECK_EQ_INT(g_slots_evicted, evicted);
+    g_evict = KARA_KV_EVICT_ON_DEMAND;
     /* a method that sums every step's attention cannot take drafts back: off */
     run_opts h = {KARA_KV_METHOD_H2O, 2, 0, 40, 0.0f, 16, false, 0, 0};
     g_spec = KARA_SPEC_NONE;

@@ -3,7 +3,8 @@
  * trained reasoning model: tests/cli/test_reasoner_model.sh); drafted tokens are taken back
  * exactly (the sequence holds its history after a stop inside a draft, an
  * abort, and a rejected draft, so the next start reuses it); under Kara's
- * compression it gives plain decoding's text, events and evictions, and
+ * compression (eviction on demand or per window) it gives plain decoding's
+ * text, events and evictions, and
  * stays off for methods that cannot take drafts back; a verify-sized batch gives one-token
  * steps' logits bits; the n-gram index's drafts by hand. */
 #include <stdlib.h>
@@ -110,9 +111,9 @@ static void test_reuse_after_stop(kara_model *m) {
 /* Under KV compression that can act (kara, eviction on demand, small
  * windows and a share of 96 slots for 228 positions): drafts are checked in
  * batches that stop short of every window's scoring and of every eviction,
- * so the text, the events and the evictions are plain decoding's. Methods
- * that cannot take drafted tokens back (h2o sums every step's attention;
- * per_window eviction changes what later tokens attend to) leave it off. */
+ * so the text, the events and the evictions are plain decoding's; with
+ * per_window eviction too. Methods that cannot take drafted tokens back
+ * (h2o sums every step's attention) leave it off. */
 static kara_context *squeezed_context(kara_model *m, kara_kv_method method, kara_kv_evict evict) {
     kara_context_params cp = kr_spec_ctx_params(method, N_CTX, N_BATCH, 96);
     kr_kv_tune(&cp.kv)->budget_tokens = 64;
@@ -163,15 +164,25 @@ static void test_under_compression(kara_model *m) {
                   (unsigned long long)ka.slots_evicted, (unsigned long long)kb.slots_evicted,
                   (unsigned long long)ka.events, (unsigned long long)kb.events);
     }
-    /* h2o and per_window: off, the text as without it */
+    /* h2o: off, the text as without it; per_window eviction (its events at
+     * the same tokens, since no batch crosses a due point): on, and the same */
     compressed_run(m, KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, 0.0f, &a, &ka);
     compressed_run(m, KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
     CHECK(!b.st.spec_on && b.st.n_drafted == 0);
     CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "h2o: text differs");
-    compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, KARA_SPEC_NONE, 0.0f, &a, &ka);
-    compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
-    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
-    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "per_window: text differs");
+    for (int sampled = 0; sampled < 2; sampled++) {
+        float temp = sampled ? 0.7f : 0.0f;
+        compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, KARA_SPEC_NONE, temp, &a, &ka);
+        compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, KARA_SPEC_NGRAM, temp, &b, &kb);
+        CHECK_MSG(b.st.spec_on && (sampled || b.st.n_accepted > 0), "per_window: spec %d, %d drafted, %d accepted",
+                  b.st.spec_on, b.st.n_drafted, b.st.n_accepted);
+        CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "per_window (temp %.1f): text differs",
+                  (double)temp);
+        CHECK_MSG(ka.slots_evicted > 0 && kb.slots_evicted == ka.slots_evicted && kb.events == ka.events,
+                  "per_window: evicted %llu vs %llu, events %llu vs %llu", (unsigned long long)ka.slots_evicted,
+                  (unsigned long long)kb.slots_evicted, (unsigned long long)ka.events, (unsigned long long)kb.events);
+        CHECK_EQ_INT(b.n_past, a.n_past);
+    }
 }
 
 /* Taking back a drafted "</think>" under compress_scope think_only undoes
