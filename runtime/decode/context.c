@@ -250,8 +250,11 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     const bool q8_in_place = kr_kv_q8_in_place(c->kv.dtype, hp->head_dim);
     const bool blocked = kr_kv_dtype_blocked(c->kv.dtype) && !q8_in_place;
     if (blocked) c->att_kv = scratch(c, (size_t)c->n_threads * (size_t)c->kv.block_size * (size_t)hp->head_dim);
-    const size_t q8_bytes = (size_t)c->n_threads * (size_t)c->att_rows * kr_kv_row_bytes(KARA_KV_Q8_0, hp->head_dim);
-    if (q8_in_place) c->att_q8 = scratch(c, (q8_bytes + sizeof(float) - 1) / sizeof(float));
+    if (q8_in_place) {
+        const size_t q8_bytes =
+            (size_t)c->n_threads * (size_t)c->att_rows * kr_kv_row_bytes(KARA_KV_Q8_0, hp->head_dim);
+        c->att_q8 = scratch(c, (q8_bytes + sizeof(float) - 1) / sizeof(float));
+    }
     c->logits = scratch(c, nb * hp->n_vocab);
     c->slot = calloc(nb, sizeof(int32_t));
     c->out_rows = calloc(nb, sizeof(int32_t));
@@ -377,13 +380,17 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
                 i, s, g ? "" : "not ", g ? "is not" : "is");
         next[s] = g;
     }
-    for (int32_t s = 0; s < n_seq; s++) c->policy.seqs[s].generated = next[s] == 1;
-    for (int32_t s = 0; s < n_seq; s++)
-        if (c->policy.seqs[s].generated && counts[s] > 1 && counts[s] > kara_seq_verify_room(c, s))
+    bool drafts = false; /* a verify batch: drafted entries that may be taken back */
+    for (int32_t s = 0; s < n_seq; s++) {
+        c->policy.seqs[s].generated = next[s] == 1;
+        if (next[s] != 1 || counts[s] < 2) continue;
+        if (counts[s] > kara_seq_verify_room(c, s))
             return kr_set_error(KARA_ERR_ARG,
                                 "kara_decode: a generated batch of %d entries for sequence %d would run a KV event "
                                 "inside it, or cannot be taken back (kara_seq_verify_room: %d)",
                                 counts[s], s, kara_seq_verify_room(c, s));
+        drafts = true;
+    }
     for (int32_t i = 0; i < b->n_tokens; i++) c->entry_last[i] = 0;
     for (int32_t s = 0; s < n_seq; s++) next[s] = -1;
     for (int32_t i = 0; i < b->n_tokens; i++) next[c->entry_seq[i]] = i;
@@ -398,8 +405,6 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
         if (st) return st;
         need += kr_kv_blocks_to_grow(&c->kv, s, next[s] + counts[s]);
     }
-    bool drafts = false; /* a verify batch: drafted entries that may be taken back */
-    for (int32_t s = 0; s < n_seq; s++) drafts = drafts || (c->policy.seqs[s].generated && counts[s] > 1);
     if (need > c->kv.n_free && !drafts) {
         /* pool pressure: per_window and the threshold methods may free
          * blocks of other sequences (forced events, history) - the one

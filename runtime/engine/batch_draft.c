@@ -145,14 +145,14 @@ void kr_batch_draft_all(kara_engine *e) {
     while (active > 0) {
         kara_status st;
         if (draft_decode(e, &st) == 0) break;
+        if (st != KARA_OK) { /* nothing was appended: this step's guesses end here */
+            if (st != KARA_ERR_CONTEXT_FULL && st != KARA_ERR_KV_BUDGET)
+                kr_log(KARA_LOG_WARN, "batch engine: draft model: %s (no more drafts this step)", kara_last_error());
+            break;
+        }
         for (int32_t i = 0; i < e->n_slots; i++) {
             if (!d->want[i]) continue;
             kr_batch_slot *s = &e->slots[i];
-            if (st != KARA_OK) { /* nothing was appended: this step's guesses end here */
-                d->want[i] = 0;
-                active--;
-                continue;
-            }
             int32_t *held = d->toks + (size_t)i * (size_t)d->n_ctx;
             for (int32_t j = d->n_toks[i]; j < d->n_toks[i] + d->fed[i]; j++) held[j] = hist_at(s, j);
             d->n_toks[i] += d->fed[i];
@@ -167,7 +167,5 @@ void kr_batch_draft_all(kara_engine *e) {
                 active--;
             }
         }
-        if (st != KARA_OK && st != KARA_ERR_CONTEXT_FULL && st != KARA_ERR_KV_BUDGET)
-            kr_log(KARA_LOG_WARN, "batch engine: draft model: %s (no drafts this step)", kara_last_error());
     }
 }

@@ -130,7 +130,8 @@ void kr_batch_draft_free(kara_engine *e);
  * and the rest decoded, then one decode per drafted position takes every
  * slot still drafting. A slot stops at its most (kr_batch_spec_max), at a
  * guess below p_min, or at the draft context's end; a failed draft decode
- * ends the drafts of the slots in it (nothing is appended by it). */
+ * (which appends nothing) ends this step's guessing, keeping what each slot
+ * guessed before it. */
 void kr_batch_draft_all(kara_engine *e);
 
 /* One new token for a slot from its logits row (batch_engine.c). */
