@@ -151,17 +151,29 @@ check "answers after kills equal a clean run" 'cmp -s <(answers "$out") <(answer
 check "some runs took results back from the hold file" 'cat "$tmp/kill.err" "$tmp/final.err" | grep -q "held in"'
 check "the hold file is gone" '[ ! -e "$out.hold" ]'
 
-# SIGTERM: the results held in memory are parked in the hold file, and the rerun takes them back
+# SIGTERM: the results held in memory are parked in the hold file, and the rerun takes them back.
+# The big job above takes well under a second, too short to stop reliably on a busy machine, so this
+# uses a slower model (about 1 ms a step) and a head of 2000 tokens: the 12 short requests behind it
+# finish within about 30 steps and are held for the remaining 1970, a window of seconds.
+M2="$tmp/m2.gguf"
+"$KARA" gen-model --preset tiny --arch qwen3 --hidden 512 --ffn 1536 --layers 4 --ctx 4096 -o "$M2" >/dev/null 2>&1 ||
+    { echo "gen-model (slow model) failed"; exit 1; }
+tin="$tmp/term_in.jsonl"
+{
+    echo '{"custom_id":"head","method":"POST","url":"/v1/completions","body":{"prompt":"x","max_tokens":2000}}'
+    for i in $(seq 1 12); do
+        echo "{\"custom_id\":\"s$i\",\"method\":\"POST\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"y $i\",\"max_tokens\":6}}"
+    done
+} >"$tin"
+tbatch() { "$KARA" batch -m "$M2" -t 1 --no-progress --temp 0 --kv-method full -i "$tin" -j 4 --ignore-eos --ordered "$@"; }
+tbatch -o "$tmp/term_clean.jsonl" 2>/dev/null
 term="$tmp/term.jsonl"
-# the stop must come after short ones behind the long head have finished and
-# are held, which takes longer on a busy machine: tried with longer waits
-# until a stop finds results held (each try from scratch)
-for delay in 0.05 0.2 0.5 1; do
+for delay in 0.3 0.6 1.2; do # a later try only if the process got too little CPU to finish the short ones
     rm -f "$term" "$term.hold"
-    "$KARA" batch -m "$M" -t 1 --no-progress --temp 0 --kv-method full -i "$big" -o "$term" -j 4 --ignore-eos \
+    # kara itself in the background, not a shell function: $! must be its pid
+    "$KARA" batch -m "$M2" -t 1 --no-progress --temp 0 --kv-method full -i "$tin" -o "$term" -j 4 --ignore-eos \
         --ordered 2>"$tmp/term.err" &
     pid=$!
-    for _ in $(seq 1 500); do [ "$(lines "$term")" -ge 40 ] && break; sleep 0.01; done # the 2nd long one is the head
     sleep $delay
     kill -TERM $pid 2>/dev/null
     wait $pid
@@ -169,11 +181,12 @@ for delay in 0.05 0.2 0.5 1; do
     [ -s "$term.hold" ] && break
 done
 check "SIGTERM: exit 143 with the summary, the output a prefix (rc $rc)" \
-    '[ $rc -eq 143 ] && grep -q "kara batch: interrupted:" "$tmp/term.err" && python3 "$CHECK" "$big" "$term" --prefix >/dev/null'
-check "SIGTERM: held results parked in the hold file" '[ -s "$term.hold" ]'
-batch -i "$big" -o "$term" -j 4 --ignore-eos --ordered 2>"$tmp/term2.err"
+    '[ $rc -eq 143 ] && grep -q "kara batch: interrupted:" "$tmp/term.err" && python3 "$CHECK" "$tin" "$term" --prefix >/dev/null'
+check "SIGTERM: held results parked in the hold file ($(lines "$term.hold") held, $(lines "$term") written)" \
+    '[ -s "$term.hold" ] && [ "$(lines "$term")" -eq 0 ]'
+tbatch -o "$term" 2>"$tmp/term2.err"
 check "SIGTERM: the rerun takes them back and completes in order" \
-    'grep -q "held in $term.hold" "$tmp/term2.err" && shape "$big" "$term" --ordered --errors 0 && cmp -s <(answers "$term") <(answers "$tmp/clean.jsonl") && [ ! -e "$term.hold" ]'
+    'grep -q "held in $term.hold" "$tmp/term2.err" && shape "$tin" "$term" --ordered --errors 0 && cmp -s <(answers "$term") <(answers "$tmp/term_clean.jsonl") && [ ! -e "$term.hold" ]'
 
 # an ordered job resumed without --ordered still answers each request once (held results are written)
 rm -f "$tmp/mix.jsonl"
