@@ -314,12 +314,142 @@ static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t l
     }
 }
 
+#if KR_X86_WIDTH == 16
+/* Transposes the 8 x 8 floats of r[0..8) in place: r[u][q] becomes the old
+ * r[q][u] (unpack, then shuffle, then swap of 128-bit halves). */
+static inline __attribute__((always_inline)) void transpose8x8(__m256 r[8]) {
+    __m256 t[8], s[8];
+    for (int p = 0; p < 4; p++) {
+        t[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+        t[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+    }
+    for (int p = 0; p < 2; p++) {
+        s[4 * p + 0] = _mm256_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[4 * p + 1] = _mm256_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[4 * p + 2] = _mm256_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[4 * p + 3] = _mm256_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int u = 0; u < 4; u++) {
+        r[u] = _mm256_permute2f128_ps(s[u], s[u + 4], 0x20);
+        r[u + 4] = _mm256_permute2f128_ps(s[u], s[u + 4], 0x31);
+    }
+}
+
+/* k = 8 (heads of 8 dimensions, as stories260K's) in the 16-wide table,
+ * where the lane loop of gemm_block never runs and every product used to
+ * be its scalar tail: 8 B rows are converted and transposed once, so that
+ * each A row gets the scores of 8 keys from 8 multiply-adds across keys.
+ * Each score is the tail's sum, term by term in order of t with a separate
+ * multiply and add (the library is built without contraction), so the
+ * bits are those of the scalar loop. Returns the columns done. */
+static inline __attribute__((always_inline)) int64_t gemm_nt_k8(float *c, int64_t ldc, const float *a, int64_t lda,
+                                                                const char *b, size_t ldb, const bool b_f16, int64_t m,
+                                                                int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 kt[8];
+        for (int q = 0; q < 8; q++) {
+            const char *bq = b + (size_t)(j + q) * ldb;
+            kt[q] = b_f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)bq)) : _mm256_loadu_ps((const float *)bq);
+        }
+        transpose8x8(kt);
+        for (int64_t i = 0; i < m; i++) {
+            const float *ai = a + i * lda;
+            __m256 acc = _mm256_setzero_ps();
+            for (int u = 0; u < 8; u++) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(ai[u]), kt[u]));
+            _mm256_storeu_ps(c + i * ldc + j, acc);
+        }
+    }
+    return j;
+}
+
+/* Transposes the 16 x 16 floats of r[0..16) in place: r[t][q] becomes the
+ * old r[q][t] (unpack and shuffle give 4 x 4 blocks in each 128-bit lane,
+ * two rounds of 128-bit lane shuffles put the blocks in place). */
+static inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int p = 0; p < 8; p++) {
+        t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+        t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+    }
+    for (int p = 0; p < 4; p++) {
+        u[4 * p + 0] = _mm512_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * p + 1] = _mm512_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * p + 2] = _mm512_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * p + 3] = _mm512_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    /* u[4p + w], 128-bit lane L: column 4L + w of rows 4p..4p+3 */
+    for (int w = 0; w < 4; w++) {
+        const __m512 v1 = _mm512_shuffle_f32x4(u[w], u[4 + w], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 v2 = _mm512_shuffle_f32x4(u[w], u[4 + w], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + w], u[12 + w], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 v4 = _mm512_shuffle_f32x4(u[8 + w], u[12 + w], _MM_SHUFFLE(3, 2, 3, 2));
+        r[w] = _mm512_shuffle_f32x4(v1, v3, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + w] = _mm512_shuffle_f32x4(v1, v3, _MM_SHUFFLE(3, 1, 3, 1));
+        r[8 + w] = _mm512_shuffle_f32x4(v2, v4, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + w] = _mm512_shuffle_f32x4(v2, v4, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Rows of A from which gemm_nt_lanes pays for its transposes. */
+#define GEMM_LANES_MIN_ROWS 6
+
+/* k = 16 or 32 (heads of 16 or 32 dimensions, as the shipped model's) with
+ * many A rows (a verify step or a prompt chunk: 2 query heads per KV head
+ * times the entries): gemm_block spends about as many operations summing
+ * its lanes as multiplying. Here 16 B rows are converted and transposed
+ * once, and each A row then builds gemm_block's 16 lane sums for 16 keys
+ * at once, one vector per lane, and adds them in v_sum4's order
+ * ((l0 + l2) + (l1 + l3) within each group of 4 lanes, then (g0 + g2) +
+ * (g1 + g3)): the same operations on the same values, so the bits are
+ * gemm_block's and a row's scores do not depend on the path its call
+ * took. Returns the columns done. */
+static inline __attribute__((always_inline)) int64_t gemm_nt_lanes(float *c, int64_t ldc, const float *a, int64_t lda,
+                                                                   const char *b, size_t ldb, const bool b_f16,
+                                                                   int64_t m, int64_t n, const int U) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 kt[32]; /* kt[t]: dimension t of the 16 keys */
+        for (int uu = 0; uu < U; uu++) {
+            for (int q = 0; q < 16; q++) {
+                const char *bq = b + (size_t)(j + q) * ldb;
+                kt[16 * uu + q] =
+                    b_f16 ? V_LOAD_F16((const kr_fp16 *)bq + 16 * uu) : V_LOAD((const float *)bq + 16 * uu);
+            }
+            transpose16x16(kt + 16 * uu);
+        }
+        for (int64_t i = 0; i < m; i++) {
+            const float *ai = a + i * lda;
+            __m512 half[2];
+            for (int g = 0; g < 4; g++) {
+                __m512 l4[4];
+                for (int q = 0; q < 4; q++) {
+                    const int l = 4 * g + q;
+                    l4[q] = _mm512_fmadd_ps(_mm512_set1_ps(ai[l]), kt[l], _mm512_setzero_ps());
+                    for (int uu = 1; uu < U; uu++)
+                        l4[q] = _mm512_fmadd_ps(_mm512_set1_ps(ai[l + 16 * uu]), kt[l + 16 * uu], l4[q]);
+                }
+                const __m512 sum = _mm512_add_ps(_mm512_add_ps(l4[0], l4[2]), _mm512_add_ps(l4[1], l4[3]));
+                half[g & 1] = g < 2 ? sum : _mm512_add_ps(half[g & 1], sum);
+            }
+            _mm512_storeu_ps(c + i * ldc + j, _mm512_add_ps(half[0], half[1]));
+        }
+    }
+    return j;
+}
+#endif
+
 /* Blocks of 4 B rows (kept in L1) against all A rows, GEMM_MR at a time;
  * the last n % 4 columns as single dot products. */
 static inline __attribute__((always_inline)) void gemm_nt_body(float *c, int64_t ldc, const float *a, int64_t lda,
                                                                const char *b, size_t ldb, const bool b_f16, int64_t m,
                                                                int64_t n, int64_t k) {
     int64_t j = 0;
+#if KR_X86_WIDTH == 16
+    if (k == 8) j = gemm_nt_k8(c, ldc, a, lda, b, ldb, b_f16, m, n);
+    if (k == 16 && m >= GEMM_LANES_MIN_ROWS) j = gemm_nt_lanes(c, ldc, a, lda, b, ldb, b_f16, m, n, 1);
+    if (k == 32 && m >= GEMM_LANES_MIN_ROWS) j = gemm_nt_lanes(c, ldc, a, lda, b, ldb, b_f16, m, n, 2);
+#endif
     for (; j + 4 <= n; j += 4) {
         int64_t i = 0;
         for (; i + GEMM_MR <= m; i += GEMM_MR) {

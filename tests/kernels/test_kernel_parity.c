@@ -343,27 +343,35 @@ static void test_matmul(const kr_kernels *k, const kr_kernels *ref) {
  * output): every ISA against the scalar reference, f16 and f32 value rows
  * with padded strides, widths with and without a tail of columns. */
 static void test_gemm_nn_acc(const kr_kernels *k, const kr_kernels *ref) {
-    enum { MAXM = 5, MAXN = 17, MAXK = 136, LD = MAXK + 5 };
-    static const int64_t ks[] = {8, 100, 128, 136};
+    /* up to 18 rows (a 9-entry verify step, 2 query heads per KV head);
+     * k of 8 (all tail), 32, 40 and 100 (a band of 32 and 8-column tails) */
+    enum { MAXM = 18, MAXN = 17, MAXK = 136, LD = MAXK + 5 };
+    static const int64_t ks[] = {8, 32, 40, 100, 128, 136};
     float *a = malloc(sizeof(float) * MAXM * MAXN), *bf = malloc(sizeof(float) * MAXN * LD);
     kr_fp16 *bh = malloc(sizeof(kr_fp16) * MAXN * LD);
     float *c0 = malloc(sizeof(float) * MAXM * LD), *want = malloc(sizeof(float) * MAXM * LD),
-          *got = malloc(sizeof(float) * MAXM * LD);
+          *got = malloc(sizeof(float) * MAXM * LD), *alone = malloc(sizeof(float) * MAXM * LD);
     fill_data(a, MAXM * MAXN, 1.0f);
     fill_data(bf, MAXN * LD, 1.0f);
     fill_data(c0, MAXM * LD, 1.0f);
     for (int i = 0; i < MAXN * LD; i++) bh[i] = kr_fp32_to_fp16(bf[i]);
-    int bad = 0;
+    int bad = 0, bad_alone = 0;
     for (int f16 = 0; f16 < 2; f16++) {
         const void *b = f16 ? (const void *)bh : (const void *)bf;
         const size_t ldb = f16 ? LD * sizeof(kr_fp16) : LD * sizeof(float);
         for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
-            for (int64_t m = 1; m <= MAXM; m++) {
+            for (int64_t m = 1; m <= MAXM; m += m < 9 ? 1 : 3) {
                 for (int64_t n = 1; n <= MAXN; n += 4) {
                     memcpy(want, c0, sizeof(float) * MAXM * LD);
                     memcpy(got, c0, sizeof(float) * MAXM * LD);
                     ref->gemm_nn_acc(want, LD, a, MAXN, b, ldb, f16, m, n, ks[ki]);
                     k->gemm_nn_acc(got, LD, a, MAXN, b, ldb, f16, m, n, ks[ki]);
+                    /* a row's bits do not depend on the rows beside it (a
+                     * verify step's rows equal plain decoding's) */
+                    memcpy(alone, c0, sizeof(float) * MAXM * LD);
+                    for (int64_t r = 0; r < m; r++)
+                        k->gemm_nn_acc(alone + r * LD, LD, a + r * MAXN, MAXN, b, ldb, f16, 1, n, ks[ki]);
+                    if (memcmp(alone, got, sizeof(float) * MAXM * LD)) bad_alone++;
                     for (int64_t i = 0; i < MAXM * LD; i++) {
                         /* tolerance: 1e-5 of the sum of |terms| of the cell */
                         const int64_t r = i / LD, d = i % LD;
@@ -378,6 +386,9 @@ static void test_gemm_nn_acc(const kr_kernels *k, const kr_kernels *ref) {
         }
     }
     CHECK_MSG(bad == 0, "%s gemm_nn_acc: %d cells differ from scalar (or written outside m x k)", k->name, bad);
+    CHECK_MSG(bad_alone == 0, "%s gemm_nn_acc: %d calls give other bits than their rows one at a time", k->name,
+              bad_alone);
+    free(alone);
     free(a);
     free(bf);
     free(bh);
