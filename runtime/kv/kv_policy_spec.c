@@ -10,9 +10,10 @@
  * evicted for entries that may go). The entries count as generated tokens
  * (one at a time, as the policy sees plain decoding), and taking them back
  * only has to restore think_done: their query rows and slots are rewritten
- * by the tokens that follow. Methods that sum every step's attention (h2o,
- * lazy, read tracking) or whose events change what the model attends to
- * (per_window, the threshold methods) get room 0: no drafts there. */
+ * by the tokens that follow. Per_window eviction works the same way: its
+ * events fall due at the same points. Methods that sum every step's
+ * attention (h2o, lazy, read tracking) or that are not window methods
+ * (the threshold methods) get room 0: no drafts there. */
 #include <stdint.h>
 
 #include "kv_policy.h"
