@@ -299,6 +299,7 @@ void kr_kernels_init_neon(kr_kernels *k) {
     k->f32_to_f16 = neon_f32_to_f16;
     k->gemm_nn_acc = neon_gemm_nn_acc;
     k->gemm_nn_acc_q8 = neon_gemm_nn_acc_q8;
+    kr_kernels_neon_x16(k);
 
     kr_cpu_features f;
     kr_cpu_detect(&f);

@@ -4,7 +4,7 @@
  * proxy of kernels that cannot be timed on this machine (NEON under
  * qemu-aarch64).
  *   kara_kernel_insns TYPE LAYOUT ROWS COLS BATCH RUN
- * TYPE Q4_0, Q4_K or Q6_K; LAYOUT file or x16; RUN 1 runs the matmul, 0 does
+ * TYPE F32, Q4_0, Q4_K or Q6_K; LAYOUT file or x16; RUN 1 runs the matmul, 0 does
  * everything else (the weights, their repacking and the activations), so
  * that the difference of two counts is the matmul's.
  */
@@ -16,17 +16,22 @@
 
 int main(int argc, char **argv) {
     if (argc != 7) {
-        fprintf(stderr, "usage: kara_kernel_insns Q4_0|Q4_K|Q6_K file|x16 ROWS COLS BATCH RUN(0|1)\n");
+        fprintf(stderr, "usage: kara_kernel_insns F32|Q4_0|Q4_K|Q6_K file|x16 ROWS COLS BATCH RUN(0|1)\n");
         return 64;
     }
     kr_type t = !strcmp(argv[1], "Q4_0") ? KR_TYPE_Q4_0
         : !strcmp(argv[1], "Q4_K")       ? KR_TYPE_Q4_K
         : !strcmp(argv[1], "Q6_K")       ? KR_TYPE_Q6_K
+        : !strcmp(argv[1], "F32")        ? KR_TYPE_F32
                                          : KR_TYPE_COUNT;
-    const kr_type x16 = t == KR_TYPE_Q4_0 ? KR_TYPE_Q4_0_X16 : t == KR_TYPE_Q4_K ? KR_TYPE_Q4_K_X16 : KR_TYPE_Q6_K_X16;
+    const kr_type x16 = t == KR_TYPE_Q4_0 ? KR_TYPE_Q4_0_X16
+        : t == KR_TYPE_Q4_K               ? KR_TYPE_Q4_K_X16
+        : t == KR_TYPE_Q6_K               ? KR_TYPE_Q6_K_X16
+                                          : KR_TYPE_F32_X16;
     const int64_t rows = atoll(argv[3]), cols = atoll(argv[4]), batch = atoll(argv[5]);
     const bool run = atoi(argv[6]) != 0, pack = !strcmp(argv[2], "x16");
-    if (t == KR_TYPE_COUNT || rows < 16 || cols < 256 || batch < 1 || batch > 64) {
+    const int64_t min_cols = t == KR_TYPE_F32 ? 16 : 256;
+    if (t == KR_TYPE_COUNT || rows < 16 || cols < min_cols || cols % min_cols || batch < 1 || batch > 64) {
         fprintf(stderr, "kara_kernel_insns: bad arguments\n");
         return 64;
     }
@@ -46,7 +51,12 @@ int main(int argc, char **argv) {
         s = s * 1664525u + 1013904223u;
         w[i] = (uint8_t)(s >> 24);
     }
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r = 0; t == KR_TYPE_F32 && r < rows; r++) /* F32: values in [-1, 1), not random bits */
+        for (int64_t c = 0; c < cols; c++) {
+            s = s * 1664525u + 1013904223u;
+            ((float *)w)[r * cols + c] = (float)((int32_t)(s >> 8) - (1 << 23)) / (float)(1 << 23);
+        }
+    for (int64_t r = 0; t != KR_TYPE_F32 && r < rows; r++)
         for (int64_t b = 0; b < cols / ti->block_size; b++) {
             uint8_t *blk = w + wrow * (size_t)r + (size_t)b * ti->type_size;
             const uint16_t h = 0x2000; /* 2^-7 */

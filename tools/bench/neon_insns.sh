@@ -13,9 +13,10 @@ bin="$build/kara_kernel_insns"
 count() { # TYPE LAYOUT ROWS COLS BATCH RUN: the log streams to a count, never to disk
     qemu-aarch64 -cpu "$cpu" -singlestep -d exec,nochain -D /dev/stderr "$bin" "$@" 2>&1 >/dev/null | grep -c '^Trace'
 }
-for type in Q4_0 Q4_K Q6_K; do
+# F32 also in the shipped model's feed-forward shape (384 x 128)
+for shape in Q4_0:256:1024 Q4_K:256:1024 Q6_K:256:1024 F32:256:1024 F32:384:128; do
+    IFS=: read -r type rows cols <<<"$shape"
     for batch in 1 4; do
-        rows=256 cols=1024
         f=$(($(count $type file $rows $cols $batch 1) - $(count $type file $rows $cols $batch 0)))
         x=$(($(count $type x16 $rows $cols $batch 1) - $(count $type x16 $rows $cols $batch 0)))
         echo "$type ${rows}x${cols} batch $batch on $cpu: file layout $f instructions, x16 $x ($(awk "BEGIN{printf \"%.2f\", $f / $x}")x fewer)"
