@@ -71,22 +71,8 @@ bool kr_neon_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t
     return true;
 }
 
-/* The base NEON table's matmul: the interleaved layouts in whole 16-row
- * groups per thread, everything else (file layouts) through the scalar
- * driver over the table's dot products. */
-static void neon_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
-                        int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
-                        int ith, int nth) {
-    if (kr_layout_source(wtype) != wtype && n_rows % KR_X16_ROWS == 0) {
-        int64_t g0, g1;
-        kr_split_rows(n_rows / KR_X16_ROWS, ith, nth, &g0, &g1);
-        if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;
-    }
-    kr_scalar_matmul(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
-}
-
 void kr_kernels_neon_x16(kr_kernels *k) {
-    k->matmul = neon_matmul;
+    k->matmul = x16_matmul; /* neon_x16_int_impl.h, without SDOT */
     k->repack[KR_TYPE_F32] = KR_TYPE_F32_X16;
     k->repack[KR_TYPE_Q4_0] = KR_TYPE_Q4_0_X16;
     /* Q4_K and Q6_K keep the file layout here: without SDOT their

@@ -315,20 +315,30 @@ static inline __attribute__((always_inline)) void gemm_block(float *c, int64_t l
 }
 
 #if KR_X86_WIDTH == 16
+/* The first two stages of a transpose of N rows of floats in vectors of
+ * type VT, any width: unpack pairs, then shuffle pairs of those. After
+ * them, out[4p + w]'s 128-bit lane L holds column 4L + w of rows
+ * 4p..4p+3; the caller moves the 128-bit lanes into place. */
+#define TRANSPOSE_LANES_4X4(VT, N, r, out, UNPACKLO, UNPACKHI, SHUFFLE)                                                \
+    do {                                                                                                               \
+        VT t_[16];                                                                                                     \
+        for (int p = 0; p < (N) / 2; p++) {                                                                            \
+            t_[2 * p] = UNPACKLO(r[2 * p], r[2 * p + 1]);                                                              \
+            t_[2 * p + 1] = UNPACKHI(r[2 * p], r[2 * p + 1]);                                                          \
+        }                                                                                                              \
+        for (int p = 0; p < (N) / 4; p++) {                                                                            \
+            out[4 * p + 0] = SHUFFLE(t_[4 * p], t_[4 * p + 2], _MM_SHUFFLE(1, 0, 1, 0));                               \
+            out[4 * p + 1] = SHUFFLE(t_[4 * p], t_[4 * p + 2], _MM_SHUFFLE(3, 2, 3, 2));                               \
+            out[4 * p + 2] = SHUFFLE(t_[4 * p + 1], t_[4 * p + 3], _MM_SHUFFLE(1, 0, 1, 0));                           \
+            out[4 * p + 3] = SHUFFLE(t_[4 * p + 1], t_[4 * p + 3], _MM_SHUFFLE(3, 2, 3, 2));                           \
+        }                                                                                                              \
+    } while (0)
+
 /* Transposes the 8 x 8 floats of r[0..8) in place: r[u][q] becomes the old
- * r[q][u] (unpack, then shuffle, then swap of 128-bit halves). */
+ * r[q][u] (4 x 4 blocks in each 128-bit lane, then a swap of halves). */
 static inline __attribute__((always_inline)) void transpose8x8(__m256 r[8]) {
-    __m256 t[8], s[8];
-    for (int p = 0; p < 4; p++) {
-        t[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-        t[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-    }
-    for (int p = 0; p < 2; p++) {
-        s[4 * p + 0] = _mm256_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        s[4 * p + 1] = _mm256_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        s[4 * p + 2] = _mm256_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        s[4 * p + 3] = _mm256_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
+    __m256 s[8];
+    TRANSPOSE_LANES_4X4(__m256, 8, r, s, _mm256_unpacklo_ps, _mm256_unpackhi_ps, _mm256_shuffle_ps);
     for (int u = 0; u < 4; u++) {
         r[u] = _mm256_permute2f128_ps(s[u], s[u + 4], 0x20);
         r[u + 4] = _mm256_permute2f128_ps(s[u], s[u + 4], 0x31);
@@ -364,20 +374,11 @@ static inline __attribute__((always_inline)) int64_t gemm_nt_k8(float *c, int64_
 }
 
 /* Transposes the 16 x 16 floats of r[0..16) in place: r[t][q] becomes the
- * old r[q][t] (unpack and shuffle give 4 x 4 blocks in each 128-bit lane,
- * two rounds of 128-bit lane shuffles put the blocks in place). */
+ * old r[q][t] (4 x 4 blocks in each 128-bit lane, then two rounds of
+ * 128-bit lane shuffles put the blocks in place). */
 static inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int p = 0; p < 8; p++) {
-        t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-        t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-    }
-    for (int p = 0; p < 4; p++) {
-        u[4 * p + 0] = _mm512_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[4 * p + 1] = _mm512_shuffle_ps(t[4 * p], t[4 * p + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[4 * p + 2] = _mm512_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[4 * p + 3] = _mm512_shuffle_ps(t[4 * p + 1], t[4 * p + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
+    __m512 u[16];
+    TRANSPOSE_LANES_4X4(__m512, 16, r, u, _mm512_unpacklo_ps, _mm512_unpackhi_ps, _mm512_shuffle_ps);
     /* u[4p + w], 128-bit lane L: column 4L + w of rows 4p..4p+3 */
     for (int w = 0; w < 4; w++) {
         const __m512 v1 = _mm512_shuffle_f32x4(u[w], u[4 + w], _MM_SHUFFLE(1, 0, 1, 0));
