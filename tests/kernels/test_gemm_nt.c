@@ -30,11 +30,11 @@ typedef struct shape {
     int m, n, k;
 } shape;
 
-/* k = 8 and 32 with up to 18 rows: heads of 8 (stories260K) and 32 (the
+/* k = 8, 16 and 32 with up to 18 rows: heads of 8 (stories260K) and 32 (the
  * shipped model), 2 query heads per KV head times a 9-entry verify step */
-static const shape shapes[] = {{1, 1, 1},   {3, 5, 7},   {4, 4, 16}, {32, 16, 128}, {33, 18, 130},
-                               {5, 64, 64}, {2, 3, 200}, {7, 9, 31}, {32, 64, 64},  {2, 16, 8},
-                               {18, 32, 8}, {9, 13, 8},  {1, 8, 8},  {18, 32, 32},  {3, 21, 8}};
+static const shape shapes[] = {{1, 1, 1},   {3, 5, 7},    {4, 4, 16},   {32, 16, 128}, {33, 18, 130}, {5, 64, 64},
+                               {2, 3, 200}, {7, 9, 31},   {32, 64, 64}, {2, 16, 8},    {18, 32, 8},   {9, 13, 8},
+                               {1, 8, 8},   {18, 32, 32}, {3, 21, 8},   {7, 16, 16},   {18, 20, 16}};
 
 /* One shape for one table, B as f16 or f32. */
 static void check_shape(const kr_kernels *k, shape s, bool f16) {
