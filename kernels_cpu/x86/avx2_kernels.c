@@ -24,6 +24,8 @@ static bool gemv_x16(kr_type wtype, const void *w, size_t w_row_bytes, int64_t g
         return kr_avx2_gemv_x16_q4_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     case KR_TYPE_Q6_K_X16:
         return kr_avx2_gemv_x16_q6_K(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
+    case KR_TYPE_Q4_0_X16:
+        return kr_avx2_gemv_x16_q4_0(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     case KR_TYPE_F32_X16: return kr_avx2_gemv_x16_f32(w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy);
     default: return false;
     }
@@ -97,6 +99,7 @@ void kr_kernels_init_avx2(kr_kernels *k) {
     k->matmul = avx2_matmul;
     k->repack[KR_TYPE_Q4_K] = KR_TYPE_Q4_K_X16; /* avx2_gemv_x16_q4k.c */
     k->repack[KR_TYPE_F32] = KR_TYPE_F32_X16;   /* avx2_gemv_x16_f32.c */
+    k->repack[KR_TYPE_Q4_0] = KR_TYPE_Q4_0_X16; /* avx2_gemv_x16_q40.c */
     /* Not Q6_K: its AVX2 kernel (avx2_gemv_x16_q6k.c) is about 1.25x the
      * block kernel at 64 activation rows but slower for one row on a matrix
      * from L3 or memory (the 151936-row output matrix of Q4_K_M files, read
