@@ -24,17 +24,6 @@
 #include "kernels_impl.h"
 #include "x86_x16_impl.h"
 
-static inline __m256i bcast4(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-/* An empty asm that claims to change v: keeps an int16 accumulator in its
- * register (as in avx2_gemv_x16_q4k.c, GCC otherwise reassociates the sums
- * into a tree and parks the products on the stack). */
-#define KEEP(v) __asm__("" : "+x"(v))
-
 /* The sum of a Q8_0 block's 32 activation values. */
 static inline int32_t block_sum(const kr_block_q8_0 *xb) {
     const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb->qs));
@@ -69,13 +58,13 @@ static inline __attribute__((always_inline)) void pass_q40(const uint8_t *g, int
             const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(w0, 4), m4);
             const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(w1, 4), m4);
             for (int j = 0; j < NRV; j++) {
-                const __m256i xl = bcast4(xb[j]->qs + 4 * c), xh = bcast4(xb[j]->qs + 16 + 4 * c);
+                const __m256i xl = x16_bcast4_ymm(xb[j]->qs + 4 * c), xh = x16_bcast4_ymm(xb[j]->qs + 16 + 4 * c);
                 a[0][j] = _mm256_add_epi16(a[0][j], _mm256_maddubs_epi16(lo0, xl));
                 a[1][j] = _mm256_add_epi16(a[1][j], _mm256_maddubs_epi16(lo1, xl));
                 a[0][j] = _mm256_add_epi16(a[0][j], _mm256_maddubs_epi16(hi0, xh));
                 a[1][j] = _mm256_add_epi16(a[1][j], _mm256_maddubs_epi16(hi1, xh));
-                KEEP(a[0][j]);
-                KEEP(a[1][j]);
+                X16_KEEP(a[0][j]);
+                X16_KEEP(a[1][j]);
             }
         }
         for (int j = 0; j < NRV; j++) {

@@ -26,19 +26,6 @@
 #include "kernels_impl.h"
 #include "x86_x16_impl.h"
 
-static inline __m256i bcast4(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-/* An empty asm that claims to change v: keeps an accumulator in its
- * register from one step to the next. Why: GCC 12 otherwise reassociates
- * the int16 sums of a sub-block into a tree, computes all 32-64 products
- * first and parks them on the stack, which made this kernel no faster
- * than the block kernel. */
-#define KEEP(v) __asm__("" : "+x"(v))
-
 /* VPSHUFB control taking byte k of each 32-bit lane into both of its int16
  * halves, zero-extended: the scale of sub-block k of each of 8 rows. */
 static inline __m256i scale_ctl(int k) {
@@ -85,15 +72,15 @@ static inline __attribute__((always_inline)) void pass_q4k(const uint8_t *g, int
                 const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(w1, 4), m4);
                 for (int j = 0; j < NRV; j++) {
                     const int8_t *xq = xr[j][b].qs + 64 * p + 4 * q;
-                    const __m256i xl = bcast4(xq), xh = bcast4(xq + 32);
+                    const __m256i xl = x16_bcast4_ymm(xq), xh = x16_bcast4_ymm(xq + 32);
                     alo[0][j] = _mm256_add_epi16(alo[0][j], _mm256_maddubs_epi16(lo0, xl));
                     alo[1][j] = _mm256_add_epi16(alo[1][j], _mm256_maddubs_epi16(lo1, xl));
                     ahi[0][j] = _mm256_add_epi16(ahi[0][j], _mm256_maddubs_epi16(hi0, xh));
                     ahi[1][j] = _mm256_add_epi16(ahi[1][j], _mm256_maddubs_epi16(hi1, xh));
-                    KEEP(alo[0][j]);
-                    KEEP(alo[1][j]);
-                    KEEP(ahi[0][j]);
-                    KEEP(ahi[1][j]);
+                    X16_KEEP(alo[0][j]);
+                    X16_KEEP(alo[1][j]);
+                    X16_KEEP(ahi[0][j]);
+                    X16_KEEP(ahi[1][j]);
                 }
             }
             /* sub-blocks 2p and 2p + 1: scale bytes 2p, 2p + 1 of the rows'

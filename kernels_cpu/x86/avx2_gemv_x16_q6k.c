@@ -26,16 +26,6 @@
 #include "kernels_impl.h"
 #include "x86_x16_impl.h"
 
-static inline __m256i bcast4(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-/* As in avx2_gemv_x16_q4k.c: keeps an accumulator in its register, so
- * that GCC does not reassociate the sums and park products on the stack. */
-#define KEEP(v) __asm__("" : "+x"(v))
-
 /* Rows 8r .. 8r + 7 of one group of 16 weight rows against NRV
  * activation rows: y[j * ldy + 8r + l] for l < 8. One 8-row half at a
  * time, so that four activation rows' accumulators fit the 16 ymm
@@ -87,15 +77,15 @@ static inline __attribute__((always_inline)) void half_q6k(const uint8_t *g, int
                 const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(qh, nhi), 4), m30);
                 const __m256i v = _mm256_or_si256(lo, hi);
                 for (int j = 0; j < NRV; j++) {
-                    const __m256i p = _mm256_maddubs_epi16(v, bcast4(xq[j] + 4 * cc));
+                    const __m256i p = _mm256_maddubs_epi16(v, x16_bcast4_ymm(xq[j] + 4 * cc));
                     if (cc % 2 == 0) {
                         a[j] = p;
                     } else {
                         a[j] = _mm256_add_epi16(a[j], p);
                         isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(a[j], sc));
-                        KEEP(isum[j]);
+                        X16_KEEP(isum[j]);
                     }
-                    KEEP(a[j]);
+                    X16_KEEP(a[j]);
                 }
             }
         }
@@ -106,7 +96,7 @@ static inline __attribute__((always_inline)) void half_q6k(const uint8_t *g, int
             const __m256i pr =
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(o + KR_X16_Q6K_SC + 32 * t + 16 * r)));
             for (int j = 0; j < NRV; j++)
-                off[j] = _mm256_add_epi32(off[j], _mm256_madd_epi16(pr, bcast4(xr[j][b].bsums + 2 * t)));
+                off[j] = _mm256_add_epi32(off[j], _mm256_madd_epi16(pr, x16_bcast4_ymm(xr[j][b].bsums + 2 * t)));
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + KR_X16_Q6K_D + 16 * r)));
         for (int j = 0; j < NRV; j++) {
@@ -151,7 +141,7 @@ static inline __attribute__((always_inline)) void one_q6k(const uint8_t *g, int6
 #pragma GCC unroll 4
             for (int cc = 0; cc < 4; cc++) {
                 const uint8_t *tr = tq + 192 * cc;
-                const __m256i xb = bcast4(xq + 4 * cc);
+                const __m256i xb = x16_bcast4_ymm(xq + 4 * cc);
                 for (int r = 0; r < 2; r++) {
                     const __m256i ql = _mm256_loadu_si256((const __m256i *)(tr + 64 * (k & 1) + 32 * r));
                     const __m256i qh = _mm256_loadu_si256((const __m256i *)(tr + 128 + 32 * r));
@@ -163,9 +153,9 @@ static inline __attribute__((always_inline)) void one_q6k(const uint8_t *g, int6
                     } else {
                         a[r] = _mm256_add_epi16(a[r], p);
                         isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(a[r], sc[r]));
-                        KEEP(isum[r]);
+                        X16_KEEP(isum[r]);
                     }
-                    KEEP(a[r]);
+                    X16_KEEP(a[r]);
                 }
             }
         }
@@ -174,7 +164,7 @@ static inline __attribute__((always_inline)) void one_q6k(const uint8_t *g, int6
             for (int t = 0; t < 8; t++) {
                 const __m256i pr =
                     _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(o + KR_X16_Q6K_SC + 32 * t + 16 * r)));
-                off = _mm256_add_epi32(off, _mm256_madd_epi16(pr, bcast4(xr[b].bsums + 2 * t)));
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(pr, x16_bcast4_ymm(xr[b].bsums + 2 * t)));
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + KR_X16_Q6K_D + 16 * r)));
             const __m256i tot = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(off, 5));

@@ -33,6 +33,21 @@ typedef struct x16_pf {
 
 #define X16_PF_NONE ((x16_pf){NULL, 0, 1})
 
+/* 4 bytes at p in every 32-bit lane: the activation bytes one VPMADDUBSW
+ * of the AVX2 kernels meets. */
+static inline __m256i x16_bcast4_ymm(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* An empty asm that claims to change v: keeps an accumulator in its
+ * register from one step to the next. Why: GCC 12 otherwise reassociates
+ * the int16 sums of the AVX2 kernels into a tree, computes all 32-64
+ * products first and parks them on the stack, which made the Q4_K kernel
+ * no faster than the block kernel. */
+#define X16_KEEP(v) __asm__("" : "+x"(v))
+
 /* Block b's share of pf into L2.
  * always_inline: as a plain inline function GCC 12 dropped the prefetches
  * from the kernels altogether. */
