@@ -107,7 +107,7 @@ bool kr_avx2_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
 #define CALL(n) group_q40(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, n)
-        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, 1, CALL)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
 #undef CALL
     }
     return true;

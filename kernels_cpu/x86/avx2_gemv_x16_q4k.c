@@ -161,12 +161,7 @@ bool kr_avx2_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
         x16_prepare_pairs(xc, x_row_bytes, nc, nb, &xp);
 #define CALL(n) group_q4k(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, n)
-        /* pf_one: a sweep of one pass (decode, batches up to four)
-         * prefetches the next group too: without it one activation row
-         * streamed a 75 MB matrix from memory at 24 GMAC/s, 0.65x the
-         * block kernel on the file layout; with it at 64 (docs/PERFORMANCE.md,
-         * "AVX2 prefill (issue 20)") */
-        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, 1, CALL)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
 #undef CALL
     }
     return true;

@@ -80,7 +80,7 @@ bool kr_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int6
         }
         const int16_t(*xsc)[MAX_NB] = (const int16_t(*)[MAX_NB])xs;
 #define CALL(n) group_q40(g, nb, xc, x_row_bytes, xsc, j0, yg, ldy, pf, n)
-        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, 0, CALL)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
 #undef CALL
     }
     return true;

@@ -113,7 +113,7 @@ bool kr_avx512_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int6
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
         x16_prepare_pairs(xc, x_row_bytes, nc, nb, &xp);
 #define CALL(n) group_x16(g, nb, xc, x_row_bytes, &xp, j0, yg, ldy, pf, n)
-        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, 0, CALL)
+        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
 #undef CALL
     }
     return true;

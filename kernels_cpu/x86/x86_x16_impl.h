@@ -60,15 +60,19 @@ static inline __attribute__((always_inline)) void x16_prefetch(x16_pf pf, int64_
 /* For each group gi in [g0, g1) of a matrix with gbytes per group, and each
  * pass of up to X16_NRX of the sweep's nc activation rows (from row j0),
  * runs CALL(NRV) with g (the group), yg (its first output, in the sweep
- * starting at output row c0), j0 and pf (its share of the next group when
- * there are several passes, or on a sweep's only pass if pf_one; two groups
- * ahead measured no better) in scope. */
-#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, pf_one, CALL)                                                \
+ * starting at output row c0), j0 and pf (its share of the next group) in
+ * scope. The next group is fetched on a sweep's only pass too (decode, and
+ * verify steps of up to 4 entries): without it one activation row streamed
+ * a 75 MB Q4_K matrix at 0.65x the block kernel on AVX2, and on AVX-512 one
+ * pass of 4 rows cost more than two passes of 5 (docs/PERFORMANCE.md,
+ * "Decode: the next weight group fetched on a single pass too"). Two groups
+ * ahead measured no better. */
+#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                                \
     for (int64_t gi = (g0); gi < (g1); gi++) {                                                                         \
         const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                                       \
         float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                                             \
         const int npass_ = (int)(((nc) + X16_NRX - 1) / X16_NRX);                                                      \
-        const uint8_t *pfg_ = ((pf_one) || npass_ > 1) && gi + 1 < (g1) ? g + (gbytes) : NULL;                         \
+        const uint8_t *pfg_ = gi + 1 < (g1) ? g + (gbytes) : NULL;                         \
         for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX) {                                                               \
             const x16_pf pf = {pfg_, (int)(j0 / X16_NRX), npass_};                                                     \
             switch ((nc)-j0 < X16_NRX ? (nc)-j0 : X16_NRX) {                                                           \
