@@ -67,12 +67,12 @@ static inline __attribute__((always_inline)) void x16_prefetch(x16_pf pf, int64_
  * pass of 4 rows cost more than two passes of 5 (docs/PERFORMANCE.md,
  * "Decode: the next weight group fetched on a single pass too"). Two groups
  * ahead measured no better. */
-#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                                \
+#define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                                        \
     for (int64_t gi = (g0); gi < (g1); gi++) {                                                                         \
         const uint8_t *g = (const uint8_t *)(w) + (size_t)(gbytes) * (size_t)gi;                                       \
         float *yg = (y) + (c0) * (ldy) + KR_X16_ROWS * gi;                                                             \
         const int npass_ = (int)(((nc) + X16_NRX - 1) / X16_NRX);                                                      \
-        const uint8_t *pfg_ = gi + 1 < (g1) ? g + (gbytes) : NULL;                         \
+        const uint8_t *pfg_ = gi + 1 < (g1) ? g + (gbytes) : NULL;                                                     \
         for (int64_t j0 = 0; j0 < (nc); j0 += X16_NRX) {                                                               \
             const x16_pf pf = {pfg_, (int)(j0 / X16_NRX), npass_};                                                     \
             switch ((nc)-j0 < X16_NRX ? (nc)-j0 : X16_NRX) {                                                           \
