@@ -133,7 +133,7 @@ kara_status kara_engine_create(kara_context *ctx, const kara_engine_params *para
         s->tokens = malloc((size_t)e->n_ctx * sizeof(int32_t));
         if (!s->tokens) st = kr_set_error(KARA_ERR_NOMEM, "out of memory for batch slots");
         if (!st) st = kr_gen_seq_init(&s->out, &e->gm, &sp);
-        if (!st && e->spec && !e->dr.ctx) st = kr_ngram_init(&s->ngram, e->n_ctx);
+        if (!st && e->spec && !e->dr.ctx) st = kr_ngram_init(&s->ngram, e->n_ctx, e->gm.line_end, e->gm.n_vocab);
     }
     if (!st) kara_seq_clear(ctx, -1);
     if (st) {
@@ -374,7 +374,7 @@ static int32_t feed_count(const kr_batch_slot *s, int32_t budget) {
  * slots, oldest first. Returns the entry count and the number of logits
  * rows. */
 static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
-    int32_t n = 0, rows = 0, decoding_left = 0;
+    int32_t n = 0, rows = 0, decoding_left = 0, n_decoding;
     for (int32_t i = 0; i < e->n_slots; i++) {
         kr_batch_slot *s = &e->slots[i];
         s->batch_n = 0;
@@ -382,6 +382,7 @@ static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
         s->n_draft = 0;
         decoding_left += s->state == KR_SLOT_RUNNING && s->n_tok - s->n_fed == 1 && s->n_fed >= s->n_prompt;
     }
+    n_decoding = decoding_left;
     /* pass 1: decoding slots; pass 2: the rest, by age */
     for (int pass = 0; pass < 2; pass++) {
         int32_t prefill_left = e->p.prefill_chunk;
@@ -412,7 +413,7 @@ static int32_t build_batch(kara_engine *e, int32_t *n_rows) {
                 n++;
             }
             if (pass == 0 && --decoding_left >= 0) {
-                kr_batch_spec_draft(e, pick, e->n_batch - n - decoding_left);
+                kr_batch_spec_draft(e, pick, e->n_batch - n - decoding_left, n_decoding);
                 /* a verify step continues the request's generation: under KV
                  * compression its entries count as generated tokens and can be
                  * taken back (kara_batch.generated_entries) */

@@ -109,8 +109,10 @@ struct kara_engine {
 /* ---- batch_spec.c: speculative decoding in the engine ---- */
 
 /* Drafts for a decoding slot whose pending token goes into the batch with
- * at most room more entries: s->draft and s->n_draft. */
-void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room);
+ * at most room more entries, in a step that decodes n_decoding slots (n-gram
+ * drafts ask more confidence the more share a step): s->draft and
+ * s->n_draft. */
+void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room, int32_t n_decoding);
 /* After the decode of a slot with drafts: choose its tokens from the
  * entries' logits while they match the drafts already in the cache, then
  * cut the unchecked rest back out of the sequence. */

@@ -23,7 +23,7 @@ int32_t kr_batch_spec_max(const kara_engine *e, const kr_batch_slot *s) {
     return max < room ? max : room;
 }
 
-void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room) {
+void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room, int32_t n_decoding) {
     s->n_draft = 0;
     if (!e->spec || e->no_drafts) return;
     int32_t max = kr_batch_spec_max(e, s);
@@ -34,7 +34,7 @@ void kr_batch_spec_draft(kara_engine *e, kr_batch_slot *s, int32_t room) {
         memcpy(s->draft, s->pre, (size_t)s->n_draft * sizeof *s->draft);
         return;
     }
-    s->n_draft = kr_ngram_draft(&s->ngram, s->tokens, s->n_tok, max, s->draft);
+    s->n_draft = kr_ngram_draft(&s->ngram, s->tokens, s->n_tok, max, kr_ngram_min_prob(n_decoding), s->draft);
 }
 
 void kr_batch_spec_accept(kara_engine *e, kr_batch_slot *s) {

@@ -18,7 +18,16 @@ kara_status kr_gen_model_init(kr_gen_model *gm, const kara_model *m) {
     gm->strip_bos_space =
         kara_model_meta_str(m, "tokenizer.ggml.model", kind, sizeof kind, NULL) && !strcmp(kind, "llama");
     gm->piece = malloc((size_t)gm->piece_cap + 8);
-    if (!gm->piece) return kr_set_error(KARA_ERR_NOMEM, "out of memory for token text");
+    gm->line_end = malloc((size_t)gm->n_vocab);
+    if (!gm->piece || !gm->line_end) {
+        kr_gen_model_free(gm);
+        return kr_set_error(KARA_ERR_NOMEM, "out of memory for token text");
+    }
+    for (int32_t t = 0; t < gm->n_vocab; t++) {
+        int32_t len = 0;
+        if (kara_token_to_piece(m, t, gm->piece, gm->piece_cap + 8, false, &len)) len = 0;
+        gm->line_end[t] = len > 0 && memchr(gm->piece, '\n', (size_t)len) != NULL;
+    }
     kara_status st = kr_think_close_init(&gm->close, m);
     if (st) kr_gen_model_free(gm);
     return st;
@@ -26,6 +35,7 @@ kara_status kr_gen_model_init(kr_gen_model *gm, const kara_model *m) {
 
 void kr_gen_model_free(kr_gen_model *gm) {
     free(gm->piece);
+    free(gm->line_end);
     memset(gm, 0, sizeof *gm);
 }
 

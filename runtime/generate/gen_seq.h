@@ -26,6 +26,7 @@ typedef struct kr_gen_model {
     int32_t n_vocab;
     int32_t piece_cap; /* longest token text */
     char *piece;       /* [UTF-8 hold (<= 3)][token text], piece_cap + 8 bytes */
+    uint8_t *line_end; /* [n_vocab]: the token's text holds a newline (n-gram drafts' aligned contexts) */
     int32_t bos;
     bool strip_bos_space; /* SentencePiece vocabularies: the word after BOS loses its space prefix */
     kr_think_close close;

@@ -145,7 +145,8 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     /* room 0: a KV method that cannot take drafted tokens back (kara_seq_verify_room) */
     g->spec = p->spec != KARA_SPEC_NONE && kara_seq_verify_room(ctx, 0) > 0 && g->n_batch > 1;
     g->vbatch = malloc(((size_t)(g->spec ? p->draft_max : 0) + 1) * sizeof *g->vbatch);
-    if (!st && g->spec && p->spec == KARA_SPEC_NGRAM) st = kr_ngram_init(&g->ngram, g->n_ctx + 1);
+    if (!st && g->spec && p->spec == KARA_SPEC_NGRAM)
+        st = kr_ngram_init(&g->ngram, g->n_ctx + 1, g->gm.line_end, g->gm.n_vocab);
     /* the draft context is checked even where the KV method keeps speculation off: a wrong one is a mistake anyway */
     if (!st && p->spec == KARA_SPEC_DRAFT) st = kr_model_draft_init(&g->mdraft, p->draft_ctx, ctx, p->draft_p_min);
     if (!st && (!g->hist || !g->batch_pos || !g->batch_seq || !g->batch_logits || !g->tail || !g->vbatch))
@@ -372,7 +373,7 @@ static kara_status decode_with_draft(kara_generator *g, int32_t tok) {
         if (max > room) max = room;
         g->hist[g->n_hist] = tok; /* drafted with the token being decoded as the history's end */
         if (max > 0 && g->p.spec == KARA_SPEC_NGRAM) {
-            k = kr_ngram_draft(&g->ngram, g->hist, g->n_hist + 1, max, g->vbatch + 1);
+            k = kr_ngram_draft(&g->ngram, g->hist, g->n_hist + 1, max, KR_DRAFT_MIN_PROB, g->vbatch + 1);
         } else if (max > 0) {
             double t0 = kr_monotonic_seconds();
             kara_status st = kr_model_draft_run(&g->mdraft, g->hist, g->n_hist + 1, max, g->vbatch + 1, &k);

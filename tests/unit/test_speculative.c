@@ -7,6 +7,7 @@
  * text, events and evictions, and
  * stays off for methods that cannot take drafts back; a verify-sized batch gives one-token
  * steps' logits bits; the n-gram index's drafts by hand. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -342,39 +343,82 @@ static void test_batch_bits(void) {
     }
 }
 
-/* Drafts by hand: a repeated cycle is predicted once its n-grams have been
- * followed by the same token KR_NGRAM_STREAK times; text that never repeats
- * predicts nothing; a cut rebuilds. */
+/* Drafts by hand: a cycle repeated often is drafted to the limit; text
+ * that never repeats predicts nothing; a continuation seen once is drafted
+ * one token deep (2/3, then 4/9 < KR_DRAFT_MIN_PROB); a cut rebuilds. */
 static void test_index(void) {
     kr_ngram_index ix;
-    if (!CHECK(kr_ngram_init(&ix, 128) == KARA_OK)) return;
-    int32_t hist[128], out[KARA_MAX_DRAFT];
+    if (!CHECK(kr_ngram_init(&ix, 256, NULL, 0) == KARA_OK)) return;
+    int32_t hist[256], out[KARA_MAX_DRAFT];
     int32_t n = 0;
     for (int i = 0; i < 40; i++) hist[n++] = 100 + i; /* nothing repeats */
-    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 8, out), 0);
-    for (int r = 0; r < KR_NGRAM_STREAK + 1; r++)
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 8, KR_DRAFT_MIN_PROB, out), 0);
+    for (int r = 0; r < 20; r++)
         for (int i = 0; i < 5; i++) hist[n++] = 1 + i; /* 1 2 3 4 5, repeated */
     hist[n++] = 1;
     hist[n++] = 2;
-    int32_t k = kr_ngram_draft(&ix, hist, n, 8, out);
+    int32_t k = kr_ngram_draft(&ix, hist, n, 8, KR_DRAFT_MIN_PROB, out);
     CHECK_EQ_INT(k, 8);
     static const int32_t want[8] = {3, 4, 5, 1, 2, 3, 4, 5};
     CHECK(!memcmp(out, want, sizeof want));
-    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 3, out), 3);
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 3, KR_DRAFT_MIN_PROB, out), 3);
     /* the history cut back to the non-repeating start: no prediction */
     kr_ngram_cut(&ix, 40);
-    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, 40, 8, out), 0);
-    /* a continuation seen once only is not drafted */
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, 40, 8, KR_DRAFT_MIN_PROB, out), 0);
+    /* a continuation seen once: one token */
     n = 40;
     for (int i = 0; i < 5; i++) hist[n++] = 1 + i;
     hist[n++] = 1;
     hist[n++] = 2;
-    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 8, out), KR_NGRAM_STREAK <= 1 ? 3 : 0);
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 8, KR_DRAFT_MIN_PROB, out), 1);
+    CHECK_EQ_INT(out[0], 3);
+    /* ... but not in a step shared by four sequences (2/3 < 0.77) */
+    CHECK_EQ_INT(kr_ngram_draft(&ix, hist, n, 8, kr_ngram_min_prob(4), out), 0);
+    CHECK(fabsf(kr_ngram_min_prob(1) - KR_DRAFT_MIN_PROB) < 1e-6f);
+    CHECK(kr_ngram_min_prob(0) == kr_ngram_min_prob(1));
+    for (int s = 1; s < 64; s++)
+        CHECK(kr_ngram_min_prob(s + 1) > kr_ngram_min_prob(s) && kr_ngram_min_prob(s + 1) < 1.0f);
     kr_ngram_free(&ix);
+}
+
+/* The contexts aligned with the line above: rows "u 9 9 5 9 6 NL" with a
+ * new u each. After "u 9" the last token alone is ambiguous (9 is followed
+ * by 9, 5 and 6 equally often) and every longer context holds the new u, so
+ * only the column tells that a 9 comes next. */
+static void test_aligned(void) {
+    enum { NL = 10, N_VOCAB = 300 };
+    static uint8_t line_end[N_VOCAB];
+    line_end[NL] = 1;
+    int32_t hist[256], out[KARA_MAX_DRAFT], n = 0;
+    for (int r = 0; r < 12; r++) {
+        hist[n++] = 100 + r;
+        hist[n++] = 9;
+        hist[n++] = 9;
+        hist[n++] = 5;
+        hist[n++] = 9;
+        hist[n++] = 6;
+        hist[n++] = NL;
+    }
+    hist[n++] = 200;
+    hist[n++] = 9;
+    kr_ngram_index with, without;
+    if (!CHECK(kr_ngram_init(&with, 256, line_end, N_VOCAB) == KARA_OK)) return;
+    if (!CHECK(kr_ngram_init(&without, 256, NULL, 0) == KARA_OK)) {
+        kr_ngram_free(&with);
+        return;
+    }
+    CHECK_EQ_INT(kr_ngram_draft(&without, hist, n, 8, KR_DRAFT_MIN_PROB, out), 0);
+    int32_t k = kr_ngram_draft(&with, hist, n, 8, KR_DRAFT_MIN_PROB, out);
+    CHECK(k >= 3);
+    static const int32_t want[3] = {9, 5, 9};
+    CHECK(k >= 3 && !memcmp(out, want, sizeof want));
+    kr_ngram_free(&with);
+    kr_ngram_free(&without);
 }
 
 int main(void) {
     test_index();
+    test_aligned();
     test_batch_bits();
     kr_synth_params sp;
     kr_synth_params_init(&sp);
