@@ -653,7 +653,8 @@ static void test_draft_model(kara_model *q8) {
             CHECK_EQ_INT(stats.tokens_generated, N_REQ * n_gen);
             CHECK_MSG(stats.spec_on && stats.draft_seconds > 0, "%s: drafting ran", what);
             if (d == 0)
-                CHECK_MSG(stats.n_drafted >= N_REQ * n_gen / 2 && stats.n_accepted + N_REQ >= stats.n_drafted,
+                CHECK_MSG(stats.n_drafted >= (uint64_t)(N_REQ * n_gen / 2) &&
+                              stats.n_accepted + N_REQ >= stats.n_drafted,
                           "%s: %llu drafted, %llu accepted: all but one per request should be", what,
                           (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted);
             else
