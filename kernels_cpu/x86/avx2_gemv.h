@@ -21,8 +21,8 @@ bool kr_avx2_gemv_x16_q4_K(const void *w, size_t w_row_bytes, int64_t g0, int64_
 /* The same for Q6_K_X16 (any width that is a multiple of 256). */
 bool kr_avx2_gemv_x16_q6_K(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
                            size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
-/* The same for Q4_0_X16 (Q8_0 activation rows; any width that is a
- * multiple of 32). */
+/* The same for Q4_0_X16 (Q8_0 activation rows; a width that is a multiple
+ * of 32, up to X16_MAX_COLS). */
 bool kr_avx2_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
                            size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy);
 /* The same for F32_X16 (f32 activation rows; any width that is a multiple

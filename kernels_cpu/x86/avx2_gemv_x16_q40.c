@@ -9,7 +9,8 @@
  * lane. The nibbles go in unsigned (0..15); their int16 pairs are summed in
  * int16 over the block's 4 chunks (at most 4 * 2 * 2 * 15 * 128 = 30720,
  * no overflow) and widened once per block by VPMADDWD, and the offset of 8
- * comes off once per block from the activation block's sum. Where the
+ * comes off once per block from the activation block's sum (computed once
+ * per sweep of activation rows). Where the
  * file-layout kernel sums and scales each row's block on its own, this
  * does it for 8 rows in one register.
  *
@@ -24,20 +25,13 @@
 #include "kernels_impl.h"
 #include "x86_x16_impl.h"
 
-/* The sum of a Q8_0 block's 32 activation values. */
-static inline int32_t block_sum(const kr_block_q8_0 *xb) {
-    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb->qs));
-    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
-    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
-    const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
-}
-
 /* One group of 16 weight rows against NRV <= 2 activation rows (their
- * int16 sums, nibble operands and broadcasts fill the 16 ymm). */
+ * int16 sums, nibble operands and broadcasts fill the 16 ymm); xs[j][b] is
+ * the sum of activation row j0 + j's block b. */
 static inline __attribute__((always_inline)) void pass_q40(const uint8_t *g, int64_t nb, const uint8_t *x,
-                                                           size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
-                                                           x16_pf pf, const int NRV) {
+                                                           size_t x_row_bytes, const int16_t (*xs)[X16_Q40_MAX_NB],
+                                                           int64_t j0, float *y, int64_t ldy, x16_pf pf,
+                                                           const int NRV) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
     __m256 acc[2][2]; /* [8-row half][activation row] */
     for (int j = 0; j < NRV; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
@@ -69,7 +63,7 @@ static inline __attribute__((always_inline)) void pass_q40(const uint8_t *g, int
         }
         for (int j = 0; j < NRV; j++) {
             /* the -8 of every weight: 8 * the block's activation sum, off each row */
-            const __m256i off = _mm256_set1_epi32(8 * block_sum(xb[j]));
+            const __m256i off = _mm256_set1_epi32(8 * xs[j0 + j][b]);
             const __m256 dx = _mm256_set1_ps(kr_half_to_float(xb[j]->d));
             for (int h = 0; h < 2; h++) {
                 const __m256i tot = _mm256_sub_epi32(_mm256_madd_epi16(a[h][j], ones16), off);
@@ -87,26 +81,30 @@ static inline __attribute__((always_inline)) void pass_q40(const uint8_t *g, int
 /* A pass of the group loop (up to X16_NRX activation rows) as passes of
  * two; the second finds the group in L1/L2 and prefetches nothing. */
 static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, int64_t nb, const uint8_t *x,
-                                                            size_t x_row_bytes, int64_t j0, float *y, int64_t ldy,
-                                                            x16_pf pf, const int NRV) {
+                                                            size_t x_row_bytes, const int16_t (*xs)[X16_Q40_MAX_NB],
+                                                            int64_t j0, float *y, int64_t ldy, x16_pf pf,
+                                                            const int NRV) {
     if (NRV == 1) {
-        pass_q40(g, nb, x, x_row_bytes, j0, y, ldy, pf, 1);
+        pass_q40(g, nb, x, x_row_bytes, xs, j0, y, ldy, pf, 1);
         return;
     }
-    pass_q40(g, nb, x, x_row_bytes, j0, y, ldy, pf, 2);
-    if (NRV == 3) pass_q40(g, nb, x, x_row_bytes, j0 + 2, y, ldy, X16_PF_NONE, 1);
-    if (NRV == 4) pass_q40(g, nb, x, x_row_bytes, j0 + 2, y, ldy, X16_PF_NONE, 2);
+    pass_q40(g, nb, x, x_row_bytes, xs, j0, y, ldy, pf, 2);
+    if (NRV == 3) pass_q40(g, nb, x, x_row_bytes, xs, j0 + 2, y, ldy, X16_PF_NONE, 1);
+    if (NRV == 4) pass_q40(g, nb, x, x_row_bytes, xs, j0 + 2, y, ldy, X16_PF_NONE, 2);
 }
 
 bool kr_avx2_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
                            size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
-    if (n_cols % KR_QK4_0 != 0 || n_batch < 1) return false;
+    if (n_cols % KR_QK4_0 != 0 || n_cols > X16_MAX_COLS || n_batch < 1) return false;
     const int64_t nb = n_cols / KR_QK4_0;
     const size_t gbytes = w_row_bytes * KR_X16_ROWS;
+    int16_t xs[X16_SWEEP][X16_Q40_MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
     for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
-#define CALL(n) group_q40(g, nb, xc, x_row_bytes, j0, yg, ldy, pf, n)
+        x16_q40_block_sums(xc, x_row_bytes, nc, nb, xs);
+        const int16_t(*xsc)[X16_Q40_MAX_NB] = (const int16_t(*)[X16_Q40_MAX_NB])xs;
+#define CALL(n) group_q40(g, nb, xc, x_row_bytes, xsc, j0, yg, ldy, pf, n)
         X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
 #undef CALL
     }

@@ -21,13 +21,12 @@
 #include "avx512_gemv_x16_impl.h"
 #include "kernels_impl.h"
 
-#define MAX_NB (KR_GEMV_MAX_COLS / KR_QK4_0)
-
 /* One group of 16 weight rows against NRV activation rows; xs[j][b] is the
  * sum of activation row j0 + j's block b. */
 static inline __attribute__((always_inline)) void group_q40(const uint8_t *g, int64_t nb, const uint8_t *x,
-                                                            size_t x_row_bytes, const int16_t (*xs)[MAX_NB], int64_t j0,
-                                                            float *y, int64_t ldy, x16_pf pf, const int NRV) {
+                                                            size_t x_row_bytes, const int16_t (*xs)[X16_Q40_MAX_NB],
+                                                            int64_t j0, float *y, int64_t ldy, x16_pf pf,
+                                                            const int NRV) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const kr_block_q8_0 *xr[X16_NRX];
     __m512 acc[X16_NRX];
@@ -66,19 +65,12 @@ bool kr_avx512_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int6
     }
     const int64_t nb = n_cols / KR_QK4_0;
     const size_t gbytes = w_row_bytes * KR_X16_ROWS;
-    int16_t xs[X16_SWEEP][MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
+    int16_t xs[X16_SWEEP][X16_Q40_MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
     for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
         const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
         const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
-        for (int64_t j = 0; j < nc; j++) {
-            const kr_block_q8_0 *xr = (const kr_block_q8_0 *)(xc + (size_t)j * x_row_bytes);
-            for (int64_t b = 0; b < nb; b++) {
-                int s = 0;
-                for (int l = 0; l < 32; l++) s += xr[b].qs[l];
-                xs[j][b] = (int16_t)s;
-            }
-        }
-        const int16_t(*xsc)[MAX_NB] = (const int16_t(*)[MAX_NB])xs;
+        x16_q40_block_sums(xc, x_row_bytes, nc, nb, xs);
+        const int16_t(*xsc)[X16_Q40_MAX_NB] = (const int16_t(*)[X16_Q40_MAX_NB])xs;
 #define CALL(n) group_q40(g, nb, xc, x_row_bytes, xsc, j0, yg, ldy, pf, n)
         X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
 #undef CALL

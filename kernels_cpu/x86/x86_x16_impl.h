@@ -17,7 +17,7 @@
 
 #define X16_NRX 4          /* activation rows per pass over a weight group */
 #define X16_SWEEP 32       /* activation rows per sweep over a thread's groups */
-#define X16_MAX_COLS 32768 /* widest row the Q4_K kernels take (their pair table) */
+#define X16_MAX_COLS 32768 /* widest row the Q4_K and Q4_0 kernels take (their pair and block-sum tables) */
 
 /* What a pass prefetches: lines part, part + parts, ... of each block of
  * group g (NULL: nothing). Why: when several passes of 4 activation rows go
@@ -102,6 +102,25 @@ static inline void x16_prepare_pairs(const uint8_t *x, size_t x_row_bytes, int64
                 const int lo = (q & 1) + 4 * (q >> 1); /* 0, 1, 4, 5 */
                 xp->p[j][b][q] = (int32_t)((uint32_t)(uint16_t)s[lo] | ((uint32_t)(uint16_t)s[lo + 2] << 16));
             }
+        }
+    }
+}
+
+/* Most 32-value blocks in a row of the Q4_0 kernels (their block-sum table). */
+#define X16_Q40_MAX_NB (X16_MAX_COLS / KR_QK4_0)
+
+/* The sum of every Q8_0 activation block of a sweep's nc rows: the Q4_0
+ * kernels store weights as unsigned nibbles (value + 8) and take 8 * this
+ * off each block's integer sum. Computed once per sweep rather than once
+ * per 16-row group; the same integers, so the same bits. */
+static inline void x16_q40_block_sums(const uint8_t *x, size_t x_row_bytes, int64_t nc, int64_t nb,
+                                      int16_t xs[X16_SWEEP][X16_Q40_MAX_NB]) {
+    for (int64_t j = 0; j < nc; j++) {
+        const kr_block_q8_0 *xr = (const kr_block_q8_0 *)(x + (size_t)j * x_row_bytes);
+        for (int64_t b = 0; b < nb; b++) {
+            int s = 0;
+            for (int l = 0; l < 32; l++) s += xr[b].qs[l];
+            xs[j][b] = (int16_t)s;
         }
     }
 }
