@@ -98,15 +98,8 @@ bool kr_avx2_gemv_x16_q4_0(const void *w, size_t w_row_bytes, int64_t g0, int64_
     if (n_cols % KR_QK4_0 != 0 || n_cols > X16_MAX_COLS || n_batch < 1) return false;
     const int64_t nb = n_cols / KR_QK4_0;
     const size_t gbytes = w_row_bytes * KR_X16_ROWS;
-    int16_t xs[X16_SWEEP][X16_Q40_MAX_NB]; /* block sums of a sweep's rows (64 KiB) */
-    for (int64_t c0 = 0; c0 < n_batch; c0 += X16_SWEEP) {
-        const int64_t nc = n_batch - c0 < X16_SWEEP ? n_batch - c0 : X16_SWEEP;
-        const uint8_t *xc = (const uint8_t *)x + (size_t)c0 * x_row_bytes;
-        x16_q40_block_sums(xc, x_row_bytes, nc, nb, xs);
-        const int16_t(*xsc)[X16_Q40_MAX_NB] = (const int16_t(*)[X16_Q40_MAX_NB])xs;
-#define CALL(n) group_q40(g, nb, xc, x_row_bytes, xsc, j0, yg, ldy, pf, n)
-        X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)
+#define CALL(n) group_q40(g, nb, xc, x_row_bytes, xs, j0, yg, ldy, pf, n)
+    X16_Q40_SWEEPS(w, gbytes, g0, g1, nb, x, x_row_bytes, n_batch, y, ldy, CALL);
 #undef CALL
-    }
     return true;
 }

@@ -125,4 +125,20 @@ static inline void x16_q40_block_sums(const uint8_t *x, size_t x_row_bytes, int6
     }
 }
 
+/* The Q4_0 kernels' sweeps over n_batch Q8_0 activation rows of nb blocks:
+ * each sweep's block sums, then X16_FOR_GROUPS with CALL(NRV), which finds
+ * xc (the sweep's first activation row) and xs (its block sums, for rows
+ * of xc) in scope besides X16_FOR_GROUPS' own. */
+#define X16_Q40_SWEEPS(w, gbytes, g0, g1, nb, x, x_row_bytes, n_batch, y, ldy, CALL)                                   \
+    do {                                                                                                               \
+        int16_t xs_[X16_SWEEP][X16_Q40_MAX_NB]; /* 64 KiB */                                                           \
+        for (int64_t c0 = 0; c0 < (n_batch); c0 += X16_SWEEP) {                                                        \
+            const int64_t nc = (n_batch)-c0 < X16_SWEEP ? (n_batch)-c0 : X16_SWEEP;                                    \
+            const uint8_t *xc = (const uint8_t *)(x) + (size_t)c0 * (x_row_bytes);                                     \
+            x16_q40_block_sums(xc, (x_row_bytes), nc, (nb), xs_);                                                      \
+            const int16_t(*xs)[X16_Q40_MAX_NB] = (const int16_t(*)[X16_Q40_MAX_NB])xs_;                                \
+            X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                                    \
+        }                                                                                                              \
+    } while (0)
+
 #endif /* KR_X86_X16_IMPL_H */
