@@ -151,20 +151,30 @@ bool kr_quantize_row(kr_type type, const float *x, void *y, int64_t n);
  * KR_TYPE_Q4_0_X16, 288 bytes per group and 32-column block:
  *   d[16] (f16) | qs: 4 chunks of 16 rows x 4 bytes.
  * KR_TYPE_F32_X16, 64 bytes per group and column: the 16 rows' values of
- *   that column (n_cols must be a multiple of 16).
+ *   that column (n_cols must be even: the kernels take columns in pairs).
  * A matrix keeps its row_bytes (144 or 210 per block); rows of a group are
- * no longer contiguous. n_rows must be a multiple of KR_X16_ROWS. */
+ * no longer contiguous. Only whole groups are interleaved: when n_rows is
+ * not a multiple of KR_X16_ROWS, the last n_rows % KR_X16_ROWS rows stay
+ * in the file layout after the groups (a table's matmul takes them through
+ * the source type's path, kr_matmul_layout_tail). */
 #define KR_X16_ROWS 16
+
+/* The rows of an n_rows-row matrix of type t that sit in interleaved
+ * groups: 16 * floor(n_rows / 16) for a layout, 0 for a file type. */
+int64_t kr_layout_group_rows(kr_type t, int64_t n_rows);
 
 /* The file type a layout holds (KR_TYPE_Q4_K for KR_TYPE_Q4_K_X16); t
  * itself for a file type. */
 kr_type kr_layout_source(kr_type t);
 /* Copy blocks [b0, b0 + nblk) of row r of a matrix in layout t back to
- * file blocks of its source type at out. */
+ * file blocks of its source type at out; r must lie in a whole group
+ * (r < kr_layout_group_rows). */
 void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t b0, int64_t nblk, void *out);
-/* Row r of a matrix of type t (a file type or a layout), n_cols values,
- * dequantized to f32: what a row lookup (token embeddings) reads. */
-void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out);
+/* Row r of an n_rows-row matrix of type t (a file type or a layout),
+ * n_cols values, dequantized to f32: what a row lookup (token embeddings)
+ * reads. */
+void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t n_rows, int64_t r, int64_t n_cols,
+                              float *out);
 /* Rewrite a matrix of *type in place into the layout `to` (the kernel
  * table's repack[*type]) and set *type; returns false, changing nothing, if
  * `to` is not a layout of *type, the shape does not allow it, or memory for

@@ -166,6 +166,12 @@ void kr_quantize_row_q6_K_ref(const float *x, kr_block_q6_K *y, int64_t n);
 void kr_scalar_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                       int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
                       int ith, int nth);
+/* A layout's rows past its last whole group (kernels.h) multiplied through
+ * the source type's path of table k; returns the rows left in whole groups
+ * (n_rows for a file type). Called first by every table's matmul. */
+int64_t kr_matmul_layout_tail(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                              int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
+                              int ith, int nth);
 void kr_scalar_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void kr_scalar_softmax(float *x, int64_t n);
 void kr_scalar_silu_mul(float *out, const float *gate, const float *up, int64_t n);

@@ -103,20 +103,26 @@ static size_t file_row_bytes(const kr_weight *w) {
 static uint64_t round_up(uint64_t v) { return (v + KR_CUDA_ALIGN - 1) / KR_CUDA_ALIGN * KR_CUDA_ALIGN; }
 
 /* Copy a matrix to dst in its file layout: as it is, or row by row out of
- * the CPU's 16-row interleaving (kr_repacked_blocks). */
+ * the CPU's 16-row interleaving (kr_repacked_blocks; rows past the last
+ * whole group are still file rows). */
 static int upload_matrix(cuda_state *s, const kr_weight *w, uint8_t *dst) {
     const size_t frb = file_row_bytes(w);
     if (kr_layout_source(w->type) == w->type)
         return (int)cudaMemcpy(dst, w->data, frb * (size_t)w->n_rows, cudaMemcpyHostToDevice);
     const kr_type_info *ti = kr_type_get(kr_layout_source(w->type));
-    const int64_t nblk = w->n_cols / ti->block_size, chunk_rows = 256;
+    const int64_t nblk = w->n_cols / ti->block_size, chunk_rows = 256,
+                  grouped = kr_layout_group_rows(w->type, w->n_rows);
     uint8_t *buf = malloc(frb * (size_t)chunk_rows);
     if (!buf) return (int)cudaErrorMemoryAllocation;
     int rc = 0;
     for (int64_t r0 = 0; r0 < w->n_rows && !rc; r0 += chunk_rows) {
         const int64_t nr = w->n_rows - r0 < chunk_rows ? w->n_rows - r0 : chunk_rows;
-        for (int64_t r = 0; r < nr; r++)
-            kr_repacked_blocks(w->type, w->data, w->row_bytes, r0 + r, 0, nblk, buf + frb * r);
+        for (int64_t r = 0; r < nr; r++) {
+            if (r0 + r < grouped)
+                kr_repacked_blocks(w->type, w->data, w->row_bytes, r0 + r, 0, nblk, buf + frb * r);
+            else
+                memcpy(buf + frb * r, (const uint8_t *)w->data + w->row_bytes * (size_t)(r0 + r), frb);
+        }
         rc = (int)cudaMemcpy(dst + frb * (size_t)r0, buf, frb * (size_t)nr, cudaMemcpyHostToDevice);
     }
     (void)s;

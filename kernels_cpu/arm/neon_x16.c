@@ -31,7 +31,8 @@ static inline __attribute__((always_inline)) void group_f32(const float *g, int6
     for (int j = 0; j < NRV; j++)
         for (int h = 0; h < 2; h++)
             for (int r = 0; r < 4; r++) acc[j][h][r] = vdupq_n_f32(0.0f);
-    for (int64_t c = 0; c < n_cols; c += 4) {
+    int64_t c = 0;
+    for (; c + 4 <= n_cols; c += 4) {
         float32x4_t xv[NRV_MAX];
         for (int j = 0; j < NRV; j++) xv[j] = vld1q_f32(x + (size_t)j * xs + (size_t)c);
         const float *wc = g + (size_t)KR_X16_ROWS * (size_t)c;
@@ -49,13 +50,24 @@ static inline __attribute__((always_inline)) void group_f32(const float *g, int6
                 }
         }
     }
+    if (c < n_cols) { /* a last pair of columns (n_cols is even): the even and odd chains as above */
+        const float32x4x4_t w0 = vld1q_f32_x4(g + (size_t)KR_X16_ROWS * (size_t)c);
+        const float32x4x4_t w1 = vld1q_f32_x4(g + (size_t)KR_X16_ROWS * (size_t)(c + 1));
+        for (int j = 0; j < NRV; j++) {
+            const float32x2_t xv = vld1_f32(x + (size_t)j * xs + (size_t)c);
+            for (int r = 0; r < 4; r++) {
+                acc[j][0][r] = vfmaq_lane_f32(acc[j][0][r], w0.val[r], xv, 0);
+                acc[j][1][r] = vfmaq_lane_f32(acc[j][1][r], w1.val[r], xv, 1);
+            }
+        }
+    }
     for (int j = 0; j < NRV; j++)
         for (int r = 0; r < 4; r++) vst1q_f32(y + j * ldy + 4 * r, vaddq_f32(acc[j][0][r], acc[j][1][r]));
 }
 
 bool kr_neon_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
                           size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
-    if (n_cols % KR_X16_ROWS != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) return false;
+    if (n_cols % 2 != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) return false;
     const size_t gf = w_row_bytes / sizeof(float) * KR_X16_ROWS, xs = x_row_bytes / sizeof(float);
     const float *wf = w, *xf = x;
     for (int64_t gi = g0; gi < g1; gi++) {

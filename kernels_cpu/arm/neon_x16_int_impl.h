@@ -305,7 +305,9 @@ static bool gemv_x16(kr_type wtype, const void *w, size_t w_row_bytes, int64_t g
 static void x16_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                        int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
                        int ith, int nth) {
-    if (kr_layout_source(wtype) != wtype && n_rows % KR_X16_ROWS == 0) {
+    if (kr_layout_source(wtype) != wtype) {
+        n_rows =
+            kr_matmul_layout_tail(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         int64_t g0, g1;
         kr_split_rows(n_rows / KR_X16_ROWS, ith, nth, &g0, &g1);
         if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;

@@ -46,6 +46,8 @@ void kr_scalar_matmul(const kr_kernels *k, kr_type wtype, const void *w, size_t 
                       int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
                       int ith, int nth) {
     if (kr_layout_source(wtype) != wtype) {
+        n_rows =
+            kr_matmul_layout_tail(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         matmul_repacked(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         return;
     }

@@ -16,8 +16,8 @@
  * spends as much on reducing its 16 lanes as on multiplying, while an FMA
  * of a column of 16 rows against a broadcast activation needs none.
  *
- * A layout is a pair of functions: pack `unit` consecutive file blocks of
- * each of 16 rows into the group's interleaved blocks of the same total
+ * A layout is a pair of functions: pack up to `unit` consecutive file
+ * blocks of each of 16 rows into the group's interleaved blocks of the same total
  * size, and copy one row's block back out. Each layout stores a group's
  * bytes in the order its kernel reads them, so that streaming a matrix
  * stays one sequential stream for the hardware prefetcher.
@@ -28,14 +28,16 @@
 
 typedef struct x16_layout {
     kr_type type, source;
-    int unit; /* file blocks per row that one pack call takes */
-    void (*pack)(const uint8_t *const src[KR_X16_ROWS], uint8_t *dst);
+    int unit;     /* file blocks per row that one pack call takes at most */
+    int multiple; /* n_cols must be a multiple of this many file blocks */
+    void (*pack)(const uint8_t *const src[KR_X16_ROWS], int n, uint8_t *dst); /* n <= unit blocks */
     void (*unpack)(const uint8_t *src, int lane, uint8_t *dst);
 } x16_layout;
 
 /* ---- Q4_K: d[16], dmin[16] | u0[16] u1[16] u2[16] | qs chunks ---- */
 
-static void pack_q4_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
+static void pack_q4_K(const uint8_t *const src[KR_X16_ROWS], int n, uint8_t *o) {
+    (void)n; /* always 1 */
     for (int r = 0; r < KR_X16_ROWS; r++) {
         const kr_block_q4_K *blk = (const kr_block_q4_K *)src[r];
         memcpy(o + KR_X16_Q4K_D + 2 * r, &blk->d, 2);
@@ -72,7 +74,8 @@ static size_t q6_qh_at(int i) /* qh bytes 4i..4i+3 */
     return KR_X16_Q6K_Q + 192 * (size_t)i + 128;
 }
 
-static void pack_q6_K(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
+static void pack_q6_K(const uint8_t *const src[KR_X16_ROWS], int n, uint8_t *o) {
+    (void)n; /* always 1 */
     for (int r = 0; r < KR_X16_ROWS; r++) {
         const kr_block_q6_K *blk = (const kr_block_q6_K *)src[r];
         memcpy(o + KR_X16_Q6K_D + 2 * r, &blk->d, 2);
@@ -91,7 +94,8 @@ static void unpack_q6_K(const uint8_t *o, int r, uint8_t *dst) {
 }
 
 /* ---- Q4_0: d[16] | 4 qs chunks ---- */
-static void pack_q4_0(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
+static void pack_q4_0(const uint8_t *const src[KR_X16_ROWS], int n, uint8_t *o) {
+    (void)n; /* always 1 */
     for (int r = 0; r < KR_X16_ROWS; r++) {
         const kr_block_q4_0 *blk = (const kr_block_q4_0 *)src[r];
         memcpy(o + KR_X16_Q40_D + 2 * r, &blk->d, 2);
@@ -110,19 +114,19 @@ static void unpack_q4_0(const uint8_t *o, int r, uint8_t *dst) {
  * F32 matrix). */
 enum { F32_UNIT = 16 };
 
-static void pack_f32(const uint8_t *const src[KR_X16_ROWS], uint8_t *o) {
+static void pack_f32(const uint8_t *const src[KR_X16_ROWS], int n, uint8_t *o) {
     for (int r = 0; r < KR_X16_ROWS; r++) {
-        for (int c = 0; c < F32_UNIT; c++) memcpy(o + 64 * c + 4 * r, src[r] + 4 * c, 4);
+        for (int c = 0; c < n; c++) memcpy(o + 64 * c + 4 * r, src[r] + 4 * c, 4);
     }
 }
 
 static void unpack_f32(const uint8_t *o, int r, uint8_t *dst) { memcpy(dst, o + 4 * r, 4); }
 
 static const x16_layout layouts[] = {
-    {KR_TYPE_Q4_K_X16, KR_TYPE_Q4_K, 1, pack_q4_K, unpack_q4_K},
-    {KR_TYPE_Q6_K_X16, KR_TYPE_Q6_K, 1, pack_q6_K, unpack_q6_K},
-    {KR_TYPE_Q4_0_X16, KR_TYPE_Q4_0, 1, pack_q4_0, unpack_q4_0},
-    {KR_TYPE_F32_X16, KR_TYPE_F32, F32_UNIT, pack_f32, unpack_f32},
+    {KR_TYPE_Q4_K_X16, KR_TYPE_Q4_K, 1, 1, pack_q4_K, unpack_q4_K},
+    {KR_TYPE_Q6_K_X16, KR_TYPE_Q6_K, 1, 1, pack_q6_K, unpack_q6_K},
+    {KR_TYPE_Q4_0_X16, KR_TYPE_Q4_0, 1, 1, pack_q4_0, unpack_q4_0},
+    {KR_TYPE_F32_X16, KR_TYPE_F32, F32_UNIT, 2, pack_f32, unpack_f32}, /* the kernels take columns in pairs */
 };
 
 static const x16_layout *layout_of(kr_type t) {
@@ -151,10 +155,14 @@ void kr_repacked_blocks(kr_type t, const void *w, size_t row_bytes, int64_t r, i
     }
 }
 
-void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t r, int64_t n_cols, float *out) {
+int64_t kr_layout_group_rows(kr_type t, int64_t n_rows) { return layout_of(t) ? n_rows - n_rows % KR_X16_ROWS : 0; }
+
+void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_t n_rows, int64_t r, int64_t n_cols,
+                              float *out) {
     const kr_type st = kr_layout_source(t);
-    if (st == t) {
-        kr_dequantize_row(t, (const uint8_t *)w + row_bytes * (size_t)r, out, n_cols);
+    if (st == t || r >= kr_layout_group_rows(t, n_rows)) {
+        /* a file type, or a row past the last whole group: the file's bytes */
+        kr_dequantize_row(st, (const uint8_t *)w + row_bytes * (size_t)r, out, n_cols);
         return;
     }
     _Alignas(64) uint8_t blk[8 * sizeof(kr_block_q6_K)]; /* blocks copied back at a time */
@@ -169,11 +177,11 @@ void kr_dequantize_matrix_row(kr_type t, const void *w, size_t row_bytes, int64_
 
 bool kr_repack_matrix(kr_type *type, kr_type to, void *data, int64_t n_rows, int64_t n_cols) {
     const x16_layout *l = layout_of(to);
-    if (l == NULL || *type != l->source || n_rows <= 0 || n_rows % KR_X16_ROWS != 0) {
+    if (l == NULL || *type != l->source || n_rows < KR_X16_ROWS) {
         return false;
     }
     const kr_type_info *ti = kr_type_get(l->source);
-    if (n_cols % ((int64_t)ti->block_size * l->unit) != 0) {
+    if (n_cols % ((int64_t)ti->block_size * l->multiple) != 0) {
         return false;
     }
     const size_t row_bytes = kr_type_row_size(l->source, n_cols), bs = (size_t)ti->type_size;
@@ -182,16 +190,38 @@ bool kr_repack_matrix(kr_type *type, kr_type to, void *data, int64_t n_rows, int
     if (tmp == NULL) {
         return false;
     }
-    for (int64_t r = 0; r < n_rows; r += KR_X16_ROWS) {
+    for (int64_t r = 0; r + KR_X16_ROWS <= n_rows; r += KR_X16_ROWS) { /* the tail rows stay as they are */
         uint8_t *g = (uint8_t *)data + row_bytes * (size_t)r;
         memcpy(tmp, g, group);
-        for (int64_t b = 0; b < n_cols / ti->block_size; b += l->unit) {
+        const int64_t nb = n_cols / ti->block_size;
+        for (int64_t b = 0; b < nb; b += l->unit) {
             const uint8_t *src[KR_X16_ROWS];
             for (int i = 0; i < KR_X16_ROWS; i++) src[i] = tmp + row_bytes * (size_t)i + bs * (size_t)b;
-            l->pack(src, g + bs * KR_X16_ROWS * (size_t)b);
+            l->pack(src, nb - b < l->unit ? (int)(nb - b) : l->unit, g + bs * KR_X16_ROWS * (size_t)b);
         }
     }
     free(tmp);
     *type = to;
     return true;
+}
+
+/* Why a helper: every table's matmul hands the rows past a layout's last
+ * whole group (kernels.h) to the file layout's path of the same table, and
+ * keeps the groups for its interleaved kernels. One activation row at a
+ * time: the file layout's paths change their order of sums with the batch
+ * (AVX-512's panel GEMM), and a layout promises each row the bits of its
+ * product alone; at most 15 rows, which stay in cache across the calls. */
+int64_t kr_matmul_layout_tail(const kr_kernels *k, kr_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                              int64_t n_cols, const void *x, size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy,
+                              int ith, int nth) {
+    const int64_t nf = kr_layout_group_rows(wtype, n_rows);
+    if (nf > 0 && nf < n_rows) {
+        const uint8_t *tail = (const uint8_t *)w + w_row_bytes * (size_t)nf;
+        for (int64_t b = 0; b < n_batch; b++) {
+            k->matmul(k, kr_layout_source(wtype), tail, w_row_bytes, n_rows - nf, n_cols,
+                      (const uint8_t *)x + x_row_bytes * (size_t)b, x_row_bytes, 1, y + b * ldy + nf, ldy, ith, nth);
+        }
+        return nf;
+    }
+    return n_rows;
 }

@@ -50,7 +50,7 @@ static inline __attribute__((always_inline)) void group_f32(const float *g, int6
 
 bool kr_avx2_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
                           size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
-    if (n_cols % KR_X16_ROWS != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) return false;
+    if (n_cols % 2 != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) return false;
     const size_t gf = w_row_bytes / sizeof(float) * KR_X16_ROWS, xs = x_row_bytes / sizeof(float);
     for (int64_t gi = g0; gi < g1; gi++) {
         const float *g = (const float *)w + gf * (size_t)gi;

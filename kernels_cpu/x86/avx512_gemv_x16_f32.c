@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) void groups_f32(const float *g, siz
 
 bool kr_avx512_gemv_x16_f32(const void *w, size_t w_row_bytes, int64_t g0, int64_t g1, int64_t n_cols, const void *x,
                             size_t x_row_bytes, int64_t n_batch, float *y, int64_t ldy) {
-    if (n_cols % KR_X16_ROWS != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) {
+    if (n_cols % 2 != 0 || x_row_bytes % sizeof(float) != 0 || n_batch < 1) {
         return false;
     }
     const size_t gf = w_row_bytes / sizeof(float) * KR_X16_ROWS, xs = x_row_bytes / sizeof(float);

@@ -143,7 +143,10 @@ static void avx512_matmul(const kr_kernels *k, kr_type wtype, const void *w, siz
          * accumulators in registers and unpack nothing into a panel, so
          * they beat the panel GEMM even at hundreds of rows); the panel
          * GEMM, which copies rows back to file blocks as it unpacks them,
-         * takes only the widths they refuse */
+         * takes only the widths they refuse; the rows past the last whole
+         * group go through the file layout's path below (kernels.h) */
+        n_rows =
+            kr_matmul_layout_tail(k, wtype, w, w_row_bytes, n_rows, n_cols, x, x_row_bytes, n_batch, y, ldy, ith, nth);
         int64_t g0, g1;
         kr_split_rows(n_rows / KR_X16_ROWS, ith, nth, &g0, &g1);
         if (gemv_x16(wtype, w, w_row_bytes, g0, g1, n_cols, x, x_row_bytes, n_batch, y, ldy)) return;

@@ -131,8 +131,8 @@ static void cpu_begin(kara_context *c, const int32_t *tokens, int32_t n) {
     const kara_model *m = c->model;
     const int32_t e = m->hp.n_embd;
     for (int32_t i = 0; i < n; i++)
-        kr_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, tokens[i], e,
-                                 c->x + (size_t)i * e);
+        kr_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, m->tok_embd.n_rows,
+                                 tokens[i], e, c->x + (size_t)i * e);
     rope_tables(c, n);
 }
 

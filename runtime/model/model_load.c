@@ -254,7 +254,8 @@ static int layer_matrices(kara_model *m, int il, kr_weight **ws) {
  * for this step. An output matrix tied to the token embeddings is rewritten
  * too (the lookup reads rows through kr_dequantize_matrix_row); untied
  * token embeddings are only looked up and keep the file's layout, as does a
- * matrix whose shape the layout cannot take. */
+ * matrix whose shape the layout cannot take (rows past the last whole group
+ * of 16 keep it too, kernels.h). */
 static void repack_weights(kara_model *m) {
     const kr_kernels *k = kr_kernels_get();
     if (!kr_gguf_set_writable(m->gguf, true)) return;
@@ -265,7 +266,7 @@ static void repack_weights(kara_model *m) {
             kr_weight *w = ws[i];
             const kr_type to = k->repack[w->type];
             if (to && kr_repack_matrix(&w->type, to, (void *)w->data, w->n_rows, w->n_cols))
-                m->repacked_bytes += w->row_bytes * (uint64_t)w->n_rows;
+                m->repacked_bytes += w->row_bytes * (uint64_t)kr_layout_group_rows(w->type, w->n_rows);
             if (w == &m->output && m->output.data == m->tok_embd.data) m->tok_embd.type = m->output.type;
         }
     }

@@ -3,11 +3,13 @@
  * 16 at a time) and every ISA's matmul on them.
  *
  *   - repacking then copying each row back gives the file's blocks byte for
- *     byte; shapes a layout cannot take are refused and left untouched;
+ *     byte, and rows past the last whole group of 16 keep the file's bytes;
+ *     shapes a layout cannot take are refused and left untouched;
  *   - each ISA's matmul on the repacked matrix equals the scalar vec_dot of
  *     the original rows within 1e-5 of sum |w x| (the order of the sums
- *     differs), for batches from 1 to 64 and 1, 2, 3 and 5 threads, and
- *     writes nothing beyond n_rows or n_batch;
+ *     differs), for batches from 1 to 64 and 1, 2, 3 and 5 threads, with
+ *     and without rows past the last whole group, and writes nothing beyond
+ *     n_rows or n_batch;
  *   - a row's products have the same bits whatever the batch and thread
  *     split (batched decode and prefill agree with decoding alone).
  */
@@ -42,10 +44,11 @@ static const kr_type layouts[][2] = {
 };
 #define N_LAYOUTS (sizeof layouts / sizeof layouts[0])
 
-enum { ROWS = 48, MAXB = 64, LDY = ROWS + 3 };
+enum { MAX_ROWS = 48, MAXB = 64, LDY = MAX_ROWS + 3 };
 
 typedef struct matrix {
     kr_type src, lt;
+    int rows; /* 48: three whole groups; 44: two and 12 rows past them */
     int64_t cols;
     size_t wrow, xrow;
     uint8_t *orig, *packed, *x;
@@ -53,23 +56,24 @@ typedef struct matrix {
     float *want, *tol;
 } matrix;
 
-static bool make_matrix(matrix *m, kr_type lt, kr_type src, int64_t cols) {
+static bool make_matrix(matrix *m, kr_type lt, kr_type src, int rows, int64_t cols) {
     const kr_kernels *ref = kr_kernels_for_isa(KR_ISA_SCALAR);
     const kr_type vt = kr_type_get(src)->vec_dot_type;
     m->src = src;
     m->lt = lt;
+    m->rows = rows;
     m->cols = cols;
     m->wrow = kr_type_row_size(src, cols);
     m->xrow = kr_type_row_size(vt, cols);
-    m->orig = malloc(m->wrow * ROWS);
-    m->packed_mem = aligned_alloc(64, (m->wrow * ROWS + 127) / 64 * 64);
+    m->orig = malloc(m->wrow * MAX_ROWS);
+    m->packed_mem = aligned_alloc(64, (m->wrow * MAX_ROWS + 127) / 64 * 64);
     m->packed = m->packed_mem + 32;
     m->x = malloc(m->xrow * MAXB);
-    m->want = malloc(sizeof(float) * MAXB * ROWS);
-    m->tol = malloc(sizeof(float) * MAXB * ROWS);
-    float *f = malloc(sizeof(float) * (size_t)cols), *wd = malloc(sizeof(float) * (size_t)cols * ROWS);
+    m->want = malloc(sizeof(float) * MAXB * MAX_ROWS);
+    m->tol = malloc(sizeof(float) * MAXB * MAX_ROWS);
+    float *f = malloc(sizeof(float) * (size_t)cols), *wd = malloc(sizeof(float) * (size_t)cols * MAX_ROWS);
     float *xd = malloc(sizeof(float) * (size_t)cols);
-    for (int r = 0; r < ROWS; r++) {
+    for (int r = 0; r < m->rows; r++) {
         for (int64_t c = 0; c < cols; c++) f[c] = 0.05f * rng_gauss();
         kr_quantize_row(src, f, m->orig + m->wrow * r, cols);
         kr_dequantize_row(src, m->orig + m->wrow * r, wd + cols * r, cols);
@@ -78,19 +82,19 @@ static bool make_matrix(matrix *m, kr_type lt, kr_type src, int64_t cols) {
         for (int64_t c = 0; c < cols; c++) f[c] = rng_gauss();
         ref->from_float[vt](f, m->x + m->xrow * b, cols);
         kr_dequantize_row(vt, m->x + m->xrow * b, xd, cols);
-        for (int r = 0; r < ROWS; r++) {
-            ref->vec_dot[src](cols, &m->want[b * ROWS + r], m->orig + m->wrow * r, m->x + m->xrow * b);
+        for (int r = 0; r < m->rows; r++) {
+            ref->vec_dot[src](cols, &m->want[b * m->rows + r], m->orig + m->wrow * r, m->x + m->xrow * b);
             double s = 0;
             for (int64_t c = 0; c < cols; c++) s += fabs((double)wd[cols * r + c] * xd[c]);
-            m->tol[b * ROWS + r] = (float)(1e-5 * s);
+            m->tol[b * m->rows + r] = (float)(1e-5 * s);
         }
     }
     free(f);
     free(wd);
     free(xd);
-    memcpy(m->packed, m->orig, m->wrow * ROWS);
+    memcpy(m->packed, m->orig, m->wrow * m->rows);
     kr_type t = src;
-    return kr_repack_matrix(&t, lt, m->packed, ROWS, cols) && t == lt;
+    return kr_repack_matrix(&t, lt, m->packed, m->rows, cols) && t == lt;
 }
 
 static void free_matrix(matrix *m) {
@@ -106,11 +110,13 @@ static void test_round_trip(const matrix *m) {
     const char *name = kr_type_get(m->lt)->name;
     CHECK(kr_layout_source(m->lt) == m->src);
     CHECK(kr_layout_source(m->src) == m->src);
-    CHECK_MSG(memcmp(m->packed, m->orig, m->wrow * ROWS) != 0, "%s: repacking changed nothing", name);
+    CHECK_MSG(memcmp(m->packed, m->orig, m->wrow * m->rows) != 0, "%s: repacking changed nothing", name);
     const int64_t nblk = m->cols / kr_type_get(m->src)->block_size;
     uint8_t *row = malloc(m->wrow);
     int bad = 0;
-    for (int r = 0; r < ROWS; r++) {
+    const int64_t grouped = kr_layout_group_rows(m->lt, m->rows);
+    CHECK(grouped == m->rows / 16 * 16 && kr_layout_group_rows(m->src, m->rows) == 0);
+    for (int r = 0; r < grouped; r++) {
         kr_repacked_blocks(m->lt, m->packed, m->wrow, r, 0, nblk, row);
         bad += memcmp(row, m->orig + m->wrow * r, m->wrow) != 0;
         /* a sub-range of blocks too */
@@ -119,24 +125,37 @@ static void test_round_trip(const matrix *m) {
         bad += memcmp(row, m->orig + m->wrow * r + bs, m->wrow - bs) != 0;
     }
     CHECK_MSG(bad == 0, "%s cols=%lld: %d rows differ after the way back", name, (long long)m->cols, bad);
+    CHECK_MSG(memcmp(m->packed + m->wrow * grouped, m->orig + m->wrow * grouped, m->wrow * (m->rows - grouped)) == 0,
+              "%s: rows past the last whole group must keep the file's bytes", name);
+    /* a row lookup reads every row, in a group or past them, as the file's */
+    float *want = malloc(sizeof(float) * m->cols), *got = malloc(sizeof(float) * m->cols);
+    int bad_rows = 0;
+    for (int r = 0; r < m->rows; r++) {
+        kr_dequantize_row(m->src, m->orig + m->wrow * r, want, m->cols);
+        kr_dequantize_matrix_row(m->lt, m->packed, m->wrow, m->rows, r, m->cols, got);
+        bad_rows += memcmp(want, got, sizeof(float) * m->cols) != 0;
+    }
+    CHECK_MSG(bad_rows == 0, "%s rows=%d: %d rows read back differently", name, m->rows, bad_rows);
+    free(want);
+    free(got);
     free(row);
 
-    uint8_t *copy = malloc(m->wrow * ROWS);
-    memcpy(copy, m->orig, m->wrow * ROWS);
+    uint8_t *copy = malloc(m->wrow * m->rows);
+    memcpy(copy, m->orig, m->wrow * m->rows);
     kr_type t = m->src;
-    CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS - 1, m->cols) && t == m->src &&
-                  memcmp(copy, m->orig, m->wrow * ROWS) == 0,
-              "%s: %d rows (not a multiple of 16) must be refused untouched", name, ROWS - 1);
+    CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, 15, m->cols) && t == m->src &&
+                  memcmp(copy, m->orig, m->wrow * m->rows) == 0,
+              "%s: 15 rows (not one whole group) must be refused untouched", name);
     t = KR_TYPE_Q8_0;
-    CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS, m->cols) && t == KR_TYPE_Q8_0,
+    CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, m->rows, m->cols) && t == KR_TYPE_Q8_0,
               "%s: a matrix of another type must be refused", name);
     t = m->src;
-    CHECK_MSG(!kr_repack_matrix(&t, m->src, copy, ROWS, m->cols) && t == m->src, "%s: a file type is not a layout",
+    CHECK_MSG(!kr_repack_matrix(&t, m->src, copy, m->rows, m->cols) && t == m->src, "%s: a file type is not a layout",
               name);
-    if (m->src == KR_TYPE_F32) { /* F32 packs 16 columns at a time */
-        CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, ROWS, 1000) && t == m->src &&
-                      memcmp(copy, m->orig, m->wrow * ROWS) == 0,
-                  "%s: 1000 columns (not a multiple of 16) must be refused untouched", name);
+    if (m->src == KR_TYPE_F32) { /* F32's kernels take columns in pairs */
+        CHECK_MSG(!kr_repack_matrix(&t, m->lt, copy, m->rows, 999) && t == m->src &&
+                      memcmp(copy, m->orig, m->wrow * m->rows) == 0,
+                  "%s: 999 columns (an odd number) must be refused untouched", name);
     }
     free(copy);
 }
@@ -147,7 +166,7 @@ static void test_matmul(const kr_kernels *k, const matrix *m) {
     static const int nths[] = {1, 2, 3, 5};
     float *got = malloc(sizeof(float) * MAXB * LDY), *one = malloc(sizeof(float) * MAXB * LDY);
     for (int b = 0; b < MAXB; b++) {
-        k->matmul(k, m->lt, m->packed, m->wrow, ROWS, m->cols, m->x + m->xrow * b, m->xrow, 1, one + b * LDY, LDY, 0,
+        k->matmul(k, m->lt, m->packed, m->wrow, m->rows, m->cols, m->x + m->xrow * b, m->xrow, 1, one + b * LDY, LDY, 0,
                   1);
     }
     int bad = 0, bad_pad = 0, bad_bits = 0;
@@ -155,19 +174,19 @@ static void test_matmul(const kr_kernels *k, const matrix *m) {
         for (size_t ni = 0; ni < sizeof nths / sizeof nths[0]; ni++) {
             for (int i = 0; i < MAXB * LDY; i++) got[i] = NAN;
             for (int ith = 0; ith < nths[ni]; ith++) {
-                k->matmul(k, m->lt, m->packed, m->wrow, ROWS, m->cols, m->x, m->xrow, nb, got, LDY, ith, nths[ni]);
+                k->matmul(k, m->lt, m->packed, m->wrow, m->rows, m->cols, m->x, m->xrow, nb, got, LDY, ith, nths[ni]);
             }
             for (int b = 0; b < MAXB; b++) {
                 for (int r = 0; r < LDY; r++) {
                     const float g = got[b * LDY + r];
-                    if (b >= nb || r >= ROWS) {
+                    if (b >= nb || r >= m->rows) {
                         bad_pad += !isnan(g);
                         continue;
                     }
-                    if (!(fabsf(g - m->want[b * ROWS + r]) <= m->tol[b * ROWS + r] + 1e-30f)) {
+                    if (!(fabsf(g - m->want[b * m->rows + r]) <= m->tol[b * m->rows + r] + 1e-30f)) {
                         if (bad++ < 3)
                             fprintf(stderr, "  %s %s b=%d r=%d nb=%d nth=%d: %.9g vs %.9g\n", k->name,
-                                    kr_type_get(m->lt)->name, b, r, nb, nths[ni], g, m->want[b * ROWS + r]);
+                                    kr_type_get(m->lt)->name, b, r, nb, nths[ni], g, m->want[b * m->rows + r]);
                     }
                     bad_bits += memcmp(&g, &one[b * LDY + r], sizeof g) != 0;
                 }
@@ -198,13 +217,16 @@ int main(void) {
         }
     }
     for (size_t l = 0; l < N_LAYOUTS; l++) {
-        /* 4 blocks, and 9 (one past a multiple of 8) */
+        /* 4 blocks, and 9 (one past a multiple of 8); F32 also 172 columns
+         * (stories260K's FFN: pairs past the last 4 and 16); 48 rows, and 44 */
         const int64_t bs = kr_type_get(layouts[l][1])->block_size;
-        const int64_t widths[2] = {4 * bs < 1024 ? 1024 : 4 * bs, 9 * (bs < 256 ? 256 : bs)};
-        for (int wi = 0; wi < 2; wi++) {
+        const int64_t widths[3] = {4 * bs < 1024 ? 1024 : 4 * bs, 9 * (bs < 256 ? 256 : bs), 172};
+        const int n_widths = layouts[l][1] == KR_TYPE_F32 ? 3 : 2;
+        for (int wi = 0; wi < 2 * n_widths; wi++) {
             matrix m;
-            if (!CHECK_MSG(make_matrix(&m, layouts[l][0], layouts[l][1], widths[wi]), "repack %s failed",
-                           kr_type_get(layouts[l][0])->name)) {
+            if (!CHECK_MSG(
+                    make_matrix(&m, layouts[l][0], layouts[l][1], wi < n_widths ? MAX_ROWS : 44, widths[wi % n_widths]),
+                    "repack %s failed", kr_type_get(layouts[l][0])->name)) {
                 free_matrix(&m);
                 continue;
             }

@@ -29,18 +29,10 @@ enum { T = 24 };
 static double *weight_f64(const kr_weight *w) {
     double *out = malloc((size_t)(w->n_rows * w->n_cols) * sizeof *out);
     float *row = malloc((size_t)w->n_cols * sizeof *row);
-    const kr_type st = kr_layout_source(w->type);
-    uint8_t *blk = malloc(kr_type_row_size(st, w->n_cols));
-    for (int64_t r = 0; r < w->n_rows; r++) {
-        if (st != w->type) { /* repacked at load: the row back to file blocks */
-            kr_repacked_blocks(w->type, w->data, w->row_bytes, r, 0, w->n_cols / kr_type_get(st)->block_size, blk);
-            kr_dequantize_row(st, blk, row, w->n_cols);
-        } else {
-            kr_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_cols);
-        }
+    for (int64_t r = 0; r < w->n_rows; r++) { /* repacked at load or not */
+        kr_dequantize_matrix_row(w->type, w->data, w->row_bytes, w->n_rows, r, w->n_cols, row);
         for (int64_t c = 0; c < w->n_cols; c++) out[r * w->n_cols + c] = row[c];
     }
-    free(blk);
     free(row);
     return out;
 }
@@ -85,7 +77,8 @@ static double *reference_forward(const kara_model *m, const int32_t *toks) {
     double *logits = malloc((size_t)T * V * sizeof *logits);
     float *row = malloc((size_t)E * sizeof *row);
     for (int t = 0; t < T; t++) {
-        kr_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, toks[t], E, row);
+        kr_dequantize_matrix_row(m->tok_embd.type, m->tok_embd.data, m->tok_embd.row_bytes, m->tok_embd.n_rows, toks[t],
+                                 E, row);
         for (int i = 0; i < E; i++) x[t * E + i] = row[i];
     }
     for (int il = 0; il < hp->n_layer; il++) {
