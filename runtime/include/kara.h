@@ -377,9 +377,10 @@ int32_t kara_context_n_batch(const kara_context *ctx); /* most entries per kara_
  * decoding can take drafted tokens back). */
 bool kara_context_kv_compressing(const kara_context *ctx);
 /* The most entries a generated batch (kara_batch.generated) of seq may have now: where KV compression can act, short
- * of the next window's scoring and of an eviction, so that nothing happens inside it that the entries taken back
- * would leave behind; 1 where only a single token may go now, 0 where the KV method cannot take entries back (h2o,
- * lazy, read tracking, the threshold methods, or a device under compression). At most n_batch. */
+ * of the next window's scoring, of the threshold methods' event over the whole cache and of an eviction, so that
+ * nothing happens inside it that the entries taken back would leave behind; 1 where only a single token may go now
+ * (also on a device under compression), 0 where the KV method cannot take entries back (h2o, lazy, read tracking).
+ * At most n_batch. */
 int32_t kara_seq_verify_room(const kara_context *ctx, int32_t seq);
 
 /* A batch of entries, possibly from several sequences: entry i feeds token tokens[i] at position pos[i] of sequence

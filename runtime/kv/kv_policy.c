@@ -455,18 +455,22 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     return st;
 }
 
-static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
+int32_t kr_kvp_cache_limit(const kr_kv_policy *pol, int32_t seq) {
     switch (pol->p.method) {
     case KARA_KV_METHOD_STREAMING:
-    case KARA_KV_METHOD_H2O: return n > pol->budget_tokens;
+    case KARA_KV_METHOD_H2O: return pol->budget_tokens;
     case KARA_KV_METHOD_SNAPKV:
     case KARA_KV_METHOD_RKV:
-    case KARA_KV_METHOD_LAZY: return n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
+    case KARA_KV_METHOD_LAZY: return pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
     case KARA_KV_METHOD_KARA: /* trigger: threshold; think_only stops it as it stops the periodic events */
-        return !(pol->t.think_only && pol->seqs[seq].think_done) &&
-            n >= pol->budget_tokens + kr_kv_trigger_slack(&pol->p);
-    default: return false;
+        return pol->t.think_only && pol->seqs[seq].think_done ? INT32_MAX
+                                                              : pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
+    default: return INT32_MAX;
     }
+}
+
+static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
+    return n > kr_kvp_cache_limit(pol, seq);
 }
 
 bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq) {

@@ -45,6 +45,9 @@ const uint8_t *kr_kvp_line_flags(kr_kv_policy *pol, const int32_t *tokens, int32
 
 /* Is seq's window due (its compressible part has reached the interval)? */
 bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq);
+/* The threshold methods (no windows): the most slots seq may hold before
+ * an event over its whole cache runs after the step (INT32_MAX: none). */
+int32_t kr_kvp_cache_limit(const kr_kv_policy *pol, int32_t seq);
 
 /* kv_policy_rkv.c: the rkv baseline's event: score seq's cache after its
  * protected prompt by the observation queries' mean attention and by key

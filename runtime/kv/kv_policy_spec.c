@@ -11,9 +11,14 @@
  * (one at a time, as the policy sees plain decoding), and taking them back
  * only has to restore think_done: their query rows and slots are rewritten
  * by the tokens that follow. Per_window eviction works the same way: its
- * events fall due at the same points. Methods that sum every step's
- * attention (h2o, lazy, read tracking) or that are not window methods
- * (the threshold methods) get room 0: no drafts there. */
+ * events fall due at the same points. The threshold methods (streaming,
+ * snapkv, rkv, kara with trigger threshold) work the same way: the batch
+ * stays short of the size whose step runs an event over the whole cache,
+ * and the token that reaches it goes alone; the query rows that snapkv,
+ * rkv and threshold kara keep for that event are those of positions below
+ * it, rewritten by the accepted tokens by then. Methods that sum every
+ * step's attention (h2o, lazy, read tracking) get room 0: a batch sums
+ * only its last entry's. */
 #include <stdint.h>
 
 #include "kv_policy.h"
@@ -21,11 +26,14 @@
 
 int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
     if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return INT32_MAX;
-    if (!pol->window_method || pol->needs_h2o || pol->lazy_state) return 0;
+    if (pol->needs_h2o || pol->lazy_state) return 0;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!q->prompt_marked) return 1; /* the first generated token marks the prompt's end alone */
     int32_t n = pol->kv->seqs[seq].n, room = INT32_MAX;
-    if (!(pol->t.think_only && q->think_done)) {
+    if (!pol->window_method) {
+        int32_t limit = kr_kvp_cache_limit(pol, seq);
+        if (limit < INT32_MAX) room = limit - n; /* entries that keep it at most at the limit */
+    } else if (!(pol->t.think_only && q->think_done)) {
         /* due once n - F - buffer reaches the larger of interval and min_compressible */
         int32_t len = pol->p.interval > pol->t.min_compressible ? pol->p.interval : pol->t.min_compressible;
         int32_t due_at = q->frontier + pol->t.buffer + len;

@@ -17,7 +17,8 @@
  *   answer, greedy or sampled, at any concurrency, through preemptions and
  *   a draft context too short for the requests, and under Kara's
  *   compression, evicting on demand or per window (the same events and
- *   evicted slots), and stays off under h2o; bad draft contexts are
+ *   evicted slots; the threshold methods streaming and snapkv too), and
+ *   stays off under h2o; bad draft contexts are
  *   refused by name.
  */
 #include <stdio.h>
@@ -54,6 +55,7 @@ static int32_t g_min_compressible = 8;
 static kara_kv_evict g_evict = KARA_KV_EVICT_ON_DEMAND;
 static int32_t g_seq_tokens = 0;
 static uint64_t g_slots_evicted; /* by the last run_engine */
+static int32_t g_budget_tokens;  /* the threshold methods' token budget, 0: the default */
 static kara_spec_mode g_spec = KARA_SPEC_NONE;
 static kara_model *g_draft_model;   /* spec DRAFT: run_engine's draft model */
 static int32_t g_draft_n_ctx = 512; /* and its context's size */
@@ -75,6 +77,10 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     kr_kv_tune(&cp.kv)->evict = g_evict;
     kr_kv_tune(&cp.kv)->evict_lag = 0; /* per_window: eager events, for which the budgets below are sized */
     cp.kv.seq_tokens = g_seq_tokens;
+    if (g_budget_tokens) {
+        kr_kv_tune(&cp.kv)->budget_tokens = g_budget_tokens;
+        kr_kv_tune(&cp.kv)->snapkv_trigger_slack = 8;
+    }
     kara_context *ctx = NULL;
     if (kara_context_create(g_model, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara_context_create: %s\n", kara_last_error());
@@ -619,6 +625,30 @@ static void test_speculative(void) {
     CHECK_EQ_INT(stats.kv_events, events);
     CHECK_EQ_INT(g_slots_evicted, evicted);
     g_evict = KARA_KV_EVICT_ON_DEMAND;
+    /* the threshold methods (a budget of 128 tokens, prompts of 100): their events over the
+     * whole cache at the same tokens, which no verify batch crosses */
+    g_seq_tokens = 0;
+    g_budget_tokens = 128;
+    const kara_kv_method thresholds[] = {KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV};
+    for (int i = 0; i < 2; i++) {
+        run_opts t = {thresholds[i], 3, 0, 60, 0.0f, 16, false, 0, 0};
+        g_spec = KARA_SPEC_NONE;
+        CHECK(run_engine(&t, kref, &stats));
+        events = stats.kv_events;
+        evicted = g_slots_evicted;
+        g_spec = KARA_SPEC_NGRAM;
+        CHECK(run_engine(&t, ans, &stats));
+        const char *name = kara_kv_method_name(thresholds[i]);
+        CHECK_MSG(events > 1 && evicted > 0 && stats.spec_on && stats.n_accepted > 0,
+                  "%s: %llu events, %llu slots evicted, %llu of %llu drafts kept", name, (unsigned long long)events,
+                  (unsigned long long)evicted, (unsigned long long)stats.n_accepted,
+                  (unsigned long long)stats.n_drafted);
+        same_answers(kref, ans, N_REQ, name);
+        CHECK_EQ_INT(stats.kv_events, events);
+        CHECK_EQ_INT(g_slots_evicted, evicted);
+    }
+    g_budget_tokens = 0;
+    g_seq_tokens = 160;
     /* a method that sums every step's attention cannot take drafts back: off */
     run_opts h = {KARA_KV_METHOD_H2O, 2, 0, 40, 0.0f, 16, false, 0, 0};
     g_spec = KARA_SPEC_NONE;

@@ -113,13 +113,21 @@ static void test_reuse_after_stop(kara_model *m) {
  * windows and a share of 96 slots for 228 positions): drafts are checked in
  * batches that stop short of every window's scoring and of every eviction,
  * so the text, the events and the evictions are plain decoding's; with
- * per_window eviction too. Methods that cannot take drafted tokens back
- * (h2o sums every step's attention) leave it off. */
+ * per_window eviction too, and for the threshold methods (a budget of 64
+ * tokens), whose batches stop short of the event over the whole cache.
+ * Methods that cannot take drafted tokens back (h2o and lazy sum every
+ * step's attention) leave it off. */
+#define SQUEEZE_THRESHOLD ((kara_kv_evict)-1) /* squeezed_context: kara with trigger threshold */
 static kara_context *squeezed_context(kara_model *m, kara_kv_method method, kara_kv_evict evict) {
     kara_context_params cp = kr_spec_ctx_params(method, N_CTX, N_BATCH, 96);
     kr_kv_tune(&cp.kv)->budget_tokens = 64;
     kr_test_small_windows(&cp.kv);
     kr_kv_tune(&cp.kv)->evict = evict;
+    kr_kv_tune(&cp.kv)->snapkv_trigger_slack = kr_kv_tune(&cp.kv)->rkv_trigger_slack = 16; /* several events */
+    if (evict == SQUEEZE_THRESHOLD) { /* kara's ablation A8: an event over the whole cache at its budget */
+        kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_ON_DEMAND;
+        kr_kv_tune(&cp.kv)->trigger = KARA_KV_TRIGGER_THRESHOLD;
+    }
     return kr_spec_context(m, &cp);
 }
 
@@ -165,6 +173,37 @@ static void test_under_compression(kara_model *m) {
                   (unsigned long long)ka.slots_evicted, (unsigned long long)kb.slots_evicted,
                   (unsigned long long)ka.events, (unsigned long long)kb.events);
     }
+    /* the threshold methods: events over the whole cache at the same tokens */
+    const struct {
+        kara_kv_method method;
+        kara_kv_evict evict;
+        const char *name;
+    } thresholds[] = {{KARA_KV_METHOD_STREAMING, KARA_KV_EVICT_ON_DEMAND, "streaming"},
+                      {KARA_KV_METHOD_SNAPKV, KARA_KV_EVICT_ON_DEMAND, "snapkv"},
+                      {KARA_KV_METHOD_RKV, KARA_KV_EVICT_ON_DEMAND, "rkv"},
+                      {KARA_KV_METHOD_KARA, SQUEEZE_THRESHOLD, "kara, trigger threshold"}};
+    for (size_t i = 0; i < sizeof thresholds / sizeof thresholds[0]; i++) {
+        for (int sampled = 0; sampled < 2; sampled++) {
+            float temp = sampled ? 0.7f : 0.0f;
+            compressed_run(m, thresholds[i].method, thresholds[i].evict, KARA_SPEC_NONE, temp, &a, &ka);
+            compressed_run(m, thresholds[i].method, thresholds[i].evict, KARA_SPEC_NGRAM, temp, &b, &kb);
+            CHECK_MSG(b.st.spec_on && (sampled || b.st.n_accepted > 0), "%s: spec %d, %d accepted", thresholds[i].name,
+                      b.st.spec_on, b.st.n_accepted);
+            CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "%s (temp %.1f): text differs",
+                      thresholds[i].name, (double)temp);
+            CHECK_MSG(ka.events > 1 && ka.slots_evicted > 0 && kb.slots_evicted == ka.slots_evicted &&
+                          kb.events == ka.events,
+                      "%s (temp %.1f): evicted %llu vs %llu, events %llu vs %llu", thresholds[i].name, (double)temp,
+                      (unsigned long long)ka.slots_evicted, (unsigned long long)kb.slots_evicted,
+                      (unsigned long long)ka.events, (unsigned long long)kb.events);
+            CHECK_EQ_INT(b.n_past, a.n_past);
+        }
+    }
+    /* lazy: off too */
+    compressed_run(m, KARA_KV_METHOD_LAZY, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, 0.0f, &a, &ka);
+    compressed_run(m, KARA_KV_METHOD_LAZY, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
+    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
+    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "lazy: text differs");
     /* h2o: off, the text as without it; per_window eviction (its events at
      * the same tokens, since no batch crosses a due point): on, and the same */
     compressed_run(m, KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, 0.0f, &a, &ka);

@@ -737,7 +737,7 @@ static int run(job *j) {
     if (cfg->spec != KARA_SPEC_NONE && !stats.spec_on)
         fprintf(stderr,
                 "kara batch: speculative off (kv_cache.method %s cannot take drafted tokens back while it compresses: "
-                "a window method without read tracking, full, or a budget that holds the context allow it)\n",
+                "h2o, lazy and read tracking sum every step's attention; the other methods allow it)\n",
                 kara_kv_method_name(cfg->context.kv.method));
     else if (cfg->spec != KARA_SPEC_NONE)
         fprintf(stderr, "kara batch: speculative on: %llu tokens drafted, %llu accepted (%.1f%%)\n",

@@ -161,7 +161,7 @@ static int generate(run_opts *o, kara_context *ctx, kara_context *draft, const i
     if (o->cfg.spec != KARA_SPEC_NONE && !gs.spec_on)
         fprintf(stderr,
                 "speculative: off (kv_cache.method %s cannot take drafted tokens back while it compresses: "
-                "a window method without read tracking, full, or a budget that holds the context allow it)\n",
+                "h2o, lazy and read tracking sum every step's attention; the other methods allow it)\n",
                 kara_kv_method_name(o->cfg.context.kv.method));
     else if (gs.spec_on)
         fprintf(stderr, "speculative: %d steps drafted %d tokens, %d accepted (%.1f%%)", gs.n_verify, gs.n_drafted,
