@@ -17,8 +17,8 @@
  * of a column of 16 rows against a broadcast activation needs none.
  *
  * A layout is a pair of functions: pack up to `unit` consecutive file
- * blocks of each of 16 rows into the group's interleaved blocks of the same total
- * size, and copy one row's block back out. Each layout stores a group's
+ * blocks of each of 16 rows into the group's interleaved blocks of the same
+ * total size, and copy one row's block back out. Each layout stores a group's
  * bytes in the order its kernel reads them, so that streaming a matrix
  * stays one sequential stream for the hardware prefetcher.
  */
