@@ -25,6 +25,7 @@ void kara_context_params_init(kara_context_params *p) {
     p->n_seq_max = 1;
     p->n_threads = 0;
     kara_kv_params_init(&p->kv);
+    p->verify_max = 1;
 }
 
 void kr_parallel_run(kara_context *ctx, void (*fn)(void *arg, int ith, int nth), void *arg) {
@@ -162,6 +163,9 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: the model was loaded without weights");
     if (params->n_batch < 1 || params->n_seq_max < 1 || params->n_ctx < 0)
         return kr_set_error(KARA_ERR_ARG, "kara_context_create: n_batch and n_seq_max must be >= 1, n_ctx >= 0");
+    if (params->verify_max < 1 || params->verify_max > KARA_MAX_DRAFT + 1)
+        return kr_set_error(KARA_ERR_ARG, "kara_context_create: verify_max is %d, outside [1, %d]", params->verify_max,
+                            KARA_MAX_DRAFT + 1);
     if (params->device != KARA_DEVICE_CPU && params->device != KARA_DEVICE_CUDA)
         return kr_set_error(KARA_ERR_ARG,
                             "kara_context_create: device %d is neither KARA_DEVICE_CPU nor KARA_DEVICE_CUDA",
@@ -216,7 +220,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         }
     }
     kr_kv_exec exec = {c->n_threads, run_on_threads, c};
-    st = kr_kv_policy_init(&c->policy, &plan, &c->kv, &exec, &vocab);
+    st = kr_kv_policy_init(&c->policy, &plan, &c->kv, &exec, &vocab, params->verify_max);
     free((void *)vocab.line_end);
     if (!st && model->prior.present) st = set_prior(c);
     if (st) {
@@ -225,7 +229,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
         free(c);
         return st;
     }
-    c->mem_bytes += c->policy.reserved_bytes;
+    c->mem_bytes += c->policy.reserved_bytes + c->policy.verify_bytes;
     size_t nb = (size_t)c->n_batch, qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
     c->x = scratch(c, nb * hp->n_embd);
     c->xn = scratch(c, nb * hp->n_embd);
@@ -260,7 +264,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->out_rows = calloc(nb, sizeof(int32_t));
     c->entry_pos = calloc(nb, sizeof(int32_t));
     c->entry_seq = calloc(nb, sizeof(int32_t));
-    c->entry_last = calloc(nb, sizeof(int8_t));
+    c->entry_row = calloc(nb, sizeof(int8_t));
     c->seq_counts = calloc((size_t)params->n_seq_max, sizeof(int32_t));
     c->seq_next = calloc((size_t)params->n_seq_max, sizeof(int32_t));
     c->saved_kv = calloc((size_t)params->n_seq_max, sizeof *c->saved_kv);
@@ -268,8 +272,8 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     c->mem_bytes += c->kv.budget;
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->attn || !c->gate || !c->up || !c->proj || !c->rope_cs ||
         !c->att_scores || !c->att_q || (blocked && !c->att_kv) || (q8_in_place && !c->att_q8) || !c->logits ||
-        !c->slot || !c->out_rows || !c->entry_pos || !c->entry_seq || !c->entry_last || !c->seq_counts ||
-        !c->seq_next || !c->saved_kv || !c->saved_pol || !alloc_act_bufs(c)) {
+        !c->slot || !c->out_rows || !c->entry_pos || !c->entry_seq || !c->entry_row || !c->seq_counts || !c->seq_next ||
+        !c->saved_kv || !c->saved_pol || !alloc_act_bufs(c)) {
         kara_context_free(c);
         return kr_set_error(KARA_ERR_NOMEM, "out of memory allocating context scratch");
     }
@@ -288,7 +292,7 @@ void kara_context_free(kara_context *c) {
     if (c->backend && c->backend->destroy) c->backend->destroy(c);
     kr_kv_free(&c->kv);
     kr_kv_policy_free(&c->policy);
-    free(c->entry_last);
+    free(c->entry_row);
     float *bufs[] = {c->x,  c->xn,   c->q,       c->k,          c->v,     c->attn,  c->gate,
                      c->up, c->proj, c->rope_cs, c->att_scores, c->att_q, c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -391,11 +395,12 @@ static kara_status validate_and_reserve(kara_context *c, const kara_batch *b) {
                                 counts[s], s, kara_seq_verify_room(c, s));
         drafts = true;
     }
-    for (int32_t i = 0; i < b->n_tokens; i++) c->entry_last[i] = 0;
-    for (int32_t s = 0; s < n_seq; s++) next[s] = -1;
-    for (int32_t i = 0; i < b->n_tokens; i++) next[c->entry_seq[i]] = i;
-    for (int32_t s = 0; s < n_seq; s++)
-        if (next[s] >= 0) c->entry_last[next[s]] = 1;
+    /* the attention rows the policy sums: each sequence's last entry's, or
+     * every entry's of a generated batch kept apart (next[] counts them) */
+    for (int32_t i = 0; i < b->n_tokens; i++) c->entry_row[i] = -1;
+    for (int32_t s = 0; s < n_seq; s++) next[s] = kr_kv_policy_attn_rows(&c->policy, s, counts[s]);
+    for (int32_t i = b->n_tokens - 1; i >= 0; i--)
+        if (next[c->entry_seq[i]] > 0) c->entry_row[i] = (int8_t)--next[c->entry_seq[i]];
     /* every sequence within its share, and the blocks the batch needs once
      * each has evicted what it must (next[] now holds slots after eviction) */
     int64_t need = 0;

@@ -57,7 +57,10 @@ struct kara_context {
     int32_t *out_rows;  /* entries whose logits were requested */
     int32_t *entry_pos; /* position of each entry (validated) */
     int32_t *entry_seq; /* sequence of each entry */
-    int8_t *entry_last; /* entry is its sequence's last in the batch */
+    /* the attention row an entry sums for the KV policy (h2o, lazy, read
+     * tracking): -1 none; 0 its sequence's last entry; the entry's rank in a
+     * generated batch whose rows are kept apart (kr_kv_policy_attn_rows) */
+    int8_t *entry_row;
     int32_t *seq_counts, *seq_next; /* per sequence, batch validation scratch */
     kr_act_buf act[KR_TYPE_COUNT];
 

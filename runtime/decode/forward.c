@@ -40,13 +40,11 @@ static void undo_batch(kara_context *c) {
         c->kv.seqs[s].next_pos = c->saved_kv[s].next_pos;
         c->kv.seqs[s].active = c->saved_kv[s].active;
         c->policy.seqs[s] = c->saved_pol[s];
-        /* the attention of the sequence's newest query, summed layer by
+        /* the attention of the sequence's newest queries, summed layer by
          * layer for H2O, lazy and read tracking: only kr_kv_policy_h2o_commit
-         * adds it to the scores (and zeroes it), which a stopped pass never
-         * reaches, so drop the partial sums (found by test_decode_atomic) */
-        if (c->policy.h2o_probs)
-            memset(c->policy.h2o_probs + (size_t)s * c->policy.n_head * c->policy.max_slots, 0,
-                   (size_t)c->policy.n_head * c->policy.max_slots * sizeof(float));
+         * adds it to the scores, which a stopped pass never reaches, so drop
+         * the partial sums (found by test_decode_atomic) */
+        kr_kv_policy_h2o_discard(&c->policy, s);
     }
     c->n_logits = 0;
 }
@@ -117,8 +115,10 @@ kara_status kr_forward(kara_context *c, const kara_batch *b) {
     for (int32_t i = 0; i < n; i++)
         if (b->logits ? b->logits[i] != 0 : i == n - 1) c->out_rows[n_out++] = i;
     c->n_logits = n_out;
-    for (int32_t i = 0; i < n; i++)
-        if (c->entry_last[i]) kr_kv_policy_h2o_commit(&c->policy, c->entry_seq[i], c->kv.seqs[c->entry_seq[i]].n);
+    for (int32_t s = 0; s < c->kv.n_seq_max; s++)
+        if (c->seq_counts[s])
+            kr_kv_policy_h2o_commit(&c->policy, s, kr_kv_policy_attn_rows(&c->policy, s, c->seq_counts[s]),
+                                    c->kv.seqs[s].n);
     be->logits(c, c->out_rows, n_out);
     kara_status st = be->finish(c);
     if (st) undo_batch(c); /* a device error: the batch is not in the cache either */

@@ -101,7 +101,7 @@ struct kara_engine {
     int32_t ev_slot;
 
     kara_engine_stats stats;
-    bool spec; /* speculative decoding on (asked for, and the KV method can take drafts back) */
+    bool spec; /* speculative decoding on (asked for, and kara_seq_verify_room > 0) */
     kr_batch_drafter dr;
     bool no_drafts; /* this step's batch is being rebuilt without drafts (the pool refused it) */
 };

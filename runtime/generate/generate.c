@@ -142,7 +142,7 @@ kara_status kara_generator_create(kara_context *ctx, const kara_generator_params
     g->batch_seq = malloc((size_t)g->n_batch * sizeof *g->batch_seq);
     g->batch_logits = malloc((size_t)g->n_batch);
     g->tail = malloc((size_t)g->gm.piece_cap * TAIL_TOKENS + 1);
-    /* room 0: a KV method that cannot take drafted tokens back (kara_seq_verify_room) */
+    /* room 0: a KV method that cannot take drafted tokens back (h2o, lazy, read tracking without verify_max) */
     g->spec = p->spec != KARA_SPEC_NONE && kara_seq_verify_room(ctx, 0) > 0 && g->n_batch > 1;
     g->vbatch = malloc(((size_t)(g->spec ? p->draft_max : 0) + 1) * sizeof *g->vbatch);
     if (!st && g->spec && p->spec == KARA_SPEC_NGRAM)

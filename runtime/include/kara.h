@@ -358,6 +358,12 @@ typedef struct kara_context_params {
     int32_t n_threads;  /* 0 (default) or less = number of cores */
     kara_kv_params kv;  /* KV cache and compression (kara_kv_params_init) */
     kara_device device; /* KARA_DEVICE_CPU (default) or KARA_DEVICE_CUDA ("runtime.device") */
+    /* The most entries per sequence of a generated batch (a speculative verify step) under the KV methods that sum
+     * every step's attention (h2o, lazy, kara.score.reads_weight > 0), 1..KARA_MAX_DRAFT + 1 (default 1: no drafts
+     * there). Each entry's attention is kept apart until the entries taken back are known: n_seq_max x n_head x
+     * (max slots) floats of scratch per entry, reserved at creation outside the KV budget, like the batch's
+     * activations. The tools set it to draft_max + 1 when they speculate. */
+    int32_t verify_max;
 } kara_context_params;
 /* As kara_kv_params_set (KARA_ERR_CONFIG, *p unchanged), for the context's keys too. */
 kara_status kara_context_params_set(kara_context_params *p, const char *key, const char *value);
@@ -379,8 +385,9 @@ bool kara_context_kv_compressing(const kara_context *ctx);
 /* The most entries a generated batch (kara_batch.generated) of seq may have now: where KV compression can act, short
  * of the next window's scoring, of the threshold methods' event over the whole cache and of an eviction, so that
  * nothing happens inside it that the entries taken back would leave behind; 1 where only a single token may go now
- * (also on a device under compression), 0 where the KV method cannot take entries back (h2o, lazy, read tracking).
- * At most n_batch. */
+ * (also on a device under compression), 0 where the KV method cannot take entries back (h2o, lazy and read tracking
+ * with verify_max 1). At most n_batch, and at most verify_max under h2o, lazy and read tracking, whose batches also
+ * stay short of read tracking's next window start. */
 int32_t kara_seq_verify_room(const kara_context *ctx, int32_t seq);
 
 /* A batch of entries, possibly from several sequences: entry i feeds token tokens[i] at position pos[i] of sequence
@@ -739,7 +746,7 @@ typedef struct kara_engine_params {
     bool optimistic_admission; /* admit on free blocks alone, ignoring what running requests may grow (false) */
     /* speculative decoding of every decoding request (docs/SPECULATIVE.md): NONE, NGRAM (drafts from the request's
      * own text) or DRAFT (drafts from the model of draft_ctx). Under KV compression too, within kara_seq_verify_room
-     * (off for the methods that cannot take drafts back: stats.spec_on false). */
+     * (off where the room is 0: h2o, lazy and read tracking with the context's verify_max 1; stats.spec_on false). */
     kara_spec_mode spec;
     int32_t draft_max; /* most tokens drafted per request and step, 1..KARA_MAX_DRAFT (8) */
     /* spec DRAFT: a context over a model with the same vocabulary (every token's text equal), full KV (not

@@ -25,7 +25,7 @@ static bool threshold_trigger(const kara_kv_params *p) {
 static bool on_demand(const kr_kv_policy *pol) { return pol->t.evict == KARA_KV_EVICT_ON_DEMAND; }
 
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
-                              const kr_kv_vocab_info *vocab) {
+                              const kr_kv_vocab_info *vocab, int32_t verify_rows) {
     memset(pol, 0, sizeof *pol);
     pol->kv = kv;
     pol->exec = *exec;
@@ -114,6 +114,14 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
             q->lazy_last = pol->lazy_state + (size_t)i * 2 * nf;
             q->lazy_mri = q->lazy_last + nf;
         }
+        if (ok && pol->h2o_probs && verify_rows > 1) ok = (q->spec_save = malloc(nf * 2 * sizeof(int32_t))) != NULL;
+    }
+    if (ok && pol->h2o_probs && verify_rows > 1) {
+        /* verify batches' rows past the first: scratch, outside the budget */
+        size_t rows = (size_t)(verify_rows - 1) * (size_t)n_seq_max * (size_t)pol->n_head * nf;
+        ok = (pol->verify_probs = calloc(rows, sizeof(float))) != NULL;
+        pol->verify_rows = verify_rows;
+        pol->verify_bytes = rows * sizeof(float) + (size_t)n_seq_max * nf * 2 * sizeof(int32_t);
     }
     if (!ok) {
         kr_kv_policy_free(pol);
@@ -130,10 +138,12 @@ void kr_kv_policy_free(kr_kv_policy *pol) {
             free(pol->seqs[i].win);
             free(pol->seqs[i].win_size);
             free(pol->seqs[i].h2o_acc);
+            free(pol->seqs[i].spec_save);
         }
     free(pol->seqs);
     free(pol->ring);
     free(pol->h2o_probs);
+    free(pol->verify_probs);
     free(pol->score_scratch);
     free(pol->select_scratch);
     free(pol->layer_scores);
@@ -185,9 +195,11 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
     if (q->tokens) q->tokens[slot] = token;
     if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
     if (q->lazy_last) { /* never seen attended; its own step is the next one observed */
-        q->lazy_last[slot] = q->lazy_step;
+        q->lazy_last[slot] =
+            q->lazy_step + (q->generated ? q->spec_appended : 0); /* a verify batch's, after those before it */
         q->lazy_mri[slot] = 0;
     }
+    if (q->generated) q->spec_appended++;
     if (!q->prompt_marked && n_new == 1 && slot > 0) {
         /* generation starts: everything before this slot is the prompt; a
          * prompt shorter than n_sink takes the first generated tokens too */
@@ -215,36 +227,6 @@ void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int3
     size_t row = (size_t)(pos % pol->ring_cap);
     size_t lay = (size_t)(layer / stride);
     return pol->ring + (((size_t)seq * pol->n_scored_layers + lay) * pol->ring_cap + row) * pol->q_row_bytes;
-}
-
-float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t head) {
-    if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked) return NULL;
-    return pol->h2o_probs + ((size_t)seq * pol->n_head + head) * pol->max_slots;
-}
-
-void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots) {
-    if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked) return;
-    kr_kv_policy_seq *q = &pol->seqs[seq];
-    if (q->lazy_last) {
-        /* lazy: the mean over heads and layers of this step's attention */
-        float *mean = pol->h2o_probs + (size_t)seq * pol->n_head * pol->max_slots;
-        for (int32_t h = 1; h < pol->n_head; h++) {
-            float *row = mean + (size_t)h * pol->max_slots;
-            kr_kv_h2o_accumulate(mean, row, n_slots);
-            memset(row, 0, (size_t)n_slots * sizeof(float));
-        }
-        const float scale = 1.0f / ((float)pol->n_head * (float)pol->n_layer);
-        for (int32_t j = 0; j < n_slots; j++) mean[j] *= scale;
-        kr_kv_lazy_observe(q->lazy_last, q->lazy_mri, mean, n_slots, ++q->lazy_step, pol->t.lazy_alpha);
-        memset(mean, 0, (size_t)n_slots * sizeof(float));
-        return;
-    }
-    float *acc = q->h2o_acc;
-    for (int32_t h = 0; h < pol->n_head; h++) {
-        float *row = pol->h2o_probs + ((size_t)seq * pol->n_head + h) * pol->max_slots;
-        kr_kv_h2o_accumulate(acc, row, n_slots);
-        memset(row, 0, (size_t)n_slots * sizeof(float));
-    }
 }
 
 const uint8_t *kr_kvp_line_flags(kr_kv_policy *pol, const int32_t *tokens, int32_t n) {

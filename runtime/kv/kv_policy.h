@@ -97,6 +97,15 @@ typedef struct kr_kv_policy_seq {
      * think_done before it, and the event and eviction counts then */
     int32_t spec_pos, spec_slot;
     bool spec_think;
+    int32_t spec_appended; /* entries of the batch appended so far (lazy: each as a step of its own) */
+    /* h2o, lazy, read tracking with verify_rows > 1: the batch's attention
+     * rows committed but kept (spec_rows of them, 0: none; the sequence then
+     * held spec_rows_end slots), and what the commits changed, as it was
+     * before them (h2o_acc, or lazy_last and lazy_mri, spec_rows_end
+     * entries each, and lazy_step) */
+    int32_t spec_rows, spec_rows_end;
+    void *spec_save;
+    int32_t spec_lazy_step;
     uint64_t spec_events;
     uint32_t spec_evictions;
     bool generated; /* the batch being appended continues its generation (kara_batch.generated) */
@@ -128,6 +137,12 @@ typedef struct kr_kv_policy {
     uint8_t *ring;
     /* H2O: per sequence, [n_head][max_slots] probabilities of the last query */
     float *h2o_probs;
+    /* verify batches under h2o, lazy and read tracking: the rows of entries
+     * 1 .. verify_rows - 1, [row - 1][seq][n_head][max_slots], and their
+     * bytes with the sequences' spec_save (scratch outside the budget) */
+    int32_t verify_rows;
+    float *verify_probs;
+    uint64_t verify_bytes;
     /* one event at a time: scorer scratch, score vectors, selection */
     void *score_scratch;
     size_t score_scratch_bytes;
@@ -168,7 +183,7 @@ typedef struct kr_kv_vocab_info {
 /* A policy for kv under the plan; exec runs its scoring in parallel. The
  * line-end flags are copied when the selection needs them. */
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
-                              const kr_kv_vocab_info *vocab);
+                              const kr_kv_vocab_info *vocab, int32_t verify_rows);
 void kr_kv_policy_free(kr_kv_policy *pol);
 /* Give the policy the model's retention prior (the arrays stay the
  * caller's and must outlive the policy). Used only by method kara when it
@@ -223,12 +238,22 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
 /* Where the forward pass stores the post-RoPE query of (layer, position),
  * or NULL when the policy does not need it. */
 void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos);
-/* H2O and lazy: the probability row of one head for the sequence's newest
- * query (summed over layers), or NULL when not collected;
- * kr_kv_policy_h2o_commit folds them into H2O's accumulators, or into
- * lazy's recurrence tracking, after the forward pass. */
-float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t head);
-void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_slots);
+/* H2O, lazy and read tracking: how many attention rows a decode of n_new
+ * entries of seq sums (0 for none): its last entry's, or under
+ * verify_rows > 1 every entry's of a generated batch, each in a row of its
+ * own (row r for the entry of rank r). */
+int32_t kr_kv_policy_attn_rows(const kr_kv_policy *pol, int32_t seq, int32_t n_new);
+/* The probability row of one head for row `row` of the sequence's newest
+ * queries (summed over layers), or NULL when not collected. */
+float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t head);
+/* After the forward pass: fold rows 0 .. n_rows - 1 into H2O's accumulators
+ * or lazy's recurrence tracking, in order, as that many one-token steps
+ * would (row r when the sequence held n_slots - n_rows + 1 + r slots). A
+ * generated batch under verify_rows > 1 saves what they change first and
+ * keeps the rows, for kr_kv_policy_spec_take_back. */
+void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int32_t n_slots);
+/* A pass that did not finish: zero every row of seq. */
+void kr_kv_policy_h2o_discard(kr_kv_policy *pol, int32_t seq);
 
 /* Run the events that are due after a decode step. */
 kara_status kr_kv_policy_step(kr_kv_policy *pol);

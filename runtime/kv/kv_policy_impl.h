@@ -82,4 +82,12 @@ bool kr_kvp_queries_kept(const kr_kv_policy *pol, int32_t seq, int32_t n);
 kara_status kr_kvp_on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
                                   bool *score_first);
 
+/* kv_policy_attn.c, for kv_policy_spec.c: zero the rows the last generated
+ * batch of seq kept (before the next decode's appends); whether its entries
+ * can be taken back as far as the summed attention goes; and taking back
+ * all but its first n_kept. */
+void kr_kvp_attn_release(kr_kv_policy *pol, int32_t seq);
+bool kr_kvp_attn_can_take_back(const kr_kv_policy *pol, int32_t seq);
+void kr_kvp_attn_take_back(kr_kv_policy *pol, int32_t seq, int32_t n_kept);
+
 #endif /* KR_KV_POLICY_IMPL_H */

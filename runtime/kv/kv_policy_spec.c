@@ -17,16 +17,28 @@
  * and the token that reaches it goes alone; the query rows that snapkv,
  * rkv and threshold kara keep for that event are those of positions below
  * it, rewritten by the accepted tokens by then. Methods that sum every
- * step's attention (h2o, lazy, read tracking) get room 0: a batch sums
- * only its last entry's. */
+ * step's attention (h2o, lazy, read tracking) keep each entry's attention
+ * apart (kv_policy_attn.c), in verify_rows rows: room 0 without them, at
+ * most verify_rows with them; read tracking's batches also stay short of
+ * its next window start, which zeroes the sums of a window that the
+ * entries before it still add to. */
 #include <stdint.h>
 
 #include "kv_policy.h"
 #include "kv_policy_impl.h"
 
+/* Read tracking: the entries whose appends leave the grid of due windows
+ * where the batch's first append leaves it (start_reads in kv_policy.c). */
+static int32_t reads_room(const kr_kv_policy *pol, const kr_kv_policy_seq *q, int32_t n) {
+    int32_t grid = q->reads_grid < q->frontier ? q->frontier : q->reads_grid;
+    while (n + 1 - grid - pol->t.buffer >= pol->p.interval) grid += pol->p.interval;
+    return grid + pol->t.buffer + pol->p.interval - n - 1;
+}
+
 int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
     if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return INT32_MAX;
-    if (pol->needs_h2o || pol->lazy_state) return 0;
+    const bool sums = pol->needs_h2o || pol->lazy_state;
+    if (sums && pol->verify_rows < 2) return 0;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!q->prompt_marked) return 1; /* the first generated token marks the prompt's end alone */
     int32_t n = pol->kv->seqs[seq].n, room = INT32_MAX;
@@ -41,12 +53,19 @@ int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
     }
     int32_t share_room = pol->plan.seq_tokens - n;
     if (share_room < room) room = share_room;
+    if (sums && pol->verify_rows < room) room = pol->verify_rows;
+    if (q->h2o_acc && pol->window_method) {
+        int32_t r = reads_room(pol, q, n);
+        if (r < room) room = r;
+    }
     return room > 1 ? room : 1;
 }
 
 void kr_kv_policy_spec_mark(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
+    kr_kvp_attn_release(pol, seq);
     q->spec_slot = -1;
+    q->spec_appended = 0;
     if (!q->generated || !q->prompt_marked) return;
     q->spec_pos = pol->kv->seqs[seq].next_pos;
     q->spec_slot = pol->kv->seqs[seq].n;
@@ -58,7 +77,8 @@ void kr_kv_policy_spec_mark(kr_kv_policy *pol, int32_t seq) {
 bool kr_kv_policy_spec_can_take_back(const kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     return pol->scoring && q->spec_slot >= 0 && q->prompt_marked && n_keep >= q->spec_pos &&
-        q->events == q->spec_events && q->evictions == q->spec_evictions && n_keep <= pol->kv->seqs[seq].next_pos;
+        q->events == q->spec_events && q->evictions == q->spec_evictions && n_keep <= pol->kv->seqs[seq].next_pos &&
+        kr_kvp_attn_can_take_back(pol, seq);
 }
 
 void kr_kv_policy_spec_take_back(kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
@@ -67,4 +87,5 @@ void kr_kv_policy_spec_take_back(kr_kv_policy *pol, int32_t seq, int32_t n_keep)
     for (int32_t i = q->spec_slot; q->tokens && !done && i < q->spec_slot + (n_keep - q->spec_pos); i++)
         done = q->tokens[i] == pol->think_end_token && pol->think_end_token >= 0;
     q->think_done = done;
+    kr_kvp_attn_take_back(pol, seq, n_keep - q->spec_pos);
 }

@@ -17,9 +17,9 @@
  *   answer, greedy or sampled, at any concurrency, through preemptions and
  *   a draft context too short for the requests, and under Kara's
  *   compression, evicting on demand or per window (the same events and
- *   evicted slots; the threshold methods streaming and snapkv too), and
- *   stays off under h2o; bad draft contexts are
- *   refused by name.
+ *   evicted slots; the threshold methods streaming and snapkv too, and h2o
+ *   and lazy with their attention kept apart per entry, verify_max 9; off
+ *   under h2o with verify_max 1); bad draft contexts are refused by name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +59,7 @@ static int32_t g_budget_tokens;  /* the threshold methods' token budget, 0: the 
 static kara_spec_mode g_spec = KARA_SPEC_NONE;
 static kara_model *g_draft_model;   /* spec DRAFT: run_engine's draft model */
 static int32_t g_draft_n_ctx = 512; /* and its context's size */
+static int32_t g_verify_max = 1;    /* make_ctx's verify_max */
 
 static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t budget, int32_t n_batch,
                               int32_t max_compress_per_step) {
@@ -70,6 +71,7 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     cp.n_threads = 1;
     cp.kv.method = method;
     cp.kv.budget = budget;
+    cp.verify_max = g_verify_max;
     kr_test_small_windows(&cp.kv);
     kr_kv_tune(&cp.kv)->min_compressible = g_min_compressible;
     kr_kv_tune(&cp.kv)->reserve_blocks = 1;
@@ -80,6 +82,7 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     if (g_budget_tokens) {
         kr_kv_tune(&cp.kv)->budget_tokens = g_budget_tokens;
         kr_kv_tune(&cp.kv)->snapkv_trigger_slack = 8;
+        kr_kv_tune(&cp.kv)->lazy_window = 8; /* lazy: an event every 8 tokens past the budget */
     }
     kara_context *ctx = NULL;
     if (kara_context_create(g_model, &cp, &ctx) != KARA_OK) {
@@ -649,7 +652,8 @@ static void test_speculative(void) {
     }
     g_budget_tokens = 0;
     g_seq_tokens = 160;
-    /* a method that sums every step's attention cannot take drafts back: off */
+    /* a method that sums every step's attention takes drafts back only with
+     * each entry's attention kept apart (verify_max): off with 1 */
     run_opts h = {KARA_KV_METHOD_H2O, 2, 0, 40, 0.0f, 16, false, 0, 0};
     g_spec = KARA_SPEC_NONE;
     CHECK(run_engine(&h, plain, &stats));
@@ -657,7 +661,32 @@ static void test_speculative(void) {
     CHECK(run_engine(&h, ans, &stats));
     CHECK(!stats.spec_on && stats.n_drafted == 0);
     same_answers(plain, ans, N_REQ, "speculative off under h2o");
+    /* h2o and lazy (a budget of 128 tokens, 3 requests at a time): with 9
+     * rows, drafts go on, and the answers, events and evicted slots are
+     * those without drafts (which ran with verify_max 1) */
     g_seq_tokens = 0;
+    g_budget_tokens = 128;
+    const kara_kv_method summing[] = {KARA_KV_METHOD_H2O, KARA_KV_METHOD_LAZY};
+    for (int i = 0; i < 2; i++) {
+        run_opts t = {summing[i], 3, 0, 60, 0.0f, 16, false, 0, 0};
+        g_spec = KARA_SPEC_NONE;
+        CHECK(run_engine(&t, kref, &stats));
+        events = stats.kv_events;
+        evicted = g_slots_evicted;
+        g_spec = KARA_SPEC_NGRAM;
+        g_verify_max = 9;
+        CHECK(run_engine(&t, ans, &stats));
+        g_verify_max = 1;
+        const char *name = kara_kv_method_name(summing[i]);
+        CHECK_MSG(events > 1 && evicted > 0 && stats.spec_on && stats.n_accepted > 0,
+                  "%s: %llu events, %llu slots evicted, %llu of %llu drafts kept", name, (unsigned long long)events,
+                  (unsigned long long)evicted, (unsigned long long)stats.n_accepted,
+                  (unsigned long long)stats.n_drafted);
+        same_answers(kref, ans, N_REQ, name);
+        CHECK_EQ_INT(stats.kv_events, events);
+        CHECK_EQ_INT(g_slots_evicted, evicted);
+    }
+    g_budget_tokens = 0;
     g_spec = KARA_SPEC_NONE;
 }
 

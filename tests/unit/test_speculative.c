@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "kara.h"
 #include "ngram_draft.h"
 #include "spec_run.h"
@@ -115,21 +116,47 @@ static void test_reuse_after_stop(kara_model *m) {
  * so the text, the events and the evictions are plain decoding's; with
  * per_window eviction too, and for the threshold methods (a budget of 64
  * tokens), whose batches stop short of the event over the whole cache.
- * Methods that cannot take drafted tokens back (h2o and lazy sum every
- * step's attention) leave it off. */
-#define SQUEEZE_THRESHOLD ((kara_kv_evict)-1) /* squeezed_context: kara with trigger threshold */
+ * The methods that sum every step's attention (h2o, lazy, kara with read
+ * tracking) keep each drafted entry's attention apart with verify_max > 1:
+ * then their sums end bit for bit as plain decoding's; with verify_max 1
+ * they leave speculation off. */
+#define SQUEEZE_THRESHOLD ((kara_kv_evict)-1)  /* squeezed_context: kara with trigger threshold */
+#define READ_TRACKING ((kara_kv_evict)-2)      /* kara on demand with kara.score.reads_weight */
+#define READ_TRACKING_LONG ((kara_kv_evict)-3) /* the same, windows of 48 slots due where reads start every 32 */
+static int32_t g_verify_max = 1;               /* squeezed_context's verify_max */
 static kara_context *squeezed_context(kara_model *m, kara_kv_method method, kara_kv_evict evict) {
     kara_context_params cp = kr_spec_ctx_params(method, N_CTX, N_BATCH, 96);
+    cp.verify_max = g_verify_max;
     kr_kv_tune(&cp.kv)->budget_tokens = 64;
     kr_test_small_windows(&cp.kv);
     kr_kv_tune(&cp.kv)->evict = evict;
     kr_kv_tune(&cp.kv)->snapkv_trigger_slack = kr_kv_tune(&cp.kv)->rkv_trigger_slack = 16; /* several events */
-    if (evict == SQUEEZE_THRESHOLD) { /* kara's ablation A8: an event over the whole cache at its budget */
+    kr_kv_tune(&cp.kv)->lazy_window = 16; /* under the budget, so that lazy evicts */
+    if (evict == SQUEEZE_THRESHOLD) {     /* kara's ablation A8: an event over the whole cache at its budget */
         kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_ON_DEMAND;
         kr_kv_tune(&cp.kv)->trigger = KARA_KV_TRIGGER_THRESHOLD;
     }
+    if (evict == READ_TRACKING || evict == READ_TRACKING_LONG) {
+        kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_ON_DEMAND;
+        kr_kv_tune(&cp.kv)->reads_weight = 0.5f;
+        if (evict == READ_TRACKING_LONG) kr_kv_tune(&cp.kv)->min_compressible = 48;
+    }
     return kr_spec_context(m, &cp);
 }
+
+/* A hash of the attention sums of sequence 0 (h2o and read tracking's
+ * accumulators, lazy's last-seen steps and intervals), bits and all. */
+static uint64_t sums_hash(const kara_context *ctx) {
+    const kr_kv_policy_seq *q = &ctx->policy.seqs[0];
+    uint64_t h = 1469598103934665603ull;
+    const int32_t n = ctx->kv.seqs[0].n;
+    const uint8_t *parts[3] = {(const uint8_t *)q->h2o_acc, (const uint8_t *)q->lazy_last,
+                               (const uint8_t *)q->lazy_mri};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; parts[k] && i < (size_t)n * 4; i++) h = (h ^ parts[k][i]) * 1099511628211ull;
+    return (h ^ (uint64_t)q->lazy_step) * 1099511628211ull;
+}
+static uint64_t g_sums; /* compressed_run: sums_hash of its context */
 
 static void compressed_run(kara_model *m, kara_kv_method method, kara_kv_evict evict, kara_spec_mode spec, float temp,
                            run_out *o, kara_kv_stats *ks) {
@@ -140,7 +167,49 @@ static void compressed_run(kara_model *m, kara_kv_method method, kara_kv_evict e
     kr_spec_params(&gp, temp, 180, spec);
     kr_spec_run(ctx, &gp, repeating_prompt(), N_PROMPT, o);
     kara_context_kv_stats(ctx, ks);
+    g_sums = sums_hash(ctx);
     kara_context_free(ctx);
+}
+
+/* h2o, lazy and read tracking: with verify_max 1 speculation stays off;
+ * with 9 rows it is on, and the text, the events, the evictions and the
+ * attention sums themselves are plain decoding's (which ran with 1). */
+static void test_summing_methods(kara_model *m) {
+    static run_out a, b;
+    kara_kv_stats ka, kb;
+    const struct {
+        kara_kv_method method;
+        kara_kv_evict evict;
+        const char *name;
+    } summing[] = {{KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, "h2o"},
+                   {KARA_KV_METHOD_LAZY, KARA_KV_EVICT_ON_DEMAND, "lazy"},
+                   {KARA_KV_METHOD_KARA, READ_TRACKING, "kara, read tracking"},
+                   {KARA_KV_METHOD_KARA, READ_TRACKING_LONG, "kara, read tracking, windows of 48"}};
+    for (size_t i = 0; i < sizeof summing / sizeof summing[0]; i++) {
+        compressed_run(m, summing[i].method, summing[i].evict, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
+        CHECK_MSG(!b.st.spec_on && b.st.n_drafted == 0, "%s: spec on with verify_max 1", summing[i].name);
+        for (int sampled = 0; sampled < 2; sampled++) {
+            float temp = sampled ? 0.7f : 0.0f;
+            compressed_run(m, summing[i].method, summing[i].evict, KARA_SPEC_NONE, temp, &a, &ka);
+            uint64_t plain = g_sums;
+            g_verify_max = 9;
+            compressed_run(m, summing[i].method, summing[i].evict, KARA_SPEC_NGRAM, temp, &b, &kb);
+            g_verify_max = 1;
+            CHECK_MSG(b.st.spec_on && (sampled || b.st.n_accepted > 0) && b.st.n_drafted > b.st.n_accepted,
+                      "%s: spec %d, %d drafted, %d accepted", summing[i].name, b.st.spec_on, b.st.n_drafted,
+                      b.st.n_accepted);
+            CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "%s (temp %.1f): text differs", summing[i].name,
+                      (double)temp);
+            CHECK_MSG(ka.events > 1 && ka.slots_evicted > 0 && kb.slots_evicted == ka.slots_evicted &&
+                          kb.events == ka.events,
+                      "%s (temp %.1f): evicted %llu vs %llu, events %llu vs %llu", summing[i].name, (double)temp,
+                      (unsigned long long)ka.slots_evicted, (unsigned long long)kb.slots_evicted,
+                      (unsigned long long)ka.events, (unsigned long long)kb.events);
+            CHECK_MSG(g_sums == plain, "%s (temp %.1f): the attention sums differ from plain decoding's",
+                      summing[i].name, (double)temp);
+            CHECK_EQ_INT(b.n_past, a.n_past);
+        }
+    }
 }
 
 static void test_under_compression(kara_model *m) {
@@ -199,17 +268,9 @@ static void test_under_compression(kara_model *m) {
             CHECK_EQ_INT(b.n_past, a.n_past);
         }
     }
-    /* lazy: off too */
-    compressed_run(m, KARA_KV_METHOD_LAZY, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, 0.0f, &a, &ka);
-    compressed_run(m, KARA_KV_METHOD_LAZY, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
-    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
-    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "lazy: text differs");
-    /* h2o: off, the text as without it; per_window eviction (its events at
-     * the same tokens, since no batch crosses a due point): on, and the same */
-    compressed_run(m, KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NONE, 0.0f, &a, &ka);
-    compressed_run(m, KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
-    CHECK(!b.st.spec_on && b.st.n_drafted == 0);
-    CHECK_MSG(a.len == b.len && !memcmp(a.text, b.text, a.len), "h2o: text differs");
+    test_summing_methods(m);
+    /* per_window eviction (its events at the same tokens, since no batch
+     * crosses a due point): the same */
     for (int sampled = 0; sampled < 2; sampled++) {
         float temp = sampled ? 0.7f : 0.0f;
         compressed_run(m, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, KARA_SPEC_NONE, temp, &a, &ka);

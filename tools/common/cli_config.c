@@ -55,7 +55,7 @@ static const shared_flag shared_flags[] = {
     {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
     {"--spec", "speculative.mode",
      "none|ngram|draft: speculative decoding, drafts from the text itself (ngram) or a draft model (draft); the same "
-     "output; off for KV methods that cannot take drafts back while they compress"},
+     "output, under every KV method"},
     {"--draft-max", "speculative.draft_max", "most tokens drafted per speculative step (1..14)"},
     {"-md|--model-draft", "speculative.draft_model", "GGUF of the draft model (--spec draft; the same vocabulary)"},
     {"--draft-p-min", "speculative.draft_p_min", "a draft stops at a token the draft model gives a lower probability"},

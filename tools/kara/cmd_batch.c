@@ -536,6 +536,7 @@ static int setup_engine(job *j) {
         return KR_EXIT_CONFIG;
     }
     kara_context_params cp = cfg->context;
+    if (cfg->spec != KARA_SPEC_NONE) cp.verify_max = cfg->draft_max + 1; /* h2o, lazy, read tracking */
     int32_t want = cp.n_seq_max;
     if (!j->o->no_fit && j->n_todo > 0) {
         int32_t P, G;
@@ -735,10 +736,8 @@ static int run(job *j) {
             (unsigned long long)stats.kv_bytes_peak, (unsigned long long)stats.kv_budget,
             (unsigned long long)stats.kv_cache_bytes_peak, (unsigned long long)stats.kv_reserved_bytes);
     if (cfg->spec != KARA_SPEC_NONE && !stats.spec_on)
-        fprintf(stderr,
-                "kara batch: speculative off (kv_cache.method %s cannot take drafted tokens back while it compresses: "
-                "h2o, lazy and read tracking sum every step's attention; the other methods allow it)\n",
-                kara_kv_method_name(cfg->context.kv.method));
+        fprintf(stderr, "kara batch: speculative off (a context batch of %d entries holds no drafts: raise -b)\n",
+                cfg->context.n_batch);
     else if (cfg->spec != KARA_SPEC_NONE)
         fprintf(stderr, "kara batch: speculative on: %llu tokens drafted, %llu accepted (%.1f%%)\n",
                 (unsigned long long)stats.n_drafted, (unsigned long long)stats.n_accepted,

@@ -217,6 +217,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     const kr_eval_tasks *tasks = e->tasks;
     kara_context_params cp = *cp_in;
     cp.n_seq_max = 1;
+    if (o->cfg.spec != KARA_SPEC_NONE) cp.verify_max = o->cfg.draft_max + 1; /* h2o, lazy, read tracking */
     kara_context *ctx;
     if (kara_context_create(m, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara eval: %s: %s\n", row->label, kara_last_error());
@@ -310,7 +311,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         fprintf(stderr,
                 "kara eval: %s: speculative %s: %ld tokens drafted, %ld accepted (%.1f%%), in %ld verify steps of %ld "
                 "tokens generated\n",
-                row->label, spec_on ? "on" : "off (this KV method cannot take drafted tokens back)", drafted, accepted,
+                row->label, spec_on ? "on" : "off (the context batch holds no drafts)", drafted, accepted,
                 drafted ? 100.0 * (double)accepted / (double)drafted : 0.0, verify, generated);
     row->think_tokens = row->n ? think / row->n : 0;
     row->cached_slots = steps ? cached / (double)steps : 0;

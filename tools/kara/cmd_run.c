@@ -159,10 +159,8 @@ static int generate(run_opts *o, kara_context *ctx, kara_context *draft, const i
     fprintf(stderr, "generation: %d tokens in %.3f s (%.2f tok/s)\n", gs.n_generated, gs.t_generate_s,
             gs.n_generated / (gs.t_generate_s > 0 ? gs.t_generate_s : 1e-9));
     if (o->cfg.spec != KARA_SPEC_NONE && !gs.spec_on)
-        fprintf(stderr,
-                "speculative: off (kv_cache.method %s cannot take drafted tokens back while it compresses: "
-                "h2o, lazy and read tracking sum every step's attention; the other methods allow it)\n",
-                kara_kv_method_name(o->cfg.context.kv.method));
+        fprintf(stderr, "speculative: off (a context batch of %d entries holds no drafts: raise -b)\n",
+                kara_context_n_batch(ctx));
     else if (gs.spec_on)
         fprintf(stderr, "speculative: %d steps drafted %d tokens, %d accepted (%.1f%%)", gs.n_verify, gs.n_drafted,
                 gs.n_accepted, gs.n_drafted ? 100.0 * gs.n_accepted / gs.n_drafted : 0.0);
@@ -213,6 +211,7 @@ static int run_body(int argc, char **argv, run_opts *op) {
             return KR_EXIT_USAGE;
         }
     kara_context_params cp = o.cfg.context;
+    if (o.cfg.spec != KARA_SPEC_NONE) cp.verify_max = o.cfg.draft_max + 1; /* h2o, lazy, read tracking */
     int32_t n_ctx = cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(m);
     if (n_prompt > n_ctx) {
         fprintf(stderr, "kara run: the prompt has %d tokens but the context holds %d (raise -c)\n", n_prompt, n_ctx);
