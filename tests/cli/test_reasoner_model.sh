@@ -36,13 +36,16 @@ check "chat exits 0 (rc $rc)" '[ $rc -eq 0 ]'
 check "chat shows the thinking, then answers 8976" \
     'grep -q "p2=6864" "$tmp/chat.out" && [ "$(grep -v "^$" "$tmp/chat.out" | tail -1)" = "8976" ]'
 
-# 3. speculative decoding (--spec ngram) changes no text: the tier 4 row is
-#    the same, the chat reply is the same bytes, drafts were
-#    accepted; a draft length outside 1..14 is refused naming the key
-"$KARA" eval -m "$M" -t 2 --methods full --budgets none --limit 3 --tasks "$SRC/tests/data/late-tier4.jsonl" \
-    >"$tmp/t4-plain.txt" 2>&1
-"$KARA" eval -m "$M" -t 2 --methods full --budgets none --limit 3 --tasks "$SRC/tests/data/late-tier4.jsonl" \
-    --spec ngram >"$tmp/t4-spec.txt" 2>&1
+# 3. speculative decoding (--spec ngram) changes no text: the tier 4 rows
+#    are the same (full; h2o and lazy, which sum every step's attention,
+#    at a share of 0.3 that is full's as plain decoding holds it, with the
+#    same events and evicted slots), the chat reply is the same bytes,
+#    drafts were accepted; a draft length outside 1..14 is refused naming
+#    the key
+"$KARA" eval -m "$M" -t 2 --methods full,h2o,lazy --budgets 0.3 --limit 3 \
+    --tasks "$SRC/tests/data/late-tier4.jsonl" >"$tmp/t4-plain.txt" 2>&1
+"$KARA" eval -m "$M" -t 2 --methods full,h2o,lazy --budgets 0.3 --limit 3 \
+    --tasks "$SRC/tests/data/late-tier4.jsonl" --spec ngram >"$tmp/t4-spec.txt" 2>&1
 rc=$?
 check "eval --spec ngram exits 0 (rc $rc)" '[ $rc -eq 0 ]'
 # method to thinking tokens (the slot columns count drafted slots held between steps)
@@ -51,6 +54,14 @@ check "eval --spec ngram: the full row as without it (accuracy, capped, thinking
     '[ -n "$(row "$tmp/t4-plain.txt")" ] && [ "$(row "$tmp/t4-plain.txt")" = "$(row "$tmp/t4-spec.txt")" ]'
 check "eval --spec ngram reports accepted drafts" \
     'grep -Eq "full: speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$tmp/t4-spec.txt"'
+for meth in h2o lazy; do
+    mrow() { grep -E "^$meth " "$1" | awk '{ print $1, $2, $3, $4, $5, $6, $7, $13, $14 }'; }
+    check "eval --spec ngram: the $meth row as without it (share, accuracy, thinking tokens, events, evicted)" \
+        '[ -n "$(mrow "$tmp/t4-plain.txt")" ] && [ "$(mrow "$tmp/t4-plain.txt")" = "$(mrow "$tmp/t4-spec.txt")" ]'
+    check "eval --spec ngram: $meth evicted and accepted drafts" \
+        '[ "$(mrow "$tmp/t4-spec.txt" | awk "{ print \$9 }")" -gt 0 ] &&
+         grep -Eq "$meth: speculative on: [0-9]+ tokens drafted, [1-9][0-9]* accepted" "$tmp/t4-spec.txt"'
+done
 printf 'Compute #1 24*88 + #2 78*88.\n' | "$KARA" chat -m "$M" --temp 0 --spec ngram >"$tmp/chat-spec.out" 2>/dev/null
 check "chat --spec ngram: the same reply" 'cmp -s "$tmp/chat.out" "$tmp/chat-spec.out"'
 "$KARA" run -m "$M" -p "x" -n 4 --spec ngram --draft-max 15 >/dev/null 2>"$tmp/bad.err"

@@ -50,6 +50,7 @@ typedef struct kr_task_row {
     double think_tokens; /* mean thinking tokens per problem */
     double cached_slots; /* mean KV slots held per generated step */
     int32_t peak_slots;  /* most slots a problem held */
+    int32_t plain_peak;  /* most slots plain decoding of a problem holds: its prompt and output but the last token */
     uint64_t cache_peak; /* bytes of KV blocks at the peak */
     uint64_t reserved;   /* bytes reserved for scoring */
     double tok_s;
