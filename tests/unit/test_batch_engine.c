@@ -629,18 +629,23 @@ static void test_speculative(void) {
     CHECK_EQ_INT(g_slots_evicted, evicted);
     g_evict = KARA_KV_EVICT_ON_DEMAND;
     /* the threshold methods (a budget of 128 tokens, prompts of 100): their events over the
-     * whole cache at the same tokens, which no verify batch crosses */
+     * whole cache at the same tokens, which no verify batch crosses; h2o and
+     * lazy, which sum every step's attention, with each entry's kept apart
+     * (verify_max 9; the runs without drafts have 1) */
     g_seq_tokens = 0;
     g_budget_tokens = 128;
-    const kara_kv_method thresholds[] = {KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV};
-    for (int i = 0; i < 2; i++) {
+    const kara_kv_method thresholds[] = {KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O,
+                                         KARA_KV_METHOD_LAZY};
+    for (int i = 0; i < 4; i++) {
         run_opts t = {thresholds[i], 3, 0, 60, 0.0f, 16, false, 0, 0};
         g_spec = KARA_SPEC_NONE;
         CHECK(run_engine(&t, kref, &stats));
         events = stats.kv_events;
         evicted = g_slots_evicted;
         g_spec = KARA_SPEC_NGRAM;
+        g_verify_max = 9;
         CHECK(run_engine(&t, ans, &stats));
+        g_verify_max = 1;
         const char *name = kara_kv_method_name(thresholds[i]);
         CHECK_MSG(events > 1 && evicted > 0 && stats.spec_on && stats.n_accepted > 0,
                   "%s: %llu events, %llu slots evicted, %llu of %llu drafts kept", name, (unsigned long long)events,
@@ -652,8 +657,7 @@ static void test_speculative(void) {
     }
     g_budget_tokens = 0;
     g_seq_tokens = 160;
-    /* a method that sums every step's attention takes drafts back only with
-     * each entry's attention kept apart (verify_max): off with 1 */
+    /* without the rows (verify_max 1), h2o cannot take drafts back: off */
     run_opts h = {KARA_KV_METHOD_H2O, 2, 0, 40, 0.0f, 16, false, 0, 0};
     g_spec = KARA_SPEC_NONE;
     CHECK(run_engine(&h, plain, &stats));
@@ -661,31 +665,7 @@ static void test_speculative(void) {
     CHECK(run_engine(&h, ans, &stats));
     CHECK(!stats.spec_on && stats.n_drafted == 0);
     same_answers(plain, ans, N_REQ, "speculative off under h2o");
-    /* h2o and lazy (a budget of 128 tokens, 3 requests at a time): with 9
-     * rows, drafts go on, and the answers, events and evicted slots are
-     * those without drafts (which ran with verify_max 1) */
     g_seq_tokens = 0;
-    g_budget_tokens = 128;
-    const kara_kv_method summing[] = {KARA_KV_METHOD_H2O, KARA_KV_METHOD_LAZY};
-    for (int i = 0; i < 2; i++) {
-        run_opts t = {summing[i], 3, 0, 60, 0.0f, 16, false, 0, 0};
-        g_spec = KARA_SPEC_NONE;
-        CHECK(run_engine(&t, kref, &stats));
-        events = stats.kv_events;
-        evicted = g_slots_evicted;
-        g_spec = KARA_SPEC_NGRAM;
-        g_verify_max = 9;
-        CHECK(run_engine(&t, ans, &stats));
-        g_verify_max = 1;
-        const char *name = kara_kv_method_name(summing[i]);
-        CHECK_MSG(events > 1 && evicted > 0 && stats.spec_on && stats.n_accepted > 0,
-                  "%s: %llu events, %llu slots evicted, %llu of %llu drafts kept", name, (unsigned long long)events,
-                  (unsigned long long)evicted, (unsigned long long)stats.n_accepted,
-                  (unsigned long long)stats.n_drafted);
-        same_answers(kref, ans, N_REQ, name);
-        CHECK_EQ_INT(stats.kv_events, events);
-        CHECK_EQ_INT(g_slots_evicted, evicted);
-    }
     g_budget_tokens = 0;
     g_spec = KARA_SPEC_NONE;
 }

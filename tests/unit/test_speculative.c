@@ -158,6 +158,12 @@ static uint64_t sums_hash(const kara_context *ctx) {
 }
 static uint64_t g_sums; /* compressed_run: sums_hash of its context */
 
+typedef struct method_case {
+    kara_kv_method method;
+    kara_kv_evict evict; /* or SQUEEZE_THRESHOLD, READ_TRACKING, READ_TRACKING_LONG */
+    const char *name;
+} method_case;
+
 static void compressed_run(kara_model *m, kara_kv_method method, kara_kv_evict evict, kara_spec_mode spec, float temp,
                            run_out *o, kara_kv_stats *ks) {
     kara_context *ctx = squeezed_context(m, method, evict);
@@ -177,14 +183,10 @@ static void compressed_run(kara_model *m, kara_kv_method method, kara_kv_evict e
 static void test_summing_methods(kara_model *m) {
     static run_out a, b;
     kara_kv_stats ka, kb;
-    const struct {
-        kara_kv_method method;
-        kara_kv_evict evict;
-        const char *name;
-    } summing[] = {{KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, "h2o"},
-                   {KARA_KV_METHOD_LAZY, KARA_KV_EVICT_ON_DEMAND, "lazy"},
-                   {KARA_KV_METHOD_KARA, READ_TRACKING, "kara, read tracking"},
-                   {KARA_KV_METHOD_KARA, READ_TRACKING_LONG, "kara, read tracking, windows of 48"}};
+    const method_case summing[] = {{KARA_KV_METHOD_H2O, KARA_KV_EVICT_ON_DEMAND, "h2o"},
+                                   {KARA_KV_METHOD_LAZY, KARA_KV_EVICT_ON_DEMAND, "lazy"},
+                                   {KARA_KV_METHOD_KARA, READ_TRACKING, "kara, read tracking"},
+                                   {KARA_KV_METHOD_KARA, READ_TRACKING_LONG, "kara, read tracking, windows of 48"}};
     for (size_t i = 0; i < sizeof summing / sizeof summing[0]; i++) {
         compressed_run(m, summing[i].method, summing[i].evict, KARA_SPEC_NGRAM, 0.0f, &b, &kb);
         CHECK_MSG(!b.st.spec_on && b.st.n_drafted == 0, "%s: spec on with verify_max 1", summing[i].name);
@@ -243,14 +245,10 @@ static void test_under_compression(kara_model *m) {
                   (unsigned long long)ka.events, (unsigned long long)kb.events);
     }
     /* the threshold methods: events over the whole cache at the same tokens */
-    const struct {
-        kara_kv_method method;
-        kara_kv_evict evict;
-        const char *name;
-    } thresholds[] = {{KARA_KV_METHOD_STREAMING, KARA_KV_EVICT_ON_DEMAND, "streaming"},
-                      {KARA_KV_METHOD_SNAPKV, KARA_KV_EVICT_ON_DEMAND, "snapkv"},
-                      {KARA_KV_METHOD_RKV, KARA_KV_EVICT_ON_DEMAND, "rkv"},
-                      {KARA_KV_METHOD_KARA, SQUEEZE_THRESHOLD, "kara, trigger threshold"}};
+    const method_case thresholds[] = {{KARA_KV_METHOD_STREAMING, KARA_KV_EVICT_ON_DEMAND, "streaming"},
+                                      {KARA_KV_METHOD_SNAPKV, KARA_KV_EVICT_ON_DEMAND, "snapkv"},
+                                      {KARA_KV_METHOD_RKV, KARA_KV_EVICT_ON_DEMAND, "rkv"},
+                                      {KARA_KV_METHOD_KARA, SQUEEZE_THRESHOLD, "kara, trigger threshold"}};
     for (size_t i = 0; i < sizeof thresholds / sizeof thresholds[0]; i++) {
         for (int sampled = 0; sampled < 2; sampled++) {
             float temp = sampled ? 0.7f : 0.0f;
