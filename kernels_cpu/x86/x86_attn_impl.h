@@ -38,23 +38,31 @@ static inline __attribute__((always_inline)) float attn_value(const char *row, i
     return fmt == ATTN_F16 ? _cvtsh_ss(((const kr_fp16 *)row)[d]) : ((const float *)row)[d];
 }
 
-/* 8 values from column d (Q8_0: d a multiple of 8), dequant_kv's bits. */
-static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, int64_t d, const int fmt) {
+/* 8 values from column d (Q8_0: d a multiple of 8, and s its block's
+ * scale broadcast, attn_q8_scale8), dequant_kv's bits. */
+static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, int64_t d, const int fmt, __m256 s) {
     if (fmt == ATTN_Q8) {
         const kr_block_q8_0 *blk = attn_q8_block(row, d);
         const __m128i lv = _mm_loadl_epi64((const __m128i *)(blk->qs + d % KR_QK8_0));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lv)), _mm256_set1_ps(attn_q8_scale(blk)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lv)), s);
     }
     if (fmt == ATTN_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const kr_fp16 *)row + d)));
     return _mm256_loadu_ps((const float *)row + d);
 }
 
+/* The scale of the Q8_0 block of row holding column d, broadcast. */
+static inline __attribute__((always_inline)) __m256 attn_q8_scale8(const char *row, int64_t d) {
+    return _mm256_set1_ps(attn_q8_scale(attn_q8_block(row, d)));
+}
+
 /* NAME(c, ..., d0, NR, NQ): NR rows from row i, columns [d0, d0 + NQ * W)
  * in NQ vectors of W floats per row: each value row's vectors are
  * converted once and applied to the NR rows (NR * NQ accumulators: at most
- * 8 for ymm, 16 for zmm). Every element gets the same FMAs in the same
- * order at either width and any NR, so all of them give the same bits. */
-#define ATTN_PV_TILE(NAME, VT, W, LOADV, SET1, FMA, LOADU, STOREU)                                                     \
+ * 8 for ymm, 16 for zmm); a Q8_0 block's scale is widened once for its
+ * vectors. Every element gets the
+ * same FMAs in the same order at either width and any NR, so all of them
+ * give the same bits. */
+#define ATTN_PV_TILE(NAME, VT, W, LOADV, SCALE, SET1, FMA, LOADU, STOREU)                                              \
     static inline __attribute__((always_inline)) void NAME(float *c, int64_t ldc, const float *a, int64_t lda,         \
                                                            const char *b, size_t ldb, const int fmt, int64_t n,        \
                                                            int64_t d0, const int NR, const int NQ) {                   \
@@ -64,8 +72,11 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
         }                                                                                                              \
         for (int64_t j = 0; j < n; j++) {                                                                              \
             const char *bj = b + (size_t)j * ldb;                                                                      \
-            VT v[4];                                                                                                   \
-            for (int q = 0; q < NQ; q++) v[q] = LOADV(bj, d0 + W * q, fmt);                                            \
+            VT v[4], s_ = SET1(0.0f);                                                                                  \
+            for (int q = 0; q < NQ; q++) {                                                                             \
+                if (fmt == ATTN_Q8 && (q == 0 || (d0 + W * q) % KR_QK8_0 == 0)) s_ = SCALE(bj, d0 + W * q);            \
+                v[q] = LOADV(bj, d0 + W * q, fmt, s_);                                                                 \
+            }                                                                                                          \
             for (int r = 0; r < NR; r++) {                                                                             \
                 const VT p = SET1(a[r * lda + j]);                                                                     \
                 for (int q = 0; q < NQ; q++) acc[r][q] = FMA(p, v[q], acc[r][q]);                                      \
@@ -76,21 +87,27 @@ static inline __attribute__((always_inline)) __m256 attn_load8(const char *row, 
         }                                                                                                              \
     }
 
-ATTN_PV_TILE(attn_pv_tile, __m256, 8, attn_load8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps)
+ATTN_PV_TILE(attn_pv_tile, __m256, 8, attn_load8, attn_q8_scale8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps,
+             _mm256_storeu_ps)
 
 #if KR_X86_WIDTH == 16
-/* 16 values from column d (Q8_0: d a multiple of 16), dequant_kv's bits. */
-static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const int fmt) {
+/* 16 values from column d (Q8_0: d a multiple of 16, and s its block's
+ * scale broadcast, attn_q8_scale16), dequant_kv's bits. */
+static inline __attribute__((always_inline)) __m512 attn_load16(const char *row, int64_t d, const int fmt, __m512 s) {
     if (fmt == ATTN_Q8) {
         const kr_block_q8_0 *blk = attn_q8_block(row, d);
         const __m128i lv = _mm_loadu_si128((const __m128i *)(blk->qs + d % KR_QK8_0));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lv)), _mm512_set1_ps(attn_q8_scale(blk)));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lv)), s);
     }
     if (fmt == ATTN_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const kr_fp16 *)row + d)));
     return _mm512_loadu_ps((const float *)row + d);
 }
 
-ATTN_PV_TILE(attn_pv_tile64, __m512, 16, attn_load16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps,
+static inline __attribute__((always_inline)) __m512 attn_q8_scale16(const char *row, int64_t d) {
+    return _mm512_set1_ps(attn_q8_scale(attn_q8_block(row, d)));
+}
+
+ATTN_PV_TILE(attn_pv_tile64, __m512, 16, attn_load16, attn_q8_scale16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps,
              _mm512_storeu_ps)
 #endif
 
@@ -105,7 +122,8 @@ static inline __attribute__((always_inline)) void attn_pv_tail8(float *c, int64_
     __m256 acc[8];
     for (int r = 0; r < NR; r++) acc[r] = _mm256_loadu_ps(c + r * ldc + d0);
     for (int64_t j = 0; j < n; j++) {
-        const __m256 v = attn_load8(b + (size_t)j * ldb, d0, fmt);
+        const char *bj = b + (size_t)j * ldb;
+        const __m256 v = attn_load8(bj, d0, fmt, fmt == ATTN_Q8 ? attn_q8_scale8(bj, d0) : _mm256_setzero_ps());
         for (int r = 0; r < NR; r++) acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(a[r * lda + j]), v));
     }
     for (int r = 0; r < NR; r++) _mm256_storeu_ps(c + r * ldc + d0, acc[r]);

@@ -38,16 +38,37 @@ static inline __attribute__((always_inline)) __m512i q8s_pair(const char *row, i
     return two ? _mm512_inserti64x4(lo, q8s_levels(row, t + 1), 1) : lo;
 }
 
+/* The two f16 scales broadcast into the halves of one ymm and widened
+ * together (the same values as converting each alone). */
 static inline __attribute__((always_inline)) __m512 q8s_pair_scale(const char *row, int64_t t, const bool two) {
-    const __m512 lo = _mm512_set1_ps(q8s_scale(row, t));
-    return _mm512_mask_mov_ps(lo, (__mmask16)0xFF00, _mm512_set1_ps(two ? q8s_scale(row, t + 1) : 0.0f));
+    const kr_block_q8_0 *blk = (const kr_block_q8_0 *)row + t;
+    kr_fp16 h0, h1 = 0;
+    memcpy(&h0, &blk[0].d, sizeof h0);
+    if (two) memcpy(&h1, &blk[1].d, sizeof h1);
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)h1), _mm_set1_epi16((short)h0)));
 }
 
-/* Rows i < NR (1 or 2) of A against key rows bj[0..4). VPDPBUSD multiplies
- * unsigned by signed bytes: the query levels get 128 added (a XOR of the
- * sign bit) and 128 times the key bytes' sum, one VPDPBUSD per key pair
- * shared by the rows, is taken back off, exactly. */
-static inline __attribute__((always_inline)) void q8s_tile(float *c, int64_t ldc, const char *a, size_t lda,
+/* A query row's pairs of blocks, biased by 128 (a XOR of the sign bit),
+ * and their scales: loaded once per row, not once per four keys. */
+#define Q8S_MAX_PAIRS 8 /* rows of up to 16 blocks (heads of 512) */
+typedef struct q8s_query {
+    __m512i q[Q8S_MAX_PAIRS];
+    __m512 d[Q8S_MAX_PAIRS];
+} q8s_query;
+
+static inline __attribute__((always_inline)) void q8s_query_load(q8s_query *qa, const char *row, int64_t nb) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int64_t t = 0; t < nb; t += 2) {
+        qa->q[t / 2] = _mm512_xor_si512(q8s_pair(row, t, t + 1 < nb), bias);
+        qa->d[t / 2] = q8s_pair_scale(row, t, t + 1 < nb);
+    }
+}
+
+/* Query rows i < NR (1 or 2) against key rows bj[0..4). VPDPBUSD
+ * multiplies unsigned by signed bytes: the query levels carry the bias,
+ * and 128 times the key bytes' sum, one VPDPBUSD per key pair shared by
+ * the rows, is taken back off, exactly. */
+static inline __attribute__((always_inline)) void q8s_tile(float *c, int64_t ldc, const q8s_query *qa,
                                                            const char *const bj[4], int64_t nb, int nj, const int NR) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
     __m512 acc[2][4];
@@ -64,9 +85,8 @@ static inline __attribute__((always_inline)) void q8s_tile(float *c, int64_t ldc
             kd[j] = q8s_pair_scale(bj[j], t, two);
         }
         for (int i = 0; i < NR; i++) {
-            const char *ai = a + (size_t)i * lda;
-            const __m512i aq = _mm512_xor_si512(q8s_pair(ai, t, two), bias);
-            const __m512 ad = q8s_pair_scale(ai, t, two);
+            const __m512i aq = qa[i].q[t / 2];
+            const __m512 ad = qa[i].d[t / 2];
             for (int j = 0; j < 4; j++) {
                 const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, aq, kq[j]), corr[j]);
                 acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ad, kd[j]), acc[i][j]);
@@ -108,18 +128,61 @@ static inline __attribute__((always_inline)) void q8s_tile(float *c, int64_t ldc
 #define Q8S_MR 1
 #endif
 
+/* The four key rows from j (the last repeated past n). */
+static inline __attribute__((always_inline)) int q8s_keys(const char *bj[4], const char *b, size_t ldb, int64_t n,
+                                                          int64_t j) {
+    const int nj = n - j < 4 ? (int)(n - j) : 4;
+    for (int u = 0; u < 4; u++) bj[u] = b + (size_t)(j + (u < nj ? u : nj - 1)) * ldb;
+    return nj;
+}
+
+#if KR_X86_WIDTH == 16
+/* Rows of up to 8 blocks: each pair of query rows loaded once, then every
+ * key tile against it (a call's keys are one KV block's, a few KiB, so
+ * going over them again for the next pair finds them in L1). */
+static void x86_gemm_nt_q8(float *c, int64_t ldc, const void *a, size_t lda, const void *b, size_t ldb, int64_t m,
+                           int64_t n, int64_t nb) {
+    const char *ac = a, *bc = b;
+    if (nb > 2 * Q8S_MAX_PAIRS) { /* wider rows: the query pairs a chunk at a time would need the sums split */
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t j = 0; j < n; j++) {
+                float s = 0.0f;
+                for (int64_t t = 0; t < nb; t++) {
+                    int32_t dot = 0;
+                    const kr_block_q8_0 *x = (const kr_block_q8_0 *)(ac + (size_t)i * lda) + t;
+                    const kr_block_q8_0 *y = (const kr_block_q8_0 *)(bc + (size_t)j * ldb) + t;
+                    for (int l = 0; l < KR_QK8_0; l++) dot += (int32_t)x->qs[l] * (int32_t)y->qs[l];
+                    s += (float)dot * (attn_q8_scale(x) * attn_q8_scale(y));
+                }
+                c[i * ldc + j] = s;
+            }
+        }
+        return;
+    }
+    for (int64_t i = 0; i < m; i += Q8S_MR) {
+        const int nr = m - i < Q8S_MR ? 1 : Q8S_MR;
+        q8s_query qa[Q8S_MR];
+        for (int r = 0; r < nr; r++) q8s_query_load(&qa[r], ac + (size_t)(i + r) * lda, nb);
+        for (int64_t j = 0; j < n; j += 4) {
+            const char *bj[4];
+            const int nj = q8s_keys(bj, bc, ldb, n, j);
+            if (nr == Q8S_MR)
+                q8s_tile(c + i * ldc + j, ldc, qa, bj, nb, nj, Q8S_MR);
+            else
+                q8s_tile(c + i * ldc + j, ldc, qa, bj, nb, nj, 1);
+        }
+    }
+}
+#else
 static void x86_gemm_nt_q8(float *c, int64_t ldc, const void *a, size_t lda, const void *b, size_t ldb, int64_t m,
                            int64_t n, int64_t nb) {
     const char *ac = a, *bc = b;
     for (int64_t j = 0; j < n; j += 4) {
-        const int nj = n - j < 4 ? (int)(n - j) : 4;
         const char *bj[4];
-        for (int u = 0; u < 4; u++) bj[u] = bc + (size_t)(j + (u < nj ? u : nj - 1)) * ldb;
-        int64_t i = 0;
-        for (; i + Q8S_MR <= m; i += Q8S_MR)
-            q8s_tile(c + i * ldc + j, ldc, ac + (size_t)i * lda, lda, bj, nb, nj, Q8S_MR);
-        for (; i < m; i++) q8s_tile(c + i * ldc + j, ldc, ac + (size_t)i * lda, lda, bj, nb, nj, 1);
+        const int nj = q8s_keys(bj, bc, ldb, n, j);
+        for (int64_t i = 0; i < m; i++) q8s_tile(c + i * ldc + j, ldc, ac + (size_t)i * lda, lda, bj, nb, nj, 1);
     }
 }
+#endif
 
 #endif /* KR_X86_ATTN_Q8_IMPL_H */

@@ -52,7 +52,8 @@ typedef struct shape {
     int m, n, nb;
 } shape;
 
-static const shape shapes[] = {{1, 1, 1}, {2, 4, 4}, {2, 32, 4}, {3, 7, 3}, {5, 9, 2}, {1, 5, 8}, {4, 16, 5}};
+static const shape shapes[] = {{1, 1, 1}, {2, 4, 4},  {2, 32, 4}, {3, 7, 3}, {5, 9, 2},
+                               {1, 5, 8}, {4, 16, 5}, {2, 6, 10}, {3, 5, 17}};
 
 static void check_scores(const kr_kernels *k, shape s) {
     const size_t lda = (size_t)s.nb * sizeof(kr_block_q8_0) + 6, ldb = (size_t)s.nb * sizeof(kr_block_q8_0) + 10;
