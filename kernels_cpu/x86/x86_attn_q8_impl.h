@@ -137,26 +137,14 @@ static inline __attribute__((always_inline)) int q8s_keys(const char *bj[4], con
 }
 
 #if KR_X86_WIDTH == 16
-/* Rows of up to 8 blocks: each pair of query rows loaded once, then every
+/* Rows of up to 16 blocks: each pair of query rows loaded once, then every
  * key tile against it (a call's keys are one KV block's, a few KiB, so
  * going over them again for the next pair finds them in L1). */
 static void x86_gemm_nt_q8(float *c, int64_t ldc, const void *a, size_t lda, const void *b, size_t ldb, int64_t m,
                            int64_t n, int64_t nb) {
     const char *ac = a, *bc = b;
-    if (nb > 2 * Q8S_MAX_PAIRS) { /* wider rows: the query pairs a chunk at a time would need the sums split */
-        for (int64_t i = 0; i < m; i++) {
-            for (int64_t j = 0; j < n; j++) {
-                float s = 0.0f;
-                for (int64_t t = 0; t < nb; t++) {
-                    int32_t dot = 0;
-                    const kr_block_q8_0 *x = (const kr_block_q8_0 *)(ac + (size_t)i * lda) + t;
-                    const kr_block_q8_0 *y = (const kr_block_q8_0 *)(bc + (size_t)j * ldb) + t;
-                    for (int l = 0; l < KR_QK8_0; l++) dot += (int32_t)x->qs[l] * (int32_t)y->qs[l];
-                    s += (float)dot * (attn_q8_scale(x) * attn_q8_scale(y));
-                }
-                c[i * ldc + j] = s;
-            }
-        }
+    if (nb > 2 * Q8S_MAX_PAIRS) { /* wider heads than any model's: the scalar reference */
+        kr_scalar_gemm_nt_q8(c, ldc, a, lda, b, ldb, m, n, nb);
         return;
     }
     for (int64_t i = 0; i < m; i += Q8S_MR) {
