@@ -444,6 +444,12 @@ kara_status kr_cli_load_model_at(const kara_config *cfg, const char *path, kara_
     return kara_model_load(path, &mp, out);
 }
 
+kara_context_params kr_cli_context_params(const kara_config *cfg) {
+    kara_context_params cp = cfg->context;
+    if (cfg->spec != KARA_SPEC_NONE) cp.verify_max = cfg->draft_max + 1;
+    return cp;
+}
+
 kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out) {
     return kr_cli_load_model_at(cfg, cfg->model_path, out);
 }

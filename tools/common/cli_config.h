@@ -48,6 +48,10 @@ bool kr_cli_flag_is(const kr_cli_flag *f, const char *name);
 void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own);
 /* Print the resolved configuration (--print-config) to f. */
 void kr_cli_print_config(FILE *f, const kara_config *cfg);
+/* cfg's context params as the commands create their contexts with: when
+ * they speculate, verify_max draft_max + 1, so that h2o, lazy and read
+ * tracking keep each drafted entry's attention apart too. */
+kara_context_params kr_cli_context_params(const kara_config *cfg);
 /* Load cfg's model (model.path) with its model.* options. */
 kara_status kr_cli_load_model(const kara_config *cfg, kara_model **out);
 /* The same for another file (the draft model) with cfg's model.* options. */

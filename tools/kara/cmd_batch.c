@@ -535,8 +535,7 @@ static int setup_engine(job *j) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
         return KR_EXIT_CONFIG;
     }
-    kara_context_params cp = cfg->context;
-    if (cfg->spec != KARA_SPEC_NONE) cp.verify_max = cfg->draft_max + 1; /* h2o, lazy, read tracking */
+    kara_context_params cp = kr_cli_context_params(cfg);
     int32_t want = cp.n_seq_max;
     if (!j->o->no_fit && j->n_todo > 0) {
         int32_t P, G;

@@ -693,8 +693,7 @@ static int chat_main(int argc, char **argv) {
         goto done;
     }
     s.think = c->think != KARA_THINK_OFF && c->reasoning_budget != 0;
-    kara_context_params cp = c->context;
-    if (c->spec != KARA_SPEC_NONE) cp.verify_max = c->draft_max + 1; /* h2o, lazy, read tracking */
+    kara_context_params cp = kr_cli_context_params(c);
     if ((st = kara_context_create(s.model, &cp, &s.ctx))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
         rc = kr_exit_for_status(st);

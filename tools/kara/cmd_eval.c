@@ -217,7 +217,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     const kr_eval_tasks *tasks = e->tasks;
     kara_context_params cp = *cp_in;
     cp.n_seq_max = 1;
-    if (o->cfg.spec != KARA_SPEC_NONE) cp.verify_max = o->cfg.draft_max + 1; /* h2o, lazy, read tracking */
+    cp.verify_max = kr_cli_context_params(&o->cfg).verify_max; /* cp_in is a row's KV settings */
     kara_context *ctx;
     if (kara_context_create(m, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara eval: %s: %s\n", row->label, kara_last_error());

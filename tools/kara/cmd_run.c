@@ -210,8 +210,7 @@ static int run_body(int argc, char **argv, run_opts *op) {
             free(prompt);
             return KR_EXIT_USAGE;
         }
-    kara_context_params cp = o.cfg.context;
-    if (o.cfg.spec != KARA_SPEC_NONE) cp.verify_max = o.cfg.draft_max + 1; /* h2o, lazy, read tracking */
+    kara_context_params cp = kr_cli_context_params(&o.cfg);
     int32_t n_ctx = cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(m);
     if (n_prompt > n_ctx) {
         fprintf(stderr, "kara run: the prompt has %d tokens but the context holds %d (raise -c)\n", n_prompt, n_ctx);
