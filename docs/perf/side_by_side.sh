@@ -4,7 +4,8 @@
 # files, alternated per configuration, ROUNDS rounds (default 2):
 #   - Qwen3-0.6B and 1.7B shapes (random weights, Q4_K_M), -t 1 and -t 2:
 #     prefill pp512 and decode tg128;
-#   - decode at depth 4096 (tg32 after 4096 cached tokens), 0.6B, -t 1;
+#   - decode at depth 4096 (tg32 after 4096 cached tokens), 0.6B, -t 1,
+#     with an f16 KV cache and with a q8_0 one (tagged "kv":"q8_0");
 #   - AVX2 only, 0.6B, -t 1: KARA_CPU_ISA=avx2 against llama.cpp restricted
 #     to its Haswell backend (a folder holding only libggml-cpu-haswell.so).
 # First `kara bench --membw` at 1 and 2 threads (the wall decode is measured
@@ -35,6 +36,8 @@ for r in $(seq 1 "$ROUNDS"); do
         done
     done
     "$K" bench -m "$Q06" -t 1 -p 0 -n 32 -d 4096 -r 2 2> /dev/null | grep -v '"test":"load"' | tag "$r" ""
+    "$K" bench -m "$Q06" -t 1 -p 0 -n 32 -d 4096 -r 2 -ctk q8_0 -ctv q8_0 2> /dev/null | grep -v '"test":"load"' |
+        tag "$r" ",\"kv\":\"q8_0\""
     "$REF" "$Q06" -t 1 -p 0 -n 32 -d 4096 -r 2 2> /dev/null | tag "$r" ""
     KARA_CPU_ISA=avx2 "$K" bench -m "$Q06" -t 1 -p 512 -n 128 -r 2 2> /dev/null | grep -v '"test":"load"' |
         tag "$r" ",\"isa\":\"avx2\""
