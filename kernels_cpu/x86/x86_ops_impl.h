@@ -392,8 +392,12 @@ static inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
     }
 }
 
-/* Rows of A from which gemm_nt_lanes pays for its transposes. */
-#define GEMM_LANES_MIN_ROWS 6
+/* Rows of A from which gemm_nt_lanes pays for its transposes: on one KV
+ * block of a head of 32 (16 f16 keys, AMD EPYC, AVX-512) it takes 50-64 ns
+ * for 3 rows against gemm_block's 66-88, 57-71 against 92-126 for 4, and
+ * 43-56 against 49 for 2 (docs/PERFORMANCE.md, "Verify steps: the
+ * transposed keys from 3 query rows"). */
+#define GEMM_LANES_MIN_ROWS 3
 
 /* k = 16 or 32 (heads of 16 or 32 dimensions, as the shipped model's) with
  * many A rows (a verify step or a prompt chunk: 2 query heads per KV head
