@@ -59,9 +59,8 @@ static inline __attribute__((always_inline)) __m256 attn_q8_scale8(const char *r
  * in NQ vectors of W floats per row: each value row's vectors are
  * converted once and applied to the NR rows (NR * NQ accumulators: at most
  * 8 for ymm, 16 for zmm); a Q8_0 block's scale is widened once for its
- * vectors. Every element gets the
- * same FMAs in the same order at either width and any NR, so all of them
- * give the same bits. */
+ * vectors. Every element gets the same FMAs in the same order at either
+ * width and any NR, so all of them give the same bits. */
 #define ATTN_PV_TILE(NAME, VT, W, LOADV, SCALE, SET1, FMA, LOADU, STOREU)                                              \
     static inline __attribute__((always_inline)) void NAME(float *c, int64_t ldc, const float *a, int64_t lda,         \
                                                            const char *b, size_t ldb, const int fmt, int64_t n,        \
