@@ -43,14 +43,12 @@ void kr_parallel_run(kara_context *ctx, void (*fn)(void *arg, int ith, int nth),
 
 /* Regions on all the context's threads in which every thread is busy
  * until work_s after the region began, run until budget_s has passed (at
- * least two, unless the first alone took twice the budget: beside a busy
- * core it lasts a time slice, longer than the short call it prices, and the
- * ping is paid inside that call): the mean seconds of one region now
- * (run_threads.h). A core
- * held by another process shows only when that process gets its time
- * slice, so the ping has to last about as long; and the threads must be
- * busy as in a real call: with empty regions the ping read quiet beside a
- * busy core while the call it priced ran 50x slower than on one thread. */
+ * least two, unless the first alone took twice the budget, since the ping
+ * is paid inside the call it prices): the mean seconds of one region now.
+ * A core held by another process shows only when that process gets its
+ * time slice, so the ping must last about as long, and its threads must be
+ * busy as in a real call or it reads quiet beside a busy core
+ * (docs/PERFORMANCE.md, "Threads on a busy machine"; run_threads.h). */
 double kr_parallel_ping(kara_context *ctx, double budget_s, double work_s) {
     double t0 = kr_monotonic_seconds(), dt = 0;
     int n = 0;

@@ -1,45 +1,16 @@
 /* run_threads.h - how many threads each kara_decode call runs on.
  *
- * A parallel region and its barriers cost microseconds when the cores are
- * free, and up to a scheduler time slice per barrier when another process
- * holds one of them: a tiny model's step (a few dozen barriers) then took
- * 100x longer on two threads than on one. So a call whose work is below
- * KR_PARALLEL_MIN_FLOPS runs on one thread, and for larger calls the
- * context measures both choices as it goes (seconds per flop, a moving
- * average of each) and takes the cheaper, trying the other now and then to
- * notice when the machine gets busy or quiet: after KR_RUN_THREADS_PROBE_EVERY
- * calls, and twice as long after each probe that lost (up to
- * KR_RUN_THREADS_PROBE_MAX, back to the start when the cheaper mode changes),
- * so a quiet machine pays for about one slow call in a thousand.
- *
- * Decode steps and prompt batches are learned apart (their cost per flop
- * differs several times, so one average would flip between them). A try of
- * all threads is first priced by a ping: parallel regions in which every
- * thread is busy for its share of one region of the call (the call's
- * one-thread time / (threads x regions)), timed. When the ping's region
- * time x the call's regions exceeds what one thread is measured to need for
- * the call, the try is skipped (it counts as a try that lost): beside a busy
- * core, one try of a small model's prompt on two threads cost 190 calls of
- * one thread. (Empty regions priced that try as cheap: a thread that is not
- * busy yields less of its core's time slice.) Before one thread is measured
- * the ping is weighed against a fast core's speed instead. Before any ping,
- * when other processes' runnable tasks (cpu_load.h, the least of three
- * reads: a passing task is not a busy core) leave fewer free cores than the
- * threads would use, the try is refused outright and priced at
- * KR_BUSY_TRY_COST x one thread's time: beside a busy core the ping itself
- * lasts a time slice, paid inside a call that takes a few milliseconds on
- * one thread, and the calls right after it ran slower while the workers
- * spun. There is no
- * ceiling on the size of a call that may run on one thread: a large prompt
- * is tried on one thread once, early. A try of all threads that beats one
- * thread must do it twice in a row (the slower of the two times counts),
- * and so must a first call on all threads that beat the first on one:
- * beside a busy core one lucky call on both threads was kept, and the next
- * ran 30x slower. The context's first timed call is not recorded: cold
- * caches and first touches made it 3x slower than the next, so the mode it
- * ran on looked worse than it is.
- * The kernels' bits do not depend on the thread split, so neither do the
- * results. */
+ * A barrier costs microseconds on free cores but up to a scheduler time
+ * slice when another process holds one, so small calls run on one thread and
+ * larger ones on whichever of one thread or all the context has measured
+ * cheaper (seconds per flop, decode steps and prompt batches apart), trying
+ * the other now and then with a back-off so a quiet machine rarely pays. A
+ * try of all threads is priced first by a ping of busy regions, or refused
+ * when other processes leave too few free cores; it must win twice in a row
+ * to be kept, and the first timed call is not recorded (cold caches). The
+ * measurements behind each rule: docs/PERFORMANCE.md, "Threads on a busy
+ * machine". The kernels' bits do not depend on the thread split, so neither
+ * do the results. */
 #ifndef KR_RUN_THREADS_H
 #define KR_RUN_THREADS_H
 
