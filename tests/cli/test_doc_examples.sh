@@ -28,6 +28,10 @@ extract() {
 }
 { extract README.md; extract configs/README.md; } >"$tmp/lines"
 n_lines=$(wc -l <"$tmp/lines")
+if ! grep -q '^README.md:[0-9]*'$'\t''.*# expect: ' "$tmp/lines"; then
+    echo "FAIL: no README.md example checks its output with '# expect: TEXT'"
+    exit 1
+fi
 SHARED="${KARA_SHARED:-$SRC/../shared}"
 have_shared=0
 [ -d "$SHARED/models" ] && have_shared=1
