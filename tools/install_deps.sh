@@ -2,7 +2,7 @@
 # Install the Debian packages Kara builds and tests with (as root, or with
 # sudo). Safe to run again: packages already present are skipped.
 set -euo pipefail
-pkgs=(cmake gcc make pkg-config libyaml-dev libdnnl-dev gcc-aarch64-linux-gnu qemu-user unicode-data tmux clang-format clang)
+pkgs=(cmake gcc make pkg-config libyaml-dev libdnnl-dev gcc-aarch64-linux-gnu qemu-user unicode-data tmux clang-format clang time)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

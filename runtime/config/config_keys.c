@@ -60,7 +60,7 @@ const key_spec kr_config_keys[] = {
     {"context.size", K_INT, FIELD(context.n_ctx), 0, MAX_TOKENS, auto_zero, 0},
     {"context.batch", K_INT, FIELD(context.n_batch), 1, MAX_SLOTS, NULL, 0},
     {"sampling.temperature", K_FLOAT, FIELD(sampling.temperature), 0, 100, NULL, 0},
-    {"sampling.top_k", K_INT, FIELD(sampling.top_k), 0, MAX_TOKENS, NULL, 0},
+    {"sampling.top_k", K_INT, FIELD(sampling.top_k), -1, MAX_TOKENS, NULL, 0},
     {"sampling.top_p", K_FLOAT, FIELD(sampling.top_p), 0, 1, NULL, 0},
     {"sampling.min_p", K_FLOAT, FIELD(sampling.min_p), 0, 1, NULL, 0},
     {"sampling.repeat_penalty", K_FLOAT, FIELD(sampling.repeat_penalty), 0.01, 100, NULL, 0},
@@ -265,7 +265,10 @@ static bool out_of_range(const key_spec *k, double v, const char *text, char *er
     return true;
 }
 
-/* "12", "1.5GiB", "256 MiB": number, optional spaces, optional unit. */
+/* "12", "1.5GiB", "256 MiB", "1.5e6": number (a decimal fraction and an
+ * exponent allowed), optional spaces, optional unit. A fraction of a byte
+ * rounds up; 0 bytes is refused, as a size of nothing is no setting (a key
+ * with a name for 0, such as auto, takes that name instead). */
 static bool parse_size(const key_spec *k, const char *s, value *v, char *err, size_t esz) {
     const char *p = s;
     while (isdigit((unsigned char)*p)) p++;
@@ -276,6 +279,14 @@ static bool parse_size(const key_spec *k, const char *s, value *v, char *err, si
     if (*p == '.') {
         p++;
         while (isdigit((unsigned char)*p)) p++;
+    }
+    bool exponent = false;
+    if (*p == 'e' || *p == 'E') { /* an exponent, not the unit EB: digits follow */
+        const char *q = p + 1 + (p[1] == '+' || p[1] == '-');
+        if (isdigit((unsigned char)*q)) {
+            exponent = true;
+            for (p = q; isdigit((unsigned char)*p);) p++;
+        }
     }
     const char *num_end = p;
     while (*p == ' ') p++;
@@ -297,17 +308,35 @@ static bool parse_size(const key_spec *k, const char *s, value *v, char *err, si
     }
     memcpy(num, s, n);
     num[n] = 0;
-    /* Integer part exactly, fraction (if any) through double. */
-    uint64_t whole;
-    const char *dot = strchr(num, '.');
-    char ipart[64];
-    snprintf(ipart, sizeof ipart, "%.*s", (int)(dot ? dot - num : (ptrdiff_t)n), num);
-    if (!parse_u64(ipart, &whole) || (mult > 1 && whole > UINT64_MAX / mult)) {
-        snprintf(err, esz, "%s is out of range", s);
+    uint64_t bytes;
+    if (exponent) {
+        double d = strtod(num, NULL) * (double)mult;
+        if (!isfinite(d) || d > k->max) {
+            char hi[32];
+            fmt_bound(k, k->max, hi, sizeof hi);
+            snprintf(err, esz, "%s is out of range (at most %s bytes)", s, hi);
+            return false;
+        }
+        bytes = (uint64_t)ceil(d);
+    } else {
+        /* Integer part exactly, fraction (if any) through double. */
+        uint64_t whole;
+        const char *dot = strchr(num, '.');
+        char ipart[64];
+        snprintf(ipart, sizeof ipart, "%.*s", (int)(dot ? dot - num : (ptrdiff_t)n), num);
+        if (!parse_u64(ipart, &whole) || (mult > 1 && whole > UINT64_MAX / mult)) {
+            snprintf(err, esz, "%s is out of range", s);
+            return false;
+        }
+        bytes = whole * mult;
+        if (dot) bytes += (uint64_t)ceil(strtod(dot, NULL) * (double)mult);
+    }
+    if (bytes == 0) {
+        char alt[64] = "";
+        if (k->names) snprintf(alt, sizeof alt, " (%s: no limit)", k->names[0].name);
+        snprintf(err, esz, "'%s' is 0 bytes, which holds nothing; give a size%s", s, alt);
         return false;
     }
-    uint64_t bytes = whole * mult;
-    if (dot) bytes += (uint64_t)(strtod(dot, NULL) * (double)mult);
     if (out_of_range(k, (double)bytes, s, err, esz)) return false;
     v->u = bytes;
     return true;

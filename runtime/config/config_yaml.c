@@ -23,6 +23,9 @@ typedef struct loader {
     kara_config *cfg;
     yaml_document_t *doc;
     const char *name;
+    /* where each key of the schema was set in this file (key node marks;
+     * line 0: not yet), so `a.b:` beside `a: {b:}` is caught as a duplicate */
+    size_t set_line[KARA_CONFIG_MAX_KEYS], set_col[KARA_CONFIG_MAX_KEYS];
 } loader;
 
 static kara_status at_error(const loader *ld, yaml_mark_t m, const char *key, const char *msg) {
@@ -110,7 +113,17 @@ static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix
         }
         int ki = kr_config_find_key(path);
         kara_status st;
+        if (ki >= 0 && ld->set_line[ki]) {
+            char msg[400];
+            snprintf(msg, sizeof msg,
+                     "duplicate key '%s' (first given at line %zu, column %zu: a dotted key and its nested form are "
+                     "the same key)",
+                     path, ld->set_line[ki], ld->set_col[ki]);
+            return at_error(ld, kn->start_mark, NULL, msg);
+        }
         if (ki >= 0) {
+            ld->set_line[ki] = kn->start_mark.line + 1;
+            ld->set_col[ki] = kn->start_mark.column + 1;
             st = apply_node(ld, ki, vn);
         } else if (kr_config_is_section(path)) {
             if (vn->type == YAML_MAPPING_NODE)
@@ -204,7 +217,7 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
         return kr_set_error(KARA_ERR_NOMEM, "%s: out of memory", name);
     }
     *work = *c;
-    loader ld = {work, NULL, name};
+    loader ld = {.cfg = work, .doc = NULL, .name = name};
     yaml_document_t doc;
     kara_status st = KARA_OK;
     if (!yaml_parser_load(&parser, &doc)) {

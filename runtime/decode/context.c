@@ -16,6 +16,7 @@
 #include "params_size.h"
 #include "status.h"
 #include "kv_tuning.h"
+#include "mem_info.h"
 
 void kara_context_params_init(kara_context_params *p) {
     memset(p, 0, sizeof *p);
@@ -146,6 +147,41 @@ static kara_status set_prior(kara_context *c) {
     return st;
 }
 
+/* "512 B", "3.0 KiB", ..., "2.5 TiB". */
+static void size_text(uint64_t bytes, char *buf, size_t size) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) v /= 1024.0, u++;
+    if (u == 0)
+        snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+/* kv_cache.budget auto sizes the pool for every sequence whole (n_ctx x
+ * n_seq_max). More than the machine's memory would fail in the allocator
+ * with nothing to act on; it is refused here with what would fit. */
+static kara_status pool_fits_memory(const kr_kv_plan *plan) {
+    uint64_t phys = kr_mem_physical_bytes();
+    if (plan->p.budget || !phys) return KARA_OK;
+    uint64_t seq_bytes = (uint64_t)plan->blocks_per_seq * plan->block_bytes;
+    uint64_t need = (uint64_t)plan->n_seq_max * seq_bytes + plan->reserved_bytes;
+    if (need <= phys) return KARA_OK;
+    uint64_t room = phys > plan->reserved_bytes ? phys - plan->reserved_bytes : 0;
+    uint64_t seqs = seq_bytes ? room / seq_bytes : 0;
+    uint64_t tokens = room / (uint64_t)plan->n_seq_max / plan->block_bytes * (uint64_t)plan->p.block_size;
+    char need_s[32], phys_s[32];
+    size_text(need, need_s, sizeof need_s);
+    size_text(phys, phys_s, sizeof phys_s);
+    return kr_set_error(KARA_ERR_KV_BUDGET,
+                        "a KV cache for a context of %d tokens x %d sequences (batch.max_concurrency, -j) needs %s "
+                        "with kv_cache.budget auto, more than the %s of memory here: %llu sequence%s of %d tokens, or "
+                        "%d sequences of about %llu tokens, would fit; lower -c or -j, or set a --kv-budget",
+                        plan->n_ctx, plan->n_seq_max, need_s, phys_s, (unsigned long long)seqs, seqs == 1 ? "" : "s",
+                        plan->n_ctx, plan->n_seq_max, (unsigned long long)tokens);
+}
+
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
     if (out) *out = NULL;
     kara_status sz = kr_params_size_check(params, sizeof *params, "kara_context_create", "kara_context_params_init");
@@ -203,6 +239,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
     kr_kv_plan plan;
     kara_status st = kr_kv_plan_make(&plan, &c->params.kv, &shape, c->n_ctx, params->n_seq_max);
+    if (!st) st = pool_fits_memory(&plan);
     if (!st) st = kr_kv_init(&c->kv, &plan);
     if (st) {
         free(c);

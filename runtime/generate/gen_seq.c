@@ -102,9 +102,12 @@ bool kr_gen_seq_next(kr_gen_seq *s, kr_gen_model *gm, const float *logits, size_
                                       s->req.reasoning_budget, tok);
     if (forced) {
         kara_sampler_accept(s->smp, *tok);
-    } else if (kara_sampler_sample(s->smp, logits, tok) != KARA_OK) {
-        kr_gen_seq_finish(s, KARA_ERR_ARG, KARA_STOP_NONE);
-        return false;
+    } else {
+        kara_status st = kara_sampler_sample(s->smp, logits, tok);
+        if (st) { /* non-finite logits: a model error, reported as such */
+            kr_gen_seq_finish(s, st, KARA_STOP_NONE);
+            return false;
+        }
     }
     if (!forced && !s->req.ignore_eog && kara_token_is_eog(gm->model, *tok)) {
         kr_gen_seq_finish(s, KARA_DONE, KARA_STOP_EOG);

@@ -144,13 +144,24 @@ kara_status kara_sampler_sample(kara_sampler *s, const float *logits, int32_t *t
     if (!s || !logits || !token) return kr_set_error(KARA_ERR_ARG, "kara_sampler_sample: NULL argument");
     const int32_t n_vocab = s->cap;
     candidate *c = s->cand;
+    /* a NaN or infinite logit (all exponent bits set) marks a damaged
+     * model: found in the pass the sampler makes anyway, with integer ops
+     * that leave the loop free to vectorize */
+    uint32_t non_finite = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
         float l = logits[i];
+        uint32_t bits;
+        memcpy(&bits, &l, sizeof bits);
+        non_finite |= (bits & 0x7f800000u) == 0x7f800000u;
         if (s->p.repeat_penalty != 1.0f && penalised(s, i))
             l = l > 0 ? l / s->p.repeat_penalty : l * s->p.repeat_penalty;
         c[i].id = i;
         c[i].logit = l;
     }
+    if (non_finite)
+        return kr_set_error(KARA_ERR_FORMAT,
+                            "the model computed NaN or infinite logits: its weights hold non-finite "
+                            "values or overflow (a damaged or wrongly converted model file)");
     int32_t chosen;
     if (s->p.temperature <= 0.0f) {
         chosen = 0;

@@ -506,7 +506,8 @@ void kara_sampler_params_init(kara_sampler_params *p);
 kara_status kara_sampler_create(const kara_sampler_params *p, int32_t n_vocab, kara_sampler **out);
 void kara_sampler_free(kara_sampler *s);
 /* Pick a token from n_vocab logits (not modified) into *token and record it in the history for the repetition
- * penalty. Allocates nothing. KARA_ERR_ARG for a NULL argument. */
+ * penalty. Allocates nothing. KARA_ERR_ARG for a NULL argument; KARA_ERR_FORMAT when a logit is NaN or infinite (a
+ * damaged model: the token is not picked). */
 kara_status kara_sampler_sample(kara_sampler *s, const float *logits, int32_t *token);
 void kara_sampler_accept(kara_sampler *s, int32_t token); /* record a token unsampled (e.g. a prompt's) */
 void kara_sampler_reset(kara_sampler *s);                 /* empty the history, restart draws from the seed */

@@ -57,8 +57,12 @@ kara_status kr_kv_init(kr_kv_cache *kv, const kr_kv_plan *plan) {
     kv->refs = calloc((size_t)kv->n_blocks, sizeof(int32_t));
     kv->seqs = calloc((size_t)n_seq_max, sizeof(kr_kv_seq));
     if (!kv->pool || !kv->free_list || !kv->refs || !kv->seqs) {
+        uint64_t bytes = kv->budget; /* kr_kv_free clears it */
         kr_kv_free(kv);
-        return kr_set_error(KARA_ERR_NOMEM, "cannot allocate a KV pool of %llu bytes", (unsigned long long)kv->budget);
+        return kr_set_error(KARA_ERR_NOMEM,
+                            "cannot allocate a KV pool of %llu bytes (%d blocks): lower the context or "
+                            "batch.max_concurrency, or set kv_cache.budget",
+                            (unsigned long long)bytes, plan->n_blocks);
     }
     /* blocks are handed out lowest id first */
     for (int32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;

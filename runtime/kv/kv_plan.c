@@ -249,11 +249,14 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
     int64_t blocks = whole;
     if (p->budget) {
         if (p->budget < plan->reserved_bytes + plan->block_bytes)
-            return kr_set_error(KARA_ERR_KV_BUDGET,
-                                "KV budget of %llu bytes is too small: method %s reserves %llu bytes for query "
-                                "rings and scoring scratch and one block of %d slots needs %llu bytes",
-                                (unsigned long long)p->budget, kara_kv_method_name(p->method),
-                                (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes);
+            return kr_set_error(
+                KARA_ERR_KV_BUDGET,
+                "KV budget of %llu bytes is too small: the smallest that works here is %llu bytes "
+                "(%.2f MiB): method %s reserves %llu bytes for query rings and scoring scratch and one "
+                "block of %d slots needs %llu bytes",
+                (unsigned long long)p->budget, (unsigned long long)(plan->reserved_bytes + plan->block_bytes),
+                (double)(plan->reserved_bytes + plan->block_bytes) / 1048576.0, kara_kv_method_name(p->method),
+                (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes);
         uint64_t fit = (p->budget - plan->reserved_bytes) / plan->block_bytes;
         if (fit < (uint64_t)blocks) blocks = (int64_t)fit;
     }

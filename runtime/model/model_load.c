@@ -63,18 +63,45 @@ static kara_status get_f32(loader *ld, const char *suffix, float *out) {
     return KARA_OK;
 }
 
+/* A name from the file as C-escaped text (\\0 for a NUL byte, \\xHH for
+ * other control bytes, at most 64 bytes of it), so a message never cuts a
+ * name short at a NUL or prints raw control bytes. */
+static void escape_text(kara_gguf_str s, char *buf, size_t size) {
+    size_t n = 0, len = s.len > 64 ? 64 : (size_t)s.len;
+    for (size_t i = 0; i < len && n + 5 < size; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        if (c == 0)
+            n += (size_t)snprintf(buf + n, size - n, "\\0");
+        else if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'')
+            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+        else
+            buf[n++] = (char)c;
+    }
+    if (s.len > 64 && n + 4 < size) n += (size_t)snprintf(buf + n, size - n, "...");
+    buf[n] = 0;
+}
+
 static kara_status read_hparams(loader *ld) {
     kara_model *m = ld->m;
     kr_hparams *hp = &m->hp;
-    kara_gguf_str arch;
-    if (!kara_gguf_get_str(m->gguf, "general.architecture", &arch))
-        return kr_set_error(KARA_ERR_FORMAT, "%s: metadata key 'general.architecture' is missing", ld->path);
+    const kara_gguf_kv *arch_kv = kara_gguf_find(m->gguf, "general.architecture");
+    if (!arch_kv) return kr_set_error(KARA_ERR_FORMAT, "%s: metadata key 'general.architecture' is missing", ld->path);
+    if (arch_kv->value.type != KARA_GGUF_STRING)
+        return kr_set_error(KARA_ERR_FORMAT,
+                            "%s: metadata key 'general.architecture' has the wrong type (%s, expected "
+                            "string)",
+                            ld->path, kara_gguf_vtype_name(arch_kv->value.type));
+    kara_gguf_str arch = arch_kv->value.v.str;
     const arch_desc *ad = NULL;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (kara_gguf_str_eq(arch, archs[i].name)) ad = &archs[i];
-    if (!ad)
-        return kr_set_error(KARA_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (llama, qwen2, qwen3)",
-                            ld->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    if (!ad) {
+        char shown[64 * 4 + 4];
+        escape_text(arch, shown, sizeof shown);
+        return kr_set_error(
+            KARA_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, qwen2, qwen3)%s", ld->path, shown,
+            arch.len && memchr(arch.ptr, 0, arch.len) ? "; the name holds a NUL byte, shown as \\0" : "");
+    }
     snprintf(m->arch_name, sizeof m->arch_name, "%s", ad->name);
     hp->arch = ad->arch;
     hp->rope_neox = ad->rope_neox;

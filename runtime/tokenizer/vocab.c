@@ -398,6 +398,18 @@ kara_status kr_vocab_load(kr_vocab *v, const kara_gguf *g) {
     if (kind == KR_VOCAB_BPE) {
         const kara_gguf_array *merges = read_array(g, "tokenizer.ggml.merges", "strings", true, UINT64_MAX, &st);
         if (!merges) goto done;
+        /* each merge makes a token of the vocabulary; converted files repeat
+         * some (llama 3: 2.2 per token), so more than KR_BPE_MERGES_PER_TOKEN
+         * per token is not a tokenizer, and its tables would cost memory */
+        uint64_t most = (uint64_t)v->n_tokens * KR_BPE_MERGES_PER_TOKEN;
+        if (merges->n > most) {
+            st = kr_set_error(KARA_ERR_FORMAT,
+                              "tokenizer.ggml.merges: %llu merges for %d tokens; at most %llu (%d per token) are "
+                              "plausible",
+                              (unsigned long long)merges->n, v->n_tokens, (unsigned long long)most,
+                              KR_BPE_MERGES_PER_TOKEN);
+            goto done;
+        }
         if ((st = kr_bpe_build(v, merges))) goto done;
     } else {
         find_byte_tokens_spm(v);

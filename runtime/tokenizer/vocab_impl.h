@@ -17,6 +17,10 @@
 #define KR_TOKEN_ATTR_EOG 0x01u    /* ends generation */
 #define KR_TOKEN_ATTR_RSTRIP 0x02u /* white space after it is dropped when it is matched in text */
 
+/* The most BPE merges a file may carry per vocabulary token (the load
+ * refuses more): converted files hold up to about 2.2. */
+#define KR_BPE_MERGES_PER_TOKEN 4
+
 /* A string that is not NUL-terminated. */
 typedef struct kr_strref {
     const char *ptr;

@@ -106,7 +106,8 @@ big_msg="big.txt: larger than 67108864 bytes (64 MiB), the limit of a prompt tex
 { printf '# x\n'; head -c 4194301 /dev/zero | tr '\0' '#'; } >"$tmp/big.yaml" # 4 MiB + 1 byte of comments
 expect "config: a file over 4 MiB" 78 "kara run: $tmp/big.yaml: larger than 4194304 bytes; not a config file" \
     "$KARA" run -m "$M" --config "$tmp/big.yaml" -p hi
-expect "run: a prompt file over 64 MiB" 65 "kara run: $tmp/$big_msg" "$KARA" run -m "$M" -f "$tmp/big.txt"
+# (-c at its largest: a smaller context refuses the file sooner, as too long for it: test_limits.sh)
+expect "run: a prompt file over 64 MiB" 65 "kara run: $tmp/$big_msg" "$KARA" run -m "$M" -c 16777216 -f "$tmp/big.txt"
 expect "tokenize: a file over 64 MiB" 65 "kara tokenize: $tmp/$big_msg" "$KARA" tokenize -m "$M" -f "$tmp/big.txt"
 expect "tokenize: stdin over 64 MiB" 65 "kara tokenize: stdin: larger than 67108864 bytes (64 MiB), the limit" \
     bash -c "exec \"\$0\" tokenize -m \"\$1\" -f - <\"\$2\"" "$KARA" "$M" "$tmp/big.txt"

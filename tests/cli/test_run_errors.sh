@@ -36,7 +36,13 @@ echo "not a model" >"$tmp/text.gguf"
 expect "not a GGUF" 65 "bad magic" "$KARA_BIN" run -m "$tmp/text.gguf" -p hi -n 1
 
 long=$(printf 'word %.0s' $(seq 1 400))
-expect "prompt longer than the context" 65 "context holds" "$KARA_BIN" run -m "$tmp/m.gguf" -c 64 -p "$long" -n 1
+# 2000 bytes cannot fit 64 tokens of at most 13 bytes each: refused from its length, before tokenizing
+expect "prompt longer than the context, by its bytes" 65 \
+    "kara run: the prompt has 2000 bytes: a context of 64 tokens holds at most 832 bytes of text (64 tokens x 13 bytes, the model's longest token) (raise -c)" \
+    "$KARA_BIN" run -m "$tmp/m.gguf" -c 64 -p "$long" -n 1
+long=$(printf 'word %.0s' $(seq 1 100))
+expect "prompt longer than the context, by its tokens" 65 "the prompt has 401 tokens but the context holds 64 (raise -c)" \
+    "$KARA_BIN" run -m "$tmp/m.gguf" -c 64 -p "$long" -n 1
 expect "token id outside the vocabulary" 64 "outside the vocabulary" "$KARA_BIN" run -m "$tmp/m.gguf" --prompt-ids 1,2,999999 -n 1
 expect "KV budget too small" 65 "KV budget" "$KARA_BIN" run -m "$tmp/m.gguf" -p hi -n 4 --kv-budget 1KiB
 

@@ -351,7 +351,15 @@ static void test_errors(void) {
 
     /* the first error wins and the config stays untouched (checked in expect_error) */
     expect_error("first.yaml", "sampling:\n  temperature: 0.1\n  top_k: -3\nkara:\n  retention: 7\n", KARA_ERR_CONFIG,
-                 "3:10: sampling.top_k: -3 is out of range [0, 16777216]");
+                 "3:10: sampling.top_k: -3 is out of range [-1, 16777216]");
+
+    /* a dotted key beside its nested form is one key given twice, in either order */
+    expect_error("dotted-after.yaml", "sampling:\n  top_k: 5\nsampling.top_k: 7\n", KARA_ERR_CONFIG,
+                 "3:1: duplicate key 'sampling.top_k' (first given at line 2, column 3: a dotted key and its nested "
+                 "form are the same key)");
+    expect_error("dotted-before.yaml", "kara.score.mode: causal\nkara:\n  score:\n    mode: causal\n", KARA_ERR_CONFIG,
+                 "4:5: duplicate key 'kara.score.mode' (first given at line 1, column 1: a dotted key and its nested "
+                 "form are the same key)");
 
     /* a missing file is an I/O error, not a config error */
     const char *missing = kr_test_path(kr_test_tmpdir(), "does-not-exist.yaml");
@@ -410,7 +418,7 @@ static void test_set(void) {
     CHECK_EQ_INT(kara_config_set(NULL, "kara.buffer", "1", NULL), KARA_ERR_ARG);
     CHECK_EQ_INT(kara_config_set(&c, "kara.buffer", NULL, NULL), KARA_ERR_ARG);
 
-    /* sizes: KB = 1000, KiB = 1024, fractions round down, auto = 0 */
+    /* sizes: KB = 1000, KiB = 1024, a fraction of a byte rounds up, an exponent is a number, auto = 0 */
     static const struct {
         const char *text;
         uint64_t bytes;
@@ -423,8 +431,13 @@ static void test_set(void) {
                  {"1.5GB", 1500000000ULL},
                  {"1.5GiB", 3ULL << 29},
                  {"3mb", 3000000},
-                 {"auto", 0},
-                 {"0", 0}};
+                 {"0.5", 1},
+                 {"0.9B", 1},
+                 {"1.0001KiB", 1025},
+                 {"1.5e6", 1500000},
+                 {"2E3", 2000},
+                 {"1.5e+3KiB", 1536000},
+                 {"auto", 0}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         CHECK_EQ_INT(kara_config_set(&c, "kv_cache.budget", sizes[i].text, "--kv-budget"), KARA_OK);
         CHECK_MSG(c.context.kv.budget == sizes[i].bytes, "%s -> %llu", sizes[i].text,
@@ -433,6 +446,26 @@ static void test_set(void) {
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.budget", "2 TB", "--kv-budget"), KARA_ERR_CONFIG);
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.budget", "-1GiB", "--kv-budget"), KARA_ERR_CONFIG);
     CHECK_EQ_INT(kara_config_set(&c, "kv_cache.budget", "99999999999GiB", "--kv-budget"), KARA_ERR_CONFIG);
+    /* only auto means no cap: 0 bytes is refused, and an exponent is a number, never a unit */
+    static const struct {
+        const char *text, *msg;
+    } bad_sizes[] = {
+        {"0", "--kv-budget: kv_cache.budget: '0' is 0 bytes, which holds nothing; give a size (auto: no limit)"},
+        {"0B", "--kv-budget: kv_cache.budget: '0B' is 0 bytes, which holds nothing; give a size (auto: no limit)"},
+        {"0.0 MiB",
+         "--kv-budget: kv_cache.budget: '0.0 MiB' is 0 bytes, which holds nothing; give a size (auto: no limit)"},
+        {"1e30", "--kv-budget: kv_cache.budget: 1e30 is out of range (at most 1125899906842624 bytes)"},
+        {"1e999", "--kv-budget: kv_cache.budget: 1e999 is out of range (at most 1125899906842624 bytes)"},
+        {"2e3x",
+         "--kv-budget: kv_cache.budget: unknown size unit 'x' in '2e3x' (expected B, KB, KiB, MB, MiB, GB or GiB)"},
+    };
+    for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
+        c.context.kv.budget = 12345;
+        CHECK_EQ_INT(kara_config_set(&c, "kv_cache.budget", bad_sizes[i].text, "--kv-budget"), KARA_ERR_CONFIG);
+        CHECK_MSG(!strcmp(kara_last_error(), bad_sizes[i].msg), "%s:\n   got  '%s'\n   want '%s'", bad_sizes[i].text,
+                  kara_last_error(), bad_sizes[i].msg);
+        CHECK(c.context.kv.budget == 12345);
+    }
 
     /* the other value forms */
     CHECK_EQ_INT(kara_config_set(&c, "kara.protect_token_ids", "151667, 151668", "--kv-protect"), KARA_OK);

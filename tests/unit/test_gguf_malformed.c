@@ -602,7 +602,73 @@ static void test_open(const uint8_t *file, size_t size) {
     CHECK(g == NULL);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Metadata a model load refuses, with a message naming what is wrong       */
+/* ------------------------------------------------------------------------ */
+
+/* Load a file built by w (freed) and expect st with exactly "<path>: want"
+ * (want NULL: just st). */
+static void expect_load(kr_gguf_writer *w, const char *name, bool vocab_only, kara_status st, const char *want) {
+    const char *path = kr_test_path(kr_test_tmpdir(), name);
+    CHECK_MSG(kr_gguf_writer_save(w, path) == KARA_OK, "%s: %s", name, kr_gguf_writer_error(w));
+    kr_gguf_writer_free(w);
+    kara_model_params mp;
+    kara_model_params_init(&mp);
+    mp.vocab_only = vocab_only;
+    kara_model *m = NULL;
+    kara_status got = kara_model_load(path, &mp, &m);
+    CHECK_MSG(got == st, "%s: status %d, want %d (%s)", name, (int)got, (int)st, got ? kara_last_error() : "");
+    char full[1024];
+    snprintf(full, sizeof full, "%s: %s", path, want);
+    CHECK_MSG(!strcmp(kara_last_error(), full), "%s:\n   got  '%s'\n   want '%s'", name, kara_last_error(), full);
+    kara_model_free(m);
+}
+
+static void test_model_metadata(void) {
+    kr_gguf_writer *w;
+    /* a NUL inside the architecture is shown, not a place the name ends */
+    kr_gguf_writer_create(&w);
+    kr_gguf_writer_set_strn(w, "general.architecture", "qwen3\0evil", 10);
+    expect_load(w, "arch-nul.gguf", false, KARA_ERR_UNSUPPORTED,
+                "architecture 'qwen3\\0evil' is not supported (llama, qwen2, qwen3); the name holds a NUL byte, shown "
+                "as \\0");
+    /* present with the wrong type is not "missing" */
+    kr_gguf_writer_create(&w);
+    kr_gguf_writer_set_u32(w, "general.architecture", 3);
+    expect_load(w, "arch-u32.gguf", false, KARA_ERR_FORMAT,
+                "metadata key 'general.architecture' has the wrong type (uint32, expected string)");
+    kr_gguf_writer_create(&w);
+    expect_load(w, "arch-none.gguf", false, KARA_ERR_FORMAT, "metadata key 'general.architecture' is missing");
+    /* BPE merges: at most 4 per vocabulary token */
+    const char *toks[] = {"a", "b", "ab"};
+    const char *merges[13];
+    for (int i = 0; i < 13; i++) merges[i] = "a b";
+    for (int n = 12; n <= 13; n++) {
+        kr_gguf_writer_create(&w);
+        kr_gguf_writer_set_str(w, "general.architecture", "qwen3");
+        kr_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        kr_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
+        kr_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
+        kr_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, (uint64_t)n);
+        if (n == 12) {
+            const char *path = kr_test_path(kr_test_tmpdir(), "merges-12.gguf");
+            CHECK(kr_gguf_writer_save(w, path) == KARA_OK);
+            kr_gguf_writer_free(w);
+            kara_model_params mp;
+            kara_model_params_init(&mp);
+            mp.vocab_only = true;
+            kara_model *m = NULL;
+            CHECK_MSG(kara_model_load(path, &mp, &m) == KARA_OK, "12 merges for 3 tokens: %s", kara_last_error());
+            kara_model_free(m);
+        } else {
+            expect_load(w, "merges-13.gguf", true, KARA_ERR_FORMAT,
+                        "tokenizer.ggml.merges: 13 merges for 3 tokens; at most 12 (4 per token) are plausible");
+        }
+    }
+}
+
 int main(void) {
+    test_model_metadata();
     size_t size = 0;
     uint8_t *file = make_valid(&size);
     if (!file) return kr_test_finish();

@@ -155,6 +155,30 @@ static void test_requests(void) {
     kr_batch_request_free(&r);
     kr_json_doc_free(&doc);
 
+    /* top_k -1 is taken as --top-k -1 is: off */
+    line = "{\"id\":\"k\",\"prompt\":\"x\",\"top_k\":-1}";
+    CHECK_MSG(kr_batch_request_parse(line, strlen(line), 1, &doc, &r, err, sizeof err, &code), "%s", err);
+    CHECK(r.has_top_k && r.top_k == -1);
+    kr_batch_request_free(&r);
+    kr_json_doc_free(&doc);
+    {
+        kara_config cfg;
+        kara_config_init(&cfg);
+        CHECK_EQ_INT(kara_config_set(&cfg, "sampling.top_k", "-1", "--top-k"), KARA_OK);
+        CHECK_EQ_INT(kara_config_set(&cfg, "sampling.top_k", "-2", "--top-k"), KARA_ERR_CONFIG);
+        CHECK_MSG(!strcmp(kara_last_error(), "--top-k: sampling.top_k: -2 is out of range [-1, 16777216]"), "got '%s'",
+                  kara_last_error());
+    }
+    /* custom_ids in messages: what is not printable ASCII is escaped */
+    char shown[64];
+    kr_batch_show_id("caf\xc3\xa9 \"x\"\x01", 10, shown, sizeof shown);
+    CHECK_MSG(!strcmp(shown, "\"caf\\u00e9 \\\"x\\\"\\u0001\""), "got '%s'", shown);
+    kr_batch_show_id("a\xf0\x9f\x98\x80", 5, shown, sizeof shown);
+    CHECK_MSG(!strcmp(shown, "\"a\\U0001F600\""), "got '%s'", shown);
+    kr_batch_show_id("abcdefghijklmnopqrstuvwxyz", 26, shown, 16);
+    CHECK_MSG(!strcmp(shown, "\"abcdefghij...\""), "got '%s'", shown);
+    CHECK(kr_batch_id_plain("q-1 x") && !kr_batch_id_plain("caf\xc3\xa9"));
+
     /* completions: raw prompt */
     line =
         "{\"custom_id\":\"c\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"Once\",\"max_completion_tokens\":3}}";
@@ -186,7 +210,8 @@ static void test_requests(void) {
         {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}}",
          KR_BATCH_ERR_REQUEST, "column 82: max_tokens must be an integer", "t"},
         {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":-1}}",
-         KR_BATCH_ERR_REQUEST, "temperature -1 is out of range", "t"},
+         KR_BATCH_ERR_REQUEST, "temperature -1 is out of range [0, 100] (the same limits as sampling.temperature)",
+         "t"},
         {"{\"custom_id\":\"n\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}}",
          KR_BATCH_ERR_REQUEST, "only n = 1", "n"},
         {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}}",
@@ -198,6 +223,23 @@ static void test_requests(void) {
         {"{\"custom_id\":\"s\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"\"]}}",
          KR_BATCH_ERR_REQUEST, "1 to 255 bytes", "s"},
         {"{\"id\":\"p\",\"prompt\":3}", KR_BATCH_ERR_REQUEST, "prompt must be a string", "p"},
+        /* a NUL in custom_id is named, with where it is */
+        {"{\"custom_id\":\"ab\\u0000c\",\"body\":{}}", KR_BATCH_ERR_REQUEST,
+         "column 14: custom_id \"ab\\u0000c\" holds a NUL character (\\u0000) at byte 3; it must be a string without "
+         "NUL",
+         NULL},
+        /* integer ranges as integers, never 1.67772e+07 */
+        {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":20000000}"
+         "}",
+         KR_BATCH_ERR_REQUEST, "max_tokens 20000000 is out of range [1, 16777216]", "t"},
+        {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":1e30}}",
+         KR_BATCH_ERR_REQUEST, "seed 1e+30 is out of range [-9223372036854775808, 18446744073709549568]", "t"},
+        /* top_k: the limits of --top-k (sampling.top_k), -1 and 0 meaning off */
+        {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_k\":-2}}",
+         KR_BATCH_ERR_REQUEST, "top_k -2 is out of range [-1, 16777216] (the same limits as sampling.top_k)", "t"},
+        {"{\"custom_id\":\"t\",\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_k\":16777217}}",
+         KR_BATCH_ERR_REQUEST, "top_k 16777217 is out of range [-1, 16777216] (the same limits as sampling.top_k)",
+         "t"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         code = NULL;

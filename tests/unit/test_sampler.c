@@ -126,5 +126,20 @@ int main(void) {
     CHECK(kara_sampler_create(NULL, 0, &bad) == KARA_ERR_ARG); /* no vocabulary */
     int32_t t;
     CHECK(kara_sampler_sample(NULL, logits, &t) == KARA_ERR_ARG);
+
+    /* a NaN or infinite logit is a model error, greedy or not, and picks nothing */
+    for (int k = 0; k < 3; k++) {
+        float broken[V];
+        memcpy(broken, logits, sizeof broken);
+        broken[5] = k == 0 ? NAN : k == 1 ? INFINITY : -INFINITY;
+        for (int greedy = 0; greedy <= 1; greedy++) {
+            kara_sampler *s = make(greedy ? 0.0f : 0.8f, 40, 0.95f, 0.05f, 1.1f, 3);
+            t = 77;
+            CHECK_EQ_INT(kara_sampler_sample(s, broken, &t), KARA_ERR_FORMAT);
+            CHECK_EQ_INT(t, 77);
+            CHECK(strstr(kara_last_error(), "NaN or infinite logits") != NULL);
+            kara_sampler_free(s);
+        }
+    }
     return kr_test_finish();
 }

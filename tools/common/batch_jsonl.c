@@ -31,6 +31,56 @@ static bool blank(const char *s, size_t n) {
     return true;
 }
 
+/* The code point of the UTF-8 character at s (valid: the JSON reader
+ * checked it) and its length in *n. */
+static uint32_t utf8_at(const unsigned char *s, size_t left, size_t *n) {
+    int k = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 1;
+    if ((size_t)k > left) k = 1;
+    uint32_t c = k == 1 ? s[0] : s[0] & (0x7Fu >> k);
+    for (int i = 1; i < k; i++) c = c << 6 | (s[i] & 0x3Fu);
+    *n = (size_t)k;
+    return c;
+}
+
+void kr_batch_show_id(const char *id, size_t len, char *buf, size_t size) {
+    size_t w = 0;
+    if (size < 16) {
+        if (size) buf[0] = 0;
+        return;
+    }
+    buf[w++] = '"';
+    for (size_t i = 0; i < len;) {
+        const unsigned char *p = (const unsigned char *)id + i;
+        char one[16];
+        size_t n = 1;
+        if (*p == '"' || *p == '\\')
+            snprintf(one, sizeof one, "\\%c", *p);
+        else if (*p >= 0x20 && *p < 0x7F)
+            snprintf(one, sizeof one, "%c", *p);
+        else {
+            uint32_t c = utf8_at(p, len - i, &n);
+            snprintf(one, sizeof one, c > 0xFFFF ? "\\U%08X" : "\\u%04x", (unsigned)c);
+        }
+        size_t m = strlen(one);
+        if (w + m + 5 > size) {
+            memcpy(buf + w, "...", 3);
+            w += 3;
+            break;
+        }
+        memcpy(buf + w, one, m);
+        w += m;
+        i += n;
+    }
+    buf[w++] = '"';
+    buf[w] = 0;
+}
+
+bool kr_batch_id_plain(const char *id) {
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        if (*p < 0x20 || *p >= 0x7F) return false;
+    return true;
+}
+
 int kr_batch_request_id(const char *text, size_t len, int line_no, kr_json_doc *doc, const char **id) {
     *id = NULL;
     doc->root = NULL;
@@ -53,6 +103,18 @@ void kr_batch_request_free(kr_batch_request *r) {
     r->text_store = NULL;
 }
 
+/* A bound or value of a request key as text: whole numbers without an
+ * exponent, others the shortest %g that reads back the same. */
+static void number_text(double v, bool integer, char *buf, size_t size) {
+    if (integer && fabs(v) < 1e20)
+        snprintf(buf, size, "%.0f", v);
+    else
+        for (int prec = 6; prec <= 17; prec++) {
+            snprintf(buf, size, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+}
+
 /* A number in [lo, hi] into *out. */
 static bool get_number(const kr_json *obj, const char *key, double lo, double hi, bool integer, bool *has, double *out,
                        int line, char *err, size_t size, const char **code) {
@@ -63,12 +125,36 @@ static bool get_number(const kr_json *obj, const char *key, double lo, double hi
     if (v->type != KR_JSON_NUMBER || (integer && v->number != floor(v->number)))
         return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, v, "%s must be %s, got %s", key,
                          integer ? "an integer" : "a number", kr_json_type_name(v->type));
-    if (v->number < lo || v->number > hi)
-        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, v, "%s %g is out of range [%g, %g]", key,
-                         v->number, lo, hi);
+    if (v->number < lo || v->number > hi) {
+        char at[40], l[40], h[40];
+        number_text(v->number, integer, at, sizeof at);
+        number_text(lo, integer, l, sizeof l);
+        number_text(hi, integer, h, sizeof h);
+        return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, v, "%s %s is out of range [%s, %s]", key, at, l,
+                         h);
+    }
     *has = true;
     *out = v->number;
     return true;
+}
+
+/* A sampling key that is also a configuration key (--temp, --top-k, ...):
+ * checked by the configuration's own table, so a request body and a flag
+ * take exactly the same values. */
+static bool get_config_number(const kr_json *obj, const char *key, const char *config_key, bool integer, bool *has,
+                              double *out, int line, char *err, size_t size, const char **code) {
+    if (!get_number(obj, key, -HUGE_VAL, HUGE_VAL, integer, has, out, line, err, size, code)) return false;
+    if (!*has) return true;
+    char text[40];
+    number_text(*out, integer, text, sizeof text);
+    kara_config scratch;
+    kara_config_init(&scratch);
+    if (kara_config_set(&scratch, config_key, text, "request") == KARA_OK) return true;
+    /* kara_config_set says "request: KEY: PROBLEM"; the request names its own key */
+    const char *msg = kara_last_error(), *problem = strstr(msg, ": ");
+    problem = problem ? strstr(problem + 2, ": ") : NULL;
+    return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, kr_json_get(obj, key),
+                     "%s %s (the same limits as %s)", key, problem ? problem + 2 : msg, config_key);
 }
 
 /* The text of a message's content: a string, or an array of parts of which
@@ -144,20 +230,24 @@ static bool parse_sampling(kr_batch_request *r, const kr_json *o, int line, char
     const char *mt = kr_json_get(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (!get_number(o, mt, 1, 16777216, true, &has, &x, line, err, size, code)) return false;
     r->max_tokens = has ? (int32_t)x : -1;
-    if (!get_number(o, "temperature", 0, 100, false, &r->has_temperature, &x, line, err, size, code)) return false;
+    if (!get_config_number(o, "temperature", "sampling.temperature", false, &r->has_temperature, &x, line, err, size,
+                           code))
+        return false;
     r->temperature = (float)x;
-    if (!get_number(o, "top_p", 0, 1, false, &r->has_top_p, &x, line, err, size, code)) return false;
+    if (!get_config_number(o, "top_p", "sampling.top_p", false, &r->has_top_p, &x, line, err, size, code)) return false;
     r->top_p = (float)x;
     if (r->has_top_p && r->top_p <= 0)
         return req_error(err, size, code, KR_BATCH_ERR_REQUEST, line, kr_json_get(o, "top_p"), "top_p must be above 0");
-    if (!get_number(o, "top_k", -1, 16777216, true, &r->has_top_k, &x, line, err, size, code)) return false;
-    r->top_k = x < 0 ? 0 : (int32_t)x;
-    if (!get_number(o, "min_p", 0, 1, false, &r->has_min_p, &x, line, err, size, code)) return false;
+    if (!get_config_number(o, "top_k", "sampling.top_k", true, &r->has_top_k, &x, line, err, size, code)) return false;
+    r->top_k = (int32_t)x;
+    if (!get_config_number(o, "min_p", "sampling.min_p", false, &r->has_min_p, &x, line, err, size, code)) return false;
     r->min_p = (float)x;
-    if (!get_number(o, "repetition_penalty", 0.01, 100, false, &r->has_repeat_penalty, &x, line, err, size, code))
+    if (!get_config_number(o, "repetition_penalty", "sampling.repeat_penalty", false, &r->has_repeat_penalty, &x, line,
+                           err, size, code))
         return false;
     r->repeat_penalty = (float)x;
-    if (!get_number(o, "seed", -9223372036854775808.0, 18446744073709551615.0, true, &r->has_seed, &x, line, err, size,
+    /* a JSON number is read as a double: the largest below 2^64 is the top seed */
+    if (!get_number(o, "seed", -9223372036854775808.0, 18446744073709549568.0, true, &r->has_seed, &x, line, err, size,
                     code))
         return false;
     r->seed = x < 0 ? (uint64_t)(int64_t)x : (uint64_t)x;
@@ -254,6 +344,13 @@ bool kr_batch_request_parse(const char *text, size_t len, int line_no, kr_json_d
     bool plain = !cid && kr_json_get(root, "prompt");
     if (plain) cid = kr_json_get(root, "id");
     if (cid && cid->type == KR_JSON_STRING && cid->len > 0 && strlen(cid->str) == cid->len) out->custom_id = cid->str;
+    if (cid && cid->type == KR_JSON_STRING && cid->len > 0 && !out->custom_id) {
+        char shown[128];
+        kr_batch_show_id(cid->str, cid->len, shown, sizeof shown);
+        return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, cid,
+                         "%s %s holds a NUL character (\\u0000) at byte %zu; it must be a string without NUL",
+                         plain ? "id" : "custom_id", shown, strlen(cid->str) + 1);
+    }
     if (!out->custom_id)
         return req_error(err, err_size, code, KR_BATCH_ERR_REQUEST, line_no, cid,
                          cid ? "%s must be a non-empty string" : "missing \"%s\"", plain ? "id" : "custom_id");

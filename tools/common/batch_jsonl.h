@@ -90,6 +90,13 @@ void kr_batch_request_free(kr_batch_request *r);
  * line; so is a line longer than KR_BATCH_LINE_MAX), -1 = blank line. */
 int kr_batch_request_id(const char *text, size_t len, int line_no, kr_json_doc *doc, const char **id);
 
+/* A custom_id quoted for a message, with every character that is not
+ * printable ASCII written as an escape (\u0000 for NUL, \u00e9 for e-acute,
+ * \U0001F600 beyond U+FFFF), cut with "..." to fit size. */
+void kr_batch_show_id(const char *id, size_t len, char *buf, size_t size);
+/* True when id is printable ASCII only. */
+bool kr_batch_id_plain(const char *id);
+
 /* Stable ids derived from a custom_id (or the line number): "batch_req_",
  * "req_", "chatcmpl-" and "cmpl-" followed by 16 hex digits. */
 void kr_batch_make_id(char *buf, size_t size, const char *prefix, const char *custom_id, int line);

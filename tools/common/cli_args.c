@@ -84,20 +84,29 @@ void kr_text_too_large(const char *cmd, const char *what) {
 }
 
 char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
+    return kr_read_text_file_max(cmd, path, KR_PROMPT_TEXT_MAX, len);
+}
+
+char *kr_read_text_file_max(const char *cmd, const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "kara %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
         return NULL;
     }
-    char *text = kr_read_text_stream(cmd, f, path, len);
+    char *text = kr_read_text_stream_max(cmd, f, path, max, len);
     fclose(f);
     return text;
 }
 
 char *kr_read_text_stream(const char *cmd, FILE *f, const char *path, size_t *len) {
+    return kr_read_text_stream_max(cmd, f, path, KR_PROMPT_TEXT_MAX, len);
+}
+
+char *kr_read_text_stream_max(const char *cmd, FILE *f, const char *path, size_t max, size_t *len) {
+    if (max > KR_PROMPT_TEXT_MAX) max = KR_PROMPT_TEXT_MAX;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
-    while (buf) { /* never more than KR_PROMPT_TEXT_MAX + 1 bytes */
+    while (buf) { /* never more than max + 1 bytes */
         if (n + 1 >= cap) {
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
@@ -108,22 +117,30 @@ char *kr_read_text_stream(const char *cmd, FILE *f, const char *path, size_t *le
             buf = nb;
             cap *= 2;
         }
-        size_t want = cap - n - 1, left = KR_PROMPT_TEXT_MAX + 1 - n;
+        size_t want = cap - n - 1, left = max + 1 - n;
         if (want > left) want = left;
         size_t got = fread(buf + n, 1, want, f);
         n += got;
-        if (got < want || n > KR_PROMPT_TEXT_MAX) break;
+        if (got < want || n > max) break;
     }
-    bool too_large = buf && n > KR_PROMPT_TEXT_MAX, read_error = buf && ferror(f);
+    bool too_large = buf && n > max, read_error = buf && ferror(f);
     if (too_large || read_error) {
         free(buf);
-        if (too_large)
+        if (read_error)
+            fprintf(stderr, "kara %s: error reading '%s'\n", cmd, path);
+        else if (max == KR_PROMPT_TEXT_MAX)
             kr_text_too_large(cmd, path);
         else
-            fprintf(stderr, "kara %s: error reading '%s'\n", cmd, path);
+            errno = ERANGE; /* over the caller's bound: the caller says why */
         return NULL;
     }
     if (buf) {
+        /* a UTF-8 byte order mark is not text of the prompt */
+        if (n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) {
+            fprintf(stderr, "kara %s: %s: skipping the UTF-8 byte order mark at its start\n", cmd, path);
+            memmove(buf, buf + 3, n - 3);
+            n -= 3;
+        }
         buf[n] = 0;
         if (len) *len = n;
     }

@@ -30,6 +30,12 @@ int kr_exit_for_status(kara_status st);
 char *kr_read_text_file(const char *cmd, const char *path, size_t *len);
 /* The same from an open stream (stdin), named path in messages; f stays open. */
 char *kr_read_text_stream(const char *cmd, FILE *f, const char *path, size_t *len);
+/* Both with a smaller bound max (bytes): a text of more than max bytes
+ * (max < KR_PROMPT_TEXT_MAX) is NULL with errno ERANGE and no message, found
+ * after reading max + 1 bytes. Either way a UTF-8 byte order mark at the
+ * start is dropped with a note on stderr. */
+char *kr_read_text_file_max(const char *cmd, const char *path, size_t max, size_t *len);
+char *kr_read_text_stream_max(const char *cmd, FILE *f, const char *path, size_t max, size_t *len);
 /* "kara CMD: WHAT: larger than 67108864 bytes (64 MiB), the limit of a prompt text", errno = EFBIG. */
 void kr_text_too_large(const char *cmd, const char *what);
 

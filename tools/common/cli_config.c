@@ -26,7 +26,7 @@ static const shared_flag shared_flags[] = {
     {"--device", "runtime.device", "cpu|cuda (cuda: a build with the CUDA backend and an NVIDIA GPU; docs/CUDA.md)"},
     {"-n|--predict|--n-predict", "sampling.max_tokens", "tokens to generate (-1 = until end of generation)"},
     {"--temp", "sampling.temperature", "temperature (0 = greedy)"},
-    {"--top-k", "sampling.top_k", "top-k (0 = off)"},
+    {"--top-k", "sampling.top_k", "top-k (0 or -1 = off)"},
     {"--top-p", "sampling.top_p", "top-p (1 = off)"},
     {"--min-p", "sampling.min_p", "min-p (0 = off)"},
     {"--repeat-penalty", "sampling.repeat_penalty", "repetition penalty (1 = off)"},

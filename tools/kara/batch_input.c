@@ -114,6 +114,11 @@ int kr_batch_input_load(kr_batch_input *in, const char *path) {
             full = longs[next_long++].len; /* kept: KR_BATCH_LINE_MAX + 1 bytes, '\r' or not */
         else if (len > 0 && in->data[start + len - 1] == '\r')
             len--;
+        if (start == 0 && len >= 3 && !memcmp(in->data, "\xEF\xBB\xBF", 3)) { /* a UTF-8 byte order mark */
+            fprintf(stderr, "kara batch: %s: skipping the UTF-8 byte order mark at its start\n", path);
+            start += 3;
+            len -= 3;
+        }
         in->lines[in->n_lines] = (kr_batch_line){start, len, in->n_lines + 1, NULL, full};
         in->n_lines++;
         start = end + 1;
@@ -134,9 +139,15 @@ int kr_batch_input_load(kr_batch_input *in, const char *path) {
             int first;
             int added = kr_strset_add(&ids, id, l->no, &first);
             if (added == 0) {
+                char shown[160] = "";
+                if (!kr_batch_id_plain(id)) { /* name what cannot be seen: "caf\u00e9", a control character */
+                    char q[144];
+                    kr_batch_show_id(id, strlen(id), q, sizeof q);
+                    snprintf(shown, sizeof shown, ", non-ASCII: %s", q);
+                }
                 if (dups < 20)
-                    fprintf(stderr, "kara batch: %s:%d: duplicate custom_id \"%s\" (first on line %d)\n", path, l->no,
-                            id, first);
+                    fprintf(stderr, "kara batch: %s:%d: duplicate custom_id \"%s\" (first on line %d%s)\n", path, l->no,
+                            id, first, shown);
                 dups++;
             }
         }

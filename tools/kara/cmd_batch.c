@@ -22,6 +22,7 @@
 
 #include "batch_input.h"
 #include "batch_jsonl.h"
+#include "batch_fit.h"
 #include "batch_order.h"
 #include "batch_output.h"
 #include "batch_progress.h"
@@ -37,6 +38,7 @@
 #include "strset.h"
 #include "monotonic_clock.h"
 #include "kv_knob.h"
+#include "prompt_fit.h"
 
 typedef struct batch_opts {
     kara_config cfg;
@@ -239,6 +241,8 @@ struct job {
     kr_draft_model draft; /* speculative.mode draft */
     kara_engine *eng;
     kara_chat_template tmpl;
+    kr_prompt_fit fit; /* what the context can hold, and why a prompt cannot fit (prompt_fit.h) */
+    char fit_err[320];
     char model_name[KARA_CONFIG_PATH_MAX];
     int *todo;           /* slots (indexes into shard) to run */
     int *shard, n_shard; /* indexes of this shard's lines, answered or not: slot -> input line index */
@@ -303,6 +307,9 @@ static kara_status tokenize_request(job *j, const kr_batch_request *r, pending *
         len = strlen(text);
         special = false;
     }
+    /* too long for the context whatever its tokens: refused before they are made */
+    if (!kr_prompt_fits(&j->fit, "the prompt", text, len, special, j->fit_err, sizeof j->fit_err))
+        return KARA_ERR_CONTEXT_FULL;
     int32_t cap = (int32_t)len + 16;
     p->tokens = malloc((size_t)cap * sizeof(int32_t));
     if (!p->tokens) return KARA_ERR_NOMEM;
@@ -345,7 +352,11 @@ static void submit_line(job *j, int slot) {
         p->custom_id = strdup(r.custom_id);
         p->model_name = r.model ? strdup(r.model) : NULL;
         kara_status st = tokenize_request(j, &r, p);
-        if (st) {
+        if (st == KARA_ERR_CONTEXT_FULL) {
+            snprintf(err, sizeof err, "input line %d: %s", l->no, j->fit_err);
+            code = KR_BATCH_ERR_CONTEXT;
+            ok = false;
+        } else if (st) {
             snprintf(err, sizeof err, "input line %d: cannot build the prompt: %s", l->no, kara_last_error());
             code = KR_BATCH_ERR_REQUEST;
             ok = false;
@@ -536,25 +547,12 @@ static int setup_engine(job *j) {
         return KR_EXIT_CONFIG;
     }
     kara_context_params cp = kr_cli_context_params(cfg);
+    kr_prompt_fit_init(&j->fit, j->model, cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(j->model));
     int32_t want = cp.n_seq_max;
     if (!j->o->no_fit && j->n_todo > 0) {
         int32_t P, G;
-        typical_request(j, cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(j->model), &P, &G);
-        int32_t fit = kara_engine_fit_concurrency(j->model, &cp, P, G);
-        if (fit < 1) fit = 1;
-        if (fit < want) {
-            char gen[48];
-            if (G < 0)
-                snprintf(gen, sizeof gen, "up to the context's end");
-            else
-                snprintf(gen, sizeof gen, "%d generated tokens", G);
-            fprintf(stderr,
-                    "kara batch: max_concurrency %d -> %d: the KV budget of %.1f MiB holds %d sequence%s of about %d "
-                    "prompt + %s under method %s (--no-fit keeps %d)\n",
-                    want, fit, (double)cp.kv.budget / 1048576.0, fit, fit == 1 ? "" : "s", P, gen,
-                    kara_kv_method_name(cp.kv.method), want);
-            cp.n_seq_max = fit;
-        }
+        typical_request(j, j->fit.n_ctx, &P, &G);
+        cp.n_seq_max = kr_batch_fit_note(want, kara_engine_fit_concurrency(j->model, &cp, P, G), &cp, P, G);
     }
     if (cp.n_batch < cp.n_seq_max + j->o->prefill_chunk) cp.n_batch = cp.n_seq_max + j->o->prefill_chunk;
     j->n_seq = cp.n_seq_max;

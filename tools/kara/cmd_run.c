@@ -13,6 +13,7 @@
 #include "exit_codes.h"
 #include "kara.h"
 #include "prompt_cache.h"
+#include "prompt_fit.h"
 
 typedef struct run_opts {
     kara_config cfg;
@@ -79,18 +80,30 @@ static int parse(int argc, char **argv, run_opts *o) {
 }
 
 /* Tokens of the prompt as the user gave it: text (with BOS per the vocab's
- * rules), or raw ids. -1: a bad prompt (message printed); -2: its file
- * cannot be read. */
-static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t **out) {
+ * rules), or raw ids. A text too long for n_ctx tokens whatever its tokens
+ * (prompt_fit.h) is refused before it is read whole or tokenized. -1: a bad
+ * prompt (message printed); -2: its file cannot be read. */
+static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t n_ctx, int32_t **out) {
     *out = NULL;
     if (o->prompt_ids) return kr_arg_id_list("run", "--prompt-ids", o->prompt_ids, out);
     char *file_text = NULL;
     const char *text = o->prompt ? o->prompt : "";
     size_t len = strlen(text);
+    kr_prompt_fit fit;
+    kr_prompt_fit_init(&fit, m, n_ctx);
     if (o->prompt_file) {
-        file_text = kr_read_text_file("run", o->prompt_file, &len);
-        if (!file_text) return errno == EFBIG ? -1 : -2; /* over the limit: 65; missing or unreadable: 66 */
+        file_text = kr_read_text_file_max("run", o->prompt_file, fit.max_bytes, &len);
+        if (!file_text && errno != ERANGE) return errno == EFBIG ? -1 : -2; /* over 64 MiB: 65; unreadable: 66 */
         text = file_text;
+    }
+    char why[400], what[300];
+    snprintf(what, sizeof what, "the prompt%s%s", o->prompt_file ? " file " : "", o->prompt_file ? o->prompt_file : "");
+    if (!text) /* a file read no further than the bound */
+        kr_prompt_fit_message(&fit, what, fit.max_bytes, true, false, why, sizeof why);
+    if (!text || !kr_prompt_fits(&fit, what, text, len, false, why, sizeof why)) {
+        fprintf(stderr, "kara run: %s (raise -c)\n", why);
+        free(file_text);
+        return -1;
     }
     int32_t cap = (int32_t)len + 8;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
@@ -190,8 +203,10 @@ static int run_body(int argc, char **argv, run_opts *op) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
         return kr_exit_for_status(st);
     }
+    kara_context_params cp = kr_cli_context_params(&o.cfg);
+    int32_t n_ctx = cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(m);
     int32_t *prompt = NULL;
-    int32_t n_prompt = prompt_tokens(&o, m, &prompt);
+    int32_t n_prompt = prompt_tokens(&o, m, n_ctx, &prompt);
     if (n_prompt < 0) {
         kara_model_free(m);
         return n_prompt == -2 ? KR_EXIT_NOINPUT : o.prompt_ids ? KR_EXIT_USAGE : KR_EXIT_DATAERR;
@@ -210,8 +225,6 @@ static int run_body(int argc, char **argv, run_opts *op) {
             free(prompt);
             return KR_EXIT_USAGE;
         }
-    kara_context_params cp = kr_cli_context_params(&o.cfg);
-    int32_t n_ctx = cp.n_ctx ? cp.n_ctx : kara_model_n_ctx_train(m);
     if (n_prompt > n_ctx) {
         fprintf(stderr, "kara run: the prompt has %d tokens but the context holds %d (raise -c)\n", n_prompt, n_ctx);
         kara_model_free(m);

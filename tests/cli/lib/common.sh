@@ -4,6 +4,9 @@
 #   tmp         a fresh folder, removed on exit (a test that needs more on
 #               exit sets its own trap, removing "$tmp" too)
 #   pass, fail  counters, and check NAME CONDITION (CONDITION is eval'd)
+#   expect_stderr NAME CODE TEXT COMMAND...: COMMAND (stdin empty, 120 s at
+#               most) exits CODE with TEXT, a fixed string, on stderr; its
+#               output is left in $tmp/out and $tmp/err
 #   finish      prints "P passed, F failed"; its status is the test's
 KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
 tmp=$(mktemp -d)
@@ -11,6 +14,18 @@ trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 check() { # name, condition
     if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
+}
+expect_stderr() {
+    local name=$1 code=$2 text=$3
+    shift 3
+    timeout 120 "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    local rc=$?
+    if [ "$rc" -eq "$code" ] && grep -qF -- "$text" "$tmp/err"; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $name: exit $rc (wanted $code), stderr: $(head -c 600 "$tmp/err")"
+    fi
 }
 finish() {
     echo "$pass passed, $fail failed"
