@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "batch_input.h"
 #include "batch_jsonl.h"
+#include "batch_meta.h"
 #include "batch_order.h"
 #include "batch_output.h"
 #include "batch_progress.h"
@@ -244,6 +246,9 @@ struct job {
     int *shard, n_shard; /* indexes of this shard's lines, answered or not: slot -> input line index */
     kr_strset slot_ids;  /* custom_id -> slot, for results taken back from OUTPUT.hold */
     uint64_t *hash;      /* slot -> request hash, written with its answer */
+    uint64_t *raw_hash;  /* slot -> the raw-bytes hash older versions wrote */
+    kr_jbuf meta;        /* this run's settings record (batch_meta.h) */
+    char *meta_path;     /* OUTPUT.meta */
     kr_batch_slots slots;
     kr_batch_resume res;
     int n_todo, next;
@@ -631,6 +636,32 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
 /* Main                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* Does the output (or OUTPUT.hold) answer anything yet? */
+static bool answers_anything(const job *j) {
+    struct stat st;
+    return j->out.n_ok + j->out.n_failed > 0 || (stat(j->ord.hold_path, &st) == 0 && st.st_size > 0);
+}
+
+/* The error lines the output holds after this run (the exit status is 1
+ * iff there are any): how many are new, and which old ones stay. */
+static void report_errors(job *j, int failed_old) {
+    fprintf(stderr, "kara batch: %s holds %d error line%s: %d written this run, %d from earlier runs",
+            j->o->cfg.batch_output, j->failed + failed_old, j->failed + failed_old == 1 ? "" : "s", j->failed,
+            failed_old);
+    int shown = 0;
+    for (int s = 0; s < j->n_shard && shown < 5; s++) {
+        const kr_batch_line *l = &j->in.lines[j->shard[s]];
+        const kr_batch_answer *a = kr_batch_output_lookup(&j->out, l->custom_id, l->no);
+        if (!a || !a->failed) continue;
+        if (l->custom_id)
+            fprintf(stderr, "%s\"%.60s\"", shown ? ", " : " (", l->custom_id);
+        else
+            fprintf(stderr, "%sinput line %d", shown ? ", " : " (", l->no);
+        shown++;
+    }
+    fprintf(stderr, "%s\n", shown < failed_old && shown ? ", ...)" : shown ? ")" : "");
+}
+
 static int run(job *j) {
     kara_config *cfg = &j->o->cfg;
     int rc = kr_batch_input_load(&j->in, cfg->batch_input);
@@ -641,6 +672,10 @@ static int run(job *j) {
     if (j->out.truncated)
         fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
                 j->out.truncated, cfg->batch_output);
+    if (j->out.newline_added)
+        fprintf(stderr, "kara batch: the last line of %s lacked its newline (a complete line): added\n",
+                cfg->batch_output);
+    kr_batch_output_report_dups(&j->out);
     /* this shard's requests that are not answered yet */
     j->todo = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->todo);
     j->shard = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->shard);
@@ -653,15 +688,33 @@ static int run(job *j) {
         j->shard[j->n_shard++] = i;
     }
     j->hash = malloc(((size_t)j->n_shard + 1) * sizeof *j->hash);
-    if (!j->hash || !kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0)) return KR_EXIT_SOFTWARE;
+    j->raw_hash = malloc(((size_t)j->n_shard + 1) * sizeof *j->raw_hash);
+    if (!j->hash || !j->raw_hash || !kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0))
+        return KR_EXIT_SOFTWARE;
     for (int s = 0; s < j->n_shard; s++) {
         const kr_batch_line *l = &j->in.lines[j->shard[s]];
         if (l->custom_id && kr_strset_add(&j->slot_ids, l->custom_id, s, NULL) < 0) return KR_EXIT_SOFTWARE;
         j->hash[s] = kr_batch_line_hash(&j->in, l);
+        j->raw_hash[s] = kr_batch_line_hash_raw(&j->in, l);
+    }
+    /* what the answers are computed with, against what the output's were (batch_meta.h) */
+    if ((rc = kr_batch_meta_build(cfg, j->o->ignore_eos, &j->meta)) >= 0) return rc;
+    size_t mlen = strlen(cfg->batch_output) + sizeof ".meta";
+    if (!(j->meta_path = malloc(mlen))) return KR_EXIT_SOFTWARE;
+    snprintf(j->meta_path, mlen, "%s.meta", cfg->batch_output);
+    kr_batch_meta_check mc = {0};
+    if (resume) {
+        const char *origin = kara_config_origin(cfg, "batch.on_changed");
+        bool rerun = j->o->on_changed == KR_ON_CHANGED_RERUN && origin && strcmp(origin, "default") != 0;
+        if ((rc = kr_batch_meta_compare(j->meta_path, &j->meta, answers_anything(j), rerun, &mc)) >= 0) return rc;
     }
     /* what the output answers, and requests changed since (batch_resume.h) */
-    j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash};
-    j->res = (kr_batch_resume){.slots = &j->slots, .ord = &j->ord, .policy = j->o->on_changed};
+    j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash, j->raw_hash};
+    j->res = (kr_batch_resume){.slots = &j->slots,
+                               .ord = &j->ord,
+                               .policy = j->o->on_changed,
+                               .drop_all = mc.drop_all,
+                               .limits_changed = mc.limits_changed};
     if ((rc = kr_batch_resume_scan(&j->res, &j->out, &j->ord)) >= 0) return rc;
     answered = j->res.answered;
     if (resume && (rc = kr_batch_resume_hold_check(&j->res, &j->ord)) >= 0) return rc;
@@ -681,6 +734,13 @@ static int run(job *j) {
         fputc('\n', stderr);
     }
     kr_batch_resume_report(&j->res, cfg->batch_output, j->ord.hold_path);
+    /* recorded before any answer of these settings is written (after the
+     * superseded ones left: a crash in between leaves no answers to mix) */
+    int e = kr_batch_meta_write(j->meta_path, &j->meta);
+    if (e) {
+        fprintf(stderr, "kara batch: cannot write %s: %s\n", j->meta_path, strerror(e));
+        return KR_EXIT_IOERR;
+    }
     rc = setup_engine(j);
     if (rc >= 0) return rc;
     /* held in memory: what can be in flight at once, and a margin; more goes to OUTPUT.hold */
@@ -723,7 +783,7 @@ static int run(job *j) {
         fprintf(stderr, "kara batch: cannot write %s: %s\n", cfg->batch_output, strerror(j->io_error));
         return KR_EXIT_IOERR;
     }
-    int failed_total = j->failed + j->out.n_failed + j->ord.rec_failed;
+    int failed_old = j->out.n_failed + j->ord.rec_failed, failed_total = j->failed + failed_old;
     fprintf(stderr,
             "kara batch: %s: %d ok, %d failed this run (%d answered before); %llu tokens in %.1f s = %.1f tok/s; "
             "%llu steps, %llu preemptions, %llu KV events (%llu forced), %llu slots evicted; KV peak %llu of %llu "
@@ -744,6 +804,7 @@ static int run(job *j) {
     if (cfg->spec == KARA_SPEC_DRAFT && stats.spec_on)
         fprintf(stderr, "kara batch: the draft model's decodes took %.1f s of the %.1f s\n", stats.draft_seconds,
                 seconds);
+    if (failed_total) report_errors(j, failed_old);
     if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
     if (g_signal) return 128 + (int)g_signal;
     return failed_total ? KR_EXIT_PARTIAL : KR_EXIT_OK;
@@ -783,6 +844,9 @@ static int batch_main(int argc, char **argv) {
     free(j.todo);
     free(j.shard);
     free(j.hash);
+    free(j.raw_hash);
+    free(j.meta_path);
+    kr_jbuf_free(&j.meta);
     kr_jbuf_free(&j.line);
     kr_jbuf_free(&j.prompt);
     return rc;
