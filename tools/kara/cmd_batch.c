@@ -59,7 +59,8 @@ static const kr_cli_flag batch_flags[] = {
     {"--no-resume", false, "empty the output and start over"},
     {"--on-changed", true,
      "rerun|refuse|keep: a request edited since its answer was written runs again (its old answer moves to "
-     "OUTPUT.superseded; the default), stops the resume, or keeps the old answer [batch.on_changed]"},
+     "OUTPUT.superseded; the default), stops the resume, or keeps the old answer; given explicitly, rerun also "
+     "accepts another model or settings than OUTPUT.meta records, running every request again [batch.on_changed]"},
     {"--ordered", false,
      "write the results in input order (held ones wait in memory, then in OUTPUT.hold) [batch.ordered]"},
     {"--ordered-hold", true,
@@ -92,10 +93,13 @@ static void usage(void) {
            "one model with continuous batching under the KV budget, appending one result line per request.\n"
            "A job stopped at any moment (even kill -9) resumes where it was when run again. JOB.yaml is a\n"
            "configuration file (see configs/batch-example.yaml); flags win over it.\n\n"
-           "exit status: 0 all answered, 1 some requests failed (error lines), 64 usage, 65 bad input\n"
-           "(duplicate custom_ids, broken output, changed requests under --on-changed refuse), 66 missing\n"
-           "input or model, 73 cannot create the output, 74 I/O error, 78 configuration, 129/130/143\n"
-           "interrupted (run again to resume)\n\n");
+           "A resume checks OUTPUT.meta (the model's content hash and every setting that changes an answer)\n"
+           "and retries error lines of input lines fixed since, or of limits raised under kv_cache.method full.\n\n"
+           "exit status: 0 all answered, 1 the output holds error lines (of this run or earlier ones), 64 usage,\n"
+           "65 bad input (duplicate custom_ids, broken output, changed requests under --on-changed refuse),\n"
+           "66 missing input or model, 73 cannot create the output, 74 I/O error, 78 configuration (and a\n"
+           "resume with another model or settings than OUTPUT.meta records), 129/130/143 interrupted (run\n"
+           "again to resume)\n\n");
     kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
 }
 
