@@ -33,7 +33,7 @@ static void canon_object(kr_jbuf *b, const kr_json *v) {
     }
     size_t n = 0;
     for (const kr_json *c = v->first; c && n < v->len; c = c->next) m[n++] = c;
-    qsort(m, n, sizeof *m, cmp_member);
+    if (n > 1) qsort(m, n, sizeof *m, cmp_member);
     kr_jbuf_raw(b, "{", 1);
     for (size_t i = 0; i < n; i++) {
         if (i) kr_jbuf_raw(b, ",", 1);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "batch_output.h"
@@ -22,8 +23,14 @@ static uint64_t lane(uint64_t acc, uint64_t w) {
 }
 
 static int hash_file(const char *path, uint64_t *out, long long *size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return errno;
+    struct stat st;
+    int bad = fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (bad) { /* a FIFO or a device would never end */
+        close(fd);
+        return bad;
+    }
     enum { CHUNK = 1 << 20 };
     unsigned char *buf = malloc(CHUNK + 8);
     if (!buf) {
@@ -88,7 +95,8 @@ int kr_batch_meta_build(const kara_config *cfg, bool ignore_eos, kr_jbuf *out) {
     long long size = 0;
     int e = hash_file(cfg->model_path, &h, &size);
     if (e) {
-        fprintf(stderr, "kara batch: cannot read the model %s: %s\n", cfg->model_path, strerror(e));
+        fprintf(stderr, "kara batch: cannot read the model %s: %s\n", cfg->model_path,
+                e == EINVAL ? "not a regular file" : strerror(e));
         return KR_EXIT_NOINPUT;
     }
     char v[KARA_CONFIG_PATH_MAX + 32];
@@ -181,6 +189,7 @@ int kr_batch_meta_compare(const char *path, const kr_jbuf *now, bool have_answer
                 path, od.root ? "" : ": ", od.root ? "" : err);
         rc = KR_EXIT_DATAERR;
     } else if (!kr_json_parse(now->p, now->len, 1, &nd, err, sizeof err)) {
+        kr_json_doc_free(&nd);
         rc = KR_EXIT_SOFTWARE;
     } else {
         c->recorded = true;
@@ -216,4 +225,34 @@ int kr_batch_meta_compare(const char *path, const kr_jbuf *now, bool have_answer
 int kr_batch_meta_write(const char *path, const kr_jbuf *now) {
     if (now->failed || !now->p) return ENOMEM;
     return kr_batch_write_atomic(path, now->p, now->len);
+}
+
+int kr_batch_meta_open(kr_batch_meta *m, const kara_config *cfg, bool ignore_eos, bool resume, int n_answered,
+                       const char *hold_path) {
+    memset(&m->c, 0, sizeof m->c);
+    int rc = kr_batch_meta_build(cfg, ignore_eos, &m->rec);
+    if (rc >= 0) return rc;
+    size_t len = strlen(cfg->batch_output) + sizeof ".meta";
+    if (!(m->path = malloc(len))) return KR_EXIT_SOFTWARE;
+    snprintf(m->path, len, "%s.meta", cfg->batch_output);
+    if (!resume) return -1;
+    struct stat st;
+    bool have = n_answered > 0 || (stat(hold_path, &st) == 0 && st.st_size > 0);
+    /* rerun accepts other settings only when asked for: it is also the default for edited requests */
+    const char *origin = kara_config_origin(cfg, "batch.on_changed");
+    bool rerun = cfg->batch_on_changed == 0 && origin && strcmp(origin, "default") != 0;
+    return kr_batch_meta_compare(m->path, &m->rec, have, rerun, &m->c);
+}
+
+int kr_batch_meta_commit(const kr_batch_meta *m) {
+    int e = kr_batch_meta_write(m->path, &m->rec);
+    if (!e) return -1;
+    fprintf(stderr, "kara batch: cannot write %s: %s\n", m->path, strerror(e));
+    return KR_EXIT_IOERR;
+}
+
+void kr_batch_meta_free(kr_batch_meta *m) {
+    kr_jbuf_free(&m->rec);
+    free(m->path);
+    m->path = NULL;
 }

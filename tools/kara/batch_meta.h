@@ -38,6 +38,24 @@ typedef struct kr_batch_meta_check {
     bool recorded;       /* the output had a record */
 } kr_batch_meta_check;
 
+/* This run's record and where it goes (OUTPUT.meta). */
+typedef struct kr_batch_meta {
+    kr_jbuf rec;
+    char *path;
+    kr_batch_meta_check c; /* what the comparison found */
+} kr_batch_meta;
+
+/* Build this run's record and, on resume, compare it with the output's
+ * (kr_batch_meta_compare; the output or its hold file holding anything
+ * counts as answers; m->c says what it found). Returns -1 to go on, else an exit code after
+ * printing the problem. */
+int kr_batch_meta_open(kr_batch_meta *m, const kara_config *cfg, bool ignore_eos, bool resume, int n_answered,
+                       const char *hold_path);
+/* Write the record (before any answer of this run): -1, or 74 after
+ * printing the problem. */
+int kr_batch_meta_commit(const kr_batch_meta *m);
+void kr_batch_meta_free(kr_batch_meta *m);
+
 /* The record of this run into out (one line). Returns -1, or an exit code
  * after printing the problem (the model file cannot be read: 66). */
 int kr_batch_meta_build(const kara_config *cfg, bool ignore_eos, kr_jbuf *out);

@@ -157,8 +157,15 @@ int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
         fprintf(stderr, "kara batch: starting over: emptied %s (resume is off)\n", path);
     }
     free(data);
+    if (o->newline_added)
+        fprintf(stderr, "kara batch: the last line of %s lacked its newline (a complete line): added\n", path);
+    kr_batch_output_report_dups(o);
     if ((size_t)keep < len) {
-        if (resume) o->truncated = (long)len - keep; /* a torn last line; else the file was emptied on purpose */
+        if (resume) { /* a torn last line; else the file was emptied on purpose */
+            o->truncated = (long)len - keep;
+            fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
+                    o->truncated, path);
+        }
         if (ftruncate(o->fd, keep) != 0 || fsync(o->fd) != 0) {
             fprintf(stderr, "kara batch: cannot cut the output %s: %s\n", path, strerror(errno));
             return KR_EXIT_IOERR;

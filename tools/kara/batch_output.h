@@ -52,13 +52,13 @@ typedef struct kr_batch_output {
 } kr_batch_output;
 
 /* Open (creating it) for appending. resume: read the results already there
- * and cut off a torn last line; otherwise empty the file. Returns -1 on
+ * and cut off a torn last line (a complete one without its '\n' gets one;
+ * duplicates are reported); otherwise empty the file. Returns -1 on
  * success, else an exit code after printing "kara batch: ..." to stderr. */
 int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume);
 /* Is this request already answered? */
 bool kr_batch_output_has(const kr_batch_output *o, const char *custom_id, int line);
-/* The report of duplicate result lines found when opening, if any. */
-void kr_batch_output_report_dups(const kr_batch_output *o);
+
 /* What the output says about a request: NULL when it is not answered. */
 const kr_batch_answer *kr_batch_output_lookup(const kr_batch_output *o, const char *custom_id, int line);
 enum { KR_REWRITE_KEEP, KR_REWRITE_DROP, KR_REWRITE_HOLD };

@@ -166,7 +166,7 @@ int kr_batch_resume_hold_slot(void *user, const kr_batch_scanned *h) {
     bool limit =
         h->failed && h->code && (!strcmp(h->code, KR_BATCH_ERR_BUDGET) || !strcmp(h->code, KR_BATCH_ERR_CONTEXT));
     if (r->drop_all) {
-        r->dropped++;
+        r->hold_stale++;
         return -1;
     }
     if (r->policy != KR_ON_CHANGED_KEEP && stale(r, slot, h)) {
@@ -174,7 +174,7 @@ int kr_batch_resume_hold_slot(void *user, const kr_batch_scanned *h) {
         return -1; /* it runs again */
     }
     if (limit && r->limits_changed && !stale(r, slot, h)) {
-        r->limits++;
+        r->hold_stale++;
         return -1;
     }
     return slot;
@@ -243,11 +243,30 @@ void kr_batch_resume_report(const kr_batch_resume *r, const char *out_path, cons
         fprintf(stderr, "kara batch: --ordered: %d later answer%s moved to %s to keep the input order\n", r->moved,
                 r->moved == 1 ? "" : "s", hold_path);
     if (r->hold_stale)
-        fprintf(stderr, "kara batch: %d held answer%s in %s for an older version of %s request: run again\n",
+        fprintf(stderr,
+                "kara batch: %d held answer%s in %s for an older version of %s request, settings or limits: run "
+                "again\n",
                 r->hold_stale, r->hold_stale == 1 ? "" : "s", hold_path, r->hold_stale == 1 ? "its" : "their");
     if (r->legacy)
         fprintf(stderr,
                 "kara batch: note: %d answer%s in %s carr%s no request hash (written by an older kara): trusted "
                 "as answered without checking the request\n",
                 r->legacy, r->legacy == 1 ? "" : "s", out_path, r->legacy == 1 ? "ies" : "y");
+}
+
+void kr_batch_resume_errors(const kr_batch_slots *s, const kr_batch_output *out, int failed_new, int failed_old) {
+    int n = failed_new + failed_old, shown = 0;
+    if (!n) return;
+    fprintf(stderr, "kara batch: %s holds %d error line%s: %d written this run, %d from earlier runs", out->path, n,
+            n == 1 ? "" : "s", failed_new, failed_old);
+    for (int i = 0; i < s->n_shard && shown < 5; i++) {
+        const kr_batch_line *l = &s->in->lines[s->shard[i]];
+        const kr_batch_answer *a = kr_batch_output_lookup(out, l->custom_id, l->no);
+        if (!a || !a->failed) continue; /* the index holds the lines from before this run */
+        char name[96];
+        name_slot(s, i, name, sizeof name);
+        fprintf(stderr, "%s%s", shown ? ", " : " (", name);
+        shown++;
+    }
+    fprintf(stderr, "%s\n", shown && shown < failed_old ? ", ...)" : shown ? ")" : "");
 }

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "batch_input.h"
+#include "batch_meta.h" /* the settings check that sets drop_all and limits_changed */
 #include "batch_order.h"
 #include "batch_output.h"
 #include "strset.h"
@@ -80,6 +81,10 @@ int kr_batch_resume_hold_slot(void *user, const kr_batch_scanned *r);
 /* Before kr_batch_order_open, with refuse: 65 (after listing them) when
  * OUTPUT.hold answers changed requests, else -1. It only reads the file. */
 int kr_batch_resume_hold_check(kr_batch_resume *r, const kr_batch_order *ord);
+/* After the run: the error lines the output holds, if any (the exit
+ * status is 1 iff there are any), how many are new, the first old ones
+ * named. */
+void kr_batch_resume_errors(const kr_batch_slots *s, const kr_batch_output *out, int failed_new, int failed_old);
 /* The resume notes: changed requests and what was done, old-format lines. */
 void kr_batch_resume_report(const kr_batch_resume *r, const char *out_path, const char *hold_path);
 

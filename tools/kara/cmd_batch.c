@@ -18,12 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "batch_input.h"
 #include "batch_jsonl.h"
-#include "batch_meta.h"
 #include "batch_order.h"
 #include "batch_output.h"
 #include "batch_progress.h"
@@ -59,8 +57,7 @@ static const kr_cli_flag batch_flags[] = {
     {"--no-resume", false, "empty the output and start over"},
     {"--on-changed", true,
      "rerun|refuse|keep: a request edited since its answer was written runs again (its old answer moves to "
-     "OUTPUT.superseded; the default), stops the resume, or keeps the old answer; given explicitly, rerun also "
-     "accepts another model or settings than OUTPUT.meta records, running every request again [batch.on_changed]"},
+     "OUTPUT.superseded; the default), stops the resume, or keeps the old answer [batch.on_changed]"},
     {"--ordered", false,
      "write the results in input order (held ones wait in memory, then in OUTPUT.hold) [batch.ordered]"},
     {"--ordered-hold", true,
@@ -93,13 +90,11 @@ static void usage(void) {
            "one model with continuous batching under the KV budget, appending one result line per request.\n"
            "A job stopped at any moment (even kill -9) resumes where it was when run again. JOB.yaml is a\n"
            "configuration file (see configs/batch-example.yaml); flags win over it.\n\n"
-           "A resume checks OUTPUT.meta (the model's content hash and every setting that changes an answer)\n"
-           "and retries error lines of input lines fixed since, or of limits raised under kv_cache.method full.\n\n"
-           "exit status: 0 all answered, 1 the output holds error lines (of this run or earlier ones), 64 usage,\n"
-           "65 bad input (duplicate custom_ids, broken output, changed requests under --on-changed refuse),\n"
-           "66 missing input or model, 73 cannot create the output, 74 I/O error, 78 configuration (and a\n"
-           "resume with another model or settings than OUTPUT.meta records), 129/130/143 interrupted (run\n"
-           "again to resume)\n\n");
+           "exit status: 0 all answered, 1 the output holds error lines, 64 usage, 65 bad input (duplicate\n"
+           "custom_ids, broken output, changed requests under --on-changed refuse), 66 missing input or model,\n"
+           "73 cannot create the output, 74 I/O error, 78 configuration (or a resume on another model or other\n"
+           "settings than OUTPUT.meta records: an explicit --on-changed rerun reruns every request), 129/130/143\n"
+           "interrupted (run again to resume)\n\n");
     kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
 }
 
@@ -250,9 +245,7 @@ struct job {
     int *shard, n_shard; /* indexes of this shard's lines, answered or not: slot -> input line index */
     kr_strset slot_ids;  /* custom_id -> slot, for results taken back from OUTPUT.hold */
     uint64_t *hash;      /* slot -> request hash, written with its answer */
-    uint64_t *raw_hash;  /* slot -> the raw-bytes hash older versions wrote */
-    kr_jbuf meta;        /* this run's settings record (batch_meta.h) */
-    char *meta_path;     /* OUTPUT.meta */
+    kr_batch_meta meta;  /* this run's settings record (batch_meta.h) */
     kr_batch_slots slots;
     kr_batch_resume res;
     int n_todo, next;
@@ -640,32 +633,6 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
 /* Main                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Does the output (or OUTPUT.hold) answer anything yet? */
-static bool answers_anything(const job *j) {
-    struct stat st;
-    return j->out.n_ok + j->out.n_failed > 0 || (stat(j->ord.hold_path, &st) == 0 && st.st_size > 0);
-}
-
-/* The error lines the output holds after this run (the exit status is 1
- * iff there are any): how many are new, and which old ones stay. */
-static void report_errors(job *j, int failed_old) {
-    fprintf(stderr, "kara batch: %s holds %d error line%s: %d written this run, %d from earlier runs",
-            j->o->cfg.batch_output, j->failed + failed_old, j->failed + failed_old == 1 ? "" : "s", j->failed,
-            failed_old);
-    int shown = 0;
-    for (int s = 0; s < j->n_shard && shown < 5; s++) {
-        const kr_batch_line *l = &j->in.lines[j->shard[s]];
-        const kr_batch_answer *a = kr_batch_output_lookup(&j->out, l->custom_id, l->no);
-        if (!a || !a->failed) continue;
-        if (l->custom_id)
-            fprintf(stderr, "%s\"%.60s\"", shown ? ", " : " (", l->custom_id);
-        else
-            fprintf(stderr, "%sinput line %d", shown ? ", " : " (", l->no);
-        shown++;
-    }
-    fprintf(stderr, "%s\n", shown < failed_old && shown ? ", ...)" : shown ? ")" : "");
-}
-
 static int run(job *j) {
     kara_config *cfg = &j->o->cfg;
     int rc = kr_batch_input_load(&j->in, cfg->batch_input);
@@ -673,13 +640,6 @@ static int run(job *j) {
     bool resume = j->o->resume != 0;
     rc = kr_batch_output_open(&j->out, cfg->batch_output, resume);
     if (rc >= 0) return rc;
-    if (j->out.truncated)
-        fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
-                j->out.truncated, cfg->batch_output);
-    if (j->out.newline_added)
-        fprintf(stderr, "kara batch: the last line of %s lacked its newline (a complete line): added\n",
-                cfg->batch_output);
-    kr_batch_output_report_dups(&j->out);
     /* this shard's requests that are not answered yet */
     j->todo = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->todo);
     j->shard = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->shard);
@@ -691,34 +651,21 @@ static int run(job *j) {
         total++;
         j->shard[j->n_shard++] = i;
     }
-    j->hash = malloc(((size_t)j->n_shard + 1) * sizeof *j->hash);
-    j->raw_hash = malloc(((size_t)j->n_shard + 1) * sizeof *j->raw_hash);
-    if (!j->hash || !j->raw_hash || !kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0))
-        return KR_EXIT_SOFTWARE;
+    j->hash = malloc(2 * ((size_t)j->n_shard + 1) * sizeof *j->hash); /* then the raw-bytes hashes */
+    if (!j->hash || !kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0)) return KR_EXIT_SOFTWARE;
     for (int s = 0; s < j->n_shard; s++) {
         const kr_batch_line *l = &j->in.lines[j->shard[s]];
         if (l->custom_id && kr_strset_add(&j->slot_ids, l->custom_id, s, NULL) < 0) return KR_EXIT_SOFTWARE;
         j->hash[s] = kr_batch_line_hash(&j->in, l);
-        j->raw_hash[s] = kr_batch_line_hash_raw(&j->in, l);
+        j->hash[j->n_shard + 1 + s] = kr_batch_line_hash_raw(&j->in, l);
     }
-    /* what the answers are computed with, against what the output's were (batch_meta.h) */
-    if ((rc = kr_batch_meta_build(cfg, j->o->ignore_eos, &j->meta)) >= 0) return rc;
-    size_t mlen = strlen(cfg->batch_output) + sizeof ".meta";
-    if (!(j->meta_path = malloc(mlen))) return KR_EXIT_SOFTWARE;
-    snprintf(j->meta_path, mlen, "%s.meta", cfg->batch_output);
-    kr_batch_meta_check mc = {0};
-    if (resume) {
-        const char *origin = kara_config_origin(cfg, "batch.on_changed");
-        bool rerun = j->o->on_changed == KR_ON_CHANGED_RERUN && origin && strcmp(origin, "default") != 0;
-        if ((rc = kr_batch_meta_compare(j->meta_path, &j->meta, answers_anything(j), rerun, &mc)) >= 0) return rc;
-    }
+    /* the settings of the answers there against this run's (batch_meta.h) */
+    rc = kr_batch_meta_open(&j->meta, cfg, j->o->ignore_eos, resume, j->out.n_ok + j->out.n_failed, j->ord.hold_path);
+    if (rc >= 0) return rc;
     /* what the output answers, and requests changed since (batch_resume.h) */
-    j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash, j->raw_hash};
-    j->res = (kr_batch_resume){.slots = &j->slots,
-                               .ord = &j->ord,
-                               .policy = j->o->on_changed,
-                               .drop_all = mc.drop_all,
-                               .limits_changed = mc.limits_changed};
+    j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash, j->hash + j->n_shard + 1};
+    j->res = (kr_batch_resume){.slots = &j->slots, .ord = &j->ord, .policy = j->o->on_changed};
+    j->res.drop_all = j->meta.c.drop_all, j->res.limits_changed = j->meta.c.limits_changed;
     if ((rc = kr_batch_resume_scan(&j->res, &j->out, &j->ord)) >= 0) return rc;
     answered = j->res.answered;
     if (resume && (rc = kr_batch_resume_hold_check(&j->res, &j->ord)) >= 0) return rc;
@@ -738,13 +685,8 @@ static int run(job *j) {
         fputc('\n', stderr);
     }
     kr_batch_resume_report(&j->res, cfg->batch_output, j->ord.hold_path);
-    /* recorded before any answer of these settings is written (after the
-     * superseded ones left: a crash in between leaves no answers to mix) */
-    int e = kr_batch_meta_write(j->meta_path, &j->meta);
-    if (e) {
-        fprintf(stderr, "kara batch: cannot write %s: %s\n", j->meta_path, strerror(e));
-        return KR_EXIT_IOERR;
-    }
+    /* after the superseded answers left, before any new one: never a record over answers of other settings */
+    if ((rc = kr_batch_meta_commit(&j->meta)) >= 0) return rc;
     rc = setup_engine(j);
     if (rc >= 0) return rc;
     /* held in memory: what can be in flight at once, and a margin; more goes to OUTPUT.hold */
@@ -787,7 +729,7 @@ static int run(job *j) {
         fprintf(stderr, "kara batch: cannot write %s: %s\n", cfg->batch_output, strerror(j->io_error));
         return KR_EXIT_IOERR;
     }
-    int failed_old = j->out.n_failed + j->ord.rec_failed, failed_total = j->failed + failed_old;
+    int failed_total = j->failed + j->out.n_failed + j->ord.rec_failed;
     fprintf(stderr,
             "kara batch: %s: %d ok, %d failed this run (%d answered before); %llu tokens in %.1f s = %.1f tok/s; "
             "%llu steps, %llu preemptions, %llu KV events (%llu forced), %llu slots evicted; KV peak %llu of %llu "
@@ -808,7 +750,7 @@ static int run(job *j) {
     if (cfg->spec == KARA_SPEC_DRAFT && stats.spec_on)
         fprintf(stderr, "kara batch: the draft model's decodes took %.1f s of the %.1f s\n", stats.draft_seconds,
                 seconds);
-    if (failed_total) report_errors(j, failed_old);
+    kr_batch_resume_errors(&j->slots, &j->out, j->failed, j->out.n_failed + j->ord.rec_failed);
     if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
     if (g_signal) return 128 + (int)g_signal;
     return failed_total ? KR_EXIT_PARTIAL : KR_EXIT_OK;
@@ -848,9 +790,7 @@ static int batch_main(int argc, char **argv) {
     free(j.todo);
     free(j.shard);
     free(j.hash);
-    free(j.raw_hash);
-    free(j.meta_path);
-    kr_jbuf_free(&j.meta);
+    kr_batch_meta_free(&j.meta);
     kr_jbuf_free(&j.line);
     kr_jbuf_free(&j.prompt);
     return rc;
