@@ -10,8 +10,9 @@
 #     output still holds error lines, counted new and old);
 #  3. a reformatted request (key order, spaces, 4.0 for 4) is not rerun;
 #  4. under kv_cache.method full a raised -c retries a context_length_exceeded
-#     line, an unchanged one does not; under an evicting method -c is an
-#     answer setting and refused;
+#     line, an unchanged one does not, and a raised --kv-budget retries a
+#     kv_budget_exceeded line; under an evicting method they are answer
+#     settings and refused;
 #  5. OUTPUT.superseded: a torn last line is repaired and a line it holds
 #     already is not added twice;
 #  6. duplicate result lines are reported and the first kept; a valid JSON
@@ -122,6 +123,14 @@ batch -m "$M" --kv-method full -c 512 2>"$tmp/c2"
 rc=$?
 check "a raised -c retries it and supersedes the old line (rc $rc)" \
     '[ $rc -eq 0 ] && grep -q "^  context.size: 64 -> 512$" "$tmp/c2" && grep -q "1 of limits that changed" "$tmp/c2" && [ "$(wc -l <"$out")" -eq 2 ] && ! grep -q "\"error\":{" "$out" && grep -q context_length_exceeded "$out.superseded"'
+out="$tmp/k.jsonl"
+batch -m "$M" --kv-method full -c 512 --kv-budget 200KiB 2>/dev/null
+rc=$?
+batch -m "$M" --kv-method full -c 512 --kv-budget 2MiB 2>"$tmp/k1"
+rc2=$?
+check "a raised KV budget retries a kv_budget_exceeded line (rc $rc then $rc2)" \
+    '[ $rc -eq 1 ] && [ $rc2 -eq 0 ] && grep -q "^  kv_cache.budget: 200KiB -> 2MiB$" "$tmp/k1" && grep -q kv_budget_exceeded "$out.superseded" && ! grep -q "\"error\":{" "$out"'
+out="$tmp/c.jsonl"
 batch -m "$M" --kv-method kara -c 512 2>"$tmp/c3"
 rc=$?
 check "under an evicting method the method and context are answer settings (rc $rc)" \
