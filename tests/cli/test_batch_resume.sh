@@ -104,6 +104,13 @@ rc=$?
 check "a valid non-result last line is not deleted: exit 65, file unchanged (rc $rc)" \
     '[ $rc -eq 65 ] && grep -q "output line 4 is not a batch result" "$tmp/e10" && cmp -s "$out" "$tmp/before"'
 head -n 3 "$tmp/before" >"$out"
+printf '{"foo":1}' >>"$out"
+cp "$out" "$tmp/before2"
+batch -m "$M2" 2>"$tmp/e10b"
+rc=$?
+check "... nor without its newline: exit 65, file unchanged (rc $rc)" \
+    '[ $rc -eq 65 ] && grep -q "output line 4 is not a batch result" "$tmp/e10b" && cmp -s "$out" "$tmp/before2"'
+head -n 3 "$tmp/before" >"$out"
 truncate -s -1 "$out"
 batch -m "$M2" 2>"$tmp/e11"
 rc=$?

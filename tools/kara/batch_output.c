@@ -92,6 +92,11 @@ char *kr_batch_read_fd(int fd, size_t *len) {
     return buf;
 }
 
+static void count_result(void *user, const kr_batch_scanned *r) {
+    (void)r;
+    ++*(int *)user;
+}
+
 char *kr_batch_read_results(int fd, size_t *len, bool *added) {
     *added = false;
     char *data = kr_batch_read_fd(fd, len);
@@ -109,6 +114,13 @@ char *kr_batch_read_results(int fd, size_t *len, bool *added) {
         return NULL;
     }
     data = grown;
+    data[(*len)++] = '\n';
+    data[*len] = '\0';
+    /* a result gets its newline in the file too; other data is refused by
+     * the scan as it stands, the file untouched */
+    int results = 0;
+    kr_batch_scan_results(data + start, *len - start, count_result, &results, err, sizeof err);
+    if (results != 1) return data;
     ssize_t k;
     do k = write(fd, "\n", 1);
     while (k < 0 && errno == EINTR);
@@ -117,8 +129,6 @@ char *kr_batch_read_results(int fd, size_t *len, bool *added) {
         free(data);
         return NULL;
     }
-    data[(*len)++] = '\n';
-    data[*len] = '\0';
     *added = true;
     return data;
 }

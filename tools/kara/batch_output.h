@@ -84,10 +84,11 @@ int kr_batch_write_atomic(const char *path, const char *buf, size_t len);
 /* The whole file behind fd, NUL-terminated, malloc'd (NULL on error). */
 char *kr_batch_read_fd(int fd, size_t *len);
 /* The same for a results file of ours (output, hold) that we append to:
- * a last line without its '\n' that parses as JSON is complete (a write
- * cut just before the newline), not torn, so it gets its '\n' in the file
- * (through fd, O_APPEND) and in the text; *added says so. One that does
- * not parse is left for the scan to cut. */
+ * a last line without its '\n' that is a complete result (a write cut
+ * just before the newline) is not torn, so it gets its '\n' in the file
+ * (through fd, O_APPEND) and in the text; *added says so. Other JSON gets
+ * it in the text only (the scan refuses it, the file untouched); a line
+ * that does not parse is left for the scan to cut. */
 char *kr_batch_read_results(int fd, size_t *len, bool *added);
 
 #endif
