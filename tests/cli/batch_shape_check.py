@@ -11,8 +11,10 @@ or, for a failed request,
   {"id": str, "custom_id": str|null, "response": null, "error": {"code": str, "message": str}}
 plus, optionally, the one extra top-level field Kara adds (clients of the
 Batch API ignore fields they do not know): "kara_request_hash", 16 lower-case
-hex digits, the 64-bit FNV-1a of the request's input line (surrounding
-blanks left out), which must match the input.
+hex digits, which must match the input: the 64-bit FNV-1a of the request's
+canonical JSON text (keys sorted, no blanks, numbers by value; see
+canonical() below) xor the FNV-1a of "~", or for a line that does not parse
+the FNV-1a of its bytes (surrounding blanks left out).
 where the body is a chat.completion for /v1/chat/completions (and the plain
 {"id","prompt"} form) and a text_completion for /v1/completions. Every input
 request must be answered exactly once (--prefix: at most once, the lines so
@@ -46,6 +48,65 @@ def fnv1a64(data):
     return h
 
 
+def canon_str(s):
+    out = ['"']
+    for ch in s:
+        c = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch in "\n\r\t\b\f":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}[ch])
+        elif c < 0x20 or c == 0x7F:
+            out.append("\\u%04x" % c)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def canonical(v):
+    """The text Kara hashes a parsed request on (tools/common/json_canon.h),
+    written here independently of the C code."""
+    if v is None:
+        return "null"
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        x = float(v) if isinstance(v, float) or abs(v) >= 2**53 else v
+        if isinstance(x, int):
+            return "%d" % x
+        if x == int(x) and abs(x) < 2**53:
+            return "%d" % int(x)
+        return "%.17g" % x
+    if isinstance(v, str):
+        return canon_str(v)
+    if isinstance(v, list):
+        return "[" + ",".join(canonical(m) for m in v) + "]"
+    keys = sorted(v, key=lambda k: k.encode("utf-8"))
+    return "{" + ",".join(canon_str(k) + ":" + canonical(v[k]) for k in keys) + "}"
+
+
+def strict_pairs(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise ValueError("duplicate key")
+        d[k] = v
+    return d
+
+
+def no_constant(name):
+    raise ValueError(name)
+
+
+def request_hash(rawline):
+    try:
+        obj = json.loads(rawline, object_pairs_hook=strict_pairs, parse_constant=no_constant)
+    except ValueError:
+        return fnv1a64(rawline.strip(b" \t\r"))
+    return fnv1a64(canonical(obj).encode("utf-8")) ^ fnv1a64(b"~")
+
+
 def input_requests(path, hashes):
     """(key, endpoint) per request in input order; key is the custom_id, or
     ("line", N) for a line whose custom_id cannot be read. hashes gets each
@@ -72,7 +133,7 @@ def input_requests(path, hashes):
             if not plain and is_str(obj.get("url")):
                 url = obj["url"]
         reqs.append((key, url))
-        hashes[key] = "%016x" % fnv1a64(rawline.strip(b" \t\r"))
+        hashes[key] = "%016x" % request_hash(rawline)
     return reqs
 
 

@@ -364,6 +364,13 @@ static void test_results_and_scan(void) {
     s.n = 0;
     CHECK_EQ_INT(kr_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err), (long)whole);
     CHECK_EQ_INT(s.n, 3);
+    /* a last line that parses but is not a result is somebody's data, not a torn write */
+    size_t before = out.len;
+    kr_jbuf_cstr(&out, "{\"foo\":1}\n");
+    s.n = 0;
+    CHECK_EQ_INT(kr_batch_scan_output(out.p, out.len, on_result, &s, err, sizeof err), -1);
+    CHECK_MSG(strstr(err, "output line 4 is not a batch result") != NULL, "names the line: %s", err);
+    out.len = before;
     /* a broken line in the middle is not crash damage */
     kr_batch_write_error(&out, "c", 5, KR_BATCH_ERR_JSON, "x");
     s.n = 0;
@@ -376,12 +383,37 @@ static void test_results_and_scan(void) {
     kr_jbuf_free(&b);
 }
 
+/* Requests are hashed on their canonical form: a new spelling of the same
+ * JSON keeps the hash, a new value changes it. */
+static void test_request_hash(void) {
+    const char *a = "{\"id\":\"q\",\"prompt\":\"hi\",\"max_tokens\":4,\"temperature\":0.5}";
+    uint64_t h = kr_batch_request_hash(a, strlen(a));
+    const char *same[] = {
+        "{ \"temperature\" : 5e-1, \"max_tokens\":4.0,\"prompt\":\"h\\u0069\",\"id\":\"q\" }",
+        "  {\"id\":\"q\",\"prompt\":\"hi\",\"max_tokens\":4,\"temperature\":0.50}\r",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        CHECK_MSG(kr_batch_request_hash(same[i], strlen(same[i])) == h, "same request: %s", same[i]);
+    const char *other[] = {
+        "{\"id\":\"q\",\"prompt\":\"hi \",\"max_tokens\":4,\"temperature\":0.5}",
+        "{\"id\":\"q\",\"prompt\":\"hi\",\"max_tokens\":5,\"temperature\":0.5}",
+        "{\"id\":\"q\",\"prompt\":\"hi\",\"max_tokens\":\"4\",\"temperature\":0.5}",
+        "{\"id\":\"q\",\"prompt\":[\"hi\"],\"max_tokens\":4,\"temperature\":0.5}",
+    };
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        CHECK_MSG(kr_batch_request_hash(other[i], strlen(other[i])) != h, "another request: %s", other[i]);
+    /* a line that does not parse is hashed on its bytes (white space around it aside) */
+    CHECK(kr_batch_request_hash("{bad", 4) == kr_batch_request_hash_raw(" {bad ", 6));
+    CHECK(kr_batch_request_hash("{bad", 4) != kr_batch_request_hash("{bad ]", 6));
+}
+
 int main(void) {
     test_values();
     test_errors();
     test_writer();
     test_requests();
     test_results_and_scan();
+    test_request_hash();
     kr_json_doc_free(&doc);
     return kr_test_finish();
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_canon.h"
 #include "strset.h"
 
 /* "input line N[, column C]: message" - column only when a value is named. */
@@ -471,10 +472,25 @@ void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const cha
     kr_jbuf_printf(b, ",\"line\":%d}}\n", line);
 }
 
-uint64_t kr_batch_request_hash(const char *text, size_t len) {
+uint64_t kr_batch_request_hash_raw(const char *text, size_t len) {
     while (len > 0 && (*text == ' ' || *text == '\t' || *text == '\r')) text++, len--;
     while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\t' || text[len - 1] == '\r')) len--;
     return kr_fnv1a(text, len);
+}
+
+uint64_t kr_batch_request_hash(const char *text, size_t len) {
+    kr_json_doc doc;
+    char err[160];
+    uint64_t h;
+    kr_jbuf b = {0};
+    if (kr_json_parse(text, len, 1, &doc, err, sizeof err)) kr_json_canon(&b, doc.root);
+    if (doc.root && !b.failed && b.p) /* "~" keeps a canonical text apart from raw bytes */
+        h = kr_fnv1a(b.p, b.len) ^ kr_fnv1a("~", 1);
+    else
+        h = kr_batch_request_hash_raw(text, len);
+    kr_jbuf_free(&b);
+    kr_json_doc_free(&doc);
+    return h;
 }
 
 void kr_batch_add_hash(kr_jbuf *b, uint64_t hash) {
@@ -512,6 +528,8 @@ static bool read_result(const kr_json *root, kr_batch_scanned *r) {
     r->failed = error->type == KR_JSON_OBJECT;
     const kr_json *l = kr_json_get(error, "line");
     r->input_line = l && l->type == KR_JSON_NUMBER ? (int)l->number : 0;
+    const kr_json *code = kr_json_get(error, "code");
+    r->code = code && code->type == KR_JSON_STRING ? code->str : NULL;
     if (!r->custom_id && !r->input_line) return false;
     r->has_hash = read_hash(kr_json_get(root, KR_BATCH_HASH_KEY), &r->hash);
     return r->failed || resp->type == KR_JSON_OBJECT;
@@ -536,13 +554,16 @@ long kr_batch_scan_results(const char *data, size_t len, void (*fn)(void *user, 
             if (!ok) {
                 bool last = !memchr(nl + 1, '\n', len - end - 1);
                 kr_json_doc_free(&doc);
-                if (last) break; /* the last line is damage from a crash: redo it */
+                /* a last line that does not parse is damage from a crash: redo it; one
+                 * that parses is somebody's data, not ours to delete */
+                if (last && !parsed) break;
                 snprintf(err, err_size, "output line %d is not a batch result (%s)", out_line,
                          parsed ? "no custom_id, response and error" : jerr);
                 return -1;
             }
             r.text = data + start;
             r.len = end + 1 - start;
+            r.out_line = out_line;
             fn(user, &r);
             kr_json_doc_free(&doc);
         }

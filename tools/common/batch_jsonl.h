@@ -124,19 +124,25 @@ void kr_batch_write_error(kr_jbuf *b, const char *custom_id, int line, const cha
  * custom_id (NULL for a line without one), the input line recorded in its
  * error (0 if none) and whether it is an error line. Returns the number of
  * bytes that hold complete results: a torn final line (no '\n', or a last
- * line that is not a result - what a crash in the middle of a write leaves)
+ * line that does not parse - what a crash in the middle of a write leaves)
  * is left out so the caller can truncate it away and redo that request.
- * A broken line before the last is not crash damage: returns -1 with err
- * naming the output line. */
+ * A broken line before the last, or a last line that parses but is not a
+ * result, is not crash damage: returns -1 with err naming the output line. */
 long kr_batch_scan_output(const char *data, size_t len,
                           void (*fn)(void *user, const char *custom_id, int input_line, bool failed), void *user,
                           char *err, size_t err_size);
 
-/* The request hash of an input line: 64-bit FNV-1a of its exact bytes,
- * leading and trailing white space (and a '\r') left out. Any edit of the
- * line - prompt, sampling keys, url, even re-serialising the JSON - makes
- * it a different request; a false "changed" only costs a rerun. */
+/* The request hash of an input line: 64-bit FNV-1a of its canonical JSON
+ * text (json_canon.h: keys sorted, no white space, numbers by value), so
+ * re-serialising a request without changing its meaning keeps its answer,
+ * while any change of a value - prompt, sampling keys, url - makes it a
+ * different request. A line that does not parse is hashed on its exact
+ * bytes (kr_batch_request_hash_raw). */
 uint64_t kr_batch_request_hash(const char *text, size_t len);
+/* The hash of versions before canonical hashing: FNV-1a of the exact bytes,
+ * leading and trailing white space (and a '\r') left out. A resume takes
+ * a line carrying it as the answer of an unchanged request too. */
+uint64_t kr_batch_request_hash_raw(const char *text, size_t len);
 #define KR_BATCH_HASH_KEY "kara_request_hash"
 /* Add ,"kara_request_hash":"..." as the last field of the one result line
  * in b (which ends in "}\n"). */
@@ -147,6 +153,8 @@ typedef struct kr_batch_scanned {
     const char *custom_id; /* NULL for a line without one */
     int input_line;        /* recorded in its error, 0 if none */
     bool failed;           /* an error line */
+    const char *code;      /* its error.code, NULL if none */
+    int out_line;          /* its line number in the scanned file */
     bool has_hash;         /* it carries a well-formed kara_request_hash */
     uint64_t hash;
     const char *text; /* the line, its '\n' included */

@@ -171,9 +171,18 @@ bool kr_batch_line_blank(const kr_batch_input *in, const kr_batch_line *l) {
     return true;
 }
 
-uint64_t kr_batch_line_hash(const kr_batch_input *in, const kr_batch_line *l) {
-    uint64_t h = kr_batch_request_hash(in->data + l->off, l->len);
-    /* a line cut at KR_BATCH_LINE_MAX + 1 bytes: its length stands for the
-     * rest (the line is refused whatever that holds, with the same message) */
+/* A line cut at KR_BATCH_LINE_MAX + 1 bytes: its length stands for the
+ * rest (the line is refused whatever that holds, with the same message). */
+static uint64_t mix_cut(const kr_batch_line *l, uint64_t h) {
     return l->too_long ? h ^ ((uint64_t)l->too_long * 0x9e3779b97f4a7c15ull) : h;
+}
+
+uint64_t kr_batch_line_hash(const kr_batch_input *in, const kr_batch_line *l) {
+    return mix_cut(l,
+                   l->too_long ? kr_batch_request_hash_raw(in->data + l->off, l->len)
+                               : kr_batch_request_hash(in->data + l->off, l->len));
+}
+
+uint64_t kr_batch_line_hash_raw(const kr_batch_input *in, const kr_batch_line *l) {
+    return mix_cut(l, kr_batch_request_hash_raw(in->data + l->off, l->len));
 }

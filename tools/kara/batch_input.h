@@ -38,5 +38,7 @@ void kr_batch_input_free(kr_batch_input *in);
 bool kr_batch_line_blank(const kr_batch_input *in, const kr_batch_line *l);
 /* The request hash of a line (kr_batch_request_hash; a cut line's true length is mixed in). */
 uint64_t kr_batch_line_hash(const kr_batch_input *in, const kr_batch_line *l);
+/* The same with the raw-bytes hash of older versions (kr_batch_request_hash_raw). */
+uint64_t kr_batch_line_hash_raw(const kr_batch_input *in, const kr_batch_line *l);
 
 #endif

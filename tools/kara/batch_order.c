@@ -172,7 +172,8 @@ static int recover(kr_batch_order *o, int (*slot_of)(void *, const kr_batch_scan
         return KR_EXIT_IOERR;
     }
     size_t len = 0;
-    char *data = kr_batch_read_fd(o->hold_fd, &len);
+    bool added;
+    char *data = kr_batch_read_results(o->hold_fd, &len, &added);
     if (!data) {
         fprintf(stderr, "kara batch: cannot read %s: %s\n", o->hold_path, strerror(errno));
         return KR_EXIT_IOERR;

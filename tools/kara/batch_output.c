@@ -14,8 +14,9 @@
 #include "batch_jsonl.h"
 #include "exit_codes.h"
 
-/* Index one result line: its key (custom_id, or the input line of an
- * error line without one) and the request hash of the last line for it. */
+/* Index one result line under its key (custom_id, or the input line of an
+ * error line without one). The first line for a key is its answer; a later
+ * one is a duplicate, counted for the report (a rewrite moves it out). */
 static void on_result(void *user, const kr_batch_scanned *r) {
     kr_batch_output *o = user;
     char key[24];
@@ -26,27 +27,26 @@ static void on_result(void *user, const kr_batch_scanned *r) {
         set = &o->answered_lines;
         k = key;
     }
-    int idx = o->n_keys, old;
-    int added = kr_strset_add(set, k, idx, &old);
+    if (o->n_keys == o->cap_keys) {
+        int cap = o->cap_keys ? 2 * o->cap_keys : 256;
+        kr_batch_answer *a = realloc(o->ans, (size_t)cap * sizeof *a);
+        if (!a) return; /* not indexed: its request runs again */
+        o->ans = a;
+        o->cap_keys = cap;
+    }
+    int old;
+    int added = kr_strset_add(set, k, o->n_keys, &old);
     if (added < 0) return;
     if (added == 0) {
-        idx = old;
-    } else {
-        if (o->n_keys == o->cap_keys) {
-            int cap = o->cap_keys ? 2 * o->cap_keys : 256;
-            uint64_t *h = realloc(o->hash, (size_t)cap * sizeof *h);
-            if (h) o->hash = h;
-            bool *hh = realloc(o->has_hash, (size_t)cap * sizeof *hh);
-            if (hh) o->has_hash = hh;
-            if (!h || !hh) return; /* a missing hash reads as an old line: trusted */
-            o->cap_keys = cap;
-        }
-        o->n_keys++;
+        if (!o->n_dup++)
+            snprintf(o->dup_example, sizeof o->dup_example, "%s%.60s%s at output lines %d and %d",
+                     r->custom_id ? "\"" : "input line ", k, r->custom_id ? "\"" : "", o->ans[old].out_line,
+                     r->out_line);
+        return;
     }
-    if (idx < o->cap_keys) {
-        o->hash[idx] = r->hash;
-        o->has_hash[idx] = r->has_hash;
-    }
+    bool limit =
+        r->failed && r->code && (!strcmp(r->code, KR_BATCH_ERR_BUDGET) || !strcmp(r->code, KR_BATCH_ERR_CONTEXT));
+    o->ans[o->n_keys++] = (kr_batch_answer){r->hash, r->has_hash, r->failed, limit, r->out_line};
     if (r->failed)
         o->n_failed++;
     else
@@ -59,6 +59,14 @@ static void index_reset(kr_batch_output *o) {
     memset(&o->answered, 0, sizeof o->answered);
     memset(&o->answered_lines, 0, sizeof o->answered_lines);
     o->n_keys = o->n_ok = o->n_failed = 0;
+}
+
+void kr_batch_output_report_dups(const kr_batch_output *o) {
+    if (o->n_dup)
+        fprintf(stderr,
+                "kara batch: %s answers %d request%s more than once (first: %s): the first answer of each is "
+                "kept, the later line%s moved to %s.superseded\n",
+                o->path, o->n_dup, o->n_dup == 1 ? "" : "s", o->dup_example, o->n_dup == 1 ? "" : "s", o->path);
 }
 
 /* The whole file, read through a descriptor we hold (pread from offset 0:
@@ -84,6 +92,47 @@ char *kr_batch_read_fd(int fd, size_t *len) {
     return buf;
 }
 
+static void count_result(void *user, const kr_batch_scanned *r) {
+    (void)r;
+    ++*(int *)user;
+}
+
+char *kr_batch_read_results(int fd, size_t *len, bool *added) {
+    *added = false;
+    char *data = kr_batch_read_fd(fd, len);
+    if (!data || *len == 0 || data[*len - 1] == '\n') return data;
+    size_t start = *len;
+    while (start > 0 && data[start - 1] != '\n') start--;
+    kr_json_doc doc;
+    char err[160];
+    bool parsed = kr_json_parse(data + start, *len - start, 1, &doc, err, sizeof err);
+    kr_json_doc_free(&doc);
+    if (!parsed) return data; /* torn: the scan cuts it */
+    char *grown = realloc(data, *len + 2);
+    if (!grown) {
+        free(data);
+        return NULL;
+    }
+    data = grown;
+    data[(*len)++] = '\n';
+    data[*len] = '\0';
+    /* a result gets its newline in the file too; other data is refused by
+     * the scan as it stands, the file untouched */
+    int results = 0;
+    kr_batch_scan_results(data + start, *len - start, count_result, &results, err, sizeof err);
+    if (results != 1) return data;
+    ssize_t k;
+    do k = write(fd, "\n", 1);
+    while (k < 0 && errno == EINTR);
+    if (k != 1 || (fsync(fd) != 0 && errno != EINVAL)) {
+        if (k >= 0) errno = EIO;
+        free(data);
+        return NULL;
+    }
+    *added = true;
+    return data;
+}
+
 int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
     memset(o, 0, sizeof *o);
     o->path = path;
@@ -100,7 +149,7 @@ int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
         return KR_EXIT_CANTCREAT;
     }
     size_t len = 0;
-    char *data = kr_batch_read_fd(o->fd, &len);
+    char *data = resume ? kr_batch_read_results(o->fd, &len, &o->newline_added) : kr_batch_read_fd(o->fd, &len);
     if (!data) {
         fprintf(stderr, "kara batch: cannot read the output %s: %s\n", path, strerror(errno));
         return KR_EXIT_IOERR;
@@ -118,8 +167,15 @@ int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
         fprintf(stderr, "kara batch: starting over: emptied %s (resume is off)\n", path);
     }
     free(data);
+    if (o->newline_added)
+        fprintf(stderr, "kara batch: the last line of %s lacked its newline (a complete line): added\n", path);
+    kr_batch_output_report_dups(o);
     if ((size_t)keep < len) {
-        if (resume) o->truncated = (long)len - keep; /* a torn last line; else the file was emptied on purpose */
+        if (resume) { /* a torn last line; else the file was emptied on purpose */
+            o->truncated = (long)len - keep;
+            fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
+                    o->truncated, path);
+        }
         if (ftruncate(o->fd, keep) != 0 || fsync(o->fd) != 0) {
             fprintf(stderr, "kara batch: cannot cut the output %s: %s\n", path, strerror(errno));
             return KR_EXIT_IOERR;
@@ -129,11 +185,10 @@ int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
 }
 
 bool kr_batch_output_has(const kr_batch_output *o, const char *custom_id, int line) {
-    uint64_t h;
-    return kr_batch_output_lookup(o, custom_id, line, &h) != 0;
+    return kr_batch_output_lookup(o, custom_id, line) != NULL;
 }
 
-int kr_batch_output_lookup(const kr_batch_output *o, const char *custom_id, int line, uint64_t *hash) {
+const kr_batch_answer *kr_batch_output_lookup(const kr_batch_output *o, const char *custom_id, int line) {
     int idx;
     bool found;
     if (custom_id) {
@@ -143,10 +198,7 @@ int kr_batch_output_lookup(const kr_batch_output *o, const char *custom_id, int 
         snprintf(key, sizeof key, "%d", line);
         found = kr_strset_get(&o->answered_lines, key, &idx);
     }
-    if (!found) return 0;
-    if (idx >= o->cap_keys || !o->has_hash[idx]) return 1;
-    *hash = o->hash[idx];
-    return 2;
+    return found && idx < o->n_keys ? &o->ans[idx] : NULL;
 }
 
 /* Write all of buf to fd (opened O_APPEND) and make it durable. */
@@ -160,17 +212,6 @@ static int write_durable(int fd, const char *buf, size_t len) {
     }
     if (fsync(fd) != 0 && errno != EINVAL) return errno;
     return 0;
-}
-
-/* Append buf to the file at path (created if need be), durably. */
-static int append_file(const char *path, const kr_jbuf *buf) {
-    if (!buf->len) return 0;
-    if (buf->failed) return ENOMEM;
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return errno;
-    int e = write_durable(fd, buf->p, buf->len);
-    close(fd);
-    return e;
 }
 
 /* fsync the folder holding path, so that a rename in it is durable. */
@@ -188,15 +229,110 @@ static void sync_dir(const char *path) {
     }
 }
 
+int kr_batch_write_atomic(const char *path, const char *buf, size_t len) {
+    size_t plen = strlen(path) + sizeof ".rewrite";
+    char *tmp = malloc(plen);
+    if (!tmp) return ENOMEM;
+    snprintf(tmp, plen, "%s.rewrite", path);
+    /* a stale temporary file of ours (a crash) is replaced, never written through */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int e = fd < 0 ? errno : write_durable(fd, buf, len);
+    if (fd >= 0 && close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e && fd >= 0) unlink(tmp);
+    if (!e) sync_dir(path);
+    free(tmp);
+    return e;
+}
+
+/* Add a line's key (FNV-1a of its text, '\n' left out) to set; false
+ * when it was there. */
+static bool line_new(kr_strset *set, const char *line, size_t len, bool *oom) {
+    char key[24];
+    snprintf(key, sizeof key, "%016llx", (unsigned long long)kr_fnv1a(line, len));
+    int added = kr_strset_add(set, key, 0, NULL);
+    if (added < 0) *oom = true;
+    return added != 0;
+}
+
+/* The complete lines of a side file, for merging: a last line that does
+ * not parse (or has no '\n' and does not parse) is torn and left out; one
+ * without its '\n' that parses is kept with one. Lines go to out, their
+ * keys to set. */
+static void side_lines(const char *data, size_t len, kr_jbuf *out, kr_strset *set, bool *oom) {
+    size_t start = 0;
+    while (start < len) {
+        const char *nl = memchr(data + start, '\n', len - start);
+        size_t end = nl ? (size_t)(nl - data) : len;
+        bool last = !nl || !memchr(nl + 1, '\n', len - end - 1);
+        bool keep = true;
+        if (last) {
+            kr_json_doc doc;
+            char err[160];
+            keep = end == start || kr_json_parse(data + start, end - start, 1, &doc, err, sizeof err);
+            kr_json_doc_free(&doc);
+        }
+        if (keep && end > start) {
+            line_new(set, data + start, end - start, oom);
+            kr_jbuf_raw(out, data + start, end - start);
+            kr_jbuf_raw(out, "\n", 1);
+        }
+        start = end + 1;
+    }
+}
+
+/* Merge the lines of add into the side file at path (see
+ * kr_batch_output_rewrite): old complete lines, then new ones it does not
+ * hold, through a temporary file renamed over it. 0 or an errno value. */
+static int merge_side_file(const char *path, const kr_jbuf *add) {
+    if (!add->len) return 0;
+    if (add->failed) return ENOMEM;
+    kr_jbuf text = {0};
+    kr_strset set = {0};
+    bool oom = false;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT) return errno;
+    if (fd >= 0) {
+        size_t len = 0;
+        char *data = kr_batch_read_fd(fd, &len);
+        int e = data ? 0 : errno ? errno : ENOMEM;
+        close(fd);
+        if (e) return e;
+        side_lines(data, len, &text, &set, &oom);
+        free(data);
+    }
+    for (size_t start = 0; start < add->len;) {
+        const char *nl = memchr(add->p + start, '\n', add->len - start);
+        size_t end = nl ? (size_t)(nl - add->p) : add->len;
+        if (end > start && line_new(&set, add->p + start, end - start, &oom)) {
+            kr_jbuf_raw(&text, add->p + start, end - start);
+            kr_jbuf_raw(&text, "\n", 1);
+        }
+        start = end + 1;
+    }
+    kr_strset_free(&set);
+    int e = oom || text.failed ? ENOMEM : kr_batch_write_atomic(path, text.p ? text.p : "", text.len);
+    kr_jbuf_free(&text);
+    return e;
+}
+
 typedef struct rewrite_ctx {
     int (*classify)(void *user, const kr_batch_scanned *r);
     void *user;
     kr_jbuf keep, drop, hold;
+    kr_strset seen, seen_lines; /* keys met so far: a later line for one is a duplicate */
+    bool oom;
 } rewrite_ctx;
 
 static void on_rewrite(void *user, const kr_batch_scanned *r) {
     rewrite_ctx *c = user;
-    int what = c->classify(c->user, r);
+    char key[24];
+    if (!r->custom_id) snprintf(key, sizeof key, "%d", r->input_line);
+    int added = kr_strset_add(r->custom_id ? &c->seen : &c->seen_lines, r->custom_id ? r->custom_id : key, 0, NULL);
+    if (added < 0) c->oom = true;
+    int what = added == 0 ? KR_REWRITE_DROP : c->classify(c->user, r);
     kr_jbuf_raw(what == KR_REWRITE_DROP ? &c->drop : what == KR_REWRITE_HOLD ? &c->hold : &c->keep, r->text, r->len);
 }
 
@@ -208,7 +344,7 @@ static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, in
     long whole = kr_batch_scan_results(data, len, on_rewrite, c, err, sizeof err);
     free(data);
     if (whole < 0) return EINVAL; /* cannot happen: open scanned it */
-    if (c->keep.failed || c->drop.failed || c->hold.failed) return ENOMEM;
+    if (c->oom || c->keep.failed || c->drop.failed || c->hold.failed) return ENOMEM;
     size_t plen = strlen(o->path) + sizeof ".superseded";
     char *sup = malloc(plen), *tmp = malloc(plen);
     if (!sup || !tmp) {
@@ -219,8 +355,8 @@ static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, in
     snprintf(sup, plen, "%s.superseded", o->path);
     snprintf(tmp, plen, "%s.rewrite", o->path);
     /* the removed lines are safe elsewhere before the output loses them */
-    int e = append_file(sup, &c->drop);
-    if (!e) e = append_file(hold_path, &c->hold);
+    int e = merge_side_file(sup, &c->drop);
+    if (!e) e = merge_side_file(hold_path, &c->hold);
     int fd = -1;
     if (!e) {
         fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -260,6 +396,8 @@ int kr_batch_output_rewrite(kr_batch_output *o, int (*classify)(void *user, cons
     kr_jbuf_free(&c.keep);
     kr_jbuf_free(&c.drop);
     kr_jbuf_free(&c.hold);
+    kr_strset_free(&c.seen);
+    kr_strset_free(&c.seen_lines);
     return e;
 }
 
@@ -279,9 +417,7 @@ void kr_batch_output_close(kr_batch_output *o) {
     if (o->fd >= 0) close(o->fd);
     o->fd = -1;
     index_reset(o);
-    free(o->hash);
-    free(o->has_hash);
-    o->hash = NULL;
-    o->has_hash = NULL;
+    free(o->ans);
+    o->ans = NULL;
     o->cap_keys = 0;
 }

@@ -27,40 +27,68 @@
 
 #include "batch_jsonl.h"
 
+/* What the output says about one request: its first result line (later
+ * ones are duplicates, reported and moved out by a rewrite). */
+typedef struct kr_batch_answer {
+    uint64_t hash; /* the request hash it carries */
+    bool has_hash; /* false: it carries none (written by an older version) */
+    bool failed;   /* an error line */
+    bool limit;    /* an error of a limit (kv_budget_exceeded, context_length_exceeded) */
+    int out_line;  /* where it is in the output */
+} kr_batch_answer;
+
 typedef struct kr_batch_output {
     int fd;
     const char *path;
-    kr_strset answered;       /* custom_ids with a result line -> index in hash, has_hash */
+    kr_strset answered;       /* custom_ids with a result line -> index in ans */
     kr_strset answered_lines; /* input line numbers (decimal) of error lines without custom_id -> the same */
-    uint64_t *hash;           /* per answered key: the request hash of its last line */
-    bool *has_hash;           /* false: that line has none (written by an older version) */
+    kr_batch_answer *ans;
     int n_keys, cap_keys;
-    int n_ok, n_failed; /* result lines found when opening */
-    long truncated;     /* bytes of a torn last line that were cut off */
+    int n_ok, n_failed;    /* requests answered when opening (or after a rewrite), error lines among them */
+    int n_dup;             /* result lines for a request answered by an earlier line */
+    char dup_example[160]; /* the first of them, for the report */
+    long truncated;        /* bytes of a torn last line that were cut off */
+    bool newline_added;    /* the last line lacked its '\n' (a complete line: given one) */
 } kr_batch_output;
 
 /* Open (creating it) for appending. resume: read the results already there
- * and cut off a torn last line; otherwise empty the file. Returns -1 on
+ * and cut off a torn last line (a complete one without its '\n' gets one;
+ * duplicates are reported); otherwise empty the file. Returns -1 on
  * success, else an exit code after printing "kara batch: ..." to stderr. */
 int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume);
 /* Is this request already answered? */
 bool kr_batch_output_has(const kr_batch_output *o, const char *custom_id, int line);
-/* What the output says about a request: 0 not answered, 1 answered by a
- * line without a request hash (older version), 2 answered, *hash set (the
- * last line for it wins). */
-int kr_batch_output_lookup(const kr_batch_output *o, const char *custom_id, int line, uint64_t *hash);
+
+/* What the output says about a request: NULL when it is not answered. */
+const kr_batch_answer *kr_batch_output_lookup(const kr_batch_output *o, const char *custom_id, int line);
 enum { KR_REWRITE_KEEP, KR_REWRITE_DROP, KR_REWRITE_HOLD };
 /* Rewrite the output: classify says what becomes of each line - kept,
- * dropped (appended to OUTPUT.superseded) or moved to hold_path (appended:
- * --ordered takes it back from there). The index is rebuilt from the kept
- * lines. 0 or an errno value (the old output is then intact). */
+ * dropped (moved to OUTPUT.superseded) or moved to hold_path (--ordered
+ * takes it back from there); a line for a request answered by an earlier
+ * line is dropped whatever classify says. The index is rebuilt from the
+ * kept lines. 0 or an errno value (the old output is then intact).
+ * The side files are merged, not appended to: their old complete lines,
+ * then the new lines they do not hold yet, written to a temporary file and
+ * renamed over them, so a failure at any point (a full disk) leaves each
+ * either as it was or complete, and a rewrite repeated after a failure
+ * adds no line twice. */
 int kr_batch_output_rewrite(kr_batch_output *o, int (*classify)(void *user, const kr_batch_scanned *r), void *user,
                             const char *hold_path, int *n_dropped, int *n_held);
 /* Append one line (with its '\n') durably; 0 or an errno value. */
 int kr_batch_output_append(kr_batch_output *o, const char *line, size_t len);
 void kr_batch_output_close(kr_batch_output *o);
 
+/* Replace the file at path with buf[0..len): written to path.rewrite
+ * (created exclusively), made durable, renamed over it. 0 or an errno. */
+int kr_batch_write_atomic(const char *path, const char *buf, size_t len);
 /* The whole file behind fd, NUL-terminated, malloc'd (NULL on error). */
 char *kr_batch_read_fd(int fd, size_t *len);
+/* The same for a results file of ours (output, hold) that we append to:
+ * a last line without its '\n' that is a complete result (a write cut
+ * just before the newline) is not torn, so it gets its '\n' in the file
+ * (through fd, O_APPEND) and in the text; *added says so. Other JSON gets
+ * it in the text only (the scan refuses it, the file untouched); a line
+ * that does not parse is left for the scan to cut. */
+char *kr_batch_read_results(int fd, size_t *len, bool *added);
 
 #endif

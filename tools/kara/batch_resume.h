@@ -12,7 +12,17 @@
  *     output stays in input order;
  *   refuse: nothing is run, the changed requests are listed (exit 65);
  *   keep: the old answers stand (what versions without the hash did).
- * Lines without a hash (written by an older version) are trusted. */
+ * Lines without a hash (written by an older version) are trusted, and so
+ * are lines carrying the raw-bytes hash of older versions when it matches.
+ *
+ * Error lines are retried whatever the policy: an error line without a
+ * custom_id (the input line did not parse) whose input line now has one,
+ * and with limits_changed (batch_meta.h) the errors of limits
+ * (kv_budget_exceeded, context_length_exceeded). Their old lines move to
+ * OUTPUT.superseded like changed answers. With drop_all (settings changed
+ * under an explicit --on-changed rerun) every line of the output and of
+ * OUTPUT.hold is superseded. Duplicate result lines (a request answered
+ * twice) are moved out too; the first answer stays. */
 #ifndef KR_BATCH_RESUME_H
 #define KR_BATCH_RESUME_H
 
@@ -20,6 +30,7 @@
 #include <stdint.h>
 
 #include "batch_input.h"
+#include "batch_meta.h" /* the settings check that sets drop_all and limits_changed */
 #include "batch_order.h"
 #include "batch_output.h"
 #include "strset.h"
@@ -35,6 +46,7 @@ typedef struct kr_batch_slots {
     int n_shard;
     const kr_strset *ids;
     const uint64_t *hash;
+    const uint64_t *raw_hash; /* slot -> the raw-bytes hash of older versions */
 } kr_batch_slots;
 
 /* The slot a result answers: by custom_id, or for an error line without
@@ -45,12 +57,17 @@ typedef struct kr_batch_resume {
     const kr_batch_slots *slots;
     const kr_batch_order *ord;
     kr_on_changed policy;
-    int answered;   /* slots the output answers (after a rerun rewrite) */
-    int legacy;     /* of them, by lines without a request hash */
-    int changed;    /* slots whose answer is for another version of the request */
-    int superseded; /* lines moved to OUTPUT.superseded */
-    int moved;      /* --ordered: lines moved to OUTPUT.hold to keep input order */
-    int hold_stale; /* OUTPUT.hold lines for another version of their request */
+    bool drop_all;       /* settings changed under --on-changed rerun: everything runs again */
+    bool limits_changed; /* retry the error lines of limits */
+    int answered;        /* slots the output answers (after a rerun rewrite) */
+    int legacy;          /* of them, by lines without a request hash */
+    int changed;         /* slots whose answer is for another version of the request */
+    int superseded;      /* lines moved to OUTPUT.superseded */
+    int moved;           /* --ordered: lines moved to OUTPUT.hold to keep input order */
+    int hold_stale;      /* OUTPUT.hold lines for another version of their request */
+    int fixed;           /* error lines of input lines that did not parse and now do: retried */
+    int limits;          /* error lines of limits retried (limits_changed) */
+    int dropped;         /* drop_all: answers superseded */
 } kr_batch_resume;
 
 /* Mark in ord what the output answers, applying the policy to changed
@@ -64,6 +81,10 @@ int kr_batch_resume_hold_slot(void *user, const kr_batch_scanned *r);
 /* Before kr_batch_order_open, with refuse: 65 (after listing them) when
  * OUTPUT.hold answers changed requests, else -1. It only reads the file. */
 int kr_batch_resume_hold_check(kr_batch_resume *r, const kr_batch_order *ord);
+/* After the run: the error lines the output holds, if any (the exit
+ * status is 1 iff there are any), how many are new, the first old ones
+ * named. */
+void kr_batch_resume_errors(const kr_batch_slots *s, const kr_batch_output *out, int failed_new, int failed_old);
 /* The resume notes: changed requests and what was done, old-format lines. */
 void kr_batch_resume_report(const kr_batch_resume *r, const char *out_path, const char *hold_path);
 

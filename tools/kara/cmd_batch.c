@@ -92,9 +92,10 @@ static void usage(void) {
            "one model with continuous batching under the KV budget, appending one result line per request.\n"
            "A job stopped at any moment (even kill -9) resumes where it was when run again. JOB.yaml is a\n"
            "configuration file (see configs/batch-example.yaml); flags win over it.\n\n"
-           "exit status: 0 all answered, 1 some requests failed (error lines), 64 usage, 65 bad input\n"
-           "(duplicate custom_ids, broken output, changed requests under --on-changed refuse), 66 missing\n"
-           "input or model, 73 cannot create the output, 74 I/O error, 78 configuration, 129/130/143\n"
+           "exit status: 0 all answered, 1 the output holds error lines, 64 usage, 65 bad input (duplicate\n"
+           "custom_ids, broken output, changed requests under --on-changed refuse), 66 missing input or model,\n"
+           "73 cannot create the output, 74 I/O error, 78 configuration (or a resume on another model or other\n"
+           "settings than OUTPUT.meta records: an explicit --on-changed rerun reruns every request), 129/130/143\n"
            "interrupted (run again to resume)\n\n");
     kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
 }
@@ -248,6 +249,7 @@ struct job {
     int *shard, n_shard; /* indexes of this shard's lines, answered or not: slot -> input line index */
     kr_strset slot_ids;  /* custom_id -> slot, for results taken back from OUTPUT.hold */
     uint64_t *hash;      /* slot -> request hash, written with its answer */
+    kr_batch_meta meta;  /* this run's settings record (batch_meta.h) */
     kr_batch_slots slots;
     kr_batch_resume res;
     int n_todo, next;
@@ -636,9 +638,6 @@ static int run(job *j) {
     bool resume = j->o->resume != 0;
     rc = kr_batch_output_open(&j->out, cfg->batch_output, resume);
     if (rc >= 0) return rc;
-    if (j->out.truncated)
-        fprintf(stderr, "kara batch: cut a torn last line (%ld bytes) from %s; its request runs again\n",
-                j->out.truncated, cfg->batch_output);
     /* this shard's requests that are not answered yet */
     j->todo = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->todo);
     j->shard = malloc(((size_t)j->in.n_lines + 1) * sizeof *j->shard);
@@ -650,16 +649,21 @@ static int run(job *j) {
         total++;
         j->shard[j->n_shard++] = i;
     }
-    j->hash = malloc(((size_t)j->n_shard + 1) * sizeof *j->hash);
+    j->hash = malloc(2 * ((size_t)j->n_shard + 1) * sizeof *j->hash); /* then the raw-bytes hashes */
     if (!j->hash || !kr_batch_order_init(&j->ord, &j->out, j->o->ordered, j->n_shard, 0)) return KR_EXIT_SOFTWARE;
     for (int s = 0; s < j->n_shard; s++) {
         const kr_batch_line *l = &j->in.lines[j->shard[s]];
         if (l->custom_id && kr_strset_add(&j->slot_ids, l->custom_id, s, NULL) < 0) return KR_EXIT_SOFTWARE;
         j->hash[s] = kr_batch_line_hash(&j->in, l);
+        j->hash[j->n_shard + 1 + s] = kr_batch_line_hash_raw(&j->in, l);
     }
+    /* the settings of the answers there against this run's (batch_meta.h) */
+    rc = kr_batch_meta_open(&j->meta, cfg, j->o->ignore_eos, resume, j->out.n_ok + j->out.n_failed, j->ord.hold_path);
+    if (rc >= 0) return rc;
     /* what the output answers, and requests changed since (batch_resume.h) */
-    j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash};
+    j->slots = (kr_batch_slots){&j->in, j->shard, j->n_shard, &j->slot_ids, j->hash, j->hash + j->n_shard + 1};
     j->res = (kr_batch_resume){.slots = &j->slots, .ord = &j->ord, .policy = j->o->on_changed};
+    j->res.drop_all = j->meta.c.drop_all, j->res.limits_changed = j->meta.c.limits_changed;
     if ((rc = kr_batch_resume_scan(&j->res, &j->out, &j->ord)) >= 0) return rc;
     answered = j->res.answered;
     if (resume && (rc = kr_batch_resume_hold_check(&j->res, &j->ord)) >= 0) return rc;
@@ -679,6 +683,8 @@ static int run(job *j) {
         fputc('\n', stderr);
     }
     kr_batch_resume_report(&j->res, cfg->batch_output, j->ord.hold_path);
+    /* after the superseded answers left, before any new one: never a record over answers of other settings */
+    if ((rc = kr_batch_meta_commit(&j->meta)) >= 0) return rc;
     rc = setup_engine(j);
     if (rc >= 0) return rc;
     /* held in memory: what can be in flight at once, and a margin; more goes to OUTPUT.hold */
@@ -742,6 +748,7 @@ static int run(job *j) {
     if (cfg->spec == KARA_SPEC_DRAFT && stats.spec_on)
         fprintf(stderr, "kara batch: the draft model's decodes took %.1f s of the %.1f s\n", stats.draft_seconds,
                 seconds);
+    kr_batch_resume_errors(&j->slots, &j->out, j->failed, j->out.n_failed + j->ord.rec_failed);
     if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
     if (g_signal) return 128 + (int)g_signal;
     return failed_total ? KR_EXIT_PARTIAL : KR_EXIT_OK;
@@ -781,6 +788,7 @@ static int batch_main(int argc, char **argv) {
     free(j.todo);
     free(j.shard);
     free(j.hash);
+    kr_batch_meta_free(&j.meta);
     kr_jbuf_free(&j.line);
     kr_jbuf_free(&j.prompt);
     return rc;
