@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exit_codes.h"
+#include "safe_output.h"
 
 bool kr_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out) {
     if (!value) {
@@ -89,6 +90,7 @@ char *kr_read_text_file(const char *cmd, const char *path, size_t *len) {
         fprintf(stderr, "kara %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
         return NULL;
     }
+    kr_out_add_input(path, "the prompt file");
     char *text = kr_read_text_stream(cmd, f, path, len);
     fclose(f);
     return text;

@@ -13,6 +13,7 @@
 
 #include "batch_jsonl.h"
 #include "exit_codes.h"
+#include "safe_output.h"
 
 /* Index one result line: its key (custom_id, or the input line of an
  * error line without one) and the request hash of the last line for it. */
@@ -87,9 +88,21 @@ char *kr_batch_read_fd(int fd, size_t *len) {
 int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
     memset(o, 0, sizeof *o);
     o->path = path;
-    o->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* refused before the open: --no-resume must never empty an input or a device */
+    char why[512];
+    if (kr_out_check(path, NULL, why, sizeof why) != 0) {
+        fprintf(stderr, "kara batch: the output: %s\n", why);
+        return KR_EXIT_CANTCREAT;
+    }
+    o->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
     if (o->fd < 0) {
         fprintf(stderr, "kara batch: cannot create the output %s: %s\n", path, strerror(errno));
+        return KR_EXIT_CANTCREAT;
+    }
+    if (kr_out_check_fd(o->fd, path, why, sizeof why) != 0) { /* swapped since the check */
+        fprintf(stderr, "kara batch: the output: %s\n", why);
+        close(o->fd);
+        o->fd = -1;
         return KR_EXIT_CANTCREAT;
     }
     if (flock(o->fd, LOCK_EX | LOCK_NB) != 0) {
@@ -166,26 +179,16 @@ static int write_durable(int fd, const char *buf, size_t len) {
 static int append_file(const char *path, const kr_jbuf *buf) {
     if (!buf->len) return 0;
     if (buf->failed) return ENOMEM;
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    char why[512];
+    if (kr_out_check(path, NULL, why, sizeof why) != 0) { /* a side file is as safe as the output */
+        fprintf(stderr, "kara batch: %s\n", why);
+        return EINVAL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0) return errno;
     int e = write_durable(fd, buf->p, buf->len);
     close(fd);
     return e;
-}
-
-/* fsync the folder holding path, so that a rename in it is durable. */
-static void sync_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
 }
 
 typedef struct rewrite_ctx {
@@ -210,34 +213,28 @@ static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, in
     if (whole < 0) return EINVAL; /* cannot happen: open scanned it */
     if (c->keep.failed || c->drop.failed || c->hold.failed) return ENOMEM;
     size_t plen = strlen(o->path) + sizeof ".superseded";
-    char *sup = malloc(plen), *tmp = malloc(plen);
-    if (!sup || !tmp) {
-        free(sup);
-        free(tmp);
-        return ENOMEM;
-    }
+    char *sup = malloc(plen);
+    if (!sup) return ENOMEM;
     snprintf(sup, plen, "%s.superseded", o->path);
-    snprintf(tmp, plen, "%s.rewrite", o->path);
     /* the removed lines are safe elsewhere before the output loses them */
     int e = append_file(sup, &c->drop);
     if (!e) e = append_file(hold_path, &c->hold);
-    int fd = -1;
+    /* a temporary file of ours beside the output (beside a symlink's
+     * target: the link stays and names the new content), renamed over it */
+    kr_out_file tmp;
+    bool begun = false;
     if (!e) {
-        fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0) e = errno;
+        e = kr_out_begin(&tmp, o->path, NULL);
+        begun = true;
+        if (e) fprintf(stderr, "kara batch: %s\n", tmp.why);
     }
-    if (!e && flock(fd, LOCK_EX | LOCK_NB) != 0) e = errno;
-    if (!e) e = write_durable(fd, c->keep.p ? c->keep.p : "", c->keep.len);
-    if (!e && rename(tmp, o->path) != 0) e = errno;
-    if (e) {
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-    } else {
-        sync_dir(o->path);
+    if (!e && flock(tmp.fd, LOCK_EX | LOCK_NB) != 0) e = errno;
+    if (!e) e = write_durable(tmp.fd, c->keep.p ? c->keep.p : "", c->keep.len);
+    if (!e) e = kr_out_commit(&tmp);
+    if (!e) {
         close(o->fd); /* the old file's lock goes with it; the new one is locked */
-        o->fd = fd;
+        o->fd = tmp.fd;
+        tmp.fd = -1;
         *n_dropped = 0;
         *n_held = 0;
         for (size_t i = 0; i < c->drop.len; i++) *n_dropped += c->drop.p[i] == '\n';
@@ -245,8 +242,8 @@ static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, in
         index_reset(o);
         kr_batch_scan_results(c->keep.p ? c->keep.p : "", c->keep.len, on_result, o, err, sizeof err);
     }
+    if (begun) kr_out_discard(&tmp);
     free(sup);
-    free(tmp);
     return e;
 }
 
