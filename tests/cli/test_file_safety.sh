@@ -83,6 +83,11 @@ done
 batch -i in.jsonl -o in.jsonl >/dev/null 2>err
 rc=$?
 check "resume, output = input: refused ($rc), input untouched" "[ $rc -eq 73 ] && same in.jsonl in.keep"
+printf 'sampling:\n  temperature: 0\n' >job.yaml && cp job.yaml job.keep
+batch job.yaml -i in.jsonl -o ./job.yaml --no-resume >/dev/null 2>err
+rc=$?
+check "output = the job file: refused ($rc), untouched" "[ $rc -eq 73 ] && same job.yaml job.keep"
+check "output = the job file: says why" "grep -q 'same file as the config file' err"
 batch -i in.jsonl -o m.gguf --no-resume >/dev/null 2>err
 rc=$?
 check "output = the model: refused ($rc), model untouched" "[ $rc -eq 73 ] && same m.gguf keep.gguf"
@@ -109,7 +114,7 @@ check "rerun through a symlinked output: still a link" "[ -L out.jsonl ] && [ \"
 check "rerun through a symlinked output: the target holds both answers once" \
     "[ \$(grep -c '\"custom_id\"' outside/res.jsonl) -eq 2 ]"
 check "rerun through a symlinked output: the old answer superseded" \
-    "[ \$(grep -c '\"custom_id\":\"a\"' out.jsonl.superseded outside/res.jsonl.superseded 2>/dev/null | awk -F: '{s+=\$NF} END {print s}') -eq 1 ]"
+    "[ \$(grep -c '\"custom_id\":\"a\"' out.jsonl.superseded outside/res.jsonl.superseded 2>/dev/null | awk -F: '{s+=\$NF} END {print s+0}') -eq 1 ]"
 check "stale PATH.tmp and PATH.rewrite untouched" "same out.jsonl.tmp ostale.keep && same outside/res.jsonl.rewrite rstale.keep"
 check "no temporary file left" "[ -z \"\$(ls outside | grep 'res.jsonl.tmp.')\" ]"
 
@@ -133,6 +138,8 @@ echo '{"id":"t1","prompt":"1+1?","answer":"2"}' >tasks.jsonl && cp tasks.jsonl t
 "$KARA" eval -m m.gguf -t 1 --tasks tasks.jsonl --methods full --budgets none -n 4 --out tasks.jsonl >/dev/null 2>err
 rc=$?
 check "eval --out over its tasks file: refused ($rc), untouched" "[ $rc -eq 73 ] && same tasks.jsonl tasks.keep"
+
+check "no temporary file left anywhere" "[ -z \"\$(find . -name '*.tmp.*')\" ]"
 
 # --- a failed write to stdout: exit 74 and a message ------------------------
 full() { # name, command...
