@@ -78,9 +78,12 @@ check "the second run decodes 2 prompt tokens and writes the same text" '[ $rc -
 cp "$tmp/pc.bin" "$tmp/pc.keep"
 run "$KARA" run -m "$M" -p "hello" -n 4 --temp 0 --prompt-cache "$tmp/pc.bin" --prompt-cache-ro
 check "a cache of another model is a note, not an error" '[ $rc -eq 0 ] && grep -q "not used: sequence state: made with another model" "$tmp/err" && cmp -s "$tmp/pc.bin" "$tmp/pc.keep"'
-printf 'garbage' >"$tmp/pc.bad"
+printf 'KARASEQ1 damaged' >"$tmp/pc.bad"
 run "$KARA" run -m "$R" -p "$P" -n 4 --temp 0 --prompt-cache "$tmp/pc.bad"
 check "a damaged cache is a note, and is replaced" '[ $rc -eq 0 ] && grep -q "not used" "$tmp/err" && [ $(stat -c %s "$tmp/pc.bad") -gt 1000 ]'
+printf 'garbage' >"$tmp/pc.foreign"
+run "$KARA" run -m "$R" -p "$P" -n 4 --temp 0 --prompt-cache "$tmp/pc.foreign"
+check "a file that is no cache is a note, and is kept" '[ $rc -eq 0 ] && grep -q "does not start with \"KARASEQ\"" "$tmp/err" && [ "$(cat "$tmp/pc.foreign")" = garbage ]'
 
 # --- did-you-mean --------------------------------------------------------------------
 run "$KARA" run -m "$M" --thread 2

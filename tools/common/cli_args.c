@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exit_codes.h"
+#include "safe_output.h"
 
 bool kr_arg_int(const char *cmd, const char *flag, const char *value, long long lo, long long hi, long long *out) {
     if (!value) {
@@ -93,6 +94,7 @@ char *kr_read_text_file_max(const char *cmd, const char *path, size_t max, size_
         fprintf(stderr, "kara %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
         return NULL;
     }
+    kr_out_add_input(path, "the prompt file");
     char *text = kr_read_text_stream_max(cmd, f, path, max, len);
     fclose(f);
     return text;

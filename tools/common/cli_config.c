@@ -8,6 +8,7 @@
 
 #include "console.h"
 #include "exit_codes.h"
+#include "safe_output.h"
 
 typedef struct shared_flag {
     const char *names;
@@ -303,6 +304,7 @@ int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own,
             fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
             return st == KARA_ERR_IO ? KR_EXIT_NOINPUT : KR_EXIT_CONFIG;
         }
+        kr_out_add_input(file, "the config file");
     }
     /* pass 2: flags over the files */
     const char *ctk = NULL, *ctv = NULL;
@@ -417,6 +419,12 @@ void kr_cli_print_config(FILE *f, const kara_config *cfg) {
     free(buf);
 }
 
+void kr_cli_note_inputs(const kara_config *cfg) {
+    kr_out_add_input(cfg->model_path, "the model (-m)");
+    kr_out_add_input(cfg->draft_model, "the draft model (-md)");
+    kr_out_add_input(cfg->batch_input, "the batch input (-i)");
+}
+
 int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own, const kara_config *cfg,
                   kr_cli_parsed *cli, int rc) {
     if (rc < 0 && cli->help) {
@@ -432,6 +440,7 @@ int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own,
         fprintf(stderr, "kara %s: no model given (-m MODEL.gguf or model.path in --config)\n", cmd);
         rc = KR_EXIT_USAGE;
     }
+    if (rc < 0) kr_cli_note_inputs(cfg);
     return rc;
 }
 

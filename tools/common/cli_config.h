@@ -64,6 +64,11 @@ kara_status kr_cli_load_model_at(const kara_config *cfg, const char *path, kara_
 int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own, const kara_config *cfg,
                   kr_cli_parsed *cli, int rc);
 
+/* Tell safe_output.h the files cfg names for reading (model, draft model,
+ * batch input): no file the command writes may be one of them. Called by
+ * kr_cli_finish; a command that ends its parsing otherwise calls it. */
+void kr_cli_note_inputs(const kara_config *cfg);
+
 /* Edit distance with transpositions, capped at 9 (did-you-mean). */
 int kr_edit_distance(const char *a, const char *b);
 

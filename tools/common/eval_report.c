@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "eval_tasks.h"
+#include "safe_output.h"
 
 static double accuracy(const kr_task_row *r) { return r->n ? (double)r->correct / r->n : 0.0; }
 
@@ -13,13 +14,17 @@ static bool ends_with(const char *s, const char *suffix) {
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-bool kr_eval_write_results(const char *path, const kr_task_row *rows, int n) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        return false;
-    }
-    bool csv = ends_with(path, ".csv");
+typedef struct report {
+    const kr_task_row *rows;
+    int n;
+    bool csv;
+} report;
+
+static void results_body(FILE *f, void *user) {
+    const report *rep = user;
+    const kr_task_row *rows = rep->rows;
+    int n = rep->n;
+    bool csv = rep->csv;
     if (csv)
         fprintf(f,
                 "label,method,evict,axis,x,seq_tokens,budget_tokens,n,correct,accuracy,capped,failed,"
@@ -49,15 +54,17 @@ bool kr_eval_write_results(const char *path, const kr_task_row *rows, int n) {
                     (unsigned long long)r->events, (unsigned long long)r->evicted, i + 1 < n ? "," : "");
     }
     if (!csv) fprintf(f, "]\n");
-    return fclose(f) == 0;
 }
 
-bool kr_eval_write_svg(const char *path, const kr_task_row *rows, int n) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        return false;
-    }
+int kr_eval_write_results(const char *path, const kr_task_row *rows, int n) {
+    report rep = {rows, n, ends_with(path, ".csv")};
+    return kr_out_write_file("eval", path, results_body, &rep);
+}
+
+static void svg_body(FILE *f, void *user) {
+    const report *rep = user;
+    const kr_task_row *rows = rep->rows;
+    int n = rep->n;
     /* the axis of the sweep: the first row that has one */
     const char *axis = "budget";
     for (int i = 0; i < n; i++)
@@ -119,5 +126,9 @@ bool kr_eval_write_svg(const char *path, const kr_task_row *rows, int n) {
 #undef X
 #undef Y
     fprintf(f, "</svg>\n");
-    return fclose(f) == 0;
+}
+
+int kr_eval_write_svg(const char *path, const kr_task_row *rows, int n) {
+    report rep = {rows, n, false};
+    return kr_out_write_file("eval", path, svg_body, &rep);
 }

@@ -1,5 +1,6 @@
 /* eval_tasks.c - reading `kara eval` problems and judging answers. */
 #include "eval_tasks.h"
+#include "safe_output.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -67,6 +68,7 @@ bool kr_eval_tasks_load(kr_eval_tasks *t, const char *const *files, int n_files,
             kr_eval_tasks_free(t);
             return false;
         }
+        kr_out_add_input(files[f], "the tasks file (--tasks)");
         char *line = NULL;
         size_t lcap = 0;
         ssize_t len;

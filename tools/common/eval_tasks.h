@@ -57,10 +57,11 @@ typedef struct kr_task_row {
     uint64_t events, evicted; /* scoring/compression events, slots evicted */
 } kr_task_row;
 
-/* CSV when path ends in .csv, else JSON. */
-bool kr_eval_write_results(const char *path, const kr_task_row *rows, int n);
+/* CSV when path ends in .csv, else JSON. Written through safe_output.h:
+ * 0, or the exit code (73, 74) after a message. */
+int kr_eval_write_results(const char *path, const kr_task_row *rows, int n);
 /* Accuracy against the KV share of full's peak (or the retention), one line
- * per label (full as a level line). */
-bool kr_eval_write_svg(const char *path, const kr_task_row *rows, int n);
+ * per label (full as a level line). Returns as kr_eval_write_results. */
+int kr_eval_write_svg(const char *path, const kr_task_row *rows, int n);
 
 #endif

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "safe_output.h"
+
 #define GGUF_VERSION 3
 #define MAX_NEST 16
 
@@ -152,7 +154,9 @@ struct kr_gguf_writer {
     int depth;
 
     /* file output */
-    FILE *f;
+    FILE *f; /* on out's temporary file (safe_output.h) */
+    kr_out_file out;
+    bool out_begun; /* out holds a temporary file or names to release */
     char *path;
     uint64_t alignment;
     uint64_t pos; /* bytes written so far */
@@ -199,7 +203,7 @@ void kr_gguf_writer_free(kr_gguf_writer *w) {
     free(w->t);
     free(w->pending_key);
     free(w->pending.p);
-    if (w->f) fclose(w->f);
+    if (w->out_begun) kr_out_discard(&w->out); /* an unfinished file: its temporary goes, the path is untouched */
     free(w->path);
     free(w);
 }
@@ -651,10 +655,12 @@ kara_status kr_gguf_writer_begin(kr_gguf_writer *w, const char *path) {
         free(h.p);
         return fail(w, KARA_ERR_NOMEM, "out of memory building the header");
     }
-    w->f = fopen(path, "wb");
-    if (!w->f) {
+    /* written beside the destination and renamed over it at the end:
+     * never over an input or a non-regular file, never half-written */
+    w->out_begun = true;
+    if (kr_out_begin(&w->out, path, NULL) != 0 || !(w->f = kr_out_stream(&w->out))) {
         free(h.p);
-        return fail(w, KARA_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+        return fail(w, KARA_ERR_IO, "cannot create %s: %s", path, w->out.why);
     }
     w->pos = 0;
     st = write_bytes(w, h.p, h.n);
@@ -699,13 +705,8 @@ kara_status kr_gguf_writer_end(kr_gguf_writer *w) {
     if (w->cur < w->n_t)
         return fail(w, KARA_ERR_ARG, "%s: tensor '%s' got %llu of %llu bytes", w->path, w->t[w->cur].name,
                     (unsigned long long)w->cur_done, (unsigned long long)w->t[w->cur].nbytes);
-    FILE *f = w->f;
-    w->f = NULL;
-    if (fflush(f) != 0 || ferror(f)) {
-        fclose(f);
-        return fail(w, KARA_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
-    }
-    if (fclose(f) != 0) return fail(w, KARA_ERR_IO, "%s: close failed: %s", w->path, strerror(errno));
+    w->f = NULL; /* kr_out_commit flushes and closes it */
+    if (kr_out_commit(&w->out) != 0) return fail(w, KARA_ERR_IO, "%s", w->out.why);
     return KARA_OK;
 }
 

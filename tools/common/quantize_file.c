@@ -8,6 +8,7 @@
 
 #include "gguf_writer.h"
 #include "kernels.h"
+#include "safe_output.h"
 
 static kara_status seterr(char *err, size_t size, kara_status st, const char *fmt, ...) {
     if (err && size) {
@@ -83,6 +84,7 @@ kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr
         return seterr(err, err_size, KARA_ERR_ARG, "unknown file type %d", (int)p->ftype);
     if (!strcmp(in_path, out_path))
         return seterr(err, err_size, KARA_ERR_ARG, "input and output are the same file (%s)", in_path);
+    kr_out_add_input(in_path, "the input model"); /* refused as the output, however spelled or linked */
 
     kara_gguf *g = NULL;
     kara_status st = kara_gguf_open(in_path, &g);
@@ -91,7 +93,6 @@ kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr
     kr_type *types = NULL;
     float *xbuf = NULL;
     uint8_t *ybuf = NULL;
-    bool begun = false;
     const int n_layer = count_layers(g);
     const bool tied = kara_gguf_find_tensor(g, "output.weight") == NULL;
     const uint64_t n_kv = kara_gguf_n_kv(g), n_tensors = kara_gguf_n_tensors(g);
@@ -148,7 +149,6 @@ kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr
         goto done;
     }
     st = kr_gguf_writer_begin(w, out_path);
-    begun = st == KARA_OK;
     if (st != KARA_OK) {
         r->output_failed = true;
         seterr(err, err_size, st, "%s", kr_gguf_writer_error(w));
@@ -170,8 +170,7 @@ kara_status kr_quantize_file(const char *in_path, const char *out_path, const kr
         }
     }
 done:
-    kr_gguf_writer_free(w);                       /* closes the output before it is removed */
-    if (st != KARA_OK && begun) remove(out_path); /* no half-written model */
+    kr_gguf_writer_free(w); /* on failure its temporary file goes: out_path is untouched */
     free(types);
     free(xbuf);
     free(ybuf);

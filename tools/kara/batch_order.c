@@ -13,6 +13,7 @@
 #include "batch_jsonl.h"
 #include "batch_output.h"
 #include "exit_codes.h"
+#include "safe_output.h"
 
 bool kr_batch_order_init(kr_batch_order *o, kr_batch_output *out, bool ordered, int n, int mem_max) {
     memset(o, 0, sizeof *o);
@@ -37,7 +38,12 @@ bool kr_batch_order_waiting(const kr_batch_order *o, int slot) { return o->slots
  * result set aside there must survive a crash to be worth keeping. */
 static int hold_write(kr_batch_order *o, int slot, const char *line, size_t len) {
     if (o->hold_fd < 0) {
-        o->hold_fd = open(o->hold_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        char why[512];
+        if (kr_out_check(o->hold_path, NULL, why, sizeof why) != 0) { /* as safe as the output */
+            fprintf(stderr, "kara batch: %s\n", why);
+            return EINVAL;
+        }
+        o->hold_fd = open(o->hold_path, O_RDWR | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
         if (o->hold_fd < 0) return errno;
         o->hold_size = 0;
     }
@@ -165,11 +171,16 @@ static void on_hold_line(void *user, const kr_batch_scanned *r) {
  * alone, one that is damaged before its last line is given up on (its
  * requests simply run again). */
 static int recover(kr_batch_order *o, int (*slot_of)(void *, const kr_batch_scanned *), void *user) {
-    o->hold_fd = open(o->hold_path, O_RDWR | O_APPEND | O_CLOEXEC);
+    o->hold_fd = open(o->hold_path, O_RDWR | O_APPEND | O_NONBLOCK | O_CLOEXEC);
     if (o->hold_fd < 0) {
         if (errno == ENOENT) return -1;
         fprintf(stderr, "kara batch: cannot open %s: %s\n", o->hold_path, strerror(errno));
         return KR_EXIT_IOERR;
+    }
+    char why[512];
+    if (kr_out_check_fd(o->hold_fd, o->hold_path, why, sizeof why) != 0) { /* a FIFO, the input ... */
+        fprintf(stderr, "kara batch: %s\n", why);
+        return KR_EXIT_CANTCREAT;
     }
     size_t len = 0;
     bool added;

@@ -13,6 +13,7 @@
 
 #include "batch_jsonl.h"
 #include "exit_codes.h"
+#include "safe_output.h"
 
 /* Index one result line under its key (custom_id, or the input line of an
  * error line without one). The first line for a key is its answer; a later
@@ -136,9 +137,21 @@ char *kr_batch_read_results(int fd, size_t *len, bool *added) {
 int kr_batch_output_open(kr_batch_output *o, const char *path, bool resume) {
     memset(o, 0, sizeof *o);
     o->path = path;
-    o->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* refused before the open: --no-resume must never empty an input or a device */
+    char why[512];
+    if (kr_out_check(path, NULL, why, sizeof why) != 0) {
+        fprintf(stderr, "kara batch: the output: %s\n", why);
+        return KR_EXIT_CANTCREAT;
+    }
+    o->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
     if (o->fd < 0) {
         fprintf(stderr, "kara batch: cannot create the output %s: %s\n", path, strerror(errno));
+        return KR_EXIT_CANTCREAT;
+    }
+    if (kr_out_check_fd(o->fd, path, why, sizeof why) != 0) { /* swapped since the check */
+        fprintf(stderr, "kara batch: the output: %s\n", why);
+        close(o->fd);
+        o->fd = -1;
         return KR_EXIT_CANTCREAT;
     }
     if (flock(o->fd, LOCK_EX | LOCK_NB) != 0) {
@@ -214,36 +227,15 @@ static int write_durable(int fd, const char *buf, size_t len) {
     return 0;
 }
 
-/* fsync the folder holding path, so that a rename in it is durable. */
-static void sync_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 int kr_batch_write_atomic(const char *path, const char *buf, size_t len) {
-    size_t plen = strlen(path) + sizeof ".rewrite";
-    char *tmp = malloc(plen);
-    if (!tmp) return ENOMEM;
-    snprintf(tmp, plen, "%s.rewrite", path);
-    /* a stale temporary file of ours (a crash) is replaced, never written through */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    int e = fd < 0 ? errno : write_durable(fd, buf, len);
-    if (fd >= 0 && close(fd) != 0 && !e) e = errno;
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e && fd >= 0) unlink(tmp);
-    if (!e) sync_dir(path);
-    free(tmp);
+    /* through the CLI's one writer: only a regular file that is no input,
+     * a temporary of our own beside it (beside a symlink's target) */
+    kr_out_file tmp;
+    int e = kr_out_begin(&tmp, path, NULL);
+    if (!e) e = kr_out_write(&tmp, buf, len);
+    if (!e) e = kr_out_commit(&tmp);
+    if (e) fprintf(stderr, "kara batch: %s\n", tmp.why[0] ? tmp.why : strerror(e));
+    kr_out_discard(&tmp);
     return e;
 }
 
@@ -292,7 +284,12 @@ static int merge_side_file(const char *path, const kr_jbuf *add) {
     kr_jbuf text = {0};
     kr_strset set = {0};
     bool oom = false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[512];
+    if (kr_out_check(path, NULL, why, sizeof why) != 0) { /* a side file is as safe as the output */
+        fprintf(stderr, "kara batch: %s\n", why);
+        return EINVAL;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno != ENOENT) return errno;
     if (fd >= 0) {
         size_t len = 0;
@@ -346,34 +343,28 @@ static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, in
     if (whole < 0) return EINVAL; /* cannot happen: open scanned it */
     if (c->oom || c->keep.failed || c->drop.failed || c->hold.failed) return ENOMEM;
     size_t plen = strlen(o->path) + sizeof ".superseded";
-    char *sup = malloc(plen), *tmp = malloc(plen);
-    if (!sup || !tmp) {
-        free(sup);
-        free(tmp);
-        return ENOMEM;
-    }
+    char *sup = malloc(plen);
+    if (!sup) return ENOMEM;
     snprintf(sup, plen, "%s.superseded", o->path);
-    snprintf(tmp, plen, "%s.rewrite", o->path);
     /* the removed lines are safe elsewhere before the output loses them */
     int e = merge_side_file(sup, &c->drop);
     if (!e) e = merge_side_file(hold_path, &c->hold);
-    int fd = -1;
+    /* a temporary file of ours beside the output (beside a symlink's
+     * target: the link stays and names the new content), renamed over it */
+    kr_out_file tmp;
+    bool begun = false;
     if (!e) {
-        fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0) e = errno;
+        e = kr_out_begin(&tmp, o->path, NULL);
+        begun = true;
+        if (e) fprintf(stderr, "kara batch: %s\n", tmp.why);
     }
-    if (!e && flock(fd, LOCK_EX | LOCK_NB) != 0) e = errno;
-    if (!e) e = write_durable(fd, c->keep.p ? c->keep.p : "", c->keep.len);
-    if (!e && rename(tmp, o->path) != 0) e = errno;
-    if (e) {
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-    } else {
-        sync_dir(o->path);
+    if (!e && flock(tmp.fd, LOCK_EX | LOCK_NB) != 0) e = errno;
+    if (!e) e = write_durable(tmp.fd, c->keep.p ? c->keep.p : "", c->keep.len);
+    if (!e) e = kr_out_commit(&tmp);
+    if (!e) {
         close(o->fd); /* the old file's lock goes with it; the new one is locked */
-        o->fd = fd;
+        o->fd = tmp.fd;
+        tmp.fd = -1;
         *n_dropped = 0;
         *n_held = 0;
         for (size_t i = 0; i < c->drop.len; i++) *n_dropped += c->drop.p[i] == '\n';
@@ -381,8 +372,8 @@ static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, in
         index_reset(o);
         kr_batch_scan_results(c->keep.p ? c->keep.p : "", c->keep.len, on_result, o, err, sizeof err);
     }
+    if (begun) kr_out_discard(&tmp);
     free(sup);
-    free(tmp);
     return e;
 }
 

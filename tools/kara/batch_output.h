@@ -15,8 +15,14 @@
  * (batch_jsonl.h); kr_batch_output_lookup gives it, and
  * kr_batch_output_rewrite takes the answers of requests that changed out
  * of the output (into OUTPUT.superseded), crash-safely: the new content is
- * written to OUTPUT.rewrite, made durable, locked and renamed over the
- * output, so a kill at any moment leaves either the old or the new file. */
+ * written to a temporary file of its own beside the output (safe_output.h;
+ * beside a symlink's target, so the link stays), made durable, locked and
+ * renamed over it, so a kill at any moment leaves either the old or the new
+ * file.
+ *
+ * The output must be absent or a regular file that is no input of the run
+ * (safe_output.h): checked before it is opened, so that --no-resume never
+ * empties the input, the model or a device. */
 #ifndef KR_BATCH_OUTPUT_H
 #define KR_BATCH_OUTPUT_H
 

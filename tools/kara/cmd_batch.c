@@ -33,6 +33,7 @@
 #include "commands.h"
 #include "draft_model.h"
 #include "exit_codes.h"
+#include "safe_output.h"
 #include "json.h"
 #include "kara.h"
 #include "strset.h"
@@ -198,6 +199,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
         fprintf(stderr, "kara batch: %s; see kara batch --help\n", missing);
         return KR_EXIT_USAGE;
     }
+    kr_cli_note_inputs(&o->cfg);
     return -1;
 }
 
@@ -592,12 +594,11 @@ static double cpu_seconds(void) {
         ru.ru_stime.tv_usec * 1e-6;
 }
 
-static void write_stats_json(job *j, const kara_engine_stats *s, double seconds, double cpu, int total) {
-    FILE *f = fopen(j->o->stats_json, "w");
-    if (!f) {
-        fprintf(stderr, "kara batch: cannot write %s: %s\n", j->o->stats_json, strerror(errno));
-        return;
-    }
+/* --stats-json FILE, written whole (safe_output.h); 0 or an exit code. */
+static int write_stats_json(job *j, const kara_engine_stats *s, double seconds, double cpu, int total) {
+    kr_out_file out;
+    FILE *f = kr_out_fopen(&out, "batch", j->o->stats_json);
+    if (!f) return KR_EXIT_CANTCREAT;
     const kara_config *cfg = &j->o->cfg;
     fprintf(f,
             "{\"requests\":%d,\"answered_before\":%d,\"ok\":%d,\"failed\":%d,\"seconds\":%.3f,"
@@ -624,7 +625,7 @@ static void write_stats_json(job *j, const kara_engine_stats *s, double seconds,
             s->decode_seconds, cpu, cpu > 0 ? (double)s->tokens_generated / cpu : 0.0,
             s->steps ? (double)s->tokens_generated / (double)s->steps : 0.0, s->spec_on ? "true" : "false",
             (unsigned long long)s->n_drafted, (unsigned long long)s->n_accepted, s->draft_seconds);
-    fclose(f);
+    return kr_out_fclose(&out, "batch");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -749,8 +750,9 @@ static int run(job *j) {
         fprintf(stderr, "kara batch: the draft model's decodes took %.1f s of the %.1f s\n", stats.draft_seconds,
                 seconds);
     kr_batch_resume_errors(&j->slots, &j->out, j->failed, j->out.n_failed + j->ord.rec_failed);
-    if (j->o->stats_json) write_stats_json(j, &stats, seconds, cpu, total);
+    int stats_rc = j->o->stats_json ? write_stats_json(j, &stats, seconds, cpu, total) : KR_EXIT_OK;
     if (g_signal) return 128 + (int)g_signal;
+    if (stats_rc) return stats_rc;
     return failed_total ? KR_EXIT_PARTIAL : KR_EXIT_OK;
 }
 

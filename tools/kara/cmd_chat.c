@@ -22,6 +22,7 @@
 #include "exit_codes.h"
 #include "kara.h"
 #include "line_editor.h"
+#include "safe_output.h"
 
 #define CHAT_DEFAULT_CTX 4096
 #define CHAT_CTX_ORIGIN "kara chat default (the model's context when smaller)"
@@ -390,7 +391,7 @@ static bool reply(chat_session *s) {
     kara_piece p;
     while ((st = kara_generator_next(s->gen, &p)) == KARA_OK) {
         show_piece(&v, &p);
-        fflush(stdout);
+        if (!kr_stdout_flush()) break; /* stdout failed: the loop stops, main reports it (exit 74) */
         text_buf *b = p.channel == KARA_CHANNEL_THINK ? &s->think_text : &s->answer_text;
         if (!tb_put(b, p.text, (size_t)p.len)) {
             st = KARA_ERR_NOMEM;
@@ -643,6 +644,10 @@ static int chat_loop(chat_session *s) {
         if (c == CMD_EXIT) break;
         if (c == CMD_NONE) user_turn(s, msg.p, msg.len);
         msg.len = 0;
+        if (!kr_stdout_flush()) {
+            rc = KR_EXIT_IOERR; /* main prints "cannot write stdout" */
+            break;
+        }
         if (g_exit) {
             rc = KR_EXIT_SIGINT;
             break;

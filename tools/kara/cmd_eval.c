@@ -479,8 +479,8 @@ static int eval_main(int argc, char **argv) {
     fflush(stdout);
     rc = run_all(&e);
     kr_progress_clear(&e.prog);
-    if (rc == KR_EXIT_OK && o.out && !kr_eval_write_results(o.out, e.rows, e.n_rows)) rc = KR_EXIT_CANTCREAT;
-    if (rc == KR_EXIT_OK && o.plot && !kr_eval_write_svg(o.plot, e.rows, e.n_rows)) rc = KR_EXIT_CANTCREAT;
+    if (rc == KR_EXIT_OK && o.out) rc = kr_eval_write_results(o.out, e.rows, e.n_rows);
+    if (rc == KR_EXIT_OK && o.plot) rc = kr_eval_write_svg(o.plot, e.rows, e.n_rows);
     kara_model_free(m);
     kr_eval_tasks_free(&tasks);
     return rc;

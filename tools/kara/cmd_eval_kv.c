@@ -465,7 +465,7 @@ static int eval_main(int argc, char **argv) {
         kr_eval_meta meta = {o.cfg.model_path, kara_model_desc(m), o.text_path ? o.text_path : "(built-in)", n_ctx,
                              &base.kv};
         kr_eval_print_table(stdout, &s, &meta, job.rows, job.n_rows);
-        if (o.out_path && !kr_eval_write(o.out_path, &s, &meta, job.rows, job.n_rows)) rc = KR_EXIT_CANTCREAT;
+        if (o.out_path) rc = kr_eval_write(o.out_path, &s, &meta, job.rows, job.n_rows);
     }
     kr_eval_ref_free(&job.ref);
     free(job.rows);

@@ -14,6 +14,7 @@
 #include "kara.h"
 #include "prompt_cache.h"
 #include "prompt_fit.h"
+#include "safe_output.h"
 
 typedef struct run_opts {
     kara_config cfg;
@@ -147,14 +148,18 @@ static int generate(run_opts *o, kara_context *ctx, kara_context *draft, const i
     if (!st && o->prompt_cache && !cached && !o->prompt_cache_ro)
         kr_prompt_cache_save("run", o->prompt_cache, ctx, prompt, n_prompt);
     kara_piece piece;
-    while (!st && (st = kara_generator_next(gen, &piece)) == KARA_OK) {
+    bool out_ok = kr_stdout_flush(); /* the prompt echo */
+    while (!st && out_ok && (st = kara_generator_next(gen, &piece)) == KARA_OK) {
         fwrite(piece.text, 1, (size_t)piece.len, stdout);
-        fflush(stdout);
+        out_ok = kr_stdout_flush(); /* a failed stdout stops the generation: main reports it (exit 74) */
         if (piece.len > 0) o->last_char = piece.text[piece.len - 1];
     }
     /* end the text with a newline, as a shell prompt and `wc -l` expect */
-    if (o->last_char && o->last_char != '\n') fputc('\n', stdout);
-    fflush(stdout);
+    if (out_ok && o->last_char && o->last_char != '\n') fputc('\n', stdout);
+    if (!kr_stdout_flush()) {
+        kara_generator_free(gen);
+        return KR_EXIT_IOERR; /* main prints "cannot write stdout" */
+    }
     kara_generator_stats gs;
     kara_generator_get_stats(gen, &gs);
     kara_stop_reason why = kara_generator_stop_reason(gen);

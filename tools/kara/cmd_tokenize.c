@@ -13,6 +13,7 @@
 #include "exit_codes.h"
 #include "kara.h"
 #include "monotonic_clock.h"
+#include "safe_output.h"
 
 #define MAX_INPUTS 64
 
@@ -194,7 +195,7 @@ static int tokenize_main(int argc, char **argv) {
         free(ids);
         free(owned);
     }
-    if (fflush(stdout) != 0 && rc == KR_EXIT_OK) rc = KR_EXIT_IOERR;
+    if (!kr_stdout_flush() && rc == KR_EXIT_OK) rc = KR_EXIT_IOERR; /* main names the error */
     kara_model_free(mdl);
     return rc;
 }

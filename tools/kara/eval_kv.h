@@ -95,10 +95,10 @@ typedef struct kr_eval_meta {
 void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *meta, const kr_eval_row *rows,
                          int n_rows);
 /* Write CSV (one row per method; lists joined by ';') or JSON, by the
- * file's extension (.json: JSON, anything else: CSV). Returns false after
- * printing a message when the file cannot be written. */
-bool kr_eval_write(const char *path, const kr_eval_setup *s, const kr_eval_meta *meta, const kr_eval_row *rows,
-                   int n_rows);
+ * file's extension (.json: JSON, anything else: CSV), through
+ * safe_output.h. 0, or the exit code (73, 74) after a message. */
+int kr_eval_write(const char *path, const kr_eval_setup *s, const kr_eval_meta *meta, const kr_eval_row *rows,
+                  int n_rows);
 /* The CSV column names, comma-separated (the header line). */
 const char *kr_eval_csv_header(void);
 

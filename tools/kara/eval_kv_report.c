@@ -6,6 +6,7 @@
 
 #include "eval_kv.h"
 #include "kv_knob.h"
+#include "safe_output.h"
 
 static const char k_csv_header[] =
     "method,label,retention,budget_tokens,threads,steps,mean_slots,peak_kv_bytes,kl_mean,kl_max,"
@@ -154,23 +155,27 @@ static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, con
     fprintf(f, "  ]\n}\n");
 }
 
-bool kr_eval_write(const char *path, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
-                   int n_rows) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "kara eval-kv: cannot write %s\n", path);
-        return false;
-    }
-    size_t len = strlen(path);
-    if (len >= 5 && !strcmp(path + len - 5, ".json")) {
-        json_all(f, s, m, rows, n_rows);
+typedef struct report {
+    const char *path;
+    const kr_eval_setup *s;
+    const kr_eval_meta *m;
+    const kr_eval_row *rows;
+    int n_rows;
+} report;
+
+static void report_body(FILE *f, void *user) {
+    const report *r = user;
+    size_t len = strlen(r->path);
+    if (len >= 5 && !strcmp(r->path + len - 5, ".json")) {
+        json_all(f, r->s, r->m, r->rows, r->n_rows);
     } else {
         fprintf(f, "%s\n", k_csv_header);
-        for (int i = 0; i < n_rows; i++) csv_row(f, s, &rows[i]);
+        for (int i = 0; i < r->n_rows; i++) csv_row(f, r->s, &r->rows[i]);
     }
-    if (fclose(f) != 0) {
-        fprintf(stderr, "kara eval-kv: error writing %s\n", path);
-        return false;
-    }
-    return true;
+}
+
+int kr_eval_write(const char *path, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows,
+                  int n_rows) {
+    report r = {path, s, m, rows, n_rows};
+    return kr_out_write_file("eval-kv", path, report_body, &r);
 }

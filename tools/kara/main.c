@@ -7,6 +7,7 @@
 #include "console.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "safe_output.h"
 
 static const kr_command *const commands[] = {
     &kr_cmd_run,       &kr_cmd_chat,     &kr_cmd_batch, &kr_cmd_inspect, &kr_cmd_tokenize,
@@ -29,21 +30,22 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return KR_EXIT_OK;
+        return kr_stdout_finish("help", KR_EXIT_OK);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("kara %s (%s)\n", kara_version_string(), kara_system_info());
-        return KR_EXIT_OK;
+        return kr_stdout_finish("version", KR_EXIT_OK);
     }
     /* llama-cli's command line (`kara -m M.gguf -p ...`) is `kara run` */
-    if (argv[1][0] == '-' && argv[1][1]) return kr_cmd_run.main(argc, argv);
+    if (argv[1][0] == '-' && argv[1][1]) return kr_stdout_finish("run", kr_cmd_run.main(argc, argv));
     for (size_t i = 0; i < N_COMMANDS; i++) {
         if (strcmp(argv[1], commands[i]->name)) continue;
         /* commands with a parser of their own still take --color and --no-progress */
         static const char *const own_parser[] = {"inspect", "tokenize", "gen-model", "quantize"};
         for (size_t k = 0; k < sizeof own_parser / sizeof own_parser[0]; k++)
             if (!strcmp(argv[1], own_parser[k])) argc = kr_console_take_flags(argc - 1, argv + 1) + 1;
-        return commands[i]->main(argc - 1, argv + 1);
+        /* every command: a failed write to stdout is exit 74, never a success */
+        return kr_stdout_finish(commands[i]->name, commands[i]->main(argc - 1, argv + 1));
     }
     const char *near = NULL;
     int best = 3;

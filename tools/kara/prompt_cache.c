@@ -6,7 +6,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "safe_output.h"
+
 #define CACHE_MAX_BYTES (16ull << 30) /* a file larger than this is not a prompt cache */
+/* The start of every kara_seq_state_save image ("KARASEQ" and a version
+ * digit): the only kind of file a save replaces. */
+#define CACHE_MAGIC "KARASEQ"
 
 bool kr_prompt_cache_load(const char *cmd, const char *path, kara_context *ctx, kara_generator *gen,
                           const int32_t *prompt, int32_t n_prompt) {
@@ -41,24 +46,23 @@ bool kr_prompt_cache_load(const char *cmd, const char *path, kara_context *ctx, 
 
 bool kr_prompt_cache_save(const char *cmd, const char *path, const kara_context *ctx, const int32_t *prompt,
                           int32_t n_prompt) {
+    /* checked before the state is built: a refused path costs nothing */
+    kr_out_file out;
+    if (kr_out_begin(&out, path, CACHE_MAGIC) != 0) {
+        fprintf(stderr, "kara %s: note: --prompt-cache: %s; the prompt is not cached\n", cmd, out.why);
+        return false;
+    }
     size_t size = kara_seq_state_size(ctx, 0);
     void *buf = malloc(size ? size : 1);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     kara_status st = buf ? kara_seq_state_save(ctx, 0, prompt, n_prompt, buf, size, NULL) : KARA_ERR_NOMEM;
     bool ok = false;
-    if (st) {
+    if (st)
         fprintf(stderr, "kara %s: note: prompt not cached: %s\n", cmd, kara_last_error());
-    } else {
-        FILE *f = fopen(tmp, "wb");
-        ok = f && fwrite(buf, 1, size, f) == size;
-        if (f && fclose(f) != 0) ok = false;
-        if (ok && rename(tmp, path) != 0) ok = false;
-        if (!ok) {
-            fprintf(stderr, "kara %s: note: cannot write --prompt-cache %s; the prompt is not cached\n", cmd, path);
-            remove(tmp);
-        }
-    }
+    else if (kr_out_write(&out, buf, size) != 0 || kr_out_commit(&out) != 0)
+        fprintf(stderr, "kara %s: note: --prompt-cache: %s; the prompt is not cached\n", cmd, out.why);
+    else
+        ok = true;
+    kr_out_discard(&out);
     free(buf);
     return ok;
 }

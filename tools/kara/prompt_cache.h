@@ -17,7 +17,10 @@
 bool kr_prompt_cache_load(const char *cmd, const char *path, kara_context *ctx, kara_generator *gen,
                           const int32_t *prompt, int32_t n_prompt);
 /* Write sequence 0 (holding exactly the prompt) to path, through a
- * temporary file renamed into place. False, with a note, on failure. */
+ * temporary file renamed into place (safe_output.h). Only an absent path
+ * or a regular file holding a prompt cache is replaced: never an input of
+ * the run, a device, FIFO or directory. False, with a note, on failure or
+ * refusal (the file is then untouched). */
 bool kr_prompt_cache_save(const char *cmd, const char *path, const kara_context *ctx, const int32_t *prompt,
                           int32_t n_prompt);
 
