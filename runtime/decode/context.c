@@ -148,6 +148,14 @@ static kara_status set_prior(kara_context *c) {
     return st;
 }
 
+bool kara_device_built(kara_device device) {
+#ifdef KARA_HAVE_CUDA
+    return device == KARA_DEVICE_CPU || device == KARA_DEVICE_CUDA;
+#else
+    return device == KARA_DEVICE_CPU;
+#endif
+}
+
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
     if (out) *out = NULL;
     kara_status sz = kr_params_size_check(params, sizeof *params, "kara_context_create", "kara_context_params_init");
@@ -173,8 +181,8 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
 #ifndef KARA_HAVE_CUDA
     if (params->device == KARA_DEVICE_CUDA)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
-                            "runtime.device is cuda but this libkara was built without the CUDA backend (CMake found "
-                            "no CUDA toolkit, or KARA_CUDA=OFF): rebuild with a toolkit, or use device cpu");
+                            "runtime.device is cuda but this libkara was built without the CUDA backend: rebuild "
+                            "with -DKARA_CUDA=ON (needs a CUDA toolkit), or use device cpu");
 #endif
     if (kr_kv_tune(&params->kv)->prior_weight > 0.0f && !model->prior.present) /* auto (< 0) just turns it off */
         return kr_set_error(KARA_ERR_CONFIG,

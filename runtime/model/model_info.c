@@ -88,7 +88,7 @@ kara_status kara_tokenize(const kara_model *m, const char *text, int32_t len, in
     if (r == INT32_MIN) return kr_set_error(KARA_ERR_NOMEM, "kara_tokenize: out of memory tokenizing %zu bytes", n);
     *n_tokens = r < 0 ? -r : r;
     if (r < 0)
-        return kr_set_error(KARA_ERR_ARG, "kara_tokenize: room for %d tokens, the text needs %d", max_tokens, -r);
+        return kr_set_error(KARA_ERR_BUFFER, "kara_tokenize: room for %d tokens, the text needs %d", max_tokens, -r);
     return KARA_OK;
 }
 
@@ -102,7 +102,7 @@ kara_status kara_token_to_piece(const kara_model *m, int32_t token, char *buf, i
     int32_t r = kr_vocab_token_to_piece(&m->vocab, token, buf, size, special);
     *len = r < 0 ? -r : r;
     if (r < 0)
-        return kr_set_error(KARA_ERR_ARG, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size, token,
-                            -r);
+        return kr_set_error(KARA_ERR_BUFFER, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size,
+                            token, -r);
     return KARA_OK;
 }

@@ -30,6 +30,25 @@ awk '/^One turn with the project.s reasoning model/ {f = 1} f && /^```c$/ {g = 1
      g {print}' "$SRC/docs/API.md" >"$tmp/app.c"
 check "the example is found in docs/API.md" 'grep -q "kara_generator_next" "$tmp/app.c"'
 
+# 0. docs/API.md's link line against the build tree: the CPU line, or the
+# CUDA one where the archive holds CUDA objects
+if ar t "$BUILD/runtime/libkara.a" | grep -q '\.cu\.o$'; then
+    line=$(grep -m1 '^cc -std=c11 .*build/runtime/libkara.a .*-lcudart_static' "$SRC/docs/API.md")
+else
+    line=$(grep -m1 '^cc -std=c11 .*build/runtime/libkara.a -lyaml -lm -fopenmp -lpthread -o app$' "$SRC/docs/API.md")
+fi
+check "docs/API.md has the link line for this build" '[ -n "$line" ]'
+line=${line//build\/runtime/$BUILD/runtime}
+line=${line//-I runtime\/include/-I $SRC/runtime/include}
+(cd "$tmp" && eval "$line") >"$tmp/api.log" 2>&1
+rc=$?
+check "docs/API.md's link line builds the example (rc $rc)" '[ $rc -eq 0 ]'
+if [ $rc -eq 0 ]; then
+    "$tmp/app" "$M" >"$tmp/api.out" 2>/dev/null
+    check "that build answers 8976" '[ "$(grep -v "^$" "$tmp/api.out" | tail -1)" = "8976" ]'
+fi
+check "kara.pc names no library by absolute path" '! grep -E "^Libs:.* /" "$P/lib/pkgconfig/kara.pc"'
+
 # 1. pkg-config
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 check "pkg-config knows kara $(pkg-config --modversion kara 2>/dev/null)" 'pkg-config --exists kara'
@@ -62,5 +81,5 @@ if [ $rc -eq 0 ]; then
 fi
 check "the installed command runs" '"$P/bin/kara" --version >/dev/null 2>&1 || "$P/bin/kara" --help >/dev/null 2>&1'
 
-if [ "$fail" -ne 0 ]; then cat "$tmp/install.log" "$tmp/cc.log" "$tmp/cm.log" 2>/dev/null | tail -40; fi
+if [ "$fail" -ne 0 ]; then cat "$tmp/install.log" "$tmp/api.log" "$tmp/cc.log" "$tmp/cm.log" 2>/dev/null | tail -40; fi
 finish

@@ -498,7 +498,7 @@ static void test_set(void) {
     char v[64];
     CHECK_EQ_INT(kara_config_get(&c, "model.path", v, sizeof v), KARA_OK);
     CHECK(!strcmp(v, "m/x y.gguf"));
-    CHECK_EQ_INT(kara_config_get(&c, "model.path", v, 4), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_config_get(&c, "model.path", v, 4), KARA_ERR_BUFFER);
     CHECK_EQ_INT(kara_config_get(&c, "model.nope", v, sizeof v), KARA_ERR_CONFIG);
 }
 
@@ -697,7 +697,7 @@ static void test_params_set(void) {
     CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.protect_token_ids", &v), KARA_ERR_CONFIG);
     CHECK_MSG(strstr(kara_last_error(), "'kara.protect_token_ids' is not a number"), "%s", kara_last_error());
     CHECK(v == -1);
-    CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.score.mode", buf, 4), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.score.mode", buf, 4), KARA_ERR_BUFFER);
     CHECK_MSG(strstr(kara_last_error(), "buffer too small for 'kara.score.mode' (10 bytes)"), "%s", kara_last_error());
     CHECK_EQ_INT(kara_kv_params_get(&kv, "sampling.temperature", buf, sizeof buf), KARA_ERR_CONFIG);
     CHECK_MSG(strstr(kara_last_error(), "is not a KV cache setting"), "%s", kara_last_error());

@@ -84,7 +84,7 @@ static int set_key(kara_config *cfg, const char *key, const char *value, const c
     return KR_EXIT_USAGE;
 }
 
-static void usage(void) {
+static void usage(bool all) {
     printf("usage: kara batch [JOB.yaml] [options]\n\n"
            "Runs every request of a JSONL file (OpenAI Batch API lines, or {\"id\":...,\"prompt\":...}) through\n"
            "one model with continuous batching under the KV budget, appending one result line per request.\n"
@@ -94,7 +94,7 @@ static void usage(void) {
            "(duplicate custom_ids, broken output, changed requests under --on-changed refuse), 66 missing\n"
            "input or model, 73 cannot create the output, 74 I/O error, 78 configuration, 129/130/143\n"
            "interrupted (run again to resume)\n\n");
-    kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
+    kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS, all);
 }
 
 /* Parse: a positional JOB.yaml is loaded like --config before every other
@@ -172,7 +172,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
     }
     if (rc < 0) rc = kr_batch_shard_from_env(&o->cfg);
     if (rc < 0 && cli.help) {
-        usage();
+        usage(cli.help_all);
         rc = KR_EXIT_OK;
     } else if (rc < 0 && cli.print_config) {
         kr_cli_print_config(stdout, &o->cfg);
@@ -309,7 +309,7 @@ static kara_status tokenize_request(job *j, const kr_batch_request *r, pending *
     /* chat prompts carry their special tokens (and BOS) as text */
     int32_t n = 0;
     kara_status st = kara_tokenize(j->model, text, (int32_t)len, p->tokens, cap, !special, special, &n);
-    if (st == KARA_ERR_ARG && n > cap) { /* more tokens than bytes + 16: room for them all */
+    if (st == KARA_ERR_BUFFER && n > cap) { /* more tokens than bytes + 16: room for them all */
         int32_t *t = realloc(p->tokens, (size_t)n * sizeof(int32_t));
         if (!t) return KARA_ERR_NOMEM;
         p->tokens = t;
@@ -561,7 +561,7 @@ static int setup_engine(job *j) {
     st = kara_context_create(j->model, &cp, &j->ctx);
     if (st) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
-        return status_exit(st);
+        return cp.device == KARA_DEVICE_CUDA ? kr_exit_for_context(cp.device, st) : status_exit(st);
     }
     st = kr_draft_model_open("batch", cfg, j->ctx, cp.n_seq_max, &j->draft);
     if (st) return st == KARA_ERR_CONFIG ? KR_EXIT_CONFIG : status_exit(st);
