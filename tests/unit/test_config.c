@@ -280,6 +280,20 @@ static void test_errors(void) {
                  "2:1: unknown key 'samplers' (did you mean 'sampling'?)");
     expect_error("unknown_flow.yaml", "baselines:\n  snapkv: {obs_window: 8, kernal: 5}\n", KARA_ERR_CONFIG,
                  "2:27: unknown key 'baselines.snapkv.kernal' (did you mean 'baselines.snapkv.kernel'?)");
+    { /* every unknown key at once, in file order; nothing changes */
+        const char *path =
+            write_tmp("two_unknown.yaml", "sampling:\n  tmperature: 0.3\n  top_k: 5\nkara:\n  retenton: 1\n");
+        kara_config c;
+        kara_config_init(&c);
+        CHECK_EQ_INT(kara_config_load(&c, path), KARA_ERR_CONFIG);
+        char want[1024];
+        snprintf(want, sizeof want,
+                 "%s:2:3: unknown key 'sampling.tmperature' (did you mean 'sampling.temperature'?); %s:5:3: unknown "
+                 "key 'kara.retenton' (did you mean 'kara.retention'?)",
+                 path, path);
+        CHECK_MSG(!strcmp(kara_last_error(), want), "got '%s'", kara_last_error());
+        CHECK_EQ_INT(c.sampling.top_k, 40);
+    }
     expect_error("type.yaml", "kara:\n  interval: often\n", KARA_ERR_CONFIG,
                  "2:13: kara.interval: expected an integer, got 'often'");
     expect_error("type_float.yaml", "kara:\n  retention: 20%\n", KARA_ERR_CONFIG,
