@@ -409,12 +409,16 @@ static void finish_request(job *j, const kara_engine_event *ev) {
         snprintf(msg, sizeof msg, "input line %d: %s", p->line, ev->error ? ev->error : kara_status_str(ev->status));
         write_error(j, p->slot, p->custom_id, p->line, status_code(ev->status), msg);
     } else {
+        /* the answer after "</think>" starts with the template's blank line:
+         * content, as OpenAI's reasoning models give it, starts at the text */
+        size_t skip = 0;
+        while (skip < p->content.len && (p->content.p[skip] == '\n' || p->content.p[skip] == '\r')) skip++;
         kr_batch_result res = {
             p->custom_id,
             p->line,
             p->model_name ? p->model_name : j->model_name,
-            p->content.p,
-            p->content.len,
+            p->content.p ? p->content.p + skip : p->content.p,
+            p->content.len - skip,
             p->reasoning.p,
             p->reasoning.len,
             ev->reason == KARA_STOP_MAX_TOKENS || ev->reason == KARA_STOP_CONTEXT_FULL ? "length" : "stop",
