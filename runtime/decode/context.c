@@ -13,6 +13,7 @@
 #include "kv_params.h"
 #include "kv_prior.h"
 #include "monotonic_clock.h"
+#include "phys_mem.h"
 #include "params_size.h"
 #include "status.h"
 #include "kv_tuning.h"
@@ -148,6 +149,27 @@ static kara_status set_prior(kara_context *c) {
     return st;
 }
 
+/* The memory a context reserves grows with its size (the KV pool, the
+ * attention rows of each thread): one the machine cannot hold is refused
+ * here, with what it needs and what there is, rather than at an allocation
+ * that fails without saying why (or succeeds, overcommitted, and swaps). */
+static kara_status check_fits(const kara_context *c, const kr_kv_plan *plan) {
+    const kr_hparams *hp = &c->model->hp;
+    uint64_t have = kr_phys_mem_bytes();
+    if (!have) return KARA_OK;
+    int32_t rows = hp->n_head / hp->n_head_kv > KR_ATT_ROWS ? hp->n_head / hp->n_head_kv : KR_ATT_ROWS;
+    double kv = (double)plan->n_blocks * (double)plan->block_bytes + (double)plan->reserved_bytes;
+    double att = (double)c->n_threads * rows * (double)c->n_ctx * sizeof(float);
+    double other = (double)c->n_batch * ((double)hp->n_vocab + 4.0 * hp->n_embd + 2.0 * hp->n_ff) * sizeof(float);
+    double need = kv + att + other, gib = 1024.0 * 1024.0 * 1024.0;
+    if (need <= (double)have) return KARA_OK;
+    return kr_set_error(KARA_ERR_NOMEM,
+                        "a context of %d positions needs %.2f GiB (KV %.2f GiB, attention rows %.2f GiB, the rest "
+                        "%.2f GiB) and this machine has %.2f GiB of memory: lower context.size (-c) or "
+                        "kv_cache.budget (--kv-budget)",
+                        c->n_ctx, need / gib, kv / gib, att / gib, other / gib, (double)have / gib);
+}
+
 bool kara_device_built(kara_device device) {
 #ifdef KARA_HAVE_CUDA
     return device == KARA_DEVICE_CPU || device == KARA_DEVICE_CUDA;
@@ -213,6 +235,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
     kr_kv_plan plan;
     kara_status st = kr_kv_plan_make(&plan, &c->params.kv, &shape, c->n_ctx, params->n_seq_max);
+    if (!st) st = check_fits(c, &plan);
     if (!st) st = kr_kv_init(&c->kv, &plan);
     if (st) {
         free(c);

@@ -26,6 +26,11 @@ check "a context the budget holds gets no notice" '[ $rc -eq 0 ] && ! grep -q "K
 run "$KARA" run -m "$Q" -p Hello -n 2 -t 1 -c 40960 --print-config
 check "--print-config says it too" '[ $rc -eq 0 ] && grep -Eq "^# the 1 GiB KV budget holds [0-9,]+ of the 40,960 context tokens exactly" "$tmp/out"'
 
+# --- a context the machine cannot hold is refused with both numbers --------------------
+run "$KARA" run -m "$Q" -p Hello -n 2 -t 1 -c 16000000 --kv-budget auto
+check "-c 16000000 with a KV budget to match: refused, with what it needs and what there is (rc $rc)" \
+    '[ $rc -ne 0 ] && grep -Eq "^kara run: a context of 16000000 positions needs [0-9.]+ GiB \(KV [0-9.]+ GiB, attention rows [0-9.]+ GiB, the rest [0-9.]+ GiB\) and this machine has [0-9.]+ GiB of memory: lower context.size \(-c\) or kv_cache.budget \(--kv-budget\)$" "$tmp/err"'
+
 # --- the report line in plain words -----------------------------------------------------
 check "the memory line names the cache, its tokens and the scoring buffers" \
     'run "$KARA" run -m "$Q" -p Hello -n 2 -t 1 -c 40960; grep -Eq "KV memory [0-9.]+ MiB \(cache [0-9.]+ MiB for [0-9]+ tokens, scoring buffers [0-9.]+ MiB\)$" "$tmp/err"'
