@@ -72,4 +72,17 @@ check "bench -o jsonl keeps the JSON lines" '[ $rc -eq 0 ] && grep -q "^{\"engin
 run "$KARA" bench -m "$Q" -o csv
 check "bench -o takes md or jsonl" '[ $rc -eq 64 ] && grep -q "expected md or jsonl" "$tmp/err"'
 
+# --- chat: /help lists every command; a single-turn model says so --------------------
+SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
+R="$SRC/tools/train/model/kara-reasoner-1m.gguf"
+printf '/help\n' | "$KARA" chat -m "$Q" -t 1 -c 256 >"$tmp/help.out" 2>&1
+for c in /exit /quit /bye /help /clear /regen /read /set /stats; do
+    check "chat's /help lists $c" 'grep -q -- "^$c\b\|, $c\b" "$tmp/help.out"'
+done
+printf 'Sum #1 58*2 + #2 35*26.\nAnd #1 3*4?\n' | "$KARA" chat -m "$R" -t 1 -n 8 --temp 0 >"$tmp/st.out" 2>"$tmp/st.err"
+check "a single-turn model: the follow-up gets a note suggesting /clear" \
+    '[ "$(grep -c "this model answers one message per conversation: /clear before a new question" "$tmp/st.err")" -eq 1 ]'
+printf 'hi\nagain\n' | "$KARA" chat -m "$Q" -t 1 -n 4 -c 256 >/dev/null 2>"$tmp/mt.err"
+check "not for a model that does not say so" '! grep -q "one message per conversation" "$tmp/mt.err"'
+
 finish
