@@ -178,6 +178,13 @@ bool kara_device_built(kara_device device) {
 #endif
 }
 
+bool kara_device_available(kara_device device) {
+#ifdef KARA_HAVE_CUDA
+    if (device == KARA_DEVICE_CUDA) return kr_cuda_n_devices() > 0;
+#endif
+    return kara_device_built(device) && device == KARA_DEVICE_CPU;
+}
+
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
     if (out) *out = NULL;
     kara_status sz = kr_params_size_check(params, sizeof *params, "kara_context_create", "kara_context_params_init");

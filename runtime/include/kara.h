@@ -137,6 +137,11 @@ bool kara_model_has_tokenizer(const kara_model *model);
  * KARA_ERR_UNSUPPORTED: the model has no tokenizer. KARA_ERR_NOMEM. */
 kara_status kara_tokenize(const kara_model *model, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
                           bool add_special, bool parse_special, int32_t *n_tokens);
+/* The same with named flags instead of two booleans that are easy to swap: KARA_TOKENIZE_ADD_SPECIAL |
+ * KARA_TOKENIZE_PARSE_SPECIAL, or 0. Other bits are KARA_ERR_ARG. */
+enum { KARA_TOKENIZE_ADD_SPECIAL = 1u << 0, KARA_TOKENIZE_PARSE_SPECIAL = 1u << 1 };
+kara_status kara_tokenize_ex(const kara_model *model, const char *text, int32_t len, int32_t *tokens,
+                             int32_t max_tokens, uint32_t flags, int32_t *n_tokens);
 
 /* The bytes of one token (SPM "\u2581" becomes a space, byte tokens become their byte), never NUL-terminated: *len
  * says how many (a piece may split a UTF-8 character, so concatenate pieces before printing them). Special/control
@@ -354,6 +359,9 @@ typedef enum kara_device { KARA_DEVICE_CPU = 0, KARA_DEVICE_CUDA = 1 } kara_devi
 /* True when this library holds the backend for device (the CPU always; CUDA in a build made with -DKARA_CUDA=ON).
  * Says nothing about whether a GPU is present: kara_context_create finds that out. */
 bool kara_device_built(kara_device device);
+/* True when device can run a context here: built, and for CUDA at least one device answers (this starts the CUDA
+ * driver, which takes a moment the first time). */
+bool kara_device_available(kara_device device);
 
 typedef struct kara_context_params {
     uint32_t size;      /* sizeof (kara_context_params_init) */
@@ -637,6 +645,11 @@ kara_status kara_chat_template_from_model(const kara_model *model, const char *n
  * special tokens (BOS where the template has one): tokenize it with add_special false and parse_special true. */
 kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
                             bool add_generation_prompt, bool enable_thinking, char *buf, size_t size, size_t *len);
+/* The same with named flags: KARA_CHAT_ADD_GENERATION_PROMPT | KARA_CHAT_ENABLE_THINKING, or 0. Other bits are
+ * KARA_ERR_ARG. */
+enum { KARA_CHAT_ADD_GENERATION_PROMPT = 1u << 0, KARA_CHAT_ENABLE_THINKING = 1u << 1 };
+kara_status kara_chat_apply_ex(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
+                               uint32_t flags, char *buf, size_t size, size_t *len);
 
 /* ---- Generation (guide and a complete example: docs/API.md, section "Generation") -------------------------------- */
 /* Where a byte of generated text belongs. */

@@ -92,6 +92,16 @@ kara_status kara_tokenize(const kara_model *m, const char *text, int32_t len, in
     return KARA_OK;
 }
 
+kara_status kara_tokenize_ex(const kara_model *m, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
+                             uint32_t flags, int32_t *n_tokens) {
+    if (flags & ~(uint32_t)(KARA_TOKENIZE_ADD_SPECIAL | KARA_TOKENIZE_PARSE_SPECIAL)) {
+        if (n_tokens) *n_tokens = 0;
+        return kr_set_error(KARA_ERR_ARG, "kara_tokenize_ex: unknown flags 0x%x", (unsigned)flags);
+    }
+    return kara_tokenize(m, text, len, tokens, max_tokens, flags & KARA_TOKENIZE_ADD_SPECIAL,
+                         flags & KARA_TOKENIZE_PARSE_SPECIAL, n_tokens);
+}
+
 kara_status kara_token_to_piece(const kara_model *m, int32_t token, char *buf, int32_t size, bool special,
                                 int32_t *len) {
     if (len) *len = 0;

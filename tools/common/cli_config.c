@@ -242,6 +242,11 @@ static int gpu_flag(const char *cmd, const char *a, const char *v, kara_config *
         fprintf(stderr, "kara %s: %s: expected a number of layers, got '%s'\n", cmd, a, v);
         return KR_EXIT_USAGE;
     }
+    if (n > 0 && !kara_device_available(KARA_DEVICE_CUDA)) { /* llama.cpp runs on the CPU then too */
+        fprintf(stderr, "kara %s: note: %s %s: no usable GPU here, so it runs on the CPU (--device cuda would stop)\n",
+                cmd, a, v);
+        return -1;
+    }
     if (kara_config_set(cfg, "runtime.device", n > 0 ? "cuda" : "cpu", a) != KARA_OK) {
         fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
         return KR_EXIT_USAGE;
