@@ -225,6 +225,7 @@ typedef struct bench_row {
     const char *backend;
     int threads;
     bool header_done;
+    char spread[1024]; /* the spread warnings, printed after the results so a table stays whole */
 } bench_row;
 
 /* One test's repetitions (tokens/s): a JSON line in llamacpp-ref's shape,
@@ -259,11 +260,13 @@ static void report(const bench_opts *o, bench_row *row, const char *model, const
                device_field);
     }
     fflush(stdout);
-    if (reps > 1 && med > 0 && (tps[reps - 1] - tps[0]) / med > 0.10)
-        fprintf(stderr,
-                "kara bench: warning: %s varies by %.0f%% between repetitions (min %.2f, median %.2f, max %.2f t/s): "
-                "something else is using the CPU, or its clock changes; compare runs with care (more -r helps)\n",
-                test, 100.0 * (tps[reps - 1] - tps[0]) / med, tps[0], med, tps[reps - 1]);
+    if (reps > 1 && med > 0 && (tps[reps - 1] - tps[0]) / med > 0.10) {
+        size_t used = strlen(row->spread);
+        snprintf(row->spread + used, sizeof row->spread - used,
+                 "kara bench: warning: %s varies by %.0f%% between repetitions (min %.2f, median %.2f, max %.2f t/s): "
+                 "something else is using the CPU, or its clock changes; compare runs with care (more -r helps)\n",
+                 test, 100.0 * (tps[reps - 1] - tps[0]) / med, tps[0], med, tps[reps - 1]);
+    }
 }
 
 static int bench_main(int argc, char **argv) {
@@ -319,7 +322,8 @@ static int bench_main(int argc, char **argv) {
                      (double)kara_model_n_params(model) / 1e6,
                      cp.device == KARA_DEVICE_CUDA ? "CUDA" : "CPU",
                      (int)o.threads,
-                     false};
+                     false,
+                     ""};
     const int32_t n_vocab = kara_model_n_vocab(model);
     int32_t *tok = malloc(sizeof(int32_t) * n_batch), *tpos = malloc(sizeof(int32_t) * n_batch),
             *seq = malloc(sizeof(int32_t) * n_batch);
@@ -404,6 +408,7 @@ static int bench_main(int argc, char **argv) {
     } else {
         fprintf(stderr, "kara bench: decode failed: %s\n", kara_last_error());
     }
+    fputs(row.spread, stderr);
     kr_compete_stop(rival);
     free(tok);
     free(tpos);
