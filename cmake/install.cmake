@@ -18,8 +18,13 @@ set(KARA_PC_LIBS "-lkara -lyaml -lpthread -lm")
 if(OpenMP_C_FOUND)
   string(APPEND KARA_PC_LIBS " ${OpenMP_C_FLAGS}")
 endif()
-if(KARA_CUDA_ENABLED) # the CUDA backend: the toolkit's static runtime (cuBLAS is opened at run time)
-  string(APPEND KARA_PC_LIBS " ${CUDA_cudart_static_LIBRARY} -ldl -lrt -lstdc++")
+# The CUDA backend: the toolkit's static runtime by name (cuBLAS is opened at
+# run time), from the directory of the variable cuda_libdir, which a user
+# with the toolkit elsewhere overrides (pkg-config --define-variable).
+set(KARA_PC_VARS "")
+if(KARA_CUDA_ENABLED)
+  set(KARA_PC_VARS "cuda_libdir=${CUDAToolkit_LIBRARY_DIR}\n")
+  string(APPEND KARA_PC_LIBS " -L\${cuda_libdir} -lcudart_static -ldl -lrt -lstdc++")
 endif()
 # Relocatable: the prefix is found from where kara.pc lies, so an install
 # with --prefix P (or DESTDIR) works as well as the configured prefix.

@@ -5,7 +5,7 @@
 #   git ls-files '*.c' '*.h' | grep -v unicode_tables.c | xargs clang-format -i
 set -u
 cd "$(dirname "$0")/.."
-command -v clang-format >/dev/null || { echo "check_format: clang-format is not installed"; exit 1; }
+command -v clang-format >/dev/null || { echo "check_format: clang-format is not installed (tools/install_deps.sh --dev installs it)"; exit 1; }
 bad=0
 for f in $(git ls-files '*.c' '*.h' | grep -v '^runtime/tokenizer/unicode_tables\.c$'); do
     if ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1; then

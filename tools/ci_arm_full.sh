@@ -7,7 +7,7 @@
 # library and the command at all.
 #   tools/ci_arm_full.sh [BUILD_DIR]      (default: build-aarch64-full)
 # Needs gcc-aarch64-linux-gnu, qemu-user and libyaml-dev:arm64
-# (tools/install_deps.sh); skips with a message (exit 0) when they are
+# (tools/install_deps.sh --dev); skips with a message (exit 0) when they are
 # missing, unless KARA_CI_STRICT=1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +16,7 @@ missing=""
 for tool in aarch64-linux-gnu-gcc qemu-aarch64 cmake; do command -v "$tool" >/dev/null || missing="$missing $tool"; done
 [ -f /usr/lib/aarch64-linux-gnu/libyaml.a ] || missing="$missing libyaml-dev:arm64"
 if [ -n "$missing" ]; then
-    echo "ci_arm_full: missing$missing (tools/install_deps.sh installs them)" >&2
+    echo "ci_arm_full: missing$missing (tools/install_deps.sh --dev installs them)" >&2
     [ "${KARA_CI_STRICT:-0}" = 1 ] && exit 1
     exit 0
 fi

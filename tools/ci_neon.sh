@@ -4,7 +4,7 @@
 # emulator's default CPU (which has dotprod) and once as a Cortex-A53-class
 # CPU without it, so both NEON tables are checked against the scalar one.
 #   tools/ci_neon.sh [BUILD_DIR]      (default: build-aarch64)
-# Needs gcc-aarch64-linux-gnu and qemu-user (tools/install_deps.sh); skips
+# Needs gcc-aarch64-linux-gnu and qemu-user (tools/install_deps.sh --dev); skips
 # with a message (exit 0) when they are missing, unless KARA_CI_STRICT=1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -18,7 +18,7 @@ secs=${1:-60}
 shift || true
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=(gguf config jsonl tokenizer chat_template think)
-command -v clang >/dev/null || { echo "fuzz: clang is not installed (tools/install_deps.sh installs it)"; exit 1; }
+command -v clang >/dev/null || { echo "fuzz: clang is not installed (tools/install_deps.sh --dev installs it)"; exit 1; }
 jobs=$(nproc)
 if [ ! -f build-fuzz/CMakeCache.txt ]; then
     CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKARA_FUZZ=ON -DKARA_OPENMP=OFF -DKARA_CUDA=OFF >/dev/null

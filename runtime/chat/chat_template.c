@@ -461,3 +461,11 @@ kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_mess
     *len = o.len;
     return KARA_OK;
 }
+
+kara_status kara_chat_apply_ex(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
+                               uint32_t flags, char *buf, size_t size, size_t *len) {
+    if (flags & ~(uint32_t)(KARA_CHAT_ADD_GENERATION_PROMPT | KARA_CHAT_ENABLE_THINKING))
+        return kr_set_error(KARA_ERR_ARG, "kara_chat_apply_ex: unknown flags 0x%x", (unsigned)flags);
+    return kara_chat_apply(tmpl, msgs, n_msgs, flags & KARA_CHAT_ADD_GENERATION_PROMPT,
+                           flags & KARA_CHAT_ENABLE_THINKING, buf, size, len);
+}

@@ -27,6 +27,7 @@ const char *kara_status_str(kara_status status) {
     case KARA_ERR_CONFIG: return "bad configuration";
     case KARA_ERR_INTERNAL: return "internal error";
     case KARA_ERR_DEVICE: return "device error";
+    case KARA_ERR_BUFFER: return "buffer too small";
     }
     return "unknown status";
 }

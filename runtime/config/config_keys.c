@@ -721,7 +721,7 @@ kara_status kara_kv_params_get(const kara_kv_params *p, const char *key, char *b
     kr_config_fmt_value(&keys[i], tmp, text, sizeof text);
     free(tmp);
     size_t n = strlen(text);
-    if (n >= size) return kr_set_error(KARA_ERR_ARG, "%s: buffer too small for '%s' (%zu bytes)", fn, key, n + 1);
+    if (n >= size) return kr_set_error(KARA_ERR_BUFFER, "%s: buffer too small for '%s' (%zu bytes)", fn, key, n + 1);
     memcpy(buf, text, n + 1);
     return KARA_OK;
 }
@@ -768,7 +768,7 @@ kara_status kara_config_get(const kara_config *c, const char *key, char *buf, si
     if (i < 0) return unknown_key("kara_config_get", key);
     char tmp[KARA_CONFIG_PATH_MAX + 16];
     kr_config_fmt_value(&keys[i], c, tmp, sizeof tmp);
-    if (strlen(tmp) >= size) return kr_set_error(KARA_ERR_ARG, "kara_config_get: buffer too small for '%s'", key);
+    if (strlen(tmp) >= size) return kr_set_error(KARA_ERR_BUFFER, "kara_config_get: buffer too small for '%s'", key);
     memcpy(buf, tmp, strlen(tmp) + 1);
     return KARA_OK;
 }

@@ -26,6 +26,8 @@ typedef struct loader {
     /* where each key of the schema was set in this file (key node marks;
      * line 0: not yet), so `a.b:` beside `a: {b:}` is caught as a duplicate */
     size_t set_line[KARA_CONFIG_MAX_KEYS], set_col[KARA_CONFIG_MAX_KEYS];
+    char unknown[1024]; /* every unknown key's message, "; "-joined: reported together at the end */
+    int n_unknown;
 } loader;
 
 static kara_status at_error(const loader *ld, yaml_mark_t m, const char *key, const char *msg) {
@@ -135,11 +137,15 @@ static kara_status walk_mapping(loader *ld, yaml_node_t *map, const char *prefix
                 snprintf(msg, sizeof msg, "'%s' is a section and needs keys below it, got %s", path, node_kind(vn));
                 st = at_error(ld, vn->start_mark, NULL, msg);
             }
-        } else {
-            char hint[160], msg[512];
+        } else { /* noted, and the walk goes on: a file with several typos hears of all of them at once */
+            char hint[160];
             kr_config_suggest(path, hint, sizeof hint);
-            snprintf(msg, sizeof msg, "unknown key '%s'%s", path, hint);
-            st = at_error(ld, kn->start_mark, NULL, msg);
+            size_t used = strlen(ld->unknown);
+            snprintf(ld->unknown + used, sizeof ld->unknown - used, "%s%s:%zu:%zu: unknown key '%s'%s",
+                     ld->n_unknown ? "; " : "", ld->name, kn->start_mark.line + 1, kn->start_mark.column + 1, path,
+                     hint);
+            ld->n_unknown++;
+            st = KARA_OK;
         }
         if (st != KARA_OK) return st;
     }
@@ -232,6 +238,7 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
                           "the top level must be a mapping of sections (model:, sampling:, ...)");
         else
             st = walk_mapping(&ld, root, "");
+        if (st == KARA_OK && ld.n_unknown) st = kr_set_error(KARA_ERR_CONFIG, "%s", ld.unknown);
         if (st == KARA_OK) {
             /* A second document ("---") would be silently ignored: refuse it. */
             yaml_document_t next;

@@ -80,5 +80,8 @@ extern const kr_backend kr_backend_cpu;
  * KARA_ERR_UNSUPPORTED for settings the device does not run yet and when
  * there is no device; KARA_ERR_NOMEM when the GPU's memory is short. */
 kara_status kr_cuda_backend_attach(kara_context *c);
+/* CUDA devices that answer (0 where none does or the driver is missing);
+ * kernels_cuda/cuda_probe.cu, in builds with the CUDA backend only. */
+int kr_cuda_n_devices(void);
 
 #endif /* KR_BACKEND_H */

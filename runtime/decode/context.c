@@ -182,6 +182,42 @@ static kara_status pool_fits_memory(const kr_kv_plan *plan) {
                         plan->n_ctx, plan->n_seq_max, (unsigned long long)tokens);
 }
 
+/* The memory a context reserves grows with its size (the KV pool, the
+ * attention rows of each thread): one the machine cannot hold is refused
+ * here, with what it needs and what there is, rather than at an allocation
+ * that fails without saying why (or succeeds, overcommitted, and swaps). */
+static kara_status check_fits(const kara_context *c, const kr_kv_plan *plan) {
+    const kr_hparams *hp = &c->model->hp;
+    uint64_t have = kr_mem_physical_bytes();
+    if (!have) return KARA_OK;
+    int32_t rows = hp->n_head / hp->n_head_kv > KR_ATT_ROWS ? hp->n_head / hp->n_head_kv : KR_ATT_ROWS;
+    double kv = (double)plan->n_blocks * (double)plan->block_bytes + (double)plan->reserved_bytes;
+    double att = (double)c->n_threads * rows * (double)c->n_ctx * sizeof(float);
+    double other = (double)c->n_batch * ((double)hp->n_vocab + 4.0 * hp->n_embd + 2.0 * hp->n_ff) * sizeof(float);
+    double need = kv + att + other, gib = 1024.0 * 1024.0 * 1024.0;
+    if (need <= (double)have) return KARA_OK;
+    return kr_set_error(KARA_ERR_NOMEM,
+                        "a context of %d positions needs %.2f GiB (KV %.2f GiB, attention rows %.2f GiB, the rest "
+                        "%.2f GiB) and this machine has %.2f GiB of memory: lower context.size (-c) or "
+                        "kv_cache.budget (--kv-budget)",
+                        c->n_ctx, need / gib, kv / gib, att / gib, other / gib, (double)have / gib);
+}
+
+bool kara_device_built(kara_device device) {
+#ifdef KARA_HAVE_CUDA
+    return device == KARA_DEVICE_CPU || device == KARA_DEVICE_CUDA;
+#else
+    return device == KARA_DEVICE_CPU;
+#endif
+}
+
+bool kara_device_available(kara_device device) {
+#ifdef KARA_HAVE_CUDA
+    if (device == KARA_DEVICE_CUDA) return kr_cuda_n_devices() > 0;
+#endif
+    return kara_device_built(device) && device == KARA_DEVICE_CPU;
+}
+
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
     if (out) *out = NULL;
     kara_status sz = kr_params_size_check(params, sizeof *params, "kara_context_create", "kara_context_params_init");
@@ -207,8 +243,8 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
 #ifndef KARA_HAVE_CUDA
     if (params->device == KARA_DEVICE_CUDA)
         return kr_set_error(KARA_ERR_UNSUPPORTED,
-                            "runtime.device is cuda but this libkara was built without the CUDA backend (CMake found "
-                            "no CUDA toolkit, or KARA_CUDA=OFF): rebuild with a toolkit, or use device cpu");
+                            "runtime.device is cuda but this libkara was built without the CUDA backend: rebuild "
+                            "with -DKARA_CUDA=ON (needs a CUDA toolkit), or use device cpu");
 #endif
     if (kr_kv_tune(&params->kv)->prior_weight > 0.0f && !model->prior.present) /* auto (< 0) just turns it off */
         return kr_set_error(KARA_ERR_CONFIG,
@@ -240,6 +276,7 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_plan plan;
     kara_status st = kr_kv_plan_make(&plan, &c->params.kv, &shape, c->n_ctx, params->n_seq_max);
     if (!st) st = pool_fits_memory(&plan);
+    if (!st) st = check_fits(c, &plan);
     if (!st) st = kr_kv_init(&c->kv, &plan);
     if (st) {
         free(c);

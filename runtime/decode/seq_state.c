@@ -93,7 +93,7 @@ kara_status kara_seq_state_save(const kara_context *c, int32_t seq, const int32_
     if (st) return st;
     size_t need = kara_seq_state_size(c, seq);
     if (size < need)
-        return kr_set_error(KARA_ERR_ARG, "kara_seq_state_save: buffer of %zu bytes, %zu needed", size, need);
+        return kr_set_error(KARA_ERR_BUFFER, "kara_seq_state_save: buffer of %zu bytes, %zu needed", size, need);
     state_header h;
     fill_header(c, &h, s->n);
     uint8_t *p = buf;

@@ -11,7 +11,7 @@
 /* The piece of token t of m into *buf (grown as needed); false on failure. */
 static bool piece(const kara_model *m, int32_t t, char **buf, int32_t *cap, int32_t *len) {
     kara_status st = kara_token_to_piece(m, t, *buf, *cap, true, len);
-    if (st == KARA_ERR_ARG && *len > *cap) {
+    if (st == KARA_ERR_BUFFER && *len > *cap) {
         char *more = realloc(*buf, (size_t)*len);
         if (!more) return false;
         *buf = more;

@@ -156,7 +156,7 @@ int32_t kr_longest_piece(const kara_model *m) {
     int32_t longest = 1, n_vocab = kara_model_n_vocab(m);
     for (int32_t t = 0; t < n_vocab; t++) {
         int32_t n = 0;
-        kara_token_to_piece(m, t, NULL, 0, true, &n); /* KARA_ERR_ARG with the size needed */
+        kara_token_to_piece(m, t, NULL, 0, true, &n); /* KARA_ERR_BUFFER with the size needed */
         if (n > longest) longest = n;
     }
     return longest;

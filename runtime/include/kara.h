@@ -49,7 +49,8 @@ typedef enum kara_status {
     KARA_ERR_CONTEXT_FULL = -22, /* position beyond the context size */
     KARA_ERR_CONFIG = -30,       /* bad configuration value */
     KARA_ERR_INTERNAL = -40,     /* a bug: an internal invariant failed */
-    KARA_ERR_DEVICE = -50        /* the GPU failed (a CUDA error); the context must be freed */
+    KARA_ERR_DEVICE = -50,       /* the GPU failed (a CUDA error); the context must be freed */
+    KARA_ERR_BUFFER = -23        /* an output buffer is too small; the call says how large it must be */
 } kara_status;
 
 /* A short constant name for a status ("ok", "malformed input", "KV budget exceeded", ...). */
@@ -131,15 +132,21 @@ bool kara_model_has_tokenizer(const kara_model *model);
 /* Tokenize text (len < 0: NUL-terminated; malformed UTF-8 reads as U+FFFD, as in llama.cpp). add_special adds
  * BOS/EOS as the vocabulary's rules say; parse_special matches special tokens such as "<|im_start|>" as single tokens
  * (never otherwise). *n_tokens: the number of ids the text needs. KARA_OK: they are in tokens. KARA_ERR_ARG: a NULL
- * argument, or max_tokens < *n_tokens (the first max_tokens are written; call again with room for *n_tokens).
+ * argument. KARA_ERR_BUFFER: max_tokens < *n_tokens (the first max_tokens are written; call again with room for
+ * *n_tokens).
  * KARA_ERR_UNSUPPORTED: the model has no tokenizer. KARA_ERR_NOMEM. */
 kara_status kara_tokenize(const kara_model *model, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
                           bool add_special, bool parse_special, int32_t *n_tokens);
+/* The same with named flags instead of two booleans that are easy to swap: KARA_TOKENIZE_ADD_SPECIAL |
+ * KARA_TOKENIZE_PARSE_SPECIAL, or 0. Other bits are KARA_ERR_ARG. */
+enum { KARA_TOKENIZE_ADD_SPECIAL = 1u << 0, KARA_TOKENIZE_PARSE_SPECIAL = 1u << 1 };
+kara_status kara_tokenize_ex(const kara_model *model, const char *text, int32_t len, int32_t *tokens,
+                             int32_t max_tokens, uint32_t flags, int32_t *n_tokens);
 
 /* The bytes of one token (SPM "\u2581" becomes a space, byte tokens become their byte), never NUL-terminated: *len
  * says how many (a piece may split a UTF-8 character, so concatenate pieces before printing them). Special/control
  * tokens are rendered only when special is true (else *len is 0). KARA_OK; KARA_ERR_TOKEN for an id outside the
- * vocabulary; KARA_ERR_ARG for a NULL argument, or a size smaller than the piece (*len: the size it needs). */
+ * vocabulary; KARA_ERR_ARG for a NULL argument; KARA_ERR_BUFFER for a size smaller than the piece (*len: the size it needs). */
 kara_status kara_token_to_piece(const kara_model *model, int32_t token, char *buf, int32_t size, bool special,
                                 int32_t *len);
 
@@ -330,7 +337,7 @@ void kara_kv_params_init(kara_kv_params *p); /* every field to its default */
  * batch.max_concurrency and every KV key. */
 kara_status kara_kv_params_set(kara_kv_params *p, const char *key, const char *value);
 /* A setting's value as text, as YAML would give it ("two_sided", "0.2", "16 KiB"): KARA_ERR_CONFIG for an unknown key
- * or one outside the struct, KARA_ERR_ARG when it does not fit in size bytes with its NUL. */
+ * or one outside the struct, KARA_ERR_BUFFER when it does not fit in size bytes with its NUL. */
 kara_status kara_kv_params_get(const kara_kv_params *p, const char *key, char *buf, size_t size);
 /* A numeric setting's value: integers, sizes in bytes, floats, booleans (0/1) and enums (their kara.h value).
  * KARA_ERR_CONFIG for an unknown key, one outside the struct or one that is not a number (protect_token_ids). */
@@ -346,9 +353,15 @@ const char *kara_score_mode_name(kara_score_mode m);
 kara_status kara_score_mode_parse(const char *name, kara_score_mode *out);
 
 /* ---- Context and the forward pass (guide and a complete example: docs/API.md, "A context and kara_decode") ------- */
-/* Where a context runs its forward pass. KARA_DEVICE_CUDA needs a library built with the CUDA backend (CMake found a
- * toolkit) and an NVIDIA GPU; kara_context_create says which is missing (KARA_ERR_UNSUPPORTED). docs/CUDA.md. */
+/* Where a context runs its forward pass. KARA_DEVICE_CUDA needs a library built with the CUDA backend
+ * (-DKARA_CUDA=ON) and an NVIDIA GPU; kara_context_create says which is missing (KARA_ERR_UNSUPPORTED). docs/CUDA.md. */
 typedef enum kara_device { KARA_DEVICE_CPU = 0, KARA_DEVICE_CUDA = 1 } kara_device;
+/* True when this library holds the backend for device (the CPU always; CUDA in a build made with -DKARA_CUDA=ON).
+ * Says nothing about whether a GPU is present: kara_context_create finds that out. */
+bool kara_device_built(kara_device device);
+/* True when device can run a context here: built, and for CUDA at least one device answers (this starts the CUDA
+ * driver, which takes a moment the first time). */
+bool kara_device_available(kara_device device);
 
 typedef struct kara_context_params {
     uint32_t size;      /* sizeof (kara_context_params_init) */
@@ -442,7 +455,7 @@ kara_status kara_seq_truncate(kara_context *ctx, int32_t seq_id, int32_t n_keep)
 int32_t kara_seq_n_past(const kara_context *ctx, int32_t seq_id); /* its next position (fed so far); 0: bad id */
 /* Prompt caching: a whole sequence (nothing compressed; with scoring on, saved right after its prompt) as bytes, with
  * the tokens it holds (n_tokens = kara_seq_n_past), and back into any sequence of a context of the same model and KV
- * type. save: KARA_ERR_UNSUPPORTED when not whole, KARA_ERR_ARG when size < kara_seq_state_size. load: KARA_ERR_FORMAT
+ * type. save: KARA_ERR_UNSUPPORTED when not whole, KARA_ERR_BUFFER when size < kara_seq_state_size. load: KARA_ERR_FORMAT
  * (damaged, another model), KARA_ERR_KV_BUDGET, KARA_ERR_CONTEXT_FULL; on failure the sequence is unchanged. */
 size_t kara_seq_state_size(const kara_context *ctx, int32_t seq_id);
 kara_status kara_seq_state_save(const kara_context *ctx, int32_t seq_id, const int32_t *tokens, int32_t n_tokens,
@@ -581,7 +594,7 @@ kara_status kara_config_load_text(kara_config *c, const char *text, long len, co
  * "--temp"; NULL = "api") and starts the error message: "--temp: sampling.temperature: expected a number, got
  * 'hot'". KARA_ERR_CONFIG for an unknown key or a bad value (*c unchanged), KARA_ERR_ARG for NULL arguments. */
 kara_status kara_config_set(kara_config *c, const char *key, const char *value, const char *origin);
-/* A key's value as text kara_config_set accepts (unquoted). KARA_ERR_CONFIG: unknown key; KARA_ERR_ARG: small buf */
+/* A key's value as text kara_config_set accepts (unquoted). KARA_ERR_CONFIG: unknown key; KARA_ERR_BUFFER: small buf */
 kara_status kara_config_get(const kara_config *c, const char *key, char *buf, size_t size);
 /* Where a key's value came from (see kara_config.origin); NULL for an unknown key. Points into *c. */
 const char *kara_config_origin(const kara_config *c, const char *key);
@@ -633,6 +646,11 @@ kara_status kara_chat_template_from_model(const kara_model *model, const char *n
  * special tokens (BOS where the template has one): tokenize it with add_special false and parse_special true. */
 kara_status kara_chat_apply(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
                             bool add_generation_prompt, bool enable_thinking, char *buf, size_t size, size_t *len);
+/* The same with named flags: KARA_CHAT_ADD_GENERATION_PROMPT | KARA_CHAT_ENABLE_THINKING, or 0. Other bits are
+ * KARA_ERR_ARG. */
+enum { KARA_CHAT_ADD_GENERATION_PROMPT = 1u << 0, KARA_CHAT_ENABLE_THINKING = 1u << 1 };
+kara_status kara_chat_apply_ex(const kara_chat_template *tmpl, const kara_chat_message *msgs, size_t n_msgs,
+                               uint32_t flags, char *buf, size_t size, size_t *len);
 
 /* ---- Generation (guide and a complete example: docs/API.md, section "Generation") -------------------------------- */
 /* Where a byte of generated text belongs. */

@@ -88,8 +88,18 @@ kara_status kara_tokenize(const kara_model *m, const char *text, int32_t len, in
     if (r == INT32_MIN) return kr_set_error(KARA_ERR_NOMEM, "kara_tokenize: out of memory tokenizing %zu bytes", n);
     *n_tokens = r < 0 ? -r : r;
     if (r < 0)
-        return kr_set_error(KARA_ERR_ARG, "kara_tokenize: room for %d tokens, the text needs %d", max_tokens, -r);
+        return kr_set_error(KARA_ERR_BUFFER, "kara_tokenize: room for %d tokens, the text needs %d", max_tokens, -r);
     return KARA_OK;
+}
+
+kara_status kara_tokenize_ex(const kara_model *m, const char *text, int32_t len, int32_t *tokens, int32_t max_tokens,
+                             uint32_t flags, int32_t *n_tokens) {
+    if (flags & ~(uint32_t)(KARA_TOKENIZE_ADD_SPECIAL | KARA_TOKENIZE_PARSE_SPECIAL)) {
+        if (n_tokens) *n_tokens = 0;
+        return kr_set_error(KARA_ERR_ARG, "kara_tokenize_ex: unknown flags 0x%x", (unsigned)flags);
+    }
+    return kara_tokenize(m, text, len, tokens, max_tokens, flags & KARA_TOKENIZE_ADD_SPECIAL,
+                         flags & KARA_TOKENIZE_PARSE_SPECIAL, n_tokens);
 }
 
 kara_status kara_token_to_piece(const kara_model *m, int32_t token, char *buf, int32_t size, bool special,
@@ -102,7 +112,7 @@ kara_status kara_token_to_piece(const kara_model *m, int32_t token, char *buf, i
     int32_t r = kr_vocab_token_to_piece(&m->vocab, token, buf, size, special);
     *len = r < 0 ? -r : r;
     if (r < 0)
-        return kr_set_error(KARA_ERR_ARG, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size, token,
-                            -r);
+        return kr_set_error(KARA_ERR_BUFFER, "kara_token_to_piece: a buffer of %d bytes, token %d needs %d", size,
+                            token, -r);
     return KARA_OK;
 }

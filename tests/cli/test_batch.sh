@@ -78,6 +78,7 @@ batch -i "$tmp/r3.jsonl" -o "$tmp/budget.jsonl" --chat-template deepseek-r1 --re
     --temp 0 2>/dev/null
 check "reasoning budget: thinking closed, answer after it" \
     '[ "$(grep -c "\"content\":\"[^\"][^\"]*\",\"reasoning_content\":\"[^\"]" "$tmp/budget.jsonl")" -eq 3 ] && [ "$(grep -c "\"completion_tokens\":20," "$tmp/budget.jsonl")" -eq 3 ]'
+check "the answer starts at its text, not at the template's blank line" '! grep -q "\"content\":\"\\\\n" "$tmp/budget.jsonl"'
 
 # 2. bad lines become error lines naming the line
 bad="$tmp/bad.jsonl"

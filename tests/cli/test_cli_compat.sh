@@ -27,13 +27,26 @@ M="$tmp/m.gguf"
 # --- llama-cli's command line, unchanged --------------------------------------------------
 run "$KARA" run -m "$M" -p "hello" -n 12 --temp 0 -t 1
 ref=$(cat "$tmp/out")
+# A build with the CUDA backend takes -ngl N > 0 as --device cuda (which needs
+# a GPU), so the CPU comparison there asks for -ngl 0.
+if "$KARA" run --help-all 2>/dev/null | grep -q -- "-ngl N is --device cuda"; then cuda_build=1; ngl=0; else cuda_build=0; ngl=99; fi
 run "$KARA" -m "$M" -p "hello" -n 12 -t 1 -c 256 --temp 0 --top-k 40 --top-p 0.9 --repeat-penalty 1.0 \
-    -ngl 99 -fa --no-mmap -ctk f16 -ctv f16 -s 42 -no-cnv --color --no-warmup --mlock
+    -ngl $ngl -fa --no-mmap -ctk f16 -ctv f16 -s 42 -no-cnv --color --no-warmup --mlock
 check "llama-cli's command line runs as kara run (exit $rc)" '[ $rc -eq 0 ]'
 check "and writes the same text" '[ "$(cat "$tmp/out")" == "$ref" ]'
-check "GPU flags are ignored with a note" 'grep -q "note: -ngl 99 ignored: this build runs on the CPU only" "$tmp/err" && grep -q "note: -fa ignored" "$tmp/err"'
-run "$KARA" run -m "$M" -p "hello" -n 12 --temp 0 -t 1 -fa on --n-gpu-layers=20
-check "-fa on and --n-gpu-layers=N are taken" '[ $rc -eq 0 ] && [ "$(cat "$tmp/out")" == "$ref" ] && grep -q "fa on ignored" "$tmp/err"'
+if [ $cuda_build -eq 0 ]; then
+    check "GPU flags are ignored with a note that says why" 'grep -q "note: -ngl 99 ignored: this build has no GPU backend and runs on the CPU" "$tmp/err" && grep -q "note: -fa ignored" "$tmp/err"'
+    run "$KARA" run -m "$M" -p "hello" -n 12 --temp 0 -t 1 -fa on --n-gpu-layers=20
+    check "-fa on and --n-gpu-layers=N are taken" '[ $rc -eq 0 ] && [ "$(cat "$tmp/out")" == "$ref" ] && grep -q "fa on ignored" "$tmp/err"'
+    run "$KARA" run -m "$M" -p "hello" -n 2 -t 1 --device cuda
+    check "--device cuda in a CPU build: exit 69, says how to get one (rc $rc)" '[ $rc -eq 69 ] && grep -q "built without the CUDA backend: rebuild with -DKARA_CUDA=ON" "$tmp/err"'
+else
+    check "-ngl 0 says it means the CPU" 'grep -q "note: -ngl 0 means --device cpu" "$tmp/err"'
+    run "$KARA" run -m "$M" -ngl 99 --print-config
+    check "-ngl 99 in a CUDA build: --device cuda, or the CPU where no GPU answers" \
+        '[ $rc -eq 0 ] && { { grep -q "means --device cuda" "$tmp/err" && grep -Eq "^ *device: cuda" "$tmp/out"; } ||
+          { grep -q "no usable GPU here, so it runs on the CPU" "$tmp/err" && grep -Eq "^ *device: cpu" "$tmp/out"; }; }'
+fi
 run "$KARA" run -m "$M" -p "hello" -n 12 --temp 0 --threads=1 --ctx-size=128
 check "--flag=value" '[ $rc -eq 0 ] && [ "$(cat "$tmp/out")" == "$ref" ]'
 

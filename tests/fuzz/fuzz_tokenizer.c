@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int32_t i = 0; fits && i < n; i++) {
         int32_t plen = 0;
         st = kara_token_to_piece(m, ids[i], piece, sizeof piece, false, &plen);
-        FUZZ_CHECK(st == KARA_OK || (st == KARA_ERR_ARG && plen > (int32_t)sizeof piece), "piece of %d: %s", ids[i],
+        FUZZ_CHECK(st == KARA_OK || (st == KARA_ERR_BUFFER && plen > (int32_t)sizeof piece), "piece of %d: %s", ids[i],
                    kara_last_error());
         if (st != KARA_OK || used + (size_t)plen > (size_t)len * 4 + 64) {
             fits = false;

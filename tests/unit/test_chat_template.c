@@ -436,6 +436,21 @@ static void test_names_and_errors(void) {
     CHECK_EQ_INT(len, strlen("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"));
     CHECK(!strcmp(small, "<|im_star"));
 
+    /* the named-flags form renders the same text, each flag where the boolean was */
+    CHECK(kara_chat_template_by_name("qwen3", &t) == KARA_OK);
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; k < 2; k++) {
+            char a[256], b[256];
+            size_t la = 0, lb = 0;
+            uint32_t fl = (g ? KARA_CHAT_ADD_GENERATION_PROMPT : 0) | (k ? KARA_CHAT_ENABLE_THINKING : 0);
+            CHECK(kara_chat_apply(&t, m, 1, g, k, a, sizeof a, &la) == KARA_OK);
+            CHECK(kara_chat_apply_ex(&t, m, 1, fl, b, sizeof b, &lb) == KARA_OK);
+            CHECK_MSG(la == lb && !strcmp(a, b), "flags %u: '%s' vs '%s'", (unsigned)fl, a, b);
+        }
+    CHECK(kara_chat_apply_ex(&t, m, 1, 4u, small, sizeof small, &len) == KARA_ERR_ARG);
+    CHECK_MSG(strstr(kara_last_error(), "unknown flags 0x4"), "%s", kara_last_error());
+    CHECK(kara_chat_template_by_name("chatml", &t) == KARA_OK);
+
     const kara_chat_message bad[] = {{"user", NULL}};
     CHECK(kara_chat_apply(&t, bad, 1, true, true, small, sizeof small, &len) == KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "message 0 has no content"), "error: %s", kara_last_error());
@@ -511,6 +526,17 @@ static void test_from_model(void) {
         CHECK_EQ_INT(cap.n_warn, 0);
         CHECK(kara_chat_template_from_model(m, "qwen3", &t) == KARA_OK && t.family == KARA_CHAT_QWEN3);
         CHECK(kara_chat_template_from_model(m, "nope", &t) == KARA_ERR_ARG);
+        /* kara_tokenize_ex: the same ids as the booleans, per flag */
+        const char *text = "<|im_start|>user\nhi";
+        for (uint32_t fl = 0; fl < 4; fl++) {
+            int32_t a[64], b[64], na = 0, nb = 0;
+            CHECK(kara_tokenize(m, text, -1, a, 64, fl & 1, fl & 2, &na) == KARA_OK);
+            CHECK(kara_tokenize_ex(m, text, -1, b, 64, fl, &nb) == KARA_OK);
+            CHECK_MSG(na == nb && !memcmp(a, b, (size_t)na * sizeof a[0]), "flags %u: %d vs %d ids", fl, na, nb);
+        }
+        int32_t one[1], n1 = 0;
+        CHECK(kara_tokenize_ex(m, text, -1, one, 1, KARA_TOKENIZE_PARSE_SPECIAL, &n1) == KARA_ERR_BUFFER && n1 > 1);
+        CHECK(kara_tokenize_ex(m, text, -1, one, 1, 8u, &n1) == KARA_ERR_ARG);
         kara_model_free(m);
     }
 

@@ -280,6 +280,20 @@ static void test_errors(void) {
                  "2:1: unknown key 'samplers' (did you mean 'sampling'?)");
     expect_error("unknown_flow.yaml", "baselines:\n  snapkv: {obs_window: 8, kernal: 5}\n", KARA_ERR_CONFIG,
                  "2:27: unknown key 'baselines.snapkv.kernal' (did you mean 'baselines.snapkv.kernel'?)");
+    { /* every unknown key at once, in file order; nothing changes */
+        const char *path =
+            write_tmp("two_unknown.yaml", "sampling:\n  tmperature: 0.3\n  top_k: 5\nkara:\n  retenton: 1\n");
+        kara_config c;
+        kara_config_init(&c);
+        CHECK_EQ_INT(kara_config_load(&c, path), KARA_ERR_CONFIG);
+        char want[1024];
+        snprintf(want, sizeof want,
+                 "%s:2:3: unknown key 'sampling.tmperature' (did you mean 'sampling.temperature'?); %s:5:3: unknown "
+                 "key 'kara.retenton' (did you mean 'kara.retention'?)",
+                 path, path);
+        CHECK_MSG(!strcmp(kara_last_error(), want), "got '%s'", kara_last_error());
+        CHECK_EQ_INT(c.sampling.top_k, 40);
+    }
     expect_error("type.yaml", "kara:\n  interval: often\n", KARA_ERR_CONFIG,
                  "2:13: kara.interval: expected an integer, got 'often'");
     expect_error("type_float.yaml", "kara:\n  retention: 20%\n", KARA_ERR_CONFIG,
@@ -531,7 +545,7 @@ static void test_set(void) {
     char v[64];
     CHECK_EQ_INT(kara_config_get(&c, "model.path", v, sizeof v), KARA_OK);
     CHECK(!strcmp(v, "m/x y.gguf"));
-    CHECK_EQ_INT(kara_config_get(&c, "model.path", v, 4), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_config_get(&c, "model.path", v, 4), KARA_ERR_BUFFER);
     CHECK_EQ_INT(kara_config_get(&c, "model.nope", v, sizeof v), KARA_ERR_CONFIG);
 }
 
@@ -730,7 +744,7 @@ static void test_params_set(void) {
     CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.protect_token_ids", &v), KARA_ERR_CONFIG);
     CHECK_MSG(strstr(kara_last_error(), "'kara.protect_token_ids' is not a number"), "%s", kara_last_error());
     CHECK(v == -1);
-    CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.score.mode", buf, 4), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.score.mode", buf, 4), KARA_ERR_BUFFER);
     CHECK_MSG(strstr(kara_last_error(), "buffer too small for 'kara.score.mode' (10 bytes)"), "%s", kara_last_error());
     CHECK_EQ_INT(kara_kv_params_get(&kv, "sampling.temperature", buf, sizeof buf), KARA_ERR_CONFIG);
     CHECK_MSG(strstr(kara_last_error(), "is not a KV cache setting"), "%s", kara_last_error());

@@ -76,7 +76,7 @@ static void *save_prompt(kara_kv_method method, size_t *size) {
     *size = kara_seq_state_size(c, 0);
     void *buf = malloc(*size);
     size_t written = 0;
-    CHECK_EQ_INT(kara_seq_state_save(c, 0, prompt, n_prompt, buf, *size - 1, &written), KARA_ERR_ARG);
+    CHECK_EQ_INT(kara_seq_state_save(c, 0, prompt, n_prompt, buf, *size - 1, &written), KARA_ERR_BUFFER);
     CHECK_EQ_INT(kara_seq_state_save(c, 0, prompt, n_prompt - 1, buf, *size, &written), KARA_ERR_ARG);
     CHECK_MSG(kara_seq_state_save(c, 0, prompt, n_prompt, buf, *size, &written) == KARA_OK, "save: %s",
               kara_last_error());

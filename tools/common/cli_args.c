@@ -163,6 +163,11 @@ int kr_exit_for_status(kara_status st) {
     }
 }
 
+int kr_exit_for_context(kara_device device, kara_status st) {
+    if (device == KARA_DEVICE_CUDA && (st == KARA_ERR_UNSUPPORTED || st == KARA_ERR_DEVICE)) return KR_EXIT_UNAVAILABLE;
+    return kr_exit_for_status(st);
+}
+
 /* llama.cpp's -e escapes, in place: \n \t \r \\ \' \" \a \b \f \v and
  * \xHH (a NUL would end the prompt, so \x00 is dropped). An unknown or cut-off escape is kept as typed. */
 void kr_unescape(char *s) {

@@ -20,6 +20,10 @@ int32_t kr_arg_id_list(const char *cmd, const char *flag, const char *value, int
  * 66, bad input data (format, tokens, context or KV budget too small for the
  * request) 65, bad settings 78, anything else 70. */
 int kr_exit_for_status(kara_status st);
+/* The same for kara_context_create on device: a device that is not there (a
+ * build without the CUDA backend, no usable GPU, a GPU failure) is 69, not
+ * bad input. */
+int kr_exit_for_context(kara_device device, kara_status st);
 /* The largest prompt text, in bytes: a prompt file (run -f, chat /read, eval-kv -f), a tokenize input, a
  * chat message. 64 MiB is four bytes for each position of the largest context (context.size <= 16777216
  * tokens), so no longer text can fit, and it keeps every length within kara_tokenize's int32_t. */

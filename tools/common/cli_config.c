@@ -9,57 +9,66 @@
 #include "console.h"
 #include "exit_codes.h"
 #include "safe_output.h"
+#include "kv_exact.h"
 
 typedef struct shared_flag {
     const char *names;
     const char *key; /* kara_config key */
     const char *help;
+    bool everyday; /* listed by --help; the rest (research and tuning knobs) by --help-all */
 } shared_flag;
 
 /* Flags that set a kara_config key: the flag and the YAML key go through
  * the same check. llama.cpp's spellings are aliases where they mean the
  * same (-ctk/-ctv are handled apart: Kara stores K and V in one type). */
 static const shared_flag shared_flags[] = {
-    {"-m|--model", "model.path", "GGUF model file"},
-    {"-c|--ctx-size", "context.size", "context size in tokens (auto = the model's)"},
-    {"-b|--batch-size", "context.batch", "tokens per forward pass (prompt chunks)"},
-    {"-t|--threads", "runtime.threads", "threads (auto = all cores)"},
-    {"--device", "runtime.device", "cpu|cuda (cuda: a build with the CUDA backend and an NVIDIA GPU; docs/CUDA.md)"},
-    {"-n|--predict|--n-predict", "sampling.max_tokens", "tokens to generate (-1 = until end of generation)"},
-    {"--temp", "sampling.temperature", "temperature (0 = greedy)"},
-    {"--top-k", "sampling.top_k", "top-k (0 or -1 = off)"},
-    {"--top-p", "sampling.top_p", "top-p (1 = off)"},
-    {"--min-p", "sampling.min_p", "min-p (0 = off)"},
-    {"--repeat-penalty", "sampling.repeat_penalty", "repetition penalty (1 = off)"},
-    {"--repeat-last-n", "sampling.repeat_last_n", "tokens the penalty looks back over"},
-    {"-s|--seed", "sampling.seed", "sampling seed (-1 = random, shown by --print-config)"},
-    {"--kv-method", "kv_cache.method", "full|streaming|snapkv|h2o|chunkkv|random|recent|kara|rkv|lazy"},
-    {"--kv-budget", "kv_cache.budget", "bytes for all KV memory, e.g. 64MiB (auto = enough for the context)"},
-    {"--kv-dtype", "kv_cache.dtype", "f16|f32|q8_0|q4_0 (also -ctk/-ctv, llama.cpp's names; q8_0/q4_0: blocks of 32)"},
-    {"--kv-block-size", "kv_cache.block_size", "slots per KV block"},
-    {"--kv-seq-tokens", "kv_cache.seq_tokens", "most KV slots one sequence holds (auto = its share of the budget)"},
-    {"--kv-evict", "kara.evict", "on_demand|per_window (per_window: keep --kv-retention of every window)"},
-    {"--kv-evict-lag", "kara.evict_lag", "per_window: windows a scored window waits before it is compressed"},
-    {"--kv-retention", "kara.retention", "fraction of each window kept with --kv-evict per_window"},
-    {"--kv-interval", "kara.interval", "generated tokens between compressions"},
-    {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression"},
+    {"-m|--model", "model.path", "GGUF model file", true},
+    {"-c|--ctx-size", "context.size", "context size in tokens (auto = the model's)", true},
+    {"-b|--batch-size", "context.batch", "tokens per forward pass (prompt chunks)", false},
+    {"-t|--threads", "runtime.threads", "threads (auto = all cores)", true},
+    {"--device", "runtime.device", "cpu|cuda (cuda: a build with the CUDA backend and an NVIDIA GPU; docs/CUDA.md)",
+     true},
+    {"-n|--predict|--n-predict", "sampling.max_tokens", "tokens to generate (-1 = until end of generation)", true},
+    {"--temp", "sampling.temperature", "temperature (0 = greedy)", true},
+    {"--top-k", "sampling.top_k", "top-k (0 or -1 = off)", true},
+    {"--top-p", "sampling.top_p", "top-p (1 = off)", true},
+    {"--min-p", "sampling.min_p", "min-p (0 = off)", false},
+    {"--repeat-penalty", "sampling.repeat_penalty", "repetition penalty (1 = off)", false},
+    {"--repeat-last-n", "sampling.repeat_last_n", "tokens the penalty looks back over", false},
+    {"-s|--seed", "sampling.seed", "sampling seed (-1 = random, shown by --print-config)", true},
+    {"--kv-method", "kv_cache.method", "full|streaming|snapkv|h2o|chunkkv|random|recent|kara|rkv|lazy", true},
+    {"--kv-budget", "kv_cache.budget", "bytes for all KV memory, e.g. 64MiB (auto = enough for the context)", true},
+    {"--kv-dtype", "kv_cache.dtype", "f16|f32|q8_0|q4_0 (also -ctk/-ctv, llama.cpp's names; q8_0/q4_0: blocks of 32)",
+     false},
+    {"--kv-block-size", "kv_cache.block_size", "slots per KV block", false},
+    {"--kv-seq-tokens", "kv_cache.seq_tokens", "most KV slots one sequence holds (auto = its share of the budget)",
+     false},
+    {"--kv-evict", "kara.evict", "on_demand|per_window (per_window: keep --kv-retention of every window)", false},
+    {"--kv-evict-lag", "kara.evict_lag", "per_window: windows a scored window waits before it is compressed", false},
+    {"--kv-retention", "kara.retention", "fraction of each window kept with --kv-evict per_window", false},
+    {"--kv-interval", "kara.interval", "generated tokens between compressions", false},
+    {"--kv-buffer", "kara.buffer", "newest tokens protected from each compression", false},
     {"--kv-reads-weight", "kara.score.reads_weight",
-     "weight of the attention a slot receives after its window closed (on_demand; 0 = off)"},
-    {"--kv-trigger", "kara.trigger", "periodic|threshold (threshold: ablation A8, whole cache at the token budget)"},
-    {"--kv-selection-scope", "kara.selection_scope",
-     "shared|per_layer (per_layer: ablation A5, a selection per layer)"},
+     "weight of the attention a slot receives after its window closed (on_demand; 0 = off)", false},
+    {"--kv-trigger", "kara.trigger", "periodic|threshold (threshold: ablation A8, whole cache at the token budget)",
+     false},
+    {"--kv-selection-scope", "kara.selection_scope", "shared|per_layer (per_layer: ablation A5, a selection per layer)",
+     false},
     {"--kv-prior-weight", "kara.score.prior_weight",
-     "weight of the model's retention prior in kara's window scores (0 = off; needs a model with a prior)"},
+     "weight of the model's retention prior in kara's window scores (0 = off; needs a model with a prior)", false},
     {"--kv-budget-tokens", "baselines.budget_tokens",
-     "per-sequence token budget of streaming/snapkv/h2o/rkv/lazy/kara threshold"},
-    {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml"},
-    {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)"},
+     "per-sequence token budget of streaming/snapkv/h2o/rkv/lazy/kara threshold", false},
+    {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml", false},
+    {"--reasoning-budget", "chat.reasoning_budget", "max thinking tokens (-1 = unlimited)", false},
     {"--spec", "speculative.mode",
      "none|ngram|draft: speculative decoding, drafts from the text itself (ngram) or a draft model (draft); the same "
-     "output, under every KV method"},
-    {"--draft-max", "speculative.draft_max", "most tokens drafted per speculative step (1..14)"},
-    {"-md|--model-draft", "speculative.draft_model", "GGUF of the draft model (--spec draft; the same vocabulary)"},
-    {"--draft-p-min", "speculative.draft_p_min", "a draft stops at a token the draft model gives a lower probability"},
+     "output, under every KV method",
+     false},
+    {"--draft-max", "speculative.draft_max", "most tokens drafted per speculative step (1..14)", false},
+    {"-md|--model-draft", "speculative.draft_model", "GGUF of the draft model (--spec draft; the same vocabulary)",
+     false},
+    {"--draft-p-min", "speculative.draft_p_min", "a draft stops at a token the draft model gives a lower probability",
+     false},
 };
 #define N_SHARED (int)(sizeof shared_flags / sizeof shared_flags[0])
 
@@ -68,6 +77,7 @@ typedef enum pf_kind {
     PF_CONFIG,      /* --config FILE (read in the first pass) */
     PF_PRINT,       /* --print-config */
     PF_HELP,        /* -h, --help */
+    PF_HELP_ALL,    /* --help-all */
     PF_COLOR,       /* --color [auto|on|off] */
     PF_NO_PROGRESS, /* --no-progress */
     PF_MMAP,        /* --mmap [on|off] */
@@ -90,29 +100,35 @@ typedef struct parser_flag {
     const char *arg;  /* how --help shows its value, NULL: none */
     const char *help; /* NULL: not listed one by one */
     const char *def;
+    bool everyday; /* listed by --help, not only by --help-all */
 } parser_flag;
 
 static const parser_flag parser_flags[] = {
-    {"--config", PF_CONFIG, "FILE", "YAML configuration file (repeatable; later files win, flags win over files)",
-     NULL},
-    {"--print-config", PF_PRINT, NULL, "print the resolved configuration and where each value came from", NULL},
-    {"-h|--help", PF_HELP, NULL, "this help", NULL},
+    {"--config", PF_CONFIG, "FILE", "YAML configuration file (repeatable; later files win, flags win over files)", NULL,
+     true},
+    {"--print-config", PF_PRINT, NULL, "print the resolved configuration and where each value came from", NULL, true},
+    {"-h|--help", PF_HELP, NULL, "the everyday options", NULL, true},
+    {"--help-all", PF_HELP_ALL, NULL, "every option, research and compatibility ones too", NULL, true},
     {"--mmap", PF_MMAP, "[on|off]",
-     "on: map the model file; off: read it into huge-page memory (faster decode) [model.mmap]", "off"},
-    {"--no-mmap", PF_NO_MMAP, NULL, "same as --mmap off (llama.cpp's name)", NULL},
-    {"-ctk|--cache-type-k", PF_CTK, "TYPE", "KV cache type (llama.cpp's name; K and V share one type here)", NULL},
-    {"-ctv|--cache-type-v", PF_CTV, "TYPE", "KV cache type (the same as -ctk; a different one is refused)", NULL},
-    {"-e|--escape", PF_ESCAPE, NULL, "turn \\n, \\t, \\\\, \\\", \\' and \\xHH in the prompt into characters", "off"},
-    {"--no-escape", PF_NO_ESCAPE, NULL, "take the prompt as typed", NULL},
+     "on: map the model file; off: read it into huge-page memory (faster decode) [model.mmap]", "off", false},
+    {"--no-mmap", PF_NO_MMAP, NULL, "same as --mmap off (llama.cpp's name)", NULL, false},
+    {"-ctk|--cache-type-k", PF_CTK, "TYPE", "KV cache type (llama.cpp's name; K and V share one type here)", NULL,
+     false},
+    {"-ctv|--cache-type-v", PF_CTV, "TYPE", "KV cache type (the same as -ctk; a different one is refused)", NULL,
+     false},
+    {"-e|--escape", PF_ESCAPE, NULL, "turn \\n, \\t, \\\\, \\\", \\' and \\xHH in the prompt into characters", "off",
+     false},
+    {"--no-escape", PF_NO_ESCAPE, NULL, "take the prompt as typed", NULL, false},
     {"--color|-co", PF_COLOR, "[auto|on|off]",
-     "colours on a terminal; auto: never into a file or a pipe, nor with NO_COLOR set", "auto"},
-    {"--no-progress", PF_NO_PROGRESS, NULL, "no progress line on stderr", NULL},
-    {"-cnv|--conversation", PF_CNV, NULL, NULL, NULL},
-    {"-no-cnv|--no-conversation|--no-warmup|--no-display-prompt", PF_QUIET_OK, NULL, NULL, NULL},
-    {"-ngl|--gpu-layers|--n-gpu-layers|-mg|--main-gpu|-sm|--split-mode|-ts|--tensor-split", PF_GPU, NULL, NULL, NULL},
-    {"-fa|--flash-attn", PF_GPU_OPT, NULL, NULL, NULL},
-    {"-nkvo|--no-kv-offload", PF_GPU_BARE, NULL, NULL, NULL},
-    {"--mlock", PF_MLOCK, NULL, NULL, NULL},
+     "colours on a terminal; auto: never into a file or a pipe, nor with NO_COLOR set", "auto", false},
+    {"--no-progress", PF_NO_PROGRESS, NULL, "no progress line on stderr", NULL, false},
+    {"-cnv|--conversation", PF_CNV, NULL, NULL, NULL, false},
+    {"-no-cnv|--no-conversation|--no-warmup|--no-display-prompt", PF_QUIET_OK, NULL, NULL, NULL, false},
+    {"-ngl|--gpu-layers|--n-gpu-layers|-mg|--main-gpu|-sm|--split-mode|-ts|--tensor-split", PF_GPU, NULL, NULL, NULL,
+     false},
+    {"-fa|--flash-attn", PF_GPU_OPT, NULL, NULL, NULL, false},
+    {"-nkvo|--no-kv-offload", PF_GPU_BARE, NULL, NULL, NULL, false},
+    {"--mlock", PF_MLOCK, NULL, NULL, NULL, false},
 };
 #define N_PARSER (int)(sizeof parser_flags / sizeof parser_flags[0])
 
@@ -201,6 +217,46 @@ static const char *optional_word(int argc, char **argv, int *i, const char *cons
     return NULL;
 }
 
+/* llama.cpp's GPU flags, told truthfully: a build without the CUDA backend
+ * runs on the CPU whatever they say; in a CUDA build, -ngl N > 0 is
+ * --device cuda (Kara offloads the whole model or nothing) and -ngl 0 is
+ * --device cpu, and the others have nothing to choose. */
+static int gpu_flag(const char *cmd, const char *a, const char *v, kara_config *cfg) {
+    const char *sp = v ? " " : "", *val = v ? v : "";
+    if (!kara_device_built(KARA_DEVICE_CUDA)) {
+        fprintf(stderr,
+                "kara %s: note: %s%s%s ignored: this build has no GPU backend and runs on the CPU (a build with "
+                "-DKARA_CUDA=ON has one: docs/CUDA.md)\n",
+                cmd, a, sp, val);
+        return -1;
+    }
+    if (!names_match("-ngl|--gpu-layers|--n-gpu-layers", a)) {
+        fprintf(stderr,
+                "kara %s: note: %s%s%s ignored: Kara's GPU backend runs on the first GPU and chooses its own "
+                "kernels (--device cuda)\n",
+                cmd, a, sp, val);
+        return -1;
+    }
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end) {
+        fprintf(stderr, "kara %s: %s: expected a number of layers, got '%s'\n", cmd, a, v);
+        return KR_EXIT_USAGE;
+    }
+    if (n > 0 && !kara_device_available(KARA_DEVICE_CUDA)) { /* llama.cpp runs on the CPU then too */
+        fprintf(stderr, "kara %s: note: %s %s: no usable GPU here, so it runs on the CPU (--device cuda would stop)\n",
+                cmd, a, v);
+        return -1;
+    }
+    if (kara_config_set(cfg, "runtime.device", n > 0 ? "cuda" : "cpu", a) != KARA_OK) {
+        fprintf(stderr, "kara %s: %s\n", cmd, kara_last_error());
+        return KR_EXIT_USAGE;
+    }
+    fprintf(stderr, "kara %s: note: %s %s means --device %s: %s\n", cmd, a, v, n > 0 ? "cuda" : "cpu",
+            n > 0 ? "Kara runs every layer on the GPU (it does not split a model)" : "every layer runs on the CPU");
+    return -1;
+}
+
 /* One parser flag at argv[*i] (name a, value v if given as --flag=v).
  * Returns -1 to go on, else an exit code. */
 static int parser_flag_apply(const char *cmd, const parser_flag *pf, const char *a, const char *v, int argc,
@@ -221,6 +277,7 @@ static int parser_flag_apply(const char *cmd, const parser_flag *pf, const char 
     case PF_CONFIG: break; /* read in the first pass */
     case PF_PRINT: out->print_config = true; break;
     case PF_HELP: out->help = true; break;
+    case PF_HELP_ALL: out->help = out->help_all = true; break;
     case PF_COLOR: {
         if (!v) v = optional_word(argc, argv, i, color_words);
         if (!v || !strcmp(v, "on") || !strcmp(v, "always"))
@@ -266,9 +323,7 @@ static int parser_flag_apply(const char *cmd, const parser_flag *pf, const char 
     case PF_GPU_OPT:
     case PF_GPU_BARE:
         if (pf->kind == PF_GPU_OPT && !v) v = optional_word(argc, argv, i, fa_words);
-        fprintf(stderr, "kara %s: note: %s%s%s ignored: this build runs on the CPU only\n", cmd, a, v ? " " : "",
-                v ? v : "");
-        break;
+        return gpu_flag(cmd, a, v, cfg);
     case PF_MLOCK:
         fprintf(stderr,
                 "kara %s: note: --mlock ignored: the model is read into memory (--mmap off) unless --mmap on maps "
@@ -389,25 +444,64 @@ static void print_flag(FILE *f, const char *names, const char *arg, const char *
         fprintf(f, "  %-30s %s\n", buf, help);
 }
 
-void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own) {
+/* The shared keys a command lists in its help (NULL: every shared flag),
+ * each "key" or "key=default" where the command's default differs. */
+static const char *const *help_keys;
+
+void kr_cli_help_keys(const char *const *keys) { help_keys = keys; }
+
+/* Whether the shared flag of key is listed, and the command's own default. */
+static bool help_lists(const char *key, const char **def) {
+    *def = NULL;
+    if (!help_keys) return true;
+    size_t n = strlen(key);
+    for (const char *const *k = help_keys; *k; k++)
+        if (!strncmp(*k, key, n) && ((*k)[n] == '\0' || (*k)[n] == '=')) {
+            if ((*k)[n] == '=') *def = *k + n + 1;
+            return true;
+        }
+    return false;
+}
+
+void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own, bool all) {
     for (int k = 0; k < n_own; k++)
         if (own[k].help) print_flag(f, own[k].names, own[k].has_value ? "X" : NULL, own[k].help, NULL);
     kara_config defaults;
     kara_config_init(&defaults);
-    fprintf(f, "\nshared options (each also a key of the YAML configuration, see configs/README.md):\n");
+    fprintf(f,
+            all ? "\nshared options (each also a key of the YAML configuration, see configs/README.md):\n"
+                : "\ncommon options ([key]: the same setting in a YAML file, configs/README.md):\n");
     for (int k = 0; k < N_SHARED; k++) {
+        const char *own_def;
+        if (!help_lists(shared_flags[k].key, &own_def) || (!all && !help_keys && !shared_flags[k].everyday)) continue;
         char help[200], def[64] = "";
         snprintf(help, sizeof help, "%s [%s]", shared_flags[k].help, shared_flags[k].key);
-        if (kara_config_get(&defaults, shared_flags[k].key, def, sizeof def) != KARA_OK) def[0] = '\0';
+        if (own_def)
+            snprintf(def, sizeof def, "%s", own_def);
+        else if (!strcmp(shared_flags[k].key, "sampling.seed")) /* drawn at start-up: no number to show */
+            snprintf(def, sizeof def, "random");
+        else if (kara_config_get(&defaults, shared_flags[k].key, def, sizeof def) != KARA_OK)
+            def[0] = '\0';
         print_flag(f, shared_flags[k].names, "X", help, def[0] ? def : "none");
     }
-    fprintf(f, "\nterminal, configuration and llama.cpp-compatible options:\n");
+    if (all) fprintf(f, "\nterminal, configuration and llama.cpp-compatible options:\n");
     for (int k = 0; k < N_PARSER; k++)
-        if (parser_flags[k].help)
+        if (parser_flags[k].help && (all || parser_flags[k].everyday))
             print_flag(f, parser_flags[k].names, parser_flags[k].arg, parser_flags[k].help, parser_flags[k].def);
-    fprintf(f,
-            "  llama.cpp's GPU flags (-ngl, -fa, -mg, -sm, -ts, -nkvo) and --mlock are accepted and ignored with a\n"
-            "  note; -no-cnv and --no-warmup are accepted; -cnv is `kara chat`. --flag=value works for long names.\n");
+    if (!all) {
+        fprintf(f, "more: --help-all (every option: KV-cache tuning, speculative decoding, llama.cpp's flags)\n");
+        return;
+    }
+    fprintf(
+        f,
+        "%s"
+        "  --mlock is accepted and ignored with a note; -no-cnv and --no-warmup are accepted; -cnv is `kara chat`.\n"
+        "  --flag=value works for long names.\n",
+        kara_device_built(KARA_DEVICE_CUDA)
+            ? "  llama.cpp's GPU flags: -ngl N is --device cuda (N > 0) or cpu (N = 0), whole model; -fa, -mg, -sm,\n"
+              "  -ts and -nkvo are accepted and ignored with a note.\n"
+            : "  llama.cpp's GPU flags (-ngl, -fa, -mg, -sm, -ts, -nkvo) are accepted and ignored with a note: this\n"
+              "  build has no GPU backend (-DKARA_CUDA=ON builds one).\n");
 }
 
 void kr_cli_print_config(FILE *f, const kara_config *cfg) {
@@ -425,14 +519,31 @@ void kr_cli_note_inputs(const kara_config *cfg) {
     kr_out_add_input(cfg->batch_input, "the batch input (-i)");
 }
 
+/* --print-config with a model: whether the KV budget holds the context
+ * exactly, found the way a run finds it (the model loaded, a context made);
+ * nothing when either fails, as the run would then say why. */
+static void print_kv_exact(const kara_config *cfg) {
+    kara_model *m;
+    if (!cfg->model_path[0] || kr_cli_load_model(cfg, &m) != KARA_OK) return;
+    kara_context_params cp = kr_cli_context_params(cfg);
+    kara_context *ctx;
+    if (kara_context_create(m, &cp, &ctx) == KARA_OK) {
+        char text[256];
+        if (kr_kv_exact_text(ctx, &cp.kv, text, sizeof text)) printf("# %s\n", text);
+        kara_context_free(ctx);
+    }
+    kara_model_free(m);
+}
+
 int kr_cli_finish(const char *cmd, const char *synopsis, const kr_cli_flag *own, int n_own, const kara_config *cfg,
                   kr_cli_parsed *cli, int rc) {
     if (rc < 0 && cli->help) {
         fputs(synopsis, stdout);
-        kr_cli_usage(stdout, own, n_own);
+        kr_cli_usage(stdout, own, n_own, cli->help_all);
         rc = KR_EXIT_OK;
     } else if (rc < 0 && cli->print_config) {
         kr_cli_print_config(stdout, cfg);
+        print_kv_exact(cfg);
         rc = KR_EXIT_OK;
     }
     kr_cli_parsed_free(cli);

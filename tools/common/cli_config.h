@@ -29,7 +29,8 @@ typedef struct kr_cli_parsed {
     int n_args;
     bool print_config;
     bool help;
-    bool escape; /* -e/--escape: the prompt's \n, \t, \\ ... are turned into characters */
+    bool help_all; /* --help-all: every option, not only the everyday ones */
+    bool escape;   /* -e/--escape: the prompt's \n, \t, \\ ... are turned into characters */
 } kr_cli_parsed;
 
 /* Parse argv (argv[0] = command name) into cfg and out. Returns -1 on
@@ -44,8 +45,13 @@ int kr_cli_parse(const char *cmd, int argc, char **argv, const kr_cli_flag *own,
 void kr_cli_parsed_free(kr_cli_parsed *p);
 /* True when name is one of the "|"-separated names of f. */
 bool kr_cli_flag_is(const kr_cli_flag *f, const char *name);
-/* Print the shared flags, then the command's own. */
-void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own);
+/* Print the command's own flags, then the shared ones: the everyday ones,
+ * or with all every one (--help-all). */
+void kr_cli_usage(FILE *f, const kr_cli_flag *own, int n_own, bool all);
+/* Restrict the shared flags the help lists to keys (NULL-terminated, each
+ * "key" or "key=default" for a default of the command's own), for a command
+ * that uses only a few; NULL lists them all. */
+void kr_cli_help_keys(const char *const *keys);
 /* Print the resolved configuration (--print-config) to f. */
 void kr_cli_print_config(FILE *f, const kara_config *cfg);
 /* cfg's context params as the commands create their contexts with: when

@@ -87,7 +87,7 @@ static int set_key(kara_config *cfg, const char *key, const char *value, const c
     return KR_EXIT_USAGE;
 }
 
-static void usage(void) {
+static void usage(bool all) {
     printf("usage: kara batch [JOB.yaml] [options]\n\n"
            "Runs every request of a JSONL file (OpenAI Batch API lines, or {\"id\":...,\"prompt\":...}) through\n"
            "one model with continuous batching under the KV budget, appending one result line per request.\n"
@@ -98,7 +98,7 @@ static void usage(void) {
            "73 cannot create the output, 74 I/O error, 78 configuration (or a resume on another model or other\n"
            "settings than OUTPUT.meta records: an explicit --on-changed rerun reruns every request), 129/130/143\n"
            "interrupted (run again to resume)\n\n");
-    kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS);
+    kr_cli_usage(stdout, batch_flags, N_BATCH_FLAGS, all);
 }
 
 /* Parse: a positional JOB.yaml is loaded like --config before every other
@@ -176,7 +176,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
     }
     if (rc < 0) rc = kr_batch_shard_from_env(&o->cfg);
     if (rc < 0 && cli.help) {
-        usage();
+        usage(cli.help_all);
         rc = KR_EXIT_OK;
     } else if (rc < 0 && cli.print_config) {
         kr_cli_print_config(stdout, &o->cfg);
@@ -320,7 +320,7 @@ static kara_status tokenize_request(job *j, const kr_batch_request *r, pending *
     /* chat prompts carry their special tokens (and BOS) as text */
     int32_t n = 0;
     kara_status st = kara_tokenize(j->model, text, (int32_t)len, p->tokens, cap, !special, special, &n);
-    if (st == KARA_ERR_ARG && n > cap) { /* more tokens than bytes + 16: room for them all */
+    if (st == KARA_ERR_BUFFER && n > cap) { /* more tokens than bytes + 16: room for them all */
         int32_t *t = realloc(p->tokens, (size_t)n * sizeof(int32_t));
         if (!t) return KARA_ERR_NOMEM;
         p->tokens = t;
@@ -424,12 +424,16 @@ static void finish_request(job *j, const kara_engine_event *ev) {
         snprintf(msg, sizeof msg, "input line %d: %s", p->line, ev->error ? ev->error : kara_status_str(ev->status));
         write_error(j, p->slot, p->custom_id, p->line, status_code(ev->status), msg);
     } else {
+        /* the answer after "</think>" starts with the template's blank line:
+         * content, as OpenAI's reasoning models give it, starts at the text */
+        size_t skip = 0;
+        while (skip < p->content.len && (p->content.p[skip] == '\n' || p->content.p[skip] == '\r')) skip++;
         kr_batch_result res = {
             p->custom_id,
             p->line,
             p->model_name ? p->model_name : j->model_name,
-            p->content.p,
-            p->content.len,
+            p->content.p ? p->content.p + skip : p->content.p,
+            p->content.len - skip,
             p->reasoning.p,
             p->reasoning.len,
             ev->reason == KARA_STOP_MAX_TOKENS || ev->reason == KARA_STOP_CONTEXT_FULL ? "length" : "stop",
@@ -563,7 +567,7 @@ static int setup_engine(job *j) {
     st = kara_context_create(j->model, &cp, &j->ctx);
     if (st) {
         fprintf(stderr, "kara batch: %s\n", kara_last_error());
-        return status_exit(st);
+        return cp.device == KARA_DEVICE_CUDA ? kr_exit_for_context(cp.device, st) : status_exit(st);
     }
     st = kr_draft_model_open("batch", cfg, j->ctx, cp.n_seq_max, &j->draft);
     if (st) return st == KARA_ERR_CONFIG ? KR_EXIT_CONFIG : status_exit(st);

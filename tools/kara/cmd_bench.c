@@ -11,10 +11,12 @@
  * Each test runs once to warm up, then REPS times; tokens/s median/min/max.
  * A last line reports the load time, the ISA and the peak resident memory.
  * Flags and defaults are those of every command (cli_config.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "bench_compete.h"
 #include "bench_kernels.h"
@@ -38,6 +40,7 @@ typedef struct bench_opts {
     bool no_repack;              /* --no-repack: keep the file's weight layout */
     bool compete;                /* --compete: a busy process pinned to CPU 0 meanwhile */
     const char *kernel_types;
+    bool table; /* a markdown table (a terminal, -o md) instead of JSON lines */
 } bench_opts;
 
 static int cmp_double(const void *a, const void *b) {
@@ -58,6 +61,7 @@ static const kr_cli_flag bench_flags[] = {
     {"-p|--n-prompt", true, "prompt tokens for the pp test, 0 = skip (default: 512)"},
     {"-d|--n-depth", true, "tokens in the cache before the tg test (default: 0)"},
     {"-r|--repetitions", true, "repetitions, 1..100 (default: 3)"},
+    {"-o|--output", true, "md|jsonl: a markdown table or JSON lines (default: md on a terminal, else jsonl)"},
     {"--no-repack", false, "keep the file's weight layout (no interleaving of rows at load)"},
     {"--verify", true,
      "also time verify steps of K+1 tokens with every entry's logits after -d tokens (repeatable, up to 4 "
@@ -78,10 +82,15 @@ static const char *k_synopsis =
     "       kara bench --membw | --kernels [TYPES] | --onednn  [-t N] [-p BATCH]\n\n"
     "Times prefill (ppPROMPT: one prompt of random tokens from an empty cache, in batches of -b)\n"
     "and decode (tgGEN: single-token steps after DEPTH tokens already in the cache). Each test\n"
-    "runs once to warm up, then REPS times; prints JSON lines with tokens/s median/min/max in the\n"
-    "shape of ../shared/bench/llamacpp-ref, and a last line with load time and peak memory.\n"
-    "Of the shared options bench uses -m, -t, -b, -n (generated tokens, default: 128), --mmap\n"
-    "and --kv-dtype; the KV cache is always `full`.\n\n";
+    "runs once to warm up, then REPS times. On a terminal: a table of tokens/s (mean +- sd);\n"
+    "into a pipe or a file, or with -o jsonl: JSON lines with tokens/s median/min/max in the shape\n"
+    "of ../shared/bench/llamacpp-ref, and a last line with load time and peak memory. The KV cache\n"
+    "is always `full`; --mmap and -ctk/-ctv (see --help-all) apply.\n\n";
+
+/* The shared options bench reads, with its own default for -n. */
+static const char *const bench_keys[] = {
+    "model.path", "runtime.threads", "runtime.device", "context.batch", "sampling.max_tokens=128", "kv_cache.dtype",
+    NULL};
 
 static int parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
@@ -89,7 +98,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
     o->n_gen = 128;
     o->reps = 3;
     bool prompt_set = false;
+    o->table = isatty(STDOUT_FILENO);
     kr_cli_parsed cli;
+    kr_cli_help_keys(bench_keys);
     int rc = kr_cli_parse("bench", argc, argv, bench_flags, N_BENCH_FLAGS, &o->cfg, &cli);
     for (int i = 0; rc < 0 && i < cli.n_args; i++) {
         const kr_cli_arg *a = &cli.args[i];
@@ -108,6 +119,13 @@ static int parse(int argc, char **argv, bench_opts *o) {
             ok = kr_arg_int("bench", "-d", a->value, 0, 1 << 20, &o->depth);
         } else if (kr_cli_flag_is(a->flag, "-r")) {
             ok = kr_arg_int("bench", "-r", a->value, 1, 100, &o->reps);
+        } else if (kr_cli_flag_is(a->flag, "-o")) {
+            if (!strcmp(a->value, "md") || !strcmp(a->value, "jsonl")) {
+                o->table = !strcmp(a->value, "md");
+            } else {
+                fprintf(stderr, "kara bench: -o: expected md or jsonl, got '%s'\n", a->value);
+                rc = KR_EXIT_USAGE;
+            }
         } else if (kr_cli_flag_is(a->flag, "--verify")) {
             if (o->n_verify == 4) {
                 fprintf(stderr, "kara bench: --verify: at most 4 values\n");
@@ -199,13 +217,56 @@ static kara_status verify_steps(kara_context *ctx, int32_t n_vocab, int32_t dept
 /* With --device cuda every line ends in "device":"cuda" (CPU lines keep llamacpp-ref's shape). */
 static const char *device_field = "";
 
-static void report(const char *model, const char *test, int threads, int depth, double *tps, int reps, bool compete) {
+/* What the table's first columns say of the model and the run. */
+typedef struct bench_row {
+    const char *desc; /* kara_model_desc */
+    double size_mib;  /* weight bytes */
+    double params_m;  /* millions of parameters */
+    const char *backend;
+    int threads;
+    bool header_done;
+    char spread[1024]; /* the spread warnings, printed after the results so a table stays whole */
+} bench_row;
+
+/* One test's repetitions (tokens/s): a JSON line in llamacpp-ref's shape,
+ * or a table row with mean +- sd as llama-bench prints it; a spread of
+ * more than 10% between repetitions is worth a warning either way, since
+ * the median then hides a busy or throttled machine. */
+static void report(const bench_opts *o, bench_row *row, const char *model, const char *test, int depth, double *tps,
+                   bool compete) {
+    const int reps = (int)o->reps;
     qsort(tps, (size_t)reps, sizeof *tps, cmp_double);
-    printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"%s\",\"threads\":%d,"
-           "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f%s%s}\n",
-           model, test, threads, depth, reps, tps[reps / 2], tps[0], tps[reps - 1], compete ? ",\"compete\":true" : "",
-           device_field);
+    double mean = 0, var = 0;
+    for (int r = 0; r < reps; r++) mean += tps[r] / reps;
+    for (int r = 0; r < reps; r++) var += (tps[r] - mean) * (tps[r] - mean);
+    double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0, med = tps[reps / 2];
+    if (o->table) {
+        if (!row->header_done) {
+            printf("| model | size | params | backend | threads | test | t/s |\n"
+                   "| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+            row->header_done = true;
+        }
+        char name[48];
+        if (depth > 0)
+            snprintf(name, sizeof name, "%s @ d%d", test, depth);
+        else
+            snprintf(name, sizeof name, "%s", test);
+        printf("| %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f |\n", row->desc, row->size_mib, row->params_m,
+               row->backend, row->threads, name, mean, sd);
+    } else {
+        printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"%s\",\"threads\":%d,"
+               "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f%s%s}\n",
+               model, test, row->threads, depth, reps, med, tps[0], tps[reps - 1], compete ? ",\"compete\":true" : "",
+               device_field);
+    }
     fflush(stdout);
+    if (reps > 1 && med > 0 && (tps[reps - 1] - tps[0]) / med > 0.10) {
+        size_t used = strlen(row->spread);
+        snprintf(row->spread + used, sizeof row->spread - used,
+                 "kara bench: warning: %s varies by %.0f%% between repetitions (min %.2f, median %.2f, max %.2f t/s): "
+                 "something else is using the CPU, or its clock changes; compare runs with care (more -r helps)\n",
+                 test, 100.0 * (tps[reps - 1] - tps[0]) / med, tps[0], med, tps[reps - 1]);
+    }
 }
 
 static int bench_main(int argc, char **argv) {
@@ -239,10 +300,11 @@ static int bench_main(int argc, char **argv) {
     kara_context *ctx = NULL;
     cp.device = o.cfg.context.device;
     if (cp.device == KARA_DEVICE_CUDA) device_field = ",\"device\":\"cuda\"";
-    if (kara_context_create(model, &cp, &ctx) != KARA_OK) {
+    kara_status cst = kara_context_create(model, &cp, &ctx);
+    if (cst != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
         kara_model_free(model);
-        return KR_EXIT_SOFTWARE;
+        return kr_exit_for_context(cp.device, cst);
     }
     const double load_s = kr_monotonic_seconds() - t0;
     fprintf(stderr, "kara bench: %s, %s, %d threads%s\n", kara_model_desc(model), kara_system_info(), (int)o.threads,
@@ -255,6 +317,13 @@ static int bench_main(int argc, char **argv) {
     }
 
     const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    bench_row row = {kara_model_desc(model),
+                     (double)kara_model_size_bytes(model) / (1024.0 * 1024.0),
+                     (double)kara_model_n_params(model) / 1e6,
+                     cp.device == KARA_DEVICE_CUDA ? "CUDA" : "CPU",
+                     (int)o.threads,
+                     false,
+                     ""};
     const int32_t n_vocab = kara_model_n_vocab(model);
     int32_t *tok = malloc(sizeof(int32_t) * n_batch), *tpos = malloc(sizeof(int32_t) * n_batch),
             *seq = malloc(sizeof(int32_t) * n_batch);
@@ -271,7 +340,7 @@ static int bench_main(int argc, char **argv) {
             if (r >= 0) tps[r] = (double)o.n_prompt / dt;
         }
         snprintf(name, sizeof name, "pp%lld", o.n_prompt);
-        if (st == KARA_OK) report(base, name, (int)o.threads, 0, tps, (int)o.reps, o.compete);
+        if (st == KARA_OK) report(&o, &row, base, name, 0, tps, o.compete);
     }
     if (st == KARA_OK && o.n_gen > 0) {
         /* the depth is fed once and each rep cut back to it (fed again only
@@ -291,7 +360,7 @@ static int bench_main(int argc, char **argv) {
             if (r >= 0) tps[r] = (double)o.n_gen / dt;
         }
         snprintf(name, sizeof name, "tg%lld", o.n_gen);
-        if (st == KARA_OK) report(base, name, (int)o.threads, (int)o.depth, tps, (int)o.reps, o.compete);
+        if (st == KARA_OK) report(&o, &row, base, name, (int)o.depth, tps, o.compete);
     }
     int8_t *want = malloc(MAX_VERIFY + 1);
     if (!want) st = KARA_ERR_NOMEM;
@@ -315,6 +384,12 @@ static int bench_main(int argc, char **argv) {
         qsort(one, (size_t)o.reps, sizeof one[0], cmp_double);
         qsort(many, (size_t)o.reps, sizeof many[0], cmp_double);
         double m1 = one[o.reps / 2], mk = many[o.reps / 2];
+        if (o.table) {
+            printf("| %s | %.2f MiB | %.2f M | %s | %d | verify%d @ d%d | %.3f ms a step, %.2fx a one-token step |\n",
+                   row.desc, row.size_mib, row.params_m, row.backend, row.threads, k, (int)o.depth, mk * 1e3, mk / m1);
+            fflush(stdout);
+            continue;
+        }
         printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"verify%d\",\"threads\":%d,\"depth\":%d,\"reps\":%d,"
                "\"step_ms_median\":%.3f,\"one_token_step_ms_median\":%.3f,\"cost_vs_one_token\":%.3f%s}\n",
                base, k, (int)o.threads, (int)o.depth, (int)o.reps, mk * 1e3, m1 * 1e3, mk / m1,
@@ -322,7 +397,9 @@ static int bench_main(int argc, char **argv) {
         fflush(stdout);
     }
     free(want);
-    if (st == KARA_OK) {
+    if (st == KARA_OK && o.table) {
+        printf("\nload %.3f s, peak RSS %.1f MiB, %s\n", load_s, peak_rss_mib(), kara_system_info());
+    } else if (st == KARA_OK) {
         printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"load\",\"threads\":%d,\"load_s\":%.3f,"
                "\"model_mib\":%.1f,\"repacked_mib\":%.1f,\"ctx_mib\":%.1f,\"peak_rss_mib\":%.1f,\"isa\":\"%s\"}\n",
                base, (int)o.threads, load_s, (double)kara_model_size_bytes(model) / (1024.0 * 1024.0),
@@ -331,6 +408,7 @@ static int bench_main(int argc, char **argv) {
     } else {
         fprintf(stderr, "kara bench: decode failed: %s\n", kara_last_error());
     }
+    fputs(row.spread, stderr);
     kr_compete_stop(rival);
     free(tok);
     free(tpos);

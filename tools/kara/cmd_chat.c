@@ -21,6 +21,7 @@
 #include "draft_model.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "kv_exact.h"
 #include "line_editor.h"
 #include "safe_output.h"
 
@@ -107,7 +108,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
              "Without a terminal (e.g. printf 'hi\\n' | kara chat -m M) every input line gets a reply,\n"
              "in plain text. Thinking is shown dimmed (between [Start thinking] and [End thinking] in\n"
              "plain text). The context defaults to %d tokens (the model's, if smaller).\n\n"
-             "commands: /exit or /bye, /clear, /regen, /read FILE, /set think, /set nothink, /stats, /help\n\n",
+             "commands: /exit (/quit, /bye), /clear, /regen, /read FILE, /set think, /set nothink, /stats, /help\n\n",
              CHAT_DEFAULT_CTX);
     return kr_cli_finish("chat", synopsis, chat_flags, N_CHAT_FLAGS, &o->cfg, &cli, rc);
 }
@@ -213,7 +214,10 @@ typedef struct chat_session {
     text_buf think_text, answer_text;
     bool have_stats;
     kara_generator_stats stats;
-    bool failed; /* a turn failed (exit status in script mode) */
+    bool failed;            /* a turn failed (exit status in script mode) */
+    bool single_turn;       /* the model says it answers one message per conversation */
+    bool single_turn_noted; /* and a follow-up was told so */
+    kara_kv_params kv;      /* the KV settings of ctx (the exact-context notice) */
 } chat_session;
 
 static bool push_msg(chat_session *s, const char *role, const char *text, size_t len) {
@@ -262,7 +266,7 @@ static int32_t render_prompt(chat_session *s) {
     s->prompt.len = len;
     int32_t n = 0;
     kara_status st = kara_tokenize(s->model, s->prompt.p, (int32_t)len, s->ids, s->cap_ids, false, true, &n);
-    if (st && !(st == KARA_ERR_ARG && n > s->cap_ids)) {
+    if (st && !(st == KARA_ERR_BUFFER && n > s->cap_ids)) {
         fprintf(stderr, "kara chat: cannot tokenize the conversation: %s\n", kara_last_error());
         return -1;
     }
@@ -445,17 +449,20 @@ static void show_stats(const chat_session *s) {
     printf("KV memory:  %.2f MiB (peak %.2f MiB)\n", kara_context_kv_bytes(s->ctx) / 1048576.0,
            kara_context_kv_bytes_peak(s->ctx) / 1048576.0);
     printf("template:   %s, thinking %s\n", kara_chat_family_name(s->tmpl.family), s->think ? "on" : "off");
+    char exact[256];
+    if (kr_kv_exact_text(s->ctx, &s->kv, exact, sizeof exact)) printf("KV budget:  %s\n", exact);
     fflush(stdout);
 }
 
 static void show_help(void) {
-    printf("/exit, /bye      leave (also Ctrl-D)\n"
-           "/clear           forget the conversation (the system prompt stays)\n"
-           "/regen           generate the last reply again\n"
-           "/read FILE       send a file's text as your message\n"
-           "/set think       turn thinking on\n"
-           "/set nothink     turn thinking off\n"
-           "/stats           speed of the last reply, context and KV memory\n"
+    printf("/exit, /quit, /bye  leave (also Ctrl-D)\n"
+           "/help, /?           this list\n"
+           "/clear              forget the conversation (the system prompt stays)\n"
+           "/regen              generate the last reply again\n"
+           "/read FILE          send a file's text as your message\n"
+           "/set think          turn thinking on\n"
+           "/set nothink        turn thinking off\n"
+           "/stats              speed of the last reply, context and KV memory\n"
            "A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n"
            "On a terminal: Up/Down recall earlier lines, Ctrl-L clears the screen, and what\n"
            "you type during a reply waits for the next prompt (docs/CHAT.md lists the keys).\n");
@@ -464,6 +471,10 @@ static void show_help(void) {
 
 /* Send a user message and show the reply. */
 static void user_turn(chat_session *s, const char *text, size_t len) {
+    if (s->single_turn && !s->single_turn_noted && s->n_msgs > 0 && !strcmp(s->msgs[s->n_msgs - 1].role, "assistant")) {
+        note(s, "(this model answers one message per conversation: /clear before a new question)");
+        s->single_turn_noted = true;
+    }
     if (!push_msg(s, "user", text, len)) {
         fprintf(stderr, "kara chat: out of memory\n");
         s->failed = true;
@@ -701,7 +712,7 @@ static int chat_main(int argc, char **argv) {
     kara_context_params cp = kr_cli_context_params(c);
     if ((st = kara_context_create(s.model, &cp, &s.ctx))) {
         fprintf(stderr, "kara chat: %s\n", kara_last_error());
-        rc = kr_exit_for_status(st);
+        rc = kr_exit_for_context(cp.device, st);
         goto done;
     }
     kara_generator_params gp;
@@ -741,12 +752,23 @@ static int chat_main(int argc, char **argv) {
                 kara_context_n_ctx(s.ctx), c->max_tokens, c->sampling.temperature, c->sampling.top_k, c->sampling.top_p,
                 c->sampling.min_p, c->sampling.repeat_penalty, (unsigned long long)c->sampling.seed);
     }
-    if (s.tty_in)
+    char flag[8];
+    s.single_turn =
+        kara_model_meta_str(s.model, "kara.chat.single_turn", flag, sizeof flag, NULL) && !strcmp(flag, "true");
+    s.kv = cp.kv;
+    char exact[256];
+    if (kr_kv_exact_text(s.ctx, &s.kv, exact, sizeof exact)) fprintf(stderr, "kara chat: note: %s\n", exact);
+    if (s.tty_in) {
         fprintf(stderr,
                 "kara chat: %s, %s template, thinking %s, context %d.\n"
                 "Type a message; /help lists the commands; /exit or Ctrl-D quits.\n",
                 kara_model_desc(s.model), kara_chat_family_name(s.tmpl.family), s.think ? "on" : "off",
                 kara_context_n_ctx(s.ctx));
+        if (s.single_turn)
+            fprintf(stderr,
+                    "This model answers one message per conversation (it was trained so): /clear before "
+                    "each new question.\n");
+    }
 
     clock_gettime(CLOCK_MONOTONIC, &g_t0);
     struct sigaction sa, old_sa;

@@ -12,6 +12,7 @@
 #include "draft_model.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "kv_exact.h"
 #include "prompt_cache.h"
 #include "prompt_fit.h"
 #include "safe_output.h"
@@ -27,6 +28,7 @@ typedef struct run_opts {
     const char *prompt_cache; /* --prompt-cache FILE */
     bool prompt_cache_ro;     /* --prompt-cache-ro: load it, never write it */
     char last_char;           /* the last byte written to stdout, 0: none */
+    long long gen_bytes;      /* bytes the generated tokens printed */
 } run_opts;
 
 static const kr_cli_flag run_flags[] = {
@@ -110,7 +112,7 @@ static int32_t prompt_tokens(const run_opts *o, const kara_model *m, int32_t n_c
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     int32_t n = 0;
     kara_status st = ids ? kara_tokenize(m, text, (int32_t)len, ids, cap, true, false, &n) : KARA_ERR_NOMEM;
-    if (st == KARA_ERR_ARG && n > cap) { /* malformed UTF-8 reads as U+FFFD, several tokens a byte */
+    if (st == KARA_ERR_BUFFER && n > cap) { /* malformed UTF-8 reads as U+FFFD, several tokens a byte */
         int32_t *more = realloc(ids, (size_t)n * sizeof *ids);
         st = more ? kara_tokenize(m, text, (int32_t)len, (ids = more), n, true, false, &n) : KARA_ERR_NOMEM;
     }
@@ -152,6 +154,7 @@ static int generate(run_opts *o, kara_context *ctx, kara_context *draft, const i
     while (!st && out_ok && (st = kara_generator_next(gen, &piece)) == KARA_OK) {
         fwrite(piece.text, 1, (size_t)piece.len, stdout);
         out_ok = kr_stdout_flush(); /* a failed stdout stops the generation: main reports it (exit 74) */
+        o->gen_bytes += piece.len;
         if (piece.len > 0) o->last_char = piece.text[piece.len - 1];
     }
     /* end the text with a newline, as a shell prompt and `wc -l` expect */
@@ -170,6 +173,11 @@ static int generate(run_opts *o, kara_context *ctx, kara_context *draft, const i
     }
     if (why == KARA_STOP_CONTEXT_FULL)
         fprintf(stderr, "\nkara run: context of %d tokens is full, stopping\n", kara_context_n_ctx(ctx));
+    if (gs.n_generated > 0 && o->gen_bytes == 0)
+        fprintf(stderr,
+                "\nkara run: note: the %d generated tokens print as nothing: they are unused or padding entries of "
+                "the vocabulary (a random-weight model from `kara gen-model` picks them)\n",
+                gs.n_generated);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(stderr, "\nprompt: %d tokens (%d decoded) in %.3f s (%.2f tok/s)\n", n_prompt, gs.n_prompt_decoded,
@@ -185,16 +193,33 @@ static int generate(run_opts *o, kara_context *ctx, kara_context *draft, const i
     if (gs.spec_on) fprintf(stderr, draft ? "; drafting took %.3f s of the generation\n" : "\n", gs.t_draft_s);
     kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
-    fprintf(stderr,
-            "memory: peak RSS %.1f MiB, KV peak %.2f MiB: cache %.2f MiB (%d slots cached of %d positions, share %d) "
-            "+ scoring reservation %.2f MiB\n",
-            ru.ru_maxrss / 1024.0, kara_context_kv_bytes_peak(ctx) / 1048576.0, ks.cache_bytes_peak / 1048576.0,
-            kara_seq_n_cached(ctx, 0), kara_seq_n_past(ctx, 0), ks.seq_tokens, ks.reserved_bytes / 1048576.0);
+    char kv_mem[32], cache[32], scoring[32];
+    kr_format_bytes((double)kara_context_kv_bytes_peak(ctx), kv_mem, sizeof kv_mem);
+    kr_format_bytes((double)ks.cache_bytes_peak, cache, sizeof cache);
+    kr_format_bytes((double)ks.reserved_bytes, scoring, sizeof scoring);
+    int32_t n_cached = kara_seq_n_cached(ctx, 0), n_past = kara_seq_n_past(ctx, 0);
+    fprintf(stderr, "memory: peak RSS %.1f MiB, KV memory %s (cache %s for %d tokens", ru.ru_maxrss / 1024.0, kv_mem,
+            cache, n_cached);
+    if (n_cached < n_past) fprintf(stderr, " of %d, the rest compressed away", n_past);
+    if (ks.reserved_bytes) fprintf(stderr, ", scoring buffers %s", scoring);
+    fprintf(stderr, ")\n");
     if (ks.events)
         fprintf(stderr, "kv compression: %llu events, %llu slots evicted, %.2f ms per event\n",
                 (unsigned long long)ks.events, (unsigned long long)ks.slots_evicted,
                 1e3 * ks.event_seconds / ks.events);
     return KR_EXIT_OK;
+}
+
+/* A model whose GGUF carries a chat template was trained on prompts in that
+ * shape; run sends the text as it is, so a chat model may answer plain text
+ * with noise. Say so, unless the prompt already holds template markers. */
+static void template_note(const kara_model *m, const char *prompt) {
+    char tmpl[8];
+    if (!kara_model_meta_str(m, "tokenizer.chat_template", tmpl, sizeof tmpl, NULL)) return;
+    if (prompt && (strstr(prompt, "<|") || strstr(prompt, "<\xef\xbd\x9c"))) return; /* <| or <｜ */
+    fprintf(stderr,
+            "kara run: note: this model carries a chat template and `run` sends the prompt as plain text, without "
+            "it; a chat or reasoning model may answer with noise: `kara chat -m MODEL` applies the template\n");
 }
 
 static int run_body(int argc, char **argv, run_opts *op) {
@@ -242,7 +267,7 @@ static int run_body(int argc, char **argv, run_opts *op) {
         fprintf(stderr, "kara run: %s\n", kara_last_error());
         kara_model_free(m);
         free(prompt);
-        return kr_exit_for_status(st);
+        return kr_exit_for_context(cp.device, st);
     }
     st = kara_seq_admit(ctx, 0, n_prompt, o.cfg.max_tokens);
     if (st) {
@@ -252,6 +277,9 @@ static int run_body(int argc, char **argv, run_opts *op) {
         free(prompt);
         return kr_exit_for_status(st);
     }
+    char exact[256];
+    if (kr_kv_exact_text(ctx, &cp.kv, exact, sizeof exact)) fprintf(stderr, "kara run: note: %s\n", exact);
+    if (!o.prompt_ids) template_note(m, o.prompt_file ? NULL : o.prompt);
     kr_draft_model draft;
     st = kr_draft_model_open("run", &o.cfg, ctx, 1, &draft);
     if (!st && o.prompt && o.prompt[0]) {

@@ -161,7 +161,7 @@ static int tokenize_main(int argc, char **argv) {
         int32_t n = 0;
         kara_status st =
             ids ? kara_tokenize(mdl, text, (int32_t)len, ids, cap, add_special, special, &n) : KARA_ERR_NOMEM;
-        if (st == KARA_ERR_ARG && n > cap) { /* malformed UTF-8 reads as U+FFFD, several tokens a byte */
+        if (st == KARA_ERR_BUFFER && n > cap) { /* malformed UTF-8 reads as U+FFFD, several tokens a byte */
             int32_t *more = realloc(ids, (size_t)n * sizeof *ids);
             st = more ? kara_tokenize(mdl, text, (int32_t)len, (ids = more), n, add_special, special, &n)
                       : KARA_ERR_NOMEM;

@@ -78,6 +78,8 @@ def export(ckpt_path, out_path, f16=False, name="kara-reasoner-1m"):
     w.add("tokenizer.ggml.padding_token_id", g.U32, tasks.ENDOFTEXT)
     w.add("tokenizer.ggml.add_bos_token", g.BOOL, False)
     w.add("tokenizer.chat_template", g.STRING, CHAT_TEMPLATE)
+    # trained on one problem per conversation: `kara chat` says so and suggests /clear
+    w.add("kara.chat.single_turn", g.BOOL, True)
 
     big = g.GGML_F16 if f16 else g.GGML_F32
     w.add_tensor("token_embd.weight", sd["tok.weight"], big)
