@@ -34,6 +34,7 @@
 #include "kara.h"
 #include "kv_compact.h"
 #include "score_case.h"
+#include "test_util.h"
 
 static int failed, passed;
 
@@ -211,7 +212,12 @@ static void greedy(kara_context *c, const int32_t *prompt, int32_t n_prompt, int
  * are the CPU's. Later tokens may differ: the device sums in another
  * order, and a near tie can flip. */
 static void test_context(void) {
-    const char *path = KARA_SOURCE_DIR "/tools/train/model/kara-reasoner-1m.gguf";
+    const char *src = kr_test_source_dir();
+    if (!src) {
+        fprintf(stderr, "test_cuda_score: the source tree was not found above the binary; set KARA_SOURCE_DIR\n");
+        exit(1);
+    }
+    const char *path = kr_test_path(src, "tools/train/model/kara-reasoner-1m.gguf");
     kara_model_params mp;
     kara_model_params_init(&mp);
     kara_model *m = NULL;
