@@ -354,7 +354,10 @@ int main(void) {
     skip_without_gpu("test_cuda_score");
     test_scoring();
     test_moves();
-    test_context();
+    /* KARA_CUDA_TEST_QUICK=1 (the memcheck run of tools/cuda_device_check.sh,
+     * many times slower): the kernels only, not the whole-model runs */
+    const char *quick = getenv("KARA_CUDA_TEST_QUICK");
+    if (!quick || quick[0] != '1') test_context();
     printf("test_cuda_score: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
