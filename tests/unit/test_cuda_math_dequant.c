@@ -313,17 +313,18 @@ static float emulate_gemv_row(int type, const uint8_t *row, const float *x, int6
  * past it), and the emulated GEMV must give the row's dot product. The
  * quantised types stay whole blocks (kr_cu_cols_ok). */
 static void test_partial_stretch(void) {
-    static const int widths[] = {1, 8, 31, 33, 95, 172, 1000, 1029};
+    static const unsigned widths[] = {1, 8, 31, 33, 95, 172, 1000, 1029};
     static const int types[] = {KR_TYPE_F32, KR_TYPE_F16, KR_TYPE_BF16};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
             const int type = types[t];
-            const int64_t n = widths[w], bytes = kr_cu_row_bytes(type, n);
+            const int64_t n = widths[w];
+            const size_t bytes = kr_type_row_size((kr_type)type, n), nz = widths[w];
             CHECK_MSG(kr_cu_cols_ok(type, n), "type %d takes %lld columns", type, (long long)n);
-            CHECK_EQ_INT(bytes, (int64_t)kr_type_row_size((kr_type)type, n));
-            uint8_t *row = malloc((size_t)bytes);
-            float *want = malloc((size_t)n * sizeof(float)), *x = malloc((size_t)n * sizeof(float));
-            float *src = malloc((size_t)n * sizeof(float));
+            CHECK_EQ_INT(kr_cu_row_bytes(type, n), (int64_t)bytes);
+            uint8_t *row = malloc(bytes);
+            float *want = malloc(nz * sizeof(float)), *x = malloc(nz * sizeof(float));
+            float *src = malloc(nz * sizeof(float));
             for (int64_t i = 0; i < n; i++) {
                 src[i] = rng_gauss();
                 x[i] = rng_gauss();
