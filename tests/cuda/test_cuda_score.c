@@ -214,6 +214,28 @@ static void greedy(kara_context *c, const int32_t *prompt, int32_t n_prompt, int
  * order, and a near tie can flip. */
 static void test_methods_lockstep(kara_model *m, const int32_t *prompt, int32_t n_prompt);
 
+/* A context of the method on the CPU or the device: windows of 32 slots
+ * after a buffer of 16, a share of 96 slots; the test stops if it fails. */
+static kara_context *make_context(kara_model *m, kara_kv_method method, bool dev) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    cp.device = dev ? KARA_DEVICE_CUDA : KARA_DEVICE_CPU;
+    cp.kv.method = method;
+    cp.kv.seq_tokens = 96;
+    cp.kv.interval = 32;
+    kara_status s = kara_kv_params_set(&cp.kv, "kara.buffer", "16");
+    kara_context *c = NULL;
+    if (!s) s = kara_context_create(m, &cp, &c);
+    if (s) {
+        fprintf(stderr, "test_cuda_score: %s context (%s): %s\n", kara_kv_method_name(method), dev ? "cuda" : "cpu",
+                kara_last_error());
+        exit(1);
+    }
+    return c;
+}
+
 static void test_context(void) {
     const char *src = kr_test_source_dir();
     if (!src) {
@@ -236,21 +258,7 @@ static void test_context(void) {
     int32_t out[2][200];
     kara_kv_stats st[2];
     for (int dev = 0; dev < 2; dev++) {
-        kara_context_params cp;
-        kara_context_params_init(&cp);
-        cp.n_ctx = 512;
-        cp.n_threads = 1;
-        cp.device = dev ? KARA_DEVICE_CUDA : KARA_DEVICE_CPU;
-        cp.kv.method = KARA_KV_METHOD_KARA;
-        cp.kv.seq_tokens = 96;
-        cp.kv.interval = 32;
-        kara_status s = kara_kv_params_set(&cp.kv, "kara.buffer", "16");
-        kara_context *c = NULL;
-        if (!s) s = kara_context_create(m, &cp, &c);
-        if (s) {
-            fprintf(stderr, "test_cuda_score: context (%s): %s\n", dev ? "cuda" : "cpu", kara_last_error());
-            exit(1);
-        }
+        kara_context *c = make_context(m, KARA_KV_METHOD_KARA, dev);
         greedy(c, prompt, n_prompt, out[dev], 200);
         kara_context_kv_stats(c, &st[dev]);
         kara_context_free(c);
@@ -294,24 +302,7 @@ static void test_methods_lockstep(kara_model *m, const int32_t *prompt, int32_t 
     const int32_t n_vocab = kara_model_n_vocab(m);
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         const char *name = kara_kv_method_name(methods[i]);
-        kara_context *c[2] = {NULL, NULL};
-        for (int dev = 0; dev < 2; dev++) {
-            kara_context_params cp;
-            kara_context_params_init(&cp);
-            cp.n_ctx = 512;
-            cp.n_threads = 1;
-            cp.device = dev ? KARA_DEVICE_CUDA : KARA_DEVICE_CPU;
-            cp.kv.method = methods[i];
-            cp.kv.seq_tokens = 96;
-            cp.kv.interval = 32;
-            kara_status s = kara_kv_params_set(&cp.kv, "kara.buffer", "16");
-            if (!s) s = kara_context_create(m, &cp, &c[dev]);
-            if (s) {
-                fprintf(stderr, "test_cuda_score: %s context (%s): %s\n", name, dev ? "cuda" : "cpu",
-                        kara_last_error());
-                exit(1);
-            }
-        }
+        kara_context *c[2] = {make_context(m, methods[i], false), make_context(m, methods[i], true)};
         int32_t tok = 0, step, same_tokens = 1, same_cache = 1, ties = 0;
         kara_kv_stats st[2];
         for (step = 0; step < 200 && same_tokens && same_cache; step++) {
