@@ -42,7 +42,7 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxGroup = 4; /* query heads per block */
-constexpr int kMaxHeadDim = 256;
+constexpr int kMaxHeadDim = KR_CUDA_ATTN_MAX_DIM;
 /* Slots a warp loads ahead before folding them in: more loads in flight
  * per warp hide the latency of the table lookup and the row reads. */
 constexpr int kUnroll = 2;

@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "context.h"
+#include "cuda_admit.h"
 #include "cuda_backend_state.h"
 #include "cuda_ops.h"
 #include "cuda_plan.h"
@@ -104,7 +105,10 @@ static uint64_t round_up(uint64_t v) { return (v + KR_CUDA_ALIGN - 1) / KR_CUDA_
 
 /* Copy a matrix to dst in its file layout: as it is, or row by row out of
  * the CPU's 16-row interleaving (kr_repacked_blocks; rows past the last
- * whole group are still file rows). */
+ * whole group are still file rows). The copies are on the legacy stream
+ * from pageable memory, which may return before the bytes land: attach
+ * waits for the device once after every upload, before any kernel runs on
+ * the backend's (non-blocking) stream. */
 static int upload_matrix(cuda_state *s, const kr_weight *w, uint8_t *dst) {
     const size_t frb = file_row_bytes(w);
     if (kr_layout_source(w->type) == w->type)
@@ -136,9 +140,9 @@ static int upload_matrix(cuda_state *s, const kr_weight *w, uint8_t *dst) {
  * entry's K row offset in layer 0 of the pool (layer l's rows lie
  * l * 2 * block_size slots further, its V rows block_size slots after its
  * K rows: kv_cache.h), its visible slots, and its sequence's block table
- * (one copy per sequence of the batch). The staging arrays are pageable
- * host memory: an asynchronous copy from it returns once the driver has
- * taken the bytes. */
+ * (one copy per sequence of the batch). The staging arrays are pinned, so
+ * the copies are truly asynchronous: they are rewritten only at the next
+ * pass's begin, after finish has waited for this one. */
 static void upload_pass_index(kara_context *c, cuda_state *s, int32_t n) {
     const kr_kv_cache *kv = &c->kv;
     int32_t used = 0;
@@ -307,11 +311,12 @@ static void cu_destroy(kara_context *c) {
     if (s->blas) kr_cuda_blas_destroy(s->blas);
     if (s->base) cudaFree(s->base);
     if (s->stream) cudaStreamDestroy(s->stream);
+    if (s->logits_pinned) cudaHostUnregister(c->logits);
     free(s->map);
-    free(s->h_k_offs);
-    free(s->h_n_vis);
-    free(s->h_table_off);
-    free(s->h_tables);
+    cudaFreeHost(s->h_k_offs);
+    cudaFreeHost(s->h_n_vis);
+    cudaFreeHost(s->h_table_off);
+    cudaFreeHost(s->h_tables);
     kr_cu_kv_free(c, s);
     free(s);
     c->backend_state = NULL;
@@ -348,7 +353,7 @@ static kara_status cuda_error(kara_context *c, cuda_state *s, int rc, const char
 
 kara_status kr_cuda_backend_attach(kara_context *c) {
     kara_status st = kr_cu_kv_check(c);
-    if (st) return st;
+    if (st || (st = kr_cuda_check_shapes(c))) return st;
     int n_dev = 0;
     cudaError_t ce = cudaGetDeviceCount(&n_dev);
     if (ce != cudaSuccess || n_dev == 0)
@@ -364,10 +369,15 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
     l.weights = calloc((size_t)l.cap, sizeof *l.weights);
     l.vec_len = calloc((size_t)l.cap, sizeof *l.vec_len);
     if (s) {
-        s->h_k_offs = malloc(nb * sizeof(int64_t));
-        s->h_n_vis = malloc(nb * sizeof(int32_t));
-        s->h_table_off = malloc(nb * sizeof(int32_t));
-        s->h_tables = malloc((size_t)c->kv.n_seq_max * (size_t)c->kv.max_blocks_per_seq * sizeof(int32_t));
+        const char *dbg = getenv("KARA_CUDA_SYNC_DEBUG");
+        s->sync_debug = dbg && dbg[0] == '1';
+        /* pinned: the pass's uploads are asynchronous copies from them */
+        if (cudaMallocHost((void **)&s->h_k_offs, nb * sizeof(int64_t)) ||
+            cudaMallocHost((void **)&s->h_n_vis, nb * sizeof(int32_t)) ||
+            cudaMallocHost((void **)&s->h_table_off, nb * sizeof(int32_t)) ||
+            cudaMallocHost((void **)&s->h_tables,
+                           (size_t)c->kv.n_seq_max * (size_t)c->kv.max_blocks_per_seq * sizeof(int32_t)))
+            (void)cudaGetLastError(); /* reported below as out of memory; not left for a launcher */
     }
     if (!s || !l.items || !l.weights || !l.vec_len || !s->h_k_offs || !s->h_n_vis || !s->h_table_off || !s->h_tables ||
         !kr_cu_kv_alloc(s, c) || !list_model(&l, m)) {
@@ -381,31 +391,14 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
     uint64_t wbytes = 0, vbytes = 0;
     for (int32_t i = 0; i < l.n; i++) {
         if (l.weights[i]) {
-            if (!kr_cuda_weight_type_ok(kr_layout_source(l.weights[i]->type))) {
-                kr_set_error(KARA_ERR_UNSUPPORTED, "runtime.device cuda: weight type %s has no CUDA kernel",
-                             kr_type_get(kr_layout_source(l.weights[i]->type))->name);
-                st = KARA_ERR_UNSUPPORTED;
-                break;
-            }
             wbytes += round_up(file_row_bytes(l.weights[i]) * (uint64_t)l.weights[i]->n_rows);
         } else {
             vbytes += round_up((uint64_t)l.vec_len[i] * sizeof(float));
         }
     }
-    kr_cuda_plan_in in = {.n_embd = hp->n_embd,
-                          .n_head = hp->n_head,
-                          .n_head_kv = hp->n_head_kv,
-                          .head_dim = hp->head_dim,
-                          .n_ff = hp->n_ff,
-                          .n_vocab = hp->n_vocab,
-                          .n_batch = c->n_batch,
-                          .n_seq_max = c->kv.n_seq_max,
-                          .max_blocks_per_seq = c->kv.max_blocks_per_seq,
-                          .weight_bytes = wbytes,
-                          .vector_bytes = vbytes,
-                          .pool_bytes = (uint64_t)c->kv.n_blocks * c->kv.bytes_per_block};
-    kr_cu_kv_plan_in(c, &in);
-    if (!st && !kr_cuda_plan_make(&s->plan, &in))
+    kr_cuda_plan_in in = {.weight_bytes = wbytes, .vector_bytes = vbytes};
+    kr_cuda_plan_in_ctx(c, &in);
+    if (!kr_cuda_plan_make(&s->plan, &in))
         st = kr_set_error(KARA_ERR_NOMEM, "runtime.device cuda: the device memory plan overflows");
     size_t free_b = 0, total_b = 0;
     if (!st && (ce = cudaSetDevice(0)) == cudaSuccess) ce = cudaMemGetInfo(&free_b, &total_b);
@@ -449,7 +442,17 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
     free(l.weights);
     free(l.vec_len);
     qsort(s->map, (size_t)s->n_map, sizeof *s->map, cmp_host);
+    /* every upload has landed before the first kernel (issued on another
+     * stream) can read it */
+    if (!rc) rc = (int)cudaDeviceSynchronize();
     if (rc) return cuda_error(c, s, rc, "uploading the weights");
+    /* the logits come back into c->logits: page-locked, the copy is a DMA
+     * straight into it (if the host refuses, a pageable copy still works) */
+    if (cudaHostRegister(c->logits, (size_t)c->n_batch * (size_t)hp->n_vocab * sizeof(float),
+                         cudaHostRegisterDefault) == cudaSuccess)
+        s->logits_pinned = true;
+    else
+        (void)cudaGetLastError();
     for (int b = 0; b < KR_CUDA_N_ACTS; b++)
         s->acts[b] = (float *)(s->base + s->plan.off[KR_CUDA_R_ACTS] + s->plan.act_off[b]);
     for (int i = 0; i < KR_CUDA_I_COUNT; i++)

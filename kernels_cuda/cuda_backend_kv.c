@@ -18,14 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_admit.h"
 #include "cuda_backend_state.h"
 #include "cuda_ops.h"
 #include "cuda_score.h"
 #include "kv_policy.h"
 #include "kv_tuning.h"
 #include "status.h"
-
-static bool scores_on_device(const kr_kv_policy *pol) { return pol->needs_scores && pol->ring; }
 
 kara_status kr_cu_kv_check(const kara_context *c) {
     const kr_kv_policy *pol = &c->policy;
@@ -41,17 +40,6 @@ kara_status kr_cu_kv_check(const kara_context *c) {
                         "runtime.device cuda does not run kv_cache.method %s with a budget that can run out yet: %s; "
                         "use kara, chunkkv, snapkv, streaming, recent, random or full, or runtime.device cpu",
                         kara_kv_method_name(c->params.kv.method), what);
-}
-
-void kr_cu_kv_plan_in(const kara_context *c, kr_cuda_plan_in *in) {
-    const kr_kv_policy *pol = &c->policy;
-    in->ring_bytes = pol->ring ? (uint64_t)pol->n_seq_max * (uint64_t)pol->n_scored_layers * (uint64_t)pol->ring_cap *
-            (uint64_t)pol->q_row_bytes
-                               : 0;
-    if (!scores_on_device(pol)) return;
-    in->score_q_max = pol->ring_cap;
-    in->score_slots_max = c->kv.max_slots;
-    in->score_keys_max = (int64_t)c->kv.max_slots + (pol->t.n_sink > 0 ? pol->t.n_sink : 0);
 }
 
 bool kr_cu_kv_alloc(cuda_state *s, const kara_context *c) {
@@ -145,8 +133,9 @@ static kara_status cu_move_rows(void *user, int32_t seq, int32_t l0, int32_t l1,
     kara_context *c = user;
     cuda_state *s = state(c);
     const kr_kv_cache *kv = &c->kv;
-    if (n_moves > kv->max_slots)
-        return kr_set_error(KARA_ERR_INTERNAL, "runtime.device cuda: %d moves, room for %d", n_moves, kv->max_slots);
+    if (n_moves > kv->max_slots || n_moves > s->plan.move_slots)
+        return kr_set_error(KARA_ERR_INTERNAL, "runtime.device cuda: %d moves, room for %lld", n_moves,
+                            (long long)s->plan.move_slots);
     for (int32_t m = 0; m < n_moves; m++) {
         s->h_move_src[m] = k_off(kv, seq, mv[m].src);
         s->h_move_dst[m] = k_off(kv, seq, mv[m].dst);
@@ -217,7 +206,7 @@ void kr_cu_kv_attach(kara_context *c) {
     for (int i = 0; i < KR_CUDA_S_COUNT; i++)
         s->kvscore[i] = s->base + s->plan.off[KR_CUDA_R_KVSCORE] + s->plan.score_off[i];
     c->kv.mirror = (kr_kv_mirror){c, cu_block_copy, cu_move_rows, cu_pull_rows, cu_push_rows};
-    if (scores_on_device(&c->policy)) {
+    if (kr_cuda_scores_on_device(&c->policy)) {
         c->policy.dev_score = cu_score;
         c->policy.dev_user = c;
     }

@@ -45,15 +45,24 @@ typedef struct cuda_state {
     uint8_t *ring;
     void *kvscore[KR_CUDA_S_COUNT];
     int64_t *h_q_offs, *h_key_offs, *h_move_src, *h_move_dst;
-    int err; /* the first failed call's code (sticky: a CUDA error can poison the context) */
+    bool logits_pinned; /* c->logits page-locked (cudaHostRegister) for the copy back */
+    bool sync_debug;    /* KARA_CUDA_SYNC_DEBUG=1: wait after each operation so a fault names it */
+    int err;            /* the first failed call's code (sticky: a CUDA error can poison the context) */
     char err_what[96];
 } cuda_state;
 
 static inline cuda_state *state(kara_context *c) { return (cuda_state *)c->backend_state; }
 
 /* Remember the first failure; later operations still run (their results
- * are discarded) and finish() reports it. */
+ * are discarded) and finish() reports it. A failed runtime call also sets
+ * CUDA's last error, which the next launcher's own check would read and
+ * report under its name: it is cleared here (a sticky fault stays, and
+ * the first one noted is the one reported). In the debug mode the stream
+ * is waited for after each operation, so an asynchronous fault is noted
+ * with the operation that caused it rather than a later one. */
 static inline void note(cuda_state *s, int rc, const char *what) {
+    if (!rc && s->sync_debug && !s->err) rc = (int)cudaStreamSynchronize(s->stream);
+    if (rc > 0) (void)cudaGetLastError();
     if (rc && !s->err) {
         s->err = rc;
         snprintf(s->err_what, sizeof s->err_what, "%s", what);
@@ -68,8 +77,6 @@ kara_status kr_cu_finish(kara_context *c);
 
 /* Settings the device cannot run yet: KARA_ERR_UNSUPPORTED naming them. */
 kara_status kr_cu_kv_check(const kara_context *c);
-/* The ring and scorer sizes of the plan for c's policy. */
-void kr_cu_kv_plan_in(const kara_context *c, kr_cuda_plan_in *in);
 /* Host staging for the policy's work; false when out of memory. */
 bool kr_cu_kv_alloc(cuda_state *s, const kara_context *c);
 /* Once the allocation is cut: the ring's and buffers' addresses, and the

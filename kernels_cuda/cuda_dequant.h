@@ -289,4 +289,40 @@ KR_CU_HD void kr_cu_dequant32(int type, const uint8_t *row, int64_t b32, float o
     }
 }
 
+/* Whether the kernels take rows of n_cols values of the type: any width
+ * for F32 / F16 / BF16 (the last 32-value stretch may be partial), whole
+ * blocks for the quantised types (32 values, 256 for the K types). */
+KR_CU_HD bool kr_cu_cols_ok(int type, int64_t n_cols) {
+    const int bv = kr_cu_block_values(type);
+    return bv > 0 && n_cols > 0 && n_cols % bv == 0;
+}
+
+/* 32-value stretches of a row of n_cols values (the last may be partial). */
+KR_CU_HD int64_t kr_cu_stretches(int64_t n_cols) { return (n_cols + 31) / 32; }
+
+/* Stretch b32 of a row of n_cols values: kr_cu_dequant32 when it is whole;
+ * the last, partial one of an F32 / F16 / BF16 row reads only the row's
+ * n_cols % 32 remaining values and gives 0 past them, so a dot product
+ * over 32 lanes (with the activations' tail zero as well) adds only the
+ * row's values. Quantised rows are whole blocks (kr_cu_cols_ok). */
+KR_CU_HD void kr_cu_dequant_part(int type, const uint8_t *row, int64_t b32, int64_t n_cols, float out[32]) {
+    const int64_t left = n_cols - b32 * 32;
+    if (left >= 32) {
+        kr_cu_dequant32(type, row, b32, out);
+        return;
+    }
+    for (int j = 0; j < 32; j++) {
+        float v = 0.0f;
+        if (j < left) {
+            if (type == KR_CU_TYPE_F32)
+                v = kr_cu_bits_f32(kr_cu_u32(row + (b32 * 32 + j) * 4));
+            else if (type == KR_CU_TYPE_F16)
+                v = kr_cu_h(row + (b32 * 32 + j) * 2);
+            else if (type == KR_CU_TYPE_BF16)
+                v = kr_cu_bf16_f32(kr_cu_u16(row + (b32 * 32 + j) * 2));
+        }
+        out[j] = v;
+    }
+}
+
 #endif /* KR_CUDA_DEQUANT_H */

@@ -15,9 +15,15 @@
  * activations converted to f16 once; F32 weights go straight to
  * cublasSgemm without scratch.
  *
+ * Rows of F32 / F16 / BF16 weights may have any width: the last 32-value
+ * stretch is then partial (kr_cu_dequant_part gives 0 past the row's end,
+ * and the staged activations are 0 there too). Quantised rows are whole
+ * blocks (kr_cu_cols_ok; attach refuses other shapes).
+ *
  * Scratch layout (base rounded up to 256 bytes):
  *   [x16: n * n_cols f16, padded to a multiple of 256 bytes]
- *   [w16: tile * n_cols f16, tile <= KR_CUDA_TILE_ROWS rows, row-major]
+ *   [w16: tile rows of ld16 = n_cols rounded up to 32 f16, tile <=
+ *    KR_CUDA_TILE_ROWS, row-major, zero past n_cols]
  * A smaller scratch than kr_cuda_matmul_scratch_bytes gives smaller tiles,
  * as long as one row fits.
  */
@@ -96,7 +102,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
     __shared__ float xs[N][CHUNK_BLOCKS * XS_STRIDE];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row0 = (int64_t)blockIdx.x * GEMV_ROWS_PER_BLOCK + warp * GEMV_ROWS_PER_WARP;
-    const int64_t nblk = n_cols / 32;
+    const int64_t nblk = kr_cu_stretches(n_cols);
     float acc[GEMV_ROWS_PER_WARP][N];
 #pragma unroll
     for (int r = 0; r < GEMV_ROWS_PER_WARP; r++) {
@@ -108,7 +114,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
         __syncthreads(); /* the previous chunk is no longer read */
         for (int i = threadIdx.x; i < n * cv; i += blockDim.x) {
             const int b = i / cv, k = i - b * cv;
-            xs[b][(k >> 5) * XS_STRIDE + (k & 31)] = x[b * n_cols + c0 * 32 + k];
+            const int64_t col = c0 * 32 + k;
+            xs[b][(k >> 5) * XS_STRIDE + (k & 31)] = col < n_cols ? x[b * n_cols + col] : 0.0f;
         }
         __syncthreads();
         if (lane >= cb) continue;
@@ -117,7 +124,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
             const int64_t row = row0 + r;
             if (row >= n_rows) break;
             float v[32];
-            dequant_block<T>(w + row * row_bytes, c0 + lane, v);
+            if ((c0 + lane + 1) * 32 <= n_cols)
+                dequant_block<T>(w + row * row_bytes, c0 + lane, v);
+            else
+                kr_cu_dequant_part(T, w + row * row_bytes, c0 + lane, n_cols, v);
 #pragma unroll
             for (int b = 0; b < N; b++) {
                 if (b >= n) break;
@@ -142,24 +152,28 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
     }
 }
 
-/* Rows [0, rows) of W (from w) to f16, row-major with n_cols per row; one
- * thread per 32-value block, written as four 16-byte stores (out is 256-byte
- * aligned and n_cols a multiple of 32, so every block is 64-byte aligned). */
+/* Rows [0, rows) of W (from w) to f16, row-major with ld16 (n_cols rounded
+ * up to 32) per row; one thread per 32-value stretch, written as four
+ * 16-byte stores (out is 256-byte aligned and ld16 a multiple of 32, so
+ * every stretch is 64-byte aligned; a partial one is written with zeros). */
 template <int T>
 __global__ void dequant_f16_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t rows, int64_t n_cols,
                                    __half *__restrict__ out) {
-    const int64_t nblk = n_cols / 32, total = rows * nblk;
+    const int64_t nblk = kr_cu_stretches(n_cols), ld16 = nblk * 32, total = rows * nblk;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / nblk, b = i - r * nblk;
         float v[32];
-        dequant_block<T>(w + r * row_bytes, b, v);
+        if ((b + 1) * 32 <= n_cols)
+            dequant_block<T>(w + r * row_bytes, b, v);
+        else
+            kr_cu_dequant_part(T, w + r * row_bytes, b, n_cols, v);
         uint32_t pk[16];
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             pk[j] = (uint32_t)__half_as_ushort(__float2half_rn(v[2 * j])) |
                 ((uint32_t)__half_as_ushort(__float2half_rn(v[2 * j + 1])) << 16);
         }
-        uint4 *dst = reinterpret_cast<uint4 *>(out + r * n_cols + b * 32);
+        uint4 *dst = reinterpret_cast<uint4 *>(out + r * ld16 + b * 32);
 #pragma unroll
         for (int k = 0; k < 4; k++) dst[k] = make_uint4(pk[4 * k], pk[4 * k + 1], pk[4 * k + 2], pk[4 * k + 3]);
     }
@@ -179,14 +193,15 @@ __global__ void embed_kernel(int wtype, const uint8_t *__restrict__ table, size_
     const int64_t i = blockIdx.x;
     const int32_t tok = tokens[i];
     float *out = x + i * n_embd;
-    for (int64_t b = threadIdx.x; b < n_embd / 32; b += blockDim.x) {
+    for (int64_t b = threadIdx.x; b < kr_cu_stretches(n_embd); b += blockDim.x) {
         float v[32];
         if (tok >= 0) {
-            kr_cu_dequant32(wtype, table + (int64_t)tok * row_bytes, b, v);
+            kr_cu_dequant_part(wtype, table + (int64_t)tok * row_bytes, b, n_embd, v);
         } else {
             for (int j = 0; j < 32; j++) v[j] = 0.0f;
         }
-        for (int j = 0; j < 32; j++) out[b * 32 + j] = v[j];
+        const int64_t left = n_embd - b * 32;
+        for (int j = 0; j < 32 && j < left; j++) out[b * 32 + j] = v[j];
     }
 }
 
@@ -221,7 +236,7 @@ int launch_gemv(cudaStream_t s, const uint8_t *w, size_t row_bytes, int64_t n_ro
 
 template <int T>
 int launch_dequant_f16(cudaStream_t s, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t n_cols, __half *out) {
-    dequant_f16_kernel<T><<<grid_for(rows * (n_cols / 32)), 256, 0, s>>>(w, row_bytes, rows, n_cols, out);
+    dequant_f16_kernel<T><<<grid_for(rows * kr_cu_stretches(n_cols)), 256, 0, s>>>(w, row_bytes, rows, n_cols, out);
     return last_error();
 }
 
@@ -252,13 +267,6 @@ int dispatch_gemv(int type, cudaStream_t s, const uint8_t *w, size_t row_bytes, 
 int dispatch_dequant_f16(int type, cudaStream_t s, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t n_cols,
                          __half *out) {
     KR_CU_TYPE_DISPATCH(type, launch_dequant_f16, s, w, row_bytes, rows, n_cols, out)
-}
-
-/* Whether a row of n_cols values of the type is whole 32-value blocks (and
- * whole super-blocks for the K types). */
-bool cols_ok(int type, int64_t n_cols) {
-    const int bv = kr_cu_block_values(type);
-    return bv > 0 && n_cols > 0 && n_cols % 32 == 0 && n_cols % bv == 0;
 }
 
 /* cuBLAS is opened on first use, not linked: libcublasLt's start-up (its
@@ -329,14 +337,15 @@ int matmul_blas(cudaStream_t s, cublasHandle_t h, int wtype, const uint8_t *w, s
     const float alpha = 1.0f, beta = 0.0f;
     if (wtype == KR_CU_TYPE_F32 && row_bytes % 4 == 0 && (reinterpret_cast<uintptr_t>(w) & 3) == 0) {
         st = api->sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_rows, (int)n, (int)n_cols, &alpha,
-                         reinterpret_cast<const float *>(w), (int)(row_bytes / 4), x, (int)n_cols, &beta, y, (int)ldy);
+                        reinterpret_cast<const float *>(w), (int)(row_bytes / 4), x, (int)n_cols, &beta, y, (int)ldy);
         return blas_err(st);
     }
     if (scratch == nullptr) return KR_CUDA_ERR_ARG;
     const uintptr_t base = align_up(reinterpret_cast<uintptr_t>(scratch), SCRATCH_ALIGN);
     const size_t lost = base - reinterpret_cast<uintptr_t>(scratch);
     const size_t x16_bytes = align_up((size_t)n * (size_t)n_cols * sizeof(__half), SCRATCH_ALIGN);
-    const size_t row16 = (size_t)n_cols * sizeof(__half);
+    const int64_t ld16 = kr_cu_stretches(n_cols) * 32;
+    const size_t row16 = (size_t)ld16 * sizeof(__half);
     if (scratch_bytes < lost + x16_bytes + row16) return KR_CUDA_ERR_ARG;
     int64_t tile = (int64_t)((scratch_bytes - lost - x16_bytes) / row16);
     if (tile > KR_CUDA_TILE_ROWS) tile = KR_CUDA_TILE_ROWS;
@@ -352,7 +361,7 @@ int matmul_blas(cudaStream_t s, cublasHandle_t h, int wtype, const uint8_t *w, s
         rc = dispatch_dequant_f16(wtype, s, w + r0 * row_bytes, row_bytes, rows, n_cols, w16);
         if (rc != 0) return rc;
         st = api->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)n_cols, &alpha, w16, CUDA_R_16F,
-                          (int)n_cols, x16, CUDA_R_16F, (int)n_cols, &beta, y + r0, CUDA_R_32F, (int)ldy,
+                          (int)ld16, x16, CUDA_R_16F, (int)n_cols, &beta, y + r0, CUDA_R_32F, (int)ldy,
                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (st != CUBLAS_STATUS_SUCCESS) return blas_err(st);
     }
@@ -388,15 +397,16 @@ extern "C" void kr_cuda_blas_destroy(void *handle) {
 
 extern "C" size_t kr_cuda_matmul_scratch_bytes(int64_t max_cols, int64_t n_batch) {
     if (max_cols <= 0 || n_batch <= 0) return 0;
-    const size_t x16 = align_up((size_t)n_batch * (size_t)max_cols * sizeof(__half), SCRATCH_ALIGN);
-    const size_t w16 = (size_t)KR_CUDA_TILE_ROWS * (size_t)max_cols * sizeof(__half);
+    const size_t ld16 = (size_t)kr_cu_stretches(max_cols) * 32;
+    const size_t x16 = align_up((size_t)n_batch * ld16 * sizeof(__half), SCRATCH_ALIGN);
+    const size_t w16 = (size_t)KR_CUDA_TILE_ROWS * ld16 * sizeof(__half);
     return SCRATCH_ALIGN + x16 + w16; /* SCRATCH_ALIGN: the base may need rounding up */
 }
 
 extern "C" int kr_cuda_matmul(void *stream, void *blas, int wtype, const void *w, size_t row_bytes, int64_t n_rows,
                               int64_t n_cols, const float *x, int64_t n, float *y, int64_t ldy, void *scratch,
                               size_t scratch_bytes) {
-    if (!kr_cu_type_known(wtype) || !cols_ok(wtype, n_cols) || n_rows < 0 || n < 0) return KR_CUDA_ERR_ARG;
+    if (!kr_cu_type_known(wtype) || !kr_cu_cols_ok(wtype, n_cols) || n_rows < 0 || n < 0) return KR_CUDA_ERR_ARG;
     if (row_bytes < (size_t)kr_cu_row_bytes(wtype, n_cols)) return KR_CUDA_ERR_ARG;
     if (n == 0 || n_rows == 0) return 0;
     if (w == nullptr || x == nullptr || y == nullptr || (n > 1 && ldy < n_rows)) return KR_CUDA_ERR_ARG;
@@ -410,7 +420,7 @@ extern "C" int kr_cuda_matmul(void *stream, void *blas, int wtype, const void *w
 
 extern "C" int kr_cuda_embed(void *stream, int wtype, const void *table, size_t row_bytes, const int32_t *tokens,
                              int64_t n, int64_t n_embd, float *x) {
-    if (!kr_cu_type_known(wtype) || !cols_ok(wtype, n_embd) || n < 0) return KR_CUDA_ERR_ARG;
+    if (!kr_cu_type_known(wtype) || !kr_cu_cols_ok(wtype, n_embd) || n < 0) return KR_CUDA_ERR_ARG;
     if (row_bytes < (size_t)kr_cu_row_bytes(wtype, n_embd)) return KR_CUDA_ERR_ARG;
     if (n == 0) return 0;
     if (table == nullptr || tokens == nullptr || x == nullptr || n > INT_MAX) return KR_CUDA_ERR_ARG;

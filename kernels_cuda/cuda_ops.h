@@ -98,6 +98,9 @@ typedef struct kr_cuda_attn_args {
     const int32_t *table_off; /* device: per entry, where its sequence's table starts in tables */
     float scale;              /* 1 / sqrt(head_dim) */
 } kr_cuda_attn_args;
+/* The widest head the attention kernel takes (a warp holds 8 values of it
+ * per lane). */
+#define KR_CUDA_ATTN_MAX_DIM 256
 /* out = softmax(scale * q . K^T) . V per entry and query head (query head h
  * reads KV head h / (n_head / n_head_kv)). */
 int kr_cuda_attention(void *stream, const kr_cuda_attn_args *a);

@@ -34,6 +34,8 @@ static bool place(uint64_t *cursor, uint64_t *off, uint64_t n, uint64_t elem) {
 
 uint64_t kr_cuda_plan_matmul_scratch(int64_t max_cols, int64_t n_batch) {
     uint64_t tile, acts, total = 0, off;
+    /* f16 rows are whole 32-value stretches (a partial last one padded) */
+    if (max_cols > 0 && max_cols <= INT64_MAX - 31) max_cols = (max_cols + 31) / 32 * 32;
     if (max_cols <= 0 || n_batch <= 0 || !mul_ok((uint64_t)KR_CUDA_TILE_ROWS * 2, (uint64_t)max_cols, &tile) ||
         !mul_ok((uint64_t)n_batch * 2, (uint64_t)max_cols, &acts))
         return 0;
@@ -43,22 +45,32 @@ uint64_t kr_cuda_plan_matmul_scratch(int64_t max_cols, int64_t n_batch) {
     return total;
 }
 
-/* The scorer's buffers (KR_CUDA_R_KVSCORE) into *bytes; none without scoring. */
+/* The scorer's buffers and the move arrays (KR_CUDA_R_KVSCORE) into
+ * *bytes: the scorer's only with scoring, the moves whenever a compaction
+ * can run. Every buffer gets its own aligned range, so the two move arrays
+ * never share an address with each other or lie past the region. */
 static bool score_buffers(kr_cuda_plan *plan, const kr_cuda_plan_in *in, uint64_t *bytes) {
-    const int64_t q = in->score_q_max, sl = in->score_slots_max, k = in->score_keys_max;
-    if (q < 0 || sl < 0 || k < 0) return false;
-    if (!q && !sl && !k) return true;
-    if (!q || !sl || k < sl) return false;
-    const uint64_t tiles = ((uint64_t)q + 31) / 32, h = (uint64_t)in->n_head;
-    uint64_t units, partial, zbuf;
-    if (!mul_ok(h, tiles, &units) || !mul_ok(units, (uint64_t)sl, &partial) || !mul_ok(units, (uint64_t)k, &zbuf))
-        return false;
-    const uint64_t n[KR_CUDA_S_COUNT] = {partial,     zbuf,         (uint64_t)sl, (uint64_t)sl,
-                                         (uint64_t)k, (uint64_t)sl, (uint64_t)sl};
+    const int64_t q = in->score_q_max, sl = in->score_slots_max, k = in->score_keys_max, mv = in->move_slots_max;
+    if (q < 0 || sl < 0 || k < 0 || mv < 0 || mv < sl) return false;
+    const bool scoring = q || sl || k;
+    if (scoring && (!q || !sl || k < sl)) return false;
+    uint64_t n[KR_CUDA_S_COUNT] = {0};
     const uint64_t elem[KR_CUDA_S_COUNT] = {4, 4, 4, 4, 8, 8, 8};
+    const uint64_t tiles = scoring ? ((uint64_t)q + 31) / 32 : 0, h = (uint64_t)in->n_head;
+    if (scoring) {
+        uint64_t units;
+        if (!mul_ok(h, tiles, &units) || !mul_ok(units, (uint64_t)sl, &n[KR_CUDA_S_PARTIAL]) ||
+            !mul_ok(units, (uint64_t)k, &n[KR_CUDA_S_ZBUF]))
+            return false;
+        n[KR_CUDA_S_LAYER] = n[KR_CUDA_S_ACC] = (uint64_t)sl;
+        n[KR_CUDA_S_KEY_OFFS] = (uint64_t)k;
+    }
+    n[KR_CUDA_S_MOVE_SRC] = n[KR_CUDA_S_MOVE_DST] = (uint64_t)mv;
     for (int i = 0; i < KR_CUDA_S_COUNT; i++)
-        if (!place(bytes, &plan->score_off[i], n[i], elem[i])) return false;
+        if (n[i] && !place(bytes, &plan->score_off[i], n[i], elem[i])) return false;
+    if (!align_ok(bytes)) return false;
     plan->score_tiles = (int64_t)tiles;
+    plan->move_slots = mv;
     return true;
 }
 

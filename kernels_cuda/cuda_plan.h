@@ -46,16 +46,18 @@ typedef enum kr_cuda_index {
 } kr_cuda_index;
 
 /* The buffers of KR_CUDA_R_KVSCORE (cuda_ops.h, kr_cuda_score_args and
- * kr_cuda_kv_move): with T = ceil(score_q_max / 32) tiles, S = score_slots_max
- * and K = score_keys_max. */
+ * kr_cuda_kv_move): with T = ceil(score_q_max / 32) tiles, S = score_slots_max,
+ * K = score_keys_max and M = move_slots_max. The scorer's five are empty
+ * without scoring; the two move arrays are placed whenever M > 0, since
+ * every method that evicts compacts (streaming, recent and random too). */
 typedef enum kr_cuda_kvscore {
     KR_CUDA_S_PARTIAL,  /* f32, n_head * T * S */
     KR_CUDA_S_ZBUF,     /* f32, n_head * T * K */
     KR_CUDA_S_LAYER,    /* f32, S */
     KR_CUDA_S_ACC,      /* f32, S */
     KR_CUDA_S_KEY_OFFS, /* int64, K */
-    KR_CUDA_S_MOVE_SRC, /* int64, S */
-    KR_CUDA_S_MOVE_DST, /* int64, S */
+    KR_CUDA_S_MOVE_SRC, /* int64, M */
+    KR_CUDA_S_MOVE_DST, /* int64, M */
     KR_CUDA_S_COUNT
 } kr_cuda_kvscore;
 
@@ -70,6 +72,9 @@ typedef struct kr_cuda_plan_in {
      * rows of a span (the ring's capacity), the most slots of a sequence,
      * and those plus the sink keys */
     int64_t score_q_max, score_slots_max, score_keys_max;
+    /* a compaction's moves: the most of one event (a sequence's slots);
+     * 0 only for a context that never compacts */
+    int64_t move_slots_max;
 } kr_cuda_plan_in;
 
 typedef struct kr_cuda_plan {
@@ -78,6 +83,7 @@ typedef struct kr_cuda_plan {
     uint64_t index_off[KR_CUDA_I_COUNT];                  /* within KR_CUDA_R_INDEX */
     uint64_t score_off[KR_CUDA_S_COUNT];                  /* within KR_CUDA_R_KVSCORE */
     int64_t score_tiles;                                  /* T: the most (query head, tile) units per head */
+    int64_t move_slots;                                   /* M: the moves the two move arrays hold */
     uint64_t max_cols;                                    /* widest matrix input: n_embd, n_ff or n_head * head_dim */
     uint64_t total;                                       /* the one allocation */
 } kr_cuda_plan;
@@ -89,8 +95,9 @@ typedef struct kr_cuda_plan {
 uint64_t kr_cuda_plan_matmul_scratch(int64_t max_cols, int64_t n_batch);
 
 /* Fill *plan from *in; false (plan zeroed) when a dimension is not
- * positive (the scoring sizes: negative, or some but not all zero) or a
- * size overflows 64 bits. */
+ * positive (the scoring sizes: negative, or some but not all zero; the
+ * moves: negative, or fewer than the scored slots) or a size overflows 64
+ * bits. */
 bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in);
 
 #endif /* KR_CUDA_PLAN_H */

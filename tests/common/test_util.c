@@ -55,11 +55,40 @@ static bool is_dir(const char *p) {
     return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-const char *kr_test_shared_dir(void) {
+/* The checkout the test binary was built from, found at run time so that a
+ * binary built elsewhere (a device machine's copy of the tree) still finds
+ * its data: $KARA_SOURCE_DIR, else the nearest folder above the binary
+ * that holds runtime/include/kara.h. */
+const char *kr_test_source_dir(void) {
     static char buf[4096];
+    const char *env = getenv("KARA_SOURCE_DIR");
+    if (env && is_dir(env)) return env;
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return NULL;
+    buf[n] = 0;
+    for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+        *slash = 0;
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/runtime/include/kara.h", buf);
+        struct stat st;
+        if (stat(probe, &st) == 0) return buf;
+    }
+    return NULL;
+}
+
+const char *kr_test_shared_dir(void) {
+    static char buf[4200];
     const char *env = getenv("KARA_SHARED");
     if (env && is_dir(env)) return env;
-    snprintf(buf, sizeof buf, "%s/../shared", KARA_SOURCE_DIR);
+    const char *src = kr_test_source_dir();
+    if (!src) return NULL;
+    /* a copy inside the tree first (what travels to a device machine) */
+    snprintf(buf, sizeof buf, "%s/shared/reference", src);
+    if (is_dir(buf)) {
+        snprintf(buf, sizeof buf, "%s/shared", src);
+        return buf;
+    }
+    snprintf(buf, sizeof buf, "%s/../shared", src);
     if (is_dir(buf)) return buf;
     return NULL;
 }

@@ -26,9 +26,14 @@ bool kr_test_check_near(double a, double b, double tol, const char *ea, const ch
 /* Print "N passed, N failed" and return the exit code (0 when none failed). */
 int kr_test_finish(void);
 
-/* Path of the shared folder (../shared beside the checkout, or $KARA_SHARED),
- * or NULL when absent. */
+/* Path of the shared folder ($KARA_SHARED, else shared/ inside the checkout
+ * when it holds reference/, else ../shared beside it; the checkout found
+ * at run time by kr_test_source_dir), or NULL when absent. */
 const char *kr_test_shared_dir(void);
+/* The source tree, found at run time ($KARA_SOURCE_DIR, else the nearest
+ * folder above the test binary holding runtime/include/kara.h); NULL when
+ * neither is found. */
+const char *kr_test_source_dir(void);
 /* Like kr_test_shared_dir, but when absent prints why and exits 77 (skip). */
 const char *kr_test_require_shared(const char *test_name);
 /* Join dir and name into a static buffer (rotating, 8 slots). */

@@ -33,6 +33,10 @@
 
 #define N_ROWS 100  /* not a multiple of the GEMV's 32 rows per block */
 #define N_COLS 1280 /* 5 super-blocks; 40 32-value blocks: one full and one partial staging chunk */
+/* the row width of the case at hand: N_COLS, or for F32 / F16 / BF16 also
+ * widths that end in a partial 32-value stretch (stories260K's ffn_down
+ * has 172 columns, llama-2-tiny-random's embeddings 8) */
+static int n_cols = N_COLS;
 #define LDY (N_ROWS + 3)
 #define MAX_N 64
 #define SENTINEL 12345.0f
@@ -85,8 +89,8 @@ static void make_weights(int type, uint8_t *w, size_t row_bytes) {
     }
     float row[N_COLS];
     for (int r = 0; r < N_ROWS; r++) {
-        for (int c = 0; c < N_COLS; c++) row[c] = 0.05f * rng_gauss();
-        if (!kr_quantize_row((kr_type)type, row, w + (size_t)r * row_bytes, N_COLS)) {
+        for (int c = 0; c < n_cols; c++) row[c] = 0.05f * rng_gauss();
+        if (!kr_quantize_row((kr_type)type, row, w + (size_t)r * row_bytes, n_cols)) {
             fprintf(stderr, "test_cuda_matmul: no quantiser for type %d\n", type);
             exit(1);
         }
@@ -97,9 +101,9 @@ static void make_weights(int type, uint8_t *w, size_t row_bytes) {
 static void ref_row(int type, const uint8_t *w, size_t row_bytes, int r, float *out) {
     const uint8_t *row = w + (size_t)r * row_bytes;
     if (type == KR_TYPE_Q2_K || type == KR_TYPE_Q3_K) {
-        for (int b = 0; b < N_COLS / 32; b++) kr_cu_dequant32(type, row, b, out + 32 * b);
+        for (int b = 0; b < n_cols / 32; b++) kr_cu_dequant32(type, row, b, out + 32 * b);
     } else {
-        kr_dequantize_row((kr_type)type, row, out, N_COLS);
+        kr_dequantize_row((kr_type)type, row, out, n_cols);
     }
 }
 
@@ -112,7 +116,7 @@ static void check_matmul(const type_case *tc, void *stream, void *blas, const vo
     for (int i = 0; i < MAX_N * LDY; i++) y[i] = SENTINEL;
     CK(cudaMemcpy(dy, y, sizeof y, cudaMemcpyHostToDevice));
     RC_OK(
-        kr_cuda_matmul(stream, blas, tc->type, dw, row_bytes, N_ROWS, N_COLS, dx, n, dy, LDY, dscratch, scratch_bytes));
+        kr_cuda_matmul(stream, blas, tc->type, dw, row_bytes, N_ROWS, n_cols, dx, n, dy, LDY, dscratch, scratch_bytes));
     CK(cudaStreamSynchronize((cudaStream_t)stream));
     CK(cudaMemcpy(y, dy, sizeof y, cudaMemcpyDeviceToHost));
     const double tol = n <= KR_CUDA_GEMV_MAX ? 1e-4 : 2e-3;
@@ -120,12 +124,12 @@ static void check_matmul(const type_case *tc, void *stream, void *blas, const vo
     int bad = 0;
     for (int b = 0; b < n; b++) {
         double xn = 0.0;
-        for (int c = 0; c < N_COLS; c++) xn += (double)x[b * N_COLS + c] * x[b * N_COLS + c];
+        for (int c = 0; c < n_cols; c++) xn += (double)x[b * n_cols + c] * x[b * n_cols + c];
         for (int r = 0; r < N_ROWS; r++) {
             double ref = 0.0, wn = 0.0;
-            for (int c = 0; c < N_COLS; c++) {
-                ref += (double)wf[r * N_COLS + c] * x[b * N_COLS + c];
-                wn += (double)wf[r * N_COLS + c] * wf[r * N_COLS + c];
+            for (int c = 0; c < n_cols; c++) {
+                ref += (double)wf[r * n_cols + c] * x[b * n_cols + c];
+                wn += (double)wf[r * n_cols + c] * wf[r * n_cols + c];
             }
             const double scale = sqrt(wn * xn) > 0 ? sqrt(wn * xn) : 1.0;
             const double err = fabs((double)y[b * LDY + r] - ref) / scale;
@@ -148,7 +152,7 @@ static void check_matmul(const type_case *tc, void *stream, void *blas, const vo
         fprintf(stderr, "test_cuda_matmul: FAIL %s %s n=%d: %d outputs off (worst rel %.3g)\n", tc->name, what, n, bad,
                 worst);
     } else {
-        printf("  %-5s %-13s n=%-2d worst rel error %.3g (tol %g)\n", tc->name, what, n, worst, tol);
+        printf("  %-5s %-22s n=%-2d worst rel error %.3g (tol %g)\n", tc->name, what, n, worst, tol);
     }
 }
 
@@ -162,13 +166,13 @@ static void check_embed(const type_case *tc, void *stream, const void *dw, size_
     CK(cudaMalloc((void **)&dtok, sizeof tokens));
     CK(cudaMalloc((void **)&dx, sizeof x));
     CK(cudaMemcpy(dtok, tokens, sizeof tokens, cudaMemcpyHostToDevice));
-    RC_OK(kr_cuda_embed(stream, tc->type, dw, row_bytes, dtok, n, N_COLS, dx));
+    RC_OK(kr_cuda_embed(stream, tc->type, dw, row_bytes, dtok, n, n_cols, dx));
     CK(cudaStreamSynchronize((cudaStream_t)stream));
     CK(cudaMemcpy(x, dx, sizeof x, cudaMemcpyDeviceToHost));
     int bad = 0;
     for (int i = 0; i < n; i++) {
-        for (int c = 0; c < N_COLS; c++) {
-            const float got = x[i * N_COLS + c], ref = wf[tokens[i] * N_COLS + c];
+        for (int c = 0; c < n_cols; c++) {
+            const float got = x[i * n_cols + c], ref = wf[tokens[i] * n_cols + c];
             if (memcmp(&got, &ref, sizeof got) != 0 && bad++ < 5) {
                 fprintf(stderr, "test_cuda_matmul: %s embed token %d col %d: %.9g, CPU %.9g\n", tc->name, tokens[i], c,
                         got, ref);
@@ -193,7 +197,7 @@ static void check_bad_args(void *stream, void *blas, float *dy, const float *dx,
         {KR_TYPE_Q8_K, 256, 292},     /* not a weight type */
         {KR_TYPE_Q4_K_X16, 256, 144}, /* a CPU-only layout */
         {KR_TYPE_Q4_K, 128, 72},      /* half a super-block */
-        {KR_TYPE_F32, 48, 192},       /* not whole 32-value blocks */
+        {KR_TYPE_Q8_0, 48, 51},       /* not whole 32-value blocks */
         {KR_TYPE_Q4_0, 64, 35},       /* rows shorter than the data */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -227,28 +231,38 @@ int main(void) {
     const size_t scratch_bytes = kr_cuda_matmul_scratch_bytes(N_COLS, MAX_N);
     void *dscratch;
     CK(cudaMalloc(&dscratch, scratch_bytes));
-    /* room for the activations and 40 weight rows: three tiles over 100 rows */
-    const size_t small_scratch = 256 + ((size_t)MAX_N * N_COLS * 2 + 255) / 256 * 256 + 40 * N_COLS * 2;
 
     float *wf = malloc(sizeof(float) * N_ROWS * N_COLS);
+    static const int widths[] = {N_COLS, 172, 8, 1029};
     for (size_t t = 0; t < sizeof k_types / sizeof k_types[0]; t++) {
         const type_case *tc = &k_types[t];
-        const size_t row_bytes = kr_type_row_size((kr_type)tc->type, N_COLS);
-        uint8_t *w = malloc(row_bytes * N_ROWS);
-        make_weights(tc->type, w, row_bytes);
-        for (int r = 0; r < N_ROWS; r++) ref_row(tc->type, w, row_bytes, r, wf + (size_t)r * N_COLS);
-        void *dw;
-        CK(cudaMalloc(&dw, row_bytes * N_ROWS));
-        CK(cudaMemcpy(dw, w, row_bytes * N_ROWS, cudaMemcpyHostToDevice));
-        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
-            check_matmul(tc, stream, blas, dw, row_bytes, wf, dx, x, ns[k], dscratch, scratch_bytes, dy,
-                         ns[k] <= KR_CUDA_GEMV_MAX ? "gemv" : "cublas");
+        const bool any_width = tc->type == KR_TYPE_F32 || tc->type == KR_TYPE_F16 || tc->type == KR_TYPE_BF16;
+        for (size_t wi = 0; wi < (any_width ? sizeof widths / sizeof widths[0] : 1); wi++) {
+            n_cols = widths[wi];
+            /* room for the activations and 40 weight rows (of n_cols rounded up
+             * to 32 f16): three tiles over 100 rows */
+            const size_t small_scratch =
+                256 + ((size_t)MAX_N * n_cols * 2 + 255) / 256 * 256 + 40 * (size_t)((n_cols + 31) / 32 * 32) * 2;
+            const size_t row_bytes = kr_type_row_size((kr_type)tc->type, n_cols);
+            uint8_t *w = malloc(row_bytes * N_ROWS);
+            make_weights(tc->type, w, row_bytes);
+            for (int r = 0; r < N_ROWS; r++) ref_row(tc->type, w, row_bytes, r, wf + (size_t)r * n_cols);
+            void *dw;
+            CK(cudaMalloc(&dw, row_bytes * N_ROWS));
+            CK(cudaMemcpy(dw, w, row_bytes * N_ROWS, cudaMemcpyHostToDevice));
+            char what[48];
+            for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+                snprintf(what, sizeof what, "%s %d cols", ns[k] <= KR_CUDA_GEMV_MAX ? "gemv" : "cublas", n_cols);
+                check_matmul(tc, stream, blas, dw, row_bytes, wf, dx, x, ns[k], dscratch, scratch_bytes, dy, what);
+            }
+            snprintf(what, sizeof what, "cublas 3 tiles %d", n_cols);
+            check_matmul(tc, stream, blas, dw, row_bytes, wf, dx, x, 64, dscratch, small_scratch, dy, what);
+            check_embed(tc, stream, dw, row_bytes, wf);
+            CK(cudaFree(dw));
+            free(w);
         }
-        check_matmul(tc, stream, blas, dw, row_bytes, wf, dx, x, 64, dscratch, small_scratch, dy, "cublas, 3 tiles");
-        check_embed(tc, stream, dw, row_bytes, wf);
-        CK(cudaFree(dw));
-        free(w);
     }
+    n_cols = N_COLS;
     check_bad_args(stream, blas, dy, dx, dscratch);
 
     free(wf);

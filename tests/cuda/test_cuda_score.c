@@ -32,8 +32,10 @@
 
 #include "cuda_ops.h"
 #include "kara.h"
+#include "context.h"
 #include "kv_compact.h"
 #include "score_case.h"
+#include "test_util.h"
 
 static int failed, passed;
 
@@ -210,8 +212,37 @@ static void greedy(kara_context *c, const int32_t *prompt, int32_t n_prompt, int
  * events ran and evicted on both, and the tokens before the first event
  * are the CPU's. Later tokens may differ: the device sums in another
  * order, and a near tie can flip. */
+static void test_methods_lockstep(kara_model *m, const int32_t *prompt, int32_t n_prompt);
+
+/* A context of the method on the CPU or the device: windows of 32 slots
+ * after a buffer of 16, a share of 96 slots; the test stops if it fails. */
+static kara_context *make_context(kara_model *m, kara_kv_method method, bool dev) {
+    kara_context_params cp;
+    kara_context_params_init(&cp);
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    cp.device = dev ? KARA_DEVICE_CUDA : KARA_DEVICE_CPU;
+    cp.kv.method = method;
+    cp.kv.seq_tokens = 96;
+    cp.kv.interval = 32;
+    kara_status s = kara_kv_params_set(&cp.kv, "kara.buffer", "16");
+    kara_context *c = NULL;
+    if (!s) s = kara_context_create(m, &cp, &c);
+    if (s) {
+        fprintf(stderr, "test_cuda_score: %s context (%s): %s\n", kara_kv_method_name(method), dev ? "cuda" : "cpu",
+                kara_last_error());
+        exit(1);
+    }
+    return c;
+}
+
 static void test_context(void) {
-    const char *path = KARA_SOURCE_DIR "/tools/train/model/kara-reasoner-1m.gguf";
+    const char *src = kr_test_source_dir();
+    if (!src) {
+        fprintf(stderr, "test_cuda_score: the source tree was not found above the binary; set KARA_SOURCE_DIR\n");
+        exit(1);
+    }
+    const char *path = kr_test_path(src, "tools/train/model/kara-reasoner-1m.gguf");
     kara_model_params mp;
     kara_model_params_init(&mp);
     kara_model *m = NULL;
@@ -227,21 +258,7 @@ static void test_context(void) {
     int32_t out[2][200];
     kara_kv_stats st[2];
     for (int dev = 0; dev < 2; dev++) {
-        kara_context_params cp;
-        kara_context_params_init(&cp);
-        cp.n_ctx = 512;
-        cp.n_threads = 1;
-        cp.device = dev ? KARA_DEVICE_CUDA : KARA_DEVICE_CPU;
-        cp.kv.method = KARA_KV_METHOD_KARA;
-        cp.kv.seq_tokens = 96;
-        cp.kv.interval = 32;
-        kara_status s = kara_kv_params_set(&cp.kv, "kara.buffer", "16");
-        kara_context *c = NULL;
-        if (!s) s = kara_context_create(m, &cp, &c);
-        if (s) {
-            fprintf(stderr, "test_cuda_score: context (%s): %s\n", dev ? "cuda" : "cpu", kara_last_error());
-            exit(1);
-        }
+        kara_context *c = make_context(m, KARA_KV_METHOD_KARA, dev);
         greedy(c, prompt, n_prompt, out[dev], 200);
         kara_context_kv_stats(c, &st[dev]);
         kara_context_free(c);
@@ -255,14 +272,83 @@ static void test_context(void) {
            same, (unsigned long long)st[0].events, (unsigned long long)st[1].events,
            (unsigned long long)st[0].slots_evicted, (unsigned long long)st[1].slots_evicted);
     expect(same >= 24, "the first 24 tokens are the CPU's");
+    test_methods_lockstep(m, prompt, n_prompt);
     kara_model_free(m);
+}
+
+/* Index of the largest logit, and whether the runner-up is within a near
+ * tie of it (a margin the device's other summation order could cross). */
+static int32_t top1(const float *lg, int32_t n, bool *near_tie) {
+    int32_t best = 0, second = -1;
+    for (int32_t v = 1; v < n; v++) {
+        if (lg[v] > lg[best]) {
+            second = best;
+            best = v;
+        } else if (second < 0 || lg[v] > lg[second]) {
+            second = v;
+        }
+    }
+    *near_tie = second >= 0 && lg[best] - lg[second] <= 1e-3f * (1.0f + fabsf(lg[best]));
+    return best;
+}
+
+/* Streaming, recent and Kara on the device and on the CPU in lockstep over
+ * 200 steps, both fed the CPU's greedy token: at every step where the CPU's
+ * choice is not a near tie the device picks the same token, and after
+ * every step both caches hold the same positions (the same decision at each
+ * eviction) with the same event and eviction counts. */
+static void test_methods_lockstep(kara_model *m, const int32_t *prompt, int32_t n_prompt) {
+    static const kara_kv_method methods[] = {KARA_KV_METHOD_STREAMING, KARA_KV_METHOD_RECENT, KARA_KV_METHOD_KARA};
+    const int32_t n_vocab = kara_model_n_vocab(m);
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+        const char *name = kara_kv_method_name(methods[i]);
+        kara_context *c[2] = {make_context(m, methods[i], false), make_context(m, methods[i], true)};
+        int32_t tok = 0, step, same_tokens = 1, same_cache = 1, ties = 0;
+        kara_kv_stats st[2];
+        for (step = 0; step < 200 && same_tokens && same_cache; step++) {
+            bool tie = false;
+            int32_t pick[2];
+            for (int dev = 0; dev < 2; dev++) {
+                kara_batch b = step ? kara_batch_one_sequence(&tok, 1, n_prompt + step - 1, 0)
+                                    : kara_batch_one_sequence(prompt, n_prompt, 0, 0);
+                if (kara_decode(c[dev], &b) != KARA_OK) {
+                    fprintf(stderr, "test_cuda_score: %s decode: %s\n", name, kara_last_error());
+                    exit(1);
+                }
+                bool t = false;
+                pick[dev] = top1(kara_get_logits(c[dev], -1), n_vocab, &t);
+                if (!dev) tie = t;
+                kara_context_kv_stats(c[dev], &st[dev]);
+            }
+            ties += tie;
+            if (!tie) same_tokens = pick[0] == pick[1];
+            const kr_kv_seq *q0 = &c[0]->kv.seqs[0], *q1 = &c[1]->kv.seqs[0];
+            same_cache = q0->n == q1->n && memcmp(q0->pos, q1->pos, (size_t)q0->n * sizeof(int32_t)) == 0 &&
+                st[0].events == st[1].events && st[0].slots_evicted == st[1].slots_evicted;
+            tok = pick[0];
+        }
+        printf("test_cuda_score: %s: %d steps in lockstep, %d near ties not compared (events %llu, evicted %llu)\n",
+               name, step, ties, (unsigned long long)st[0].events, (unsigned long long)st[0].slots_evicted);
+        char what[128];
+        snprintf(what, sizeof what, "%s: the device's tokens are the CPU's wherever the CPU's is no near tie", name);
+        expect(same_tokens, what);
+        snprintf(what, sizeof what, "%s: the same positions kept at every step (each eviction's decision)", name);
+        expect(same_cache, what);
+        snprintf(what, sizeof what, "%s: evicted on both", name);
+        expect(st[0].slots_evicted > 0, what);
+        kara_context_free(c[0]);
+        kara_context_free(c[1]);
+    }
 }
 
 int main(void) {
     skip_without_gpu("test_cuda_score");
     test_scoring();
     test_moves();
-    test_context();
+    /* KARA_CUDA_TEST_QUICK=1 (the memcheck run of tools/cuda_device_check.sh,
+     * many times slower): the kernels only, not the whole-model runs */
+    const char *quick = getenv("KARA_CUDA_TEST_QUICK");
+    if (!quick || quick[0] != '1') test_context();
     printf("test_cuda_score: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -279,9 +279,92 @@ static void test_dequant_matches_cpu(void) {
     }
 }
 
+/* The GEMV's reduction for one row, on the host as the kernel does it:
+ * lane k takes stretch k of each 32-stretch chunk (kr_cu_dequant_part, the
+ * activations staged with zeros past n_cols), sums its 32 products in
+ * order, and a butterfly of shuffles adds the 32 lane sums. */
+static float emulate_gemv_row(int type, const uint8_t *row, const float *x, int64_t n_cols) {
+    float acc[32] = {0};
+    const int64_t nblk = kr_cu_stretches(n_cols);
+    for (int64_t c0 = 0; c0 < nblk; c0 += 32)
+        for (int lane = 0; lane < 32 && c0 + lane < nblk; lane++) {
+            float v[32], xs[32], sum = 0.0f;
+            kr_cu_dequant_part(type, row, c0 + lane, n_cols, v);
+            for (int j = 0; j < 32; j++) {
+                const int64_t col = (c0 + lane) * 32 + j;
+                xs[j] = col < n_cols ? x[col] : 0.0f;
+            }
+            for (int j = 0; j < 32; j++) sum += v[j] * xs[j];
+            acc[lane] += sum;
+        }
+    for (int o = 16; o > 0; o >>= 1) {
+        float next[32];
+        for (int l = 0; l < 32; l++) next[l] = acc[l] + acc[l ^ o];
+        memcpy(acc, next, sizeof acc);
+    }
+    return acc[0];
+}
+
+/* Rows whose width is not a multiple of 32 (stories260K's ffn_down has 172
+ * columns, llama-2-tiny-random's embeddings 8): F32 / F16 / BF16 take them,
+ * the last stretch partial. kr_cu_dequant_part must give the CPU's values
+ * for the row's columns and 0 past them, reading only the row's own bytes
+ * (each row is its own allocation, so a sanitizer build catches a read
+ * past it), and the emulated GEMV must give the row's dot product. The
+ * quantised types stay whole blocks (kr_cu_cols_ok). */
+static void test_partial_stretch(void) {
+    static const unsigned widths[] = {1, 8, 31, 33, 95, 172, 1000, 1029};
+    static const int types[] = {KR_TYPE_F32, KR_TYPE_F16, KR_TYPE_BF16};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+            const int type = types[t];
+            const int64_t n = widths[w];
+            const size_t bytes = kr_type_row_size((kr_type)type, n), nz = widths[w];
+            CHECK_MSG(kr_cu_cols_ok(type, n), "type %d takes %lld columns", type, (long long)n);
+            CHECK_EQ_INT(kr_cu_row_bytes(type, n), (int64_t)bytes);
+            uint8_t *row = malloc(bytes);
+            float *want = malloc(nz * sizeof(float)), *x = malloc(nz * sizeof(float));
+            float *src = malloc(nz * sizeof(float));
+            for (int64_t i = 0; i < n; i++) {
+                src[i] = rng_gauss();
+                x[i] = rng_gauss();
+            }
+            CHECK(kr_quantize_row((kr_type)type, src, row, n));
+            kr_dequantize_row((kr_type)type, row, want, n);
+            bool same = true;
+            double dot = 0.0, mag = 0.0;
+            for (int64_t b = 0; b < kr_cu_stretches(n); b++) {
+                float v[32];
+                kr_cu_dequant_part(type, row, b, n, v);
+                for (int j = 0; j < 32; j++) {
+                    const int64_t col = b * 32 + j;
+                    const float expect = col < n ? want[col] : 0.0f;
+                    same = same && memcmp(&v[j], &expect, sizeof expect) == 0;
+                }
+            }
+            for (int64_t i = 0; i < n; i++) {
+                dot += (double)want[i] * x[i];
+                mag += fabs((double)want[i] * x[i]);
+            }
+            CHECK_MSG(same, "type %d, %lld columns: the partial stretch's values and zeros", type, (long long)n);
+            const float got = emulate_gemv_row(type, row, x, n);
+            CHECK_MSG(fabs(got - dot) <= 1e-5 * (mag + 1e-30), "type %d, %lld columns: GEMV row %.9g vs %.9g", type,
+                      (long long)n, got, dot);
+            free(row);
+            free(want);
+            free(x);
+            free(src);
+        }
+    /* quantised rows: whole blocks only */
+    CHECK(kr_cu_cols_ok(KR_TYPE_Q8_0, 64) && !kr_cu_cols_ok(KR_TYPE_Q8_0, 172) && !kr_cu_cols_ok(KR_TYPE_Q4_0, 8));
+    CHECK(kr_cu_cols_ok(KR_TYPE_Q4_K, 768) && !kr_cu_cols_ok(KR_TYPE_Q4_K, 800) && !kr_cu_cols_ok(KR_TYPE_Q6_K, 32));
+    CHECK(!kr_cu_cols_ok(KR_TYPE_F32, 0) && !kr_cu_cols_ok(-1, 64));
+}
+
 int main(void) {
     test_layout_constants();
     test_row_bytes();
     test_dequant_matches_cpu();
+    test_partial_stretch();
     return kr_test_finish();
 }
