@@ -175,11 +175,12 @@ static kara_status pool_fits_memory(const kr_kv_plan *plan) {
     size_text(need, need_s, sizeof need_s);
     size_text(phys, phys_s, sizeof phys_s);
     return kr_set_error(KARA_ERR_KV_BUDGET,
-                        "a KV cache for a context of %d tokens x %d sequences (batch.max_concurrency, -j) needs %s "
+                        "a KV cache for a context of %d tokens x %d sequence%s (batch.max_concurrency, -j) needs %s "
                         "with kv_cache.budget auto, more than the %s of memory here: %llu sequence%s of %d tokens, or "
-                        "%d sequences of about %llu tokens, would fit; lower -c or -j, or set a --kv-budget",
-                        plan->n_ctx, plan->n_seq_max, need_s, phys_s, (unsigned long long)seqs, seqs == 1 ? "" : "s",
-                        plan->n_ctx, plan->n_seq_max, (unsigned long long)tokens);
+                        "%d sequence%s of about %llu tokens, would fit; lower -c or -j, or set a --kv-budget",
+                        plan->n_ctx, plan->n_seq_max, plan->n_seq_max == 1 ? "" : "s", need_s, phys_s,
+                        (unsigned long long)seqs, seqs == 1 ? "" : "s", plan->n_ctx, plan->n_seq_max,
+                        plan->n_seq_max == 1 ? "" : "s", (unsigned long long)tokens);
 }
 
 /* The memory a context reserves grows with its size (the KV pool, the

@@ -29,7 +29,7 @@ check "--print-config says it too" '[ $rc -eq 0 ] && grep -Eq "^# the 1 GiB KV b
 # --- a context the machine cannot hold is refused with both numbers --------------------
 run "$KARA" run -m "$Q" -p Hello -n 2 -t 1 -c 16000000 --kv-budget auto
 check "-c 16000000 with a KV budget to match: refused, with what it needs and what there is (rc $rc)" \
-    '[ $rc -ne 0 ] && grep -Eq "^kara run: a context of 16000000 positions needs [0-9.]+ GiB \(KV [0-9.]+ GiB, attention rows [0-9.]+ GiB, the rest [0-9.]+ GiB\) and this machine has [0-9.]+ GiB of memory: lower context.size \(-c\) or kv_cache.budget \(--kv-budget\)$" "$tmp/err"'
+    '[ $rc -ne 0 ] && grep -Eq "^kara run: a KV cache for a context of 16000000 tokens x 1 sequence \(batch.max_concurrency, -j\) needs [0-9.]+ TiB with kv_cache.budget auto, more than the [0-9.]+ GiB of memory here: 0 sequences of 16000000 tokens, or 1 sequence of about [0-9]+ tokens, would fit; lower -c or -j, or set a --kv-budget$" "$tmp/err"'
 
 # --- the report line in plain words -----------------------------------------------------
 check "the memory line names the cache, its tokens and the scoring buffers" \

@@ -424,8 +424,7 @@ static void finish_request(job *j, const kara_engine_event *ev) {
         snprintf(msg, sizeof msg, "input line %d: %s", p->line, ev->error ? ev->error : kara_status_str(ev->status));
         write_error(j, p->slot, p->custom_id, p->line, status_code(ev->status), msg);
     } else {
-        /* the answer after "</think>" starts with the template's blank line:
-         * content, as OpenAI's reasoning models give it, starts at the text */
+        /* content starts at the text, not at the template's blank line after "</think>" (as OpenAI's) */
         size_t skip = 0;
         while (skip < p->content.len && (p->content.p[skip] == '\n' || p->content.p[skip] == '\r')) skip++;
         kr_batch_result res = {
@@ -478,23 +477,13 @@ static int status_exit(kara_status st) {
     }
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Mean prompt and generation length of the shard's first 64 requests:
- * what kara_engine_fit_concurrency sizes the context for. Answered ones
- * count too, so a resumed job sizes its context (and so each sequence's
- * share of the budget) exactly as the first run did. A request that can
- * never run (its prompt fills the context) or is an outlier (over 4 times
- * the median prompt + generation) does not count: one huge request would
- * otherwise size every sequence for itself and cut the whole job's
- * concurrency. The engine still runs it when the pool holds it - alone if
- * need be, as admission waits for room - or refuses it with an error line. */
+/* Prompt and generation lengths of the shard's first 64 requests, for
+ * kr_batch_typical (batch_fit.h). Answered ones count too, so a resumed job
+ * sizes its context exactly as the first run did; a request whose prompt
+ * fills the context can never run and does not count. */
 static void typical_request(job *j, int32_t n_ctx, int32_t *n_prompt, int32_t *n_predict) {
-    int64_t p_len[64], g_len[64], tot[64], sorted[64], sum_p = 0, sum_g = 0;
-    int n = 0, used = 0, outliers = 0, biggest = -1;
+    int64_t p_len[64], g_len[64];
+    int n = 0;
     for (int i = 0; i < j->n_shard && n < 64; i++) {
         const kr_batch_line *l = &j->in.lines[j->shard[i]];
         kr_json_doc doc;
@@ -506,8 +495,6 @@ static void typical_request(job *j, int32_t n_ctx, int32_t *n_prompt, int32_t *n
             if (tokenize_request(j, &r, &p) == KARA_OK && (n_ctx <= 0 || p.n_tokens < n_ctx)) {
                 p_len[n] = p.n_tokens;
                 g_len[n] = r.max_tokens >= 0 ? r.max_tokens : j->o->cfg.max_tokens;
-                int64_t g = g_len[n] < 0 && n_ctx > 0 ? n_ctx - p_len[n] : g_len[n] < 0 ? 0 : g_len[n];
-                tot[n] = sorted[n] = p_len[n] + g;
                 n++;
             }
             free(p.tokens);
@@ -515,27 +502,7 @@ static void typical_request(job *j, int32_t n_ctx, int32_t *n_prompt, int32_t *n
         kr_batch_request_free(&r);
         kr_json_doc_free(&doc);
     }
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_i64);
-    int64_t cap = n ? 4 * sorted[n / 2] : 0;
-    for (int i = 0; i < n; i++) {
-        if (tot[i] > cap && tot[i] > 64) {
-            if (biggest < 0 || tot[i] > tot[biggest]) biggest = i;
-            outliers++;
-            continue;
-        }
-        sum_p += p_len[i];
-        sum_g += g_len[i];
-        used++;
-    }
-    if (outliers)
-        fprintf(stderr,
-                "kara batch: sizing for the typical request: %d much larger request%s (up to %lld prompt + generated "
-                "tokens, over 4 x the median %lld) left out; %s alone if the KV budget holds %s, else fail%s\n",
-                outliers, outliers == 1 ? "" : "s", (long long)tot[biggest], (long long)(cap / 4),
-                outliers == 1 ? "it runs" : "they run", outliers == 1 ? "it" : "them", outliers == 1 ? "s" : "");
-    *n_prompt = used ? (int32_t)(sum_p / used) : 1;
-    *n_predict = used ? (int32_t)(sum_g / used) : j->o->cfg.max_tokens;
-    if (*n_predict < -1) *n_predict = -1;
+    kr_batch_typical(p_len, g_len, n, n_ctx, j->o->cfg.max_tokens, n_prompt, n_predict);
 }
 
 static int setup_engine(job *j) {

@@ -21,6 +21,7 @@
 #include "draft_model.h"
 #include "exit_codes.h"
 #include "kara.h"
+#include "chat_help.h"
 #include "kv_exact.h"
 #include "line_editor.h"
 #include "safe_output.h"
@@ -454,21 +455,6 @@ static void show_stats(const chat_session *s) {
     fflush(stdout);
 }
 
-static void show_help(void) {
-    printf("/exit, /quit, /bye  leave (also Ctrl-D)\n"
-           "/help, /?           this list\n"
-           "/clear              forget the conversation (the system prompt stays)\n"
-           "/regen              generate the last reply again\n"
-           "/read FILE          send a file's text as your message\n"
-           "/set think          turn thinking on\n"
-           "/set nothink        turn thinking off\n"
-           "/stats              speed of the last reply, context and KV memory\n"
-           "A line ending in \\ continues on the next line. Ctrl-C stops a reply.\n"
-           "On a terminal: Up/Down recall earlier lines, Ctrl-L clears the screen, and what\n"
-           "you type during a reply waits for the next prompt (docs/CHAT.md lists the keys).\n");
-    fflush(stdout);
-}
-
 /* Send a user message and show the reply. */
 static void user_turn(chat_session *s, const char *text, size_t len) {
     if (s->single_turn && !s->single_turn_noted && s->n_msgs > 0 && !strcmp(s->msgs[s->n_msgs - 1].role, "assistant")) {
@@ -500,7 +486,7 @@ static cmd_result command(chat_session *s, const char *line) {
     if (IS("think") || IS("no_think")) return CMD_NONE;
     if (IS("exit") || IS("bye") || IS("quit")) return CMD_EXIT;
     if (IS("help") || IS("?")) {
-        show_help();
+        kr_chat_help(stdout);
     } else if (IS("clear")) {
         clear_history(s);
         note(s, "(conversation cleared)");
@@ -752,7 +738,7 @@ static int chat_main(int argc, char **argv) {
                 kara_context_n_ctx(s.ctx), c->max_tokens, c->sampling.temperature, c->sampling.top_k, c->sampling.top_p,
                 c->sampling.min_p, c->sampling.repeat_penalty, (unsigned long long)c->sampling.seed);
     }
-    char flag[8];
+    char flag[8]; /* a model that answers one message per conversation says so in its GGUF */
     s.single_turn =
         kara_model_meta_str(s.model, "kara.chat.single_turn", flag, sizeof flag, NULL) && !strcmp(flag, "true");
     s.kv = cp.kv;
@@ -765,9 +751,7 @@ static int chat_main(int argc, char **argv) {
                 kara_model_desc(s.model), kara_chat_family_name(s.tmpl.family), s.think ? "on" : "off",
                 kara_context_n_ctx(s.ctx));
         if (s.single_turn)
-            fprintf(stderr,
-                    "This model answers one message per conversation (it was trained so): /clear before "
-                    "each new question.\n");
+            fputs("This model answers one message per conversation: /clear before each question.\n", stderr);
     }
 
     clock_gettime(CLOCK_MONOTONIC, &g_t0);
