@@ -29,13 +29,7 @@ static bool scores_on_device(const kr_kv_policy *pol) { return pol->needs_scores
 
 kara_status kr_cu_kv_check(const kara_context *c) {
     const kr_kv_policy *pol = &c->policy;
-    const char *what = NULL;
-    if (pol->h2o_probs)
-        what = "its attention sums (h2o, lazy) are collected by the CPU's attention";
-    else if (pol->scoring && pol->p.method == KARA_KV_METHOD_RKV)
-        what = "its key-redundancy scorer reads the pool on the host";
-    else if (pol->needs_scores && !pol->ring)
-        what = "it scores without a query ring";
+    const char *what = kr_kv_policy_host_only(pol);
     if (!what) return KARA_OK;
     return kr_set_error(KARA_ERR_UNSUPPORTED,
                         "runtime.device cuda does not run kv_cache.method %s with a budget that can run out yet: %s; "
