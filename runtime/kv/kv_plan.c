@@ -161,12 +161,25 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
         : 0;
     int64_t blocks = whole;
     if (p->budget) {
+        /* the least that works: the reservation and one block, or for an
+         * at-budget method with the share set by the budget, the blocks of
+         * a share whose budget_tokens holds what it protects of an empty
+         * prompt (kr_kv_plan_holds names the need of a real one) */
+        uint64_t min_blocks = 1;
+        if (m->kind(p) == KR_KV_AT_BUDGET && p->seq_tokens <= 0) {
+            int64_t least = (int64_t)(m->protects ? m->protects(p, t->n_sink) : t->n_sink) + kr_kv_trigger_slack(p);
+            if (least > n_ctx) least = n_ctx;
+            min_blocks = (uint64_t)n_seq_max * (uint64_t)((least + B - 1) / B);
+        }
+        uint64_t min_budget = plan->reserved_bytes + min_blocks * plan->block_bytes;
         if (p->budget < plan->reserved_bytes + plan->block_bytes)
             return kr_set_error(KARA_ERR_KV_BUDGET,
                                 "KV budget of %llu bytes is too small: method %s reserves %llu bytes for query "
-                                "rings and scoring scratch and one block of %d slots needs %llu bytes",
+                                "rings and scoring scratch and one block of %d slots needs %llu bytes; the smallest "
+                                "budget that works is %llu bytes",
                                 (unsigned long long)p->budget, kara_kv_method_name(p->method),
-                                (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes);
+                                (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes,
+                                (unsigned long long)min_budget);
         uint64_t fit = (p->budget - plan->reserved_bytes) / plan->block_bytes;
         if (fit < (uint64_t)blocks) blocks = (int64_t)fit;
     }
@@ -272,11 +285,21 @@ bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t P, int32_t n_predict, char
                  "baselines.budget_tokens %d is below the %d slots method %s protects for this request (%d prompt "
                  "tokens, attention sinks and its observation or recent window): set at least %d",
                  budget, protect, kara_kv_method_name(p->method), P, protect);
-    else if (!ok)
-        snprintf(why, why_size,
-                 "method %s keeps at most %d slots per sequence here (baselines.budget_tokens), too few for the %d "
-                 "slots it protects for this request (the share per sequence shrinks as max_concurrency grows); "
-                 "lower max_concurrency, raise kv_cache.budget or set baselines.budget_tokens",
-                 kara_kv_method_name(p->method), budget, protect);
+    else if (!ok) {
+        int n = snprintf(why, why_size,
+                         "method %s keeps at most %d slots per sequence here (baselines.budget_tokens), too few for "
+                         "the %d slots it protects for this request (the share per sequence shrinks as "
+                         "max_concurrency grows); lower max_concurrency, raise kv_cache.budget or set "
+                         "baselines.budget_tokens",
+                         kara_kv_method_name(p->method), budget, protect);
+        /* the share that makes budget_tokens (share - slack) hold what it
+         * protects, when the budget sets the share and the context can hold it */
+        int64_t share = (int64_t)protect + kr_kv_trigger_slack(p), B = p->block_size;
+        if (p->budget && p->seq_tokens <= 0 && share <= plan->n_ctx && n > 0 && (size_t)n < why_size) {
+            uint64_t blocks = (uint64_t)plan->n_seq_max * (uint64_t)((share + B - 1) / B);
+            snprintf(why + n, why_size - (size_t)n, "; the smallest kv_cache.budget that holds it is %llu bytes",
+                     (unsigned long long)(plan->reserved_bytes + blocks * plan->block_bytes));
+        }
+    }
     return ok;
 }
