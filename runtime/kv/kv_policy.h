@@ -1,10 +1,11 @@
 /*
  * kv_policy.h - what decides which KV slots a sequence keeps
  * (docs/KV_COMPRESSION.md). The forward pass knows none of the methods: it
- * hands the policy each fresh query (kr_kv_policy_query_row) and, for
- * H2O, attention probabilities; before a decode kr_kv_policy_before_append
- * makes room within a sequence's share, and after it kr_kv_policy_step
- * runs the events that are due.
+ * hands the policy each fresh query (kr_kv_policy_query_row) and the
+ * attention rows a method asked for (kr_kv_policy_attn_row); before a
+ * decode kr_kv_policy_before_append makes room within a sequence's share,
+ * and after it kr_kv_policy_step runs the events that are due, through the
+ * method's table (kv_method.h, methods/).
  *
  * Regions of a sequence: prompt [0, P) is never compressed; scored history
  * [P, F) holds the windows scored so far (each slot tagged with its window
