@@ -55,9 +55,10 @@ typedef struct kr_kv_method {
     /* How far past budget_tokens its cache grows before an event; NULL: 1. */
     int32_t (*trigger_slack)(const kara_kv_params *p);
     /* Slots it never evicts of a request whose protected front (prompt or
-     * sinks) is `front` (KR_KV_AT_BUDGET only). */
+     * sinks) is `front` (KR_KV_AT_BUDGET only); NULL: front. */
     int32_t (*protects)(const kara_kv_params *p, int32_t front);
-    /* Whether no event ever rewrites a slot of the prompt (shared blocks). */
+    /* Whether no event ever rewrites a slot of the prompt (shared blocks);
+     * NULL: some may. */
     bool (*keeps_prompt)(const kara_kv_params *p);
     /* KR_KV_WINDOWS: keep k of the window's candidates (keep, sorted). */
     kara_status (*select_window)(const kara_kv_params *p, const kr_kv_window_in *in, int32_t k, int32_t *keep,
@@ -91,7 +92,19 @@ const kr_kv_method *kr_kv_method_of(const kara_kv_params *p);
 /* Register a method under a new id (tests): the id, or -1 when the
  * registry is full. */
 int kr_kv_method_register(const kr_kv_method *m);
+/* The names of the registered methods a device that holds the pool can
+ * run with their default settings (no attention summed on the CPU, no
+ * host-only scorer), ", "-separated into buf (kr_kv_policy_host_only says
+ * why the others cannot). */
+void kr_kv_methods_on_device(char *buf, size_t size);
 /* How p's method compresses. */
 kr_kv_kind kr_kv_method_kind(const kara_kv_params *p);
+
+/* Hooks many methods share (registry.c): a fixed kind, a prompt always
+ * kept, and the reservation of a window method that scores nothing. */
+kr_kv_kind kr_kv_kind_windows(const kara_kv_params *p);
+kr_kv_kind kr_kv_kind_at_budget(const kara_kv_params *p);
+bool kr_kv_keeps_prompt_always(const kara_kv_params *p);
+void kr_kv_reserve_unscored_window(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots);
 
 #endif /* KR_KV_METHOD_H */

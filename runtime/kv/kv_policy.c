@@ -533,7 +533,7 @@ bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_kee
 
 int32_t kr_kv_policy_shareable(const kr_kv_policy *pol, int32_t seq, int32_t n) {
     const kr_kv_method *m = pol->method;
-    if (!m->keeps_prompt(&pol->p)) return 0;
+    if (!m->keeps_prompt || !m->keeps_prompt(&pol->p)) return 0;
     if (!pol->seqs[seq].prompt_marked || m->kind(&pol->p) == KR_KV_KEEPS_ALL) return n;
     return pol->seqs[seq].n_prompt < n ? pol->seqs[seq].n_prompt : n;
 }

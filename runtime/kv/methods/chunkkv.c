@@ -3,11 +3,6 @@
 #include "kv_method.h"
 #include "kv_tuning.h"
 
-static kr_kv_kind kind(const kara_kv_params *p) {
-    (void)p;
-    return KR_KV_WINDOWS;
-}
-
 /* The window's queries; read tracking sums the newest query's attention. */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     const kr_kv_tuning *t = kr_kv_tune(p);
@@ -21,11 +16,6 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
     s->needs_h2o = t->reads_weight > 0.0f;
 }
 
-static bool keeps_prompt(const kara_kv_params *p) {
-    (void)p;
-    return true;
-}
-
 static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in *in, int32_t k, int32_t *keep,
                                  void *scratch, size_t scratch_bytes) {
     return kr_kv_select_chunks(in->scores, in->n_c, k, kr_kv_tune(p)->chunkkv_chunk_len, in->protect, keep, scratch,
@@ -33,8 +23,8 @@ static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in 
 }
 
 const kr_kv_method kr_kvm_chunkkv = {.name = "chunkkv",
-                                     .kind = kind,
+                                     .kind = kr_kv_kind_windows,
                                      .reserve = reserve,
-                                     .keeps_prompt = keeps_prompt,
+                                     .keeps_prompt = kr_kv_keeps_prompt_always,
                                      .select_window = select_window,
                                      .per_layer = true};

@@ -6,9 +6,4 @@ static kr_kv_kind kind(const kara_kv_params *p) {
     return KR_KV_KEEPS_ALL;
 }
 
-static bool keeps_prompt(const kara_kv_params *p) {
-    (void)p;
-    return true;
-}
-
-const kr_kv_method kr_kvm_full = {.name = "full", .kind = kind, .keeps_prompt = keeps_prompt};
+const kr_kv_method kr_kvm_full = {.name = "full", .kind = kind, .keeps_prompt = kr_kv_keeps_prompt_always};

@@ -7,27 +7,12 @@
 #include "kv_select.h"
 #include "kv_tuning.h"
 
-static kr_kv_kind kind(const kara_kv_params *p) {
-    (void)p;
-    return KR_KV_AT_BUDGET;
-}
-
 /* The newest query's attention rows, per sequence and head. */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     (void)p;
     (void)n_layer;
     s->needs_h2o = true;
     s->score_n = max_slots;
-}
-
-static int32_t protects(const kara_kv_params *p, int32_t front) {
-    (void)p;
-    return front;
-}
-
-static bool keeps_prompt(const kara_kv_params *p) {
-    (void)p;
-    return false;
 }
 
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
@@ -39,9 +24,5 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     return kr_kvp_cache_keep(pol, seq, st, k);
 }
 
-const kr_kv_method kr_kvm_h2o = {.name = "h2o",
-                                 .kind = kind,
-                                 .reserve = reserve,
-                                 .protects = protects,
-                                 .keeps_prompt = keeps_prompt,
-                                 .cache_event = cache_event};
+const kr_kv_method kr_kvm_h2o = {
+    .name = "h2o", .kind = kr_kv_kind_at_budget, .reserve = reserve, .cache_event = cache_event};

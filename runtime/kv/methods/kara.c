@@ -63,11 +63,6 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
 /* trigger threshold keeps the prompt and the buffer */
 static int32_t protects(const kara_kv_params *p, int32_t front) { return front + kr_kv_tune(p)->buffer; }
 
-static bool keeps_prompt(const kara_kv_params *p) {
-    (void)p;
-    return true;
-}
-
 static bool reads_lines(const kara_kv_params *p) {
     return kr_kv_tune(p)->t2c_mode == KARA_T2C_LINES || kr_kv_tune(p)->t2c_mode == KARA_T2C_LINE_TAILS;
 }
@@ -134,7 +129,7 @@ const kr_kv_method kr_kvm_kara = {.name = "kara",
                                   .reserve = reserve,
                                   .trigger_slack = trigger_slack,
                                   .protects = protects,
-                                  .keeps_prompt = keeps_prompt,
+                                  .keeps_prompt = kr_kv_keeps_prompt_always,
                                   .select_window = select_window,
                                   .cache_event = cache_event,
                                   .cache_limit = cache_limit,

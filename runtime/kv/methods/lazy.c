@@ -9,11 +9,6 @@
 #include "kv_tuning.h"
 #include "status.h"
 
-static kr_kv_kind kind(const kara_kv_params *p) {
-    (void)p;
-    return KR_KV_AT_BUDGET;
-}
-
 static kara_status check(const kara_kv_params *p) {
     const kr_kv_tuning *t = kr_kv_tune(p);
     if (t->lazy_window < 1 || !(t->lazy_alpha >= 0))
@@ -53,7 +48,7 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 const kr_kv_method kr_kvm_lazy = {.name = "lazy",
-                                  .kind = kind,
+                                  .kind = kr_kv_kind_at_budget,
                                   .check = check,
                                   .reserve = reserve,
                                   .trigger_slack = trigger_slack,

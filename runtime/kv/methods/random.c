@@ -3,24 +3,6 @@
 #include "kv_method.h"
 #include "kv_tuning.h"
 
-static kr_kv_kind kind(const kara_kv_params *p) {
-    (void)p;
-    return KR_KV_WINDOWS;
-}
-
-/* No queries: only the selection's span. */
-static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
-    (void)n_layer;
-    (void)max_slots;
-    s->window_method = true;
-    s->score_n = kr_kv_window_slots(p);
-}
-
-static bool keeps_prompt(const kara_kv_params *p) {
-    (void)p;
-    return true;
-}
-
 /* The event count seeds each window's choice apart. */
 static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in *in, int32_t k, int32_t *keep,
                                  void *scratch, size_t scratch_bytes) {
@@ -28,5 +10,8 @@ static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in 
     return kr_kv_select_random(in->n_c, k, mix, in->protect, keep, scratch, scratch_bytes);
 }
 
-const kr_kv_method kr_kvm_random = {
-    .name = "random", .kind = kind, .reserve = reserve, .keeps_prompt = keeps_prompt, .select_window = select_window};
+const kr_kv_method kr_kvm_random = {.name = "random",
+                                    .kind = kr_kv_kind_windows,
+                                    .reserve = kr_kv_reserve_unscored_window,
+                                    .keeps_prompt = kr_kv_keeps_prompt_always,
+                                    .select_window = select_window};

@@ -9,11 +9,6 @@
 #include "kv_select.h"
 #include "kv_tuning.h"
 
-static kr_kv_kind kind(const kara_kv_params *p) {
-    (void)p;
-    return KR_KV_AT_BUDGET;
-}
-
 /* Keys over the whole cache, but only the observation window asks queries
  * (buffer_only scoring): scratch for obs_window query rows. */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
@@ -56,7 +51,7 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 const kr_kv_method kr_kvm_snapkv = {.name = "snapkv",
-                                    .kind = kind,
+                                    .kind = kr_kv_kind_at_budget,
                                     .reserve = reserve,
                                     .trigger_slack = trigger_slack,
                                     .protects = protects,

@@ -6,11 +6,6 @@
 #include "kv_select.h"
 #include "kv_tuning.h"
 
-static kr_kv_kind kind(const kara_kv_params *p) {
-    (void)p;
-    return KR_KV_AT_BUDGET;
-}
-
 /* Its selection reads no scores: only the selection scratch. */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     (void)p;
@@ -23,11 +18,6 @@ static int32_t protects(const kara_kv_params *p, int32_t front) {
     return kr_kv_tune(p)->streaming_n_sink;
 }
 
-static bool keeps_prompt(const kara_kv_params *p) {
-    (void)p;
-    return false;
-}
-
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     int32_t k = 0;
     kara_status st =
@@ -36,8 +26,7 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 const kr_kv_method kr_kvm_streaming = {.name = "streaming",
-                                       .kind = kind,
+                                       .kind = kr_kv_kind_at_budget,
                                        .reserve = reserve,
                                        .protects = protects,
-                                       .keeps_prompt = keeps_prompt,
                                        .cache_event = cache_event};
