@@ -6,7 +6,8 @@
  * reserves what its reserve hook asked for, its cache event runs at every
  * step past the budget, its name is the one kara_kv_method_name gives,
  * and its settings check refuses a bad configuration at context creation.
- * The registry also names every built-in method, each with its id. */
+ * The registry also names every built-in method, each with its id, and
+ * the ones a device can run. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,11 @@ static void test_builtins(void) {
         CHECK_MSG(k != KR_KV_AT_BUDGET || m->cache_event != NULL, "%s: no cache event", m->name);
     }
     CHECK(kr_kv_method_get(-1) == NULL);
+    /* what a device that holds the pool can run, from the tables: neither
+     * h2o nor lazy (attention summed by the CPU) nor rkv (host-only scorer) */
+    char dev[160];
+    kr_kv_methods_on_device(dev, sizeof dev);
+    CHECK_MSG(!strcmp(dev, "full, streaming, snapkv, chunkkv, random, recent, kara"), "on a device: %s", dev);
 }
 
 int main(void) {
