@@ -22,24 +22,21 @@
 #include "cuda_backend_state.h"
 #include "cuda_ops.h"
 #include "cuda_score.h"
+#include "kv_method.h"
 #include "kv_policy.h"
 #include "kv_tuning.h"
 #include "status.h"
 
 kara_status kr_cu_kv_check(const kara_context *c) {
     const kr_kv_policy *pol = &c->policy;
-    const char *what = NULL;
-    if (pol->h2o_probs)
-        what = "its attention sums (h2o, lazy) are collected by the CPU's attention";
-    else if (pol->scoring && pol->p.method == KARA_KV_METHOD_RKV)
-        what = "its key-redundancy scorer reads the pool on the host";
-    else if (pol->needs_scores && !pol->ring)
-        what = "it scores without a query ring";
+    const char *what = kr_kv_policy_host_only(pol);
     if (!what) return KARA_OK;
+    char ok[160];
+    kr_kv_methods_on_device(ok, sizeof ok);
     return kr_set_error(KARA_ERR_UNSUPPORTED,
                         "runtime.device cuda does not run kv_cache.method %s with a budget that can run out yet: %s; "
-                        "use kara, chunkkv, snapkv, streaming, recent, random or full, or runtime.device cpu",
-                        kara_kv_method_name(c->params.kv.method), what);
+                        "use %s, or runtime.device cpu",
+                        kara_kv_method_name(c->params.kv.method), what, ok);
 }
 
 bool kr_cu_kv_alloc(cuda_state *s, const kara_context *c) {

@@ -8,6 +8,11 @@
   mirrors runtime/CMakeLists.txt, which enforces it at build time).
 - kernels_cpu/ and platform/ include nothing of the runtime; tools/ includes
   only the public header of the runtime.
+- The KV methods live in runtime/kv/methods/, one file each: no library
+  file outside that folder switches on a method (`case KARA_KV_METHOD_X`,
+  `== KARA_KV_METHOD_X`) or names a method's own table or function
+  (`kr_kvm_*`), and a method file exports nothing else; the rest of the
+  runtime asks a method through its table (runtime/kv/kv_method.h).
 - No hand-written source file is longer than 800 lines (the generated
   Unicode tables are the exception). The one public header may hold 1,000:
   it is the contract of every declaration, each with its result codes, and
@@ -38,6 +43,39 @@ MAY_CALL = {
 # Where a folder may use only some headers of another: the engine reads a context through its accessors.
 ONLY_HEADERS = {("engine", "decode"): {"context_access.h"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+LIBRARY = ("runtime/", "kernels_cpu/", "kernels_cuda/", "platform/")
+METHODS = "runtime/kv/methods/"
+# switching on a method: case X, == X, != X, X == ..., X != ...
+METHOD_SWITCH = re.compile(r"\bcase\s+KARA_KV_METHOD_\w+|[=!]=\s*KARA_KV_METHOD_\w+|\bKARA_KV_METHOD_\w+\s*[=!]=")
+METHOD_OWN = re.compile(r"\bkr_kvm_\w+")
+# a top-level definition that is not static: a name followed by ( or = at the start of a line's declaration
+EXPORTED = re.compile(r"^(?!static\b)(?:const\s+)?[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*(?:\(|=)", re.M)
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def method_problems(root, files):
+    """Methods only in their own files (runtime/kv/kv_method.h)."""
+    problems = []
+    for f in files:
+        if not f.endswith((".c", ".h", ".cu")) or not f.startswith(LIBRARY) or f == "runtime/include/kara.h":
+            continue
+        text = strip_comments(open(os.path.join(root, f), errors="replace").read())
+        if f.startswith(METHODS):
+            if f.endswith("/registry.c"):
+                continue
+            for name in EXPORTED.findall(text):
+                if not name.startswith("kr_kvm_"):
+                    problems.append(f"{f}: exports {name}: a method file exports only its table, kr_kvm_<name>")
+            continue
+        for m in METHOD_SWITCH.finditer(text):
+            problems.append(f"{f}: switches on a KV method ({m.group(0)}): ask its table (kv_method.h)")
+        for m in sorted(set(METHOD_OWN.findall(text))):
+            problems.append(f"{f}: names {m}, a method's own: only runtime/kv/methods/ may")
+    return problems
 
 
 def tracked(root):
@@ -64,7 +102,7 @@ def main():
         for inc in INCLUDE.findall(text):
             name = os.path.basename(inc)
             target = owner.get(name)
-            if parts[0] == "runtime" and len(parts) == 3 and parts[1] in MAY_CALL:
+            if parts[0] == "runtime" and len(parts) >= 3 and parts[1] in MAY_CALL:
                 src = parts[1]
                 if target and target != src and target != "include":
                     edges.setdefault(src, set()).add(target)
@@ -93,6 +131,7 @@ def main():
     for node in sorted(edges):
         if node not in state:
             visit(node, [node])
+    problems += method_problems(root, files)
     # file lengths
     for f in files:
         if f in GENERATED or not f.endswith((".c", ".h", ".py", ".sh")):
@@ -104,7 +143,7 @@ def main():
     for p in problems:
         print("check_layout: " + p)
     if not problems:
-        print("check_layout: folders, includes and file lengths as docs/ARCHITECTURE.md says")
+        print("check_layout: folders, includes, KV methods and file lengths as docs/ARCHITECTURE.md says")
     return 1 if problems else 0
 
 

@@ -131,7 +131,7 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
             for (int32_t s = nv; s < n_vis; s++) row[s] = 0.0f; /* slots after the entry's own */
             /* H2O accumulates the attention of each sequence's newest query (of
              * each entry of a verify batch kept apart, in rows of their own) */
-            float *h2o = c->entry_row[i] >= 0 ? kr_kv_policy_h2o_row(&c->policy, seq, c->entry_row[i], h) : NULL;
+            float *h2o = c->entry_row[i] >= 0 ? kr_kv_policy_attn_row(&c->policy, seq, c->entry_row[i], h) : NULL;
             for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
         }
     }

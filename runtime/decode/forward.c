@@ -41,10 +41,10 @@ static void undo_batch(kara_context *c) {
         c->kv.seqs[s].active = c->saved_kv[s].active;
         c->policy.seqs[s] = c->saved_pol[s];
         /* the attention of the sequence's newest queries, summed layer by
-         * layer for H2O, lazy and read tracking: only kr_kv_policy_h2o_commit
+         * layer for H2O, lazy and read tracking: only kr_kv_policy_after_pass
          * adds it to the scores, which a stopped pass never reaches, so drop
          * the partial sums (found by test_decode_atomic) */
-        kr_kv_policy_h2o_discard(&c->policy, s);
+        kr_kv_policy_pass_discard(&c->policy, s);
     }
     c->n_logits = 0;
 }
@@ -117,7 +117,7 @@ kara_status kr_forward(kara_context *c, const kara_batch *b) {
     c->n_logits = n_out;
     for (int32_t s = 0; s < c->kv.n_seq_max; s++)
         if (c->seq_counts[s])
-            kr_kv_policy_h2o_commit(&c->policy, s, kr_kv_policy_attn_rows(&c->policy, s, c->seq_counts[s]),
+            kr_kv_policy_after_pass(&c->policy, s, kr_kv_policy_attn_rows(&c->policy, s, c->seq_counts[s]),
                                     c->kv.seqs[s].n);
     be->logits(c, c->out_rows, n_out);
     kara_status st = be->finish(c);

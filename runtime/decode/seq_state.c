@@ -221,16 +221,7 @@ kara_status kara_seq_state_load(kara_context *c, int32_t seq, const void *buf, s
  * the methods that never evict a prompt slot; none under streaming and h2o
  * (and the others with their prompt unprotected). */
 static int32_t shareable_slots(const kara_context *c, int32_t src) {
-    const kr_kv_policy *pol = &c->policy;
-    const kara_kv_method m = pol->p.method;
-    bool keeps_prompt = m == KARA_KV_METHOD_FULL || m == KARA_KV_METHOD_KARA || pol->window_method ||
-        (m == KARA_KV_METHOD_SNAPKV && pol->t.snapkv_protect_prompt) ||
-        (m == KARA_KV_METHOD_RKV && pol->t.rkv_protect_prompt) ||
-        (m == KARA_KV_METHOD_LAZY && pol->t.lazy_protect_prompt);
-    if (!keeps_prompt) return 0;
-    const int32_t n = c->kv.seqs[src].n;
-    if (!pol->seqs[src].prompt_marked || m == KARA_KV_METHOD_FULL) return n;
-    return pol->seqs[src].n_prompt < n ? pol->seqs[src].n_prompt : n;
+    return kr_kv_policy_shareable(&c->policy, src, c->kv.seqs[src].n);
 }
 
 /* A whole sequence into another of the same context: the blocks of what

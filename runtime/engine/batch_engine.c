@@ -37,7 +37,6 @@
 #include "params_size.h"
 #include "status.h"
 #include "monotonic_clock.h"
-#include "kv_tuning.h"
 
 void kara_engine_params_init(kara_engine_params *p) {
     memset(p, 0, sizeof *p);
@@ -616,7 +615,7 @@ kara_status kara_engine_step(kara_engine *e) {
         int32_t running;
         kr_batch_slot *y = youngest(e, &running);
         if (!y) break;
-        if (kr_kv_tune(&kr_context_kv_plan(c)->p)->on_pool_exhausted == KARA_POOL_PREEMPT && running > 1) {
+        if (kr_kv_plan_preempts(kr_context_kv_plan(c)) && running > 1) {
             slot_preempt(e, y);
         } else {
             char msg[KR_BATCH_ERROR_MAX];

@@ -4,14 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_method.h"
 #include "kv_plan.h"
 #include "kv_quant.h"
 #include "status.h"
 #include "kv_tuning.h"
 
 bool kr_kv_params_per_layer(const kara_kv_params *p) {
-    return kr_kv_tune(p)->per_layer_selection &&
-        (p->method == KARA_KV_METHOD_KARA || p->method == KARA_KV_METHOD_CHUNKKV);
+    return kr_kv_tune(p)->per_layer_selection && kr_kv_method_of(p)->per_layer;
 }
 
 int32_t kr_kv_layers_per_group(const kara_kv_params *p, int32_t n_layer) {

@@ -5,20 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kv_method.h"
 #include "status.h"
 #include "kv_tuning.h"
 
-const kr_enum_name kr_kv_method_names[] = {{"full", KARA_KV_METHOD_FULL},
-                                           {"streaming", KARA_KV_METHOD_STREAMING},
-                                           {"snapkv", KARA_KV_METHOD_SNAPKV},
-                                           {"h2o", KARA_KV_METHOD_H2O},
-                                           {"chunkkv", KARA_KV_METHOD_CHUNKKV},
-                                           {"random", KARA_KV_METHOD_RANDOM},
-                                           {"recent", KARA_KV_METHOD_RECENT},
-                                           {"kara", KARA_KV_METHOD_KARA},
-                                           {"rkv", KARA_KV_METHOD_RKV},
-                                           {"lazy", KARA_KV_METHOD_LAZY},
-                                           {NULL, 0}};
+/* kr_kv_method_names: methods/registry.c, from the list of methods. */
 
 const kr_enum_name kr_kv_dtype_names[] = {
     {"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {"q8_0", KARA_KV_Q8_0}, {"q4_0", KARA_KV_Q4_0}, {NULL, 0}};
@@ -68,8 +59,8 @@ const kr_enum_name kr_t2c_mode_names[] = {{"chunks", KARA_T2C_CHUNKS},
                                           {NULL, 0}};
 
 bool kr_kv_selection_reads_lines(const kara_kv_params *p) {
-    return p->method == KARA_KV_METHOD_KARA &&
-        (kr_kv_tune(p)->t2c_mode == KARA_T2C_LINES || kr_kv_tune(p)->t2c_mode == KARA_T2C_LINE_TAILS);
+    const kr_kv_method *m = kr_kv_method_of(p);
+    return m->reads_lines && m->reads_lines(p);
 }
 
 const char *kr_enum_to_name(const kr_enum_name *names, int value) {
@@ -180,8 +171,8 @@ static kara_status parse_enum(const kr_enum_name *names, const char *what, const
 }
 
 const char *kara_kv_method_name(kara_kv_method m) {
-    const char *n = kr_enum_to_name(kr_kv_method_names, (int)m);
-    return n ? n : "?";
+    const kr_kv_method *t = kr_kv_method_get((int)m);
+    return t ? t->name : "?";
 }
 
 kara_status kara_kv_method_parse(const char *name, kara_kv_method *out) {

@@ -9,6 +9,7 @@
 
 #include "kv_cache.h"
 #include "kv_compact.h"
+#include "kv_method.h"
 #include "kv_params.h"
 #include "kv_quant.h"
 #include "kv_redund.h"
@@ -17,27 +18,11 @@
 #include "status.h"
 #include "kv_tuning.h"
 
-static bool threshold_trigger(const kara_kv_params *p) {
-    return p->method == KARA_KV_METHOD_KARA && kr_kv_tune(p)->trigger == KARA_KV_TRIGGER_THRESHOLD;
-}
-
-bool kr_kv_params_periodic(const kara_kv_params *p) {
-    switch (p->method) {
-    case KARA_KV_METHOD_KARA: return !threshold_trigger(p);
-    case KARA_KV_METHOD_CHUNKKV:
-    case KARA_KV_METHOD_RECENT:
-    case KARA_KV_METHOD_RANDOM: return true;
-    default: return false;
-    }
-}
+bool kr_kv_params_periodic(const kara_kv_params *p) { return kr_kv_method_kind(p) == KR_KV_WINDOWS; }
 
 int32_t kr_kv_trigger_slack(const kara_kv_params *p) {
-    const kr_kv_tuning *t = kr_kv_tune(p);
-    if (p->method == KARA_KV_METHOD_SNAPKV) return t->snapkv_trigger_slack;
-    if (p->method == KARA_KV_METHOD_RKV) return t->rkv_trigger_slack;
-    if (p->method == KARA_KV_METHOD_LAZY) return t->lazy_window;
-    if (threshold_trigger(p)) return t->trigger_slack > 0 ? t->trigger_slack : p->interval;
-    return 1;
+    const kr_kv_method *m = kr_kv_method_of(p);
+    return m->trigger_slack ? m->trigger_slack(p) : 1;
 }
 
 int32_t kr_kv_window_slots(const kara_kv_params *p) {
@@ -54,63 +39,9 @@ uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape) {
 /* ---- the policy's reservations ---- */
 
 void kr_kv_reserve_shape(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
-    const kr_kv_tuning *t = kr_kv_tune(p);
+    const kr_kv_method *m = kr_kv_method_of(p);
     memset(s, 0, sizeof *s);
-    int32_t stride = kr_kv_layer_stride(t);
-    if (threshold_trigger(p)) {
-        /* ablation A8: the whole generated cache is scored, by the queries
-         * of the newest slots: the last event's buffer and everything
-         * generated since, at most slack + buffer of them at a steady
-         * one-token-per-step pace */
-        s->needs_scores = true;
-        s->ring_cap = kr_kv_trigger_slack(p) + t->buffer + 1;
-        s->score_n = max_slots;
-        s->score_q = s->ring_cap;
-        s->n_scored = (n_layer + stride - 1) / stride;
-        if (s->score_q > s->score_n) s->score_q = s->score_n;
-        return;
-    }
-    switch (p->method) {
-    case KARA_KV_METHOD_KARA:
-    case KARA_KV_METHOD_CHUNKKV:
-        s->window_method = s->needs_scores = true;
-        s->ring_cap = kr_kv_window_slots(p);
-        s->score_n = s->ring_cap;
-        s->n_scored = (n_layer + stride - 1) / stride;
-        /* read tracking: every step's newest query's attention, summed like H2O's */
-        s->needs_h2o = t->reads_weight > 0.0f;
-        break;
-    case KARA_KV_METHOD_RECENT:
-    case KARA_KV_METHOD_RANDOM:
-        s->window_method = true;
-        s->score_n = kr_kv_window_slots(p);
-        break;
-    case KARA_KV_METHOD_SNAPKV:
-        /* keys over the whole cache, but only the observation window asks
-         * queries (buffer_only scoring): scratch for obs_window query rows */
-        s->needs_scores = true;
-        s->ring_cap = t->snapkv_obs_window;
-        s->score_n = max_slots;
-        s->score_q = t->snapkv_obs_window;
-        s->n_scored = (n_layer + stride - 1) / stride;
-        break;
-    case KARA_KV_METHOD_RKV:
-        /* snapkv's observation scoring, plus the keys' redundancy over the
-         * whole cache (kv_redund.h) */
-        s->needs_scores = s->needs_redund = true;
-        s->ring_cap = t->rkv_obs_window;
-        s->score_n = max_slots;
-        s->score_q = t->rkv_obs_window;
-        s->n_scored = (n_layer + stride - 1) / stride;
-        break;
-    case KARA_KV_METHOD_H2O:
-    case KARA_KV_METHOD_LAZY: /* lazy reads the same newest-query attention as h2o */
-        s->needs_h2o = true;
-        s->score_n = max_slots;
-        break;
-    case KARA_KV_METHOD_STREAMING: s->score_n = max_slots; break;
-    default: break;
-    }
+    if (m->reserve) m->reserve(s, p, n_layer, max_slots);
     if (s->score_n > max_slots) s->score_n = max_slots;
     if (s->score_q < 1 || s->score_q > s->score_n) s->score_q = s->score_n;
 }
@@ -119,7 +50,7 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
                          int32_t max_slots) {
     const kr_kv_tuning *t = kr_kv_tune(p);
     kr_kv_reserve_shape(s, p, shape->n_layer, max_slots);
-    if (p->method == KARA_KV_METHOD_FULL) return;
+    if (!kr_kv_method_of(p)->reserve) return; /* full */
     /* per_layer: every group after the first holds its own positions
      * (kv_cache.c) and stored scores; the scores, selection and moves of an
      * event are reused group after group */
@@ -128,15 +59,13 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
     s->ring = (size_t)n_seq_max * (size_t)s->n_scored * (size_t)s->ring_cap *
         kr_kv_row_bytes(t->query_cache_dtype, (int64_t)shape->n_head * shape->head_dim);
     if (s->needs_h2o) s->h2o = (size_t)n_seq_max * (size_t)shape->n_head * (size_t)max_slots * sizeof(float);
-    /* lazy: each sequence's last attended step and longest recurrence interval per slot */
-    if (p->method == KARA_KV_METHOD_LAZY) s->lazy = (size_t)n_seq_max * (size_t)max_slots * 2 * sizeof(int32_t);
+    /* the method's own state of every slot (lazy: last attended step and longest recurrence interval) */
+    s->lazy = (size_t)n_seq_max * (size_t)max_slots * s->slot_state;
     if (s->needs_redund)
         s->redund_scratch =
             kr_kv_redund_scratch_bytes(max_slots, shape->n_head_kv, shape->head_dim, KR_KV_SCORE_WORKERS);
     if (s->needs_scores) {
-        int32_t n_buf = p->method == KARA_KV_METHOD_SNAPKV ? t->snapkv_obs_window
-            : p->method == KARA_KV_METHOD_RKV              ? t->rkv_obs_window
-                                                           : t->buffer;
+        int32_t n_buf = s->score_buf;
         if (n_buf >= s->score_n) n_buf = s->score_n - 1;
         kr_kv_score_shape sh = {s->score_n, n_buf, shape->n_head, shape->n_head_kv, shape->head_dim, t->n_sink};
         s->score_scratch = kr_kv_score_scratch_bytes_q(&sh, s->score_q, KR_KV_SCORE_WORKERS);
@@ -207,25 +136,9 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
         return kr_set_error(KARA_ERR_UNSUPPORTED,
                             "kara.rerotate_keys: true is not implemented (survivors keep their original positions, "
                             "docs/KARA_METHOD.md); set it to false");
-    if (p->method == KARA_KV_METHOD_KARA && t->t2c_mode != KARA_T2C_POOLED_TOPK &&
-        (!(t->candidate_frac > 0) || t->max_gap < 1))
-        return kr_set_error(KARA_ERR_CONFIG,
-                            "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
-                            "%d)",
-                            (double)t->candidate_frac, t->max_gap);
-    if (p->method == KARA_KV_METHOD_RKV &&
-        (t->rkv_kernel < 1 || t->rkv_kernel % 2 == 0 || t->rkv_obs_window < 1 || t->rkv_trigger_slack < 0 ||
-         !(t->rkv_lambda >= 0 && t->rkv_lambda <= 1) || !(t->rkv_sim_threshold >= -1 && t->rkv_sim_threshold <= 1)))
-        return kr_set_error(KARA_ERR_CONFIG,
-                            "baselines.rkv: kernel must be odd (got %d), obs_window at least 1 (got %d), "
-                            "trigger_slack at least 0 (got %d), lambda in [0, 1] (got %g), sim_threshold in [-1, 1] "
-                            "(got %g)",
-                            t->rkv_kernel, t->rkv_obs_window, t->rkv_trigger_slack, (double)t->rkv_lambda,
-                            (double)t->rkv_sim_threshold);
-    if (p->method == KARA_KV_METHOD_LAZY && (t->lazy_window < 1 || !(t->lazy_alpha >= 0)))
-        return kr_set_error(KARA_ERR_CONFIG,
-                            "baselines.lazy: window must be at least 1 (got %d), alpha at least 0 (got %g)",
-                            t->lazy_window, (double)t->lazy_alpha);
+    const kr_kv_method *m = kr_kv_method_of(p);
+    kara_status st = m->check ? m->check(p) : KARA_OK;
+    if (st) return st;
     plan->p = *p;
     plan->shape = *shape;
     plan->n_ctx = n_ctx;
@@ -242,21 +155,31 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
     int64_t whole = (int64_t)n_seq_max * plan->blocks_per_seq + plan->reserve_blocks;
     bool whole_fits = !p->budget || p->budget / plan->block_bytes >= (uint64_t)whole;
     bool share_whole = p->seq_tokens <= 0 || p->seq_tokens >= n_ctx;
-    plan->scoring = p->method != KARA_KV_METHOD_FULL && !(on_demand && whole_fits && share_whole);
+    plan->scoring = m->kind(p) != KR_KV_KEEPS_ALL && !(on_demand && whole_fits && share_whole);
     plan->reserved_bytes = plan->scoring
         ? kr_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv, shape->head_dim, n_seq_max, n_ctx)
         : 0;
     int64_t blocks = whole;
     if (p->budget) {
+        /* the least that works: the reservation and one block, or for an
+         * at-budget method with the share set by the budget, the blocks of
+         * a share whose budget_tokens holds what it protects of an empty
+         * prompt (kr_kv_plan_holds names the need of a real one) */
+        uint64_t min_blocks = 1;
+        if (m->kind(p) == KR_KV_AT_BUDGET && p->seq_tokens <= 0) {
+            int64_t least = (int64_t)(m->protects ? m->protects(p, t->n_sink) : t->n_sink) + kr_kv_trigger_slack(p);
+            if (least > n_ctx) least = n_ctx;
+            min_blocks = (uint64_t)n_seq_max * (uint64_t)((least + B - 1) / B);
+        }
+        uint64_t min_budget = plan->reserved_bytes + min_blocks * plan->block_bytes;
         if (p->budget < plan->reserved_bytes + plan->block_bytes)
-            return kr_set_error(
-                KARA_ERR_KV_BUDGET,
-                "KV budget of %llu bytes is too small: the smallest that works here is %llu bytes "
-                "(%.2f MiB): method %s reserves %llu bytes for query rings and scoring scratch and one "
-                "block of %d slots needs %llu bytes",
-                (unsigned long long)p->budget, (unsigned long long)(plan->reserved_bytes + plan->block_bytes),
-                (double)(plan->reserved_bytes + plan->block_bytes) / 1048576.0, kara_kv_method_name(p->method),
-                (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes);
+            return kr_set_error(KARA_ERR_KV_BUDGET,
+                                "KV budget of %llu bytes is too small: the smallest budget that works here is %llu "
+                                "bytes (%.2f MiB): method %s reserves %llu bytes for query rings and scoring scratch "
+                                "and one block of %d slots needs %llu bytes",
+                                (unsigned long long)p->budget, (unsigned long long)min_budget,
+                                (double)min_budget / 1048576.0, kara_kv_method_name(p->method),
+                                (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes);
         uint64_t fit = (p->budget - plan->reserved_bytes) / plan->block_bytes;
         if (fit < (uint64_t)blocks) blocks = (int64_t)fit;
     }
@@ -277,6 +200,10 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
         t->budget_tokens > 0 ? t->budget_tokens : (plan->seq_tokens - slack > 8 ? plan->seq_tokens - slack : 8);
     plan->margin = t->evict_margin > 0 ? t->evict_margin : auto_margin(p, plan->seq_tokens);
     return KARA_OK;
+}
+
+bool kr_kv_plan_preempts(const kr_kv_plan *plan) {
+    return kr_kv_tune(&plan->p)->on_pool_exhausted == KARA_POOL_PREEMPT;
 }
 
 int64_t kr_kv_plan_blocks(const kr_kv_plan *plan, int64_t slots) {
@@ -314,7 +241,7 @@ int64_t kr_kv_plan_peak_slots(const kr_kv_plan *plan, int32_t n_prompt, int32_t 
             int64_t eager = per_window_peak(p, n_prompt, total - n_prompt);
             if (eager < peak) peak = eager;
         }
-    } else if (p->method != KARA_KV_METHOD_FULL) {
+    } else if (kr_kv_method_kind(p) == KR_KV_AT_BUDGET) {
         int64_t b = (int64_t)plan->budget_tokens + kr_kv_trigger_slack(p);
         peak = n_prompt + 1 > b ? n_prompt + 1 : b;
     }
@@ -343,43 +270,36 @@ bool kr_kv_plan_holds(const kr_kv_plan *plan, int32_t P, int32_t n_predict, char
     }
     bool ok = true;
     int32_t protect = front;
-    /* a budget set by hand must hold what the method protects even when
-     * this request would never reach it: otherwise it is silently ignored */
     const bool fits = t->budget_tokens <= 0;
-    switch (p->method) {
-    case KARA_KV_METHOD_SNAPKV:
-        protect = (t->snapkv_protect_prompt ? front : 0) + t->snapkv_obs_window;
-        ok = (fits && total < (int64_t)budget + t->snapkv_trigger_slack) || budget >= protect;
-        break;
-    case KARA_KV_METHOD_RKV: /* the prompt (protect_prompt) and the observation window */
-        protect = (t->rkv_protect_prompt ? front : 0) + t->rkv_obs_window;
-        ok = (fits && total < (int64_t)budget + t->rkv_trigger_slack) || budget >= protect;
-        break;
-    case KARA_KV_METHOD_LAZY: /* the prompt (protect_prompt) and the newest window */
-        protect = (t->lazy_protect_prompt ? front : 0) + t->lazy_window;
-        ok = (fits && total < (int64_t)budget + t->lazy_window) || budget >= protect;
-        break;
-    case KARA_KV_METHOD_H2O: ok = (fits && total <= budget) || budget >= front; break;
-    case KARA_KV_METHOD_STREAMING:
-        protect = t->streaming_n_sink;
-        ok = (fits && total <= budget) || budget >= protect;
-        break;
-    case KARA_KV_METHOD_KARA: /* trigger threshold keeps the prompt and the buffer */
-        protect = front + t->buffer;
+    /* an event keeps at most the budget; a request that never passes
+     * budget + trigger_slack never has one (a budget set by hand must
+     * hold what the method protects even when this request would never
+     * reach it: otherwise it is silently ignored) */
+    const kr_kv_method *m = kr_kv_method_of(p);
+    if (m->kind(p) == KR_KV_AT_BUDGET) {
+        protect = m->protects ? m->protects(p, front) : front;
         ok = (fits && total < (int64_t)budget + kr_kv_trigger_slack(p)) || budget >= protect;
-        break;
-    default: break;
     }
     if (!ok && !fits)
         snprintf(why, why_size,
                  "baselines.budget_tokens %d is below the %d slots method %s protects for this request (%d prompt "
                  "tokens, attention sinks and its observation or recent window): set at least %d",
                  budget, protect, kara_kv_method_name(p->method), P, protect);
-    else if (!ok)
-        snprintf(why, why_size,
-                 "method %s keeps at most %d slots per sequence here (baselines.budget_tokens), too few for the %d "
-                 "slots it protects for this request (the share per sequence shrinks as max_concurrency grows); "
-                 "lower max_concurrency, raise kv_cache.budget or set baselines.budget_tokens",
-                 kara_kv_method_name(p->method), budget, protect);
+    else if (!ok) {
+        int n = snprintf(why, why_size,
+                         "method %s keeps at most %d slots per sequence here (baselines.budget_tokens), too few for "
+                         "the %d slots it protects for this request (the share per sequence shrinks as "
+                         "max_concurrency grows); lower max_concurrency, raise kv_cache.budget or set "
+                         "baselines.budget_tokens",
+                         kara_kv_method_name(p->method), budget, protect);
+        /* the share that makes budget_tokens (share - slack) hold what it
+         * protects, when the budget sets the share and the context can hold it */
+        int64_t share = (int64_t)protect + kr_kv_trigger_slack(p), B = p->block_size;
+        if (p->budget && p->seq_tokens <= 0 && share <= plan->n_ctx && n > 0 && (size_t)n < why_size) {
+            uint64_t blocks = (uint64_t)plan->n_seq_max * (uint64_t)((share + B - 1) / B);
+            snprintf(why + n, why_size - (size_t)n, "; the smallest kv_cache.budget that holds it is %llu bytes",
+                     (unsigned long long)(plan->reserved_bytes + blocks * plan->block_bytes));
+        }
+    }
     return ok;
 }

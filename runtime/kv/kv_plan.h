@@ -76,9 +76,11 @@ typedef struct kr_kv_reservation {
     int32_t n_scored;  /* scored layers */
     int32_t score_n;   /* longest span an event scores */
     int32_t score_q;   /* most query rows an event scores with (<= score_n) */
+    int32_t score_buf; /* rows of a scored span that are not candidates (buffer or observation window) */
+    size_t slot_state; /* bytes of the method's own state per slot and sequence (lazy's steps) */
     size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
     size_t per_layer;      /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
-    size_t lazy;           /* lazy: per sequence, each slot's last attended step and longest interval */
+    size_t lazy;           /* slot_state for every slot of every sequence */
     size_t redund_scratch; /* rkv: the redundancy scorer's scratch for the whole context */
 } kr_kv_reservation;
 
@@ -106,6 +108,10 @@ bool kr_kv_plan_window_method(const kr_kv_plan *plan);
 /* Slots the newest, not yet scored part of a window method's cache can
  * reach (interval + buffer + max_defer + 1): the query ring's rows. */
 int32_t kr_kv_window_slots(const kara_kv_params *p);
+
+/* Whether a sequence the pool cannot hold is preempted and recomputed
+ * (kara.on_pool_exhausted: preempt) rather than failed. */
+bool kr_kv_plan_preempts(const kr_kv_plan *plan);
 
 /* Blocks that hold n slots. */
 int64_t kr_kv_plan_blocks(const kr_kv_plan *plan, int64_t slots);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kv_compact.h"
+#include "kv_method.h"
 #include "kv_params.h"
 #include "kv_policy_impl.h"
 #include "kv_quant.h"
@@ -18,8 +19,9 @@
 #include "status.h"
 #include "monotonic_clock.h"
 
-static bool threshold_trigger(const kara_kv_params *p) {
-    return p->method == KARA_KV_METHOD_KARA && kr_kv_tune(p)->trigger == KARA_KV_TRIGGER_THRESHOLD;
+/* A method whose cache event pool pressure may force early. */
+static bool forced_events(const kr_kv_policy *pol) {
+    return pol->method->forced_events && pol->method->forced_events(&pol->p);
 }
 
 static bool on_demand(const kr_kv_policy *pol) { return pol->t.evict == KARA_KV_EVICT_ON_DEMAND; }
@@ -31,10 +33,6 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->exec = *exec;
     const kara_kv_params *p = &plan->p;
     const kr_kv_tuning *t = kr_kv_tune(p);
-    if (kr_kv_params_per_layer(p) && threshold_trigger(p))
-        return kr_set_error(KARA_ERR_CONFIG,
-                            "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
-                            "(ablation A8 rescores the whole cache with one shared selection); use one of them");
     if (p->interval < 1 || t->buffer < 0 || t->max_defer < 0)
         return kr_set_error(KARA_ERR_CONFIG, "kara.interval must be >= 1, buffer and max_defer >= 0");
     if (t->trigger != KARA_KV_TRIGGER_PERIODIC && t->trigger != KARA_KV_TRIGGER_THRESHOLD)
@@ -49,6 +47,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     pol->p = *p;
     pol->t = *t;
+    pol->method = kr_kv_method_of(p);
     pol->plan = *plan;
     pol->n_layer = n_layer;
     pol->n_head = plan->shape.n_head;
@@ -290,8 +289,7 @@ void kr_kvp_compact_release(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int
     kr_kv_truncate(kv, seq, new_n);
 }
 
-/* One selection for every layer (shared scope and the baselines). */
-static kara_status compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf, int32_t k,
+kara_status kr_kvp_compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf, int32_t k,
                            const float *keep_scores) {
     kara_status st = kr_kvp_compact_group(pol, kv, seq, frontier, n_buf, k, keep_scores, -1);
     if (!st) kr_kvp_compact_release(pol, kv, seq, frontier + k + n_buf);
@@ -348,79 +346,10 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
     return st;
 }
 
-/* Ablation A8: Kara's scorer and selection, fired like the decode-time
- * baselines once the cache reaches budget_tokens + trigger_slack, over the
- * whole generated cache [P, n) instead of the window. The newest `buffer`
- * slots stay; of the rest, Token2Chunk keeps what the token budget leaves
- * after the prompt and the buffer. Only queries still in the ring can
- * score, so the query rows are the newest run of consecutive positions (at
- * most ring_cap): normally the previous event's buffer and every slot
- * generated since; older slots are judged as keys only. The frontier stays
- * at P: every event rescores everything generated. */
-static kara_status threshold_event(kr_kv_policy *pol, int32_t seq) {
+kara_status kr_kvp_cache_keep(kr_kv_policy *pol, int32_t seq, kara_status st, int32_t k) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    const int32_t *pos = kv->seqs[seq].pos;
-    int32_t n = kv->seqs[seq].n, P = q->n_prompt, n_w = n - P;
-    if (n_w < 2) return KARA_OK;
-    int32_t b = pol->t.buffer < n_w ? pol->t.buffer : n_w - 1, n_c = n_w - b, k = pol->budget_tokens - P - b;
-    if (k < 0) {
-        /* the budget cannot hold the prompt and the buffer: keep everything
-         * (the block pool still bounds memory), as snapkv does */
-        kr_log(KARA_LOG_DEBUG,
-               "kara (trigger threshold): budget of %d tokens below the prompt (%d) and buffer (%d) "
-               "of sequence %d",
-               pol->budget_tokens, P, b, seq);
-        return KARA_OK;
-    }
-    if (k >= n_c) return KARA_OK;
-    int32_t n_q = 1;
-    while (n_q < n_w && n_q < pol->ring_cap && pos[n - 1 - n_q] == pos[n - 1] - n_q) n_q++;
-    kara_status st = kr_kvp_score_prior(pol, seq, P, n_w, b, n_q, pos[n - 1] + 1 - n_w, 0, pol->n_layer, true);
-    if (!st)
-        st = kr_kv_select_window_k(&pol->p, pol->scores, q->tokens + P, kr_kvp_line_flags(pol, q->tokens + P, n_c), n_c,
-                                   k, q->events, pol->keep, pol->select_scratch, pol->select_scratch_bytes);
-    if (!st) st = compact(pol, kv, seq, P, b, k, pol->scores);
-    if (!st) q->events++;
-    return st;
-}
-
-/* The decode-time baselines compress the whole cache when it overflows
- * their per-sequence token budget (docs/KARA_METHOD.md section 11). */
-static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
-    kr_kv_cache *kv = pol->kv;
-    kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kr_kv_tuning *t = &pol->t;
-    int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, k = 0;
-    kara_status st = KARA_OK;
-    switch (pol->p.method) {
-    case KARA_KV_METHOD_STREAMING: st = kr_kv_select_streaming(n, t->streaming_n_sink, budget, pol->keep, &k); break;
-    case KARA_KV_METHOD_H2O:
-        st = kr_kv_select_h2o(q->h2o_acc, n, q->n_prompt, budget, t->h2o_heavy_frac, pol->keep, &k, pol->select_scratch,
-                              pol->select_scratch_bytes);
-        break;
-    case KARA_KV_METHOD_SNAPKV: {
-        int32_t front = t->snapkv_protect_prompt ? q->n_prompt : 0, obs = t->snapkv_obs_window;
-        int32_t n_w = n - front;
-        if (n_w <= obs) return KARA_OK;
-        const int32_t *pos = kv->seqs[seq].pos;
-        /* the observation window's queries: the newest obs positions */
-        st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY, false, 0,
-                               pol->n_layer);
-        if (st) break;
-        memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
-        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, t->snapkv_kernel, t->snapkv_pool, budget, pol->keep,
-                                 &k, pol->select_scratch, pol->select_scratch_bytes);
-        break;
-    }
-    case KARA_KV_METHOD_RKV: st = kr_kvp_rkv_select(pol, seq, &k); break;
-    case KARA_KV_METHOD_LAZY:
-        st = kr_kv_select_lazy(q->lazy_last, q->lazy_mri, q->lazy_step, n, t->lazy_protect_prompt ? q->n_prompt : 0,
-                               t->lazy_window, budget, pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
-        break;
-    case KARA_KV_METHOD_KARA: return threshold_event(pol, seq);
-    default: return KARA_OK;
-    }
+    int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens;
     if (st == KARA_ERR_KV_BUDGET) {
         /* the token budget cannot even hold the protected prompt (and
          * observation window): keep everything; the block pool still bounds
@@ -429,7 +358,7 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
                kara_kv_method_name(pol->p.method), budget, seq);
         return KARA_OK;
     }
-    if (!st && k < n) st = compact(pol, kv, seq, 0, 0, k, NULL);
+    if (!st && k < n) st = kr_kvp_compact(pol, kv, seq, 0, 0, k, NULL);
     if (!st) {
         if (q->frontier > kv->seqs[seq].n) q->frontier = kv->seqs[seq].n;
         q->events++;
@@ -438,17 +367,9 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 int32_t kr_kvp_cache_limit(const kr_kv_policy *pol, int32_t seq) {
-    switch (pol->p.method) {
-    case KARA_KV_METHOD_STREAMING:
-    case KARA_KV_METHOD_H2O: return pol->budget_tokens;
-    case KARA_KV_METHOD_SNAPKV:
-    case KARA_KV_METHOD_RKV:
-    case KARA_KV_METHOD_LAZY: return pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
-    case KARA_KV_METHOD_KARA: /* trigger: threshold; think_only stops it as it stops the periodic events */
-        return pol->t.think_only && pol->seqs[seq].think_done ? INT32_MAX
-                                                              : pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
-    default: return INT32_MAX;
-    }
+    if (pol->method->kind(&pol->p) != KR_KV_AT_BUDGET) return INT32_MAX;
+    if (pol->method->cache_limit) return pol->method->cache_limit(pol, seq);
+    return pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
 }
 
 static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
@@ -516,7 +437,7 @@ kara_status kr_kv_policy_step(kr_kv_policy *pol) {
     if (!pol->window_method) {
         for (int32_t s = 0; s < pol->n_seq_max && !st; s++)
             if (kv->seqs[s].active && pol->seqs[s].prompt_marked && cache_overflows(pol, s, kv->seqs[s].n)) {
-                st = cache_event(pol, s);
+                st = pol->method->cache_event(pol, s);
                 pol->stats.events++;
             }
     } else {
@@ -605,9 +526,23 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
  * The one rule of kara_seq_truncate, kara_seq_state_save and kara_seq_copy. */
 bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_keep) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return true;
+    if (!pol->scoring || pol->method->kind(&pol->p) == KR_KV_KEEPS_ALL) return true;
     if (pol->window_method) return !q->prompt_marked || n_keep <= q->n_prompt;
     return !q->prompt_marked && !pol->needs_h2o && !q->lazy_last;
+}
+
+int32_t kr_kv_policy_shareable(const kr_kv_policy *pol, int32_t seq, int32_t n) {
+    const kr_kv_method *m = pol->method;
+    if (!m->keeps_prompt || !m->keeps_prompt(&pol->p)) return 0;
+    if (!pol->seqs[seq].prompt_marked || m->kind(&pol->p) == KR_KV_KEEPS_ALL) return n;
+    return pol->seqs[seq].n_prompt < n ? pol->seqs[seq].n_prompt : n;
+}
+
+const char *kr_kv_policy_host_only(const kr_kv_policy *pol) {
+    if (pol->h2o_probs) return "its attention sums (h2o, lazy) are collected by the CPU's attention";
+    if (pol->scoring && pol->method->host_only) return pol->method->host_only;
+    if (pol->needs_scores && !pol->ring) return "it scores without a query ring";
+    return NULL;
 }
 
 /* kara_seq_truncate: forget slots [n_keep, n) where kr_kv_policy_can_rewind
@@ -670,7 +605,7 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
 static int32_t forced_event_gain(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t s) {
     const kr_kv_policy_seq *q = &pol->seqs[s];
     if (!kv->seqs[s].active || !q->prompt_marked || (pol->t.think_only && q->think_done)) return 0;
-    if (threshold_trigger(&pol->p)) {
+    if (forced_events(pol)) {
         int32_t over = kv->seqs[s].n - pol->budget_tokens;
         return over > 0 ? over : 0;
     }
@@ -690,7 +625,7 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
      * caller preempts instead, and a recomputed sequence gives the same
      * answer; with fail the call fails. */
     bool take = pol->t.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY;
-    while (take && need > kv->n_free && (per_window || threshold_trigger(&pol->p))) {
+    while (take && need > kv->n_free && (per_window || forced_events(pol))) {
         int32_t pick = -1, best = 0;
         for (int32_t s = 0; s < pol->n_seq_max; s++) {
             int32_t gain = forced_event_gain(pol, kv, s);
@@ -702,7 +637,7 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
         if (pick < 0) break;
         uint64_t events = pol->seqs[pick].events;
         kara_status st =
-            threshold_trigger(&pol->p) ? threshold_event(pol, pick) : window_event(pol, pick, pol->t.min_compressible);
+            forced_events(pol) ? pol->method->cache_event(pol, pick) : window_event(pol, pick, pol->t.min_compressible);
         if (st) return st;
         if (pol->seqs[pick].events == events) break; /* A8: the budget cannot hold its prompt and buffer */
         pol->stats.events++;

@@ -1,10 +1,11 @@
 /*
  * kv_policy.h - what decides which KV slots a sequence keeps
  * (docs/KV_COMPRESSION.md). The forward pass knows none of the methods: it
- * hands the policy each fresh query (kr_kv_policy_query_row) and, for
- * H2O, attention probabilities; before a decode kr_kv_policy_before_append
- * makes room within a sequence's share, and after it kr_kv_policy_step
- * runs the events that are due.
+ * hands the policy each fresh query (kr_kv_policy_query_row) and the
+ * attention rows a method asked for (kr_kv_policy_attn_row); before a
+ * decode kr_kv_policy_before_append makes room within a sequence's share,
+ * and after it kr_kv_policy_step runs the events that are due, through the
+ * method's table (kv_method.h, methods/).
  *
  * Regions of a sequence: prompt [0, P) is never compressed; scored history
  * [P, F) holds the windows scored so far (each slot tagged with its window
@@ -111,9 +112,12 @@ typedef struct kr_kv_policy_seq {
     bool generated; /* the batch being appended continues its generation (kara_batch.generated) */
 } kr_kv_policy_seq;
 
+struct kr_kv_method;
+
 typedef struct kr_kv_policy {
     kara_kv_params p;
-    kr_kv_tuning t; /* p's research settings (kv_tuning.h), copied out at init for short names */
+    const struct kr_kv_method *method; /* p.method's table (kv_method.h) */
+    kr_kv_tuning t;                    /* p's research settings (kv_tuning.h), copied out at init for short names */
     kr_kv_plan plan;
     kr_kv_cache *kv; /* the cache it governs */
     kr_kv_exec exec;
@@ -232,6 +236,15 @@ bool kr_kv_policy_spec_can_take_back(const kr_kv_policy *pol, int32_t seq, int32
 /* The policy's part of that: think_done as the kept entries leave it. */
 void kr_kv_policy_spec_take_back(kr_kv_policy *pol, int32_t seq, int32_t n_keep);
 
+/* Leading slots of seq that no event will rewrite (the prompt under a
+ * method that keeps it, all of them before generation starts): what
+ * kara_seq_copy may share rather than copy. */
+int32_t kr_kv_policy_shareable(const kr_kv_policy *pol, int32_t seq, int32_t n);
+/* Why a device that holds the pool cannot run this policy (it sums
+ * attention on the CPU, or its method reads the pool on the host), or NULL
+ * when it can. */
+const char *kr_kv_policy_host_only(const kr_kv_policy *pol);
+
 /* Called for each appended slot before the forward pass runs; n_new is how
  * many entries this decode brings to the sequence (1 marks generation). */
 void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_t token, int32_t n_new);
@@ -245,15 +258,15 @@ void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int3
 int32_t kr_kv_policy_attn_rows(const kr_kv_policy *pol, int32_t seq, int32_t n_new);
 /* The probability row of one head for row `row` of the sequence's newest
  * queries (summed over layers), or NULL when not collected. */
-float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t head);
+float *kr_kv_policy_attn_row(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t head);
 /* After the forward pass: fold rows 0 .. n_rows - 1 into H2O's accumulators
  * or lazy's recurrence tracking, in order, as that many one-token steps
  * would (row r when the sequence held n_slots - n_rows + 1 + r slots). A
  * generated batch under verify_rows > 1 saves what they change first and
  * keeps the rows, for kr_kv_policy_spec_take_back. */
-void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int32_t n_slots);
+void kr_kv_policy_after_pass(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int32_t n_slots);
 /* A pass that did not finish: zero every row of seq. */
-void kr_kv_policy_h2o_discard(kr_kv_policy *pol, int32_t seq);
+void kr_kv_policy_pass_discard(kr_kv_policy *pol, int32_t seq);
 
 /* Run the events that are due after a decode step. */
 kara_status kr_kv_policy_step(kr_kv_policy *pol);

@@ -35,7 +35,7 @@ static float *row_at(const kr_kv_policy *pol, int32_t seq, int32_t row, int32_t 
     return pol->verify_probs + (size_t)(row - 1) * pol->n_seq_max * pol->n_head * pol->max_slots + at;
 }
 
-float *kr_kv_policy_h2o_row(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t head) {
+float *kr_kv_policy_attn_row(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t head) {
     if (!pol->h2o_probs || !pol->seqs[seq].prompt_marked || row < 0 || row >= n_rows_max(pol)) return NULL;
     return row_at(pol, seq, row, head);
 }
@@ -92,7 +92,7 @@ static void restore_state(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n_slot
     }
 }
 
-void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int32_t n_slots) {
+void kr_kv_policy_after_pass(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int32_t n_slots) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!pol->h2o_probs || !q->prompt_marked || n_rows < 1) return;
     const bool keep = keeps_rows(pol, q);
@@ -109,7 +109,7 @@ void kr_kv_policy_h2o_commit(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int
     if (!keep) zero_rows(pol, seq, n_rows, n_slots);
 }
 
-void kr_kv_policy_h2o_discard(kr_kv_policy *pol, int32_t seq) {
+void kr_kv_policy_pass_discard(kr_kv_policy *pol, int32_t seq) {
     if (!pol->h2o_probs) return;
     zero_rows(pol, seq, n_rows_max(pol), pol->max_slots);
     pol->seqs[seq].spec_rows = 0;

@@ -1,7 +1,7 @@
 /*
- * kv_policy_impl.h - what the KV policy's files share (internal to
- * kv_policy.c, kv_evict.c): scoring a span of a sequence, compacting a
- * sequence after a selection, and the on-demand windows.
+ * kv_policy_impl.h - what the KV policy's files and the methods
+ * (methods/) share: scoring a span of a sequence, compacting a sequence
+ * after a selection, and the on-demand windows.
  */
 #ifndef KR_KV_POLICY_IMPL_H
 #define KR_KV_POLICY_IMPL_H
@@ -49,13 +49,16 @@ bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t s
  * an event over its whole cache runs after the step (INT32_MAX: none). */
 int32_t kr_kvp_cache_limit(const kr_kv_policy *pol, int32_t seq);
 
-/* kv_policy_rkv.c: the rkv baseline's event: score seq's cache after its
- * protected prompt by the observation queries' mean attention and by key
- * redundancy (kv_redund.h), and select the slots to keep into pol->keep
- * (*k of them, sorted; *k = n when nothing needs to go).
- * KARA_ERR_KV_BUDGET when the token budget cannot hold the protected
- * prompt and the observation window. */
-kara_status kr_kvp_rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k);
+/* One selection for every layer (shared scope and the at-budget methods):
+ * keep pol->keep (k slots, relative to frontier) of [frontier, n - n_buf). */
+kara_status kr_kvp_compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int32_t frontier, int32_t n_buf, int32_t k,
+                           const float *keep_scores);
+/* The end of an at-budget method's event (kv_method.h, cache_event) whose
+ * selection returned st and pol->keep[0, k): the survivors moved down and
+ * the event counted; a budget that cannot hold what the method protects
+ * (KARA_ERR_KV_BUDGET) keeps everything and succeeds, as the block pool
+ * still bounds memory and kara_decode never half-fails. */
+kara_status kr_kvp_cache_keep(kr_kv_policy *pol, int32_t seq, kara_status st, int32_t k);
 
 /* kv_evict.c: on-demand eviction. Score the window of seq as it stood when
  * it became due (exactly `interval` compressible slots, whatever was

@@ -3,6 +3,7 @@
  * the context is created, and window scores with the prior added. */
 #include <stdlib.h>
 
+#include "kv_method.h"
 #include "kv_policy_impl.h"
 #include "status.h"
 #include "kv_tuning.h"
@@ -11,8 +12,7 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
     kara_status st = kr_kv_prior_check(prior, pol->kv);
     if (st) return st;
     pol->prior = *prior;
-    pol->use_prior =
-        pol->scoring && pol->needs_scores && pol->p.method == KARA_KV_METHOD_KARA && pol->t.prior_weight > 0.0f;
+    pol->use_prior = pol->scoring && pol->needs_scores && pol->method->uses_prior && pol->t.prior_weight > 0.0f;
     if (!pol->use_prior) return KARA_OK;
     free(pol->prior_vals);
     pol->prior_vals = calloc((size_t)pol->max_slots + (size_t)kr_kv_prior_scratch_floats(prior), sizeof(float));

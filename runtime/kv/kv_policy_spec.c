@@ -24,6 +24,7 @@
  * entries before it still add to. */
 #include <stdint.h>
 
+#include "kv_method.h"
 #include "kv_policy.h"
 #include "kv_policy_impl.h"
 
@@ -36,7 +37,7 @@ static int32_t reads_room(const kr_kv_policy *pol, const kr_kv_policy_seq *q, in
 }
 
 int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
-    if (!pol->scoring || pol->p.method == KARA_KV_METHOD_FULL) return INT32_MAX;
+    if (!pol->scoring || pol->method->kind(&pol->p) == KR_KV_KEEPS_ALL) return INT32_MAX;
     const bool sums = pol->needs_h2o || pol->lazy_state;
     if (sums && pol->verify_rows < 2) return 0;
     const kr_kv_policy_seq *q = &pol->seqs[seq];

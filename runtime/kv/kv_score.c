@@ -49,12 +49,17 @@ static bool shape_ok(const kr_kv_score_shape *s) {
         s->n_head % s->n_head_kv == 0 && s->head_dim >= 1 && s->n_sink >= 0;
 }
 
+/* Rows of a tile: never more than the query rows, so that a job with few
+ * queries over a long span (snapkv's observation window) holds a tile of
+ * its own size, not KR_KV_SCORE_TILE rows of the whole span. */
+static size_t tile_rows(int32_t n_q) { return n_q < KR_KV_SCORE_TILE ? (size_t)n_q : KR_KV_SCORE_TILE; }
+
 /* Floats of one thread's area: a tile of f32 queries, the tile's logit
  * rows (sinks first, then the window) and one spare row (two_sided's
  * non-causal softmax). */
-static size_t thread_floats(const kr_kv_score_shape *s) {
-    size_t d = (size_t)s->head_dim, zs = (size_t)s->n_sink + (size_t)s->n_w;
-    return round_floats(KR_KV_SCORE_TILE * d) + round_floats((size_t)KR_KV_SCORE_TILE * zs) + round_floats(zs);
+static size_t thread_floats(const kr_kv_score_shape *s, int32_t n_q) {
+    size_t d = (size_t)s->head_dim, zs = (size_t)s->n_sink + (size_t)s->n_w, rows = tile_rows(n_q);
+    return round_floats(rows * d) + round_floats(rows * zs) + round_floats(zs);
 }
 
 /* Tiles are laid over all n_q rows that may hold queries (the buffer_only
@@ -68,7 +73,7 @@ static size_t partial_floats(const kr_kv_score_shape *s, int32_t n_q) {
 size_t kr_kv_score_scratch_bytes_q(const kr_kv_score_shape *shape, int32_t n_q, int32_t n_threads) {
     if (!shape_ok(shape) || n_threads < 1 || n_q < 1 || n_q > shape->n_w) return 0;
     size_t n_c = (size_t)(shape->n_w - shape->n_buf);
-    size_t floats = partial_floats(shape, n_q) + round_floats(n_c) + (size_t)n_threads * thread_floats(shape);
+    size_t floats = partial_floats(shape, n_q) + round_floats(n_c) + (size_t)n_threads * thread_floats(shape, n_q);
     return floats * sizeof(float) + 64;
 }
 
@@ -142,7 +147,8 @@ kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape 
     job->partial = (float *)p;
     job->layer = job->partial + partial_floats(shape, n_q);
     job->thread_base = (uint8_t *)(job->layer + round_floats((size_t)job->n_c));
-    job->thread_bytes = thread_floats(shape) * sizeof(float); /* with the caller's n_sink: a multiple of 64 */
+    job->tile_rows = (int32_t)tile_rows(n_q);
+    job->thread_bytes = thread_floats(shape, n_q) * sizeof(float); /* with the caller's n_sink: a multiple of 64 */
     return KARA_OK;
 }
 
@@ -272,8 +278,8 @@ static void score_unit(const kr_kv_score_job *job, int32_t a, int32_t r0, int32_
     const kr_kernels *kt = (const kr_kernels *)job->kernels;
 
     float *qf = (float *)area;
-    float *z = qf + round_floats((size_t)KR_KV_SCORE_TILE * d);
-    float *tmp = z + round_floats((size_t)KR_KV_SCORE_TILE * zs);
+    float *z = qf + round_floats((size_t)job->tile_rows * d);
+    float *tmp = z + round_floats((size_t)job->tile_rows * zs);
 
     kr_kv_rows_load_heads(kt, &job->q, r0, nr, a, d, 1.0f / sqrtf((float)d), qf);
     /* a causal row i needs keys below i + 1 only */

@@ -130,6 +130,7 @@ typedef struct kr_kv_score_job {
     int32_t n_c;          /* compressible slots: scores are over [0, n_c) */
     int32_t q_lo;         /* first query row read (n_c for buffer_only, else 0; at least n_w - n_q) */
     int32_t n_tiles;      /* query-row tiles per head */
+    int32_t tile_rows;    /* rows of a tile's area: KR_KV_SCORE_TILE, or n_q when fewer */
     int32_t n_units;      /* n_head * n_tiles */
     int32_t n_threads;    /* per-thread scratch areas available */
     float *partial;       /* n_units x n_c partial column sums */

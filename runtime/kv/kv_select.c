@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_method.h"
 #include "status.h"
 #include "kv_tuning.h"
 
@@ -445,37 +446,12 @@ kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const
                                   const uint8_t *line_ends, int32_t n_c, int32_t k, uint64_t seed, int32_t *keep,
                                   void *scratch, size_t scratch_bytes) {
     if (!p) return kr_set_error(KARA_ERR_ARG, "select: NULL parameters");
+    const kr_kv_method *m = kr_kv_method_get((int)p->method);
+    if (!m || !m->select_window)
+        return kr_set_error(KARA_ERR_ARG, "select: method %d is not a window method", (int)p->method);
     kr_kv_protect pr = {tokens, kr_kv_tune(p)->protect_token_ids, kr_kv_tune(p)->n_protect_token_ids};
-    kara_status st;
-    switch (p->method) {
-    case KARA_KV_METHOD_KARA: {
-        if (kr_kv_tune(p)->t2c_mode ==
-            KARA_T2C_POOLED_TOPK) { /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
-            st = kr_kv_select_pooled_topk(s, n_c, k, 7, &pr, keep, scratch, scratch_bytes);
-            break;
-        }
-        if (kr_kv_tune(p)->t2c_mode == KARA_T2C_LINES) {
-            st = kr_kv_select_lines(s, n_c, k, kr_kv_tune(p)->max_gap, line_ends, &pr, keep, scratch, scratch_bytes);
-            break;
-        }
-        const uint8_t *tails = kr_kv_tune(p)->t2c_mode == KARA_T2C_LINE_TAILS ? line_ends : NULL;
-        kr_kv_t2c_params t = {k, kr_kv_tune(p)->candidate_frac, kr_kv_tune(p)->max_gap, kr_kv_tune(p)->len_penalty,
-                              tails};
-        st = kr_kv_select_t2c(s, n_c, &t, &pr, keep, scratch, scratch_bytes);
-        break;
-    }
-    case KARA_KV_METHOD_CHUNKKV:
-        st = kr_kv_select_chunks(s, n_c, k, kr_kv_tune(p)->chunkkv_chunk_len, &pr, keep, scratch, scratch_bytes);
-        break;
-    case KARA_KV_METHOD_RECENT: st = kr_kv_select_recent(n_c, k, &pr, keep, scratch, scratch_bytes); break;
-    case KARA_KV_METHOD_RANDOM: {
-        uint64_t mix = kr_kv_tune(p)->random_seed ^ (seed * 0x9E3779B97F4A7C15ull);
-        st = kr_kv_select_random(n_c, k, mix, &pr, keep, scratch, scratch_bytes);
-        break;
-    }
-    default: return kr_set_error(KARA_ERR_ARG, "select: method %d is not a window method", (int)p->method);
-    }
-    return st;
+    kr_kv_window_in in = {s, line_ends, &pr, n_c, seed};
+    return m->select_window(p, &in, k, keep, scratch, scratch_bytes);
 }
 
 /* ------------------------------------------------------------------------ */

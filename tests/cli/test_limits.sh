@@ -14,7 +14,7 @@ set -u
 M="$tmp/m.gguf"
 
 # --- KV budget sizes: below the smallest working budget is refused with that size
-small="the smallest that works here is 439072 bytes (0.42 MiB): method kara reserves 422688 bytes"
+small="the smallest budget that works here is 439072 bytes (0.42 MiB): method kara reserves 422688 bytes"
 for b in 0.5 0.9B 1 439071; do
     expect_stderr "--kv-budget $b" 65 "too small: $small" "$KARA" run -m "$M" -p hi -n 2 --kv-budget "$b"
 done

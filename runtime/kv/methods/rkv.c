@@ -1,13 +1,51 @@
-/* kv_policy_rkv.c - the event of the rkv baseline (R-KV, Cai et al. 2025;
- * docs/KARA_METHOD.md section 11): the observation queries' attention, the
- * keys' redundancy over the same span, and the selection between them. */
+/* rkv.c - the R-KV baseline (Cai et al. 2025; docs/KARA_METHOD.md section
+ * 11): once the cache passes its token budget plus trigger_slack, the
+ * observation queries' attention and the keys' redundancy over the same
+ * span (kv_redund.h) decide what stays. */
 #include <string.h>
 
+#include "kv_method.h"
 #include "kv_policy_impl.h"
 #include "kv_redund.h"
 #include "kv_select.h"
-#include "status.h"
 #include "kv_tuning.h"
+#include "status.h"
+
+static kara_status check(const kara_kv_params *p) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    if (t->rkv_kernel < 1 || t->rkv_kernel % 2 == 0 || t->rkv_obs_window < 1 || t->rkv_trigger_slack < 0 ||
+        !(t->rkv_lambda >= 0 && t->rkv_lambda <= 1) || !(t->rkv_sim_threshold >= -1 && t->rkv_sim_threshold <= 1))
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "baselines.rkv: kernel must be odd (got %d), obs_window at least 1 (got %d), "
+                            "trigger_slack at least 0 (got %d), lambda in [0, 1] (got %g), sim_threshold in [-1, 1] "
+                            "(got %g)",
+                            t->rkv_kernel, t->rkv_obs_window, t->rkv_trigger_slack, (double)t->rkv_lambda,
+                            (double)t->rkv_sim_threshold);
+    return KARA_OK;
+}
+
+/* snapkv's observation scoring, plus the keys' redundancy over the whole
+ * cache (kv_redund.h). */
+static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    int32_t stride = kr_kv_layer_stride(t);
+    s->needs_scores = s->needs_redund = true;
+    s->ring_cap = t->rkv_obs_window;
+    s->score_n = max_slots;
+    s->score_q = t->rkv_obs_window;
+    s->score_buf = t->rkv_obs_window;
+    s->n_scored = (n_layer + stride - 1) / stride;
+}
+
+static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->rkv_trigger_slack; }
+
+/* the prompt (protect_prompt) and the observation window */
+static int32_t protects(const kara_kv_params *p, int32_t front) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    return (t->rkv_protect_prompt ? front : 0) + t->rkv_obs_window;
+}
+
+static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->rkv_protect_prompt; }
 
 typedef struct redund_task {
     const kr_kv_redund_job *job;
@@ -47,7 +85,11 @@ static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int
     return KARA_OK;
 }
 
-kara_status kr_kvp_rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
+/* Score seq's cache after its protected prompt and select the slots to
+ * keep into pol->keep (*k of them; *k = n when nothing needs to go).
+ * KARA_ERR_KV_BUDGET when the token budget cannot hold the protected
+ * prompt and the observation window. */
+static kara_status rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     kr_kv_cache *kv = pol->kv;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     const kr_kv_tuning *t = &pol->t;
@@ -71,3 +113,19 @@ kara_status kr_kvp_rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     return kr_kv_select_rkv(pol->layer_scores, pol->gather, n, front, obs, t->rkv_kernel, t->rkv_lambda, budget,
                             pol->keep, k, pol->select_scratch, pol->select_scratch_bytes);
 }
+
+static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
+    int32_t k = 0;
+    kara_status st = rkv_select(pol, seq, &k);
+    return kr_kvp_cache_keep(pol, seq, st, k);
+}
+
+const kr_kv_method kr_kvm_rkv = {.name = "rkv",
+                                 .kind = kr_kv_kind_at_budget,
+                                 .check = check,
+                                 .reserve = reserve,
+                                 .trigger_slack = trigger_slack,
+                                 .protects = protects,
+                                 .keeps_prompt = keeps_prompt,
+                                 .cache_event = cache_event,
+                                 .host_only = "its key-redundancy scorer reads the pool on the host"};

@@ -1,0 +1,30 @@
+/* chunkkv.c - the ChunkKV baseline (docs/KARA_METHOD.md section 11): Kara's
+ * windows and scores, kept in fixed chunks of chunk_len slots. */
+#include "kv_method.h"
+#include "kv_tuning.h"
+
+/* The window's queries; read tracking sums the newest query's attention. */
+static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    int32_t stride = kr_kv_layer_stride(t);
+    (void)max_slots;
+    s->window_method = s->needs_scores = true;
+    s->ring_cap = kr_kv_window_slots(p);
+    s->score_n = s->ring_cap;
+    s->score_buf = t->buffer;
+    s->n_scored = (n_layer + stride - 1) / stride;
+    s->needs_h2o = t->reads_weight > 0.0f;
+}
+
+static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in *in, int32_t k, int32_t *keep,
+                                 void *scratch, size_t scratch_bytes) {
+    return kr_kv_select_chunks(in->scores, in->n_c, k, kr_kv_tune(p)->chunkkv_chunk_len, in->protect, keep, scratch,
+                               scratch_bytes);
+}
+
+const kr_kv_method kr_kvm_chunkkv = {.name = "chunkkv",
+                                     .kind = kr_kv_kind_windows,
+                                     .reserve = reserve,
+                                     .keeps_prompt = kr_kv_keeps_prompt_always,
+                                     .select_window = select_window,
+                                     .per_layer = true};

@@ -1,0 +1,28 @@
+/* h2o.c - the H2O baseline (docs/KARA_METHOD.md section 11): every slot
+ * sums the attention the newest query gives it (the policy folds the rows
+ * in, kv_policy_attn.c); once the cache passes its token budget the
+ * heaviest slots and the most recent ones stay. */
+#include "kv_method.h"
+#include "kv_policy_impl.h"
+#include "kv_select.h"
+#include "kv_tuning.h"
+
+/* The newest query's attention rows, per sequence and head. */
+static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+    (void)p;
+    (void)n_layer;
+    s->needs_h2o = true;
+    s->score_n = max_slots;
+}
+
+static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t k = 0;
+    kara_status st =
+        kr_kv_select_h2o(q->h2o_acc, pol->kv->seqs[seq].n, q->n_prompt, pol->budget_tokens, pol->t.h2o_heavy_frac,
+                         pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+    return kr_kvp_cache_keep(pol, seq, st, k);
+}
+
+const kr_kv_method kr_kvm_h2o = {
+    .name = "h2o", .kind = kr_kv_kind_at_budget, .reserve = reserve, .cache_event = cache_event};

@@ -1,0 +1,59 @@
+/* snapkv.c - the SnapKV baseline (docs/KARA_METHOD.md section 11): once
+ * the cache passes its token budget plus trigger_slack, the newest
+ * obs_window queries score every older slot after the protected prompt;
+ * pooled scores pick what stays, the observation window always does. */
+#include <string.h>
+
+#include "kv_method.h"
+#include "kv_policy_impl.h"
+#include "kv_select.h"
+#include "kv_tuning.h"
+
+/* Keys over the whole cache, but only the observation window asks queries
+ * (buffer_only scoring): scratch for obs_window query rows. */
+static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    int32_t stride = kr_kv_layer_stride(t);
+    s->needs_scores = true;
+    s->ring_cap = t->snapkv_obs_window;
+    s->score_n = max_slots;
+    s->score_q = t->snapkv_obs_window;
+    s->score_buf = t->snapkv_obs_window;
+    s->n_scored = (n_layer + stride - 1) / stride;
+}
+
+static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv_trigger_slack; }
+
+static int32_t protects(const kara_kv_params *p, int32_t front) {
+    const kr_kv_tuning *t = kr_kv_tune(p);
+    return (t->snapkv_protect_prompt ? front : 0) + t->snapkv_obs_window;
+}
+
+static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv_protect_prompt; }
+
+static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
+    const kr_kv_policy_seq *q = &pol->seqs[seq];
+    const kr_kv_tuning *t = &pol->t;
+    int32_t n = pol->kv->seqs[seq].n, k = 0;
+    int32_t front = t->snapkv_protect_prompt ? q->n_prompt : 0, obs = t->snapkv_obs_window;
+    int32_t n_w = n - front;
+    if (n_w <= obs) return KARA_OK;
+    const int32_t *pos = pol->kv->seqs[seq].pos;
+    /* the observation window's queries: the newest obs positions */
+    kara_status st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY,
+                                       false, 0, pol->n_layer);
+    if (!st) {
+        memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
+        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, t->snapkv_kernel, t->snapkv_pool, pol->budget_tokens,
+                                 pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+    }
+    return kr_kvp_cache_keep(pol, seq, st, k);
+}
+
+const kr_kv_method kr_kvm_snapkv = {.name = "snapkv",
+                                    .kind = kr_kv_kind_at_budget,
+                                    .reserve = reserve,
+                                    .trigger_slack = trigger_slack,
+                                    .protects = protects,
+                                    .keeps_prompt = keeps_prompt,
+                                    .cache_event = cache_event};

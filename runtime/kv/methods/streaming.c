@@ -1,0 +1,32 @@
+/* streaming.c - the StreamingLLM baseline (docs/KARA_METHOD.md section 11):
+ * once the cache passes its token budget, keep the attention sinks and the
+ * newest slots. */
+#include "kv_method.h"
+#include "kv_policy_impl.h"
+#include "kv_select.h"
+#include "kv_tuning.h"
+
+/* Its selection reads no scores: only the selection scratch. */
+static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
+    (void)p;
+    (void)n_layer;
+    s->score_n = max_slots;
+}
+
+static int32_t protects(const kara_kv_params *p, int32_t front) {
+    (void)front;
+    return kr_kv_tune(p)->streaming_n_sink;
+}
+
+static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
+    int32_t k = 0;
+    kara_status st =
+        kr_kv_select_streaming(pol->kv->seqs[seq].n, pol->t.streaming_n_sink, pol->budget_tokens, pol->keep, &k);
+    return kr_kvp_cache_keep(pol, seq, st, k);
+}
+
+const kr_kv_method kr_kvm_streaming = {.name = "streaming",
+                                       .kind = kr_kv_kind_at_budget,
+                                       .reserve = reserve,
+                                       .protects = protects,
+                                       .cache_event = cache_event};

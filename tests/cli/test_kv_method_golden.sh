@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Every KV method does today what it did when the methods were split into
+# runtime/kv/methods/ (0b30ba4): on the shipped reasoning model, 2
+# problems under a share of 300 slots that both outgrow (kara threshold
+# with interval 64 and buffer 32, lazy with window 32), each method's
+# answers (the output lines without "created", cksum), compression events
+# and evicted slots (--stats-json) equal the golden table below, recorded
+# with 0b30ba4's build. A change to any method's behaviour fails here;
+# tools/kv_identity_check.sh compares two builds in full (more problems,
+# stories260K). Run with PRINT=1 to print the table of this build.
+set -u
+. "$(dirname "$0")/lib/common.sh"
+SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
+M="$SRC/tools/train/model/kara-reasoner-1m.gguf"
+# method: cksum of the answers, events, evicted slots
+golden="
+full 2922554493 0 0
+kara 2922554493 16 662
+kara_per_window 2922554493 6 639
+kara_threshold 439573807 21 1344
+chunkkv 887314076 16 662
+recent 3602935176 17 696
+random 1341297969 16 662
+snapkv 3637724783 6 768
+h2o 1670386914 640 640
+streaming 3659913451 2355 2355
+rkv 3637724783 6 768
+lazy 2708086846 21 672
+"
+printf 'baselines:\n  lazy:\n    window: 32\n' >"$tmp/lazy.yaml"
+sed -n 1,2p "$SRC/tests/data/late-tier2.jsonl" |
+    sed -E 's|^\{"id": "([^"]*)", "prompt": "([^"]*)".*$|{"custom_id":"\1","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"\2"}]}}|' \
+        >"$tmp/in.jsonl"
+flags_of() {
+    case $1 in
+    kara_per_window) echo "--kv-method kara --kv-evict per_window" ;;
+    kara_threshold) echo "--kv-method kara --kv-trigger threshold --kv-interval 64 --kv-buffer 32" ;;
+    lazy) echo "--kv-method lazy --config $tmp/lazy.yaml" ;;
+    *) echo "--kv-method $1" ;;
+    esac
+}
+num() { grep -o "\"$1\":[0-9]*" "$2" | head -n 1 | cut -d: -f2; }
+echo "$golden" | while read -r m sum events evicted; do
+    [ -n "$m" ] || continue
+    rm -f "$tmp/out.jsonl"
+    # shellcheck disable=SC2046
+    "$KARA" batch -m "$M" -t 1 -j 1 --no-progress --temp 0 -i "$tmp/in.jsonl" -o "$tmp/out.jsonl" \
+        --stats-json "$tmp/stats.json" --kv-seq-tokens 300 $(flags_of "$m") >"$tmp/log" 2>&1
+    rc=$?
+    got_sum=$(sed -e 's/"created":[0-9]*,//' "$tmp/out.jsonl" | LC_ALL=C sort | cksum | cut -d' ' -f1)
+    got="$got_sum $(num kv_events "$tmp/stats.json") $(num kv_slots_evicted "$tmp/stats.json")"
+    if [ -n "${PRINT:-}" ]; then
+        echo "$m $got"
+        continue
+    fi
+    check "$m exits 0 (rc $rc)" '[ $rc -eq 0 ]'
+    check "$m: answers, events and evictions $got, golden $sum $events $evicted" '[ "$got" = "$sum $events $evicted" ]'
+    echo "$pass $fail" >"$tmp/counts"
+done
+[ -n "${PRINT:-}" ] && exit 0
+read -r pass fail <"$tmp/counts"
+finish
