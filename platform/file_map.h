@@ -34,7 +34,7 @@ int kr_file_map_open(const char *path, kr_file_map *m);
  * per token, and on a 4 KiB-page file mapping each page costs a TLB miss
  * that also stops the hardware prefetcher at the page boundary; 2 MiB pages
  * take both off the weight stream. Costs a copy of the file at load
- * (docs/PERFORMANCE.md, "Load time and memory" and "Figures behind the
+ * (docs/PERFORMANCE.md, "Load time and memory"; docs/history/PERFORMANCE-2026-12.md, "Figures behind the
  * kernels' design choices"). Same return values as kr_file_map_open. */
 int kr_file_read_anon(const char *path, kr_file_map *m);
 /* Let the memory of a kr_file_read_anon image be written (writable) or

@@ -89,6 +89,6 @@ void kr_kernels_neon_x16(kr_kernels *k) {
     k->repack[KR_TYPE_Q4_0] = KR_TYPE_Q4_0_X16;
     /* Q4_K and Q6_K keep the file layout here: without SDOT their
      * interleaved kernels take about as many instructions as the file
-     * layout's (docs/PERFORMANCE.md), though they still serve a model
+     * layout's (docs/history/PERFORMANCE-2026-12.md), though they still serve a model
      * loaded in those layouts */
 }

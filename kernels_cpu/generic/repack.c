@@ -10,7 +10,7 @@
  * works on 4 columns of 16 rows at once. The AVX-512 products
  * (avx512_gemv_x16_*.c) are then no longer bound by their own
  * instructions: they stream the weights from memory near the read
- * bandwidth (docs/PERFORMANCE.md, "Figures behind the kernels' design
+ * bandwidth (docs/history/PERFORMANCE-2026-12.md, "Figures behind the kernels' design
  * choices"). For F32 the gain is the
  * end of the horizontal sums: a row-major dot product of 128-384 columns
  * spends as much on reducing its 16 lanes as on multiplying, while an FMA

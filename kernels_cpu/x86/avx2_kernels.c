@@ -105,7 +105,7 @@ void kr_kernels_init_avx2(kr_kernels *k) {
     /* Not Q6_K: its AVX2 kernel (avx2_gemv_x16_q6k.c) is about 1.25x the
      * block kernel at 64 activation rows but slower for one row on a matrix
      * from L3 or memory (the 151936-row output matrix of Q4_K_M files, read
-     * at every decode step): docs/PERFORMANCE.md, "AVX2 prefill (issue 20)". */
+     * at every decode step): docs/history/PERFORMANCE-2026-12.md, "AVX2 prefill (issue 20)". */
     k->rmsnorm = ops_rmsnorm;
     k->softmax = ops_softmax;
     k->silu_mul = ops_silu_mul;

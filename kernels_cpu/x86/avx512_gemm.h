@@ -14,7 +14,7 @@
  * which needs no unpacking into a panel. The panel kernel pays its
  * unpacking once per panel, so it only wins from a batch size that depends
  * on how costly the type is to unpack; the thresholds are the measured
- * crossovers on Zen 4 (docs/PERFORMANCE.md, "Figures behind the kernels'
+ * crossovers on Zen 4 (docs/history/PERFORMANCE-2026-12.md, "Figures behind the kernels'
  * design choices"). Returns INT64_MAX for a type
  * without a panel kernel. The interleaved layouts do not ask: their own
  * kernels are faster at every batch. */

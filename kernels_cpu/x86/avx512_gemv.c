@@ -6,7 +6,7 @@
  * about a dozen instructions per 32-element block on its two f16 scales
  * (scalar conversions, a multiply, a broadcast), so Q8_0 and Q4_0 decode
  * through them is compute-bound, well below the memory bandwidth
- * (docs/PERFORMANCE.md, "Figures behind the kernels' design choices").
+ * (docs/history/PERFORMANCE-2026-12.md, "Figures behind the kernels' design choices").
  * Here the activation row is first rearranged once per call (per thread)
  * into:
  *   - its int8 values, contiguous, in the order the weight bytes are loaded;

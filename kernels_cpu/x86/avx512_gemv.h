@@ -55,7 +55,7 @@ bool kr_avx512_gemv_multi(kr_type wtype, const void *w, size_t w_row_bytes, int6
 /* Smallest batch the AVX-512 matmul gives to kr_avx512_gemv_multi: 2,
  * except Q6_K, whose block kernel (same bits, see above) is as fast up to 3
  * rows: the few-row kernel's shared unpacking pays for itself from 4 rows
- * (measured crossover: docs/PERFORMANCE.md, "Figures behind the kernels'
+ * (measured crossover: docs/history/PERFORMANCE-2026-12.md, "Figures behind the kernels'
  * design choices"). */
 int64_t kr_avx512_gemv_multi_min_batch(kr_type wtype);
 

@@ -16,7 +16,7 @@
  * a per-lane broadcast: the cross-lane VPERMW makes the kernel slower.
  * Q6_K stays on the 256-bit block kernel: a 512-bit version of this
  * design streams more slowly from DRAM. (Figures for both and for this
- * kernel against the block kernel: docs/PERFORMANCE.md, "Figures behind
+ * kernel against the block kernel: docs/history/PERFORMANCE-2026-12.md, "Figures behind
  * the kernels' design choices".)
  */
 #include "avx512_gemv.h"

@@ -3,7 +3,7 @@
  * rows at a time at load (KR_TYPE_Q4_0_X16, kernels.h), any number of
  * activation rows (decode, batched decode, prefill: with no panel to
  * unpack it is faster than the panel GEMM at every batch size; figures in
- * docs/PERFORMANCE.md, "Figures behind the kernels' design choices").
+ * docs/history/PERFORMANCE-2026-12.md, "Figures behind the kernels' design choices").
  *
  * Per group of 16 weight rows and 32-column block: four 64-byte loads hold
  * the 16 nibble bytes of every row; their low and high nibbles (stored

@@ -20,7 +20,7 @@
  * bits at every batch size (batched decode gives the same answers as
  * decoding alone). The same kernel serves prefill: with four activation
  * rows per pass and no panel to unpack, it is faster than the panel GEMM
- * on the GGUF layout even at 512 rows. (Figures: docs/PERFORMANCE.md,
+ * on the GGUF layout even at 512 rows. (Figures: docs/history/PERFORMANCE-2026-12.md,
  * "Figures behind the kernels' design choices".)
  */
 #include "avx512_gemv.h"

@@ -17,7 +17,7 @@
  * have the same bits at every batch size. With the sub-block passes below
  * it keeps its accumulators in registers and needs no panel unpacked, so
  * it beats the panel GEMM at every batch size and the panel GEMM never
- * takes this layout (docs/PERFORMANCE.md, "Figures behind the kernels'
+ * takes this layout (docs/history/PERFORMANCE-2026-12.md, "Figures behind the kernels'
  * design choices").
  */
 #include "avx512_gemv.h"

@@ -99,7 +99,7 @@ DEFINE_DOT(bf16_512, body512_bf16)
  * through the per-row kernel pointer, and eight rows' accumulators reduced
  * together (same bits as one at a time): on 1024-column rows of 4 blocks a
  * row's reduction costs about as much as a block, so sharing it among eight
- * rows matters (docs/PERFORMANCE.md, "Figures behind the kernels' design
+ * rows matters (docs/history/PERFORMANCE-2026-12.md, "Figures behind the kernels' design
  * choices"). */
 static void gemv_q6_K(const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void *x,
                       float *y) {

@@ -395,7 +395,7 @@ static inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
 /* Rows of A from which gemm_nt_lanes pays for its transposes: on one KV
  * block of a head of 32 (16 f16 keys, AMD EPYC, AVX-512) it takes 50-64 ns
  * for 3 rows against gemm_block's 66-88, 57-71 against 92-126 for 4, and
- * 43-56 against 49 for 2 (docs/PERFORMANCE.md, "Verify steps: the
+ * 43-56 against 49 for 2 (docs/history/PERFORMANCE-2026-12.md, "Verify steps: the
  * transposed keys from 3 query rows"). */
 #define GEMM_LANES_MIN_ROWS 3
 

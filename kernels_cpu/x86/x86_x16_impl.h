@@ -24,7 +24,7 @@
  * over a group, going back to the group's start breaks the hardware
  * prefetcher's stream, so the next group must be fetched by hand; and
  * fetched over all the passes, not the first alone, or the memory idles
- * while the later passes compute (docs/PERFORMANCE.md, "Figures behind the
+ * while the later passes compute (docs/history/PERFORMANCE-2026-12.md, "Figures behind the
  * kernels' design choices"). */
 typedef struct x16_pf {
     const uint8_t *g;
@@ -64,7 +64,7 @@ static inline __attribute__((always_inline)) void x16_prefetch(x16_pf pf, int64_
  * scope. The next group is fetched on a sweep's only pass too (decode, and
  * verify steps of up to 4 entries): without it one activation row streamed
  * a 75 MB Q4_K matrix at 0.65x the block kernel on AVX2, and on AVX-512 one
- * pass of 4 rows cost more than two passes of 5 (docs/PERFORMANCE.md,
+ * pass of 4 rows cost more than two passes of 5 (docs/history/PERFORMANCE-2026-12.md,
  * "Decode: the next weight group fetched on a single pass too"). Two groups
  * ahead measured no better. */
 #define X16_FOR_GROUPS(w, gbytes, g0, g1, y, ldy, c0, nc, CALL)                                                        \

@@ -31,7 +31,7 @@ static int32_t next_chunk(const kara_context *c, int32_t from, int32_t n, int32_
  * with a wait on DRAM. Attention asks for the next block one head at a
  * time, between the current block's heads: a whole block at once (32 KiB
  * for Qwen3-0.6B) fills the miss queues and stalls the loop, and into L1
- * it evicts the block being read (docs/PERFORMANCE.md, session 5, "Decode
+ * it evicts the block being read (docs/history/PERFORMANCE-2026-12.md, session 5, "Decode
  * at depth, step by step"). */
 static inline void prefetch_rows(const void *block_base, int32_t h0, int32_t h1, size_t head_bytes, size_t slot_bytes,
                                  int32_t n_rows) {

@@ -1,7 +1,7 @@
 /* bench_onednn.c - `kara bench --onednn`: the prefill products of a Qwen3
  * model (batch 512) through oneDNN's matmul, next to Kara's own kernels on
  * the same shapes, so the faster one can be chosen per shape and type (see
- * docs/PERFORMANCE.md). oneDNN has no grouped (per-32-element) weight
+ * docs/history/PERFORMANCE-2026-12.md). oneDNN has no grouped (per-32-element) weight
  * scales in this version, so it is timed on what it can do: f32 and bf16
  * weights (the Q* blocks dequantized once) and s8 weights with one scale
  * per output column (an upper bound of its int8 speed: the block scales of
