@@ -65,7 +65,7 @@ static kara_status cu_score(void *user, const kr_kv_span *sp, float *out) {
     const kr_kv_cache *kv = &c->kv;
     const kr_kv_tuning *t = &pol->t;
     const int32_t n_c = sp->n_w - sp->n_buf, stride = kr_kv_layer_stride(t);
-    const int32_t ns = t->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && t->n_sink > 0 ? t->n_sink : 0;
+    const int32_t ns = t->softmax_over == KR_SOFTMAX_WINDOW_PLUS_SINKS && t->n_sink > 0 ? t->n_sink : 0;
     const int32_t q_lo = kr_cu_score_q_lo((int)sp->mode, sp->n_w, n_c, sp->n_q);
     const int64_t tiles = (sp->n_w - q_lo + 31) / 32;
     if (sp->n_w < 1 || n_c < 1 || sp->n_w > kv->max_slots || tiles > s->plan.score_tiles ||
@@ -95,9 +95,9 @@ static kara_status cu_score(void *user, const kr_kv_span *sp, float *out) {
                                 .mode = (int32_t)sp->mode,
                                 .softmax_over = (int32_t)t->softmax_over,
                                 .exclude_self = sp->exclude_self,
-                                .gqa_max = t->gqa_reduce == KARA_REDUCE_MAX,
+                                .gqa_max = t->gqa_reduce == KR_REDUCE_MAX,
                                 .value_aware = t->value_aware,
-                                .normalized = t->layer_reduce == KARA_REDUCE_NORMALIZED_MEAN,
+                                .normalized = t->layer_reduce == KR_REDUCE_NORMALIZED_MEAN,
                                 .q_ring = s->ring + ring_rows * pol->q_row_bytes,
                                 .q_first = sp->q_first_pos,
                                 .ring_cap = pol->ring_cap,

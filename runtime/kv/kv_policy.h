@@ -66,7 +66,7 @@ typedef struct kr_kv_exec {
  * layers in [l_begin, l_end). */
 typedef struct kr_kv_span {
     int32_t seq, first, n_w, n_buf, n_q, q_first_pos;
-    kara_score_mode mode;
+    kr_score_mode mode;
     bool exclude_self;
     int32_t l_begin, l_end;
 } kr_kv_span;

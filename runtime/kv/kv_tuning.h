@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "kv_modes.h"
 
 typedef struct kr_kv_tuning {
     /* kv_cache: */
@@ -39,32 +40,32 @@ typedef struct kr_kv_tuning {
     kara_kv_trigger trigger;              /* periodic; threshold = ablation A8 (method kara only) */
     int32_t trigger_slack;                /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
     /* kara.score: */
-    kara_score_mode score_mode;     /* bidirectional */
-    kara_softmax_over softmax_over; /* window */
-    int32_t n_sink;                 /* 4 */
-    bool exclude_self;              /* true */
-    kara_reduce gqa_reduce;         /* mean (or max) */
-    kara_reduce layer_reduce;       /* mean (or normalized_mean) */
-    int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
-    bool value_aware;               /* true: a slot's attention mass times the L1 norm of its value (VATP);
+    kr_score_mode score_mode;     /* bidirectional */
+    kr_softmax_over softmax_over; /* window */
+    int32_t n_sink;               /* 4 */
+    bool exclude_self;            /* true */
+    kr_reduce gqa_reduce;         /* mean (or max) */
+    kr_reduce layer_reduce;       /* mean (or normalized_mean) */
+    int32_t layer_stride;         /* layers: 1 = all; N = stride:N */
+    bool value_aware;             /* true: a slot's attention mass times the L1 norm of its value (VATP);
                                      * false: the attention mass alone */
-    float reads_weight; /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
+    float reads_weight;           /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
                                      * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
-    float prior_weight; /* auto (< 0, the default): 16 when the model has a retention prior, else off;
+    float prior_weight;           /* auto (< 0, the default): 16 when the model has a retention prior, else off;
                                      * 0 = off; kara: weight of the model's retention prior in its window scores
                                      * (KARA_METHOD.md 14); > 0 with a model without a prior: KARA_ERR_CONFIG */
     /* kara.t2c: */
-    float candidate_frac;   /* 0.5 */
-    int32_t max_gap;        /* 16 */
-    float len_penalty;      /* 1.0 */
-    kara_t2c_mode t2c_mode; /* mode: line_tails (Token2Chunk, a candidate bringing the end of its line); chunks;
+    float candidate_frac; /* 0.5 */
+    int32_t max_gap;      /* 16 */
+    float len_penalty;    /* 1.0 */
+    kr_t2c_mode t2c_mode; /* mode: line_tails (Token2Chunk, a candidate bringing the end of its line); chunks;
                              * pooled_topk = Top-K after max-pool 7 (ablation A4); lines */
     /* baselines: */
     int32_t budget_tokens;        /* 0 = auto */
     int32_t streaming_n_sink;     /* 4 */
     int32_t snapkv_trigger_slack; /* 128 */
     int32_t snapkv_obs_window;    /* 8 */
-    kara_reduce snapkv_pool;      /* max (or mean): pooling of scores over the kernel */
+    kr_reduce snapkv_pool;        /* max (or mean): pooling of scores over the kernel */
     int32_t snapkv_kernel;        /* 7 */
     bool snapkv_protect_prompt;   /* true */
     float h2o_heavy_frac;         /* 0.5 */

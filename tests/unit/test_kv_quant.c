@@ -423,7 +423,7 @@ static void ring_scores(const kr_kv_rows *q, const float *k, const float *sink, 
     kr_kv_score_shape sh = {45, 9, 4, 2, 24, 3};
     size_t kst = (size_t)sh.n_head_kv * sh.head_dim * sizeof(float), bytes = kr_kv_score_scratch_bytes(&sh, 1);
     kr_kv_rows kr = kr_kv_rows_plain(KARA_KV_F32, k, kst), sr = kr_kv_rows_plain(KARA_KV_F32, sink, kst);
-    kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, false, KARA_REDUCE_MEAN, false};
+    kr_kv_score_opts o = {(kr_score_mode)mode, KR_SOFTMAX_WINDOW_PLUS_SINKS, false, KR_REDUCE_MEAN, false};
     void *scratch = malloc(bytes);
     kr_kv_score_job job;
     if (CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, q, &kr, &sr, scratch, bytes, 1), KARA_OK))

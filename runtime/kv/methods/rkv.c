@@ -103,8 +103,8 @@ static kara_status rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     const int32_t *pos = kv->seqs[seq].pos;
     /* importance: snapkv's scorer, the newest obs slots asking, summed over
      * them; divided by obs, each query's attention is a distribution */
-    kara_status st = kr_kvp_score_span(pol, seq, front, m, obs, obs, pos[n - 1] + 1 - m, KARA_SCORE_BUFFER_ONLY, false,
-                                       0, pol->n_layer);
+    kara_status st = kr_kvp_score_span(pol, seq, front, m, obs, obs, pos[n - 1] + 1 - m, KR_SCORE_BUFFER_ONLY, false, 0,
+                                       pol->n_layer);
     if (st) return st;
     for (int32_t j = 0; j < m - obs; j++) pol->layer_scores[front + j] = pol->scores[j] / (float)obs;
     /* redundancy over the whole span, the observation window included (its

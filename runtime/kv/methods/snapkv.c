@@ -40,7 +40,7 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     if (n_w <= obs) return KARA_OK;
     const int32_t *pos = pol->kv->seqs[seq].pos;
     /* the observation window's queries: the newest obs positions */
-    kara_status st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY,
+    kara_status st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KR_SCORE_BUFFER_ONLY,
                                        false, 0, pol->n_layer);
     if (!st) {
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
