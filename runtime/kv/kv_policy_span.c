@@ -27,7 +27,7 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
         return pol->dev_score(pol->dev_user, &sp, pol->scores);
     }
     kr_kv_cache *kv = pol->kv;
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t n_c = n_w - n_buf, stride = kr_kv_layer_stride(t);
     kr_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, t->n_sink};
     kr_kv_score_opts opts;

@@ -18,9 +18,9 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t k = 0;
-    kara_status st =
-        kr_kv_select_h2o(q->h2o_acc, pol->kv->seqs[seq].n, q->n_prompt, pol->budget_tokens, pol->t.h2o_heavy_frac,
-                         pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+    kara_status st = kr_kv_select_h2o(q->h2o_acc, pol->kv->seqs[seq].n, q->n_prompt, pol->budget_tokens,
+                                      kr_kv_tune(&pol->p)->h2o_heavy_frac, pol->keep, &k, pol->select_scratch,
+                                      pol->select_scratch_bytes);
     return kr_kvp_cache_keep(pol, seq, st, k);
 }
 

@@ -95,7 +95,8 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const int32_t *pos = kv->seqs[seq].pos;
     int32_t n = kv->seqs[seq].n, P = q->n_prompt, n_w = n - P;
     if (n_w < 2) return KARA_OK;
-    int32_t b = pol->t.buffer < n_w ? pol->t.buffer : n_w - 1, n_c = n_w - b, k = pol->budget_tokens - P - b;
+    int32_t b = kr_kv_tune(&pol->p)->buffer < n_w ? kr_kv_tune(&pol->p)->buffer : n_w - 1, n_c = n_w - b,
+            k = pol->budget_tokens - P - b;
     if (k < 0) {
         /* the budget cannot hold the prompt and the buffer: keep everything
          * (the block pool still bounds memory), as snapkv does */
@@ -119,8 +120,9 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 
 /* think_only stops the threshold events as it stops the periodic ones. */
 static int32_t cache_limit(const kr_kv_policy *pol, int32_t seq) {
-    return pol->t.think_only && pol->seqs[seq].think_done ? INT32_MAX
-                                                          : pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
+    return kr_kv_tune(&pol->p)->think_only && pol->seqs[seq].think_done
+        ? INT32_MAX
+        : pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
 }
 
 const kr_kv_method kr_kvm_kara = {.name = "kara",

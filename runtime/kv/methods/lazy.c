@@ -39,7 +39,7 @@ static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->lazy_p
 
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t k = 0;
     kara_status st = kr_kv_select_lazy(q->lazy_last, q->lazy_mri, q->lazy_step, pol->kv->seqs[seq].n,
                                        t->lazy_protect_prompt ? q->n_prompt : 0, t->lazy_window, pol->budget_tokens,

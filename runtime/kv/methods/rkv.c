@@ -63,7 +63,7 @@ static void redund_compute(void *arg, int ith, int nth) {
  * keys of slots [first, first + m). */
 static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t m, float *red) {
     kr_kv_cache *kv = pol->kv;
-    const int32_t stride = kr_kv_layer_stride(&pol->t);
+    const int32_t stride = kr_kv_layer_stride(kr_kv_tune(&pol->p));
     const int32_t workers = pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads : KR_KV_SCORE_WORKERS;
     memset(red, 0, (size_t)m * sizeof(float));
     int32_t layers = 0;
@@ -73,7 +73,7 @@ static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int
                            kv->seqs[seq].table, kv->block_size, kv->bytes_per_block};
         kr_kv_redund_job job;
         kara_status st =
-            kr_kv_redund_prepare(&job, &keys, m, pol->n_head_kv, pol->head_dim, pol->t.rkv_sim_threshold,
+            kr_kv_redund_prepare(&job, &keys, m, pol->n_head_kv, pol->head_dim, kr_kv_tune(&pol->p)->rkv_sim_threshold,
                                  pol->redund_scratch, pol->redund_scratch_bytes, workers > 0 ? workers : 1);
         if (st) return st;
         redund_task t = {&job};
@@ -92,7 +92,7 @@ static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int
 static kara_status rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     kr_kv_cache *kv = pol->kv;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     const int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, obs = t->rkv_obs_window;
     const int32_t front = t->rkv_protect_prompt ? q->n_prompt : 0, m = n - front;
     *k = n;

@@ -33,7 +33,7 @@ static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv
 
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t n = pol->kv->seqs[seq].n, k = 0;
     int32_t front = t->snapkv_protect_prompt ? q->n_prompt : 0, obs = t->snapkv_obs_window;
     int32_t n_w = n - front;

@@ -20,8 +20,8 @@ static int32_t protects(const kara_kv_params *p, int32_t front) {
 
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     int32_t k = 0;
-    kara_status st =
-        kr_kv_select_streaming(pol->kv->seqs[seq].n, pol->t.streaming_n_sink, pol->budget_tokens, pol->keep, &k);
+    kara_status st = kr_kv_select_streaming(pol->kv->seqs[seq].n, kr_kv_tune(&pol->p)->streaming_n_sink,
+                                            pol->budget_tokens, pol->keep, &k);
     return kr_kvp_cache_keep(pol, seq, st, k);
 }
 
