@@ -91,6 +91,8 @@ void kr_enum_list(const kr_enum_name *names, char *buf, size_t size) {
     }
 }
 
+const kr_enum_name kr_seed_words[] = {{"random", -1}, {"-1", -1}, {NULL, 0}};
+
 void kara_kv_params_init(kara_kv_params *p) {
     kr_kv_tuning *t = kr_kv_tune(p);
     memset(p, 0, sizeof *p);
@@ -138,28 +140,9 @@ void kara_kv_params_init(kara_kv_params *p) {
     t->len_penalty = 1.0f;
     /* baselines: */
     t->budget_tokens = 0; /* auto */
-    t->streaming_n_sink = 4;
-    t->snapkv_trigger_slack = 128;
-    t->snapkv_obs_window = 8;
-    t->snapkv_pool = KR_REDUCE_MAX;
-    t->snapkv_kernel = 7;
-    t->snapkv_protect_prompt = true;
-    t->h2o_heavy_frac = 0.5f;
-    t->chunkkv_chunk_len = 10;
-    t->random_seed = 0x4b415241; /* "KARA", like the sampler's default seed */
-    /* R-KV (Cai et al. 2025): buffer 128, 8 observation queries, lambda 0.1
-     * (the paper; its code defaults to 0.07), similarity threshold 0.5 */
-    t->rkv_trigger_slack = 128;
-    t->rkv_obs_window = 8;
-    t->rkv_kernel = 7;
-    t->rkv_lambda = 0.1f;
-    t->rkv_sim_threshold = 0.5f;
-    t->rkv_protect_prompt = true;
-    /* LazyEviction (Zhang et al. 2025): W 128 (its code's default; the
-     * paper's runs use 101-363 by task), alpha 1e-4 */
-    t->lazy_window = 128;
-    t->lazy_alpha = 1e-4f;
-    t->lazy_protect_prompt = true;
+    /* each baseline's own knobs: its file under methods/ */
+    for (int m = 0; kr_kv_method_get(m); m++)
+        if (kr_kv_method_get(m)->defaults) kr_kv_method_get(m)->defaults(t);
 }
 
 /* Shared by the *_parse functions: the message lists every accepted name. */
