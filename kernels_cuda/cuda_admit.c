@@ -34,7 +34,7 @@ void kr_cuda_plan_in_ctx(const kara_context *c, kr_cuda_plan_in *in) {
     if (!kr_cuda_scores_on_device(pol)) return;
     in->score_q_max = pol->ring_cap;
     in->score_slots_max = c->kv.max_slots;
-    in->score_keys_max = (int64_t)c->kv.max_slots + (pol->t.n_sink > 0 ? pol->t.n_sink : 0);
+    in->score_keys_max = (int64_t)c->kv.max_slots + (kr_kv_tune(&pol->p)->n_sink > 0 ? kr_kv_tune(&pol->p)->n_sink : 0);
 }
 
 static kara_status refuse(const char *what) {
@@ -93,9 +93,10 @@ kara_status kr_cuda_check_shapes(const kara_context *c) {
     else if (blocked(kv) && hp->head_dim % KR_CU_QK)
         snprintf(what, sizeof what, "kv_cache.dtype %s with heads of %d values (not whole %d-value blocks)",
                  kara_kv_dtype_name(kv), (int)hp->head_dim, KR_CU_QK);
-    else if (kr_cuda_scores_on_device(pol) && blocked(pol->t.query_cache_dtype) && hp->head_dim % KR_CU_QK)
+    else if (kr_cuda_scores_on_device(pol) && blocked(kr_kv_tune(&pol->p)->query_cache_dtype) &&
+             hp->head_dim % KR_CU_QK)
         snprintf(what, sizeof what, "a %s query ring with heads of %d values (not whole %d-value blocks)",
-                 kara_kv_dtype_name(pol->t.query_cache_dtype), (int)hp->head_dim, KR_CU_QK);
+                 kara_kv_dtype_name(kr_kv_tune(&pol->p)->query_cache_dtype), (int)hp->head_dim, KR_CU_QK);
     else if (kr_cuda_scores_on_device(pol) && hp->n_head_kv > KR_CUDA_SCORE_MAX_KV)
         snprintf(what, sizeof what, "%d KV heads (Kara's device scorer takes at most %d)", (int)hp->n_head_kv,
                  KR_CUDA_SCORE_MAX_KV);

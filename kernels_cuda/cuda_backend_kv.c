@@ -41,7 +41,7 @@ kara_status kr_cu_kv_check(const kara_context *c) {
 
 bool kr_cu_kv_alloc(cuda_state *s, const kara_context *c) {
     const size_t nb = (size_t)c->n_batch, slots = (size_t)c->kv.max_slots;
-    const size_t keys = slots + (size_t)(c->policy.t.n_sink > 0 ? c->policy.t.n_sink : 0);
+    const size_t keys = slots + (size_t)(kr_kv_tune(&c->policy.p)->n_sink > 0 ? kr_kv_tune(&c->policy.p)->n_sink : 0);
     s->h_q_offs = malloc(nb * sizeof(int64_t));
     s->h_key_offs = malloc(keys * sizeof(int64_t));
     s->h_move_src = malloc(slots * sizeof(int64_t));
@@ -63,9 +63,9 @@ static kara_status cu_score(void *user, const kr_kv_span *sp, float *out) {
     cuda_state *s = state(c);
     const kr_kv_policy *pol = &c->policy;
     const kr_kv_cache *kv = &c->kv;
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     const int32_t n_c = sp->n_w - sp->n_buf, stride = kr_kv_layer_stride(t);
-    const int32_t ns = t->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && t->n_sink > 0 ? t->n_sink : 0;
+    const int32_t ns = t->softmax_over == KR_SOFTMAX_WINDOW_PLUS_SINKS && t->n_sink > 0 ? t->n_sink : 0;
     const int32_t q_lo = kr_cu_score_q_lo((int)sp->mode, sp->n_w, n_c, sp->n_q);
     const int64_t tiles = (sp->n_w - q_lo + 31) / 32;
     if (sp->n_w < 1 || n_c < 1 || sp->n_w > kv->max_slots || tiles > s->plan.score_tiles ||
@@ -95,9 +95,9 @@ static kara_status cu_score(void *user, const kr_kv_span *sp, float *out) {
                                 .mode = (int32_t)sp->mode,
                                 .softmax_over = (int32_t)t->softmax_over,
                                 .exclude_self = sp->exclude_self,
-                                .gqa_max = t->gqa_reduce == KARA_REDUCE_MAX,
+                                .gqa_max = t->gqa_reduce == KR_REDUCE_MAX,
                                 .value_aware = t->value_aware,
-                                .normalized = t->layer_reduce == KARA_REDUCE_NORMALIZED_MEAN,
+                                .normalized = t->layer_reduce == KR_REDUCE_NORMALIZED_MEAN,
                                 .q_ring = s->ring + ring_rows * pol->q_row_bytes,
                                 .q_first = sp->q_first_pos,
                                 .ring_cap = pol->ring_cap,
@@ -228,12 +228,12 @@ void kr_cu_kv_begin(kara_context *c, int32_t n) {
 void kr_cu_kv_store_queries(kara_context *c, int32_t il, int32_t n) {
     cuda_state *s = state(c);
     const kr_kv_policy *pol = &c->policy;
-    const int32_t stride = kr_kv_layer_stride(&pol->t);
+    const int32_t stride = kr_kv_layer_stride(kr_kv_tune(&pol->p));
     if (!s->ring || il % stride) return;
     uint8_t *ring = s->ring + (size_t)(il / stride) * (size_t)pol->ring_cap * pol->q_row_bytes;
     note(s,
-         kr_cuda_kv_store(s->stream, (int)pol->t.query_cache_dtype, ring, s->index[KR_CUDA_I_Q_OFFS], s->acts[KR_BUF_Q],
-                          n, (int64_t)pol->n_head * pol->head_dim),
+         kr_cuda_kv_store(s->stream, (int)kr_kv_tune(&pol->p)->query_cache_dtype, ring, s->index[KR_CUDA_I_Q_OFFS],
+                          s->acts[KR_BUF_Q], n, (int64_t)pol->n_head * pol->head_dim),
          "the query ring store");
 }
 

@@ -115,7 +115,7 @@ typedef struct kr_cuda_score_args {
     int32_t n_w, n_buf, n_q;             /* window, protected buffer, rows with queries (the last n_q) */
     int32_t n_head, n_head_kv, head_dim; /* head_dim <= KR_CUDA_SCORE_MAX_DIM, n_head_kv <= KR_CUDA_SCORE_MAX_KV */
     int32_t n_sink;                      /* sink keys in front of every softmax (0 unless window_plus_sinks) */
-    int32_t mode, softmax_over;          /* kara_score_mode, kara_softmax_over */
+    int32_t mode, softmax_over;          /* kr_score_mode, kr_softmax_over */
     bool exclude_self, gqa_max, value_aware, normalized; /* normalized: layer_reduce normalized_mean */
     /* queries: window row i's query (n_head heads, type q_type) at
      * q_ring + ((q_first + i) mod ring_cap) * q_row_bytes */

@@ -155,8 +155,8 @@ extern "C" int kr_cuda_score_layer(void *stream, const kr_cuda_score_args *a) {
     if (!a || a->n_w < 1 || a->n_buf < 0 || a->n_buf >= a->n_w || a->n_q < 1 || a->n_q > a->n_w || a->n_head < 1 ||
         a->n_head_kv < 1 || a->n_head % a->n_head_kv || a->n_head_kv > KR_CUDA_SCORE_MAX_KV || a->head_dim < 1 ||
         a->head_dim > KR_CUDA_SCORE_MAX_DIM || a->n_sink < 0 || a->ring_cap < 1 || !a->q_ring || !a->pool ||
-        !a->key_offs || !a->partial || !a->zbuf || !a->layer || !a->acc || a->mode < KARA_SCORE_BIDIRECTIONAL ||
-        a->mode > KARA_SCORE_BUFFER_ONLY || (a->mode == KARA_SCORE_BUFFER_ONLY && a->n_buf < 1))
+        !a->key_offs || !a->partial || !a->zbuf || !a->layer || !a->acc || a->mode < KR_SCORE_BIDIRECTIONAL ||
+        a->mode > KR_SCORE_BUFFER_ONLY || (a->mode == KR_SCORE_BUFFER_ONLY && a->n_buf < 1))
         return KR_CUDA_ERR_ARG;
     const bool blocked_q = a->q_type == KARA_KV_Q8_0 || a->q_type == KARA_KV_Q4_0;
     const bool blocked_k = a->kv_type == KARA_KV_Q8_0 || a->kv_type == KARA_KV_Q4_0;

@@ -23,6 +23,7 @@
 #include "cuda_common.h"
 #include "cuda_kvquant.h"
 #include "kara.h"
+#include "kv_modes.h"
 
 /* Query rows per work unit, as the CPU scorer's KR_KV_SCORE_TILE: the same
  * units, so the partial column sums have the same shape. */
@@ -47,17 +48,17 @@ KR_CU_HD int32_t kr_cu_min32(int32_t a, int32_t b) { return a < b ? a : b; }
 /* The first query row the mode reads: the buffer's for buffer_only, and
  * never before the rows that hold queries (the last n_q of n_w). */
 KR_CU_HD int32_t kr_cu_score_q_lo(int mode, int32_t n_w, int32_t n_c, int32_t n_q) {
-    int32_t lo = mode == KARA_SCORE_BUFFER_ONLY ? n_c : 0;
+    int32_t lo = mode == KR_SCORE_BUFFER_ONLY ? n_c : 0;
     return lo < n_w - n_q ? n_w - n_q : lo;
 }
 
 /* The last key (exclusive) a row's softmax may see: n_c when softmax_over
  * is compressible, else the window. */
 KR_CU_HD int32_t kr_cu_score_key_hi(int softmax_over, int32_t n_w, int32_t n_c) {
-    return softmax_over == KARA_SOFTMAX_COMPRESSIBLE ? n_c : n_w;
+    return softmax_over == KR_SOFTMAX_COMPRESSIBLE ? n_c : n_w;
 }
 
-/* Row i's plan for a mode (kara_score_mode), with n_sink sink keys in
+/* Row i's plan for a mode (kr_score_mode), with n_sink sink keys in
  * front (0 unless window_plus_sinks). */
 KR_CU_HD kr_cu_score_row kr_cu_score_row_plan(int mode, bool exclude_self, int32_t i, int32_t n_c, int32_t key_hi,
                                               int32_t n_sink) {
@@ -65,7 +66,7 @@ KR_CU_HD kr_cu_score_row kr_cu_score_row_plan(int mode, bool exclude_self, int32
     r.anti_ok = false;
     r.anti_n = 0;
     r.anti_skip = -1;
-    if (mode == KARA_SCORE_BIDIRECTIONAL) {
+    if (mode == KR_SCORE_BIDIRECTIONAL) {
         const int32_t skip = exclude_self && i < key_hi ? i : -1;
         r.n_keys = key_hi;
         r.main_n = key_hi;
@@ -78,7 +79,7 @@ KR_CU_HD kr_cu_score_row kr_cu_score_row_plan(int mode, bool exclude_self, int32
         r.main_skip = -1;
         r.add_skip = -1;
         r.n_keys = jend;
-        if (mode == KARA_SCORE_TWO_SIDED) {
+        if (mode == KR_SCORE_TWO_SIDED) {
             /* strictly earlier keys in the causal half */
             r.add_n = kr_cu_min32(kr_cu_min32(i, n_c), jend);
             if (i < n_c) {

@@ -7,8 +7,8 @@
 #include "config_impl.h"
 #include "status.h"
 
-#define keys kr_config_keys
-#define N_KEYS kr_config_n_keys
+#define keys kr_config_table()
+#define N_KEYS kr_config_table_size()
 /* ------------------------------------------------------------------------ */
 /* Rendering the whole configuration                                         */
 /* ------------------------------------------------------------------------ */

@@ -9,30 +9,8 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "kv_keys.h"
 #include "kv_params.h"
-
-typedef enum key_type {
-    K_INT,      /* int32_t; range checked */
-    K_U64,      /* uint64_t, decimal or 0x hex */
-    K_SIZE,     /* uint64_t bytes, with units */
-    K_FLOAT,    /* float; range checked */
-    K_BOOL,     /* bool: true/false, yes/no, on/off */
-    K_ENUM,     /* a name from `names`, stored as an enum (int) or a bool */
-    K_STRING,   /* char[size] */
-    K_INT_LIST, /* int32_t[]; count at `aux` */
-    K_LAYERS,   /* "all" | "stride:N" -> int32_t N */
-    K_SHARD     /* "K/N" -> int32_t K-1 at off, int32_t N at aux */
-} key_type;
-
-typedef struct key_spec {
-    const char *key;
-    key_type type;
-    size_t off;                /* offset of the field in kara_config */
-    size_t size;               /* sizeof the field */
-    double min, max;           /* inclusive range (list elements, N of stride:N and K/N) */
-    const kr_enum_name *names; /* K_ENUM: the names; numbers: special words such as auto */
-    size_t aux;                /* K_INT_LIST: offset of the count; K_SHARD: of shard_count */
-} key_spec;
 
 /* A parsed value, held until the whole value is known to be good, so a bad
  * value never leaves a field half-written. */
@@ -46,8 +24,11 @@ typedef struct value {
     int32_t shard_count;
 } value;
 
-extern const key_spec kr_config_keys[];
-extern const int kr_config_n_keys;
+/* The schema's rows: config_keys.c's own with, where the baselines' section
+ * stands, each registered KV method's (kv_method.h), in registry order.
+ * Built on first use. */
+const key_spec *kr_config_table(void);
+int kr_config_table_size(void);
 
 /* Index of a key in the table, -1 when unknown. */
 int kr_config_find_key(const char *key);

@@ -16,9 +16,11 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "config_impl.h"
+#include "kv_method.h"
 #include "kv_params.h"
 #include "kv_tuning.h"
 #include "status.h"
@@ -30,14 +32,12 @@
 #define FIELD(m) offsetof(kara_config, m), sizeof(((kara_config *)0)->m)
 #define KV(m) FIELD(context.kv.m)
 /* a research setting: inside kara_kv_params' private tuning bytes (kv_tuning.h) */
-#define TUNE_OFF(m) (offsetof(kara_config, context.kv.tuning) + offsetof(kr_kv_tuning, m))
-#define TUNE(m) TUNE_OFF(m), sizeof(((kr_kv_tuning *)0)->m)
+#define TUNE_OFF(m) KR_TUNE_OFF(m)
+#define TUNE(m) KR_TUNE(m)
 
 static const kr_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
 static const kr_enum_name auto_minus_one[] = {{"auto", -1}, {NULL, 0}};
-/* Seeds: -1 (llama.cpp's spelling) or "random" draws one at parse time, so
- * --print-config shows the seed a run actually used. */
-static const kr_enum_name seed_words[] = {{"random", -1}, {"-1", -1}, {NULL, 0}};
+#define seed_words kr_seed_words /* kv_keys.h */
 static const kr_enum_name think_names[] = {
     {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
     {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
@@ -47,11 +47,11 @@ static const kr_enum_name spec_names[] = {
 /* batch.on_changed: what a resume does with a request edited since its answer (kara batch --on-changed) */
 static const kr_enum_name on_changed_names[] = {{"rerun", 0}, {"refuse", 1}, {"keep", 2}, {NULL, 0}};
 
-#define MAX_SLOTS (1 << 20)  /* upper bound of slot and step counts */
-#define MAX_TOKENS (1 << 24) /* upper bound of token counts and positions */
+#define MAX_SLOTS KR_KEY_MAX_SLOTS
+#define MAX_TOKENS KR_KEY_MAX_TOKENS
 
 /* Output order: keys of one section stay together, sections nest by prefix. */
-const key_spec kr_config_keys[] = {
+static const key_spec core_head[] = {
     {"model.path", K_STRING, FIELD(model_path), 0, 0, NULL, 0},
     {"model.preset", K_STRING, FIELD(preset), 0, 0, NULL, 0},
     {"model.mmap", K_BOOL, FIELD(use_mmap), 0, 0, NULL, 0},
@@ -106,24 +106,9 @@ const key_spec kr_config_keys[] = {
     {"kara.t2c.max_gap", K_INT, TUNE(max_gap), 0, 65536, NULL, 0},
     {"kara.t2c.len_penalty", K_FLOAT, TUNE(len_penalty), 0, 100, NULL, 0},
     {"baselines.budget_tokens", K_INT, TUNE(budget_tokens), 0, MAX_TOKENS, auto_zero, 0},
-    {"baselines.streaming.n_sink", K_INT, TUNE(streaming_n_sink), 0, 65536, NULL, 0},
-    {"baselines.snapkv.trigger_slack", K_INT, TUNE(snapkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
-    {"baselines.snapkv.obs_window", K_INT, TUNE(snapkv_obs_window), 1, 65536, NULL, 0},
-    {"baselines.snapkv.pool", K_ENUM, TUNE(snapkv_pool), 0, 0, kr_pool_reduce_names, 0},
-    {"baselines.snapkv.kernel", K_INT, TUNE(snapkv_kernel), 1, 255, NULL, 0},
-    {"baselines.snapkv.protect_prompt", K_BOOL, TUNE(snapkv_protect_prompt), 0, 0, NULL, 0},
-    {"baselines.h2o.heavy_frac", K_FLOAT, TUNE(h2o_heavy_frac), 0, 1, NULL, 0},
-    {"baselines.chunkkv.chunk_len", K_INT, TUNE(chunkkv_chunk_len), 1, 4096, NULL, 0},
-    {"baselines.random.seed", K_U64, TUNE(random_seed), 0, 0, seed_words, 0},
-    {"baselines.rkv.trigger_slack", K_INT, TUNE(rkv_trigger_slack), 0, MAX_SLOTS, NULL, 0},
-    {"baselines.rkv.obs_window", K_INT, TUNE(rkv_obs_window), 1, 65536, NULL, 0},
-    {"baselines.rkv.kernel", K_INT, TUNE(rkv_kernel), 1, 255, NULL, 0},
-    {"baselines.rkv.lambda", K_FLOAT, TUNE(rkv_lambda), 0, 1, NULL, 0},
-    {"baselines.rkv.sim_threshold", K_FLOAT, TUNE(rkv_sim_threshold), -1, 1, NULL, 0},
-    {"baselines.rkv.protect_prompt", K_BOOL, TUNE(rkv_protect_prompt), 0, 0, NULL, 0},
-    {"baselines.lazy.window", K_INT, TUNE(lazy_window), 1, MAX_SLOTS, NULL, 0},
-    {"baselines.lazy.alpha", K_FLOAT, TUNE(lazy_alpha), 0, 1, NULL, 0},
-    {"baselines.lazy.protect_prompt", K_BOOL, TUNE(lazy_protect_prompt), 0, 0, NULL, 0},
+};
+/* Each method's own keys come here, in registry order (kv_method.h). */
+static const key_spec core_tail[] = {
     {"chat.template", K_STRING, FIELD(chat_template), 0, 0, NULL, 0},
     {"chat.think", K_ENUM, FIELD(think), 0, 0, think_names, 0},
     {"chat.reasoning_budget", K_INT, FIELD(reasoning_budget), -1, MAX_TOKENS, NULL, 0},
@@ -139,10 +124,34 @@ const key_spec kr_config_keys[] = {
     {"batch.max_concurrency", K_INT, FIELD(context.n_seq_max), 1, 4096, NULL, 0},
     {"batch.shard", K_SHARD, FIELD(shard_index), 1, 65536, NULL, offsetof(kara_config, shard_count)},
 };
-const int kr_config_n_keys = (int)(sizeof kr_config_keys / sizeof kr_config_keys[0]);
-#define N_KEYS kr_config_n_keys
-#define keys kr_config_keys
-_Static_assert(sizeof kr_config_keys / sizeof kr_config_keys[0] <= KARA_CONFIG_MAX_KEYS, "raise KARA_CONFIG_MAX_KEYS");
+static key_spec table[KARA_CONFIG_MAX_KEYS];
+static int n_table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void table_add(const key_spec *rows, int n) {
+    for (int i = 0; i < n && n_table < KARA_CONFIG_MAX_KEYS; i++) table[n_table++] = rows[i];
+}
+
+/* The core rows around the methods' own; a row past KARA_CONFIG_MAX_KEYS
+ * is left out (test_config counts the rows, so raising the limit is caught). */
+static void table_build(void) {
+    table_add(core_head, (int)(sizeof core_head / sizeof core_head[0]));
+    for (int m = 0; kr_kv_method_get(m); m++) table_add(kr_kv_method_get(m)->keys, kr_kv_method_get(m)->n_keys);
+    table_add(core_tail, (int)(sizeof core_tail / sizeof core_tail[0]));
+}
+
+const key_spec *kr_config_table(void) {
+    pthread_once(&table_once, table_build);
+    return table;
+}
+
+int kr_config_table_size(void) {
+    pthread_once(&table_once, table_build);
+    return n_table;
+}
+
+#define N_KEYS kr_config_table_size()
+#define keys kr_config_table()
 _Static_assert(sizeof(kara_kv_method) == sizeof(int), "enums are stored as int");
 
 int kr_config_find_key(const char *key) {

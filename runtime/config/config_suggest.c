@@ -5,8 +5,8 @@
 
 #include "config_impl.h"
 
-#define keys kr_config_keys
-#define N_KEYS kr_config_n_keys
+#define keys kr_config_table()
+#define N_KEYS kr_config_table_size()
 
 /* Levenshtein distance, for "did you mean" hints on unknown keys, or `cap`
  * when it is cap or more: a hint only wants the few closest, and an unknown

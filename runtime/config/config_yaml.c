@@ -14,7 +14,7 @@
 /* Deepest nesting of sequences and mappings a configuration may have. */
 #define KR_CONFIG_MAX_DEPTH 32
 
-#define keys kr_config_keys
+#define keys kr_config_table()
 /* ------------------------------------------------------------------------ */
 /* YAML                                                                      */
 /* ------------------------------------------------------------------------ */

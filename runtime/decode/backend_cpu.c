@@ -166,7 +166,7 @@ static void cpu_kv_store(kara_context *c, int32_t il, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         /* the KV policy scores the window with these queries later */
         void *ring = kr_kv_policy_query_row(&c->policy, c->entry_seq[i], il, c->slot[i], c->entry_pos[i]);
-        if (ring) store_row(k, c->policy.t.query_cache_dtype, c->q + (size_t)i * qd, ring, qd);
+        if (ring) store_row(k, kr_kv_tune(&c->policy.p)->query_cache_dtype, c->q + (size_t)i * qd, ring, qd);
         store_row(k, c->kv.dtype, c->k + (size_t)i * kvd, kr_kv_k(&c->kv, il, c->entry_seq[i], c->slot[i]), kvd);
         store_row(k, c->kv.dtype, c->v + (size_t)i * kvd, kr_kv_v(&c->kv, il, c->entry_seq[i], c->slot[i]), kvd);
     }

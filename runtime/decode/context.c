@@ -142,7 +142,7 @@ static kara_status set_prior(kara_context *c) {
     if (!st && c->policy.use_prior) {
         c->mem_bytes += (size_t)(kr_kv_prior_scratch_floats(&p) + c->policy.max_slots) * sizeof(float);
         kr_log(KARA_LOG_DEBUG, "retention prior: layer %d, %d inputs (%s), %d hidden, weight %g", p.layer, p.n_in,
-               p.key_pairs ? "v+kpair" : "v", p.n_hidden, (double)c->policy.t.prior_weight);
+               p.key_pairs ? "v+kpair" : "v", p.n_hidden, (double)kr_kv_tune(&c->policy.p)->prior_weight);
     }
     return st;
 }

@@ -273,18 +273,6 @@ typedef enum kara_kv_method {
     KARA_KV_METHOD_RKV, /* R-KV: observed attention less key redundancy (docs/KARA_METHOD.md section 11) */
     KARA_KV_METHOD_LAZY /* LazyEviction: lagged eviction by observed recurrence intervals (ibid.) */
 } kara_kv_method;
-typedef enum kara_score_mode {
-    KARA_SCORE_BIDIRECTIONAL = 0,
-    KARA_SCORE_TWO_SIDED,
-    KARA_SCORE_CAUSAL,
-    KARA_SCORE_BUFFER_ONLY
-} kara_score_mode;
-typedef enum kara_softmax_over {
-    KARA_SOFTMAX_WINDOW = 0,
-    KARA_SOFTMAX_COMPRESSIBLE,
-    KARA_SOFTMAX_WINDOW_PLUS_SINKS
-} kara_softmax_over;
-typedef enum kara_reduce { KARA_REDUCE_MEAN = 0, KARA_REDUCE_MAX, KARA_REDUCE_NORMALIZED_MEAN } kara_reduce;
 /* What a step does when the pool cannot hold it: docs/KARA_METHOD.md section 9. */
 typedef enum kara_pool_fallback {
     KARA_POOL_PREEMPT = 0,
@@ -299,16 +287,6 @@ typedef enum kara_kv_trigger { KARA_KV_TRIGGER_PERIODIC = 0, KARA_KV_TRIGGER_THR
  * every sequence whole never evicts. PER_WINDOW: each window keeps `retention` of its slots at its event (the
  * paper's setting, for ablations); the share still caps a sequence. */
 typedef enum kara_kv_evict { KARA_KV_EVICT_ON_DEMAND = 0, KARA_KV_EVICT_PER_WINDOW } kara_kv_evict;
-/* How Kara's Top-K candidates become kept spans (docs/KARA_METHOD.md section 6): CHUNKS, Token2Chunk's gaps between
- * candidates; POOLED_TOPK, Top-K after a max-pool over 7 neighbours (ablation A4); LINES, whole lines (pieces of at
- * most t2c.max_gap tokens) ranked by their best slot, so a kept digit brings its line; LINE_TAILS (the default),
- * Token2Chunk in which a candidate first brings the rest of its line when that ends within 4 slots. */
-typedef enum kara_t2c_mode {
-    KARA_T2C_CHUNKS = 0,
-    KARA_T2C_POOLED_TOPK,
-    KARA_T2C_LINES,
-    KARA_T2C_LINE_TAILS
-} kara_t2c_mode;
 #define KARA_MAX_PROTECT_TOKENS 16
 /* Bytes inside kara_kv_params for the research settings (below). */
 #define KARA_KV_TUNING_BYTES 1024
@@ -339,18 +317,16 @@ kara_status kara_kv_params_set(kara_kv_params *p, const char *key, const char *v
 /* A setting's value as text, as YAML would give it ("two_sided", "0.2", "16 KiB"): KARA_ERR_CONFIG for an unknown key
  * or one outside the struct, KARA_ERR_BUFFER when it does not fit in size bytes with its NUL. */
 kara_status kara_kv_params_get(const kara_kv_params *p, const char *key, char *buf, size_t size);
-/* A numeric setting's value: integers, sizes in bytes, floats, booleans (0/1) and enums (their kara.h value).
- * KARA_ERR_CONFIG for an unknown key, one outside the struct or one that is not a number (protect_token_ids). */
+/* A numeric setting's value: integers, sizes in bytes, floats, booleans (0/1) and enums (a kara.h enum's value; for
+ * a research enum, the position of its name among the names configs/README.md lists). KARA_ERR_CONFIG for an unknown key, one outside the struct or one that is not a number (protect_token_ids). */
 kara_status kara_kv_params_get_number(const kara_kv_params *p, const char *key, double *out);
 
-/* Enum values' names as in YAML and on the command line ("kara", "f16", "bidirectional"); "?" out of range. Parse
+/* Enum values' names as in YAML and on the command line ("kara", "f16"); "?" out of range. Parse
  * takes exactly these names; anything else is KARA_ERR_ARG (message listing them), *out untouched. */
 const char *kara_kv_method_name(kara_kv_method m);
 kara_status kara_kv_method_parse(const char *name, kara_kv_method *out);
 const char *kara_kv_dtype_name(kara_kv_dtype t);
 kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out);
-const char *kara_score_mode_name(kara_score_mode m);
-kara_status kara_score_mode_parse(const char *name, kara_score_mode *out);
 
 /* ---- Context and the forward pass (guide and a complete example: docs/API.md, "A context and kara_decode") ------- */
 /* Where a context runs its forward pass. KARA_DEVICE_CUDA needs a library built with the CUDA backend

@@ -14,7 +14,7 @@ kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
     const kara_kv_params *p = &pol->p;
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t F = q->frontier, n = kv->seqs[seq].n, b = t->buffer;
     /* as it stood when due: `interval` compressible slots and the buffer;
      * a window closed early (kr_kv_policy_before_append) is what there is */
@@ -79,14 +79,15 @@ static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_w
 static void gather_scores(kr_kv_policy *pol, const kr_kv_policy_seq *q, const float *scores, int32_t i, int32_t held) {
     float *g = pol->gather;
     memcpy(g, scores + i, (size_t)held * sizeof(float));
-    if (!q->h2o_acc || pol->t.reads_weight <= 0.0f) return;
+    if (!q->h2o_acc || kr_kv_tune(&pol->p)->reads_weight <= 0.0f) return;
     const float *r = q->h2o_acc + i;
     float smax = 0.0f, rmax = 0.0f;
     for (int32_t t = 0; t < held; t++) {
         smax = g[t] > smax ? g[t] : smax;
         rmax = r[t] > rmax ? r[t] : rmax;
     }
-    const float sw = smax > 0.0f ? 1.0f / smax : 0.0f, rw = rmax > 0.0f ? pol->t.reads_weight / rmax : 0.0f;
+    const float sw = smax > 0.0f ? 1.0f / smax : 0.0f,
+                rw = rmax > 0.0f ? kr_kv_tune(&pol->p)->reads_weight / rmax : 0.0f;
     for (int32_t t = 0; t < held; t++) g[t] = g[t] * sw + r[t] * rw;
 }
 
@@ -171,13 +172,13 @@ kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
 
 kara_status kr_kvp_compress_aged(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t last = q->n_win - pol->t.evict_lag; /* windows [n_done, last) are due */
+    int32_t last = q->n_win - kr_kv_tune(&pol->p)->evict_lag; /* windows [n_done, last) are due */
     if (last <= q->n_done) return KARA_OK;
     int32_t *win_keep = pol->win_keep;
     count_held(q, win_keep);
     bool any = false;
     for (int32_t w = q->n_done; w < last; w++) {
-        int32_t k = kr_kv_keep_count(q->win_size[w], pol->p.retention, pol->t.min_keep);
+        int32_t k = kr_kv_keep_count(q->win_size[w], pol->p.retention, kr_kv_tune(&pol->p)->min_keep);
         if (k < win_keep[w]) {
             win_keep[w] = k;
             any = true;
@@ -201,8 +202,10 @@ bool kr_kvp_queries_kept(const kr_kv_policy *pol, int32_t seq, int32_t n) {
 kara_status kr_kvp_on_demand_plan(const kr_kv_policy *pol, int32_t seq, int32_t n_new, int32_t *drop,
                                   bool *score_first) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens, open = n - q->frontier - pol->t.buffer;
-    bool scorable = open >= 1 && kr_kvp_queries_kept(pol, seq, n) && !(pol->t.think_only && q->think_done);
+    int32_t n = pol->kv->seqs[seq].n, share = pol->plan.seq_tokens,
+            open = n - q->frontier - kr_kv_tune(&pol->p)->buffer;
+    bool scorable =
+        open >= 1 && kr_kvp_queries_kept(pol, seq, n) && !(kr_kv_tune(&pol->p)->think_only && q->think_done);
     int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
     *drop = 0;
     *score_first = n_new > 1 && !q->generated; /* a chat turn; a verify batch is generation */

@@ -21,8 +21,10 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "kv_keys.h"
 #include "kv_plan.h"
 #include "kv_select.h"
+#include "kv_tuning.h"
 
 struct kr_kv_policy;
 
@@ -81,6 +83,12 @@ typedef struct kr_kv_method {
     /* Why a device that holds the pool cannot run it when it must evict;
      * NULL: it can. */
     const char *host_only;
+    /* Its own settings: the rows of their YAML keys (type, place in the
+     * tuning, bounds, value names; the configuration lists them in registry
+     * order) and their defaults (kara_kv_params_init); NULL, 0: none. */
+    const key_spec *keys;
+    int32_t n_keys;
+    void (*defaults)(kr_kv_tuning *t);
 } kr_kv_method;
 
 /* The method of id m (kara_kv_method, or an id kr_kv_method_register

@@ -18,26 +18,26 @@ const kr_enum_name kr_kv_dtype_names[] = {
 const kr_enum_name kr_query_dtype_names[] = {
     {"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {"q8_0", KARA_KV_Q8_0}, {NULL, 0}};
 
-const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KARA_SCORE_BIDIRECTIONAL},
-                                            {"two_sided", KARA_SCORE_TWO_SIDED},
-                                            {"causal", KARA_SCORE_CAUSAL},
-                                            {"buffer_only", KARA_SCORE_BUFFER_ONLY},
+const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KR_SCORE_BIDIRECTIONAL},
+                                            {"two_sided", KR_SCORE_TWO_SIDED},
+                                            {"causal", KR_SCORE_CAUSAL},
+                                            {"buffer_only", KR_SCORE_BUFFER_ONLY},
                                             {NULL, 0}};
 
-const kr_enum_name kr_softmax_over_names[] = {{"window", KARA_SOFTMAX_WINDOW},
-                                              {"compressible", KARA_SOFTMAX_COMPRESSIBLE},
-                                              {"window_plus_sinks", KARA_SOFTMAX_WINDOW_PLUS_SINKS},
+const kr_enum_name kr_softmax_over_names[] = {{"window", KR_SOFTMAX_WINDOW},
+                                              {"compressible", KR_SOFTMAX_COMPRESSIBLE},
+                                              {"window_plus_sinks", KR_SOFTMAX_WINDOW_PLUS_SINKS},
                                               {NULL, 0}};
 
-const kr_enum_name kr_gqa_reduce_names[] = {{"mean", KARA_REDUCE_MEAN}, {"max", KARA_REDUCE_MAX}, {NULL, 0}};
+const kr_enum_name kr_gqa_reduce_names[] = {{"mean", KR_REDUCE_MEAN}, {"max", KR_REDUCE_MAX}, {NULL, 0}};
 
 const kr_enum_name kr_layer_reduce_names[] = {
-    {"mean", KARA_REDUCE_MEAN}, {"normalized_mean", KARA_REDUCE_NORMALIZED_MEAN}, {NULL, 0}};
+    {"mean", KR_REDUCE_MEAN}, {"normalized_mean", KR_REDUCE_NORMALIZED_MEAN}, {NULL, 0}};
 
 /* SnapKV pools scores over neighbouring slots; "avg" is accepted as the
  * name its reference code uses. */
 const kr_enum_name kr_pool_reduce_names[] = {
-    {"max", KARA_REDUCE_MAX}, {"mean", KARA_REDUCE_MEAN}, {"avg", KARA_REDUCE_MEAN}, {NULL, 0}};
+    {"max", KR_REDUCE_MAX}, {"mean", KR_REDUCE_MEAN}, {"avg", KR_REDUCE_MEAN}, {NULL, 0}};
 
 const kr_enum_name kr_pool_fallback_names[] = {{"preempt", KARA_POOL_PREEMPT},
                                                {"recompress_history", KARA_POOL_RECOMPRESS_HISTORY},
@@ -52,10 +52,10 @@ const kr_enum_name kr_kv_evict_names[] = {
 
 const kr_enum_name kr_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kr_enum_name kr_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
-const kr_enum_name kr_t2c_mode_names[] = {{"chunks", KARA_T2C_CHUNKS},
-                                          {"pooled_topk", KARA_T2C_POOLED_TOPK},
-                                          {"lines", KARA_T2C_LINES},
-                                          {"line_tails", KARA_T2C_LINE_TAILS},
+const kr_enum_name kr_t2c_mode_names[] = {{"chunks", KR_T2C_CHUNKS},
+                                          {"pooled_topk", KR_T2C_POOLED_TOPK},
+                                          {"lines", KR_T2C_LINES},
+                                          {"line_tails", KR_T2C_LINE_TAILS},
                                           {NULL, 0}};
 
 bool kr_kv_selection_reads_lines(const kara_kv_params *p) {
@@ -91,6 +91,8 @@ void kr_enum_list(const kr_enum_name *names, char *buf, size_t size) {
     }
 }
 
+const kr_enum_name kr_seed_words[] = {{"random", -1}, {"-1", -1}, {NULL, 0}};
+
 void kara_kv_params_init(kara_kv_params *p) {
     kr_kv_tuning *t = kr_kv_tune(p);
     memset(p, 0, sizeof *p);
@@ -121,45 +123,26 @@ void kara_kv_params_init(kara_kv_params *p) {
     t->trigger = KARA_KV_TRIGGER_PERIODIC;
     t->trigger_slack = 0; /* auto: kara.interval */
     /* kara.score: */
-    t->score_mode = KARA_SCORE_BIDIRECTIONAL;
-    t->softmax_over = KARA_SOFTMAX_WINDOW;
+    t->score_mode = KR_SCORE_BIDIRECTIONAL;
+    t->softmax_over = KR_SOFTMAX_WINDOW;
     t->n_sink = 4;
     t->exclude_self = true;
-    t->gqa_reduce = KARA_REDUCE_MEAN;
-    t->layer_reduce = KARA_REDUCE_MEAN;
+    t->gqa_reduce = KR_REDUCE_MEAN;
+    t->layer_reduce = KR_REDUCE_MEAN;
     t->layer_stride = 1;
     t->value_aware = true;
     t->reads_weight = 0.0f;  /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
     t->prior_weight = -1.0f; /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
     /* kara.t2c: */
-    t->t2c_mode = KARA_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
+    t->t2c_mode = KR_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
     t->candidate_frac = 0.5f;
     t->max_gap = 16;
     t->len_penalty = 1.0f;
     /* baselines: */
     t->budget_tokens = 0; /* auto */
-    t->streaming_n_sink = 4;
-    t->snapkv_trigger_slack = 128;
-    t->snapkv_obs_window = 8;
-    t->snapkv_pool = KARA_REDUCE_MAX;
-    t->snapkv_kernel = 7;
-    t->snapkv_protect_prompt = true;
-    t->h2o_heavy_frac = 0.5f;
-    t->chunkkv_chunk_len = 10;
-    t->random_seed = 0x4b415241; /* "KARA", like the sampler's default seed */
-    /* R-KV (Cai et al. 2025): buffer 128, 8 observation queries, lambda 0.1
-     * (the paper; its code defaults to 0.07), similarity threshold 0.5 */
-    t->rkv_trigger_slack = 128;
-    t->rkv_obs_window = 8;
-    t->rkv_kernel = 7;
-    t->rkv_lambda = 0.1f;
-    t->rkv_sim_threshold = 0.5f;
-    t->rkv_protect_prompt = true;
-    /* LazyEviction (Zhang et al. 2025): W 128 (its code's default; the
-     * paper's runs use 101-363 by task), alpha 1e-4 */
-    t->lazy_window = 128;
-    t->lazy_alpha = 1e-4f;
-    t->lazy_protect_prompt = true;
+    /* each baseline's own knobs: its file under methods/ */
+    for (int m = 0; kr_kv_method_get(m); m++)
+        if (kr_kv_method_get(m)->defaults) kr_kv_method_get(m)->defaults(t);
 }
 
 /* Shared by the *_parse functions: the message lists every accepted name. */
@@ -194,14 +177,14 @@ kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out) {
     return st;
 }
 
-const char *kara_score_mode_name(kara_score_mode m) {
+const char *kr_score_mode_name(kr_score_mode m) {
     const char *n = kr_enum_to_name(kr_score_mode_names, (int)m);
     return n ? n : "?";
 }
 
-kara_status kara_score_mode_parse(const char *name, kara_score_mode *out) {
+kara_status kr_score_mode_parse(const char *name, kr_score_mode *out) {
     int v;
     kara_status st = parse_enum(kr_score_mode_names, "score mode", name, &v);
-    if (st == KARA_OK) *out = (kara_score_mode)v;
+    if (st == KARA_OK) *out = (kr_score_mode)v;
     return st;
 }

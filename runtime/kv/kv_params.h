@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "kara.h"
+#include "kv_modes.h"
 
 /* A name for an enum value. Tables end with {NULL, 0}; when a value has
  * several names (aliases), the first one is canonical (used for output). */
@@ -42,5 +43,10 @@ const char *kr_enum_to_name(const kr_enum_name *names, int value);
 bool kr_enum_from_name(const kr_enum_name *names, const char *name, int *value);
 /* Write the canonical names as "a | b | c" into buf (for error messages). */
 void kr_enum_list(const kr_enum_name *names, char *buf, size_t size);
+
+/* kara.score.mode's name ("bidirectional"; "?" out of range) and its parse
+ * (exactly these names, else KARA_ERR_ARG with a message listing them). */
+const char *kr_score_mode_name(kr_score_mode m);
+kara_status kr_score_mode_parse(const char *name, kr_score_mode *out);
 
 #endif

@@ -24,7 +24,7 @@ static bool forced_events(const kr_kv_policy *pol) {
     return pol->method->forced_events && pol->method->forced_events(&pol->p);
 }
 
-static bool on_demand(const kr_kv_policy *pol) { return pol->t.evict == KARA_KV_EVICT_ON_DEMAND; }
+static bool on_demand(const kr_kv_policy *pol) { return kr_kv_tune(&pol->p)->evict == KARA_KV_EVICT_ON_DEMAND; }
 
 kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_cache *kv, const kr_kv_exec *exec,
                               const kr_kv_vocab_info *vocab, int32_t verify_rows) {
@@ -46,7 +46,6 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
                             t->trigger_slack);
     const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
     pol->p = *p;
-    pol->t = *t;
     pol->method = kr_kv_method_of(p);
     pol->plan = *plan;
     pol->n_layer = n_layer;
@@ -182,7 +181,7 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
 static void start_reads(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n) {
     if (!q->h2o_acc || !pol->window_method) return;
     if (q->reads_grid < q->frontier) q->reads_grid = q->frontier;
-    while (n - q->reads_grid - pol->t.buffer >= pol->p.interval) {
+    while (n - q->reads_grid - kr_kv_tune(&pol->p)->buffer >= pol->p.interval) {
         memset(q->h2o_acc + q->reads_grid, 0, (size_t)pol->p.interval * sizeof(float));
         q->reads_grid += pol->p.interval;
     }
@@ -203,7 +202,7 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
         /* generation starts: everything before this slot is the prompt; a
          * prompt shorter than n_sink takes the first generated tokens too */
         q->prompt_marked = true;
-        q->n_prompt = slot > pol->t.n_sink ? slot : pol->t.n_sink;
+        q->n_prompt = slot > kr_kv_tune(&pol->p)->n_sink ? slot : kr_kv_tune(&pol->p)->n_sink;
         q->frontier = q->reads_grid = q->n_prompt;
     }
     if (q->prompt_marked && n_new > 1 && pol->window_method && slot >= q->frontier) {
@@ -220,9 +219,9 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
 void *kr_kv_policy_query_row(kr_kv_policy *pol, int32_t seq, int32_t layer, int32_t slot, int32_t pos) {
     if (!pol->ring) return NULL;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t stride = kr_kv_layer_stride(&pol->t);
+    int32_t stride = kr_kv_layer_stride(kr_kv_tune(&pol->p));
     if (!q->prompt_marked || layer % stride || slot < q->frontier) return NULL;
-    if (pol->t.think_only && q->think_done) return NULL; /* no longer compressed */
+    if (kr_kv_tune(&pol->p)->think_only && q->think_done) return NULL; /* no longer compressed */
     size_t row = (size_t)(pos % pol->ring_cap);
     size_t lay = (size_t)(layer / stride);
     return pol->ring + (((size_t)seq * pol->n_scored_layers + lay) * pol->ring_cap + row) * pol->q_row_bytes;
@@ -310,7 +309,7 @@ kara_status kr_kvp_compact(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq, int3
 static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_compressible) {
     kr_kv_cache *kv = pol->kv;
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t n = kv->seqs[seq].n, F = q->frontier, b = pol->t.buffer, n_w = n - F, n_c = n_w - b;
+    int32_t n = kv->seqs[seq].n, F = q->frontier, b = kr_kv_tune(&pol->p)->buffer, n_w = n - F, n_c = n_w - b;
     if (n_c < min_compressible || n_c < 1) return KARA_OK;
     if (pol->needs_scores && n_w > pol->ring_cap) return KARA_OK; /* queries not all kept (think_only) */
     const int32_t q_first_pos = kv->seqs[seq].pos[F], n_groups = kv->n_groups;
@@ -378,16 +377,16 @@ static bool cache_overflows(const kr_kv_policy *pol, int32_t seq, int32_t n) {
 
 bool kr_kvp_window_due(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    if (!kv->seqs[seq].active || !q->prompt_marked || (pol->t.think_only && q->think_done)) return false;
-    int32_t n_c = kv->seqs[seq].n - q->frontier - pol->t.buffer;
-    return n_c >= pol->p.interval && n_c >= pol->t.min_compressible;
+    if (!kv->seqs[seq].active || !q->prompt_marked || (kr_kv_tune(&pol->p)->think_only && q->think_done)) return false;
+    int32_t n_c = kv->seqs[seq].n - q->frontier - kr_kv_tune(&pol->p)->buffer;
+    return n_c >= pol->p.interval && n_c >= kr_kv_tune(&pol->p)->min_compressible;
 }
 
 /* On-demand scoring, or a per_window event (evict_lag: compressed later). */
 static kara_status run_window_event(kr_kv_policy *pol, int32_t seq) {
     pol->stats.events++;
     if (on_demand(pol)) return kr_kvp_score_window(pol, seq);
-    if (pol->t.evict_lag <= 0) return window_event(pol, seq, pol->t.min_compressible);
+    if (kr_kv_tune(&pol->p)->evict_lag <= 0) return window_event(pol, seq, kr_kv_tune(&pol->p)->min_compressible);
     kara_status st = kr_kvp_score_window(pol, seq);
     return st ? st : kr_kvp_compress_aged(pol, seq);
 }
@@ -407,8 +406,8 @@ static kara_status window_step(kr_kv_policy *pol) {
         running += kv->seqs[s].active;
         due += kr_kvp_window_due(pol, kv, s);
     }
-    int32_t cap = pol->t.max_compress_per_step > 0 ? pol->t.max_compress_per_step
-                                                   : (running + pol->p.interval - 1) / pol->p.interval;
+    int32_t cap = kr_kv_tune(&pol->p)->max_compress_per_step > 0 ? kr_kv_tune(&pol->p)->max_compress_per_step
+                                                                 : (running + pol->p.interval - 1) / pol->p.interval;
     if (cap < 1) cap = 1;
     if (!on_demand(pol)) cap = pol->n_seq_max;
     for (int32_t served = 0; due > 0 && !st;) {
@@ -417,7 +416,7 @@ static kara_status window_step(kr_kv_policy *pol) {
             if (kr_kvp_window_due(pol, kv, s) && (pick < 0 || pol->seqs[s].due_steps > pol->seqs[pick].due_steps))
                 pick = s;
         if (pick < 0) break;
-        if (served >= cap && pol->seqs[pick].due_steps < pol->t.max_defer) break;
+        if (served >= cap && pol->seqs[pick].due_steps < kr_kv_tune(&pol->p)->max_defer) break;
         st = run_window_event(pol, pick);
         served++;
         due--;
@@ -466,8 +465,8 @@ static kara_status score_open(kr_kv_policy *pol, int32_t seq) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     kara_status st = score_due(pol, seq);
     int32_t n = pol->kv->seqs[seq].n;
-    if (!st && n - q->frontier - pol->t.buffer >= 1 && kr_kvp_queries_kept(pol, seq, n) &&
-        !(pol->t.think_only && q->think_done)) {
+    if (!st && n - q->frontier - kr_kv_tune(&pol->p)->buffer >= 1 && kr_kvp_queries_kept(pol, seq, n) &&
+        !(kr_kv_tune(&pol->p)->think_only && q->think_done)) {
         st = kr_kvp_score_window(pol, seq);
         pol->stats.events++;
     }
@@ -501,8 +500,8 @@ static kara_status per_window_room(kr_kv_policy *pol, int32_t seq, int32_t n_new
     kara_status st = score_due(pol, seq);
     n = kv->seqs[seq].n;
     int32_t need = n + n_new - share, evictable = kr_kvp_evictable(pol, seq);
-    if (!st && need > 0 && evictable < need && n - q->frontier - pol->t.buffer >= 1 &&
-        kr_kvp_queries_kept(pol, seq, n) && !(pol->t.think_only && q->think_done)) {
+    if (!st && need > 0 && evictable < need && n - q->frontier - kr_kv_tune(&pol->p)->buffer >= 1 &&
+        kr_kvp_queries_kept(pol, seq, n) && !(kr_kv_tune(&pol->p)->think_only && q->think_done)) {
         pol->stats.events++;
         st = window_event(pol, seq, 1);
         n = kv->seqs[seq].n;
@@ -604,14 +603,16 @@ kara_status kr_kv_policy_before_append(kr_kv_policy *pol, int32_t seq, int32_t n
  * A8, the slots beyond the token budget. */
 static int32_t forced_event_gain(const kr_kv_policy *pol, const kr_kv_cache *kv, int32_t s) {
     const kr_kv_policy_seq *q = &pol->seqs[s];
-    if (!kv->seqs[s].active || !q->prompt_marked || (pol->t.think_only && q->think_done)) return 0;
+    if (!kv->seqs[s].active || !q->prompt_marked || (kr_kv_tune(&pol->p)->think_only && q->think_done)) return 0;
     if (forced_events(pol)) {
         int32_t over = kv->seqs[s].n - pol->budget_tokens;
         return over > 0 ? over : 0;
     }
     if (!pol->window_method) return 0;
-    int32_t n_c = kv->seqs[s].n - q->frontier - pol->t.buffer;
-    if (n_c < pol->t.min_compressible || (pol->needs_scores && n_c + pol->t.buffer > pol->ring_cap)) return 0;
+    int32_t n_c = kv->seqs[s].n - q->frontier - kr_kv_tune(&pol->p)->buffer;
+    if (n_c < kr_kv_tune(&pol->p)->min_compressible ||
+        (pol->needs_scores && n_c + kr_kv_tune(&pol->p)->buffer > pol->ring_cap))
+        return 0;
     return n_c > 0 ? n_c : 0;
 }
 
@@ -624,7 +625,7 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
      * the budget), then (b) drop history. With preempt (the default) the
      * caller preempts instead, and a recomputed sequence gives the same
      * answer; with fail the call fails. */
-    bool take = pol->t.on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY;
+    bool take = kr_kv_tune(&pol->p)->on_pool_exhausted == KARA_POOL_RECOMPRESS_HISTORY;
     while (take && need > kv->n_free && (per_window || forced_events(pol))) {
         int32_t pick = -1, best = 0;
         for (int32_t s = 0; s < pol->n_seq_max; s++) {
@@ -636,8 +637,8 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
         }
         if (pick < 0) break;
         uint64_t events = pol->seqs[pick].events;
-        kara_status st =
-            forced_events(pol) ? pol->method->cache_event(pol, pick) : window_event(pol, pick, pol->t.min_compressible);
+        kara_status st = forced_events(pol) ? pol->method->cache_event(pol, pick)
+                                            : window_event(pol, pick, kr_kv_tune(&pol->p)->min_compressible);
         if (st) return st;
         if (pol->seqs[pick].events == events) break; /* A8: the budget cannot hold its prompt and buffer */
         pol->stats.events++;
@@ -668,7 +669,7 @@ kara_status kr_kv_policy_relieve(kr_kv_policy *pol, int32_t need) {
         KARA_ERR_KV_BUDGET,
         "KV budget exhausted: %d more blocks of %zu bytes needed, %d of %d free (on_pool_exhausted: %s)", need,
         kv->bytes_per_block, kv->n_free, kv->n_blocks,
-        pol->t.on_pool_exhausted == KARA_POOL_PREEMPT    ? "preempt - the caller must free a sequence"
-            : pol->t.on_pool_exhausted == KARA_POOL_FAIL ? "fail"
-                                                         : "recompress_history found nothing to drop");
+        kr_kv_tune(&pol->p)->on_pool_exhausted == KARA_POOL_PREEMPT    ? "preempt - the caller must free a sequence"
+            : kr_kv_tune(&pol->p)->on_pool_exhausted == KARA_POOL_FAIL ? "fail"
+                                                                       : "recompress_history found nothing to drop");
 }

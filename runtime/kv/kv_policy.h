@@ -66,7 +66,7 @@ typedef struct kr_kv_exec {
  * layers in [l_begin, l_end). */
 typedef struct kr_kv_span {
     int32_t seq, first, n_w, n_buf, n_q, q_first_pos;
-    kara_score_mode mode;
+    kr_score_mode mode;
     bool exclude_self;
     int32_t l_begin, l_end;
 } kr_kv_span;
@@ -115,9 +115,8 @@ typedef struct kr_kv_policy_seq {
 struct kr_kv_method;
 
 typedef struct kr_kv_policy {
-    kara_kv_params p;
+    kara_kv_params p;                  /* its research settings: kr_kv_tune(&pol->p) (kv_tuning.h) */
     const struct kr_kv_method *method; /* p.method's table (kv_method.h) */
-    kr_kv_tuning t;                    /* p's research settings (kv_tuning.h), copied out at init for short names */
     kr_kv_plan plan;
     kr_kv_cache *kv; /* the cache it governs */
     kr_kv_exec exec;

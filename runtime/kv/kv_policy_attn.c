@@ -60,7 +60,7 @@ static void fold(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t n_slots) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     if (q->lazy_last) {
         const float *mean = row_at(pol, seq, row, 0);
-        kr_kv_lazy_observe(q->lazy_last, q->lazy_mri, mean, n_slots, ++q->lazy_step, pol->t.lazy_alpha);
+        kr_kv_lazy_observe(q->lazy_last, q->lazy_mri, mean, n_slots, ++q->lazy_step, kr_kv_tune(&pol->p)->lazy.alpha);
         return;
     }
     for (int32_t h = 0; h < pol->n_head; h++) kr_kv_h2o_accumulate(q->h2o_acc, row_at(pol, seq, row, h), n_slots);

@@ -14,7 +14,7 @@
  * The last n_q rows have queries, read from the ring at positions
  * q_first_pos + row. */
 kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
-                              int32_t q_first_pos, kara_score_mode mode, bool exclude_self, int32_t l_begin,
+                              int32_t q_first_pos, kr_score_mode mode, bool exclude_self, int32_t l_begin,
                               int32_t l_end);
 
 /* A window method's scores: kr_kvp_score_span with the configured mode and

@@ -12,7 +12,8 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
     kara_status st = kr_kv_prior_check(prior, pol->kv);
     if (st) return st;
     pol->prior = *prior;
-    pol->use_prior = pol->scoring && pol->needs_scores && pol->method->uses_prior && pol->t.prior_weight > 0.0f;
+    pol->use_prior =
+        pol->scoring && pol->needs_scores && pol->method->uses_prior && kr_kv_tune(&pol->p)->prior_weight > 0.0f;
     if (!pol->use_prior) return KARA_OK;
     free(pol->prior_vals);
     pol->prior_vals = calloc((size_t)pol->max_slots + (size_t)kr_kv_prior_scratch_floats(prior), sizeof(float));
@@ -26,13 +27,13 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
 
 kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
                                int32_t q_first_pos, int32_t l_begin, int32_t l_end, bool eval_prior) {
-    kara_status st = kr_kvp_score_span(pol, seq, first, n_w, n_buf, n_q, q_first_pos, pol->t.score_mode,
-                                       pol->t.exclude_self, l_begin, l_end);
+    kara_status st = kr_kvp_score_span(pol, seq, first, n_w, n_buf, n_q, q_first_pos, kr_kv_tune(&pol->p)->score_mode,
+                                       kr_kv_tune(&pol->p)->exclude_self, l_begin, l_end);
     if (st || !pol->use_prior) return st;
     const int32_t n_c = n_w - n_buf;
     if (eval_prior && (st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n_c)))
         return st; /* a device holds the pool: the prior reads its layer's rows on the host */
     if (eval_prior) kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
-    kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, pol->t.prior_weight);
+    kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, kr_kv_tune(&pol->p)->prior_weight);
     return KARA_OK;
 }

@@ -20,14 +20,14 @@ static void score_compute(void *arg, int ith, int nth) {
 }
 
 kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
-                              int32_t q_first_pos, kara_score_mode mode, bool exclude_self, int32_t l_begin,
+                              int32_t q_first_pos, kr_score_mode mode, bool exclude_self, int32_t l_begin,
                               int32_t l_end) {
     if (pol->dev_score) {
         const kr_kv_span sp = {seq, first, n_w, n_buf, n_q, q_first_pos, mode, exclude_self, l_begin, l_end};
         return pol->dev_score(pol->dev_user, &sp, pol->scores);
     }
     kr_kv_cache *kv = pol->kv;
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t n_c = n_w - n_buf, stride = kr_kv_layer_stride(t);
     kr_kv_score_shape sh = {n_w, n_buf, pol->n_head, pol->n_head_kv, pol->head_dim, t->n_sink};
     kr_kv_score_opts opts;

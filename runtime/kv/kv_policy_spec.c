@@ -32,8 +32,8 @@
  * where the batch's first append leaves it (start_reads in kv_policy.c). */
 static int32_t reads_room(const kr_kv_policy *pol, const kr_kv_policy_seq *q, int32_t n) {
     int32_t grid = q->reads_grid < q->frontier ? q->frontier : q->reads_grid;
-    while (n + 1 - grid - pol->t.buffer >= pol->p.interval) grid += pol->p.interval;
-    return grid + pol->t.buffer + pol->p.interval - n - 1;
+    while (n + 1 - grid - kr_kv_tune(&pol->p)->buffer >= pol->p.interval) grid += pol->p.interval;
+    return grid + kr_kv_tune(&pol->p)->buffer + pol->p.interval - n - 1;
 }
 
 int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
@@ -46,10 +46,11 @@ int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
     if (!pol->window_method) {
         int32_t limit = kr_kvp_cache_limit(pol, seq);
         if (limit < INT32_MAX) room = limit - n; /* entries that keep it at most at the limit */
-    } else if (!(pol->t.think_only && q->think_done)) {
+    } else if (!(kr_kv_tune(&pol->p)->think_only && q->think_done)) {
         /* due once n - F - buffer reaches the larger of interval and min_compressible */
-        int32_t len = pol->p.interval > pol->t.min_compressible ? pol->p.interval : pol->t.min_compressible;
-        int32_t due_at = q->frontier + pol->t.buffer + len;
+        int32_t len = pol->p.interval > kr_kv_tune(&pol->p)->min_compressible ? pol->p.interval
+                                                                              : kr_kv_tune(&pol->p)->min_compressible;
+        int32_t due_at = q->frontier + kr_kv_tune(&pol->p)->buffer + len;
         room = due_at - 1 - n; /* entries that leave it short of due; the token that reaches it goes alone */
     }
     int32_t share_room = pol->plan.seq_tokens - n;

@@ -24,10 +24,10 @@ kr_kv_rows kr_kv_rows_plain(kara_kv_dtype type, const void *base, size_t stride)
 }
 
 void kr_kv_score_opts_init(kr_kv_score_opts *o) {
-    o->mode = KARA_SCORE_BIDIRECTIONAL;
-    o->softmax_over = KARA_SOFTMAX_WINDOW;
+    o->mode = KR_SCORE_BIDIRECTIONAL;
+    o->softmax_over = KR_SOFTMAX_WINDOW;
     o->exclude_self = true;
-    o->gqa_reduce = KARA_REDUCE_MEAN;
+    o->gqa_reduce = KR_REDUCE_MEAN;
     o->value_aware = false;
 }
 
@@ -107,18 +107,18 @@ kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape 
                             shape ? shape->n_head_kv : 0, shape ? shape->head_dim : 0, shape ? shape->n_sink : 0);
     if (n_q < 1 || n_q > shape->n_w)
         return kr_set_error(KARA_ERR_ARG, "kv_score: %d query rows for a window of %d", n_q, shape->n_w);
-    if ((unsigned)opts->mode > KARA_SCORE_BUFFER_ONLY)
+    if ((unsigned)opts->mode > KR_SCORE_BUFFER_ONLY)
         return kr_set_error(KARA_ERR_ARG, "kv_score: unknown score mode %d", (int)opts->mode);
-    if ((unsigned)opts->softmax_over > KARA_SOFTMAX_WINDOW_PLUS_SINKS)
+    if ((unsigned)opts->softmax_over > KR_SOFTMAX_WINDOW_PLUS_SINKS)
         return kr_set_error(KARA_ERR_ARG, "kv_score: unknown softmax_over %d", (int)opts->softmax_over);
-    if (opts->gqa_reduce != KARA_REDUCE_MEAN && opts->gqa_reduce != KARA_REDUCE_MAX)
+    if (opts->gqa_reduce != KR_REDUCE_MEAN && opts->gqa_reduce != KR_REDUCE_MAX)
         return kr_set_error(KARA_ERR_ARG, "kv_score: gqa_reduce must be mean or max (got %d)", (int)opts->gqa_reduce);
-    if (opts->mode == KARA_SCORE_BUFFER_ONLY && shape->n_buf < 1)
+    if (opts->mode == KR_SCORE_BUFFER_ONLY && shape->n_buf < 1)
         return kr_set_error(KARA_ERR_ARG, "kv_score: mode buffer_only needs a buffer (n_buf is 0)");
     if (!rows_ok(q) || !rows_ok(k))
         return kr_set_error(KARA_ERR_ARG, "kv_score: bad %s rows (NULL base, dtype or block geometry)",
                             rows_ok(q) ? "key" : "query");
-    bool sinks = opts->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && shape->n_sink > 0;
+    bool sinks = opts->softmax_over == KR_SOFTMAX_WINDOW_PLUS_SINKS && shape->n_sink > 0;
     if (sinks && !rows_ok(sink)) return kr_set_error(KARA_ERR_ARG, "kv_score: window_plus_sinks needs sink rows");
     if (n_threads < 1) return kr_set_error(KARA_ERR_ARG, "kv_score: n_threads %d < 1", n_threads);
     size_t need = kr_kv_score_scratch_bytes_q(shape, n_q, n_threads);
@@ -136,7 +136,7 @@ kara_status kr_kv_score_prepare_q(kr_kv_score_job *job, const kr_kv_score_shape 
     else
         job->shape.n_sink = 0;
     job->n_c = shape->n_w - shape->n_buf;
-    job->q_lo = opts->mode == KARA_SCORE_BUFFER_ONLY ? job->n_c : 0;
+    job->q_lo = opts->mode == KR_SCORE_BUFFER_ONLY ? job->n_c : 0;
     if (job->q_lo < shape->n_w - n_q) job->q_lo = shape->n_w - n_q;
     job->n_tiles = (shape->n_w - job->q_lo + KR_KV_SCORE_TILE - 1) / KR_KV_SCORE_TILE;
     job->n_units = shape->n_head * job->n_tiles;
@@ -270,10 +270,10 @@ static void score_unit(const kr_kv_score_job *job, int32_t a, int32_t r0, int32_
     const kr_kv_score_shape *s = &job->shape;
     const int32_t d = s->head_dim, ns = s->n_sink, n_c = job->n_c, nr = r1 - r0;
     const int32_t h = a / (s->n_head / s->n_head_kv);
-    const kara_score_mode mode = job->opts.mode;
+    const kr_score_mode mode = job->opts.mode;
     const bool excl = job->opts.exclude_self;
-    const bool causal_only = mode == KARA_SCORE_CAUSAL || mode == KARA_SCORE_BUFFER_ONLY;
-    const int32_t key_hi = job->opts.softmax_over == KARA_SOFTMAX_COMPRESSIBLE ? n_c : s->n_w;
+    const bool causal_only = mode == KR_SCORE_CAUSAL || mode == KR_SCORE_BUFFER_ONLY;
+    const int32_t key_hi = job->opts.softmax_over == KR_SOFTMAX_COMPRESSIBLE ? n_c : s->n_w;
     const size_t zs = (size_t)ns + (size_t)s->n_w;
     const kr_kernels *kt = (const kr_kernels *)job->kernels;
 
@@ -290,7 +290,7 @@ static void score_unit(const kr_kv_score_job *job, int32_t a, int32_t r0, int32_
     for (int32_t r = 0; r < nr; r++) {
         const int32_t i = r0 + r;
         float *zr = z + (size_t)r * zs;
-        if (mode == KARA_SCORE_BIDIRECTIONAL) {
+        if (mode == KR_SCORE_BIDIRECTIONAL) {
             int32_t skip = excl && i < key_hi ? i : -1;
             if (!softmax_row(kt, zr, ns + key_hi, skip < 0 ? -1 : ns + skip)) continue;
             add_probs(part, zr + ns, n_c, skip);
@@ -359,7 +359,7 @@ static float value_l1(const kr_kv_rows *v, int32_t j, int32_t h, int32_t d) {
 
 void kr_kv_score_finish(const kr_kv_score_job *job, float *layer_out, kr_kv_score_acc *acc) {
     const int32_t n_c = job->n_c, hkv = job->shape.n_head_kv, g = job->shape.n_head / hkv, nt = job->n_tiles;
-    const bool use_max = job->opts.gqa_reduce == KARA_REDUCE_MAX;
+    const bool use_max = job->opts.gqa_reduce == KR_REDUCE_MAX;
     const bool vw = job->opts.value_aware && job->v.base;
     float *out = layer_out ? layer_out : job->layer;
     for (int32_t j = 0; j < n_c; j++) {
@@ -385,10 +385,10 @@ void kr_kv_score_run(const kr_kv_score_job *job, float *layer_out, kr_kv_score_a
     kr_kv_score_finish(job, layer_out, acc);
 }
 
-kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, kara_reduce layer_reduce) {
+kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, kr_reduce layer_reduce) {
     if (!acc || n_c < 0 || (n_c > 0 && !buf))
         return kr_set_error(KARA_ERR_ARG, "kv_score: bad accumulator (n_c %d)", n_c);
-    if (layer_reduce != KARA_REDUCE_MEAN && layer_reduce != KARA_REDUCE_NORMALIZED_MEAN)
+    if (layer_reduce != KR_REDUCE_MEAN && layer_reduce != KR_REDUCE_NORMALIZED_MEAN)
         return kr_set_error(KARA_ERR_ARG, "kv_score: layer_reduce must be mean or normalized_mean (got %d)",
                             (int)layer_reduce);
     acc->sum = buf;
@@ -401,7 +401,7 @@ kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, 
 
 void kr_kv_score_acc_add(kr_kv_score_acc *acc, const float *layer) {
     float w = 1.0f;
-    if (acc->layer_reduce == KARA_REDUCE_NORMALIZED_MEAN) {
+    if (acc->layer_reduce == KR_REDUCE_NORMALIZED_MEAN) {
         float tot = 0.0f;
         for (int32_t j = 0; j < acc->n_c; j++) tot += layer[j];
         w = tot > 0.0f ? 1.0f / tot : 0.0f;

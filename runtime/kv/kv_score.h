@@ -37,7 +37,7 @@
  *
  * Usage:
  *   size_t bytes = kr_kv_score_scratch_bytes(&shape, n_threads);   // once, budgeted
- *   kr_kv_score_acc_init(&acc, acc_buf, n_c, KARA_REDUCE_MEAN);
+ *   kr_kv_score_acc_init(&acc, acc_buf, n_c, KR_REDUCE_MEAN);
  *   for each scored layer:
  *       kr_kv_score_prepare(&job, &shape, &opts, &q, &k, &sinks, scratch, bytes, n_threads);
  *       in each thread ith < nth: kr_kv_score_compute(&job, ith, nth);
@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "kv_modes.h"
 
 struct kr_kernels;
 
@@ -108,11 +109,11 @@ typedef struct kr_kv_score_shape {
 } kr_kv_score_shape;
 
 typedef struct kr_kv_score_opts {
-    kara_score_mode mode;           /* bidirectional */
-    kara_softmax_over softmax_over; /* window */
-    bool exclude_self;              /* true */
-    kara_reduce gqa_reduce;         /* KARA_REDUCE_MEAN or KARA_REDUCE_MAX */
-    bool value_aware;               /* false; true: each KV head's score of j times ||v_j||_1 (needs v rows) */
+    kr_score_mode mode;           /* bidirectional */
+    kr_softmax_over softmax_over; /* window */
+    bool exclude_self;            /* true */
+    kr_reduce gqa_reduce;         /* KR_REDUCE_MEAN or KR_REDUCE_MAX */
+    bool value_aware;             /* false; true: each KV head's score of j times ||v_j||_1 (needs v rows) */
 } kr_kv_score_opts;
 
 /* The defaults (bidirectional, window, exclude_self, mean;
@@ -186,13 +187,13 @@ void kr_kv_score_run(const kr_kv_score_job *job, float *layer_out, struct kr_kv_
 typedef struct kr_kv_score_acc {
     float *sum; /* n_c, caller memory */
     int32_t n_c;
-    int32_t n_layers;         /* layer vectors added so far */
-    kara_reduce layer_reduce; /* KARA_REDUCE_MEAN or KARA_REDUCE_NORMALIZED_MEAN */
+    int32_t n_layers;       /* layer vectors added so far */
+    kr_reduce layer_reduce; /* KR_REDUCE_MEAN or KR_REDUCE_NORMALIZED_MEAN */
 } kr_kv_score_acc;
 
 /* Zero buf (n_c floats) and start an aggregation. Fails with KARA_ERR_ARG on
  * a reduce other than mean / normalized_mean or n_c < 0. */
-kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, kara_reduce layer_reduce);
+kara_status kr_kv_score_acc_init(kr_kv_score_acc *acc, float *buf, int32_t n_c, kr_reduce layer_reduce);
 /* Add one layer vector. normalized_mean divides it by its sum over C first
  * (a layer whose sum is not positive adds nothing but still counts). */
 void kr_kv_score_acc_add(kr_kv_score_acc *acc, const float *layer);

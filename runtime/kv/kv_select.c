@@ -264,11 +264,11 @@ kara_status kr_kv_select_t2c(const float *s, int32_t n_c, const kr_kv_t2c_params
 /* ------------------------------------------------------------------------ */
 
 /* out[j] = max (or mean) of s over [j - kernel/2, j + kernel/2] clipped to [0, n). */
-static void pool_scores(const float *s, int32_t n, int32_t kernel, kara_reduce how, float *out) {
+static void pool_scores(const float *s, int32_t n, int32_t kernel, kr_reduce how, float *out) {
     const int32_t half = kernel / 2;
     for (int32_t j = 0; j < n; j++) {
         int32_t a = j - half < 0 ? 0 : j - half, b = j + half >= n ? n - 1 : j + half;
-        if (how == KARA_REDUCE_MEAN) {
+        if (how == KR_REDUCE_MEAN) {
             float sum = 0.0f;
             for (int32_t t = a; t <= b; t++) sum += score_key(s[t]);
             out[j] = sum / (float)(b - a + 1);
@@ -291,7 +291,7 @@ kara_status kr_kv_select_pooled_topk(const float *s, int32_t n_c, int32_t k, int
     select_scratch w;
     if ((st = scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
     if (k == 0) return KARA_OK;
-    pool_scores(s, n_c, kernel, KARA_REDUCE_MAX, w.pooled);
+    pool_scores(s, n_c, kernel, KR_REDUCE_MAX, w.pooled);
     rank_by(w.pooled, n_c, w.rank);
     int32_t got = flag_protected(protect, n_c, k, w.rank, w.flag);
     take_ranked(w.rank, n_c, w.flag, k - got);
@@ -484,13 +484,12 @@ kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, in
  * best of the middle by the observation scores s pooled over `kernel`; rkv
  * (red non-NULL) then ranks lambda * pooled - (1 - lambda) * redundancy. */
 static kara_status select_observed(const char *who, const float *s, const float *red, float lambda, int32_t n,
-                                   int32_t n_front, int32_t obs_window, int32_t kernel, kara_reduce pool,
-                                   int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
-                                   size_t scratch_bytes) {
+                                   int32_t n_front, int32_t obs_window, int32_t kernel, kr_reduce pool, int32_t budget,
+                                   int32_t *keep, int32_t *n_keep, void *scratch, size_t scratch_bytes) {
     if (n < 0 || n_front < 0 || obs_window < 0 || budget < 1 || !keep || !n_keep || (!s && n > 0))
         return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, obs_window %d, budget %d", who, n, n_front, obs_window,
                             budget);
-    if (kernel < 1 || kernel % 2 == 0 || (pool != KARA_REDUCE_MAX && pool != KARA_REDUCE_MEAN))
+    if (kernel < 1 || kernel % 2 == 0 || (pool != KR_REDUCE_MAX && pool != KR_REDUCE_MEAN))
         return kr_set_error(KARA_ERR_ARG, "%s: kernel %d must be odd and >= 1, pool max or mean", who, kernel);
     if (n <= budget) {
         *n_keep = keep_all(n, keep);
@@ -512,7 +511,7 @@ static kara_status select_observed(const char *who, const float *s, const float 
 }
 
 kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
-                                kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                kr_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
                                 size_t scratch_bytes) {
     return select_observed("snapkv", s, NULL, 0.0f, n, n_front, obs_window, kernel, pool, budget, keep, n_keep, scratch,
                            scratch_bytes);
@@ -552,8 +551,8 @@ kara_status kr_kv_select_rkv(const float *imp, const float *red, int32_t n, int3
     if (n > 0 && !red) return kr_set_error(KARA_ERR_ARG, "rkv: no redundancy scores for %d slots", n);
     if (!(lambda >= 0.0f && lambda <= 1.0f))
         return kr_set_error(KARA_ERR_ARG, "rkv: lambda %g must be in [0, 1]", (double)lambda);
-    return select_observed("rkv", imp, red, lambda, n, n_front, obs_window, kernel, KARA_REDUCE_MAX, budget, keep,
-                           n_keep, scratch, scratch_bytes);
+    return select_observed("rkv", imp, red, lambda, n, n_front, obs_window, kernel, KR_REDUCE_MAX, budget, keep, n_keep,
+                           scratch, scratch_bytes);
 }
 
 void kr_kv_lazy_observe(int32_t *last, int32_t *mri, const float *attn, int32_t n, int32_t t, float alpha) {

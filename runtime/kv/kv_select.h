@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "kv_modes.h"
 
 /* k = clamp(round(retention * n_c), min_keep, n_c), round half away from
  * zero (docs/KARA_METHOD.md section 6). 0 when n_c <= 0. */
@@ -122,11 +123,11 @@ kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, in
 /* snapkv: slots [0, n_front) (the prompt when protect_prompt, else 0) and the
  * observation window [n - obs_window, n) are kept; of the slots between, the
  * budget - n_front - obs_window highest after pooling s over `kernel`
- * neighbours (pool KARA_REDUCE_MAX or KARA_REDUCE_MEAN, clipped to the
+ * neighbours (pool KR_REDUCE_MAX or KR_REDUCE_MEAN, clipped to the
  * middle region). s has n entries (only the middle ones are read).
  * KARA_ERR_KV_BUDGET when budget < n_front + obs_window. */
 kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
-                                kara_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                kr_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
                                 size_t scratch_bytes);
 
 /* h2o: slots [0, n_front) kept; of the rest, n_heavy = round(heavy_frac *

@@ -15,6 +15,42 @@
 #include <stdint.h>
 
 #include "kara.h"
+#include "kv_modes.h"
+
+/* The baselines' knobs, declared here for the storage's layout and owned by
+ * their method's file (methods/<name>.c: keys, bounds, defaults). */
+typedef struct kr_streaming_knobs {
+    int32_t n_sink; /* sink slots always kept */
+} kr_streaming_knobs;
+typedef struct kr_snapkv_knobs {
+    int32_t trigger_slack; /* growth past the budget that fires */
+    int32_t obs_window;    /* observation queries */
+    kr_reduce pool;        /* pooling of scores over the kernel: max or mean */
+    int32_t kernel;        /* pooling width */
+    bool protect_prompt;
+} kr_snapkv_knobs;
+typedef struct kr_h2o_knobs {
+    float heavy_frac; /* share of the budget for heavy hitters */
+} kr_h2o_knobs;
+typedef struct kr_chunkkv_knobs {
+    int32_t chunk_len; /* tokens per chunk */
+} kr_chunkkv_knobs;
+typedef struct kr_random_knobs {
+    uint64_t seed;
+} kr_random_knobs;
+typedef struct kr_rkv_knobs {
+    int32_t trigger_slack; /* the growth past the budget that fires (B_buffer) */
+    int32_t obs_window;    /* observation queries */
+    int32_t kernel;        /* max-pooling width of the attention */
+    float lambda;          /* weight of attention against redundancy */
+    float sim_threshold;   /* cosine above which keys count as near-duplicates */
+    bool protect_prompt;
+} kr_rkv_knobs;
+typedef struct kr_lazy_knobs {
+    int32_t window; /* W: slots between evictions and newest slots kept */
+    float alpha;    /* mean attention at which a slot counts as attended */
+    bool protect_prompt;
+} kr_lazy_knobs;
 
 typedef struct kr_kv_tuning {
     /* kv_cache: */
@@ -39,46 +75,38 @@ typedef struct kr_kv_tuning {
     kara_kv_trigger trigger;              /* periodic; threshold = ablation A8 (method kara only) */
     int32_t trigger_slack;                /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
     /* kara.score: */
-    kara_score_mode score_mode;     /* bidirectional */
-    kara_softmax_over softmax_over; /* window */
-    int32_t n_sink;                 /* 4 */
-    bool exclude_self;              /* true */
-    kara_reduce gqa_reduce;         /* mean (or max) */
-    kara_reduce layer_reduce;       /* mean (or normalized_mean) */
-    int32_t layer_stride;           /* layers: 1 = all; N = stride:N */
-    bool value_aware;               /* true: a slot's attention mass times the L1 norm of its value (VATP);
+    kr_score_mode score_mode;     /* bidirectional */
+    kr_softmax_over softmax_over; /* window */
+    int32_t n_sink;               /* 4 */
+    bool exclude_self;            /* true */
+    kr_reduce gqa_reduce;         /* mean (or max) */
+    kr_reduce layer_reduce;       /* mean (or normalized_mean) */
+    int32_t layer_stride;         /* layers: 1 = all; N = stride:N */
+    bool value_aware;             /* true: a slot's attention mass times the L1 norm of its value (VATP);
                                      * false: the attention mass alone */
-    float reads_weight; /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
+    float reads_weight;           /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
                                      * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
-    float prior_weight; /* auto (< 0, the default): 16 when the model has a retention prior, else off;
+    float prior_weight;           /* auto (< 0, the default): 16 when the model has a retention prior, else off;
                                      * 0 = off; kara: weight of the model's retention prior in its window scores
                                      * (KARA_METHOD.md 14); > 0 with a model without a prior: KARA_ERR_CONFIG */
     /* kara.t2c: */
-    float candidate_frac;   /* 0.5 */
-    int32_t max_gap;        /* 16 */
-    float len_penalty;      /* 1.0 */
-    kara_t2c_mode t2c_mode; /* mode: line_tails (Token2Chunk, a candidate bringing the end of its line); chunks;
+    float candidate_frac; /* 0.5 */
+    int32_t max_gap;      /* 16 */
+    float len_penalty;    /* 1.0 */
+    kr_t2c_mode t2c_mode; /* mode: line_tails (Token2Chunk, a candidate bringing the end of its line); chunks;
                              * pooled_topk = Top-K after max-pool 7 (ablation A4); lines */
     /* baselines: */
-    int32_t budget_tokens;        /* 0 = auto */
-    int32_t streaming_n_sink;     /* 4 */
-    int32_t snapkv_trigger_slack; /* 128 */
-    int32_t snapkv_obs_window;    /* 8 */
-    kara_reduce snapkv_pool;      /* max (or mean): pooling of scores over the kernel */
-    int32_t snapkv_kernel;        /* 7 */
-    bool snapkv_protect_prompt;   /* true */
-    float h2o_heavy_frac;         /* 0.5 */
-    int32_t chunkkv_chunk_len;    /* 10 */
-    uint64_t random_seed;         /* 0x4b415241: seed of the `random` baseline */
-    int32_t rkv_trigger_slack;    /* 128: rkv.trigger_slack, the growth past the budget that fires (B_buffer) */
-    int32_t rkv_obs_window;       /* 8: observation queries */
-    int32_t rkv_kernel;           /* 7: max-pooling width of the attention */
-    float rkv_lambda;             /* 0.1: weight of attention against redundancy */
-    float rkv_sim_threshold;      /* 0.5: cosine above which keys count as near-duplicates */
-    bool rkv_protect_prompt;      /* true */
-    int32_t lazy_window;          /* 128: lazy.window W, slots between evictions and newest slots kept */
-    float lazy_alpha;             /* 1e-4: mean attention at which a slot counts as attended */
-    bool lazy_protect_prompt;     /* true */
+    int32_t budget_tokens; /* 0 = auto */
+    /* each baseline's knobs, one sub-struct per method: its file under
+     * methods/ registers their keys (baselines.<method>.<field>), bounds and
+     * defaults in its kr_kv_method table */
+    kr_streaming_knobs streaming;
+    kr_snapkv_knobs snapkv;
+    kr_h2o_knobs h2o;
+    kr_chunkkv_knobs chunkkv;
+    kr_random_knobs random;
+    kr_rkv_knobs rkv;
+    kr_lazy_knobs lazy;
 } kr_kv_tuning;
 
 _Static_assert(sizeof(kr_kv_tuning) <= KARA_KV_TUNING_BYTES, "kara_kv_params.tuning is too small for kr_kv_tuning");

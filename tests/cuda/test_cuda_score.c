@@ -32,6 +32,7 @@
 
 #include "cuda_ops.h"
 #include "kara.h"
+#include "kv_modes.h"
 #include "context.h"
 #include "kv_compact.h"
 #include "score_case.h"
@@ -49,19 +50,19 @@ static void expect(int ok, const char *what) {
 }
 
 static void score_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, int32_t hq, int32_t hkv, int32_t d,
-                       int32_t ns, kara_kv_dtype kt, kara_kv_dtype qt, kara_score_mode mode, kara_softmax_over over,
+                       int32_t ns, kara_kv_dtype kt, kara_kv_dtype qt, kr_score_mode mode, kr_softmax_over over,
                        bool excl, bool gqa_max, bool va, bool normalized) {
     kr_kv_score_opts o;
     kr_kv_score_opts_init(&o);
     o.mode = mode;
     o.softmax_over = over;
     o.exclude_self = excl;
-    o.gqa_reduce = gqa_max ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN;
+    o.gqa_reduce = gqa_max ? KR_REDUCE_MAX : KR_REDUCE_MEAN;
     o.value_aware = va;
     kr_score_case c;
     kr_score_case_make(&c, seed, n_w, n_buf, n_q, hq, hkv, d, ns, kt, qt, &o, 1.5f);
     const int32_t n_c = n_w - n_buf;
-    const bool sinks = over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && ns > 0;
+    const bool sinks = over == KR_SOFTMAX_WINDOW_PLUS_SINKS && ns > 0;
     float *ref = malloc((size_t)n_c * sizeof(float)), *got = malloc((size_t)n_c * sizeof(float));
     if (kr_score_case_cpu(&c, ref) != KARA_OK) {
         fprintf(stderr, "test_cuda_score: the CPU scorer refused case %llu\n", (unsigned long long)seed);
@@ -125,22 +126,22 @@ static void score_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, i
 
 static void test_scoring(void) {
     uint64_t seed = 31000;
-    for (int mode = 0; mode <= KARA_SCORE_BUFFER_ONLY; mode++)
-        for (int over = 0; over <= KARA_SOFTMAX_WINDOW_PLUS_SINKS; over++)
+    for (int mode = 0; mode <= KR_SCORE_BUFFER_ONLY; mode++)
+        for (int over = 0; over <= KR_SOFTMAX_WINDOW_PLUS_SINKS; over++)
             for (int f = 0; f < 4; f++)
-                score_case(seed++, 70, 20, 70, 4, 2, 64, 4, KARA_KV_F16, KARA_KV_F16, (kara_score_mode)mode,
-                           (kara_softmax_over)over, f & 1, f >> 1, (f + over) % 2 == 0, false);
+                score_case(seed++, 70, 20, 70, 4, 2, 64, 4, KARA_KV_F16, KARA_KV_F16, (kr_score_mode)mode,
+                           (kr_softmax_over)over, f & 1, f >> 1, (f + over) % 2 == 0, false);
     const kara_kv_dtype qtypes[] = {KARA_KV_F32, KARA_KV_F16, KARA_KV_Q8_0};
     for (int kt = 0; kt <= KARA_KV_Q4_0; kt++)
         for (int qt = 0; qt < 3; qt++)
-            score_case(seed++, 45, 13, 45, 8, 2, 32, 0, (kara_kv_dtype)kt, qtypes[qt], KARA_SCORE_BIDIRECTIONAL,
-                       KARA_SOFTMAX_WINDOW, true, false, true, false);
-    score_case(seed++, 200, 8, 8, 4, 4, 64, 0, KARA_KV_F16, KARA_KV_F16, KARA_SCORE_BUFFER_ONLY, KARA_SOFTMAX_WINDOW,
-               false, false, false, false);
-    score_case(seed++, 150, 30, 57, 6, 1, 64, 4, KARA_KV_F32, KARA_KV_F32, KARA_SCORE_TWO_SIDED,
-               KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, true, true, false);
-    score_case(seed++, 256, 128, 256, 16, 8, 128, 0, KARA_KV_F16, KARA_KV_F16, KARA_SCORE_BIDIRECTIONAL,
-               KARA_SOFTMAX_WINDOW, true, false, true, true);
+            score_case(seed++, 45, 13, 45, 8, 2, 32, 0, (kara_kv_dtype)kt, qtypes[qt], KR_SCORE_BIDIRECTIONAL,
+                       KR_SOFTMAX_WINDOW, true, false, true, false);
+    score_case(seed++, 200, 8, 8, 4, 4, 64, 0, KARA_KV_F16, KARA_KV_F16, KR_SCORE_BUFFER_ONLY, KR_SOFTMAX_WINDOW, false,
+               false, false, false);
+    score_case(seed++, 150, 30, 57, 6, 1, 64, 4, KARA_KV_F32, KARA_KV_F32, KR_SCORE_TWO_SIDED,
+               KR_SOFTMAX_WINDOW_PLUS_SINKS, true, true, true, false);
+    score_case(seed++, 256, 128, 256, 16, 8, 128, 0, KARA_KV_F16, KARA_KV_F16, KR_SCORE_BIDIRECTIONAL,
+               KR_SOFTMAX_WINDOW, true, false, true, true);
 }
 
 /* A compaction of one sequence in 3 layers of a pool of 6 blocks of 8

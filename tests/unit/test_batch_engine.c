@@ -81,8 +81,8 @@ static kara_context *make_ctx(kara_kv_method method, int32_t n_seq, uint64_t bud
     cp.kv.seq_tokens = g_seq_tokens;
     if (g_budget_tokens) {
         kr_kv_tune(&cp.kv)->budget_tokens = g_budget_tokens;
-        kr_kv_tune(&cp.kv)->snapkv_trigger_slack = 8;
-        kr_kv_tune(&cp.kv)->lazy_window = 8; /* lazy: an event every 8 tokens past the budget */
+        kr_kv_tune(&cp.kv)->snapkv.trigger_slack = 8;
+        kr_kv_tune(&cp.kv)->lazy.window = 8; /* lazy: an event every 8 tokens past the budget */
     }
     kara_context *ctx = NULL;
     if (kara_context_create(g_model, &cp, &ctx) != KARA_OK) {

@@ -10,6 +10,7 @@
 #include "cli_config.h"
 #include "kara.h"
 #include "test_util.h"
+#include "kv_params.h"
 #include "kv_tuning.h"
 
 static const char *write_tmp(const char *name, const char *text) {
@@ -72,34 +73,34 @@ static void test_defaults(void) {
     CHECK_EQ_INT(kr_kv_tune(kv)->on_pool_exhausted, KARA_POOL_PREEMPT);
     CHECK_EQ_INT(kr_kv_tune(kv)->trigger, KARA_KV_TRIGGER_PERIODIC);
     CHECK_EQ_INT(kr_kv_tune(kv)->trigger_slack, 0);
-    CHECK_EQ_INT(kr_kv_tune(kv)->score_mode, KARA_SCORE_BIDIRECTIONAL);
-    CHECK_EQ_INT(kr_kv_tune(kv)->softmax_over, KARA_SOFTMAX_WINDOW);
+    CHECK_EQ_INT(kr_kv_tune(kv)->score_mode, KR_SCORE_BIDIRECTIONAL);
+    CHECK_EQ_INT(kr_kv_tune(kv)->softmax_over, KR_SOFTMAX_WINDOW);
     CHECK_EQ_INT(kr_kv_tune(kv)->n_sink, 4);
     CHECK(kr_kv_tune(kv)->exclude_self);
-    CHECK_EQ_INT(kr_kv_tune(kv)->gqa_reduce, KARA_REDUCE_MEAN);
-    CHECK_EQ_INT(kr_kv_tune(kv)->layer_reduce, KARA_REDUCE_MEAN);
+    CHECK_EQ_INT(kr_kv_tune(kv)->gqa_reduce, KR_REDUCE_MEAN);
+    CHECK_EQ_INT(kr_kv_tune(kv)->layer_reduce, KR_REDUCE_MEAN);
     CHECK_EQ_INT(kr_kv_tune(kv)->layer_stride, 1);
     CHECK_NEAR(kr_kv_tune(kv)->candidate_frac, 0.5, 0);
     CHECK_EQ_INT(kr_kv_tune(kv)->max_gap, 16);
     CHECK_NEAR(kr_kv_tune(kv)->len_penalty, 1.0, 0);
     CHECK_EQ_INT(kr_kv_tune(kv)->budget_tokens, 0);
-    CHECK_EQ_INT(kr_kv_tune(kv)->streaming_n_sink, 4);
-    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_trigger_slack, 128);
-    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_obs_window, 8);
-    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_pool, KARA_REDUCE_MAX);
-    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv_kernel, 7);
-    CHECK(kr_kv_tune(kv)->snapkv_protect_prompt);
-    CHECK_NEAR(kr_kv_tune(kv)->h2o_heavy_frac, 0.5, 0);
-    CHECK_EQ_INT(kr_kv_tune(kv)->chunkkv_chunk_len, 10);
-    CHECK_EQ_INT(kr_kv_tune(kv)->rkv_trigger_slack, 128);
-    CHECK_EQ_INT(kr_kv_tune(kv)->rkv_obs_window, 8);
-    CHECK_EQ_INT(kr_kv_tune(kv)->rkv_kernel, 7);
-    CHECK_NEAR(kr_kv_tune(kv)->rkv_lambda, 0.1, 1e-7);
-    CHECK_NEAR(kr_kv_tune(kv)->rkv_sim_threshold, 0.5, 0);
-    CHECK(kr_kv_tune(kv)->rkv_protect_prompt);
-    CHECK_EQ_INT(kr_kv_tune(kv)->lazy_window, 128);
-    CHECK_NEAR(kr_kv_tune(kv)->lazy_alpha, 1e-4, 1e-9);
-    CHECK(kr_kv_tune(kv)->lazy_protect_prompt);
+    CHECK_EQ_INT(kr_kv_tune(kv)->streaming.n_sink, 4);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv.trigger_slack, 128);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv.obs_window, 8);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv.pool, KR_REDUCE_MAX);
+    CHECK_EQ_INT(kr_kv_tune(kv)->snapkv.kernel, 7);
+    CHECK(kr_kv_tune(kv)->snapkv.protect_prompt);
+    CHECK_NEAR(kr_kv_tune(kv)->h2o.heavy_frac, 0.5, 0);
+    CHECK_EQ_INT(kr_kv_tune(kv)->chunkkv.chunk_len, 10);
+    CHECK_EQ_INT(kr_kv_tune(kv)->rkv.trigger_slack, 128);
+    CHECK_EQ_INT(kr_kv_tune(kv)->rkv.obs_window, 8);
+    CHECK_EQ_INT(kr_kv_tune(kv)->rkv.kernel, 7);
+    CHECK_NEAR(kr_kv_tune(kv)->rkv.lambda, 0.1, 1e-7);
+    CHECK_NEAR(kr_kv_tune(kv)->rkv.sim_threshold, 0.5, 0);
+    CHECK(kr_kv_tune(kv)->rkv.protect_prompt);
+    CHECK_EQ_INT(kr_kv_tune(kv)->lazy.window, 128);
+    CHECK_NEAR(kr_kv_tune(kv)->lazy.alpha, 1e-4, 1e-9);
+    CHECK(kr_kv_tune(kv)->lazy.protect_prompt);
     /* the rest of the job */
     CHECK_EQ_INT(c.context.n_ctx, 0);
     CHECK_EQ_INT(c.context.n_batch, 512);
@@ -164,10 +165,10 @@ static void test_enum_names(void) {
     CHECK_EQ_INT(kara_kv_dtype_parse("q5_1", &dt), KARA_ERR_ARG);
     CHECK_MSG(!strcmp(kara_last_error(), "unknown KV dtype 'q5_1' (expected f16 | f32 | q8_0 | q4_0)"), "got '%s'",
               kara_last_error());
-    kara_score_mode sm;
-    CHECK_EQ_INT(kara_score_mode_parse("two_sided", &sm), KARA_OK);
-    CHECK_EQ_INT(sm, KARA_SCORE_TWO_SIDED);
-    CHECK(!strcmp(kara_score_mode_name(KARA_SCORE_BUFFER_ONLY), "buffer_only"));
+    kr_score_mode sm;
+    CHECK_EQ_INT(kr_score_mode_parse("two_sided", &sm), KARA_OK);
+    CHECK_EQ_INT(sm, KR_SCORE_TWO_SIDED);
+    CHECK(!strcmp(kr_score_mode_name(KR_SCORE_BUFFER_ONLY), "buffer_only"));
 }
 
 static void test_shipped_configs(void) {
@@ -708,7 +709,7 @@ static void test_params_set(void) {
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.score.mode", "two_sided"), KARA_OK);
-    CHECK_EQ_INT(kr_kv_tune(&kv)->score_mode, KARA_SCORE_TWO_SIDED);
+    CHECK_EQ_INT(kr_kv_tune(&kv)->score_mode, KR_SCORE_TWO_SIDED);
     CHECK_EQ_INT(kara_kv_params_set(&kv, "kara.protect_token_ids", "[5, 7]"), KARA_OK);
     CHECK(kr_kv_tune(&kv)->n_protect_token_ids == 2 && kr_kv_tune(&kv)->protect_token_ids[1] == 7);
     kara_kv_params before = kv;
@@ -730,7 +731,7 @@ static void test_params_set(void) {
     CHECK_EQ_INT(kara_kv_params_get(&kv, "kara.protect_token_ids", buf, sizeof buf), KARA_OK);
     CHECK_MSG(!strcmp(buf, "[5, 7]"), "%s", buf);
     CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.score.mode", &v), KARA_OK);
-    CHECK(v == KARA_SCORE_TWO_SIDED);
+    CHECK(v == KR_SCORE_TWO_SIDED);
     CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kara.t2c.candidate_frac", &v), KARA_OK);
     CHECK(v == 0.5);
     CHECK_EQ_INT(kara_kv_params_get_number(&kv, "kv_cache.budget", &v), KARA_OK);

@@ -29,7 +29,7 @@
  * score_columns_kernel). */
 static void emulate(const kr_score_case *c, float *layer) {
     const int32_t n_c = c->n_w - c->n_buf, d = c->head_dim, g = c->n_head / c->n_head_kv;
-    const bool sinks = c->opts.softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS && c->n_sink > 0;
+    const bool sinks = c->opts.softmax_over == KR_SOFTMAX_WINDOW_PLUS_SINKS && c->n_sink > 0;
     const int32_t ns = sinks ? c->n_sink : 0;
     const int64_t *offs = c->key_offs + (sinks ? 0 : c->n_sink); /* without sinks the window's keys come first */
     const int32_t q_lo = kr_cu_score_q_lo((int)c->opts.mode, c->n_w, n_c, c->n_q);
@@ -77,7 +77,7 @@ static void emulate(const kr_score_case *c, float *layer) {
     for (int32_t j = 0; j < n_c; j++) {
         const uint8_t *vrow = c->pool + offs[ns + j] + (size_t)c->block_size * c->slot_bytes;
         for (int32_t h = 0; h < c->n_head_kv; h++) vn[h] = kr_cu_kv_l1((int)c->kv_type, vrow, (int64_t)h * d, d);
-        layer[j] = kr_cu_score_column(partial, j, n_c, n_tiles, c->n_head_kv, g, c->opts.gqa_reduce == KARA_REDUCE_MAX,
+        layer[j] = kr_cu_score_column(partial, j, n_c, n_tiles, c->n_head_kv, g, c->opts.gqa_reduce == KR_REDUCE_MAX,
                                       c->opts.value_aware ? vn : NULL);
     }
     free(partial);
@@ -92,8 +92,8 @@ static const char *type_name[] = {"f16", "f32", "q8_0", "q4_0"};
 static int n_cases;
 
 static void check_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, int32_t hq, int32_t hkv, int32_t d,
-                       int32_t ns, kara_kv_dtype kt, kara_kv_dtype qt, kara_score_mode mode, kara_softmax_over over,
-                       bool excl, kara_reduce gqa, bool va) {
+                       int32_t ns, kara_kv_dtype kt, kara_kv_dtype qt, kr_score_mode mode, kr_softmax_over over,
+                       bool excl, kr_reduce gqa, bool va) {
     kr_kv_score_opts o;
     kr_kv_score_opts_init(&o);
     o.mode = mode;
@@ -112,7 +112,7 @@ static void check_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, i
     CHECK_MSG(worst <= 2e-5f,
               "%s over %s, exclude_self %d, gqa %s, value_aware %d, K %s, Q %s, n_w %d n_buf %d n_q %d, %d/%d heads, "
               "d %d, %d sinks: score %d is %.9g, CPU %.9g (error %.3g)",
-              mode_name[mode], over_name[over], excl, gqa == KARA_REDUCE_MAX ? "max" : "mean", va, type_name[kt],
+              mode_name[mode], over_name[over], excl, gqa == KR_REDUCE_MAX ? "max" : "mean", va, type_name[kt],
               type_name[qt], n_w, n_buf, n_q, hq, hkv, d, ns, at, got[at], ref[at], worst);
     n_cases++;
     kr_score_case_free(&c);
@@ -124,32 +124,32 @@ static void check_case(uint64_t seed, int32_t n_w, int32_t n_buf, int32_t n_q, i
  * the buffer, exclude_self on and off. */
 static void test_row_plans(void) {
     /* bidirectional, exclude_self: every key but i, every column but i */
-    kr_cu_score_row r = kr_cu_score_row_plan(KARA_SCORE_BIDIRECTIONAL, true, 3, 6, 8, 0);
+    kr_cu_score_row r = kr_cu_score_row_plan(KR_SCORE_BIDIRECTIONAL, true, 3, 6, 8, 0);
     CHECK(r.main_ok && r.main_n == 8 && r.main_skip == 3 && r.add_n == 6 && r.add_skip == 3 && !r.anti_ok);
     /* a buffer row of bidirectional has no column to leave out */
-    r = kr_cu_score_row_plan(KARA_SCORE_BIDIRECTIONAL, true, 7, 6, 6, 0);
+    r = kr_cu_score_row_plan(KR_SCORE_BIDIRECTIONAL, true, 7, 6, 6, 0);
     CHECK(r.main_skip == -1 && r.add_skip == -1 && r.main_n == 6);
     /* causal row 0 with exclude_self sees nothing (no sinks): no softmax */
-    r = kr_cu_score_row_plan(KARA_SCORE_CAUSAL, true, 0, 6, 8, 0);
+    r = kr_cu_score_row_plan(KR_SCORE_CAUSAL, true, 0, 6, 8, 0);
     CHECK(!r.main_ok && r.add_n == 0);
     /* ... but with sinks it has a softmax over the sinks alone */
-    r = kr_cu_score_row_plan(KARA_SCORE_CAUSAL, true, 0, 6, 8, 4);
+    r = kr_cu_score_row_plan(KR_SCORE_CAUSAL, true, 0, 6, 8, 4);
     CHECK(r.main_ok && r.main_n == 0 && r.add_n == 0);
     /* causal without exclude_self: keys up to and with i */
-    r = kr_cu_score_row_plan(KARA_SCORE_CAUSAL, false, 4, 6, 8, 0);
+    r = kr_cu_score_row_plan(KR_SCORE_CAUSAL, false, 4, 6, 8, 0);
     CHECK(r.main_n == 5 && r.add_n == 5 && r.n_keys == 5);
     /* two_sided: strictly earlier columns in the causal half, the anti-causal
      * half over every key for rows of C only */
-    r = kr_cu_score_row_plan(KARA_SCORE_TWO_SIDED, false, 4, 6, 8, 0);
+    r = kr_cu_score_row_plan(KR_SCORE_TWO_SIDED, false, 4, 6, 8, 0);
     CHECK(r.main_n == 5 && r.add_n == 4 && r.anti_ok && r.anti_n == 8 && r.anti_skip == -1 && r.n_keys == 8);
-    r = kr_cu_score_row_plan(KARA_SCORE_TWO_SIDED, true, 6, 6, 8, 0);
+    r = kr_cu_score_row_plan(KR_SCORE_TWO_SIDED, true, 6, 6, 8, 0);
     CHECK(!r.anti_ok && r.main_n == 6 && r.add_n == 6);
     /* buffer_only reads the buffer's rows, and never rows without queries */
-    CHECK_EQ_INT(kr_cu_score_q_lo(KARA_SCORE_BUFFER_ONLY, 10, 6, 10), 6);
-    CHECK_EQ_INT(kr_cu_score_q_lo(KARA_SCORE_BIDIRECTIONAL, 10, 6, 10), 0);
-    CHECK_EQ_INT(kr_cu_score_q_lo(KARA_SCORE_BIDIRECTIONAL, 10, 6, 3), 7);
-    CHECK_EQ_INT(kr_cu_score_key_hi(KARA_SOFTMAX_COMPRESSIBLE, 10, 6), 6);
-    CHECK_EQ_INT(kr_cu_score_key_hi(KARA_SOFTMAX_WINDOW_PLUS_SINKS, 10, 6), 10);
+    CHECK_EQ_INT(kr_cu_score_q_lo(KR_SCORE_BUFFER_ONLY, 10, 6, 10), 6);
+    CHECK_EQ_INT(kr_cu_score_q_lo(KR_SCORE_BIDIRECTIONAL, 10, 6, 10), 0);
+    CHECK_EQ_INT(kr_cu_score_q_lo(KR_SCORE_BIDIRECTIONAL, 10, 6, 3), 7);
+    CHECK_EQ_INT(kr_cu_score_key_hi(KR_SOFTMAX_COMPRESSIBLE, 10, 6), 6);
+    CHECK_EQ_INT(kr_cu_score_key_hi(KR_SOFTMAX_WINDOW_PLUS_SINKS, 10, 6), 10);
 }
 
 int main(void) {
@@ -157,29 +157,29 @@ int main(void) {
     uint64_t seed = 21000;
     /* every mode x softmax set x exclude_self x GQA reduction, one value-aware
      * setting each, on f16 keys and queries (the defaults' types) */
-    for (int mode = 0; mode <= KARA_SCORE_BUFFER_ONLY; mode++)
-        for (int over = 0; over <= KARA_SOFTMAX_WINDOW_PLUS_SINKS; over++)
+    for (int mode = 0; mode <= KR_SCORE_BUFFER_ONLY; mode++)
+        for (int over = 0; over <= KR_SOFTMAX_WINDOW_PLUS_SINKS; over++)
             for (int excl = 0; excl < 2; excl++)
                 for (int gqa = 0; gqa < 2; gqa++)
-                    check_case(seed++, 70, 20, 70, 4, 2, 64, 4, KARA_KV_F16, KARA_KV_F16, (kara_score_mode)mode,
-                               (kara_softmax_over)over, excl, gqa ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN,
+                    check_case(seed++, 70, 20, 70, 4, 2, 64, 4, KARA_KV_F16, KARA_KV_F16, (kr_score_mode)mode,
+                               (kr_softmax_over)over, excl, gqa ? KR_REDUCE_MAX : KR_REDUCE_MEAN,
                                (excl + gqa + over) % 2 == 0);
     /* every KV type x query ring type, under the defaults */
     const kara_kv_dtype qtypes[] = {KARA_KV_F32, KARA_KV_F16, KARA_KV_Q8_0};
     for (int kt = 0; kt <= KARA_KV_Q4_0; kt++)
         for (int qt = 0; qt < 3; qt++)
-            check_case(seed++, 45, 13, 45, 8, 2, 32, 0, (kara_kv_dtype)kt, qtypes[qt], KARA_SCORE_BIDIRECTIONAL,
-                       KARA_SOFTMAX_WINDOW, true, KARA_REDUCE_MEAN, true);
+            check_case(seed++, 45, 13, 45, 8, 2, 32, 0, (kara_kv_dtype)kt, qtypes[qt], KR_SCORE_BIDIRECTIONAL,
+                       KR_SOFTMAX_WINDOW, true, KR_REDUCE_MEAN, true);
     /* queries for a suffix only (the threshold trigger, SnapKV's observation
      * window), longer windows over several tiles, MHA, one KV head */
-    check_case(seed++, 200, 8, 8, 4, 4, 64, 0, KARA_KV_F16, KARA_KV_F16, KARA_SCORE_BUFFER_ONLY, KARA_SOFTMAX_WINDOW,
-               false, KARA_REDUCE_MEAN, false);
-    check_case(seed++, 150, 30, 57, 6, 1, 64, 4, KARA_KV_F32, KARA_KV_F32, KARA_SCORE_TWO_SIDED,
-               KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MAX, true);
-    check_case(seed++, 256, 128, 256, 16, 8, 128, 0, KARA_KV_F16, KARA_KV_F16, KARA_SCORE_BIDIRECTIONAL,
-               KARA_SOFTMAX_WINDOW, true, KARA_REDUCE_MEAN, true);
-    check_case(seed++, 2, 1, 2, 2, 1, 32, 0, KARA_KV_Q8_0, KARA_KV_F16, KARA_SCORE_CAUSAL, KARA_SOFTMAX_COMPRESSIBLE,
-               true, KARA_REDUCE_MEAN, false);
+    check_case(seed++, 200, 8, 8, 4, 4, 64, 0, KARA_KV_F16, KARA_KV_F16, KR_SCORE_BUFFER_ONLY, KR_SOFTMAX_WINDOW, false,
+               KR_REDUCE_MEAN, false);
+    check_case(seed++, 150, 30, 57, 6, 1, 64, 4, KARA_KV_F32, KARA_KV_F32, KR_SCORE_TWO_SIDED,
+               KR_SOFTMAX_WINDOW_PLUS_SINKS, true, KR_REDUCE_MAX, true);
+    check_case(seed++, 256, 128, 256, 16, 8, 128, 0, KARA_KV_F16, KARA_KV_F16, KR_SCORE_BIDIRECTIONAL,
+               KR_SOFTMAX_WINDOW, true, KR_REDUCE_MEAN, true);
+    check_case(seed++, 2, 1, 2, 2, 1, 32, 0, KARA_KV_Q8_0, KARA_KV_F16, KR_SCORE_CAUSAL, KR_SOFTMAX_COMPRESSIBLE, true,
+               KR_REDUCE_MEAN, false);
     printf("test_cuda_math_score: %d spans\n", n_cases);
     return kr_test_finish();
 }

@@ -339,7 +339,7 @@ static void drive(kara_model *m, const cfg *c) {
     cp.kv.seq_tokens = c->seq_tokens;
     kr_kv_tune(&cp.kv)->budget_tokens = c->budget_tokens;
     kr_kv_tune(&cp.kv)->trigger_slack = 16;
-    kr_kv_tune(&cp.kv)->snapkv_trigger_slack = 16;
+    kr_kv_tune(&cp.kv)->snapkv.trigger_slack = 16;
     cp.kv.budget = 64u << 20;
     /* the pool: `blocks` blocks past the policy's reservation */
     kara_context *probe = NULL;

@@ -8,6 +8,7 @@
  * and its settings check refuses a bad configuration at context creation.
  * The registry also names every built-in method, each with its id, and
  * the ones a device can run. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 #include "status.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "kv_tuning.h"
 
 #define N_CTX 512
 #define P 6
@@ -119,8 +121,46 @@ static void test_builtins(void) {
     CHECK_MSG(!strcmp(dev, "full, streaming, snapkv, chunkkv, random, recent, kara"), "on a device: %s", dev);
 }
 
+/* The row of a key in kara_config_key's order, -1 when absent. */
+static int key_index(const char *key) {
+    for (int i = 0; kara_config_key(i); i++)
+        if (!strcmp(kara_config_key(i), key)) return i;
+    return -1;
+}
+
+/* Each baseline's keys are declared by its method's file and reach the
+ * schema from the registry, in registry order, where the baselines'
+ * section stands; none is left out, and their defaults come from there. */
+static void test_method_keys(void) {
+    int n = 0;
+    while (kara_config_key(n)) n++;
+    CHECK(n <= KARA_CONFIG_MAX_KEYS);
+    CHECK(!strcmp(kara_config_key(n - 1), "batch.shard"));
+    int at = -1, owners = 0;
+    for (int m = 0; kr_kv_method_get(m); m++) {
+        const kr_kv_method *meth = kr_kv_method_get(m);
+        if (meth->n_keys > 0) owners++;
+        for (int i = 0; i < meth->n_keys; i++) {
+            const char *key = meth->keys[i].key;
+            char want[64];
+            snprintf(want, sizeof want, "baselines.%s.", meth->name);
+            CHECK_MSG(!strncmp(key, want, strlen(want)), "%s is not under %s", key, want);
+            at = at < 0 ? key_index(key) : at + 1;
+            CHECK_MSG(kara_config_key(at) && !strcmp(kara_config_key(at), key), "%s is not row %d", key, at);
+        }
+    }
+    CHECK_EQ_INT(owners, 7); /* streaming snapkv h2o chunkkv random rkv lazy */
+    CHECK(!strcmp(kara_config_key(at + 1), "chat.template"));
+    kara_kv_params kv;
+    kara_kv_params_init(&kv);
+    CHECK_EQ_INT(kr_kv_tune(&kv)->snapkv.kernel, 7);
+    CHECK(kr_kv_tune(&kv)->lazy.alpha == 1e-4f);
+    CHECK(kr_kv_tune(&kv)->random.seed == 0x4b415241u);
+}
+
 int main(void) {
     test_builtins();
+    test_method_keys(); /* before a method of the test is registered */
     int id = kr_kv_method_register(&keep_all);
     if (!CHECK(id > KARA_KV_METHOD_LAZY)) return kr_test_finish();
     CHECK(kr_kv_method_get(id) == &keep_all);

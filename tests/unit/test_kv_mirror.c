@@ -116,7 +116,7 @@ static kara_context *make(kara_model *model, kara_kv_method method) {
     cp.kv.method = method;
     kr_test_small_windows(&cp.kv);
     cp.kv.seq_tokens = 96;
-    kr_kv_tune(&cp.kv)->snapkv_trigger_slack = 32; /* snapkv evicts as the others do, not once */
+    kr_kv_tune(&cp.kv)->snapkv.trigger_slack = 32; /* snapkv evicts as the others do, not once */
     kara_context *c = NULL;
     CHECK_MSG(kara_context_create(model, &cp, &c) == KARA_OK, "context: %s", kara_last_error());
     return c;

@@ -38,9 +38,9 @@ static void small_window(kara_kv_params *kv, kara_kv_method method) {
     kr_kv_tune(kv)->evict = KARA_KV_EVICT_PER_WINDOW;
     kr_test_small_windows(kv);
     kr_kv_tune(kv)->budget_tokens = 96;
-    kr_kv_tune(kv)->snapkv_trigger_slack = 32;
-    kr_kv_tune(kv)->rkv_trigger_slack = 32;
-    kr_kv_tune(kv)->lazy_window = 32;
+    kr_kv_tune(kv)->snapkv.trigger_slack = 32;
+    kr_kv_tune(kv)->rkv.trigger_slack = 32;
+    kr_kv_tune(kv)->lazy.window = 32;
 }
 
 /* Check the invariants of docs/KARA_METHOD.md section 8 for one sequence,
@@ -53,8 +53,8 @@ static bool invariants_hold(const kara_context *c, int seq, const char *what) {
      * StreamingLLM keeps only its sink tokens and SnapKV may be told not to
      * protect the prompt */
     int protect = q->prompt_marked ? q->n_prompt : 0;
-    if (c->policy.p.method == KARA_KV_METHOD_STREAMING) protect = kr_kv_tune(&c->policy.p)->streaming_n_sink;
-    if (c->policy.p.method == KARA_KV_METHOD_SNAPKV && !kr_kv_tune(&c->policy.p)->snapkv_protect_prompt) protect = 0;
+    if (c->policy.p.method == KARA_KV_METHOD_STREAMING) protect = kr_kv_tune(&c->policy.p)->streaming.n_sink;
+    if (c->policy.p.method == KARA_KV_METHOD_SNAPKV && !kr_kv_tune(&c->policy.p)->snapkv.protect_prompt) protect = 0;
     if (protect > s->n) protect = s->n;
     /* until the sequence reaches n_sink slots its frontier sits beyond n:
      * the window is simply empty */

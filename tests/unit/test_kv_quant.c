@@ -273,8 +273,8 @@ static int32_t *generate(kara_model *m, const kara_kv_params *kv, int threads, i
             events = c->policy.stats.events;
             const kr_kv_policy_seq *q = &c->policy.seqs[0];
             int n = c->kv.seqs[0].n, protect = q->prompt_marked ? q->n_prompt : 0;
-            if (kv->method == KARA_KV_METHOD_STREAMING) protect = kr_kv_tune(&c->policy.p)->streaming_n_sink;
-            if (kv->method == KARA_KV_METHOD_SNAPKV && !kr_kv_tune(&c->policy.p)->snapkv_protect_prompt) protect = 0;
+            if (kv->method == KARA_KV_METHOD_STREAMING) protect = kr_kv_tune(&c->policy.p)->streaming.n_sink;
+            if (kv->method == KARA_KV_METHOD_SNAPKV && !kr_kv_tune(&c->policy.p)->snapkv.protect_prompt) protect = 0;
             if (protect > n) protect = n;
             int frontier = q->prompt_marked ? (q->frontier < n ? q->frontier : n) : -1;
             char msg[256];
@@ -304,9 +304,9 @@ static void test_methods(kara_model *m, kara_kv_dtype t) {
         kr_kv_tune(&kv)->evict = KARA_KV_EVICT_PER_WINDOW;
         kr_test_small_windows(&kv);
         kr_kv_tune(&kv)->budget_tokens = 96;
-        kr_kv_tune(&kv)->snapkv_trigger_slack = 32;
-        kr_kv_tune(&kv)->rkv_trigger_slack = 32;
-        kr_kv_tune(&kv)->lazy_window = 32;
+        kr_kv_tune(&kv)->snapkv.trigger_slack = 32;
+        kr_kv_tune(&kv)->rkv.trigger_slack = 32;
+        kr_kv_tune(&kv)->lazy.window = 32;
         kr_kv_shape sh = {4, 4, 2, 32};
         /* the policy's reservations and 10 blocks of this type besides */
         kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024) + 10 * kr_kv_block_bytes(&kv, &sh);
@@ -423,7 +423,7 @@ static void ring_scores(const kr_kv_rows *q, const float *k, const float *sink, 
     kr_kv_score_shape sh = {45, 9, 4, 2, 24, 3};
     size_t kst = (size_t)sh.n_head_kv * sh.head_dim * sizeof(float), bytes = kr_kv_score_scratch_bytes(&sh, 1);
     kr_kv_rows kr = kr_kv_rows_plain(KARA_KV_F32, k, kst), sr = kr_kv_rows_plain(KARA_KV_F32, sink, kst);
-    kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, false, KARA_REDUCE_MEAN, false};
+    kr_kv_score_opts o = {(kr_score_mode)mode, KR_SOFTMAX_WINDOW_PLUS_SINKS, false, KR_REDUCE_MEAN, false};
     void *scratch = malloc(bytes);
     kr_kv_score_job job;
     if (CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, q, &kr, &sr, scratch, bytes, 1), KARA_OK))

@@ -348,10 +348,10 @@ static void method_params(kara_kv_params *kv, kara_kv_method m) {
     kv->method = m;
     kv->budget = 0;
     kr_kv_tune(kv)->budget_tokens = 64;
-    kr_kv_tune(kv)->rkv_trigger_slack = 24;
-    kr_kv_tune(kv)->rkv_obs_window = 6;
-    kr_kv_tune(kv)->lazy_window = 16;
-    kr_kv_tune(kv)->lazy_alpha = 0.004f; /* about the mean attention over the 64-88 slots of this tiny model */
+    kr_kv_tune(kv)->rkv.trigger_slack = 24;
+    kr_kv_tune(kv)->rkv.obs_window = 6;
+    kr_kv_tune(kv)->lazy.window = 16;
+    kr_kv_tune(kv)->lazy.alpha = 0.004f; /* about the mean attention over the 64-88 slots of this tiny model */
 }
 
 static void test_decoding(kara_model *mdl, kara_kv_method method) {
@@ -361,7 +361,7 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
     kara_context *c = kr_test_kv_context(mdl, &kv, 1, 2, 1024);
     if (!CHECK(c != NULL)) return;
     const int V = kara_model_n_vocab(mdl), P = 10;
-    const int tail = method == KARA_KV_METHOD_RKV ? kr_kv_tune(&kv)->rkv_obs_window : kr_kv_tune(&kv)->lazy_window;
+    const int tail = method == KARA_KV_METHOD_RKV ? kr_kv_tune(&kv)->rkv.obs_window : kr_kv_tune(&kv)->lazy.window;
     int32_t prompt[10];
     for (int i = 0; i < P; i++) prompt[i] = 3 + 11 * i;
     kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
@@ -443,7 +443,7 @@ static void test_reservation(kara_model *mdl) {
     CHECK_EQ_INT(lazy - h2o, 3 * 1024 * 2 * sizeof(int32_t));
     method_params(&a, KARA_KV_METHOD_RKV);
     method_params(&b, KARA_KV_METHOD_SNAPKV);
-    kr_kv_tune(&b)->snapkv_obs_window = kr_kv_tune(&a)->rkv_obs_window;
+    kr_kv_tune(&b)->snapkv.obs_window = kr_kv_tune(&a)->rkv.obs_window;
     uint64_t rkv = kr_kv_policy_bytes(&a, 4, 4, 2, 32, 3, 1024), snap = kr_kv_policy_bytes(&b, 4, 4, 2, 32, 3, 1024);
     CHECK_EQ_INT(rkv - snap, kr_kv_redund_scratch_bytes(1024, 2, 32, KR_KV_SCORE_WORKERS));
     a.budget = rkv + 12 * (4 * 2 * 16 * 2 * 32 * 2);
@@ -458,15 +458,15 @@ static void test_reservation(kara_model *mdl) {
 static void test_params(kara_model *mdl) {
     kara_kv_params kv;
     method_params(&kv, KARA_KV_METHOD_RKV);
-    kr_kv_tune(&kv)->rkv_kernel = 4;
+    kr_kv_tune(&kv)->rkv.kernel = 4;
     CHECK(kr_test_kv_context(mdl, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "baselines.rkv: kernel must be odd (got 4)") != NULL, "message: %s",
               kara_last_error());
     method_params(&kv, KARA_KV_METHOD_RKV);
-    kr_kv_tune(&kv)->rkv_lambda = 2.0f;
+    kr_kv_tune(&kv)->rkv.lambda = 2.0f;
     CHECK(kr_test_kv_context(mdl, &kv, 1, 1, 1024) == NULL);
     method_params(&kv, KARA_KV_METHOD_LAZY);
-    kr_kv_tune(&kv)->lazy_window = 0;
+    kr_kv_tune(&kv)->lazy.window = 0;
     CHECK(kr_test_kv_context(mdl, &kv, 1, 1, 1024) == NULL);
     CHECK_MSG(strstr(kara_last_error(), "baselines.lazy: window must be at least 1 (got 0)") != NULL, "message: %s",
               kara_last_error());

@@ -77,7 +77,7 @@ static double ref_dot(const float *a, const float *b, int d) {
 
 /* Is window key j in the softmax set of query row i? */
 static bool ref_in_set(const kr_kv_score_opts *o, int n_w, int n_c, int i, int j, bool causal) {
-    int key_hi = o->softmax_over == KARA_SOFTMAX_COMPRESSIBLE ? n_c : n_w;
+    int key_hi = o->softmax_over == KR_SOFTMAX_COMPRESSIBLE ? n_c : n_w;
     if (j >= key_hi) return false;
     if (o->exclude_self && j == i) return false;
     if (causal && j > i) return false;
@@ -91,7 +91,7 @@ static bool ref_softmax(const tcase *c, const kr_kv_score_opts *o, int a, int i,
     int d = s->head_dim, n_c = s->n_w - s->n_buf, h = a / (s->n_head / s->n_head_kv);
     const float *qi = c->q + ((size_t)i * s->n_head + a) * d;
     double scale = 1.0 / sqrt((double)d), zmax = -INFINITY;
-    int ns = o->softmax_over == KARA_SOFTMAX_WINDOW_PLUS_SINKS ? s->n_sink : 0;
+    int ns = o->softmax_over == KR_SOFTMAX_WINDOW_PLUS_SINKS ? s->n_sink : 0;
     double *z = malloc(sizeof(double) * (size_t)(s->n_w + ns + 1));
     bool any = false;
     for (int j = 0; j < s->n_w; j++) {
@@ -128,17 +128,17 @@ static void ref_score_q(const tcase *c, const kr_kv_score_opts *o, int q_lo, dou
         for (int j = 0; j < n_c; j++) acc[j] = 0;
         for (int i = q_lo; i < n_w; i++) {
             switch (o->mode) {
-            case KARA_SCORE_BIDIRECTIONAL:
+            case KR_SCORE_BIDIRECTIONAL:
                 if (ref_softmax(c, o, a, i, false, p))
                     for (int j = 0; j < n_c; j++) acc[j] += p[j];
                 break;
-            case KARA_SCORE_BUFFER_ONLY:
-            case KARA_SCORE_CAUSAL:
-                if (o->mode == KARA_SCORE_BUFFER_ONLY && i < n_c) break;
+            case KR_SCORE_BUFFER_ONLY:
+            case KR_SCORE_CAUSAL:
+                if (o->mode == KR_SCORE_BUFFER_ONLY && i < n_c) break;
                 if (ref_softmax(c, o, a, i, true, p))
                     for (int j = 0; j < n_c; j++) acc[j] += p[j];
                 break;
-            case KARA_SCORE_TWO_SIDED:
+            case KR_SCORE_TWO_SIDED:
                 /* sum_{i>j} pc_ij */
                 if (ref_softmax(c, o, a, i, true, p))
                     for (int j = 0; j < n_c && j < i; j++) acc[j] += p[j];
@@ -152,10 +152,10 @@ static void ref_score_q(const tcase *c, const kr_kv_score_opts *o, int q_lo, dou
     for (int j = 0; j < n_c; j++) {
         double tot = 0;
         for (int h = 0; h < s->n_head_kv; h++) {
-            double r = o->gqa_reduce == KARA_REDUCE_MAX ? -INFINITY : 0;
+            double r = o->gqa_reduce == KR_REDUCE_MAX ? -INFINITY : 0;
             for (int g = 0; g < G; g++) {
                 double v = sa[(size_t)(h * G + g) * n_c + j];
-                r = o->gqa_reduce == KARA_REDUCE_MAX ? fmax(r, v) : r + v / G;
+                r = o->gqa_reduce == KR_REDUCE_MAX ? fmax(r, v) : r + v / G;
             }
             tot += r;
         }
@@ -282,7 +282,7 @@ static kara_status run_scorer(const tcase *c, const kr_kv_score_opts *o, int lay
     return run_scorer_q(c, o, layout, nth, c->sh.n_w, out);
 }
 
-static const char *mode_name(kara_score_mode m) {
+static const char *mode_name(kr_score_mode m) {
     static const char *n[] = {"bidirectional", "two_sided", "causal", "buffer_only"};
     return n[m];
 }
@@ -302,8 +302,8 @@ static void test_reference_all_options(void) {
             for (int so = 0; so < 3; so++)
                 for (int ex = 0; ex < 2; ex++)
                     for (int gq = 0; gq < 2; gq++) {
-                        kr_kv_score_opts o = {(kara_score_mode)mode, (kara_softmax_over)so, ex == 1,
-                                              gq ? KARA_REDUCE_MAX : KARA_REDUCE_MEAN, false};
+                        kr_kv_score_opts o = {(kr_score_mode)mode, (kr_softmax_over)so, ex == 1,
+                                              gq ? KR_REDUCE_MAX : KR_REDUCE_MEAN, false};
                         int n_c = sh.n_w - sh.n_buf;
                         float got[64];
                         double ref[64];
@@ -338,8 +338,7 @@ static void test_reference_query_suffix(void) {
         for (int qi = 0; qi < 4; qi++)
             for (int mode = 0; mode < 4; mode++) {
                 int n_q = n_qs[qi], n_c = sh.n_w - sh.n_buf;
-                kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN,
-                                      false};
+                kr_kv_score_opts o = {(kr_score_mode)mode, KR_SOFTMAX_WINDOW_PLUS_SINKS, true, KR_REDUCE_MEAN, false};
                 float got[64], got3[64];
                 double ref[64];
                 if (!CHECK_EQ_INT(run_scorer_q(&c, &o, layout, 1, n_q, got), KARA_OK)) continue;
@@ -352,7 +351,7 @@ static void test_reference_query_suffix(void) {
                 CHECK_MSG(err <= 2e-5, "layout %d mode %s n_q %d: rel err %g", layout, mode_name(o.mode), n_q, err);
                 /* the suffix really limits the queries: bidirectional rows each
                  * give C a share of probability 1, so the total is below n_q */
-                if (mode == KARA_SCORE_BIDIRECTIONAL) CHECK_MSG(tot > 0 && tot < n_q, "n_q %d: total %g", n_q, tot);
+                if (mode == KR_SCORE_BIDIRECTIONAL) CHECK_MSG(tot > 0 && tot < n_q, "n_q %d: total %g", n_q, tot);
                 CHECK_EQ_INT(run_scorer_q(&c, &o, layout, 3, n_q, got3), KARA_OK);
                 CHECK_MSG(!memcmp(got, got3, (size_t)n_c * sizeof(float)), "n_q %d: 1 vs 3 threads differ", n_q);
                 cases++;
@@ -404,7 +403,7 @@ static void test_reference_snapkv_shape(void) {
     tcase c;
     rng_state = 8;
     tcase_random(&c, sh, 1.0, false, true);
-    kr_kv_score_opts o = {KARA_SCORE_BUFFER_ONLY, KARA_SOFTMAX_WINDOW, false, KARA_REDUCE_MEAN, false};
+    kr_kv_score_opts o = {KR_SCORE_BUFFER_ONLY, KR_SOFTMAX_WINDOW, false, KR_REDUCE_MEAN, false};
     float got[292];
     double ref[292], err = 0, sum = 0;
     CHECK_EQ_INT(run_scorer(&c, &o, 2, 2, got), KARA_OK);
@@ -436,7 +435,7 @@ static void test_thread_invariance(void) {
     rng_state = 11;
     tcase_random(&c, sh, 1.2, false, true);
     for (int mode = 0; mode < 4; mode++) {
-        kr_kv_score_opts o = {(kara_score_mode)mode, KARA_SOFTMAX_WINDOW_PLUS_SINKS, true, KARA_REDUCE_MEAN, false};
+        kr_kv_score_opts o = {(kr_score_mode)mode, KR_SOFTMAX_WINDOW_PLUS_SINKS, true, KR_REDUCE_MEAN, false};
         float r1[80], r2[80], r3[80], r5[80];
         run_scorer(&c, &o, 2, 1, r1);
         run_scorer(&c, &o, 2, 2, r2);
@@ -461,7 +460,7 @@ static void test_thread_invariance(void) {
     /* finish() feeding an accumulator: one layer's mean is the layer itself */
     float par[80], ser[80], accbuf[80];
     kr_kv_score_acc acc;
-    kr_kv_score_acc_init(&acc, accbuf, 80, KARA_REDUCE_MEAN);
+    kr_kv_score_acc_init(&acc, accbuf, 80, KR_REDUCE_MEAN);
     kr_kv_score_finish(&job, NULL, &acc);
     kr_kv_score_acc_finalize(&acc, par);
     run_scorer(&c, &o, 0, 1, ser);
@@ -488,8 +487,7 @@ static void test_layer_reduce(void) {
     for (int norm = 0; norm < 2; norm++) {
         float buf[32], out[32];
         kr_kv_score_acc acc;
-        CHECK_EQ_INT(kr_kv_score_acc_init(&acc, buf, n_c, norm ? KARA_REDUCE_NORMALIZED_MEAN : KARA_REDUCE_MEAN),
-                     KARA_OK);
+        CHECK_EQ_INT(kr_kv_score_acc_init(&acc, buf, n_c, norm ? KR_REDUCE_NORMALIZED_MEAN : KR_REDUCE_MEAN), KARA_OK);
         for (int l = 0; l < L; l++) kr_kv_score_acc_add(&acc, layer[l]);
         kr_kv_score_acc_finalize(&acc, out);
         double tot = 0;
@@ -511,7 +509,7 @@ static void test_layer_reduce(void) {
     }
     float buf[32];
     kr_kv_score_acc acc;
-    CHECK_EQ_INT(kr_kv_score_acc_init(&acc, buf, n_c, KARA_REDUCE_MAX), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_score_acc_init(&acc, buf, n_c, KR_REDUCE_MAX), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "layer_reduce") != NULL, "message: %s", kara_last_error());
 }
 
@@ -540,14 +538,14 @@ static void test_errors(void) {
     CHECK_EQ_INT(kr_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
     bad = sh;
     bad.n_buf = 0;
-    o.mode = KARA_SCORE_BUFFER_ONLY;
+    o.mode = KR_SCORE_BUFFER_ONLY;
     CHECK_EQ_INT(kr_kv_score_prepare(&job, &bad, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
     CHECK_MSG(strstr(kara_last_error(), "buffer_only") != NULL, "message: %s", kara_last_error());
     kr_kv_score_opts_init(&o);
-    o.gqa_reduce = KARA_REDUCE_NORMALIZED_MEAN;
+    o.gqa_reduce = KR_REDUCE_NORMALIZED_MEAN;
     CHECK_EQ_INT(kr_kv_score_prepare(&job, &sh, &o, &st.q, &st.k, NULL, scratch, bytes, 1), KARA_ERR_ARG);
     kr_kv_score_opts_init(&o);
-    o.softmax_over = KARA_SOFTMAX_WINDOW_PLUS_SINKS;
+    o.softmax_over = KR_SOFTMAX_WINDOW_PLUS_SINKS;
     sh.n_sink = 2;
     bytes = kr_kv_score_scratch_bytes(&sh, 1);
     free(scratch);
@@ -679,7 +677,7 @@ static void test_causal_bias(void) {
         for (int m = 0; m < 2; m++) {
             kr_kv_score_opts o;
             kr_kv_score_opts_init(&o);
-            if (m) o.mode = KARA_SCORE_CAUSAL;
+            if (m) o.mode = KR_SCORE_CAUSAL;
             float s[128];
             run_scorer(&c, &o, 0, 1, s);
             double early = 0, late = 0;

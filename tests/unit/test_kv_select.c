@@ -456,7 +456,7 @@ static void test_snapkv(void) {
     int32_t keep[40], n_keep;
     size_t bytes;
     void *scr = scratch_for(40, &bytes);
-    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KR_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK_EQ_INT(n_keep, 20);
     /* middle: 11 12 13 19 20 21 + best of the rest: pooled 0.02 at slots
      * whose window holds a j%3==2 slot -> lowest such slot in [5,32) is 5 */
@@ -465,12 +465,11 @@ static void test_snapkv(void) {
     CHECK(sorted_unique(keep, n_keep, 40));
     /* mean pooling spreads the 1.0 peak as about 0.343 over 11..13, above
      * the 0.8 peak's 0.27: the 2 middle slots come from 11..13 */
-    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MEAN, 15, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KR_REDUCE_MEAN, 15, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK(n_keep == 15 && keep[5] >= 11 && keep[6] <= 13 && keep[4] == 4 && keep[7] == 32);
-    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KARA_REDUCE_MAX, 12, keep, &n_keep, scr, bytes),
-                 KARA_ERR_KV_BUDGET);
-    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 4, KARA_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
-    CHECK_EQ_INT(kr_kv_select_snapkv(s, 30, 5, 8, 3, KARA_REDUCE_MAX, 30, keep, &n_keep, scr, bytes), KARA_OK);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 3, KR_REDUCE_MAX, 12, keep, &n_keep, scr, bytes), KARA_ERR_KV_BUDGET);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 40, 5, 8, 4, KR_REDUCE_MAX, 20, keep, &n_keep, scr, bytes), KARA_ERR_ARG);
+    CHECK_EQ_INT(kr_kv_select_snapkv(s, 30, 5, 8, 3, KR_REDUCE_MAX, 30, keep, &n_keep, scr, bytes), KARA_OK);
     CHECK_EQ_INT(n_keep, 30);
     free(scr);
 }
@@ -536,11 +535,11 @@ static void test_ablation_a4(void) {
     p.retention = 0.25f;
     static uint8_t scratch[1 << 16];
     int32_t a[64], b[64], c[64], na = 0, nc = 0;
-    kr_kv_tune(&p)->t2c_mode = KARA_T2C_POOLED_TOPK;
+    kr_kv_tune(&p)->t2c_mode = KR_T2C_POOLED_TOPK;
     CHECK(kr_kv_select_window(&p, s, NULL, NULL, 64, 0, a, &na, scratch, sizeof scratch) == KARA_OK);
     CHECK(kr_kv_select_pooled_topk(s, 64, na, 7, NULL, b, scratch, sizeof scratch) == KARA_OK);
     CHECK(memcmp(a, b, (size_t)na * sizeof(int32_t)) == 0);
-    kr_kv_tune(&p)->t2c_mode = KARA_T2C_CHUNKS;
+    kr_kv_tune(&p)->t2c_mode = KR_T2C_CHUNKS;
     CHECK(kr_kv_select_window(&p, s, NULL, NULL, 64, 0, c, &nc, scratch, sizeof scratch) == KARA_OK);
     CHECK_EQ_INT(na, nc);
     CHECK(memcmp(a, c, (size_t)na * sizeof(int32_t)) != 0);
@@ -552,7 +551,7 @@ static void test_ablation_a4(void) {
  * the pieces are fixed; and the dispatcher passes the line ends through. */
 /* kr_kv_select_window for method kara with t2c.mode `mode` keeps `want`
  * (k of them: retention x n with min_keep 1). */
-static void check_dispatch(kara_t2c_mode mode, float retention, const float *s, const uint8_t *ends, int32_t n,
+static void check_dispatch(kr_t2c_mode mode, float retention, const float *s, const uint8_t *ends, int32_t n,
                            const int32_t *want, int32_t k) {
     static uint8_t scratch[1 << 16];
     kara_kv_params p;
@@ -595,7 +594,7 @@ static void test_lines(void) {
     for (int i = 0; i < 6; i++) CHECK_EQ_INT(keep[i], 6 + i);
     /* the dispatcher: method kara with t2c.mode lines is this selection */
     const int32_t want5[5] = {5, 6, 7, 8, 9};
-    check_dispatch(KARA_T2C_LINES, 0.25f, s, ends, 20, want5, 5);
+    check_dispatch(KR_T2C_LINES, 0.25f, s, ends, 20, want5, 5);
     CHECK(kr_kv_select_lines(s, 20, 5, 0, ends, NULL, keep, scratch, sizeof scratch) == KARA_ERR_ARG);
 }
 
@@ -651,7 +650,7 @@ static void test_line_tails(void) {
         CHECK(sorted_unique(b, k, n));
     }
     /* the dispatcher: t2c.mode line_tails */
-    check_dispatch(KARA_T2C_LINE_TAILS, 0.2f, s, ends, 20, want4, 4);
+    check_dispatch(KR_T2C_LINE_TAILS, 0.2f, s, ends, 20, want4, 4);
 }
 
 int main(void) {

@@ -273,11 +273,11 @@ static void test_params(kara_model *m) {
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 1);
     /* rkv has its own slack; lazy grows by its window between evictions */
     kv.method = KARA_KV_METHOD_RKV;
-    kr_kv_tune(&kv)->rkv_trigger_slack = 40;
+    kr_kv_tune(&kv)->rkv.trigger_slack = 40;
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 40);
     CHECK(!kr_kv_params_periodic(&kv));
     kv.method = KARA_KV_METHOD_LAZY;
-    kr_kv_tune(&kv)->lazy_window = 24;
+    kr_kv_tune(&kv)->lazy.window = 24;
     CHECK_EQ_INT(kr_kv_trigger_slack(&kv), 24);
     CHECK(!kr_kv_params_periodic(&kv));
 

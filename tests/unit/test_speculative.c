@@ -130,8 +130,8 @@ static kara_context *squeezed_context(kara_model *m, kara_kv_method method, kara
     kr_kv_tune(&cp.kv)->budget_tokens = 64;
     kr_test_small_windows(&cp.kv);
     kr_kv_tune(&cp.kv)->evict = evict;
-    kr_kv_tune(&cp.kv)->snapkv_trigger_slack = kr_kv_tune(&cp.kv)->rkv_trigger_slack = 16; /* several events */
-    kr_kv_tune(&cp.kv)->lazy_window = 16; /* under the budget, so that lazy evicts */
+    kr_kv_tune(&cp.kv)->snapkv.trigger_slack = kr_kv_tune(&cp.kv)->rkv.trigger_slack = 16; /* several events */
+    kr_kv_tune(&cp.kv)->lazy.window = 16; /* under the budget, so that lazy evicts */
     if (evict == SQUEEZE_THRESHOLD) {     /* kara's ablation A8: an event over the whole cache at its budget */
         kr_kv_tune(&cp.kv)->evict = KARA_KV_EVICT_ON_DEMAND;
         kr_kv_tune(&cp.kv)->trigger = KARA_KV_TRIGGER_THRESHOLD;

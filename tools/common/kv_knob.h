@@ -8,7 +8,7 @@
 
 #include "kara.h"
 
-/* The setting's value (an enum's kara.h value; 0 after reporting a bad key). */
+/* The setting's value (an enum as kara_kv_params_get_number gives it; 0 after reporting a bad key). */
 double kr_kv_num(const kara_kv_params *p, const char *key);
 static inline int32_t kr_kv_int(const kara_kv_params *p, const char *key) { return (int32_t)kr_kv_num(p, key); }
 /* Set it from its YAML text ("per_window") or from a number. */

@@ -131,6 +131,9 @@ static void json_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r, bool
 }
 
 static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows, int n_rows) {
+    char score_mode[32]; /* by its key: the research enums are not in kara.h */
+    if (kara_kv_params_get(m->kv, "kara.score.mode", score_mode, sizeof score_mode) != KARA_OK)
+        snprintf(score_mode, sizeof score_mode, "?");
     fprintf(f, "{\n  \"model\": ");
     json_str(f, m->model_path);
     fprintf(f, ",\n  \"model_desc\": ");
@@ -146,8 +149,7 @@ static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, con
             "\"block_size\": %d, \"dtype\": \"%s\", \"score_mode\": \"%s\", \"candidate_frac\": %.4g, "
             "\"snapkv_trigger_slack\": %d, \"snapkv_obs_window\": %d},\n",
             m->kv->interval, kr_kv_int(m->kv, "kara.buffer"), kr_kv_int(m->kv, "kara.min_compressible"),
-            kr_kv_int(m->kv, "kara.max_defer"), m->kv->block_size, kara_kv_dtype_name(m->kv->dtype),
-            kara_score_mode_name((kara_score_mode)kr_kv_int(m->kv, "kara.score.mode")),
+            kr_kv_int(m->kv, "kara.max_defer"), m->kv->block_size, kara_kv_dtype_name(m->kv->dtype), score_mode,
             kr_kv_num(m->kv, "kara.t2c.candidate_frac"), kr_kv_int(m->kv, "baselines.snapkv.trigger_slack"),
             kr_kv_int(m->kv, "baselines.snapkv.obs_window"));
     fprintf(f, "  \"rows\": [\n");

@@ -18,13 +18,24 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
 
 static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in *in, int32_t k, int32_t *keep,
                                  void *scratch, size_t scratch_bytes) {
-    return kr_kv_select_chunks(in->scores, in->n_c, k, kr_kv_tune(p)->chunkkv_chunk_len, in->protect, keep, scratch,
+    return kr_kv_select_chunks(in->scores, in->n_c, k, kr_kv_tune(p)->chunkkv.chunk_len, in->protect, keep, scratch,
                                scratch_bytes);
 }
+
+/* Its settings, under baselines.chunkkv (configs/README.md): the YAML keys
+ * with their bounds, and their defaults. */
+static const key_spec keys[] = {
+    {"baselines.chunkkv.chunk_len", K_INT, KR_TUNE(chunkkv.chunk_len), 1, 4096, NULL, 0},
+};
+
+static void defaults(kr_kv_tuning *t) { t->chunkkv.chunk_len = 10; }
 
 const kr_kv_method kr_kvm_chunkkv = {.name = "chunkkv",
                                      .kind = kr_kv_kind_windows,
                                      .reserve = reserve,
                                      .keeps_prompt = kr_kv_keeps_prompt_always,
                                      .select_window = select_window,
-                                     .per_layer = true};
+                                     .per_layer = true,
+                                     .keys = keys,
+                                     .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
+                                     .defaults = defaults};

@@ -18,11 +18,24 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     int32_t k = 0;
-    kara_status st =
-        kr_kv_select_h2o(q->h2o_acc, pol->kv->seqs[seq].n, q->n_prompt, pol->budget_tokens, pol->t.h2o_heavy_frac,
-                         pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
+    kara_status st = kr_kv_select_h2o(q->h2o_acc, pol->kv->seqs[seq].n, q->n_prompt, pol->budget_tokens,
+                                      kr_kv_tune(&pol->p)->h2o.heavy_frac, pol->keep, &k, pol->select_scratch,
+                                      pol->select_scratch_bytes);
     return kr_kvp_cache_keep(pol, seq, st, k);
 }
 
-const kr_kv_method kr_kvm_h2o = {
-    .name = "h2o", .kind = kr_kv_kind_at_budget, .reserve = reserve, .cache_event = cache_event};
+/* Its settings, under baselines.h2o (configs/README.md): the YAML keys
+ * with their bounds, and their defaults. */
+static const key_spec keys[] = {
+    {"baselines.h2o.heavy_frac", K_FLOAT, KR_TUNE(h2o.heavy_frac), 0, 1, NULL, 0},
+};
+
+static void defaults(kr_kv_tuning *t) { t->h2o.heavy_frac = 0.5f; }
+
+const kr_kv_method kr_kvm_h2o = {.name = "h2o",
+                                 .kind = kr_kv_kind_at_budget,
+                                 .reserve = reserve,
+                                 .cache_event = cache_event,
+                                 .keys = keys,
+                                 .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
+                                 .defaults = defaults};

@@ -18,7 +18,7 @@ static kr_kv_kind kind(const kara_kv_params *p) { return threshold(p) ? KR_KV_AT
 
 static kara_status check(const kara_kv_params *p) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    if (t->t2c_mode != KARA_T2C_POOLED_TOPK && (!(t->candidate_frac > 0) || t->max_gap < 1))
+    if (t->t2c_mode != KR_T2C_POOLED_TOPK && (!(t->candidate_frac > 0) || t->max_gap < 1))
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
                             "%d)",
@@ -64,18 +64,18 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
 static int32_t protects(const kara_kv_params *p, int32_t front) { return front + kr_kv_tune(p)->buffer; }
 
 static bool reads_lines(const kara_kv_params *p) {
-    return kr_kv_tune(p)->t2c_mode == KARA_T2C_LINES || kr_kv_tune(p)->t2c_mode == KARA_T2C_LINE_TAILS;
+    return kr_kv_tune(p)->t2c_mode == KR_T2C_LINES || kr_kv_tune(p)->t2c_mode == KR_T2C_LINE_TAILS;
 }
 
 static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in *in, int32_t k, int32_t *keep,
                                  void *scratch, size_t scratch_bytes) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    if (t->t2c_mode == KARA_T2C_POOLED_TOPK) /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
+    if (t->t2c_mode == KR_T2C_POOLED_TOPK) /* ablation A4: Top-K after max-pool 7 instead of Token2Chunk */
         return kr_kv_select_pooled_topk(in->scores, in->n_c, k, 7, in->protect, keep, scratch, scratch_bytes);
-    if (t->t2c_mode == KARA_T2C_LINES)
+    if (t->t2c_mode == KR_T2C_LINES)
         return kr_kv_select_lines(in->scores, in->n_c, k, t->max_gap, in->line_ends, in->protect, keep, scratch,
                                   scratch_bytes);
-    const uint8_t *tails = t->t2c_mode == KARA_T2C_LINE_TAILS ? in->line_ends : NULL;
+    const uint8_t *tails = t->t2c_mode == KR_T2C_LINE_TAILS ? in->line_ends : NULL;
     kr_kv_t2c_params c = {k, t->candidate_frac, t->max_gap, t->len_penalty, tails};
     return kr_kv_select_t2c(in->scores, in->n_c, &c, in->protect, keep, scratch, scratch_bytes);
 }
@@ -95,7 +95,8 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const int32_t *pos = kv->seqs[seq].pos;
     int32_t n = kv->seqs[seq].n, P = q->n_prompt, n_w = n - P;
     if (n_w < 2) return KARA_OK;
-    int32_t b = pol->t.buffer < n_w ? pol->t.buffer : n_w - 1, n_c = n_w - b, k = pol->budget_tokens - P - b;
+    int32_t b = kr_kv_tune(&pol->p)->buffer < n_w ? kr_kv_tune(&pol->p)->buffer : n_w - 1, n_c = n_w - b,
+            k = pol->budget_tokens - P - b;
     if (k < 0) {
         /* the budget cannot hold the prompt and the buffer: keep everything
          * (the block pool still bounds memory), as snapkv does */
@@ -119,8 +120,9 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 
 /* think_only stops the threshold events as it stops the periodic ones. */
 static int32_t cache_limit(const kr_kv_policy *pol, int32_t seq) {
-    return pol->t.think_only && pol->seqs[seq].think_done ? INT32_MAX
-                                                          : pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
+    return kr_kv_tune(&pol->p)->think_only && pol->seqs[seq].think_done
+        ? INT32_MAX
+        : pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
 }
 
 const kr_kv_method kr_kvm_kara = {.name = "kara",

@@ -11,10 +11,10 @@
 
 static kara_status check(const kara_kv_params *p) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    if (t->lazy_window < 1 || !(t->lazy_alpha >= 0))
+    if (t->lazy.window < 1 || !(t->lazy.alpha >= 0))
         return kr_set_error(KARA_ERR_CONFIG,
                             "baselines.lazy: window must be at least 1 (got %d), alpha at least 0 (got %g)",
-                            t->lazy_window, (double)t->lazy_alpha);
+                            t->lazy.window, (double)t->lazy.alpha);
     return KARA_OK;
 }
 
@@ -28,23 +28,39 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
     s->slot_state = 2 * sizeof(int32_t);
 }
 
-static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->lazy_window; }
+static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->lazy.window; }
 
 static int32_t protects(const kara_kv_params *p, int32_t front) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    return (t->lazy_protect_prompt ? front : 0) + t->lazy_window;
+    return (t->lazy.protect_prompt ? front : 0) + t->lazy.window;
 }
 
-static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->lazy_protect_prompt; }
+static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->lazy.protect_prompt; }
 
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t k = 0;
     kara_status st = kr_kv_select_lazy(q->lazy_last, q->lazy_mri, q->lazy_step, pol->kv->seqs[seq].n,
-                                       t->lazy_protect_prompt ? q->n_prompt : 0, t->lazy_window, pol->budget_tokens,
+                                       t->lazy.protect_prompt ? q->n_prompt : 0, t->lazy.window, pol->budget_tokens,
                                        pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
     return kr_kvp_cache_keep(pol, seq, st, k);
+}
+
+/* Its settings, under baselines.lazy (configs/README.md): the YAML keys
+ * with their bounds, and their defaults. */
+static const key_spec keys[] = {
+    {"baselines.lazy.window", K_INT, KR_TUNE(lazy.window), 1, KR_KEY_MAX_SLOTS, NULL, 0},
+    {"baselines.lazy.alpha", K_FLOAT, KR_TUNE(lazy.alpha), 0, 1, NULL, 0},
+    {"baselines.lazy.protect_prompt", K_BOOL, KR_TUNE(lazy.protect_prompt), 0, 0, NULL, 0},
+};
+
+static void defaults(kr_kv_tuning *t) {
+    /* LazyEviction (Zhang et al. 2025): W 128 (its code's default; the
+     * paper's runs use 101-363 by task), alpha 1e-4 */
+    t->lazy.window = 128;
+    t->lazy.alpha = 1e-4f;
+    t->lazy.protect_prompt = true;
 }
 
 const kr_kv_method kr_kvm_lazy = {.name = "lazy",
@@ -54,4 +70,7 @@ const kr_kv_method kr_kvm_lazy = {.name = "lazy",
                                   .trigger_slack = trigger_slack,
                                   .protects = protects,
                                   .keeps_prompt = keeps_prompt,
-                                  .cache_event = cache_event};
+                                  .cache_event = cache_event,
+                                  .keys = keys,
+                                  .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
+                                  .defaults = defaults};

@@ -13,14 +13,14 @@
 
 static kara_status check(const kara_kv_params *p) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    if (t->rkv_kernel < 1 || t->rkv_kernel % 2 == 0 || t->rkv_obs_window < 1 || t->rkv_trigger_slack < 0 ||
-        !(t->rkv_lambda >= 0 && t->rkv_lambda <= 1) || !(t->rkv_sim_threshold >= -1 && t->rkv_sim_threshold <= 1))
+    if (t->rkv.kernel < 1 || t->rkv.kernel % 2 == 0 || t->rkv.obs_window < 1 || t->rkv.trigger_slack < 0 ||
+        !(t->rkv.lambda >= 0 && t->rkv.lambda <= 1) || !(t->rkv.sim_threshold >= -1 && t->rkv.sim_threshold <= 1))
         return kr_set_error(KARA_ERR_CONFIG,
                             "baselines.rkv: kernel must be odd (got %d), obs_window at least 1 (got %d), "
                             "trigger_slack at least 0 (got %d), lambda in [0, 1] (got %g), sim_threshold in [-1, 1] "
                             "(got %g)",
-                            t->rkv_kernel, t->rkv_obs_window, t->rkv_trigger_slack, (double)t->rkv_lambda,
-                            (double)t->rkv_sim_threshold);
+                            t->rkv.kernel, t->rkv.obs_window, t->rkv.trigger_slack, (double)t->rkv.lambda,
+                            (double)t->rkv.sim_threshold);
     return KARA_OK;
 }
 
@@ -30,22 +30,22 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
     const kr_kv_tuning *t = kr_kv_tune(p);
     int32_t stride = kr_kv_layer_stride(t);
     s->needs_scores = s->needs_redund = true;
-    s->ring_cap = t->rkv_obs_window;
+    s->ring_cap = t->rkv.obs_window;
     s->score_n = max_slots;
-    s->score_q = t->rkv_obs_window;
-    s->score_buf = t->rkv_obs_window;
+    s->score_q = t->rkv.obs_window;
+    s->score_buf = t->rkv.obs_window;
     s->n_scored = (n_layer + stride - 1) / stride;
 }
 
-static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->rkv_trigger_slack; }
+static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->rkv.trigger_slack; }
 
 /* the prompt (protect_prompt) and the observation window */
 static int32_t protects(const kara_kv_params *p, int32_t front) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    return (t->rkv_protect_prompt ? front : 0) + t->rkv_obs_window;
+    return (t->rkv.protect_prompt ? front : 0) + t->rkv.obs_window;
 }
 
-static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->rkv_protect_prompt; }
+static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->rkv.protect_prompt; }
 
 typedef struct redund_task {
     const kr_kv_redund_job *job;
@@ -63,7 +63,7 @@ static void redund_compute(void *arg, int ith, int nth) {
  * keys of slots [first, first + m). */
 static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t m, float *red) {
     kr_kv_cache *kv = pol->kv;
-    const int32_t stride = kr_kv_layer_stride(&pol->t);
+    const int32_t stride = kr_kv_layer_stride(kr_kv_tune(&pol->p));
     const int32_t workers = pol->exec.n_threads < KR_KV_SCORE_WORKERS ? pol->exec.n_threads : KR_KV_SCORE_WORKERS;
     memset(red, 0, (size_t)m * sizeof(float));
     int32_t layers = 0;
@@ -73,7 +73,7 @@ static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int
                            kv->seqs[seq].table, kv->block_size, kv->bytes_per_block};
         kr_kv_redund_job job;
         kara_status st =
-            kr_kv_redund_prepare(&job, &keys, m, pol->n_head_kv, pol->head_dim, pol->t.rkv_sim_threshold,
+            kr_kv_redund_prepare(&job, &keys, m, pol->n_head_kv, pol->head_dim, kr_kv_tune(&pol->p)->rkv.sim_threshold,
                                  pol->redund_scratch, pol->redund_scratch_bytes, workers > 0 ? workers : 1);
         if (st) return st;
         redund_task t = {&job};
@@ -92,9 +92,9 @@ static kara_status redundancy(kr_kv_policy *pol, int32_t seq, int32_t first, int
 static kara_status rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     kr_kv_cache *kv = pol->kv;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kr_kv_tuning *t = &pol->t;
-    const int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, obs = t->rkv_obs_window;
-    const int32_t front = t->rkv_protect_prompt ? q->n_prompt : 0, m = n - front;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
+    const int32_t n = kv->seqs[seq].n, budget = pol->budget_tokens, obs = t->rkv.obs_window;
+    const int32_t front = t->rkv.protect_prompt ? q->n_prompt : 0, m = n - front;
     *k = n;
     if (n <= budget || m <= obs) return KARA_OK;
     if (budget < front + obs) /* checked before the scoring: kr_kv_select_rkv would say the same */
@@ -103,14 +103,14 @@ static kara_status rkv_select(kr_kv_policy *pol, int32_t seq, int32_t *k) {
     const int32_t *pos = kv->seqs[seq].pos;
     /* importance: snapkv's scorer, the newest obs slots asking, summed over
      * them; divided by obs, each query's attention is a distribution */
-    kara_status st = kr_kvp_score_span(pol, seq, front, m, obs, obs, pos[n - 1] + 1 - m, KARA_SCORE_BUFFER_ONLY, false,
-                                       0, pol->n_layer);
+    kara_status st = kr_kvp_score_span(pol, seq, front, m, obs, obs, pos[n - 1] + 1 - m, KR_SCORE_BUFFER_ONLY, false, 0,
+                                       pol->n_layer);
     if (st) return st;
     for (int32_t j = 0; j < m - obs; j++) pol->layer_scores[front + j] = pol->scores[j] / (float)obs;
     /* redundancy over the whole span, the observation window included (its
      * keys are neighbours too); the window itself is kept regardless */
     if ((st = redundancy(pol, seq, front, m, pol->gather + front))) return st;
-    return kr_kv_select_rkv(pol->layer_scores, pol->gather, n, front, obs, t->rkv_kernel, t->rkv_lambda, budget,
+    return kr_kv_select_rkv(pol->layer_scores, pol->gather, n, front, obs, t->rkv.kernel, t->rkv.lambda, budget,
                             pol->keep, k, pol->select_scratch, pol->select_scratch_bytes);
 }
 
@@ -118,6 +118,28 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     int32_t k = 0;
     kara_status st = rkv_select(pol, seq, &k);
     return kr_kvp_cache_keep(pol, seq, st, k);
+}
+
+/* Its settings, under baselines.rkv (configs/README.md): the YAML keys
+ * with their bounds, and their defaults. */
+static const key_spec keys[] = {
+    {"baselines.rkv.trigger_slack", K_INT, KR_TUNE(rkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0},
+    {"baselines.rkv.obs_window", K_INT, KR_TUNE(rkv.obs_window), 1, 65536, NULL, 0},
+    {"baselines.rkv.kernel", K_INT, KR_TUNE(rkv.kernel), 1, 255, NULL, 0},
+    {"baselines.rkv.lambda", K_FLOAT, KR_TUNE(rkv.lambda), 0, 1, NULL, 0},
+    {"baselines.rkv.sim_threshold", K_FLOAT, KR_TUNE(rkv.sim_threshold), -1, 1, NULL, 0},
+    {"baselines.rkv.protect_prompt", K_BOOL, KR_TUNE(rkv.protect_prompt), 0, 0, NULL, 0},
+};
+
+static void defaults(kr_kv_tuning *t) {
+    /* R-KV (Cai et al. 2025): buffer 128, 8 observation queries, lambda 0.1
+     * (the paper; its code defaults to 0.07), similarity threshold 0.5 */
+    t->rkv.trigger_slack = 128;
+    t->rkv.obs_window = 8;
+    t->rkv.kernel = 7;
+    t->rkv.lambda = 0.1f;
+    t->rkv.sim_threshold = 0.5f;
+    t->rkv.protect_prompt = true;
 }
 
 const kr_kv_method kr_kvm_rkv = {.name = "rkv",
@@ -128,4 +150,7 @@ const kr_kv_method kr_kvm_rkv = {.name = "rkv",
                                  .protects = protects,
                                  .keeps_prompt = keeps_prompt,
                                  .cache_event = cache_event,
-                                 .host_only = "its key-redundancy scorer reads the pool on the host"};
+                                 .host_only = "its key-redundancy scorer reads the pool on the host",
+                                 .keys = keys,
+                                 .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
+                                 .defaults = defaults};

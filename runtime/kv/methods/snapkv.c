@@ -15,39 +15,57 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
     const kr_kv_tuning *t = kr_kv_tune(p);
     int32_t stride = kr_kv_layer_stride(t);
     s->needs_scores = true;
-    s->ring_cap = t->snapkv_obs_window;
+    s->ring_cap = t->snapkv.obs_window;
     s->score_n = max_slots;
-    s->score_q = t->snapkv_obs_window;
-    s->score_buf = t->snapkv_obs_window;
+    s->score_q = t->snapkv.obs_window;
+    s->score_buf = t->snapkv.obs_window;
     s->n_scored = (n_layer + stride - 1) / stride;
 }
 
-static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv_trigger_slack; }
+static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv.trigger_slack; }
 
 static int32_t protects(const kara_kv_params *p, int32_t front) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    return (t->snapkv_protect_prompt ? front : 0) + t->snapkv_obs_window;
+    return (t->snapkv.protect_prompt ? front : 0) + t->snapkv.obs_window;
 }
 
-static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv_protect_prompt; }
+static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv.protect_prompt; }
 
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    const kr_kv_tuning *t = &pol->t;
+    const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t n = pol->kv->seqs[seq].n, k = 0;
-    int32_t front = t->snapkv_protect_prompt ? q->n_prompt : 0, obs = t->snapkv_obs_window;
+    int32_t front = t->snapkv.protect_prompt ? q->n_prompt : 0, obs = t->snapkv.obs_window;
     int32_t n_w = n - front;
     if (n_w <= obs) return KARA_OK;
     const int32_t *pos = pol->kv->seqs[seq].pos;
     /* the observation window's queries: the newest obs positions */
-    kara_status st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KARA_SCORE_BUFFER_ONLY,
+    kara_status st = kr_kvp_score_span(pol, seq, front, n_w, obs, obs, pos[n - 1] + 1 - n_w, KR_SCORE_BUFFER_ONLY,
                                        false, 0, pol->n_layer);
     if (!st) {
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
-        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, t->snapkv_kernel, t->snapkv_pool, pol->budget_tokens,
+        st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, t->snapkv.kernel, t->snapkv.pool, pol->budget_tokens,
                                  pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
     }
     return kr_kvp_cache_keep(pol, seq, st, k);
+}
+
+/* Its settings, under baselines.snapkv (configs/README.md): the YAML keys
+ * with their bounds, and their defaults. */
+static const key_spec keys[] = {
+    {"baselines.snapkv.trigger_slack", K_INT, KR_TUNE(snapkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0},
+    {"baselines.snapkv.obs_window", K_INT, KR_TUNE(snapkv.obs_window), 1, 65536, NULL, 0},
+    {"baselines.snapkv.pool", K_ENUM, KR_TUNE(snapkv.pool), 0, 0, kr_pool_reduce_names, 0},
+    {"baselines.snapkv.kernel", K_INT, KR_TUNE(snapkv.kernel), 1, 255, NULL, 0},
+    {"baselines.snapkv.protect_prompt", K_BOOL, KR_TUNE(snapkv.protect_prompt), 0, 0, NULL, 0},
+};
+
+static void defaults(kr_kv_tuning *t) {
+    t->snapkv.trigger_slack = 128;
+    t->snapkv.obs_window = 8;
+    t->snapkv.pool = KR_REDUCE_MAX;
+    t->snapkv.kernel = 7;
+    t->snapkv.protect_prompt = true;
 }
 
 const kr_kv_method kr_kvm_snapkv = {.name = "snapkv",
@@ -56,4 +74,7 @@ const kr_kv_method kr_kvm_snapkv = {.name = "snapkv",
                                     .trigger_slack = trigger_slack,
                                     .protects = protects,
                                     .keeps_prompt = keeps_prompt,
-                                    .cache_event = cache_event};
+                                    .cache_event = cache_event,
+                                    .keys = keys,
+                                    .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
+                                    .defaults = defaults};

@@ -15,18 +15,29 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
 
 static int32_t protects(const kara_kv_params *p, int32_t front) {
     (void)front;
-    return kr_kv_tune(p)->streaming_n_sink;
+    return kr_kv_tune(p)->streaming.n_sink;
 }
 
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     int32_t k = 0;
-    kara_status st =
-        kr_kv_select_streaming(pol->kv->seqs[seq].n, pol->t.streaming_n_sink, pol->budget_tokens, pol->keep, &k);
+    kara_status st = kr_kv_select_streaming(pol->kv->seqs[seq].n, kr_kv_tune(&pol->p)->streaming.n_sink,
+                                            pol->budget_tokens, pol->keep, &k);
     return kr_kvp_cache_keep(pol, seq, st, k);
 }
+
+/* Its settings, under baselines.streaming (configs/README.md): the YAML keys
+ * with their bounds, and their defaults. */
+static const key_spec keys[] = {
+    {"baselines.streaming.n_sink", K_INT, KR_TUNE(streaming.n_sink), 0, 65536, NULL, 0},
+};
+
+static void defaults(kr_kv_tuning *t) { t->streaming.n_sink = 4; }
 
 const kr_kv_method kr_kvm_streaming = {.name = "streaming",
                                        .kind = kr_kv_kind_at_budget,
                                        .reserve = reserve,
                                        .protects = protects,
-                                       .cache_event = cache_event};
+                                       .cache_event = cache_event,
+                                       .keys = keys,
+                                       .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
+                                       .defaults = defaults};
