@@ -108,11 +108,15 @@ static void svg_body(FILE *f, void *user) {
             break;
         }
     bool budget = !strcmp(axis, "budget");
+    /* a retention row can reach more than full's bytes: the axis then runs past 1 */
+    double xmax = 1.0;
+    for (int i = 0; i < n; i++)
+        if (plotted(&rows[i], rows[i].label, axis) && at(&rows[i]) > xmax) xmax = at(&rows[i]);
     static const char *colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
     const int W = 680, H = 420, L = 60, R = 190, T = 30, B = 50;
     const double pw = W - L - R, ph = H - T - B;
-#define X(r) (L + (r)*pw)
+#define X(r) (L + (r) / xmax * pw)
 #define Y(a) (T + (1.0 - (a)) * ph)
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
@@ -122,11 +126,12 @@ static void svg_body(FILE *f, void *user) {
             budget ? "the cap on peak KV bytes (share of full's)" : "peak KV bytes reached (share of full's)");
     for (int i = 0; i <= 10; i += 2) {
         double v = i / 10.0;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X(0), Y(v), X(1), Y(v));
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X(0), Y(v), X(xmax),
+                Y(v));
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>\n", L - 6, Y(v) + 4, i * 10);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.1f</text>\n", X(v), H - B + 18, v);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.2f</text>\n", X(v * xmax), H - B + 18, v * xmax);
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", X(0.5), H - 12,
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", X(0.5 * xmax), H - 12,
             budget ? "KV byte cap / full's peak bytes" : "peak KV bytes / full's (per-window retention rows)");
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"black\"/>\n", L, T, pw,
             ph);
@@ -141,7 +146,7 @@ static void svg_body(FILE *f, void *user) {
         if (level) {
             fprintf(f,
                     "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"6 4\"/>\n",
-                    X(0), Y(accuracy(&rows[i])), X(1), Y(accuracy(&rows[i])), col);
+                    X(0), Y(accuracy(&rows[i])), X(xmax), Y(accuracy(&rows[i])), col);
         } else {
             fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
             for (int j = i; j < n; j++)
