@@ -3,9 +3,9 @@
 
 For each family, tier and Kara interval, generates a held-out set with tools/train/tasks.py
 (--seed, --n: a seed never used in training or tuning gives problems nobody has seen), runs
-`kara eval` on it (full, then every method under budget shares of full's peak and at fixed
-per-window retentions; the threshold baselines get Kara's measured mean footprint there) and
-joins the results:
+`kara eval` on it (full, then every method under caps on its peak KV bytes as shares of full's, and
+at fixed per-window retentions, where the on-demand methods are capped at kara/per_window's peak
+bytes) and joins the results:
 
   DIR/matrix.csv   every row of every run, with family, tier and interval columns
   DIR/matrix.md    one table: accuracy by method (columns) and family / tier / interval / axis / x (rows)
@@ -47,7 +47,8 @@ def run_eval(args, family, tier, interval):
                "--budgets", args.budgets, "--retentions", args.retentions, "--kv-interval", str(interval),
                "--out", out] + args.extra
         r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
+        # exit 1: the run finished with error rows (a method that did not fit its cap), which the CSV marks
+        if r.returncode not in (0, 1) or not os.path.exists(out):
             print(f"{family} tier {tier} interval {interval}: exit {r.returncode}: {r.stderr.strip()[-400:]}",
                   file=sys.stderr)
             return []
@@ -66,7 +67,8 @@ def cell(r):
     failed = int(r.get("failed") or 0)
     if n and failed == n:
         return "n/r"
-    return f"{100.0 * ok / n:.0f}" if n else ""
+    mark = "!" if r.get("status") == "error" else ""  # some problems could not run within the cap
+    return f"{100.0 * ok / n:.0f}{mark}" if n else ""
 
 
 def write_table(args, rows):
@@ -81,11 +83,11 @@ def write_table(args, rows):
     for k in keys:
         full = by.get(k[:3] + ("-", "1.000", "full"))
         vals = [cell(by.get(k + (m,))) for m in methods]
-        best = max((float(v) for v in vals if v not in ("", "n/r")), default=None)
-        vals = [f"**{v}**" if best and v not in ("", "n/r") and float(v) == best else v for v in vals]
+        best = max((float(v.rstrip("!")) for v in vals if v not in ("", "n/r")), default=None)
+        vals = [f"**{v}**" if best and v not in ("", "n/r") and float(v.rstrip("!")) == best else v for v in vals]
         lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {cell(full)} | " + " | ".join(vals) + " |")
     with open(os.path.join(args.out, "matrix.md"), "w") as f:
-        f.write("Accuracy (%) of each method; `n/r`: the method could not admit any problem. Bold: the best (when above 0).\n\n")
+        f.write("Accuracy (%) of each method; `n/r`: the method could not run any problem within its cap; `!`: some problems could not. Bold: the best (when above 0).\n\n")
         f.write("\n".join(lines) + "\n")
 
 

@@ -39,9 +39,15 @@ typedef struct kr_task_row {
     char label[56]; /* "full", "default (kara)", "kara", "kara/per_window", "snapkv", ... */
     kara_kv_method method;
     kara_kv_evict evict;
-    const char *axis; /* "budget": x is the KV cache share of full's peak; "retention": x is the
-                               * per-window retention; "-": the configured budget */
+    const char *axis; /* "budget": x is the cap on peak KV bytes as a share of full's; "retention": x is the
+                       * per-window retention; "-": full (the reference) or the configured budget */
     double x;
+    uint64_t cap_bytes;    /* kv.budget the harness set for this row (0: as configured, no cap of its own) */
+    uint64_t kv_peak;      /* peak KV bytes: blocks in use plus query rings and scoring scratch */
+    uint64_t block_bytes;  /* bytes of one KV block (the pool's granularity) */
+    double peak_share;     /* kv_peak / full's peak bytes on the same problems */
+    double cap_share;      /* cap_bytes / full's peak bytes (0: uncapped) */
+    char error[320];       /* why the row could not run (or its first problem that could not): an error row */
     int32_t seq_tokens;    /* the share each sequence got (slots) */
     int32_t budget_tokens; /* threshold baselines: slots an event keeps */
     int n, correct;
@@ -57,11 +63,13 @@ typedef struct kr_task_row {
     uint64_t events, evicted; /* scoring/compression events, slots evicted */
 } kr_task_row;
 
-/* CSV when path ends in .csv, else JSON. Written through safe_output.h:
- * 0, or the exit code (73, 74) after a message. */
+/* CSV when path ends in .csv, else JSON, the same fields in both (the CSV
+ * starts method,row,share,accuracy,peak_share). Written through
+ * safe_output.h: 0, or the exit code (73, 74) after a message. */
 int kr_eval_write_results(const char *path, const kr_task_row *rows, int n);
-/* Accuracy against the KV share of full's peak (or the retention), one line
- * per label (full as a level line). Returns as kr_eval_write_results. */
+/* Accuracy against peak KV bytes as a share of full's: budget rows at their
+ * cap, retention rows at the share they reached; one line per label (full as
+ * a level line), error rows left out. Returns as kr_eval_write_results. */
 int kr_eval_write_svg(const char *path, const kr_task_row *rows, int n);
 
 #endif

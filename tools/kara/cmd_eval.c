@@ -4,20 +4,21 @@
  * Each problem is rendered with the model's chat template (thinking on),
  * generated greedily by default, and its answer (the text after the
  * thinking; the content of \boxed{...} when there is one) compared with the
- * reference. Rows, in order:
- *   full      every token kept (the reference accuracy and peak);
+ * reference. A method's cost is its peak KV bytes (blocks in use plus query
+ * rings and scoring scratch: kara_context_kv_bytes_peak) over full's peak
+ * bytes on the same problem set. Rows, in order:
+ *   full      every token kept (the unit of every share);
  *   default   the configuration as given (method, eviction, budget);
- *   per budget share f (--budgets): each method with a share of
- *             round(f x full's peak slots) per sequence (kv_cache.seq_tokens),
- *             so every method holds at most the same KV cache;
- *   per retention r (--retentions, none by default): the window methods with
- *             kara.evict per_window at that retention and no share (the
- *             paper's setting), the threshold baselines at Kara's measured
- *             mean footprint.
+ *   per budget share f (--budgets): each method with kv.budget capped at
+ *             f x full's peak bytes, so no method holds more;
+ *   per retention r (--retentions, none by default): kara/per_window at r
+ *             (the paper's setting), the other NAME/per_window methods at r,
+ *             and every on-demand method capped at kara/per_window's peak.
  * snapkv's and rkv's trigger slack and lazy's window are scaled to a quarter
- * of the share (budget rows) or of Kara's mean footprint (retention rows).
- * A problem a method cannot admit within its share is counted wrong and
- * reported. Every problem has a token cap (twice its reference thinking length plus
+ * of the slots the cap stands for. A method that cannot be created within
+ * its cap, or a problem it cannot admit, makes an error row (counted wrong,
+ * the reason kept) and the exit status 1.
+ * Every problem has a token cap (twice its reference thinking length plus
  * 64 when the task file gives think_tokens, else -n), so a derailed
  * sequence cannot run on; capped problems are counted. */
 #include <math.h>
@@ -38,7 +39,7 @@
 
 #define MAX_METHODS 16
 #define MAX_POINTS 8
-#define MAX_ROWS (2 + 2 * MAX_METHODS * MAX_POINTS)
+#define MAX_ROWS (2 + MAX_POINTS * (2 * MAX_METHODS + 1)) /* a retention adds its reference */
 
 typedef struct method_spec {
     bool as_configured; /* "default": the configuration as given */
@@ -70,14 +71,15 @@ static const kr_cli_flag eval_flags[] = {
      "`default` for the configuration as given (default: full,default,kara,kara/per_window,"
      "snapkv,streaming,h2o,rkv,lazy,chunkkv,recent,random)"},
     {"--budgets", true,
-     "comma-separated KV cache shares of full's peak each method gets (default: 0.5,0.3,0.2; "
-     "none to skip)"},
+     "comma-separated hard caps on each method's peak KV bytes (cache, query rings, scoring scratch), as shares "
+     "of full's peak bytes (default: 0.5,0.3,0.2; none to skip)"},
     {"--retentions", true,
-     "also run the window methods per_window at these retentions, without a share (default: none)"},
+     "also run kara/per_window at these retentions, the methods listed NAME/per_window the same way, and every "
+     "other method capped at kara/per_window's peak bytes (default: none)"},
     {"--cap-factor", true, "token cap per problem: this many times its think_tokens, plus 64 (default: 2)"},
     {"--limit", true, "use the first N problems of each file (default: all)"},
-    {"--out", true, "write the results as CSV (.csv) or JSON (.json)"},
-    {"--plot", true, "write an SVG plot of accuracy against the KV share (or retention)"},
+    {"--out", true, "write the results as CSV (.csv: method,row,share,accuracy,peak_share,...) or JSON (.json)"},
+    {"--plot", true, "write an SVG plot of accuracy against the share of full's peak KV bytes"},
 };
 #define N_EVAL_FLAGS (int)(sizeof eval_flags / sizeof eval_flags[0])
 
@@ -90,6 +92,11 @@ static int parse_list(const char *what, const char *v, int (*item)(eval_opts *, 
             return KR_EXIT_USAGE;
         }
     return -1;
+}
+
+static bool threshold_method(kara_kv_method m) {
+    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O ||
+        m == KARA_KV_METHOD_RKV || m == KARA_KV_METHOD_LAZY;
 }
 
 /* "kara", "kara/per_window", "chunkkv/on_demand" */
@@ -115,6 +122,11 @@ static int add_method(eval_opts *o, const char *text) {
             return 0;
     }
     if (kara_kv_method_parse(name, &m->method) != KARA_OK) return 0;
+    if (slash && (m->method == KARA_KV_METHOD_FULL || threshold_method(m->method))) {
+        fprintf(stderr, "kara eval: --methods: %s has no per-window eviction (only kara, chunkkv, recent, random)\n",
+                name);
+        return 0;
+    }
     snprintf(m->label, sizeof m->label, "%s%s", name, m->evict == KARA_KV_EVICT_PER_WINDOW ? "/per_window" : "");
     o->n_methods++;
     return 1;
@@ -173,7 +185,9 @@ static int parse(int argc, char **argv, eval_opts *o) {
     rc = kr_cli_finish("eval",
                        "usage: kara eval -m MODEL --tasks FILE.jsonl [options]\n\n"
                        "Accuracy, thinking length, KV memory and speed: full KV, the configuration as given,\n"
-                       "then every method under KV shares of full's peak. Greedy unless --temp is given.\n\n",
+                       "then every method under hard caps on its peak KV bytes, as shares of full's. A method\n"
+                       "that cannot run within its cap is an error row, and the exit status is then 1.\n"
+                       "Greedy unless --temp is given.\n\n",
                        eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
     if (rc >= 0) return rc;
     if (!o->n_tasks_files) {
@@ -198,9 +212,10 @@ typedef struct eval_run {
     const kr_eval_tasks *tasks;
     kr_task_row rows[MAX_ROWS];
     int n_rows;
-    bool dry;         /* counting the rows run_all would run, for the progress line */
-    int planned;      /* rows of the whole run */
-    kr_progress prog; /* problems done of planned x tasks */
+    bool dry;            /* counting the rows run_all would run, for the progress line */
+    int planned;         /* rows of the whole run */
+    kr_progress prog;    /* problems done of planned x tasks */
+    uint64_t full_bytes; /* full's peak KV bytes in plain decoding: the unit of every share */
 } eval_run;
 
 /* The token cap of a problem: cap_factor x its reference thinking length
@@ -208,6 +223,13 @@ typedef struct eval_run {
 static int32_t token_cap(const eval_opts *o, const kr_eval_task *t) {
     if (t->think_tokens > 0) return (int32_t)lround(o->cap_factor * t->think_tokens) + 64;
     return o->cfg.max_tokens;
+}
+
+/* The first problem of a row that could not run: on stderr, and as the
+ * row's error (an error row: the method did not fit its cap). */
+static void note_failure(kr_task_row *row, const kr_eval_task *t, const char *what) {
+    fprintf(stderr, "kara eval: %s: %s: %s%s\n", row->label, t->where, what, kara_last_error());
+    snprintf(row->error, sizeof row->error, "%s: %s%s", t->where, what, kara_last_error());
 }
 
 static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row *row) {
@@ -221,11 +243,17 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     kara_context *ctx;
     if (kara_context_create(m, &cp, &ctx) != KARA_OK) {
         fprintf(stderr, "kara eval: %s: %s\n", row->label, kara_last_error());
-        return KR_EXIT_CONFIG;
+        if (!row->cap_bytes) return KR_EXIT_CONFIG;
+        /* a cap the method cannot fit (its reservation and one block): an
+         * error row, every problem counted wrong, and the run goes on */
+        snprintf(row->error, sizeof row->error, "%s", kara_last_error());
+        row->n = row->failed = tasks->n;
+        return KR_EXIT_OK;
     }
     kara_kv_stats ks;
     kara_context_kv_stats(ctx, &ks);
     row->seq_tokens = ks.seq_tokens;
+    row->block_bytes = ks.blocks_total > 0 ? ks.pool_bytes / (uint64_t)ks.blocks_total : 0;
     kara_generator_params gp;
     kara_generator_params_init(&gp);
     gp.sampling = o->cfg.sampling;
@@ -271,7 +299,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         if (!st) st = kara_generator_start(gen, 0, ids, n);
         row->n++;
         if (st) {
-            if (!row->failed++) fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
+            if (!row->failed++) note_failure(row, t, "");
             continue; /* counts as wrong: the request could not run */
         }
         size_t alen = 0;
@@ -289,7 +317,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         }
         t_gen += kr_monotonic_seconds() - t0;
         if (st < 0) {
-            if (!row->failed++) fprintf(stderr, "kara eval: %s: %s: %s\n", row->label, t->where, kara_last_error());
+            if (!row->failed++) note_failure(row, t, "stopped: ");
             continue;
         }
         answer[alen] = 0;
@@ -323,6 +351,7 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
     row->cache_peak = ks.cache_bytes_peak;
     row->reserved = ks.reserved_bytes;
     row->events = ks.events;
+    row->kv_peak = kara_context_kv_bytes_peak(ctx);
     row->evicted = ks.slots_evicted;
     free(prompt);
     free(answer);
@@ -334,9 +363,9 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
 }
 
 static void print_header(FILE *f) {
-    fprintf(f, "%-20s %7s %6s %5s %7s %6s %9s %10s %9s %11s %12s %9s %7s %8s\n", "method", "kv", "share", "n", "acc",
-            "capped", "think_tok", "mean_slots", "peak_slot", "cache_KiB", "reserved_KiB", "tok/s", "events",
-            "evicted");
+    fprintf(f, "%-20s %7s %6s %5s %7s %6s %9s %10s %9s %11s %12s %9s %7s %8s %8s %10s\n", "method", "kv", "share", "n",
+            "acc", "capped", "think_tok", "mean_slots", "peak_slot", "cache_KiB", "reserved_KiB", "tok/s", "events",
+            "evicted", "cap", "peak_share");
 }
 
 static void print_row(FILE *f, const kr_task_row *r) {
@@ -345,18 +374,19 @@ static void print_row(FILE *f, const kr_task_row *r) {
         snprintf(kv, sizeof kv, "-");
     else
         snprintf(kv, sizeof kv, "%s%.2f", !strcmp(r->axis, "budget") ? "" : "r=", r->x);
-    fprintf(f, "%-20s %7s %6d %5d %6.1f%% %6d %9.1f %10.1f %9d %11.1f %12.1f %9.1f %7llu %8llu\n", r->label, kv,
-            r->seq_tokens, r->n, r->n ? 100.0 * r->correct / r->n : 0.0, r->capped, r->think_tokens, r->cached_slots,
-            r->peak_slots, r->cache_peak / 1024.0, r->reserved / 1024.0, r->tok_s, (unsigned long long)r->events,
-            (unsigned long long)r->evicted);
-    if (r->failed)
-        fprintf(f, "%-20s %d of %d problems could not run (counted wrong; stderr says why)\n", "", r->failed, r->n);
+    char capv[16];
+    if (r->cap_bytes)
+        snprintf(capv, sizeof capv, "%.4f", r->cap_share);
+    else
+        snprintf(capv, sizeof capv, "-");
+    fprintf(f, "%-20s %7s %6d %5d %6.1f%% %6d %9.1f %10.1f %9d %11.1f %12.1f %9.1f %7llu %8llu %8s %10.4f\n", r->label,
+            kv, r->seq_tokens, r->n, r->n ? 100.0 * r->correct / r->n : 0.0, r->capped, r->think_tokens,
+            r->cached_slots, r->peak_slots, r->cache_peak / 1024.0, r->reserved / 1024.0, r->tok_s,
+            (unsigned long long)r->events, (unsigned long long)r->evicted, capv, r->peak_share);
+    if (r->error[0])
+        fprintf(f, "%-20s error row: %d of %d problems could not run (counted wrong): %s\n", "", r->failed, r->n,
+                r->error);
     fflush(f);
-}
-
-static bool threshold_method(kara_kv_method m) {
-    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O ||
-        m == KARA_KV_METHOD_RKV || m == KARA_KV_METHOD_LAZY;
 }
 
 /* Within a small share (or budget), a slack (snapkv, rkv) or lazy's window,
@@ -369,7 +399,9 @@ static void fit_slacks(kara_kv_params *kv, int32_t share) {
         if (kr_kv_int(kv, keys[i]) > share / 4) kr_kv_set_num(kv, keys[i], share / 4 > 8 ? share / 4 : 8);
 }
 
-static int run_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {
+/* One row. cap: the row's hard cap on peak KV bytes (kv.budget: pool, query
+ * rings and scoring scratch together), 0 to run as configured. */
+static kr_task_row *new_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {
     kr_task_row *r = &e->rows[e->n_rows++];
     memset(r, 0, sizeof *r);
     snprintf(r->label, sizeof r->label, "%s", label);
@@ -378,8 +410,30 @@ static int run_row(eval_run *e, const kara_context_params *cp, const char *label
     r->axis = axis;
     r->x = x;
     r->budget_tokens = kr_kv_int(&cp->kv, "baselines.budget_tokens");
+    return r;
+}
+
+static int run_row(eval_run *e, const kara_context_params *cp_in, const char *label, const char *axis, double x,
+                   uint64_t cap) {
+    kara_context_params cp = *cp_in;
+    if (cap) {
+        cp.kv.budget = cap;
+        cp.kv.seq_tokens = 0; /* the whole pool the cap leaves after the method's reservation */
+    }
+    kr_task_row *r = new_row(e, &cp, label, axis, x);
+    r->cap_bytes = cap;
     if (e->dry) return KR_EXIT_OK;
-    int rc = run_config(e, cp, r);
+    int rc = run_config(e, &cp, r);
+    if (e->n_rows == 1) {
+        /* full's peak bytes in plain decoding (its most slots held, in whole
+         * blocks), so that the shares do not depend on --spec */
+        int32_t bs = cp.kv.block_size > 0 ? cp.kv.block_size : 16;
+        e->full_bytes = (uint64_t)((r->plain_peak + bs - 1) / bs) * r->block_bytes + r->reserved;
+    }
+    if (e->full_bytes) {
+        r->peak_share = (double)r->kv_peak / (double)e->full_bytes;
+        r->cap_share = (double)cap / (double)e->full_bytes;
+    }
     kr_progress_clear(&e->prog); /* the table row goes to the same terminal */
     if (rc == KR_EXIT_OK) print_row(stdout, r);
     fflush(stdout);
@@ -392,52 +446,92 @@ static bool listed(const eval_opts *o, bool as_configured, kara_kv_method m) {
     return false;
 }
 
-/* full (always: its peak sets the shares), the configuration as given,
- * then each budget share and retention. */
+/* A row that cannot be run at all (nothing to match its cap to): an error
+ * row with the reason, every problem counted wrong. */
+static void refuse_row(eval_run *e, const kara_context_params *cp, const char *label, double x, const char *why) {
+    kr_task_row *r = new_row(e, cp, label, "retention", x);
+    if (e->dry) return;
+    snprintf(r->error, sizeof r->error, "%s", why);
+    r->n = r->failed = e->tasks->n;
+    fprintf(stderr, "kara eval: %s at r %.2f: %s\n", label, x, why);
+    print_row(stdout, r);
+}
+
+/* The reference row of a retention: Kara evicting per window. */
+static bool is_reference(const method_spec *ms) {
+    return !ms->as_configured && ms->method == KARA_KV_METHOD_KARA && ms->evict == KARA_KV_EVICT_PER_WINDOW;
+}
+
+static kara_context_params method_params(const eval_opts *o, const method_spec *ms, const char *evict) {
+    kara_context_params cp = o->cfg.context;
+    cp.kv.method = ms->method;
+    kr_kv_set(&cp.kv, "kara.evict", evict);
+    return cp;
+}
+
+/* full first (always: its peak bytes are the unit of every share), the
+ * configuration as given, then each budget and retention row.
+ *
+ * Full's peak bytes are those of plain decoding (run_row). A budget row
+ * caps each method's peak bytes at share x those. A retention row runs
+ * kara/per_window at that retention (as the reference, listed or not) and
+ * every other window method listed NAME/per_window the same way; every
+ * method listed on demand (the threshold baselines, kara, chunkkv, ...) runs
+ * under a cap of the reference's measured peak bytes, so that no method in
+ * the row holds more memory than Kara did. */
 static int run_all(eval_run *e) {
     const eval_opts *o = e->o;
     kara_context_params cp = o->cfg.context;
     cp.kv.method = KARA_KV_METHOD_FULL;
-    int rc = run_row(e, &cp, "full", "-", 1.0);
+    e->full_bytes = 0;
+    int rc = run_row(e, &cp, "full", "-", 1.0, 0);
     if (rc) return rc;
-    /* the shares: of full's peak as plain decoding holds it, so that they
-     * do not depend on --spec */
     int32_t full_peak = e->rows[0].plain_peak;
+    if (!e->dry && e->full_bytes)
+        fprintf(stderr, "kara eval: full's peak: %d slots, %.1f KiB (plain decoding); shares are of these bytes\n",
+                full_peak, e->full_bytes / 1024.0);
+    if (!e->dry && !e->full_bytes) {
+        fprintf(stderr, "kara eval: full's peak bytes are 0 (no problem ran): no share can be set\n");
+        return KR_EXIT_DATAERR;
+    }
     char label[48];
     snprintf(label, sizeof label, "default (%s)", kara_kv_method_name(o->cfg.context.kv.method));
-    if (listed(o, true, 0) && (rc = run_row(e, &o->cfg.context, label, "-", 1.0))) return rc;
+    if (listed(o, true, 0) && (rc = run_row(e, &o->cfg.context, label, "-", 1.0, 0))) return rc;
     for (int b = 0; b < o->n_budgets && !rc; b++)
         for (int i = 0; i < o->n_methods && !rc; i++) {
             const method_spec *ms = &o->methods[i];
             if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL) continue;
-            cp = o->cfg.context;
-            cp.kv.method = ms->method;
-            kr_kv_set(&cp.kv, "kara.evict", ms->evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window");
-            cp.kv.seq_tokens = (int32_t)lround(o->budgets[b] * full_peak);
-            if (cp.kv.seq_tokens < 1) cp.kv.seq_tokens = 1;
-            fit_slacks(&cp.kv, cp.kv.seq_tokens);
-            rc = run_row(e, &cp, ms->label, "budget", o->budgets[b]);
+            cp = method_params(o, ms, ms->evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window");
+            fit_slacks(&cp.kv, (int32_t)lround(o->budgets[b] * full_peak));
+            uint64_t cap = (uint64_t)floor(o->budgets[b] * (double)e->full_bytes);
+            rc = run_row(e, &cp, ms->label, "budget", o->budgets[b], cap ? cap : 1);
         }
+    static const method_spec reference = {false, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, "kara/per_window"};
     for (int ri = 0; ri < o->n_retentions && !rc; ri++) {
-        /* Kara first: its mean footprint is the threshold baselines' budget */
-        int32_t kr_slots = 0;
-        for (int pass = 0; pass < 2 && !rc; pass++)
-            for (int i = 0; i < o->n_methods && !rc; i++) {
-                const method_spec *ms = &o->methods[i];
-                bool kr_first = ms->method == KARA_KV_METHOD_KARA && ms->evict == KARA_KV_EVICT_PER_WINDOW;
-                if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL || kr_first != (pass == 0)) continue;
-                if (ms->evict == KARA_KV_EVICT_ON_DEMAND && !threshold_method(ms->method)) continue;
-                cp = o->cfg.context;
-                cp.kv.method = ms->method;
-                kr_kv_set(&cp.kv, "kara.evict", "per_window");
+        cp = method_params(o, &reference, "per_window");
+        cp.kv.retention = o->retentions[ri];
+        rc = run_row(e, &cp, reference.label, "retention", o->retentions[ri], 0);
+        const kr_task_row *ref = &e->rows[e->n_rows - 1];
+        /* what Kara held over the problems that ran; none ran: nothing to match */
+        uint64_t ref_bytes = ref->failed < ref->n ? ref->kv_peak : 0;
+        int32_t ref_slots = ref->peak_slots;
+        for (int i = 0; i < o->n_methods && !rc; i++) {
+            const method_spec *ms = &o->methods[i];
+            if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL || is_reference(ms)) continue;
+            if (ms->evict == KARA_KV_EVICT_PER_WINDOW) {
+                cp = method_params(o, ms, "per_window");
                 cp.kv.retention = o->retentions[ri];
-                if (threshold_method(ms->method) && kr_slots > 0) {
-                    kr_kv_set_num(&cp.kv, "baselines.budget_tokens", kr_slots);
-                    fit_slacks(&cp.kv, kr_slots);
-                }
-                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri]);
-                if (kr_first && !rc) kr_slots = (int32_t)lround(e->rows[e->n_rows - 1].cached_slots);
+                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri], 0);
+                continue;
             }
+            cp = method_params(o, ms, "on_demand");
+            fit_slacks(&cp.kv, ref_slots);
+            if (!e->dry && !ref_bytes)
+                refuse_row(e, &cp, ms->label, o->retentions[ri],
+                           "kara/per_window ran no problem at this retention: no peak bytes to cap this method at");
+            else
+                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri], ref_bytes);
+        }
     }
     return rc;
 }
@@ -481,6 +575,14 @@ static int eval_main(int argc, char **argv) {
     kr_progress_clear(&e.prog);
     if (rc == KR_EXIT_OK && o.out) rc = kr_eval_write_results(o.out, e.rows, e.n_rows);
     if (rc == KR_EXIT_OK && o.plot) rc = kr_eval_write_svg(o.plot, e.rows, e.n_rows);
+    int errors = 0;
+    for (int i = 0; i < e.n_rows; i++) errors += e.rows[i].error[0] != 0;
+    if (rc == KR_EXIT_OK && errors) {
+        fprintf(stderr,
+                "kara eval: %d of %d rows are error rows (their methods could not run; the table says why); exit %d\n",
+                errors, e.n_rows, KR_EXIT_PARTIAL);
+        rc = KR_EXIT_PARTIAL;
+    }
     kara_model_free(m);
     kr_eval_tasks_free(&tasks);
     return rc;
