@@ -159,38 +159,34 @@ static void size_text(uint64_t bytes, char *buf, size_t size) {
         snprintf(buf, size, "%.1f %s", v, units[u]);
 }
 
-/* kv_cache.budget auto sizes the pool for every sequence whole (n_ctx x
- * n_seq_max). More than the machine's memory would fail in the allocator
- * with nothing to act on; it is refused here with what would fit. */
-static kara_status pool_fits_memory(const kr_kv_plan *plan) {
-    uint64_t phys = kr_mem_physical_bytes();
-    if (plan->p.budget || !phys) return KARA_OK;
-    uint64_t seq_bytes = (uint64_t)plan->blocks_per_seq * plan->block_bytes;
-    uint64_t need = (uint64_t)plan->n_seq_max * seq_bytes + plan->reserved_bytes;
-    if (need <= phys) return KARA_OK;
-    uint64_t room = phys > plan->reserved_bytes ? phys - plan->reserved_bytes : 0;
-    uint64_t seqs = seq_bytes ? room / seq_bytes : 0;
-    uint64_t tokens = room / (uint64_t)plan->n_seq_max / plan->block_bytes * (uint64_t)plan->p.block_size;
-    char need_s[32], phys_s[32];
-    size_text(need, need_s, sizeof need_s);
-    size_text(phys, phys_s, sizeof phys_s);
-    return kr_set_error(KARA_ERR_KV_BUDGET,
-                        "a KV cache for a context of %d tokens x %d sequence%s (batch.max_concurrency, -j) needs %s "
-                        "with kv_cache.budget auto, more than the %s of memory here: %llu sequence%s of %d tokens, or "
-                        "%d sequence%s of about %llu tokens, would fit; lower -c or -j, or set a --kv-budget",
-                        plan->n_ctx, plan->n_seq_max, plan->n_seq_max == 1 ? "" : "s", need_s, phys_s,
-                        (unsigned long long)seqs, seqs == 1 ? "" : "s", plan->n_ctx, plan->n_seq_max,
-                        plan->n_seq_max == 1 ? "" : "s", (unsigned long long)tokens);
-}
-
 /* The memory a context reserves grows with its size (the KV pool, the
  * attention rows of each thread): one the machine cannot hold is refused
  * here, with what it needs and what there is, rather than at an allocation
- * that fails without saying why (or succeeds, overcommitted, and swaps). */
+ * that fails without saying why (or succeeds, overcommitted, and swaps).
+ * With kv_cache.budget auto the pool alone is the usual culprit (n_ctx x
+ * n_seq_max, every sequence whole), so that case says what would fit. */
 static kara_status check_fits(const kara_context *c, const kr_kv_plan *plan) {
     const kr_hparams *hp = &c->model->hp;
     uint64_t have = kr_mem_physical_bytes();
     if (!have) return KARA_OK;
+    uint64_t seq_bytes = (uint64_t)plan->blocks_per_seq * plan->block_bytes;
+    uint64_t pool = (uint64_t)plan->n_seq_max * seq_bytes + plan->reserved_bytes;
+    if (!plan->p.budget && pool > have) {
+        uint64_t room = have > plan->reserved_bytes ? have - plan->reserved_bytes : 0;
+        uint64_t seqs = seq_bytes ? room / seq_bytes : 0;
+        uint64_t tokens = room / (uint64_t)plan->n_seq_max / plan->block_bytes * (uint64_t)plan->p.block_size;
+        char need_s[32], have_s[32];
+        size_text(pool, need_s, sizeof need_s);
+        size_text(have, have_s, sizeof have_s);
+        return kr_set_error(KARA_ERR_KV_BUDGET,
+                            "a KV cache for a context of %d tokens x %d sequence%s (batch.max_concurrency, -j) needs "
+                            "%s with kv_cache.budget auto, more than the %s of memory here: %llu sequence%s of %d "
+                            "tokens, or %d sequence%s of about %llu tokens, would fit; lower -c or -j, or set a "
+                            "--kv-budget",
+                            plan->n_ctx, plan->n_seq_max, plan->n_seq_max == 1 ? "" : "s", need_s, have_s,
+                            (unsigned long long)seqs, seqs == 1 ? "" : "s", plan->n_ctx, plan->n_seq_max,
+                            plan->n_seq_max == 1 ? "" : "s", (unsigned long long)tokens);
+    }
     int32_t rows = hp->n_head / hp->n_head_kv > KR_ATT_ROWS ? hp->n_head / hp->n_head_kv : KR_ATT_ROWS;
     double kv = (double)plan->n_blocks * (double)plan->block_bytes + (double)plan->reserved_bytes;
     double att = (double)c->n_threads * rows * (double)c->n_ctx * sizeof(float);
@@ -276,7 +272,6 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     kr_kv_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim};
     kr_kv_plan plan;
     kara_status st = kr_kv_plan_make(&plan, &c->params.kv, &shape, c->n_ctx, params->n_seq_max);
-    if (!st) st = pool_fits_memory(&plan);
     if (!st) st = check_fits(c, &plan);
     if (!st) st = kr_kv_init(&c->kv, &plan);
     if (st) {
