@@ -214,19 +214,6 @@ const kr_batch_answer *kr_batch_output_lookup(const kr_batch_output *o, const ch
     return found && idx < o->n_keys ? &o->ans[idx] : NULL;
 }
 
-/* Write all of buf to fd (opened O_APPEND) and make it durable. */
-static int write_durable(int fd, const char *buf, size_t len) {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t k = write(fd, buf + done, len - done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return errno;
-        done += (size_t)k;
-    }
-    if (fsync(fd) != 0 && errno != EINVAL) return errno;
-    return 0;
-}
-
 int kr_batch_write_atomic(const char *path, const char *buf, size_t len) {
     /* through the CLI's one writer: only a regular file that is no input,
      * a temporary of our own beside it (beside a symlink's target) */
@@ -359,7 +346,7 @@ static int rewrite(kr_batch_output *o, rewrite_ctx *c, const char *hold_path, in
         if (e) fprintf(stderr, "kara batch: %s\n", tmp.why);
     }
     if (!e && flock(tmp.fd, LOCK_EX | LOCK_NB) != 0) e = errno;
-    if (!e) e = write_durable(tmp.fd, c->keep.p ? c->keep.p : "", c->keep.len);
+    if (!e) e = kr_out_write(&tmp, c->keep.p ? c->keep.p : "", c->keep.len); /* kr_out_commit syncs */
     if (!e) e = kr_out_commit(&tmp);
     if (!e) {
         close(o->fd); /* the old file's lock goes with it; the new one is locked */
