@@ -135,7 +135,7 @@ run "$KARA" run -m "$M" -p "hello" -n 5 --temp 0
 check "kara run's stdout ends with a newline" '[ "$(tail -c 1 "$tmp/out" | od -An -c | tr -d " ")" == "\n" ]'
 if command -v script >/dev/null 2>&1; then
     # eval on a terminal: a progress line with an ETA, and no escape code
-    NO_COLOR=1 script -qec "$KARA eval -m $R --tasks $SRC/tests/data/reuse-tier1.jsonl --limit 8 --methods kara --budgets 0.5 -t 1 >$tmp/eval.out" "$tmp/tty.log" >/dev/null 2>&1
+    NO_COLOR=1 script -qec "$KARA eval -m $R --tasks $SRC/tests/data/reuse-tier1.jsonl --limit 8 --methods streaming --budgets 0.5 -t 1 >$tmp/eval.out" "$tmp/tty.log" >/dev/null 2>&1
     check "eval shows progress with an ETA on a terminal" 'grep -q "kara eval: [0-9]*/16 problems.*ETA" "$tmp/tty.log"'
     check "NO_COLOR=1: no escape code on the terminal" '! has_esc "$tmp/tty.log"'
     check "eval's table is whole" '[ $(grep -c "%" "$tmp/eval.out") -eq 2 ]'
