@@ -29,7 +29,8 @@ import tasks  # noqa: E402
 from model import Config, Model  # noqa: E402
 
 INFO_LINE = {"late": re.compile(rb"^p\d+(:\d+\*\d+)?=\d{4}$"),  # formats 2 and 1
-             "reuse": re.compile(rb"^(p\d+=\d{5}|[sc]\d+(=p\d+)?=\d{5,6})$")}
+             "reuse": re.compile(rb"^(p\d+=\d{4}|[sc]\d+(=p\d+)?=\d{5,6})$"),
+             "chase": re.compile(rb"^(p\d+=|#\d+ gives |node \d+ is )\d{4}$")}
 
 
 def load_model(path):

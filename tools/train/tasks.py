@@ -46,7 +46,14 @@ line shapes:
 
 Token ids: one token per byte (id = byte value), then the specials below.
 
-  tasks.py --family {late,reuse} --tier T --n N --seed S [--out FILE]   one held-out set (JSONL)
+The "chase" family (tasks_chase.py) has another shape: pointer chasing
+through a table of products the thinking wrote, read back in an order only
+the data decides, from result lines of three formats; the answer is a node id.
+
+Tier 5 of every family is the long tier: over 3,000 thinking tokens, for a
+model whose context is 8,192 (the plain model, train.py --context 8192).
+
+  tasks.py --family {late,reuse,chase} --tier T --n N --seed S [--out FILE]   one held-out set (JSONL)
   tasks.py --all [--seed 1234] [--dir tests/data]                       every shipped set
   tasks.py --show N [--family reuse]                                    one worked example
 """
@@ -56,22 +63,30 @@ import os
 import random
 import sys
 
+import tasks_chase as chase
+
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 ENDOFTEXT, IM_START, IM_END, THINK, END_THINK = range(256, 256 + len(SPECIALS))
 VOCAB_SIZE = 256 + len(SPECIALS)
 
-FAMILIES = ("late", "reuse")
+FAMILIES = ("late", "reuse", "chase")
 # Tiers by number of products; the late family's thinking length follows from
 # N exactly, the reuse family's varies with the operands.
-TIERS = {1: 2, 2: 3, 3: 4, 4: 6}
-REUSE_TIERS = {1: 2, 2: 3, 3: 4, 4: 6}
-FAMILY_TIERS = {"late": TIERS, "reuse": REUSE_TIERS}
+# Tier 5 is the long tier (over 3,000 thinking tokens; sums stay below
+# 100,000, so every running sum fits its 5 digits).
+TIERS = {1: 2, 2: 3, 3: 4, 4: 6, 5: 16}
+REUSE_TIERS = {1: 2, 2: 3, 3: 4, 4: 6, 5: 14}
+FAMILY_TIERS = {"late": TIERS, "reuse": REUSE_TIERS, "chase": chase.TIERS}
 # Training mix: number of products -> relative weight (tokens per batch are
 # kept constant, so the weight is the share of training tokens).
 TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.5, 6: 2.0, 7: 1.0}
 REUSE_TRAIN_MIX = {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.5, 5: 1.5, 6: 2.0}
-FAMILY_MIX = {"late": TRAIN_MIX, "reuse": REUSE_TRAIN_MIX}
-CONTEXT = 2048  # the model's context: longer training transcripts are redrawn
+FAMILY_MIX = {"late": TRAIN_MIX, "reuse": REUSE_TRAIN_MIX, "chase": chase.TRAIN_MIX}
+# The plain model's mix reaches the long tier (tier 5) of every family.
+LONG_MIX = {"late": {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 6: 1.5, 8: 1.0, 11: 1.0, 14: 0.7, 17: 0.5, 19: 0.3},
+            "reuse": {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 6: 1.5, 8: 1.0, 10: 1.0, 12: 0.7, 15: 0.5, 17: 0.3},
+            "chase": chase.LONG_MIX}
+CONTEXT = 2048  # the first model's context: longer training transcripts are redrawn
 
 # Span kinds of the thinking tokens (used by the training-time masking and the
 # oracle evaluation).
@@ -97,14 +112,22 @@ def decode_ids(ids):
 
 
 def make_problem(rng, n_terms, family="late"):
-    if family == "late":
-        return [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(n_terms)]
-    terms = []
-    for _ in range(n_terms):
-        a = rng.randint(10, 99)
-        b = rng.randint(2, 9) if rng.random() < 0.5 else rng.randint(10, 99)
-        terms.append((a, b))
-    return terms
+    """A problem of n_terms: products (late, reuse) or nodes (chase; hops
+    about as many). Sums of 11 or more products are redrawn until they fit 5
+    digits (never needed below that, so the shipped sets are unchanged)."""
+    if family == "chase":
+        return chase.make_problem(rng, n_terms, chase.hops_for(rng, n_terms))
+    while True:
+        if family == "late":
+            terms = [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(n_terms)]
+        else:
+            terms = []
+            for _ in range(n_terms):
+                a = rng.randint(10, 99)
+                b = rng.randint(2, 9) if rng.random() < 0.5 else rng.randint(10, 99)
+                terms.append((a, b))
+        if sum(a * b for a, b in terms) < 100000:
+            return terms
 
 
 # Format 2 (the shipped one) labels the terms in the prompt ("#1 24*88") and
@@ -115,10 +138,12 @@ def make_problem(rng, n_terms, family="late"):
 FORMAT = 2
 
 
-VERBS = {"late": "Compute", "reuse": "Sum"}
+VERBS = {"late": "Compute", "reuse": "Sum", "chase": "Chase"}
 
 
 def prompt_text(terms, fmt=FORMAT, family="late"):
+    if family == "chase":
+        return chase.prompt_text(terms)
     if fmt == 1:
         return "Compute " + " + ".join(f"{a}*{b}" for a, b in terms) + "."
     return VERBS[family] + " " + " + ".join(f"#{k} {a}*{b}" for k, (a, b) in enumerate(terms, 1)) + "."
@@ -129,11 +154,16 @@ def prompt_format(prompt):
 
 
 def prompt_family(prompt):
+    if chase.is_chase(prompt):
+        return "chase"
     return "reuse" if prompt.startswith(VERBS["reuse"] + " ") else "late"
 
 
 def parse_prompt(prompt):
-    """Terms [(a, b), ...] of a prompt in either format and family."""
+    """Terms [(a, b), ...] of a prompt in either format and family (a chase
+    prompt gives (nodes, start, hops))."""
+    if chase.is_chase(prompt):
+        return chase.parse_prompt(prompt)
     body = prompt[prompt.index(" ") + 1:-1]
     return [tuple(int(x) for x in t.split(" ")[-1].split("*")) for t in body.split(" + ")]
 
@@ -274,7 +304,12 @@ def build_example(terms, fmt=FORMAT, family="late"):
     add([THINK], KIND_PROMPT)
     prompt_len = len(ids)
     add(encode_text("\n"), KIND_SCRATCH, 0)
-    lines, total = solution_lines(terms, fmt) if family == "late" else reuse_solution_lines(terms)
+    if family == "chase":
+        lines, total = chase.solution_lines(terms, _mul_by_digit, _column_add)
+    elif family == "late":
+        lines, total = solution_lines(terms, fmt)
+    else:
+        lines, total = reuse_solution_lines(terms)
     for line, k, st in lines:
         add(encode_text(line + "\n"), k, st)
     add([END_THINK], KIND_ANSWER)
@@ -291,7 +326,9 @@ def build_example(terms, fmt=FORMAT, family="late"):
     for line, _, _ in lines:
         n = len(line)
         is_fetch = line[0] in "sc" and "p" in line
-        if line.startswith("#"):
+        if family == "chase":
+            first, is_fetch = chase.fetch_spans(line)
+        elif line.startswith("#"):
             first = line.index(" ") + 1
         elif is_fetch:
             first = line.rindex("=") + 1
@@ -316,7 +353,7 @@ def build_example(terms, fmt=FORMAT, family="late"):
         "think_len": think_len,
         "answer": str(total),
         "family": family,
-        "n_terms": len(terms),
+        "n_terms": len(terms[0]) if family == "chase" else len(terms),
     }
 
 
@@ -328,6 +365,7 @@ def build_copy_drill(rng, n_terms, family="late"):
     random order, every operand character a copy token; the answer is the
     number of terms. With family "reuse" the terms have the reuse family's
     operands (b of 1 or 2 digits)."""
+    family = "late" if family == "chase" else family  # chase ids: its table teaches the lookup
     terms = make_problem(rng, n_terms, family)
     order = list(range(1, n_terms + 1))
     rng.shuffle(order)
@@ -383,8 +421,11 @@ def heldout_problems(tier, count, seed, fmt=FORMAT, family="late"):
         prefix = f"kr-{family}-t{tier}"
     out, seen = [], set()
     while len(out) < count:
-        terms = make_problem(rng, FAMILY_TIERS[family][tier], family)
-        key = tuple(terms)
+        if family == "chase":
+            terms = chase.make_problem(rng, *FAMILY_TIERS[family][tier])
+        else:
+            terms = make_problem(rng, FAMILY_TIERS[family][tier], family)
+        key = problem_key(terms)
         if key in seen:
             continue
         seen.add(key)
@@ -402,9 +443,16 @@ def heldout_problems(tier, count, seed, fmt=FORMAT, family="late"):
     return out
 
 
+def problem_key(terms):
+    """A hashable key of a problem of any family."""
+    if isinstance(terms, tuple) and len(terms) == 3 and isinstance(terms[0], list):
+        return (tuple(terms[0]), terms[1], terms[2])
+    return tuple(terms)
+
+
 def heldout_terms(seed, count):
-    """Term lists of all held-out problems of both families (format-independent)."""
-    return {tuple(parse_prompt(p["prompt"])) for fam in FAMILIES for t in FAMILY_TIERS[fam]
+    """Keys of all held-out problems of every family (format-independent)."""
+    return {problem_key(parse_prompt(p["prompt"])) for fam in FAMILIES for t in FAMILY_TIERS[fam]
             for p in heldout_problems(t, count, seed, FORMAT, fam)}
 
 
@@ -414,7 +462,7 @@ class TrainStream:
     gets half of the batches (and so about half of the tokens)."""
 
     def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",),
-                 family_weights=None):
+                 family_weights=None, mix=None, context=CONTEXT):
         self.fmt = fmt
         # None: every family alike (the stream of the first two-family runs)
         self.family_weights = family_weights
@@ -423,8 +471,9 @@ class TrainStream:
         self.exclude = exclude
         self.tokens_per_batch = tokens_per_batch
         self.families = list(families)
-        self.mix = {f: (sorted(FAMILY_MIX[f]), [FAMILY_MIX[f][n] for n in sorted(FAMILY_MIX[f])])
-                    for f in self.families}
+        mix = mix or FAMILY_MIX
+        self.mix = {f: (sorted(mix[f]), [mix[f][n] for n in sorted(mix[f])]) for f in self.families}
+        self.context = context
 
     def _family(self):
         """The family of the next batch; a single-family stream draws exactly as
@@ -457,10 +506,10 @@ class TrainStream:
         exs, tok = [], 0
         while True:
             terms = make_problem(self.rng, n, fam)
-            if tuple(terms) in self.exclude:
+            if problem_key(terms) in self.exclude:
                 continue
             ex = build_example(terms, self.fmt, fam)
-            if len(ex["ids"]) > CONTEXT:
+            if len(ex["ids"]) > self.context:
                 continue
             exs.append(ex)
             tok += len(ex["ids"])

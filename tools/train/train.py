@@ -44,7 +44,13 @@ def parse_args():
     ap.add_argument("--heldout-seed", type=int, default=1234, help="seed of the held-out sets (excluded)")
     ap.add_argument("--exclude-seeds", type=int, nargs="*", default=[],
                     help="seeds of further held-out sets whose term lists training leaves out")
-    ap.add_argument("--families", default="late", help="task families trained, comma-separated (late,reuse)")
+    ap.add_argument("--families", default="late",
+                    help="task families trained, comma-separated (late,reuse,chase)")
+    ap.add_argument("--mix", choices=["short", "long"], default="short",
+                    help="problem sizes: short (the first model's, up to about 1,600 thinking tokens) or "
+                         "long (up to every family's tier 5; needs --context 8192)")
+    ap.add_argument("--context", type=int, default=tasks.CONTEXT, help="model context; longer problems are redrawn")
+    ap.add_argument("--eval-tiers", default="1,4", help="held-out tiers evaluated during training")
     ap.add_argument("--family-weights", default="",
                     help="relative share of batches of each family in --families order (default: equal)")
     ap.add_argument("--steps", type=int, default=4000)
@@ -121,7 +127,8 @@ def main():
     os.makedirs(a.run, exist_ok=True)
     ck_path = os.path.join(a.run, "ckpt.pt")
     cfg = Config(vocab_size=tasks.VOCAB_SIZE, d_model=a.d_model, n_layers=a.layers, n_heads=a.heads,
-                 n_kv_heads=a.kv_heads, head_dim=a.head_dim, d_ff=a.d_ff, rope_base=a.rope_base)
+                 n_kv_heads=a.kv_heads, head_dim=a.head_dim, d_ff=a.d_ff, rope_base=a.rope_base,
+                 context_length=a.context)
     torch.manual_seed(a.seed)
     model = Model(cfg)
     # QK-norm gains get their own learning rate: with normalised q and k,
@@ -141,7 +148,9 @@ def main():
     fw = [float(x) for x in a.family_weights.split(",")] if a.family_weights else None
     if fw is not None and len(fw) != len(families):
         sys.exit("--family-weights needs one weight per family")
-    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw)
+    mix = tasks.LONG_MIX if a.mix == "long" else tasks.FAMILY_MIX
+    stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw,
+                               mix, a.context)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):
@@ -158,7 +167,7 @@ def main():
     elif a.init_from:
         model.load_state_dict(torch.load(a.init_from, map_location="cpu")["model"])
         print(f"initialised from {a.init_from}", flush=True)
-    config = {"args": vars(a), "model": cfg.to_dict(), "train_mix": {f: tasks.FAMILY_MIX[f] for f in families},
+    config = {"args": vars(a), "model": cfg.to_dict(), "train_mix": {f: mix[f] for f in families},
               "tiers": {f: tasks.FAMILY_TIERS[f] for f in families},
               "params": sum(p.numel() for p in model.parameters()), "torch": torch.__version__}
     cfg_path = os.path.join(a.run, "config.json")
@@ -176,8 +185,8 @@ def main():
     lw = csv.writer(lf)
     if new_file:
         lw.writerow(["step", "tokens", "seconds", "lr", "n_terms", "loss", "masked_frac", "family"])
-    # held-out evaluation: tier 1 and the hardest tier of every trained family
-    evsets = [(f, t) for f in families for t in (1, max(tasks.FAMILY_TIERS[f]))]
+    # held-out evaluation: --eval-tiers of every trained family
+    evsets = [(f, int(t)) for f in families for t in a.eval_tiers.split(",")]
     heldout = {(f, t): tasks.heldout_problems(t, 100, a.heldout_seed, a.format, f) for f, t in evsets}
     t_last = time.time()
     while step < a.steps:
@@ -233,7 +242,7 @@ def main():
             print(f"eval step {step}: " + " ".join(f"{f}-tier{t} {v:.2f}" for (f, t), v in ev.items()) +
                   f" ({time.time() - t0:.0f}s)", flush=True)
             # eval.csv: step, tokens, seconds, then one accuracy per set in the
-            # order late-t1, late-t4[, reuse-t1, reuse-t4]
+            # order of --families, then --eval-tiers (late-t1, late-t4, reuse-t1, ...)
             with open(os.path.join(a.run, "eval.csv"), "a") as f:
                 f.write(f"{step},{tokens},{elapsed:.0f}," + ",".join(f"{v:.3f}" for v in ev.values()) + "\n")
             t_last = time.time()  # evaluation time is not training time

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The reasoning task sets (tools/train/tasks.py, issue 46): `tasks.py --all`
+# reproduces every shipped held-out set byte for byte (the first model's late
+# and reuse sets included, so adding tiers and families changed none of
+# them); the long tier (5) of every family has at least 3,000 mean thinking
+# tokens and fits an 8,192 context; and the chase family's transcripts are
+# what they claim: every hop fetches the product of the node it is at, the
+# pointer is that product's last two digits and names a node, the answer is
+# the node the last hop reaches, and the table's result lines come in all
+# three formats.
+set -u
+. "$(dirname "$0")/lib/common.sh"
+SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
+T="$SRC/tools/train/tasks.py"
+
+python3 "$T" --all --dir "$tmp/sets" >"$tmp/all.txt" || exit 1
+for f in "$SRC"/tests/data/{late,reuse,chase}-tier[1-5].jsonl; do
+    check "$(basename "$f") is reproduced byte for byte" 'cmp -s "$f" "$tmp/sets/$(basename "$f")"'
+done
+check "15 sets are shipped (3 families, 5 tiers)" \
+    '[ "$(ls "$SRC"/tests/data/{late,reuse,chase}-tier[1-5].jsonl | wc -l)" -eq 15 ]'
+
+python3 - "$SRC/tools/train" "$SRC/tests/data" >"$tmp/check.txt" 2>&1 <<'EOF'
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+import tasks
+data = sys.argv[2]
+bad = []
+for fam in tasks.FAMILIES:
+    probs = [json.loads(l) for l in open(f"{data}/{fam}-tier5.jsonl")]
+    mean = sum(p["think_tokens"] for p in probs) / len(probs)
+    longest = max(len(tasks.example_for_prompt(p["prompt"])["ids"]) for p in probs)
+    print(f"{fam} tier 5: mean thinking {mean:.0f}, longest transcript {longest}")
+    if mean < 3000 or longest > 8192:
+        bad.append(f"{fam} tier 5: mean {mean:.0f} longest {longest}")
+formats = set()
+for tier in range(1, 6):
+    for p in (json.loads(l) for l in open(f"{data}/chase-tier{tier}.jsonl")):
+        nodes, start, hops = tasks.parse_prompt(p["prompt"])
+        prod = {i: a * b for i, a, b in nodes}
+        ex = tasks.example_for_prompt(p["prompt"])
+        text = tasks.decode_ids(ex["ids"])
+        cur, seen_hops = start, 0
+        for m in re.finditer(r"hop(\d+) #(\d+) (\d{4}) >(\d+)\n", text):
+            h, at, v, nxt = (int(x) for x in m.groups())
+            seen_hops += 1
+            if h != seen_hops or at != cur or v != prod[at] or nxt != v % 100 or nxt not in prod:
+                bad.append(f"{p['id']}: hop line '{m.group(0).strip()}' is wrong")
+            cur = nxt
+        if seen_hops != hops or str(cur) != p["answer"] or ex["answer"] != p["answer"]:
+            bad.append(f"{p['id']}: {seen_hops} hops of {hops}, reached {cur}, answer {p['answer']}")
+        for i, v in prod.items():
+            for k, pat in enumerate((rf"\np{i}={v:04d}\n", rf"\n#{i} gives {v:04d}\n", rf"\nnode {i} is {v:04d}\n")):
+                if re.search(pat, text):
+                    formats.add(k)
+print("chase result-line formats seen:", sorted(formats))
+if formats != {0, 1, 2}:
+    bad.append(f"chase result lines use formats {sorted(formats)}, not all three")
+print("\n".join(bad[:10]) or "ok")
+sys.exit(1 if bad else 0)
+EOF
+rc=$?
+check "long tiers and chase transcripts hold ($(tail -1 "$tmp/check.txt"))" '[ $rc -eq 0 ]'
+[ $rc -eq 0 ] || cat "$tmp/check.txt"
+finish

@@ -1,0 +1,133 @@
+"""The "chase" task family: pointer chasing through a table the thinking wrote.
+
+The other two families are sums of products whose far reads all sit on
+"pK=" lines of one format. This one has another shape: the answer is a node
+id reached by following pointers, not a sum, the order of the far reads
+depends on the data, and the lines they read come in three formats.
+
+    Chase #23 52*40, #80 94*39, #17 31*57; 3 hops from #23.
+
+Each node's id has two digits (10-99) and its pointer is the last two digits
+of its product, which the generator makes equal to another node's id. The
+thinking first writes the table: every product in the late family's block
+(header, two partial lines, a 4-wide column addition), then a result line in
+one of three formats drawn per node:
+
+    p23=2080            #80 gives 3666            node 17 is 1767
+
+Then it chases. Each hop fetches the current node's product from its table
+line by id, far back and in an order only the data decides, and copies its
+last two digits as the next id:
+
+    hop1 #23 2080 >80
+    hop2 #80 3666 >66    (66 would have to be a node: the generator ensures it)
+
+The answer is the id the last hop reaches. The table lines are informative;
+headers, partial lines and column additions are scratch of their node, and a
+hop line is scratch of its hop.
+"""
+import random
+
+# thinking kinds, as in tasks.py
+KIND_INFO, KIND_SCRATCH = 1, 2
+
+# nodes and hops per tier: the long tier (5) has over 3,000 thinking tokens
+TIERS = {1: (3, 3), 2: (4, 5), 3: (6, 7), 4: (8, 10), 5: (24, 28)}
+# training mixes: number of nodes -> weight; hops are drawn around the node
+# count. The long mix reaches past tier 5.
+TRAIN_MIX = {2: 0.5, 3: 1.0, 4: 1.0, 6: 1.0, 8: 1.5, 10: 1.0}
+LONG_MIX = {2: 0.5, 3: 1.0, 4: 1.0, 6: 1.0, 8: 1.5, 10: 1.0, 14: 1.0, 20: 0.7, 26: 0.5, 30: 0.3}
+
+TEMPLATES = ("p{k}={v:04d}", "#{k} gives {v:04d}", "node {k} is {v:04d}")
+
+# (a, b) operand pairs of two digits by the last two digits of their product
+_BY_RESIDUE = {}
+for _a in range(10, 100):
+    for _b in range(10, 100):
+        _BY_RESIDUE.setdefault(_a * _b % 100, []).append((_a, _b))
+
+
+def hops_for(rng, n_nodes):
+    """Hops of a training problem: about as many as nodes."""
+    return max(1, n_nodes + rng.randint(-1, 3))
+
+
+def make_problem(rng, n_nodes, n_hops):
+    """(nodes, start, hops): nodes is a list of (id, a, b) whose a*b % 100 is
+    another node's id (or its own: a self-loop is allowed, as in any table)."""
+    ids = rng.sample(range(10, 100), n_nodes)
+    nodes = []
+    for nid in ids:
+        a, b = rng.choice(_BY_RESIDUE[rng.choice(ids)])
+        nodes.append((nid, a, b))
+    return nodes, rng.choice(ids), n_hops
+
+
+def prompt_text(problem):
+    nodes, start, hops = problem
+    body = ", ".join(f"#{i} {a}*{b}" for i, a, b in nodes)
+    return f"Chase {body}; {hops} hops from #{start}."
+
+
+def is_chase(prompt):
+    return prompt.startswith("Chase ")
+
+
+def parse_prompt(prompt):
+    body, tail = prompt[len("Chase "):-1].split("; ")
+    nodes = []
+    for t in body.split(", "):
+        lab, ab = t.split(" ")
+        a, b = ab.split("*")
+        nodes.append((int(lab[1:]), int(a), int(b)))
+    hops = int(tail.split(" ")[0])
+    start = int(tail.split("#")[1])
+    return nodes, start, hops
+
+
+def _template_of(problem, nid):
+    """The result-line format of a node: fixed by the problem, so a held-out
+    transcript is reproducible, and varied across nodes."""
+    nodes, start, hops = problem
+    rng = random.Random(f"chase-fmt-{start}-{hops}-{nid}-{len(nodes)}")
+    return TEMPLATES[rng.randrange(len(TEMPLATES))]
+
+
+def solution_lines(problem, mul_by_digit, column_add):
+    """The thinking as (line, kind, step), and the answer."""
+    nodes, start, hops = problem
+    lines = []
+    prod = {}
+    step = 0
+    for nid, a, b in nodes:
+        b1, b0 = divmod(b, 10)
+        lines.append((f"#{nid} {a}*{b}", KIND_SCRATCH, step))
+        s0, p0 = mul_by_digit(a, b0)
+        lines.append((f"{a}*{b0} {s0} {p0:03d}", KIND_SCRATCH, step))
+        s1, p1 = mul_by_digit(a, b1)
+        lines.append((f"{a}*{b1} {s1} {p1:03d}", KIND_SCRATCH, step))
+        lines.append((column_add(p0, p1 * 10, 4), KIND_SCRATCH, step))
+        prod[nid] = a * b
+        lines.append((_template_of(problem, nid).format(k=nid, v=a * b), KIND_INFO, step))
+        step += 1
+    cur = start
+    for h in range(1, hops + 1):
+        v = prod[cur]
+        nxt = v % 100
+        lines.append((f"hop{h} #{cur} {v:04d} >{nxt}", KIND_SCRATCH, step))
+        step += 1
+        cur = nxt
+    return lines, cur
+
+
+def fetch_spans(line):
+    """(first, is_fetch) of a line's long-range copy characters: a block
+    header copies its operands from the prompt, a hop line fetches a product
+    from the table."""
+    if line.startswith("#") and "*" in line:
+        return line.index(" ") + 1, False
+    if line.startswith("hop"):
+        # "hop3 #23 2080 >80": the four digits after the id are the fetch
+        i = line.index(" ", line.index("#")) + 1
+        return i, True
+    return len(line), False
