@@ -22,7 +22,7 @@ kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
     if (n_c < 1) return KARA_OK;
     const int32_t q_first_pos = kv->seqs[seq].pos[F], n_groups = kv->n_groups;
     for (int32_t g = 0; g < n_groups; g++) {
-        float *store = q->scores + (size_t)g * (size_t)kv->max_slots + F;
+        float *store = q->scores + (size_t)g * (size_t)pol->max_slots + F;
         if (pol->needs_scores) {
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
             kara_status st = kr_kvp_score_prior(pol, seq, F, n_w, b, n_w, q_first_pos, l0, l1, g == 0);

@@ -107,6 +107,47 @@ static int32_t auto_margin(const kara_kv_params *p, int64_t share) {
     return m > B ? m : B;
 }
 
+/* The policy's per-slot buffers (scores, selection, moves, per-slot state)
+ * are indexed by a sequence's slots, and a sequence never holds more slots
+ * than the budget has KV rows for; sizing them by that instead of n_ctx
+ * keeps a method's reservation from growing with the context it never
+ * fills. */
+static int32_t slots_within(uint64_t budget, uint64_t block_bytes, int32_t B, int32_t n_ctx) {
+    if (!budget || !block_bytes) return n_ctx;
+    uint64_t cap = budget / block_bytes * (uint64_t)B;
+    if (cap < (uint64_t)B) cap = (uint64_t)B;
+    return cap < (uint64_t)n_ctx ? (int32_t)cap : n_ctx;
+}
+
+static uint64_t reserved_for(const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_seq_max, int32_t slots) {
+    return kr_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv, shape->head_dim, n_seq_max, slots);
+}
+
+/* The smallest budget whose own reservation (which grows with the slots
+ * the budget can hold) plus n_blocks blocks fits in it: a fixed point
+ * reached from below, since both sides grow with the budget. */
+static uint64_t budget_for(const kara_kv_params *p, const kr_kv_shape *shape, int32_t n_ctx, int32_t n_seq_max,
+                           uint64_t n_blocks, bool scoring) {
+    const uint64_t bb = kr_kv_block_bytes(p, shape), need = n_blocks * bb;
+    uint64_t b = need;
+    for (int i = 0; i < 64; i++) {
+        uint64_t r = scoring ? reserved_for(p, shape, n_seq_max, slots_within(b, bb, p->block_size, n_ctx)) : 0;
+        if (r + need <= b) return b;
+        b = r + need;
+    }
+    return b;
+}
+
+static uint64_t least_budget(const kr_kv_plan *plan, uint64_t min_blocks) {
+    return budget_for(&plan->p, &plan->shape, plan->n_ctx, plan->n_seq_max, min_blocks, plan->scoring);
+}
+
+uint64_t kr_kv_budget_for_blocks(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
+                                 int32_t head_dim, int32_t n_seq_max, int32_t n_ctx, int32_t n_blocks) {
+    kr_kv_shape shape = {n_layer, n_head, n_head_kv, head_dim};
+    return budget_for(p, &shape, n_ctx, n_seq_max, (uint64_t)n_blocks, kr_kv_method_of(p)->kind(p) != KR_KV_KEEPS_ALL);
+}
+
 kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const kr_kv_shape *shape, int32_t n_ctx,
                             int32_t n_seq_max) {
     kara_kv_params eff = *p_in; /* p_in, but for the query ring's type (below) */
@@ -156,9 +197,8 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
     bool whole_fits = !p->budget || p->budget / plan->block_bytes >= (uint64_t)whole;
     bool share_whole = p->seq_tokens <= 0 || p->seq_tokens >= n_ctx;
     plan->scoring = m->kind(p) != KR_KV_KEEPS_ALL && !(on_demand && whole_fits && share_whole);
-    plan->reserved_bytes = plan->scoring
-        ? kr_kv_policy_bytes(p, shape->n_layer, shape->n_head, shape->n_head_kv, shape->head_dim, n_seq_max, n_ctx)
-        : 0;
+    plan->max_slots = slots_within(p->budget, plan->block_bytes, B, n_ctx);
+    plan->reserved_bytes = plan->scoring ? reserved_for(p, shape, n_seq_max, plan->max_slots) : 0;
     int64_t blocks = whole;
     if (p->budget) {
         /* the least that works: the reservation and one block, or for an
@@ -171,12 +211,13 @@ kara_status kr_kv_plan_make(kr_kv_plan *plan, const kara_kv_params *p_in, const 
             if (least > n_ctx) least = n_ctx;
             min_blocks = (uint64_t)n_seq_max * (uint64_t)((least + B - 1) / B);
         }
-        uint64_t min_budget = plan->reserved_bytes + min_blocks * plan->block_bytes;
+        uint64_t min_budget = least_budget(plan, min_blocks);
         if (p->budget < plan->reserved_bytes + plan->block_bytes)
             return kr_set_error(KARA_ERR_KV_BUDGET,
                                 "KV budget of %llu bytes is too small: the smallest budget that works here is %llu "
                                 "bytes (%.2f MiB): method %s reserves %llu bytes for query rings and scoring scratch "
-                                "and one block of %d slots needs %llu bytes",
+                                "at this budget (more at a larger one, whose blocks hold more slots) and one block of "
+                                "%d slots needs %llu bytes",
                                 (unsigned long long)p->budget, (unsigned long long)min_budget,
                                 (double)min_budget / 1048576.0, kara_kv_method_name(p->method),
                                 (unsigned long long)plan->reserved_bytes, B, (unsigned long long)plan->block_bytes);

@@ -39,6 +39,8 @@ typedef struct kr_kv_plan {
      * they can never need to evict, so they reserve nothing. */
     bool scoring;
     uint64_t reserved_bytes; /* rings + scratch, counted in the budget */
+    int32_t max_slots;       /* slots one sequence can hold at once: n_ctx, or fewer where the budget's
+                                * KV rows are fewer; the policy's per-slot buffers are sized by it */
     int32_t n_blocks;        /* blocks in the pool */
     int32_t reserve_blocks;  /* kept free at admission: kv_cache.reserve_blocks for per_window methods
                                 * (whose peaks are estimates), 0 where the share bounds a request */
@@ -91,6 +93,12 @@ uint64_t kr_kv_reserve_total(const kr_kv_reservation *s);
 /* Bytes a scoring policy reserves besides the block pool (rings, scratch). */
 uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
                             int32_t head_dim, int32_t n_seq_max, int32_t max_slots);
+
+/* The smallest kv_cache.budget whose pool holds n_blocks blocks beside the
+ * reservation of a scoring method (which grows with the slots the budget
+ * can hold, up to n_ctx). */
+uint64_t kr_kv_budget_for_blocks(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,
+                                 int32_t head_dim, int32_t n_seq_max, int32_t n_ctx, int32_t n_blocks);
 
 /* Bytes of one block of block_size slots (K and V of every layer). */
 uint64_t kr_kv_block_bytes(const kara_kv_params *p, const kr_kv_shape *shape);

@@ -44,7 +44,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     if (t->trigger_slack < 0)
         return kr_set_error(KARA_ERR_CONFIG, "kara.trigger_slack must be >= 1, or 0 for auto (got %d)",
                             t->trigger_slack);
-    const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->n_ctx;
+    const int32_t n_layer = plan->shape.n_layer, n_seq_max = plan->n_seq_max, max_slots = plan->max_slots;
     pol->p = *p;
     pol->method = kr_kv_method_of(p);
     pol->plan = *plan;
@@ -266,10 +266,11 @@ kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq
         kr_kv_compact_apply(&plan, move_slot, &mc);
     if (st) return st;
     for (int32_t g = g0; g < g1; g++) {
-        size_t row = (size_t)g * (size_t)kv->max_slots;
+        /* the cache's positions and the policy's scores have rows of their own lengths */
+        size_t row = (size_t)g * (size_t)kv->max_slots, srow = (size_t)g * (size_t)pol->max_slots;
         kr_kv_compact_apply_array(&plan, s->pos + row, sizeof(int32_t));
-        kr_kv_compact_apply_array(&plan, q->scores + row, sizeof(float));
-        if (keep_scores) kr_kv_compact_store_scores(&plan, pol->keep, keep_scores, q->scores + row);
+        kr_kv_compact_apply_array(&plan, q->scores + srow, sizeof(float));
+        if (keep_scores) kr_kv_compact_store_scores(&plan, pol->keep, keep_scores, q->scores + srow);
     }
     if (g0 == 0) {
         kr_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));

@@ -14,12 +14,12 @@ set -u
 M="$tmp/m.gguf"
 
 # --- KV budget sizes: below the smallest working budget is refused with that size
-small="the smallest budget that works here is 439072 bytes (0.42 MiB): method kara reserves 422688 bytes"
-for b in 0.5 0.9B 1 439071; do
+small="the smallest budget that works here is 396832 bytes (0.38 MiB): method kara reserves"
+for b in 0.5 0.9B 1 396831; do
     expect_stderr "--kv-budget $b" 65 "too small: $small" "$KARA" run -m "$M" -p hi -n 2 --kv-budget "$b"
 done
 expect_stderr "--kv-budget at the smallest working size" 0 "generation: 2 tokens" \
-    "$KARA" run -m "$M" -p hi -n 2 --kv-budget 439072
+    "$KARA" run -m "$M" -p hi -n 2 --kv-budget 396832
 expect_stderr "--kv-budget 0" 64 \
     "kara run: --kv-budget: kv_cache.budget: '0' is 0 bytes, which holds nothing; give a size (auto: no limit)" \
     "$KARA" run -m "$M" -p hi -n 2 --kv-budget 0

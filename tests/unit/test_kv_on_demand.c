@@ -347,7 +347,7 @@ static void test_admission(kara_model *m) {
 static void test_share_ignores_threads(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 0);
-    kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 2, N_CTX) + 21 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
+    kv.budget = kr_kv_budget_for_blocks(&kv, 4, 4, 2, 32, 2, N_CTX, 21);
     int32_t share[3];
     uint64_t reserved[3];
     const int threads[3] = {1, 2, 7};
@@ -413,7 +413,7 @@ static bool same(const kara_context *c, const snapshot *a, const char *what) {
 static void test_decode_atomic(kara_model *m) {
     kara_kv_params kv;
     small_window(&kv, KARA_KV_METHOD_KARA, 200);
-    kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, N_CTX) + 30 * (uint64_t)(4 * 2 * 16 * 2 * 32 * 2);
+    kv.budget = kr_kv_budget_for_blocks(&kv, 4, 4, 2, 32, 3, N_CTX, 30);
     kara_context *c = kr_test_kv_context(m, &kv, 3, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 30);

@@ -330,7 +330,7 @@ static void test_budget_threads(kara_model *m) {
             uint64_t extra = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) -
                 kr_kv_policy_bytes(&shared, N_LAYER, 4, 2, 32, 1, N_CTX);
             CHECK_EQ_INT(extra, (uint64_t)(groups - 1) * N_CTX * 8);
-            kv.budget = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 10 * (uint64_t)BLOCK_BYTES;
+            kv.budget = kr_kv_budget_for_blocks(&kv, N_LAYER, 4, 2, 32, 1, N_CTX, 10);
             char what[64];
             snprintf(what, sizeof what, "%s per_layer stride %d", kara_kv_method_name(kv.method), stride);
             gen_out o1, o2;
@@ -394,7 +394,7 @@ static void test_recompress_history(kara_model *m) {
     kv.retention = 0.5f; /* 16 slots of history per event: pressure after a few events, then at every one */
     kr_kv_tune(&kv)->on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
     kr_kv_tune(&kv)->reads_weight = 0.0f; /* the expected selection below is on the stored scores alone */
-    kv.budget = kr_kv_policy_bytes(&kv, N_LAYER, 4, 2, 32, 1, N_CTX) + 6 * (uint64_t)BLOCK_BYTES;
+    kv.budget = kr_kv_budget_for_blocks(&kv, N_LAYER, 4, 2, 32, 1, N_CTX, 6);
     kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 6);
@@ -417,7 +417,8 @@ static void test_recompress_history(kara_model *m) {
         const kr_kv_policy_seq *q = &c->policy.seqs[0];
         int F0 = q->frontier, n_win = q->n_win;
         memcpy(pos_before, c->kv.seqs[0].pos, (size_t)N_LAYER * N_CTX * sizeof(int32_t));
-        memcpy(sc_before, q->scores, (size_t)N_LAYER * N_CTX * sizeof(float));
+        /* the policy's score rows are max_slots long (the budget's slots), the cache's position rows N_CTX */
+        memcpy(sc_before, q->scores, (size_t)N_LAYER * (size_t)c->policy.max_slots * sizeof(float));
         memcpy(win_before, q->win, N_CTX * sizeof(int32_t));
         memcpy(size_before, q->win_size, N_CTX * sizeof(int32_t));
         uint64_t rec = c->policy.stats.recompress_events, ev = c->policy.stats.events;
@@ -460,7 +461,7 @@ static void test_recompress_history(kara_model *m) {
         int32_t first_kept[N_LAYER][N_CTX];
         for (int l = 0; l < N_LAYER && ok; l++) {
             const int32_t *pb4 = pos_before + (size_t)l * N_CTX;
-            const float *s4 = sc_before + (size_t)l * N_CTX;
+            const float *s4 = sc_before + (size_t)l * (size_t)c->policy.max_slots;
             const int32_t *pos = kr_kv_layer_pos(&c->kv, 0, l);
             int t = 0;
             for (int x = P; x < F0 && ok;) {

@@ -206,8 +206,7 @@ static void test_pool_pressure_forces_events(kara_model *m) {
     kv.interval = 128;
     kr_kv_tune(&kv)->reserve_blocks = 0;
     kr_kv_tune(&kv)->on_pool_exhausted = KARA_POOL_RECOMPRESS_HISTORY;
-    const uint64_t block_bytes = 4 * 2 * 16 * 2 * 32 * 2; /* layers x K,V x slots x KV heads x dim x f16 */
-    kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 3, 1024) + 16 * block_bytes;
+    kv.budget = kr_kv_budget_for_blocks(&kv, 4, 4, 2, 32, 3, 1024, 16);
     kara_context *c = kr_test_kv_context(m, &kv, 3, 2, 1024);
     if (!CHECK(c != NULL)) return;
     CHECK_EQ_INT(c->kv.n_blocks, 16);
@@ -277,7 +276,7 @@ static void test_budget_errors(kara_model *m) {
      * generating 200 can (8 + 6 events x 6 slots kept + the 49-slot window:
      * 6 blocks, plus the 8 reserved) */
     cp.n_threads = 1;
-    cp.kv.budget = kr_kv_policy_bytes(&cp.kv, 4, 4, 2, 32, 1, 1024) + 20 * 16384;
+    cp.kv.budget = kr_kv_budget_for_blocks(&cp.kv, 4, 4, 2, 32, 1, 1024, 20);
     CHECK(kara_context_create(m, &cp, &c) == KARA_OK);
     if (!c) return;
     CHECK_EQ_INT(c->kv.n_blocks, 20);

@@ -307,9 +307,8 @@ static void test_methods(kara_model *m, kara_kv_dtype t) {
         kr_kv_tune(&kv)->snapkv.trigger_slack = 32;
         kr_kv_tune(&kv)->rkv.trigger_slack = 32;
         kr_kv_tune(&kv)->lazy.window = 32;
-        kr_kv_shape sh = {4, 4, 2, 32};
         /* the policy's reservations and 10 blocks of this type besides */
-        kv.budget = kr_kv_policy_bytes(&kv, 4, 4, 2, 32, 1, 1024) + 10 * kr_kv_block_bytes(&kv, &sh);
+        kv.budget = kr_kv_budget_for_blocks(&kv, 4, 4, 2, 32, 1, 1024, 10);
         float *l1 = NULL, *l2 = NULL;
         int32_t *t1 = generate(m, &kv, 1, STEPS, &l1), *t2 = generate(m, &kv, 2, STEPS, &l2);
         if (t1 && t2)

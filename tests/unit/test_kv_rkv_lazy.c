@@ -446,7 +446,7 @@ static void test_reservation(kara_model *mdl) {
     kr_kv_tune(&b)->snapkv.obs_window = kr_kv_tune(&a)->rkv.obs_window;
     uint64_t rkv = kr_kv_policy_bytes(&a, 4, 4, 2, 32, 3, 1024), snap = kr_kv_policy_bytes(&b, 4, 4, 2, 32, 3, 1024);
     CHECK_EQ_INT(rkv - snap, kr_kv_redund_scratch_bytes(1024, 2, 32, KR_KV_SCORE_WORKERS));
-    a.budget = rkv + 12 * (4 * 2 * 16 * 2 * 32 * 2);
+    a.budget = kr_kv_budget_for_blocks(&a, 4, 4, 2, 32, 1, 1024, 12);
     kara_context *c = kr_test_kv_context(mdl, &a, 1, 1, 1024);
     if (CHECK(c != NULL)) {
         CHECK_EQ_INT(c->kv.n_blocks, 12);

@@ -43,7 +43,7 @@ static void a8_params(kara_kv_params *kv, int32_t budget_tokens, int n_seq, int 
     kv->interval = 32;
     kr_kv_tune(kv)->buffer = 8;
     kr_kv_tune(kv)->budget_tokens = budget_tokens;
-    kv->budget = kr_kv_policy_bytes(kv, 4, 4, 2, 32, n_seq, 1024) + (uint64_t)pool_blocks * BLOCK_BYTES;
+    kv->budget = kr_kv_budget_for_blocks(kv, 4, 4, 2, 32, n_seq, 1024, pool_blocks);
 }
 
 /* The invariants of docs/KARA_METHOD.md section 8 for one sequence:
