@@ -19,7 +19,6 @@ full's; --out also writes them as CSV. Needs only the standard library.
 """
 import argparse
 import csv
-import io
 import os
 import subprocess
 import tempfile
@@ -37,7 +36,7 @@ def eval_kv(kara, model, config, text, extra):
             err = r.stderr.strip().splitlines()
             raise SystemExit(f"{' '.join(cmd + extra)}: exit {r.returncode}: {err[-1] if err else ''}")
         with open(out, encoding="utf-8") as f:
-            return {row["label"]: row for row in csv.DictReader(io.StringIO(f.read()))}
+            return {row["label"]: row for row in csv.DictReader(f)}
 
 
 def matched(kara, model, config, text, method, retention, cap, lo, hi):
