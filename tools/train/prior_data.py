@@ -29,20 +29,28 @@ import numpy as np
 import torch
 
 
+TOKENIZE_BATCH = 64  # the most inputs one `kara tokenize` takes
+
+
 def _tokenize(kara, model_path, texts, bos):
-    """Token ids of each text by `kara tokenize --special --ids-only` (one process for all)."""
+    """Token ids of each text by `kara tokenize --special --ids-only` (one process per 64 texts)."""
     if not texts:
         return []
     if not kara or not os.path.exists(kara):
         raise SystemExit(f"traces given as text need the kara binary to tokenize them (--kara, tried '{kara}')")
+    out = []
     with tempfile.TemporaryDirectory() as d:
-        cmd = [kara, "tokenize", "-m", model_path, "--special", "--ids-only"] + ([] if bos else ["--no-bos"])
-        for i, t in enumerate(texts):
-            p = os.path.join(d, f"{i}.txt")
-            with open(p, "w", encoding="utf-8") as f:
-                f.write(t)
-            cmd += ["-f", p]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
+        for lo in range(0, len(texts), TOKENIZE_BATCH):
+            cmd = [kara, "tokenize", "-m", model_path, "--special", "--ids-only"] + ([] if bos else ["--no-bos"])
+            for i, t in enumerate(texts[lo:lo + TOKENIZE_BATCH], lo):
+                p = os.path.join(d, f"{i}.txt")
+                with open(p, "w", encoding="utf-8") as f:
+                    f.write(t)
+                cmd += ["-f", p]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(f"kara tokenize failed with exit {r.returncode}: {r.stderr.strip()}")
+            out += r.stdout.splitlines()
     if len(out) != len(texts):
         raise SystemExit(f"kara tokenize gave {len(out)} lines for {len(texts)} texts")
     return [[int(x) for x in line.split()] for line in out]

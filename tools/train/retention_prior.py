@@ -11,6 +11,13 @@ tokens later will, is still kept.
 
   /usr/bin/python3 tools/train/retention_prior.py --model IN.gguf --traces T.jsonl --out OUT.gguf
       [--layer auto|L] [--distance 160] [--features v+kpair|v] [--hidden 32] [--epochs 30] ...
+  /usr/bin/python3 tools/train/retention_prior.py --model IN.gguf --self-generate N --out OUT.gguf
+      [--gen-seed S] [--gen-tokens 480] [--gen-temp 0.8] [--gen-prompt TEXT ...] [--gen-ignore-eos]
+      [--save-traces T.jsonl]
+
+With --self-generate the traces are the model's own sampled text (self_traces.py:
+`kara run` N times, seeds S..S+N-1, from BOS or from the --gen-prompt openings),
+so a prior can be trained for any model the runtime loads, with no task labels.
 
 Steps: teacher-force every trace with the model's own weights (gguf_forward.py:
 llama, qwen2, qwen3; F32/F16/BF16 and Q4_0..Q8_0, Q4_K, Q5_K, Q6_K), label each
@@ -34,6 +41,7 @@ IN for llama.cpp; Kara loads both.
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -43,6 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_dequant as dq  # noqa: E402
 import gguf_io as g  # noqa: E402
 import prior_data  # noqa: E402
+import self_traces  # noqa: E402
 from gguf_forward import GGUFModel  # noqa: E402
 
 PREFIX_TENSOR, PREFIX_KEY = "kara_prior.", "kara.prior."
@@ -161,7 +170,19 @@ def parse_args(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--model", required=True, help="the model's GGUF (llama, qwen2, qwen3)")
-    ap.add_argument("--traces", required=True, nargs="+", help="traces: .jsonl (see prior_data.py) or .txt files")
+    ap.add_argument("--traces", nargs="+", default=[], help="traces: .jsonl (see prior_data.py) or .txt files")
+    ap.add_argument("--self-generate", type=int, default=0, metavar="N",
+                    help="also train on N texts the model generates itself (`kara run`, full KV, self_traces.py)")
+    ap.add_argument("--gen-seed", type=int, default=100000, help="sampling seed of the first generated text "
+                    "(then +1 each); keep it apart from the seeds of any evaluation text")
+    ap.add_argument("--gen-tokens", type=int, default=480, help="tokens generated per text")
+    ap.add_argument("--gen-temp", type=float, default=0.8, help="sampling temperature of the generated texts")
+    ap.add_argument("--gen-prompt", action="append", default=[], help="a short neutral opening (repeatable, "
+                    "cycled); without one every text starts at BOS")
+    ap.add_argument("--gen-ctx", type=int, default=0, help="context of the generation (0 = the model's)")
+    ap.add_argument("--gen-ignore-eos", action="store_true", help="generate --gen-tokens tokens even past "
+                    "end of text (for models that stop early)")
+    ap.add_argument("--save-traces", help="write the generated traces to this JSONL (reusable with --traces)")
     ap.add_argument("--out", required=True, help="where to write the model with the prior")
     ap.add_argument("--layer", default="auto", help="layer whose cache rows feed the prior, or auto: the best "
                     "held-out AUC of a short fit on every layer")
@@ -183,7 +204,10 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kara", default=os.path.join(here, "..", "..", "build", "bin", "kara"),
                     help="the kara binary, to tokenize traces given as text")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if not a.traces and a.self_generate <= 0:
+        ap.error("give --traces FILE..., --self-generate N, or both")
+    return a
 
 
 def main(argv=None):
@@ -192,7 +216,21 @@ def main(argv=None):
     t0 = time.time()
     model = GGUFModel(a.model)
     print(f"{a.model}: {model.arch}, {model.n_layer} layers, {model.n_head_kv} KV heads of {model.head_dim}")
-    traces = prior_data.read_traces(a.traces, a.kara, a.model, a.max_traces)
+    files = list(a.traces)
+    if a.self_generate > 0:
+        print(f"generating {a.self_generate} texts with {a.kara} (seeds {a.gen_seed}.."
+              f"{a.gen_seed + a.self_generate - 1}, {a.gen_tokens} tokens, temperature {a.gen_temp})")
+        recs = self_traces.generate(a.kara, a.model, a.self_generate, a.gen_seed, a.gen_tokens, a.gen_temp,
+                                    a.gen_prompt, a.gen_ctx, ignore_eos=a.gen_ignore_eos)
+        tmpdir = None
+        if a.save_traces:
+            path = a.save_traces
+        else:
+            tmpdir = tempfile.TemporaryDirectory()
+            path = os.path.join(tmpdir.name, "self.jsonl")
+        self_traces.write(recs, path)
+        files.append(path)
+    traces = prior_data.read_traces(files, a.kara, a.model, a.max_traces)
     print(f"{len(traces)} traces, {sum(len(t[0]) for t in traces)} tokens")
     layers = list(range(model.n_layer)) if a.layer == "auto" else [int(a.layer)]
     if any(not 0 <= layer < model.n_layer for layer in layers):
