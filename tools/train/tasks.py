@@ -195,18 +195,23 @@ def _column_add(x, y, width):
     return f"{xs}+{ys} " + " ".join(cols) + f" {x + y:0{width}d}"
 
 
+def product_block(label, a, b):
+    """The scratch lines of a two-digit product's block: its header, a
+    partial line per digit of b (right to left) and their 4-wide column
+    addition. The late and chase families share it."""
+    b1, b0 = divmod(b, 10)
+    s0, p0 = _mul_by_digit(a, b0)
+    s1, p1 = _mul_by_digit(a, b1)
+    return [f"#{label} {a}*{b}", f"{a}*{b0} {s0} {p0:03d}", f"{a}*{b1} {s1} {p1:03d}",
+            _column_add(p0, p1 * 10, 4)]
+
+
 def solution_lines(terms, fmt=FORMAT):
     """The thinking as a list of (line, kind, step) without newlines."""
     lines = []
     step = 0
     for k, (a, b) in enumerate(terms, 1):
-        b1, b0 = divmod(b, 10)
-        lines.append((f"#{k} {a}*{b}", KIND_SCRATCH, step))
-        s0, p0 = _mul_by_digit(a, b0)
-        lines.append((f"{a}*{b0} {s0} {p0:03d}", KIND_SCRATCH, step))
-        s1, p1 = _mul_by_digit(a, b1)
-        lines.append((f"{a}*{b1} {s1} {p1:03d}", KIND_SCRATCH, step))
-        lines.append((_column_add(p0, p1 * 10, 4), KIND_SCRATCH, step))
+        lines.extend((line, KIND_SCRATCH, step) for line in product_block(k, a, b))
         if fmt == 1:
             lines.append((f"p{k}:{a}*{b}={a * b:04d}", KIND_INFO, step))
         else:
@@ -305,7 +310,7 @@ def build_example(terms, fmt=FORMAT, family="late"):
     prompt_len = len(ids)
     add(encode_text("\n"), KIND_SCRATCH, 0)
     if family == "chase":
-        lines, total = chase.solution_lines(terms, _mul_by_digit, _column_add)
+        lines, total = chase.solution_lines(terms, product_block)
     elif family == "late":
         lines, total = solution_lines(terms, fmt)
     else:

@@ -93,20 +93,15 @@ def _template_of(problem, nid):
     return TEMPLATES[rng.randrange(len(TEMPLATES))]
 
 
-def solution_lines(problem, mul_by_digit, column_add):
-    """The thinking as (line, kind, step), and the answer."""
+def solution_lines(problem, product_block):
+    """The thinking as (line, kind, step), and the answer. product_block is
+    tasks.product_block: the late family's scratch lines of one product."""
     nodes, start, hops = problem
     lines = []
     prod = {}
     step = 0
     for nid, a, b in nodes:
-        b1, b0 = divmod(b, 10)
-        lines.append((f"#{nid} {a}*{b}", KIND_SCRATCH, step))
-        s0, p0 = mul_by_digit(a, b0)
-        lines.append((f"{a}*{b0} {s0} {p0:03d}", KIND_SCRATCH, step))
-        s1, p1 = mul_by_digit(a, b1)
-        lines.append((f"{a}*{b1} {s1} {p1:03d}", KIND_SCRATCH, step))
-        lines.append((column_add(p0, p1 * 10, 4), KIND_SCRATCH, step))
+        lines.extend((line, KIND_SCRATCH, step) for line in product_block(nid, a, b))
         prod[nid] = a * b
         lines.append((_template_of(problem, nid).format(k=nid, v=a * b), KIND_INFO, step))
         step += 1
