@@ -6,14 +6,17 @@
  * thinking; the content of \boxed{...} when there is one) compared with the
  * reference. A method's cost is its peak KV bytes (blocks in use plus query
  * rings and scoring scratch: kara_context_kv_bytes_peak) over full's peak
- * bytes on the same problem set. Rows, in order:
+ * bytes on the same problem: each problem runs in a context of its own, so
+ * its cap and its peak are its own. Rows, in order:
  *   full      every token kept (the unit of every share);
  *   default   the configuration as given (method, eviction, budget);
  *   per budget share f (--budgets): each method with kv.budget capped at
- *             f x full's peak bytes, so no method holds more;
+ *             f x full's peak bytes on each problem, so no method holds more;
  *   per retention r (--retentions, none by default): kara/per_window at r
  *             (the paper's setting), the other NAME/per_window methods at r,
- *             and every on-demand method capped at kara/per_window's peak.
+ *             and every on-demand method capped on each problem at
+ *             kara/per_window's peak on it.
+ * A row's peak_share is the mean over its problems of peak / full's peak.
  * snapkv's and rkv's trigger slack and lazy's window are scaled to a quarter
  * of the slots the cap stands for. A method that cannot be created within
  * its cap, or a problem it cannot admit, makes an error row (counted wrong,
@@ -215,7 +218,14 @@ typedef struct eval_run {
     bool dry;            /* counting the rows run_all would run, for the progress line */
     int planned;         /* rows of the whole run */
     kr_progress prog;    /* problems done of planned x tasks */
-    uint64_t full_bytes; /* full's peak KV bytes in plain decoding: the unit of every share */
+    uint64_t full_bytes; /* full's largest peak KV bytes over the problems, in plain decoding */
+    /* per problem: full's peak bytes (the unit of its shares) and slots, the
+     * peak bytes and slots of the row just run (0 where it did not run), and
+     * the caps of the row being run (NULL: as configured) */
+    uint64_t *full_of, *peak_of, *cap_of, *ref_of;
+    int32_t *full_slots_of, *peak_slots_of, *plain_of;
+    int32_t *ref_slots_of; /* a retention row's reference peak slots, for the baselines' slacks */
+    double cap_f; /* a budget row's share (its caps are cap_f x full_of), else 0 */
 } eval_run;
 
 /* The token cap of a problem: cap_factor x its reference thinking length
@@ -232,108 +242,184 @@ static void note_failure(kr_task_row *row, const kr_eval_task *t, const char *wh
     snprintf(row->error, sizeof row->error, "%s: %s%s", t->where, what, kara_last_error());
 }
 
-static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row *row) {
-    const eval_opts *o = e->o;
-    kara_model *m = e->m;
-    const kara_chat_template *tmpl = e->tmpl;
-    const kr_eval_tasks *tasks = e->tasks;
-    kara_context_params cp = *cp_in;
-    cp.n_seq_max = 1;
-    cp.verify_max = kr_cli_context_params(&o->cfg).verify_max; /* cp_in is a row's KV settings */
+/* The context, draft model and generator of one problem, made and freed
+ * together. */
+typedef struct problem_ctx {
     kara_context *ctx;
-    if (kara_context_create(m, &cp, &ctx) != KARA_OK) {
+    kr_draft_model draft;
+    kara_generator *gen;
+} problem_ctx;
+
+static void problem_close(problem_ctx *p) {
+    if (p->gen) kara_generator_free(p->gen);
+    if (p->ctx) kr_draft_model_close(&p->draft);
+    if (p->ctx) kara_context_free(p->ctx);
+    memset(p, 0, sizeof *p);
+}
+
+/* KR_EXIT_OK with p ready; -1 when the context cannot be made within a cap
+ * (the problem fails, the row goes on); an exit code otherwise. */
+static int problem_open(const eval_run *e, const kara_context_params *cp, bool capped, kr_task_row *row,
+                        problem_ctx *p) {
+    const eval_opts *o = e->o;
+    memset(p, 0, sizeof *p);
+    if (kara_context_create(e->m, cp, &p->ctx) != KARA_OK) {
+        p->ctx = NULL;
+        if (capped) return -1; /* a cap the method cannot fit (its reservation and one block) */
         fprintf(stderr, "kara eval: %s: %s\n", row->label, kara_last_error());
-        if (!row->cap_bytes) return KR_EXIT_CONFIG;
-        /* a cap the method cannot fit (its reservation and one block): an
-         * error row, every problem counted wrong, and the run goes on */
-        snprintf(row->error, sizeof row->error, "%s", kara_last_error());
-        row->n = row->failed = tasks->n;
-        return KR_EXIT_OK;
+        return KR_EXIT_CONFIG;
     }
-    kara_kv_stats ks;
-    kara_context_kv_stats(ctx, &ks);
-    row->seq_tokens = ks.seq_tokens;
-    row->block_bytes = ks.blocks_total > 0 ? ks.pool_bytes / (uint64_t)ks.blocks_total : 0;
     kara_generator_params gp;
     kara_generator_params_init(&gp);
     gp.sampling = o->cfg.sampling;
     gp.spec = o->cfg.spec;
     gp.draft_max = o->cfg.draft_max;
     gp.draft_p_min = o->cfg.draft_p_min;
-    kr_draft_model draft;
-    kara_status dst = kr_draft_model_open("eval", &o->cfg, ctx, 1, &draft);
+    kara_status dst = kr_draft_model_open("eval", &o->cfg, p->ctx, 1, &p->draft);
     if (dst) {
-        kara_context_free(ctx);
+        kara_context_free(p->ctx);
+        p->ctx = NULL;
         return kr_exit_for_status(dst);
     }
-    gp.draft_ctx = draft.ctx;
-    kara_generator *gen;
-    if (kara_generator_create(ctx, &gp, &gen) != KARA_OK) {
+    gp.draft_ctx = p->draft.ctx;
+    if (kara_generator_create(p->ctx, &gp, &p->gen) != KARA_OK) {
         fprintf(stderr, "kara eval: %s\n", kara_last_error());
-        kr_draft_model_close(&draft);
-        kara_context_free(ctx);
+        p->gen = NULL;
+        problem_close(p);
         return KR_EXIT_CONFIG;
     }
+    return KR_EXIT_OK;
+}
+
+/* The counters a row sums over its problems. */
+typedef struct row_sums {
+    double think, cached, t_gen, share, cap_share;
+    long steps, generated, drafted, accepted, verify;
+    int ran;
+    bool spec_on;
+} row_sums;
+
+static void fit_slacks(kara_kv_params *kv, int32_t share);
+
+/* One problem in a context of its own, under its cap. */
+static int run_problem(eval_run *e, const kara_context_params *cp_in, kr_task_row *row, int i, row_sums *sum,
+                       char *prompt, char *answer, int32_t *ids, size_t cap) {
+    const eval_opts *o = e->o;
+    const kr_eval_task *t = &e->tasks->items[i];
+    kara_context_params cp = *cp_in;
+    cp.n_seq_max = 1;
+    cp.verify_max = kr_cli_context_params(&o->cfg).verify_max; /* cp_in is a row's KV settings */
+    uint64_t cap_i = e->cap_f > 0 ? (uint64_t)floor(e->cap_f * (double)e->full_of[i]) : e->cap_of ? e->cap_of[i] : 0;
+    e->peak_of[i] = 0;
+    e->peak_slots_of[i] = e->plain_of[i] = 0;
+    row->n++;
+    if (e->cap_of && !e->cap_of[i]) {
+        if (!row->failed++) note_failure(row, t, "the row's reference (kara/per_window) did not run this problem");
+        return KR_EXIT_OK;
+    }
+    if (e->cap_f > 0) fit_slacks(&cp.kv, (int32_t)lround(e->cap_f * e->full_slots_of[i]));
+    if (e->cap_of) fit_slacks(&cp.kv, e->ref_slots_of[i]);
+    if (e->cap_f > 0 || e->cap_of) {
+        cp.kv.budget = cap_i ? cap_i : 1;
+        cp.kv.seq_tokens = 0; /* the whole pool the cap leaves after the method's reservation */
+        if (cap_i > row->cap_bytes) row->cap_bytes = cap_i;
+    }
+    problem_ctx p;
+    int rc = problem_open(e, &cp, e->cap_f > 0 || e->cap_of, row, &p);
+    if (rc < 0) {
+        if (!row->failed++) note_failure(row, t, "");
+        return KR_EXIT_OK;
+    }
+    if (rc) return rc;
+    kara_kv_stats ks;
+    kara_context_kv_stats(p.ctx, &ks);
+    row->seq_tokens = ks.seq_tokens;
+    row->block_bytes = ks.blocks_total > 0 ? ks.pool_bytes / (uint64_t)ks.blocks_total : 0;
+    kara_chat_message msg = {"user", t->prompt};
+    size_t len = 0;
+    if (kara_chat_apply(e->tmpl, &msg, 1, true, true, prompt, cap, &len) != KARA_OK) {
+        fprintf(stderr, "kara eval: %s: %s\n", t->where, kara_last_error());
+        problem_close(&p);
+        return KR_EXIT_DATAERR;
+    }
+    int32_t n = 0;
+    kara_status st = kara_tokenize(e->m, prompt, (int32_t)len, ids, (int32_t)cap, true, true, &n);
+    kara_generator_set_max_tokens(p.gen, token_cap(o, t));
+    /* the admission check tells a method that cannot keep what it
+     * protects within the share from one that ran and failed */
+    if (!st) st = kara_seq_admit(p.ctx, 0, n, token_cap(o, t));
+    if (!st) st = kara_generator_start(p.gen, 0, ids, n);
+    if (st) {
+        if (!row->failed++) note_failure(row, t, "");
+        problem_close(&p);
+        return KR_EXIT_OK; /* counts as wrong: the request could not run */
+    }
+    size_t alen = 0;
+    kara_piece piece;
+    int32_t held_max = 0;
+    double t0 = kr_monotonic_seconds();
+    while ((st = kara_generator_next(p.gen, &piece)) == KARA_OK) {
+        if (piece.channel == KARA_CHANNEL_ANSWER && alen + (size_t)piece.len < cap) {
+            memcpy(answer + alen, piece.text, (size_t)piece.len);
+            alen += (size_t)piece.len;
+        }
+        int32_t held = kara_seq_n_cached(p.ctx, 0);
+        if (held > held_max) held_max = held;
+        sum->cached += held;
+        sum->steps++;
+    }
+    sum->t_gen += kr_monotonic_seconds() - t0;
+    if (st < 0) {
+        if (!row->failed++) note_failure(row, t, "stopped: ");
+        problem_close(&p);
+        return KR_EXIT_OK;
+    }
+    answer[alen] = 0;
+    kara_generator_stats gs;
+    kara_generator_get_stats(p.gen, &gs);
+    sum->think += gs.n_think;
+    sum->generated += gs.n_generated;
+    /* what plain decoding holds at the end; a verify step holds its
+     * drafts too, so peak_slots with drafts can be larger */
+    int32_t plain = n + gs.n_generated - 1;
+    if (plain > row->plain_peak) row->plain_peak = plain;
+    e->plain_of[i] = plain;
+    sum->drafted += gs.n_drafted;
+    sum->accepted += gs.n_accepted;
+    sum->verify += gs.n_verify;
+    sum->spec_on |= gs.spec_on;
+    row->capped += kara_generator_stop_reason(p.gen) == KARA_STOP_MAX_TOKENS;
+    row->correct += kr_eval_answer_matches(answer, t->answer);
+    kara_context_kv_stats(p.ctx, &ks);
+    uint64_t peak = kara_context_kv_bytes_peak(p.ctx);
+    if (held_max > row->peak_slots) row->peak_slots = held_max;
+    if (peak > row->kv_peak) row->kv_peak = peak;
+    if (ks.cache_bytes_peak > row->cache_peak) row->cache_peak = ks.cache_bytes_peak;
+    if (ks.reserved_bytes > row->reserved) row->reserved = ks.reserved_bytes;
+    row->events += ks.events;
+    row->evicted += ks.slots_evicted;
+    e->peak_of[i] = peak;
+    e->peak_slots_of[i] = held_max;
+    if (e->full_of[i]) {
+        sum->share += (double)peak / (double)e->full_of[i];
+        sum->cap_share += (double)cap_i / (double)e->full_of[i];
+    }
+    sum->ran++;
+    problem_close(&p);
+    return KR_EXIT_OK;
+}
+
+static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row *row) {
+    const eval_opts *o = e->o;
+    const kr_eval_tasks *tasks = e->tasks;
     size_t cap = 1 << 16;
     char *prompt = malloc(cap), *answer = malloc(cap);
     int32_t *ids = malloc(cap * sizeof *ids);
-    double think = 0, cached = 0, t_gen = 0;
-    long steps = 0, generated = 0, drafted = 0, accepted = 0, verify = 0;
-    bool spec_on = false;
+    row_sums sum;
+    memset(&sum, 0, sizeof sum);
     int rc = prompt && answer && ids ? KR_EXIT_OK : KR_EXIT_SOFTWARE;
     for (int i = 0; i < tasks->n && rc == KR_EXIT_OK; i++) {
-        const kr_eval_task *t = &tasks->items[i];
-        kara_chat_message msg = {"user", t->prompt};
-        size_t len = 0;
-        if (kara_chat_apply(tmpl, &msg, 1, true, true, prompt, cap, &len) != KARA_OK) {
-            fprintf(stderr, "kara eval: %s: %s\n", t->where, kara_last_error());
-            rc = KR_EXIT_DATAERR;
-            break;
-        }
-        int32_t n = 0;
-        kara_status st = kara_tokenize(m, prompt, (int32_t)len, ids, (int32_t)cap, true, true, &n);
-        kara_generator_set_max_tokens(gen, token_cap(o, t));
-        /* the admission check tells a method that cannot keep what it
-         * protects within the share from one that ran and failed */
-        if (!st) st = kara_seq_admit(ctx, 0, n, token_cap(o, t));
-        if (!st) st = kara_generator_start(gen, 0, ids, n);
-        row->n++;
-        if (st) {
-            if (!row->failed++) note_failure(row, t, "");
-            continue; /* counts as wrong: the request could not run */
-        }
-        size_t alen = 0;
-        kara_piece piece;
-        double t0 = kr_monotonic_seconds();
-        while ((st = kara_generator_next(gen, &piece)) == KARA_OK) {
-            if (piece.channel == KARA_CHANNEL_ANSWER && alen + (size_t)piece.len < cap) {
-                memcpy(answer + alen, piece.text, (size_t)piece.len);
-                alen += (size_t)piece.len;
-            }
-            int32_t held = kara_seq_n_cached(ctx, 0);
-            if (held > row->peak_slots) row->peak_slots = held;
-            cached += held;
-            steps++;
-        }
-        t_gen += kr_monotonic_seconds() - t0;
-        if (st < 0) {
-            if (!row->failed++) note_failure(row, t, "stopped: ");
-            continue;
-        }
-        answer[alen] = 0;
-        kara_generator_stats gs;
-        kara_generator_get_stats(gen, &gs);
-        think += gs.n_think;
-        generated += gs.n_generated;
-        /* what plain decoding holds at the end; a verify step holds its
-         * drafts too, so peak_slots with drafts can be larger */
-        if (n + gs.n_generated - 1 > row->plain_peak) row->plain_peak = n + gs.n_generated - 1;
-        drafted += gs.n_drafted;
-        accepted += gs.n_accepted;
-        verify += gs.n_verify;
-        spec_on |= gs.spec_on;
-        row->capped += kara_generator_stop_reason(gen) == KARA_STOP_MAX_TOKENS;
-        row->correct += kr_eval_answer_matches(answer, t->answer);
+        rc = run_problem(e, cp_in, row, i, &sum, prompt, answer, ids, cap);
         char what[96];
         snprintf(what, sizeof what, "row %d/%d: %s", e->n_rows, e->planned, row->label);
         kr_progress_update(&e->prog, (double)(e->n_rows - 1) * tasks->n + i + 1, "problems", what, false);
@@ -342,23 +428,17 @@ static int run_config(eval_run *e, const kara_context_params *cp_in, kr_task_row
         fprintf(stderr,
                 "kara eval: %s: speculative %s: %ld tokens drafted, %ld accepted (%.1f%%), in %ld verify steps of %ld "
                 "tokens generated\n",
-                row->label, spec_on ? "on" : "off (the context batch holds no drafts)", drafted, accepted,
-                drafted ? 100.0 * (double)accepted / (double)drafted : 0.0, verify, generated);
-    row->think_tokens = row->n ? think / row->n : 0;
-    row->cached_slots = steps ? cached / (double)steps : 0;
-    row->tok_s = t_gen > 0 ? (double)generated / t_gen : 0;
-    kara_context_kv_stats(ctx, &ks);
-    row->cache_peak = ks.cache_bytes_peak;
-    row->reserved = ks.reserved_bytes;
-    row->events = ks.events;
-    row->kv_peak = kara_context_kv_bytes_peak(ctx);
-    row->evicted = ks.slots_evicted;
+                row->label, sum.spec_on ? "on" : "off (the context batch holds no drafts)", sum.drafted, sum.accepted,
+                sum.drafted ? 100.0 * (double)sum.accepted / (double)sum.drafted : 0.0, sum.verify, sum.generated);
+    int done = row->n - row->failed;
+    row->think_tokens = done > 0 ? sum.think / done : 0;
+    row->cached_slots = sum.steps ? sum.cached / (double)sum.steps : 0;
+    row->tok_s = sum.t_gen > 0 ? (double)sum.generated / sum.t_gen : 0;
+    row->peak_share = sum.ran ? sum.share / sum.ran : 0;
+    row->cap_share = e->cap_f > 0 ? e->cap_f : sum.ran && e->cap_of ? sum.cap_share / sum.ran : 0;
     free(prompt);
     free(answer);
     free(ids);
-    kara_generator_free(gen);
-    kr_draft_model_close(&draft);
-    kara_context_free(ctx);
     return rc;
 }
 
@@ -413,26 +493,30 @@ static kr_task_row *new_row(eval_run *e, const kara_context_params *cp, const ch
     return r;
 }
 
-static int run_row(eval_run *e, const kara_context_params *cp_in, const char *label, const char *axis, double x,
-                   uint64_t cap) {
-    kara_context_params cp = *cp_in;
-    if (cap) {
-        cp.kv.budget = cap;
-        cp.kv.seq_tokens = 0; /* the whole pool the cap leaves after the method's reservation */
-    }
-    kr_task_row *r = new_row(e, &cp, label, axis, x);
-    r->cap_bytes = cap;
+/* One row. Its caps, per problem: cap_f x full's peak bytes on the problem
+ * (a budget row), cap_of[i] (a retention row, NULL-free), or none (cap_f 0
+ * and cap_of NULL: as configured). */
+static int run_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x,
+                   double cap_f, uint64_t *cap_of) {
+    kr_task_row *r = new_row(e, cp, label, axis, x);
     if (e->dry) return KR_EXIT_OK;
-    int rc = run_config(e, &cp, r);
-    if (e->n_rows == 1) {
-        /* full's peak bytes in plain decoding (its most slots held, in whole
-         * blocks), so that the shares do not depend on --spec */
-        int32_t bs = cp.kv.block_size > 0 ? cp.kv.block_size : 16;
-        e->full_bytes = (uint64_t)((r->plain_peak + bs - 1) / bs) * r->block_bytes + r->reserved;
-    }
-    if (e->full_bytes) {
-        r->peak_share = (double)r->kv_peak / (double)e->full_bytes;
-        r->cap_share = (double)cap / (double)e->full_bytes;
+    e->cap_f = cap_f;
+    e->cap_of = cap_of;
+    bool full = e->n_rows == 1;
+    if (full) memset(e->full_of, 0, (size_t)e->tasks->n * sizeof *e->full_of);
+    int rc = run_config(e, cp, r);
+    if (full) {
+        /* full's peak bytes on each problem in plain decoding (its most
+         * slots held, in whole blocks), so that the shares do not depend on
+         * --spec; a problem full could not run has none, and no share */
+        int32_t bs = cp->kv.block_size > 0 ? cp->kv.block_size : 16;
+        for (int i = 0; i < e->tasks->n; i++) {
+            int32_t slots = e->plain_of[i];
+            e->full_slots_of[i] = slots;
+            e->full_of[i] = slots ? (uint64_t)((slots + bs - 1) / bs) * r->block_bytes + r->reserved : 0;
+            if (e->full_of[i] > e->full_bytes) e->full_bytes = e->full_of[i];
+        }
+        r->peak_share = e->full_bytes ? 1.0 : 0.0;
     }
     kr_progress_clear(&e->prog); /* the table row goes to the same terminal */
     if (rc == KR_EXIT_OK) print_row(stdout, r);
@@ -484,11 +568,13 @@ static int run_all(eval_run *e) {
     kara_context_params cp = o->cfg.context;
     cp.kv.method = KARA_KV_METHOD_FULL;
     e->full_bytes = 0;
-    int rc = run_row(e, &cp, "full", "-", 1.0, 0);
+    int rc = run_row(e, &cp, "full", "-", 1.0, 0, NULL);
     if (rc) return rc;
     int32_t full_peak = e->rows[0].plain_peak;
     if (!e->dry && e->full_bytes)
-        fprintf(stderr, "kara eval: full's peak: %d slots, %.1f KiB (plain decoding); shares are of these bytes\n",
+        fprintf(stderr,
+                "kara eval: full's peak: up to %d slots, %.1f KiB (plain decoding); each problem's shares are of "
+                "full's peak bytes on it\n",
                 full_peak, e->full_bytes / 1024.0);
     if (!e->dry && !e->full_bytes) {
         fprintf(stderr, "kara eval: full's peak bytes are 0 (no problem ran): no share can be set\n");
@@ -496,41 +582,41 @@ static int run_all(eval_run *e) {
     }
     char label[48];
     snprintf(label, sizeof label, "default (%s)", kara_kv_method_name(o->cfg.context.kv.method));
-    if (listed(o, true, 0) && (rc = run_row(e, &o->cfg.context, label, "-", 1.0, 0))) return rc;
+    if (listed(o, true, 0) && (rc = run_row(e, &o->cfg.context, label, "-", 1.0, 0, NULL))) return rc;
     for (int b = 0; b < o->n_budgets && !rc; b++)
         for (int i = 0; i < o->n_methods && !rc; i++) {
             const method_spec *ms = &o->methods[i];
             if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL) continue;
             cp = method_params(o, ms, ms->evict == KARA_KV_EVICT_ON_DEMAND ? "on_demand" : "per_window");
-            fit_slacks(&cp.kv, (int32_t)lround(o->budgets[b] * full_peak));
-            uint64_t cap = (uint64_t)floor(o->budgets[b] * (double)e->full_bytes);
-            rc = run_row(e, &cp, ms->label, "budget", o->budgets[b], cap ? cap : 1);
+            rc = run_row(e, &cp, ms->label, "budget", o->budgets[b], o->budgets[b], NULL);
         }
     static const method_spec reference = {false, KARA_KV_METHOD_KARA, KARA_KV_EVICT_PER_WINDOW, "kara/per_window"};
     for (int ri = 0; ri < o->n_retentions && !rc; ri++) {
         cp = method_params(o, &reference, "per_window");
         cp.kv.retention = o->retentions[ri];
-        rc = run_row(e, &cp, reference.label, "retention", o->retentions[ri], 0);
+        rc = run_row(e, &cp, reference.label, "retention", o->retentions[ri], 0, NULL);
         const kr_task_row *ref = &e->rows[e->n_rows - 1];
-        /* what Kara held over the problems that ran; none ran: nothing to match */
-        uint64_t ref_bytes = ref->failed < ref->n ? ref->kv_peak : 0;
-        int32_t ref_slots = ref->peak_slots;
+        /* what Kara held on each problem (0 where it did not run); none ran: nothing to match */
+        bool ref_ran = !e->dry && ref->failed < ref->n;
+        if (!e->dry) {
+            memcpy(e->ref_of, e->peak_of, (size_t)e->tasks->n * sizeof *e->ref_of);
+            memcpy(e->ref_slots_of, e->peak_slots_of, (size_t)e->tasks->n * sizeof *e->ref_slots_of);
+        }
         for (int i = 0; i < o->n_methods && !rc; i++) {
             const method_spec *ms = &o->methods[i];
             if (ms->as_configured || ms->method == KARA_KV_METHOD_FULL || is_reference(ms)) continue;
             if (ms->evict == KARA_KV_EVICT_PER_WINDOW) {
                 cp = method_params(o, ms, "per_window");
                 cp.kv.retention = o->retentions[ri];
-                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri], 0);
+                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri], 0, NULL);
                 continue;
             }
             cp = method_params(o, ms, "on_demand");
-            fit_slacks(&cp.kv, ref_slots);
-            if (!e->dry && !ref_bytes)
+            if (!e->dry && !ref_ran)
                 refuse_row(e, &cp, ms->label, o->retentions[ri],
                            "kara/per_window ran no problem at this retention: no peak bytes to cap this method at");
             else
-                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri], ref_bytes);
+                rc = run_row(e, &cp, ms->label, "retention", o->retentions[ri], 0, e->ref_of);
         }
     }
     return rc;
@@ -563,6 +649,20 @@ static int eval_main(int argc, char **argv) {
     e.m = m;
     e.tmpl = &tmpl;
     e.tasks = &tasks;
+    size_t n = (size_t)(tasks.n > 0 ? tasks.n : 1);
+    e.full_of = calloc(n, sizeof *e.full_of);
+    e.peak_of = calloc(n, sizeof *e.peak_of);
+    e.ref_of = calloc(n, sizeof *e.ref_of);
+    e.full_slots_of = calloc(n, sizeof *e.full_slots_of);
+    e.peak_slots_of = calloc(n, sizeof *e.peak_slots_of);
+    e.plain_of = calloc(n, sizeof *e.plain_of);
+    e.ref_slots_of = calloc(n, sizeof *e.ref_slots_of);
+    if (!e.full_of || !e.peak_of || !e.ref_of || !e.full_slots_of || !e.peak_slots_of || !e.plain_of ||
+        !e.ref_slots_of) {
+        fprintf(stderr, "kara eval: out of memory for %d problems' peaks\n", tasks.n);
+        rc = KR_EXIT_SOFTWARE;
+        goto done;
+    }
     e.dry = true; /* the same loops, counting rows: the progress line's total */
     run_all(&e);
     e.planned = e.n_rows;
@@ -583,6 +683,14 @@ static int eval_main(int argc, char **argv) {
                 errors, e.n_rows, KR_EXIT_PARTIAL);
         rc = KR_EXIT_PARTIAL;
     }
+done:
+    free(e.full_of);
+    free(e.peak_of);
+    free(e.ref_of);
+    free(e.full_slots_of);
+    free(e.peak_slots_of);
+    free(e.plain_of);
+    free(e.ref_slots_of);
     kara_model_free(m);
     kr_eval_tasks_free(&tasks);
     return rc;
