@@ -225,7 +225,7 @@ typedef struct eval_run {
     uint64_t *full_of, *peak_of, *cap_of, *ref_of;
     int32_t *full_slots_of, *peak_slots_of, *plain_of;
     int32_t *ref_slots_of; /* a retention row's reference peak slots, for the baselines' slacks */
-    double cap_f; /* a budget row's share (its caps are cap_f x full_of), else 0 */
+    double cap_f;          /* a budget row's share (its caps are cap_f x full_of), else 0 */
 } eval_run;
 
 /* The token cap of a problem: cap_factor x its reference thinking length
