@@ -29,6 +29,7 @@
 #include "cuda_backend_state.h"
 #include "cuda_ops.h"
 #include "cuda_plan.h"
+#include "cuda_splitk.h"
 #include "status.h"
 
 /* Why a launcher's code failed, in words. */
@@ -146,10 +147,12 @@ static int upload_matrix(cuda_state *s, const kr_weight *w, uint8_t *dst) {
 static void upload_pass_index(kara_context *c, cuda_state *s, int32_t n) {
     const kr_kv_cache *kv = &c->kv;
     int32_t used = 0;
+    s->max_vis = 0;
     for (int32_t i = 0; i < n; i++) {
         const int32_t seq = c->entry_seq[i];
         s->h_k_offs[i] = (int64_t)((uint8_t *)kr_kv_k(kv, 0, seq, c->slot[i]) - kv->pool);
         s->h_n_vis[i] = c->slot[i] + 1;
+        if (s->h_n_vis[i] > s->max_vis) s->max_vis = s->h_n_vis[i];
         int32_t j = 0;
         while (j < i && c->entry_seq[j] != seq) j++;
         if (j < i) {
@@ -258,7 +261,9 @@ static void cu_attention(kara_context *c, int32_t il, int32_t n) {
                            .n_vis = s->index[KR_CUDA_I_N_VIS],
                            .tables = s->index[KR_CUDA_I_TABLES],
                            .table_off = s->index[KR_CUDA_I_TABLE_OFF],
-                           .scale = 1.0f / sqrtf((float)hp->head_dim)};
+                           .scale = 1.0f / sqrtf((float)hp->head_dim),
+                           .n_split = kr_cu_splitk_choose(s->max_vis, n, hp->n_head, hp->n_head_kv, s->n_sm),
+                           .part = s->attn_part};
     note(s, kr_cuda_attention(s->stream, &a), "attention");
 }
 
@@ -459,6 +464,12 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
         s->index[i] = s->base + s->plan.off[KR_CUDA_R_INDEX] + s->plan.index_off[i];
     s->logits = (float *)(s->base + s->plan.off[KR_CUDA_R_LOGITS]);
     s->pool = s->base + s->plan.off[KR_CUDA_R_POOL];
+    s->attn_part = (float *)(s->base + s->plan.off[KR_CUDA_R_ATTN_PART]);
+    /* split-K's split count follows the SM count; 0 (unknown) keeps the one-pass kernel */
+    if (cudaDeviceGetAttribute(&s->n_sm, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
+        s->n_sm = 0;
+        (void)cudaGetLastError();
+    }
     s->scratch = s->base + s->plan.off[KR_CUDA_R_SCRATCH];
     s->scratch_bytes = s->plan.size[KR_CUDA_R_SCRATCH];
     if (kr_cuda_matmul_scratch_bytes((int64_t)s->plan.max_cols, c->n_batch) > s->scratch_bytes)

@@ -45,6 +45,9 @@ typedef struct cuda_state {
     uint8_t *ring;
     void *kvscore[KR_CUDA_S_COUNT];
     int64_t *h_q_offs, *h_key_offs, *h_move_src, *h_move_dst;
+    float *attn_part;   /* split-K attention's partial records */
+    int32_t n_sm;       /* the GPU's multiprocessors, for split-K's split count */
+    int32_t max_vis;    /* the pass's longest entry: slots it sees */
     bool logits_pinned; /* c->logits page-locked (cudaHostRegister) for the copy back */
     bool sync_debug;    /* KARA_CUDA_SYNC_DEBUG=1: wait after each operation so a fault names it */
     int err;            /* the first failed call's code (sticky: a CUDA error can poison the context) */
