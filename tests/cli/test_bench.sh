@@ -84,6 +84,8 @@ o = [json.loads(l) for l in open(sys.argv[1]) if '"tg4"' in l][0]
 assert abs(o["gb_s"] - o["weight_bytes"] * o["tok_s_median"] / 1e9) <= 0.01 + 1e-3 * o["gb_s"], o
 assert o["peak_gb_s"] > 0 and abs(o["bw_frac"] - o["gb_s"] / o["peak_gb_s"]) < 1e-3, o
 PY
+    KARA_CUDA_GRAPHS=1 "$kara" bench -m "$dir/m.gguf" -t 1 -p 0 -n 4 -r 1 --device cuda > "$dir/graphs.jsonl" 2>/dev/null
+    check "KARA_CUDA_GRAPHS=1: the lines say so" grep -q '"device":"cuda","cuda_graphs":true,"gpu":' "$dir/graphs.jsonl"
 fi
 if [ "$rc" = 69 ]; then
     check "--device cuda: 69 before the model is read (missing file)" exit_code 69 "$kara" bench -m "$dir/none.gguf" --device cuda

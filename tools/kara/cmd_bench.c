@@ -321,7 +321,12 @@ static int bench_main(int argc, char **argv) {
     cp.kv.budget = 0;
     kara_context *ctx = NULL;
     cp.device = o.cfg.context.device;
-    if (cp.device == KARA_DEVICE_CUDA) device_field = ",\"device\":\"cuda\"";
+    if (cp.device == KARA_DEVICE_CUDA) {
+        /* KARA_CUDA_GRAPHS=1 (docs/CUDA.md) replays decode as a graph: the lines say so */
+        const char *graphs = getenv("KARA_CUDA_GRAPHS");
+        device_field =
+            graphs && !strcmp(graphs, "1") ? ",\"device\":\"cuda\",\"cuda_graphs\":true" : ",\"device\":\"cuda\"";
+    }
     kara_status cst = kara_context_create(model, &cp, &ctx);
     if (cst != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
