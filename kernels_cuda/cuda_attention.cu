@@ -160,13 +160,8 @@ __global__ void __launch_bounds__(kThreads)
         float *out = a.out + head * hd;
         float *rec = n_split > 1 ? a.part + (head * n_split + split) * KR_CU_SPLITK_REC(hd) : nullptr;
         for (int d = threadIdx.x; d < hd; d += kThreads) {
-            kr_cu_softmax_state m = s_st[0];
-            float o = s_acc[0][d];
-            for (int w = 1; w < kWarps; w++) {
-                float fa, fb;
-                m = kr_cu_softmax_merge(m, s_st[w], &fa, &fb);
-                o = o * fa + s_acc[w][d] * fb;
-            }
+            kr_cu_softmax_state m;
+            const float o = kr_cu_softmax_merge_n(s_st, &s_acc[0][d], kWarps, DPL * 32, &m);
             if (rec)
                 kr_cu_splitk_put(rec, m, d, o);
             else

@@ -4,7 +4,7 @@
  *     but for the last, with empty splits past the end when n_vis < n_split;
  *   - the kernel's work emulated serially with the same functions (per
  *     split, 8 warps taking every 8th slot of the split's range, their
- *     states merged in warp order, the record written by
+ *     states merged in warp order by kr_cu_softmax_merge_n, the record written by
  *     kr_cu_splitk_put, the records merged by kr_cu_splitk_combine) equals
  *     a plain two-pass softmax attention in double within 2e-6 of the
  *     largest |V|, for 1 to 32 splits and 1 to 5000 slots (lengths 1,
@@ -15,31 +15,14 @@
  *     an unknown SM count; otherwise a power of two, at most
  *     KR_CU_SPLITK_MAX, each split at least KR_CU_SPLITK_MIN_SLOTS slots,
  *     and enough blocks for two waves over the SMs where the length allows.
- * Any mismatch prints the case and the test exits 1. */
+ * Any mismatch prints the case; the test then exits 1. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cuda_splitk.h"
-
-static int failed, passed;
-
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            passed++;                                                                                                  \
-        } else {                                                                                                       \
-            failed++;                                                                                                  \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-            if (failed > 20) {                                                                                         \
-                fprintf(stderr, "too many failures\n");                                                                \
-                exit(1);                                                                                               \
-            }                                                                                                          \
-        }                                                                                                              \
-    } while (0)
+#include "test_util.h"
 
 static uint64_t rng = 0x13198a2e03707344ull;
 static double urand(void) {
@@ -61,17 +44,17 @@ static void test_ranges(void) {
             for (int32_t sp = 0; sp < ns; sp++) {
                 int32_t lo, hi;
                 kr_cu_splitk_range(n, ns, sp, &lo, &hi);
-                EXPECT(lo == next || lo == hi, "n %d split %d/%d: starts at %d, not %d", n, sp, ns, lo, next);
-                EXPECT(hi >= lo && hi - lo <= chunk, "n %d split %d/%d: [%d, %d) longer than %d", n, sp, ns, lo, hi,
-                       chunk);
-                EXPECT(hi - lo == chunk || hi == n, "n %d split %d/%d: short split [%d, %d) before the end", n, sp, ns,
-                       lo, hi);
+                CHECK_MSG(lo == next || lo == hi, "n %d split %d/%d: starts at %d, not %d", n, sp, ns, lo, next);
+                CHECK_MSG(hi >= lo && hi - lo <= chunk, "n %d split %d/%d: [%d, %d) longer than %d", n, sp, ns, lo, hi,
+                          chunk);
+                CHECK_MSG(hi - lo == chunk || hi == n, "n %d split %d/%d: short split [%d, %d) before the end", n, sp,
+                          ns, lo, hi);
                 if (lo == hi) empty++;
                 next = hi;
             }
-            EXPECT(next == n, "n %d in %d splits: covered up to %d", n, ns, next);
+            CHECK_MSG(next == n, "n %d in %d splits: covered up to %d", n, ns, next);
             if (ns > n)
-                EXPECT(empty >= ns - n, "n %d in %d splits: %d empty, expected at least %d", n, ns, empty, ns - n);
+                CHECK_MSG(empty >= ns - n, "n %d in %d splits: %d empty, expected at least %d", n, ns, empty, ns - n);
         }
 }
 
@@ -95,20 +78,15 @@ static void emulate(const float *sc, const float *v, int32_t n, int32_t ns, floa
             }
         }
         for (int d = 0; d < HD; d++) {
-            kr_cu_softmax_state m = st[0];
-            float o = acc[0][d];
-            for (int w = 1; w < WARPS; w++) {
-                float fa, fb;
-                m = kr_cu_softmax_merge(m, st[w], &fa, &fb);
-                o = o * fa + acc[w][d] * fb;
-            }
+            kr_cu_softmax_state m;
+            const float o = kr_cu_softmax_merge_n(st, &acc[0][d], WARPS, HD, &m);
             /* an empty split's accumulator is poisoned here: put must not pass it on */
             kr_cu_splitk_put(recs + (size_t)sp * rf, m, d, lo == hi ? NAN : o);
         }
         if (lo == hi) {
             const float *r = recs + (size_t)sp * rf;
-            EXPECT(r[0] == -INFINITY && r[1] == 0.0f && r[2] == 0.0f && r[2 + HD - 1] == 0.0f,
-                   "n %d split %d/%d is empty but its record is m %g l %g acc %g", n, sp, ns, r[0], r[1], r[2]);
+            CHECK_MSG(r[0] == -INFINITY && r[1] == 0.0f && r[2] == 0.0f && r[2 + HD - 1] == 0.0f,
+                      "n %d split %d/%d is empty but its record is m %g l %g acc %g", n, sp, ns, r[0], r[1], r[2]);
         }
     }
     for (int d = 0; d < HD; d++) out[d] = kr_cu_splitk_combine(recs, ns, rf, d);
@@ -148,7 +126,7 @@ static void test_combine(void) {
                 const double e = fabs(out[d] - ref[d] / l) / vmax;
                 if (!(e <= err)) err = e;
             }
-            EXPECT(err <= 2e-6, "%d slots in %d splits: error %.3g of max |V|", n, splits[si], err);
+            CHECK_MSG(err <= 2e-6, "%d slots in %d splits: error %.3g of max |V|", n, splits[si], err);
             if (err > worst) worst = err;
         }
     }
@@ -159,17 +137,17 @@ static void test_combine(void) {
 static void test_choose(void) {
     /* Qwen3-0.6B's heads (16 query, 8 KV) on 132 SMs, one entry: 16
      * blocks a split (one query head each), so 16 splits fill two waves */
-    EXPECT(kr_cu_splitk_choose(100, 1, 16, 8, 132) == 1, "100 slots: one pass");
-    EXPECT(kr_cu_splitk_choose(511, 1, 16, 8, 132) == 1, "511 slots: one pass");
-    EXPECT(kr_cu_splitk_choose(512, 1, 16, 8, 132) == 2, "512 slots: 2 splits");
-    EXPECT(kr_cu_splitk_choose(4096, 1, 16, 8, 132) == 16, "4096 slots: 16 splits, got %d",
-           kr_cu_splitk_choose(4096, 1, 16, 8, 132));
-    EXPECT(kr_cu_splitk_choose(40960, 1, 16, 8, 132) == 16, "40960 slots: 16 splits (two waves), got %d",
-           kr_cu_splitk_choose(40960, 1, 16, 8, 132));
-    EXPECT(kr_cu_splitk_choose(40960, 1, 2, 1, 132) == KR_CU_SPLITK_MAX, "one KV head: capped at %d, got %d",
-           KR_CU_SPLITK_MAX, kr_cu_splitk_choose(40960, 1, 2, 1, 132));
-    EXPECT(kr_cu_splitk_choose(40960, 1, 16, 8, 0) == 1, "unknown SM count: one pass");
-    EXPECT(kr_cu_splitk_choose(40960, KR_CU_SPLITK_MAX_ENTRIES + 1, 16, 8, 132) == 1, "a prefill: one pass");
+    CHECK_MSG(kr_cu_splitk_choose(100, 1, 16, 8, 132) == 1, "100 slots: one pass");
+    CHECK_MSG(kr_cu_splitk_choose(511, 1, 16, 8, 132) == 1, "511 slots: one pass");
+    CHECK_MSG(kr_cu_splitk_choose(512, 1, 16, 8, 132) == 2, "512 slots: 2 splits");
+    CHECK_MSG(kr_cu_splitk_choose(4096, 1, 16, 8, 132) == 16, "4096 slots: 16 splits, got %d",
+              kr_cu_splitk_choose(4096, 1, 16, 8, 132));
+    CHECK_MSG(kr_cu_splitk_choose(40960, 1, 16, 8, 132) == 16, "40960 slots: 16 splits (two waves), got %d",
+              kr_cu_splitk_choose(40960, 1, 16, 8, 132));
+    CHECK_MSG(kr_cu_splitk_choose(40960, 1, 2, 1, 132) == KR_CU_SPLITK_MAX, "one KV head: capped at %d, got %d",
+              KR_CU_SPLITK_MAX, kr_cu_splitk_choose(40960, 1, 2, 1, 132));
+    CHECK_MSG(kr_cu_splitk_choose(40960, 1, 16, 8, 0) == 1, "unknown SM count: one pass");
+    CHECK_MSG(kr_cu_splitk_choose(40960, KR_CU_SPLITK_MAX_ENTRIES + 1, 16, 8, 132) == 1, "a prefill: one pass");
     /* invariants over a sweep of shapes */
     static const int32_t heads[][2] = {{16, 8}, {32, 8}, {14, 2}, {4, 4}, {64, 8}, {2, 1}};
     static const int32_t sms[] = {8, 16, 108, 132};
@@ -179,24 +157,23 @@ static void test_choose(void) {
                 for (int64_t vis = 1; vis <= 70000; vis = vis * 3 + 1) {
                     const int32_t n = kr_cu_splitk_choose(vis, ne, heads[hi][0], heads[hi][1], sms[mi]);
                     const int64_t base = kr_cu_attn_blocks(ne, heads[hi][0], heads[hi][1]);
-                    EXPECT(n >= 1 && n <= KR_CU_SPLITK_MAX && (n & (n - 1)) == 0, "splits %d not a power of two", n);
-                    EXPECT(n == 1 || vis / n >= KR_CU_SPLITK_MIN_SLOTS, "%lld slots in %d splits: too short",
-                           (long long)vis, n);
+                    CHECK_MSG(n >= 1 && n <= KR_CU_SPLITK_MAX && (n & (n - 1)) == 0, "splits %d not a power of two", n);
+                    CHECK_MSG(n == 1 || vis / n >= KR_CU_SPLITK_MIN_SLOTS, "%lld slots in %d splits: too short",
+                              (long long)vis, n);
                     /* doubling would not be allowed: the choice is the largest that fits */
                     const int64_t want = (2 * (int64_t)sms[mi] + base - 1) / base;
-                    EXPECT(2 * n > KR_CU_SPLITK_MAX || 2 * n > want || vis / (2 * n) < KR_CU_SPLITK_MIN_SLOTS,
-                           "%lld slots, %lld entries, %d SMs: %d splits, and %d would fit", (long long)vis,
-                           (long long)ne, sms[mi], n, 2 * n);
+                    CHECK_MSG(2 * n > KR_CU_SPLITK_MAX || 2 * n > want || vis / (2 * n) < KR_CU_SPLITK_MIN_SLOTS,
+                              "%lld slots, %lld entries, %d SMs: %d splits, and %d would fit", (long long)vis,
+                              (long long)ne, sms[mi], n, 2 * n);
                 }
-    EXPECT(kr_cu_splitk_part_floats(1, 16, 128) == 16LL * KR_CU_SPLITK_MAX * 130, "scratch for one entry");
-    EXPECT(kr_cu_splitk_part_floats(64, 16, 128) == KR_CU_SPLITK_MAX_ENTRIES * 16LL * KR_CU_SPLITK_MAX * 130,
-           "scratch capped at KR_CU_SPLITK_MAX_ENTRIES entries");
+    CHECK_MSG(kr_cu_splitk_part_floats(1, 16, 128) == 16LL * KR_CU_SPLITK_MAX * 130, "scratch for one entry");
+    CHECK_MSG(kr_cu_splitk_part_floats(64, 16, 128) == KR_CU_SPLITK_MAX_ENTRIES * 16LL * KR_CU_SPLITK_MAX * 130,
+              "scratch capped at KR_CU_SPLITK_MAX_ENTRIES entries");
 }
 
 int main(void) {
     test_ranges();
     test_combine();
     test_choose();
-    printf("test_cuda_math_splitk: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return kr_test_finish();
 }
