@@ -5,7 +5,7 @@
  * scoring and moves run in the middle of a pass, so the recorded launches
  * must be flushed before them), two device contexts of the shipped
  * reasoning model are fed the same tokens in lockstep:
- *   - a 500-token prompt (Kara: 100; a prefill, launched directly), then 160 steps of
+ *   - a 500-token prompt (Kara: 20; a prefill, launched directly), then 160 steps of
  *     one entry, with every fifth step a batch of two entries (a second
  *     sequence), so the batch shape changes and the graph is re-captured;
  *     the full cache passes 512 slots, where split-K's split count grows;
@@ -47,12 +47,14 @@ static kara_context *make(kara_model *m, kara_kv_method method, bool graphs) {
     cp.n_threads = 1;
     cp.device = KARA_DEVICE_CUDA;
     cp.kv.method = method;
-    if (method == KARA_KV_METHOD_KARA) {
+    kara_status st = KARA_OK;
+    if (method == KARA_KV_METHOD_KARA) { /* windows of 32 after a buffer of 16, a share of 160 slots */
         cp.kv.seq_tokens = 160;
         cp.kv.interval = 32;
+        st = kara_kv_params_set(&cp.kv, "kara.buffer", "16");
     }
     kara_context *c = NULL;
-    if (kara_context_create(m, &cp, &c) != KARA_OK) {
+    if (st || kara_context_create(m, &cp, &c) != KARA_OK) {
         fprintf(stderr, "test_cuda_graphs: %s context: %s\n", kara_kv_method_name(method), kara_last_error());
         exit(1);
     }
@@ -76,18 +78,21 @@ static int32_t argmax(const float *lg, int32_t n) {
 
 static void run(kara_model *m, kara_kv_method method) {
     kara_context *c[2] = {make(m, method, false), make(m, method, true)};
-    /* Kara's share is 160 slots: its prompt fits it, and the steps evict */
-    const int32_t n_vocab = kara_model_n_vocab(m), n_prompt = method == KARA_KV_METHOD_KARA ? 100 : 500, n_steps = 160;
+    /* Kara keeps a prompt whole: short ones leave its share of 160 slots
+     * room to evict in the steps */
+    const bool kara = method == KARA_KV_METHOD_KARA;
+    const int32_t n_vocab = kara_model_n_vocab(m), n_prompt = kara ? 20 : 500, n_prompt2 = kara ? 10 : 40,
+                  n_steps = 160;
     int32_t *prompt = malloc(sizeof(int32_t) * n_prompt);
     srand(7);
     for (int32_t i = 0; i < n_prompt; i++) prompt[i] = 3 + rand() % (n_vocab - 3);
     for (int k = 0; k < 2; k++) {
         kara_batch b = kara_batch_one_sequence(prompt, n_prompt, 0, 0);
         decode(c[k], &b, "the prompt");
-        b = kara_batch_one_sequence(prompt, 40, 0, 1);
+        b = kara_batch_one_sequence(prompt, n_prompt2, 0, 1);
         decode(c[k], &b, "the second sequence's prompt");
     }
-    int32_t tok[2] = {prompt[n_prompt - 1], prompt[39]}, pos[2] = {n_prompt, 40}, seq[2] = {0, 1};
+    int32_t tok[2] = {prompt[n_prompt - 1], prompt[n_prompt2 - 1]}, pos[2] = {n_prompt, n_prompt2}, seq[2] = {0, 1};
     int8_t want[2] = {1, 1};
     int32_t bad_step = -1;
     for (int32_t t = 0; t < n_steps; t++) {
@@ -115,6 +120,11 @@ static void run(kara_model *m, kara_kv_method method) {
     snprintf(what, sizeof what, "%s: captured for each shape (at least 2) and replayed on most steps",
              kara_kv_method_name(method));
     expect(s1->n_captures >= 2 && s1->n_replays >= n_steps / 2, what);
+    if (kara) {
+        kara_kv_stats st;
+        kara_context_kv_stats(c[1], &st);
+        expect(st.events > 0 && st.slots_evicted > 0, "kara: window events ran on the graphed context");
+    }
     free(prompt);
     kara_context_free(c[0]);
     kara_context_free(c[1]);
