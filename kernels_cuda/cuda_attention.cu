@@ -1,16 +1,17 @@
 /*
  * cuda_attention.cu - kr_cuda_attention: softmax(scale q . K^T) . V over the
  * paged KV pool (cuda_ops.h, kr_cuda_attn_args), for every entry and query
- * head, with no scratch memory.
+ * head: in one pass with no scratch memory, or split-K (below).
  *
  * Thread mapping. One block of 8 warps per (entry, KV head, chunk of up to
  * 4 of that KV head's query heads): the chunk's queries share every K and V
  * row the block reads. Warp w takes the slots w, w + 8, w + 16, ... of
- * [0, n_vis); in a warp, lane l holds head dimensions l, l + 32, ...
- * (head_dim / 32 rounded up, at most 8 per lane), so a warp reads a row's
- * head as consecutive bytes. Per slot a warp forms the chunk's scores
- * (per-lane partial dot products, summed by a shuffle butterfly so every
- * lane has them) and folds each into its query's online softmax
+ * [0, n_vis) (with split-K, of the block's range); in a warp, lane l holds
+ * head dimensions l, l + 32, ... (head_dim / 32 rounded up, at most 8 per
+ * lane), so a warp reads a row's head as consecutive bytes. Per slot a
+ * warp forms the chunk's scores (per-lane partial dot products, summed by
+ * a shuffle butterfly so every lane has them) and folds each into its
+ * query's online softmax
  * (cuda_softmax.h: running max, running sum, rescaled accumulator). At the
  * end the 8 warps' partial states are merged through shared memory and
  * out = acc / l. Memory is O(head_dim) per warp whatever n_vis (1 to
