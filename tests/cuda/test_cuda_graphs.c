@@ -27,17 +27,6 @@
 #include "kara.h"
 #include "test_util.h"
 
-static int failed, passed;
-
-static void expect(bool ok, const char *what) {
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    fprintf(stderr, "FAIL: %s\n", what);
-}
-
 static kara_context *make(kara_model *m, kara_kv_method method, bool graphs) {
     setenv("KARA_CUDA_GRAPHS", graphs ? "1" : "0", 1);
     kara_context_params cp;
@@ -107,23 +96,20 @@ static void run(kara_model *m, kara_kv_method method) {
         }
     }
     const cuda_state *s0 = c[0]->backend_state, *s1 = c[1]->backend_state;
-    char what[200];
-    snprintf(what, sizeof what,
-             "%s: the graphed context's logits equal the plain one's bit for bit (first difference "
-             "at step %d)",
-             kara_kv_method_name(method), bad_step);
-    expect(bad_step < 0, what);
-    printf("test_cuda_graphs: %s: %d steps, graph captured %lld times, replayed %lld times\n",
-           kara_kv_method_name(method), n_steps, (long long)s1->n_captures, (long long)s1->n_replays);
-    snprintf(what, sizeof what, "%s: no graph without KARA_CUDA_GRAPHS=1", kara_kv_method_name(method));
-    expect(s0->n_captures == 0 && s0->n_replays == 0, what);
-    snprintf(what, sizeof what, "%s: captured for each shape (at least 2) and replayed on most steps",
-             kara_kv_method_name(method));
-    expect(s1->n_captures >= 2 && s1->n_replays >= n_steps / 2, what);
+    const char *name = kara_kv_method_name(method);
+    CHECK_MSG(bad_step < 0,
+              "%s: the graphed context's logits equal the plain one's bit for bit (first difference at "
+              "step %d)",
+              name, bad_step);
+    printf("test_cuda_graphs: %s: %d steps, graph captured %lld times, replayed %lld times\n", name, n_steps,
+           (long long)s1->n_captures, (long long)s1->n_replays);
+    CHECK_MSG(s0->n_captures == 0 && s0->n_replays == 0, "%s: no graph without KARA_CUDA_GRAPHS=1", name);
+    CHECK_MSG(s1->n_captures >= 2 && s1->n_replays >= n_steps / 2,
+              "%s: captured for each shape (at least 2) and replayed on most steps", name);
     if (kara) {
         kara_kv_stats st;
         kara_context_kv_stats(c[1], &st);
-        expect(st.events > 0 && st.slots_evicted > 0, "kara: window events ran on the graphed context");
+        CHECK_MSG(st.events > 0 && st.slots_evicted > 0, "kara: window events ran on the graphed context");
     }
     free(prompt);
     kara_context_free(c[0]);
@@ -149,6 +135,5 @@ int main(void) {
     run(m, KARA_KV_METHOD_FULL);
     run(m, KARA_KV_METHOD_KARA);
     kara_model_free(m);
-    printf("test_cuda_graphs: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return kr_test_finish();
 }
