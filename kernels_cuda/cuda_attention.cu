@@ -1,16 +1,17 @@
 /*
  * cuda_attention.cu - kr_cuda_attention: softmax(scale q . K^T) . V over the
  * paged KV pool (cuda_ops.h, kr_cuda_attn_args), for every entry and query
- * head, with no scratch memory.
+ * head: in one pass with no scratch memory, or split-K (below).
  *
  * Thread mapping. One block of 8 warps per (entry, KV head, chunk of up to
  * 4 of that KV head's query heads): the chunk's queries share every K and V
  * row the block reads. Warp w takes the slots w, w + 8, w + 16, ... of
- * [0, n_vis); in a warp, lane l holds head dimensions l, l + 32, ...
- * (head_dim / 32 rounded up, at most 8 per lane), so a warp reads a row's
- * head as consecutive bytes. Per slot a warp forms the chunk's scores
- * (per-lane partial dot products, summed by a shuffle butterfly so every
- * lane has them) and folds each into its query's online softmax
+ * [0, n_vis) (with split-K, of the block's range); in a warp, lane l holds
+ * head dimensions l, l + 32, ... (head_dim / 32 rounded up, at most 8 per
+ * lane), so a warp reads a row's head as consecutive bytes. Per slot a
+ * warp forms the chunk's scores (per-lane partial dot products, summed by
+ * a shuffle butterfly so every lane has them) and folds each into its
+ * query's online softmax
  * (cuda_softmax.h: running max, running sum, rescaled accumulator). At the
  * end the 8 warps' partial states are merged through shared memory and
  * out = acc / l. Memory is O(head_dim) per warp whatever n_vis (1 to
@@ -25,6 +26,12 @@
  *
  * The queries are multiplied by scale before the dot products, as the CPU
  * does (forward.c attn_chunk).
+ *
+ * Split-K (a->n_split > 1, cuda_splitk.h): the same kernel runs one block
+ * per (entry, KV head, chunk, split) over the split's range of slots and
+ * writes each query head's partial record (m, l, unnormalised acc) instead
+ * of out; combine_kernel then merges a head's records into out. Decode
+ * then keeps every SM busy at long contexts.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -35,13 +42,14 @@
 #include "cuda_kvquant.h"
 #include "cuda_ops.h"
 #include "cuda_softmax.h"
+#include "cuda_splitk.h"
 #include "kara.h"
 
 namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxGroup = 4; /* query heads per block */
+constexpr int kMaxGroup = KR_CU_ATTN_MAX_GROUP; /* query heads per block */
 constexpr int kMaxHeadDim = KR_CUDA_ATTN_MAX_DIM;
 /* Slots a warp loads ahead before folding them in: more loads in flight
  * per warp hide the latency of the table lookup and the row reads. */
@@ -72,16 +80,19 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-/* See the file comment. Block index = (entry * n_head_kv + kv head) *
- * n_chunks + chunk; a chunk is gsize query heads of the KV head's group. */
+/* See the file comment. Block index = ((entry * n_head_kv + kv head) *
+ * n_chunks + chunk) * n_split + split; a chunk is gsize query heads of the
+ * KV head's group. n_split 1 writes out, more write partial records. */
 template <int DT, int DPL>
-__global__ void __launch_bounds__(kThreads) attention_kernel(kr_cuda_attn_args a, int32_t gsize, int32_t n_chunks) {
+__global__ void __launch_bounds__(kThreads)
+    attention_kernel(kr_cuda_attn_args a, int32_t gsize, int32_t n_chunks, int32_t n_split) {
     __shared__ float s_acc[kWarps][DPL * 32];
     __shared__ kr_cu_softmax_state s_st[kWarps];
 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int32_t group = a.n_head / a.n_head_kv, hd = a.head_dim;
-    const int64_t bid = blockIdx.x;
+    const int32_t split = static_cast<int32_t>(blockIdx.x % n_split);
+    const int64_t bid = blockIdx.x / n_split;
     const int32_t chunk = static_cast<int32_t>(bid % n_chunks);
     const int32_t kvh = static_cast<int32_t>((bid / n_chunks) % a.n_head_kv);
     const int64_t e = bid / n_chunks / a.n_head_kv;
@@ -102,10 +113,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(kr_cuda_attn_args a
         }
     }
 
-    const int32_t nv = a.n_vis[e], bs = a.block_size;
+    int32_t lo, nv;
+    kr_cu_splitk_range(a.n_vis[e], n_split, split, &lo, &nv);
+    const int32_t bs = a.block_size;
     const int32_t *table = a.tables + a.table_off[e];
     const size_t k_base = static_cast<size_t>(a.layer) * 2 * bs, v_gap = static_cast<size_t>(bs) * a.slot_bytes;
-    for (int32_t s0 = warp; s0 < nv; s0 += kWarps * kUnroll) {
+    for (int32_t s0 = lo + warp; s0 < nv; s0 += kWarps * kUnroll) {
         float kv[kUnroll][DPL], vv[kUnroll][DPL];
         bool live[kUnroll];
 #pragma unroll
@@ -144,34 +157,48 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(kr_cuda_attn_args a
         for (int i = 0; i < DPL; i++) s_acc[warp][32 * i + lane] = acc[g][i];
         if (lane == 0) s_st[warp] = st[g];
         __syncthreads();
-        float *out = a.out + (e * a.n_head + h0 + g) * hd;
+        const int64_t head = e * a.n_head + h0 + g;
+        float *out = a.out + head * hd;
+        float *rec = n_split > 1 ? a.part + (head * n_split + split) * KR_CU_SPLITK_REC(hd) : nullptr;
         for (int d = threadIdx.x; d < hd; d += kThreads) {
-            kr_cu_softmax_state m = s_st[0];
-            float o = s_acc[0][d];
-            for (int w = 1; w < kWarps; w++) {
-                float fa, fb;
-                m = kr_cu_softmax_merge(m, s_st[w], &fa, &fb);
-                o = o * fa + s_acc[w][d] * fb;
-            }
-            out[d] = o * kr_cu_softmax_inv_sum(m);
+            kr_cu_softmax_state m;
+            const float o = kr_cu_softmax_merge_n(s_st, &s_acc[0][d], kWarps, DPL * 32, &m);
+            if (rec)
+                kr_cu_splitk_put(rec, m, d, o);
+            else
+                out[d] = o * kr_cu_softmax_inv_sum(m);
         }
         __syncthreads();
     }
 }
 
+/* Split-K's second step: one block per (entry, query head) merges the
+ * head's n_split records into out (cuda_splitk.h). */
+__global__ void __launch_bounds__(128) combine_kernel(const float *part, float *out, int32_t hd, int32_t n_split) {
+    const int64_t head = blockIdx.x;
+    const float *recs = part + head * n_split * KR_CU_SPLITK_REC(hd);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x)
+        out[head * hd + d] = kr_cu_splitk_combine(recs, n_split, KR_CU_SPLITK_REC(hd), d);
+}
+
 template <int DT>
-int launch_dt(const kr_cuda_attn_args &a, int32_t gsize, int32_t n_chunks, unsigned blocks, cudaStream_t s) {
+int launch_dt(const kr_cuda_attn_args &a, int32_t gsize, int32_t n_chunks, int32_t ns, unsigned blocks,
+              cudaStream_t s) {
     switch ((a.head_dim + 31) / 32) {
-    case 1: attention_kernel<DT, 1><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
-    case 2: attention_kernel<DT, 2><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
-    case 3: attention_kernel<DT, 3><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
-    case 4: attention_kernel<DT, 4><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
-    case 5: attention_kernel<DT, 5><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
-    case 6: attention_kernel<DT, 6><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
-    case 7: attention_kernel<DT, 7><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
-    case 8: attention_kernel<DT, 8><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks); break;
+    case 1: attention_kernel<DT, 1><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
+    case 2: attention_kernel<DT, 2><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
+    case 3: attention_kernel<DT, 3><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
+    case 4: attention_kernel<DT, 4><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
+    case 5: attention_kernel<DT, 5><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
+    case 6: attention_kernel<DT, 6><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
+    case 7: attention_kernel<DT, 7><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
+    case 8: attention_kernel<DT, 8><<<blocks, kThreads, 0, s>>>(a, gsize, n_chunks, ns); break;
     default: return KR_CUDA_ERR_ARG;
     }
+    int rc = static_cast<int>(cudaGetLastError());
+    if (rc || ns == 1) return rc;
+    combine_kernel<<<static_cast<unsigned>(static_cast<int64_t>(a.n_entries) * a.n_head), 128, 0, s>>>(a.part, a.out,
+                                                                                                       a.head_dim, ns);
     return static_cast<int>(cudaGetLastError());
 }
 
@@ -189,10 +216,8 @@ size_t unit_bytes(int dt) {
 } // namespace
 
 /* Checks the arguments the kernel relies on (shapes, a row fitting in a
- * slot, the layer fitting in a block), picks the query heads per block and
- * launches. With few (entry, KV head) pairs, as in decode, each block takes
- * one query head so more of the GPU works (the group's K/V rows are then
- * read once per query head, mostly from L2); otherwise up to 4. */
+ * slot, the layer fitting in a block, scratch for split-K), picks the
+ * query heads per block (kr_cu_attn_gsize) and launches. */
 extern "C" int kr_cuda_attention(void *stream, const kr_cuda_attn_args *a) {
     if (!a || a->n_entries < 0) return KR_CUDA_ERR_ARG;
     if (a->n_entries == 0) return 0;
@@ -210,19 +235,19 @@ extern "C" int kr_cuda_attention(void *stream, const kr_cuda_attn_args *a) {
         (static_cast<size_t>(a->layer) + 1) * 2 * static_cast<size_t>(a->block_size) * a->slot_bytes)
         return KR_CUDA_ERR_ARG;
 
+    const int32_t ns = a->n_split > 1 ? a->n_split : 1;
+    if (ns > KR_CU_SPLITK_MAX || (ns > 1 && !a->part)) return KR_CUDA_ERR_ARG;
     const int32_t group = a->n_head / a->n_head_kv;
-    const int64_t pairs = static_cast<int64_t>(a->n_entries) * a->n_head_kv;
-    int32_t gsize = group < kMaxGroup ? group : kMaxGroup;
-    if (pairs * ((group + gsize - 1) / gsize) < 128) gsize = 1;
+    const int32_t gsize = kr_cu_attn_gsize(a->n_entries, a->n_head, a->n_head_kv);
     const int32_t n_chunks = (group + gsize - 1) / gsize;
-    const int64_t blocks = pairs * n_chunks;
+    const int64_t blocks = static_cast<int64_t>(a->n_entries) * a->n_head_kv * n_chunks * ns;
     if (blocks > INT32_MAX) return KR_CUDA_ERR_ARG;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     const unsigned nb = static_cast<unsigned>(blocks);
     switch (a->kv_dtype) {
-    case KARA_KV_F32: return launch_dt<KARA_KV_F32>(*a, gsize, n_chunks, nb, s);
-    case KARA_KV_F16: return launch_dt<KARA_KV_F16>(*a, gsize, n_chunks, nb, s);
-    case KARA_KV_Q8_0: return launch_dt<KARA_KV_Q8_0>(*a, gsize, n_chunks, nb, s);
-    default: return launch_dt<KARA_KV_Q4_0>(*a, gsize, n_chunks, nb, s);
+    case KARA_KV_F32: return launch_dt<KARA_KV_F32>(*a, gsize, n_chunks, ns, nb, s);
+    case KARA_KV_F16: return launch_dt<KARA_KV_F16>(*a, gsize, n_chunks, ns, nb, s);
+    case KARA_KV_Q8_0: return launch_dt<KARA_KV_Q8_0>(*a, gsize, n_chunks, ns, nb, s);
+    default: return launch_dt<KARA_KV_Q4_0>(*a, gsize, n_chunks, ns, nb, s);
     }
 }

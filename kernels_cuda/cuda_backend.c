@@ -29,6 +29,7 @@
 #include "cuda_backend_state.h"
 #include "cuda_ops.h"
 #include "cuda_plan.h"
+#include "cuda_splitk.h"
 #include "status.h"
 
 /* Why a launcher's code failed, in words. */
@@ -146,10 +147,12 @@ static int upload_matrix(cuda_state *s, const kr_weight *w, uint8_t *dst) {
 static void upload_pass_index(kara_context *c, cuda_state *s, int32_t n) {
     const kr_kv_cache *kv = &c->kv;
     int32_t used = 0;
+    s->max_vis = 0;
     for (int32_t i = 0; i < n; i++) {
         const int32_t seq = c->entry_seq[i];
         s->h_k_offs[i] = (int64_t)((uint8_t *)kr_kv_k(kv, 0, seq, c->slot[i]) - kv->pool);
         s->h_n_vis[i] = c->slot[i] + 1;
+        if (s->h_n_vis[i] > s->max_vis) s->max_vis = s->h_n_vis[i];
         int32_t j = 0;
         while (j < i && c->entry_seq[j] != seq) j++;
         if (j < i) {
@@ -183,42 +186,77 @@ static void cu_begin(kara_context *c, const int32_t *tokens, int32_t n) {
          "uploading the tokens");
     upload_pass_index(c, s, n);
     kr_cu_kv_begin(c, n);
+    kr_cu_pass_start(s, n);
     const dev_ptr *emb = lookup(s, m->tok_embd.data);
-    note(s,
-         kr_cuda_embed(s->stream, emb->type, emb->dev, emb->row_bytes, s->index[KR_CUDA_I_TOKENS], n, m->hp.n_embd,
-                       act(s, KR_BUF_X)),
-         "the embedding lookup");
+    cu_op *o = kr_cu_op(s, CU_OP_EMBED, "the embedding lookup");
+    o->u.mm.wtype = emb->type;
+    o->u.mm.w = emb->dev;
+    o->u.mm.row_bytes = emb->row_bytes;
+    o->u.mm.x = s->index[KR_CUDA_I_TOKENS];
+    o->u.mm.n = n;
+    o->u.mm.n_cols = m->hp.n_embd;
+    o->u.mm.y = act(s, KR_BUF_X);
+    kr_cu_issue(s, o);
+}
+
+/* The record of an operation on float rows (cu_op's vec). */
+static void vec_op(cuda_state *s, cu_op_kind kind, const char *what, float *y, const float *x, const float *w,
+                   int64_t n_rows, int64_t dim, float eps) {
+    cu_op *o = kr_cu_op(s, kind, what);
+    o->u.vec.y = y;
+    o->u.vec.x = x;
+    o->u.vec.w = w;
+    o->u.vec.n_rows = n_rows;
+    o->u.vec.dim = dim;
+    o->u.vec.eps = eps;
+    kr_cu_issue(s, o);
+}
+
+static void matmul_op(cuda_state *s, const char *what, const dev_ptr *d, const kr_weight *w, const float *x, int32_t n,
+                      float *y, int64_t ld) {
+    cu_op *o = kr_cu_op(s, CU_OP_MATMUL, what);
+    o->u.mm.wtype = d->type;
+    o->u.mm.w = d->dev;
+    o->u.mm.row_bytes = d->row_bytes;
+    o->u.mm.n_rows = w->n_rows;
+    o->u.mm.n_cols = w->n_cols;
+    o->u.mm.x = x;
+    o->u.mm.n = n;
+    o->u.mm.y = y;
+    o->u.mm.ld = ld;
+    kr_cu_issue(s, o);
 }
 
 static void cu_rmsnorm(kara_context *c, kr_buf dst, kr_buf src, const float *w, int64_t n_rows, int32_t dim) {
     cuda_state *s = state(c);
-    note(s, kr_cuda_rmsnorm(s->stream, act(s, dst), act(s, src), dev_vec(s, w), n_rows, dim, c->model->hp.rms_eps),
-         "rmsnorm");
+    vec_op(s, CU_OP_RMSNORM, "rmsnorm", act(s, dst), act(s, src), dev_vec(s, w), n_rows, dim, c->model->hp.rms_eps);
 }
 
 static void cu_matmul(kara_context *c, int n_w, const kr_weight *const *w, kr_buf x, int32_t n, const kr_buf *y) {
     cuda_state *s = state(c);
     for (int t = 0; t < n_w; t++) {
-        const dev_ptr *d = lookup(s, w[t]->data);
-        note(s,
-             kr_cuda_matmul(s->stream, s->blas, d->type, d->dev, d->row_bytes, w[t]->n_rows, w[t]->n_cols, act(s, x), n,
-                            act(s, y[t]), w[t]->n_rows, s->scratch, s->scratch_bytes),
-             "a matrix product");
+        matmul_op(s, "a matrix product", lookup(s, w[t]->data), w[t], act(s, x), n, act(s, y[t]), w[t]->n_rows);
     }
 }
 
 static void cu_add_bias(kara_context *c, kr_buf y, const float *b, int32_t n, int32_t dim) {
     cuda_state *s = state(c);
-    note(s, kr_cuda_add_bias(s->stream, act(s, y), dev_vec(s, b), n, dim), "a bias");
+    vec_op(s, CU_OP_ADD_BIAS, "a bias", act(s, y), NULL, dev_vec(s, b), n, dim, 0.0f);
 }
 
 static void cu_rope(kara_context *c, kr_buf v, int32_t n, int32_t n_heads) {
     cuda_state *s = state(c);
     const kr_hparams *hp = &c->model->hp;
-    note(s,
-         kr_cuda_rope(s->stream, act(s, v), s->index[KR_CUDA_I_POS], n, n_heads, hp->head_dim, hp->rope_dim,
-                      hp->rope_freq_base, hp->rope_neox),
-         "RoPE");
+    cu_op *o = kr_cu_op(s, CU_OP_ROPE, "RoPE");
+    o->u.rope.v = act(s, v);
+    o->u.rope.pos = s->index[KR_CUDA_I_POS];
+    o->u.rope.n = n;
+    o->u.rope.n_heads = n_heads;
+    o->u.rope.head_dim = hp->head_dim;
+    o->u.rope.rope_dim = hp->rope_dim;
+    o->u.rope.base = hp->rope_freq_base;
+    o->u.rope.neox = hp->rope_neox;
+    kr_cu_issue(s, o);
 }
 
 /* The entries' K and V rows go to the same byte offsets of the device pool
@@ -230,12 +268,16 @@ static void cu_kv_store(kara_context *c, int32_t il, int32_t n) {
     const size_t run = (size_t)kv->block_size * kv->slot_bytes; /* one layer's K (or V) rows of a block */
     uint8_t *k_base = s->pool + (size_t)il * 2 * run;
     const int64_t kvd = (int64_t)kv->n_head_kv * kv->head_dim;
-    note(s, kr_cuda_kv_store(s->stream, (int)kv->dtype, k_base, s->index[KR_CUDA_I_K_OFFS], act(s, KR_BUF_K), n, kvd),
-         "the K store");
-    note(
-        s,
-        kr_cuda_kv_store(s->stream, (int)kv->dtype, k_base + run, s->index[KR_CUDA_I_K_OFFS], act(s, KR_BUF_V), n, kvd),
-        "the V store");
+    for (int v = 0; v < 2; v++) {
+        cu_op *o = kr_cu_op(s, CU_OP_KV_STORE, v ? "the V store" : "the K store");
+        o->u.store.dtype = (int32_t)kv->dtype;
+        o->u.store.pool = k_base + (v ? run : 0);
+        o->u.store.offs = s->index[KR_CUDA_I_K_OFFS];
+        o->u.store.src = act(s, v ? KR_BUF_V : KR_BUF_K);
+        o->u.store.n = n;
+        o->u.store.row_len = kvd;
+        kr_cu_issue(s, o);
+    }
     kr_cu_kv_store_queries(c, il, n);
 }
 
@@ -243,33 +285,36 @@ static void cu_attention(kara_context *c, int32_t il, int32_t n) {
     cuda_state *s = state(c);
     const kr_kv_cache *kv = &c->kv;
     const kr_hparams *hp = &c->model->hp;
-    kr_cuda_attn_args a = {.q = act(s, KR_BUF_Q),
-                           .out = act(s, KR_BUF_ATTN),
-                           .n_entries = n,
-                           .n_head = hp->n_head,
-                           .n_head_kv = hp->n_head_kv,
-                           .head_dim = hp->head_dim,
-                           .pool = s->pool,
-                           .bytes_per_block = kv->bytes_per_block,
-                           .slot_bytes = kv->slot_bytes,
-                           .block_size = kv->block_size,
-                           .layer = il,
-                           .kv_dtype = (int32_t)kv->dtype,
-                           .n_vis = s->index[KR_CUDA_I_N_VIS],
-                           .tables = s->index[KR_CUDA_I_TABLES],
-                           .table_off = s->index[KR_CUDA_I_TABLE_OFF],
-                           .scale = 1.0f / sqrtf((float)hp->head_dim)};
-    note(s, kr_cuda_attention(s->stream, &a), "attention");
+    cu_op *o = kr_cu_op(s, CU_OP_ATTENTION, "attention");
+    o->u.attn = (kr_cuda_attn_args){.q = act(s, KR_BUF_Q),
+                                    .out = act(s, KR_BUF_ATTN),
+                                    .n_entries = n,
+                                    .n_head = hp->n_head,
+                                    .n_head_kv = hp->n_head_kv,
+                                    .head_dim = hp->head_dim,
+                                    .pool = s->pool,
+                                    .bytes_per_block = kv->bytes_per_block,
+                                    .slot_bytes = kv->slot_bytes,
+                                    .block_size = kv->block_size,
+                                    .layer = il,
+                                    .kv_dtype = (int32_t)kv->dtype,
+                                    .n_vis = s->index[KR_CUDA_I_N_VIS],
+                                    .tables = s->index[KR_CUDA_I_TABLES],
+                                    .table_off = s->index[KR_CUDA_I_TABLE_OFF],
+                                    .scale = 1.0f / sqrtf((float)hp->head_dim),
+                                    .n_split = kr_cu_splitk_choose(s->max_vis, n, hp->n_head, hp->n_head_kv, s->n_sm),
+                                    .part = s->attn_part};
+    kr_cu_issue(s, o);
 }
 
 static void cu_add(kara_context *c, kr_buf x, kr_buf y, int64_t n_vals) {
     cuda_state *s = state(c);
-    note(s, kr_cuda_add(s->stream, act(s, x), act(s, y), n_vals), "a residual add");
+    vec_op(s, CU_OP_ADD, "a residual add", act(s, x), act(s, y), NULL, n_vals, 0, 0.0f);
 }
 
 static void cu_silu_mul(kara_context *c, kr_buf g, kr_buf u, int32_t n, int32_t dim) {
     cuda_state *s = state(c);
-    note(s, kr_cuda_silu_mul(s->stream, act(s, g), act(s, u), (int64_t)n * dim), "SwiGLU");
+    vec_op(s, CU_OP_SILU_MUL, "SwiGLU", act(s, g), act(s, u), NULL, (int64_t)n * dim, 0, 0.0f);
 }
 
 static void cu_logits(kara_context *c, const int32_t *rows, int32_t n_out) {
@@ -279,17 +324,18 @@ static void cu_logits(kara_context *c, const int32_t *rows, int32_t n_out) {
     const int64_t e = m->hp.n_embd;
     note(s, (int)cudaMemcpyAsync(s->index[KR_CUDA_I_ROWS], rows, (size_t)n_out * 4, cudaMemcpyHostToDevice, s->stream),
          "uploading the output rows");
-    note(s, kr_cuda_gather_rows(s->stream, act(s, KR_BUF_XN), act(s, KR_BUF_X), s->index[KR_CUDA_I_ROWS], n_out, e),
-         "gathering the output rows");
-    note(s,
-         kr_cuda_rmsnorm(s->stream, act(s, KR_BUF_XN), act(s, KR_BUF_XN), dev_vec(s, m->output_norm), n_out, e,
-                         m->hp.rms_eps),
-         "the output norm");
-    const dev_ptr *d = lookup(s, m->output.data);
-    note(s,
-         kr_cuda_matmul(s->stream, s->blas, d->type, d->dev, d->row_bytes, m->output.n_rows, m->output.n_cols,
-                        act(s, KR_BUF_XN), n_out, s->logits, m->hp.n_vocab, s->scratch, s->scratch_bytes),
-         "the output projection");
+    cu_op *o = kr_cu_op(s, CU_OP_GATHER, "gathering the output rows");
+    o->u.gather.dst = act(s, KR_BUF_XN);
+    o->u.gather.src = act(s, KR_BUF_X);
+    o->u.gather.rows = s->index[KR_CUDA_I_ROWS];
+    o->u.gather.n = n_out;
+    o->u.gather.dim = e;
+    kr_cu_issue(s, o);
+    vec_op(s, CU_OP_RMSNORM, "the output norm", act(s, KR_BUF_XN), act(s, KR_BUF_XN), dev_vec(s, m->output_norm), n_out,
+           e, m->hp.rms_eps);
+    matmul_op(s, "the output projection", lookup(s, m->output.data), &m->output, act(s, KR_BUF_XN), n_out, s->logits,
+              m->hp.n_vocab);
+    kr_cu_flush(s, true); /* the pass's launches, as a graph where they are recorded */
     note(s,
          (int)cudaMemcpyAsync(c->logits, s->logits, (size_t)n_out * (size_t)m->hp.n_vocab * sizeof(float),
                               cudaMemcpyDeviceToHost, s->stream),
@@ -298,6 +344,7 @@ static void cu_logits(kara_context *c, const int32_t *rows, int32_t n_out) {
 
 kara_status kr_cu_finish(kara_context *c) {
     cuda_state *s = state(c);
+    kr_cu_flush(s, true); /* a pass without logits, or stopped early */
     note(s, (int)cudaStreamSynchronize(s->stream), "the forward pass");
     if (!s->err) return KARA_OK;
     return kr_set_error(KARA_ERR_DEVICE, "CUDA: %s failed: %s (code %d); free this context", s->err_what,
@@ -309,6 +356,7 @@ static void cu_destroy(kara_context *c) {
     if (!s) return;
     cudaSetDevice(s->device);
     if (s->blas) kr_cuda_blas_destroy(s->blas);
+    kr_cu_graph_free(s);
     if (s->base) cudaFree(s->base);
     if (s->stream) cudaStreamDestroy(s->stream);
     if (s->logits_pinned) cudaHostUnregister(c->logits);
@@ -371,6 +419,7 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
     if (s) {
         const char *dbg = getenv("KARA_CUDA_SYNC_DEBUG");
         s->sync_debug = dbg && dbg[0] == '1';
+        kr_cu_graph_init(s, hp->n_layer);
         /* pinned: the pass's uploads are asynchronous copies from them */
         if (cudaMallocHost((void **)&s->h_k_offs, nb * sizeof(int64_t)) ||
             cudaMallocHost((void **)&s->h_n_vis, nb * sizeof(int32_t)) ||
@@ -459,6 +508,12 @@ kara_status kr_cuda_backend_attach(kara_context *c) {
         s->index[i] = s->base + s->plan.off[KR_CUDA_R_INDEX] + s->plan.index_off[i];
     s->logits = (float *)(s->base + s->plan.off[KR_CUDA_R_LOGITS]);
     s->pool = s->base + s->plan.off[KR_CUDA_R_POOL];
+    s->attn_part = (float *)(s->base + s->plan.off[KR_CUDA_R_ATTN_PART]);
+    /* split-K's split count follows the SM count; 0 (unknown) keeps the one-pass kernel */
+    if (cudaDeviceGetAttribute(&s->n_sm, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
+        s->n_sm = 0;
+        (void)cudaGetLastError();
+    }
     s->scratch = s->base + s->plan.off[KR_CUDA_R_SCRATCH];
     s->scratch_bytes = s->plan.size[KR_CUDA_R_SCRATCH];
     if (kr_cuda_matmul_scratch_bytes((int64_t)s->plan.max_cols, c->n_batch) > s->scratch_bytes)

@@ -61,6 +61,7 @@ static size_t run_bytes(const kr_kv_cache *kv) { return (size_t)kv->block_size *
 static kara_status cu_score(void *user, const kr_kv_span *sp, float *out) {
     kara_context *c = user;
     cuda_state *s = state(c);
+    kr_cu_flush(s, false); /* a pass's recorded launches go first (cuda_graph.c) */
     const kr_kv_policy *pol = &c->policy;
     const kr_kv_cache *kv = &c->kv;
     const kr_kv_tuning *t = kr_kv_tune(&pol->p);
@@ -129,6 +130,7 @@ static kara_status cu_move_rows(void *user, int32_t seq, int32_t l0, int32_t l1,
                                 int32_t n_moves) {
     kara_context *c = user;
     cuda_state *s = state(c);
+    kr_cu_flush(s, false); /* a pass's recorded launches go first (cuda_graph.c) */
     const kr_kv_cache *kv = &c->kv;
     if (n_moves > kv->max_slots || n_moves > s->plan.move_slots)
         return kr_set_error(KARA_ERR_INTERNAL, "runtime.device cuda: %d moves, room for %lld", n_moves,
@@ -159,6 +161,7 @@ static kara_status cu_move_rows(void *user, int32_t seq, int32_t l0, int32_t l1,
 static kara_status copy_rows(kara_context *c, int32_t seq, int32_t l0, int32_t l1, int32_t first, int32_t n,
                              bool to_host) {
     cuda_state *s = state(c);
+    kr_cu_flush(s, false); /* a pass's recorded launches go first (cuda_graph.c) */
     kr_kv_cache *kv = &c->kv;
     for (int32_t l = l0; l < l1; l++)
         for (int32_t i = first, len; i < first + n; i += len) {
@@ -190,6 +193,7 @@ static kara_status cu_push_rows(void *user, int32_t seq, int32_t l0, int32_t l1,
 static void cu_block_copy(void *user, int32_t dst, int32_t src) {
     kara_context *c = user;
     cuda_state *s = state(c);
+    kr_cu_flush(s, false); /* a pass's recorded launches go first (cuda_graph.c) */
     const size_t b = c->kv.bytes_per_block;
     note(s,
          (int)cudaMemcpyAsync(s->pool + (size_t)dst * b, s->pool + (size_t)src * b, b, cudaMemcpyDeviceToDevice,
@@ -231,10 +235,14 @@ void kr_cu_kv_store_queries(kara_context *c, int32_t il, int32_t n) {
     const int32_t stride = kr_kv_layer_stride(kr_kv_tune(&pol->p));
     if (!s->ring || il % stride) return;
     uint8_t *ring = s->ring + (size_t)(il / stride) * (size_t)pol->ring_cap * pol->q_row_bytes;
-    note(s,
-         kr_cuda_kv_store(s->stream, (int)kr_kv_tune(&pol->p)->query_cache_dtype, ring, s->index[KR_CUDA_I_Q_OFFS],
-                          s->acts[KR_BUF_Q], n, (int64_t)pol->n_head * pol->head_dim),
-         "the query ring store");
+    cu_op *o = kr_cu_op(s, CU_OP_KV_STORE, "the query ring store");
+    o->u.store.dtype = (int32_t)kr_kv_tune(&pol->p)->query_cache_dtype;
+    o->u.store.pool = ring;
+    o->u.store.offs = s->index[KR_CUDA_I_Q_OFFS];
+    o->u.store.src = s->acts[KR_BUF_Q];
+    o->u.store.n = n;
+    o->u.store.row_len = (int64_t)pol->n_head * pol->head_dim;
+    kr_cu_issue(s, o);
 }
 
 void kr_cu_kv_free(kara_context *c, cuda_state *s) {

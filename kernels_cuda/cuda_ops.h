@@ -97,6 +97,12 @@ typedef struct kr_cuda_attn_args {
     const int32_t *tables;    /* device: block tables of the entries' sequences, concatenated */
     const int32_t *table_off; /* device: per entry, where its sequence's table starts in tables */
     float scale;              /* 1 / sqrt(head_dim) */
+    /* split-K (cuda_splitk.h): 0 or 1, one pass per (entry, head); more,
+     * each entry's slots cut into n_split ranges whose partial records go
+     * to part (device: n_entries * n_head * n_split records of head_dim + 2
+     * floats) and are then combined into out. kr_cu_splitk_choose picks it. */
+    int32_t n_split;
+    float *part;
 } kr_cuda_attn_args;
 /* The widest head the attention kernel takes (a warp holds 8 values of it
  * per lane). */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cuda_ops.h"
+#include "cuda_splitk.h"
 
 /* a + b and a * b, or false on 64-bit overflow: the inputs come from a
  * model file and a YAML budget, so a product must not wrap silently */
@@ -111,8 +112,20 @@ bool kr_cuda_plan_make(kr_cuda_plan *plan, const kr_cuda_plan_in *in) {
     uint64_t kvscore = 0;
     if (!score_buffers(plan, in, &kvscore)) goto overflow;
 
-    const uint64_t sizes[KR_CUDA_R_COUNT] = {
-        in->weight_bytes, in->vector_bytes, in->pool_bytes, acts, logits, scratch, index, in->ring_bytes, kvscore};
+    uint64_t part;
+    if (!mul_ok((uint64_t)kr_cu_splitk_part_floats(in->n_batch, in->n_head, in->head_dim), sizeof(float), &part))
+        goto overflow;
+
+    const uint64_t sizes[KR_CUDA_R_COUNT] = {in->weight_bytes,
+                                             in->vector_bytes,
+                                             in->pool_bytes,
+                                             acts,
+                                             logits,
+                                             scratch,
+                                             index,
+                                             in->ring_bytes,
+                                             kvscore,
+                                             part};
     uint64_t cursor = 0;
     for (int r = 0; r < KR_CUDA_R_COUNT; r++) {
         if (!place(&cursor, &plan->off[r], sizes[r], 1)) goto overflow;

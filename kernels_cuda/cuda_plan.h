@@ -3,7 +3,8 @@
  * KV budget and a batch size, worked out on the host before any device
  * call: one allocation, cut into aligned regions (weights, norm and bias
  * vectors, the KV pool, the activation buffers, the logits, the matrix
- * products' scratch, the per-pass index arrays). Plain C, tested on the
+ * products' scratch, the per-pass index arrays, split-K attention's
+ * partial records). Plain C, tested on the
  * CPU in every build (tests/unit/test_cuda_plan.c).
  */
 #ifndef KR_CUDA_PLAN_H
@@ -16,15 +17,16 @@
 #define KR_CUDA_ALIGN 256 /* bytes: every region and buffer starts on this */
 
 typedef enum kr_cuda_region {
-    KR_CUDA_R_WEIGHTS, /* matrices, in the file's block layouts */
-    KR_CUDA_R_VECTORS, /* norms and biases, f32 */
-    KR_CUDA_R_POOL,    /* the KV pool: the host cache's blocks, the same layout */
-    KR_CUDA_R_ACTS,    /* activation buffers, n_batch rows each (backend.h's kr_buf order) */
-    KR_CUDA_R_LOGITS,  /* n_batch rows of n_vocab */
-    KR_CUDA_R_SCRATCH, /* kr_cuda_matmul's f16 weight tile and activations */
-    KR_CUDA_R_INDEX,   /* per pass: tokens, positions, KV offsets, block tables, output rows */
-    KR_CUDA_R_RING,    /* the KV policy's query ring: the host ring's bytes, the same layout (0 without) */
-    KR_CUDA_R_KVSCORE, /* the window scorer's and compaction's buffers (kr_cuda_kvscore; 0 without scoring) */
+    KR_CUDA_R_WEIGHTS,   /* matrices, in the file's block layouts */
+    KR_CUDA_R_VECTORS,   /* norms and biases, f32 */
+    KR_CUDA_R_POOL,      /* the KV pool: the host cache's blocks, the same layout */
+    KR_CUDA_R_ACTS,      /* activation buffers, n_batch rows each (backend.h's kr_buf order) */
+    KR_CUDA_R_LOGITS,    /* n_batch rows of n_vocab */
+    KR_CUDA_R_SCRATCH,   /* kr_cuda_matmul's f16 weight tile and activations */
+    KR_CUDA_R_INDEX,     /* per pass: tokens, positions, KV offsets, block tables, output rows */
+    KR_CUDA_R_RING,      /* the KV policy's query ring: the host ring's bytes, the same layout (0 without) */
+    KR_CUDA_R_KVSCORE,   /* the window scorer's and compaction's buffers (kr_cuda_kvscore; 0 without scoring) */
+    KR_CUDA_R_ATTN_PART, /* split-K attention's partial records (cuda_splitk.h), f32 */
     KR_CUDA_R_COUNT
 } kr_cuda_region;
 

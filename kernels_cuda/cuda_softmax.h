@@ -75,6 +75,22 @@ KR_CU_HD kr_cu_softmax_state kr_cu_softmax_merge(kr_cu_softmax_state a, kr_cu_so
     return r;
 }
 
+/* The n partial states st[0..n) (a block's warps) merged in order into *m,
+ * and their accumulators acc[i * stride] scaled to match: the merged
+ * (unnormalised) accumulator. */
+KR_CU_HD float kr_cu_softmax_merge_n(const kr_cu_softmax_state *st, const float *acc, int n, int stride,
+                                     kr_cu_softmax_state *m) {
+    kr_cu_softmax_state r = st[0];
+    float o = acc[0];
+    for (int i = 1; i < n; i++) {
+        float fa, fb;
+        r = kr_cu_softmax_merge(r, st[i], &fa, &fb);
+        o = o * fa + acc[(long)i * stride] * fb;
+    }
+    *m = r;
+    return o;
+}
+
 /* 1 / l, the normaliser of the final accumulator; 0 for an empty state
  * (its accumulator is 0 too, so the output is 0 rather than NaN). */
 KR_CU_HD float kr_cu_softmax_inv_sum(kr_cu_softmax_state st) { return st.l > 0.0f ? 1.0f / st.l : 0.0f; }

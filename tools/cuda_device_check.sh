@@ -10,7 +10,9 @@
 #   tools/cuda_device_check.sh reference   test_cuda_reference_logits on the models of
 #                                          $KARA_SHARED, else shared/ inside the tree
 #   tools/cuda_device_check.sh bench       kara bench --device cuda on the Qwen3-0.6B and
-#                                          1.7B shapes (models built in a scratch folder)
+#                                          1.7B shapes (models built in a scratch folder):
+#                                          decode at depth 0 and 4096, with and without
+#                                          CUDA graphs, tokens/s and GB/s against the card
 #   tools/cuda_device_check.sh all         the three, in order
 #   tools/cuda_device_check.sh prepare     (on the host, before a loan) copy ../shared's
 #                                          models and reference into shared/ so they travel
@@ -150,9 +152,9 @@ run_test() {
 }
 
 step_build() {
-    build_targets test_cuda_matmul test_cuda_ops test_cuda_score test_cuda_reference_logits || return
+    build_targets test_cuda_matmul test_cuda_ops test_cuda_score test_cuda_graphs test_cuda_reference_logits || return
     local t
-    for t in test_cuda_matmul test_cuda_ops test_cuda_score; do
+    for t in test_cuda_matmul test_cuda_ops test_cuda_score test_cuda_graphs; do
         run_test "$t" "$bdir/tests/$t" 300
     done
     local cs
@@ -194,11 +196,17 @@ step_bench() {
             fail 1 "gen-model $preset failed"
             continue
         fi
-        local args
-        for args in "--device cuda -p 512 -n 128 -r 3" "--device cuda -p 0 -n 128 -d 4096 -r 2" "-t $jobs -p 512 -n 128 -r 2"; do
+        # decode at depth 0 and 4096, each launching kernel by kernel and as
+        # a CUDA graph (KARA_CUDA_GRAPHS=1); then the CPU for scale
+        local args graphs
+        for args in "0 --device cuda -p 512 -n 128 -r 3" "1 --device cuda -p 0 -n 128 -r 3" \
+            "0 --device cuda -p 0 -n 128 -d 4096 -r 2" "1 --device cuda -p 0 -n 128 -d 4096 -r 2" \
+            "0 -t $jobs -p 512 -n 128 -r 2"; do
+            graphs=${args%% *}
+            args=${args#* }
             t0=$SECONDS
             # shellcheck disable=SC2086
-            if "$k" bench -m "$m" $args >>"$out/bench.jsonl" 2>"$scratch/bench.err"; then
+            if KARA_CUDA_GRAPHS=$graphs "$k" bench -m "$m" $args >>"$out/bench.jsonl" 2>"$scratch/bench.err"; then
                 record "$step" "bench $preset $args" pass $((SECONDS - t0)) ""
             else
                 record "$step" "bench $preset $args" fail $((SECONDS - t0)) "$(tail -1 "$scratch/bench.err")"
@@ -209,7 +217,18 @@ step_bench() {
         done
         rm -f "$m"
     done
-    [ -f "$out/bench.jsonl" ] && cat "$out/bench.jsonl"
+    [ -f "$out/bench.jsonl" ] || return
+    cat "$out/bench.jsonl"
+    # the decode lines in a line each: tokens/s, GB/s of weights, share of the card's peak
+    python3 - "$out/bench.jsonl" <<'PY' 2>/dev/null | tee -a "$summary"
+import json, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o.get("device") == "cuda" and o["test"].startswith("tg"):
+        print("decode %s d%d%s: %.1f tok/s, %.1f GB/s, %.1f%% of %.0f GB/s (%s)" % (
+            o["model"], o["depth"], " graphs" if o.get("cuda_graphs") else "", o["tok_s_median"], o["gb_s"],
+            100 * o["bw_frac"], o["peak_gb_s"], o["gpu"]))
+PY
 }
 
 step_prepare() {

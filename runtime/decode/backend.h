@@ -83,5 +83,8 @@ kara_status kr_cuda_backend_attach(kara_context *c);
 /* CUDA devices that answer (0 where none does or the driver is missing);
  * kernels_cuda/cuda_probe.cu, in builds with the CUDA backend only. */
 int kr_cuda_n_devices(void);
+/* Device 0's name, peak memory bandwidth, memory and SM count; false when
+ * no device answers. kernels_cuda/cuda_probe.cu, CUDA builds only. */
+bool kr_cuda_device_props(kara_device_props *out);
 
 #endif /* KR_BACKEND_H */

@@ -215,6 +215,24 @@ bool kara_device_available(kara_device device) {
     return kara_device_built(device) && device == KARA_DEVICE_CPU;
 }
 
+kara_status kara_device_props_get(kara_device device, kara_device_props *out) {
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_device_props_get: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (device == KARA_DEVICE_CPU) {
+        snprintf(out->name, sizeof out->name, "cpu");
+        return KARA_OK;
+    }
+    if (device != KARA_DEVICE_CUDA)
+        return kr_set_error(KARA_ERR_ARG, "kara_device_props_get: unknown device %d", device);
+#ifdef KARA_HAVE_CUDA
+    if (kr_cuda_device_props(out)) return KARA_OK;
+    return kr_set_error(KARA_ERR_UNSUPPORTED, "no CUDA device answers (no GPU, or its driver is missing or too old)");
+#else
+    return kr_set_error(KARA_ERR_UNSUPPORTED,
+                        "this libkara was built without the CUDA backend: rebuild with -DKARA_CUDA=ON (docs/CUDA.md)");
+#endif
+}
+
 kara_status kara_context_create(kara_model *model, const kara_context_params *params, kara_context **out) {
     if (out) *out = NULL;
     kara_status sz = kr_params_size_check(params, sizeof *params, "kara_context_create", "kara_context_params_init");

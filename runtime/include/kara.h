@@ -116,6 +116,10 @@ int32_t kara_model_head_dim(const kara_model *model);
 uint64_t kara_model_n_params(const kara_model *model);
 uint64_t kara_model_size_bytes(const kara_model *model);     /* bytes of weight data */
 uint64_t kara_model_repacked_bytes(const kara_model *model); /* of which rewritten at load (no_repack); 0 if none */
+/* Weight bytes one single-token decode step reads: every matrix in full (the output projection too), one row of the
+ * token embeddings (all of it when tied to the output) and the norm and bias vectors, in the file's layouts. A step's
+ * time divides it into an effective memory bandwidth (kara bench). */
+uint64_t kara_model_decode_bytes(const kara_model *model);
 /* A metadata value as text (numbers formatted, arrays summarised) in buf, cut to size bytes with a NUL like
  * snprintf; *len (may be NULL) gets the whole text's length. False when the key is absent (buf "", *len 0). */
 bool kara_model_meta_str(const kara_model *model, const char *key, char *buf, size_t size, size_t *len);
@@ -338,6 +342,18 @@ bool kara_device_built(kara_device device);
 /* True when device can run a context here: built, and for CUDA at least one device answers (this starts the CUDA
  * driver, which takes a moment the first time). */
 bool kara_device_available(kara_device device);
+/* What a benchmark compares a device's speed with. name: the GPU's (or "cpu"); mem_bandwidth: peak memory bytes per
+ * second from the memory clock and bus width (0 when unknown, always on the CPU); mem_bytes: its memory; n_sm: its
+ * multiprocessors (0 on the CPU). */
+typedef struct kara_device_props {
+    char name[128];
+    double mem_bandwidth;
+    uint64_t mem_bytes;
+    int32_t n_sm;
+} kara_device_props;
+/* The properties of the device a context of that kind uses (CUDA: device 0). KARA_ERR_UNSUPPORTED, naming the
+ * reason, when the backend is not built or no device answers; *out zeroed then. */
+kara_status kara_device_props_get(kara_device device, kara_device_props *out);
 
 typedef struct kara_context_params {
     uint32_t size;      /* sizeof (kara_context_params_init) */

@@ -20,6 +20,31 @@ uint64_t kara_model_n_params(const kara_model *m) { return m->n_params; }
 uint64_t kara_model_size_bytes(const kara_model *m) { return m->weight_bytes; }
 uint64_t kara_model_repacked_bytes(const kara_model *m) { return m->repacked_bytes; }
 
+/* Bytes of a matrix's first n_rows rows in its file layout (the CPU may
+ * hold it repacked; a device reads the file's blocks). */
+static uint64_t matrix_bytes(const kr_weight *w, int64_t n_rows) {
+    if (!w->data) return 0;
+    const kr_type_info *ti = kr_type_get(kr_layout_source(w->type));
+    return (uint64_t)(w->n_cols / ti->block_size) * ti->type_size * (uint64_t)n_rows;
+}
+
+uint64_t kara_model_decode_bytes(const kara_model *m) {
+    if (!m || m->vocab_only) return 0;
+    const kr_hparams *hp = &m->hp;
+    const uint64_t e = (uint64_t)hp->n_embd, hd = (uint64_t)hp->head_dim;
+    const uint64_t qd = (uint64_t)hp->n_head * hd, kvd = (uint64_t)hp->n_head_kv * hd;
+    uint64_t b = matrix_bytes(&m->output, m->output.n_rows) + e * 4; /* output projection and norm */
+    if (m->tok_embd.data != m->output.data) b += matrix_bytes(&m->tok_embd, 1);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const kr_layer *L = &m->layers[il];
+        const kr_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) b += matrix_bytes(ws[i], ws[i]->n_rows);
+        b += 2 * e * 4 + (L->bq ? qd * 4 : 0) + (L->bk ? kvd * 4 : 0) + (L->bv ? kvd * 4 : 0) +
+            (L->q_norm ? hd * 4 : 0) + (L->k_norm ? hd * 4 : 0);
+    }
+    return b;
+}
+
 /* Render one metadata value; arrays show their type, length and first items. */
 static int format_value(const kara_gguf_value *v, char *buf, size_t size) {
     switch (v->type) {

@@ -2,7 +2,8 @@
 # `kara bench`: JSON lines in the shape of ../shared/bench/llamacpp-ref (one
 # per test, tokens/s median <= max and >= min), depth and thread count echoed,
 # a closing load line with peak memory; the micro-benchmark modes print their
-# lines; bad flags are usage errors (64), a missing model is 66.
+# lines; bad flags are usage errors (64), a missing model is 66; --device
+# cuda without a backend or a GPU is 69 with the reason.
 set -euo pipefail
 kara=${KARA_BIN:?set KARA_BIN to the kara binary}
 dir=$(mktemp -d)
@@ -61,5 +62,34 @@ check "unknown flag is a usage error" exit_code 64 "$kara" bench -m "$dir/m.gguf
 check "bad -r is a usage error" exit_code 64 "$kara" bench -m "$dir/m.gguf" -r 0
 check "no model is a usage error" exit_code 64 "$kara" bench
 check "missing model file is 66" exit_code 66 "$kara" bench -m "$dir/none.gguf"
+
+# --device cuda: exit 69 with the reason before the model is loaded (a CPU
+# build: no backend; a CUDA build where no GPU answers: no device). Where a
+# GPU answers, the tg line adds the GPU, the weight bytes a step reads, GB/s
+# and the share of the card's peak (gb_s = weight_bytes * tok_s / 1e9).
+if "$kara" run --help-all 2>/dev/null | grep -q -- "-ngl N is --device cuda"; then cuda_build=1; else cuda_build=0; fi
+rc=0
+"$kara" bench -m "$dir/m.gguf" -t 1 -p 0 -n 4 -r 1 --device cuda > "$dir/cuda.jsonl" 2> "$dir/cuda.err" || rc=$?
+if [ "$cuda_build" = 0 ]; then
+    check "--device cuda in a CPU build: exit 69 (rc $rc)" test "$rc" = 69
+    check "--device cuda in a CPU build: says to rebuild" grep -q "^kara bench: --device cuda: this libkara was built without the CUDA backend: rebuild with -DKARA_CUDA=ON" "$dir/cuda.err"
+elif [ "$rc" = 69 ]; then
+    check "--device cuda without a usable GPU: says so" grep -q "^kara bench: --device cuda: no CUDA device answers" "$dir/cuda.err"
+else
+    check "--device cuda on a GPU: runs (rc $rc)" test "$rc" = 0
+    check "--device cuda: tg line with GB/s against the card's peak" grep -Eq '"test":"tg4",.*"device":"cuda","gpu":"[^"]+","weight_bytes":[0-9]+,"gb_s":[0-9.]+,"peak_gb_s":[0-9.]+,"bw_frac":[0-9.]+\}$' "$dir/cuda.jsonl"
+    check "--device cuda: gb_s is weight_bytes x tok/s" python3 - "$dir/cuda.jsonl" <<'PY'
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1]) if '"tg4"' in l][0]
+assert abs(o["gb_s"] - o["weight_bytes"] * o["tok_s_median"] / 1e9) <= 0.01 + 1e-3 * o["gb_s"], o
+assert o["peak_gb_s"] > 0 and abs(o["bw_frac"] - o["gb_s"] / o["peak_gb_s"]) < 1e-3, o
+PY
+    KARA_CUDA_GRAPHS=1 "$kara" bench -m "$dir/m.gguf" -t 1 -p 0 -n 4 -r 1 --device cuda > "$dir/graphs.jsonl" 2>/dev/null
+    check "KARA_CUDA_GRAPHS=1: the lines say so" grep -q '"device":"cuda","cuda_graphs":true,"gpu":' "$dir/graphs.jsonl"
+fi
+if [ "$rc" = 69 ]; then
+    check "--device cuda: 69 before the model is read (missing file)" exit_code 69 "$kara" bench -m "$dir/none.gguf" --device cuda
+    check "--device cuda: nothing on stdout when it stops" test ! -s "$dir/cuda.jsonl"
+fi
 
 [ "$fails" = 0 ] && echo "all ok" || { echo "$fails failed"; exit 1; }

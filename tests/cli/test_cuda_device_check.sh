@@ -5,8 +5,10 @@
 # names why: no GPU (3), a driver too old for the toolkit (4), a test that
 # skipped (5, or 4 / 3 when the skip says the driver or the device is the
 # reason), missing reference data (6); a failing test fails the step (1);
-# only when every stub test passes does it exit 0. Only small files are
-# written to $OUT.
+# only when every stub test passes does it exit 0. The bench step runs
+# decode at depth 0 and 4096 with and without CUDA graphs on both shapes,
+# summarises tokens/s and GB/s, and fails when the device's bench fails.
+# Only small files are written to $OUT.
 set -u
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
 pass=0 fail=0
@@ -52,7 +54,7 @@ check "missing reference data exits 6 (rc $rc)" '[ $rc -eq 6 ]'
 check "and names the folder" 'printf "%s" "$sum" | grep -q "FAIL: reference data missing: $tmp/none/reference"'
 
 # the runtime refuses the driver: every test skips, as with the static CUDA 13 runtime on an older driver
-for t in test_cuda_matmul test_cuda_ops test_cuda_score; do
+for t in test_cuda_matmul test_cuda_ops test_cuda_score test_cuda_graphs; do
     fake_test $t "$t: skipped: no CUDA device (CUDA driver version is insufficient for CUDA runtime version)" 77
 done
 run build
@@ -64,6 +66,7 @@ check "results.jsonl records it as a skip, not a pass" \
 fake_test test_cuda_ops "test_cuda_ops: skipped: something else" 77
 fake_test test_cuda_matmul "test_cuda_matmul: all passed" 0
 fake_test test_cuda_score "test_cuda_score: all passed" 0
+fake_test test_cuda_graphs "test_cuda_graphs: all passed" 0
 run build
 check "any other skip exits 5 (rc $rc)" '[ $rc -eq 5 ]'
 check "and is named" 'printf "%s" "$sum" | grep -q "FAIL: test_cuda_ops skipped (a skip is not a pass)"'
@@ -82,6 +85,48 @@ mkdir -p "$tmp/shared/reference" "$tmp/shared/models"
 fake_test test_cuda_reference_logits "SKIPPED test_cuda_reference_logits: ../shared (or \$KARA_SHARED) not found" 77
 shared="$tmp/shared" run reference
 check "a skipped reference test exits 5 (rc $rc)" '[ $rc -eq 5 ]'
+
+# bench: a stub kara that builds empty models and prints the bench's lines
+# (tg lines with GB/s on the device, marked when KARA_CUDA_GRAPHS=1), or
+# fails the device as a machine without a usable GPU does (STUB_FAIL=1)
+cat >"$tmp/build/bin/kara" <<'SH'
+#!/bin/sh
+if [ "$1" = gen-model ]; then
+    while [ $# -gt 0 ]; do [ "$1" = -o ] && : >"$2"; shift; done
+    exit 0
+fi
+echo "$KARA_CUDA_GRAPHS $*" >>"$STUB_LOG"
+case " $* " in *" --device cuda "*) ;; *)
+    echo '{"engine":"kara","model":"m.gguf","test":"tg128","threads":16,"depth":0,"reps":2,"tok_s_median":50.00,"tok_s_min":49.00,"tok_s_max":51.00}'
+    exit 0 ;;
+esac
+if [ -n "${STUB_FAIL:-}" ]; then
+    echo "kara bench: --device cuda: no CUDA device answers (no GPU, or its driver is missing or too old)" >&2
+    exit 69
+fi
+d=0; case " $* " in *" -d 4096 "*) d=4096 ;; esac
+g=""; [ "${KARA_CUDA_GRAPHS:-}" = 1 ] && g=',"cuda_graphs":true'
+echo "{\"engine\":\"kara\",\"model\":\"m.gguf\",\"test\":\"tg128\",\"threads\":4,\"depth\":$d,\"reps\":3,\"tok_s_median\":300.00,\"tok_s_min\":290.00,\"tok_s_max\":310.00,\"device\":\"cuda\"$g,\"gpu\":\"NVIDIA H100 80GB HBM3\",\"weight_bytes\":1000000000,\"gb_s\":300.00,\"peak_gb_s\":3352.3,\"bw_frac\":0.0895}"
+SH
+chmod +x "$tmp/build/bin/kara"
+export STUB_LOG="$tmp/bench-calls"
+: >"$STUB_LOG"
+run bench
+check "bench with every run passing exits 0 (rc $rc)" '[ $rc -eq 0 ] && printf "%s" "$sum" | grep -q "RESULT: all checks passed"'
+check "bench: depth 0 and 4096, with and without graphs, for both shapes, and the CPU" \
+    '[ "$(grep -c "^0 bench -m .* --device cuda -p 0 -n 128 -d 4096 -r 2$" "$STUB_LOG")" = 2 ] &&
+     [ "$(grep -c "^1 bench -m .* --device cuda -p 0 -n 128 -d 4096 -r 2$" "$STUB_LOG")" = 2 ] &&
+     [ "$(grep -c "^1 bench -m .* --device cuda -p 0 -n 128 -r 3$" "$STUB_LOG")" = 2 ] &&
+     [ "$(grep -c "^0 bench -m .* -t [0-9]* -p 512" "$STUB_LOG")" = 2 ] &&
+     [ "$(grep -c "qwen3-1.7b-q4km.gguf" "$STUB_LOG")" = 5 ]'
+check "bench: the summary gives decode tok/s and GB/s against the card" \
+    'printf "%s" "$sum" | grep -q "decode m.gguf d4096 graphs: 300.0 tok/s, 300.0 GB/s, 8.9% of 3352 GB/s (NVIDIA H100 80GB HBM3)"'
+check "bench: OUT holds the JSON lines and the summary only, the models are gone" \
+    '[ "$(ls "$tmp/out" | tr "\n" " ")" = "bench.jsonl results.jsonl summary.txt " ] && [ ! -e "$tmp/scratch/qwen3-0.6b-q4km.gguf" ]'
+STUB_FAIL=1 run bench
+check "bench with the device failing exits 1 (rc $rc)" '[ $rc -eq 1 ] && ! printf "%s" "$sum" | grep -q "all checks passed"'
+check "and names the run and the reason" \
+    'printf "%s" "$sum" | grep -q "FAIL: bench qwen3-0.6b --device cuda -p 512 -n 128 -r 3 failed: kara bench: --device cuda: no CUDA device answers"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -19,7 +19,11 @@
  *     entries seeing 1 to ~700 slots (and one seeing 40960), GQA groups 1,
  *     2, 4 and 8, head_dim 64, 80, 96 and 128, each KV type, within 1e-4
  *     of the largest |V| value (the output is a convex combination of V
- *     rows); head_dim 80 with a blocked type is refused (KR_CUDA_ERR_ARG).
+ *     rows); head_dim 80 with a blocked type is refused (KR_CUDA_ERR_ARG);
+ *   - split-K attention (a->n_split 2 to 32, the records' scratch filled
+ *     with NaN first) on the same cases and a Qwen3-0.6B decode at depth
+ *     4096 with the split count the backend picks on this GPU, to the
+ *     same bound.
  * A mismatch prints the case and the test exits 1. */
 #include <math.h>
 #include <stdint.h>
@@ -32,6 +36,7 @@
 #include "cuda_test_util.h"
 
 #include "cuda_ops.h"
+#include "cuda_splitk.h"
 #include "kara.h"
 #include "kernels.h"
 #include "kv_quant.h"
@@ -236,7 +241,7 @@ typedef struct attn_case {
 /* A pool of random K/V rows (both layers), sequences with shuffled block
  * tables, entries each seeing a prefix of their sequence; the device's
  * output against a double-precision reference over the same stored rows. */
-static void run_attention(const attn_case *c, kara_kv_dtype t) {
+static void run_attention(const attn_case *c, kara_kv_dtype t, int32_t n_split) {
     const int32_t hd = c->head_dim, nkv = c->n_head_kv, nh = c->n_head, bs = c->block_size, n_layer = 2, layer = 1;
     const int64_t row_n = (int64_t)nkv * hd;
     const size_t slot_bytes = kr_kv_row_bytes(t, row_n), bpb = (size_t)n_layer * 2 * bs * slot_bytes;
@@ -281,6 +286,12 @@ static void run_attention(const attn_case *c, kara_kv_dtype t) {
     a.tables = dev_copy(perm, (size_t)n_blocks * sizeof(int32_t));
     a.table_off = dev_copy(toff, (size_t)ne * sizeof(int32_t));
     a.scale = scale;
+    a.n_split = n_split;
+    if (n_split > 1) {
+        CK(cudaMalloc((void **)&a.part, (size_t)ne * nh * n_split * KR_CU_SPLITK_REC(hd) * sizeof(float)));
+        /* garbage in the records: every one the combine reads must be written */
+        CK(cudaMemset(a.part, 0xff, (size_t)ne * nh * n_split * KR_CU_SPLITK_REC(hd) * sizeof(float)));
+    }
     RUN(kr_cuda_attention(NULL, &a));
     host_copy(out, a.out, (size_t)ne * nh * hd * sizeof(float));
 
@@ -317,8 +328,8 @@ static void run_attention(const attn_case *c, kara_kv_dtype t) {
             }
         }
     char what[128];
-    snprintf(what, sizeof what, "attention %s kv %s (%d entries, group %d, head_dim %d)", c->name,
-             kara_kv_dtype_name(t), ne, group, hd);
+    snprintf(what, sizeof what, "attention %s kv %s (%d entries, group %d, head_dim %d, %d splits)", c->name,
+             kara_kv_dtype_name(t), ne, group, hd, n_split > 1 ? n_split : 1);
     expect(worst <= 1e-4, what, worst, 1e-4);
     printf("  %s: max error %.3g of max |V|\n", what, worst);
     CK(cudaFree((void *)a.q));
@@ -327,6 +338,7 @@ static void run_attention(const attn_case *c, kara_kv_dtype t) {
     CK(cudaFree((void *)a.n_vis));
     CK(cudaFree((void *)a.tables));
     CK(cudaFree((void *)a.table_off));
+    if (a.part) CK(cudaFree(a.part));
     free(pool), free(row), free(perm), free(n_vis), free(toff), free(q), free(out), free(sc), free(o), free(kf);
 }
 
@@ -342,11 +354,25 @@ static void test_attention(void) {
     const char *quick = getenv("KARA_CUDA_TEST_QUICK");
     const size_t n_cases = sizeof cases / sizeof cases[0] - (quick && quick[0] == '1');
     for (size_t ci = 0; ci < n_cases; ci++)
-        for (int ti = 0; ti < 4; ti++) run_attention(&cases[ci], types[ti]);
+        for (int ti = 0; ti < 4; ti++) run_attention(&cases[ci], types[ti], 1);
+    /* split-K (cuda_splitk.h): the same cases cut into 2 to 32 ranges; the
+     * entries that see 1 slot leave most splits empty, the others see
+     * lengths that are no multiple of the split count */
+    static const int32_t splits[] = {2, 3, 7, 16, KR_CU_SPLITK_MAX};
+    for (size_t ci = 0; ci < n_cases; ci++)
+        for (int ti = 0; ti < 4; ti++) run_attention(&cases[ci], types[ti], splits[(ci + (size_t)ti) % 5]);
+    /* the split count the backend picks for a Qwen3-0.6B decode at depth 4096 on this GPU */
+    int n_sm = 0;
+    CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+    const attn_case qwen = {"Qwen3-0.6B decode at 4096", 16, 8, 128, 1, 2, 4096, 16};
+    const int32_t ns = kr_cu_splitk_choose(4096, 2, 16, 8, n_sm);
+    printf("  %d SMs: %d splits for a Qwen3-0.6B decode at depth 4096\n", n_sm, ns);
+    for (int ti = 0; ti < 4; ti++) run_attention(&qwen, types[ti], ns);
     /* head_dim 80: f32 / f16 run (lanes past the head are masked), blocked types are refused */
     const attn_case odd = {"head_dim 80", 4, 2, 80, 2, 3, 150, 16};
-    run_attention(&odd, KARA_KV_F32);
-    run_attention(&odd, KARA_KV_F16);
+    run_attention(&odd, KARA_KV_F32, 1);
+    run_attention(&odd, KARA_KV_F16, 1);
+    run_attention(&odd, KARA_KV_F16, 5);
     kr_cuda_attn_args a;
     memset(&a, 0, sizeof a);
     a.q = (const float *)(uintptr_t)16, a.out = (float *)(uintptr_t)16, a.pool = (const uint8_t *)(uintptr_t)16;
@@ -357,6 +383,12 @@ static void test_attention(void) {
     a.n_head = 3;
     a.kv_dtype = KARA_KV_F16;
     expect(kr_cuda_attention(NULL, &a) == KR_CUDA_ERR_ARG, "n_head not a multiple of n_head_kv refused", 1, 0);
+    a.n_head = 4;
+    a.n_split = 4;
+    expect(kr_cuda_attention(NULL, &a) == KR_CUDA_ERR_ARG, "split-K without partial records refused", 1, 0);
+    a.part = (float *)(uintptr_t)16;
+    a.n_split = KR_CU_SPLITK_MAX + 1;
+    expect(kr_cuda_attention(NULL, &a) == KR_CUDA_ERR_ARG, "more than KR_CU_SPLITK_MAX splits refused", 1, 0);
 }
 
 int main(void) {

@@ -18,6 +18,7 @@
 #include "cuda_admit.h"
 #include "cuda_ops.h"
 #include "cuda_plan.h"
+#include "cuda_splitk.h"
 #include "synth_model.h"
 #include "test_models.h"
 #include "test_util.h"
@@ -61,6 +62,9 @@ static void test_layout(void) {
             CHECK_MSG(disjoint(p.off[r], p.size[r], p.off[q], p.size[q]), "regions %d and %d do not overlap", r, q);
         sum += p.size[r];
     }
+    /* split-K's partial records: KR_CU_SPLITK_MAX splits of every query
+     * head of the most entries split-K runs for, head_dim + 2 floats each */
+    CHECK_EQ_INT(p.size[KR_CUDA_R_ATTN_PART], (uint64_t)KR_CU_SPLITK_MAX_ENTRIES * 16 * KR_CU_SPLITK_MAX * 130 * 4);
     /* alignment padding only: at most one alignment unit per region */
     CHECK(p.total >= sum && p.total - sum < (uint64_t)KR_CUDA_R_COUNT * KR_CUDA_ALIGN + KR_CUDA_ALIGN);
     CHECK(p.total % KR_CUDA_ALIGN == 0);

@@ -85,7 +85,9 @@ static const char *k_synopsis =
     "runs once to warm up, then REPS times. On a terminal: a table of tokens/s (mean +- sd);\n"
     "into a pipe or a file, or with -o jsonl: JSON lines with tokens/s median/min/max in the shape\n"
     "of ../shared/bench/llamacpp-ref, and a last line with load time and peak memory. The KV cache\n"
-    "is always `full`; --mmap and -ctk/-ctv (see --help-all) apply.\n\n";
+    "is always `full`; --mmap and -ctk/-ctv (see --help-all) apply. With --device cuda (a build with\n"
+    "-DKARA_CUDA=ON and a GPU; else exit 69) every line adds \"device\":\"cuda\", and the tg lines\n"
+    "the GPU, the weight bytes a decode step reads, their GB/s and its share of the card's peak.\n\n";
 
 /* The shared options bench reads, with its own default for -n. */
 static const char *const bench_keys[] = {
@@ -216,6 +218,10 @@ static kara_status verify_steps(kara_context *ctx, int32_t n_vocab, int32_t dept
 
 /* With --device cuda every line ends in "device":"cuda" (CPU lines keep llamacpp-ref's shape). */
 static const char *device_field = "";
+/* --device cuda: the GPU, and the weight bytes a decode step reads, for
+ * the tg lines' effective bandwidth against the card's peak. */
+static kara_device_props gpu;
+static uint64_t decode_bytes;
 
 /* What the table's first columns say of the model and the run. */
 typedef struct bench_row {
@@ -255,10 +261,21 @@ static void report(const bench_opts *o, bench_row *row, const char *model, const
                row->backend, row->threads, name, mean, sd);
     } else {
         printf("{\"engine\":\"kara\",\"model\":\"%s\",\"test\":\"%s\",\"threads\":%d,"
-               "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f%s%s}\n",
+               "\"depth\":%d,\"reps\":%d,\"tok_s_median\":%.2f,\"tok_s_min\":%.2f,\"tok_s_max\":%.2f%s%s",
                model, test, row->threads, depth, reps, med, tps[0], tps[reps - 1], compete ? ",\"compete\":true" : "",
                device_field);
     }
+    /* decode on the GPU: weight bytes a token over its time, against the card's peak */
+    if (gpu.name[0] && test[0] == 't') {
+        const double gbs = (double)decode_bytes * med / 1e9, peak = gpu.mem_bandwidth / 1e9;
+        if (o->table)
+            printf("|  |  |  |  |  | %s: %.1f GB/s of weights | %.1f%% of %.0f GB/s (%s) |\n", test, gbs,
+                   peak > 0 ? 100.0 * gbs / peak : 0.0, peak, gpu.name);
+        else
+            printf(",\"gpu\":\"%s\",\"weight_bytes\":%llu,\"gb_s\":%.2f,\"peak_gb_s\":%.1f,\"bw_frac\":%.4f", gpu.name,
+                   (unsigned long long)decode_bytes, gbs, peak, peak > 0 ? gbs / peak : 0.0);
+    }
+    if (!o->table) printf("}\n");
     fflush(stdout);
     if (reps > 1 && med > 0 && (tps[reps - 1] - tps[0]) / med > 0.10) {
         size_t used = strlen(row->spread);
@@ -274,6 +291,11 @@ static int bench_main(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     srand(1234);
+    /* --device cuda needs the backend and a GPU: say which is missing before loading anything */
+    if (o.cfg.context.device == KARA_DEVICE_CUDA && kara_device_props_get(KARA_DEVICE_CUDA, &gpu) != KARA_OK) {
+        fprintf(stderr, "kara bench: --device cuda: %s\n", kara_last_error());
+        return KR_EXIT_UNAVAILABLE;
+    }
 
     double t0 = kr_monotonic_seconds();
     kara_model *model = NULL;
@@ -299,7 +321,12 @@ static int bench_main(int argc, char **argv) {
     cp.kv.budget = 0;
     kara_context *ctx = NULL;
     cp.device = o.cfg.context.device;
-    if (cp.device == KARA_DEVICE_CUDA) device_field = ",\"device\":\"cuda\"";
+    if (cp.device == KARA_DEVICE_CUDA) {
+        /* KARA_CUDA_GRAPHS=1 (docs/CUDA.md) replays decode as a graph: the lines say so */
+        const char *graphs = getenv("KARA_CUDA_GRAPHS");
+        device_field =
+            graphs && !strcmp(graphs, "1") ? ",\"device\":\"cuda\",\"cuda_graphs\":true" : ",\"device\":\"cuda\"";
+    }
     kara_status cst = kara_context_create(model, &cp, &ctx);
     if (cst != KARA_OK) {
         fprintf(stderr, "kara bench: %s\n", kara_last_error());
@@ -309,6 +336,11 @@ static int bench_main(int argc, char **argv) {
     const double load_s = kr_monotonic_seconds() - t0;
     fprintf(stderr, "kara bench: %s, %s, %d threads%s\n", kara_model_desc(model), kara_system_info(), (int)o.threads,
             o.compete ? ", a busy process pinned to CPU 0" : "");
+    if (gpu.name[0]) {
+        decode_bytes = kara_model_decode_bytes(model);
+        fprintf(stderr, "kara bench: on %s (%d SMs, %.0f GB/s peak); a decode step reads %.1f MiB of weights\n",
+                gpu.name, (int)gpu.n_sm, gpu.mem_bandwidth / 1e9, (double)decode_bytes / (1024.0 * 1024.0));
+    }
     pid_t rival = o.compete ? kr_compete_start(0) : 0;
     if (rival < 0) {
         kara_context_free(ctx);
