@@ -575,6 +575,15 @@ kara_status kara_config_get(const kara_config *c, const char *key, char *buf, si
 /* Where a key's value came from (see kara_config.origin); NULL for an unknown key. Points into *c. */
 const char *kara_config_origin(const kara_config *c, const char *key);
 const char *kara_config_key(int i); /* the i-th key of the schema ("model.path", ...), NULL past the last */
+/* How the i-th key is listed (kara config keys): its type, the values it takes and a one-line help (the details are in
+ * configs/README.md); its default is kara_config_get of a kara_config_init'ed config. KARA_ERR_ARG past the last. */
+typedef struct kara_config_key_info {
+    const char *key;
+    const char *type; /* integer, number, size, bool, name, string, list, layers, shard, u64 */
+    const char *help;
+    char bounds[256]; /* "1..4096", "0..1048576 or auto", "mean | max", "up to 1023 bytes" */
+} kara_config_key_info;
+kara_status kara_config_key_info_get(int i, kara_config_key_info *out);
 /* The resolved configuration as YAML, a key per line with a "# origin" comment (it loads back to the same values);
  * snprintf-like: at most size bytes with the NUL, returns the whole length (>= size: cut). */
 size_t kara_config_format(const kara_config *c, char *buf, size_t size);

@@ -23,9 +23,9 @@ static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in 
 }
 
 /* Its settings, under baselines.chunkkv (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.chunkkv.chunk_len", K_INT, KR_TUNE(chunkkv.chunk_len), 1, 4096, NULL, 0},
+    {"baselines.chunkkv.chunk_len", K_INT, KR_TUNE(chunkkv.chunk_len), 1, 4096, NULL, 0, "tokens per chunk"},
 };
 
 static void defaults(kr_kv_tuning *t) { t->chunkkv.chunk_len = 10; }

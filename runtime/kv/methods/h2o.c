@@ -25,9 +25,10 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.h2o (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.h2o.heavy_frac", K_FLOAT, KR_TUNE(h2o.heavy_frac), 0, 1, NULL, 0},
+    {"baselines.h2o.heavy_frac", K_FLOAT, KR_TUNE(h2o.heavy_frac), 0, 1, NULL, 0,
+     "share of the budget kept for heavy hitters (the rest: the newest slots)"},
 };
 
 static void defaults(kr_kv_tuning *t) { t->h2o.heavy_frac = 0.5f; }

@@ -48,11 +48,13 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.lazy (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.lazy.window", K_INT, KR_TUNE(lazy.window), 1, KR_KEY_MAX_SLOTS, NULL, 0},
-    {"baselines.lazy.alpha", K_FLOAT, KR_TUNE(lazy.alpha), 0, 1, NULL, 0},
-    {"baselines.lazy.protect_prompt", K_BOOL, KR_TUNE(lazy.protect_prompt), 0, 0, NULL, 0},
+    {"baselines.lazy.window", K_INT, KR_TUNE(lazy.window), 1, KR_KEY_MAX_SLOTS, NULL, 0,
+     "W: the cache grows W slots past budget_tokens, then drops W; the newest W always stay"},
+    {"baselines.lazy.alpha", K_FLOAT, KR_TUNE(lazy.alpha), 0, 1, NULL, 0,
+     "mean attention at which a slot counts as attended"},
+    {"baselines.lazy.protect_prompt", K_BOOL, KR_TUNE(lazy.protect_prompt), 0, 0, NULL, 0, "never evict the prompt"},
 };
 
 static void defaults(kr_kv_tuning *t) {

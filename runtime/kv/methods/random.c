@@ -11,9 +11,9 @@ static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in 
 }
 
 /* Its settings, under baselines.random (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.random.seed", K_U64, KR_TUNE(random.seed), 0, 0, kr_seed_words, 0},
+    {"baselines.random.seed", K_U64, KR_TUNE(random.seed), 0, 0, kr_seed_words, 0, "seed of the random floor"},
 };
 
 static void defaults(kr_kv_tuning *t) { t->random.seed = 0x4b415241; /* "KARA", like the sampler's default seed */ }

@@ -121,14 +121,18 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.rkv (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.rkv.trigger_slack", K_INT, KR_TUNE(rkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0},
-    {"baselines.rkv.obs_window", K_INT, KR_TUNE(rkv.obs_window), 1, 65536, NULL, 0},
-    {"baselines.rkv.kernel", K_INT, KR_TUNE(rkv.kernel), 1, 255, NULL, 0},
-    {"baselines.rkv.lambda", K_FLOAT, KR_TUNE(rkv.lambda), 0, 1, NULL, 0},
-    {"baselines.rkv.sim_threshold", K_FLOAT, KR_TUNE(rkv.sim_threshold), -1, 1, NULL, 0},
-    {"baselines.rkv.protect_prompt", K_BOOL, KR_TUNE(rkv.protect_prompt), 0, 0, NULL, 0},
+    {"baselines.rkv.trigger_slack", K_INT, KR_TUNE(rkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0,
+     "slots the cache grows past budget_tokens before an event"},
+    {"baselines.rkv.obs_window", K_INT, KR_TUNE(rkv.obs_window), 1, 65536, NULL, 0,
+     "newest queries whose attention scores the cache; always kept"},
+    {"baselines.rkv.kernel", K_INT, KR_TUNE(rkv.kernel), 1, 255, NULL, 0, "max-pooling width of the attention (odd)"},
+    {"baselines.rkv.lambda", K_FLOAT, KR_TUNE(rkv.lambda), 0, 1, NULL, 0,
+     "weight of attention against key redundancy in a slot's score"},
+    {"baselines.rkv.sim_threshold", K_FLOAT, KR_TUNE(rkv.sim_threshold), -1, 1, NULL, 0,
+     "cosine similarity above which two keys are near-duplicates"},
+    {"baselines.rkv.protect_prompt", K_BOOL, KR_TUNE(rkv.protect_prompt), 0, 0, NULL, 0, "never evict the prompt"},
 };
 
 static void defaults(kr_kv_tuning *t) {

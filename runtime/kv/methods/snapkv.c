@@ -51,13 +51,17 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.snapkv (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.snapkv.trigger_slack", K_INT, KR_TUNE(snapkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0},
-    {"baselines.snapkv.obs_window", K_INT, KR_TUNE(snapkv.obs_window), 1, 65536, NULL, 0},
-    {"baselines.snapkv.pool", K_ENUM, KR_TUNE(snapkv.pool), 0, 0, kr_pool_reduce_names, 0},
-    {"baselines.snapkv.kernel", K_INT, KR_TUNE(snapkv.kernel), 1, 255, NULL, 0},
-    {"baselines.snapkv.protect_prompt", K_BOOL, KR_TUNE(snapkv.protect_prompt), 0, 0, NULL, 0},
+    {"baselines.snapkv.trigger_slack", K_INT, KR_TUNE(snapkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0,
+     "slots the cache grows past budget_tokens before an event"},
+    {"baselines.snapkv.obs_window", K_INT, KR_TUNE(snapkv.obs_window), 1, 65536, NULL, 0,
+     "newest queries whose attention scores the cache; always kept"},
+    {"baselines.snapkv.pool", K_ENUM, KR_TUNE(snapkv.pool), 0, 0, kr_pool_reduce_names, 0,
+     "pooling of scores over the kernel"},
+    {"baselines.snapkv.kernel", K_INT, KR_TUNE(snapkv.kernel), 1, 255, NULL, 0, "pooling width"},
+    {"baselines.snapkv.protect_prompt", K_BOOL, KR_TUNE(snapkv.protect_prompt), 0, 0, NULL, 0,
+     "never evict the prompt"},
 };
 
 static void defaults(kr_kv_tuning *t) {

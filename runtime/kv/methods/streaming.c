@@ -26,9 +26,9 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.streaming (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.streaming.n_sink", K_INT, KR_TUNE(streaming.n_sink), 0, 65536, NULL, 0},
+    {"baselines.streaming.n_sink", K_INT, KR_TUNE(streaming.n_sink), 0, 65536, NULL, 0, "sink slots always kept"},
 };
 
 static void defaults(kr_kv_tuning *t) { t->streaming.n_sink = 4; }
