@@ -12,7 +12,9 @@
   file outside that folder switches on a method (`case KARA_KV_METHOD_X`,
   `== KARA_KV_METHOD_X`) or names a method's own table or function
   (`kr_kvm_*`), and a method file exports nothing else; the rest of the
-  runtime asks a method through its table (runtime/kv/kv_method.h).
+  runtime asks a method through its table (runtime/kv/kv_method.h). The
+  tools do not switch on a method either, but for full (the reference) and
+  kara (the method under study): they ask kara_kv_method_info_get.
 - No hand-written source file is longer than 800 lines (the generated
   Unicode tables are the exception). The one public header may hold 1,000:
   it is the contract of every declaration, each with its result codes, and
@@ -48,6 +50,8 @@ METHODS = "runtime/kv/methods/"
 # switching on a method: case X, == X, != X, X == ..., X != ...
 METHOD_SWITCH = re.compile(r"\bcase\s+KARA_KV_METHOD_\w+|[=!]=\s*KARA_KV_METHOD_\w+|\bKARA_KV_METHOD_\w+\s*[=!]=")
 METHOD_OWN = re.compile(r"\bkr_kvm_\w+")
+# the methods a tool may still name in a comparison: the reference and the method under study
+TOOL_METHODS = {"KARA_KV_METHOD_FULL", "KARA_KV_METHOD_KARA"}
 # a top-level definition that is not static: a name followed by ( or = at the start of a line's declaration
 EXPORTED = re.compile(r"^(?!static\b)(?:const\s+)?[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*(?:\(|=)", re.M)
 
@@ -61,6 +65,12 @@ def method_problems(root, files):
     """Methods only in their own files (runtime/kv/kv_method.h)."""
     problems = []
     for f in files:
+        if f.startswith("tools/") and f.endswith((".c", ".h")):
+            text = strip_comments(open(os.path.join(root, f), errors="replace").read())
+            for m in METHOD_SWITCH.finditer(text):
+                if not re.search(r"KARA_KV_METHOD_\w+", m.group(0)).group(0) in TOOL_METHODS:
+                    problems.append(f"{f}: switches on a KV method ({m.group(0)}): ask kara_kv_method_info_get")
+            continue
         if not f.endswith((".c", ".h", ".cu")) or not f.startswith(LIBRARY) or f == "runtime/include/kara.h":
             continue
         text = strip_comments(open(os.path.join(root, f), errors="replace").read())

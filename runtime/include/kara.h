@@ -325,6 +325,19 @@ kara_status kara_kv_params_get_number(const kara_kv_params *p, const char *key, 
  * takes exactly these names; anything else is KARA_ERR_ARG (message listing them), *out untouched. */
 const char *kara_kv_method_name(kara_kv_method m);
 kara_status kara_kv_method_parse(const char *name, kara_kv_method *out);
+/* What a method is, for tools that treat methods alike without naming them (kara eval, eval-kv): whether it compresses
+ * at all, whether (with its default settings) it runs one event over the whole cache once a sequence passes
+ * baselines.budget_tokens (else: events over windows, kara.evict applies), and the keys of the slots its cache grows
+ * past that budget before an event (slack) and of the newest slots it always keeps (tail); NULL where it has none.
+ * KARA_ERR_ARG for an id no method is registered under (the ids run from 0 without gaps). */
+typedef struct kara_kv_method_info {
+    const char *name;
+    bool compresses;
+    bool at_budget;
+    const char *slack_key;
+    const char *tail_key;
+} kara_kv_method_info;
+kara_status kara_kv_method_info_get(kara_kv_method m, kara_kv_method_info *out);
 const char *kara_kv_dtype_name(kara_kv_dtype t);
 kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out);
 

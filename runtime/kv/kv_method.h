@@ -89,6 +89,11 @@ typedef struct kr_kv_method {
     const key_spec *keys;
     int32_t n_keys;
     void (*defaults)(kr_kv_tuning *t);
+    /* KR_KV_AT_BUDGET: the keys of its slack (slots past budget_tokens
+     * before an event) and of the newest slots it always keeps, which the
+     * tools fit to a small budget (kara_kv_method_info); NULL: none. */
+    const char *slack_key;
+    const char *tail_key;
 } kr_kv_method;
 
 /* The method of id m (kara_kv_method, or an id kr_kv_method_register

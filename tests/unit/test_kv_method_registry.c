@@ -169,6 +169,32 @@ static void test_method_keys(void) {
     CHECK(kr_kv_tune(&kv)->prior_weight == -1.0f);
 }
 
+/* What the tools learn of a method from its table, never from its name:
+ * whether it compresses, at a budget or over windows, and the keys of its
+ * slack and of the newest slots it keeps. */
+static void test_method_info(int id) {
+    kara_kv_method_info info;
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_SNAPKV, &info), KARA_OK);
+    CHECK(!strcmp(info.name, "snapkv") && info.compresses && info.at_budget);
+    CHECK(!strcmp(info.slack_key, "baselines.snapkv.trigger_slack"));
+    CHECK(!strcmp(info.tail_key, "baselines.snapkv.obs_window"));
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_LAZY, &info), KARA_OK);
+    CHECK(info.at_budget && !strcmp(info.slack_key, "baselines.lazy.window") && !strcmp(info.tail_key, info.slack_key));
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_H2O, &info), KARA_OK);
+    CHECK(info.at_budget && !info.slack_key && !info.tail_key);
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_KARA, &info), KARA_OK);
+    CHECK(info.compresses && !info.at_budget && !info.slack_key); /* trigger periodic by default */
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_FULL, &info), KARA_OK);
+    CHECK(!info.compresses && !info.at_budget);
+    CHECK_EQ_INT(kara_kv_method_info_get((kara_kv_method)id, &info), KARA_OK);
+    CHECK(!strcmp(info.name, "test_keep_all") && info.at_budget);
+    CHECK_EQ_INT(kara_kv_method_info_get((kara_kv_method)(id + 1), &info), KARA_ERR_ARG);
+    char want[64];
+    snprintf(want, sizeof want, "kara_kv_method_info_get: no KV method has id %d", id + 1);
+    CHECK(!strcmp(kara_last_error(), want));
+    kr_test_clear_error();
+}
+
 int main(void) {
     test_builtins();
     test_method_keys(); /* before a method of the test is registered */
@@ -176,6 +202,7 @@ int main(void) {
     if (!CHECK(id > KARA_KV_METHOD_LAZY)) return kr_test_finish();
     CHECK(kr_kv_method_get(id) == &keep_all);
     CHECK(!strcmp(kara_kv_method_name((kara_kv_method)id), "test_keep_all"));
+    test_method_info(id);
 
     kara_model *m = kr_test_synth_model("tiny", "qwen3", 45, 2048, "tiny-qwen3-registry.gguf");
     if (!CHECK(m != NULL)) return kr_test_finish();

@@ -75,4 +75,6 @@ const kr_kv_method kr_kvm_lazy = {.name = "lazy",
                                   .cache_event = cache_event,
                                   .keys = keys,
                                   .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
-                                  .defaults = defaults};
+                                  .defaults = defaults,
+                                  .slack_key = "baselines.lazy.window",
+                                  .tail_key = "baselines.lazy.window"};

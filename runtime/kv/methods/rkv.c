@@ -157,4 +157,6 @@ const kr_kv_method kr_kvm_rkv = {.name = "rkv",
                                  .host_only = "its key-redundancy scorer reads the pool on the host",
                                  .keys = keys,
                                  .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
-                                 .defaults = defaults};
+                                 .defaults = defaults,
+                                 .slack_key = "baselines.rkv.trigger_slack",
+                                 .tail_key = "baselines.rkv.obs_window"};

@@ -81,4 +81,6 @@ const kr_kv_method kr_kvm_snapkv = {.name = "snapkv",
                                     .cache_event = cache_event,
                                     .keys = keys,
                                     .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
-                                    .defaults = defaults};
+                                    .defaults = defaults,
+                                    .slack_key = "baselines.snapkv.trigger_slack",
+                                    .tail_key = "baselines.snapkv.obs_window"};
