@@ -10,10 +10,11 @@
 #include "kara.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: kara config keys [PREFIX]\n\n"
-               "Lists every configuration key (YAML, --set-style flags, kara_config_set) with its type, default,\n"
-               "the values it takes and what it does; PREFIX (such as kara.score or baselines.snapkv) keeps the keys\n"
-               "under it. configs/README.md describes each key in full.\n");
+    fprintf(f,
+            "usage: kara config keys [PREFIX]\n\n"
+            "Lists every configuration key (YAML, --set-style flags, kara_config_set) with its type, default,\n"
+            "the values it takes and what it does; PREFIX (such as kara.score or baselines.snapkv) keeps the keys\n"
+            "under it. configs/README.md describes each key in full.\n");
 }
 
 /* Whether key is prefix itself or lies under it ("kara" takes "kara.buffer", not "karafoo"). */
@@ -63,5 +64,4 @@ static int config_main(int argc, char **argv) {
     return KR_EXIT_OK;
 }
 
-const kr_command kr_cmd_config = {"config", "list the configuration's keys: type, default, values, help",
-                                  config_main};
+const kr_command kr_cmd_config = {"config", "list the configuration's keys: type, default, values, help", config_main};
