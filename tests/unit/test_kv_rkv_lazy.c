@@ -31,6 +31,7 @@
 #include "context.h"
 #include "kernels.h"
 #include "kv_redund.h"
+#include "kv_baselines.h"
 #include "kv_select.h"
 #include "test_models.h"
 #include "test_util.h"

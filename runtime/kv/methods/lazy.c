@@ -8,6 +8,39 @@
 #include "kv_select.h"
 #include "kv_tuning.h"
 #include "status.h"
+#include <math.h>
+#include "kv_baselines.h"
+#include "kv_select_impl.h"
+
+float kr_kv_lazy_score(int32_t last, int32_t mri, int32_t t) {
+    double since = (double)t - (double)last, m = (double)mri;
+    double s = 2.0 / (1.0 + exp(1.0 + since / (m + 1e-5)));
+    if (mri > 0) s += 2.0 / (1.0 + exp(m - 1.0));
+    return (float)s;
+}
+
+kara_status kr_kv_select_lazy(const int32_t *last, const int32_t *mri, int32_t t, int32_t n, int32_t n_front,
+                              int32_t window, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                              size_t scratch_bytes) {
+    const char *who = "lazy";
+    if (n < 0 || n_front < 0 || window < 0 || budget < 1 || !keep || !n_keep || (n > 0 && (!last || !mri)))
+        return kr_set_error(KARA_ERR_ARG, "%s: n %d, n_front %d, window %d, budget %d", who, n, n_front, window,
+                            budget);
+    if (n <= budget) {
+        *n_keep = kr_kvs_keep_all(n, keep);
+        return KARA_OK;
+    }
+    if (budget < n_front + window)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "%s: budget of %d slots cannot hold %d protected + a window of %d", who,
+                            budget, n_front, window);
+    kr_select_scratch w;
+    kara_status st = kr_kvs_scratch_split(who, n, scratch, scratch_bytes, &w);
+    if (st != KARA_OK) return st;
+    const int32_t lo = n_front, hi = n - window, n_mid = hi - lo; /* n_mid > 0 since n > budget */
+    for (int32_t j = 0; j < n_mid; j++) w.pooled[j] = kr_kv_lazy_score(last[lo + j], mri[lo + j], t);
+    *n_keep = kr_kvs_keep_front_best_tail(w.pooled, lo, n_mid, budget - n_front - window, hi, n, &w, keep);
+    return KARA_OK;
+}
 
 static kara_status check(const kara_kv_params *p) {
     const kr_kv_tuning *t = kr_kv_tune(p);

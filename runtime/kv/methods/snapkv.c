@@ -8,25 +8,26 @@
 #include "kv_policy_impl.h"
 #include "kv_select.h"
 #include "kv_tuning.h"
+#include "kv_baselines.h"
+#include "kv_observe.h"
 
-/* Keys over the whole cache, but only the observation window asks queries
- * (buffer_only scoring): scratch for obs_window query rows. */
+kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
+                                kr_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                size_t scratch_bytes) {
+    return kr_kv_select_observed("snapkv", s, NULL, 0.0f, n, n_front, obs_window, kernel, pool, budget, keep, n_keep,
+                                 scratch, scratch_bytes);
+}
+
+/* Keys over the whole cache, the observation window's queries (kv_observe.h). */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
-    const kr_kv_tuning *t = kr_kv_tune(p);
-    int32_t stride = kr_kv_layer_stride(t);
-    s->needs_scores = true;
-    s->ring_cap = t->snapkv.obs_window;
-    s->score_n = max_slots;
-    s->score_q = t->snapkv.obs_window;
-    s->score_buf = t->snapkv.obs_window;
-    s->n_scored = (n_layer + stride - 1) / stride;
+    kr_kv_observe_reserve(s, p, kr_kv_tune(p)->snapkv.obs_window, n_layer, max_slots);
 }
 
 static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv.trigger_slack; }
 
 static int32_t protects(const kara_kv_params *p, int32_t front) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    return (t->snapkv.protect_prompt ? front : 0) + t->snapkv.obs_window;
+    return kr_kv_observe_protects(t->snapkv.protect_prompt, t->snapkv.obs_window, front);
 }
 
 static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv.protect_prompt; }
