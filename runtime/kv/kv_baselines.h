@@ -65,6 +65,11 @@ kara_status kr_kv_select_rkv(const float *imp, const float *red, int32_t n, int3
                              int32_t kernel, float lambda, int32_t budget, int32_t *keep, int32_t *n_keep,
                              void *scratch, size_t scratch_bytes);
 
+/* LazyEviction's recurrence tracking at step t: every slot j < n with
+ * attn[j] >= alpha was attended at t: mri[j] = max(mri[j], t - last[j]),
+ * then last[j] = t. A slot starts with last = the step before its own and
+ * mri = 0 (never seen attended). */
+void kr_kv_lazy_observe(int32_t *last, int32_t *mri, const float *attn, int32_t n, int32_t t, float alpha);
 /* Its score at step t (the reference code's MRI-centric importance):
  *   2 / (1 + e^(1 + (t - last) / (mri + 1e-5)))  +  (mri > 0 ? 2 / (1 + e^(mri - 1)) : 0):
  * the first term falls below 2 / (1 + e^2) once the slot has gone unattended

@@ -362,12 +362,3 @@ int32_t kr_kvs_keep_all(int32_t n, int32_t *keep) {
 void kr_kv_h2o_accumulate(float *acc, const float *probs, int32_t n) {
     for (int32_t j = 0; j < n; j++) acc[j] += probs[j];
 }
-
-void kr_kv_lazy_observe(int32_t *last, int32_t *mri, const float *attn, int32_t n, int32_t t, float alpha) {
-    for (int32_t j = 0; j < n; j++)
-        if (attn[j] >= alpha) {
-            int32_t interval = t - last[j];
-            if (interval > mri[j]) mri[j] = interval;
-            last[j] = t;
-        }
-}

@@ -97,17 +97,11 @@ kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const
                                   const uint8_t *line_ends, int32_t n_c, int32_t k, uint64_t seed, int32_t *keep,
                                   void *scratch, size_t scratch_bytes);
 
-/* ---- what the decode-time baselines' hooks share (their selections:
- * kv_baselines.h) ---- */
+/* ---- the attention sums h2o and read tracking share (the baselines'
+ * selections: kv_baselines.h) ---- */
 
 /* H2O's accumulator: acc[j] += probs[j] for j < n (one decode query's
  * attention, already summed over heads and layers by the caller). */
 void kr_kv_h2o_accumulate(float *acc, const float *probs, int32_t n);
-
-/* LazyEviction's recurrence tracking at step t: every slot j < n with
- * attn[j] >= alpha was attended at t: mri[j] = max(mri[j], t - last[j]),
- * then last[j] = t. A slot starts with last = the step before its own and
- * mri = 0 (never seen attended). */
-void kr_kv_lazy_observe(int32_t *last, int32_t *mri, const float *attn, int32_t n, int32_t t, float alpha);
 
 #endif /* KR_KV_SELECT_H */

@@ -12,6 +12,15 @@
 #include "kv_baselines.h"
 #include "kv_select_impl.h"
 
+void kr_kv_lazy_observe(int32_t *last, int32_t *mri, const float *attn, int32_t n, int32_t t, float alpha) {
+    for (int32_t j = 0; j < n; j++)
+        if (attn[j] >= alpha) {
+            int32_t interval = t - last[j];
+            if (interval > mri[j]) mri[j] = interval;
+            last[j] = t;
+        }
+}
+
 float kr_kv_lazy_score(int32_t last, int32_t mri, int32_t t) {
     double since = (double)t - (double)last, m = (double)mri;
     double s = 2.0 / (1.0 + exp(1.0 + since / (m + 1e-5)));
@@ -70,11 +79,25 @@ static int32_t protects(const kara_kv_params *p, int32_t front) {
 
 static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->lazy.protect_prompt; }
 
+/* Its state of each slot (the reservation's slot_state): two arrays of
+ * max_slots, the step it was last attended at and its longest recurrence
+ * interval (kr_kv_lazy_observe). */
+static void slot_init(int32_t *state, int32_t max_slots, int32_t slot, int32_t step) {
+    state[slot] = step; /* never seen attended */
+    state[max_slots + slot] = 0;
+}
+
+static void observe(const kara_kv_params *p, int32_t *state, int32_t max_slots, const float *attn, int32_t n_slots,
+                    int32_t step) {
+    kr_kv_lazy_observe(state, state + max_slots, attn, n_slots, step, kr_kv_tune(p)->lazy.alpha);
+}
+
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     const kr_kv_tuning *t = kr_kv_tune(&pol->p);
     int32_t k = 0;
-    kara_status st = kr_kv_select_lazy(q->lazy_last, q->lazy_mri, q->lazy_step, pol->kv->seqs[seq].n,
+    const int32_t *last = q->slot_state, *mri = q->slot_state + pol->max_slots;
+    kara_status st = kr_kv_select_lazy(last, mri, q->steps, pol->kv->seqs[seq].n,
                                        t->lazy.protect_prompt ? q->n_prompt : 0, t->lazy.window, pol->budget_tokens,
                                        pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
     return kr_kvp_cache_keep(pol, seq, st, k);
@@ -109,5 +132,7 @@ const kr_kv_method kr_kvm_lazy = {.name = "lazy",
                                   .keys = keys,
                                   .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
                                   .defaults = defaults,
+                                  .slot_init = slot_init,
+                                  .observe = observe,
                                   .slack_key = "baselines.lazy.window",
                                   .tail_key = "baselines.lazy.window"};
