@@ -11,8 +11,12 @@
 - The KV methods live in runtime/kv/methods/, one file each: no library
   file outside that folder switches on a method (`case KARA_KV_METHOD_X`,
   `== KARA_KV_METHOD_X`) or names a method's own table or function
-  (`kr_kvm_*`), and a method file exports nothing else; the rest of the
-  runtime asks a method through its table (runtime/kv/kv_method.h).
+  (`kr_kvm_*`) or calls a baseline's own selection (declared in
+  runtime/kv/kv_baselines.h for its unit tests), and a method file exports
+  nothing else; the rest of the runtime asks a method through its table
+  (runtime/kv/kv_method.h). The
+  tools do not switch on a method either, but for full (the reference) and
+  kara (the method under study): they ask kara_kv_method_info_get.
 - No hand-written source file is longer than 800 lines (the generated
   Unicode tables are the exception). The one public header may hold 1,000:
   it is the contract of every declaration, each with its result codes, and
@@ -48,6 +52,10 @@ METHODS = "runtime/kv/methods/"
 # switching on a method: case X, == X, != X, X == ..., X != ...
 METHOD_SWITCH = re.compile(r"\bcase\s+KARA_KV_METHOD_\w+|[=!]=\s*KARA_KV_METHOD_\w+|\bKARA_KV_METHOD_\w+\s*[=!]=")
 METHOD_OWN = re.compile(r"\bkr_kvm_\w+")
+BASELINES = "runtime/kv/kv_baselines.h"
+DECLARED = re.compile(r"\b(kr_kv_\w+)\s*\(")
+# the methods a tool may still name in a comparison: the reference and the method under study
+TOOL_METHODS = {"KARA_KV_METHOD_FULL", "KARA_KV_METHOD_KARA"}
 # a top-level definition that is not static: a name followed by ( or = at the start of a line's declaration
 EXPORTED = re.compile(r"^(?!static\b)(?:const\s+)?[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*(?:\(|=)", re.M)
 
@@ -60,7 +68,16 @@ def strip_comments(text):
 def method_problems(root, files):
     """Methods only in their own files (runtime/kv/kv_method.h)."""
     problems = []
+    # each baseline's selection: defined in its method's file, declared for it and its unit tests
+    path = os.path.join(root, BASELINES)
+    own = set(DECLARED.findall(strip_comments(open(path).read()))) if os.path.exists(path) else set()
     for f in files:
+        if f.startswith("tools/") and f.endswith((".c", ".h")):
+            text = strip_comments(open(os.path.join(root, f), errors="replace").read())
+            for m in METHOD_SWITCH.finditer(text):
+                if not re.search(r"KARA_KV_METHOD_\w+", m.group(0)).group(0) in TOOL_METHODS:
+                    problems.append(f"{f}: switches on a KV method ({m.group(0)}): ask kara_kv_method_info_get")
+            continue
         if not f.endswith((".c", ".h", ".cu")) or not f.startswith(LIBRARY) or f == "runtime/include/kara.h":
             continue
         text = strip_comments(open(os.path.join(root, f), errors="replace").read())
@@ -68,9 +85,14 @@ def method_problems(root, files):
             if f.endswith("/registry.c"):
                 continue
             for name in EXPORTED.findall(text):
-                if not name.startswith("kr_kvm_"):
-                    problems.append(f"{f}: exports {name}: a method file exports only its table, kr_kvm_<name>")
+                if not name.startswith("kr_kvm_") and name not in own:
+                    problems.append(f"{f}: exports {name}: a method file exports only its table, kr_kvm_<name>, "
+                                    f"and the selection {BASELINES} declares")
             continue
+        if f != BASELINES:
+            for name in sorted(own):
+                if re.search(rf"\b{name}\b", text):
+                    problems.append(f"{f}: calls {name}, a method's own: only runtime/kv/methods/ may")
         for m in METHOD_SWITCH.finditer(text):
             problems.append(f"{f}: switches on a KV method ({m.group(0)}): ask its table (kv_method.h)")
         for m in sorted(set(METHOD_OWN.findall(text))):

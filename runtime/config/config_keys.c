@@ -1,10 +1,11 @@
-/* config_keys.c - the job configuration's one table of keys, the parsing
- * and storing of one value, and kara_config_init/set/get/origin.
+/* config_keys.c - the parsing and storing of one value of the job
+ * configuration, and kara_config_init/set/get/origin.
  *
- * Every key of the schema is one row of `keys` below: its dotted name, its
- * type, where it lives in kara_config, its range and its names. The YAML
- * loader, kara_config_set and kara_config_format all go through that row,
- * so a setting has one name, one check and one way of being printed. */
+ * Every key of the schema is one row of the table (config_schema.c): its
+ * dotted name, its type, where it lives in kara_config, its range, its
+ * names and its help. The YAML loader, kara_config_set and
+ * kara_config_format all go through that row, so a setting has one name,
+ * one check and one way of being printed. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -24,131 +25,6 @@
 #include "kv_params.h"
 #include "kv_tuning.h"
 #include "status.h"
-
-/* ------------------------------------------------------------------------ */
-/* The schema                                                                */
-/* ------------------------------------------------------------------------ */
-
-#define FIELD(m) offsetof(kara_config, m), sizeof(((kara_config *)0)->m)
-#define KV(m) FIELD(context.kv.m)
-/* a research setting: inside kara_kv_params' private tuning bytes (kv_tuning.h) */
-#define TUNE_OFF(m) KR_TUNE_OFF(m)
-#define TUNE(m) KR_TUNE(m)
-
-static const kr_enum_name auto_zero[] = {{"auto", 0}, {NULL, 0}};
-static const kr_enum_name auto_minus_one[] = {{"auto", -1}, {NULL, 0}};
-#define seed_words kr_seed_words /* kv_keys.h */
-static const kr_enum_name think_names[] = {
-    {"auto", KARA_THINK_AUTO}, {"on", KARA_THINK_ON},  {"off", KARA_THINK_OFF}, {"true", KARA_THINK_ON},
-    {"false", KARA_THINK_OFF}, {"yes", KARA_THINK_ON}, {"no", KARA_THINK_OFF},  {NULL, 0}};
-static const kr_enum_name device_names[] = {{"cpu", KARA_DEVICE_CPU}, {"cuda", KARA_DEVICE_CUDA}, {NULL, 0}};
-static const kr_enum_name spec_names[] = {
-    {"none", KARA_SPEC_NONE}, {"ngram", KARA_SPEC_NGRAM}, {"draft", KARA_SPEC_DRAFT}, {NULL, 0}};
-/* batch.on_changed: what a resume does with a request edited since its answer (kara batch --on-changed) */
-static const kr_enum_name on_changed_names[] = {{"rerun", 0}, {"refuse", 1}, {"keep", 2}, {NULL, 0}};
-
-#define MAX_SLOTS KR_KEY_MAX_SLOTS
-#define MAX_TOKENS KR_KEY_MAX_TOKENS
-
-/* Output order: keys of one section stay together, sections nest by prefix. */
-static const key_spec core_head[] = {
-    {"model.path", K_STRING, FIELD(model_path), 0, 0, NULL, 0},
-    {"model.preset", K_STRING, FIELD(preset), 0, 0, NULL, 0},
-    {"model.mmap", K_BOOL, FIELD(use_mmap), 0, 0, NULL, 0},
-    {"runtime.threads", K_INT, FIELD(context.n_threads), -1, 4096, auto_zero, 0},
-    {"runtime.device", K_ENUM, FIELD(context.device), 0, 0, device_names, 0},
-    {"context.size", K_INT, FIELD(context.n_ctx), 0, MAX_TOKENS, auto_zero, 0},
-    {"context.batch", K_INT, FIELD(context.n_batch), 1, MAX_SLOTS, NULL, 0},
-    {"sampling.temperature", K_FLOAT, FIELD(sampling.temperature), 0, 100, NULL, 0},
-    {"sampling.top_k", K_INT, FIELD(sampling.top_k), -1, MAX_TOKENS, NULL, 0},
-    {"sampling.top_p", K_FLOAT, FIELD(sampling.top_p), 0, 1, NULL, 0},
-    {"sampling.min_p", K_FLOAT, FIELD(sampling.min_p), 0, 1, NULL, 0},
-    {"sampling.repeat_penalty", K_FLOAT, FIELD(sampling.repeat_penalty), 0.01, 100, NULL, 0},
-    {"sampling.repeat_last_n", K_INT, FIELD(sampling.repeat_last_n), 0, MAX_TOKENS, NULL, 0},
-    {"sampling.seed", K_U64, FIELD(sampling.seed), 0, 0, seed_words, 0},
-    {"sampling.max_tokens", K_INT, FIELD(max_tokens), -1, MAX_TOKENS, NULL, 0},
-    {"kv_cache.block_size", K_INT, KV(block_size), 1, 4096, NULL, 0},
-    {"kv_cache.dtype", K_ENUM, KV(dtype), 0, 0, kr_kv_dtype_names, 0},
-    {"kv_cache.budget", K_SIZE, KV(budget), 0, 1125899906842624.0 /* 1 PiB */, auto_zero, 0},
-    {"kv_cache.reserve_blocks", K_INT, TUNE(reserve_blocks), 0, MAX_SLOTS, NULL, 0},
-    {"kv_cache.method", K_ENUM, KV(method), 0, 0, kr_kv_method_names, 0},
-    {"kv_cache.seq_tokens", K_INT, KV(seq_tokens), 1, MAX_TOKENS, auto_zero, 0},
-    {"kara.evict", K_ENUM, TUNE(evict), 0, 0, kr_kv_evict_names, 0},
-    {"kara.evict_margin", K_INT, TUNE(evict_margin), 1, MAX_SLOTS, auto_zero, 0},
-    {"kara.evict_lag", K_INT, TUNE(evict_lag), 0, 64, NULL, 0},
-    {"kara.interval", K_INT, KV(interval), 1, MAX_SLOTS, NULL, 0},
-    {"kara.trigger", K_ENUM, TUNE(trigger), 0, 0, kr_kv_trigger_names, 0},
-    {"kara.trigger_slack", K_INT, TUNE(trigger_slack), 1, MAX_SLOTS, auto_zero, 0},
-    {"kara.buffer", K_INT, TUNE(buffer), 0, MAX_SLOTS, NULL, 0},
-    {"kara.retention", K_FLOAT, KV(retention), 0, 1, NULL, 0},
-    {"kara.min_keep", K_INT, TUNE(min_keep), 0, MAX_SLOTS, NULL, 0},
-    {"kara.min_compressible", K_INT, TUNE(min_compressible), 0, MAX_SLOTS, NULL, 0},
-    {"kara.max_compress_per_step", K_INT, TUNE(max_compress_per_step), 0, MAX_SLOTS, auto_zero, 0},
-    {"kara.max_defer", K_INT, TUNE(max_defer), 0, MAX_SLOTS, NULL, 0},
-    {"kara.compress_scope", K_ENUM, TUNE(think_only), 0, 0, kr_compress_scope_names, 0},
-    {"kara.protect_token_ids", K_INT_LIST, TUNE(protect_token_ids), 0, INT32_MAX, NULL, TUNE_OFF(n_protect_token_ids)},
-    {"kara.query_cache_dtype", K_ENUM, TUNE(query_cache_dtype), 0, 0, kr_query_dtype_names, 0},
-    {"kara.selection_scope", K_ENUM, TUNE(per_layer_selection), 0, 0, kr_selection_scope_names, 0},
-    {"kara.rerotate_keys", K_BOOL, TUNE(rerotate_keys), 0, 0, NULL, 0},
-    {"kara.on_pool_exhausted", K_ENUM, TUNE(on_pool_exhausted), 0, 0, kr_pool_fallback_names, 0},
-    {"kara.score.mode", K_ENUM, TUNE(score_mode), 0, 0, kr_score_mode_names, 0},
-    {"kara.score.softmax_over", K_ENUM, TUNE(softmax_over), 0, 0, kr_softmax_over_names, 0},
-    {"kara.score.n_sink", K_INT, TUNE(n_sink), 0, 65536, NULL, 0},
-    {"kara.score.exclude_self", K_BOOL, TUNE(exclude_self), 0, 0, NULL, 0},
-    {"kara.score.gqa_reduce", K_ENUM, TUNE(gqa_reduce), 0, 0, kr_gqa_reduce_names, 0},
-    {"kara.score.layer_reduce", K_ENUM, TUNE(layer_reduce), 0, 0, kr_layer_reduce_names, 0},
-    {"kara.score.layers", K_LAYERS, TUNE(layer_stride), 1, 4096, NULL, 0},
-    {"kara.score.value_aware", K_BOOL, TUNE(value_aware), 0, 0, NULL, 0},
-    {"kara.score.reads_weight", K_FLOAT, TUNE(reads_weight), 0, 100, NULL, 0},
-    {"kara.score.prior_weight", K_FLOAT, TUNE(prior_weight), 0, 100, auto_minus_one, 0},
-    {"kara.t2c.mode", K_ENUM, TUNE(t2c_mode), 0, 0, kr_t2c_mode_names, 0},
-    {"kara.t2c.candidate_frac", K_FLOAT, TUNE(candidate_frac), 0, 1, NULL, 0},
-    {"kara.t2c.max_gap", K_INT, TUNE(max_gap), 0, 65536, NULL, 0},
-    {"kara.t2c.len_penalty", K_FLOAT, TUNE(len_penalty), 0, 100, NULL, 0},
-    {"baselines.budget_tokens", K_INT, TUNE(budget_tokens), 0, MAX_TOKENS, auto_zero, 0},
-};
-/* Each method's own keys come here, in registry order (kv_method.h). */
-static const key_spec core_tail[] = {
-    {"chat.template", K_STRING, FIELD(chat_template), 0, 0, NULL, 0},
-    {"chat.think", K_ENUM, FIELD(think), 0, 0, think_names, 0},
-    {"chat.reasoning_budget", K_INT, FIELD(reasoning_budget), -1, MAX_TOKENS, NULL, 0},
-    {"speculative.mode", K_ENUM, FIELD(spec), 0, 0, spec_names, 0},
-    {"speculative.draft_max", K_INT, FIELD(draft_max), 1, KARA_MAX_DRAFT, NULL, 0},
-    {"speculative.draft_model", K_STRING, FIELD(draft_model), 0, 0, NULL, 0},
-    {"speculative.draft_p_min", K_FLOAT, FIELD(draft_p_min), 0, 1, NULL, 0},
-    {"batch.input", K_STRING, FIELD(batch_input), 0, 0, NULL, 0},
-    {"batch.output", K_STRING, FIELD(batch_output), 0, 0, NULL, 0},
-    {"batch.resume", K_BOOL, FIELD(batch_resume), 0, 0, NULL, 0},
-    {"batch.ordered", K_BOOL, FIELD(batch_ordered), 0, 0, NULL, 0},
-    {"batch.on_changed", K_ENUM, FIELD(batch_on_changed), 0, 0, on_changed_names, 0},
-    {"batch.max_concurrency", K_INT, FIELD(context.n_seq_max), 1, 4096, NULL, 0},
-    {"batch.shard", K_SHARD, FIELD(shard_index), 1, 65536, NULL, offsetof(kara_config, shard_count)},
-};
-static key_spec table[KARA_CONFIG_MAX_KEYS];
-static int n_table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void table_add(const key_spec *rows, int n) {
-    for (int i = 0; i < n && n_table < KARA_CONFIG_MAX_KEYS; i++) table[n_table++] = rows[i];
-}
-
-/* The core rows around the methods' own; a row past KARA_CONFIG_MAX_KEYS
- * is left out (test_config counts the rows, so raising the limit is caught). */
-static void table_build(void) {
-    table_add(core_head, (int)(sizeof core_head / sizeof core_head[0]));
-    for (int m = 0; kr_kv_method_get(m); m++) table_add(kr_kv_method_get(m)->keys, kr_kv_method_get(m)->n_keys);
-    table_add(core_tail, (int)(sizeof core_tail / sizeof core_tail[0]));
-}
-
-const key_spec *kr_config_table(void) {
-    pthread_once(&table_once, table_build);
-    return table;
-}
-
-int kr_config_table_size(void) {
-    pthread_once(&table_once, table_build);
-    return n_table;
-}
 
 #define N_KEYS kr_config_table_size()
 #define keys kr_config_table()

@@ -329,6 +329,19 @@ kara_status kara_kv_params_get_number(const kara_kv_params *p, const char *key, 
  * takes exactly these names; anything else is KARA_ERR_ARG (message listing them), *out untouched. */
 const char *kara_kv_method_name(kara_kv_method m);
 kara_status kara_kv_method_parse(const char *name, kara_kv_method *out);
+/* What a method is, for tools that treat methods alike without naming them (kara eval, eval-kv): whether it compresses
+ * at all, whether (with its default settings) it runs one event over the whole cache once a sequence passes
+ * baselines.budget_tokens (else: events over windows, kara.evict applies), and the keys of the slots its cache grows
+ * past that budget before an event (slack) and of the newest slots it always keeps (tail); NULL where it has none.
+ * KARA_ERR_ARG for an id no method is registered under (the ids run from 0 without gaps). */
+typedef struct kara_kv_method_info {
+    const char *name;
+    bool compresses;
+    bool at_budget;
+    const char *slack_key;
+    const char *tail_key;
+} kara_kv_method_info;
+kara_status kara_kv_method_info_get(kara_kv_method m, kara_kv_method_info *out);
 const char *kara_kv_dtype_name(kara_kv_dtype t);
 kara_status kara_kv_dtype_parse(const char *name, kara_kv_dtype *out);
 
@@ -591,6 +604,15 @@ kara_status kara_config_get(const kara_config *c, const char *key, char *buf, si
 /* Where a key's value came from (see kara_config.origin); NULL for an unknown key. Points into *c. */
 const char *kara_config_origin(const kara_config *c, const char *key);
 const char *kara_config_key(int i); /* the i-th key of the schema ("model.path", ...), NULL past the last */
+/* How the i-th key is listed (kara config keys): its type, the values it takes and a one-line help (the details are in
+ * configs/README.md); its default is kara_config_get of a kara_config_init'ed config. KARA_ERR_ARG past the last. */
+typedef struct kara_config_key_info {
+    const char *key;
+    const char *type; /* integer, number, size, bool, name, string, list, layers, shard, u64 */
+    const char *help;
+    char bounds[256]; /* "1..4096", "0..1048576 or auto", "mean | max", "up to 1023 bytes" */
+} kara_config_key_info;
+kara_status kara_config_key_info_get(int i, kara_config_key_info *out);
 /* The resolved configuration as YAML, a key per line with a "# origin" comment (it loads back to the same values);
  * snprintf-like: at most size bytes with the NUL, returns the whole length (>= size: cut). */
 size_t kara_config_format(const kara_config *c, char *buf, size_t size);

@@ -1,5 +1,5 @@
 /* kv_keys.h - the row that declares one setting of the job configuration:
- * its YAML key, type, place in kara_config, range and value names.
+ * its YAML key, type, place in kara_config, range, value names and help.
  *
  * The configuration's table (config/config_keys.c) holds the core rows;
  * each KV method's file declares the rows of its own knobs in its
@@ -36,6 +36,7 @@ typedef struct key_spec {
     double min, max;           /* inclusive range (list elements, N of stride:N and K/N) */
     const kr_enum_name *names; /* K_ENUM: the names; numbers: special words such as auto */
     size_t aux;                /* K_INT_LIST: offset of the count; K_SHARD: of shard_count */
+    const char *help;          /* one line for listings (kara config keys); details: configs/README.md */
 } key_spec;
 
 /* A research setting's place: inside the private tuning bytes of

@@ -89,7 +89,26 @@ typedef struct kr_kv_method {
     const key_spec *keys;
     int32_t n_keys;
     void (*defaults)(kr_kv_tuning *t);
+    /* KR_KV_AT_BUDGET: the keys of its slack (slots past budget_tokens
+     * before an event) and of the newest slots it always keeps, which the
+     * tools fit to a small budget (kara_kv_method_info); NULL: none. */
+    const char *slack_key;
+    const char *tail_key;
+    /* A method whose reservation has slot_state bytes (kv_plan.h) keeps
+     * that many of its own per slot: slot_state / 4 arrays of max_slots
+     * int32 each per sequence (at most KR_KV_SLOT_ARRAYS_MAX), claimed up
+     * front by the policy, compacted and saved for speculation with the
+     * cache; only its file reads them. slot_init gives a slot appended at
+     * observed step `step` its state; observe folds one step's attention
+     * (the mean over heads and layers of the newest query's, n_slots
+     * entries) in at step `step`. */
+    void (*slot_init)(int32_t *state, int32_t max_slots, int32_t slot, int32_t step);
+    void (*observe)(const kara_kv_params *p, int32_t *state, int32_t max_slots, const float *attn, int32_t n_slots,
+                    int32_t step);
 } kr_kv_method;
+
+/* The most per-slot arrays a method keeps (speculation's save holds that many). */
+#define KR_KV_SLOT_ARRAYS_MAX 2
 
 /* The method of id m (kara_kv_method, or an id kr_kv_method_register
  * gave); NULL when none is registered there. */

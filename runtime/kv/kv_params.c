@@ -122,25 +122,9 @@ void kara_kv_params_init(kara_kv_params *p) {
     t->on_pool_exhausted = KARA_POOL_PREEMPT;
     t->trigger = KARA_KV_TRIGGER_PERIODIC;
     t->trigger_slack = 0; /* auto: kara.interval */
-    /* kara.score: */
-    t->score_mode = KR_SCORE_BIDIRECTIONAL;
-    t->softmax_over = KR_SOFTMAX_WINDOW;
-    t->n_sink = 4;
-    t->exclude_self = true;
-    t->gqa_reduce = KR_REDUCE_MEAN;
-    t->layer_reduce = KR_REDUCE_MEAN;
-    t->layer_stride = 1;
-    t->value_aware = true;
-    t->reads_weight = 0.0f;  /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
-    t->prior_weight = -1.0f; /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
-    /* kara.t2c: */
-    t->t2c_mode = KR_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
-    t->candidate_frac = 0.5f;
-    t->max_gap = 16;
-    t->len_penalty = 1.0f;
     /* baselines: */
     t->budget_tokens = 0; /* auto */
-    /* each baseline's own knobs: its file under methods/ */
+    /* each method's own knobs (kara.score, kara.t2c, baselines.<method>): its file under methods/ */
     for (int m = 0; kr_kv_method_get(m); m++)
         if (kr_kv_method_get(m)->defaults) kr_kv_method_get(m)->defaults(t);
 }

@@ -60,7 +60,7 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
         kr_kv_row_bytes(t->query_cache_dtype, (int64_t)shape->n_head * shape->head_dim);
     if (s->needs_h2o) s->h2o = (size_t)n_seq_max * (size_t)shape->n_head * (size_t)max_slots * sizeof(float);
     /* the method's own state of every slot (lazy: last attended step and longest recurrence interval) */
-    s->lazy = (size_t)n_seq_max * (size_t)max_slots * s->slot_state;
+    s->slot_states = (size_t)n_seq_max * (size_t)max_slots * s->slot_state;
     if (s->needs_redund)
         s->redund_scratch =
             kr_kv_redund_scratch_bytes(max_slots, shape->n_head_kv, shape->head_dim, KR_KV_SCORE_WORKERS);
@@ -83,7 +83,7 @@ void kr_kv_reserve_sizes(kr_kv_reservation *s, const kara_kv_params *p, const kr
 
 uint64_t kr_kv_reserve_total(const kr_kv_reservation *s) {
     return s->ring + s->h2o + s->score_scratch + s->select_scratch + s->floats + s->keep + s->moves + s->per_layer +
-        s->lazy + s->redund_scratch;
+        s->slot_states + s->redund_scratch;
 }
 
 uint64_t kr_kv_policy_bytes(const kara_kv_params *p, int32_t n_layer, int32_t n_head, int32_t n_head_kv,

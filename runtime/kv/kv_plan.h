@@ -82,7 +82,7 @@ typedef struct kr_kv_reservation {
     size_t slot_state; /* bytes of the method's own state per slot and sequence (lazy's steps) */
     size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
     size_t per_layer;      /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
-    size_t lazy;           /* slot_state for every slot of every sequence */
+    size_t slot_states;    /* slot_state for every slot of every sequence */
     size_t redund_scratch; /* rkv: the redundancy scorer's scratch for the whole context */
 } kr_kv_reservation;
 

@@ -71,6 +71,15 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->ring_cap = z.ring_cap;
     pol->n_scored_layers = z.n_scored;
     pol->reserved_bytes = kr_kv_reserve_total(&z);
+    if (z.slot_state &&
+        (z.slot_state % sizeof(int32_t) || z.slot_state / sizeof(int32_t) > KR_KV_SLOT_ARRAYS_MAX ||
+         !pol->method->slot_init || !pol->method->observe)) {
+        kr_kv_policy_free(pol);
+        return kr_set_error(KARA_ERR_INTERNAL,
+                            "KV method %s keeps %zu bytes per slot without its slot_init and observe hooks, or more "
+                            "than %d int32 arrays",
+                            pol->method->name, z.slot_state, KR_KV_SLOT_ARRAYS_MAX);
+    }
     pol->ring = z.ring ? calloc(1, z.ring) : NULL;
     pol->h2o_probs = z.h2o ? calloc(1, z.h2o) : NULL;
     pol->score_scratch_bytes = z.score_scratch;
@@ -95,31 +104,31 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     }
     pol->redund_scratch_bytes = z.redund_scratch;
     pol->redund_scratch = z.redund_scratch ? aligned_alloc(64, (z.redund_scratch + 63) / 64 * 64) : NULL;
-    pol->lazy_state = z.lazy ? calloc(1, z.lazy) : NULL;
+    pol->method_state = z.slot_states ? calloc(1, z.slot_states) : NULL;
+    pol->n_slot_arrays = (int32_t)(z.slot_state / sizeof(int32_t));
     bool ok = (!z.ring || pol->ring) && (!z.h2o || pol->h2o_probs) && (!z.score_scratch || pol->score_scratch) &&
         pol->select_scratch && pol->layer_scores && pol->scores && pol->gather && pol->keep && pol->gather_tokens &&
         pol->gather_keep && pol->win_keep && pol->moves && (!lines || (pol->line_end && pol->line_flags)) &&
-        (!z.redund_scratch || pol->redund_scratch) && (!z.lazy || pol->lazy_state);
+        (!z.redund_scratch || pol->redund_scratch) && (!z.slot_states || pol->method_state);
     for (int32_t i = 0; ok && i < n_seq_max; i++) {
         kr_kv_policy_seq *q = &pol->seqs[i];
         q->tokens = calloc(nf, sizeof(int32_t));
         q->scores = calloc((size_t)kr_kv_n_groups(p, n_layer) * nf, sizeof(float));
         q->win = calloc(nf, sizeof(int32_t));
         q->win_size = calloc(nf, sizeof(int32_t));
-        q->h2o_acc = z.needs_h2o && !pol->lazy_state ? calloc(nf, sizeof(float)) : NULL;
-        ok = q->tokens && q->scores && q->win && q->win_size && (!z.needs_h2o || pol->lazy_state || q->h2o_acc);
-        if (pol->lazy_state) {
-            q->lazy_last = pol->lazy_state + (size_t)i * 2 * nf;
-            q->lazy_mri = q->lazy_last + nf;
-        }
-        if (ok && pol->h2o_probs && verify_rows > 1) ok = (q->spec_save = malloc(nf * 2 * sizeof(int32_t))) != NULL;
+        /* a method with its own slot state observes the rows instead of summing them */
+        q->h2o_acc = z.needs_h2o && !pol->method_state ? calloc(nf, sizeof(float)) : NULL;
+        ok = q->tokens && q->scores && q->win && q->win_size && (!z.needs_h2o || pol->method_state || q->h2o_acc);
+        if (pol->method_state) q->slot_state = pol->method_state + (size_t)i * (size_t)pol->n_slot_arrays * nf;
+        if (ok && pol->h2o_probs && verify_rows > 1)
+            ok = (q->spec_save = malloc(nf * KR_KV_SLOT_ARRAYS_MAX * sizeof(int32_t))) != NULL;
     }
     if (ok && pol->h2o_probs && verify_rows > 1) {
         /* verify batches' rows past the first: scratch, outside the budget */
         size_t rows = (size_t)(verify_rows - 1) * (size_t)n_seq_max * (size_t)pol->n_head * nf;
         ok = (pol->verify_probs = calloc(rows, sizeof(float))) != NULL;
         pol->verify_rows = verify_rows;
-        pol->verify_bytes = rows * sizeof(float) + (size_t)n_seq_max * nf * 2 * sizeof(int32_t);
+        pol->verify_bytes = rows * sizeof(float) + (size_t)n_seq_max * nf * KR_KV_SLOT_ARRAYS_MAX * sizeof(int32_t);
     }
     if (!ok) {
         kr_kv_policy_free(pol);
@@ -155,7 +164,7 @@ void kr_kv_policy_free(kr_kv_policy *pol) {
     free(pol->line_end);
     free(pol->line_flags);
     free(pol->redund_scratch);
-    free(pol->lazy_state);
+    free(pol->method_state);
     free(pol->prior_vals);
     memset(pol, 0, sizeof *pol);
 }
@@ -167,7 +176,7 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
     q->events = 0;
     q->evictions = 0;
     q->think_done = false;
-    q->lazy_step = 0;
+    q->steps = 0;
     q->spec_slot = -1;
     if (q->h2o_acc) memset(q->h2o_acc, 0, (size_t)pol->max_slots * sizeof(float));
 }
@@ -192,11 +201,8 @@ void kr_kv_policy_on_append(kr_kv_policy *pol, int32_t seq, int32_t slot, int32_
     if (q->generated) n_new = 1; /* a verify batch: generated tokens, each as a step of its own */
     if (q->tokens) q->tokens[slot] = token;
     if (q->h2o_acc) q->h2o_acc[slot] = 0.0f;
-    if (q->lazy_last) { /* never seen attended; its own step is the next one observed */
-        q->lazy_last[slot] =
-            q->lazy_step + (q->generated ? q->spec_appended : 0); /* a verify batch's, after those before it */
-        q->lazy_mri[slot] = 0;
-    }
+    if (q->slot_state) /* its own step is the next one observed; a verify batch's, after those before it */
+        pol->method->slot_init(q->slot_state, pol->max_slots, slot, q->steps + (q->generated ? q->spec_appended : 0));
     if (q->generated) q->spec_appended++;
     if (!q->prompt_marked && n_new == 1 && slot > 0) {
         /* generation starts: everything before this slot is the prompt; a
@@ -276,10 +282,8 @@ kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq
         kr_kv_compact_apply_array(&plan, q->tokens, sizeof(int32_t));
         kr_kv_compact_apply_array(&plan, q->win, sizeof(int32_t));
         if (q->h2o_acc) kr_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
-        if (q->lazy_last) {
-            kr_kv_compact_apply_array(&plan, q->lazy_last, sizeof(int32_t));
-            kr_kv_compact_apply_array(&plan, q->lazy_mri, sizeof(int32_t));
-        }
+        for (int32_t a = 0; q->slot_state && a < pol->n_slot_arrays; a++)
+            kr_kv_compact_apply_array(&plan, q->slot_state + (size_t)a * (size_t)kv->max_slots, sizeof(int32_t));
     }
     return KARA_OK;
 }
@@ -528,7 +532,7 @@ bool kr_kv_policy_can_rewind(const kr_kv_policy *pol, int32_t seq, int32_t n_kee
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!pol->scoring || pol->method->kind(&pol->p) == KR_KV_KEEPS_ALL) return true;
     if (pol->window_method) return !q->prompt_marked || n_keep <= q->n_prompt;
-    return !q->prompt_marked && !pol->needs_h2o && !q->lazy_last;
+    return !q->prompt_marked && !pol->needs_h2o && !q->slot_state;
 }
 
 int32_t kr_kv_policy_shareable(const kr_kv_policy *pol, int32_t seq, int32_t n) {

@@ -89,10 +89,11 @@ typedef struct kr_kv_policy_seq {
                      * became due */
     int32_t reads_grid; /* window methods with reads: where the next window starts when every due window is
                          * scored at once (F, or ahead of F while scoring is deferred) */
-    /* lazy: the step each slot was last attended at and its longest
-     * recurrence interval (kr_kv_lazy_observe), and the steps observed */
-    int32_t *lazy_last, *lazy_mri;
-    int32_t lazy_step;
+    /* the method's own state of each slot (kv_method.h, slot_init and
+     * observe): n_slot_arrays arrays of max_slots, inside the policy's
+     * method_state; NULL when it keeps none. Only its file reads them. */
+    int32_t *slot_state;
+    int32_t steps; /* attention steps the method observed (its observe hook) */
     /* the last generated batch (a speculative verify step, kv_policy_spec.c):
      * the position and slot it began at (spec_slot -1: none to take back),
      * think_done before it, and the event and eviction counts then */
@@ -102,11 +103,11 @@ typedef struct kr_kv_policy_seq {
     /* h2o, lazy, read tracking with verify_rows > 1: the batch's attention
      * rows committed but kept (spec_rows of them, 0: none; the sequence then
      * held spec_rows_end slots), and what the commits changed, as it was
-     * before them (h2o_acc, or lazy_last and lazy_mri, spec_rows_end
-     * entries each, and lazy_step) */
+     * before them (h2o_acc, or the slot_state arrays, spec_rows_end
+     * entries each, and steps) */
     int32_t spec_rows, spec_rows_end;
     void *spec_save;
-    int32_t spec_lazy_step;
+    int32_t spec_steps;
     uint64_t spec_events;
     uint32_t spec_evictions;
     bool generated; /* the batch being appended continues its generation (kara_batch.generated) */
@@ -156,7 +157,8 @@ typedef struct kr_kv_policy {
     void *moves;
     void *redund_scratch; /* rkv: the key redundancy scorer's (kv_redund.h) */
     size_t redund_scratch_bytes;
-    int32_t *lazy_state;     /* lazy: every sequence's lazy_last and lazy_mri rows */
+    int32_t *method_state;   /* every sequence's slot_state, claimed up front (the plan's slot_state bytes) */
+    int32_t n_slot_arrays;   /* its arrays per sequence: the method's slot_state bytes / 4 */
     uint64_t reserved_bytes; /* rings + scratch, counted in the budget */
     /* the model's retention prior (kr_kv_policy_set_prior), added to kara's
      * window scores with weight p.prior_weight when use_prior */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kv_policy.h"
+#include "kv_method.h"
 #include "kv_policy_impl.h"
 #include "kv_select.h"
 
@@ -40,9 +41,10 @@ float *kr_kv_policy_attn_row(kr_kv_policy *pol, int32_t seq, int32_t row, int32_
     return row_at(pol, seq, row, head);
 }
 
-/* Lazy: the mean over heads and layers of one step's attention, left in
- * the row of head 0 (the other heads' rows are zeroed). */
-static float *lazy_mean(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t n_slots) {
+/* For a method that observes the rows (its observe hook): the mean over
+ * heads and layers of one step's attention, left in the row of head 0 (the
+ * other heads' rows are zeroed). */
+static float *mean_row(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t n_slots) {
     float *mean = row_at(pol, seq, row, 0);
     for (int32_t h = 1; h < pol->n_head; h++) {
         float *r = row_at(pol, seq, row, h);
@@ -54,13 +56,13 @@ static float *lazy_mean(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t n_s
     return mean;
 }
 
-/* One step's fold: the rows of `row` (for lazy, already its mean) into
- * the sequence's state, the sequence then holding n_slots slots. */
+/* One step's fold: the rows of `row` (for a method that observes them,
+ * already their mean) into the sequence's state, the sequence then holding
+ * n_slots slots. */
 static void fold(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t n_slots) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
-    if (q->lazy_last) {
-        const float *mean = row_at(pol, seq, row, 0);
-        kr_kv_lazy_observe(q->lazy_last, q->lazy_mri, mean, n_slots, ++q->lazy_step, kr_kv_tune(&pol->p)->lazy.alpha);
+    if (q->slot_state) {
+        pol->method->observe(&pol->p, q->slot_state, pol->max_slots, row_at(pol, seq, row, 0), n_slots, ++q->steps);
         return;
     }
     for (int32_t h = 0; h < pol->n_head; h++) kr_kv_h2o_accumulate(q->h2o_acc, row_at(pol, seq, row, h), n_slots);
@@ -73,20 +75,23 @@ static void zero_rows(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int32_t n_
 
 /* What the folds of a batch change, as it is before them. */
 static void save_state(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n_slots) {
-    if (q->lazy_last) {
-        memcpy(q->spec_save, q->lazy_last, (size_t)n_slots * sizeof(int32_t));
-        memcpy((int32_t *)q->spec_save + pol->max_slots, q->lazy_mri, (size_t)n_slots * sizeof(int32_t));
-        q->spec_lazy_step = q->lazy_step;
+    if (q->slot_state) {
+        for (int32_t a = 0; a < pol->n_slot_arrays; a++)
+            memcpy((int32_t *)q->spec_save + (size_t)a * (size_t)pol->max_slots,
+                   q->slot_state + (size_t)a * (size_t)pol->max_slots, (size_t)n_slots * sizeof(int32_t));
+        q->spec_steps = q->steps;
     } else {
         memcpy(q->spec_save, q->h2o_acc, (size_t)n_slots * sizeof(float));
     }
 }
 
 static void restore_state(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n_slots) {
-    if (q->lazy_last) {
-        memcpy(q->lazy_last, q->spec_save, (size_t)n_slots * sizeof(int32_t));
-        memcpy(q->lazy_mri, (const int32_t *)q->spec_save + pol->max_slots, (size_t)n_slots * sizeof(int32_t));
-        q->lazy_step = q->spec_lazy_step;
+    if (q->slot_state) {
+        for (int32_t a = 0; a < pol->n_slot_arrays; a++)
+            memcpy(q->slot_state + (size_t)a * (size_t)pol->max_slots,
+                   (const int32_t *)q->spec_save + (size_t)a * (size_t)pol->max_slots,
+                   (size_t)n_slots * sizeof(int32_t));
+        q->steps = q->spec_steps;
     } else {
         memcpy(q->h2o_acc, q->spec_save, (size_t)n_slots * sizeof(float));
     }
@@ -103,7 +108,7 @@ void kr_kv_policy_after_pass(kr_kv_policy *pol, int32_t seq, int32_t n_rows, int
     }
     for (int32_t r = 0; r < n_rows; r++) {
         int32_t n_r = n_slots - n_rows + 1 + r; /* the slots when this entry was the newest */
-        if (q->lazy_last) lazy_mean(pol, seq, r, n_r);
+        if (q->slot_state) mean_row(pol, seq, r, n_r);
         fold(pol, seq, r, n_r);
     }
     if (!keep) zero_rows(pol, seq, n_rows, n_slots);

@@ -38,7 +38,7 @@ static int32_t reads_room(const kr_kv_policy *pol, const kr_kv_policy_seq *q, in
 
 int32_t kr_kv_policy_spec_room(const kr_kv_policy *pol, int32_t seq) {
     if (!pol->scoring || pol->method->kind(&pol->p) == KR_KV_KEEPS_ALL) return INT32_MAX;
-    const bool sums = pol->needs_h2o || pol->lazy_state;
+    const bool sums = pol->needs_h2o || pol->method_state;
     if (sums && pol->verify_rows < 2) return 0;
     const kr_kv_policy_seq *q = &pol->seqs[seq];
     if (!q->prompt_marked) return 1; /* the first generated token marks the prompt's end alone */

@@ -4,7 +4,7 @@
  * else (how Kara scores and selects, eviction details, each baseline's
  * knobs) lives in its private `tuning` bytes, laid out by kr_kv_tuning and
  * reached through kr_kv_tune(p). Apps set and read these by their YAML key
- * (kara_kv_params_set / _get, through the schema in config/config_keys.c),
+ * (kara_kv_params_set / _get, through the schema in config/config_schema.c),
  * so adding or dropping a knob changes neither the public header nor the
  * struct's size. Each comment gives the default (kara_kv_params_init) and
  * the YAML key where it is not the field's name. */
@@ -74,7 +74,8 @@ typedef struct kr_kv_tuning {
     kara_pool_fallback on_pool_exhausted; /* preempt */
     kara_kv_trigger trigger;              /* periodic; threshold = ablation A8 (method kara only) */
     int32_t trigger_slack;                /* threshold: fire at budget_tokens + this; 0 = auto (interval) */
-    /* kara.score: */
+    /* kara.score (keys and defaults: methods/kara.c; the baselines that
+     * score use them too): */
     kr_score_mode score_mode;     /* bidirectional */
     kr_softmax_over softmax_over; /* window */
     int32_t n_sink;               /* 4 */
@@ -89,7 +90,7 @@ typedef struct kr_kv_tuning {
     float prior_weight;           /* auto (< 0, the default): 16 when the model has a retention prior, else off;
                                      * 0 = off; kara: weight of the model's retention prior in its window scores
                                      * (KARA_METHOD.md 14); > 0 with a model without a prior: KARA_ERR_CONFIG */
-    /* kara.t2c: */
+    /* kara.t2c (methods/kara.c): */
     float candidate_frac; /* 0.5 */
     int32_t max_gap;      /* 16 */
     float len_penalty;    /* 1.0 */

@@ -128,34 +128,71 @@ static int key_index(const char *key) {
     return -1;
 }
 
-/* Each baseline's keys are declared by its method's file and reach the
- * schema from the registry, in registry order, where the baselines'
- * section stands; none is left out, and their defaults come from there. */
+/* Each method's keys are declared by its method's file (a baseline's
+ * under baselines.<name>, kara's under kara.score and kara.t2c) and reach
+ * the schema from the registry, each method's together, after the core
+ * rows of their section; none is left out, and their defaults come from
+ * there. */
 static void test_method_keys(void) {
     int n = 0;
     while (kara_config_key(n)) n++;
     CHECK(n <= KARA_CONFIG_MAX_KEYS);
     CHECK(!strcmp(kara_config_key(n - 1), "batch.shard"));
-    int at = -1, owners = 0;
+    int owners = 0, last_baseline = -1;
     for (int m = 0; kr_kv_method_get(m); m++) {
         const kr_kv_method *meth = kr_kv_method_get(m);
         if (meth->n_keys > 0) owners++;
+        int at = -1;
         for (int i = 0; i < meth->n_keys; i++) {
             const char *key = meth->keys[i].key;
             char want[64];
             snprintf(want, sizeof want, "baselines.%s.", meth->name);
-            CHECK_MSG(!strncmp(key, want, strlen(want)), "%s is not under %s", key, want);
+            bool kara = !strcmp(meth->name, "kara");
+            CHECK_MSG(kara ? !strncmp(key, "kara.score.", 11) || !strncmp(key, "kara.t2c.", 9)
+                           : !strncmp(key, want, strlen(want)),
+                      "%s is not under %s", key, kara ? "kara.score or kara.t2c" : want);
+            CHECK_MSG(meth->keys[i].help && meth->keys[i].help[0], "%s has no help", key);
             at = at < 0 ? key_index(key) : at + 1;
             CHECK_MSG(kara_config_key(at) && !strcmp(kara_config_key(at), key), "%s is not row %d", key, at);
+            if (!kara) last_baseline = at;
         }
     }
-    CHECK_EQ_INT(owners, 7); /* streaming snapkv h2o chunkkv random rkv lazy */
-    CHECK(!strcmp(kara_config_key(at + 1), "chat.template"));
+    CHECK_EQ_INT(owners, 8); /* kara streaming snapkv h2o chunkkv random rkv lazy */
+    CHECK(!strcmp(kara_config_key(last_baseline + 1), "chat.template"));
+    CHECK(!strcmp(kara_config_key(key_index("kara.score.mode") - 1), "kara.on_pool_exhausted"));
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     CHECK_EQ_INT(kr_kv_tune(&kv)->snapkv.kernel, 7);
     CHECK(kr_kv_tune(&kv)->lazy.alpha == 1e-4f);
     CHECK(kr_kv_tune(&kv)->random.seed == 0x4b415241u);
+    CHECK_EQ_INT(kr_kv_tune(&kv)->t2c_mode, KR_T2C_LINE_TAILS);
+    CHECK(kr_kv_tune(&kv)->prior_weight == -1.0f);
+}
+
+/* What the tools learn of a method from its table, never from its name:
+ * whether it compresses, at a budget or over windows, and the keys of its
+ * slack and of the newest slots it keeps. */
+static void test_method_info(int id) {
+    kara_kv_method_info info;
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_SNAPKV, &info), KARA_OK);
+    CHECK(!strcmp(info.name, "snapkv") && info.compresses && info.at_budget);
+    CHECK(!strcmp(info.slack_key, "baselines.snapkv.trigger_slack"));
+    CHECK(!strcmp(info.tail_key, "baselines.snapkv.obs_window"));
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_LAZY, &info), KARA_OK);
+    CHECK(info.at_budget && !strcmp(info.slack_key, "baselines.lazy.window") && !strcmp(info.tail_key, info.slack_key));
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_H2O, &info), KARA_OK);
+    CHECK(info.at_budget && !info.slack_key && !info.tail_key);
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_KARA, &info), KARA_OK);
+    CHECK(info.compresses && !info.at_budget && !info.slack_key); /* trigger periodic by default */
+    CHECK_EQ_INT(kara_kv_method_info_get(KARA_KV_METHOD_FULL, &info), KARA_OK);
+    CHECK(!info.compresses && !info.at_budget);
+    CHECK_EQ_INT(kara_kv_method_info_get((kara_kv_method)id, &info), KARA_OK);
+    CHECK(!strcmp(info.name, "test_keep_all") && info.at_budget);
+    CHECK_EQ_INT(kara_kv_method_info_get((kara_kv_method)(id + 1), &info), KARA_ERR_ARG);
+    char want[64];
+    snprintf(want, sizeof want, "kara_kv_method_info_get: no KV method has id %d", id + 1);
+    CHECK(!strcmp(kara_last_error(), want));
+    kr_test_clear_error();
 }
 
 int main(void) {
@@ -165,6 +202,7 @@ int main(void) {
     if (!CHECK(id > KARA_KV_METHOD_LAZY)) return kr_test_finish();
     CHECK(kr_kv_method_get(id) == &keep_all);
     CHECK(!strcmp(kara_kv_method_name((kara_kv_method)id), "test_keep_all"));
+    test_method_info(id);
 
     kara_model *m = kr_test_synth_model("tiny", "qwen3", 45, 2048, "tiny-qwen3-registry.gguf");
     if (!CHECK(m != NULL)) return kr_test_finish();

@@ -31,6 +31,7 @@
 #include "context.h"
 #include "kernels.h"
 #include "kv_redund.h"
+#include "kv_baselines.h"
 #include "kv_select.h"
 #include "test_models.h"
 #include "test_util.h"
@@ -376,8 +377,8 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
         const kr_kv_seq *s = &c->kv.seqs[0];
         const kr_kv_policy_seq *q = &c->policy.seqs[0];
         int n_before = s->n;
-        if (q->lazy_last) {
-            memcpy(before_last, q->lazy_last, sizeof(int32_t) * n_before);
+        if (q->slot_state) { /* lazy's state: its first array, the step each slot was last attended at */
+            memcpy(before_last, q->slot_state, sizeof(int32_t) * n_before);
             memcpy(before_pos, s->pos, sizeof(int32_t) * n_before);
         }
         uint64_t ev = c->policy.stats.events;
@@ -392,10 +393,10 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
         char msg[256];
         inv &=
             CHECK_MSG(kr_test_kv_invariants(c, 0, NULL, P, -1, ref, msg, sizeof msg) == KARA_OK, "%s: %s", name, msg);
-        if (q->lazy_last) /* every kept slot carries the state it had (the new one: observed once more) */
+        if (q->slot_state) /* every kept slot carries the state it had (the new one: observed once more) */
             for (int j = 0, k = 0; j < s->n - 1; j++) {
                 while (k < n_before && before_pos[k] != s->pos[j]) k++;
-                state_follows &= k < n_before && (q->lazy_last[j] == before_last[k] || q->lazy_last[j] == q->lazy_step);
+                state_follows &= k < n_before && (q->slot_state[j] == before_last[k] || q->slot_state[j] == q->steps);
             }
     }
     CHECK_MSG(events >= 8, "%s: %d events in 300 steps", name, events);
@@ -404,7 +405,7 @@ static void test_decoding(kara_model *mdl, kara_kv_method method) {
     CHECK_MSG(inv, "%s: invariants", name);
     if (method == KARA_KV_METHOD_LAZY) {
         CHECK_MSG(state_follows, "lazy: the recurrence state did not follow its slots");
-        CHECK_EQ_INT(c->policy.seqs[0].lazy_step, 300);
+        CHECK_EQ_INT(c->policy.seqs[0].steps, 300);
     }
     CHECK_EQ_INT(c->policy.stats.slots_evicted, (uint64_t)events * (method == KARA_KV_METHOD_RKV ? 24 : 16));
     free(ref);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_baselines.h"
 #include "kv_select.h"
 #include "test_util.h"
 #include "kv_tuning.h"

@@ -150,11 +150,11 @@ static uint64_t sums_hash(const kara_context *ctx) {
     const kr_kv_policy_seq *q = &ctx->policy.seqs[0];
     uint64_t h = 1469598103934665603ull;
     const int32_t n = ctx->kv.seqs[0].n;
-    const uint8_t *parts[3] = {(const uint8_t *)q->h2o_acc, (const uint8_t *)q->lazy_last,
-                               (const uint8_t *)q->lazy_mri};
+    const int32_t *mri = q->slot_state ? q->slot_state + ctx->policy.max_slots : NULL; /* lazy's second array */
+    const uint8_t *parts[3] = {(const uint8_t *)q->h2o_acc, (const uint8_t *)q->slot_state, (const uint8_t *)mri};
     for (int k = 0; k < 3; k++)
         for (size_t i = 0; parts[k] && i < (size_t)n * 4; i++) h = (h ^ parts[k][i]) * 1099511628211ull;
-    return (h ^ (uint64_t)q->lazy_step) * 1099511628211ull;
+    return (h ^ (uint64_t)q->steps) * 1099511628211ull;
 }
 static uint64_t g_sums; /* compressed_run: sums_hash of its context */
 

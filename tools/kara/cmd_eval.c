@@ -97,9 +97,20 @@ static int parse_list(const char *what, const char *v, int (*item)(eval_opts *, 
     return -1;
 }
 
-static bool threshold_method(kara_kv_method m) {
-    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O ||
-        m == KARA_KV_METHOD_RKV || m == KARA_KV_METHOD_LAZY;
+/* Whether a method runs events over windows, where kara.evict applies. */
+static bool window_method(kara_kv_method m) {
+    kara_kv_method_info info;
+    return kara_kv_method_info_get(m, &info) == KARA_OK && info.compresses && !info.at_budget;
+}
+
+/* "kara, chunkkv, ...": the methods with per-window eviction, for a message. */
+static void window_methods(char *buf, size_t size) {
+    kara_kv_method_info info;
+    size_t used = 0;
+    buf[0] = 0;
+    for (int m = 0; kara_kv_method_info_get((kara_kv_method)m, &info) == KARA_OK && used < size; m++)
+        if (window_method((kara_kv_method)m))
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", info.name);
 }
 
 /* "kara", "kara/per_window", "chunkkv/on_demand" */
@@ -125,9 +136,10 @@ static int add_method(eval_opts *o, const char *text) {
             return 0;
     }
     if (kara_kv_method_parse(name, &m->method) != KARA_OK) return 0;
-    if (slash && (m->method == KARA_KV_METHOD_FULL || threshold_method(m->method))) {
-        fprintf(stderr, "kara eval: --methods: %s has no per-window eviction (only kara, chunkkv, recent, random)\n",
-                name);
+    if (slash && !window_method(m->method)) {
+        char list[256];
+        window_methods(list, sizeof list);
+        fprintf(stderr, "kara eval: --methods: %s has no per-window eviction (only %s)\n", name, list);
         return 0;
     }
     snprintf(m->label, sizeof m->label, "%s%s", name, m->evict == KARA_KV_EVICT_PER_WINDOW ? "/per_window" : "");
@@ -469,14 +481,15 @@ static void print_row(FILE *f, const kr_task_row *r) {
     fflush(f);
 }
 
-/* Within a small share (or budget), a slack (snapkv, rkv) or lazy's window,
- * which the cache grows by past its budget between events, is scaled down to
- * a quarter of it, or the method could not run at all. */
+/* Within a small share (or budget), each method's slack (snapkv's and rkv's
+ * trigger_slack, lazy's window), which the cache grows by past its budget
+ * between events, is scaled down to a quarter of it, or the method could
+ * not run at all. */
 static void fit_slacks(kara_kv_params *kv, int32_t share) {
-    static const char *const keys[] = {"baselines.snapkv.trigger_slack", "baselines.rkv.trigger_slack",
-                                       "baselines.lazy.window"};
-    for (int i = 0; i < 3; i++)
-        if (kr_kv_int(kv, keys[i]) > share / 4) kr_kv_set_num(kv, keys[i], share / 4 > 8 ? share / 4 : 8);
+    kara_kv_method_info info;
+    for (int m = 0; kara_kv_method_info_get((kara_kv_method)m, &info) == KARA_OK; m++)
+        if (info.slack_key && kr_kv_int(kv, info.slack_key) > share / 4)
+            kr_kv_set_num(kv, info.slack_key, share / 4 > 8 ? share / 4 : 8);
 }
 
 /* One row. cap: the row's hard cap on peak KV bytes (kv.budget: pool, query

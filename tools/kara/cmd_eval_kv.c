@@ -212,24 +212,20 @@ static int32_t tokenize_insert(const kara_model *m, const char *text, int32_t *o
 }
 
 static bool is_budget_method(kara_kv_method m) {
-    return m == KARA_KV_METHOD_STREAMING || m == KARA_KV_METHOD_SNAPKV || m == KARA_KV_METHOD_H2O ||
-        m == KARA_KV_METHOD_RKV || m == KARA_KV_METHOD_LAZY;
+    kara_kv_method_info info;
+    return kara_kv_method_info_get(m, &info) == KARA_OK && info.at_budget;
 }
 
 /* Slots past its budget a method's cache reaches before its event (0:
  * fires on the first slot over), and the newest slots it always keeps. */
-static int32_t budget_slack(const kara_kv_params *kv, kara_kv_method m) {
-    return m == KARA_KV_METHOD_SNAPKV ? kr_kv_int(kv, "baselines.snapkv.trigger_slack")
-        : m == KARA_KV_METHOD_RKV     ? kr_kv_int(kv, "baselines.rkv.trigger_slack")
-        : m == KARA_KV_METHOD_LAZY    ? kr_kv_int(kv, "baselines.lazy.window")
-                                      : 0;
+static int32_t method_key(const kara_kv_params *kv, kara_kv_method m, bool tail) {
+    kara_kv_method_info info;
+    if (kara_kv_method_info_get(m, &info) != KARA_OK) return 0;
+    const char *key = tail ? info.tail_key : info.slack_key;
+    return key ? kr_kv_int(kv, key) : 0;
 }
-static int32_t budget_tail(const kara_kv_params *kv, kara_kv_method m) {
-    return m == KARA_KV_METHOD_SNAPKV ? kr_kv_int(kv, "baselines.snapkv.obs_window")
-        : m == KARA_KV_METHOD_RKV     ? kr_kv_int(kv, "baselines.rkv.obs_window")
-        : m == KARA_KV_METHOD_LAZY    ? kr_kv_int(kv, "baselines.lazy.window")
-                                      : 0;
-}
+static int32_t budget_slack(const kara_kv_params *kv, kara_kv_method m) { return method_key(kv, m, false); }
+static int32_t budget_tail(const kara_kv_params *kv, kara_kv_method m) { return method_key(kv, m, true); }
 
 /* Mean slots a budget baseline holds over the replay (after each of the
  * n_steps single-token decodes from n_prompt slots) with token budget b:

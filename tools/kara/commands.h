@@ -19,5 +19,6 @@ extern const kr_command kr_cmd_bench;
 extern const kr_command kr_cmd_batch;
 extern const kr_command kr_cmd_eval_kv;
 extern const kr_command kr_cmd_eval;
+extern const kr_command kr_cmd_config;
 
 #endif

@@ -10,8 +10,8 @@
 #include "safe_output.h"
 
 static const kr_command *const commands[] = {
-    &kr_cmd_run,       &kr_cmd_chat,     &kr_cmd_batch, &kr_cmd_inspect, &kr_cmd_tokenize,
-    &kr_cmd_gen_model, &kr_cmd_quantize, &kr_cmd_bench, &kr_cmd_eval,    &kr_cmd_eval_kv,
+    &kr_cmd_run,      &kr_cmd_chat,  &kr_cmd_batch, &kr_cmd_inspect, &kr_cmd_tokenize, &kr_cmd_gen_model,
+    &kr_cmd_quantize, &kr_cmd_bench, &kr_cmd_eval,  &kr_cmd_eval_kv, &kr_cmd_config,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < N_COMMANDS; i++) {
         if (strcmp(argv[1], commands[i]->name)) continue;
         /* commands with a parser of their own still take --color and --no-progress */
-        static const char *const own_parser[] = {"inspect", "tokenize", "gen-model", "quantize"};
+        static const char *const own_parser[] = {"inspect", "tokenize", "gen-model", "quantize", "config"};
         for (size_t k = 0; k < sizeof own_parser / sizeof own_parser[0]; k++)
             if (!strcmp(argv[1], own_parser[k])) argc = kr_console_take_flags(argc - 1, argv + 1) + 1;
         /* every command: a failed write to stdout is exit 74, never a success */

@@ -2,6 +2,37 @@
  * windows and scores, kept in fixed chunks of chunk_len slots. */
 #include "kv_method.h"
 #include "kv_tuning.h"
+#include "kv_baselines.h"
+#include "kv_select_impl.h"
+#include "status.h"
+
+/* kv_baselines.h: chunks ranked by their mean score. */
+kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len, const kr_kv_protect *protect,
+                                int32_t *keep, void *scratch, size_t scratch_bytes) {
+    const char *who = "chunkkv";
+    kara_status st = kr_kvs_check_window(who, n_c, k, keep);
+    if (st != KARA_OK) return st;
+    if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
+    if (chunk_len < 1) return kr_set_error(KARA_ERR_ARG, "%s: chunk_len %d < 1", who, chunk_len);
+    kr_select_scratch w;
+    if ((st = kr_kvs_scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
+    if (k == 0) return KARA_OK;
+    kr_kvs_rank_by(s, n_c, w.rank);
+    int32_t left = k - kr_kvs_flag_protected(protect, n_c, k, w.rank, w.flag);
+
+    int32_t n_chunk = 0;
+    for (int32_t lo = 0; lo < n_c; lo += chunk_len) {
+        int32_t len = lo + chunk_len <= n_c ? chunk_len : n_c - lo;
+        double sum = 0.0;
+        for (int32_t j = lo; j < lo + len; j++) sum += (double)kr_kvs_score_key(s[j]);
+        kr_chunk_entry *c = &w.chunk[n_chunk++];
+        c->score = sum / (double)len;
+        c->len = len;
+        c->lo = lo;
+    }
+    kr_kvs_take_chunks(&w, n_chunk, n_c, left);
+    return kr_kvs_finish_window(who, w.flag, n_c, k, keep);
+}
 
 /* The window's queries; read tracking sums the newest query's attention. */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
@@ -23,9 +54,9 @@ static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in 
 }
 
 /* Its settings, under baselines.chunkkv (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.chunkkv.chunk_len", K_INT, KR_TUNE(chunkkv.chunk_len), 1, 4096, NULL, 0},
+    {"baselines.chunkkv.chunk_len", K_INT, KR_TUNE(chunkkv.chunk_len), 1, 4096, NULL, 0, "tokens per chunk"},
 };
 
 static void defaults(kr_kv_tuning *t) { t->chunkkv.chunk_len = 10; }

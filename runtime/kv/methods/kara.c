@@ -125,6 +125,52 @@ static int32_t cache_limit(const kr_kv_policy *pol, int32_t seq) {
         : pol->budget_tokens + kr_kv_trigger_slack(&pol->p) - 1;
 }
 
+/* Its settings, under kara.score and kara.t2c (configs/README.md): the
+ * YAML keys with their bounds, and their defaults. The scorer's keys also
+ * steer the baselines that score with it (kv_score.h). */
+static const kr_enum_name auto_minus_one[] = {{"auto", -1}, {NULL, 0}};
+static const key_spec keys[] = {
+    {"kara.score.mode", K_ENUM, KR_TUNE(score_mode), 0, 0, kr_score_mode_names, 0,
+     "which queries score a window's slots"},
+    {"kara.score.softmax_over", K_ENUM, KR_TUNE(softmax_over), 0, 0, kr_softmax_over_names, 0,
+     "the keys a query's softmax normalises over"},
+    {"kara.score.n_sink", K_INT, KR_TUNE(n_sink), 0, 65536, NULL, 0, "sink keys for window_plus_sinks"},
+    {"kara.score.exclude_self", K_BOOL, KR_TUNE(exclude_self), 0, 0, NULL, 0, "a slot's own query does not score it"},
+    {"kara.score.gqa_reduce", K_ENUM, KR_TUNE(gqa_reduce), 0, 0, kr_gqa_reduce_names, 0,
+     "reduction over the query heads of a group"},
+    {"kara.score.layer_reduce", K_ENUM, KR_TUNE(layer_reduce), 0, 0, kr_layer_reduce_names, 0, "reduction over layers"},
+    {"kara.score.layers", K_LAYERS, KR_TUNE(layer_stride), 1, 4096, NULL, 0, "which layers score: all, or every N-th"},
+    {"kara.score.value_aware", K_BOOL, KR_TUNE(value_aware), 0, 0, NULL, 0,
+     "scale a slot's attention by its value's L1 norm (VATP)"},
+    {"kara.score.reads_weight", K_FLOAT, KR_TUNE(reads_weight), 0, 100, NULL, 0,
+     "weight of the attention a slot receives after its window; 0: off"},
+    {"kara.score.prior_weight", K_FLOAT, KR_TUNE(prior_weight), 0, 100, auto_minus_one, 0,
+     "weight of the model's retention prior; auto: 16 with a prior, else off"},
+    {"kara.t2c.mode", K_ENUM, KR_TUNE(t2c_mode), 0, 0, kr_t2c_mode_names, 0,
+     "selection after scoring (Token2Chunk or an ablation)"},
+    {"kara.t2c.candidate_frac", K_FLOAT, KR_TUNE(candidate_frac), 0, 1, NULL, 0,
+     "Top-K candidates as a share of the kept slots"},
+    {"kara.t2c.max_gap", K_INT, KR_TUNE(max_gap), 0, 65536, NULL, 0, "longest gap a chunk may fill"},
+    {"kara.t2c.len_penalty", K_FLOAT, KR_TUNE(len_penalty), 0, 100, NULL, 0, "beta in (1 + gap)^-beta"},
+};
+
+static void defaults(kr_kv_tuning *t) {
+    t->score_mode = KR_SCORE_BIDIRECTIONAL;
+    t->softmax_over = KR_SOFTMAX_WINDOW;
+    t->n_sink = 4;
+    t->exclude_self = true;
+    t->gqa_reduce = KR_REDUCE_MEAN;
+    t->layer_reduce = KR_REDUCE_MEAN;
+    t->layer_stride = 1;
+    t->value_aware = true;
+    t->reads_weight = 0.0f;          /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
+    t->prior_weight = -1.0f;         /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
+    t->t2c_mode = KR_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
+    t->candidate_frac = 0.5f;
+    t->max_gap = 16;
+    t->len_penalty = 1.0f;
+}
+
 const kr_kv_method kr_kvm_kara = {.name = "kara",
                                   .kind = kind,
                                   .check = check,
@@ -138,4 +184,7 @@ const kr_kv_method kr_kvm_kara = {.name = "kara",
                                   .forced_events = threshold,
                                   .per_layer = true,
                                   .reads_lines = reads_lines,
-                                  .uses_prior = true};
+                                  .uses_prior = true,
+                                  .keys = keys,
+                                  .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
+                                  .defaults = defaults};

@@ -6,6 +6,7 @@
 
 #include "kv_method.h"
 #include "kv_params.h"
+#include "status.h"
 
 #define KR_KV_METHODS(X)                                                                                               \
     X(FULL, full)                                                                                                      \
@@ -50,6 +51,18 @@ int kr_kv_method_register(const kr_kv_method *m) {
 }
 
 kr_kv_kind kr_kv_method_kind(const kara_kv_params *p) { return kr_kv_method_of(p)->kind(p); }
+
+kara_status kara_kv_method_info_get(kara_kv_method m, kara_kv_method_info *out) {
+    const kr_kv_method *t = kr_kv_method_get((int)m);
+    if (!out) return kr_set_error(KARA_ERR_ARG, "kara_kv_method_info_get: NULL argument");
+    if (!t) return kr_set_error(KARA_ERR_ARG, "kara_kv_method_info_get: no KV method has id %d", (int)m);
+    kara_kv_params p;
+    kara_kv_params_init(&p);
+    p.method = m;
+    kr_kv_kind kind = t->kind(&p);
+    *out = (kara_kv_method_info){t->name, kind != KR_KV_KEEPS_ALL, kind == KR_KV_AT_BUDGET, t->slack_key, t->tail_key};
+    return KARA_OK;
+}
 
 void kr_kv_methods_on_device(char *buf, size_t size) {
     size_t used = 0;

@@ -10,6 +10,18 @@
 #include "kv_select.h"
 #include "kv_tuning.h"
 #include "status.h"
+#include "kv_baselines.h"
+#include "kv_observe.h"
+
+kara_status kr_kv_select_rkv(const float *imp, const float *red, int32_t n, int32_t n_front, int32_t obs_window,
+                             int32_t kernel, float lambda, int32_t budget, int32_t *keep, int32_t *n_keep,
+                             void *scratch, size_t scratch_bytes) {
+    if (n > 0 && !red) return kr_set_error(KARA_ERR_ARG, "rkv: no redundancy scores for %d slots", n);
+    if (!(lambda >= 0.0f && lambda <= 1.0f))
+        return kr_set_error(KARA_ERR_ARG, "rkv: lambda %g must be in [0, 1]", (double)lambda);
+    return kr_kv_select_observed("rkv", imp, red, lambda, n, n_front, obs_window, kernel, KR_REDUCE_MAX, budget, keep,
+                                 n_keep, scratch, scratch_bytes);
+}
 
 static kara_status check(const kara_kv_params *p) {
     const kr_kv_tuning *t = kr_kv_tune(p);
@@ -24,17 +36,11 @@ static kara_status check(const kara_kv_params *p) {
     return KARA_OK;
 }
 
-/* snapkv's observation scoring, plus the keys' redundancy over the whole
- * cache (kv_redund.h). */
+/* snapkv's observation scoring (kv_observe.h), plus the keys' redundancy
+ * over the whole cache (kv_redund.h). */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
-    const kr_kv_tuning *t = kr_kv_tune(p);
-    int32_t stride = kr_kv_layer_stride(t);
-    s->needs_scores = s->needs_redund = true;
-    s->ring_cap = t->rkv.obs_window;
-    s->score_n = max_slots;
-    s->score_q = t->rkv.obs_window;
-    s->score_buf = t->rkv.obs_window;
-    s->n_scored = (n_layer + stride - 1) / stride;
+    kr_kv_observe_reserve(s, p, kr_kv_tune(p)->rkv.obs_window, n_layer, max_slots);
+    s->needs_redund = true;
 }
 
 static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->rkv.trigger_slack; }
@@ -42,7 +48,7 @@ static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->rk
 /* the prompt (protect_prompt) and the observation window */
 static int32_t protects(const kara_kv_params *p, int32_t front) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    return (t->rkv.protect_prompt ? front : 0) + t->rkv.obs_window;
+    return kr_kv_observe_protects(t->rkv.protect_prompt, t->rkv.obs_window, front);
 }
 
 static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->rkv.protect_prompt; }
@@ -121,14 +127,18 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.rkv (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.rkv.trigger_slack", K_INT, KR_TUNE(rkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0},
-    {"baselines.rkv.obs_window", K_INT, KR_TUNE(rkv.obs_window), 1, 65536, NULL, 0},
-    {"baselines.rkv.kernel", K_INT, KR_TUNE(rkv.kernel), 1, 255, NULL, 0},
-    {"baselines.rkv.lambda", K_FLOAT, KR_TUNE(rkv.lambda), 0, 1, NULL, 0},
-    {"baselines.rkv.sim_threshold", K_FLOAT, KR_TUNE(rkv.sim_threshold), -1, 1, NULL, 0},
-    {"baselines.rkv.protect_prompt", K_BOOL, KR_TUNE(rkv.protect_prompt), 0, 0, NULL, 0},
+    {"baselines.rkv.trigger_slack", K_INT, KR_TUNE(rkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0,
+     "slots the cache grows past budget_tokens before an event"},
+    {"baselines.rkv.obs_window", K_INT, KR_TUNE(rkv.obs_window), 1, 65536, NULL, 0,
+     "newest queries whose attention scores the cache; always kept"},
+    {"baselines.rkv.kernel", K_INT, KR_TUNE(rkv.kernel), 1, 255, NULL, 0, "max-pooling width of the attention (odd)"},
+    {"baselines.rkv.lambda", K_FLOAT, KR_TUNE(rkv.lambda), 0, 1, NULL, 0,
+     "weight of attention against key redundancy in a slot's score"},
+    {"baselines.rkv.sim_threshold", K_FLOAT, KR_TUNE(rkv.sim_threshold), -1, 1, NULL, 0,
+     "cosine similarity above which two keys are near-duplicates"},
+    {"baselines.rkv.protect_prompt", K_BOOL, KR_TUNE(rkv.protect_prompt), 0, 0, NULL, 0, "never evict the prompt"},
 };
 
 static void defaults(kr_kv_tuning *t) {
@@ -153,4 +163,6 @@ const kr_kv_method kr_kvm_rkv = {.name = "rkv",
                                  .host_only = "its key-redundancy scorer reads the pool on the host",
                                  .keys = keys,
                                  .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
-                                 .defaults = defaults};
+                                 .defaults = defaults,
+                                 .slack_key = "baselines.rkv.trigger_slack",
+                                 .tail_key = "baselines.rkv.obs_window"};

@@ -8,25 +8,26 @@
 #include "kv_policy_impl.h"
 #include "kv_select.h"
 #include "kv_tuning.h"
+#include "kv_baselines.h"
+#include "kv_observe.h"
 
-/* Keys over the whole cache, but only the observation window asks queries
- * (buffer_only scoring): scratch for obs_window query rows. */
+kara_status kr_kv_select_snapkv(const float *s, int32_t n, int32_t n_front, int32_t obs_window, int32_t kernel,
+                                kr_reduce pool, int32_t budget, int32_t *keep, int32_t *n_keep, void *scratch,
+                                size_t scratch_bytes) {
+    return kr_kv_select_observed("snapkv", s, NULL, 0.0f, n, n_front, obs_window, kernel, pool, budget, keep, n_keep,
+                                 scratch, scratch_bytes);
+}
+
+/* Keys over the whole cache, the observation window's queries (kv_observe.h). */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
-    const kr_kv_tuning *t = kr_kv_tune(p);
-    int32_t stride = kr_kv_layer_stride(t);
-    s->needs_scores = true;
-    s->ring_cap = t->snapkv.obs_window;
-    s->score_n = max_slots;
-    s->score_q = t->snapkv.obs_window;
-    s->score_buf = t->snapkv.obs_window;
-    s->n_scored = (n_layer + stride - 1) / stride;
+    kr_kv_observe_reserve(s, p, kr_kv_tune(p)->snapkv.obs_window, n_layer, max_slots);
 }
 
 static int32_t trigger_slack(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv.trigger_slack; }
 
 static int32_t protects(const kara_kv_params *p, int32_t front) {
     const kr_kv_tuning *t = kr_kv_tune(p);
-    return (t->snapkv.protect_prompt ? front : 0) + t->snapkv.obs_window;
+    return kr_kv_observe_protects(t->snapkv.protect_prompt, t->snapkv.obs_window, front);
 }
 
 static bool keeps_prompt(const kara_kv_params *p) { return kr_kv_tune(p)->snapkv.protect_prompt; }
@@ -51,13 +52,17 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.snapkv (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.snapkv.trigger_slack", K_INT, KR_TUNE(snapkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0},
-    {"baselines.snapkv.obs_window", K_INT, KR_TUNE(snapkv.obs_window), 1, 65536, NULL, 0},
-    {"baselines.snapkv.pool", K_ENUM, KR_TUNE(snapkv.pool), 0, 0, kr_pool_reduce_names, 0},
-    {"baselines.snapkv.kernel", K_INT, KR_TUNE(snapkv.kernel), 1, 255, NULL, 0},
-    {"baselines.snapkv.protect_prompt", K_BOOL, KR_TUNE(snapkv.protect_prompt), 0, 0, NULL, 0},
+    {"baselines.snapkv.trigger_slack", K_INT, KR_TUNE(snapkv.trigger_slack), 0, KR_KEY_MAX_SLOTS, NULL, 0,
+     "slots the cache grows past budget_tokens before an event"},
+    {"baselines.snapkv.obs_window", K_INT, KR_TUNE(snapkv.obs_window), 1, 65536, NULL, 0,
+     "newest queries whose attention scores the cache; always kept"},
+    {"baselines.snapkv.pool", K_ENUM, KR_TUNE(snapkv.pool), 0, 0, kr_pool_reduce_names, 0,
+     "pooling of scores over the kernel"},
+    {"baselines.snapkv.kernel", K_INT, KR_TUNE(snapkv.kernel), 1, 255, NULL, 0, "pooling width"},
+    {"baselines.snapkv.protect_prompt", K_BOOL, KR_TUNE(snapkv.protect_prompt), 0, 0, NULL, 0,
+     "never evict the prompt"},
 };
 
 static void defaults(kr_kv_tuning *t) {
@@ -77,4 +82,6 @@ const kr_kv_method kr_kvm_snapkv = {.name = "snapkv",
                                     .cache_event = cache_event,
                                     .keys = keys,
                                     .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
-                                    .defaults = defaults};
+                                    .defaults = defaults,
+                                    .slack_key = "baselines.snapkv.trigger_slack",
+                                    .tail_key = "baselines.snapkv.obs_window"};

@@ -5,6 +5,26 @@
 #include "kv_policy_impl.h"
 #include "kv_select.h"
 #include "kv_tuning.h"
+#include "kv_baselines.h"
+#include "kv_select_impl.h"
+#include "status.h"
+
+kara_status kr_kv_select_streaming(int32_t n, int32_t n_sink, int32_t budget, int32_t *keep, int32_t *n_keep) {
+    if (n < 0 || n_sink < 0 || budget < 1 || !keep || !n_keep)
+        return kr_set_error(KARA_ERR_ARG, "streaming: n %d, n_sink %d, budget %d", n, n_sink, budget);
+    if (n <= budget) {
+        *n_keep = kr_kvs_keep_all(n, keep);
+        return KARA_OK;
+    }
+    if (budget < n_sink)
+        return kr_set_error(KARA_ERR_KV_BUDGET, "streaming: budget of %d slots is below its %d sink slots", budget,
+                            n_sink);
+    int32_t c = 0;
+    for (int32_t j = 0; j < n_sink; j++) keep[c++] = j;
+    for (int32_t j = n - (budget - n_sink); j < n; j++) keep[c++] = j;
+    *n_keep = c;
+    return KARA_OK;
+}
 
 /* Its selection reads no scores: only the selection scratch. */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
@@ -26,9 +46,9 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
 }
 
 /* Its settings, under baselines.streaming (configs/README.md): the YAML keys
- * with their bounds, and their defaults. */
+ * with their bounds and help, and their defaults. */
 static const key_spec keys[] = {
-    {"baselines.streaming.n_sink", K_INT, KR_TUNE(streaming.n_sink), 0, 65536, NULL, 0},
+    {"baselines.streaming.n_sink", K_INT, KR_TUNE(streaming.n_sink), 0, 65536, NULL, 0, "sink slots always kept"},
 };
 
 static void defaults(kr_kv_tuning *t) { t->streaming.n_sink = 4; }
