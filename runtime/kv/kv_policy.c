@@ -283,7 +283,7 @@ kara_status kr_kvp_compact_group(kr_kv_policy *pol, kr_kv_cache *kv, int32_t seq
         kr_kv_compact_apply_array(&plan, q->win, sizeof(int32_t));
         if (q->h2o_acc) kr_kv_compact_apply_array(&plan, q->h2o_acc, sizeof(float));
         for (int32_t a = 0; q->slot_state && a < pol->n_slot_arrays; a++)
-            kr_kv_compact_apply_array(&plan, q->slot_state + (size_t)a * (size_t)kv->max_slots, sizeof(int32_t));
+            kr_kv_compact_apply_array(&plan, q->slot_state + (size_t)a * (size_t)pol->max_slots, sizeof(int32_t));
     }
     return KARA_OK;
 }
