@@ -141,6 +141,21 @@ kara_status kr_kvs_check_window(const char *who, int32_t n_c, int32_t k, const i
     return KARA_OK;
 }
 
+kara_status kr_kvs_start_ranked(const char *who, const float *s, int32_t n_c, int32_t k, int32_t *keep,
+                                const char *len_name, int32_t len, const kr_kv_protect *protect, void *scratch,
+                                size_t scratch_bytes, kr_select_scratch *w, int32_t *left) {
+    *left = 0;
+    kara_status st = kr_kvs_check_window(who, n_c, k, keep);
+    if (st != KARA_OK) return st;
+    if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
+    if (len < 1) return kr_set_error(KARA_ERR_ARG, "%s: %s %d < 1", who, len_name, len);
+    if ((st = kr_kvs_scratch_split(who, n_c, scratch, scratch_bytes, w)) != KARA_OK) return st;
+    if (k == 0) return KARA_OK;
+    kr_kvs_rank_by(s, n_c, w->rank);
+    *left = k - kr_kvs_flag_protected(protect, n_c, k, w->rank, w->flag);
+    return KARA_OK;
+}
+
 /* Emit and verify the count: a mismatch is a bug in this file. */
 kara_status kr_kvs_finish_window(const char *who, const uint8_t *flag, int32_t n_c, int32_t k, int32_t *keep) {
     int32_t c = emit(flag, n_c, keep);
@@ -303,15 +318,11 @@ void kr_kvs_take_chunks(kr_select_scratch *w, int32_t n_chunk, int32_t n_c, int3
 kara_status kr_kv_select_lines(const float *s, int32_t n_c, int32_t k, int32_t max_len, const uint8_t *line_ends,
                                const kr_kv_protect *protect, int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "token2chunk (lines)";
-    kara_status st = kr_kvs_check_window(who, n_c, k, keep);
-    if (st != KARA_OK) return st;
-    if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
-    if (max_len < 1) return kr_set_error(KARA_ERR_ARG, "%s: max_gap %d < 1", who, max_len);
     kr_select_scratch w;
-    if ((st = kr_kvs_scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
-    if (k == 0) return KARA_OK;
-    kr_kvs_rank_by(s, n_c, w.rank);
-    int32_t left = k - kr_kvs_flag_protected(protect, n_c, k, w.rank, w.flag);
+    int32_t left;
+    kara_status st =
+        kr_kvs_start_ranked(who, s, n_c, k, keep, "max_gap", max_len, protect, scratch, scratch_bytes, &w, &left);
+    if (st != KARA_OK || k == 0) return st;
     int32_t n_chunk = 0;
     for (int32_t lo = 0; lo < n_c;) {
         int32_t hi = lo; /* the line (or piece) is [lo, hi] */

@@ -51,6 +51,13 @@ int32_t kr_kvs_keep_front_best_tail(const float *s_mid, int32_t lo, int32_t n_mi
 /* Flag the protected slots, at most k of them: by rank when a ranking is
  * given, else the most recent. Returns the count flagged. */
 int32_t kr_kvs_flag_protected(const kr_kv_protect *pr, int32_t n, int32_t k, const kr_rank_entry *r, uint8_t *flag);
+/* The start of a ranked window selection (chunks, lines): the arguments
+ * checked (len_name's value len at least 1), the scratch cut, the window
+ * ranked by score and the protected slots flagged; *left is what the
+ * selection may still keep. With k 0 nothing is ranked and *left is 0. */
+kara_status kr_kvs_start_ranked(const char *who, const float *s, int32_t n_c, int32_t k, int32_t *keep,
+                                const char *len_name, int32_t len, const kr_kv_protect *protect, void *scratch,
+                                size_t scratch_bytes, kr_select_scratch *w, int32_t *left);
 /* A window selection's arguments: keep k of n_c, an output when k > 0. */
 kara_status kr_kvs_check_window(const char *who, int32_t n_c, int32_t k, const int32_t *keep);
 /* Write the flagged slots in ascending order and verify there are k. */

@@ -10,15 +10,11 @@
 kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t chunk_len, const kr_kv_protect *protect,
                                 int32_t *keep, void *scratch, size_t scratch_bytes) {
     const char *who = "chunkkv";
-    kara_status st = kr_kvs_check_window(who, n_c, k, keep);
-    if (st != KARA_OK) return st;
-    if (!s && n_c > 0) return kr_set_error(KARA_ERR_ARG, "%s: NULL scores", who);
-    if (chunk_len < 1) return kr_set_error(KARA_ERR_ARG, "%s: chunk_len %d < 1", who, chunk_len);
     kr_select_scratch w;
-    if ((st = kr_kvs_scratch_split(who, n_c, scratch, scratch_bytes, &w)) != KARA_OK) return st;
-    if (k == 0) return KARA_OK;
-    kr_kvs_rank_by(s, n_c, w.rank);
-    int32_t left = k - kr_kvs_flag_protected(protect, n_c, k, w.rank, w.flag);
+    int32_t left;
+    kara_status st =
+        kr_kvs_start_ranked(who, s, n_c, k, keep, "chunk_len", chunk_len, protect, scratch, scratch_bytes, &w, &left);
+    if (st != KARA_OK || k == 0) return st;
 
     int32_t n_chunk = 0;
     for (int32_t lo = 0; lo < n_c; lo += chunk_len) {
