@@ -10,6 +10,7 @@
 #endif
 
 #include "cpu_features.h"
+#include "kv_method.h"
 #include "kv_params.h"
 #include "kv_prior.h"
 #include "monotonic_clock.h"
@@ -266,6 +267,12 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
                             "kara.score.prior_weight is %g but the model has no retention prior (kara_prior.* "
                             "tensors, written by tools/train/retention_prior.py): set it to 0 or load a model with one",
                             (double)kr_kv_tune(&params->kv)->prior_weight);
+    if (kr_kv_method_of(&params->kv)->needs_prior && !model->prior.present)
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "kv_cache.method %s ranks slots by the model's retention prior, but the model has none "
+                            "(kara_prior.* tensors, written by tools/train/retention_prior.py): use a model with one, "
+                            "or method recent",
+                            kara_kv_method_name(params->kv.method));
     kara_context *c = calloc(1, sizeof *c);
     if (!c) return kr_set_error(KARA_ERR_NOMEM, "out of memory creating a context");
     const kr_hparams *hp = &model->hp;

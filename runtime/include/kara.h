@@ -274,8 +274,9 @@ typedef enum kara_kv_method {
     KARA_KV_METHOD_RANDOM,
     KARA_KV_METHOD_RECENT,
     KARA_KV_METHOD_KARA,
-    KARA_KV_METHOD_RKV, /* R-KV: observed attention less key redundancy (docs/KARA_METHOD.md section 11) */
-    KARA_KV_METHOD_LAZY /* LazyEviction: lagged eviction by observed recurrence intervals (ibid.) */
+    KARA_KV_METHOD_RKV,         /* R-KV: observed attention less key redundancy (docs/KARA_METHOD.md section 11) */
+    KARA_KV_METHOD_LAZY,        /* LazyEviction: lagged eviction by observed recurrence intervals (ibid.) */
+    KARA_KV_METHOD_PRIOR_RECENT /* Kara's windows kept by the model's retention prior alone, no attention scoring */
 } kara_kv_method;
 /* What a step does when the pool cannot hold it: docs/KARA_METHOD.md section 9. */
 typedef enum kara_pool_fallback {

@@ -29,7 +29,9 @@ kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
             if (st) return st;
             memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
         } else {
-            memset(store, 0, (size_t)n_c * sizeof(float));
+            kara_status st = kr_kvp_prior_only(pol, seq, F, n_c); /* zeros, or the prior alone (prior_recent) */
+            if (st) return st;
+            memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
         }
     }
     for (int32_t i = F; i < F + n_c; i++) q->win[i] = q->n_win;

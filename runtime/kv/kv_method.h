@@ -80,6 +80,9 @@ typedef struct kr_kv_method {
     bool (*reads_lines)(const kara_kv_params *p);
     /* Whether the model's retention prior is added to its window scores. */
     bool uses_prior;
+    /* Whether it cannot run without one (a model without kara_prior.*
+     * tensors is refused when the context is created). */
+    bool needs_prior;
     /* Why a device that holds the pool cannot run it when it must evict;
      * NULL: it can. */
     const char *host_only;

@@ -326,7 +326,7 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
             st = kr_kvp_score_prior(pol, seq, F, n_w, b, n_w, q_first_pos, l0, l1, g == n_groups - 1);
         } else {
-            memset(pol->scores, 0, (size_t)n_c * sizeof(float));
+            st = kr_kvp_prior_only(pol, seq, F, n_c); /* zeros, or the prior alone (prior_recent) */
         }
         int32_t k_g = 0;
         if (!st)

@@ -25,6 +25,10 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
  * before anything moves; later groups reuse it. */
 kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
                                int32_t q_first_pos, int32_t l_begin, int32_t l_end, bool eval_prior);
+/* The scores of a window method that scores no attention: zeros, or with
+ * the prior (prior_recent) weight x the prior of each of the n_c
+ * candidates from first. */
+kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c);
 
 /* Keep pol->keep (k slots, relative to frontier) of [frontier, n - n_buf)
  * in selection group `group` (its layers' K and V, its pos[] and

@@ -2,6 +2,7 @@
  * (kv_prior.h, docs/KARA_METHOD.md section 14): its scratch, claimed when
  * the context is created, and window scores with the prior added. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "kv_method.h"
 #include "kv_policy_impl.h"
@@ -12,8 +13,7 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
     kara_status st = kr_kv_prior_check(prior, pol->kv);
     if (st) return st;
     pol->prior = *prior;
-    pol->use_prior =
-        pol->scoring && pol->needs_scores && pol->method->uses_prior && kr_kv_tune(&pol->p)->prior_weight > 0.0f;
+    pol->use_prior = pol->scoring && pol->method->uses_prior && kr_kv_tune(&pol->p)->prior_weight > 0.0f;
     if (!pol->use_prior) return KARA_OK;
     free(pol->prior_vals);
     pol->prior_vals = calloc((size_t)pol->max_slots + (size_t)kr_kv_prior_scratch_floats(prior), sizeof(float));
@@ -22,6 +22,18 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
         pol->use_prior = false;
         return kr_set_error(KARA_ERR_NOMEM, "out of memory for the retention prior's scratch");
     }
+    return KARA_OK;
+}
+
+/* A window's scores from the prior alone (a method that scores no
+ * attention): weight x prior of each candidate, or zeros without one. */
+kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c) {
+    memset(pol->scores, 0, (size_t)n_c * sizeof(float));
+    if (!pol->use_prior) return KARA_OK;
+    kara_status st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n_c);
+    if (st) return st; /* a device holds the pool: the prior reads its layer's rows on the host */
+    kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
+    kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, kr_kv_tune(&pol->p)->prior_weight);
     return KARA_OK;
 }
 

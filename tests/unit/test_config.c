@@ -152,7 +152,7 @@ static void test_enum_names(void) {
         !strcmp(
             kara_last_error(),
             "unknown KV method 'Kara' (expected full | streaming | snapkv | h2o | chunkkv | random | recent | kara | "
-            "rkv | lazy)"),
+            "rkv | lazy | prior_recent)"),
         "got '%s'", kara_last_error());
     kara_kv_dtype dt;
     CHECK_EQ_INT(kara_kv_dtype_parse("f32", &dt), KARA_OK);
@@ -323,7 +323,7 @@ static void test_errors(void) {
                  KARA_ERR_CONFIG, "2:78: kara.protect_token_ids: too many entries (at most 16)");
     expect_error("enum.yaml", "kv_cache:\n  method: fast\n", KARA_ERR_CONFIG,
                  "2:11: kv_cache.method: unknown value 'fast' (expected full | streaming | snapkv | h2o | chunkkv | "
-                 "random | recent | kara | rkv | lazy)");
+                 "random | recent | kara | rkv | lazy | prior_recent)");
     expect_error("enum_nested.yaml", "kara:\n  score:\n    gqa_reduce: normalized_mean\n", KARA_ERR_CONFIG,
                  "3:17: kara.score.gqa_reduce: unknown value 'normalized_mean' (expected mean | max)");
     expect_error("enum_trigger.yaml", "kv_cache:\n  method: kara\nkara:\n  trigger: sometimes\n", KARA_ERR_CONFIG,

@@ -118,7 +118,8 @@ static void test_builtins(void) {
      * h2o nor lazy (attention summed by the CPU) nor rkv (host-only scorer) */
     char dev[160];
     kr_kv_methods_on_device(dev, sizeof dev);
-    CHECK_MSG(!strcmp(dev, "full, streaming, snapkv, chunkkv, random, recent, kara"), "on a device: %s", dev);
+    CHECK_MSG(!strcmp(dev, "full, streaming, snapkv, chunkkv, random, recent, kara, prior_recent"), "on a device: %s",
+              dev);
 }
 
 /* The row of a key in kara_config_key's order, -1 when absent. */

@@ -339,6 +339,79 @@ static void test_no_prior_weight(kara_model *base) {
     kara_context_free(c);
 }
 
+/* prior_recent (issue 47's attribution baseline): refused on a model
+ * without a prior and with weight 0; on one with a prior it reserves no
+ * query ring, and every window event keeps exactly the candidates the
+ * prior ranks highest (ties to the older slot), as worked out from the
+ * cache just before the step that fired it. */
+static void test_prior_recent(kara_model *base, kara_model *with) {
+    kara_kv_params kv;
+    kara_kv_params_init(&kv);
+    kv.method = KARA_KV_METHOD_PRIOR_RECENT;
+    kr_test_small_windows(&kv);
+    kr_kv_tune(&kv)->evict = KARA_KV_EVICT_PER_WINDOW;
+    kv.retention = 0.25f;
+    kr_test_clear_error();
+    CHECK(kr_test_kv_context(base, &kv, 1, 1, N_CTX) == NULL);
+    CHECK_MSG(strstr(kara_last_error(), "prior_recent ranks slots by the model's retention prior") != NULL,
+              "no prior: '%s'", kara_last_error());
+    kr_kv_tune(&kv)->prior_weight = 0.0f;
+    kr_test_clear_error();
+    CHECK(kr_test_kv_context(with, &kv, 1, 1, N_CTX) == NULL);
+    CHECK_MSG(strstr(kara_last_error(), "kara.score.prior_weight 0 turns it off") != NULL, "weight 0: '%s'",
+              kara_last_error());
+    kr_kv_tune(&kv)->prior_weight = -1.0f; /* auto */
+    kara_context *c = kr_test_kv_context(with, &kv, 1, 1, N_CTX);
+    if (!CHECK_MSG(c != NULL, "prior_recent: %s", kara_last_error())) return;
+    CHECK(c->policy.use_prior && c->policy.ring_cap == 0);
+    int V = kara_model_n_vocab(with), checked = 0;
+    static float vals[N_CTX], scratch[N_IN + HIDDEN + 64];
+    static int32_t pos_before[N_CTX], win_before[N_CTX];
+    kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
+    bool ok = CHECK(kara_decode(c, &pb) == KARA_OK);
+    for (int i = 0; i < STEPS && ok; i++) {
+        const kr_kv_policy_seq *q = &c->policy.seqs[0];
+        int32_t n = c->kv.seqs[0].n;
+        uint64_t evicted = c->policy.stats.slots_evicted;
+        kr_kv_prior_eval(&c->policy.prior, &c->kv, 0, 0, n, vals, scratch);
+        memcpy(pos_before, c->kv.seqs[0].pos, (size_t)n * sizeof(int32_t));
+        memcpy(win_before, q->win, (size_t)n * sizeof(int32_t));
+        int32_t F0 = q->frontier;
+        int32_t tok = kr_test_argmax(kara_get_logits(c, -1), V);
+        kara_batch one = kara_batch_one_sequence(&tok, 1, P + i, 0);
+        ok = CHECK_MSG(kara_decode(c, &one) == KARA_OK, "step %d: %s", i, kara_last_error());
+        if (!ok || c->policy.stats.slots_evicted == evicted) continue;
+        /* the window that lost slots: the first slot before the step whose
+         * position is gone, and every closed slot of its window */
+        const int32_t *pos = c->kv.seqs[0].pos;
+        int32_t n_after = c->kv.seqs[0].n, gone = -1;
+        for (int32_t j = P, a = P; j < F0 && gone < 0; j++) {
+            while (a < n_after && pos[a] < pos_before[j]) a++;
+            if (a >= n_after || pos[a] != pos_before[j]) gone = j;
+        }
+        if (!CHECK_MSG(gone >= 0, "step %d: slots evicted but every closed position is still held", i)) break;
+        int32_t w = win_before[gone], lo = gone, hi = gone;
+        while (lo > P && win_before[lo - 1] == w) lo--;
+        while (hi + 1 < F0 && win_before[hi + 1] == w) hi++;
+        int32_t n_c = hi - lo + 1, k = 0;
+        for (int32_t j = lo; j <= hi; j++)
+            for (int32_t a = 0; a < n_after; a++) k += pos[a] == pos_before[j];
+        /* what it kept is the k best of the window by prior, ties to the lower slot */
+        for (int32_t j = lo; j <= hi && ok; j++) {
+            int32_t better = 0;
+            for (int32_t x = lo; x <= hi; x++) better += vals[x] > vals[j] || (vals[x] == vals[j] && x < j);
+            bool held = false;
+            for (int32_t a = 0; a < n_after; a++) held |= pos[a] == pos_before[j];
+            ok &= CHECK_MSG(held == (better < k), "step %d: window of %d slots kept %d; position %d (rank %d) %s", i,
+                            n_c, k, pos_before[j], better, held ? "kept" : "dropped");
+        }
+        ok &= CHECK_MSG(k > 0 && k < n_c, "step %d: kept %d of %d", i, k, n_c);
+        checked++;
+    }
+    CHECK_MSG(checked >= 3, "%d window events checked", checked);
+    kara_context_free(c);
+}
+
 static void test_malformed(const char *base) {
     static float w1[HIDDEN * (N_IN + 2)], b1[HIDDEN], w2[HIDDEN], b2[1];
     static uint16_t b1_f16[HIDDEN];
@@ -388,6 +461,7 @@ int main(void) {
         CHECK_MSG(kara_model_load(with_path, NULL, &with) == KARA_OK, "load: %s", kara_last_error())) {
         test_random_mlp(with);
         test_weight(base, with);
+        test_prior_recent(base, with);
     }
     test_no_prior_weight(base);
     test_malformed(base_path);

@@ -18,7 +18,8 @@
     X(RECENT, recent)                                                                                                  \
     X(KARA, kara)                                                                                                      \
     X(RKV, rkv)                                                                                                        \
-    X(LAZY, lazy)
+    X(LAZY, lazy)                                                                                                      \
+    X(PRIOR_RECENT, prior_recent)
 
 #define DECLARE(id, name) extern const kr_kv_method kr_kvm_##name;
 KR_KV_METHODS(DECLARE)
