@@ -383,8 +383,9 @@ static void take(const kara_context *c, snapshot *sn) {
         sn->frontier[s] = ps->frontier;
         sn->n_win[s] = ps->n_win;
         memcpy(sn->pos[s], q->pos, N_CTX * sizeof(int32_t));
-        memcpy(sn->win[s], ps->win, N_CTX * sizeof(int32_t));
-        memcpy(sn->scores[s], ps->scores, N_CTX * sizeof(float));
+        /* the policy's per-slot rows hold max_slots (the slots the budget can hold) */
+        memcpy(sn->win[s], ps->win, (size_t)c->policy.max_slots * sizeof(int32_t));
+        memcpy(sn->scores[s], ps->scores, (size_t)c->policy.max_slots * sizeof(float));
         free(sn->kv[s]);
         sn->kv[s] = malloc(kr_test_kv_prefix_bytes(c, q->n) + 1);
         kr_test_kv_copy_prefix(c, s, q->n, sn->kv[s]);

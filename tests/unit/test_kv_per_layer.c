@@ -419,8 +419,8 @@ static void test_recompress_history(kara_model *m) {
         memcpy(pos_before, c->kv.seqs[0].pos, (size_t)N_LAYER * N_CTX * sizeof(int32_t));
         /* the policy's score rows are max_slots long (the budget's slots), the cache's position rows N_CTX */
         memcpy(sc_before, q->scores, (size_t)N_LAYER * (size_t)c->policy.max_slots * sizeof(float));
-        memcpy(win_before, q->win, N_CTX * sizeof(int32_t));
-        memcpy(size_before, q->win_size, N_CTX * sizeof(int32_t));
+        memcpy(win_before, q->win, (size_t)c->policy.max_slots * sizeof(int32_t));
+        memcpy(size_before, q->win_size, (size_t)c->policy.max_slots * sizeof(int32_t));
         uint64_t rec = c->policy.stats.recompress_events, ev = c->policy.stats.events;
         int32_t tok = kr_test_argmax(kara_get_logits(c, -1), V);
         kara_batch one = kara_batch_one_sequence(&tok, 1, P + i, 0);
