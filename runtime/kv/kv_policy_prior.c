@@ -25,16 +25,21 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
     return KARA_OK;
 }
 
-/* A window's scores from the prior alone (a method that scores no
- * attention): weight x prior of each candidate, or zeros without one. */
-kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c) {
-    memset(pol->scores, 0, (size_t)n_c * sizeof(float));
-    if (!pol->use_prior) return KARA_OK;
-    kara_status st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n_c);
-    if (st) return st; /* a device holds the pool: the prior reads its layer's rows on the host */
-    kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
+/* pol->scores of the n_c candidates from first plus the weighted prior,
+ * computed from the cache first when eval_prior. */
+static kara_status add_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c, bool eval_prior) {
+    if (eval_prior) {
+        kara_status st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n_c);
+        if (st) return st; /* a device holds the pool: the prior reads its layer's rows on the host */
+        kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
+    }
     kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, kr_kv_tune(&pol->p)->prior_weight);
     return KARA_OK;
+}
+
+kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c) {
+    memset(pol->scores, 0, (size_t)n_c * sizeof(float));
+    return pol->use_prior ? add_prior(pol, seq, first, n_c, true) : KARA_OK;
 }
 
 kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
@@ -42,10 +47,5 @@ kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, in
     kara_status st = kr_kvp_score_span(pol, seq, first, n_w, n_buf, n_q, q_first_pos, kr_kv_tune(&pol->p)->score_mode,
                                        kr_kv_tune(&pol->p)->exclude_self, l_begin, l_end);
     if (st || !pol->use_prior) return st;
-    const int32_t n_c = n_w - n_buf;
-    if (eval_prior && (st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n_c)))
-        return st; /* a device holds the pool: the prior reads its layer's rows on the host */
-    if (eval_prior) kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
-    kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, kr_kv_tune(&pol->p)->prior_weight);
-    return KARA_OK;
+    return add_prior(pol, seq, first, n_w - n_buf, eval_prior);
 }

@@ -264,8 +264,10 @@ typedef struct problem_ctx {
 
 static void problem_close(problem_ctx *p) {
     if (p->gen) kara_generator_free(p->gen);
-    if (p->ctx) kr_draft_model_close(&p->draft);
-    if (p->ctx) kara_context_free(p->ctx);
+    if (p->ctx) {
+        kr_draft_model_close(&p->draft);
+        kara_context_free(p->ctx);
+    }
     memset(p, 0, sizeof *p);
 }
 
@@ -321,6 +323,7 @@ static int run_problem(eval_run *e, const kara_context_params *cp_in, kr_task_ro
     kara_context_params cp = *cp_in;
     cp.n_seq_max = 1;
     cp.verify_max = kr_cli_context_params(&o->cfg).verify_max; /* cp_in is a row's KV settings */
+    const bool capped = e->cap_f > 0 || e->cap_of;
     uint64_t cap_i = e->cap_f > 0 ? (uint64_t)floor(e->cap_f * (double)e->full_of[i]) : e->cap_of ? e->cap_of[i] : 0;
     e->peak_of[i] = 0;
     e->peak_slots_of[i] = e->plain_of[i] = 0;
@@ -331,13 +334,13 @@ static int run_problem(eval_run *e, const kara_context_params *cp_in, kr_task_ro
     }
     if (e->cap_f > 0) fit_slacks(&cp.kv, (int32_t)lround(e->cap_f * e->full_slots_of[i]));
     if (e->cap_of) fit_slacks(&cp.kv, e->ref_slots_of[i]);
-    if (e->cap_f > 0 || e->cap_of) {
+    if (capped) {
         cp.kv.budget = cap_i ? cap_i : 1;
         cp.kv.seq_tokens = 0; /* the whole pool the cap leaves after the method's reservation */
         if (cap_i > row->cap_bytes) row->cap_bytes = cap_i;
     }
     problem_ctx p;
-    int rc = problem_open(e, &cp, e->cap_f > 0 || e->cap_of, row, &p);
+    int rc = problem_open(e, &cp, capped, row, &p);
     if (rc < 0) {
         if (!row->failed++) note_failure(row, t, "");
         return KR_EXIT_OK;

@@ -145,12 +145,14 @@ class Model(nn.Module):
         return F.linear(self.norm(x), self.tok.weight)
 
     @torch.no_grad()
-    def step(self, ids, pos, cache, visible=None):
+    def step(self, ids, pos, cache, visible=None, attn_max=None):
         """One decoding step with a KV cache.
 
         ids: (B,) tokens at position pos (same for all rows). cache: list of
         (K, V) tensors (B, KVH, Tmax, d) per layer. visible: None or a bool
         tensor (B, pos + 1) saying which cached positions the query may see.
+        attn_max: None or a tensor (B, >= pos + 1) that takes, per cached
+        position, the largest attention any layer and head gives it here.
         Returns logits (B, V).
         """
         c = self.c
@@ -166,7 +168,11 @@ class Model(nn.Module):
             s = torch.matmul(qg, K[:, :, None, :pos + 1].transpose(-1, -2)) / math.sqrt(c.head_dim)
             if visible is not None:
                 s = s.masked_fill(~visible[:, None, None, None, :], float("-inf"))
-            o = torch.matmul(torch.softmax(s, -1), V[:, :, None, :pos + 1])
+            p = torch.softmax(s, -1)
+            if attn_max is not None:
+                got = p.reshape(B, -1, pos + 1).max(1).values
+                attn_max[:, :pos + 1] = torch.maximum(attn_max[:, :pos + 1], got)
+            o = torch.matmul(p, V[:, :, None, :pos + 1])
             x = x + b.wo(o.reshape(B, 1, -1))
             x = b.ffn(x)
         return F.linear(self.norm(x), self.tok.weight)[:, 0]

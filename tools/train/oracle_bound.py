@@ -38,31 +38,6 @@ import tasks  # noqa: E402
 
 
 @torch.no_grad()
-def step_probs(model, tok, pos, cache, visible):
-    """Model.step for one sequence that also returns the attention each
-    cached position got from this query: the maximum over layers and heads."""
-    c = model.c
-    x = model.tok(tok.view(1))[:, None, :]
-    cos, sin = model.cos[pos:pos + 1], model.sin[pos:pos + 1]
-    g = c.n_heads // c.n_kv_heads
-    got = torch.zeros(pos + 1)
-    for b, (K, V) in zip(model.blocks, cache):
-        q, k, v = b.qkv(x, cos, sin)
-        K[:, :, pos:pos + 1] = k
-        V[:, :, pos:pos + 1] = v
-        qg = q.view(1, c.n_kv_heads, g, 1, c.head_dim)
-        s = torch.matmul(qg, K[:, :, None, :pos + 1].transpose(-1, -2)) / math.sqrt(c.head_dim)
-        if visible is not None:
-            s = s.masked_fill(~visible[None, None, None, None, :pos + 1], float("-inf"))
-        p = torch.softmax(s, -1)
-        got = torch.maximum(got, p.reshape(-1, pos + 1).max(0).values)
-        o = torch.matmul(p, V[:, :, None, :pos + 1])
-        x = x + b.wo(o.reshape(1, 1, -1))
-        x = b.ffn(x)
-    return torch.nn.functional.linear(model.norm(x), model.tok.weight)[:, 0][0], got
-
-
-@torch.no_grad()
 def decode(model, prompt_ids, max_new, keep_fn=None, distance=0):
     """Greedy decoding of one problem. keep_fn(pos) gives the visible mask
     of positions 0..pos (None: full KV). Returns the generated ids and, with
@@ -73,8 +48,10 @@ def decode(model, prompt_ids, max_new, keep_fn=None, distance=0):
     out = []
     for pos in range(T - 1):
         tok = torch.tensor(prompt_ids[pos]) if pos < len(prompt_ids) else torch.tensor(out[-1])
-        vis = keep_fn(pos) if keep_fn else None
-        logits, got = step_probs(model, tok, pos, cache, vis)
+        vis = keep_fn(pos)[None] if keep_fn else None
+        got = torch.zeros(1, pos + 1)
+        logits = model.step(tok.view(1), pos, cache, vis, got)[0]
+        got = got[0]
         if distance and pos >= distance:
             fut[:pos + 1 - distance] = torch.maximum(fut[:pos + 1 - distance], got[:pos + 1 - distance])
         if pos >= len(prompt_ids) - 1:

@@ -5,8 +5,7 @@
  * window method keeps. It reserves no query rings. If it matches Kara with
  * the prior, the prior is the contribution, not Kara's scoring. */
 #include "kv_method.h"
-#include "kv_baselines.h"
-#include "kv_select_impl.h"
+#include "kv_select.h"
 #include "kv_tuning.h"
 #include "status.h"
 
@@ -19,18 +18,11 @@ static kara_status check(const kara_kv_params *p) {
 }
 
 /* Top-K by the window's scores (the prior alone, kv_policy.c), protected
- * slots first. */
+ * slots first: the pooled Top-K of ablation A4 with a kernel of 1. */
 static kara_status select_window(const kara_kv_params *p, const kr_kv_window_in *in, int32_t k, int32_t *keep,
                                  void *scratch, size_t scratch_bytes) {
     (void)p;
-    const char *who = "prior_recent";
-    kr_select_scratch w;
-    int32_t left;
-    kara_status st =
-        kr_kvs_start_ranked(who, in->scores, in->n_c, k, keep, "k", 1, in->protect, scratch, scratch_bytes, &w, &left);
-    if (st != KARA_OK || k == 0) return st;
-    if (left > 0) kr_kvs_take_ranked(w.rank, in->n_c, w.flag, left);
-    return kr_kvs_finish_window(who, w.flag, in->n_c, k, keep);
+    return kr_kv_select_pooled_topk(in->scores, in->n_c, k, 1, in->protect, keep, scratch, scratch_bytes);
 }
 
 const kr_kv_method kr_kvm_prior_recent = {.name = "prior_recent",
