@@ -341,6 +341,7 @@ typedef struct kara_kv_method_info {
     bool at_budget;
     const char *slack_key;
     const char *tail_key;
+    bool needs_prior; /* refused on a model without a retention prior (prior_recent) */
 } kara_kv_method_info;
 kara_status kara_kv_method_info_get(kara_kv_method m, kara_kv_method_info *out);
 const char *kara_kv_dtype_name(kara_kv_dtype t);

@@ -52,25 +52,32 @@ int32_t kr_kvp_evictable(const kr_kv_policy *pol, int32_t seq) {
 
 /* Slots window w keeps at fraction f of its original size. */
 static int32_t keep_at(double f, int32_t held, int32_t size) {
-    int32_t k = (int32_t)floor(f * size + 0.5);
+    int32_t k = (int32_t)floor((f < 1.0 ? f : 1.0) * size + 0.5);
     return k < held ? k : held;
 }
 
-/* The uniform fraction: the largest f (to 2^-40) whose per-window keeps
- * (win_keep[w] = min(held, round(f x size))) total at most `target`. held
+/* The fraction: the largest f (to 2^-40 of its range) whose per-window
+ * keeps (win_keep[w] = min(held, round(f x decay^age x size)), age 0 for
+ * the newest window) total at most `target`. decay 1 gives every window
+ * the same fraction; below 1 older windows give up more, which on natural
+ * text keeps more of the recent past, as a sliding window does. held
  * counts come in win_keep and are replaced by the keeps. */
-static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_win, int64_t target) {
-    double lo = 0.0, hi = 1.0;
-    for (int it = 0; it < 40; it++) {
+static void fit_fraction(int32_t *win_keep, const int32_t *win_size, int32_t n_win, int64_t target, double decay) {
+    /* bisection on log2 f, so a long history's range (decay^-n_win) cannot overflow */
+    const double step = log2(decay);
+    double lo = -64.0, hi = -step * (double)(n_win - 1); /* at hi even the oldest window keeps all */
+    for (int it = 0; it < 64; it++) {
         double mid = 0.5 * (lo + hi);
         int64_t total = 0;
-        for (int32_t w = 0; w < n_win; w++) total += keep_at(mid, win_keep[w], win_size[w]);
+        for (int32_t w = 0; w < n_win; w++)
+            total += keep_at(exp2(mid + step * (double)(n_win - 1 - w)), win_keep[w], win_size[w]);
         if (total <= target)
             lo = mid;
         else
             hi = mid;
     }
-    for (int32_t w = 0; w < n_win; w++) win_keep[w] = keep_at(lo, win_keep[w], win_size[w]);
+    for (int32_t w = 0; w < n_win; w++)
+        win_keep[w] = keep_at(exp2(lo + step * (double)(n_win - 1 - w)), win_keep[w], win_size[w]);
 }
 
 /* pol->gather = the scores of slots [i, i + held) of one window. With read
@@ -168,7 +175,7 @@ kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
     int32_t *win_keep = pol->win_keep;
     int64_t held = count_held(q, win_keep);
     if (drop > held) drop = (int32_t)held;
-    fit_fraction(win_keep, q->win_size, q->n_win, held - drop);
+    fit_fraction(win_keep, q->win_size, q->n_win, held - drop, kr_kv_tune(&pol->p)->evict_decay);
     return apply_keeps(pol, seq, win_keep);
 }
 

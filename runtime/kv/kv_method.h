@@ -78,8 +78,14 @@ typedef struct kr_kv_method {
     bool per_layer;
     /* Whether its selection reads line ends (the vocabulary's table); NULL: no. */
     bool (*reads_lines)(const kara_kv_params *p);
-    /* Whether the model's retention prior is added to its window scores. */
+    /* Whether the model's retention prior is added to its scores when
+     * kara.score.prior_weight is above 0 (issue 47's attribution: the
+     * baselines take it through the same key). */
     bool uses_prior;
+    /* Whether kara.score.prior_weight auto turns the prior on (Kara and
+     * prior_recent) on a model that has one; for the others auto is off, so
+     * a baseline stays the published method unless a weight is given. */
+    bool prior_by_default;
     /* Whether it cannot run without one (a model without kara_prior.*
      * tensors is refused when the context is created). */
     bool needs_prior;

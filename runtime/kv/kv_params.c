@@ -105,8 +105,9 @@ void kara_kv_params_init(kara_kv_params *p) {
     p->seq_tokens = 0; /* auto: the pool's share per sequence */
     /* kara: */
     t->evict = KARA_KV_EVICT_ON_DEMAND;
-    t->evict_margin = 0; /* auto: interval / 4, at least one block */
-    t->evict_lag = 1;    /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
+    t->evict_margin = 0;   /* auto: interval / 4, at least one block */
+    t->evict_lag = 1;      /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
+    t->evict_decay = 1.0f; /* every scored window gives up the same fraction */
     p->interval = 128;
     t->buffer = 128; /* measured: docs/KV_COMPRESSION.md, "Defaults by measurement" */
     p->retention = 0.2f;

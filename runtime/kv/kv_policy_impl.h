@@ -29,6 +29,11 @@ kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, in
  * the prior (prior_recent) weight x the prior of each of the n_c
  * candidates from first. */
 kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c);
+/* A budget baseline's scores with the prior (pol->use_prior): scores[j]
+ * (slot first + j) becomes scores[j] / max + weight x its prior, computed
+ * from the cache; unchanged without a prior. scores may be all zeros (the
+ * prior alone ranks then). */
+kara_status kr_kvp_prior_add(kr_kv_policy *pol, int32_t seq, float *scores, int32_t first, int32_t n);
 
 /* Keep pol->keep (k slots, relative to frontier) of [frontier, n - n_buf)
  * in selection group `group` (its layers' K and V, its pos[] and

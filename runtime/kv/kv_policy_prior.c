@@ -25,16 +25,27 @@ kara_status kr_kv_policy_set_prior(kr_kv_policy *pol, const kr_kv_prior *prior) 
     return KARA_OK;
 }
 
+/* pol->prior_vals = the prior of slots [first, first + n) of seq. */
+static kara_status eval_prior_at(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n) {
+    kara_status st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n);
+    if (st) return st; /* a device holds the pool: the prior reads its layer's rows on the host */
+    kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n, pol->prior_vals, pol->prior_scratch);
+    return KARA_OK;
+}
+
 /* pol->scores of the n_c candidates from first plus the weighted prior,
  * computed from the cache first when eval_prior. */
 static kara_status add_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c, bool eval_prior) {
-    if (eval_prior) {
-        kara_status st = kr_kv_pull_rows(pol->kv, seq, pol->prior.layer, pol->prior.layer + 1, first, n_c);
-        if (st) return st; /* a device holds the pool: the prior reads its layer's rows on the host */
-        kr_kv_prior_eval(&pol->prior, pol->kv, seq, first, n_c, pol->prior_vals, pol->prior_scratch);
-    }
-    kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, kr_kv_tune(&pol->p)->prior_weight);
-    return KARA_OK;
+    kara_status st = eval_prior ? eval_prior_at(pol, seq, first, n_c) : KARA_OK;
+    if (!st) kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, kr_kv_tune(&pol->p)->prior_weight);
+    return st;
+}
+
+kara_status kr_kvp_prior_add(kr_kv_policy *pol, int32_t seq, float *scores, int32_t first, int32_t n) {
+    if (!pol->use_prior || n <= 0) return KARA_OK;
+    kara_status st = eval_prior_at(pol, seq, first, n);
+    if (!st) kr_kv_prior_combine(scores, pol->prior_vals, n, kr_kv_tune(&pol->p)->prior_weight);
+    return st;
 }
 
 kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c) {

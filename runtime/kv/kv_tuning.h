@@ -20,7 +20,8 @@
 /* The baselines' knobs, declared here for the storage's layout and owned by
  * their method's file (methods/<name>.c: keys, bounds, defaults). */
 typedef struct kr_streaming_knobs {
-    int32_t n_sink; /* sink slots always kept */
+    int32_t n_sink;   /* sink slots always kept */
+    float prior_frac; /* with a prior weight: share of the budget past the sinks the prior picks */
 } kr_streaming_knobs;
 typedef struct kr_snapkv_knobs {
     int32_t trigger_slack; /* growth past the budget that fires */
@@ -60,6 +61,7 @@ typedef struct kr_kv_tuning {
     int32_t
         evict_margin;  /* on_demand: slots freed below the share; 0 = auto (interval / 4, <= share / 8, >= a block) */
     int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 1 */
+    float evict_decay; /* on_demand: keep fraction of a window one older, relative; 1 = every window alike */
     int32_t buffer;    /* 128 */
     int32_t min_keep;  /* 4 */
     int32_t min_compressible;      /* 32 */

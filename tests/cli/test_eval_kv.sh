@@ -5,8 +5,11 @@
 # Kara at retention 1.0 equals full; Kara at 0.3 evicts and keeps part of
 # every region; the budget baselines get Kara's mean footprint; per-layer
 # selection (A5) runs through its flag; the JSON output holds the same rows;
-# --ref-kv-dtype measures a q8_0 cache against an f16 reference;
-# bad methods and retentions are usage errors.
+# --ref-kv-dtype measures a q8_0 cache against an f16 reference; cap rows
+# (--budgets) hold every method's peak bytes under its cap, an unfittable
+# cap is an error row with exit status 1, and kara.evict_decay below 1
+# takes the old windows first; bad methods, retentions and caps are usage
+# errors.
 set -euo pipefail
 kara=${KARA_BIN:?set KARA_BIN to the kara binary}
 dir=$(mktemp -d)
@@ -38,11 +41,11 @@ common=(-m "$dir/tiny.gguf" -c 256 -t 1 --kv-interval 32 --kv-buffer 8 --free-to
 check "the table lists every method" \
     bash -c "for m in full 'full(t=2)' kara streaming snapkv h2o chunkkv random recent rkv lazy; do grep -qF \"\$m \" '$dir/table.txt' || exit 1; done"
 
-header='method,label,retention,budget_tokens,threads,steps,mean_slots,peak_kv_bytes,kl_mean,kl_max,steps_compressed,kl_mean_compressed,top1_agree,nll_mean,ppl_ratio,first_divergence,free_cap,needle_hits,needle_trials,needle_digits,needle_kept,region_size,region_min,region_kept,events,slots_evicted,event_ms_mean,event_share,decode_tok_s'
+header='method,label,retention,budget_tokens,threads,steps,mean_slots,peak_kv_bytes,kl_mean,kl_max,steps_compressed,kl_mean_compressed,top1_agree,nll_mean,ppl_ratio,first_divergence,free_cap,needle_hits,needle_trials,needle_digits,needle_kept,region_size,region_min,region_kept,events,slots_evicted,event_ms_mean,event_share,decode_tok_s,cap_share,cap_bytes,peak_share,error'
 check "CSV header" test "$(head -1 "$dir/out.csv")" = "$header"
 check "CSV: header, full, noise, then 9 methods x 2 retentions" test "$(wc -l < "$dir/out.csv")" = 21
-check "CSV: every row has the header's 29 columns" \
-    bash -c "awk -F, 'NF != 29 { bad = 1 } END { exit bad }' '$dir/out.csv'"
+check "CSV: every row has the header's 33 columns" \
+    bash -c "awk -F, 'NF != 33 { bad = 1 } END { exit bad }' '$dir/out.csv'"
 
 # the noise floor: the forward pass does not depend on the thread count
 check "full(t=2): KL 0" num_eq "$(col 'full(t=2)' '' kl_max)" 0
@@ -115,6 +118,54 @@ check "full(q8_0) holds about 68/128 of f16's peak KV bytes" \
     awk -v a="$(col 'full(q8_0)' '' peak_kv_bytes)" -v b="$(col 'full(f16)' '' peak_kv_bytes)" \
     'BEGIN { exit !(a / b > 0.5 && a / b < 0.56) }'
 check "a bad --ref-kv-dtype exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --ref-kv-dtype q5_1
+
+# cap rows (--budgets): every method under a hard cap on its peak KV bytes,
+# as a share of full's; each row's peak (cache, rings, scratch) stays under
+# it, Kara evicts on demand, and a cap a method cannot fit is an error row
+# with exit status 1, the other rows still run
+# capc LABEL CAP COLUMN: COLUMN of the cap row of LABEL at CAP
+capc() {
+    awk -F, -v lab="$1" -v cap="$2" -v name="$3" '
+        NR == 1 { for (i = 1; i <= NF; i++) idx[$i] = i; next }
+        $2 == lab && $(idx["cap_share"]) == cap { print $(idx[name]); exit }' "$dir/out.csv"
+}
+"$kara" eval-kv "${common[@]}" --methods kara,streaming,snapkv,h2o --retention 0.3 --budgets 0.8,0.6 \
+    --out "$dir/out.csv" > "$dir/table.txt" 2>/dev/null
+check "--budgets: 2 full rows, 4 retention rows, 2 caps x 4 methods" test "$(wc -l < "$dir/out.csv")" = 15
+for m in kara streaming snapkv h2o; do
+    for c in 0.8 0.6; do
+        check "$m under cap $c: ran, evicted, peak bytes <= cap bytes, peak_share <= $c" bash -c "
+            [ -z '$(capc $m $c error)' ] && awk -v e='$(capc $m $c slots_evicted)' -v p='$(capc $m $c peak_kv_bytes)' \
+              -v b='$(capc $m $c cap_bytes)' -v s='$(capc $m $c peak_share)' -v c=$c \
+              'BEGIN { exit !(e > 0 && p > 0 && p <= b && s <= c) }'"
+    done
+done
+check "--budgets: cap bytes are the share of full's peak bytes" \
+    awk -v b="$(capc kara 0.8 cap_bytes)" -v f="$(col full '' peak_kv_bytes)" 'BEGIN { exit !(b == int(0.8 * f)) }'
+check "--budgets: kara holds fewer slots under 0.6 than under 0.8" \
+    num_lt "$(capc kara 0.6 mean_slots)" "$(capc kara 0.8 mean_slots)"
+check "--budgets: the table has the cap and peak% columns" grep -q "cap budget  slots peak_KiB  peak%" "$dir/table.txt"
+check "a cap no method fits exits 1" exit_code 1 "$kara" eval-kv "${common[@]}" --methods kara,streaming \
+    --budgets 0.000001 --out "$dir/out.csv"
+check "a cap no method fits: stderr says which row and why" grep -q "kara at a cap of 0.00 of full's peak bytes did not run" "$dir/err.txt"
+check "a cap no method fits: the rows are error rows in the CSV" \
+    bash -c "[ -n '$(capc kara 1e-06 error)' ] && [ -n '$(capc streaming 1e-06 error)' ]"
+check "--budgets above 1 exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --budgets 1.5
+
+# kara.evict_decay below 1: under the same cap the oldest windows give up
+# their slots first, so the newest region keeps more than at decay 1
+printf 'kara:\n  evict_decay: 0.02\n' > "$dir/decay.yaml"
+"$kara" eval-kv "${common[@]}" --methods kara --retention 0.3 --budgets 0.8 --region 32 --out "$dir/out.csv" >/dev/null 2>&1
+even_last=$(capc kara 0.8 region_kept | awk -F';' '{ print $(NF - 1) }')
+even_first=$(capc kara 0.8 region_kept | awk -F';' '{ print $2 }')
+"$kara" eval-kv "${common[@]}" --config "$dir/decay.yaml" --methods kara --retention 0.3 --budgets 0.8 --region 32 \
+    --out "$dir/out.csv" >/dev/null 2>&1
+decay_last=$(capc kara 0.8 region_kept | awk -F';' '{ print $(NF - 1) }')
+decay_first=$(capc kara 0.8 region_kept | awk -F';' '{ print $2 }')
+check "evict_decay 0.02: a recent region keeps more ($decay_last) than at decay 1 ($even_last)" \
+    num_lt "$even_last" "$decay_last"
+check "evict_decay 0.02: an old region keeps less ($decay_first) than at decay 1 ($even_first)" \
+    num_lt "$decay_first" "$even_first"
 
 # errors
 check "unknown method exits 64" exit_code 64 "$kara" eval-kv "${common[@]}" --methods full,bogus

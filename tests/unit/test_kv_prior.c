@@ -13,7 +13,11 @@
  *   missing tensor, a bad features key) are load errors naming the tensor
  *   or key; prior_weight > 0 on a model without a prior is refused when
  *   the context is created, while auto (the default) turns it off there and
- *   uses KR_PRIOR_WEIGHT_AUTO on a model with one.
+ *   uses KR_PRIOR_WEIGHT_AUTO on a model with one;
+ * - snapkv, h2o and streaming take the prior through the same key: auto
+ *   leaves them bit for bit the published methods, a weight changes what
+ *   they keep, and streaming's events keep the sinks, the prior's best
+ *   older slots and the newest exactly.
  */
 #include <math.h>
 #include <stdio.h>
@@ -412,6 +416,109 @@ static void test_prior_recent(kara_model *base, kara_model *with) {
     kara_context_free(c);
 }
 
+/* Greedy generation under a token budget of 96 with a budget baseline at
+ * prior weight w (auto: -1); the context is checked for use_prior. */
+static void run_baseline(kara_model *m, kara_kv_method method, float w, run_result *r) {
+    memset(r, 0, sizeof *r);
+    int V = kara_model_n_vocab(m);
+    r->logits = malloc((size_t)STEPS * V * sizeof(float));
+    kara_kv_params kv;
+    kara_kv_params_init(&kv);
+    kv.method = method;
+    kr_test_small_windows(&kv);
+    kr_kv_tune(&kv)->budget_tokens = 96;
+    kr_kv_tune(&kv)->prior_weight = w;
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
+    if (!CHECK_MSG(c != NULL, "%s: %s", kara_kv_method_name(method), kara_last_error())) return;
+    CHECK_MSG(c->policy.use_prior == (w > 0.0f), "%s at weight %g: use_prior %d", kara_kv_method_name(method),
+              (double)w, (int)c->policy.use_prior);
+    kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
+    kara_status st = kara_decode(c, &b);
+    for (int i = 0; i < STEPS && st == KARA_OK; i++) {
+        const float *l = kara_get_logits(c, -1);
+        memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
+        r->toks[i] = kr_test_argmax(l, V);
+        kara_batch nb = kara_batch_one_sequence(&r->toks[i], 1, P + i, 0);
+        st = kara_decode(c, &nb);
+    }
+    CHECK_MSG(st == KARA_OK, "%s: decode: %s", kara_kv_method_name(method), kara_last_error());
+    r->n = c->kv.seqs[0].n;
+    memcpy(r->pos, c->kv.seqs[0].pos, (size_t)r->n * sizeof(int32_t));
+    r->evicted = c->policy.stats.slots_evicted;
+    kara_context_free(c);
+}
+
+/* Issue 47's attribution: snapkv, h2o and streaming take the prior through
+ * kara.score.prior_weight. auto leaves them the published methods (bit for
+ * bit the run of weight 0, also on a model with a prior); a weight above 0
+ * changes what they keep. */
+static void test_baselines_take_prior(kara_model *with) {
+    const kara_kv_method ms[3] = {KARA_KV_METHOD_SNAPKV, KARA_KV_METHOD_H2O, KARA_KV_METHOD_STREAMING};
+    int V = kara_model_n_vocab(with);
+    for (int i = 0; i < 3; i++) {
+        const char *name = kara_kv_method_name(ms[i]);
+        static run_result r0, r1, r2;
+        run_baseline(with, ms[i], 0.0f, &r0);
+        run_baseline(with, ms[i], -1.0f, &r1);
+        run_baseline(with, ms[i], 50.0f, &r2);
+        CHECK_MSG(r0.evicted > 0 && r2.evicted > 0, "%s: no eviction: the test exercises nothing", name);
+        CHECK_MSG(same_run(&r0, &r1, V), "%s: auto differs from weight 0 on a model with a prior", name);
+        CHECK_MSG(r2.n != r0.n || memcmp(r2.pos, r0.pos, (size_t)r0.n * sizeof(int32_t)),
+                  "%s: weight 50 kept the same positions as weight 0", name);
+        free(r0.logits), free(r1.logits), free(r2.logits);
+    }
+}
+
+/* streaming with the prior: every event keeps the sinks, the prior_frac
+ * share of the rest that the prior ranks highest among the older slots
+ * (ties to the older slot), and the newest for what is left, as worked out
+ * from the cache just before the step that fired it. */
+static void test_streaming_prior(kara_model *with) {
+    kara_kv_params kv;
+    kara_kv_params_init(&kv);
+    kv.method = KARA_KV_METHOD_STREAMING;
+    kr_kv_tune(&kv)->budget_tokens = 64;
+    kr_kv_tune(&kv)->prior_weight = 1.0f;
+    kara_context *c = kr_test_kv_context(with, &kv, 1, 1, N_CTX);
+    if (!CHECK_MSG(c != NULL, "streaming: %s", kara_last_error())) return;
+    const int32_t n_sink = kr_kv_tune(&kv)->streaming.n_sink, rest = 64 - n_sink;
+    const int32_t n_prior = (int32_t)lround(kr_kv_tune(&kv)->streaming.prior_frac * rest);
+    CHECK(n_prior > 0 && n_prior < rest);
+    int V = kara_model_n_vocab(with), checked = 0;
+    static float vals[N_CTX], scratch[N_IN + HIDDEN + 64];
+    static int32_t pos_before[N_CTX];
+    kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
+    bool ok = CHECK(kara_decode(c, &pb) == KARA_OK);
+    for (int i = 0; i < 120 && ok; i++) {
+        int32_t n = c->kv.seqs[0].n;
+        uint64_t evicted = c->policy.stats.slots_evicted;
+        kr_kv_prior_eval(&c->policy.prior, &c->kv, 0, 0, n, vals, scratch);
+        memcpy(pos_before, c->kv.seqs[0].pos, (size_t)n * sizeof(int32_t));
+        int32_t tok = kr_test_argmax(kara_get_logits(c, -1), V);
+        kara_batch one = kara_batch_one_sequence(&tok, 1, P + i, 0);
+        ok = CHECK_MSG(kara_decode(c, &one) == KARA_OK, "step %d: %s", i, kara_last_error());
+        if (!ok || c->policy.stats.slots_evicted == evicted) continue;
+        /* the event ran over the n slots before the step and the new one */
+        const int32_t *pos = c->kv.seqs[0].pos, hi = n + 1 - (rest - n_prior);
+        ok &= CHECK_EQ_INT(c->kv.seqs[0].n, 64);
+        for (int32_t j = 0; j < n && ok; j++) {
+            bool want = j < n_sink || j >= hi;
+            if (!want) {
+                int32_t better = 0;
+                for (int32_t x = n_sink; x < hi; x++) better += vals[x] > vals[j] || (vals[x] == vals[j] && x < j);
+                want = better < n_prior;
+            }
+            bool held = false;
+            for (int32_t a = 0; a < c->kv.seqs[0].n; a++) held |= pos[a] == pos_before[j];
+            ok &= CHECK_MSG(held == want, "step %d: position %d %s, want %s", i, pos_before[j],
+                            held ? "kept" : "dropped", want ? "kept" : "dropped");
+        }
+        checked++;
+    }
+    CHECK_MSG(checked >= 20, "%d events checked", checked);
+    kara_context_free(c);
+}
+
 static void test_malformed(const char *base) {
     static float w1[HIDDEN * (N_IN + 2)], b1[HIDDEN], w2[HIDDEN], b2[1];
     static uint16_t b1_f16[HIDDEN];
@@ -462,6 +569,8 @@ int main(void) {
         test_random_mlp(with);
         test_weight(base, with);
         test_prior_recent(base, with);
+        test_baselines_take_prior(with);
+        test_streaming_prior(with);
     }
     test_no_prior_weight(base);
     test_malformed(base_path);

@@ -24,8 +24,9 @@
 #include "kara.h"
 #include "kv_knob.h"
 
-#define MAX_METHODS 10 /* every kara_kv_method */
+#define MAX_METHODS 16 /* at least every kara_kv_method */
 #define MAX_RETENTIONS 16
+#define MAX_CAPS 16
 
 /* A TinyStories-like text written for this tool, used when no -f is given. */
 static const char k_builtin_text[] =
@@ -63,6 +64,8 @@ typedef struct eval_opts {
     int n_methods;
     float retentions[MAX_RETENTIONS];
     int n_retentions;
+    float caps[MAX_CAPS]; /* --budgets: hard caps on peak KV bytes, as shares of full's */
+    int n_caps;
     long long prompt_tokens, max_tokens, free_tokens, region, noise_threads;
     bool equal_mean; /* --budget-match equal-mean */
     bool ref_dtype_set;
@@ -75,6 +78,10 @@ static const kr_cli_flag eval_flags[] = {
     {"-f|--file", true, "text replayed as if generated (default: a built-in short story)"},
     {"--methods", true, "comma-separated methods (default: all; full is always the reference)"},
     {"--retention", true, "comma-separated retentions (default: kara.retention, i.e. --kv-retention)"},
+    {"--budgets", true,
+     "comma-separated hard caps on each method's peak KV bytes (cache, query rings, scoring scratch), as shares "
+     "of full's peak bytes: every method runs under each cap, Kara as configured (kara.evict); a method that "
+     "cannot run within a cap is an error row and the exit status is 1 (default: none)"},
     {"--prompt-tokens", true, "tokens of the text used as the prompt (default: 16)"},
     {"--max-tokens", true, "at most this many replayed tokens (default: what the context holds)"},
     {"--free-tokens", true, "cap of the free-running comparison (default: 256)"},
@@ -137,8 +144,11 @@ static int parse(int argc, char **argv, eval_opts *o) {
     o->noise_threads = 0;
     o->n_depths = 5;
     for (int i = 0; i < 5; i++) o->depths[i] = 0.1f + 0.2f * (float)i;
-    for (int i = 0; i < MAX_METHODS; i++) o->methods[i] = (kara_kv_method)i;
-    o->n_methods = MAX_METHODS;
+    kara_kv_method_info info;
+    o->n_methods = 0;
+    /* default: every method that runs on any model (not those needing a retention prior) */
+    for (int m = 0; o->n_methods < MAX_METHODS && kara_kv_method_info_get((kara_kv_method)m, &info) == KARA_OK; m++)
+        if (!info.needs_prior) o->methods[o->n_methods++] = (kara_kv_method)m;
     kr_cli_parsed cli;
     int rc = kr_cli_parse("eval-kv", argc, argv, eval_flags, N_EVAL_FLAGS, &o->cfg, &cli);
     o->retentions[0] = o->cfg.context.kv.retention;
@@ -159,6 +169,11 @@ static int parse(int argc, char **argv, eval_opts *o) {
         } else if (kr_cli_flag_is(f, "--retention")) {
             o->n_retentions = parse_floats("--retention", a->value, 0.0, 1.0, o->retentions, MAX_RETENTIONS);
             ok = o->n_retentions > 0;
+        } else if (kr_cli_flag_is(f, "--budgets")) {
+            if (!strcmp(a->value, "none"))
+                o->n_caps = 0;
+            else
+                ok = (o->n_caps = parse_floats("--budgets", a->value, 1e-6, 1.0, o->caps, MAX_CAPS)) > 0;
         } else if (kr_cli_flag_is(f, "--needle-depths")) {
             if (!strcmp(a->value, "none"))
                 o->n_depths = 0;
@@ -264,8 +279,9 @@ typedef struct eval_job {
     kr_eval_row *rows;
     int n_rows;
     int32_t threads;
-    int planned;      /* rows run_all will run */
-    kr_progress prog; /* rows done of planned */
+    int planned;        /* rows run_all will run */
+    char last_err[200]; /* the last row that failed: why */
+    kr_progress prog;   /* rows done of planned */
 } eval_job;
 
 /* The rows run_all runs: full, the noise run, then per retention Kara
@@ -280,7 +296,7 @@ static int planned_rows(const eval_opts *o, const kara_context_params *base) {
     }
     bool kara_row = want_kara || (want_budget && kr_kv_int(&base->kv, "baselines.budget_tokens") <= 0);
     bool dtype_row = o->ref_dtype_set && o->ref_dtype != base->kv.dtype;
-    return 2 + dtype_row + o->n_retentions * (kara_row + others);
+    return 2 + dtype_row + o->n_retentions * (kara_row + others) + o->n_caps * (others + want_kara);
 }
 
 static kara_status run_row(eval_job *j, const kara_context_params *cp, const char *label, float retention,
@@ -290,6 +306,7 @@ static kara_status run_row(eval_job *j, const kara_context_params *cp, const cha
     snprintf(r->label, sizeof r->label, "%s", label);
     r->method = cp->kv.method;
     r->retention = retention;
+    r->cap_share = -1.0f;
     r->budget_tokens = is_budget_method(cp->kv.method) ? kr_kv_int(&cp->kv, "baselines.budget_tokens") : 0;
     r->threads = cp->n_threads > 0 ? cp->n_threads : kr_cpu_count();
     char what[96];
@@ -302,9 +319,60 @@ static kara_status run_row(eval_job *j, const kara_context_params *cp, const cha
     if (st) {
         kr_progress_end(&j->prog);
         fprintf(stderr, "kara eval-kv: %s: %s\n", label, err);
+        snprintf(j->last_err, sizeof j->last_err, "%.199s", err);
         return st;
     }
     j->n_rows++;
+    return KARA_OK;
+}
+
+/* A budget baseline's slack (slots past its budget before an event) at
+ * most a quarter of the slots its cap stands for, so a small cap is not
+ * spent on slack alone (kara eval does the same). */
+static void fit_slacks(kara_kv_params *kv, int32_t slots) {
+    kara_kv_method_info info;
+    for (int m = 0; kara_kv_method_info_get((kara_kv_method)m, &info) == KARA_OK; m++)
+        if (info.slack_key && kr_kv_int(kv, info.slack_key) > slots / 4)
+            kr_kv_set_num(kv, info.slack_key, slots / 4 > 8 ? slots / 4 : 8);
+}
+
+/* The cap rows (--budgets): every method but full under a hard cap on
+ * its peak KV bytes (kv.budget: blocks, query rings and scoring scratch
+ * together), cap x full's peak; the budget baselines keep what the pool
+ * holds (baselines.budget_tokens auto) and Kara evicts as configured. A
+ * method that cannot run within its cap is an error row, not a stop. */
+static kara_status run_caps(eval_job *j, const kara_context_params *base, uint64_t full_peak, double full_slots) {
+    const eval_opts *o = j->o;
+    for (int ci = 0; ci < o->n_caps; ci++) {
+        for (int i = 0; i < o->n_methods; i++) {
+            kara_kv_method m = o->methods[i];
+            if (m == KARA_KV_METHOD_FULL) continue;
+            kara_context_params cp = *base;
+            cp.kv.method = m;
+            cp.kv.budget = (uint64_t)floor(o->caps[ci] * (double)full_peak);
+            if (cp.kv.budget < 1) cp.kv.budget = 1;
+            cp.kv.seq_tokens = 0; /* the whole pool the cap leaves after the method's reservation */
+            kr_kv_set_num(&cp.kv, "baselines.budget_tokens", 0);
+            fit_slacks(&cp.kv, (int32_t)lround(o->caps[ci] * full_slots));
+            kr_eval_row *r = &j->rows[j->n_rows];
+            const char *label = kara_kv_method_name(m);
+            kara_status st = run_row(j, &cp, label, -1.0f, false);
+            bool fatal = st == KARA_ERR_NOMEM || st == KARA_ERR_IO || st == KARA_ERR_INTERNAL ||
+                st == KARA_ERR_ABORTED || st == KARA_ERR_DEVICE;
+            if (fatal) return st;
+            if (st) {
+                /* run_row printed why; the row stays, marked as not run */
+                memset(r, 0, sizeof *r);
+                snprintf(r->label, sizeof r->label, "%.39s", label);
+                r->method = m;
+                r->retention = -1.0f;
+                memcpy(r->error, j->last_err, sizeof r->error);
+                j->n_rows++;
+            }
+            r->cap_share = o->caps[ci];
+            r->cap_bytes = cp.kv.budget;
+        }
+    }
     return KARA_OK;
 }
 
@@ -367,7 +435,7 @@ static kara_status run_all(eval_job *j, const kara_context_params *base_in) {
             if ((st = run_row(j, &cp, kara_kv_method_name(m), r, false))) return st;
         }
     }
-    return KARA_OK;
+    return run_caps(j, base_in, j->rows[0].peak_kv_bytes, j->rows[0].mean_slots);
 }
 
 /* Lay out prompt, replay, free-running and needle lengths within the
@@ -439,7 +507,7 @@ static int eval_main(int argc, char **argv) {
     int32_t n_ctx = base.n_ctx ? base.n_ctx : kara_model_n_ctx_train(m);
     base.n_ctx = n_ctx;
     kr_eval_setup s;
-    eval_job job = {&o, &s, {0}, NULL, 0, base.n_threads > 0 ? base.n_threads : kr_cpu_count(), 0, {0}};
+    eval_job job = {&o, &s, {0}, NULL, 0, base.n_threads > 0 ? base.n_threads : kr_cpu_count(), 0, {0}, {0}};
     job.planned = planned_rows(&o, &base);
     kr_progress_init(&job.prog, "kara eval-kv", job.planned);
     rc = KR_EXIT_OK;
@@ -449,7 +517,7 @@ static int eval_main(int argc, char **argv) {
     } else if (!make_setup(&o, m, toks, n_toks, n_ctx, base.kv.interval, needle, n_needle, question, n_question, &s)) {
         rc = KR_EXIT_DATAERR;
     } else {
-        job.rows = calloc((size_t)(3 + o.n_retentions * (MAX_METHODS + 1)), sizeof *job.rows);
+        job.rows = calloc((size_t)(3 + (o.n_retentions + o.n_caps) * (MAX_METHODS + 1)), sizeof *job.rows);
         if (!job.rows)
             rc = KR_EXIT_SOFTWARE;
         else if ((st = run_all(&job, &base)))
@@ -462,6 +530,12 @@ static int eval_main(int argc, char **argv) {
                              &base.kv};
         kr_eval_print_table(stdout, &s, &meta, job.rows, job.n_rows);
         if (o.out_path) rc = kr_eval_write(o.out_path, &s, &meta, job.rows, job.n_rows);
+        for (int i = 0; !rc && i < job.n_rows; i++)
+            if (job.rows[i].error[0]) {
+                fprintf(stderr, "kara eval-kv: %s at a cap of %.2f of full's peak bytes did not run: %s\n",
+                        job.rows[i].label, job.rows[i].cap_share, job.rows[i].error);
+                rc = KR_EXIT_PARTIAL;
+            }
     }
     kr_eval_ref_free(&job.ref);
     free(job.rows);

@@ -48,6 +48,8 @@ typedef struct kr_eval_row {
     char label[40]; /* "kara", "full(t=2)", ... */
     kara_kv_method method;
     float retention;       /* < 0: not applicable */
+    float cap_share;       /* a cap row (--budgets): its cap as a share of full's peak bytes; < 0: none */
+    uint64_t cap_bytes;    /* that cap in bytes (kv.budget), 0: none */
     int32_t budget_tokens; /* 0: not applicable */
     int32_t threads;
     /* teacher-forced replay */
@@ -73,6 +75,8 @@ typedef struct kr_eval_row {
     /* systems (replay only) */
     uint64_t events, slots_evicted;
     double event_s, decode_s;
+    /* a cap row whose method could not run within its cap: why (empty: it ran) */
+    char error[200];
 } kr_eval_row;
 
 /* Run every measurement of one method (the context parameters say which).

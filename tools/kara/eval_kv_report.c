@@ -12,7 +12,7 @@ static const char k_csv_header[] =
     "method,label,retention,budget_tokens,threads,steps,mean_slots,peak_kv_bytes,kl_mean,kl_max,"
     "steps_compressed,kl_mean_compressed,top1_agree,nll_mean,ppl_ratio,first_divergence,free_cap,"
     "needle_hits,needle_trials,needle_digits,needle_kept,region_size,region_min,region_kept,events,"
-    "slots_evicted,event_ms_mean,event_share,decode_tok_s";
+    "slots_evicted,event_ms_mean,event_share,decode_tok_s,cap_share,cap_bytes,peak_share,error";
 
 const char *kr_eval_csv_header(void) { return k_csv_header; }
 
@@ -31,6 +31,10 @@ static double mean_f(const float *x, int n) {
 static double event_ms(const kr_eval_row *r) { return r->events ? 1e3 * r->event_s / (double)r->events : 0.0; }
 static double event_share(const kr_eval_row *r) { return r->decode_s > 0 ? r->event_s / r->decode_s : 0.0; }
 static double tok_s(const kr_eval_row *r) { return r->decode_s > 0 ? (r->steps - 1) / r->decode_s : 0.0; }
+/* A row's peak KV bytes as a share of the reference's (rows[0], full). */
+static double peak_share(const kr_eval_row *rows, const kr_eval_row *r) {
+    return rows[0].peak_kv_bytes ? (double)r->peak_kv_bytes / (double)rows[0].peak_kv_bytes : 0.0;
+}
 
 void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows, int n_rows) {
     fprintf(f, "model %s (%s), text %s\n", m->model_path, m->model_desc, m->text_path);
@@ -46,23 +50,33 @@ void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m,
             kr_kv_int(m->kv, "baselines.snapkv.obs_window"), kr_kv_int(m->kv, "baselines.rkv.trigger_slack"),
             kr_kv_int(m->kv, "baselines.rkv.obs_window"), kr_kv_num(m->kv, "baselines.rkv.lambda"),
             kr_kv_int(m->kv, "baselines.lazy.window"), kr_kv_num(m->kv, "baselines.lazy.alpha"));
-    fprintf(f, "%-12s %5s %6s %6s %8s %8s %8s %8s %6s %6s %6s %7s %5s %6s %6s %8s %7s\n", "method", "r", "budget",
-            "slots", "peak_KiB", "KL_mean", "KL_cmp", "KL_max", "top1", "ppl_x", "1stdiv", "needle", "kept", "regmin",
-            "events", "ms/event", "ev_shr");
+    fprintf(f, "%-12s %5s %5s %6s %6s %8s %6s %8s %8s %8s %6s %6s %6s %7s %5s %6s %6s %8s %7s\n", "method", "r", "cap",
+            "budget", "slots", "peak_KiB", "peak%", "KL_mean", "KL_cmp", "KL_max", "top1", "ppl_x", "1stdiv", "needle",
+            "kept", "regmin", "events", "ms/event", "ev_shr");
     for (int i = 0; i < n_rows; i++) {
         const kr_eval_row *r = &rows[i];
-        char ret[16] = "-", bud[16] = "-", div[16], nd[16];
+        char ret[16] = "-", cap[16] = "-", bud[16] = "-", div[16], nd[16];
         if (r->retention >= 0) snprintf(ret, sizeof ret, "%.2f", r->retention);
+        if (r->cap_share > 0) snprintf(cap, sizeof cap, "%.2f", r->cap_share);
+        if (r->error[0]) {
+            fprintf(f, "%-12s %5s %5s  did not run within its cap: %s\n", r->label, ret, cap, r->error);
+            continue;
+        }
         if (r->budget_tokens > 0) snprintf(bud, sizeof bud, "%d", r->budget_tokens);
         snprintf(div, sizeof div, "%s%d", r->first_div >= s->n_free ? ">=" : "", r->first_div);
         snprintf(nd, sizeof nd, "%d/%d", needle_hits(r), r->n_depths);
-        fprintf(f, "%-12s %5s %6s %6.1f %8.1f %8.4f %8.4f %8.4f %6.3f %6.3f %6s %7s %5.2f %6.3f %6llu %8.3f %6.2f%%\n",
-                r->label, ret, bud, r->mean_slots, r->peak_kv_bytes / 1024.0, r->kl_mean, r->kl_mean_compressed,
-                r->kl_max, r->top1, r->ppl_ratio, div, nd, mean_f(r->needle_kept, r->n_depths), r->region_min,
-                (unsigned long long)r->events, event_ms(r), 100.0 * event_share(r));
+        fprintf(f,
+                "%-12s %5s %5s %6s %6.1f %8.1f %5.1f%% %8.4f %8.4f %8.4f %6.3f %6.3f %6s %7s %5.2f %6.3f %6llu %8.3f "
+                "%6.2f%%\n",
+                r->label, ret, cap, bud, r->mean_slots, r->peak_kv_bytes / 1024.0, 100.0 * peak_share(rows, r),
+                r->kl_mean, r->kl_mean_compressed, r->kl_max, r->top1, r->ppl_ratio, div, nd,
+                mean_f(r->needle_kept, r->n_depths), r->region_min, (unsigned long long)r->events, event_ms(r),
+                100.0 * event_share(r));
     }
     fprintf(f,
-            "\nKL_cmp: mean KL over the steps whose cache had lost slots; ppl_x: perplexity ratio to full; "
+            "\ncap: the row's hard cap on peak KV bytes, as a share of full's (--budgets); peak%%: peak KV bytes "
+            "(cache, query rings, scoring scratch) as a share of full's; KL_cmp: mean KL over the steps whose cache "
+            "had lost slots; ppl_x: perplexity ratio to full; "
             "1stdiv: first greedy token differing from full; needle: exact answers over depths; kept: needle "
             "tokens still cached; regmin: least fraction kept of a %d-token region; ev_shr: event time / "
             "decode time\n",
@@ -71,7 +85,12 @@ void kr_eval_print_table(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m,
 
 /* ---- CSV ---- */
 
-static void csv_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r) {
+/* The error text of a CSV field: commas and quotes would split it. */
+static void csv_text(FILE *f, const char *t) {
+    for (; *t; t++) fputc(*t == ',' || *t == '"' || *t == '\n' ? ';' : *t, f);
+}
+
+static void csv_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *rows, const kr_eval_row *r) {
     fprintf(f, "%s,%s,", kara_kv_method_name(r->method), r->label);
     if (r->retention >= 0) fprintf(f, "%.4g", r->retention);
     fprintf(f, ",%d,%d,%d,%.3f,%llu,%.9g,%.9g,%d,%.9g,%.6f,%.9g,%.9g,%d,%d,%d,%d,", r->budget_tokens, r->threads,
@@ -83,8 +102,12 @@ static void csv_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r) {
     for (int i = 0; i < r->n_depths; i++) fprintf(f, "%s%.4g", i ? ";" : "", r->needle_kept[i]);
     fprintf(f, ",%d,%.4g,", s->region, r->region_min);
     for (int i = 0; i < r->n_regions; i++) fprintf(f, "%s%.4g", i ? ";" : "", r->region_kept[i]);
-    fprintf(f, ",%llu,%llu,%.6g,%.6g,%.6g\n", (unsigned long long)r->events, (unsigned long long)r->slots_evicted,
+    fprintf(f, ",%llu,%llu,%.6g,%.6g,%.6g,", (unsigned long long)r->events, (unsigned long long)r->slots_evicted,
             event_ms(r), event_share(r), tok_s(r));
+    if (r->cap_share > 0) fprintf(f, "%.4g", r->cap_share);
+    fprintf(f, ",%llu,%.6g,", (unsigned long long)r->cap_bytes, peak_share(rows, r));
+    csv_text(f, r->error);
+    fputc('\n', f);
 }
 
 /* ---- JSON ---- */
@@ -103,7 +126,7 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static void json_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r, bool last) {
+static void json_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *rows, const kr_eval_row *r, bool last) {
     fprintf(f, "    {\"method\": \"%s\", \"label\": ", kara_kv_method_name(r->method));
     json_str(f, r->label);
     if (r->retention >= 0)
@@ -125,9 +148,17 @@ static void json_row(FILE *f, const kr_eval_setup *s, const kr_eval_row *r, bool
     for (int i = 0; i < r->n_regions; i++) fprintf(f, "%s%.4g", i ? ", " : "", r->region_kept[i]);
     fprintf(f,
             "],\n     \"events\": %llu, \"slots_evicted\": %llu, \"event_seconds\": %.6g, \"decode_seconds\": %.6g, "
-            "\"event_ms_mean\": %.6g, \"event_share\": %.6g, \"decode_tok_s\": %.6g}%s\n",
+            "\"event_ms_mean\": %.6g, \"event_share\": %.6g, \"decode_tok_s\": %.6g,\n",
             (unsigned long long)r->events, (unsigned long long)r->slots_evicted, r->event_s, r->decode_s, event_ms(r),
-            event_share(r), tok_s(r), last ? "" : ",");
+            event_share(r), tok_s(r));
+    if (r->cap_share > 0)
+        fprintf(f, "     \"cap_share\": %.4g", r->cap_share);
+    else
+        fprintf(f, "     \"cap_share\": null");
+    fprintf(f, ", \"cap_bytes\": %llu, \"peak_share\": %.6g, \"error\": ", (unsigned long long)r->cap_bytes,
+            peak_share(rows, r));
+    json_str(f, r->error);
+    fprintf(f, "}%s\n", last ? "" : ",");
 }
 
 static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, const kr_eval_row *rows, int n_rows) {
@@ -153,7 +184,7 @@ static void json_all(FILE *f, const kr_eval_setup *s, const kr_eval_meta *m, con
             kr_kv_num(m->kv, "kara.t2c.candidate_frac"), kr_kv_int(m->kv, "baselines.snapkv.trigger_slack"),
             kr_kv_int(m->kv, "baselines.snapkv.obs_window"));
     fprintf(f, "  \"rows\": [\n");
-    for (int i = 0; i < n_rows; i++) json_row(f, s, &rows[i], i + 1 == n_rows);
+    for (int i = 0; i < n_rows; i++) json_row(f, s, rows, &rows[i], i + 1 == n_rows);
     fprintf(f, "  ]\n}\n");
 }
 
@@ -172,7 +203,7 @@ static void report_body(FILE *f, void *user) {
         json_all(f, r->s, r->m, r->rows, r->n_rows);
     } else {
         fprintf(f, "%s\n", k_csv_header);
-        for (int i = 0; i < r->n_rows; i++) csv_row(f, r->s, &r->rows[i]);
+        for (int i = 0; i < r->n_rows; i++) csv_row(f, r->s, r->rows, &r->rows[i]);
     }
 }
 

@@ -7,6 +7,7 @@
 #include "kv_select.h"
 #include "kv_tuning.h"
 #include <math.h>
+#include <string.h>
 #include "kv_baselines.h"
 #include "kv_select_impl.h"
 #include "status.h"
@@ -43,12 +44,22 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
     s->score_n = max_slots;
 }
 
+/* With kara.score.prior_weight above 0 the heavy hitters are ranked by
+ * the accumulated attention (normalised) plus the weighted prior, in a
+ * copy: the accumulator itself keeps summing. */
 static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
     const kr_kv_policy_seq *q = &pol->seqs[seq];
-    int32_t k = 0;
-    kara_status st = kr_kv_select_h2o(q->h2o_acc, pol->kv->seqs[seq].n, q->n_prompt, pol->budget_tokens,
-                                      kr_kv_tune(&pol->p)->h2o.heavy_frac, pol->keep, &k, pol->select_scratch,
-                                      pol->select_scratch_bytes);
+    int32_t k = 0, n = pol->kv->seqs[seq].n, front = q->n_prompt;
+    const float *rank = q->h2o_acc;
+    kara_status st = KARA_OK;
+    if (pol->use_prior && n > front) {
+        memcpy(pol->layer_scores, q->h2o_acc, (size_t)n * sizeof(float));
+        st = kr_kvp_prior_add(pol, seq, pol->layer_scores + front, front, n - front);
+        rank = pol->layer_scores;
+    }
+    if (!st)
+        st = kr_kv_select_h2o(rank, n, front, pol->budget_tokens, kr_kv_tune(&pol->p)->h2o.heavy_frac, pol->keep, &k,
+                              pol->select_scratch, pol->select_scratch_bytes);
     return kr_kvp_cache_keep(pol, seq, st, k);
 }
 
@@ -65,6 +76,7 @@ const kr_kv_method kr_kvm_h2o = {.name = "h2o",
                                  .kind = kr_kv_kind_at_budget,
                                  .reserve = reserve,
                                  .cache_event = cache_event,
+                                 .uses_prior = true,
                                  .keys = keys,
                                  .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
                                  .defaults = defaults};

@@ -185,6 +185,7 @@ const kr_kv_method kr_kvm_kara = {.name = "kara",
                                   .per_layer = true,
                                   .reads_lines = reads_lines,
                                   .uses_prior = true,
+                                  .prior_by_default = true,
                                   .keys = keys,
                                   .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
                                   .defaults = defaults};

@@ -32,4 +32,5 @@ const kr_kv_method kr_kvm_prior_recent = {.name = "prior_recent",
                                           .keeps_prompt = kr_kv_keeps_prompt_always,
                                           .select_window = select_window,
                                           .uses_prior = true,
+                                          .prior_by_default = true,
                                           .needs_prior = true};

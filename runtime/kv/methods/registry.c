@@ -61,7 +61,8 @@ kara_status kara_kv_method_info_get(kara_kv_method m, kara_kv_method_info *out) 
     kara_kv_params_init(&p);
     p.method = m;
     kr_kv_kind kind = t->kind(&p);
-    *out = (kara_kv_method_info){t->name, kind != KR_KV_KEEPS_ALL, kind == KR_KV_AT_BUDGET, t->slack_key, t->tail_key};
+    *out = (kara_kv_method_info){t->name,     kind != KR_KV_KEEPS_ALL, kind == KR_KV_AT_BUDGET, t->slack_key,
+                                 t->tail_key, t->needs_prior};
     return KARA_OK;
 }
 

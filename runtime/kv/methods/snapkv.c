@@ -45,6 +45,10 @@ static kara_status cache_event(kr_kv_policy *pol, int32_t seq) {
                                        false, 0, pol->n_layer);
     if (!st) {
         memmove(pol->layer_scores + front, pol->scores, (size_t)(n_w - obs) * sizeof(float));
+        /* with kara.score.prior_weight above 0: normalised attention plus the weighted prior (issue 47) */
+        st = kr_kvp_prior_add(pol, seq, pol->layer_scores + front, front, n_w - obs);
+    }
+    if (!st) {
         st = kr_kv_select_snapkv(pol->layer_scores, n, front, obs, t->snapkv.kernel, t->snapkv.pool, pol->budget_tokens,
                                  pol->keep, &k, pol->select_scratch, pol->select_scratch_bytes);
     }
@@ -83,5 +87,6 @@ const kr_kv_method kr_kvm_snapkv = {.name = "snapkv",
                                     .keys = keys,
                                     .n_keys = (int32_t)(sizeof keys / sizeof keys[0]),
                                     .defaults = defaults,
+                                    .uses_prior = true,
                                     .slack_key = "baselines.snapkv.trigger_slack",
                                     .tail_key = "baselines.snapkv.obs_window"};
