@@ -278,9 +278,8 @@ kara_status kara_context_create(kara_model *model, const kara_context_params *pa
     const kr_hparams *hp = &model->hp;
     c->model = model;
     c->params = *params;
-    kr_kv_tune(&c->params.kv)->prior_weight =
-        kr_kv_prior_weight_resolve(kr_kv_tune(&params->kv)->prior_weight,
-                                   model->prior.present && kr_kv_method_of(&params->kv)->prior_by_default);
+    kr_kv_tune(&c->params.kv)->prior_weight = kr_kv_prior_weight_resolve(
+        kr_kv_tune(&params->kv)->prior_weight, model->prior.present && kr_kv_method_of(&params->kv)->prior_by_default);
     c->kernels = kr_kernels_get();
     c->backend = &kr_backend_cpu;
     c->n_ctx = params->n_ctx ? params->n_ctx : hp->n_ctx_train;
