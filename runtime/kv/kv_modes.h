@@ -13,7 +13,12 @@ typedef enum kr_score_mode {
     KR_SCORE_BIDIRECTIONAL = 0,
     KR_SCORE_TWO_SIDED,
     KR_SCORE_CAUSAL,
-    KR_SCORE_BUFFER_ONLY
+    KR_SCORE_BUFFER_ONLY,
+    /* no scorer: a slot's score is the attention every later query of the
+     * decode gave it up to its window's scoring, summed over heads and
+     * layers as the forward pass computes it (H2O's sum within the window's
+     * life); no query ring, no scoring scratch */
+    KR_SCORE_ONLINE
 } kr_score_mode;
 /* The keys a score's softmax normalises over (kara.score.softmax_over). */
 typedef enum kr_softmax_over {

@@ -22,6 +22,7 @@ const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KR_SCORE_BIDIRECTI
                                             {"two_sided", KR_SCORE_TWO_SIDED},
                                             {"causal", KR_SCORE_CAUSAL},
                                             {"buffer_only", KR_SCORE_BUFFER_ONLY},
+                                            {"online", KR_SCORE_ONLINE},
                                             {NULL, 0}};
 
 const kr_enum_name kr_softmax_over_names[] = {{"window", KR_SOFTMAX_WINDOW},

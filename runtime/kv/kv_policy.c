@@ -188,7 +188,8 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
  * the sequence's own progress (the grid of due windows), never from when
  * scoring runs, which may be deferred by other sequences. */
 static void start_reads(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n) {
-    if (!q->h2o_acc || !pol->window_method) return;
+    /* kara.score.mode online sums from a slot's append on: nothing restarts */
+    if (!q->h2o_acc || !pol->window_method || kr_kv_tune(&pol->p)->score_mode == KR_SCORE_ONLINE) return;
     if (q->reads_grid < q->frontier) q->reads_grid = q->frontier;
     while (n - q->reads_grid - kr_kv_tune(&pol->p)->buffer >= pol->p.interval) {
         memset(q->h2o_acc + q->reads_grid, 0, (size_t)pol->p.interval * sizeof(float));

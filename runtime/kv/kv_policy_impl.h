@@ -25,9 +25,10 @@ kara_status kr_kvp_score_span(kr_kv_policy *pol, int32_t seq, int32_t first, int
  * before anything moves; later groups reuse it. */
 kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
                                int32_t q_first_pos, int32_t l_begin, int32_t l_end, bool eval_prior);
-/* The scores of a window method that scores no attention: zeros, or with
- * the prior (prior_recent) weight x the prior of each of the n_c
- * candidates from first. */
+/* The scores of a window method that runs no scorer: zeros, or with
+ * kara.score.mode online the attention the candidates received since they
+ * were appended (the sequence's sums); plus, with the prior (prior_recent,
+ * Kara), weight x the prior of each of the n_c candidates from first. */
 kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c);
 /* A budget baseline's scores with the prior (pol->use_prior): scores[j]
  * (slot first + j) becomes scores[j] / max + weight x its prior, computed

@@ -49,7 +49,11 @@ kara_status kr_kvp_prior_add(kr_kv_policy *pol, int32_t seq, float *scores, int3
 }
 
 kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c) {
-    memset(pol->scores, 0, (size_t)n_c * sizeof(float));
+    const float *online = pol->seqs[seq].h2o_acc;
+    if (online && kr_kv_tune(&pol->p)->score_mode == KR_SCORE_ONLINE)
+        memcpy(pol->scores, online + first, (size_t)n_c * sizeof(float)); /* kara.score.mode: online */
+    else
+        memset(pol->scores, 0, (size_t)n_c * sizeof(float));
     return pol->use_prior ? add_prior(pol, seq, first, n_c, true) : KARA_OK;
 }
 

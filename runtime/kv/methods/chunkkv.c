@@ -30,6 +30,16 @@ kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t 
     return kr_kvs_finish_window(who, w.flag, n_c, k, keep);
 }
 
+/* It scores with Kara's scorer; kara.score.mode online (no scorer) is
+ * Kara's alone. */
+static kara_status check(const kara_kv_params *p) {
+    if (kr_kv_tune(p)->score_mode == KR_SCORE_ONLINE)
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "method chunkkv scores windows with Kara's scorer; kara.score.mode: online is method "
+                            "kara's only");
+    return KARA_OK;
+}
+
 /* The window's queries; read tracking sums the newest query's attention. */
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     const kr_kv_tuning *t = kr_kv_tune(p);
@@ -59,6 +69,7 @@ static void defaults(kr_kv_tuning *t) { t->chunkkv.chunk_len = 10; }
 
 const kr_kv_method kr_kvm_chunkkv = {.name = "chunkkv",
                                      .kind = kr_kv_kind_windows,
+                                     .check = check,
                                      .reserve = reserve,
                                      .keeps_prompt = kr_kv_keeps_prompt_always,
                                      .select_window = select_window,

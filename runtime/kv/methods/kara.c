@@ -23,6 +23,11 @@ static kara_status check(const kara_kv_params *p) {
                             "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
                             "%d)",
                             (double)t->candidate_frac, t->max_gap);
+    if (t->score_mode == KR_SCORE_ONLINE && (threshold(p) || kr_kv_params_per_layer(p) || t->reads_weight > 0.0f))
+        return kr_set_error(KARA_ERR_CONFIG,
+                            "kara.score.mode: online (the attention of the decode's own queries, summed over heads "
+                            "and layers while a window lives) does not combine with kara.trigger: threshold, "
+                            "kara.selection_scope: per_layer or kara.score.reads_weight above 0");
     if (kr_kv_params_per_layer(p) && threshold(p))
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
@@ -54,6 +59,14 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
         return;
     }
     s->window_method = true;
+    if (t->score_mode == KR_SCORE_ONLINE) {
+        /* no ring and no scorer: the forward pass's attention rows, summed */
+        s->needs_scores = false;
+        s->n_scored = 0;
+        s->needs_h2o = true;
+        s->score_n = kr_kv_window_slots(p);
+        return;
+    }
     s->ring_cap = kr_kv_window_slots(p);
     s->score_n = s->ring_cap;
     /* read tracking: every step's newest query's attention, summed like H2O's */
@@ -131,7 +144,7 @@ static int32_t cache_limit(const kr_kv_policy *pol, int32_t seq) {
 static const kr_enum_name auto_minus_one[] = {{"auto", -1}, {NULL, 0}};
 static const key_spec keys[] = {
     {"kara.score.mode", K_ENUM, KR_TUNE(score_mode), 0, 0, kr_score_mode_names, 0,
-     "which queries score a window's slots"},
+     "which queries score a window's slots (online: the decode's own attention, no query ring)"},
     {"kara.score.softmax_over", K_ENUM, KR_TUNE(softmax_over), 0, 0, kr_softmax_over_names, 0,
      "the keys a query's softmax normalises over"},
     {"kara.score.n_sink", K_INT, KR_TUNE(n_sink), 0, 65536, NULL, 0, "sink keys for window_plus_sinks"},
