@@ -18,12 +18,9 @@ const kr_enum_name kr_kv_dtype_names[] = {
 const kr_enum_name kr_query_dtype_names[] = {
     {"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {"q8_0", KARA_KV_Q8_0}, {NULL, 0}};
 
-const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KR_SCORE_BIDIRECTIONAL},
-                                            {"two_sided", KR_SCORE_TWO_SIDED},
-                                            {"causal", KR_SCORE_CAUSAL},
-                                            {"buffer_only", KR_SCORE_BUFFER_ONLY},
-                                            {"online", KR_SCORE_ONLINE},
-                                            {NULL, 0}};
+const kr_enum_name kr_score_mode_names[] = {
+    {"bidirectional", KR_SCORE_BIDIRECTIONAL}, {"two_sided", KR_SCORE_TWO_SIDED}, {"causal", KR_SCORE_CAUSAL},
+    {"buffer_only", KR_SCORE_BUFFER_ONLY},     {"online", KR_SCORE_ONLINE},       {NULL, 0}};
 
 const kr_enum_name kr_softmax_over_names[] = {{"window", KR_SOFTMAX_WINDOW},
                                               {"compressible", KR_SOFTMAX_COMPRESSIBLE},
