@@ -232,12 +232,32 @@ typedef struct run_result {
     uint64_t evicted, events;
 } run_result;
 
+/* Greedy generation of STEPS tokens from the prompt on c, kept in r (its
+ * logits, tokens, final positions and eviction counts); frees c. */
+static void generate(kara_context *c, run_result *r, const char *what) {
+    int V = kara_model_n_vocab(c->model);
+    kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
+    kara_status st = kara_decode(c, &b);
+    for (int i = 0; i < STEPS && st == KARA_OK; i++) {
+        const float *l = kara_get_logits(c, -1);
+        memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
+        r->toks[i] = kr_test_argmax(l, V);
+        kara_batch nb = kara_batch_one_sequence(&r->toks[i], 1, P + i, 0);
+        st = kara_decode(c, &nb);
+    }
+    CHECK_MSG(st == KARA_OK, "%s: decode: %s", what, kara_last_error());
+    r->n = c->kv.seqs[0].n;
+    memcpy(r->pos, c->kv.seqs[0].pos, (size_t)r->n * sizeof(int32_t));
+    r->evicted = c->policy.stats.slots_evicted;
+    r->events = c->policy.stats.events;
+    kara_context_free(c);
+}
+
 /* Greedy generation under a small share, kara on demand, per_window, or
  * with the threshold trigger (A8) when threshold. */
 static void run(kara_model *m, float weight, kara_kv_evict evict, bool threshold, run_result *r) {
     memset(r, 0, sizeof *r);
-    int V = kara_model_n_vocab(m);
-    r->logits = malloc((size_t)STEPS * V * sizeof(float));
+    r->logits = malloc((size_t)STEPS * kara_model_n_vocab(m) * sizeof(float));
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     kv.method = KARA_KV_METHOD_KARA;
@@ -253,22 +273,7 @@ static void run(kara_model *m, float weight, kara_kv_evict evict, bool threshold
     if (!CHECK(c != NULL)) return;
     CHECK(c->policy.use_prior == (kr_kv_prior_weight_resolve(weight, m->prior.present) > 0.0f));
     CHECK(kr_kv_tune(&c->policy.p)->prior_weight == kr_kv_prior_weight_resolve(weight, m->prior.present));
-    kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
-    kara_status st = kara_decode(c, &b);
-    for (int i = 0; i < STEPS && st == KARA_OK; i++) {
-        const float *l = kara_get_logits(c, -1);
-        memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        r->toks[i] = kr_test_argmax(l, V);
-        kara_batch nb = kara_batch_one_sequence(&r->toks[i], 1, P + i, 0);
-        st = kara_decode(c, &nb);
-    }
-    CHECK_MSG(st == KARA_OK, "decode: %s", kara_last_error());
-    const kr_kv_seq *s = &c->kv.seqs[0];
-    r->n = s->n;
-    memcpy(r->pos, s->pos, (size_t)s->n * sizeof(int32_t));
-    r->evicted = c->policy.stats.slots_evicted;
-    r->events = c->policy.stats.events;
-    kara_context_free(c);
+    generate(c, r, "kara");
 }
 
 static bool same_run(const run_result *a, const run_result *b, int V) {
@@ -420,8 +425,7 @@ static void test_prior_recent(kara_model *base, kara_model *with) {
  * prior weight w (auto: -1); the context is checked for use_prior. */
 static void run_baseline(kara_model *m, kara_kv_method method, float w, run_result *r) {
     memset(r, 0, sizeof *r);
-    int V = kara_model_n_vocab(m);
-    r->logits = malloc((size_t)STEPS * V * sizeof(float));
+    r->logits = malloc((size_t)STEPS * kara_model_n_vocab(m) * sizeof(float));
     kara_kv_params kv;
     kara_kv_params_init(&kv);
     kv.method = method;
@@ -432,20 +436,7 @@ static void run_baseline(kara_model *m, kara_kv_method method, float w, run_resu
     if (!CHECK_MSG(c != NULL, "%s: %s", kara_kv_method_name(method), kara_last_error())) return;
     CHECK_MSG(c->policy.use_prior == (w > 0.0f), "%s at weight %g: use_prior %d", kara_kv_method_name(method),
               (double)w, (int)c->policy.use_prior);
-    kara_batch b = kara_batch_one_sequence(prompt, P, 0, 0);
-    kara_status st = kara_decode(c, &b);
-    for (int i = 0; i < STEPS && st == KARA_OK; i++) {
-        const float *l = kara_get_logits(c, -1);
-        memcpy(r->logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        r->toks[i] = kr_test_argmax(l, V);
-        kara_batch nb = kara_batch_one_sequence(&r->toks[i], 1, P + i, 0);
-        st = kara_decode(c, &nb);
-    }
-    CHECK_MSG(st == KARA_OK, "%s: decode: %s", kara_kv_method_name(method), kara_last_error());
-    r->n = c->kv.seqs[0].n;
-    memcpy(r->pos, c->kv.seqs[0].pos, (size_t)r->n * sizeof(int32_t));
-    r->evicted = c->policy.stats.slots_evicted;
-    kara_context_free(c);
+    generate(c, r, kara_kv_method_name(method));
 }
 
 /* Issue 47's attribution: snapkv, h2o and streaming take the prior through
