@@ -56,7 +56,9 @@ static const shared_flag shared_flags[] = {
     {"--kv-selection-scope", "kara.selection_scope", "shared|per_layer (per_layer: ablation A5, a selection per layer)",
      false},
     {"--kv-prior-weight", "kara.score.prior_weight",
-     "weight of the model's retention prior in kara's window scores (0 = off; needs a model with a prior)", false},
+     "weight of the model's retention prior in kara's window scores; snapkv, h2o and streaming use it too when it "
+     "is given (0 = off; needs a model with a prior)",
+     false},
     {"--kv-budget-tokens", "baselines.budget_tokens",
      "per-sequence token budget of streaming/snapkv/h2o/rkv/lazy/kara threshold", false},
     {"--chat-template", "chat.template", "auto|qwen3|deepseek-r1|llama3|llama3.1|chatml", false},
