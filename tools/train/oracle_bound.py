@@ -89,7 +89,9 @@ def main():
     for p in probs:
         pids = tasks.generation_prompt_ids(p["prompt"])
         P = len(pids)
-        max_new = 2 * p["think_tokens"] + 64
+        # twice the reference thinking, as kara eval caps it, and never past the
+        # model's context (its RoPE table ends there)
+        max_new = min(2 * p["think_tokens"] + 64, model.c.context_length - P - 1)
         ref, fut = decode(model, pids, max_new, None, a.distance)
         full_ok += answer_of(ref) == p["answer"]
         peak = P + len(ref) - 1  # full's most slots held (its last token is never cached)
