@@ -205,12 +205,13 @@ static int parse(int argc, char **argv, eval_opts *o) {
     }
     return kr_cli_finish("eval-kv",
                          "usage: kara eval-kv -m MODEL [-f TEXT] [--methods full,kara,...] [--retention R[,R...]] "
-                         "[--out FILE.csv|FILE.json] [options]\n\n"
+                         "[--budgets S[,S...]] [--out FILE.csv|FILE.json] [options]\n\n"
                          "Replays a text under each KV method and compares it with `full`: per-step KL and top-1\n"
                          "agreement, perplexity ratio, first greedy divergence, a needle in the generated text,\n"
                          "retention per region, KV memory and the cost of compression events. streaming, snapkv,\n"
-                         "h2o, rkv and lazy get Kara's measured mean footprint as their token budget unless "
-                         "--kv-budget-tokens is set.\n\n",
+                         "h2o, rkv and lazy get Kara's measured mean footprint as their token budget unless\n"
+                         "--kv-budget-tokens is set. --budgets adds rows with every method under a hard cap on its\n"
+                         "peak KV bytes (cache, query rings, scoring scratch), as a share of full's.\n\n",
                          eval_flags, N_EVAL_FLAGS, &o->cfg, &cli, rc);
 }
 
