@@ -29,7 +29,7 @@ kara_status kr_kvp_score_window(kr_kv_policy *pol, int32_t seq) {
             if (st) return st;
             memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
         } else {
-            kara_status st = kr_kvp_prior_only(pol, seq, F, n_c); /* zeros, or the prior alone (prior_recent) */
+            kara_status st = kr_kvp_unscored(pol, seq, F, n_c); /* zeros or online sums, with the prior */
             if (st) return st;
             memcpy(store, pol->scores, (size_t)n_c * sizeof(float));
         }

@@ -73,13 +73,14 @@ int32_t kr_kv_trigger_slack(const kara_kv_params *p);
  * disagree. */
 typedef struct kr_kv_reservation {
     bool window_method, needs_scores, needs_h2o;
-    bool needs_redund; /* rkv: the keys' redundancy scorer (kv_redund.h) */
-    int32_t ring_cap;  /* queries kept per sequence and scored layer */
-    int32_t n_scored;  /* scored layers */
-    int32_t score_n;   /* longest span an event scores */
-    int32_t score_q;   /* most query rows an event scores with (<= score_n) */
-    int32_t score_buf; /* rows of a scored span that are not candidates (buffer or observation window) */
-    size_t slot_state; /* bytes of the method's own state per slot and sequence (lazy's steps) */
+    bool online_scores; /* kara.score.mode online: a window's scores are its slots' attention sums (needs_h2o) */
+    bool needs_redund;  /* rkv: the keys' redundancy scorer (kv_redund.h) */
+    int32_t ring_cap;   /* queries kept per sequence and scored layer */
+    int32_t n_scored;   /* scored layers */
+    int32_t score_n;    /* longest span an event scores */
+    int32_t score_q;    /* most query rows an event scores with (<= score_n) */
+    int32_t score_buf;  /* rows of a scored span that are not candidates (buffer or observation window) */
+    size_t slot_state;  /* bytes of the method's own state per slot and sequence (lazy's steps) */
     size_t ring, h2o, score_scratch, select_scratch, floats, keep, moves;
     size_t per_layer;      /* selection_scope per_layer: the extra groups' pos[] and stored-score rows */
     size_t slot_states;    /* slot_state for every slot of every sequence */

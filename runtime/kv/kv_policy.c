@@ -68,6 +68,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->window_method = z.window_method;
     pol->needs_scores = z.needs_scores;
     pol->needs_h2o = z.needs_h2o;
+    pol->online_scores = z.online_scores;
     pol->ring_cap = z.ring_cap;
     pol->n_scored_layers = z.n_scored;
     pol->reserved_bytes = kr_kv_reserve_total(&z);
@@ -188,8 +189,8 @@ void kr_kv_policy_seq_clear(kr_kv_policy *pol, int32_t seq) {
  * the sequence's own progress (the grid of due windows), never from when
  * scoring runs, which may be deferred by other sequences. */
 static void start_reads(kr_kv_policy *pol, kr_kv_policy_seq *q, int32_t n) {
-    /* kara.score.mode online sums from a slot's append on: nothing restarts */
-    if (!q->h2o_acc || !pol->window_method || kr_kv_tune(&pol->p)->score_mode == KR_SCORE_ONLINE) return;
+    /* online scores sum from a slot's append on: nothing restarts */
+    if (!q->h2o_acc || !pol->window_method || pol->online_scores) return;
     if (q->reads_grid < q->frontier) q->reads_grid = q->frontier;
     while (n - q->reads_grid - kr_kv_tune(&pol->p)->buffer >= pol->p.interval) {
         memset(q->h2o_acc + q->reads_grid, 0, (size_t)pol->p.interval * sizeof(float));
@@ -327,7 +328,7 @@ static kara_status window_event(kr_kv_policy *pol, int32_t seq, int32_t min_comp
             int32_t l0 = n_groups > 1 ? g * kv->layers_per_group : 0, l1 = n_groups > 1 ? l0 + 1 : pol->n_layer;
             st = kr_kvp_score_prior(pol, seq, F, n_w, b, n_w, q_first_pos, l0, l1, g == n_groups - 1);
         } else {
-            st = kr_kvp_prior_only(pol, seq, F, n_c); /* zeros, or the prior alone (prior_recent) */
+            st = kr_kvp_unscored(pol, seq, F, n_c); /* zeros or online sums, with the prior */
         }
         int32_t k_g = 0;
         if (!st)

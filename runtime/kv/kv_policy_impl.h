@@ -29,7 +29,7 @@ kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, in
  * kara.score.mode online the attention the candidates received since they
  * were appended (the sequence's sums); plus, with the prior (prior_recent,
  * Kara), weight x the prior of each of the n_c candidates from first. */
-kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c);
+kara_status kr_kvp_unscored(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c);
 /* A budget baseline's scores with the prior (pol->use_prior): scores[j]
  * (slot first + j) becomes scores[j] / max + weight x its prior, computed
  * from the cache; unchanged without a prior. scores may be all zeros (the

@@ -33,28 +33,24 @@ static kara_status eval_prior_at(kr_kv_policy *pol, int32_t seq, int32_t first, 
     return KARA_OK;
 }
 
-/* pol->scores of the n_c candidates from first plus the weighted prior,
- * computed from the cache first when eval_prior. */
-static kara_status add_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c, bool eval_prior) {
-    kara_status st = eval_prior ? eval_prior_at(pol, seq, first, n_c) : KARA_OK;
-    if (!st) kr_kv_prior_combine(pol->scores, pol->prior_vals, n_c, kr_kv_tune(&pol->p)->prior_weight);
-    return st;
-}
-
-kara_status kr_kvp_prior_add(kr_kv_policy *pol, int32_t seq, float *scores, int32_t first, int32_t n) {
-    if (!pol->use_prior || n <= 0) return KARA_OK;
-    kara_status st = eval_prior_at(pol, seq, first, n);
+/* scores of the n slots from first plus the weighted prior, computed from
+ * the cache first when eval_prior (else the last one computed is reused). */
+static kara_status add_prior(kr_kv_policy *pol, int32_t seq, float *scores, int32_t first, int32_t n, bool eval_prior) {
+    kara_status st = eval_prior ? eval_prior_at(pol, seq, first, n) : KARA_OK;
     if (!st) kr_kv_prior_combine(scores, pol->prior_vals, n, kr_kv_tune(&pol->p)->prior_weight);
     return st;
 }
 
-kara_status kr_kvp_prior_only(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c) {
-    const float *online = pol->seqs[seq].h2o_acc;
-    if (online && kr_kv_tune(&pol->p)->score_mode == KR_SCORE_ONLINE)
-        memcpy(pol->scores, online + first, (size_t)n_c * sizeof(float)); /* kara.score.mode: online */
+kara_status kr_kvp_prior_add(kr_kv_policy *pol, int32_t seq, float *scores, int32_t first, int32_t n) {
+    return pol->use_prior && n > 0 ? add_prior(pol, seq, scores, first, n, true) : KARA_OK;
+}
+
+kara_status kr_kvp_unscored(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_c) {
+    if (pol->online_scores)
+        memcpy(pol->scores, pol->seqs[seq].h2o_acc + first, (size_t)n_c * sizeof(float));
     else
         memset(pol->scores, 0, (size_t)n_c * sizeof(float));
-    return pol->use_prior ? add_prior(pol, seq, first, n_c, true) : KARA_OK;
+    return kr_kvp_prior_add(pol, seq, pol->scores, first, n_c);
 }
 
 kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, int32_t n_w, int32_t n_buf, int32_t n_q,
@@ -62,5 +58,5 @@ kara_status kr_kvp_score_prior(kr_kv_policy *pol, int32_t seq, int32_t first, in
     kara_status st = kr_kvp_score_span(pol, seq, first, n_w, n_buf, n_q, q_first_pos, kr_kv_tune(&pol->p)->score_mode,
                                        kr_kv_tune(&pol->p)->exclude_self, l_begin, l_end);
     if (st || !pol->use_prior) return st;
-    return add_prior(pol, seq, first, n_w - n_buf, eval_prior);
+    return add_prior(pol, seq, pol->scores, first, n_w - n_buf, eval_prior);
 }

@@ -18,3 +18,10 @@ void kr_kv_set_num(kara_kv_params *p, const char *key, double v) {
     snprintf(text, sizeof text, "%.9g", v);
     kr_kv_set(p, key, text);
 }
+
+void kr_kv_fit_slacks(kara_kv_params *p, int32_t slots) {
+    kara_kv_method_info info;
+    for (int m = 0; kara_kv_method_info_get((kara_kv_method)m, &info) == KARA_OK; m++)
+        if (info.slack_key && kr_kv_int(p, info.slack_key) > slots / 4)
+            kr_kv_set_num(p, info.slack_key, slots / 4 > 8 ? slots / 4 : 8);
+}

@@ -14,5 +14,9 @@ static inline int32_t kr_kv_int(const kara_kv_params *p, const char *key) { retu
 /* Set it from its YAML text ("per_window") or from a number. */
 void kr_kv_set(kara_kv_params *p, const char *key, const char *text);
 void kr_kv_set_num(kara_kv_params *p, const char *key, double v);
+/* Each budget method's slack (slots its cache grows past its budget before
+ * an event) at most a quarter of `slots`, at least 8: a small cap must not
+ * go on slack alone (kara eval's and eval-kv's capped rows). */
+void kr_kv_fit_slacks(kara_kv_params *p, int32_t slots);
 
 #endif

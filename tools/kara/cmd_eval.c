@@ -313,8 +313,6 @@ typedef struct row_sums {
     bool spec_on;
 } row_sums;
 
-static void fit_slacks(kara_kv_params *kv, int32_t share);
-
 /* One problem in a context of its own, under its cap. */
 static int run_problem(eval_run *e, const kara_context_params *cp_in, kr_task_row *row, int i, row_sums *sum,
                        char *prompt, char *answer, int32_t *ids, size_t cap) {
@@ -332,8 +330,8 @@ static int run_problem(eval_run *e, const kara_context_params *cp_in, kr_task_ro
         if (!row->failed++) note_failure(row, t, "the row's reference (kara/per_window) did not run this problem");
         return KR_EXIT_OK;
     }
-    if (e->cap_f > 0) fit_slacks(&cp.kv, (int32_t)lround(e->cap_f * e->full_slots_of[i]));
-    if (e->cap_of) fit_slacks(&cp.kv, e->ref_slots_of[i]);
+    if (e->cap_f > 0) kr_kv_fit_slacks(&cp.kv, (int32_t)lround(e->cap_f * e->full_slots_of[i]));
+    if (e->cap_of) kr_kv_fit_slacks(&cp.kv, e->ref_slots_of[i]);
     if (capped) {
         cp.kv.budget = cap_i ? cap_i : 1;
         cp.kv.seq_tokens = 0; /* the whole pool the cap leaves after the method's reservation */
@@ -488,13 +486,6 @@ static void print_row(FILE *f, const kr_task_row *r) {
  * trigger_slack, lazy's window), which the cache grows by past its budget
  * between events, is scaled down to a quarter of it, or the method could
  * not run at all. */
-static void fit_slacks(kara_kv_params *kv, int32_t share) {
-    kara_kv_method_info info;
-    for (int m = 0; kara_kv_method_info_get((kara_kv_method)m, &info) == KARA_OK; m++)
-        if (info.slack_key && kr_kv_int(kv, info.slack_key) > share / 4)
-            kr_kv_set_num(kv, info.slack_key, share / 4 > 8 ? share / 4 : 8);
-}
-
 /* One row. cap: the row's hard cap on peak KV bytes (kv.budget: pool, query
  * rings and scoring scratch together), 0 to run as configured. */
 static kr_task_row *new_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {

@@ -327,16 +327,6 @@ static kara_status run_row(eval_job *j, const kara_context_params *cp, const cha
     return KARA_OK;
 }
 
-/* A budget baseline's slack (slots past its budget before an event) at
- * most a quarter of the slots its cap stands for, so a small cap is not
- * spent on slack alone (kara eval does the same). */
-static void fit_slacks(kara_kv_params *kv, int32_t slots) {
-    kara_kv_method_info info;
-    for (int m = 0; kara_kv_method_info_get((kara_kv_method)m, &info) == KARA_OK; m++)
-        if (info.slack_key && kr_kv_int(kv, info.slack_key) > slots / 4)
-            kr_kv_set_num(kv, info.slack_key, slots / 4 > 8 ? slots / 4 : 8);
-}
-
 /* The cap rows (--budgets): every method but full under a hard cap on
  * its peak KV bytes (kv.budget: blocks, query rings and scoring scratch
  * together), cap x full's peak; the budget baselines keep what the pool
@@ -354,7 +344,7 @@ static kara_status run_caps(eval_job *j, const kara_context_params *base, uint64
             if (cp.kv.budget < 1) cp.kv.budget = 1;
             cp.kv.seq_tokens = 0; /* the whole pool the cap leaves after the method's reservation */
             kr_kv_set_num(&cp.kv, "baselines.budget_tokens", 0);
-            fit_slacks(&cp.kv, (int32_t)lround(o->caps[ci] * full_slots));
+            kr_kv_fit_slacks(&cp.kv, (int32_t)lround(o->caps[ci] * full_slots));
             kr_eval_row *r = &j->rows[j->n_rows];
             const char *label = kara_kv_method_name(m);
             kara_status st = run_row(j, &cp, label, -1.0f, false);

@@ -44,6 +44,12 @@ static int32_t trigger_slack(const kara_kv_params *p) {
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     const kr_kv_tuning *t = kr_kv_tune(p);
     int32_t stride = kr_kv_layer_stride(t);
+    if (t->score_mode == KR_SCORE_ONLINE && !threshold(p)) {
+        /* no ring and no scorer: the forward pass's attention rows, summed */
+        s->window_method = s->online_scores = s->needs_h2o = true;
+        s->score_n = kr_kv_window_slots(p);
+        return;
+    }
     s->needs_scores = true;
     s->score_buf = t->buffer;
     s->n_scored = (n_layer + stride - 1) / stride;
@@ -59,14 +65,6 @@ static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_lay
         return;
     }
     s->window_method = true;
-    if (t->score_mode == KR_SCORE_ONLINE) {
-        /* no ring and no scorer: the forward pass's attention rows, summed */
-        s->needs_scores = false;
-        s->n_scored = 0;
-        s->needs_h2o = true;
-        s->score_n = kr_kv_window_slots(p);
-        return;
-    }
     s->ring_cap = kr_kv_window_slots(p);
     s->score_n = s->ring_cap;
     /* read tracking: every step's newest query's attention, summed like H2O's */
