@@ -7,7 +7,9 @@
 # what they claim: every hop fetches the product of the node it is at, the
 # pointer is that product's last two digits and names a node, the answer is
 # the node the last hop reaches, and the table's result lines come in all
-# three formats.
+# three formats. The recall drills (tools/train/tasks_recall.py) read back
+# exactly what their tables wrote, flag those digits as fetches, and leave the
+# training stream unchanged when their share is 0.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
@@ -62,4 +64,52 @@ EOF
 rc=$?
 check "long tiers and chase transcripts hold ($(tail -1 "$tmp/check.txt"))" '[ $rc -eq 0 ]'
 [ $rc -eq 0 ] || cat "$tmp/check.txt"
+
+# Recall drills (tools/train/tasks_recall.py): every read copies the value its
+# label got in the table, the fetch flags mark exactly those digits, and a
+# stream without recall drills draws the same batches as before they existed
+# (so a run resumes onto the same data).
+python3 - "$SRC/tools/train" >"$tmp/recall.txt" 2>&1 <<'EOF'
+import random, re, sys
+sys.path.insert(0, sys.argv[1])
+import tasks, tasks_recall
+bad = []
+rng = random.Random(7)
+reads_seen = set()
+for i in range(60):
+    fam = tasks.FAMILIES[i % 3]
+    ex = tasks_recall.build_recall_drill(rng, rng.randint(3, 24), fam, tasks)
+    text = tasks.decode_ids(ex["ids"])
+    table = {}
+    for m in re.finditer(r"(?m)^(?:p(\d+)=|#(\d+) gives |node (\d+) is )(\d{4})$", text):
+        table[int(next(g for g in m.groups()[:3] if g))] = m.group(4)
+    want = []
+    for m in re.finditer(r"(?m)^(s\d+=p|s\d+\+p|c\d+\+p|hop\d+ #)(\d+)[= ](\d{4})", text):
+        reads_seen.add(re.sub(r"\d", "", m.group(1)))
+        if table.get(int(m.group(2))) != m.group(3):
+            bad.append(f"drill {i}: read {m.group(0).strip()} but the table has {table.get(int(m.group(2)))}")
+        want.append(m.group(3))
+    got = "".join(tasks.decode_ids([t]) for t, f in zip(ex["ids"], ex["fetch"]) if f)
+    if got != "".join(want) or len(table) != int(ex["answer"]):
+        bad.append(f"drill {i}: fetch flags mark '{got[:40]}', reads are '{''.join(want)[:40]}'")
+if len(reads_seen) != 4:
+    bad.append(f"read formats seen: {sorted(reads_seen)}")
+a = tasks.TrainStream(4242, set(), 3000, drill=0.3, families=tasks.FAMILIES)
+b = tasks.TrainStream(4242, set(), 3000, drill=0.3, families=tasks.FAMILIES, recall_drill=0.0)
+for _ in range(20):
+    fa, na, ea = a.next_batch()
+    fb, nb, eb = b.next_batch()
+    if (fa, na, [e["ids"] for e in ea]) != (fb, nb, [e["ids"] for e in eb]):
+        bad.append("recall_drill 0 changed the stream")
+        break
+c = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.4)
+kinds = [c.next_batch()[0].split("-")[0] for _ in range(200)]
+if not 0.3 < kinds.count("recall") / 200 < 0.5:
+    bad.append(f"recall share {kinds.count('recall') / 200} of 200 batches, asked 0.4")
+print("\n".join(bad[:10]) or "ok")
+sys.exit(1 if bad else 0)
+EOF
+rc=$?
+check "recall drills read what their tables wrote ($(tail -1 "$tmp/recall.txt"))" '[ $rc -eq 0 ]'
+[ $rc -eq 0 ] || cat "$tmp/recall.txt"
 finish

@@ -64,6 +64,7 @@ import random
 import sys
 
 import tasks_chase as chase
+import tasks_recall as recall
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 ENDOFTEXT, IM_START, IM_END, THINK, END_THINK = range(256, 256 + len(SPECIALS))
@@ -467,8 +468,9 @@ class TrainStream:
     gets half of the batches (and so about half of the tokens)."""
 
     def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",),
-                 family_weights=None, mix=None, context=CONTEXT):
+                 family_weights=None, mix=None, context=CONTEXT, recall_drill=0.0):
         self.fmt = fmt
+        self.recall_drill = recall_drill
         # None: every family alike (the stream of the first two-family runs)
         self.family_weights = family_weights
         self.drill = drill
@@ -497,7 +499,18 @@ class TrainStream:
 
     def next_batch(self):
         """Returns (family, n, examples)."""
-        if self.drill > 0 and self.rng.random() < self.drill:
+        # one draw decides a drill batch; with no recall drills the stream
+        # draws exactly as before, so runs resume onto the same data
+        u = self.rng.random() if self.drill > 0 or self.recall_drill > 0 else 1.0
+        if self.drill <= u < self.drill + self.recall_drill:
+            fam = self._family()
+            n = self.rng.randint(3, 24)
+            exs, tok = [], 0
+            while tok < self.tokens_per_batch:
+                exs.append(recall.build_recall_drill(self.rng, n, fam, sys.modules[__name__]))
+                tok += len(exs[-1]["ids"])
+            return "recall-" + fam, n, exs
+        if u < self.drill:
             fam = self._family()
             n = self.rng.randint(2, 8)
             exs, tok = [], 0

@@ -64,6 +64,9 @@ def parse_args():
     ap.add_argument("--qk-norm-lr-mult", type=float, default=1.0, help="learning-rate factor of QK-norm gains")
     ap.add_argument("--copy-drill", type=float, default=0.0,
                     help="share of batches that are header-copy drills (tasks.build_copy_drill)")
+    ap.add_argument("--recall-drill", type=float, default=0.0,
+                    help="share of batches that are recall drills: values the thinking wrote, read back by "
+                         "label (tasks_recall.py)")
     ap.add_argument("--copy-weight", type=float, default=1.0, help="loss weight of long-range copy tokens")
     ap.add_argument("--mask-wmin", type=int, default=48)
     ap.add_argument("--mask-wmax", type=int, default=512)
@@ -150,7 +153,7 @@ def main():
         sys.exit("--family-weights needs one weight per family")
     mix = tasks.LONG_MIX if a.mix == "long" else tasks.FAMILY_MIX
     stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw,
-                               mix, a.context)
+                               mix, a.context, a.recall_drill)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):

@@ -1,0 +1,79 @@
+"""Recall drills: training-only data for the lookup the plain model learns
+slowest, a value the thinking wrote read back later by its label.
+
+The copy drill (tasks.build_copy_drill) teaches the block header's copy of a
+term from the prompt. The far reads of every family are another lookup: a
+result line the thinking wrote ("p3=2080", "#23 gives 2080", "node 23 is
+2080") is found by its label, hundreds of tokens later, and its four digits
+copied in order. Under plain next-token loss these reads are about one
+token in a hundred, so the plain run (docs/TRAINING.md) reached 98% of all
+tokens with only 51-63% of the fetch tokens right. A recall drill is data,
+not a loss weight: most of its loss is on exactly those reads.
+
+    Recall 5 values.
+    p3=4821             (the table: random labels and values, in the
+    #7 gives 0932        three result-line formats of the families)
+    ...
+    #4 52*40            (filler: real product blocks, for distance)
+    ...
+    s1+p3=4821          (reads in the families' read formats, in random
+    hop2 #7 0932 >32     order, some repeated, between filler blocks)
+
+The answer is the number of values. The labels are 1..n (late, reuse) or
+distinct two-digit ids (chase), as in the family the drill is drawn for.
+"""
+
+TABLE_FORMATS = ("p{k}={v:04d}", "#{k} gives {v:04d}", "node {k} is {v:04d}")
+# a read is the prefix naming the label, then the four fetched digits, then a tail
+READ_FORMATS = ("s{i}=p{k}=", "s{i}+p{k}=", "c{i}+p{k}=", "hop{i} #{k} ")
+
+
+def build_recall_drill(rng, n, family, T):
+    """One recall drill of n values for family's labels; T is the tasks
+    module (its token helpers, kinds and product blocks)."""
+    if family == "chase":
+        labels = rng.sample(range(10, 100), n)
+    else:
+        labels = list(range(1, n + 1))
+    values = {k: rng.randint(0, 9999) for k in labels}
+    ids, kind, fetch = [], [], []
+
+    def add(text, k, fetched=0):
+        toks = T.encode_text(text)
+        ids.extend(toks)
+        kind.extend([k] * len(toks))
+        fetch.extend([fetched] * len(toks))
+
+    prompt = T.chat_prompt_ids(f"Recall {n} values.")
+    ids.extend(prompt)
+    kind.extend([T.KIND_PROMPT] * len(prompt))
+    fetch.extend([0] * len(prompt))
+    prompt_len = len(ids)
+    add("\n", T.KIND_SCRATCH)
+    order = labels[:]
+    rng.shuffle(order)
+    for k in order:
+        add(rng.choice(TABLE_FORMATS).format(k=k, v=values[k]) + "\n", T.KIND_INFO)
+    # reads: every value once in a random order, plus up to n/2 repeats
+    reads = labels[:] + [rng.choice(labels) for _ in range(rng.randint(0, n // 2))]
+    rng.shuffle(reads)
+    fmt = rng.choice(READ_FORMATS)  # one read format per drill, as in a real transcript
+    for i, k in enumerate(reads, 1):
+        for _ in range(rng.choice((0, 0, 1, 1, 2))):
+            a, b = rng.randint(10, 99), rng.randint(10, 99)
+            for line in T.product_block(rng.randint(1, 99), a, b):
+                add(line + "\n", T.KIND_SCRATCH)
+        add(fmt.format(i=i, k=k), T.KIND_SCRATCH)
+        v = values[k]
+        add(f"{v:04d}", T.KIND_SCRATCH, 1)
+        add(f" >{v % 100:02d}\n" if fmt.startswith("hop") else "\n", T.KIND_SCRATCH)
+    ids.append(T.END_THINK)
+    kind.append(T.KIND_ANSWER)
+    fetch.append(0)
+    add(f"\n\n{n}", T.KIND_ANSWER)
+    ids.append(T.IM_END)
+    kind.append(T.KIND_ANSWER)
+    fetch.append(0)
+    return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": [0] * len(ids), "fetch": fetch,
+            "prompt_len": prompt_len, "think_len": len(ids) - prompt_len, "answer": str(n), "drill": True,
+            "family": family, "n_terms": n}
