@@ -504,7 +504,7 @@ class TrainStream:
         u = self.rng.random() if self.drill > 0 or self.recall_drill > 0 else 1.0
         if self.drill <= u < self.drill + self.recall_drill:
             fam = self._family()
-            n = self.rng.randint(3, 24)
+            n = self.rng.choice(recall.SIZES)
             exs, tok = [], 0
             while tok < self.tokens_per_batch:
                 exs.append(recall.build_recall_drill(self.rng, n, fam, sys.modules[__name__]))

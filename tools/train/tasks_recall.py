@@ -26,6 +26,11 @@ distinct two-digit ids (chase), as in the family the drill is drawn for.
 TABLE_FORMATS = ("p{k}={v:04d}", "#{k} gives {v:04d}", "node {k} is {v:04d}")
 # a read is the prefix naming the label, then the four fetched digits, then a tail
 READ_FORMATS = ("s{i}=p{k}=", "s{i}+p{k}=", "c{i}+p{k}=", "hop{i} #{k} ")
+# values per drill, weighted toward small tables: a model that cannot yet
+# look anything up learns it first where two or three values sit close by
+SIZES = (2, 2, 3, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)
+# product blocks of filler before a read (most reads follow each other)
+FILLER = (0, 0, 0, 1, 2)
 
 
 def build_recall_drill(rng, n, family, T):
@@ -59,7 +64,7 @@ def build_recall_drill(rng, n, family, T):
     rng.shuffle(reads)
     fmt = rng.choice(READ_FORMATS)  # one read format per drill, as in a real transcript
     for i, k in enumerate(reads, 1):
-        for _ in range(rng.choice((0, 0, 1, 1, 2))):
+        for _ in range(rng.choice(FILLER)):
             a, b = rng.randint(10, 99), rng.randint(10, 99)
             for line in T.product_block(rng.randint(1, 99), a, b):
                 add(line + "\n", T.KIND_SCRATCH)
