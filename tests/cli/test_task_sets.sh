@@ -104,8 +104,15 @@ for _ in range(20):
         break
 c = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.4)
 kinds = [c.next_batch()[0].split("-")[0] for _ in range(200)]
-if not 0.3 < kinds.count("recall") / 200 < 0.5:
-    bad.append(f"recall share {kinds.count('recall') / 200} of 200 batches, asked 0.4")
+share = (kinds.count("recall") + kinds.count("repeat")) / 200
+if not 0.3 < share < 0.5 or not kinds.count("repeat"):
+    bad.append(f"recall share {share} of 200 batches ({kinds.count('repeat')} repeat), asked 0.4")
+for i in range(20):
+    ex = tasks_recall.build_repeat_drill(rng, tasks)
+    first, second = tasks.decode_ids(ex["ids"][ex["prompt_len"]:]).split("\n")[1:3]
+    got = "".join(tasks.decode_ids([t]) for t, f in zip(ex["ids"], ex["fetch"]) if f)
+    if first != second or got != second.replace(" ", "") or len(second.split()) != int(ex["answer"]):
+        bad.append(f"repeat drill {i}: '{first[:30]}' / '{second[:30]}', fetches '{got[:30]}'")
 print("\n".join(bad[:10]) or "ok")
 sys.exit(1 if bad else 0)
 EOF

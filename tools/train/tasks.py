@@ -505,11 +505,15 @@ class TrainStream:
         if self.drill <= u < self.drill + self.recall_drill:
             fam = self._family()
             n = self.rng.choice(recall.SIZES)
+            repeat = self.rng.random() < recall.REPEAT_SHARE
             exs, tok = [], 0
             while tok < self.tokens_per_batch:
-                exs.append(recall.build_recall_drill(self.rng, n, fam, sys.modules[__name__]))
+                if repeat:
+                    exs.append(recall.build_repeat_drill(self.rng, sys.modules[__name__]))
+                else:
+                    exs.append(recall.build_recall_drill(self.rng, n, fam, sys.modules[__name__]))
                 tok += len(exs[-1]["ids"])
-            return "recall-" + fam, n, exs
+            return ("repeat" if repeat else "recall-" + fam), n, exs
         if u < self.drill:
             fam = self._family()
             n = self.rng.randint(2, 8)

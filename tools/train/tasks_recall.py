@@ -31,6 +31,8 @@ READ_FORMATS = ("s{i}=p{k}=", "s{i}+p{k}=", "c{i}+p{k}=", "hop{i} #{k} ")
 SIZES = (2, 2, 3, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)
 # product blocks of filler before a read (most reads follow each other)
 FILLER = (0, 0, 0, 1, 2)
+# share of the recall batches that are repeat drills (build_repeat_drill)
+REPEAT_SHARE = 0.3
 
 
 def build_recall_drill(rng, n, family, T):
@@ -57,12 +59,16 @@ def build_recall_drill(rng, n, family, T):
     add("\n", T.KIND_SCRATCH)
     order = labels[:]
     rng.shuffle(order)
+    # half the drills write "pK=" and read "...pK=": the read repeats the
+    # table line's prefix, so copying what followed it works (the late and
+    # reuse families' case); the rest mix the formats (chase's case)
+    same = rng.random() < 0.5
     for k in order:
-        add(rng.choice(TABLE_FORMATS).format(k=k, v=values[k]) + "\n", T.KIND_INFO)
+        add((TABLE_FORMATS[0] if same else rng.choice(TABLE_FORMATS)).format(k=k, v=values[k]) + "\n", T.KIND_INFO)
     # reads: every value once in a random order, plus up to n/2 repeats
     reads = labels[:] + [rng.choice(labels) for _ in range(rng.randint(0, n // 2))]
     rng.shuffle(reads)
-    fmt = rng.choice(READ_FORMATS)  # one read format per drill, as in a real transcript
+    fmt = rng.choice(READ_FORMATS[:3] if same else READ_FORMATS)  # one read format per drill
     for i, k in enumerate(reads, 1):
         for _ in range(rng.choice(FILLER)):
             a, b = rng.randint(10, 99), rng.randint(10, 99)
@@ -82,3 +88,27 @@ def build_recall_drill(rng, n, family, T):
     return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": [0] * len(ids), "fetch": fetch,
             "prompt_len": prompt_len, "think_len": len(ids) - prompt_len, "answer": str(n), "drill": True,
             "family": family, "n_terms": n}
+
+
+def build_repeat_drill(rng, T):
+    """The plainest copy there is: the thinking writes 3-30 random four-digit
+    numbers on a line, then the same line again. Every digit of the second
+    line is a fetch: predicting it needs a head that finds where the previous
+    token stood in the first line and copies what came next, the mechanism a
+    lookup by label is built from."""
+    n = rng.randint(3, 30)
+    line = " ".join(f"{rng.randint(0, 9999):04d}" for _ in range(n))
+    prompt = T.chat_prompt_ids(f"Repeat {n} numbers.")
+    ids, kind, fetch = list(prompt), [T.KIND_PROMPT] * len(prompt), [0] * len(prompt)
+    prompt_len = len(ids)
+    for text, k, f in (("\n" + line + "\n", T.KIND_INFO, 0), (line, T.KIND_SCRATCH, 1), ("\n", T.KIND_SCRATCH, 0)):
+        toks = T.encode_text(text)
+        ids.extend(toks)
+        kind.extend([k] * len(toks))
+        fetch.extend([f if c != " " else 0 for c in text])
+    ids += [T.END_THINK] + T.encode_text(f"\n\n{n}") + [T.IM_END]
+    kind += [T.KIND_ANSWER] * (len(ids) - len(kind))
+    fetch += [0] * (len(ids) - len(fetch))
+    return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": [0] * len(ids), "fetch": fetch,
+            "prompt_len": prompt_len, "think_len": len(ids) - prompt_len, "answer": str(n), "drill": True,
+            "family": "repeat", "n_terms": n}
