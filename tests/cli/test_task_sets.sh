@@ -22,7 +22,18 @@ done
 check "15 sets are shipped (3 families, 5 tiers)" \
     '[ "$(ls "$SRC"/tests/data/{late,reuse,chase}-tier[1-5].jsonl | wc -l)" -eq 15 ]'
 
-python3 - "$SRC/tools/train" "$SRC/tests/data" >"$tmp/check.txt" 2>&1 <<'EOF'
+# py_check NAME ARGS...: runs the Python script on stdin with ARGS; it prints
+# its findings, "ok" last when there are none, and exits non-zero on any.
+py_check() {
+    local name=$1 out
+    shift
+    out=$(python3 - "$@" 2>&1)
+    local rc=$?
+    check "$name ($(tail -1 <<<"$out"))" '[ $rc -eq 0 ]'
+    [ $rc -eq 0 ] || echo "$out"
+}
+
+py_check "long tiers and chase transcripts hold" "$SRC/tools/train" "$SRC/tests/data" <<'EOF'
 import json, re, sys
 sys.path.insert(0, sys.argv[1])
 import tasks
@@ -61,15 +72,12 @@ if formats != {0, 1, 2}:
 print("\n".join(bad[:10]) or "ok")
 sys.exit(1 if bad else 0)
 EOF
-rc=$?
-check "long tiers and chase transcripts hold ($(tail -1 "$tmp/check.txt"))" '[ $rc -eq 0 ]'
-[ $rc -eq 0 ] || cat "$tmp/check.txt"
 
 # Recall drills (tools/train/tasks_recall.py): every read copies the value its
 # label got in the table, the fetch flags mark exactly those digits, and a
 # stream without recall drills draws the same batches as before they existed
 # (so a run resumes onto the same data).
-python3 - "$SRC/tools/train" >"$tmp/recall.txt" 2>&1 <<'EOF'
+py_check "recall drills read what their tables wrote" "$SRC/tools/train" <<'EOF'
 import random, re, sys
 sys.path.insert(0, sys.argv[1])
 import tasks, tasks_recall
@@ -116,7 +124,4 @@ for i in range(20):
 print("\n".join(bad[:10]) or "ok")
 sys.exit(1 if bad else 0)
 EOF
-rc=$?
-check "recall drills read what their tables wrote ($(tail -1 "$tmp/recall.txt"))" '[ $rc -eq 0 ]'
-[ $rc -eq 0 ] || cat "$tmp/recall.txt"
 finish

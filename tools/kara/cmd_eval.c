@@ -482,10 +482,6 @@ static void print_row(FILE *f, const kr_task_row *r) {
     fflush(f);
 }
 
-/* Within a small share (or budget), each method's slack (snapkv's and rkv's
- * trigger_slack, lazy's window), which the cache grows by past its budget
- * between events, is scaled down to a quarter of it, or the method could
- * not run at all. */
 /* One row. cap: the row's hard cap on peak KV bytes (kv.budget: pool, query
  * rings and scoring scratch together), 0 to run as configured. */
 static kr_task_row *new_row(eval_run *e, const kara_context_params *cp, const char *label, const char *axis, double x) {

@@ -497,6 +497,14 @@ class TrainStream:
     def set_state(self, st):
         self.rng.setstate(st)
 
+    def _fill(self, make):
+        """Examples from make() until the batch holds tokens_per_batch."""
+        exs, tok = [], 0
+        while tok < self.tokens_per_batch:
+            exs.append(make())
+            tok += len(exs[-1]["ids"])
+        return exs
+
     def next_batch(self):
         """Returns (family, n, examples)."""
         # one draw decides a drill batch; with no recall drills the stream
@@ -505,38 +513,29 @@ class TrainStream:
         if self.drill <= u < self.drill + self.recall_drill:
             fam = self._family()
             n = self.rng.choice(recall.SIZES)
-            repeat = self.rng.random() < recall.REPEAT_SHARE
-            exs, tok = [], 0
-            while tok < self.tokens_per_batch:
-                if repeat:
-                    exs.append(recall.build_repeat_drill(self.rng, sys.modules[__name__]))
-                else:
-                    exs.append(recall.build_recall_drill(self.rng, n, fam, sys.modules[__name__]))
-                tok += len(exs[-1]["ids"])
-            return ("repeat" if repeat else "recall-" + fam), n, exs
+            me = sys.modules[__name__]  # the drills build with this module's helpers
+            if self.rng.random() < recall.REPEAT_SHARE:
+                return "repeat", n, self._fill(lambda: recall.build_repeat_drill(self.rng, me))
+            return "recall-" + fam, n, self._fill(lambda: recall.build_recall_drill(self.rng, n, fam, me))
         if u < self.drill:
             fam = self._family()
             n = self.rng.randint(2, 8)
-            exs, tok = [], 0
-            while tok < self.tokens_per_batch:
-                exs.append(build_copy_drill(self.rng, n, fam))
-                tok += len(exs[-1]["ids"])
-            return "drill-" + fam, n, exs
+            return "drill-" + fam, n, self._fill(lambda: build_copy_drill(self.rng, n, fam))
         fam = self._family()
         ns, ws = self.mix[fam]
         n = self.rng.choices(ns, ws)[0]
-        exs, tok = [], 0
-        while True:
-            terms = make_problem(self.rng, n, fam)
-            if problem_key(terms) in self.exclude:
-                continue
-            ex = build_example(terms, self.fmt, fam)
-            if len(ex["ids"]) > self.context:
-                continue
-            exs.append(ex)
-            tok += len(ex["ids"])
-            if tok >= self.tokens_per_batch:
-                return fam, n, exs
+
+        def problem():
+            """A training problem: never a held-out one, never past the context."""
+            while True:
+                terms = make_problem(self.rng, n, fam)
+                if problem_key(terms) in self.exclude:
+                    continue
+                ex = build_example(terms, self.fmt, fam)
+                if len(ex["ids"]) <= self.context:
+                    return ex
+
+        return fam, n, self._fill(problem)
 
 
 def write_set(path, probs):

@@ -35,6 +35,36 @@ FILLER = (0, 0, 0, 1, 2)
 REPEAT_SHARE = 0.3
 
 
+class _Transcript:
+    """A drill's tokens, from its chat prompt on, with each token's kind and
+    fetch flag; finish() closes the thinking, answers and returns the
+    example in the shape tasks.build_example gives."""
+
+    def __init__(self, T, prompt):
+        self.T = T
+        self.ids, self.kind, self.fetch = [], [], []
+        self.add_ids(T.chat_prompt_ids(prompt), T.KIND_PROMPT)
+        self.prompt_len = len(self.ids)
+
+    def add_ids(self, toks, k, fetched=0):
+        self.ids.extend(toks)
+        self.kind.extend([k] * len(toks))
+        self.fetch.extend([fetched] * len(toks))
+
+    def add(self, text, k, fetched=0):
+        self.add_ids(self.T.encode_text(text), k, fetched)
+
+    def finish(self, n, family):
+        T = self.T
+        self.add_ids([T.END_THINK], T.KIND_ANSWER)
+        self.add(f"\n\n{n}", T.KIND_ANSWER)
+        self.add_ids([T.IM_END], T.KIND_ANSWER)
+        ids = self.ids
+        return {"ids": ids, "kind": self.kind, "step_end": [-1] * len(ids), "copy": [0] * len(ids),
+                "fetch": self.fetch, "prompt_len": self.prompt_len, "think_len": len(ids) - self.prompt_len,
+                "answer": str(n), "drill": True, "family": family, "n_terms": n}
+
+
 def build_recall_drill(rng, n, family, T):
     """One recall drill of n values for family's labels; T is the tasks
     module (its token helpers, kinds and product blocks)."""
@@ -43,20 +73,8 @@ def build_recall_drill(rng, n, family, T):
     else:
         labels = list(range(1, n + 1))
     values = {k: rng.randint(0, 9999) for k in labels}
-    ids, kind, fetch = [], [], []
-
-    def add(text, k, fetched=0):
-        toks = T.encode_text(text)
-        ids.extend(toks)
-        kind.extend([k] * len(toks))
-        fetch.extend([fetched] * len(toks))
-
-    prompt = T.chat_prompt_ids(f"Recall {n} values.")
-    ids.extend(prompt)
-    kind.extend([T.KIND_PROMPT] * len(prompt))
-    fetch.extend([0] * len(prompt))
-    prompt_len = len(ids)
-    add("\n", T.KIND_SCRATCH)
+    d = _Transcript(T, f"Recall {n} values.")
+    d.add("\n", T.KIND_SCRATCH)
     order = labels[:]
     rng.shuffle(order)
     # half the drills write "pK=" and read "...pK=": the read repeats the
@@ -64,7 +82,7 @@ def build_recall_drill(rng, n, family, T):
     # reuse families' case); the rest mix the formats (chase's case)
     same = rng.random() < 0.5
     for k in order:
-        add((TABLE_FORMATS[0] if same else rng.choice(TABLE_FORMATS)).format(k=k, v=values[k]) + "\n", T.KIND_INFO)
+        d.add((TABLE_FORMATS[0] if same else rng.choice(TABLE_FORMATS)).format(k=k, v=values[k]) + "\n", T.KIND_INFO)
     # reads: every value once in a random order, plus up to n/2 repeats
     reads = labels[:] + [rng.choice(labels) for _ in range(rng.randint(0, n // 2))]
     rng.shuffle(reads)
@@ -73,21 +91,12 @@ def build_recall_drill(rng, n, family, T):
         for _ in range(rng.choice(FILLER)):
             a, b = rng.randint(10, 99), rng.randint(10, 99)
             for line in T.product_block(rng.randint(1, 99), a, b):
-                add(line + "\n", T.KIND_SCRATCH)
-        add(fmt.format(i=i, k=k), T.KIND_SCRATCH)
+                d.add(line + "\n", T.KIND_SCRATCH)
+        d.add(fmt.format(i=i, k=k), T.KIND_SCRATCH)
         v = values[k]
-        add(f"{v:04d}", T.KIND_SCRATCH, 1)
-        add(f" >{v % 100:02d}\n" if fmt.startswith("hop") else "\n", T.KIND_SCRATCH)
-    ids.append(T.END_THINK)
-    kind.append(T.KIND_ANSWER)
-    fetch.append(0)
-    add(f"\n\n{n}", T.KIND_ANSWER)
-    ids.append(T.IM_END)
-    kind.append(T.KIND_ANSWER)
-    fetch.append(0)
-    return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": [0] * len(ids), "fetch": fetch,
-            "prompt_len": prompt_len, "think_len": len(ids) - prompt_len, "answer": str(n), "drill": True,
-            "family": family, "n_terms": n}
+        d.add(f"{v:04d}", T.KIND_SCRATCH, 1)
+        d.add(f" >{v % 100:02d}\n" if fmt.startswith("hop") else "\n", T.KIND_SCRATCH)
+    return d.finish(n, family)
 
 
 def build_repeat_drill(rng, T):
@@ -97,18 +106,12 @@ def build_repeat_drill(rng, T):
     token stood in the first line and copies what came next, the mechanism a
     lookup by label is built from."""
     n = rng.randint(3, 30)
-    line = " ".join(f"{rng.randint(0, 9999):04d}" for _ in range(n))
-    prompt = T.chat_prompt_ids(f"Repeat {n} numbers.")
-    ids, kind, fetch = list(prompt), [T.KIND_PROMPT] * len(prompt), [0] * len(prompt)
-    prompt_len = len(ids)
-    for text, k, f in (("\n" + line + "\n", T.KIND_INFO, 0), (line, T.KIND_SCRATCH, 1), ("\n", T.KIND_SCRATCH, 0)):
-        toks = T.encode_text(text)
-        ids.extend(toks)
-        kind.extend([k] * len(toks))
-        fetch.extend([f if c != " " else 0 for c in text])
-    ids += [T.END_THINK] + T.encode_text(f"\n\n{n}") + [T.IM_END]
-    kind += [T.KIND_ANSWER] * (len(ids) - len(kind))
-    fetch += [0] * (len(ids) - len(fetch))
-    return {"ids": ids, "kind": kind, "step_end": [-1] * len(ids), "copy": [0] * len(ids), "fetch": fetch,
-            "prompt_len": prompt_len, "think_len": len(ids) - prompt_len, "answer": str(n), "drill": True,
-            "family": "repeat", "n_terms": n}
+    nums = [f"{rng.randint(0, 9999):04d}" for _ in range(n)]
+    d = _Transcript(T, f"Repeat {n} numbers.")
+    d.add("\n" + " ".join(nums) + "\n", T.KIND_INFO)
+    for j, num in enumerate(nums):
+        if j:
+            d.add(" ", T.KIND_SCRATCH)
+        d.add(num, T.KIND_SCRATCH, 1)
+    d.add("\n", T.KIND_SCRATCH)
+    return d.finish(n, "repeat")
