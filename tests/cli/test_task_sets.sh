@@ -111,7 +111,12 @@ for _ in range(20):
         bad.append("recall_drill 0 changed the stream")
         break
 c = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.4)
-kinds = [c.next_batch()[0].split("-")[0] for _ in range(200)]
+batches = [c.next_batch() for _ in range(200)]
+kinds = [f.split("-")[0] for f, _, _ in batches]
+for f, n, exs in batches:
+    # a repeat batch's lines all hold the batch's count of numbers, drawn from REPEAT_SIZES
+    if f == "repeat" and (n not in tasks_recall.REPEAT_SIZES or any(e["answer"] != str(n) for e in exs)):
+        bad.append(f"repeat batch of n {n}: lines of {sorted({e['answer'] for e in exs})}")
 share = (kinds.count("recall") + kinds.count("repeat")) / 200
 if not 0.3 < share < 0.5 or not kinds.count("repeat"):
     bad.append(f"recall share {share} of 200 batches ({kinds.count('repeat')} repeat), asked 0.4")

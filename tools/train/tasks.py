@@ -515,7 +515,8 @@ class TrainStream:
             n = self.rng.choice(recall.SIZES)
             me = sys.modules[__name__]  # the drills build with this module's helpers
             if self.rng.random() < recall.REPEAT_SHARE:
-                return "repeat", n, self._fill(lambda: recall.build_repeat_drill(self.rng, me))
+                n = self.rng.choice(recall.REPEAT_SIZES)
+                return "repeat", n, self._fill(lambda: recall.build_repeat_drill(self.rng, me, n))
             return "recall-" + fam, n, self._fill(lambda: recall.build_recall_drill(self.rng, n, fam, me))
         if u < self.drill:
             fam = self._family()
