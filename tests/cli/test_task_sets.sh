@@ -115,13 +115,15 @@ batches = [c.next_batch() for _ in range(200)]
 kinds = [f.split("-")[0] for f, _, _ in batches]
 for f, n, exs in batches:
     # a repeat batch's lines all hold the batch's count of numbers, drawn from REPEAT_SIZES
-    if f == "repeat" and (n not in tasks_recall.REPEAT_SIZES or any(e["answer"] != str(n) for e in exs)):
+    if f.startswith("repeat") and (n not in tasks_recall.REPEAT_SIZES or any(e["answer"] != str(n) for e in exs)):
         bad.append(f"repeat batch of n {n}: lines of {sorted({e['answer'] for e in exs})}")
 share = (kinds.count("recall") + kinds.count("repeat")) / 200
 if not 0.3 < share < 0.5 or not kinds.count("repeat"):
     bad.append(f"recall share {share} of 200 batches ({kinds.count('repeat')} repeat), asked 0.4")
+if "repeat-text" not in [f for f, _, _ in batches]:
+    bad.append("no repeat drill of printable characters in 200 batches")
 for i in range(20):
-    ex = tasks_recall.build_repeat_drill(rng, tasks)
+    ex = tasks_recall.build_repeat_drill(rng, tasks, text=i % 2 == 1)
     first, second = tasks.decode_ids(ex["ids"][ex["prompt_len"]:]).split("\n")[1:3]
     got = "".join(tasks.decode_ids([t]) for t, f in zip(ex["ids"], ex["fetch"]) if f)
     if first != second or got != second.replace(" ", "") or len(second.split()) != int(ex["answer"]):

@@ -516,7 +516,9 @@ class TrainStream:
             me = sys.modules[__name__]  # the drills build with this module's helpers
             if self.rng.random() < recall.REPEAT_SHARE:
                 n = self.rng.choice(recall.REPEAT_SIZES)
-                return "repeat", n, self._fill(lambda: recall.build_repeat_drill(self.rng, me, n))
+                text = self.rng.random() < recall.REPEAT_TEXT_SHARE
+                return ("repeat-text" if text else "repeat"), n, \
+                    self._fill(lambda: recall.build_repeat_drill(self.rng, me, n, text))
             return "recall-" + fam, n, self._fill(lambda: recall.build_recall_drill(self.rng, n, fam, me))
         if u < self.drill:
             fam = self._family()
