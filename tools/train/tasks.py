@@ -511,14 +511,14 @@ class TrainStream:
         # draws exactly as before, so runs resume onto the same data
         u = self.rng.random() if self.drill > 0 or self.recall_drill > 0 else 1.0
         if self.drill <= u < self.drill + self.recall_drill:
-            fam = self._family()
-            n = self.rng.choice(recall.SIZES)
             me = sys.modules[__name__]  # the drills build with this module's helpers
             if self.rng.random() < recall.REPEAT_SHARE:
                 n = self.rng.choice(recall.REPEAT_SIZES)
                 text = self.rng.random() < recall.REPEAT_TEXT_SHARE
                 return ("repeat-text" if text else "repeat"), n, \
                     self._fill(lambda: recall.build_repeat_drill(self.rng, me, n, text))
+            fam = self._family()
+            n = self.rng.choice(recall.SIZES)
             return "recall-" + fam, n, self._fill(lambda: recall.build_recall_drill(self.rng, n, fam, me))
         if u < self.drill:
             fam = self._family()
