@@ -79,6 +79,8 @@ def parse_args():
     ap.add_argument("--rope-base", type=float, default=10000.0)
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 autocast for the forward pass (weights, optimizer and loss stay fp32)")
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=400)
     ap.add_argument("--eval-n", type=int, default=25)
@@ -209,7 +211,11 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr * g["mult"]
         model.train()
-        logits = model(ids[:, :-1], allowed[:, :-1, :-1] if allowed is not None else None, a.chunk)
+        # bf16 autocast: 3-10x faster on CPUs with AVX512-BF16, where torch's
+        # fp32 batched attention matmuls are slow; the loss is taken in fp32.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(ids[:, :-1], allowed[:, :-1, :-1] if allowed is not None else None, a.chunk)
+        logits = logits.float()
         start = min(e["prompt_len"] for e in exs) - 1
         ce = F.cross_entropy(logits[:, start:].reshape(-1, cfg.vocab_size), tgt[:, start:].reshape(-1),
                              reduction="none")
