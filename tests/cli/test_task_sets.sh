@@ -9,7 +9,8 @@
 # the node the last hop reaches, and the table's result lines come in all
 # three formats. The recall drills (tools/train/tasks_recall.py) read back
 # exactly what their tables wrote, flag those digits as fetches, and leave the
-# training stream unchanged when their share is 0.
+# training stream unchanged when their share is 0; the random-order read
+# probes read every table word once and flag all but its given first character.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
@@ -128,6 +129,15 @@ for i in range(20):
     got = "".join(tasks.decode_ids([t]) for t, f in zip(ex["ids"], ex["fetch"]) if f)
     if first != second or got != second.replace(" ", "") or len(second.split()) != int(ex["answer"]):
         bad.append(f"repeat drill {i}: '{first[:30]}' / '{second[:30]}', fetches '{got[:30]}'")
+# a random-order read drill: every table word read back once, its first
+# character given and exactly the other three flagged as fetches
+for i in range(10):
+    ex = tasks_recall.build_assoc_drill(rng, tasks, 2 + i)
+    lines = tasks.decode_ids(ex["ids"][ex["prompt_len"]:]).split("\n")[1:]
+    table, reads = lines[:2 + i], lines[2 + i:4 + 2 * i]
+    got = "".join(tasks.decode_ids([t]) for t, f in zip(ex["ids"], ex["fetch"]) if f)
+    if sorted(table) != sorted(reads) or got != "".join(w[1:] for w in reads) or len(set(map(len, table))) != 1:
+        bad.append(f"assoc drill {i}: table {table[:3]}, reads {reads[:3]}, fetches '{got[:30]}'")
 print("\n".join(bad[:10]) or "ok")
 sys.exit(1 if bad else 0)
 EOF

@@ -6,7 +6,7 @@ term from the prompt. The far reads of every family are another lookup: a
 result line the thinking wrote ("p3=2080", "#23 gives 2080", "node 23 is
 2080") is found by its label, hundreds of tokens later, and its four digits
 copied in order. Under plain next-token loss these reads are about one
-token in a hundred, so the plain run (docs/TRAINING.md) reached 98% of all
+token in a hundred, so the plain run (docs/TRAINING_PLAIN.md) reached 98% of all
 tokens with only 51-63% of the fetch tokens right. A recall drill is data,
 not a loss weight: most of its loss is on exactly those reads.
 
@@ -35,12 +35,13 @@ FILLER = (0, 0, 0, 1, 2)
 REPEAT_SHARE = 0.5
 # numbers per repeat line in training, weighted toward short lines: a fresh
 # model of the wider shape began to copy digits on lines of 2-6 numbers
-# (docs/TRAINING.md) and not yet on 3-30 (copy_probe's lines)
+# (docs/TRAINING_PLAIN.md) and not yet on 3-30 (copy_probe's lines)
 REPEAT_SIZES = (2, 2, 3, 3, 4, 4, 5, 6, 8, 10, 12, 16, 20, 24, 30)
 # share of the repeat drills whose words are random printable characters
 # instead of digits: fresh models of the shipped shape that copied such
 # lines first went on to copy digit lines (94% and 53% within 1,000 steps,
-# two seeds), where digits alone stayed at chance (docs/TRAINING.md)
+# two seeds), where digits alone stayed at chance (docs/TRAINING_PLAIN.md);
+# in runs/plain2 itself these words stayed at chance through step 3,000
 REPEAT_TEXT_SHARE = 0.5
 
 
@@ -130,3 +131,25 @@ def build_repeat_drill(rng, T, n=None, text=False):
         d.add(w, T.KIND_SCRATCH, 1)
     d.add("\n", T.KIND_SCRATCH)
     return d.finish(n, "repeat")
+
+
+def build_assoc_drill(rng, T, n):
+    """A lookup by content alone, for probing (copy_probe.py): n words of
+    four random printable characters, one per line, then each read back in a
+    random order, its first character given. Characters 2-4 of a read are
+    fetches: the only way to them is a head that finds the table position
+    after the character just written and copies what stood there. No fixed
+    offset does it (the order is random), unlike a repeat drill's second
+    line, which a head reading a fixed distance back can copy."""
+    words = ["".join(chr(rng.randint(33, 126)) for _ in range(4)) for _ in range(n)]
+    d = _Transcript(T, f"Recall {n} words.")
+    d.add("\n", T.KIND_SCRATCH)
+    for w in words:
+        d.add(w + "\n", T.KIND_INFO)
+    order = words[:]
+    rng.shuffle(order)
+    for w in order:
+        d.add(w[0], T.KIND_SCRATCH)
+        d.add(w[1:], T.KIND_SCRATCH, 1)
+        d.add("\n", T.KIND_SCRATCH)
+    return d.finish(n, "assoc")
