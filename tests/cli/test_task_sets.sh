@@ -129,6 +129,11 @@ for i in range(20):
     got = "".join(tasks.decode_ids([t]) for t, f in zip(ex["ids"], ex["fetch"]) if f)
     if first != second or got != second.replace(" ", "") or len(second.split()) != int(ex["answer"]):
         bad.append(f"repeat drill {i}: '{first[:30]}' / '{second[:30]}', fetches '{got[:30]}'")
+# drills longer than the stream's context are drawn again, as problems are
+short = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.7, context=2048)
+longest = max(len(e["ids"]) for _ in range(100) for e in short.next_batch()[2])
+if longest > 2048:
+    bad.append(f"a batch of a 2,048-token stream holds an example of {longest} tokens")
 # a random-order read drill: every table word read back once, its first
 # character given and exactly the other three flagged as fetches
 for i in range(10):

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import evaluate
 import tasks
+from train import batch_tensors
 
 
 def one_pass(model, ids, tgt, bf16):
@@ -42,13 +43,10 @@ def main():
                                model.c.context_length, 0.7)
     for _ in range(a.batches):
         kind, _, exs = stream.next_batch()
-        T = max(len(e["ids"]) for e in exs)
-        ids = torch.tensor([e["ids"] + [tasks.ENDOFTEXT] * (T - len(e["ids"])) for e in exs])
-        tgt = torch.tensor([[-100] * (e["prompt_len"] - 1) + e["ids"][e["prompt_len"]:] + [-100] * (T - len(e["ids"]))
-                            for e in exs])
+        ids, tgt = batch_tensors(exs)
         l32, g32, t32 = one_pass(model, ids, tgt, False)
         l16, g16, t16 = one_pass(model, ids, tgt, True)
-        print(json.dumps({"batch": kind, "sequences": len(exs), "tokens": T, "loss_fp32": round(l32, 4),
+        print(json.dumps({"batch": kind, "sequences": len(exs), "tokens": ids.shape[1], "loss_fp32": round(l32, 4),
                           "loss_bf16": round(l16, 4), "grad_cosine": round(F.cosine_similarity(g32, g16, dim=0).item(), 4),
                           "grad_norm_ratio": round((g16.norm() / g32.norm()).item(), 3), "seconds_fp32": round(t32, 2),
                           "seconds_bf16": round(t16, 2)}), flush=True)

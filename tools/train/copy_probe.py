@@ -27,7 +27,6 @@ import sys
 import torch
 
 import evaluate
-import model as model_lib
 import tasks
 import tasks_recall
 
@@ -79,27 +78,24 @@ def head_attention(model, examples):
     ind = torch.zeros(c.n_layers, c.n_heads)
     n_ind = 0
     for ex in examples:
-        ids = torch.tensor([ex["ids"]])
-        n = ids.shape[1]
+        n = len(ex["ids"])
         targets = []
         for p in range(1, n):
             if ex["fetch"][p]:
                 src = [j for j in range(1, p - 1) if ex["ids"][j - 1] == ex["ids"][p - 1] and not ex["fetch"][j]]
                 if src:
                     targets.append((p - 1, src[0]))
-        cos, sin = model.cos[:n], model.sin[:n]
-        x = model.tok(ids)
         causal = torch.ones(n, n, dtype=torch.bool).tril()
-        for li, b in enumerate(model.blocks):
-            q, k, v = b.qkv(x, cos, sin)
+
+        def observe(li, q, k):
             kk = k.repeat_interleave(c.n_heads // c.n_kv_heads, dim=1)
             s = (q @ kk.transpose(-1, -2)) / math.sqrt(c.head_dim)
             a = s.masked_fill(~causal, float("-inf")).softmax(-1)[0]
             prev[li] += a[:, torch.arange(1, n), torch.arange(0, n - 1)].mean(-1) / len(examples)
             for qi, kj in targets:
                 ind[li] += a[:, qi, kj]
-            o = model_lib.attend(q, k, v, None, 256)
-            x = b.ffn(x + b.wo(o.transpose(1, 2).reshape(1, n, -1)))
+
+        model(torch.tensor([ex["ids"]]), observe=observe)
         n_ind += len(targets)
     return prev, ind / max(n_ind, 1)
 

@@ -132,13 +132,17 @@ class Model(nn.Module):
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids, allowed=None, chunk=256):
-        """Full-sequence forward; returns logits (B, T, V)."""
+    def forward(self, ids, allowed=None, chunk=256, observe=None):
+        """Full-sequence forward; returns logits (B, T, V). observe, if
+        given, is called as observe(layer, q, k) with each layer's rotated
+        queries and keys (probes that read attention patterns)."""
         B, T = ids.shape
         cos, sin = self.cos[:T], self.sin[:T]
         x = self.tok(ids)
-        for b in self.blocks:
+        for li, b in enumerate(self.blocks):
             q, k, v = b.qkv(x, cos, sin)
+            if observe is not None:
+                observe(li, q, k)
             o = attend(q, k, v, allowed, chunk)
             x = x + b.wo(o.transpose(1, 2).reshape(B, T, -1))
             x = b.ffn(x)

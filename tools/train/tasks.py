@@ -498,11 +498,16 @@ class TrainStream:
         self.rng.setstate(st)
 
     def _fill(self, make):
-        """Examples from make() until the batch holds tokens_per_batch."""
+        """Examples from make() until the batch holds tokens_per_batch; an
+        example longer than the context is drawn again (a recall drill of
+        many values can pass a 2,048 context)."""
         exs, tok = [], 0
         while tok < self.tokens_per_batch:
-            exs.append(make())
-            tok += len(exs[-1]["ids"])
+            ex = make()
+            if len(ex["ids"]) > self.context:
+                continue
+            exs.append(ex)
+            tok += len(ex["ids"])
         return exs
 
     def next_batch(self):

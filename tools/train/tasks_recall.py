@@ -109,6 +109,12 @@ def build_recall_drill(rng, n, family, T):
     return d.finish(n, family)
 
 
+def printable_words(rng, n):
+    """n words of four random printable characters (33-126, a 94-symbol
+    alphabet: a copy head forms on it where it does not on ten digits)."""
+    return ["".join(chr(rng.randint(33, 126)) for _ in range(4)) for _ in range(n)]
+
+
 def build_repeat_drill(rng, T, n=None, text=False):
     """The plainest copy there is: the thinking writes n random four-digit
     numbers on a line (3-30 when n is None, as copy_probe draws them), then
@@ -120,7 +126,7 @@ def build_repeat_drill(rng, T, n=None, text=False):
     if n is None:
         n = rng.randint(3, 30)
     if text:
-        words = ["".join(chr(rng.randint(33, 126)) for _ in range(4)) for _ in range(n)]
+        words = printable_words(rng, n)
     else:
         words = [f"{rng.randint(0, 9999):04d}" for _ in range(n)]
     d = _Transcript(T, f"Repeat {n} {'words' if text else 'numbers'}.")
@@ -141,7 +147,7 @@ def build_assoc_drill(rng, T, n):
     after the character just written and copies what stood there. No fixed
     offset does it (the order is random), unlike a repeat drill's second
     line, which a head reading a fixed distance back can copy."""
-    words = ["".join(chr(rng.randint(33, 126)) for _ in range(4)) for _ in range(n)]
+    words = printable_words(rng, n)
     d = _Transcript(T, f"Recall {n} words.")
     d.add("\n", T.KIND_SCRATCH)
     for w in words:
