@@ -9,7 +9,8 @@
 # the node the last hop reaches, and the table's result lines come in all
 # three formats. The recall drills (tools/train/tasks_recall.py) read back
 # exactly what their tables wrote, flag those digits as fetches, and leave the
-# training stream unchanged when their share is 0; the random-order read
+# training stream unchanged when their share is 0 (recall and random-order
+# read drills alike); the random-order read
 # probes read every table word once and flag all but its given first character.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -129,6 +130,26 @@ for i in range(20):
     got = "".join(tasks.decode_ids([t]) for t, f in zip(ex["ids"], ex["fetch"]) if f)
     if first != second or got != second.replace(" ", "") or len(second.split()) != int(ex["answer"]):
         bad.append(f"repeat drill {i}: '{first[:30]}' / '{second[:30]}', fetches '{got[:30]}'")
+# random-order read batches (--assoc-drill): their share, their sizes, and
+# the stream of a run without them drawn exactly as before they existed (the
+# first 30 batches of this stream, fingerprinted before the option was added)
+import hashlib
+h = hashlib.sha256()
+c0 = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.4)
+for _ in range(30):
+    f, n, exs = c0.next_batch()
+    h.update(repr((f, n, [e["ids"] for e in exs])).encode())
+if h.hexdigest()[:16] != "d194d2a760071de1":
+    bad.append(f"a stream without assoc drills changed: fingerprint {h.hexdigest()[:16]}")
+d = tasks.TrainStream(4242, set(), 3000, drill=0.1, families=tasks.FAMILIES, recall_drill=0.4, assoc_drill=0.3)
+batches = [d.next_batch() for _ in range(200)]
+kinds = [f.split("-")[0] for f, _, _ in batches]
+if not 0.2 < kinds.count("assoc") / 200 < 0.4 or not 0.3 < (kinds.count("recall") + kinds.count("repeat")) / 200 < 0.5:
+    bad.append(f"assoc {kinds.count('assoc')} and recall {kinds.count('recall') + kinds.count('repeat')} of 200 batches, "
+               "asked 0.3 and 0.4")
+for f, n, exs in batches:
+    if f == "assoc" and (n not in tasks_recall.ASSOC_SIZES or any(e["answer"] != str(n) for e in exs)):
+        bad.append(f"assoc batch of n {n}: tables of {sorted({e['answer'] for e in exs})}")
 # drills longer than the stream's context are drawn again, as problems are
 short = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.7, context=2048)
 longest = max(len(e["ids"]) for _ in range(100) for e in short.next_batch()[2])

@@ -98,6 +98,8 @@ def export(ckpt_path, out_path, f16=False, name="kara-reasoner-1m"):
         w.add_tensor(o + "ffn_up.weight", sd[p + "w_up.weight"], big)
         w.add_tensor(o + "ffn_down.weight", sd[p + "w_down.weight"], big)
     w.add_tensor("output_norm.weight", sd["norm.weight"])
+    if "out.weight" in sd:  # an untied unembedding (model.Config.tied_embeddings)
+        w.add_tensor("output.weight", sd["out.weight"], big)
     w.write(out_path)
 
 

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 class Config:
     def __init__(self, vocab_size=261, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2,
-                 head_dim=32, d_ff=384, rope_base=10000.0, rms_eps=1e-6, context_length=2048):
+                 head_dim=32, d_ff=384, rope_base=10000.0, rms_eps=1e-6, context_length=2048,
+                 tied_embeddings=True, init="small"):
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.n_layers = n_layers
@@ -25,6 +26,12 @@ class Config:
         self.rope_base = rope_base
         self.rms_eps = rms_eps
         self.context_length = context_length
+        # an untied unembedding exports as output.weight, which the runtime
+        # and llama.cpp load; tools/train/induction_lab.py measures both
+        self.tied_embeddings = tied_embeddings
+        # "small": every linear N(0, 0.02), the residual outputs scaled by
+        # 1/sqrt(2L) (the shipped models); "torch": PyTorch's defaults
+        self.init = init
 
     def to_dict(self):
         return dict(self.__dict__)
@@ -117,13 +124,19 @@ class Model(nn.Module):
         self.tok = nn.Embedding(c.vocab_size, c.d_model)
         self.blocks = nn.ModuleList([Block(c) for _ in range(c.n_layers)])
         self.norm = RMSNorm(c.d_model, c.rms_eps)
+        self.out = None if c.tied_embeddings else nn.Linear(c.d_model, c.vocab_size, bias=False)
         cos, sin = rope_tables(c.head_dim, c.context_length, c.rope_base)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
-        self.apply(self._init)
-        for b in self.blocks:
-            nn.init.normal_(b.wo.weight, std=0.02 / math.sqrt(2 * c.n_layers))
-            nn.init.normal_(b.w_down.weight, std=0.02 / math.sqrt(2 * c.n_layers))
+        if c.init == "small":
+            self.apply(self._init)
+            for b in self.blocks:
+                nn.init.normal_(b.wo.weight, std=0.02 / math.sqrt(2 * c.n_layers))
+                nn.init.normal_(b.w_down.weight, std=0.02 / math.sqrt(2 * c.n_layers))
+        elif c.init == "torch":
+            nn.init.normal_(self.tok.weight, std=0.02)
+        else:
+            raise ValueError(f"unknown init {c.init!r}: small or torch")
 
     @staticmethod
     def _init(m):
@@ -131,6 +144,9 @@ class Model(nn.Module):
             nn.init.normal_(m.weight, std=0.02)
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, std=0.02)
+
+    def unembed(self, x):
+        return F.linear(self.norm(x), self.tok.weight if self.out is None else self.out.weight)
 
     def forward(self, ids, allowed=None, chunk=256, observe=None):
         """Full-sequence forward; returns logits (B, T, V). observe, if
@@ -146,7 +162,7 @@ class Model(nn.Module):
             o = attend(q, k, v, allowed, chunk)
             x = x + b.wo(o.transpose(1, 2).reshape(B, T, -1))
             x = b.ffn(x)
-        return F.linear(self.norm(x), self.tok.weight)
+        return self.unembed(x)
 
     @torch.no_grad()
     def step(self, ids, pos, cache, visible=None, attn_max=None):
@@ -179,7 +195,7 @@ class Model(nn.Module):
             o = torch.matmul(p, V[:, :, None, :pos + 1])
             x = x + b.wo(o.reshape(B, 1, -1))
             x = b.ffn(x)
-        return F.linear(self.norm(x), self.tok.weight)[:, 0]
+        return self.unembed(x)[:, 0]
 
     def new_cache(self, B, T):
         c = self.c

@@ -468,9 +468,10 @@ class TrainStream:
     gets half of the batches (and so about half of the tokens)."""
 
     def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",),
-                 family_weights=None, mix=None, context=CONTEXT, recall_drill=0.0):
+                 family_weights=None, mix=None, context=CONTEXT, recall_drill=0.0, assoc_drill=0.0):
         self.fmt = fmt
         self.recall_drill = recall_drill
+        self.assoc_drill = assoc_drill
         # None: every family alike (the stream of the first two-family runs)
         self.family_weights = family_weights
         self.drill = drill
@@ -514,8 +515,15 @@ class TrainStream:
         """Returns (family, n, examples)."""
         # one draw decides a drill batch; with no recall drills the stream
         # draws exactly as before, so runs resume onto the same data
-        u = self.rng.random() if self.drill > 0 or self.recall_drill > 0 else 1.0
-        if self.drill <= u < self.drill + self.recall_drill:
+        u = self.rng.random() if self.drill > 0 or self.recall_drill > 0 or self.assoc_drill > 0 else 1.0
+        recall_end = self.drill + self.recall_drill
+        if recall_end <= u < recall_end + self.assoc_drill:
+            # random-order reads of printable words: only a lookup by
+            # content predicts them (tools/train/induction_lab.py)
+            me = sys.modules[__name__]
+            n = self.rng.choice(recall.ASSOC_SIZES)
+            return "assoc", n, self._fill(lambda: recall.build_assoc_drill(self.rng, me, n))
+        if self.drill <= u < recall_end:
             me = sys.modules[__name__]  # the drills build with this module's helpers
             if self.rng.random() < recall.REPEAT_SHARE:
                 n = self.rng.choice(recall.REPEAT_SIZES)

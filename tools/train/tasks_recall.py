@@ -43,6 +43,9 @@ REPEAT_SIZES = (2, 2, 3, 3, 4, 4, 5, 6, 8, 10, 12, 16, 20, 24, 30)
 # two seeds), where digits alone stayed at chance (docs/TRAINING_PLAIN.md);
 # in runs/plain2 itself these words stayed at chance through step 3,000
 REPEAT_TEXT_SHARE = 0.5
+# words per random-order read drill in training (train.py --assoc-drill):
+# induction_lab.py's models began to look up by content on 2-12
+ASSOC_SIZES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 24)
 
 
 class _Transcript:
@@ -140,7 +143,8 @@ def build_repeat_drill(rng, T, n=None, text=False):
 
 
 def build_assoc_drill(rng, T, n):
-    """A lookup by content alone, for probing (copy_probe.py): n words of
+    """A lookup by content alone (copy_probe.py's probe, induction_lab.py's
+    data, and train.py --assoc-drill's training drills): n words of
     four random printable characters, one per line, then each read back in a
     random order, its first character given. Characters 2-4 of a read are
     fetches: the only way to them is a head that finds the table position

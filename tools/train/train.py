@@ -67,6 +67,8 @@ def parse_args():
     ap.add_argument("--recall-drill", type=float, default=0.0,
                     help="share of batches that are recall drills: values the thinking wrote, read back by "
                          "label (tasks_recall.py)")
+    ap.add_argument("--assoc-drill", type=float, default=0.0,
+                    help="share of batches of random-order reads of printable words (tasks_recall.build_assoc_drill)")
     ap.add_argument("--copy-weight", type=float, default=1.0, help="loss weight of long-range copy tokens")
     ap.add_argument("--mask-wmin", type=int, default=48)
     ap.add_argument("--mask-wmax", type=int, default=512)
@@ -77,6 +79,10 @@ def parse_args():
     ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--d-ff", type=int, default=384)
     ap.add_argument("--rope-base", type=float, default=10000.0)
+    ap.add_argument("--untied", action="store_true",
+                    help="a separate unembedding matrix (exported as output.weight); see induction_lab.py")
+    ap.add_argument("--init", choices=("small", "torch"), default="small",
+                    help="linear layers' init: N(0, 0.02) (the shipped models) or PyTorch's default")
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bf16", action="store_true",
@@ -145,7 +151,7 @@ def main():
     ck_path = os.path.join(a.run, "ckpt.pt")
     cfg = Config(vocab_size=tasks.VOCAB_SIZE, d_model=a.d_model, n_layers=a.layers, n_heads=a.heads,
                  n_kv_heads=a.kv_heads, head_dim=a.head_dim, d_ff=a.d_ff, rope_base=a.rope_base,
-                 context_length=a.context)
+                 context_length=a.context, tied_embeddings=not a.untied, init=a.init)
     torch.manual_seed(a.seed)
     model = Model(cfg)
     # QK-norm gains get their own learning rate: with normalised q and k,
@@ -167,7 +173,7 @@ def main():
         sys.exit("--family-weights needs one weight per family")
     mix = tasks.LONG_MIX if a.mix == "long" else tasks.FAMILY_MIX
     stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw,
-                               mix, a.context, a.recall_drill)
+                               mix, a.context, a.recall_drill, a.assoc_drill)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):
