@@ -17,7 +17,7 @@ be tried alone:
     --init small   model.py's initialisation of the linear layers
 
 `--arch project` runs model.py's own Model of the given shape instead, with
-the same --tied and --init switches (model.py's defaults are --tied --init
+the same --tied, --init and --emb-std switches (model.py's defaults are --tied --init
 small); the other switches do not apply to it.
 docs/TRAINING_PLAIN.md has the results. One run on one thread:
 
@@ -164,7 +164,8 @@ def main():
     if a.arch == "project":
         cfg = project.Config(vocab_size=tasks.VOCAB_SIZE, d_model=a.d_model, n_layers=a.layers, n_heads=a.heads,
                              n_kv_heads=a.kv_heads, head_dim=a.head_dim, d_ff=3 * a.d_model, rope_base=a.rope_base,
-                             context_length=ctx, tied_embeddings=a.tied, init=a.init)
+                             context_length=ctx, tied_embeddings=a.tied, init=a.init,
+                             emb_std=a.emb_std)
         m = project.Model(cfg)
     else:
         m = LabModel(a, ctx)

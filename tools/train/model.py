@@ -15,7 +15,7 @@ import torch.nn.functional as F
 class Config:
     def __init__(self, vocab_size=261, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2,
                  head_dim=32, d_ff=384, rope_base=10000.0, rms_eps=1e-6, context_length=2048,
-                 tied_embeddings=True, init="small"):
+                 tied_embeddings=True, init="small", emb_std=0.02):
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.n_layers = n_layers
@@ -32,6 +32,7 @@ class Config:
         # "small": every linear N(0, 0.02), the residual outputs scaled by
         # 1/sqrt(2L) (the shipped models); "torch": PyTorch's defaults
         self.init = init
+        self.emb_std = emb_std  # the token embedding's initial standard deviation
 
     def to_dict(self):
         return dict(self.__dict__)
@@ -129,21 +130,21 @@ class Model(nn.Module):
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
         if c.init == "small":
-            self.apply(self._init)
+            self.apply(lambda m: self._init(m, c.emb_std))
             for b in self.blocks:
                 nn.init.normal_(b.wo.weight, std=0.02 / math.sqrt(2 * c.n_layers))
                 nn.init.normal_(b.w_down.weight, std=0.02 / math.sqrt(2 * c.n_layers))
         elif c.init == "torch":
-            nn.init.normal_(self.tok.weight, std=0.02)
+            nn.init.normal_(self.tok.weight, std=c.emb_std)
         else:
             raise ValueError(f"unknown init {c.init!r}: small or torch")
 
     @staticmethod
-    def _init(m):
+    def _init(m, emb_std):
         if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=0.02)
         elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, std=0.02)
+            nn.init.normal_(m.weight, std=emb_std)
 
     def unembed(self, x):
         return F.linear(self.norm(x), self.tok.weight if self.out is None else self.out.weight)
