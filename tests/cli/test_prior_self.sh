@@ -11,13 +11,7 @@
 set -u
 . "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
-PY="${KARA_TORCH_PYTHON:-/usr/bin/python3}"
-if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-    echo "$PY cannot import torch and numpy (the prior tool's fit needs them): skipped"
-    exit 77
-fi
-T="$SRC/tools/train"
-export OMP_NUM_THREADS=1
+torch_python "the prior tool's fit needs them"
 
 for arch in llama qwen3; do
     "$KARA" gen-model --arch $arch -o "$tmp/$arch.gguf" >/dev/null 2>&1

@@ -11,14 +11,7 @@
 # KARA_TORCH_PYTHON (default /usr/bin/python3); skipped without them.
 set -u
 . "$(dirname "$0")/lib/common.sh"
-SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
-PY="${KARA_TORCH_PYTHON:-/usr/bin/python3}"
-if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-    echo "$PY cannot import torch and numpy (the training tools need them): skipped"
-    exit 77
-fi
-T="$SRC/tools/train"
-export OMP_NUM_THREADS=1
+torch_python "the training tools need them"
 
 cat >"$tmp/roundtrip.py" <<'EOF'
 import sys

@@ -8,6 +8,7 @@
 #               most) exits CODE with TEXT, a fixed string, on stderr; its
 #               output is left in $tmp/out and $tmp/err
 #   finish      prints "P passed, F failed"; its status is the test's
+#   torch_python WHY: PY and T for tests of the PyTorch tools, or a skip
 KARA="${KARA_BIN:?KARA_BIN must name the kara binary}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,4 +31,16 @@ expect_stderr() {
 finish() {
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ]
+}
+# torch_python WHY: sets PY to KARA_TORCH_PYTHON (default /usr/bin/python3)
+# and T to the training tools' folder, or skips the test (exit 77) when
+# that Python cannot import PyTorch and NumPy; WHY says what needs them
+torch_python() {
+    PY="${KARA_TORCH_PYTHON:-/usr/bin/python3}"
+    if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
+        echo "$PY cannot import torch and numpy ($1): skipped"
+        exit 77
+    fi
+    T="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}/tools/train"
+    export OMP_NUM_THREADS=1
 }
