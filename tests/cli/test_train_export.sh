@@ -5,9 +5,10 @@
 # experiments point to (an untied unembedding, exported as output.weight,
 # and PyTorch's default init). Tiny random models with their norm gains
 # drawn too, teacher-forced logits read back through gguf_forward.py
-# within 1e-4, and `kara run` decodes the same greedy bytes; model.py's default init draws exactly what it drew before
-# the switches existed (resumed runs depend on it); induction_lab.py runs
-# two steps in both of its model kinds. Needs PyTorch and NumPy in
+# within 1e-4, and `kara run` decodes the same greedy bytes; model.py's
+# default init draws exactly what it drew before the switches existed
+# (resumed runs depend on it); induction_lab.py runs two steps in both of
+# its model kinds. Needs PyTorch and NumPy in
 # KARA_TORCH_PYTHON (default /usr/bin/python3); skipped without them.
 set -u
 . "$(dirname "$0")/lib/common.sh"

@@ -37,16 +37,12 @@ import torch.nn.functional as F
 import model as project
 import tasks
 import tasks_recall
+from copy_probe import fetch_accuracy
 from train import batch_tensors
 
 
-class Rms(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+def rms(dim):
+    return project.RMSNorm(dim, 1e-6)
 
 
 class LabLayer(nn.Module):
@@ -56,11 +52,11 @@ class LabLayer(nn.Module):
         self.a = a
         self.qkv = nn.Linear(d, 3 * a.heads * hd, bias=False)
         self.o = nn.Linear(a.heads * hd, d, bias=False)
-        self.n1 = Rms(d) if a.norm == "pre" else nn.Identity()
-        self.qn = Rms(hd) if a.qk_norm else nn.Identity()
-        self.kn = Rms(hd) if a.qk_norm else nn.Identity()
+        self.n1 = rms(d) if a.norm == "pre" else nn.Identity()
+        self.qn = rms(hd) if a.qk_norm else nn.Identity()
+        self.kn = rms(hd) if a.qk_norm else nn.Identity()
         if a.mlp:
-            self.n2 = Rms(d) if a.norm == "pre" else nn.Identity()
+            self.n2 = rms(d) if a.norm == "pre" else nn.Identity()
             self.gate = nn.Linear(d, 3 * d, bias=False)
             self.up = nn.Linear(d, 3 * d, bias=False)
             self.down = nn.Linear(3 * d, d, bias=False)
@@ -72,9 +68,7 @@ class LabLayer(nn.Module):
         q, k = self.qn(q), self.kn(k)
         if cos is not None:
             q, k = project.apply_rope(q, cos, sin), project.apply_rope(k, cos, sin)
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(a.head_dim)
-        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-        x = x + self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, -1))
+        x = x + self.o(project.attend(q, k, v, None, 256).transpose(1, 2).reshape(B, T, -1))
         if a.mlp:
             h = self.n2(x)
             x = x + self.down(F.silu(self.gate(h)) * self.up(h))
@@ -91,7 +85,7 @@ class LabModel(nn.Module):
         if self.pos is not None:
             nn.init.normal_(self.pos.weight, std=a.emb_std)
         self.layers = nn.ModuleList([LabLayer(a) for _ in range(a.layers)])
-        self.nf = Rms(a.d_model) if a.norm == "pre" else nn.Identity()
+        self.nf = rms(a.d_model) if a.norm == "pre" else nn.Identity()
         self.unembed = None if a.tied else nn.Linear(a.d_model, tasks.VOCAB_SIZE, bias=False)
         cos, sin = project.rope_tables(a.head_dim, ctx, a.rope_base)
         if a.init == "small":  # model.py's: every linear N(0, 0.02), the residual outputs 0.02 / sqrt(2L)
@@ -112,20 +106,6 @@ class LabModel(nn.Module):
             x = layer(x, *rope)
         x = self.nf(x)
         return F.linear(x, self.tok.weight) if self.unembed is None else self.unembed(x)
-
-
-@torch.no_grad()
-def read_accuracy(m, exs):
-    """Share of the read characters predicted right, teacher-forced."""
-    ids, _ = batch_tensors(exs)
-    pred = m(ids).argmax(-1)
-    ok = tot = 0
-    for b, e in enumerate(exs):
-        for p in range(1, len(e["ids"])):
-            if e["fetch"][p]:
-                tot += 1
-                ok += int(pred[b, p - 1]) == e["ids"][p]
-    return ok / tot
 
 
 def parse_args():
@@ -185,7 +165,7 @@ def main():
         loss.backward()
         opt.step()
         if step % a.every == 0:
-            print(json.dumps({"step": step, "loss": round(loss.item(), 3), "reads": round(read_accuracy(m, test), 3),
+            print(json.dumps({"step": step, "loss": round(loss.item(), 3), "reads": round(fetch_accuracy(m, test)[0], 3),
                               "s": round(time.time() - t0)}))
             sys.stdout.flush()
 

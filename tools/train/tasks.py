@@ -517,14 +517,13 @@ class TrainStream:
         # draws exactly as before, so runs resume onto the same data
         u = self.rng.random() if self.drill > 0 or self.recall_drill > 0 or self.assoc_drill > 0 else 1.0
         recall_end = self.drill + self.recall_drill
+        me = sys.modules[__name__]  # the drills build with this module's helpers
         if recall_end <= u < recall_end + self.assoc_drill:
             # random-order reads of printable words: only a lookup by
             # content predicts them (tools/train/induction_lab.py)
-            me = sys.modules[__name__]
             n = self.rng.choice(recall.ASSOC_SIZES)
             return "assoc", n, self._fill(lambda: recall.build_assoc_drill(self.rng, me, n))
         if self.drill <= u < recall_end:
-            me = sys.modules[__name__]  # the drills build with this module's helpers
             if self.rng.random() < recall.REPEAT_SHARE:
                 n = self.rng.choice(recall.REPEAT_SIZES)
                 text = self.rng.random() < recall.REPEAT_TEXT_SHARE
