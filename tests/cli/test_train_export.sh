@@ -8,7 +8,7 @@
 # within 1e-4, and `kara run` decodes the same greedy bytes; model.py's
 # default init draws exactly what it drew before the switches existed
 # (resumed runs depend on it); induction_lab.py runs two steps in both of
-# its model kinds. Needs PyTorch and NumPy in
+# its model kinds; a run kept by keep_run.py resumes. Needs PyTorch and NumPy in
 # KARA_TORCH_PYTHON (default /usr/bin/python3); skipped without them.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -75,4 +75,23 @@ for arch in "--arch lab --norm pre --pos rope --qk-norm --mlp --tied --init smal
     check "induction_lab $arch: one line of step 2 with reads in [0, 1] ($(tail -c 200 "$tmp/lab.out"))" \
         'python3 -c "import json,sys; r=json.loads(open(sys.argv[1]).read()); sys.exit(not (r[\"step\"]==2 and 0<=r[\"reads\"]<=1))" "$tmp/lab.out"'
 done
+
+# a run kept without its optimizer state (keep_run.py) resumes where it
+# stopped: the same batches as a full resume, each step logged once, the
+# learning rate warmed up again from the kept step
+tr=(--families late --tokens-per-batch 300 --d-model 32 --layers 1 --heads 2 --kv-heads 1 --head-dim 16
+    --d-ff 64 --context 2048 --eval-every 1000 --eval-n 1 --ckpt-every 1 --threads 1 --warmup 4 --lr 1e-3)
+"$PY" "$T/train.py" --run "$tmp/full" --steps 3 "${tr[@]}" >"$tmp/tr1.out" 2>&1
+"$PY" "$T/keep_run.py" --run "$tmp/full" --to "$tmp/kept" >"$tmp/keep.out" 2>&1
+check "keep_run: checkpoint kept at step 3 ($(tail -c 200 "$tmp/keep.out"))" \
+    'grep -q "at step 3 .*no optimizer state" "$tmp/keep.out"'
+"$PY" "$T/train.py" --run "$tmp/full" --resume --steps 5 "${tr[@]}" >"$tmp/tr2.out" 2>&1
+"$PY" "$T/train.py" --run "$tmp/kept" --resume --steps 5 "${tr[@]}" >"$tmp/tr3.out" 2>&1
+check "kept run resumes without optimizer state ($(tail -c 200 "$tmp/tr3.out"))" \
+    'grep -q "resumed at step 3 without optimizer state" "$tmp/tr3.out"'
+check "kept run logs steps 1-5 once each" '[ "$(cut -d, -f1 "$tmp/kept/loss.csv" | tail -n +2 | tr "\n" " ")" = "1 2 3 4 5 " ]'
+check "kept run draws the full resume's batches (step, tokens, family)" \
+    '[ "$(cut -d, -f1,2,5,8 "$tmp/kept/loss.csv")" = "$(cut -d, -f1,2,5,8 "$tmp/full/loss.csv")" ]'
+check "kept run warms up again: lr 2.5e-4 at step 4, 5e-4 at step 5" \
+    '[ "$(sed -n "5,6p" "$tmp/kept/loss.csv" | cut -d, -f4 | tr "\n" " ")" = "0.000250 0.000500 " ]'
 finish

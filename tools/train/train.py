@@ -97,8 +97,9 @@ def lr_at(a, step):
     """Linear warmup, constant, then a cosine decay over the last
     --decay-steps steps; --steps can thus be changed on --resume while the
     learning rate is still constant without altering the run's history."""
-    if step < a.warmup:
-        return a.lr * (step + 1) / a.warmup
+    since = step - getattr(a, "rewarm_from", 0)
+    if since < a.warmup:
+        return a.lr * (since + 1) / a.warmup
     d0 = a.steps - a.decay_steps
     if step < d0:
         return a.lr
@@ -179,12 +180,20 @@ def main():
     if a.resume and os.path.exists(ck_path):
         ck = torch.load(ck_path)
         model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
+        if "opt" in ck:
+            opt.load_state_dict(ck["opt"])
         stream.set_state(ck["stream"])
         mrng.setstate(ck["mrng"])
         torch.set_rng_state(ck["torch_rng"])
         step, tokens, elapsed, best = ck["step"], ck["tokens"], ck["elapsed"], ck.get("best", -1.0)
-        print(f"resumed at step {step}", flush=True)
+        if "opt" in ck:
+            print(f"resumed at step {step}", flush=True)
+        else:
+            # a kept checkpoint (keep_run.py) has no Adam moments: they are
+            # rebuilt while the learning rate warms up again
+            a.rewarm_from = step
+            print(f"resumed at step {step} without optimizer state: the learning rate warms up again "
+                  f"over {a.warmup} steps", flush=True)
     elif os.path.exists(ck_path):
         sys.exit(f"{ck_path} exists: pass --resume or choose another --run")
     elif a.init_from:
