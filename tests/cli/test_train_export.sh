@@ -8,7 +8,8 @@
 # within 1e-4, and `kara run` decodes the same greedy bytes; model.py's
 # default init draws exactly what it drew before the switches existed
 # (resumed runs depend on it); induction_lab.py runs two steps in both of
-# its model kinds; a run kept by keep_run.py resumes. Needs PyTorch and NumPy in
+# its model kinds; a run kept by keep_run.py resumes; oracle_text.py
+# hides nothing at a share of 1. Needs PyTorch and NumPy in
 # KARA_TORCH_PYTHON (default /usr/bin/python3); skipped without them.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -60,6 +61,20 @@ for f in tied untied; do
     got=$(od -An -tx1 "$tmp/$f.run" | tr -d ' \n')
     check "$f: kara run greedy = PyTorch greedy ($got vs $want)" '[ -n "$got" ] && [ "$got" = "$want" ]'
 done
+
+# oracle_text.py on the untied model: at a share of 1 nothing is hidden, so
+# streaming and every oracle give KL 0 exactly; at 0.3 both lose something
+printf 'the cat sat on the mat; the dog sat on the log. %.0s' 1 2 3 >"$tmp/story.txt"
+"$PY" "$T/oracle_text.py" --model "$tmp/untied.gguf" --kara "$KARA" --text "$tmp/story.txt" --shares 1,0.3 \
+    --windows 8,16 >"$tmp/oracle.out" 2>&1
+check "oracle_text: KL 0 at share 1, above 0 at 0.3, 3 rows each ($(tail -c 300 "$tmp/oracle.out"))" \
+    'python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+one = [r for r in rows if r[\"share\"] == 1]
+low = [r for r in rows if r[\"share\"] == 0.3]
+sys.exit(not (len(one) == 3 and len(low) == 3 and all(r[\"kl\"] == 0 and r[\"top1\"] == 1 for r in one)
+              and all(r[\"kl\"] > 0 for r in low)))" "$tmp/oracle.out"'
 
 # the default init must draw what it drew before (a fixed seed's first values)
 "$PY" -c "

@@ -109,13 +109,15 @@ class GGUFModel:
         return n.transpose(0, 1).reshape(k.shape[1], -1)
 
     @torch.no_grad()
-    def run(self, ids, feature_layers=(), distance=None, chunk=256, kv_f16=True):
+    def run(self, ids, feature_layers=(), distance=None, chunk=256, kv_f16=True, visible=None):
         """Teacher-force ids (a list of token ids, one sequence from position 0).
 
         Returns a dict: logits (T, V); for each layer in feature_layers, feats[l] = (v (T, Hkv*d), kpair
         (T, Hkv*rope_dim/2)), both rounded through f16 when kv_f16 (what the runtime's f16 KV cache holds);
         with distance D, far[l] = (T, 2, H): for each key j and head, the attention mass it receives from
         queries i >= j + D, summed over those queries (index 0) and its largest single probability (1).
+        visible (T, T) bool: row i's keys; a False one is hidden from query i in every layer, which is
+        what an evicting cache replayed teacher-forced computes (oracle_text.py).
         """
         T = len(ids)
         pos = torch.arange(T)
@@ -150,6 +152,8 @@ class GGUFModel:
                 qi = torch.arange(q0, q1)[:, None]
                 kj = torch.arange(q1)[None, :]
                 s = s.masked_fill(kj > qi, float("-inf"))
+                if visible is not None:
+                    s = s.masked_fill(~visible[q0:q1, :q1], float("-inf"))
                 p = torch.softmax(s, -1)
                 o[:, :, q0:q1] = torch.matmul(p, v[:, None, :q1])
                 if distance is not None:
