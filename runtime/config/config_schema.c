@@ -75,6 +75,8 @@ static const key_spec core_head[] = {
      "per_window: newer windows scored before a window is compressed"},
     {"kara.evict_decay", K_FLOAT, TUNE(evict_decay), 0.01, 1, NULL, 0,
      "on_demand: a window's keep fraction over that of the window after it; 1: every window alike"},
+    {"kara.evict_rank", K_ENUM, TUNE(evict_rank), 0, 0, kr_evict_rank_names, 0,
+     "on_demand: drop the same fraction of every window (window) or the lowest-scored slots of all (global)"},
     {"kara.interval", K_INT, KV(interval), 1, MAX_SLOTS, NULL, 0, "compressible slots that close a window"},
     {"kara.trigger", K_ENUM, TUNE(trigger), 0, 0, kr_kv_trigger_names, 0,
      "method kara: events per window, or one at the token budget (A8)"},

@@ -130,9 +130,13 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
             k->softmax(row, nv);
             for (int32_t s = nv; s < n_vis; s++) row[s] = 0.0f; /* slots after the entry's own */
             /* H2O accumulates the attention of each sequence's newest query (of
-             * each entry of a verify batch kept apart, in rows of their own) */
+             * each entry of a verify batch kept apart, in rows of their own);
+             * kara.score.mode online_max keeps the largest over layers */
             float *h2o = c->entry_row[i] >= 0 ? kr_kv_policy_attn_row(&c->policy, seq, c->entry_row[i], h) : NULL;
-            for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
+            if (h2o && c->policy.h2o_max)
+                for (int32_t s = 0; s < nv; s++) h2o[s] = row[s] > h2o[s] ? row[s] : h2o[s];
+            else
+                for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
         }
     }
     memset(qo, 0, (size_t)nh * nq * hd * sizeof(float));

@@ -1,7 +1,8 @@
 /* kv_evict.c - eviction on demand (docs/KV_COMPRESSION.md, "Eviction on
  * demand"): windows are scored when they close and only tagged; when a
  * sequence must make room, every scored window gives up the same fraction
- * of the slots it had, its lowest-scored first. */
+ * of the slots it had, its lowest-scored first (or, kara.evict_rank
+ * global, the lowest-scored slots of all windows go). */
 #include <math.h>
 #include <string.h>
 
@@ -169,13 +170,69 @@ static int64_t count_held(const kr_kv_policy_seq *q, int32_t *win_keep) {
     return held;
 }
 
+/* online_max: a slot's score is the largest read it has had, which goes
+ * on growing after its window was scored; before an eviction the stored
+ * scores of all scored history become the maxima as they are now (with
+ * the prior added, as when a window is scored). */
+static kara_status refresh_online_max(kr_kv_policy *pol, int32_t seq) {
+    kr_kv_policy_seq *q = &pol->seqs[seq];
+    int32_t P = q->n_prompt, n = q->frontier - P;
+    if (!pol->h2o_max || n < 1) return KARA_OK;
+    kara_status st = kr_kvp_unscored(pol, seq, P, n);
+    for (int32_t g = 0; g < pol->kv->n_groups && !st; g++)
+        memcpy(q->scores + (size_t)g * (size_t)pol->max_slots + P, pol->scores, (size_t)n * sizeof(float));
+    return st;
+}
+
+/* A float's bits as an unsigned key in the float's order. */
+static uint32_t order_key(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* kara.evict_rank global: win_keep[w] = how many of window w's slots are
+ * among the `target` best-scored of all scored history (group 0's stored
+ * scores). The cut is found on the scores' order keys by bisection; slots
+ * tied at the cut go to the newest windows first. */
+static void rank_global(const kr_kv_policy_seq *q, int32_t *win_keep, int64_t target) {
+    int32_t P = q->n_prompt, F = q->frontier;
+    uint64_t lo = 0, hi = (uint64_t)UINT32_MAX + 1; /* the cut: the smallest key with at most target above it */
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+        int64_t above = 0;
+        for (int32_t i = P; i < F; i++) above += q->win[i] >= 0 && order_key(q->scores[i]) > mid;
+        if (above <= target)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    int64_t kept = 0;
+    memset(win_keep, 0, (size_t)q->n_win * sizeof(int32_t));
+    for (int32_t i = P; i < F; i++)
+        if (q->win[i] >= 0 && order_key(q->scores[i]) > lo) {
+            win_keep[q->win[i]]++;
+            kept++;
+        }
+    for (int32_t i = F - 1; i >= P && kept < target; i--)
+        if (q->win[i] >= 0 && order_key(q->scores[i]) == lo) {
+            win_keep[q->win[i]]++;
+            kept++;
+        }
+}
+
 kara_status kr_kvp_evict_even(kr_kv_policy *pol, int32_t seq, int32_t drop) {
     kr_kv_policy_seq *q = &pol->seqs[seq];
     if (drop <= 0 || q->n_win == 0) return KARA_OK;
+    kara_status st = refresh_online_max(pol, seq);
+    if (st) return st;
     int32_t *win_keep = pol->win_keep;
     int64_t held = count_held(q, win_keep);
     if (drop > held) drop = (int32_t)held;
-    fit_fraction(win_keep, q->win_size, q->n_win, held - drop, kr_kv_tune(&pol->p)->evict_decay);
+    if (kr_kv_tune(&pol->p)->evict_rank == KR_EVICT_RANK_GLOBAL)
+        rank_global(q, win_keep, held - drop);
+    else
+        fit_fraction(win_keep, q->win_size, q->n_win, held - drop, kr_kv_tune(&pol->p)->evict_decay);
     return apply_keeps(pol, seq, win_keep);
 }
 
@@ -194,7 +251,9 @@ kara_status kr_kvp_compress_aged(kr_kv_policy *pol, int32_t seq) {
         }
     }
     q->n_done = last;
-    return any ? apply_keeps(pol, seq, win_keep) : KARA_OK;
+    if (!any) return KARA_OK;
+    kara_status st = refresh_online_max(pol, seq);
+    return st ? st : apply_keeps(pol, seq, win_keep);
 }
 
 /* Are the queries of seq's open window [F, n) all in the ring (or not

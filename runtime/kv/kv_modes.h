@@ -18,8 +18,20 @@ typedef enum kr_score_mode {
      * decode gave it up to its window's scoring, summed over heads and
      * layers as the forward pass computes it (H2O's sum within the window's
      * life); no query ring, no scoring scratch */
-    KR_SCORE_ONLINE
+    KR_SCORE_ONLINE,
+    /* online, but a slot's score is the largest attention probability any
+     * head of any layer gave it from a query at least
+     * kara.score.min_distance positions later, kept up to date until the
+     * slot is evicted (docs/KARA_METHOD.md section 5.1) */
+    KR_SCORE_ONLINE_MAX
 } kr_score_mode;
+/* Scores the decode's own attention gives (no query ring, no scorer). */
+static inline int kr_score_is_online(kr_score_mode m) { return m == KR_SCORE_ONLINE || m == KR_SCORE_ONLINE_MAX; }
+/* Which slots an on-demand eviction drops (kara.evict_rank): WINDOW, every
+ * scored window the same fraction of itself (kara.evict_decay weighting
+ * older ones), its lowest-scored first; GLOBAL, the lowest-scored slots of
+ * all scored history, whatever their window. */
+typedef enum kr_evict_rank { KR_EVICT_RANK_WINDOW = 0, KR_EVICT_RANK_GLOBAL } kr_evict_rank;
 /* The keys a score's softmax normalises over (kara.score.softmax_over). */
 typedef enum kr_softmax_over {
     KR_SOFTMAX_WINDOW = 0,

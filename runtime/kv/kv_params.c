@@ -18,9 +18,13 @@ const kr_enum_name kr_kv_dtype_names[] = {
 const kr_enum_name kr_query_dtype_names[] = {
     {"f16", KARA_KV_F16}, {"f32", KARA_KV_F32}, {"q8_0", KARA_KV_Q8_0}, {NULL, 0}};
 
-const kr_enum_name kr_score_mode_names[] = {
-    {"bidirectional", KR_SCORE_BIDIRECTIONAL}, {"two_sided", KR_SCORE_TWO_SIDED}, {"causal", KR_SCORE_CAUSAL},
-    {"buffer_only", KR_SCORE_BUFFER_ONLY},     {"online", KR_SCORE_ONLINE},       {NULL, 0}};
+const kr_enum_name kr_score_mode_names[] = {{"bidirectional", KR_SCORE_BIDIRECTIONAL},
+                                            {"two_sided", KR_SCORE_TWO_SIDED},
+                                            {"causal", KR_SCORE_CAUSAL},
+                                            {"buffer_only", KR_SCORE_BUFFER_ONLY},
+                                            {"online", KR_SCORE_ONLINE},
+                                            {"online_max", KR_SCORE_ONLINE_MAX},
+                                            {NULL, 0}};
 
 const kr_enum_name kr_softmax_over_names[] = {{"window", KR_SOFTMAX_WINDOW},
                                               {"compressible", KR_SOFTMAX_COMPRESSIBLE},
@@ -47,6 +51,9 @@ const kr_enum_name kr_kv_trigger_names[] = {
 
 const kr_enum_name kr_kv_evict_names[] = {
     {"on_demand", KARA_KV_EVICT_ON_DEMAND}, {"per_window", KARA_KV_EVICT_PER_WINDOW}, {NULL, 0}};
+
+const kr_enum_name kr_evict_rank_names[] = {
+    {"window", KR_EVICT_RANK_WINDOW}, {"global", KR_EVICT_RANK_GLOBAL}, {NULL, 0}};
 
 const kr_enum_name kr_compress_scope_names[] = {{"all", 0}, {"think_only", 1}, {NULL, 0}};
 const kr_enum_name kr_selection_scope_names[] = {{"shared", 0}, {"per_layer", 1}, {NULL, 0}};
@@ -106,6 +113,7 @@ void kara_kv_params_init(kara_kv_params *p) {
     t->evict_margin = 0;   /* auto: interval / 4, at least one block */
     t->evict_lag = 1;      /* the near reads just past the buffer (KV_COMPRESSION.md, "Line tails") */
     t->evict_decay = 1.0f; /* every scored window gives up the same fraction */
+    t->evict_rank = KR_EVICT_RANK_WINDOW;
     p->interval = 128;
     t->buffer = 128; /* measured: docs/KV_COMPRESSION.md, "Defaults by measurement" */
     p->retention = 0.2f;

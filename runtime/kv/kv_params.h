@@ -28,6 +28,7 @@ extern const kr_enum_name kr_pool_reduce_names[];  /* max | mean (snapkv pooling
 extern const kr_enum_name kr_pool_fallback_names[];
 extern const kr_enum_name kr_kv_trigger_names[];      /* periodic | threshold */
 extern const kr_enum_name kr_kv_evict_names[];        /* on_demand | per_window */
+extern const kr_enum_name kr_evict_rank_names[];      /* window | global */
 extern const kr_enum_name kr_compress_scope_names[];  /* all | think_only -> bool */
 extern const kr_enum_name kr_selection_scope_names[]; /* shared | per_layer -> bool */
 extern const kr_enum_name kr_t2c_mode_names[];        /* chunks | pooled_topk | lines | line_tails */

@@ -74,6 +74,7 @@ int32_t kr_kv_trigger_slack(const kara_kv_params *p);
 typedef struct kr_kv_reservation {
     bool window_method, needs_scores, needs_h2o;
     bool online_scores; /* kara.score.mode online: a window's scores are its slots' attention sums (needs_h2o) */
+    bool h2o_max;       /* online_max: the forward pass keeps each slot's largest probability, not the sum */
     bool needs_redund;  /* rkv: the keys' redundancy scorer (kv_redund.h) */
     int32_t ring_cap;   /* queries kept per sequence and scored layer */
     int32_t n_scored;   /* scored layers */

@@ -69,6 +69,7 @@ kara_status kr_kv_policy_init(kr_kv_policy *pol, const kr_kv_plan *plan, kr_kv_c
     pol->needs_scores = z.needs_scores;
     pol->needs_h2o = z.needs_h2o;
     pol->online_scores = z.online_scores;
+    pol->h2o_max = z.h2o_max;
     pol->ring_cap = z.ring_cap;
     pol->n_scored_layers = z.n_scored;
     pol->reserved_bytes = kr_kv_reserve_total(&z);

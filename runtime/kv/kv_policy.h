@@ -133,6 +133,7 @@ typedef struct kr_kv_policy {
     bool needs_scores;  /* window scoring (kara, chunkkv), snapkv, or kara with trigger threshold */
     bool needs_h2o;
     bool online_scores;    /* kara.score.mode online: windows are scored by their slots' sums in h2o_acc */
+    bool h2o_max;          /* online_max: h2o rows and h2o_acc hold maxima, refreshed into the scores at eviction */
     int32_t budget_tokens; /* the threshold methods: streaming, snapkv, h2o, rkv, lazy, kara with trigger threshold */
 
     /* query ring: [seq][scored layer][cap][n_head * head_dim] */

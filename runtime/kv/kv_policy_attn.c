@@ -65,6 +65,20 @@ static void fold(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t n_slots) {
         pol->method->observe(&pol->p, q->slot_state, pol->max_slots, row_at(pol, seq, row, 0), n_slots, ++q->steps);
         return;
     }
+    if (pol->h2o_max) {
+        /* online_max: a slot keeps the largest probability a head gave it
+         * from a query at least min_distance positions later; nearer reads
+         * do not count (every slot is read by its neighbours) */
+        const int32_t *pos = pol->kv->seqs[seq].pos;
+        const int32_t last = pos[n_slots - 1] - kr_kv_tune(&pol->p)->min_distance;
+        int32_t n = n_slots;
+        while (n > 0 && pos[n - 1] > last) n--;
+        for (int32_t h = 0; h < pol->n_head; h++) {
+            const float *r = row_at(pol, seq, row, h);
+            for (int32_t j = 0; j < n; j++) q->h2o_acc[j] = r[j] > q->h2o_acc[j] ? r[j] : q->h2o_acc[j];
+        }
+        return;
+    }
     for (int32_t h = 0; h < pol->n_head; h++) kr_kv_h2o_accumulate(q->h2o_acc, row_at(pol, seq, row, h), n_slots);
 }
 

@@ -62,8 +62,9 @@ typedef struct kr_kv_tuning {
         evict_margin;  /* on_demand: slots freed below the share; 0 = auto (interval / 4, <= share / 8, >= a block) */
     int32_t evict_lag; /* per_window: windows a scored window waits before it is compressed; 1 */
     float evict_decay; /* on_demand: keep fraction of a window one older, relative; 1 = every window alike */
-    int32_t buffer;    /* 128 */
-    int32_t min_keep;  /* 4 */
+    kr_evict_rank evict_rank;      /* on_demand: window (the default) or global (kv_modes.h) */
+    int32_t buffer;                /* 128 */
+    int32_t min_keep;              /* 4 */
     int32_t min_compressible;      /* 32 */
     int32_t max_compress_per_step; /* 0 = auto (ceil(running/interval)) */
     int32_t max_defer;             /* 32 */
@@ -87,6 +88,7 @@ typedef struct kr_kv_tuning {
     int32_t layer_stride;         /* layers: 1 = all; N = stride:N */
     bool value_aware;             /* true: a slot's attention mass times the L1 norm of its value (VATP);
                                      * false: the attention mass alone */
+    int32_t min_distance;         /* 16; score.mode online_max: reads from queries fewer positions later do not count */
     float reads_weight;           /* 0 = off (the default); > 0: on_demand, kara and chunkkv: attention a slot receives
                                      * after its window closed, added to its score at eviction (KARA_METHOD.md 7.4) */
     float prior_weight;           /* auto (< 0, the default): 16 when the model has a retention prior, else off;

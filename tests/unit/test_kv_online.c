@@ -9,7 +9,14 @@
  *   tokens), so they are the forward pass's sums and nothing else;
  * - it evicts under a share and per window like the other modes;
  * - it is refused with the threshold trigger, per-layer selection, read
- *   tracking, and for chunkkv, with a message naming the key.
+ *   tracking, and for chunkkv, with a message naming the key;
+ * - online_max (section 5.1): beside online's sums of the same run, every
+ *   slot's maximum lies in [0, 1] and below its sum, is exactly 0 for the
+ *   slots no query has read from min_distance away, and above 0 for the
+ *   older ones;
+ * - kara.evict_rank global with all scores tied (min_distance past every
+ *   read) drops the oldest windows first: each window is whole or empty
+ *   but one, and no whole window is older than an emptied one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +128,85 @@ static void test_evicts(kara_model *m, kara_kv_evict evict) {
     kara_context_free(c);
 }
 
+/* online and online_max on the same tokens, nothing evicted: the maxima
+ * against the sums, slot by slot, after every step. */
+static void test_online_max_scores(kara_model *m) {
+    kara_kv_params on, mx;
+    online_params(&on, KARA_KV_EVICT_ON_DEMAND);
+    on.seq_tokens = 256; /* never reached: nothing is evicted, slot i is position i */
+    mx = on;
+    kr_kv_tune(&mx)->score_mode = KR_SCORE_ONLINE_MAX;
+    const int32_t md = kr_kv_tune(&mx)->min_distance;
+    kara_context *a = kr_test_kv_context(m, &on, 1, 1, N_CTX), *b = kr_test_kv_context(m, &mx, 1, 1, N_CTX);
+    if (!CHECK(a != NULL && b != NULL)) {
+        kara_context_free(a);
+        kara_context_free(b);
+        return;
+    }
+    CHECK(b->policy.h2o_max && !a->policy.h2o_max);
+    int V = kara_model_n_vocab(m);
+    kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
+    bool ok = CHECK(kara_decode(a, &pb) == KARA_OK) && CHECK(kara_decode(b, &pb) == KARA_OK);
+    for (int i = 0; i < STEPS && ok; i++) {
+        int32_t tok = kr_test_argmax(kara_get_logits(a, -1), V);
+        kara_batch one = kara_batch_one_sequence(&tok, 1, P + i, 0);
+        ok = CHECK(kara_decode(a, &one) == KARA_OK) && CHECK(kara_decode(b, &one) == KARA_OK);
+        int32_t n = b->kv.seqs[0].n;
+        const float *sum = a->policy.seqs[0].h2o_acc, *top = b->policy.seqs[0].h2o_acc;
+        for (int32_t j = 0; j < n && ok; j++) {
+            /* decode steps read from here on: slot j was read from md away by the queries at P + md + j.. */
+            bool read = j + md <= P + i;
+            ok &= CHECK_MSG(top[j] >= 0.0f && top[j] <= 1.0f && top[j] <= sum[j] * (1.0f + 1e-6f),
+                            "step %d slot %d: max %g, sum %g", i, j, (double)top[j], (double)sum[j]);
+            ok &= CHECK_MSG(read ? top[j] > 0.0f : top[j] == 0.0f, "step %d slot %d (of %d): max %g", i, j, n,
+                            (double)top[j]);
+        }
+    }
+    kara_context_free(a);
+    kara_context_free(b);
+}
+
+/* evict_rank global with every score 0 (no read is min_distance away):
+ * ties go to the newest windows, so eviction empties the oldest first. */
+static void test_global_rank_oldest_first(kara_model *m) {
+    kara_kv_params kv;
+    online_params(&kv, KARA_KV_EVICT_ON_DEMAND);
+    kr_kv_tune(&kv)->score_mode = KR_SCORE_ONLINE_MAX;
+    kr_kv_tune(&kv)->min_distance = N_CTX;
+    kr_kv_tune(&kv)->evict_rank = KR_EVICT_RANK_GLOBAL;
+    kv.seq_tokens = 96;
+    kara_context *c = kr_test_kv_context(m, &kv, 1, 1, N_CTX);
+    if (!CHECK(c != NULL)) return;
+    int V = kara_model_n_vocab(m), checked = 0;
+    kara_batch pb = kara_batch_one_sequence(prompt, P, 0, 0);
+    bool ok = CHECK(kara_decode(c, &pb) == KARA_OK);
+    for (int i = 0; i < STEPS && ok; i++) {
+        int32_t tok = kr_test_argmax(kara_get_logits(c, -1), V);
+        kara_batch one = kara_batch_one_sequence(&tok, 1, P + i, 0);
+        ok = CHECK_MSG(kara_decode(c, &one) == KARA_OK, "step %d: %s", i, kara_last_error());
+        const kr_kv_policy_seq *q = &c->policy.seqs[0];
+        if (!ok || c->policy.stats.slots_evicted == 0) continue;
+        int32_t held[64] = {0}, partial = 0, newest_empty = -1, oldest_whole = q->n_win;
+        if (!CHECK(q->n_win <= 64)) break;
+        for (int32_t s = q->n_prompt; s < q->frontier; s++)
+            if (q->win[s] >= 0) held[q->win[s]]++;
+        for (int32_t w = 0; w < q->n_win; w++) {
+            if (held[w] == 0)
+                newest_empty = w;
+            else if (held[w] == q->win_size[w] && w < oldest_whole)
+                oldest_whole = w;
+            else if (held[w] != q->win_size[w])
+                partial++;
+        }
+        ok &= CHECK_MSG(partial <= 1 && newest_empty < oldest_whole,
+                        "step %d: %d windows partly kept, newest empty %d, oldest whole %d", i, partial, newest_empty,
+                        oldest_whole);
+        checked++;
+    }
+    CHECK_MSG(checked > 0, "nothing evicted");
+    kara_context_free(c);
+}
+
 static void expect_refused(kara_model *m, const kara_kv_params *kv, const char *what, const char *needle) {
     kr_test_clear_error();
     kara_context *c = kr_test_kv_context(m, kv, 1, 1, N_CTX);
@@ -153,6 +239,8 @@ int main(void) {
     test_evicts(m, KARA_KV_EVICT_ON_DEMAND);
     test_evicts(m, KARA_KV_EVICT_PER_WINDOW);
     test_refusals(m);
+    test_online_max_scores(m);
+    test_global_rank_oldest_first(m);
     kara_model_free(m);
     return kr_test_finish();
 }

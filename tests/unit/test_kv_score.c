@@ -146,7 +146,8 @@ static void ref_score_q(const tcase *c, const kr_kv_score_opts *o, int q_lo, dou
                 if (i < n_c && ref_softmax(c, o, a, i, false, p))
                     for (int kk = i + 1; kk < n_w; kk++) acc[i] += p[kk];
                 break;
-            case KR_SCORE_ONLINE: /* no scorer (the forward pass's sums): the scorer refuses it */ break;
+            case KR_SCORE_ONLINE: /* no scorer (the forward pass's attention): the scorer refuses both */
+            case KR_SCORE_ONLINE_MAX: break;
             }
         }
     }

@@ -1,6 +1,7 @@
 /* chunkkv.c - the ChunkKV baseline (docs/KARA_METHOD.md section 11): Kara's
  * windows and scores, kept in fixed chunks of chunk_len slots. */
 #include "kv_method.h"
+#include "kv_params.h"
 #include "kv_tuning.h"
 #include "kv_baselines.h"
 #include "kv_select_impl.h"
@@ -30,13 +31,14 @@ kara_status kr_kv_select_chunks(const float *s, int32_t n_c, int32_t k, int32_t 
     return kr_kvs_finish_window(who, w.flag, n_c, k, keep);
 }
 
-/* It scores with Kara's scorer; kara.score.mode online (no scorer) is
- * Kara's alone. */
+/* It scores with Kara's scorer; kara.score.mode online and online_max
+ * (no scorer) are Kara's alone. */
 static kara_status check(const kara_kv_params *p) {
-    if (kr_kv_tune(p)->score_mode == KR_SCORE_ONLINE)
+    if (kr_score_is_online(kr_kv_tune(p)->score_mode))
         return kr_set_error(KARA_ERR_CONFIG,
-                            "method chunkkv scores windows with Kara's scorer; kara.score.mode: online is method "
-                            "kara's only");
+                            "method chunkkv scores windows with Kara's scorer; kara.score.mode: %s is method "
+                            "kara's only",
+                            kr_score_mode_name(kr_kv_tune(p)->score_mode));
     return KARA_OK;
 }
 

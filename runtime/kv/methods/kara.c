@@ -23,11 +23,12 @@ static kara_status check(const kara_kv_params *p) {
                             "kara.t2c.candidate_frac must be above 0 (got %g) and kara.t2c.max_gap at least 1 (got "
                             "%d)",
                             (double)t->candidate_frac, t->max_gap);
-    if (t->score_mode == KR_SCORE_ONLINE && (threshold(p) || kr_kv_params_per_layer(p) || t->reads_weight > 0.0f))
+    if (kr_score_is_online(t->score_mode) && (threshold(p) || kr_kv_params_per_layer(p) || t->reads_weight > 0.0f))
         return kr_set_error(KARA_ERR_CONFIG,
-                            "kara.score.mode: online (the attention of the decode's own queries, summed over heads "
-                            "and layers while a window lives) does not combine with kara.trigger: threshold, "
-                            "kara.selection_scope: per_layer or kara.score.reads_weight above 0");
+                            "kara.score.mode: %s (the attention of the decode's own queries, over heads and layers) "
+                            "does not combine with kara.trigger: threshold, kara.selection_scope: per_layer or "
+                            "kara.score.reads_weight above 0",
+                            kr_score_mode_name(t->score_mode));
     if (kr_kv_params_per_layer(p) && threshold(p))
         return kr_set_error(KARA_ERR_CONFIG,
                             "kara.selection_scope: per_layer does not combine with kara.trigger: threshold "
@@ -44,9 +45,11 @@ static int32_t trigger_slack(const kara_kv_params *p) {
 static void reserve(kr_kv_reservation *s, const kara_kv_params *p, int32_t n_layer, int32_t max_slots) {
     const kr_kv_tuning *t = kr_kv_tune(p);
     int32_t stride = kr_kv_layer_stride(t);
-    if (t->score_mode == KR_SCORE_ONLINE && !threshold(p)) {
-        /* no ring and no scorer: the forward pass's attention rows, summed */
+    if (kr_score_is_online(t->score_mode) && !threshold(p)) {
+        /* no ring and no scorer: the forward pass's attention rows, summed
+         * (online) or their maxima (online_max) */
         s->window_method = s->online_scores = s->needs_h2o = true;
+        s->h2o_max = t->score_mode == KR_SCORE_ONLINE_MAX;
         s->score_n = kr_kv_window_slots(p);
         return;
     }
@@ -153,6 +156,8 @@ static const key_spec keys[] = {
     {"kara.score.layers", K_LAYERS, KR_TUNE(layer_stride), 1, 4096, NULL, 0, "which layers score: all, or every N-th"},
     {"kara.score.value_aware", K_BOOL, KR_TUNE(value_aware), 0, 0, NULL, 0,
      "scale a slot's attention by its value's L1 norm (VATP)"},
+    {"kara.score.min_distance", K_INT, KR_TUNE(min_distance), 1, 1 << 20, NULL, 0,
+     "online_max: reads from queries fewer positions after a slot do not count"},
     {"kara.score.reads_weight", K_FLOAT, KR_TUNE(reads_weight), 0, 100, NULL, 0,
      "weight of the attention a slot receives after its window; 0: off"},
     {"kara.score.prior_weight", K_FLOAT, KR_TUNE(prior_weight), 0, 100, auto_minus_one, 0,
@@ -174,6 +179,7 @@ static void defaults(kr_kv_tuning *t) {
     t->layer_reduce = KR_REDUCE_MEAN;
     t->layer_stride = 1;
     t->value_aware = true;
+    t->min_distance = 16;            /* every slot is read by its neighbours; oracle_text.py */
     t->reads_weight = 0.0f;          /* off: with the retention prior it lost answers (KV_COMPRESSION.md) */
     t->prior_weight = -1.0f;         /* auto: KR_PRIOR_WEIGHT_AUTO when the model has a retention prior, else off */
     t->t2c_mode = KR_T2C_LINE_TAILS; /* chunks lost the last digit of result lines (KV_COMPRESSION.md) */
