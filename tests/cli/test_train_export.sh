@@ -100,7 +100,12 @@ tr=(--families late --tokens-per-batch 300 --d-model 32 --layers 1 --heads 2 --k
 "$PY" "$T/keep_run.py" --run "$tmp/full" --to "$tmp/kept" >"$tmp/keep.out" 2>&1
 check "keep_run: checkpoint kept at step 3 ($(tail -c 200 "$tmp/keep.out"))" \
     'grep -q "at step 3 .*no optimizer state" "$tmp/keep.out"'
+# the full run's log goes past its checkpoint first (a run stopped between
+# checkpoints): the resumed run must log steps 4 and 5 once, not twice
+printf '4,0,0,0,0,9,0,stale\r\n5,0,0,0,0,9,0,stale\r\n' >>"$tmp/full/loss.csv"
 "$PY" "$T/train.py" --run "$tmp/full" --resume --steps 5 "${tr[@]}" >"$tmp/tr2.out" 2>&1
+check "full resume logs steps 1-5 once each after a stop past its checkpoint" \
+    '[ "$(cut -d, -f1 "$tmp/full/loss.csv" | tail -n +2 | tr "\n" " ")" = "1 2 3 4 5 " ]'
 "$PY" "$T/train.py" --run "$tmp/kept" --resume --steps 5 "${tr[@]}" >"$tmp/tr3.out" 2>&1
 check "kept run resumes without optimizer state ($(tail -c 200 "$tmp/tr3.out"))" \
     'grep -q "resumed at step 3 without optimizer state" "$tmp/tr3.out"'

@@ -25,6 +25,29 @@ import torch
 LOGS = ("config.json", "loss.csv", "eval.csv")
 
 
+def trim_csv(src, dst, step):
+    """Copies a run's log (loss.csv, eval.csv: a header, then rows whose
+    first field is the step) keeping the rows up to `step`. A step logged
+    twice (a run stopped past its checkpoint, then resumed from it) keeps
+    its last row, which the resumed run wrote; a row still being written
+    (no newline) is left out. dst may be src."""
+    with open(src, newline="") as f:
+        lines = f.readlines()
+    head, rows = [], {}
+    for line in lines:
+        if not line.endswith("\n"):
+            break
+        first = line.split(",", 1)[0]
+        if not first.isdigit():
+            head.append(line)
+        elif int(first) <= step:
+            rows[int(first)] = line
+    tmp = dst + ".tmp"
+    with open(tmp, "w", newline="") as g:
+        g.writelines(head + [rows[s] for s in sorted(rows)])
+    os.replace(tmp, dst)
+
+
 def keep(run, to):
     """Writes the slim checkpoint and the logs; returns the checkpoint's step."""
     ck = torch.load(os.path.join(run, "ckpt.pt"), map_location="cpu")
@@ -37,18 +60,12 @@ def keep(run, to):
         src = os.path.join(run, name)
         if not os.path.exists(src):
             continue
-        if not name.endswith(".csv"):
+        if name.endswith(".csv"):
+            # a run still training has logged past its checkpoint: the rows
+            # up to it, so that the resumed run does not log steps twice
+            trim_csv(src, os.path.join(to, name), ck["step"])
+        else:
             shutil.copyfile(src, os.path.join(to, name))
-            continue
-        # a run still training has logged past its checkpoint: keep the rows
-        # up to it, so a resumed run does not log those steps twice
-        with open(src, newline="") as f, open(os.path.join(to, name), "w", newline="") as g:
-            for line in f:
-                first = line.split(",", 1)[0]
-                if not line.endswith("\n"):
-                    break  # a row being written
-                if not first.isdigit() or int(first) <= ck["step"]:
-                    g.write(line)
     return ck["step"]
 
 

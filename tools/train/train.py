@@ -31,6 +31,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tasks  # noqa: E402
 import evaluate  # noqa: E402
+import keep_run  # noqa: E402
 from model import Config, Model  # noqa: E402
 
 
@@ -212,6 +213,11 @@ def main():
         json.dump(config, f, indent=1)
     print(json.dumps(config), flush=True)
     loss_csv = os.path.join(a.run, "loss.csv")
+    if a.resume:
+        # a run stopped past its checkpoint logged steps it now trains again
+        for name in ("loss.csv", "eval.csv"):
+            if os.path.exists(os.path.join(a.run, name)):
+                keep_run.trim_csv(os.path.join(a.run, name), os.path.join(a.run, name), step)
     new_file = not os.path.exists(loss_csv)
     lf = open(loss_csv, "a", newline="")
     lw = csv.writer(lf)
