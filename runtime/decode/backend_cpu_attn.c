@@ -9,6 +9,7 @@
 
 #include "backend_cpu.h"
 #include "context.h"
+#include "kv_select.h"
 
 typedef struct attn_job {
     kara_context *c;
@@ -134,9 +135,9 @@ static void attn_chunk(kara_context *c, int32_t layer, int32_t i0, int32_t i1, i
              * kara.score.mode online_max keeps the largest over layers */
             float *h2o = c->entry_row[i] >= 0 ? kr_kv_policy_attn_row(&c->policy, seq, c->entry_row[i], h) : NULL;
             if (h2o && c->policy.h2o_max)
-                for (int32_t s = 0; s < nv; s++) h2o[s] = row[s] > h2o[s] ? row[s] : h2o[s];
-            else
-                for (int32_t s = 0; h2o && s < nv; s++) h2o[s] += row[s];
+                kr_kv_h2o_maximum(h2o, row, nv);
+            else if (h2o)
+                kr_kv_h2o_accumulate(h2o, row, nv);
         }
     }
     memset(qo, 0, (size_t)nh * nq * hd * sizeof(float));

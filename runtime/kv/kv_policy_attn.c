@@ -73,10 +73,7 @@ static void fold(kr_kv_policy *pol, int32_t seq, int32_t row, int32_t n_slots) {
         const int32_t last = pos[n_slots - 1] - kr_kv_tune(&pol->p)->min_distance;
         int32_t n = n_slots;
         while (n > 0 && pos[n - 1] > last) n--;
-        for (int32_t h = 0; h < pol->n_head; h++) {
-            const float *r = row_at(pol, seq, row, h);
-            for (int32_t j = 0; j < n; j++) q->h2o_acc[j] = r[j] > q->h2o_acc[j] ? r[j] : q->h2o_acc[j];
-        }
+        for (int32_t h = 0; h < pol->n_head; h++) kr_kv_h2o_maximum(q->h2o_acc, row_at(pol, seq, row, h), n);
         return;
     }
     for (int32_t h = 0; h < pol->n_head; h++) kr_kv_h2o_accumulate(q->h2o_acc, row_at(pol, seq, row, h), n_slots);

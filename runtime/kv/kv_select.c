@@ -373,3 +373,7 @@ int32_t kr_kvs_keep_all(int32_t n, int32_t *keep) {
 void kr_kv_h2o_accumulate(float *acc, const float *probs, int32_t n) {
     for (int32_t j = 0; j < n; j++) acc[j] += probs[j];
 }
+
+void kr_kv_h2o_maximum(float *acc, const float *probs, int32_t n) {
+    for (int32_t j = 0; j < n; j++) acc[j] = probs[j] > acc[j] ? probs[j] : acc[j];
+}

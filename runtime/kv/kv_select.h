@@ -103,5 +103,7 @@ kara_status kr_kv_select_window_k(const kara_kv_params *p, const float *s, const
 /* H2O's accumulator: acc[j] += probs[j] for j < n (one decode query's
  * attention, already summed over heads and layers by the caller). */
 void kr_kv_h2o_accumulate(float *acc, const float *probs, int32_t n);
+/* acc[j] = max(acc[j], probs[j]): kara.score.mode online_max's fold. */
+void kr_kv_h2o_maximum(float *acc, const float *probs, int32_t n);
 
 #endif /* KR_KV_SELECT_H */
