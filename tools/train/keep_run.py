@@ -13,7 +13,7 @@ rebuilds the moments while the learning rate warms up again over
 `--warmup` steps, and the data stream, the step count and the logs go on
 where they stopped:
 
-    cp -r tools/train/checkpoints/plain3 tools/train/runs/plain3
+    cp -rT tools/train/checkpoints/plain3 tools/train/runs/plain3
     python3 tools/train/train.py --run tools/train/runs/plain3 --resume ...
 """
 import argparse
