@@ -114,4 +114,45 @@ check "kept run draws the full resume's batches (step, tokens, family)" \
     '[ "$(cut -d, -f1,2,5,8 "$tmp/kept/loss.csv")" = "$(cut -d, -f1,2,5,8 "$tmp/full/loss.csv")" ]'
 check "kept run warms up again: lr 2.5e-4 at step 4, 5e-4 at step 5" \
     '[ "$(sed -n "5,6p" "$tmp/kept/loss.csv" | cut -d, -f4 | tr "\n" " ")" = "0.000250 0.000500 " ]'
+
+# signal_auc.py: the teacher-forced replay gives each query the attention the
+# decode step gives it (max over layers and heads) and every row sums to
+# layers x heads; the AUC of hand-worked cases; on a hand-made attention
+# matrix, a slot read only after it leaves the window is the one positive
+cat >"$tmp/signals.py" <<'EOF'
+import sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import evaluate, signal_auc
+m = evaluate.load_model(sys.argv[2])
+ids = torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(3)).tolist()
+a_sum, a_max, vnorm = signal_auc.attention_maps(m, ids)
+cache = m.new_cache(1, len(ids))
+step_diff = 0.0
+with torch.no_grad():
+    for pos, t in enumerate(ids):
+        got = torch.zeros(1, pos + 1)
+        m.step(torch.tensor([t]), pos, cache, None, got)
+        step_diff = max(step_diff, float((got[0] - a_max[pos, :pos + 1]).abs().max()))
+rows = float((a_sum.sum(1) - m.c.n_layers * m.c.n_heads).abs().max())
+future = float(a_sum.triu(1).abs().max())
+T, F = True, False
+aucs = [round(signal_auc.auc(torch.tensor(x, dtype=torch.float), torch.tensor(y)), 3) for x, y in
+        (([1, 2, 3, 4], [F, F, T, T]), ([4, 3, 2, 1], [F, F, T, T]), ([1, 1, 1, 1], [F, T, F, T]),
+         ([1, 3, 2, 4], [F, F, T, T]))]
+# 12 positions, prompt 2, window 3: position 4 is read at step 9 only (after
+# 4 + 3, so the window score cannot see it); position 6 at step 7 only
+a = torch.zeros(12, 12)
+a[9, 4] = 0.9
+a[7, 6] = 0.8
+sig, label = signal_auc.signals(a, a, torch.zeros(12), 2, 3, 2, 2)
+toy = (int(label.argmax()) == 2 and float(label[4]) == 0 and abs(float(sig["window"][4]) - 0.8) < 1e-6
+       and float(sig["window"][2]) == 0 and float(sig["h2o"][2]) == 0)
+print(f"step_diff {step_diff:.2e} rows {rows:.2e} future {future:.2e} auc {aucs} toy {toy}")
+sys.exit(not (step_diff < 1e-5 and rows < 1e-4 and future == 0 and aucs == [1.0, 0.0, 0.5, 0.75] and toy))
+EOF
+"$PY" "$tmp/signals.py" "$T" "$tmp/untied.gguf.pt" >"$tmp/signals.out" 2>&1
+rc=$?
+check "signal_auc: replay = decode steps, causal rows of layers x heads, AUC 1/0/0.5/0.75, toy case \
+($(tail -c 300 "$tmp/signals.out"))" '[ "$rc" = 0 ]'
 finish
