@@ -66,6 +66,14 @@ def answer_of(ids):
     return text.split("</think>")[-1].replace("<|im_end|>", "").strip() if "</think>" in text else ""
 
 
+def emit(row, path):
+    """Print one result row as JSON and append it to path (if given)."""
+    print(json.dumps(row), flush=True)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, help="a checkpoint (ckpt.pt / best.pt) of train.py")
@@ -125,10 +133,7 @@ def main():
                else None, "distance": a.distance, "n": r["n"], "correct": r["correct"],
                "accuracy": round(r["correct"] / max(r["n"], 1), 4), "refused": r["refused"], "diverged": r["diverged"],
                "full_correct": full_ok}
-        print(json.dumps(row), flush=True)
-        if a.json:
-            with open(a.json, "a") as f:
-                f.write(json.dumps(row) + "\n")
+        emit(row, a.json)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ generated slots beside its window would keep by that signal).
   /usr/bin/python3 tools/train/signal_auc.py --model CKPT --tasks S.jsonl [--limit 10] [--window 64]
 """
 import argparse
-import json
 import math
 import os
 import sys
@@ -163,10 +162,7 @@ def main():
            "auc": {k: round(sum(v) / len(v), 3) for k, v in aucs.items()},
            "recall": {f"top{round(100 * f)}%": {k: round(sum(v[f]) / len(v[f]), 3) for k, v in recall.items()}
                       for f in a.keep}}
-    print(json.dumps(row), flush=True)
-    if a.json:
-        with open(a.json, "a") as f:
-            f.write(json.dumps(row) + "\n")
+    oracle_bound.emit(row, a.json)
 
 
 if __name__ == "__main__":
