@@ -66,6 +66,13 @@ def answer_of(ids):
     return text.split("</think>")[-1].replace("<|im_end|>", "").strip() if "</think>" in text else ""
 
 
+def generation_cap(model, problem, P):
+    """Tokens one greedy decode may write: twice the reference thinking, as
+    kara eval caps it, and never past the model's context (its RoPE table
+    ends there)."""
+    return min(2 * problem["think_tokens"] + 64, model.c.context_length - P - 1)
+
+
 def emit(row, path):
     """Print one result row as JSON and append it to path (if given)."""
     print(json.dumps(row), flush=True)
@@ -97,9 +104,7 @@ def main():
     for p in probs:
         pids = tasks.generation_prompt_ids(p["prompt"])
         P = len(pids)
-        # twice the reference thinking, as kara eval caps it, and never past the
-        # model's context (its RoPE table ends there)
-        max_new = min(2 * p["think_tokens"] + 64, model.c.context_length - P - 1)
+        max_new = generation_cap(model, p, P)
         ref, fut = decode(model, pids, max_new, None, a.distance)
         full_ok += answer_of(ref) == p["answer"]
         peak = P + len(ref) - 1  # full's most slots held (its last token is never cached)

@@ -38,7 +38,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evaluate  # noqa: E402
 import oracle_bound  # noqa: E402
 import tasks  # noqa: E402
-from model import attend  # noqa: E402
 
 
 @torch.no_grad()
@@ -58,38 +57,25 @@ def attention_maps(model, ids):
     for b in model.blocks:
         q, k, v = b.qkv(h, cos, sin)  # (1, H, T, d), (1, KVH, T, d)
         vnorm += v[0].norm(dim=-1).mean(0) / c.n_layers
+        o = []
         for hq in range(c.n_heads):
             s = q[0, hq] @ k[0, hq // g].T / math.sqrt(c.head_dim)
             p = torch.softmax(s.masked_fill(~causal, float("-inf")), -1)
             a_sum += p
             torch.maximum(a_max, p, out=a_max)
-        o = attend(q, k, v, None, 256)
-        h = h + b.wo(o.transpose(1, 2).reshape(1, T, -1))
+            o.append(p @ v[0, hq // g])
+        h = h + b.wo(torch.cat(o, -1)[None])
         h = b.ffn(h)
     return a_sum, a_max, vnorm
 
 
 def auc(score, label):
-    """Mann-Whitney AUC, ties counted half."""
-    order = torch.argsort(score)
-    ranks = torch.empty(len(score))
-    ranks[order] = torch.arange(1, len(score) + 1, dtype=torch.float)
-    # average ranks over ties
-    s_sorted = score[order]
-    i = 0
-    n = len(score)
-    while i < n:
-        j = i
-        while j + 1 < n and s_sorted[j + 1] == s_sorted[i]:
-            j += 1
-        if j > i:
-            ranks[order[i:j + 1]] = (i + j + 2) / 2
-        i = j + 1
-    pos = label.sum().item()
-    neg = n - pos
-    if pos == 0 or neg == 0:
+    """Mann-Whitney AUC: the share of (positive, negative) pairs the score
+    ranks right, ties counted half."""
+    sp, sn = score[label][:, None], score[~label][None, :]
+    if sp.numel() == 0 or sn.numel() == 0:
         return float("nan")
-    return ((ranks[label].sum().item() - pos * (pos + 1) / 2) / (pos * neg))
+    return ((sp > sn).float().mean() + 0.5 * (sp == sn).float().mean()).item()
 
 
 def signals(a_sum, a_max, vnorm, P, W, obs, distance):
@@ -105,16 +91,10 @@ def signals(a_sum, a_max, vnorm, P, W, obs, distance):
     cummax = torch.cummax(ma, 0).values
     after = (t_idx > j_idx + W)
     label = torch.where(after, a_max, torch.zeros(())).max(0).values
-    out = {"h2o": [], "window": [], "obs": [], "online_max": []}
-    for j in js.tolist():
-        t = j + W
-        out["h2o"].append(cum[t, j])
-        out["window"].append(cum[t, j] - cum[j, j])
-        out["obs"].append(cum[t, j] - cum[max(t - obs, j), j])
-        out["online_max"].append(cummax[t, j])
-    sig = {k: torch.stack(v) for k, v in out.items()}
-    sig["vnorm"] = vnorm[js]
-    sig["recency"] = js.float()
+    t = js + W
+    h2o = cum[t, js]
+    sig = {"h2o": h2o, "window": h2o - cum[js, js], "obs": h2o - cum[torch.maximum(t - obs, js), js],
+           "online_max": cummax[t, js], "vnorm": vnorm[js], "recency": js.float()}
     return sig, label[js]
 
 
@@ -143,8 +123,7 @@ def main():
     for p in probs:
         pids = tasks.generation_prompt_ids(p["prompt"])
         P = len(pids)
-        max_new = min(2 * p["think_tokens"] + 64, model.c.context_length - P - 1)
-        ref, _ = oracle_bound.decode(model, pids, max_new)
+        ref, _ = oracle_bound.decode(model, pids, oracle_bound.generation_cap(model, p, P))
         full_ok += oracle_bound.answer_of(ref) == p["answer"]
         ids = pids + ref
         a_sum, a_max, vnorm = attention_maps(model, ids)
