@@ -71,6 +71,18 @@ for tier in range(1, 6):
 print("chase result-line formats seen:", sorted(formats))
 if formats != {0, 1, 2}:
     bad.append(f"chase result lines use formats {sorted(formats)}, not all three")
+# the dense mix trains every size the long mix spans, every held-out tier's
+# among them (the long mix skips tier 5's, and a model trained on it stops at
+# the sizes it saw), and boost_long multiplies only the sizes past tier 4
+for fam, tiers in tasks.FAMILY_TIERS.items():
+    dense, long_ = tasks.DENSE_MIX[fam], tasks.LONG_MIX[fam]
+    sizes = [t[0] if isinstance(t, tuple) else t for t in tiers.values()]
+    if sorted(dense) != list(range(min(long_), max(long_) + 1)) or any(n not in dense for n in sizes):
+        bad.append(f"{fam}: dense mix sizes {sorted(dense)} miss the long mix's span or a tier of {sizes}")
+    boosted = tasks.boost_long({fam: long_}, 3.0)[fam]
+    t4 = sizes[3]
+    if any(boosted[n] != long_[n] * (3.0 if n > t4 else 1.0) for n in long_):
+        bad.append(f"{fam}: boost_long gave {boosted}")
 print("\n".join(bad[:10]) or "ok")
 sys.exit(1 if bad else 0)
 EOF

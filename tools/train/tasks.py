@@ -87,6 +87,25 @@ FAMILY_MIX = {"late": TRAIN_MIX, "reuse": REUSE_TRAIN_MIX, "chase": chase.TRAIN_
 LONG_MIX = {"late": {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 6: 1.5, 8: 1.0, 11: 1.0, 14: 0.7, 17: 0.5, 19: 0.3},
             "reuse": {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 6: 1.5, 8: 1.0, 10: 1.0, 12: 0.7, 15: 0.5, 17: 0.3},
             "chase": chase.LONG_MIX}
+
+# Every size from the long mix's smallest to its largest, each with the same
+# share of tokens (the smallest half of it). The long mix skips sizes, the
+# long tier's among them (16 products, 14, 24 nodes): a model trained on it
+# learns where to stop from the sizes it saw rather than from the prompt, and
+# at tier 5 writes a 17th product or a 29th hop.
+DENSE_MIX = {f: {n: (0.5 if n == min(m) else 1.0) for n in range(min(m), max(m) + 1)} for f, m in LONG_MIX.items()}
+
+
+def boost_long(mix, factor):
+    """The mix with the weight of every size past tier 4's multiplied by factor:
+    once tiers 1-4 are learned, the tokens go where the long tier is still
+    being learned, and tiers 1-4 stay in the mix so they are not forgotten."""
+    def past_tier4(fam, n):
+        t4 = FAMILY_TIERS[fam][4]
+        return n > (t4[0] if isinstance(t4, tuple) else t4)
+    return {f: {n: w * factor if past_tier4(f, n) else w for n, w in sizes.items()} for f, sizes in mix.items()}
+
+
 CONTEXT = 2048  # the first model's context: longer training transcripts are redrawn
 
 # Span kinds of the thinking tokens (used by the training-time masking and the

@@ -47,9 +47,12 @@ def parse_args():
                     help="seeds of further held-out sets whose term lists training leaves out")
     ap.add_argument("--families", default="late",
                     help="task families trained, comma-separated (late,reuse,chase)")
-    ap.add_argument("--mix", choices=["short", "long"], default="short",
-                    help="problem sizes: short (the first model's, up to about 1,600 thinking tokens) or "
-                         "long (up to every family's tier 5; needs --context 8192)")
+    ap.add_argument("--mix", choices=["short", "long", "dense"], default="short",
+                    help="problem sizes: short (the first model's, up to about 1,600 thinking tokens), "
+                         "long (up to past every family's tier 5; needs --context 8192) or dense (every "
+                         "size the long mix spans, each with an equal share)")
+    ap.add_argument("--long-boost", type=float, default=1.0,
+                    help="multiply the mix weight of every problem size past tier 4's by this (1 = the mix as is)")
     ap.add_argument("--context", type=int, default=tasks.CONTEXT, help="model context; longer problems are redrawn")
     ap.add_argument("--eval-tiers", default="1,4", help="held-out tiers evaluated during training")
     ap.add_argument("--family-weights", default="",
@@ -173,7 +176,9 @@ def main():
     fw = [float(x) for x in a.family_weights.split(",")] if a.family_weights else None
     if fw is not None and len(fw) != len(families):
         sys.exit("--family-weights needs one weight per family")
-    mix = tasks.LONG_MIX if a.mix == "long" else tasks.FAMILY_MIX
+    mix = {"short": tasks.FAMILY_MIX, "long": tasks.LONG_MIX, "dense": tasks.DENSE_MIX}[a.mix]
+    if a.long_boost != 1.0:
+        mix = tasks.boost_long(mix, a.long_boost)
     stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw,
                                mix, a.context, a.recall_drill, a.assoc_drill)
     mrng = random.Random(f"mask-{a.seed}")
