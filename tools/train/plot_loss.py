@@ -3,7 +3,7 @@
 joined CSV and plot it (smoothed loss per task family; held-out accuracy
 where evaluated).
 
-  /usr/bin/python3 tools/train/plot_loss.py OUT.csv OUT.svg [JOINED.csv] RUN_DIR [RUN_DIR ...]
+  /usr/bin/python3 tools/train/plot_loss.py [--title T] OUT.csv OUT.svg [JOINED.csv] RUN_DIR [RUN_DIR ...]
 
 Each RUN_DIR holds loss.csv (and eval.csv) written by train.py. A resumed run
 repeats the steps after its last checkpoint; the last row of a step is kept.
@@ -11,7 +11,8 @@ JOINED.csv, if given first, is an earlier output of this script (the stages
 before the RUN_DIRs, whose run folders are gone); its rows are kept as they
 are and the RUN_DIRs continue its steps, tokens and seconds.
 eval.csv rows: step, tokens, seconds, then accuracies: late tier 1, late
-tier 4 and, for runs that trained both families, reuse tier 1, reuse tier 4.
+tier 4 and, for runs that trained more families, reuse tier 1, reuse tier 4,
+chase tier 1, chase tier 4.
 """
 import csv
 import os
@@ -23,12 +24,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 FIELDS = ["stage", "stage_step", "step", "tokens", "seconds", "lr", "n_terms", "loss", "masked_frac", "family"]
-EVAL_LABELS = ["late tier 1", "late tier 4", "reuse tier 1", "reuse tier 4"]
-EVAL_STYLE = [("o", "#2ca02c"), ("s", "#d62728"), ("^", "#9467bd"), ("D", "#ff7f0e")]
+EVAL_LABELS = ["late tier 1", "late tier 4", "reuse tier 1", "reuse tier 4", "chase tier 1", "chase tier 4"]
+EVAL_STYLE = [("o", "#2ca02c"), ("s", "#d62728"), ("^", "#9467bd"), ("D", "#ff7f0e"), ("v", "#17becf"),
+              ("P", "#8c564b")]
+FAMILY_STYLE = (("late", "#1f77b4", "#bbbbbb"), ("reuse", "#ff7f0e", "#f2d0b0"), ("chase", "#2ca02c", "#c0e0c0"))
 
 
 def main():
-    out_csv, out_plot, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    args = sys.argv[1:]
+    title = "kara-reasoner-1m training loss"
+    if args[:1] == ["--title"]:
+        title, args = args[1], args[2:]
+    out_csv, out_plot, runs = args[0], args[1], args[2:]
     joined, evals, bounds = [], [], []
     step0 = tok0 = sec0 = 0
     si = 0
@@ -65,7 +72,7 @@ def main():
         w.writerows(joined)
     fig, ax = plt.subplots(figsize=(9, 4.8))
     minutes = [float(r["seconds"]) / 60 for r in joined]
-    for fam, color, grey in (("late", "#1f77b4", "#bbbbbb"), ("reuse", "#ff7f0e", "#f2d0b0")):
+    for fam, color, grey in FAMILY_STYLE:
         rows = [r for r in joined if r["family"] == fam]  # drill batches are left out
         if not rows:
             continue
@@ -94,7 +101,7 @@ def main():
         ax2.set_ylim(-2, 102)
         ax2.legend(loc="center left", fontsize=7)
     ax.legend(loc="upper right", fontsize=7)
-    ax.set_title("kara-reasoner-1m training loss")
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(out_plot)
     print(out_csv, out_plot, f"{len(joined)} steps, {joined[-1]['tokens']} tokens, {minutes[-1]:.1f} min")

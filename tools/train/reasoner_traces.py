@@ -24,11 +24,15 @@ def main():
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--seed", type=int, default=4321)
     ap.add_argument("--heldout-seed", type=int, default=1234, help="seed of the held-out sets to leave out")
-    ap.add_argument("--families", default="late", help="task families, comma-separated (late, reuse)")
+    ap.add_argument("--exclude-seeds", type=int, nargs="*", default=[],
+                    help="seeds of further held-out sets to leave out (the plain model's: 777 9001 777001 4601-4604)")
+    ap.add_argument("--families", default="late", help="task families, comma-separated (late, reuse, chase)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    stream = tasks.TrainStream(a.seed, tasks.heldout_terms(a.heldout_seed, 100), tokens_per_batch=1,
-                              families=tuple(a.families.split(",")))
+    exclude = set()
+    for sd in [a.heldout_seed] + a.exclude_seeds:
+        exclude |= tasks.heldout_terms(sd, 100)
+    stream = tasks.TrainStream(a.seed, exclude, tokens_per_batch=1, families=tuple(a.families.split(",")))
     n = 0
     with open(a.out, "w") as f:
         while n < a.count:
