@@ -37,10 +37,11 @@ first=1
 for fam in late reuse chase; do
     for tier in 1 2 3 4 5; do
         nice -n 15 "$kara" eval -m "$out/kara-reasoner-plain.gguf" -t 2 --tasks "tests/data/$fam-tier$tier.jsonl" \
-            --limit "$n" --methods full --budgets none --out "$tmp/e.csv" >"$tmp/e.txt" 2>&1
+            --limit "$n" --methods full --budgets none --out "$tmp/e.csv" >"$tmp/e.txt" 2>&1 ||
+            { cat "$tmp/e.txt" >&2; exit 1; }
         if [ "$first" = 1 ]; then echo "family,tier,$(head -1 "$tmp/e.csv")" >"$out/plain-eval.csv"; first=0; fi
         tail -n +2 "$tmp/e.csv" | sed "s/^/$fam,$tier,/" >>"$out/plain-eval.csv"
-        grep "^full " "$tmp/e.txt" | sed "s/^/$fam tier $tier: /"
+        grep "^full " "$tmp/e.txt" | sed "s/^/$fam tier $tier: /" || true
     done
 done
 # the first run of llamacpp-ref installs the llama.cpp library the check loads
