@@ -124,13 +124,15 @@ def evaluate(model, probs, policy="full", retention=1.0, batch=25):
 
 
 @torch.no_grad()
-def teacher_forced(model, probs, policy="full", retention=1.0):
+def teacher_forced(model, probs, policy="full", retention=1.0, wrong=None):
     """Feed each reference transcript under the policy's attention mask and
     report next-token accuracy: over all thinking and answer tokens, over the
     long-range copy tokens (block operands read from the prompt, product
     values fetched by the running sum), and the share of transcripts whose
     fetched product values are all right. Isolates what a KV policy keeps
-    from whether free generation drifts."""
+    from whether free generation drifts. With a list as wrong, every wrong
+    prediction is appended to it as a line: problem, position, wanted and
+    predicted token, whether it is a fetch, and the 40 tokens before it."""
     tot = ok = ftot = fok = fseq = 0
     for p in probs:
         ex = tasks.example_for_prompt(p["prompt"])
@@ -157,6 +159,12 @@ def teacher_forced(model, probs, policy="full", retention=1.0):
         ftot += int(fetch.sum())
         fok += int((right & fetch).sum())
         fseq += int(bool((right | ~fetch).all()))
+        if wrong is not None:
+            for i in (~right).nonzero().flatten().tolist():
+                pos = P + i
+                before = tasks.decode_ids(ex["ids"][max(P, pos - 40):pos])
+                wrong.append(f"{p['id']} pos {pos}/{T} want {tasks.decode_ids([ex['ids'][pos]])!r} "
+                             f"got {tasks.decode_ids([int(pred[i])])!r} fetch={int(fetch[i])} after ...{before!r}")
     return ok / tot, fok / max(ftot, 1), fseq / len(probs)
 
 
@@ -176,6 +184,7 @@ def main():
     ap.add_argument("--json", default="", help="append result rows to this JSON-lines file")
     ap.add_argument("--show-fail", type=int, default=0)
     ap.add_argument("--teacher-forced", action="store_true", help="score reference transcripts, no generation")
+    ap.add_argument("--show-wrong", action="store_true", help="with --teacher-forced: list every wrong token")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = load_model(args.model)
@@ -187,7 +196,10 @@ def main():
             for ret in (args.retention if pol != "full" else [1.0]):
                 t0 = time.time()
                 if args.teacher_forced:
-                    tok_acc, fetch_acc, fetch_seq = teacher_forced(model, probs, pol, ret)
+                    wrong = [] if args.show_wrong else None
+                    tok_acc, fetch_acc, fetch_seq = teacher_forced(model, probs, pol, ret, wrong)
+                    for line in wrong or []:
+                        print("--- WRONG", os.path.basename(path), line)
                     row = {"tasks": os.path.basename(path), "mode": "teacher-forced", "policy": pol,
                            "retention": ret, "n": len(probs), "token_accuracy": round(tok_acc, 4),
                            "fetch_token_accuracy": round(fetch_acc, 4),
