@@ -76,7 +76,7 @@ if formats != {0, 1, 2}:
 # the sizes it saw), and boost_long multiplies only the sizes past tier 4
 for fam, tiers in tasks.FAMILY_TIERS.items():
     dense, long_ = tasks.DENSE_MIX[fam], tasks.LONG_MIX[fam]
-    sizes = [t[0] if isinstance(t, tuple) else t for t in tiers.values()]
+    sizes = [tasks.tier_size(fam, t) for t in tiers]
     if sorted(dense) != list(range(min(long_), max(long_) + 1)) or any(n not in dense for n in sizes):
         bad.append(f"{fam}: dense mix sizes {sorted(dense)} miss the long mix's span or a tier of {sizes}")
     boosted = tasks.boost_long({fam: long_}, 3.0)[fam]

@@ -144,3 +144,17 @@ def collect(model, traces, layers, distance, max_tokens=4096, per_trace=0, seed=
     if not c.scores:
         raise SystemExit(f"no trace is longer than its prompt plus the distance {distance}: nothing to label")
     return c
+
+
+def auc(score, y):
+    """Area under the ROC curve: the share of (positive, negative) pairs the
+    score ranks right, ties counting half (Mann-Whitney, each tied score given
+    the average of its ranks). Takes arrays or CPU tensors."""
+    s, y = np.asarray(score, dtype=np.float64), np.asarray(y, bool)
+    n_pos = int(y.sum())
+    n_neg = len(y) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    _, group, count = np.unique(s, return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(count) - (count - 1) / 2  # 1-based ranks averaged over each run of ties
+    return float((mean_rank[group][y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

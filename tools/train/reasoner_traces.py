@@ -29,10 +29,8 @@ def main():
     ap.add_argument("--families", default="late", help="task families, comma-separated (late, reuse, chase)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    exclude = set()
-    for sd in [a.heldout_seed] + a.exclude_seeds:
-        exclude |= tasks.heldout_terms(sd, 100)
-    stream = tasks.TrainStream(a.seed, exclude, tokens_per_batch=1, families=tuple(a.families.split(",")))
+    stream = tasks.TrainStream(a.seed, tasks.excluded_terms([a.heldout_seed] + a.exclude_seeds), tokens_per_batch=1,
+                               families=tuple(a.families.split(",")))
     n = 0
     with open(a.out, "w") as f:
         while n < a.count:

@@ -51,30 +51,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_dequant as dq  # noqa: E402
 import gguf_io as g  # noqa: E402
 import prior_data  # noqa: E402
+from prior_data import auc  # noqa: E402
 import self_traces  # noqa: E402
 from gguf_forward import GGUFModel  # noqa: E402
 
 PREFIX_TENSOR, PREFIX_KEY = "kara_prior.", "kara.prior."
 FEATURES = ("v", "v+kpair")
-
-
-def auc(score, y):
-    """Area under the ROC curve (ties count half)."""
-    y = np.asarray(y, bool)
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    order = np.argsort(score, kind="mergesort")
-    ranks = np.empty(len(score))
-    s = np.asarray(score)[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[i]:
-            j += 1
-        ranks[order[i:j + 1]] = 0.5 * (i + j) + 1
-        i = j + 1
-    return (ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
 def at_fraction(score, y, frac):

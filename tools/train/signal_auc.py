@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evaluate  # noqa: E402
 import oracle_bound  # noqa: E402
 import tasks  # noqa: E402
+from prior_data import auc  # noqa: E402
 
 
 @torch.no_grad()
@@ -67,15 +68,6 @@ def attention_maps(model, ids):
         h = h + b.wo(torch.cat(o, -1)[None])
         h = b.ffn(h)
     return a_sum, a_max, vnorm
-
-
-def auc(score, label):
-    """Mann-Whitney AUC: the share of (positive, negative) pairs the score
-    ranks right, ties counted half."""
-    sp, sn = score[label][:, None], score[~label][None, :]
-    if sp.numel() == 0 or sn.numel() == 0:
-        return float("nan")
-    return ((sp > sn).float().mean() + 0.5 * (sp == sn).float().mean()).item()
 
 
 def signals(a_sum, a_max, vnorm, P, W, obs, distance):

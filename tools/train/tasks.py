@@ -96,14 +96,17 @@ LONG_MIX = {"late": {1: 0.5, 2: 1.0, 3: 1.0, 4: 1.0, 6: 1.5, 8: 1.0, 11: 1.0, 14
 DENSE_MIX = {f: {n: (0.5 if n == min(m) else 1.0) for n in range(min(m), max(m) + 1)} for f, m in LONG_MIX.items()}
 
 
+def tier_size(fam, tier):
+    """The size a training mix counts for a tier: products, or chase's nodes."""
+    t = FAMILY_TIERS[fam][tier]
+    return t[0] if isinstance(t, tuple) else t
+
+
 def boost_long(mix, factor):
     """The mix with the weight of every size past tier 4's multiplied by factor:
     once tiers 1-4 are learned, the tokens go where the long tier is still
     being learned, and tiers 1-4 stay in the mix so they are not forgotten."""
-    def past_tier4(fam, n):
-        t4 = FAMILY_TIERS[fam][4]
-        return n > (t4[0] if isinstance(t4, tuple) else t4)
-    return {f: {n: w * factor if past_tier4(f, n) else w for n, w in sizes.items()} for f, sizes in mix.items()}
+    return {f: {n: w * factor if n > tier_size(f, 4) else w for n, w in sizes.items()} for f, sizes in mix.items()}
 
 
 CONTEXT = 2048  # the first model's context: longer training transcripts are redrawn
@@ -479,6 +482,12 @@ def heldout_terms(seed, count):
     """Keys of all held-out problems of every family (format-independent)."""
     return {problem_key(parse_prompt(p["prompt"])) for fam in FAMILIES for t in FAMILY_TIERS[fam]
             for p in heldout_problems(t, count, seed, FORMAT, fam)}
+
+
+def excluded_terms(seeds, count=100):
+    """Keys of the held-out problems of every seed given: what a training
+    stream (or a tool drawing from one) leaves out."""
+    return set().union(*(heldout_terms(sd, count) for sd in seeds))
 
 
 class TrainStream:

@@ -169,16 +169,13 @@ def main():
                              {"params": no_decay, "weight_decay": 0.0, "mult": 1.0},
                              {"params": qk, "weight_decay": 0.0, "mult": a.qk_norm_lr_mult}],
                             lr=a.lr, betas=(0.9, 0.98))
-    exclude = set()
-    for sd in [a.heldout_seed] + a.exclude_seeds:
-        exclude |= tasks.heldout_terms(sd, 100)
+    exclude = tasks.excluded_terms([a.heldout_seed] + a.exclude_seeds)
     families = a.families.split(",")
     fw = [float(x) for x in a.family_weights.split(",")] if a.family_weights else None
     if fw is not None and len(fw) != len(families):
         sys.exit("--family-weights needs one weight per family")
-    mix = {"short": tasks.FAMILY_MIX, "long": tasks.LONG_MIX, "dense": tasks.DENSE_MIX}[a.mix]
-    if a.long_boost != 1.0:
-        mix = tasks.boost_long(mix, a.long_boost)
+    mix = tasks.boost_long({"short": tasks.FAMILY_MIX, "long": tasks.LONG_MIX, "dense": tasks.DENSE_MIX}[a.mix],
+                           a.long_boost)
     stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw,
                                mix, a.context, a.recall_drill, a.assoc_drill)
     mrng = random.Random(f"mask-{a.seed}")
