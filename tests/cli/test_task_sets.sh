@@ -73,7 +73,8 @@ if formats != {0, 1, 2}:
     bad.append(f"chase result lines use formats {sorted(formats)}, not all three")
 # the dense mix trains every size the long mix spans, every held-out tier's
 # among them (the long mix skips tier 5's, and a model trained on it stops at
-# the sizes it saw), and boost_long multiplies only the sizes past tier 4
+# the sizes it saw), boost_long multiplies only the sizes past tier 4, and
+# chase's hop spread reaches every tier's hops
 for fam, tiers in tasks.FAMILY_TIERS.items():
     dense, long_ = tasks.DENSE_MIX[fam], tasks.LONG_MIX[fam]
     sizes = [tasks.tier_size(fam, t) for t in tiers]
@@ -83,6 +84,19 @@ for fam, tiers in tasks.FAMILY_TIERS.items():
     t4 = sizes[3]
     if any(boosted[n] != long_[n] * (3.0 if n > t4 else 1.0) for n in long_):
         bad.append(f"{fam}: boost_long gave {boosted}")
+# chase's training hops: nodes - 1 to nodes + spread. The old spread (3) never
+# reaches tier 5's 24 nodes and 28 hops; the plain recipe's 6 reaches every tier's
+import random
+import tasks_chase
+def hops_drawn(n, spread):
+    rng = random.Random(5)
+    return {tasks.make_problem(rng, n, "chase", spread)[2] for _ in range(400)}
+for tier, (n, h) in tasks_chase.TIERS.items():
+    if h not in hops_drawn(n, 6):
+        bad.append(f"chase tier {tier} ({n} nodes, {h} hops): spread 6 never draws {h} hops")
+if 28 in hops_drawn(24, 3) or hops_drawn(24, tasks_chase.HOPS_SPREAD) != set(range(23, 28)):
+    bad.append(f"24 nodes: spread 3 drew hops {sorted(hops_drawn(24, 3))}, the default spread "
+               f"({tasks_chase.HOPS_SPREAD}) {sorted(hops_drawn(24, tasks_chase.HOPS_SPREAD))}; both should be 23-27")
 print("\n".join(bad[:10]) or "ok")
 sys.exit(1 if bad else 0)
 EOF
