@@ -84,13 +84,17 @@ for fam, tiers in tasks.FAMILY_TIERS.items():
     t4 = sizes[3]
     if any(boosted[n] != long_[n] * (3.0 if n > t4 else 1.0) for n in long_):
         bad.append(f"{fam}: boost_long gave {boosted}")
-# chase's training hops: nodes - 1 to nodes + spread. The old spread (3) never
-# reaches tier 5's 24 nodes and 28 hops; the plain recipe's 6 reaches every tier's
+# chase's training hops: nodes - 1 to nodes + spread, or 1 to nodes + spread
+# when free. The old spread (3) never reaches tier 5's 24 nodes and 28 hops;
+# a spread of 6 reaches every tier's
 import random
 import tasks_chase
-def hops_drawn(n, spread):
+def hops_drawn(n, spread, free=False):
     rng = random.Random(5)
-    return {tasks.make_problem(rng, n, "chase", spread)[2] for _ in range(400)}
+    return {tasks.make_problem(rng, n, "chase", spread, free)[2] for _ in range(400)}
+# free hops do not follow the node count: 24 nodes get 1 to 30
+if hops_drawn(24, 6, True) != set(range(1, 31)):
+    bad.append(f"free hops for 24 nodes, spread 6: {sorted(hops_drawn(24, 6, True))}, not 1-30")
 for tier, (n, h) in tasks_chase.TIERS.items():
     if h not in hops_drawn(n, 6):
         bad.append(f"chase tier {tier} ({n} nodes, {h} hops): spread 6 never draws {h} hops")

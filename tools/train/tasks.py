@@ -134,13 +134,13 @@ def decode_ids(ids):
     return "".join(parts)
 
 
-def make_problem(rng, n_terms, family="late", hops_spread=chase.HOPS_SPREAD):
+def make_problem(rng, n_terms, family="late", hops_spread=chase.HOPS_SPREAD, hops_free=False):
     """A problem of n_terms: products (late, reuse) or nodes (chase; hops
-    from n_terms - 1 to n_terms + hops_spread). Sums of 11 or more products
+    from n_terms - 1 to n_terms + hops_spread, or from 1 with hops_free). Sums of 11 or more products
     are redrawn until they fit 5 digits (never needed below that, so the
     shipped sets are unchanged)."""
     if family == "chase":
-        return chase.make_problem(rng, n_terms, chase.hops_for(rng, n_terms, hops_spread))
+        return chase.make_problem(rng, n_terms, chase.hops_for(rng, n_terms, hops_spread, hops_free))
     while True:
         if family == "late":
             terms = [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(n_terms)]
@@ -498,9 +498,10 @@ class TrainStream:
 
     def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",),
                  family_weights=None, mix=None, context=CONTEXT, recall_drill=0.0, assoc_drill=0.0,
-                 hops_spread=chase.HOPS_SPREAD):
+                 hops_spread=chase.HOPS_SPREAD, hops_free=False):
         self.fmt = fmt
         self.hops_spread = hops_spread
+        self.hops_free = hops_free
         self.recall_drill = recall_drill
         self.assoc_drill = assoc_drill
         # None: every family alike (the stream of the first two-family runs)
@@ -574,7 +575,7 @@ class TrainStream:
         def problem():
             """A training problem: never a held-out one, never past the context."""
             while True:
-                terms = make_problem(self.rng, n, fam, self.hops_spread)
+                terms = make_problem(self.rng, n, fam, self.hops_spread, self.hops_free)
                 if problem_key(terms) in self.exclude:
                     continue
                 ex = build_example(terms, self.fmt, fam)

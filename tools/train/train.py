@@ -56,6 +56,8 @@ def parse_args():
     ap.add_argument("--chase-hops-spread", type=int, default=3,
                     help="chase training problems have nodes - 1 to nodes + this many hops (tier 5 asks nodes + 4; "
                          "3 is the stream of the runs before 2026-12-07)")
+    ap.add_argument("--chase-hops-free", action="store_true",
+                    help="chase training problems have 1 to nodes + --chase-hops-spread hops, whatever the node count")
     ap.add_argument("--context", type=int, default=tasks.CONTEXT, help="model context; longer problems are redrawn")
     ap.add_argument("--eval-tiers", default="1,4", help="held-out tiers evaluated during training")
     ap.add_argument("--family-weights", default="",
@@ -180,7 +182,8 @@ def main():
     mix = tasks.boost_long({"short": tasks.FAMILY_MIX, "long": tasks.LONG_MIX, "dense": tasks.DENSE_MIX}[a.mix],
                            a.long_boost)
     stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw,
-                               mix, a.context, a.recall_drill, a.assoc_drill, a.chase_hops_spread)
+                               mix, a.context, a.recall_drill, a.assoc_drill, a.chase_hops_spread,
+                               a.chase_hops_free)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):
