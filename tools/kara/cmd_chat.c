@@ -550,7 +550,9 @@ static void print_prompt(const chat_session *s, bool continuation) {
     if (bold) fputs(KR_ANSI_BOLD, f);
     fputs(continuation ? PROMPT_MORE : PROMPT_FIRST, f);
     if (bold) fputs(KR_ANSI_RESET, f);
-    fflush(f);
+    /* a Ctrl-C while the prompt is written (no SA_RESTART here) costs the
+     * prompt, not the session: the read after it reports the interrupt */
+    if (fflush(f) != 0 && errno == EINTR) clearerr(f);
 }
 
 /* Where input lines come from: the line editor on an interactive
@@ -573,6 +575,20 @@ static kr_line_status read_input(chat_input *in, const chat_session *s, bool con
     kr_line_status ls = kr_read_line(&in->r, line, cap);
     in->prompt_due = ls != KR_LINE_INTERRUPTED; /* an interrupted read goes on after the same prompt */
     return ls;
+}
+
+/* Ctrl-C's handler, with or without SA_RESTART. Without it a Ctrl-C at
+ * the prompt interrupts the blocked read, as it must; while a reply or a
+ * command writes to stdout it must not interrupt the write instead (stdio
+ * drops the buffer and marks the stream failed on EINTR, and the session
+ * would end with "cannot write stdout"): the reply sees g_stop_reply. */
+static void set_sigint(bool restart) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigaction(SIGINT, &sa, NULL);
 }
 
 /* The read-eval loop; returns the exit code. */
@@ -598,7 +614,9 @@ static int chat_loop(chat_session *s) {
     int rc = KR_EXIT_OK;
     bool continuation = false;
     for (;;) {
+        set_sigint(false);
         kr_line_status ls = read_input(&in, s, continuation, &line, &cap);
+        set_sigint(true);
         if (ls == KR_LINE_INTERRUPTED) {
             if (g_exit) {
                 if (s->tty_in) fputc('\n', stdout);
@@ -759,7 +777,7 @@ static int chat_main(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: a Ctrl-C must interrupt the read at the prompt */
+    sa.sa_flags = 0; /* chat_loop switches SA_RESTART off at the prompt, on elsewhere */
     sigaction(SIGINT, &sa, &old_sa);
     /* the line editor's raw mode must not outlive a kill */
     struct sigaction fa, old_fa[3];
