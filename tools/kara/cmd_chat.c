@@ -550,9 +550,7 @@ static void print_prompt(const chat_session *s, bool continuation) {
     if (bold) fputs(KR_ANSI_BOLD, f);
     fputs(continuation ? PROMPT_MORE : PROMPT_FIRST, f);
     if (bold) fputs(KR_ANSI_RESET, f);
-    /* a Ctrl-C while the prompt is written (no SA_RESTART here) costs the
-     * prompt, not the session: the read after it reports the interrupt */
-    if (fflush(f) != 0 && errno == EINTR) clearerr(f);
+    if (fflush(f) != 0 && errno == EINTR) clearerr(f); /* a Ctrl-C costs the prompt, not the session */
 }
 
 /* Where input lines come from: the line editor on an interactive
@@ -577,11 +575,9 @@ static kr_line_status read_input(chat_input *in, const chat_session *s, bool con
     return ls;
 }
 
-/* Ctrl-C's handler, with or without SA_RESTART. Without it a Ctrl-C at
- * the prompt interrupts the blocked read, as it must; while a reply or a
- * command writes to stdout it must not interrupt the write instead (stdio
- * drops the buffer and marks the stream failed on EINTR, and the session
- * would end with "cannot write stdout"): the reply sees g_stop_reply. */
+/* Ctrl-C's handler. Without SA_RESTART it interrupts the read at the prompt,
+ * as it must; with it (replies, commands) a write to stdout is not failed
+ * with EINTR, which stdio turns into a lost buffer and "cannot write stdout". */
 static void set_sigint(bool restart) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -773,12 +769,9 @@ static int chat_main(int argc, char **argv) {
     }
 
     clock_gettime(CLOCK_MONOTONIC, &g_t0);
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* chat_loop switches SA_RESTART off at the prompt, on elsewhere */
-    sigaction(SIGINT, &sa, &old_sa);
+    struct sigaction old_sa;
+    sigaction(SIGINT, NULL, &old_sa);
+    set_sigint(false); /* chat_loop switches SA_RESTART off at the prompt, on elsewhere */
     /* the line editor's raw mode must not outlive a kill */
     struct sigaction fa, old_fa[3];
     static const int fatal[3] = {SIGTERM, SIGHUP, SIGQUIT};
