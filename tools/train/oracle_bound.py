@@ -87,25 +87,32 @@ def decode(model, prompt_ids, max_new, keep_fn=None, distance=0):
 
 
 @torch.no_grad()
-def read_matrix(model, ids, chunk=256):
-    """A[t, j]: the largest attention probability any layer and head gives
-    key j from query t in a full-KV forward pass over ids (float16, T x T)."""
+def attention_maps(model, ids):
+    """Teacher-forced attention of every query to every key: (T, T) sum and
+    max over layers and heads, and the mean value-row norm of each position."""
     T = len(ids)
-    A = torch.zeros(T, T, dtype=torch.float16)
-    scale = 1.0 / math.sqrt(model.c.head_dim)
-
-    def observe(li, q, k):
-        B, H, _, d = q.shape
-        qg = q.view(B, k.shape[1], H // k.shape[1], T, d)
-        for q0 in range(0, T, chunk):
-            q1 = min(T, q0 + chunk)
-            s = torch.matmul(qg[:, :, :, q0:q1], k[:, :, None, :q1].transpose(-1, -2)) * scale
-            tri = torch.ones(q1 - q0, q1, dtype=torch.bool).tril(q0)
-            p = torch.softmax(s.masked_fill(~tri, float("-inf")), -1)
-            got = p.reshape(-1, q1 - q0, q1).max(0).values.half()
-            A[q0:q1, :q1] = torch.maximum(A[q0:q1, :q1], got)
-    model.forward(torch.tensor(ids)[None], observe=observe)
-    return A
+    c = model.c
+    g = c.n_heads // c.n_kv_heads
+    a_sum = torch.zeros(T, T)
+    a_max = torch.zeros(T, T)
+    vnorm = torch.zeros(T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    x = torch.tensor(ids)[None]
+    cos, sin = model.cos[:T], model.sin[:T]
+    h = model.tok(x)
+    for b in model.blocks:
+        q, k, v = b.qkv(h, cos, sin)  # (1, H, T, d), (1, KVH, T, d)
+        vnorm += v[0].norm(dim=-1).mean(0) / c.n_layers
+        o = []
+        for hq in range(c.n_heads):
+            s = q[0, hq] @ k[0, hq // g].T / math.sqrt(c.head_dim)
+            p = torch.softmax(s.masked_fill(~causal, float("-inf")), -1)
+            a_sum += p
+            torch.maximum(a_max, p, out=a_max)
+            o.append(p @ v[0, hq // g])
+        h = h + b.wo(torch.cat(o, -1)[None])
+        h = b.ffn(h)
+    return a_sum, a_max, vnorm
 
 
 def belady_evictions(reads, slots):
@@ -267,7 +274,7 @@ def belady_rows(a, model, p, pids, ref, rows, shares, taus):
     P = len(pids)
     ids = pids + ref[:-1]  # the last token is never cached
     T = len(ids)
-    A = read_matrix(model, ids)
+    A = attention_maps(model, ids)[1].half()  # the largest read of each key by each query
     reads = {tau: A > tau for tau in taus}
     max_new = generation_cap(model, p, P)
     for s in shares:

@@ -28,7 +28,6 @@ generated slots beside its window would keep by that signal).
   /usr/bin/python3 tools/train/signal_auc.py --model CKPT --tasks S.jsonl [--limit 10] [--window 64]
 """
 import argparse
-import math
 import os
 import sys
 
@@ -39,35 +38,6 @@ import evaluate  # noqa: E402
 import oracle_bound  # noqa: E402
 import tasks  # noqa: E402
 from prior_data import auc  # noqa: E402
-
-
-@torch.no_grad()
-def attention_maps(model, ids):
-    """Teacher-forced attention of every query to every key: (T, T) sum and
-    max over layers and heads, and the mean value-row norm of each position."""
-    T = len(ids)
-    c = model.c
-    g = c.n_heads // c.n_kv_heads
-    a_sum = torch.zeros(T, T)
-    a_max = torch.zeros(T, T)
-    vnorm = torch.zeros(T)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    x = torch.tensor(ids)[None]
-    cos, sin = model.cos[:T], model.sin[:T]
-    h = model.tok(x)
-    for b in model.blocks:
-        q, k, v = b.qkv(h, cos, sin)  # (1, H, T, d), (1, KVH, T, d)
-        vnorm += v[0].norm(dim=-1).mean(0) / c.n_layers
-        o = []
-        for hq in range(c.n_heads):
-            s = q[0, hq] @ k[0, hq // g].T / math.sqrt(c.head_dim)
-            p = torch.softmax(s.masked_fill(~causal, float("-inf")), -1)
-            a_sum += p
-            torch.maximum(a_max, p, out=a_max)
-            o.append(p @ v[0, hq // g])
-        h = h + b.wo(torch.cat(o, -1)[None])
-        h = b.ffn(h)
-    return a_sum, a_max, vnorm
 
 
 def signals(a_sum, a_max, vnorm, P, W, obs, distance):
@@ -118,7 +88,7 @@ def main():
         ref, _ = oracle_bound.decode(model, pids, oracle_bound.generation_cap(model, p, P))
         full_ok += oracle_bound.answer_of(ref) == p["answer"]
         ids = pids + ref
-        a_sum, a_max, vnorm = attention_maps(model, ids)
+        a_sum, a_max, vnorm = oracle_bound.attention_maps(model, ids)
         sig, score = signals(a_sum, a_max, vnorm, P, a.window, a.obs, a.distance)
         k = max(1, int(a.positive_frac * len(score)))
         label = torch.zeros(len(score), dtype=torch.bool)

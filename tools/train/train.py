@@ -53,7 +53,7 @@ def parse_args():
                          "size the long mix spans, each with an equal share)")
     ap.add_argument("--long-boost", type=float, default=1.0,
                     help="multiply the mix weight of every problem size past tier 4's by this (1 = the mix as is)")
-    ap.add_argument("--chase-hops-spread", type=int, default=3,
+    ap.add_argument("--chase-hops-spread", type=int, default=tasks.chase.HOPS_SPREAD,
                     help="chase training problems have nodes - 1 to nodes + this many hops (tier 5 asks nodes + 4; "
                          "3 is the stream of the runs before 2026-12-07)")
     ap.add_argument("--chase-hops-free", action="store_true",
