@@ -115,7 +115,7 @@ check "kept run draws the full resume's batches (step, tokens, family)" \
 check "kept run warms up again: lr 2.5e-4 at step 4, 5e-4 at step 5" \
     '[ "$(sed -n "5,6p" "$tmp/kept/loss.csv" | cut -d, -f4 | tr "\n" " ")" = "0.000250 0.000500 " ]'
 
-# signal_auc.py: the teacher-forced replay gives each query the attention the
+# oracle_bound.attention_maps and signal_auc.py: the teacher-forced replay gives each query the attention the
 # decode step gives it (max over layers and heads) and every row sums to
 # layers x heads; the AUC of hand-worked cases; on a hand-made attention
 # matrix, a slot read only after it leaves the window is the one positive
@@ -123,10 +123,10 @@ cat >"$tmp/signals.py" <<'EOF'
 import sys
 import torch
 sys.path.insert(0, sys.argv[1])
-import evaluate, signal_auc
+import evaluate, oracle_bound, signal_auc
 m = evaluate.load_model(sys.argv[2])
 ids = torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(3)).tolist()
-a_sum, a_max, vnorm = signal_auc.attention_maps(m, ids)
+a_sum, a_max, vnorm = oracle_bound.attention_maps(m, ids)
 cache = m.new_cache(1, len(ids))
 step_diff = 0.0
 with torch.no_grad():
