@@ -4,9 +4,9 @@
 # and reuse sets included, so adding tiers and families changed none of
 # them); the long tier (5) of every family has at least 3,000 mean thinking
 # tokens and fits an 8,192 context; and the chase family's transcripts are
-# what they claim: every hop fetches the product of the node it is at and
-# restates the prompt's hop count, the pointer is that product's last two
-# digits and names a node, the answer is the node the last hop reaches, and
+# what they claim: the hop lines count down from the prompt's hop count to
+# 1, every hop fetches the product of the node it is at, the pointer is that
+# product's last two digits and names a node, the answer is the node the last hop reaches, and
 # the table's result lines come in all three formats. The recall drills (tools/train/tasks_recall.py) read back
 # exactly what their tables wrote, flag those digits as fetches, and leave the
 # training stream unchanged when their share is 0 (recall and random-order
@@ -56,11 +56,10 @@ for tier in range(1, 6):
         ex = tasks.example_for_prompt(p["prompt"])
         text = tasks.decode_ids(ex["ids"])
         cur, seen_hops = start, 0
-        for m in re.finditer(r"hop(\d+)/(\d+) #(\d+) (\d{4}) >(\d+)\n", text):
-            h, count, at, v, nxt = (int(x) for x in m.groups())
+        for m in re.finditer(r"hop(\d+) #(\d+) (\d{4}) >(\d+)\n", text):
+            left, at, v, nxt = (int(x) for x in m.groups())
             seen_hops += 1
-            if (h != seen_hops or count != hops or at != cur or v != prod[at] or nxt != v % 100
-                    or nxt not in prod):
+            if left != hops - seen_hops + 1 or at != cur or v != prod[at] or nxt != v % 100 or nxt not in prod:
                 bad.append(f"{p['id']}: hop line '{m.group(0).strip()}' is wrong")
             cur = nxt
         if seen_hops != hops or str(cur) != p["answer"] or ex["answer"] != p["answer"]:
@@ -164,14 +163,14 @@ for i in range(20):
 # random-order read batches (--assoc-drill): their share, their sizes, and
 # the stream of a run without them drawn exactly as before they existed (the
 # first 30 batches of this stream, fingerprinted before the option was added
-# and again when chase's hop lines gained the hop count, the one change since)
+# and again when chase's hop lines began to count down, the one change since)
 import hashlib
 h = hashlib.sha256()
 c0 = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.4)
 for _ in range(30):
     f, n, exs = c0.next_batch()
     h.update(repr((f, n, [e["ids"] for e in exs])).encode())
-if h.hexdigest()[:16] != "4c7fe24fb2ed9cc7":
+if h.hexdigest()[:16] != "424edd3e4bbcd0fc":
     bad.append(f"a stream without assoc drills changed: fingerprint {h.hexdigest()[:16]}")
 d = tasks.TrainStream(4242, set(), 3000, drill=0.1, families=tasks.FAMILIES, recall_drill=0.4, assoc_drill=0.3)
 batches = [d.next_batch() for _ in range(200)]

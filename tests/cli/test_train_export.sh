@@ -9,7 +9,8 @@
 # default init draws exactly what it drew before the switches existed
 # (resumed runs depend on it); induction_lab.py runs two steps in both of
 # its model kinds; a run kept by keep_run.py resumes; oracle_text.py
-# hides nothing at a share of 1. Needs PyTorch and NumPy in
+# hides nothing at a share of 1; signal_auc.py's replay and AUC hold;
+# chase_stop_probe.py prints every cell and their total. Needs PyTorch and NumPy in
 # KARA_TORCH_PYTHON (default /usr/bin/python3); skipped without them.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -155,4 +156,22 @@ EOF
 rc=$?
 check "signal_auc: replay = decode steps, causal rows of layers x heads, AUC 1/0/0.5/0.75, toy case \
 ($(tail -c 300 "$tmp/signals.out"))" '[ "$rc" = 0 ]'
+
+# chase_stop_probe.py: one row per (nodes, hops) cell and a total that is
+# their sum (the model is random, so only the shape is checked)
+cat >"$tmp/stop_check.py" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+rows = [tuple(map(int, m)) for m in re.findall(r"nodes +(\d+) hops +(\d+): stop (\d)/2", text)]
+tot = re.search(r"all: stop (\d+)/8", text)
+sys.exit(not ([r[:2] for r in rows] == [(2, 1), (2, 4), (3, 1), (3, 4)] and tot and int(tot[1]) == sum(r[2] for r in rows)))
+EOF
+"$PY" -c "
+import sys, torch; sys.path.insert(0, '$T')
+from model import Config, Model
+c = Config(d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64, context_length=1024)
+torch.save({'model': Model(c).state_dict(), 'config': c.to_dict()}, '$tmp/stop.pt')" &&
+    (cd "$T" && "$PY" chase_stop_probe.py --model "$tmp/stop.pt" --nodes 2,3 --hops 1,4 --n 2) >"$tmp/stop.out" 2>&1
+check "chase_stop_probe: 4 cells and their total ($(tail -c 200 "$tmp/stop.out"))" \
+    'python3 "$tmp/stop_check.py" "$tmp/stop.out"'
 finish

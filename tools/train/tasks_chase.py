@@ -17,12 +17,12 @@ one of three formats drawn per node:
 
 Then it chases. Each hop fetches the current node's product from its table
 line by id, far back and in an order only the data decides, and copies its
-last two digits as the next id. Each hop line also carries the prompt's hop
-count, so that the stop is a comparison within the last line; the count is
-read from the prompt once, at the first hop, and copied after that:
+last two digits as the next id. The hop lines count down from the prompt's
+hop count, read from the prompt once at the first hop, so the stop comes
+after the line numbered 1, a decision on the last line written:
 
-    hop1/3 #23 2080 >80
-    hop2/3 #80 3666 >66    (66 would have to be a node: the generator ensures it)
+    hop2 #23 2080 >80
+    hop1 #80 3666 >66    (66 would have to be a node: the generator ensures it)
 
 The answer is the id the last hop reaches. The table lines are informative;
 headers, partial lines and column additions are scratch of their node, and a
@@ -122,7 +122,7 @@ def solution_lines(problem, product_block):
     for h in range(1, hops + 1):
         v = prod[cur]
         nxt = v % 100
-        lines.append((f"hop{h}/{hops} #{cur} {v:04d} >{nxt}", KIND_SCRATCH, step))
+        lines.append((f"hop{hops - h + 1} #{cur} {v:04d} >{nxt}", KIND_SCRATCH, step))
         step += 1
         cur = nxt
     return lines, cur
@@ -135,7 +135,7 @@ def fetch_spans(line):
     if line.startswith("#") and "*" in line:
         return line.index(" ") + 1, False
     if line.startswith("hop"):
-        # "hop3/5 #23 2080 >80": the four digits after the id are the fetch
+        # "hop3 #23 2080 >80": the four digits after the id are the fetch
         i = line.index(" ", line.index("#")) + 1
         return i, True
     return len(line), False
