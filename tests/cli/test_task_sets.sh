@@ -6,9 +6,10 @@
 # tokens and fits an 8,192 context; and the chase family's transcripts are
 # what they claim: the hop lines count down from the prompt's hop count to
 # 1, every hop fetches the product of the node it is at, the pointer is that
-# product's last two digits and names a node, the answer is the node the last hop reaches, and
-# the table's result lines come in all three formats. The recall drills (tools/train/tasks_recall.py) read back
-# exactly what their tables wrote, flag those digits as fetches, and leave the
+# product's last two digits and names a node, the answer is the node the
+# last hop reaches, and the table's result lines come in all three formats.
+# The recall drills (tools/train/tasks_recall.py) read back exactly what
+# their tables wrote, flag those digits as fetches, and leave the
 # training stream unchanged when their share is 0 (recall and random-order
 # read drills alike); the random-order read
 # probes read every table word once and flag all but its given first character.

@@ -10,8 +10,8 @@
 # (resumed runs depend on it); induction_lab.py runs two steps in both of
 # its model kinds; a run kept by keep_run.py resumes; oracle_text.py
 # hides nothing at a share of 1; signal_auc.py's replay and AUC hold;
-# chase_stop_probe.py prints every cell and their total. Needs PyTorch and NumPy in
-# KARA_TORCH_PYTHON (default /usr/bin/python3); skipped without them.
+# chase_stop_probe.py prints every cell and their total. Needs PyTorch and
+# NumPy in KARA_TORCH_PYTHON (default /usr/bin/python3); skipped without them.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 torch_python "the training tools need them"
@@ -116,9 +116,9 @@ check "kept run draws the full resume's batches (step, tokens, family)" \
 check "kept run warms up again: lr 2.5e-4 at step 4, 5e-4 at step 5" \
     '[ "$(sed -n "5,6p" "$tmp/kept/loss.csv" | cut -d, -f4 | tr "\n" " ")" = "0.000250 0.000500 " ]'
 
-# oracle_bound.attention_maps and signal_auc.py: the teacher-forced replay gives each query the attention the
-# decode step gives it (max over layers and heads) and every row sums to
-# layers x heads; the AUC of hand-worked cases; on a hand-made attention
+# oracle_bound.attention_maps and signal_auc.py: the teacher-forced replay
+# gives each query the attention the decode step gives it (max over layers
+# and heads) and every row sums to layers x heads; the AUC of hand-worked cases; on a hand-made attention
 # matrix, a slot read only after it leaves the window is the one positive
 cat >"$tmp/signals.py" <<'EOF'
 import sys

@@ -21,12 +21,10 @@ import tasks_chase
 def stops(model, prompt):
     """True when the greedy token after the transcript's last hop line is the
     end of thinking, given the reference transcript before it."""
-    ex = tasks.example_for_prompt(prompt)
-    end = [tasks.decode_ids([t]) for t in ex["ids"]].index("</think>")
-    ids = torch.tensor([ex["ids"][:end]])
-    allowed = torch.ones(end, end, dtype=torch.bool).tril()
+    ids = tasks.example_for_prompt(prompt)["ids"]
+    end = ids.index(tasks.END_THINK)
     with torch.no_grad():
-        return int(model(ids, allowed[None])[0, -1].argmax()) == ex["ids"][end]
+        return int(model(torch.tensor([ids[:end]]))[0, -1].argmax()) == tasks.END_THINK
 
 
 def main():

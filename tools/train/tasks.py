@@ -136,9 +136,9 @@ def decode_ids(ids):
 
 def make_problem(rng, n_terms, family="late", hops_spread=chase.HOPS_SPREAD, hops_free=False):
     """A problem of n_terms: products (late, reuse) or nodes (chase; hops
-    from n_terms - 1 to n_terms + hops_spread, or from 1 with hops_free). Sums of 11 or more products
-    are redrawn until they fit 5 digits (never needed below that, so the
-    shipped sets are unchanged)."""
+    from n_terms - 1 to n_terms + hops_spread, or from 1 with hops_free).
+    Sums of 11 or more products are redrawn until they fit 5 digits (never
+    needed below that, so the shipped sets are unchanged)."""
     if family == "chase":
         return chase.make_problem(rng, n_terms, chase.hops_for(rng, n_terms, hops_spread, hops_free))
     while True:
