@@ -56,6 +56,14 @@ for tier in range(1, 6):
         prod = {i: a * b for i, a, b in nodes}
         ex = tasks.example_for_prompt(p["prompt"])
         text = tasks.decode_ids(ex["ids"])
+        # the walk passes every node before it meets one again, and no node
+        # points to itself (random pointers answered by self-loops)
+        walk, at = [], start
+        for _ in range(len(nodes)):
+            walk.append(at)
+            at = prod[at] % 100
+        if len(set(walk)) != len(nodes) or at == walk[-1] or at not in walk:
+            bad.append(f"{p['id']}: the walk {walk} then {at} does not pass every node once")
         cur, seen_hops = start, 0
         for m in re.finditer(r"hop(\d+) #(\d+) (\d{4}) >(\d+)\n", text):
             left, at, v, nxt = (int(x) for x in m.groups())
@@ -164,14 +172,15 @@ for i in range(20):
 # random-order read batches (--assoc-drill): their share, their sizes, and
 # the stream of a run without them drawn exactly as before they existed (the
 # first 30 batches of this stream, fingerprinted before the option was added
-# and again when chase's hop lines began to count down, the one change since)
+# and again at each change of chase since: count-down hop lines, then
+# pointers that pass every node)
 import hashlib
 h = hashlib.sha256()
 c0 = tasks.TrainStream(4242, set(), 3000, drill=0.2, families=tasks.FAMILIES, recall_drill=0.4)
 for _ in range(30):
     f, n, exs = c0.next_batch()
     h.update(repr((f, n, [e["ids"] for e in exs])).encode())
-if h.hexdigest()[:16] != "424edd3e4bbcd0fc":
+if h.hexdigest()[:16] != "d1334316d84d36e6":
     bad.append(f"a stream without assoc drills changed: fingerprint {h.hexdigest()[:16]}")
 d = tasks.TrainStream(4242, set(), 3000, drill=0.1, families=tasks.FAMILIES, recall_drill=0.4, assoc_drill=0.3)
 batches = [d.next_batch() for _ in range(200)]
