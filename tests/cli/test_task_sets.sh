@@ -114,6 +114,42 @@ print("\n".join(bad[:10]) or "ok")
 sys.exit(1 if bad else 0)
 EOF
 
+# chase_check.py names the first error of a chase transcript: the shipped
+# transcripts pass, and one planted error of each kind is found as that kind
+py_check "chase_check names each planted error" "$SRC/tools/train" "$SRC/tests/data" <<'EOF'
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+import tasks, chase_check
+bad = []
+probs = [json.loads(l) for l in open(f"{sys.argv[2]}/chase-tier4.jsonl")][:6]
+def thinking(p):
+    ex = tasks.example_for_prompt(p["prompt"])
+    return tasks.decode_ids(ex["ids"][ex["prompt_len"]:]).split("</think>")[0]
+def bump_first_hop(t):
+    m = re.search(r"(?m)^hop\d+ #\d+ (\d{4}) ", t)
+    return t[:m.start(1)] + f"{(int(m.group(1)) + 1) % 10000:04d}" + t[m.end(1):]
+def bump_first_result(t):
+    return re.sub(r"(?m)^(p\d+=|#\d+ gives |node \d+ is )(\d)",
+                  lambda m: m.group(1) + str((int(m.group(2)) + 1) % 10), t, count=1)
+plants = {
+    "ok": lambda t: t,
+    "table": bump_first_result,
+    "fetch": bump_first_hop,
+    "stop": lambda t: t.rstrip("\n").rsplit("\n", 1)[0] + "\n",
+    "hop line": lambda t: re.sub(r"(?m)^hop(\d+)", lambda m: f"hop{int(m.group(1)) + 1}", t, count=1),
+}
+for p in probs:
+    for want, plant in plants.items():
+        verdict, detail = chase_check.diagnose(p["prompt"], plant(thinking(p)), p["answer"])
+        if verdict != want:
+            bad.append(f"{p['id']}: planted {want}, found {verdict} ({detail})")
+    wrong = "10" if p["answer"] != "10" else "11"
+    if chase_check.diagnose(p["prompt"], thinking(p), wrong)[0] != "answer":
+        bad.append(f"{p['id']}: a wrong answer after a right walk not found")
+print("\n".join(bad[:10]) or "ok")
+sys.exit(1 if bad else 0)
+EOF
+
 # Recall drills (tools/train/tasks_recall.py): every read copies the value its
 # label got in the table, the fetch flags mark exactly those digits, and a
 # stream without recall drills draws the same batches as before they existed
