@@ -5,7 +5,7 @@ tiers ask one hop count each (3, 5, 7, 10, 28), so a model can pass them by
 guessing the count from the node count; this grid crosses the two, which
 tells a count read from the prompt from one guessed (docs/TRAINING_PLAIN.md).
 
-    /usr/bin/python3 tools/train/chase_stop_probe.py --model runs/plain3-free/ckpt.pt
+    /usr/bin/python3 tools/train/chase_stop_probe.py --model tools/train/runs/plain3-cycle/ckpt.pt
 """
 import argparse
 import random
