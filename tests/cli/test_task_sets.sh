@@ -39,7 +39,7 @@ py_check() {
 py_check "long tiers and chase transcripts hold" "$SRC/tools/train" "$SRC/tests/data" <<'EOF'
 import json, re, sys
 sys.path.insert(0, sys.argv[1])
-import tasks
+import tasks, chase_check
 data = sys.argv[2]
 bad = []
 for fam in tasks.FAMILIES:
@@ -64,15 +64,11 @@ for tier in range(1, 6):
             at = prod[at] % 100
         if len(set(walk)) != len(nodes) or at == walk[-1] or at not in walk:
             bad.append(f"{p['id']}: the walk {walk} then {at} does not pass every node once")
-        cur, seen_hops = start, 0
-        for m in re.finditer(r"hop(\d+) #(\d+) (\d{4}) >(\d+)\n", text):
-            left, at, v, nxt = (int(x) for x in m.groups())
-            seen_hops += 1
-            if left != hops - seen_hops + 1 or at != cur or v != prod[at] or nxt != v % 100 or nxt not in prod:
-                bad.append(f"{p['id']}: hop line '{m.group(0).strip()}' is wrong")
-            cur = nxt
-        if seen_hops != hops or str(cur) != p["answer"] or ex["answer"] != p["answer"]:
-            bad.append(f"{p['id']}: {seen_hops} hops of {hops}, reached {cur}, answer {p['answer']}")
+        # every result line and hop line right, the stop at the count, the
+        # answer the walk's end (chase_check's verdict on a transcript)
+        verdict, detail = chase_check.diagnose(p["prompt"], text, ex["answer"])
+        if verdict != "ok" or ex["answer"] != p["answer"]:
+            bad.append(f"{p['id']}: {verdict}: {detail}; answer {ex['answer']}, the set's {p['answer']}")
         for i, v in prod.items():
             for k, pat in enumerate((rf"\np{i}={v:04d}\n", rf"\n#{i} gives {v:04d}\n", rf"\nnode {i} is {v:04d}\n")):
                 if re.search(pat, text):
@@ -157,7 +153,7 @@ EOF
 py_check "recall drills read what their tables wrote" "$SRC/tools/train" <<'EOF'
 import random, re, sys
 sys.path.insert(0, sys.argv[1])
-import tasks, tasks_recall
+import tasks, tasks_chase, tasks_recall
 bad = []
 rng = random.Random(7)
 reads_seen = set()
@@ -165,9 +161,7 @@ for i in range(60):
     fam = tasks.FAMILIES[i % 3]
     ex = tasks_recall.build_recall_drill(rng, rng.randint(3, 24), fam, tasks)
     text = tasks.decode_ids(ex["ids"])
-    table = {}
-    for m in re.finditer(r"(?m)^(?:p(\d+)=|#(\d+) gives |node (\d+) is )(\d{4})$", text):
-        table[int(next(g for g in m.groups()[:3] if g))] = m.group(4)
+    table = {k: f"{v:04d}" for k, v in tasks_chase.read_table(text).items()}
     want = []
     for m in re.finditer(r"(?m)^(s\d+=p|s\d+\+p|c\d+\+p|hop\d+ #)(\d+)[= ](\d{4})", text):
         reads_seen.add(re.sub(r"\d", "", m.group(1)))

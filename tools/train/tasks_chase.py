@@ -30,6 +30,7 @@ headers, partial lines and column additions are scratch of their node, and a
 hop line is scratch of its hop.
 """
 import random
+import re
 
 # thinking kinds, as in tasks.py
 KIND_INFO, KIND_SCRATCH = 1, 2
@@ -42,6 +43,9 @@ TRAIN_MIX = {2: 0.5, 3: 1.0, 4: 1.0, 6: 1.0, 8: 1.5, 10: 1.0}
 LONG_MIX = {2: 0.5, 3: 1.0, 4: 1.0, 6: 1.0, 8: 1.5, 10: 1.0, 14: 1.0, 20: 0.7, 26: 0.5, 30: 0.3}
 
 TEMPLATES = ("p{k}={v:04d}", "#{k} gives {v:04d}", "node {k} is {v:04d}")
+# the table's result lines and the hop lines as a transcript holds them
+TABLE_LINE = re.compile(r"(?m)^(?:p(\d+)=|#(\d+) gives |node (\d+) is )(\d{4})$")
+HOP_LINE = re.compile(r"(?m)^hop(\d+) #(\d+) (\d{4}) >(\d+)$")
 
 # (a, b) operand pairs of two digits by the last two digits of their product
 _BY_RESIDUE = {}
@@ -70,7 +74,7 @@ def make_problem(rng, n_nodes, n_hops):
     """(nodes, start, hops): nodes is a list of (id, a, b) whose a*b % 100 is
     another node's id. The pointers from the start visit every node once and
     then re-enter the path at a random earlier node, never the last one, so
-    no node points to itself. Random pointers (the generator before
+    no node points to itself (unless it is the only one). Random pointers (the generator before
     2026-12-07) fell into short cycles: a third to two thirds of the answers
     pointed to themselves and a tier-5 walk saw 5.6 of its 24 nodes, so a
     reader that lost the count still scored. Table order and walk order are
@@ -111,6 +115,11 @@ def _template_of(problem, nid):
     nodes, start, hops = problem
     rng = random.Random(f"chase-fmt-{start}-{hops}-{nid}-{len(nodes)}")
     return TEMPLATES[rng.randrange(len(TEMPLATES))]
+
+
+def read_table(text):
+    """id -> value of every result line in a transcript, whatever its format."""
+    return {int(next(g for g in m.groups()[:3] if g)): int(m.group(4)) for m in TABLE_LINE.finditer(text)}
 
 
 def solution_lines(problem, product_block):
