@@ -173,6 +173,19 @@ for i in range(60):
         bad.append(f"drill {i}: fetch flags mark '{got[:40]}', reads are '{''.join(want)[:40]}'")
 if len(reads_seen) != 4:
     bad.append(f"read formats seen: {sorted(reads_seen)}")
+# confusable chase drills (train.py --chase-confusable): ids of the fewest
+# digits that give n of them, each read as a hop line, the right value fetched
+for i in range(30):
+    n = rng.randint(2, 24)
+    ex = tasks_recall.build_recall_drill(rng, n, "chase", tasks, confusable=1.0)
+    text = tasks.decode_ids(ex["ids"])
+    table = {k: f"{v:04d}" for k, v in tasks_chase.read_table(text).items()}
+    digits = {c for k in table for c in str(k)}
+    reads = re.findall(r"(?m)^(s\d+=p|s\d+\+p|c\d+\+p|hop\d+ #)(\d+)[= ](\d{4})", text)
+    if len(table) != n or len(digits) ** 2 < n or (len(digits) - 1) ** 2 >= n or "0" in digits:
+        bad.append(f"confusable drill {i}: {n} ids {sorted(table)} of digits {sorted(digits)}")
+    if len(reads) < n or any(not p.startswith("hop") or table.get(int(k)) != v for p, k, v in reads):
+        bad.append(f"confusable drill {i}: reads {reads[:3]} of table {sorted(table.items())[:3]}")
 a = tasks.TrainStream(4242, set(), 3000, drill=0.3, families=tasks.FAMILIES)
 b = tasks.TrainStream(4242, set(), 3000, drill=0.3, families=tasks.FAMILIES, recall_drill=0.0)
 for _ in range(20):

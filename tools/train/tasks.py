@@ -498,8 +498,9 @@ class TrainStream:
 
     def __init__(self, seed, exclude, tokens_per_batch, fmt=FORMAT, drill=0.0, families=("late",),
                  family_weights=None, mix=None, context=CONTEXT, recall_drill=0.0, assoc_drill=0.0,
-                 hops_spread=chase.HOPS_SPREAD, hops_free=False):
+                 hops_spread=chase.HOPS_SPREAD, hops_free=False, chase_confusable=0.0):
         self.fmt = fmt
+        self.chase_confusable = chase_confusable
         self.hops_spread = hops_spread
         self.hops_free = hops_free
         self.recall_drill = recall_drill
@@ -563,7 +564,7 @@ class TrainStream:
                     self._fill(lambda: recall.build_repeat_drill(self.rng, me, n, text))
             fam = self._family()
             n = self.rng.choice(recall.SIZES)
-            return "recall-" + fam, n, self._fill(lambda: recall.build_recall_drill(self.rng, n, fam, me))
+            return "recall-" + fam, n, self._fill(lambda: recall.build_recall_drill(self.rng, n, fam, me, self.chase_confusable))
         if u < self.drill:
             fam = self._family()
             n = self.rng.randint(2, 8)

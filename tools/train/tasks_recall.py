@@ -78,10 +78,28 @@ class _Transcript:
                 "answer": str(n), "drill": True, "family": family, "n_terms": n}
 
 
-def build_recall_drill(rng, n, family, T):
+def confusable_ids(rng, n):
+    """n distinct two-digit ids made of the fewest digits that give n of
+    them (#43 beside #34, #46 and #33): nearly every id shares a digit with
+    another or is its swap. Greedy chase transcripts fetch the wrong node
+    mostly between such ids (docs/TRAINING_PLAIN.md); a table of them has no
+    read that one matching digit gets right."""
+    k = 2
+    while k * k < n:
+        k += 1
+    digits = rng.sample(range(1, 10), k)
+    return rng.sample([10 * a + b for a in digits for b in digits], n)
+
+
+def build_recall_drill(rng, n, family, T, confusable=0.0):
     """One recall drill of n values for family's labels; T is the tasks
-    module (its token helpers, kinds and product blocks)."""
-    if family == "chase":
+    module (its token helpers, kinds and product blocks). With confusable,
+    that share of chase drills takes confusable_ids and reads them as
+    chase's hop lines do; at 0 the drill draws exactly as before."""
+    hard = family == "chase" and confusable > 0 and rng.random() < confusable
+    if hard:
+        labels = confusable_ids(rng, n)
+    elif family == "chase":
         labels = rng.sample(range(10, 100), n)
     else:
         labels = list(range(1, n + 1))
@@ -93,13 +111,14 @@ def build_recall_drill(rng, n, family, T):
     # half the drills write "pK=" and read "...pK=": the read repeats the
     # table line's prefix, so copying what followed it works (the late and
     # reuse families' case); the rest mix the formats (chase's case)
-    same = rng.random() < 0.5
+    same = not hard and rng.random() < 0.5
     for k in order:
         d.add((TABLE_FORMATS[0] if same else rng.choice(TABLE_FORMATS)).format(k=k, v=values[k]) + "\n", T.KIND_INFO)
     # reads: every value once in a random order, plus up to n/2 repeats
     reads = labels[:] + [rng.choice(labels) for _ in range(rng.randint(0, n // 2))]
     rng.shuffle(reads)
-    fmt = rng.choice(READ_FORMATS[:3] if same else READ_FORMATS)  # one read format per drill
+    # one read format per drill
+    fmt = READ_FORMATS[3] if hard else rng.choice(READ_FORMATS[:3] if same else READ_FORMATS)
     for i, k in enumerate(reads, 1):
         for _ in range(rng.choice(FILLER)):
             a, b = rng.randint(10, 99), rng.randint(10, 99)

@@ -76,6 +76,9 @@ def parse_args():
     ap.add_argument("--recall-drill", type=float, default=0.0,
                     help="share of batches that are recall drills: values the thinking wrote, read back by "
                          "label (tasks_recall.py)")
+    ap.add_argument("--chase-confusable", type=float, default=0.0,
+                    help="share of chase recall drills whose ids share or swap digits, read as hop lines "
+                         "(tasks_recall.confusable_ids)")
     ap.add_argument("--assoc-drill", type=float, default=0.0,
                     help="share of batches of random-order reads of printable words (tasks_recall.build_assoc_drill)")
     ap.add_argument("--copy-weight", type=float, default=1.0, help="loss weight of long-range copy tokens")
@@ -183,7 +186,7 @@ def main():
                            a.long_boost)
     stream = tasks.TrainStream(a.seed, exclude, a.tokens_per_batch, a.format, a.copy_drill, families, fw,
                                mix, a.context, a.recall_drill, a.assoc_drill, a.chase_hops_spread,
-                               a.chase_hops_free)
+                               a.chase_hops_free, a.chase_confusable)
     mrng = random.Random(f"mask-{a.seed}")
     step, tokens, elapsed, best = 0, 0, 0.0, -1.0
     if a.resume and os.path.exists(ck_path):
