@@ -154,6 +154,8 @@ py_check "recall drills read what their tables wrote" "$SRC/tools/train" <<'EOF'
 import random, re, sys
 sys.path.insert(0, sys.argv[1])
 import tasks, tasks_chase, tasks_recall
+# a read line: the prefix naming the label, the label, then its four digits
+READ_LINE = re.compile(r"(?m)^(s\d+=p|s\d+\+p|c\d+\+p|hop\d+ #)(\d+)[= ](\d{4})")
 bad = []
 rng = random.Random(7)
 reads_seen = set()
@@ -163,7 +165,7 @@ for i in range(60):
     text = tasks.decode_ids(ex["ids"])
     table = {k: f"{v:04d}" for k, v in tasks_chase.read_table(text).items()}
     want = []
-    for m in re.finditer(r"(?m)^(s\d+=p|s\d+\+p|c\d+\+p|hop\d+ #)(\d+)[= ](\d{4})", text):
+    for m in READ_LINE.finditer(text):
         reads_seen.add(re.sub(r"\d", "", m.group(1)))
         if table.get(int(m.group(2))) != m.group(3):
             bad.append(f"drill {i}: read {m.group(0).strip()} but the table has {table.get(int(m.group(2)))}")
@@ -181,7 +183,7 @@ for i in range(30):
     text = tasks.decode_ids(ex["ids"])
     table = {k: f"{v:04d}" for k, v in tasks_chase.read_table(text).items()}
     digits = {c for k in table for c in str(k)}
-    reads = re.findall(r"(?m)^(s\d+=p|s\d+\+p|c\d+\+p|hop\d+ #)(\d+)[= ](\d{4})", text)
+    reads = READ_LINE.findall(text)
     if len(table) != n or len(digits) ** 2 < n or (len(digits) - 1) ** 2 >= n or "0" in digits:
         bad.append(f"confusable drill {i}: {n} ids {sorted(table)} of digits {sorted(digits)}")
     if len(reads) < n or any(not p.startswith("hop") or table.get(int(k)) != v for p, k, v in reads):

@@ -564,7 +564,8 @@ class TrainStream:
                     self._fill(lambda: recall.build_repeat_drill(self.rng, me, n, text))
             fam = self._family()
             n = self.rng.choice(recall.SIZES)
-            return "recall-" + fam, n, self._fill(lambda: recall.build_recall_drill(self.rng, n, fam, me, self.chase_confusable))
+            return "recall-" + fam, n, self._fill(
+                lambda: recall.build_recall_drill(self.rng, n, fam, me, self.chase_confusable))
         if u < self.drill:
             fam = self._family()
             n = self.rng.randint(2, 8)

@@ -22,8 +22,10 @@ not a loss weight: most of its loss is on exactly those reads.
 The answer is the number of values. The labels are 1..n (late, reuse) or
 distinct two-digit ids (chase), as in the family the drill is drawn for.
 """
+import tasks_chase
 
-TABLE_FORMATS = ("p{k}={v:04d}", "#{k} gives {v:04d}", "node {k} is {v:04d}")
+# the table's result-line formats: the ones chase's tables use
+TABLE_FORMATS = tasks_chase.TEMPLATES
 # a read is the prefix naming the label, then the four fetched digits, then a tail
 READ_FORMATS = ("s{i}=p{k}=", "s{i}+p{k}=", "c{i}+p{k}=", "hop{i} #{k} ")
 # values per drill, weighted toward small tables: a model that cannot yet
