@@ -9,7 +9,7 @@
 # the cap is kv.budget itself, which the library never exceeds); a cap no
 # method fits gives error rows with the reason and exit 1, and so does a
 # retention whose reference ran nothing; a per-window suffix on a method
-# without windows is a usage error.
+# without windows is a usage error; `none` for --retentions means no rows.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 SRC="${KARA_SOURCE_DIR:?KARA_SOURCE_DIR must name the source tree}"
@@ -81,6 +81,15 @@ rc=$?
 check "a retention with no reference peak exits 1 (rc $rc)" '[ $rc -eq 1 ] && grep -q "2 of 3 rows are error rows" "$tmp/n.err"'
 check "snapkv's row there is an error row with the reason" \
     'grep -q "^snapkv,retention,0.200,0.0000,0.0000,0.0000,error,\"kara/per_window ran no problem at this retention" "$tmp/n.csv"'
+
+# 5. "none" is a list of no rows for --retentions as for --budgets (the help's default): full alone;
+#    anything else that is not a share in (0, 1] is still refused
+ev --methods full,snapkv --budgets none --retentions none --limit 1 --out "$tmp/z.csv" >"$tmp/z.txt" 2>"$tmp/z.err"
+rc=$?
+check "--retentions none runs full alone (rc $rc)" \
+    '[ $rc -eq 0 ] && [ "$(tail -n +2 "$tmp/z.csv" | cut -d, -f1,2)" = "full,-" ]'
+expect_stderr "--retentions nothing is refused" 64 "--retentions: bad item 'nothing'" \
+    "$KARA" eval -m "$M" --tasks "$tmp/t.jsonl" --retentions nothing
 
 if [ "$fail" -ne 0 ]; then cat "$tmp/r.txt" "$tmp/r.err" "$tmp/b.txt" "$tmp/b.err"; fi
 finish

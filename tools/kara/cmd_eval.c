@@ -157,7 +157,10 @@ static int add_fraction(float *list, int *n, const char *text) {
 static int add_budget(eval_opts *o, const char *t) {
     return !strcmp(t, "none") || add_fraction(o->budgets, &o->n_budgets, t);
 }
-static int add_retention(eval_opts *o, const char *t) { return add_fraction(o->retentions, &o->n_retentions, t); }
+// "none" adds no row: the help's default, and what scripts pass to say so
+static int add_retention(eval_opts *o, const char *t) {
+    return !strcmp(t, "none") || add_fraction(o->retentions, &o->n_retentions, t);
+}
 
 static int parse(int argc, char **argv, eval_opts *o) {
     kr_cli_parsed cli;
