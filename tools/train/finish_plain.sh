@@ -26,7 +26,7 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 noprior="$tmp/kara-reasoner-plain-noprior.gguf" # what llama.cpp loads: it refuses tensors it does not name
-$py tools/train/export_gguf.py "$ckpt" "$noprior"
+$py tools/train/export_gguf.py "$ckpt" "$noprior" --name kara-reasoner-plain
 $py tools/train/reasoner_traces.py --count 200 --seed 5151 --families late,reuse,chase \
     --exclude-seeds 777 9001 777001 4601 4602 4603 4604 --out "$tmp/traces.jsonl"
 $py tools/train/retention_prior.py --model "$noprior" --traces "$tmp/traces.jsonl" \
